@@ -1,0 +1,1 @@
+"""Pieces shared by the master, the agent, the CLI and pedl.core."""

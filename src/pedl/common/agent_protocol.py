@@ -1,0 +1,115 @@
+"""Messages between agent and master over the agent WebSocket (`/agents/ws`), as JSON objects
+with a `type` field. Both sides import these models, so the protocol lives in one place.
+
+Connection: the agent opens the socket with headers `X-Pedl-Agent-Token` (when the master has one)
+and sends `register` first; the master answers `registered` or closes with code 4401/4400.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Msg(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class SlotInfo(_Msg):
+    id: str  # "0", "1", ... stable per agent
+    type: Literal["cuda", "cpu"] = "cpu"
+    brand: str = ""
+    uuid: str = ""
+    memory_mib: int = 0
+
+
+# agent -> master
+
+
+class Register(_Msg):
+    type: Literal["register"] = "register"
+    agent_id: str
+    hostname: str
+    address: str
+    resource_pool: str = "default"
+    slots: list[SlotInfo] = Field(default_factory=list)
+    version: str = ""
+    running_allocations: list[str] = Field(default_factory=list)  # kept across reconnects
+
+
+class Heartbeat(_Msg):
+    type: Literal["heartbeat"] = "heartbeat"
+    running_allocations: list[str] = Field(default_factory=list)
+
+
+class TaskStarted(_Msg):
+    type: Literal["task_started"] = "task_started"
+    allocation_id: str
+    pid: int
+
+
+class LogLine(_Msg):
+    timestamp: float
+    stdtype: Literal["stdout", "stderr", "agent"] = "stdout"
+    message: str
+
+
+class TaskLogs(_Msg):
+    type: Literal["task_logs"] = "task_logs"
+    allocation_id: str
+    lines: list[LogLine]
+
+
+class TaskExited(_Msg):
+    type: Literal["task_exited"] = "task_exited"
+    allocation_id: str
+    exit_code: int | None  # None when it never started
+    reason: str = ""
+
+
+AgentMessage = Annotated[Register | Heartbeat | TaskStarted | TaskLogs | TaskExited,
+                         Field(discriminator="type")]
+AGENT_MESSAGE = TypeAdapter(AgentMessage)
+
+
+# master -> agent
+
+
+class Registered(_Msg):
+    type: Literal["registered"] = "registered"
+    agent_id: str
+    heartbeat_interval: float
+    kill_unknown: list[str] = Field(default_factory=list)  # allocations the master has ended
+
+
+class StartTask(_Msg):
+    type: Literal["start_task"] = "start_task"
+    allocation_id: str
+    task_id: str
+    name: str
+    entrypoint: str | list[str]
+    env: dict[str, str]
+    slot_ids: list[str]
+    session_token: str
+    context_url: str  # GET it with the session token for the model definition (b64 tgz)
+
+
+class KillTask(_Msg):
+    type: Literal["kill_task"] = "kill_task"
+    allocation_id: str
+    grace_period: float = 10.0
+    reason: str = ""
+
+
+MasterMessage = Annotated[Registered | StartTask | KillTask, Field(discriminator="type")]
+MASTER_MESSAGE = TypeAdapter(MasterMessage)
+
+
+def dump(msg: BaseModel) -> dict[str, Any]:
+    return msg.model_dump(mode="json")
+
+
+CLOSE_UNAUTHORIZED = 4401
+CLOSE_BAD_REQUEST = 4400
+CLOSE_REPLACED = 4409

@@ -1,0 +1,1 @@
+"""Configuration models: master.yaml and experiment configs, checked by pydantic."""

@@ -1,0 +1,112 @@
+"""master.yaml: port, data directory, database, agents, resource pools, checkpoint storage."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from pedl.config.durations import Duration
+from pedl.config.loading import StrictModel, load_yaml_file
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "pedl"
+
+
+class DatabaseConfig(StrictModel):
+    """PostgreSQL connection; without a `db:` section the master uses SQLite in the data dir."""
+
+    host: str = Field("127.0.0.1", description="PostgreSQL host")
+    port: int = Field(5432, ge=1, le=65535)
+    user: str = Field("postgres")
+    password: str = Field("")
+    name: str = Field("pedl", description="database name")
+    ssl_mode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
+
+
+class SharedFSStorage(StrictModel):
+    type: Literal["shared_fs"] = "shared_fs"
+    host_path: str = Field(..., description="directory visible to the master and every agent")
+    storage_path: str | None = Field(None, description="subdirectory of host_path for checkpoints")
+    save_experiment_best: int = Field(0, ge=0)
+    save_trial_best: int = Field(1, ge=0)
+    save_trial_latest: int = Field(1, ge=0)
+
+
+class SchedulerConfig(StrictModel):
+    type: Literal["priority", "fair_share"] = "priority"
+    fitting_policy: Literal["best", "worst"] = "best"
+    preemption: bool = False
+    default_priority: int = Field(42, ge=1, le=99)
+
+
+class ResourcePoolConfig(StrictModel):
+    pool_name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    max_slots_per_trial: int | None = Field(None, ge=1)
+
+
+class MasterConfig(StrictModel):
+    port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one")
+    host: str = Field("0.0.0.0", description="address to bind")
+    data_dir: Path = Field(default_factory=default_data_dir)
+    db: DatabaseConfig | None = None
+    cluster_name: str = ""
+    agent_token: str | None = Field(
+        None, description="shared secret agents present; without it only loopback agents connect")
+    agent_heartbeat_interval: Duration = Field(5.0, description="how often agents send heartbeats")
+    agent_heartbeat_timeout: Duration = Field(15.0, description="silence after which an agent is disconnected")
+    agent_reconnect_wait: Duration = Field(25.0, description="how long a disconnected agent keeps its tasks")
+    task_kill_grace_period: Duration = Field(10.0, description="SIGTERM to SIGKILL delay for killed tasks")
+    session_ttl: Duration = Field(7 * 24 * 3600.0, description="lifetime of a login token")
+    checkpoint_storage: SharedFSStorage | None = Field(
+        None, description="default storage; shared_fs under data_dir/checkpoints when unset")
+    resource_pools: list[ResourcePoolConfig] = Field(
+        default_factory=lambda: [ResourcePoolConfig(pool_name="default")])
+    default_compute_resource_pool: str = "default"
+    default_aux_resource_pool: str = "default"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("data_dir", mode="after")
+    @classmethod
+    def _expand(cls, v: Path) -> Path:
+        return Path(os.path.expanduser(str(v)))
+
+    @model_validator(mode="after")
+    def _check_pools(self) -> MasterConfig:
+        names = [p.pool_name for p in self.resource_pools]
+        if not names:
+            raise ValueError("resource_pools: at least one pool is required")
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"resource_pools: duplicate pool_name {sorted(dupes)}")
+        for key in ("default_compute_resource_pool", "default_aux_resource_pool"):
+            if getattr(self, key) not in names:
+                raise ValueError(f"{key}: no resource pool named {getattr(self, key)!r}")
+        return self
+
+    def effective_checkpoint_storage(self) -> SharedFSStorage:
+        return self.checkpoint_storage or SharedFSStorage(host_path=str(self.data_dir / "checkpoints"))
+
+    def pool(self, name: str) -> ResourcePoolConfig | None:
+        return next((p for p in self.resource_pools if p.pool_name == name), None)
+
+    def database_url(self) -> str:
+        if self.db is None:
+            return f"sqlite:///{self.data_dir / 'pedl.db'}"
+        from sqlalchemy.engine import URL
+
+        return URL.create("postgresql+psycopg", username=self.db.user, password=self.db.password or None,
+                          host=self.db.host, port=self.db.port, database=self.db.name,
+                          query={"sslmode": self.db.ssl_mode}).render_as_string(hide_password=False)
+
+
+def load_master_config(path: str | Path | None) -> MasterConfig:
+    if path is None:
+        return MasterConfig()
+    return load_yaml_file(MasterConfig, path)

@@ -1,0 +1,1 @@
+"""The pedl master: REST API, database, scheduler and the control loop that drives experiments."""

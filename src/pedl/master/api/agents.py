@@ -1,0 +1,145 @@
+"""Agents: the listing (det agent list / slot list) and the WebSocket agents connect to."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import secrets
+
+from fastapi import APIRouter, Depends, Request, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
+
+from pedl.common import agent_protocol as proto
+from pedl.master.api import shapes
+from pedl.master.api.deps import Caller, caller, ctx_of
+from pedl.master.cluster.agent_hub import AgentConnection
+from pedl.master.cluster.controller import HELD
+from pedl.master.db import models
+from pedl.master.services import logs
+
+router = APIRouter()
+log = logging.getLogger(__name__)
+
+
+@router.get("/api/v1/agents")
+def list_agents(request: Request, _: Caller = Depends(caller)) -> dict:
+    ctx = ctx_of(request)
+    connected = ctx.hub.connected_ids()
+    with ctx.db.session() as s:
+        held: dict[str, dict[str, str]] = {}
+        for alloc in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))):
+            for place in alloc.assignment or []:
+                for sid in place["slot_ids"]:
+                    held.setdefault(place["agent_id"], {})[sid] = alloc.id
+        agents = list(s.scalars(select(models.Agent).order_by(models.Agent.id)))
+        return {"agents": [shapes.agent(a, held.get(a.id, {}), a.id in connected) for a in agents]}
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _master_url(ws: WebSocket) -> str:
+    scheme = "https" if ws.url.scheme == "wss" else "http"
+    return f"{scheme}://{ws.url.netloc}"
+
+
+@router.websocket("/agents/ws")
+async def agent_socket(ws: WebSocket) -> None:
+    ctx = ws.app.state.ctx
+    ctl = ctx.controller
+    remote = ws.client.host if ws.client else ""
+    expected = ctx.config.agent_token
+    offered = ws.headers.get("x-pedl-agent-token", "")
+    if expected:
+        if not secrets.compare_digest(offered.encode(), expected.encode()):
+            log.warning("refused agent connection from %s: wrong or missing agent token", remote)
+            await ws.close(code=proto.CLOSE_UNAUTHORIZED, reason="invalid agent token")
+            return
+    elif not _is_loopback(remote):
+        log.warning("refused agent connection from %s: no agent_token is set, so only loopback agents are accepted",
+                    remote)
+        await ws.close(code=proto.CLOSE_UNAUTHORIZED, reason="no agent_token configured; only loopback agents")
+        return
+    await ws.accept()
+    try:
+        first = proto.AGENT_MESSAGE.validate_python(await ws.receive_json())
+    except (ValidationError, ValueError, WebSocketDisconnect) as exc:
+        log.warning("agent from %s sent a bad first message: %s", remote, exc)
+        await _close(ws, proto.CLOSE_BAD_REQUEST, "first message must be register")
+        return
+    if not isinstance(first, proto.Register):
+        await _close(ws, proto.CLOSE_BAD_REQUEST, "first message must be register")
+        return
+    if ctx.config.pool(first.resource_pool) is None:
+        log.warning("refused agent %s: unknown resource pool %r", first.agent_id, first.resource_pool)
+        await _close(ws, proto.CLOSE_BAD_REQUEST, f"unknown resource pool {first.resource_pool!r}")
+        return
+    conn = AgentConnection(agent_id=first.agent_id, master_url=_master_url(ws), remote_host=remote,
+                           loop=asyncio.get_running_loop(), last_heartbeat=ctx.clock.now())
+    old = ctx.hub.attach(conn)
+    if old is not None:
+        old.send(None)
+    writer = asyncio.create_task(_writer(ws, conn))
+    try:
+        registered = await run_in_threadpool(ctl.agent_registered, first, remote)
+        await ws.send_json(proto.dump(registered))
+        log.info("agent %s connected from %s with %d slot(s)", first.agent_id, remote, len(first.slots))
+        while True:
+            raw = await ws.receive_json()
+            try:
+                msg = proto.AGENT_MESSAGE.validate_python(raw)
+            except ValidationError as exc:
+                log.warning("agent %s sent a bad message: %s", first.agent_id, exc)
+                continue
+            await _handle(ctx, conn, msg)
+    except WebSocketDisconnect:
+        pass
+    except Exception:  # noqa: BLE001 - a broken socket must not take the master down
+        log.exception("agent %s connection failed", first.agent_id)
+    finally:
+        writer.cancel()
+        if ctx.hub.detach(conn):
+            await run_in_threadpool(ctl.agent_disconnected, first.agent_id, "connection closed")
+            ctl.wake()
+
+
+async def _handle(ctx, conn: AgentConnection, msg) -> None:
+    ctl = ctx.controller
+    conn.last_heartbeat = ctx.clock.now()
+    if isinstance(msg, proto.Heartbeat):
+        conn.running = msg.running_allocations
+    elif isinstance(msg, proto.TaskStarted):
+        await run_in_threadpool(ctl.task_started, conn.agent_id, msg.allocation_id)
+    elif isinstance(msg, proto.TaskLogs):
+        await run_in_threadpool(_store_logs, ctx, conn.agent_id, msg)
+    elif isinstance(msg, proto.TaskExited):
+        await run_in_threadpool(ctl.task_exited, conn.agent_id, msg.allocation_id, msg.exit_code, msg.reason)
+
+
+def _store_logs(ctx, agent_id: str, msg: proto.TaskLogs) -> None:
+    with ctx.db.session() as s:
+        alloc = s.get(models.Allocation, msg.allocation_id)
+        if alloc is not None:
+            logs.add_task_lines(s, alloc, agent_id, msg.lines)
+
+
+async def _writer(ws: WebSocket, conn: AgentConnection) -> None:
+    while True:
+        payload = await conn.queue.get()
+        if payload is None:
+            await _close(ws, proto.CLOSE_REPLACED, "closed by the master")
+            return
+        await ws.send_json(payload)
+
+
+async def _close(ws: WebSocket, code: int, reason: str) -> None:
+    with contextlib.suppress(RuntimeError):
+        await ws.close(code=code, reason=reason)

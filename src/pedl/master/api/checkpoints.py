@@ -1,0 +1,71 @@
+"""Checkpoints: describe, and report (from tasks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import Field
+
+from pedl.errors import InvalidArgument
+from pedl.master.api import shapes
+from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
+from pedl.master.db import models
+from pedl.master.services import checkpoints as checkpoints_service
+
+router = APIRouter(prefix="/api/v1/checkpoints")
+
+
+class CheckpointIn(Body):
+    uuid: str = Field(..., min_length=1, max_length=64)
+    allocationId: str | None = None
+    taskId: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    resources: dict[str, Any] = Field(default_factory=dict)
+    state: str = "STATE_COMPLETED"
+    training: dict[str, Any] | None = None
+    storageId: int | None = None
+    reportTime: str | None = None
+    storage: dict[str, Any] | None = None
+
+
+class ReportCheckpointBody(Body):
+    checkpoint: CheckpointIn
+
+
+_STATES = {"STATE_ACTIVE", "STATE_COMPLETED", "STATE_ERROR", "STATE_DELETED", "STATE_PARTIALLY_DELETED"}
+
+
+@router.post("")
+def report(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    data = body if isinstance(body, dict) else {}
+    req = parse(ReportCheckpointBody, data if "checkpoint" in data else {"checkpoint": data})
+    ck = req.checkpoint
+    if ck.state not in _STATES:
+        raise InvalidArgument(f"checkpoint.state: {ck.state!r} is not one of {sorted(_STATES)}",
+                              fields=[{"field": "checkpoint.state", "message": "invalid state"}])
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        alloc_id = who.allocation_id or ck.allocationId
+        alloc = s.get(models.Allocation, alloc_id) if alloc_id else None
+        trial = s.get(models.Trial, alloc.trial_id) if alloc and alloc.trial_id else None
+        if trial is None and ck.training and ck.training.get("trialId"):
+            trial = s.get(models.Trial, int(ck.training["trialId"]))
+        exp = s.get(models.Experiment, trial.experiment_id) if trial else None
+        storage = ck.storage or (exp.config.get("checkpoint_storage", {}) if exp else {})
+        row = checkpoints_service.record(s, uuid=ck.uuid, trial=trial, alloc_id=alloc_id,
+                                         task_id=ck.taskId or (alloc.task_id if alloc else None),
+                                         report_time=ctx.clock.now(), metadata=ck.metadata,
+                                         resources=ck.resources, storage=storage, state=ck.state)
+        return {"checkpoint": shapes.checkpoint(row, exp, trial, None)}
+
+
+@router.get("/{uuid}")
+def describe(uuid: str, request: Request, _: Caller = Depends(caller)) -> dict:
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        c = checkpoints_service.get(s, uuid)
+        trial = s.get(models.Trial, c.trial_id) if c.trial_id else None
+        exp = s.get(models.Experiment, c.experiment_id) if c.experiment_id else None
+        validation = checkpoints_service.validation_metrics_at(s, c.trial_id, c.steps_completed) if c.trial_id else None
+        return {"checkpoint": shapes.checkpoint(c, exp, trial, validation)}

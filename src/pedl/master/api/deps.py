@@ -1,0 +1,92 @@
+"""Request plumbing shared by routers: the master context, the caller, JSON bodies and pages."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, ValidationError
+from sqlalchemy import select
+
+from pedl.errors import InvalidArgument, Unauthenticated
+from pedl.master.api.errors import validation_error
+from pedl.master.context import MasterContext
+from pedl.master.db import models
+from pedl.master.lifecycle import LIVE_ALLOCATION
+from pedl.master.services import users as users_service
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Body(BaseModel):
+    """Base of request bodies: camelCase keys as det sends them; unknown keys are ignored the way
+    Determined's gateway ignores them, so newer clients keep working."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+
+def ctx_of(request: Request) -> MasterContext:
+    return request.app.state.ctx
+
+
+@dataclass
+class Caller:
+    user: models.User
+    allocation_id: str | None = None  # set when a task calls with its session token
+
+
+def _token(request: Request) -> str | None:
+    for header in ("authorization", "grpc-metadata-x-allocation-token"):
+        value = request.headers.get(header)
+        if value:
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+            raise Unauthenticated(f"{header} header must be 'Bearer <token>'")
+    return None
+
+
+def caller(request: Request) -> Caller:
+    token = _token(request)
+    if token is None:
+        raise Unauthenticated("authentication required: log in and send 'Authorization: Bearer <token>'")
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        try:
+            return Caller(users_service.user_for_token(s, ctx.clock.now(), token))
+        except Unauthenticated:
+            alloc = s.scalar(select(models.Allocation).where(
+                models.Allocation.session_token_hash == users_service.token_hash(token)))
+            if alloc is None or alloc.state not in LIVE_ALLOCATION:
+                raise
+            user = s.get(models.User, alloc.owner_id)
+            if user is None:
+                raise
+            return Caller(user, alloc.id)
+
+
+async def json_body(request: Request) -> Any:
+    """det sends JSON without a Content-Type header, and no body at all for empty requests."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"body: malformed JSON ({exc})", fields=[{"field": "body", "message": "malformed JSON"}]) from None
+
+
+def parse(model: type[M], data: Any) -> M:
+    if not isinstance(data, dict):
+        raise InvalidArgument("body: must be a JSON object", fields=[{"field": "body", "message": "must be an object"}])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(list(exc.errors())) from None
+
+
+def pagination(offset: int, limit: int, total: int, count: int) -> dict[str, int]:
+    return {"offset": offset, "limit": limit, "startIndex": min(offset, total),
+            "endIndex": min(offset + count, total), "total": total}

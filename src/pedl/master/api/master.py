@@ -1,0 +1,28 @@
+"""GET /info (no auth) and GET /api/v1/master."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from pedl.master.api.deps import Caller, caller, ctx_of
+from pedl.version import __version__
+
+router = APIRouter()
+
+
+@router.get("/info")
+def info(request: Request) -> dict:
+    ctx = ctx_of(request)
+    return {"version": __version__, "cluster_id": ctx.cluster_id, "master_id": ctx.master_id,
+            "cluster_name": ctx.config.cluster_name, "product": "pedl"}
+
+
+@router.get("/api/v1/master")
+def master_info(request: Request, _: Caller = Depends(caller)) -> dict:
+    ctx = ctx_of(request)
+    return {"version": __version__, "masterId": ctx.master_id, "clusterId": ctx.cluster_id,
+            "clusterName": ctx.config.cluster_name, "hasCustomLogo": False, "strictJobQueueControl": False,
+            "telemetryEnabled": False, "rbacEnabled": False, "userManagementEnabled": True,
+            "product": "PRODUCT_UNSPECIFIED", "featureSwitches": [],
+            "resourcePools": [p.pool_name for p in ctx.config.resource_pools],
+            "database": "sqlite" if ctx.db.is_sqlite else "postgresql"}

@@ -1,0 +1,139 @@
+"""Rows to Determined-shaped JSON (docs/det-wire.md §4): camelCase, proto enum names, RFC 3339
+times, int64 as strings where the proto says so."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pedl.master.db import models
+from pedl.master.lifecycle import AllocationState
+
+
+def ts(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def user(u: models.User) -> dict[str, Any]:
+    return {"id": u.id, "username": u.username, "admin": u.admin, "active": u.active,
+            "displayName": u.display_name or "", "remote": False, "modifiedAt": ts(u.modified_at)}
+
+
+def experiment(e: models.Experiment, username: str, num_trials: int) -> dict[str, Any]:
+    return {
+        "id": e.id, "name": e.name, "description": e.description, "labels": e.config.get("labels", []),
+        "archived": e.archived, "config": e.config, "originalConfig": e.original_config,
+        "jobId": f"job-{e.id}", "numTrials": num_trials, "projectId": e.project_id, "projectOwnerId": 1,
+        "searcherType": e.config.get("searcher", {}).get("name", "single"),
+        "searcherMetric": e.config.get("searcher", {}).get("metric", ""),
+        "startTime": ts(e.start_time), "endTime": ts(e.end_time), "state": e.state, "username": username,
+        "userId": e.owner_id, "progress": e.progress, "resourcePool": e.resource_pool, "forkedFrom": e.parent_id,
+        "notes": e.notes, "projectName": "Uncategorized", "workspaceName": "Uncategorized", "workspaceId": 1,
+        "parentArchived": False, "unmanaged": False, "endReason": e.end_reason,
+    }
+
+
+def metrics_workload(m: models.Metric) -> dict[str, Any]:
+    return {"metrics": {"avgMetrics": m.metrics, "batchMetrics": []}, "numInputs": 0,
+            "totalBatches": m.steps_completed, "endTime": ts(m.report_time)}
+
+
+def trial(t: models.Trial, best_validation: models.Metric | None = None,
+          latest_validation: models.Metric | None = None, checkpoint_count: int = 0) -> dict[str, Any]:
+    out = {
+        "id": t.id, "experimentId": t.experiment_id, "hparams": t.hparams, "restarts": t.restarts,
+        "startTime": ts(t.start_time), "endTime": ts(t.end_time), "state": t.state,
+        "totalBatchesProcessed": t.total_batches, "summaryMetrics": t.summary_metrics or {},
+        "taskId": t.task_id, "taskIds": [t.task_id], "searcherMetricValue": t.best_metric,
+        "checkpointCount": checkpoint_count, "warmStartCheckpointUuid": t.latest_checkpoint or "",
+        "endReason": t.end_reason, "runnerState": "",
+    }
+    if best_validation is not None:
+        out["bestValidation"] = metrics_workload(best_validation)
+    if latest_validation is not None:
+        out["latestValidation"] = metrics_workload(latest_validation)
+    return out
+
+
+def checkpoint_workload(c: models.Checkpoint) -> dict[str, Any]:
+    return {"uuid": c.uuid, "state": c.state, "totalBatches": c.steps_completed, "endTime": ts(c.report_time),
+            "metadata": c.meta, "resources": {k: str(v) for k, v in (c.resources or {}).items()}}
+
+
+def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Trial | None,
+               validation: dict[str, Any] | None) -> dict[str, Any]:
+    training: dict[str, Any] = {}
+    if t is not None and exp is not None:
+        metric_name = exp.config.get("searcher", {}).get("metric")
+        training = {"trialId": t.id, "experimentId": exp.id, "experimentConfig": exp.config, "hparams": t.hparams,
+                    "trainingMetrics": {"avgMetrics": {}},
+                    "validationMetrics": {"avgMetrics": validation or {}}}
+        if validation and metric_name in validation:
+            training["searcherMetric"] = validation[metric_name]
+    meta = dict(c.meta or {})
+    meta.setdefault("steps_completed", c.steps_completed)
+    return {"uuid": c.uuid, "state": c.state, "metadata": meta,
+            "resources": {k: str(v) for k, v in (c.resources or {}).items()}, "training": training,
+            "reportTime": ts(c.report_time), "taskId": c.task_id or "", "allocationId": c.allocation_id or "",
+            "storage": c.storage}
+
+
+def log_line(row: models.TaskLog) -> dict[str, Any]:
+    return {"id": str(row.id), "trialId": row.trial_id or 0, "level": row.level, "message": row.message,
+            "log": row.message, "timestamp": ts(row.timestamp), "agentId": row.agent_id or "",
+            "source": row.source, "stdtype": row.stdtype, "taskId": row.task_id, "allocationId": row.allocation_id or ""}
+
+
+def _device(slot: dict[str, Any], index: int) -> dict[str, Any]:
+    return {"id": index, "type": "TYPE_CUDA" if slot.get("type") == "cuda" else "TYPE_CPU",
+            "brand": slot.get("brand") or ("CPU" if slot.get("type") != "cuda" else ""), "uuid": slot.get("uuid", "")}
+
+
+def agent(a: models.Agent, held: dict[str, str], connected: bool) -> dict[str, Any]:
+    """`held` maps slot id -> allocation id on this agent."""
+    slots, containers = {}, {}
+    type_stats: dict[str, dict[str, int]] = {}
+    brand_stats: dict[str, dict[str, int]] = {}
+    for i, sl in enumerate(a.slots or []):
+        dev = _device(sl, i)
+        slot_json: dict[str, Any] = {"id": sl["id"], "enabled": a.enabled, "draining": a.draining, "device": dev}
+        alloc_id = held.get(sl["id"])
+        if alloc_id:
+            container = {"id": alloc_id, "state": "STATE_RUNNING", "permissionDenied": False, "devices": [dev]}
+            slot_json["container"] = container
+            containers[alloc_id] = container
+        slots[sl["id"]] = slot_json
+        for stats, key in ((type_stats, dev["type"]), (brand_stats, dev["brand"])):
+            st = stats.setdefault(key, {"disabled": 0, "draining": 0, "total": 0, "states": {}})
+            st["total"] += 1
+            st["disabled"] += 0 if a.enabled else 1
+            st["draining"] += 1 if a.draining else 0
+    return {"id": a.id, "version": a.version, "registeredTime": ts(a.registered_at), "slots": slots,
+            "containers": containers, "resourcePools": [a.resource_pool], "enabled": a.enabled,
+            "draining": a.draining, "addresses": [a.address], "label": "",
+            "slotStats": {"typeStats": type_stats, "brandStats": brand_stats},
+            "state": a.state, "connected": connected, "hostname": a.hostname,
+            "lastHeartbeat": ts(a.last_heartbeat)}
+
+
+def allocation_summary(al: models.Allocation, agents_by_id: dict[str, models.Agent]) -> dict[str, Any]:
+    resources = []
+    for place in al.assignment or []:
+        ag = agents_by_id.get(place["agent_id"])
+        slot_map = {sl["id"]: (i, sl) for i, sl in enumerate(ag.slots)} if ag else {}
+        devices = [_device(slot_map[sid][1], slot_map[sid][0]) for sid in place["slot_ids"] if sid in slot_map]
+        resources.append({"resourcesId": al.id, "resourcesType": "process", "allocationId": al.id,
+                          "containerId": al.id, "agentDevices": {place["agent_id"]: {"devices": devices}},
+                          "started": None if al.started_at is None else {"addresses": []},
+                          "exited": None})
+    return {"taskId": al.task_id, "allocationId": al.id, "name": al.name, "slotsNeeded": al.slots_needed,
+            "registeredTime": ts(al.queued_at), "resources": resources, "resourcePool": al.resource_pool,
+            "priority": al.priority, "schedulerType": "priority", "proxyPorts": [],
+            "state": "STATE_QUEUED" if al.state == AllocationState.PENDING.value else al.state}
+
+
+def event(ev: models.Event) -> dict[str, Any]:
+    return {"id": ev.id, "entityType": ev.entity_type, "entityId": ev.entity_id, "time": ts(ev.time),
+            "fromState": ev.from_state, "toState": ev.to_state, "level": ev.level, "message": ev.message}

@@ -1,0 +1,246 @@
+"""Trials: describe, workloads, logs (NDJSON, optionally followed), and the reports a running trial
+makes (metrics, progress, searcher completion)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from pedl.errors import Forbidden, InvalidArgument
+from pedl.master.api import shapes
+from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
+from pedl.master.db import models
+from pedl.master.lifecycle import TERMINAL_TRIAL
+from pedl.master.services import experiment_flow, logs, metrics
+from pedl.master.services import trials as trials_service
+
+router = APIRouter(prefix="/api/v1")
+
+
+class MetricsInner(Body):
+    avgMetrics: dict[str, Any]
+    batchMetrics: list[Any] | None = None
+
+
+class TrialMetrics(Body):
+    trialId: int | None = None
+    trialRunId: int = 0
+    stepsCompleted: int = Field(..., ge=0)
+    reportTime: str | None = None
+    metrics: MetricsInner
+
+
+class ReportMetricsBody(Body):
+    metrics: TrialMetrics
+    group: str = Field("training", min_length=1, max_length=64)
+
+
+class ProgressBody(Body):
+    progress: float = Field(..., ge=0)
+    is_raw: bool = False
+
+
+class CompletedOpBody(Body):
+    op: dict[str, Any] = Field(default_factory=dict)
+    searcherMetric: float | str | None = None
+
+
+def _workloads(s: Session, trial_id: int) -> list[dict[str, Any]]:
+    items: list[tuple[int, int, dict[str, Any]]] = []
+    for m in s.scalars(select(models.Metric).where(models.Metric.trial_id == trial_id)):
+        key = "validation" if m.group == "validation" else "training"
+        items.append((m.steps_completed, 0 if key == "training" else 1, {key: shapes.metrics_workload(m)}))
+    for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == trial_id)):
+        items.append((c.steps_completed, 2, {"checkpoint": shapes.checkpoint_workload(c)}))
+    items.sort(key=lambda x: (x[0], x[1]))
+    return [w for _, _, w in items]
+
+
+
+def _own_trial(who: Caller, s, trial_id: int) -> models.Trial:
+    trial = trials_service.get(s, trial_id)
+    if who.allocation_id is not None:
+        alloc = s.get(models.Allocation, who.allocation_id)
+        if alloc is None or alloc.trial_id != trial.id:
+            raise Forbidden(f"this task's token does not belong to trial {trial_id}")
+    return trial
+
+
+@router.get("/trials/{trial_id}")
+def get_trial(trial_id: int, request: Request, _: Caller = Depends(caller)) -> dict:
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        t = trials_service.get(s, trial_id)
+        best, latest = trials_service.best_and_latest_validation(s, t)
+        return {"trial": shapes.trial(t, best, latest, trials_service.checkpoint_count(s, t.id))}
+
+
+@router.get("/trials/{trial_id}/workloads")
+def workloads(trial_id: int, request: Request, _: Caller = Depends(caller), offset: int = Query(0, ge=0),
+              limit: int = Query(0, ge=0)) -> dict:
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        trials_service.get(s, trial_id)
+        items = _workloads(s, trial_id)
+        page = items[offset: offset + limit] if limit else items[offset:]
+        return {"workloads": page, "pagination": pagination(offset, limit, len(items), len(page))}
+
+
+@router.get("/trials/{trial_id}/metrics")
+def list_metrics(trial_id: int, request: Request, _: Caller = Depends(caller), group: str | None = None) -> dict:
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        trials_service.get(s, trial_id)
+        return {"metrics": [{"group": m.group, "stepsCompleted": m.steps_completed, "trialRunId": m.trial_run_id,
+                             "reportTime": shapes.ts(m.report_time), "metrics": m.metrics}
+                            for m in metrics.list_metrics(s, trial_id, group)]}
+
+
+@router.post("/trials/{trial_id}/metrics")
+def report_metrics(trial_id: int, request: Request, who: Caller = Depends(caller),
+                   body: dict = Depends(json_body)) -> dict:
+    req = parse(ReportMetricsBody, body)
+    if req.metrics.trialId not in (None, trial_id):
+        raise InvalidArgument(f"metrics.trialId: {req.metrics.trialId} does not match the path's trial {trial_id}",
+                              fields=[{"field": "metrics.trialId", "message": "does not match the path"}])
+    values = metrics.clean_metrics(req.metrics.metrics.avgMetrics, "metrics.metrics.avgMetrics")
+    ctx = ctx_of(request)
+    ctl = ctx.controller
+
+    def store(s) -> float | None:
+        trial = _own_trial(who, s, trial_id)
+        metrics.record(s, trial, group=req.group, steps_completed=req.metrics.stepsCompleted,
+                       trial_run_id=req.metrics.trialRunId, report_time=ctx.clock.now(), metrics=values)
+        if req.group != "validation":
+            return None
+        exp = s.get(models.Experiment, trial.experiment_id)
+        sc = exp.config.get("searcher", {})
+        value = metrics.update_best(trial, sc.get("metric", ""), sc.get("smaller_is_better", True), values)
+        if value is not None and trial.state not in TERMINAL_TRIAL:
+            experiment_flow.on_validation(ctl, s, trial, value, req.metrics.stepsCompleted)
+        return value
+
+    if req.group == "validation":
+        ctl.run(store)  # the searcher may act on it, so it runs under the cluster lock
+    else:
+        with ctx.db.session() as s:
+            store(s)
+    return {}
+
+
+@router.post("/trials/{trial_id}/progress")
+def report_progress(trial_id: int, request: Request, who: Caller = Depends(caller),
+                    body: dict = Depends(json_body)) -> dict:
+    if isinstance(body, int | float) and not isinstance(body, bool):
+        body = {"progress": body}
+    req = parse(ProgressBody, body)
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        trial = _own_trial(who, s, trial_id)
+        summary = dict(trial.summary_metrics or {})
+        summary["progress"] = req.progress
+        trial.summary_metrics = summary
+    return {}
+
+
+@router.post("/trials/{trial_id}/searcher/completed_operation")
+def completed_operation(trial_id: int, request: Request, who: Caller = Depends(caller),
+                        body: dict = Depends(json_body)) -> dict:
+    req = parse(CompletedOpBody, body)
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        trial = _own_trial(who, s, trial_id)
+        length = req.op.get("length")
+        if isinstance(length, int) and length > trial.total_batches:
+            trial.total_batches = length
+        elif trial.target_length and trial.total_batches < trial.target_length:
+            trial.total_batches = trial.target_length
+    return {}
+
+
+@router.post("/trials/{trial_id}/kill")
+def kill_trial(trial_id: int, request: Request, _: Caller = Depends(caller)) -> dict:
+    ctl = ctx_of(request).controller
+    ctl.run(lambda s: trials_service.kill(ctl, s, trial_id))
+    return {}
+
+
+@router.post("/runs/start")
+def run_start(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    return {"storageId": 0}
+
+
+@router.post("/trials/{trial_id}/runner/metadata")
+def runner_metadata(trial_id: int, _: Caller = Depends(caller)) -> dict:
+    return {}
+
+
+@router.post("/trials/{trial_id}/early_exit")
+def early_exit(trial_id: int, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        trial = _own_trial(who, s, trial_id)
+        trial.end_reason = f"early exit: {body.get('reason', 'unspecified') if isinstance(body, dict) else body}"
+    return {}
+
+
+def _log_query(trial_id: int, after: int, limit: int | None, desc: bool, levels: list[str]):
+    def q(s) -> list[models.TaskLog]:
+        rows = logs.trial_logs(s, trial_id, after_id=after, limit=limit, newest_first=desc)
+        return [r for r in rows if not levels or r.level in levels]
+
+    return q
+
+
+@router.get("/trials/{trial_id}/logs")
+async def trial_logs(trial_id: int, request: Request, _: Caller = Depends(caller), follow: bool = False,
+                     limit: int = Query(0, ge=0), orderBy: str | None = None,
+                     levels: list[str] = Query(default_factory=list)) -> StreamingResponse:
+    ctx = ctx_of(request)
+
+    def check() -> None:
+        with ctx.db.session() as s:
+            trials_service.get(s, trial_id)
+
+    await run_in_threadpool(check)
+    desc = orderBy == "ORDER_BY_DESC"
+
+    def fetch(after: int, lim: int | None) -> tuple[list[dict], int, bool]:
+        with ctx.db.session() as s:
+            rows = _log_query(trial_id, after, lim, desc and not follow, levels)(s)
+            trial = s.get(models.Trial, trial_id)
+            done = trial is None or trial.state in TERMINAL_TRIAL
+            last = max((r.id for r in rows), default=after)
+            return [shapes.log_line(r) for r in rows], last, done
+
+    async def stream():
+        sent, after = 0, 0
+        while True:
+            lim = (limit - sent) if limit else 1000
+            lines, after_new, done = await run_in_threadpool(fetch, after, lim)
+            for line in lines:
+                yield json.dumps({"result": line}) + "\n"
+            sent += len(lines)
+            after = after_new
+            if limit and sent >= limit:
+                return
+            if not follow:
+                if lines and not desc and len(lines) == lim:
+                    continue
+                return
+            if done and not lines:
+                return
+            if not lines:
+                if await request.is_disconnected():
+                    return
+                await asyncio.sleep(0.25)
+
+    return StreamingResponse(stream(), media_type="application/x-ndjson")

@@ -1,0 +1,126 @@
+"""The FastAPI app factory. Its lifespan migrates the database, creates the default users, reloads
+cluster state and runs the control loop (event-driven, with a periodic tick as a safety net)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy.exc import OperationalError
+
+from pedl.clock import Clock, SystemClock
+from pedl.config.master_config import MasterConfig
+from pedl.errors import Unavailable
+from pedl.master.api import (
+    agents,
+    auth,
+    checkpoints,
+    errors,
+    experiments,
+    master,
+    resource_pools,
+    tasks,
+    trials,
+    users,
+)
+from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.controller import Controller
+from pedl.master.context import MasterContext
+from pedl.master.db import migrate, models
+from pedl.master.db.engine import Database
+from pedl.master.services import users as users_service
+from pedl.version import __version__
+
+log = logging.getLogger("pedl.master")
+
+TICK_SECONDS = 1.0
+
+
+def open_database(config: MasterConfig) -> Database:
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(config.database_url())
+    try:
+        migrate.upgrade(db.engine)
+    except OperationalError as exc:
+        where = f"{config.db.host}:{config.db.port}/{config.db.name}" if config.db else str(config.data_dir)
+        raise Unavailable(f"cannot open the database at {where}: {exc.orig}") from None
+    return db
+
+
+def _cluster_id(ctx: MasterContext) -> str:
+    with ctx.db.session() as s:
+        row = s.get(models.ClusterInfo, 1)
+        if row is None:
+            row = models.ClusterInfo(id=1, cluster_id=str(uuid.uuid4()), created_at=ctx.clock.now())
+            s.add(row)
+        return row.cluster_id
+
+
+def _default_users(ctx: MasterContext) -> None:
+    with ctx.db.session() as s:
+        created = users_service.ensure_default_users(s, ctx.clock.now())
+        if created:
+            log.warning("created user(s) %s with BLANK passwords", ", ".join(created))
+        blank = users_service.users_with_blank_password(s)
+    if blank:
+        log.warning("users %s have blank passwords: set them with `pedl user change-password USER`",
+                    ", ".join(blank))
+
+
+async def control_loop(ctx: MasterContext, stop: asyncio.Event) -> None:
+    wake = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    ctx.controller.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), timeout=TICK_SECONDS)
+        wake.clear()
+        try:
+            await asyncio.to_thread(ctx.controller.tick)
+        except Exception:  # noqa: BLE001 - keep the loop alive; the next pass retries
+            log.exception("control loop pass failed")
+            await asyncio.sleep(TICK_SECONDS)
+
+
+def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database | None = None) -> FastAPI:
+    ctx = MasterContext(config=config, db=db or open_database(config), clock=clock or SystemClock(),
+                        master_id=str(uuid.uuid4()))
+    ctx.hub = AgentHub()
+    ctx.controller = Controller(ctx)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        ctx.cluster_id = await asyncio.to_thread(_cluster_id, ctx)
+        await asyncio.to_thread(_default_users, ctx)
+        await asyncio.to_thread(ctx.controller.startup)
+        stop = asyncio.Event()
+        task = asyncio.create_task(control_loop(ctx, stop))
+        log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
+                 "sqlite" if ctx.db.is_sqlite else "postgresql")
+        try:
+            yield
+        finally:
+            stop.set()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            ctx.db.dispose()
+
+    app = FastAPI(title="pedl master", version=__version__, lifespan=lifespan,
+                  description="pedl's REST API, in Determined's /api/v1 dialect.")
+    app.state.ctx = ctx
+    errors.install(app)
+    for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools):
+        app.include_router(module.router)
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus() -> PlainTextResponse:
+        return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
+
+    return app

@@ -1,0 +1,1 @@
+"""Resource pools: the live agent hub, the pure scheduler and the controller that applies it."""

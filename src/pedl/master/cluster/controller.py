@@ -1,0 +1,322 @@
+"""The cluster controller: agents, allocations and scheduling. Every change to who runs where goes
+through here, under one lock, in short transactions; messages to agents go out after commit.
+
+Experiment progression (what a trial's exit means, the searcher) lives in services/experiment_flow.py
+and is called from here with the same session."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.common import agent_protocol as proto
+from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
+from pedl.master.db import models
+from pedl.master.lifecycle import AgentState, AllocationState
+from pedl.master.services import experiment_flow, logs, task_env
+from pedl.master.services.transitions import record_event, set_agent_state, set_allocation_state
+from pedl.master.services.users import token_hash
+
+if TYPE_CHECKING:
+    from pedl.master.context import MasterContext
+
+log = logging.getLogger(__name__)
+
+A = AllocationState
+HELD = (A.ASSIGNED.value, A.RUNNING.value, A.TERMINATING.value)
+
+# exit reasons that are not the task's fault: the trial is queued again without counting a restart
+NOT_STARTED = "start was not delivered to the agent"
+
+
+class Controller:
+    def __init__(self, ctx: MasterContext) -> None:
+        self.ctx = ctx
+        self.lock = threading.RLock()
+        self._outbox: list[tuple[str, BaseModel]] = []
+        self._preempt: set[str] = set()
+        self._wake: Callable[[], None] = lambda: None
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self.ctx.clock.now()
+
+    def set_waker(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def wake(self) -> None:
+        self._wake()
+
+    def queue_message(self, agent_id: str, msg: BaseModel) -> None:
+        self._outbox.append((agent_id, msg))
+
+    def _flush(self) -> None:
+        out, self._outbox = self._outbox, []
+        for agent_id, msg in out:
+            if not self.ctx.hub.send(agent_id, msg):
+                log.info("agent %s is not connected; %s not sent", agent_id, msg.type)
+
+    def run(self, fn: Callable[[Session], object]) -> object:
+        """Run fn in one transaction under the lock, then deliver queued agent messages."""
+        with self.lock:
+            try:
+                with self.ctx.db.session() as s:
+                    result = fn(s)
+            except BaseException:
+                self._outbox.clear()
+                raise
+            self._flush()
+        return result
+
+    def should_preempt(self, allocation_id: str) -> bool:
+        return allocation_id in self._preempt
+
+    def request_preempt(self, allocation_id: str) -> None:
+        self._preempt.add(allocation_id)
+
+    def forget_preempt(self, allocation_id: str) -> None:
+        self._preempt.discard(allocation_id)
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """After a (re)start: every agent must reconnect within agent_reconnect_wait to keep its
+        tasks; preemption requests still in force are reloaded."""
+
+        def fn(s: Session) -> None:
+            now = self.now
+            for agent in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED.value)):
+                set_agent_state(s, now, agent, AgentState.DISCONNECTED, "master restarted; waiting for the agent to reconnect")
+                agent.disconnected_at = now
+            for alloc in s.scalars(select(models.Allocation).where(
+                    models.Allocation.state.in_(HELD), models.Allocation.preempt_requested.is_(True))):
+                self._preempt.add(alloc.id)
+
+        self.run(fn)
+
+    # -- agents --------------------------------------------------------------------------------
+
+    def agent_registered(self, reg: proto.Register, remote_host: str) -> proto.Registered:
+        def fn(s: Session) -> proto.Registered:
+            now = self.now
+            agent = s.get(models.Agent, reg.agent_id)
+            slots = [sl.model_dump() for sl in reg.slots]
+            if agent is None:
+                agent = models.Agent(id=reg.agent_id, hostname=reg.hostname, address=reg.address or remote_host,
+                                     resource_pool=reg.resource_pool, slots=slots, state=AgentState.CONNECTED.value,
+                                     version=reg.version, registered_at=now, last_heartbeat=now)
+                s.add(agent)
+                record_event(s, now, "agent", reg.agent_id,
+                             f"registered from {remote_host} with {len(slots)} slot(s) in pool {reg.resource_pool}",
+                             to_state=AgentState.CONNECTED.value)
+            else:
+                set_agent_state(s, now, agent, AgentState.CONNECTED, f"reconnected from {remote_host}")
+                agent.hostname, agent.address, agent.slots = reg.hostname, reg.address or remote_host, slots
+                agent.resource_pool, agent.version = reg.resource_pool, reg.version
+                agent.last_heartbeat, agent.disconnected_at = now, None
+            kill = self._reconcile(s, reg.agent_id, set(reg.running_allocations))
+            return proto.Registered(agent_id=reg.agent_id, heartbeat_interval=self.ctx.config.agent_heartbeat_interval,
+                                    kill_unknown=kill)
+
+        result = self.run(fn)
+        self.wake()
+        return result  # type: ignore[return-value]
+
+    def _reconcile(self, s: Session, agent_id: str, running: set[str]) -> list[str]:
+        """Match what the agent says it runs with what the database says it should run."""
+        kill = []
+        for alloc_id in running:
+            alloc = s.get(models.Allocation, alloc_id)
+            if alloc is None or alloc.state not in HELD or agent_id not in _agents_of(alloc):
+                kill.append(alloc_id)
+            elif alloc.kill_requested:
+                self.queue_message(agent_id, proto.KillTask(allocation_id=alloc_id,
+                                                            grace_period=self.ctx.config.task_kill_grace_period,
+                                                            reason="killed while the agent was away"))
+        for alloc in self._held_on(s, agent_id):
+            if alloc.id in running:
+                continue
+            if alloc.state == A.ASSIGNED.value:
+                self._allocation_ended(s, alloc, None, NOT_STARTED)
+            else:
+                self._allocation_ended(s, alloc, None, f"the task was no longer running on agent {agent_id} when it reconnected")
+        return kill
+
+    def _held_on(self, s: Session, agent_id: str) -> list[models.Allocation]:
+        rows = s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD)))
+        return [a for a in rows if agent_id in _agents_of(a)]
+
+    def agent_disconnected(self, agent_id: str, reason: str) -> None:
+        def fn(s: Session) -> None:
+            agent = s.get(models.Agent, agent_id)
+            if agent is not None and agent.state == AgentState.CONNECTED.value:
+                set_agent_state(s, self.now, agent, AgentState.DISCONNECTED, reason, level="warning")
+                agent.disconnected_at = self.now
+
+        self.run(fn)
+
+    def heartbeat(self, agent_id: str) -> None:
+        conn = self.ctx.hub.get(agent_id)
+        if conn is not None:
+            conn.last_heartbeat = self.now
+
+    # -- task reports --------------------------------------------------------------------------
+
+    def task_started(self, agent_id: str, allocation_id: str) -> None:
+        def fn(s: Session) -> None:
+            alloc = s.get(models.Allocation, allocation_id)
+            if alloc is None or alloc.state != A.ASSIGNED.value:
+                return
+            set_allocation_state(s, self.now, alloc, A.RUNNING, f"process started on agent {agent_id}")
+            alloc.started_at = self.now
+            experiment_flow.trial_started(s, self.now, alloc)
+
+        self.run(fn)
+
+    def task_exited(self, agent_id: str, allocation_id: str, exit_code: int | None, reason: str) -> None:
+        def fn(s: Session) -> None:
+            alloc = s.get(models.Allocation, allocation_id)
+            if alloc is None or alloc.state == A.TERMINATED.value:
+                return
+            if agent_id not in _agents_of(alloc):
+                log.warning("agent %s reported exit of %s, which is not assigned to it", agent_id, allocation_id)
+                return
+            self._allocation_ended(s, alloc, exit_code, reason)
+
+        self.run(fn)
+        self.wake()
+
+    def _allocation_ended(self, s: Session, alloc: models.Allocation, exit_code: int | None, reason: str) -> None:
+        now = self.now
+        if exit_code == 0:
+            why = "exited with code 0"
+        elif exit_code is None:
+            why = reason or "ended before its process ran"
+        else:
+            why = f"exited with code {exit_code}" + (f": {reason}" if reason else "")
+        set_allocation_state(s, now, alloc, A.TERMINATED, why)
+        alloc.ended_at, alloc.exit_code, alloc.exit_reason = now, exit_code, why
+        self._preempt.discard(alloc.id)
+        if exit_code != 0 and not alloc.kill_requested:
+            logs.add_master_line(s, now, alloc, f"allocation {alloc.id} {why}", level="LOG_LEVEL_ERROR")
+        experiment_flow.allocation_ended(self, s, alloc, exit_code, why, counts_as_failure=reason != NOT_STARTED)
+
+    def kill_allocation(self, s: Session, alloc: models.Allocation, reason: str) -> None:
+        """End an allocation: drop it if not yet running, else signal its agents."""
+        if alloc.state == A.PENDING.value:
+            set_allocation_state(s, self.now, alloc, A.TERMINATED, reason)
+            alloc.ended_at, alloc.exit_reason = self.now, reason
+            return
+        if alloc.state == A.TERMINATED.value:
+            return
+        alloc.kill_requested = True
+        if alloc.state != A.TERMINATING.value:
+            set_allocation_state(s, self.now, alloc, A.TERMINATING, reason)
+        for agent_id in _agents_of(alloc):
+            self.queue_message(agent_id, proto.KillTask(allocation_id=alloc.id, reason=reason,
+                                                        grace_period=self.ctx.config.task_kill_grace_period))
+
+    def preempt_allocation(self, s: Session, alloc: models.Allocation, reason: str) -> None:
+        """Ask a running task to checkpoint and exit; a pending one is simply dropped."""
+        if alloc.state == A.PENDING.value:
+            self.kill_allocation(s, alloc, reason)
+            return
+        if alloc.state in (A.ASSIGNED.value, A.RUNNING.value) and not alloc.preempt_requested:
+            alloc.preempt_requested = True
+            self._preempt.add(alloc.id)
+            record_event(s, self.now, "allocation", alloc.id, f"preemption requested: {reason}")
+
+    # -- the periodic pass ---------------------------------------------------------------------
+
+    def tick(self) -> None:
+        self.run(self._tick)
+
+    def _tick(self, s: Session) -> None:
+        self._check_agents(s)
+        self._schedule(s)
+
+    def _check_agents(self, s: Session) -> None:
+        now, cfg = self.now, self.ctx.config
+        connected = self.ctx.hub.connected_ids()
+        for agent in s.scalars(select(models.Agent).where(models.Agent.state != AgentState.GONE.value)):
+            conn = self.ctx.hub.get(agent.id)
+            if agent.state == AgentState.CONNECTED.value:
+                silent = conn is None or now - conn.last_heartbeat > cfg.agent_heartbeat_timeout
+                if silent:
+                    reason = ("no heartbeat for " f"{cfg.agent_heartbeat_timeout:g}s") if conn else "connection lost"
+                    set_agent_state(s, now, agent, AgentState.DISCONNECTED, reason, level="warning")
+                    agent.disconnected_at = now
+                    if conn is not None:
+                        self.ctx.hub.close(agent.id)
+                elif conn is not None:
+                    agent.last_heartbeat = conn.last_heartbeat
+            elif agent.state == AgentState.DISCONNECTED.value and agent.id not in connected:
+                since = agent.disconnected_at or now
+                if now - since >= cfg.agent_reconnect_wait:
+                    set_agent_state(s, now, agent, AgentState.GONE,
+                                    f"did not reconnect within {cfg.agent_reconnect_wait:g}s", level="warning")
+                    for alloc in self._held_on(s, agent.id):
+                        self._allocation_ended(s, alloc, None, f"agent {agent.id} was lost")
+
+    def _schedule(self, s: Session) -> None:
+        pending = list(s.scalars(select(models.Allocation).where(models.Allocation.state == A.PENDING.value)))
+        if not pending:
+            return
+        connected = self.ctx.hub.connected_ids()
+        agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED.value))
+                  if a.id in connected and a.enabled and not a.draining]
+        used: dict[str, set[str]] = {}
+        for alloc in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))):
+            for place in alloc.assignment or []:
+                used.setdefault(place["agent_id"], set()).update(place["slot_ids"])
+        by_id = {a.id: a for a in pending}
+        for pool in self.ctx.config.resource_pools:
+            pool_agents = [
+                AgentSnapshot(a.id, tuple(sl["id"] for sl in a.slots),
+                              tuple(sl["id"] for sl in a.slots if sl["id"] not in used.get(a.id, set())))
+                for a in agents if a.resource_pool == pool.pool_name]
+            requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at)
+                        for a in pending if a.resource_pool == pool.pool_name]
+            if not requests or not pool_agents:
+                continue
+            for assignment in schedule(requests, pool_agents, pool.scheduler.fitting_policy):
+                self._assign(s, by_id[assignment.allocation_id], assignment.placements)
+
+    def _assign(self, s: Session, alloc: models.Allocation, placements: list[tuple[str, list[str]]]) -> None:
+        now = self.now
+        token = secrets.token_urlsafe(32)
+        alloc.session_token_hash = token_hash(token)
+        alloc.assignment = [{"agent_id": a, "slot_ids": slots} for a, slots in placements]
+        alloc.assigned_at = now
+        set_allocation_state(s, now, alloc, A.ASSIGNED,
+                             "assigned to " + ", ".join(f"{a}{slots}" for a, slots in placements))
+        spec = experiment_flow.task_spec(self, s, alloc, token)
+        for agent_id, slot_ids in placements:
+            conn = self.ctx.hub.get(agent_id)
+            base = conn.master_url if conn else ""
+            self.queue_message(agent_id, proto.StartTask(
+                allocation_id=alloc.id, task_id=alloc.task_id, name=alloc.name, entrypoint=spec["entrypoint"],
+                env=spec["env"], slot_ids=slot_ids, session_token=token,
+                context_url=f"{base}/api/v1/tasks/{alloc.task_id}/context_directory"))
+
+    # -- helpers for experiment_flow -------------------------------------------------------------
+
+    def env_for(self, s: Session, alloc: models.Allocation, token: str, exp: models.Experiment,
+                trial: models.Trial) -> dict[str, str]:
+        owner = s.get(models.User, exp.owner_id)
+        return task_env.trial_env(cluster_id=self.ctx.cluster_id, exp=exp, trial=trial, alloc=alloc,
+                                  session_token=token, username=owner.username if owner else "",
+                                  steps_completed=trial.total_batches)
+
+
+def _agents_of(alloc: models.Allocation) -> list[str]:
+    return [p["agent_id"] for p in alloc.assignment or []]

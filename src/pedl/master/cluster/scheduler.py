@@ -1,0 +1,112 @@
+"""The scheduler: pure, snapshot in, assignments out. Priority order (lower number first), FIFO
+within a priority, best (or worst) fit over agents, and a task gets all of its slots or none."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Literal
+
+Fitting = Literal["best", "worst"]
+
+
+@dataclass(frozen=True)
+class AgentSnapshot:
+    id: str
+    slot_ids: tuple[str, ...]
+    free_slot_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SlotRequest:
+    allocation_id: str
+    slots_needed: int
+    priority: int
+    queued_at: float
+
+
+@dataclass
+class Assignment:
+    allocation_id: str
+    placements: list[tuple[str, list[str]]] = field(default_factory=list)  # (agent_id, slot_ids)
+
+
+def order_requests(requests: list[SlotRequest]) -> list[SlotRequest]:
+    return sorted(requests, key=lambda r: (r.priority, r.queued_at, r.allocation_id))
+
+
+class _FreeIndex:
+    """Agents bucketed by free-slot count, so each fit is a walk over at most max-slots buckets
+    instead of over every agent (1,000 agents × 10,000 requests stays fast)."""
+
+    def __init__(self, agents: list[AgentSnapshot]) -> None:
+        self.free: dict[str, list[str]] = {a.id: list(a.free_slot_ids) for a in agents}
+        self.total: dict[str, int] = {a.id: len(a.slot_ids) for a in agents}
+        self.buckets: dict[int, dict[str, None]] = defaultdict(dict)  # dict keeps insertion order
+        for a in agents:
+            self.buckets[len(a.free_slot_ids)][a.id] = None
+        self.max_free = max((len(a.free_slot_ids) for a in agents), default=0)
+
+    def _move(self, agent_id: str, old: int, new: int) -> None:
+        del self.buckets[old][agent_id]
+        self.buckets[new][agent_id] = None
+
+    def take(self, agent_id: str, n: int) -> list[str]:
+        slots = self.free[agent_id]
+        taken, self.free[agent_id] = slots[:n], slots[n:]
+        self._move(agent_id, len(slots), len(slots) - n)
+        return taken
+
+    def pick_one(self, need: int, fitting: Fitting) -> str | None:
+        counts = range(need, self.max_free + 1)
+        if fitting == "worst":
+            counts = reversed(counts)
+        for count in counts:
+            bucket = self.buckets.get(count)
+            if bucket:
+                return next(iter(bucket))
+        return None
+
+    def pick_whole_agents(self, need: int) -> list[str] | None:
+        """Several completely free agents whose slots add up to exactly `need`, largest first."""
+        chosen, total = [], 0
+        for count in range(self.max_free, 0, -1):
+            for agent_id in self.buckets.get(count, {}):
+                if self.total[agent_id] != count:
+                    continue  # not wholly free
+                if total + count > need:
+                    continue
+                chosen.append(agent_id)
+                total += count
+                if total == need:
+                    return chosen
+        return None
+
+    def any_free(self) -> bool:
+        return any(self.buckets.get(c) for c in range(1, self.max_free + 1))
+
+
+def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
+             fitting: Fitting = "best") -> list[Assignment]:
+    """Place as many requests as fit, in priority/FIFO order; a request that does not fit now
+    is skipped, and later (smaller) ones may still be placed."""
+    index = _FreeIndex(agents)
+    out: list[Assignment] = []
+    for req in order_requests(requests):
+        if req.slots_needed == 0:
+            # zero-slot tasks go on the agent with the fewest free slots (keeps GPUs for GPU work)
+            agent_id = next((a.id for a in sorted(agents, key=lambda a: len(index.free[a.id]))), None)
+            if agent_id is not None:
+                out.append(Assignment(req.allocation_id, [(agent_id, [])]))
+            continue
+        if not index.any_free():
+            break
+        agent_id = index.pick_one(req.slots_needed, fitting)
+        if agent_id is not None:
+            out.append(Assignment(req.allocation_id, [(agent_id, index.take(agent_id, req.slots_needed))]))
+            continue
+        whole = index.pick_whole_agents(req.slots_needed)
+        if whole:
+            out.append(Assignment(req.allocation_id,
+                                  [(a, index.take(a, index.total[a])) for a in whole]))
+    return out

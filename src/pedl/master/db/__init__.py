@@ -1,0 +1,1 @@
+"""Database layer: SQLAlchemy 2 models, engine and session setup, Alembic migrations."""

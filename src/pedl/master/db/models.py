@@ -1,0 +1,214 @@
+"""SQLAlchemy models. The database is the source of truth: everything the master knows is a row.
+
+Times are float seconds since the epoch (the injected clock's unit), rendered as RFC 3339 by the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+Id = BigInteger().with_variant(Integer(), "sqlite")  # sqlite autoincrements INTEGER only
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    username: Mapped[str] = mapped_column(String(255), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    display_name: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    modified_at: Mapped[float] = mapped_column(Float)
+
+
+class UserSession(Base):
+    __tablename__ = "user_sessions"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+
+
+class Experiment(Base):
+    __tablename__ = "experiments"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(512))
+    description: Mapped[str] = mapped_column(Text, default="")
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    state: Mapped[str] = mapped_column(String(40), index=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # validated, fully defaulted
+    original_config: Mapped[str] = mapped_column(Text)  # the text the user sent
+    searcher_state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    resource_pool: Mapped[str] = mapped_column(String(255))
+    start_time: Mapped[float] = mapped_column(Float)
+    end_time: Mapped[float | None] = mapped_column(Float, nullable=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    parent_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    project_id: Mapped[int] = mapped_column(Integer, default=1)
+    notes: Mapped[str] = mapped_column(Text, default="")
+    end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class ModelDefinition(Base):
+    __tablename__ = "model_definitions"
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"),
+                                               primary_key=True)
+    archive: Mapped[bytes] = mapped_column(LargeBinary)  # a gzipped tar of the model directory
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    file_count: Mapped[int] = mapped_column(Integer)
+
+
+class Trial(Base):
+    __tablename__ = "trials"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"),
+                                               index=True)
+    request_id: Mapped[str] = mapped_column(String(64))  # the searcher's handle
+    task_id: Mapped[str] = mapped_column(String(128), unique=True)
+    hparams: Mapped[dict[str, Any]] = mapped_column(JSON)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(40), index=True)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    run_id: Mapped[int] = mapped_column(Integer, default=0)  # bumps on every (re)start
+    start_time: Mapped[float] = mapped_column(Float)
+    end_time: Mapped[float | None] = mapped_column(Float, nullable=True)
+    total_batches: Mapped[int] = mapped_column(BigInteger, default=0)
+    latest_checkpoint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    best_metric: Mapped[float | None] = mapped_column(Float, nullable=True)
+    summary_metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    target_length: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class Allocation(Base):
+    """One attempt to run a task on slots. A trial has one per (re)start."""
+
+    __tablename__ = "allocations"
+    id: Mapped[str] = mapped_column(String(160), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(128), index=True)
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"),
+                                                 nullable=True, index=True)
+    name: Mapped[str] = mapped_column(String(512))
+    state: Mapped[str] = mapped_column(String(40), index=True)
+    resource_pool: Mapped[str] = mapped_column(String(255))
+    slots_needed: Mapped[int] = mapped_column(Integer)
+    priority: Mapped[int] = mapped_column(Integer)
+    assignment: Mapped[list[Any]] = mapped_column(JSON, default=list)  # [{agent_id, slot_ids}]
+    session_token_hash: Mapped[str] = mapped_column(String(64), index=True)
+    owner_id: Mapped[int] = mapped_column(Integer)
+    queued_at: Mapped[float] = mapped_column(Float)
+    assigned_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    exit_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)
+    kill_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Agent(Base):
+    __tablename__ = "agents"
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    address: Mapped[str] = mapped_column(String(255))
+    resource_pool: Mapped[str] = mapped_column(String(255))
+    slots: Mapped[list[Any]] = mapped_column(JSON)  # [{id, type, brand, uuid}]
+    state: Mapped[str] = mapped_column(String(40))
+    version: Mapped[str] = mapped_column(String(64))
+    registered_at: Mapped[float] = mapped_column(Float)
+    last_heartbeat: Mapped[float] = mapped_column(Float)
+    disconnected_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Metric(Base):
+    __tablename__ = "metrics"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    trial_run_id: Mapped[int] = mapped_column(Integer)
+    group: Mapped[str] = mapped_column("metric_group", String(64))
+    steps_completed: Mapped[int] = mapped_column(BigInteger)
+    report_time: Mapped[float] = mapped_column(Float)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    __table_args__ = (Index("ix_metrics_trial_group_steps", "trial_id", "metric_group", "steps_completed"),)
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+    uuid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"),
+                                                 nullable=True, index=True)
+    experiment_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    task_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    allocation_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
+    state: Mapped[str] = mapped_column(String(40))
+    report_time: Mapped[float] = mapped_column(Float)
+    steps_completed: Mapped[int] = mapped_column(BigInteger, default=0)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    resources: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # relpath -> size
+    storage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # where it lives
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TaskLog(Base):
+    __tablename__ = "task_logs"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(String(128))
+    trial_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    allocation_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
+    agent_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    timestamp: Mapped[float] = mapped_column(Float)
+    level: Mapped[str] = mapped_column(String(32), default="LOG_LEVEL_INFO")
+    stdtype: Mapped[str] = mapped_column(String(16), default="stdout")
+    source: Mapped[str] = mapped_column(String(16), default="task")  # task | master | agent
+    message: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_task_logs_trial_id_id", "trial_id", "id"),
+                      Index("ix_task_logs_task_id_id", "task_id", "id"))
+
+
+class Event(Base):
+    """Every lifecycle transition and notable happening, with time and reason."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    entity_type: Mapped[str] = mapped_column(String(32))  # experiment | trial | allocation | agent | pool
+    entity_id: Mapped[str] = mapped_column(String(255))
+    time: Mapped[float] = mapped_column(Float)
+    from_state: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    to_state: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    level: Mapped[str] = mapped_column(String(16), default="info")
+    message: Mapped[str] = mapped_column(Text, default="")
+
+    __table_args__ = (Index("ix_events_entity", "entity_type", "entity_id", "id"),)
+
+
+class ClusterInfo(Base):
+    __tablename__ = "cluster_info"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,114 @@
+"""Lifecycle state machines: one enum per lifecycle, an explicit table of allowed transitions, and
+one `check_transition` that refuses illegal edges. Names are Determined's proto enum names."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pedl.errors import Conflict
+
+
+class ExperimentState(StrEnum):
+    ACTIVE = "STATE_ACTIVE"
+    PAUSED = "STATE_PAUSED"
+    STOPPING_COMPLETED = "STATE_STOPPING_COMPLETED"
+    STOPPING_CANCELED = "STATE_STOPPING_CANCELED"
+    STOPPING_ERROR = "STATE_STOPPING_ERROR"
+    COMPLETED = "STATE_COMPLETED"
+    CANCELED = "STATE_CANCELED"
+    ERROR = "STATE_ERROR"
+
+
+class TrialState(StrEnum):
+    QUEUED = "STATE_QUEUED"  # waiting for slots
+    RUNNING = "STATE_RUNNING"
+    PAUSED = "STATE_PAUSED"
+    STOPPING_COMPLETED = "STATE_STOPPING_COMPLETED"  # searcher is done with it; process exiting
+    STOPPING_CANCELED = "STATE_STOPPING_CANCELED"  # killed; process exiting
+    STOPPING_ERROR = "STATE_STOPPING_ERROR"
+    COMPLETED = "STATE_COMPLETED"
+    CANCELED = "STATE_CANCELED"
+    ERROR = "STATE_ERROR"
+
+
+class AllocationState(StrEnum):
+    PENDING = "STATE_PENDING"  # asked for slots, not yet assigned
+    ASSIGNED = "STATE_ASSIGNED"  # slots chosen, start sent to the agent(s)
+    RUNNING = "STATE_RUNNING"  # the process runs
+    TERMINATING = "STATE_TERMINATING"  # kill sent
+    TERMINATED = "STATE_TERMINATED"
+
+
+class AgentState(StrEnum):
+    CONNECTED = "CONNECTED"
+    DISCONNECTED = "DISCONNECTED"  # heartbeats stopped; tasks kept for agent_reconnect_wait
+    GONE = "GONE"  # past the reconnect wait; its allocations were failed
+
+
+E, T, A, G = ExperimentState, TrialState, AllocationState, AgentState
+
+EXPERIMENT_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
+    E.ACTIVE: {E.PAUSED, E.STOPPING_COMPLETED, E.STOPPING_CANCELED, E.STOPPING_ERROR,
+               E.COMPLETED, E.CANCELED, E.ERROR},
+    E.PAUSED: {E.ACTIVE, E.STOPPING_CANCELED, E.CANCELED},
+    E.STOPPING_COMPLETED: {E.COMPLETED, E.STOPPING_CANCELED, E.ERROR},
+    E.STOPPING_CANCELED: {E.CANCELED},
+    E.STOPPING_ERROR: {E.ERROR, E.STOPPING_CANCELED},
+    E.COMPLETED: set(),
+    E.CANCELED: set(),
+    E.ERROR: set(),
+}
+
+TRIAL_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
+    T.QUEUED: {T.RUNNING, T.PAUSED, T.CANCELED, T.ERROR, T.COMPLETED, T.STOPPING_CANCELED},
+    T.RUNNING: {T.QUEUED, T.PAUSED, T.STOPPING_COMPLETED, T.STOPPING_CANCELED, T.STOPPING_ERROR,
+                T.COMPLETED, T.ERROR, T.CANCELED},
+    T.PAUSED: {T.QUEUED, T.CANCELED, T.COMPLETED},
+    T.STOPPING_COMPLETED: {T.COMPLETED, T.ERROR, T.STOPPING_CANCELED, T.CANCELED},
+    T.STOPPING_CANCELED: {T.CANCELED},
+    T.STOPPING_ERROR: {T.ERROR},
+    T.COMPLETED: set(),
+    T.CANCELED: set(),
+    T.ERROR: set(),
+}
+
+ALLOCATION_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
+    A.PENDING: {A.ASSIGNED, A.TERMINATED},
+    A.ASSIGNED: {A.RUNNING, A.TERMINATING, A.TERMINATED},
+    A.RUNNING: {A.TERMINATING, A.TERMINATED},
+    A.TERMINATING: {A.TERMINATED},
+    A.TERMINATED: set(),
+}
+
+AGENT_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
+    G.CONNECTED: {G.DISCONNECTED, G.GONE},
+    G.DISCONNECTED: {G.CONNECTED, G.GONE},
+    G.GONE: {G.CONNECTED},
+}
+
+TERMINAL_EXPERIMENT = {E.COMPLETED, E.CANCELED, E.ERROR}
+TERMINAL_TRIAL = {T.COMPLETED, T.CANCELED, T.ERROR}
+STOPPING_TRIAL = {T.STOPPING_COMPLETED, T.STOPPING_CANCELED, T.STOPPING_ERROR}
+LIVE_ALLOCATION = {A.PENDING, A.ASSIGNED, A.RUNNING, A.TERMINATING}
+
+_TABLES = {
+    ExperimentState: EXPERIMENT_TRANSITIONS,
+    TrialState: TRIAL_TRANSITIONS,
+    AllocationState: ALLOCATION_TRANSITIONS,
+    AgentState: AGENT_TRANSITIONS,
+}
+
+
+class IllegalTransition(Conflict):
+    pass
+
+
+def can_transition(old: StrEnum, new: StrEnum) -> bool:
+    if old == new:
+        return True
+    return new in _TABLES[type(old)][old]
+
+
+def check_transition(kind: str, ident: object, old: StrEnum, new: StrEnum) -> None:
+    if not can_transition(old, new):
+        raise IllegalTransition(f"{kind} {ident}: cannot go from {old} to {new}")

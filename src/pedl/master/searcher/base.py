@@ -1,0 +1,95 @@
+"""The searcher interface and the bookkeeping every searcher shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TrialRequest:
+    request_id: str
+    hparams: dict[str, Any]
+    seed: int
+
+
+@dataclass
+class SearcherActions:
+    create: list[TrialRequest] = field(default_factory=list)
+    stop: list[str] = field(default_factory=list)  # request ids to stop early
+    shutdown: bool = False
+
+    def extend(self, other: SearcherActions) -> SearcherActions:
+        self.create += other.create
+        self.stop += other.stop
+        self.shutdown = self.shutdown or other.shutdown
+        return self
+
+
+class Searcher:
+    """Base: trials are handed out from `_next_hparams` until it returns None; the experiment is
+    done when every created trial has closed. `max_concurrent` (0 = no limit) caps live trials."""
+
+    def __init__(self, *, seed: int, max_concurrent: int = 0, state: dict[str, Any] | None = None,
+                 smaller_is_better: bool = True) -> None:
+        self.seed = seed
+        self.max_concurrent = max_concurrent
+        self.smaller_is_better = smaller_is_better
+        state = state or {}
+        self.created: int = state.get("created", 0)
+        self.closed: list[str] = list(state.get("closed", []))
+        self.live: list[str] = list(state.get("live", []))
+        self.exhausted: bool = state.get("exhausted", False)
+        self.best: dict[str, float] = dict(state.get("best", {}))
+
+    # -- subclasses --
+    def _next_hparams(self, index: int) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def total_trials(self) -> int | None:
+        return None
+
+    # -- shared --
+    def state(self) -> dict[str, Any]:
+        return {"created": self.created, "closed": self.closed, "live": self.live,
+                "exhausted": self.exhausted, "best": self.best}
+
+    def _fill(self) -> SearcherActions:
+        actions = SearcherActions()
+        while not self.exhausted and (self.max_concurrent <= 0 or len(self.live) < self.max_concurrent):
+            hp = self._next_hparams(self.created)
+            if hp is None:
+                self.exhausted = True
+                break
+            request_id = f"r{self.created}"
+            actions.create.append(TrialRequest(request_id, hp, (self.seed + 7919 * self.created) % (2**31)))
+            self.live.append(request_id)
+            self.created += 1
+        if self.exhausted and not self.live:
+            actions.shutdown = True
+        return actions
+
+    def initial(self) -> SearcherActions:
+        return self._fill()
+
+    def on_validation(self, request_id: str, metric: float, steps: int) -> SearcherActions:
+        prev = self.best.get(request_id)
+        better = prev is None or (metric < prev if self.smaller_is_better else metric > prev)
+        if better:
+            self.best[request_id] = metric
+        return SearcherActions()
+
+    def on_trial_closed(self, request_id: str) -> SearcherActions:
+        if request_id in self.live:
+            self.live.remove(request_id)
+            self.closed.append(request_id)
+        return self._fill()
+
+    def on_trial_exited_early(self, request_id: str, reason: str) -> SearcherActions:
+        return self.on_trial_closed(request_id)
+
+    def progress(self) -> float:
+        total = self.total_trials()
+        if not total:
+            return 0.0
+        return min(1.0, len(self.closed) / total)

@@ -1,0 +1,22 @@
+"""Build the searcher an experiment config names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pedl.config.experiment_config import ExperimentConfig
+from pedl.master.searcher.base import Searcher
+from pedl.master.searcher.simple import GridSearcher, RandomSearcher, SingleSearcher
+
+
+def make_searcher(config: ExperimentConfig, seed: int, state: dict[str, Any] | None = None) -> Searcher:
+    sc = config.searcher
+    common = {"seed": seed, "max_concurrent": sc.max_concurrent_trials, "state": state,
+              "smaller_is_better": sc.smaller_is_better}
+    if sc.name == "single":
+        return SingleSearcher(config.hyperparameters, **common)
+    if sc.name == "grid":
+        return GridSearcher(config.hyperparameters, **common)
+    if sc.name == "random":
+        return RandomSearcher(config.hyperparameters, sc.max_trials or 1, **common)
+    raise ValueError(f"unknown searcher {sc.name!r}")

@@ -1,0 +1,1 @@
+"""Business logic. Services take a session (or the Database) and own the transactions."""

@@ -1,0 +1,300 @@
+"""Experiment progression: creating trials from searcher decisions, what a trial's exit means
+(complete, restart from checkpoint, pause, cancel, error), and when the experiment is done.
+
+Functions here run inside Controller.run (one transaction, under the cluster lock)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.config.experiment_config import ExperimentConfig
+from pedl.master.db import models
+from pedl.master.lifecycle import (
+    TERMINAL_EXPERIMENT,
+    TERMINAL_TRIAL,
+    AllocationState,
+    ExperimentState,
+    TrialState,
+)
+from pedl.master.searcher import SearcherActions, make_searcher
+from pedl.master.services.transitions import record_event, set_experiment_state, set_trial_state
+
+if TYPE_CHECKING:
+    from pedl.master.cluster.controller import Controller
+
+A, E, T = AllocationState, ExperimentState, TrialState
+
+
+def config_of(exp: models.Experiment) -> ExperimentConfig:
+    return ExperimentConfig.model_validate(exp.config)
+
+
+def _searcher(exp: models.Experiment):
+    return make_searcher(config_of(exp), seed=int(exp.searcher_state.get("seed", 0)),
+                         state=exp.searcher_state.get("state"))
+
+
+def _save_searcher(exp: models.Experiment, searcher) -> None:
+    exp.searcher_state = {**exp.searcher_state, "state": searcher.state()}
+    exp.progress = searcher.progress()
+
+
+def start_searcher(ctl: Controller, s: Session, exp: models.Experiment) -> None:
+    cfg = config_of(exp)
+    seed = cfg.reproducibility.experiment_seed
+    if seed is None:
+        seed = random.randrange(2**31)
+    exp.searcher_state = {"seed": seed, "state": None}
+    searcher = _searcher(exp)
+    actions = searcher.initial()
+    _save_searcher(exp, searcher)
+    apply_actions(ctl, s, exp, actions)
+
+
+def apply_actions(ctl: Controller, s: Session, exp: models.Experiment, actions: SearcherActions) -> None:
+    now = ctl.now
+    cfg = config_of(exp)
+    length = cfg.searcher.max_length.units if cfg.searcher.max_length else 0
+    for req in actions.create:
+        trial = models.Trial(experiment_id=exp.id, request_id=req.request_id, task_id=f"pending-{uuid.uuid4().hex}",
+                             hparams=req.hparams, seed=req.seed, state=T.QUEUED.value, restarts=0, run_id=0,
+                             start_time=now, total_batches=0, summary_metrics={}, target_length=length)
+        s.add(trial)
+        s.flush()
+        trial.task_id = f"{exp.id}.{trial.id}"
+        record_event(s, now, "trial", trial.id, f"created by the {cfg.searcher.name} searcher with {req.hparams}",
+                     to_state=T.QUEUED.value)
+        if exp.state == E.ACTIVE.value:
+            new_allocation(ctl, s, exp, trial)
+        else:
+            set_trial_state(s, now, trial, T.PAUSED, "experiment is paused")
+    for request_id in actions.stop:
+        trial = s.scalar(select(models.Trial).where(models.Trial.experiment_id == exp.id,
+                                                     models.Trial.request_id == request_id))
+        if trial is not None and trial.state not in TERMINAL_TRIAL:
+            stop_trial(ctl, s, exp, trial, "stopped early by the searcher")
+    maybe_finish(ctl, s, exp)
+
+
+def new_allocation(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial) -> models.Allocation:
+    cfg = config_of(exp)
+    pool = ctl.ctx.config.pool(exp.resource_pool)
+    priority = cfg.resources.priority or (pool.scheduler.default_priority if pool else 42)
+    trial.run_id += 1
+    alloc = models.Allocation(
+        id=f"{trial.task_id}.{trial.run_id}", task_id=trial.task_id, trial_id=trial.id,
+        name=f"Trial {trial.id} (Experiment {exp.id})", state=A.PENDING.value, resource_pool=exp.resource_pool,
+        slots_needed=cfg.resources.slots_per_trial, priority=priority, assignment=[], session_token_hash="",
+        owner_id=exp.owner_id, queued_at=ctl.now)
+    s.add(alloc)
+    record_event(s, ctl.now, "allocation", alloc.id,
+                 f"waiting for {alloc.slots_needed} slot(s) in pool {alloc.resource_pool}", to_state=A.PENDING.value)
+    ctl.wake()
+    return alloc
+
+
+def task_spec(ctl: Controller, s: Session, alloc: models.Allocation, token: str) -> dict[str, Any]:
+    trial = s.get(models.Trial, alloc.trial_id)
+    exp = s.get(models.Experiment, trial.experiment_id)
+    cfg = config_of(exp)
+    env = ctl.env_for(s, alloc, token, exp, trial)
+    env["DET_STEPS_COMPLETED"] = str(_checkpoint_steps(s, trial))
+    return {"entrypoint": cfg.entrypoint, "env": env}
+
+
+def _checkpoint_steps(s: Session, trial: models.Trial) -> int:
+    if not trial.latest_checkpoint:
+        return 0
+    ckpt = s.get(models.Checkpoint, trial.latest_checkpoint)
+    return ckpt.steps_completed if ckpt else 0
+
+
+def trial_started(s: Session, now: float, alloc: models.Allocation) -> None:
+    trial = s.get(models.Trial, alloc.trial_id) if alloc.trial_id else None
+    if trial is not None and trial.state == T.QUEUED.value:
+        set_trial_state(s, now, trial, T.RUNNING, f"allocation {alloc.id} started")
+
+
+def _reached_target(trial: models.Trial) -> bool:
+    return trial.target_length > 0 and trial.total_batches >= trial.target_length
+
+
+def allocation_ended(ctl: Controller, s: Session, alloc: models.Allocation, exit_code: int | None, why: str,
+                     counts_as_failure: bool) -> None:
+    now = ctl.now
+    trial = s.get(models.Trial, alloc.trial_id) if alloc.trial_id else None
+    if trial is None or trial.state in TERMINAL_TRIAL:
+        return
+    exp = s.get(models.Experiment, trial.experiment_id)
+    cfg = config_of(exp)
+    state = T(trial.state)
+    canceling = exp.state in (E.STOPPING_CANCELED.value, E.CANCELED.value)
+
+    if state == T.STOPPING_CANCELED or canceling:
+        set_trial_state(s, now, trial, T.STOPPING_CANCELED, "killed")
+        set_trial_state(s, now, trial, T.CANCELED, f"killed; allocation {why}")
+        trial.end_time = now
+        if not canceling:  # one trial killed: the searcher closes it and may go on
+            close_early(ctl, s, exp, trial, "killed")
+    elif state == T.STOPPING_COMPLETED or (exit_code == 0 and (not alloc.preempt_requested or _reached_target(trial))):
+        _complete(ctl, s, exp, trial, "stopped early by the searcher" if state == T.STOPPING_COMPLETED else "completed")
+    elif alloc.preempt_requested and exit_code == 0:
+        # it checkpointed and left as asked
+        if exp.state == E.PAUSED.value:
+            set_trial_state(s, now, trial, T.PAUSED, "paused with its experiment")
+        else:
+            set_trial_state(s, now, trial, T.QUEUED, "preempted; queued again")
+            new_allocation(ctl, s, exp, trial)
+    elif not counts_as_failure:
+        _requeue(ctl, s, exp, trial, f"queued again: {why}")
+    elif trial.restarts < cfg.max_restarts:
+        trial.restarts += 1
+        record_event(s, now, "trial", trial.id,
+                     f"failed ({why}); restart {trial.restarts} of {cfg.max_restarts}"
+                     + (f" from checkpoint {trial.latest_checkpoint}" if trial.latest_checkpoint else ""),
+                     level="warning")
+        _requeue(ctl, s, exp, trial, f"restarting after failure: {why}")
+    else:
+        trial.end_reason = f"failed after {trial.restarts} restart(s): {why}"
+        set_trial_state(s, now, trial, T.ERROR, trial.end_reason, level="error")
+        trial.end_time = now
+        close_early(ctl, s, exp, trial, why)
+    maybe_finish(ctl, s, exp)
+
+
+def close_early(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
+    """Tell the searcher a trial ended without finishing (error or kill) and apply what it decides."""
+    searcher = _searcher(exp)
+    actions = searcher.on_trial_exited_early(trial.request_id, reason)
+    _save_searcher(exp, searcher)
+    apply_actions(ctl, s, exp, actions)
+
+
+def _requeue(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
+    if exp.state == E.ACTIVE.value:
+        set_trial_state(s, ctl.now, trial, T.QUEUED, reason)
+        new_allocation(ctl, s, exp, trial)
+    else:
+        set_trial_state(s, ctl.now, trial, T.PAUSED, reason + " (experiment paused)")
+
+
+def _complete(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
+    set_trial_state(s, ctl.now, trial, T.COMPLETED, reason)
+    trial.end_time = ctl.now
+    searcher = _searcher(exp)
+    actions = searcher.on_trial_closed(trial.request_id)
+    _save_searcher(exp, searcher)
+    apply_actions(ctl, s, exp, actions)
+
+
+def stop_trial(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
+    """The searcher is done with a trial: stop it gracefully (preempt) and close it as completed."""
+    alloc = live_allocation(s, trial)
+    if alloc is None or alloc.state == A.PENDING.value:
+        if alloc is not None:
+            ctl.kill_allocation(s, alloc, reason)
+        _complete(ctl, s, exp, trial, reason)
+        return
+    set_trial_state(s, ctl.now, trial, T.STOPPING_COMPLETED, reason)
+    ctl.preempt_allocation(s, alloc, reason)
+
+
+def live_allocation(s: Session, trial: models.Trial) -> models.Allocation | None:
+    return s.scalar(select(models.Allocation).where(
+        models.Allocation.trial_id == trial.id,
+        models.Allocation.state != A.TERMINATED.value).order_by(models.Allocation.queued_at.desc()))
+
+
+def on_validation(ctl: Controller, s: Session, trial: models.Trial, value: float, steps: int) -> None:
+    exp = s.get(models.Experiment, trial.experiment_id)
+    if exp is None or exp.state in TERMINAL_EXPERIMENT:
+        return
+    searcher = _searcher(exp)
+    actions = searcher.on_validation(trial.request_id, value, steps)
+    _save_searcher(exp, searcher)
+    apply_actions(ctl, s, exp, actions)
+
+
+def maybe_finish(ctl: Controller, s: Session, exp: models.Experiment) -> None:
+    now = ctl.now
+    if exp.state in TERMINAL_EXPERIMENT:
+        return
+    trials = list(s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)))
+    live = [t for t in trials if t.state not in TERMINAL_TRIAL]
+    if exp.state == E.STOPPING_CANCELED.value:
+        if not any(live_allocation(s, t) for t in live):
+            for t in live:
+                set_trial_state(s, now, t, T.CANCELED, "experiment killed")
+                t.end_time = now
+            set_experiment_state(s, now, exp, E.CANCELED, "killed")
+            exp.end_time = now
+        return
+    state = exp.searcher_state.get("state") or {}
+    searcher_done = state.get("exhausted") and not state.get("live")
+    if exp.state in (E.ACTIVE.value, E.STOPPING_COMPLETED.value) and searcher_done and not live:
+        errored = [t for t in trials if t.state == T.ERROR.value]
+        if trials and len(errored) == len(trials):
+            exp.end_reason = f"all {len(trials)} trial(s) failed; trial {errored[-1].id}: {errored[-1].end_reason}"
+            set_experiment_state(s, now, exp, E.ERROR, exp.end_reason)
+        else:
+            if errored:
+                exp.end_reason = f"{len(errored)} of {len(trials)} trial(s) failed: " + ", ".join(
+                    f"trial {t.id}: {t.end_reason}" for t in errored)
+            set_experiment_state(s, now, exp, E.COMPLETED, exp.end_reason or "the searcher finished")
+        exp.end_time = now
+        exp.progress = 1.0
+
+
+# -- user actions --------------------------------------------------------------------------------
+
+
+def kill(ctl: Controller, s: Session, exp: models.Experiment) -> None:
+    if exp.state in TERMINAL_EXPERIMENT or exp.state == E.STOPPING_CANCELED.value:
+        return
+    set_experiment_state(s, ctl.now, exp, E.STOPPING_CANCELED, "kill requested")
+    for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
+        if trial.state in TERMINAL_TRIAL:
+            continue
+        alloc = live_allocation(s, trial)
+        if alloc is not None and alloc.state != A.PENDING.value:
+            set_trial_state(s, ctl.now, trial, T.STOPPING_CANCELED, "experiment killed")
+            ctl.kill_allocation(s, alloc, "experiment killed")
+        else:
+            if alloc is not None:
+                ctl.kill_allocation(s, alloc, "experiment killed")
+            set_trial_state(s, ctl.now, trial, T.CANCELED, "experiment killed")
+            trial.end_time = ctl.now
+    maybe_finish(ctl, s, exp)
+
+
+def pause(ctl: Controller, s: Session, exp: models.Experiment) -> None:
+    if exp.state == E.PAUSED.value:
+        return
+    set_experiment_state(s, ctl.now, exp, E.PAUSED, "pause requested")
+    for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
+        if trial.state in TERMINAL_TRIAL:
+            continue
+        alloc = live_allocation(s, trial)
+        if alloc is None or alloc.state == A.PENDING.value:
+            if alloc is not None:
+                ctl.kill_allocation(s, alloc, "experiment paused")
+            if trial.state == T.QUEUED.value:
+                set_trial_state(s, ctl.now, trial, T.PAUSED, "experiment paused")
+        else:
+            ctl.preempt_allocation(s, alloc, "experiment paused")
+
+
+def activate(ctl: Controller, s: Session, exp: models.Experiment) -> None:
+    if exp.state == E.ACTIVE.value:
+        return
+    set_experiment_state(s, ctl.now, exp, E.ACTIVE, "activated")
+    for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
+        if trial.state == T.PAUSED.value:
+            set_trial_state(s, ctl.now, trial, T.QUEUED, "experiment activated")
+            new_allocation(ctl, s, exp, trial)
+    maybe_finish(ctl, s, exp)

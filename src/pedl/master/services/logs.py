@@ -1,0 +1,45 @@
+"""Task logs: lines shipped by agents and written by the master, read back for `trial logs`."""
+
+from __future__ import annotations
+
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from pedl.common.agent_protocol import LogLine
+from pedl.master.db import models
+
+_LEVEL = {"stdout": "LOG_LEVEL_INFO", "stderr": "LOG_LEVEL_ERROR", "agent": "LOG_LEVEL_WARNING"}
+
+
+def add_master_line(s: Session, now: float, alloc: models.Allocation, message: str,
+                    level: str = "LOG_LEVEL_INFO") -> None:
+    s.add(models.TaskLog(task_id=alloc.task_id, trial_id=alloc.trial_id, allocation_id=alloc.id,
+                         timestamp=now, level=level, stdtype="master", source="master",
+                         message=message.rstrip("\n") + "\n"))
+
+
+def add_task_lines(s: Session, alloc: models.Allocation, agent_id: str, lines: list[LogLine]) -> None:
+    if not lines:
+        return
+    s.execute(insert(models.TaskLog), [
+        {"task_id": alloc.task_id, "trial_id": alloc.trial_id, "allocation_id": alloc.id, "agent_id": agent_id,
+         "timestamp": ln.timestamp, "level": _LEVEL.get(ln.stdtype, "LOG_LEVEL_INFO"), "stdtype": ln.stdtype,
+         "source": "agent" if ln.stdtype == "agent" else "task",
+         "message": ln.message if ln.message.endswith("\n") else ln.message + "\n"}
+        for ln in lines])
+
+
+def add_api_lines(s: Session, task_id: str, trial_id: int | None, entries: list[tuple[float, str, str]]) -> None:
+    """Lines posted by the task itself through POST /api/v1/task/logs: (time, level, text)."""
+    for ts, level, text in entries:
+        s.add(models.TaskLog(task_id=task_id, trial_id=trial_id, timestamp=ts, level=level, stdtype="stdout",
+                             source="task", message=text if text.endswith("\n") else text + "\n"))
+
+
+def trial_logs(s: Session, trial_id: int, after_id: int = 0, limit: int | None = None,
+               newest_first: bool = False) -> list[models.TaskLog]:
+    q = select(models.TaskLog).where(models.TaskLog.trial_id == trial_id, models.TaskLog.id > after_id)
+    q = q.order_by(models.TaskLog.id.desc() if newest_first else models.TaskLog.id)
+    if limit:
+        q = q.limit(limit)
+    return list(s.scalars(q))

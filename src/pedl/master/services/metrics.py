@@ -1,0 +1,70 @@
+"""Training and validation metrics reported by trials."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from pedl.errors import InvalidArgument
+from pedl.master.db import models
+
+GROUPS = ("training", "validation")
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, str) and v in ("NaN", "Infinity", "-Infinity"):
+        return float(v.replace("Infinity", "inf"))
+    return v
+
+
+def clean_metrics(raw: Any, field: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{field}: must be an object of metric names to values",
+                              fields=[{"field": field, "message": "must be an object"}])
+    return {str(k): _num(v) for k, v in raw.items()}
+
+
+def json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in metrics.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            v = "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+        out[k] = v
+    return out
+
+
+def record(s: Session, trial: models.Trial, *, group: str, steps_completed: int, trial_run_id: int,
+           report_time: float, metrics: dict[str, Any]) -> models.Metric:
+    """Store one report. A report for steps a restarted trial already reported replaces the old one,
+    so nothing is counted twice after a restart from an earlier checkpoint."""
+    s.execute(delete(models.Metric).where(models.Metric.trial_id == trial.id, models.Metric.group == group,
+                                          models.Metric.steps_completed == steps_completed,
+                                          models.Metric.trial_run_id != trial_run_id))
+    row = models.Metric(trial_id=trial.id, trial_run_id=trial_run_id, group=group, steps_completed=steps_completed,
+                        report_time=report_time, metrics=json_safe(metrics))
+    s.add(row)
+    if steps_completed > trial.total_batches:
+        trial.total_batches = steps_completed
+    summary = dict(trial.summary_metrics or {})
+    summary[f"latest_{group}"] = {"steps_completed": steps_completed, "metrics": json_safe(metrics)}
+    trial.summary_metrics = summary
+    return row
+
+
+def update_best(trial: models.Trial, metric_name: str, smaller_is_better: bool, metrics: dict[str, Any]) -> float | None:
+    value = metrics.get(metric_name)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    if trial.best_metric is None or (value < trial.best_metric if smaller_is_better else value > trial.best_metric):
+        trial.best_metric = float(value)
+    return float(value)
+
+
+def list_metrics(s: Session, trial_id: int, group: str | None = None) -> list[models.Metric]:
+    q = select(models.Metric).where(models.Metric.trial_id == trial_id)
+    if group:
+        q = q.where(models.Metric.group == group)
+    return list(s.scalars(q.order_by(models.Metric.steps_completed, models.Metric.id)))

@@ -1,0 +1,58 @@
+"""Trial queries: describe, workloads (metrics and checkpoints in step order), kill."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from pedl.errors import NotFound
+from pedl.master.db import models
+from pedl.master.lifecycle import TERMINAL_TRIAL, AllocationState, TrialState
+from pedl.master.services import experiment_flow
+from pedl.master.services.transitions import set_trial_state
+
+if TYPE_CHECKING:
+    from pedl.master.cluster.controller import Controller
+
+
+def get(s: Session, trial_id: int) -> models.Trial:
+    trial = s.get(models.Trial, trial_id)
+    if trial is None:
+        raise NotFound(f"trial {trial_id} not found")
+    return trial
+
+
+def checkpoint_count(s: Session, trial_id: int) -> int:
+    return s.scalar(select(func.count()).where(models.Checkpoint.trial_id == trial_id)) or 0
+
+
+def best_and_latest_validation(s: Session, trial: models.Trial) -> tuple[models.Metric | None, models.Metric | None]:
+    rows = list(s.scalars(select(models.Metric).where(models.Metric.trial_id == trial.id,
+                                                       models.Metric.group == "validation")
+                          .order_by(models.Metric.steps_completed)))
+    if not rows:
+        return None, None
+    exp = s.get(models.Experiment, trial.experiment_id)
+    sc = exp.config.get("searcher", {}) if exp else {}
+    name, smaller = sc.get("metric"), sc.get("smaller_is_better", True)
+    scored = [r for r in rows if isinstance(r.metrics.get(name), int | float)]
+    best = (min if smaller else max)(scored, key=lambda r: r.metrics[name]) if scored else None
+    return best, rows[-1]
+
+
+def kill(ctl: Controller, s: Session, trial_id: int) -> None:
+    trial = get(s, trial_id)
+    if trial.state in TERMINAL_TRIAL:
+        return
+    alloc = experiment_flow.live_allocation(s, trial)
+    if alloc is not None and alloc.state != AllocationState.PENDING.value:
+        set_trial_state(s, ctl.now, trial, TrialState.STOPPING_CANCELED, "trial killed by user")
+        ctl.kill_allocation(s, alloc, "trial killed by user")
+        return
+    if alloc is not None:
+        ctl.kill_allocation(s, alloc, "trial killed by user")
+    set_trial_state(s, ctl.now, trial, TrialState.CANCELED, "trial killed by user")
+    trial.end_time = ctl.now
+    experiment_flow.close_early(ctl, s, s.get(models.Experiment, trial.experiment_id), trial, "killed")
