@@ -1,0 +1,65 @@
+# pedl: `make demo` runs the main job on a fresh machine; `make test` passes the whole suite.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DET_VENV ?= .venv-det
+TORCH_VERSION ?= 2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: venv install install-test install-torch det-venv demo test test-fast lint bench clean postgres-check
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+venv: $(BIN)/python
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+install-test: $(VENV)/.installed-test
+
+# torch is pinned to the CPU build; a plain `torch` requirement would pull GBs of CUDA packages
+$(VENV)/.installed-torch: $(BIN)/python
+	$(BIN)/pip install -q torch==$(TORCH_VERSION)
+	touch $@
+
+install-torch: $(VENV)/.installed-torch
+
+# the real det CLI lives in its own venv: it pins requests<2.32 and pulls packages pedl must not depend on
+$(DET_VENV)/.installed:
+	$(PYTHON) -m venv $(DET_VENV)
+	$(DET_VENV)/bin/pip install -q determined==0.38.1 || echo "determined==0.38.1 could not be installed; the compat tests will skip"
+	touch $@
+
+det-venv: $(DET_VENV)/.installed
+
+demo: install
+	$(BIN)/python -m pedl.demo
+
+postgres-check:
+	@$(BIN)/python -c "from tests.support.databases import postgres_error as e; m = e(); print(m) if m else None; raise SystemExit(1 if m else 0)" \
+	  || { if [ -n "$$CI" ]; then echo "make test: PostgreSQL must be reachable under CI (start it: pg_ctlcluster --skip-systemctl-redirect \$$(ls /etc/postgresql) main start)"; exit 1; else echo "PostgreSQL unreachable: its tests will be skipped"; fi; }
+
+test: install-test install-torch det-venv postgres-check
+	$(BIN)/ruff check src tests
+	$(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+test-fast: install-test
+	$(BIN)/pytest -q -x -m "not e2e and not compat" $(PYTEST_ARGS)
+
+lint: install-test
+	$(BIN)/ruff check src tests benchmarks examples
+
+bench: install-test
+	$(BIN)/python -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) $(DET_VENV) .demo build dist *.egg-info

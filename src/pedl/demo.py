@@ -1,0 +1,80 @@
+"""`make demo`: a master on SQLite, two local agents, the numpy example experiment created with
+`pedl experiment create --follow`, a summary, and a clean shutdown."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pedl.devcluster import LocalAgent, Master, agent_connected, pedl_command, wait_experiment, wait_for
+
+EXAMPLE = Path("examples/numpy_mlp")
+
+
+def main() -> int:
+    root = Path.cwd()
+    if not (root / EXAMPLE / "grid.yaml").exists():
+        print(f"run the demo from the repository root ({EXAMPLE}/grid.yaml not found)", file=sys.stderr)
+        return 2
+    work = root / ".demo"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    master = Master(work, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "checkpoints")}})
+    agents = [LocalAgent(work, master.url, f"demo-agent-{i}", slots=1) for i in (1, 2)]
+    print(f"==> starting the master on {master.url} (SQLite in {work / 'master-data'})", flush=True)
+    try:
+        master.start()
+        for agent in agents:
+            agent.start()
+        print("==> starting two local agents", flush=True)
+        for agent in agents:
+            wait_for(lambda a=agent: agent_connected(master, a.agent_id), 60, what=f"agent {agent.agent_id}")
+        env = {**os.environ, "PEDL_MASTER": master.url, "PEDL_CONFIG_DIR": str(work / "cli")}
+        cmd = [*pedl_command(), "experiment", "create", str(EXAMPLE / "grid.yaml"), str(EXAMPLE), "--follow"]
+        print("==> " + " ".join(["pedl", *cmd[len(pedl_command()):]]), flush=True)
+        rc = subprocess.call(cmd, env=env)
+        exps = master.api("GET", "/api/v1/experiments", limit=1, orderBy="ORDER_BY_DESC")["experiments"]
+        if not exps:
+            print("no experiment was created", file=sys.stderr)
+            return 1
+        exp = wait_experiment(master, exps[0]["id"], {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"})
+        summarize(master, exp, work)
+        return 0 if rc == 0 and exp["state"] == "STATE_COMPLETED" else 1
+    finally:
+        for agent in agents:
+            agent.stop()
+        master.stop()
+        print("==> master and agents stopped", flush=True)
+
+
+def summarize(master: Master, exp: dict, work: Path) -> None:
+    trials = master.api("GET", f"/api/v1/experiments/{exp['id']}/trials")["trials"]
+    metric = exp["config"]["searcher"]["metric"]
+    print(f"\nExperiment {exp['id']} ({exp['name']}): {exp['state']}")
+    best = None
+    for t in trials:
+        value = t.get("searcherMetricValue")
+        print(f"  trial {t['id']}: {t['state']:<16} hparams={t['hparams']} best {metric}={value} "
+              f"batches={t['totalBatchesProcessed']} restarts={t['restarts']}")
+        if value is not None and (best is None or value < best[1]):
+            best = (t["id"], value)
+    if best:
+        print(f"Best {metric}: {best[1]:.4f} (trial {best[0]})")
+    storage = exp["config"]["checkpoint_storage"]
+    ckpts = master.api("GET", f"/api/v1/experiments/{exp['id']}/checkpoints")["checkpoints"]
+    base = Path(storage["host_path"]) / (storage.get("storage_path") or "")
+    print(f"Checkpoints ({len(ckpts)}):")
+    for c in ckpts:
+        print(f"  {base / c['uuid']}  (trial {c['training'].get('trialId')}, "
+              f"batch {c['metadata'].get('steps_completed')})")
+    print("\nWhere to look next:")
+    print(f"  master log: {work / 'master.log'}; agent logs: {work}/agent-*.log")
+    print("  start your own: pedl master run, pedl agent run --master http://localhost:8080, then")
+    print("  pedl experiment create examples/numpy_mlp/grid.yaml examples/numpy_mlp --follow")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

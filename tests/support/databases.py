@@ -1,0 +1,43 @@
+"""Test databases: a fresh SQLite file or a fresh PostgreSQL database per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+
+PG_HOST = os.environ.get("PEDL_TEST_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("PEDL_TEST_PG_PORT", "5432"))
+PG_USER = os.environ.get("PEDL_TEST_PG_USER", "postgres")
+PG_PASSWORD = os.environ.get("PEDL_TEST_PG_PASSWORD", "")
+
+
+def pg_admin_dsn(dbname: str = "postgres") -> str:
+    return f"host={PG_HOST} port={PG_PORT} user={PG_USER} password={PG_PASSWORD} dbname={dbname} connect_timeout=3"
+
+
+def postgres_error() -> str | None:
+    """None when PostgreSQL answers, else why not."""
+    try:
+        with psycopg.connect(pg_admin_dsn(), autocommit=True) as conn:
+            conn.execute("select 1")
+        return None
+    except Exception as exc:  # noqa: BLE001
+        return f"PostgreSQL is unreachable at {PG_HOST}:{PG_PORT} as {PG_USER}: {exc}".strip()
+
+
+@contextmanager
+def fresh_postgres_db() -> Iterator[dict]:
+    """Create a database for one test and drop it afterwards; yields master.yaml `db:` fields."""
+    name = f"pedl_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield {"host": PG_HOST, "port": PG_PORT, "user": PG_USER, "password": PG_PASSWORD, "name": name,
+               "ssl_mode": "disable"}
+    finally:
+        with psycopg.connect(pg_admin_dsn(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
