@@ -1,0 +1,93 @@
+"""End-to-end fixtures: real master and agent processes on loopback ports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pedl.cli.model_upload import pack_model_dir
+from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
+from tests.support.databases import fresh_postgres_db
+
+MODELS = Path(__file__).parent / "models"
+pytestmark = pytest.mark.e2e
+
+FAST_AGENTS = {"agent_heartbeat_interval": "0.5s", "agent_heartbeat_timeout": "3s", "agent_reconnect_wait": "8s",
+               "task_kill_grace_period": "3s"}
+
+
+class Cluster:
+    def __init__(self, work: Path, db: dict | None, config: dict | None = None) -> None:
+        self.work = work
+        cfg = {**FAST_AGENTS, "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")},
+               **(config or {})}
+        if db:
+            cfg["db"] = db
+        self.master = Master(work, cfg)
+        self.agents: dict[str, LocalAgent] = {}
+
+    def start(self) -> Cluster:
+        self.master.start()
+        return self
+
+    def add_agent(self, agent_id: str, slots: int = 1, **kw: Any) -> LocalAgent:
+        agent = LocalAgent(self.work, self.master.url, agent_id, slots=slots, **kw).start()
+        self.agents[agent_id] = agent
+        wait_for(lambda: agent_connected(self.master, agent_id), 60, what=f"agent {agent_id} to connect")
+        return agent
+
+    def restart_master(self) -> None:
+        self.master.kill()
+        self.master.start()
+
+    def create(self, config: dict | str, model_dir: Path = MODELS / "steps", activate: bool = True) -> int:
+        text = config if isinstance(config, str) else yaml.safe_dump(config)
+        body = {"config": text, "modelDefinition": pack_model_dir(model_dir), "activate": activate}
+        return self.master.api("POST", "/api/v1/experiments", body)["experiment"]["id"]
+
+    def trials(self, exp_id: int) -> list[dict]:
+        return self.master.api("GET", f"/api/v1/experiments/{exp_id}/trials")["trials"]
+
+    def logs(self, trial_id: int) -> str:
+        text = self.master.api("GET", f"/api/v1/trials/{trial_id}/logs", follow="false")
+        import json
+
+        return "".join(json.loads(line)["result"]["message"] for line in text.splitlines() if line)
+
+    def stop(self) -> None:
+        for agent in self.agents.values():
+            agent.stop()
+        self.master.stop()
+
+
+def steps_config(name: str = "steps", **hparams: Any) -> dict:
+    return {"name": name, "entrypoint": "python3 train.py", "max_restarts": hparams.pop("max_restarts", 2),
+            "hyperparameters": {"steps": 10, "delay": 0.05, **hparams},
+            "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": hparams.get("steps", 10)}},
+            "resources": {"slots_per_trial": 1}}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    c = Cluster(tmp_path, None).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_db_cluster(request: pytest.FixtureRequest, tmp_path: Path):
+    if request.param == "postgres":
+        from tests.conftest import require_postgres
+
+        require_postgres()
+        with fresh_postgres_db() as db:
+            c = Cluster(tmp_path, db).start()
+            yield c
+            c.stop()
+        return
+    c = Cluster(tmp_path, None).start()
+    yield c
+    c.stop()
