@@ -38,11 +38,10 @@ def json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def record(s: Session, trial: models.Trial, *, group: str, steps_completed: int, trial_run_id: int,
            report_time: float, metrics: dict[str, Any]) -> models.Metric:
-    """Store one report. A report for steps a restarted trial already reported replaces the old one,
-    so nothing is counted twice after a restart from an earlier checkpoint."""
+    """Store one report. A report for steps already reported (a restarted trial replaying steps after
+    its checkpoint, or a retried POST) replaces the old one, so nothing is counted twice."""
     s.execute(delete(models.Metric).where(models.Metric.trial_id == trial.id, models.Metric.group == group,
-                                          models.Metric.steps_completed == steps_completed,
-                                          models.Metric.trial_run_id != trial_run_id))
+                                          models.Metric.steps_completed == steps_completed))
     row = models.Metric(trial_id=trial.id, trial_run_id=trial_run_id, group=group, steps_completed=steps_completed,
                         report_time=report_time, metrics=json_safe(metrics))
     s.add(row)

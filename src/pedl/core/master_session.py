@@ -1,0 +1,160 @@
+"""The task's HTTP session with the master: auth header, JSON bodies, retries while it is away.
+
+Connection errors and 5xx/429 answers are retried with exponential backoff for up to
+PEDL_REPORT_RETRY_SECONDS, so reports made while the master restarts arrive later; 4xx answers are
+raised at once as pedl errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from pedl.errors import PedlError, Unavailable, error_from_response
+
+logger = logging.getLogger("pedl.core")
+
+RETRY_SECONDS_ENV = "PEDL_REPORT_RETRY_SECONDS"
+DEFAULT_RETRY_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff for calls to the master: `initial_s`, doubling, capped at `max_s`, until `deadline_s`."""
+
+    deadline_s: float = DEFAULT_RETRY_SECONDS
+    initial_s: float = 0.5
+    max_s: float = 30.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RetryPolicy:
+        env = os.environ if environ is None else environ
+        raw = env.get(RETRY_SECONDS_ENV, "").strip()
+        if not raw:
+            return cls()
+        try:
+            seconds = float(raw)
+        except ValueError:
+            raise ValueError(f"{RETRY_SECONDS_ENV} must be a number of seconds, got {raw!r}") from None
+        return cls(deadline_s=max(0.0, seconds))
+
+
+def _retryable_status(status: int) -> bool:
+    return status >= 500 or status == 429
+
+
+class MasterSession:
+    """Calls the master's REST API on behalf of one task.
+
+    Calls are serialized: one in flight at a time, retries included, so reports reach the master in
+    the order they were made. Use a separate session for long polls.
+    """
+
+    def __init__(
+        self,
+        master_url: str,
+        token: str | None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.master_url = master_url.rstrip("/")
+        self.retry = retry if retry is not None else RetryPolicy.from_env()
+        self._client = httpx.Client(base_url=self.master_url, headers=headers, timeout=timeout_s)
+        # Injected so tests can check the backoff schedule without waiting for it.
+        self._sleep = sleep
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def get(self, path: str, *, params: Mapping[str, Any] | None = None,
+            timeout_s: float | None = None, retry: bool = True) -> Any:
+        return self.request("GET", path, params=params, timeout_s=timeout_s, retry=retry)
+
+    def post(self, path: str, body: Any, *, timeout_s: float | None = None, retry: bool = True) -> Any:
+        return self.request("POST", path, body=body, timeout_s=timeout_s, retry=retry)
+
+    def request(self, method: str, path: str, *, body: Any = None,
+                params: Mapping[str, Any] | None = None, timeout_s: float | None = None,
+                retry: bool = True) -> Any:
+        """Send one call; return the parsed JSON answer (None for an empty one)."""
+        content = None
+        headers = {}
+        if body is not None:
+            content = json.dumps(body, allow_nan=False).encode()
+            headers["Content-Type"] = "application/json"
+        kwargs: dict[str, Any] = {"params": params, "content": content, "headers": headers}
+        if timeout_s is not None:
+            kwargs["timeout"] = timeout_s
+        with self._lock:
+            return self._send_with_retries(method, path, kwargs, retry)
+
+    def close(self) -> None:
+        self._closed = True
+        self._client.close()
+
+    def _send_with_retries(self, method: str, path: str, kwargs: dict[str, Any], retry: bool) -> Any:
+        policy = self.retry
+        start = self._monotonic()
+        delay = policy.initial_s
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                response = self._client.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                if self._closed:
+                    raise Unavailable(f"{method} {path}: session closed") from exc
+                failure: PedlError = Unavailable(
+                    f"{method} {path}: cannot reach the master at {self.master_url}: "
+                    f"{type(exc).__name__}: {exc}")
+                cause: BaseException | None = exc
+            else:
+                if response.is_success:
+                    return _parse_body(response)
+                error = _error_for(method, path, response)
+                if not _retryable_status(response.status_code):
+                    raise error
+                failure, cause = error, None
+
+            remaining = policy.deadline_s - (self._monotonic() - start)
+            if not retry or remaining <= 0:
+                if attempts > 1:
+                    failure.message = f"{failure.message} (gave up after {attempts} attempts)"
+                    failure.args = (failure.message,)
+                raise failure from cause
+            if attempts == 1 or delay >= policy.max_s:
+                logger.warning("%s; retrying for up to %.0f s more", failure.message, remaining)
+            self._sleep(min(delay, remaining))
+            delay = min(delay * 2, policy.max_s)
+
+
+def _parse_body(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _error_for(method: str, path: str, response: httpx.Response) -> PedlError:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        text = response.text.strip()
+        body = {"message": text[:500]} if text else None
+    error = error_from_response(response.status_code, body)
+    message = f"{method} {path} failed with HTTP {response.status_code}: {error.message}"
+    return type(error)(message, fields=error.fields)

@@ -1,0 +1,108 @@
+"""core.train: training and validation metrics and progress, sent to the master or printed locally."""
+
+from __future__ import annotations
+
+import abc
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pedl.core.cluster_info import TrialInfo
+from pedl.core.master_session import MasterSession
+from pedl.core.wire_format import format_metrics, rfc3339_now, to_json_value
+
+TRAINING = "training"
+VALIDATION = "validation"
+
+
+class TrainContext(abc.ABC):
+    """Reports metrics; `MasterTrainContext` on the cluster, `LocalTrainContext` off it.
+
+    Reports are sent synchronously and in order; while the master is unreachable a report blocks
+    and retries (see master_session.RetryPolicy).
+    """
+
+    def report_training_metrics(self, *, steps_completed: int, metrics: Mapping[str, Any],
+                                batch_metrics: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """Training metrics averaged over the batches since the last report."""
+        self.report_metrics(group=TRAINING, steps_completed=steps_completed, metrics=metrics,
+                            batch_metrics=batch_metrics)
+
+    def report_validation_metrics(self, *, steps_completed: int, metrics: Mapping[str, Any]) -> None:
+        """Validation metrics; the searcher reads the experiment's `searcher.metric` from these."""
+        self.report_metrics(group=VALIDATION, steps_completed=steps_completed, metrics=metrics)
+
+    def report_metrics(self, *, group: str, steps_completed: int, metrics: Mapping[str, Any],
+                       batch_metrics: Sequence[Mapping[str, Any]] | None = None) -> None:
+        steps_completed = check_steps(steps_completed)
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"metrics must be a dict of name -> value, got {type(metrics).__name__}")
+        if not group:
+            raise ValueError("group must be a non-empty string")
+        encoded = to_json_value(metrics, where="metrics")
+        encoded_batches = [to_json_value(b, where=f"batch_metrics[{i}]")
+                           for i, b in enumerate(batch_metrics or [])]
+        self._send_metrics(group, steps_completed, metrics, encoded, encoded_batches)
+
+    def report_progress(self, progress: float) -> None:
+        """Fraction of the trial's work done, 0.0 to 1.0."""
+        progress = float(progress)
+        if not 0.0 <= progress <= 1.0:
+            raise ValueError(f"progress must be between 0 and 1, got {progress}")
+        self._send_progress(progress)
+
+    @abc.abstractmethod
+    def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
+                      encoded: dict[str, Any], batch_metrics: list[Any]) -> None: ...
+
+    @abc.abstractmethod
+    def _send_progress(self, progress: float) -> None: ...
+
+
+class MasterTrainContext(TrainContext):
+    def __init__(self, session: MasterSession, trial: TrialInfo) -> None:
+        self._session = session
+        self._trial = trial
+
+    def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
+                      encoded: dict[str, Any], batch_metrics: list[Any]) -> None:
+        body = {
+            "metrics": {
+                "trialId": self._trial.trial_id,
+                "trialRunId": self._trial.trial_run_id,
+                "stepsCompleted": steps_completed,
+                "reportTime": rfc3339_now(),
+                "metrics": {"avgMetrics": encoded, "batchMetrics": batch_metrics},
+            },
+            "group": group,
+        }
+        self._session.post(f"/api/v1/trials/{self._trial.trial_id}/metrics", body)
+
+    def _send_progress(self, progress: float) -> None:
+        self._session.post(f"/api/v1/trials/{self._trial.trial_id}/progress",
+                           {"progress": progress, "is_raw": False})
+
+
+class LocalTrainContext(TrainContext):
+    """Off-cluster twin: one readable line per report on stdout."""
+
+    def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
+                      encoded: dict[str, Any], batch_metrics: list[Any]) -> None:
+        print(f"[pedl] {group} metrics: steps_completed={steps_completed} {format_metrics(raw)}",
+              flush=True)
+
+    def _send_progress(self, progress: float) -> None:
+        pass
+
+
+def check_steps(steps_completed: Any, what: str = "steps_completed") -> int:
+    """`steps_completed` as an int (numpy integers welcome); bools, floats and negatives refused."""
+    try:
+        if isinstance(steps_completed, bool):
+            raise TypeError
+        steps = operator.index(steps_completed)
+    except TypeError:
+        raise TypeError(f"{what} must be a non-negative int, got {steps_completed!r}") from None
+    if steps < 0:
+        raise ValueError(f"{what} must be a non-negative int, got {steps}")
+    return steps

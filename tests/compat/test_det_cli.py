@@ -1,0 +1,98 @@
+"""The real det CLI (determined==0.38.1, in its own venv) against a pedl master."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pedl.devcluster import wait_experiment, wait_for
+from tests.e2e.conftest import MODELS, Cluster, steps_config
+
+pytestmark = [pytest.mark.compat, pytest.mark.e2e]
+DET = Path(__file__).parents[2] / ".venv-det" / "bin" / "det"
+
+
+@pytest.fixture(scope="module")
+def det_cluster(tmp_path_factory):
+    if not DET.exists():
+        pytest.skip(f"determined==0.38.1 is not installed at {DET} (make det-venv could not install the package)")
+    c = Cluster(tmp_path_factory.mktemp("det"), None).start()
+    c.add_agent("det-agent-1", slots=2)
+    yield c
+    c.stop()
+
+
+def det(c: Cluster, *args: str, stdin: str = "", check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DET_DEBUG_CONFIG_PATH": str(c.work / "det-config"), "DET_MASTER": c.master.url}
+    env.pop("DET_USER", None)
+    env.pop("DET_PASS", None)
+    proc = subprocess.run([str(DET), "-m", c.master.url, *args], input=stdin, capture_output=True, text=True,
+                          env=env, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"det {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def test_master_info(det_cluster) -> None:
+    out = det(det_cluster, "master", "info", "--json").stdout
+    info = json.loads(out)
+    assert info["clusterId"] and info["version"]
+
+
+def test_user_login_and_whoami(det_cluster) -> None:
+    det(det_cluster, "user", "login", "determined", stdin="\n")
+    assert "determined" in det(det_cluster, "user", "whoami").stdout
+
+
+def test_agent_and_slot_list(det_cluster) -> None:
+    agents = json.loads(det(det_cluster, "agent", "list", "--json").stdout)
+    assert [a["id"] for a in agents] == ["det-agent-1"]
+    slots = det(det_cluster, "slot", "list").stdout
+    assert slots.count("det-agent-1") == 2
+    assert "FREE" in slots
+
+
+def test_experiment_create_list_describe_logs_kill(det_cluster, tmp_path) -> None:
+    cfg = tmp_path / "const.yaml"
+    cfg.write_text(yaml.safe_dump(steps_config(name="from-det", steps=6)))
+    out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
+    assert "Created experiment" in out
+    exp_id = int(out.strip().split("Created experiment")[-1].split()[0])
+    exp = wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})
+    assert exp["state"] == "STATE_COMPLETED"
+    listing = det(det_cluster, "experiment", "list").stdout
+    assert "from-det" in listing and "COMPLETED" in listing
+    describe = det(det_cluster, "experiment", "describe", str(exp_id)).stdout
+    assert "COMPLETED" in describe
+    described = json.loads(det(det_cluster, "experiment", "describe", str(exp_id), "--json").stdout)
+    assert described[0]["experiment"]["id"] == exp_id
+    (trial,) = det_cluster.trials(exp_id)
+    logs = det(det_cluster, "trial", "logs", str(trial["id"])).stdout
+    assert "step 6" in logs and "done" in logs
+    waited = det(det_cluster, "experiment", "wait", str(exp_id), "--polling-interval", "1", check=False)
+    assert waited.returncode == 0
+    ckpts = det(det_cluster, "experiment", "list-checkpoints", str(exp_id)).stdout
+    assert trial and "6" in ckpts
+
+    # a long one, killed from det
+    cfg.write_text(yaml.safe_dump(steps_config(name="to-kill", steps=5000, delay=0.05, ckpt_every=1000)))
+    out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
+    kill_id = int(out.strip().split("Created experiment")[-1].split()[0])
+    wait_for(lambda: det_cluster.trials(kill_id) and det_cluster.trials(kill_id)[0]["state"] == "STATE_RUNNING", 60,
+             what="trial running")
+    det(det_cluster, "experiment", "kill", str(kill_id))
+    assert wait_experiment(det_cluster.master, kill_id, {"STATE_CANCELED"}, timeout=60)["state"] == "STATE_CANCELED"
+    waited = det(det_cluster, "experiment", "wait", str(kill_id), "--polling-interval", "1", check=False)
+    assert waited.returncode == 1
+
+
+def test_trial_logs_follow_ends_with_the_trial(det_cluster, tmp_path) -> None:
+    cfg = tmp_path / "follow.yaml"
+    cfg.write_text(yaml.safe_dump(steps_config(name="follow", steps=8, delay=0.1)))
+    proc = det(det_cluster, "experiment", "create", "--follow-first-trial", str(cfg), str(MODELS / "steps"))
+    assert "step 8" in proc.stdout and "done" in proc.stdout

@@ -1,0 +1,138 @@
+"""pedl.core.master_session: auth, JSON bodies, retries while the master is away, typed errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pedl.core.master_session import MasterSession, RetryPolicy
+from pedl.errors import InvalidArgument, NotFound, PedlError, Unavailable
+
+from .fake_master import TOKEN, FakeMaster, free_port
+
+METRICS = "/api/v1/trials/3/metrics"
+FAST = RetryPolicy(deadline_s=60, initial_s=0.01, max_s=0.05)
+
+
+def test_sends_bearer_token_and_json(fake_master: FakeMaster) -> None:
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    session.post(METRICS, {"group": "training", "value": 1.5})
+    [call] = fake_master.calls("POST", METRICS)
+    assert call.headers["authorization"] == f"Bearer {TOKEN}"
+    assert call.headers["content-type"] == "application/json"
+    assert call.body == {"group": "training", "value": 1.5}
+
+
+def test_get_returns_parsed_json_and_passes_params(fake_master: FakeMaster) -> None:
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    answer = session.get("/api/v1/allocations/a1/signals/preemption", params={"timeout_seconds": 0})
+    assert answer == {"preempt": False}
+    [call] = fake_master.calls("GET")
+    assert call.query == {"timeout_seconds": ["0"]}
+
+
+def test_retries_503_until_the_master_answers(fake_master: FakeMaster) -> None:
+    fake_master.fail("POST", METRICS, 503, 503, 502)
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    session.post(METRICS, {"n": 1})
+    statuses = [c.status for c in fake_master.calls("POST", METRICS, ok=False)]
+    assert statuses == [503, 503, 502, 200]
+
+
+def test_retries_while_the_master_is_down_then_delivers(tmp_path) -> None:
+    port = free_port()
+    session = MasterSession(f"http://127.0.0.1:{port}", TOKEN, retry=RetryPolicy(deadline_s=120))
+    started: list[FakeMaster] = []
+    attempts: list[float] = []
+
+    def counting_sleep(seconds: float) -> None:
+        attempts.append(seconds)
+        if len(attempts) == 2:  # the master comes back after two failed attempts
+            started.append(FakeMaster(port=port).start())
+        time.sleep(min(seconds, 0.05))
+
+    session._sleep = counting_sleep
+    try:
+        session.post(METRICS, {"steps": 7})
+        [call] = started[0].calls("POST", METRICS)
+        assert call.body == {"steps": 7}
+        assert attempts[:2] == [0.5, 1.0]
+    finally:
+        for master in started:
+            master.stop()
+
+
+def test_backoff_doubles_from_half_a_second_to_30s_and_gives_up_at_the_deadline(
+        fake_master: FakeMaster) -> None:
+    fake_master.fail("POST", METRICS, *([503] * 50))
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    session = MasterSession(fake_master.url, TOKEN, retry=RetryPolicy(deadline_s=100),
+                            sleep=fake_sleep, monotonic=lambda: now[0])
+    with pytest.raises(Unavailable, match="gave up after"):
+        session.post(METRICS, {})
+    assert sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 8.5]
+    assert len(fake_master.calls("POST", METRICS, ok=False)) == len(sleeps) + 1
+
+
+def test_4xx_is_raised_at_once_as_a_typed_error(fake_master: FakeMaster) -> None:
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    with pytest.raises(NotFound, match="checkpoint nope not found") as info:
+        session.get("/api/v1/checkpoints/nope")
+    assert "GET /api/v1/checkpoints/nope failed with HTTP 404" in str(info.value)
+    fake_master.fail("POST", METRICS, 400)
+    with pytest.raises(InvalidArgument, match="injected 400"):
+        session.post(METRICS, {})
+    assert len(fake_master.calls("POST", METRICS, ok=False)) == 1
+
+
+def test_retry_false_raises_the_first_failure(fake_master: FakeMaster) -> None:
+    fake_master.fail("POST", METRICS, 500)
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    with pytest.raises(PedlError, match="HTTP 500"):
+        session.post(METRICS, {}, retry=False)
+
+
+def test_connection_errors_give_up_as_unavailable_after_the_deadline() -> None:
+    session = MasterSession(f"http://127.0.0.1:{free_port()}", TOKEN,
+                            retry=RetryPolicy(deadline_s=0.2, initial_s=0.05, max_s=0.05))
+    with pytest.raises(Unavailable, match="cannot reach the master"):
+        session.post(METRICS, {})
+
+
+def test_reports_stay_in_order_while_one_is_retrying(fake_master: FakeMaster) -> None:
+    fake_master.fail("POST", "/api/v1/trials/3/progress", 503, 503, 503)
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    first = threading.Thread(target=session.post, args=("/api/v1/trials/3/progress", {"progress": 0.1}))
+    first.start()
+    fake_master.wait_for_request("POST", "/api/v1/trials/3/progress")
+    session.post(METRICS, {"after": True})  # made while the first is still being retried
+    first.join()
+    delivered = [c.path for c in fake_master.calls("POST")]
+    assert delivered == ["/api/v1/trials/3/progress", METRICS]
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, RetryPolicy()), ("12", RetryPolicy(deadline_s=12.0)), ("-1", RetryPolicy(deadline_s=0.0)),
+])
+def test_retry_policy_from_env(value: str | None, expected: RetryPolicy) -> None:
+    env = {} if value is None else {"PEDL_REPORT_RETRY_SECONDS": value}
+    policy = RetryPolicy.from_env(env)
+    assert policy == expected
+    assert (policy.initial_s, policy.max_s) == (0.5, 30.0)
+
+
+def test_retry_policy_rejects_garbage() -> None:
+    with pytest.raises(ValueError, match="PEDL_REPORT_RETRY_SECONDS"):
+        RetryPolicy.from_env({"PEDL_REPORT_RETRY_SECONDS": "ten minutes"})
+
+
+def test_default_deadline_is_ten_minutes() -> None:
+    assert RetryPolicy.from_env({}).deadline_s == 600
