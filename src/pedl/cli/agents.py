@@ -1,0 +1,64 @@
+"""`pedl agent run` starts an agent daemon in this process; `pedl agent list` shows connected agents.
+The daemon's `--master` is its own option; the global `-m` is used when it is not given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pedl.cli.client import normalize_master_url
+from pedl.cli.output import JsonFlag, fail, fmt_time, print_json, print_table
+from pedl.cli.state import client_of, state_of
+
+app = typer.Typer(no_args_is_help=True, help="Run or list agents.")
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    master: str | None = typer.Option(None, "--master", "-m", help="master URL (default: the global -m)"),
+    agent_id: str | None = typer.Option(None, "--id", help="agent id (default: the host name)"),
+    resource_pool: str = typer.Option("default", "--resource-pool", help="pool to join"),
+    slots: int | None = typer.Option(None, "--slots", min=0,
+                                     help="CPU slots when no GPU is found (default 1; 0: none)"),
+    token: str | None = typer.Option(None, "--token", envvar="PEDL_AGENT_TOKEN",
+                                     help="the master's agent_token"),
+    work_dir: Path | None = typer.Option(None, "--work-dir", help="where tasks run"),
+) -> None:
+    """Run an agent in the foreground until SIGINT/SIGTERM."""
+    from pedl.agent.daemon import run_agent  # heavy imports only when an agent is run
+    from pedl.agent.options import AgentOptions
+
+    url = normalize_master_url(master or state_of(ctx).master)
+    try:
+        options = AgentOptions(master_url=url, agent_id=agent_id, resource_pool=resource_pool,
+                               slots=slots, token=token, work_dir=work_dir)
+    except ValueError as exc:
+        fail(str(exc))
+    run_agent(options)
+
+
+def slot_counts(agent: dict[str, Any]) -> tuple[int, int]:
+    """(slots, slots in use) of an agent object."""
+    slots = agent.get("slots") or {}
+    used = sum(1 for s in slots.values() if isinstance(s, dict) and s.get("container"))
+    return len(slots), used
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List agents (GET /api/v1/agents)."""
+    agents = client_of(ctx).get("/api/v1/agents").get("agents") or []
+    if as_json:
+        print_json(agents)
+        return
+    rows = []
+    for a in agents:
+        total, used = slot_counts(a)
+        rows.append([a.get("id"), fmt_time(a.get("registeredTime")), total, used,
+                     ", ".join(a.get("resourcePools") or []), a.get("enabled"), a.get("draining"),
+                     ", ".join(a.get("addresses") or [])])
+    print_table(["Agent ID", "Registered", "Slots", "In use", "Resource pools", "Enabled",
+                 "Draining", "Addresses"], rows)

@@ -1,0 +1,41 @@
+"""`pedl task list`: the master's allocations (GET /api/v1/tasks -> allocationIdToSummary).
+Also maps container ids to allocations for `pedl slot list`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from pedl.cli.client import MasterClient
+from pedl.cli.output import JsonFlag, fmt_time, print_json, print_table
+from pedl.cli.state import client_of
+
+app = typer.Typer(no_args_is_help=True, help="List tasks (allocations).")
+
+
+def allocation_summaries(client: MasterClient) -> dict[str, dict[str, Any]]:
+    return client.get("/api/v1/tasks").get("allocationIdToSummary") or {}
+
+
+def allocations_by_container(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    by_container = {}
+    for summary in summaries.values():
+        for res in summary.get("resources") or []:
+            if isinstance(res, dict) and res.get("containerId"):
+                by_container[res["containerId"]] = summary
+    return by_container
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List allocations with their task, slots and resource pool."""
+    summaries = allocation_summaries(client_of(ctx))
+    if as_json:
+        print_json(summaries)
+        return
+    rows = [[s.get("taskId"), aid, s.get("name"), s.get("slotsNeeded"), s.get("resourcePool"),
+             fmt_time(s.get("registeredTime")), s.get("priority")]
+            for aid, s in sorted(summaries.items(), key=lambda kv: kv[1].get("registeredTime") or "")]
+    print_table(["Task ID", "Allocation ID", "Name", "Slots needed", "Resource pool", "Registered",
+                 "Priority"], rows)

@@ -1,0 +1,109 @@
+"""`pedl user login|logout|whoami|change-password|create|list`, with Determined's hashed passwords.
+Tokens live in the auth store; `login` makes the user the master's active user."""
+
+from __future__ import annotations
+
+import typer
+
+from pedl.cli.auth_store import salt_and_hash
+from pedl.cli.client import MasterClient
+from pedl.cli.output import JsonFlag, fail, fmt_time, print_json, print_table, say
+from pedl.cli.state import client_of
+from pedl.errors import NotFound
+
+app = typer.Typer(no_args_is_help=True, help="Log in and manage users.")
+
+
+def _prompt_password(prompt: str) -> str:
+    return typer.prompt(prompt, hide_input=True, default="", show_default=False)
+
+
+def _new_password(username: str) -> str:
+    first = _prompt_password(f"New password for user '{username}'")
+    second = _prompt_password("Confirm password")
+    if first != second:
+        fail("passwords do not match")
+    return first
+
+
+def user_id_of(client: MasterClient, username: str) -> int:
+    """The id of `username`: from /api/v1/me for oneself, else from the user list."""
+    me = client.get("/api/v1/me").get("user") or {}
+    if me.get("username") == username and me.get("id") is not None:
+        return int(me["id"])
+    for user in client.paginate("/api/v1/users", "users"):
+        if user.get("username") == username and user.get("id") is not None:
+            return int(user["id"])
+    raise NotFound(f"no user named '{username}'")
+
+
+@app.command("login")
+def login(ctx: typer.Context, username: str | None = typer.Argument(None)) -> None:
+    """Log in and make USERNAME the active user of this master."""
+    client = client_of(ctx)
+    if username is None:
+        username = typer.prompt("Username")
+    password = _prompt_password(f"Password for user '{username}'")
+    client.login(username, password)
+    client.store.set_active_user(client.url, username)
+    say(f"Logged in as '{username}' at {client.url}")
+
+
+@app.command("logout")
+def logout(ctx: typer.Context) -> None:
+    """End the session of the active user (or -u USER) and forget its token."""
+    client = client_of(ctx)
+    username = client.logout()
+    say(f"Logged out '{username}' at {client.url}")
+
+
+@app.command("whoami")
+def whoami(ctx: typer.Context) -> None:
+    """Print the user this CLI acts as (GET /api/v1/me)."""
+    user = client_of(ctx).get("/api/v1/me").get("user") or {}
+    say(f"You are logged in as user '{user.get('username', '?')}'")
+
+
+@app.command("change-password")
+def change_password(ctx: typer.Context, username: str | None = typer.Argument(None)) -> None:
+    """Set USERNAME's password (default: your own), asking for it twice."""
+    client = client_of(ctx)
+    target = username or client.username
+    password = _new_password(target)
+    user_id = user_id_of(client, target)
+    client.post(f"/api/v1/users/{user_id}/password",
+                {"password": salt_and_hash(password), "isHashed": True})
+    say(f"Changed the password of '{target}'")
+    if username is None or target == client.username:
+        client.login(target, password)  # the old session may be revoked; keep working
+        client.store.set_active_user(client.url, target)
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    username: str = typer.Argument(...),
+    admin: bool = typer.Option(False, "--admin", help="give the user admin rights"),
+    password: str | None = typer.Option(None, "--password", help="initial password (asked if absent)"),
+) -> None:
+    """Create a user (POST /api/v1/users)."""
+    client = client_of(ctx)
+    if password is None:
+        password = _new_password(username)
+    body = {"user": {"username": username, "admin": admin, "active": True},
+            "password": salt_and_hash(password), "isHashed": True}
+    created = client.post("/api/v1/users", body).get("user") or {}
+    say(f"Created user '{created.get('username', username)}'" +
+        (f" with id {created['id']}" if created.get("id") is not None else ""))
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List users (GET /api/v1/users)."""
+    users = client_of(ctx).paginate("/api/v1/users", "users")
+    if as_json:
+        print_json(users)
+        return
+    print_table(["ID", "Username", "Display name", "Admin", "Active", "Last login"],
+                [[u.get("id"), u.get("username"), u.get("displayName"), u.get("admin"),
+                  u.get("active"), fmt_time(u.get("lastAuthAt"))] for u in users])

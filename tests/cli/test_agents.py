@@ -1,0 +1,87 @@
+"""`pedl agent run|list`, `pedl slot list` and `pedl task list`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pedl.agent.options import AgentOptions
+from pedl.cli.main import app
+from tests.cli.fake_master import FakeMaster
+
+AGENT = {
+    "id": "a1", "version": "0.1.0", "registeredTime": "2025-01-01T00:00:00Z",
+    "slots": {
+        "s0": {"id": "s0", "enabled": True, "draining": False, "device": {"type": "TYPE_CUDA", "brand": "H100"},
+               "container": {"id": "alloc-1", "state": "STATE_RUNNING"}},
+        "s1": {"id": "s1", "enabled": True, "draining": False, "device": {"type": "TYPE_CUDA", "brand": "H100"}},
+    },
+    "containers": {}, "resourcePools": ["default"], "enabled": True, "draining": False,
+    "addresses": ["10.0.0.1"], "slotStats": {"typeStats": {}, "brandStats": {}},
+}
+TASKS = {"allocationIdToSummary": {"alloc-1": {
+    "taskId": "task-1", "allocationId": "alloc-1", "name": "Trial 1 (Experiment 1)", "slotsNeeded": 1,
+    "registeredTime": "2025-01-01T00:00:00Z", "resources": [{"containerId": "alloc-1"}],
+    "resourcePool": "default", "priority": 42, "schedulerType": "priority", "proxyPorts": []}}}
+
+
+@pytest.fixture
+def agents_run(monkeypatch: pytest.MonkeyPatch) -> list[AgentOptions]:
+    runs: list[AgentOptions] = []
+    fake = types.ModuleType("pedl.agent.daemon")
+    fake.run_agent = runs.append  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pedl.agent.daemon", fake)
+    return runs
+
+
+def test_agent_run_passes_options(agents_run: list[AgentOptions], tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "agent", "run", "--master", "10.1.2.3:8080", "--id", "gpu-1", "--resource-pool", "big",
+        "--slots", "2", "--token", "sekret", "--work-dir", str(tmp_path / "w")])
+    assert result.exit_code == 0, result.output
+    (opts,) = agents_run
+    assert (opts.master_url, opts.agent_id, opts.resource_pool, opts.slots, opts.token) == (
+        "http://10.1.2.3:8080", "gpu-1", "big", 2, "sekret")
+    assert opts.work_path == tmp_path / "w"
+
+
+def test_agent_run_uses_the_global_master(agents_run: list[AgentOptions], monkeypatch) -> None:
+    monkeypatch.setenv("PEDL_AGENT_TOKEN", "from-env")
+    result = CliRunner().invoke(app, ["-m", "master.local:9", "agent", "run", "--id", "x"])
+    assert result.exit_code == 0, result.output
+    assert agents_run[0].master_url == "http://master.local:9"
+    assert agents_run[0].token == "from-env"
+
+
+def test_agent_run_rejects_negative_slots(agents_run: list[AgentOptions]) -> None:
+    result = CliRunner().invoke(app, ["agent", "run", "--slots", "-1"])
+    assert result.exit_code == 2 and agents_run == []
+
+
+def test_agent_list(cli, master: FakeMaster) -> None:
+    master.route("GET", "/api/v1/agents", {"agents": [AGENT]})
+    data = json.loads(cli("agent", "list", "--json").stdout)
+    assert data[0]["id"] == "a1"
+    table = cli("agent", "list").stdout
+    assert "a1" in table and "10.0.0.1" in table and "default" in table
+
+
+def test_slot_list_maps_containers_to_allocations(cli, master: FakeMaster) -> None:
+    master.route("GET", "/api/v1/agents", {"agents": [AGENT]})
+    master.route("GET", "/api/v1/tasks", TASKS)
+    rows = json.loads(cli("slot", "list", "--json").stdout)
+    assert [(r["slotId"], r["allocationId"], r["taskName"], r["type"], r["device"]) for r in rows] == [
+        ("s0", "alloc-1", "Trial 1 (Experiment 1)", "cuda", "H100"), ("s1", "FREE", "", "cuda", "H100")]
+    assert "alloc-1" in cli("slot", "list").stdout
+
+
+def test_task_list(cli, master: FakeMaster) -> None:
+    master.route("GET", "/api/v1/tasks", TASKS)
+    assert json.loads(cli("task", "list", "--json").stdout) == TASKS["allocationIdToSummary"]
+    table = cli("task", "list").stdout
+    assert "task-1" in table and "Trial 1 (Experiment 1)" in table
