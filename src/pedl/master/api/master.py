@@ -26,3 +26,13 @@ def master_info(request: Request, _: Caller = Depends(caller)) -> dict:
             "product": "PRODUCT_UNSPECIFIED", "featureSwitches": [],
             "resourcePools": [p.pool_name for p in ctx.config.resource_pools],
             "database": "sqlite" if ctx.db.is_sqlite else "postgresql"}
+
+
+@router.get("/api/v1/master/config")
+def master_config(request: Request, _: Caller = Depends(caller)) -> dict:
+    cfg = ctx_of(request).config.model_dump(mode="json")
+    if cfg.get("db"):
+        cfg["db"]["password"] = "********" if cfg["db"].get("password") else ""
+    if cfg.get("agent_token"):
+        cfg["agent_token"] = "********"
+    return {"config": cfg}

@@ -41,19 +41,23 @@ def metrics_workload(m: models.Metric) -> dict[str, Any]:
 
 
 def trial(t: models.Trial, best_validation: models.Metric | None = None,
-          latest_validation: models.Metric | None = None, checkpoint_count: int = 0) -> dict[str, Any]:
+          latest_validation: models.Metric | None = None, checkpoint_count: int = 0,
+          best_checkpoint: models.Checkpoint | None = None) -> dict[str, Any]:
     out = {
         "id": t.id, "experimentId": t.experiment_id, "hparams": t.hparams, "restarts": t.restarts,
         "startTime": ts(t.start_time), "endTime": ts(t.end_time), "state": t.state,
         "totalBatchesProcessed": t.total_batches, "summaryMetrics": t.summary_metrics or {},
         "taskId": t.task_id, "taskIds": [t.task_id], "searcherMetricValue": t.best_metric,
-        "checkpointCount": checkpoint_count, "warmStartCheckpointUuid": t.latest_checkpoint or "",
+        "checkpointCount": checkpoint_count, "warmStartCheckpointUuid": "",
+        "latestCheckpointUuid": t.latest_checkpoint or "",
         "endReason": t.end_reason, "runnerState": "",
     }
     if best_validation is not None:
         out["bestValidation"] = metrics_workload(best_validation)
     if latest_validation is not None:
         out["latestValidation"] = metrics_workload(latest_validation)
+    if best_checkpoint is not None:
+        out["bestCheckpoint"] = checkpoint_workload(best_checkpoint)
     return out
 
 

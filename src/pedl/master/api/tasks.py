@@ -76,9 +76,11 @@ async def preemption_signal(allocation_id: str, request: Request, who: Caller = 
 
     if not await run_in_threadpool(exists):
         raise NotFound(f"allocation {allocation_id} not found")
-    deadline = ctx.clock.now() + timeout_seconds
+    # a long poll waits in real time, whatever clock the master's decisions run on
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_seconds
     while not ctl.should_preempt(allocation_id):
-        if ctx.clock.now() >= deadline or await request.is_disconnected():
+        if loop.time() >= deadline or await request.is_disconnected():
             break
         await asyncio.sleep(0.2)
     return {"preempt": ctl.should_preempt(allocation_id)}

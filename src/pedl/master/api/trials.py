@@ -80,7 +80,8 @@ def get_trial(trial_id: int, request: Request, _: Caller = Depends(caller)) -> d
     with ctx.db.session() as s:
         t = trials_service.get(s, trial_id)
         best, latest = trials_service.best_and_latest_validation(s, t)
-        return {"trial": shapes.trial(t, best, latest, trials_service.checkpoint_count(s, t.id))}
+        return {"trial": shapes.trial(t, best, latest, trials_service.checkpoint_count(s, t.id),
+                                      trials_service.best_checkpoint(s, t, best))}
 
 
 @router.get("/trials/{trial_id}/workloads")

@@ -4,6 +4,7 @@ queues messages that each connection's writer task delivers on the event loop.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from dataclasses import dataclass, field
 
@@ -26,10 +27,8 @@ class AgentConnection:
     def send(self, msg: BaseModel | None) -> None:
         """Queue a message (None closes the writer). Safe from any thread."""
         payload = dump(msg) if msg is not None else None
-        try:
+        with contextlib.suppress(RuntimeError):  # loop closed: the connection is gone anyway
             self.loop.call_soon_threadsafe(self.queue.put_nowait, payload)
-        except RuntimeError:  # loop closed: the connection is gone anyway
-            pass
 
 
 class AgentHub:

@@ -42,6 +42,16 @@ def best_and_latest_validation(s: Session, trial: models.Trial) -> tuple[models.
     return best, rows[-1]
 
 
+def best_checkpoint(s: Session, trial: models.Trial, best: models.Metric | None) -> models.Checkpoint | None:
+    """The checkpoint taken at the best validation's step, else the latest one."""
+    if best is not None:
+        ckpt = s.scalar(select(models.Checkpoint).where(models.Checkpoint.trial_id == trial.id,
+                                                        models.Checkpoint.steps_completed == best.steps_completed))
+        if ckpt is not None:
+            return ckpt
+    return s.get(models.Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
+
+
 def kill(ctl: Controller, s: Session, trial_id: int) -> None:
     trial = get(s, trial_id)
     if trial.state in TERMINAL_TRIAL:
