@@ -23,6 +23,15 @@ class ConfigError(InvalidArgument):
     """A config that failed to parse or validate; `fields` lists each problem."""
 
 
+class FieldProblems(ValueError):
+    """Raised by a validator that finds several problems, each at its own field path (a full
+    path from the top of the document), so each is reported as a separate entry."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{field}: {message}" for field, message in problems))
+
+
 def field_path(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
@@ -34,12 +43,30 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return out or "<root>"
 
 
+# pydantic puts the tag of a discriminated union into error locations ("provider.aws.image_id");
+# users wrote "provider.image_id", so the tag is dropped after these keys.
+_UNION_TAGS = {"provider": {"aws", "local"}, "checkpoint_storage": {"shared_fs", "s3"}}
+
+
+def _drop_union_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for part in loc:
+        if out and isinstance(out[-1], str) and part in _UNION_TAGS.get(out[-1], ()):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
 def describe_validation_error(exc: ValidationError, source: str) -> ConfigError:
     problems = []
     for err in exc.errors(include_url=False):
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        loc = _drop_union_tags(tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))))
         path = field_path(loc)
-        msg = err["msg"]
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldProblems):
+            problems.extend({"field": f, "message": m} for f, m in cause.problems)
+            continue
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         problems.append({"field": path, "message": msg})

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from pedl.config.durations import Duration
-from pedl.config.loading import StrictModel, load_yaml_file
+from pedl.config.loading import FieldProblems, StrictModel, load_yaml_file
+from pedl.config.provider_config import ProviderConfig, legacy_provisioner
 
 
 def default_data_dir() -> Path:
@@ -49,6 +50,8 @@ class ResourcePoolConfig(StrictModel):
     description: str = ""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     max_slots_per_trial: int | None = Field(None, ge=1)
+    provider: ProviderConfig | None = Field(
+        None, description="dynamic agents for this pool (type: aws or local); none means static agents")
 
 
 class MasterConfig(StrictModel):
@@ -77,17 +80,40 @@ class MasterConfig(StrictModel):
     def _expand(cls, v: Path) -> Path:
         return Path(os.path.expanduser(str(v)))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_provisioner(cls, data: Any) -> Any:
+        """Seeds 000/001 configure dynamic agents with a top-level `provisioner:` section; it
+        becomes the provider of the pool named `default`."""
+        if not isinstance(data, dict) or "provisioner" not in data:
+            return data
+        data = dict(data)
+        prov = data.pop("provisioner")
+        if not isinstance(prov, dict):
+            raise ValueError("provisioner: must be a mapping")
+        pools = [dict(p) if isinstance(p, dict) else p for p in data.get("resource_pools") or [{"pool_name": "default"}]]
+        target = next((p for p in pools if isinstance(p, dict) and p.get("pool_name") == "default"), None)
+        if target is None:
+            target = {"pool_name": "default"}
+            pools.append(target)
+        if target.get("provider"):
+            raise ValueError("provisioner: the pool 'default' already has a provider; use one form, not both")
+        target["provider"] = legacy_provisioner(prov)
+        data["resource_pools"] = pools
+        return data
+
     @model_validator(mode="after")
     def _check_pools(self) -> MasterConfig:
         names = [p.pool_name for p in self.resource_pools]
         if not names:
-            raise ValueError("resource_pools: at least one pool is required")
-        dupes = {n for n in names if names.count(n) > 1}
-        if dupes:
-            raise ValueError(f"resource_pools: duplicate pool_name {sorted(dupes)}")
+            raise FieldProblems([("resource_pools", "at least one pool is required")])
+        problems = [(f"resource_pools[{i}].pool_name", f"duplicate pool_name {name!r}")
+                    for i, name in enumerate(names) if name in names[:i]]
         for key in ("default_compute_resource_pool", "default_aux_resource_pool"):
             if getattr(self, key) not in names:
-                raise ValueError(f"{key}: no resource pool named {getattr(self, key)!r}")
+                problems.append((key, f"no resource pool named {getattr(self, key)!r}"))
+        if problems:
+            raise FieldProblems(problems)
         return self
 
     def effective_checkpoint_storage(self) -> SharedFSStorage:
