@@ -1,0 +1,10 @@
+"""The pedl agent: a daemon that registers a machine's slots with the master and runs its tasks.
+
+`run_agent(AgentOptions(...))` is the blocking entry point; `Agent.run(stop)` runs it in-process.
+"""
+
+from pedl.agent.connection import AgentRefused
+from pedl.agent.daemon import Agent, run_agent
+from pedl.agent.options import AgentOptions
+
+__all__ = ["Agent", "AgentOptions", "AgentRefused", "run_agent"]

@@ -1,0 +1,95 @@
+"""The agent's WebSocket to the master: URL, headers, typed send/receive, and reconnect backoff.
+
+A refusal (close 4401, or a 401/403 handshake answer) becomes `AgentRefused`; retrying cannot help.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ValidationError
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from pedl.common.agent_protocol import (
+    CLOSE_UNAUTHORIZED,
+    MASTER_MESSAGE,
+    MasterMessage,
+)
+
+log = logging.getLogger(__name__)
+
+TOKEN_HEADER = "X-Pedl-Agent-Token"
+AGENTS_WS_PATH = "/agents/ws"
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # start_task carries the full experiment config
+OPEN_TIMEOUT_S = 10.0
+
+
+class AgentRefused(Exception):
+    """The master refused this agent (bad or missing token); the agent stops."""
+
+
+def ws_url(master_url: str) -> str:
+    """http://host:port[/prefix] -> ws://host:port[/prefix]/agents/ws (https -> wss)."""
+    parts = urlsplit(master_url.rstrip("/"))
+    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme)
+    if scheme is None:
+        raise ValueError(f"master URL must start with http:// or https://, got {master_url!r}")
+    return urlunsplit((scheme, parts.netloc, parts.path + AGENTS_WS_PATH, "", ""))
+
+
+def open_connection(master_url: str, token: str | None) -> connect:
+    """An awaitable / async context manager that opens the socket (no automatic reconnects)."""
+    headers = {TOKEN_HEADER: token} if token else {}
+    return connect(ws_url(master_url), additional_headers=headers, open_timeout=OPEN_TIMEOUT_S,
+                   max_size=MAX_MESSAGE_BYTES)
+
+
+def refusal(exc: BaseException) -> AgentRefused | None:
+    """The `AgentRefused` that `exc` means, if it means one."""
+    if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_UNAUTHORIZED:
+        return AgentRefused(f"the master refused this agent (close {exc.rcvd.code}: "
+                            f"{exc.rcvd.reason or 'unauthorized'}); check the agent token")
+    # a server that closes before accepting the upgrade answers with a plain HTTP status instead
+    if isinstance(exc, InvalidStatus) and exc.response.status_code in (401, 403):
+        return AgentRefused(f"the master refused this agent (HTTP {exc.response.status_code}); "
+                            f"check the agent token")
+    return None
+
+
+async def send_message(ws: ClientConnection, msg: BaseModel) -> None:
+    await ws.send(msg.model_dump_json())
+
+
+async def receive_message(ws: ClientConnection) -> MasterMessage | None:
+    """The next message from the master; None (logged) for one this agent cannot read."""
+    raw = await ws.recv()
+    try:
+        return MASTER_MESSAGE.validate_json(raw)
+    except ValidationError as exc:
+        # a newer master may send types we do not know yet; skipping keeps the agent useful
+        log.warning("ignoring a message from the master that does not parse: %s", exc)
+        return None
+
+
+class Backoff:
+    """Reconnect delays: 0.5 s doubling to a 10 s cap, each with +-25% jitter."""
+
+    def __init__(self, first: float = 0.5, cap: float = 10.0) -> None:
+        self._first = first
+        self._cap = cap
+        self._next = first
+        self.attempts = 0
+
+    def next_delay(self) -> float:
+        self.attempts += 1
+        delay = self._next
+        self._next = min(self._next * 2, self._cap)
+        # jitter spreads a fleet of agents that lost the same master
+        return min(self._cap, delay * random.uniform(0.75, 1.25))
+
+    def reset(self) -> None:
+        self._next = self._first
+        self.attempts = 0

@@ -1,0 +1,276 @@
+"""The agent daemon: stays connected to the master, runs the tasks it is given, reports on them.
+
+Tasks outlive lost connections; their messages wait in an outbox until the agent has re-registered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any
+
+from pydantic import BaseModel
+from websockets.asyncio.client import ClientConnection
+from websockets.frames import CloseCode
+
+from pedl.agent.connection import (
+    AgentRefused,
+    Backoff,
+    open_connection,
+    receive_message,
+    refusal,
+    send_message,
+    ws_url,
+)
+from pedl.agent.devices import detect_slots
+from pedl.agent.options import AgentOptions
+from pedl.agent.task_env import TaskHost
+from pedl.agent.task_runtime import READER_DRAIN_S, TaskRuntime
+from pedl.common.agent_protocol import (
+    Heartbeat,
+    KillTask,
+    MasterMessage,
+    Register,
+    Registered,
+    SlotInfo,
+    StartTask,
+    TaskExited,
+)
+from pedl.version import __version__
+
+__all__ = ["Agent", "AgentRefused", "run_agent"]
+
+log = logging.getLogger(__name__)
+
+REGISTER_TIMEOUT_S = 30.0
+SHUTDOWN_FLUSH_S = 3.0  # how long a stopping agent tries to deliver its tasks' last messages
+MIN_HEARTBEAT_S = 0.05
+
+
+class Agent:
+    """One agent, runnable in-process: `await Agent(options).run(stop_event)`."""
+
+    def __init__(self, options: AgentOptions, *, slots: list[SlotInfo] | None = None,
+                 shutdown_grace_period: float = 10.0) -> None:
+        self.options = options
+        self.slots = detect_slots(options.slots) if slots is None else slots
+        self.shutdown_grace_period = shutdown_grace_period
+        self._host = TaskHost(master_url=options.master_url, agent_id=options.id,
+                              work_dir=options.work_path, slots={s.id: s for s in self.slots})
+        self.tasks: dict[str, TaskRuntime] = {}  # allocation id -> task not yet exited
+        self._task_runs: dict[str, asyncio.Task[None]] = {}
+        self._outbox: deque[BaseModel] = deque()
+        self._outbox_ready = asyncio.Event()
+        self._ws: ClientConnection | None = None  # set while registered
+        self._was_registered = False  # in the current connection attempt, for the log line
+
+    @property
+    def connected(self) -> bool:
+        """Registered with the master right now."""
+        return self._ws is not None
+
+    def held_allocations(self) -> list[str]:
+        """Allocations the master must not consider lost: running, or whose exit is undelivered."""
+        undelivered = {m.allocation_id for m in self._outbox if isinstance(m, TaskExited)}
+        return sorted(set(self.tasks) | undelivered)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve the master until `stop` is set; raises AgentRefused if the master refuses us."""
+        log.info("pedl agent %s starting: master %s, %d %s slot(s), work dir %s",
+                 self.options.id, self.options.master_url, len(self.slots),
+                 self.slots[0].type if self.slots else "no", self.options.work_path)
+        link = asyncio.create_task(self._stay_connected())
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({link, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if link.done():
+                link.result()  # only AgentRefused ends the link by itself
+        finally:
+            stopped.cancel()
+            await self._shut_down(link)
+
+    # connection
+
+    async def _stay_connected(self) -> None:
+        backoff = Backoff()
+        url = ws_url(self.options.master_url)
+        while True:
+            self._was_registered = False
+            try:
+                ws = await open_connection(self.options.master_url, self.options.token)
+                try:
+                    await self._session(ws, backoff)
+                finally:
+                    # also on shutdown (cancelled): the master sees "going away", not an error
+                    await ws.close(CloseCode.GOING_AWAY, "agent stopping")
+            except Exception as exc:
+                refused = refusal(exc)
+                if refused is not None:
+                    log.error("%s", refused)
+                    raise refused from exc
+                delay = backoff.next_delay()
+                what = "lost the connection to" if self._was_registered else "no connection to"
+                log.warning("agent %s: %s the master at %s (attempt %d): %s; retrying in %.1f s",
+                            self.options.id, what, url, backoff.attempts, _describe(exc), delay)
+                await asyncio.sleep(delay)
+
+    async def _session(self, ws: ClientConnection, backoff: Backoff) -> None:
+        """Register, then serve until the connection fails (always ends with an exception)."""
+        await send_message(ws, Register(
+            agent_id=self.options.id, hostname=self.options.hostname, address=_address(ws),
+            resource_pool=self.options.resource_pool, slots=self.slots, version=__version__,
+            running_allocations=self.held_allocations()))
+        registered = await asyncio.wait_for(self._await_registered(ws), REGISTER_TIMEOUT_S)
+        backoff.reset()
+        log.info("agent %s registered with the master (%d slot(s), %d allocation(s) held)",
+                 self.options.id, len(self.slots), len(self.held_allocations()))
+        for allocation_id in registered.kill_unknown:
+            if allocation_id in self.tasks:
+                self.tasks[allocation_id].kill(KillTask.model_fields["grace_period"].default,
+                                               "the master has ended this allocation")
+        interval = self.options.heartbeat_interval or registered.heartbeat_interval
+        self._ws = ws
+        self._was_registered = True
+        self._outbox_ready.set()  # flush what piled up while disconnected
+        try:
+            await _first_failure(self._receive_loop(ws), self._send_loop(ws),
+                                 self._heartbeat_loop(ws, max(interval, MIN_HEARTBEAT_S)))
+        finally:
+            self._ws = None
+
+    async def _await_registered(self, ws: ClientConnection) -> Registered:
+        while True:
+            msg = await receive_message(ws)
+            if isinstance(msg, Registered):
+                return msg
+            if msg is not None:
+                self._handle(msg)
+
+    async def _receive_loop(self, ws: ClientConnection) -> None:
+        while True:
+            msg = await receive_message(ws)
+            if msg is not None:
+                self._handle(msg)
+
+    async def _send_loop(self, ws: ClientConnection) -> None:
+        while True:
+            while self._outbox:
+                await send_message(ws, self._outbox[0])
+                # dropped only once sent: a message cut off by a lost connection goes again
+                self._outbox.popleft()
+            self._outbox_ready.clear()
+            await self._outbox_ready.wait()
+
+    async def _heartbeat_loop(self, ws: ClientConnection, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await send_message(ws, Heartbeat(running_allocations=self.held_allocations()))
+
+    # tasks
+
+    def _handle(self, msg: MasterMessage) -> None:
+        if isinstance(msg, StartTask):
+            self._start_task(msg)
+        elif isinstance(msg, KillTask):
+            task = self.tasks.get(msg.allocation_id)
+            if task is not None:
+                task.kill(msg.grace_period, msg.reason)
+            elif not self._exit_pending(msg.allocation_id):
+                # the master waits for an exit that this agent can no longer produce; end it
+                self._enqueue(TaskExited(allocation_id=msg.allocation_id, exit_code=None,
+                                         reason="not running on this agent"))
+
+    def _start_task(self, spec: StartTask) -> None:
+        if spec.allocation_id in self.tasks or self._exit_pending(spec.allocation_id):
+            log.warning("ignoring a second start_task for allocation %s", spec.allocation_id)
+            return
+        runtime = TaskRuntime(spec, self._host, self._enqueue)
+        self.tasks[spec.allocation_id] = runtime
+        self._task_runs[spec.allocation_id] = asyncio.create_task(self._run_task(runtime))
+
+    async def _run_task(self, runtime: TaskRuntime) -> None:
+        try:
+            await runtime.run()
+        except Exception as exc:  # a bug must still end the task for the master
+            log.exception("task %s crashed the agent's runtime", runtime.allocation_id)
+            if not runtime.exited:
+                self._enqueue(TaskExited(allocation_id=runtime.allocation_id, exit_code=None,
+                                         reason=f"internal agent error: {exc!r}"))
+        finally:
+            self.tasks.pop(runtime.allocation_id, None)
+            self._task_runs.pop(runtime.allocation_id, None)
+
+    def _exit_pending(self, allocation_id: str) -> bool:
+        return any(isinstance(m, TaskExited) and m.allocation_id == allocation_id
+                   for m in self._outbox)
+
+    def _enqueue(self, msg: BaseModel) -> None:
+        self._outbox.append(msg)
+        self._outbox_ready.set()
+
+    # shutdown
+
+    async def _shut_down(self, link: asyncio.Task[None]) -> None:
+        """Kill the tasks (grace period), try to report their exits, then close the socket."""
+        runs = list(self._task_runs.values())
+        for task in list(self.tasks.values()):
+            task.kill(self.shutdown_grace_period, "the agent is shutting down")
+        if runs:
+            _, stuck = await asyncio.wait(runs, timeout=self.shutdown_grace_period
+                                          + READER_DRAIN_S + 5.0)
+            for run in stuck:
+                run.cancel()
+        if not link.done():
+            for _ in range(int(SHUTDOWN_FLUSH_S / 0.05)):
+                if not self._outbox or not self.connected:
+                    break
+                await asyncio.sleep(0.05)
+            link.cancel()
+        await asyncio.wait({link})
+        log.info("pedl agent %s stopped", self.options.id)
+
+
+def run_agent(options: AgentOptions) -> None:
+    """Run an agent until SIGINT/SIGTERM. Raises AgentRefused when the master refuses it."""
+    asyncio.run(_main(options))
+
+
+async def _main(options: AgentOptions) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await Agent(options).run(stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _first_failure(*coroutines: Coroutine[Any, Any, None]) -> None:
+    """Run loops that only end by failing; when one fails, stop the others and raise its error."""
+    tasks = [asyncio.create_task(c) for c in coroutines]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+
+
+def _address(ws: ClientConnection) -> str:
+    # the local end of the socket is the interface on which the master (and peers) reach us
+    try:
+        return str(ws.local_address[0])
+    except (TypeError, IndexError, AttributeError):
+        return ""
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

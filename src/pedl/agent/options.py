@@ -1,0 +1,47 @@
+"""Settings of one agent daemon, as given by `pedl agent run` or a test.
+
+Defaults that depend on the machine (hostname, home directory, environment) resolve here, once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOKEN_ENV = "PEDL_AGENT_TOKEN"
+
+
+@dataclass
+class AgentOptions:
+    master_url: str  # http(s)://host:port of the master; the socket URL is derived from it
+    agent_id: str | None = None  # None: the hostname
+    resource_pool: str = "default"
+    slots: int | None = None  # CPU slots when no GPU is found; None: 1, 0: none
+    token: str | None = None  # None: $PEDL_AGENT_TOKEN, if set
+    work_dir: Path | str | None = None  # None: ~/.local/share/pedl/agent/<agent_id>
+    heartbeat_interval: float | None = None  # None: what the master says in `registered`
+    hostname: str = field(default_factory=socket.gethostname)
+
+    def __post_init__(self) -> None:
+        self.master_url = self.master_url.rstrip("/")
+        if self.agent_id is None:
+            self.agent_id = self.hostname
+        if self.token is None:
+            self.token = os.environ.get(TOKEN_ENV) or None
+        if self.work_dir is None:
+            self.work_dir = Path.home() / ".local" / "share" / "pedl" / "agent" / self.agent_id
+        self.work_dir = Path(self.work_dir).expanduser()
+        if self.slots is not None and self.slots < 0:
+            raise ValueError(f"slots must be >= 0, got {self.slots}")
+
+    @property
+    def id(self) -> str:
+        assert self.agent_id is not None  # set in __post_init__
+        return self.agent_id
+
+    @property
+    def work_path(self) -> Path:
+        assert isinstance(self.work_dir, Path)  # normalised in __post_init__
+        return self.work_dir

@@ -1,0 +1,59 @@
+"""The environment and command line of a task process, built from `start_task` and the agent.
+
+Pure functions, so the contract in docs/internals.md ("Agent <-> master") is easy to test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pedl.common.agent_protocol import SlotInfo, StartTask
+
+
+@dataclass(frozen=True)
+class TaskHost:
+    """What every task on this agent is told about the agent."""
+
+    master_url: str
+    agent_id: str
+    work_dir: Path
+    slots: Mapping[str, SlotInfo]  # by slot id
+
+
+def task_env(spec: StartTask, host: TaskHost,
+             base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """os.environ + start_task.env + what only the agent knows; the agent's values win."""
+    env = dict(os.environ if base is None else base)
+    env.update(spec.env)
+    cuda = [host.slots[s] for s in spec.slot_ids if s in host.slots and host.slots[s].type == "cuda"]
+    env.update({
+        "DET_MASTER": host.master_url,
+        "DET_AGENT_ID": host.agent_id,
+        "DET_SLOT_IDS": json.dumps(_slot_id_list(spec.slot_ids)),
+        "CUDA_VISIBLE_DEVICES": ",".join(slot.uuid or slot.id for slot in cuda),
+    })
+    # the agent's own interpreter first, so `python3` in an entrypoint has pedl installed
+    bin_dir = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
+    # piped Python output is block-buffered by default; users expect their prints to stream
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def task_argv(entrypoint: str | list[str]) -> list[str]:
+    """A string runs through the shell; a list is the argv itself."""
+    if isinstance(entrypoint, str):
+        return ["/bin/sh", "-c", entrypoint]
+    return list(entrypoint)
+
+
+def _slot_id_list(slot_ids: list[str]) -> list[int] | list[str]:
+    # Determined's DET_SLOT_IDS is a JSON list of ints; our ids are "0", "1", ... so keep that shape
+    if all(s.isdigit() for s in slot_ids):
+        return [int(s) for s in slot_ids]
+    return list(slot_ids)

@@ -1,0 +1,205 @@
+"""One task on this agent: prepare its directory, run its process group, ship its output.
+
+Every task ends with exactly one `task_exited`, whether its process ran or it failed before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from pedl.agent.context import ContextError, fetch_context, unpack_context
+from pedl.agent.task_env import TaskHost, task_argv, task_env
+from pedl.agent.task_logs import LogBatcher, pump_lines
+from pedl.common.agent_protocol import StartTask, TaskExited, TaskStarted
+
+log = logging.getLogger(__name__)
+
+LEFTOVER_WAIT_S = 1.0  # after the main process exits, how long the rest of its group may linger
+READER_DRAIN_S = 5.0  # output pipes held open by processes outside the group are abandoned then
+POLL_S = 0.05
+
+Send = Callable[[BaseModel], None]
+
+
+class TaskSetupError(Exception):
+    """The task could not be started; the message is shown to the user."""
+
+
+class TaskRuntime:
+    """Runs one `start_task`; `send` receives its task_started / task_logs / task_exited."""
+
+    def __init__(self, spec: StartTask, host: TaskHost, send: Send) -> None:
+        self.spec = spec
+        self._host = host
+        self._send = send
+        self._logs = LogBatcher(spec.allocation_id, send)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._kill_requested = asyncio.Event()
+        self._kill_reason = ""
+        self._kill_deadline: float | None = None  # monotonic time of the SIGKILL
+        self._escalations: set[asyncio.Task[None]] = set()
+        self.exited = False  # task_exited has been handed to `send`
+
+    @property
+    def allocation_id(self) -> str:
+        return self.spec.allocation_id
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def directory(self) -> Path:
+        return self._host.work_dir / self.allocation_id
+
+    async def run(self) -> int | None:
+        """The task's whole life; returns its exit code (None when it never started)."""
+        try:
+            return await self._run()
+        except asyncio.CancelledError:
+            # the agent is going down without waiting; leave no process behind
+            self._signal_group(signal.SIGKILL)
+            raise
+        finally:
+            for escalation in self._escalations:
+                escalation.cancel()
+
+    def kill(self, grace_period: float, reason: str = "") -> None:
+        """SIGTERM to the task's process group now, SIGKILL after `grace_period` seconds."""
+        if self.exited:
+            return
+        if not self._kill_requested.is_set():
+            self._kill_reason = reason or "killed"
+            self._kill_requested.set()
+        deadline = time.monotonic() + max(grace_period, 0.0)
+        if self._kill_deadline is None or deadline < self._kill_deadline:
+            self._kill_deadline = deadline
+        if self._proc is not None:
+            self._terminate()
+        # before the process exists, _run sees the request and stops its preparation
+
+    async def _run(self) -> int | None:
+        prepare = asyncio.create_task(self._prepare())
+        killed = asyncio.create_task(self._kill_requested.wait())
+        await asyncio.wait({prepare, killed}, return_when=asyncio.FIRST_COMPLETED)
+        killed.cancel()
+        if self._kill_requested.is_set():
+            prepare.cancel()
+            await asyncio.wait({prepare})
+            return self._fail(f"killed before it started ({self._kill_reason})")
+        try:
+            argv = prepare.result()
+        except (ContextError, TaskSetupError) as exc:
+            return self._fail(str(exc))
+        except Exception as exc:  # a bug here must still end the task for the master
+            log.exception("preparing task %s failed", self.allocation_id)
+            return self._fail(f"internal agent error: {exc!r}")
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=self.directory, env=task_env(self.spec, self._host),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            return self._fail(f"cannot run {argv[0]!r}: {exc.strerror or exc}")
+        self._send(TaskStarted(allocation_id=self.allocation_id, pid=self._proc.pid))
+        log.info("task %s started (pid %d): %s", self.allocation_id, self._proc.pid, argv)
+        if self._kill_requested.is_set():  # killed while the process was being spawned
+            self._terminate()
+        return await self._supervise(self._proc)
+
+    async def _prepare(self) -> list[str]:
+        argv = task_argv(self.spec.entrypoint)
+        if not argv:
+            raise TaskSetupError("the entrypoint is empty")
+        directory = self.directory
+        if directory.resolve().parent != self._host.work_dir.resolve():
+            raise TaskSetupError(f"allocation id {self.allocation_id!r} is not a plain name")
+        try:
+            await asyncio.to_thread(_fresh_directory, directory)
+        except OSError as exc:
+            raise TaskSetupError(f"cannot create the task directory {directory}: {exc}") from exc
+        tgz = await fetch_context(self.spec.context_url, self.spec.session_token)
+        await asyncio.to_thread(unpack_context, tgz, directory)
+        return argv
+
+    async def _supervise(self, proc: asyncio.subprocess.Process) -> int:
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [
+            asyncio.create_task(pump_lines(proc.stdout, lambda line: self._logs.add("stdout", line))),
+            asyncio.create_task(pump_lines(proc.stderr, lambda line: self._logs.add("stderr", line))),
+        ]
+        code = await proc.wait()
+        # the rest of the group (workers, a shell's children) may finish within the grace period
+        # of a kill, or a moment otherwise; then it goes, so no orphan keeps the task's slots
+        linger_until = time.monotonic() + LEFTOVER_WAIT_S
+        if self._kill_deadline is not None:
+            linger_until = max(linger_until, self._kill_deadline)
+        while self._group_alive() and time.monotonic() < linger_until:
+            await asyncio.sleep(POLL_S)
+        self._signal_group(signal.SIGKILL)
+        _, pending = await asyncio.wait(readers, timeout=READER_DRAIN_S)
+        for reader in pending:
+            reader.cancel()
+        reason = self._kill_reason if self._kill_requested.is_set() else ""
+        self._exit(code, reason)
+        log.info("task %s exited with %s %s", self.allocation_id, code, reason)
+        return code
+
+    def _terminate(self) -> None:
+        assert self._proc is not None
+        if self._proc.returncode is not None:
+            return
+        self._signal_group(signal.SIGTERM)
+        escalation = asyncio.create_task(self._escalate())
+        self._escalations.add(escalation)
+        escalation.add_done_callback(self._escalations.discard)
+
+    async def _escalate(self) -> None:
+        assert self._proc is not None and self._kill_deadline is not None
+        await asyncio.sleep(max(self._kill_deadline - time.monotonic(), 0.0))
+        if self._proc.returncode is None:
+            log.info("task %s outlived its grace period; sending SIGKILL", self.allocation_id)
+            self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        if self._proc is None:
+            return
+        # the group id is the leader's pid (new session); a group that is gone needs nothing
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+    def _group_alive(self) -> bool:
+        if self._proc is None:
+            return False
+        try:
+            os.killpg(self._proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def _fail(self, reason: str) -> None:
+        log.warning("task %s failed to start: %s", self.allocation_id, reason)
+        self._logs.add("agent", f"pedl agent {self._host.agent_id}: task failed to start: {reason}")
+        self._exit(None, reason)
+
+    def _exit(self, code: int | None, reason: str) -> None:
+        self._logs.flush()
+        self.exited = True
+        self._send(TaskExited(allocation_id=self.allocation_id, exit_code=code, reason=reason))
+
+
+def _fresh_directory(directory: Path) -> None:
+    # a rerun of the same allocation id must not see the files of the last run
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)

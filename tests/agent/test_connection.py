@@ -1,0 +1,30 @@
+"""The master URL becomes the agent socket URL; reconnect delays double with jitter to a cap."""
+
+import pytest
+
+from pedl.agent.connection import Backoff, ws_url
+
+
+@pytest.mark.parametrize(("master", "socket"), [
+    ("http://127.0.0.1:8080", "ws://127.0.0.1:8080/agents/ws"),
+    ("https://pedl.example.com/", "wss://pedl.example.com/agents/ws"),
+    ("http://host/prefix", "ws://host/prefix/agents/ws"),
+])
+def test_ws_url(master: str, socket: str) -> None:
+    assert ws_url(master) == socket
+
+
+def test_ws_url_refuses_other_schemes() -> None:
+    with pytest.raises(ValueError, match="http"):
+        ws_url("ftp://host")
+
+
+def test_backoff_doubles_to_cap_with_jitter() -> None:
+    backoff = Backoff()
+    delays = [backoff.next_delay() for _ in range(10)]
+    nominal = [0.5, 1, 2, 4, 8, 10, 10, 10, 10, 10]
+    for delay, expected in zip(delays, nominal, strict=True):
+        assert expected * 0.75 <= delay <= min(expected * 1.25, 10.0)
+    assert backoff.attempts == 10
+    backoff.reset()
+    assert backoff.next_delay() <= 0.625

@@ -1,0 +1,47 @@
+"""The task environment follows docs/internals.md: master's env, then what the agent knows."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from pedl.agent.task_env import TaskHost, task_argv, task_env
+from pedl.common.agent_protocol import SlotInfo, StartTask
+
+
+def _spec(slot_ids: list[str], env: dict[str, str] | None = None) -> StartTask:
+    return StartTask(allocation_id="a1", task_id="t1", name="trial 1", entrypoint="true",
+                     env=env or {}, slot_ids=slot_ids, session_token="tok",
+                     context_url="http://m/ctx")
+
+
+def _host(slots: list[SlotInfo]) -> TaskHost:
+    return TaskHost(master_url="http://m:8080", agent_id="agent-1", work_dir=Path("/w"),
+                    slots={s.id: s for s in slots})
+
+
+def test_cpu_task_env() -> None:
+    host = _host([SlotInfo(id="0"), SlotInfo(id="1")])
+    env = task_env(_spec(["1"], {"DET_TRIAL_ID": "7", "DET_MASTER": "spoofed"}), host,
+                   base={"PATH": "/usr/bin", "HOME": "/home/x"})
+    assert env["HOME"] == "/home/x"
+    assert env["DET_TRIAL_ID"] == "7"
+    assert env["DET_MASTER"] == "http://m:8080"
+    assert env["DET_AGENT_ID"] == "agent-1"
+    assert json.loads(env["DET_SLOT_IDS"]) == [1]
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+    assert env["PATH"].split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin"]
+
+
+def test_gpu_task_env_lists_its_gpus() -> None:
+    host = _host([SlotInfo(id=str(i), type="cuda", uuid=f"GPU-{i}") for i in range(4)])
+    env = task_env(_spec(["2", "3"]), host, base={})
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-2,GPU-3"
+    assert json.loads(env["DET_SLOT_IDS"]) == [2, 3]
+
+
+def test_argv_of_entrypoints() -> None:
+    assert task_argv("python3 train.py --x 1") == ["/bin/sh", "-c", "python3 train.py --x 1"]
+    assert task_argv(["python3", "train.py"]) == ["python3", "train.py"]
