@@ -28,8 +28,15 @@ def run(
     work_dir: Path | None = typer.Option(None, "--work-dir", help="where tasks run"),
 ) -> None:
     """Run an agent in the foreground until SIGINT/SIGTERM."""
+    import logging
+    import sys
+
+    from pedl.agent.connection import AgentRefused
     from pedl.agent.daemon import run_agent  # heavy imports only when an agent is run
     from pedl.agent.options import AgentOptions
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     url = normalize_master_url(master or state_of(ctx).master)
     try:
@@ -37,7 +44,10 @@ def run(
                                slots=slots, token=token, work_dir=work_dir)
     except ValueError as exc:
         fail(str(exc))
-    run_agent(options)
+    try:
+        run_agent(options)
+    except AgentRefused as exc:
+        fail(f"the master refused this agent: {exc}")
 
 
 def slot_counts(agent: dict[str, Any]) -> tuple[int, int]:

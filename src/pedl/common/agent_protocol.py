@@ -68,7 +68,15 @@ class TaskExited(_Msg):
     reason: str = ""
 
 
-AgentMessage = Annotated[Register | Heartbeat | TaskStarted | TaskLogs | TaskExited,
+class SpotInterruption(_Msg):
+    """The cloud announced it will reclaim this (spot) instance: the master preempts its tasks."""
+
+    type: Literal["spot_interruption"] = "spot_interruption"
+    action: str = "terminate"
+    time: str = ""
+
+
+AgentMessage = Annotated[Register | Heartbeat | TaskStarted | TaskLogs | TaskExited | SpotInterruption,
                          Field(discriminator="type")]
 AGENT_MESSAGE = TypeAdapter(AgentMessage)
 

@@ -40,6 +40,8 @@ from pedl.version import __version__
 log = logging.getLogger("pedl.master")
 
 TICK_SECONDS = 1.0
+PROVISIONER_TICK_SECONDS = 5.0  # the safety net; events wake provisioners at once
+PROVISIONER_MIN_SPACING = 0.05
 
 
 def open_database(config: MasterConfig) -> Database:
@@ -88,6 +90,41 @@ async def control_loop(ctx: MasterContext, stop: asyncio.Event) -> None:
             await asyncio.sleep(TICK_SECONDS)
 
 
+async def provisioner_loop(ctx: MasterContext, prov, wake: asyncio.Event, stop: asyncio.Event) -> None:  # noqa: ANN001
+    while not stop.is_set():
+        wake.clear()
+        try:
+            next_at = await asyncio.to_thread(prov.step)
+        except Exception:  # noqa: BLE001 - a provider bug must not stop the master
+            log.exception("provisioner pass for pool %s failed", prov.pool.pool_name)
+            next_at = None
+        timeout = PROVISIONER_TICK_SECONDS
+        if next_at is not None:
+            timeout = min(max(next_at - ctx.clock.now(), PROVISIONER_MIN_SPACING), PROVISIONER_TICK_SECONDS)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), timeout=timeout)
+        await asyncio.sleep(PROVISIONER_MIN_SPACING)
+
+
+def start_provisioners(ctx: MasterContext, stop: asyncio.Event) -> list[asyncio.Task]:
+    from pedl.master.provisioner.providers import make_provider
+    from pedl.master.provisioner.provisioner import PoolProvisioner
+
+    loop = asyncio.get_running_loop()
+    events: list[asyncio.Event] = []
+    tasks = []
+    for pool in ctx.config.resource_pools:
+        if pool.provider is None:
+            continue
+        prov = PoolProvisioner(ctx.controller, pool, make_provider(pool, ctx))
+        ctx.controller.provisioners[pool.pool_name] = prov
+        wake = asyncio.Event()
+        events.append(wake)
+        tasks.append(asyncio.create_task(provisioner_loop(ctx, prov, wake, stop)))
+    ctx.controller.set_provisioner_waker(lambda: [loop.call_soon_threadsafe(e.set) for e in events])
+    return tasks
+
+
 def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database | None = None) -> FastAPI:
     ctx = MasterContext(config=config, db=db or open_database(config), clock=clock or SystemClock(),
                         master_id=str(uuid.uuid4()))
@@ -101,15 +138,19 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         await asyncio.to_thread(ctx.controller.startup)
         stop = asyncio.Event()
         task = asyncio.create_task(control_loop(ctx, stop))
+        prov_tasks = start_provisioners(ctx, stop)
         log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
                  "sqlite" if ctx.db.is_sqlite else "postgresql")
         try:
             yield
         finally:
             stop.set()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for t in (task, *prov_tasks):
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+            for prov in ctx.controller.provisioners.values():
+                prov.provider.close()
             ctx.db.dispose()
 
     app = FastAPI(title="pedl master", version=__version__, lifespan=lifespan,

@@ -45,7 +45,15 @@ class AgentState(StrEnum):
     GONE = "GONE"  # past the reconnect wait; its allocations were failed
 
 
-E, T, A, G = ExperimentState, TrialState, AllocationState, AgentState
+class InstanceState(StrEnum):
+    REQUESTED = "REQUESTED"  # an open spot request
+    STARTING = "STARTING"  # launched; its agent has not registered yet
+    RUNNING = "RUNNING"  # its agent registered
+    TERMINATING = "TERMINATING"  # terminate sent
+    TERMINATED = "TERMINATED"
+
+
+E, T, A, G, N = ExperimentState, TrialState, AllocationState, AgentState, InstanceState
 
 EXPERIMENT_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
     E.ACTIVE: {E.PAUSED, E.STOPPING_COMPLETED, E.STOPPING_CANCELED, E.STOPPING_ERROR,
@@ -86,6 +94,14 @@ AGENT_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
     G.GONE: {G.CONNECTED},
 }
 
+INSTANCE_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
+    N.REQUESTED: {N.STARTING, N.TERMINATING, N.TERMINATED},
+    N.STARTING: {N.RUNNING, N.TERMINATING, N.TERMINATED},
+    N.RUNNING: {N.TERMINATING, N.TERMINATED},
+    N.TERMINATING: {N.TERMINATED},
+    N.TERMINATED: set(),
+}
+
 TERMINAL_EXPERIMENT = {E.COMPLETED, E.CANCELED, E.ERROR}
 TERMINAL_TRIAL = {T.COMPLETED, T.CANCELED, T.ERROR}
 STOPPING_TRIAL = {T.STOPPING_COMPLETED, T.STOPPING_CANCELED, T.STOPPING_ERROR}
@@ -96,6 +112,7 @@ _TABLES = {
     TrialState: TRIAL_TRANSITIONS,
     AllocationState: ALLOCATION_TRANSITIONS,
     AgentState: AGENT_TRANSITIONS,
+    InstanceState: INSTANCE_TRANSITIONS,
 }
 
 

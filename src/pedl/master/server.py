@@ -14,6 +14,7 @@ from pedl.errors import PedlError
 def setup_logging(level: str) -> None:
     logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def run_master(config: MasterConfig) -> None:

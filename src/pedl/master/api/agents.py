@@ -122,6 +122,8 @@ async def _handle(ctx, conn: AgentConnection, msg) -> None:
         await run_in_threadpool(_store_logs, ctx, conn.agent_id, msg)
     elif isinstance(msg, proto.TaskExited):
         await run_in_threadpool(ctl.task_exited, conn.agent_id, msg.allocation_id, msg.exit_code, msg.reason)
+    elif isinstance(msg, proto.SpotInterruption):
+        await run_in_threadpool(ctl.spot_interruption, conn.agent_id, msg.action, msg.time)
 
 
 def _store_logs(ctx, agent_id: str, msg: proto.TaskLogs) -> None:

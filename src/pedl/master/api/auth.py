@@ -28,7 +28,7 @@ def login(request: Request, body: dict = Depends(json_body)) -> dict:
 
 
 @router.post("/auth/logout")
-def logout(request: Request, _: Caller = Depends(caller)) -> dict:
+def logout(request: Request, _: Caller = Depends(caller), _body: dict = Depends(json_body)) -> dict:
     ctx = ctx_of(request)
     header = request.headers.get("authorization", "")
     with ctx.db.session() as s:

@@ -79,7 +79,8 @@ def get_experiment(experiment_id: int, request: Request, _: Caller = Depends(cal
 
 
 @router.post("/{experiment_id}/{action}")
-def act(experiment_id: int, action: str, request: Request, _: Caller = Depends(caller)) -> dict:
+def act(experiment_id: int, action: str, request: Request, _: Caller = Depends(caller),
+        _body: Any = Depends(json_body)) -> dict:  # det sends no body; a malformed one is a 400
     from pedl.errors import NotFound
 
     if action not in ("kill", "pause", "activate", "cancel"):

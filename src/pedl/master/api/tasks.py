@@ -46,11 +46,21 @@ def context_directory(task_id: str, request: Request, who: Caller = Depends(call
 
 @router.post("/task/logs")
 def post_task_logs(request: Request, who: Caller = Depends(caller), body: Any = Depends(json_body)) -> dict:
+    from pedl.errors import InvalidArgument
+
     entries = body.get("logs") if isinstance(body, dict) else None
     if not isinstance(entries, list):
-        from pedl.errors import InvalidArgument
-
         raise InvalidArgument("logs: must be a list", fields=[{"field": "logs", "message": "must be a list"}])
+    for i, e in enumerate(entries):  # refuse bad entries rather than dropping them silently
+        if not isinstance(e, dict):
+            field, problem = f"logs[{i}]", "must be an object"
+        elif not isinstance(e.get("taskId"), str) or not e["taskId"]:
+            field, problem = f"logs[{i}].taskId", "must be a non-empty string"
+        elif not isinstance(e.get("log", ""), str):
+            field, problem = f"logs[{i}].log", "must be a string"
+        else:
+            continue
+        raise InvalidArgument(f"{field}: {problem}", fields=[{"field": field, "message": problem}])
     ctx = ctx_of(request)
     with ctx.db.session() as s:
         by_task: dict[str, list[tuple[float, str, str]]] = {}
@@ -87,7 +97,8 @@ async def preemption_signal(allocation_id: str, request: Request, who: Caller = 
 
 
 @router.post("/allocations/{allocation_id}/signals/ack_preemption")
-def ack_preemption(allocation_id: str, request: Request, _: Caller = Depends(caller)) -> dict:
+def ack_preemption(allocation_id: str, request: Request, _: Caller = Depends(caller),
+                   _body: Any = Depends(json_body)) -> dict:
     ctx = ctx_of(request)
     with ctx.db.session() as s:
         alloc = s.get(models.Allocation, allocation_id)

@@ -168,7 +168,8 @@ def completed_operation(trial_id: int, request: Request, who: Caller = Depends(c
 
 
 @router.post("/trials/{trial_id}/kill")
-def kill_trial(trial_id: int, request: Request, _: Caller = Depends(caller)) -> dict:
+def kill_trial(trial_id: int, request: Request, _: Caller = Depends(caller),
+               _body: Any = Depends(json_body)) -> dict:
     ctl = ctx_of(request).controller
     ctl.run(lambda s: trials_service.kill(ctl, s, trial_id))
     return {}
@@ -180,7 +181,7 @@ def run_start(request: Request, who: Caller = Depends(caller), body: dict = Depe
 
 
 @router.post("/trials/{trial_id}/runner/metadata")
-def runner_metadata(trial_id: int, _: Caller = Depends(caller)) -> dict:
+def runner_metadata(trial_id: int, _: Caller = Depends(caller), _body: Any = Depends(json_body)) -> dict:
     return {}
 
 

@@ -19,9 +19,14 @@ from sqlalchemy.orm import Session
 from pedl.common import agent_protocol as proto
 from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
 from pedl.master.db import models
-from pedl.master.lifecycle import AgentState, AllocationState
+from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
 from pedl.master.services import experiment_flow, logs, task_env
-from pedl.master.services.transitions import record_event, set_agent_state, set_allocation_state
+from pedl.master.services.transitions import (
+    record_event,
+    set_agent_state,
+    set_allocation_state,
+    set_instance_state,
+)
 from pedl.master.services.users import token_hash
 
 if TYPE_CHECKING:
@@ -43,6 +48,8 @@ class Controller:
         self._outbox: list[tuple[str, BaseModel]] = []
         self._preempt: set[str] = set()
         self._wake: Callable[[], None] = lambda: None
+        self._wake_provisioners: Callable[[], None] = lambda: None
+        self.provisioners: dict = {}  # pool name -> PoolProvisioner
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -55,6 +62,12 @@ class Controller:
 
     def wake(self) -> None:
         self._wake()
+
+    def set_provisioner_waker(self, wake: Callable[[], None]) -> None:
+        self._wake_provisioners = wake
+
+    def wake_provisioners(self) -> None:
+        self._wake_provisioners()
 
     def queue_message(self, agent_id: str, msg: BaseModel) -> None:
         self._outbox.append((agent_id, msg))
@@ -123,6 +136,10 @@ class Controller:
                 agent.hostname, agent.address, agent.slots = reg.hostname, reg.address or remote_host, slots
                 agent.resource_pool, agent.version = reg.resource_pool, reg.version
                 agent.last_heartbeat, agent.disconnected_at = now, None
+            instance = s.get(models.Instance, reg.agent_id)
+            if instance is not None and instance.state == InstanceState.STARTING.value:
+                set_instance_state(s, now, instance, InstanceState.RUNNING, f"agent registered from {remote_host}")
+                instance.registered_at = now
             kill = self._reconcile(s, reg.agent_id, set(reg.running_allocations))
             return proto.Registered(agent_id=reg.agent_id, heartbeat_interval=self.ctx.config.agent_heartbeat_interval,
                                     kill_unknown=kill)
@@ -163,6 +180,26 @@ class Controller:
                 agent.disconnected_at = self.now
 
         self.run(fn)
+
+    def spot_interruption(self, agent_id: str, action: str, when: str) -> None:
+        """The cloud will reclaim this instance: stop placing work on it, ask its tasks to
+        checkpoint and leave (they queue again, not counted as failures), and replace it at once."""
+
+        def fn(s: Session) -> None:
+            now = self.now
+            agent = s.get(models.Agent, agent_id)
+            if agent is not None:
+                agent.draining = True
+            instance = s.get(models.Instance, agent_id)
+            if instance is not None and instance.interrupted_at is None:
+                instance.interrupted_at = now
+            record_event(s, now, "agent", agent_id, f"spot interruption notice ({action} at {when or 'soon'})",
+                         level="warning")
+            for alloc in self._held_on(s, agent_id):
+                self.preempt_allocation(s, alloc, "spot interruption")
+
+        self.run(fn)
+        self.wake_provisioners()
 
     def heartbeat(self, agent_id: str) -> None:
         conn = self.ctx.hub.get(agent_id)
@@ -286,10 +323,13 @@ class Controller:
                 for a in agents if a.resource_pool == pool.pool_name]
             requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at)
                         for a in pending if a.resource_pool == pool.pool_name]
-            if not requests or not pool_agents:
+            if not requests:
                 continue
-            for assignment in schedule(requests, pool_agents, pool.scheduler.fitting_policy):
+            placed = schedule(requests, pool_agents, pool.scheduler.fitting_policy) if pool_agents else []
+            for assignment in placed:
                 self._assign(s, by_id[assignment.allocation_id], assignment.placements)
+            if len(placed) < len(requests) and pool.provider is not None:
+                self.wake_provisioners()
 
     def _assign(self, s: Session, alloc: models.Allocation, placements: list[tuple[str, list[str]]]) -> None:
         now = self.now

@@ -100,7 +100,7 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
                 out.append(Assignment(req.allocation_id, [(agent_id, [])]))
             continue
         if not index.any_free():
-            break
+            continue  # not `break`: zero-slot requests further down the queue still fit
         agent_id = index.pick_one(req.slots_needed, fitting)
         if agent_id is not None:
             out.append(Assignment(req.allocation_id, [(agent_id, index.take(agent_id, req.slots_needed))]))

@@ -207,6 +207,28 @@ class Event(Base):
     __table_args__ = (Index("ix_events_entity", "entity_type", "entity_id", "id"),)
 
 
+class Instance(Base):
+    """A cloud (or local) instance the master launched or adopted: what it cost and why it ended."""
+
+    __tablename__ = "instances"
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)  # provider id (i-..., sir-..., local-...)
+    resource_pool: Mapped[str] = mapped_column(String(255), index=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    instance_type: Mapped[str] = mapped_column(String(64))
+    spot: Mapped[bool] = mapped_column(Boolean, default=False)
+    state: Mapped[str] = mapped_column(String(40), index=True)
+    slots: Mapped[int] = mapped_column(Integer, default=0)
+    price_per_hour: Mapped[float] = mapped_column(Float, default=0.0)
+    launch_token: Mapped[str] = mapped_column(String(64), default="")
+    spot_request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    launched_at: Mapped[float] = mapped_column(Float)
+    registered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    terminated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    termination_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    interrupted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    adopted: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
 class ClusterInfo(Base):
     __tablename__ = "cluster_info"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -51,8 +51,9 @@ class Searcher:
 
     # -- shared --
     def state(self) -> dict[str, Any]:
-        return {"created": self.created, "closed": self.closed, "live": self.live,
-                "exhausted": self.exhausted, "best": self.best}
+        # copies: a saved state must not change when the searcher moves on
+        return {"created": self.created, "closed": list(self.closed), "live": list(self.live),
+                "exhausted": self.exhausted, "best": dict(self.best)}
 
     def _fill(self) -> SearcherActions:
         actions = SearcherActions()

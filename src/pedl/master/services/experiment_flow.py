@@ -167,6 +167,27 @@ def allocation_ended(ctl: Controller, s: Session, alloc: models.Allocation, exit
     maybe_finish(ctl, s, exp)
 
 
+def fail_unschedulable(ctl: Controller, s: Session, alloc: models.Allocation, reason: str) -> None:
+    """A task no allowed instance type can ever hold fails at once instead of waiting forever."""
+    from pedl.master.services import logs
+    from pedl.master.services.transitions import set_allocation_state
+
+    now = ctl.now
+    set_allocation_state(s, now, alloc, A.TERMINATED, f"can never be scheduled: {reason}")
+    alloc.ended_at, alloc.exit_reason = now, reason
+    logs.add_master_line(s, now, alloc, f"trial cannot be scheduled: {reason}", level="LOG_LEVEL_ERROR")
+    trial = s.get(models.Trial, alloc.trial_id) if alloc.trial_id else None
+    if trial is None or trial.state in TERMINAL_TRIAL:
+        return
+    exp = s.get(models.Experiment, trial.experiment_id)
+    trial.end_reason = f"can never be scheduled: {reason}"
+    set_trial_state(s, now, trial, T.ERROR, trial.end_reason, level="error")
+    trial.end_time = now
+    record_event(s, now, "experiment", exp.id, f"trial {trial.id} {trial.end_reason}", level="error")
+    close_early(ctl, s, exp, trial, trial.end_reason)
+    maybe_finish(ctl, s, exp)
+
+
 def close_early(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     """Tell the searcher a trial ended without finishing (error or kill) and apply what it decides."""
     searcher = _searcher(exp)

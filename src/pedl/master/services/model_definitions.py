@@ -31,8 +31,11 @@ def _int(value: Any, index: int, field: str, default: int) -> int:
         raise _bad(index, field, "must be an integer") from None
 
 
-def files_to_tgz(files: Any, max_bytes: int = MAX_MODEL_DEF_BYTES) -> tuple[bytes, int, int]:
-    """Return (tgz bytes, raw size, file count); refuse paths that escape the directory."""
+def files_to_tgz(files: Any, max_bytes: int | None = None) -> tuple[bytes, int, int]:
+    """Return (tgz bytes, raw size, file count); refuse paths that escape the directory.
+    `max_bytes` defaults to MAX_MODEL_DEF_BYTES, read at call time."""
+    if max_bytes is None:
+        max_bytes = MAX_MODEL_DEF_BYTES
     if files is None:
         files = []
     if not isinstance(files, list):

@@ -12,6 +12,7 @@ from pedl.master.lifecycle import (
     AgentState,
     AllocationState,
     ExperimentState,
+    InstanceState,
     TrialState,
     check_transition,
 )
@@ -52,3 +53,8 @@ def set_allocation_state(s: Session, now: float, alloc: models.Allocation, new: 
 def set_agent_state(s: Session, now: float, agent: models.Agent, new: AgentState, reason: str = "",
                     level: str = "info") -> bool:
     return _set(s, now, "agent", agent, AgentState, new, reason, level)
+
+
+def set_instance_state(s: Session, now: float, inst: models.Instance, new: InstanceState, reason: str = "",
+                       level: str = "info") -> bool:
+    return _set(s, now, "instance", inst, InstanceState, new, reason, level)

@@ -1,1 +1,31 @@
 """Providers: where instances come from. `make_provider` builds the one a pool's config names."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pedl.config.master_config import ResourcePoolConfig
+from pedl.master.provisioner.providers.base import Provider
+
+if TYPE_CHECKING:
+    from pedl.master.context import MasterContext
+
+
+def make_provider(pool: ResourcePoolConfig, ctx: MasterContext) -> Provider:
+    cfg = pool.provider
+    if cfg is None:
+        raise ValueError(f"pool {pool.pool_name} has no provider")
+    if cfg.type == "local":
+        from pedl.master.provisioner.providers.local import LocalProvider
+
+        master_url = cfg.master_url or f"http://127.0.0.1:{ctx.config.port}"
+        return LocalProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id, data_dir=ctx.config.data_dir,
+                             master_url=master_url, agent_token=ctx.config.agent_token, clock=ctx.clock)
+    if cfg.type == "aws":
+        from pedl.master.provisioner.master_address import resolve_master_url
+        from pedl.master.provisioner.providers.aws import AWSProvider
+
+        return AWSProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id,
+                           master_url=resolve_master_url(cfg.master_url), agent_token=ctx.config.agent_token,
+                           clock=ctx.clock)
+    raise ValueError(f"unknown provider type {cfg.type!r}")

@@ -1,0 +1,173 @@
+"""The local provider: each "instance" is a `pedl agent run --id <instance id>` process the master
+starts on this machine, after an optional boot delay. The registry file in the data directory
+plays the role of the cloud's tags: only instances listed there, under this cluster and pool, are
+ours, and they are found again after a master restart."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+from pedl.config.provider_config import LocalProviderConfig
+from pedl.devcluster import pedl_command
+from pedl.master.provisioner.providers.base import (
+    CloudError,
+    CloudErrorKind,
+    CloudInstance,
+    CloudState,
+    ForeignInstance,
+    LaunchRequest,
+)
+
+log = logging.getLogger(__name__)
+KILL_GRACE = 15.0
+
+
+class LocalProvider:
+    name = "local"
+
+    def __init__(self, cfg: LocalProviderConfig, *, pool: str, cluster_id: str, data_dir: Path, master_url: str,
+                 agent_token: str | None, clock) -> None:  # noqa: ANN001 - a pedl.clock.Clock
+        self.cfg, self.pool, self.cluster_id, self.master_url = cfg, pool, cluster_id, master_url
+        self.agent_token, self.clock = agent_token, clock
+        self.dir = data_dir / "local-instances"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.registry = self.dir / "registry.json"
+        self._lock = threading.Lock()
+        self._children: dict[str, subprocess.Popen] = {}
+        self._by_token: dict[str, list[CloudInstance]] = {}
+
+    # -- registry ------------------------------------------------------------------------------
+
+    def _load(self) -> dict[str, dict]:
+        try:
+            return json.loads(self.registry.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _save(self, data: dict[str, dict]) -> None:
+        tmp = self.registry.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(self.registry)
+
+    def _ours(self, entry: dict) -> bool:
+        return entry.get("cluster_id") == self.cluster_id and entry.get("pool") == self.pool
+
+    def _alive(self, inst_id: str, pid: int) -> bool:
+        child = self._children.get(inst_id)
+        if child is not None:
+            return child.poll() is None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return False
+        return inst_id in cmdline  # guards against a reused pid
+
+    # -- the contract --------------------------------------------------------------------------
+
+    def list_instances(self) -> list[CloudInstance]:
+        with self._lock:
+            data = self._load()
+            out, changed = [], False
+            now = self.clock.now()
+            for inst_id, e in list(data.items()):
+                if not self._ours(e):
+                    continue
+                if not self._alive(inst_id, e["pid"]):
+                    del data[inst_id]
+                    self._children.pop(inst_id, None)
+                    changed = True
+                    continue
+                booted = now >= e["launched_at"] + self.cfg.boot_delay
+                state = CloudState.TERMINATING if e.get("terminating") else (
+                    CloudState.RUNNING if booted else CloudState.PENDING)
+                out.append(CloudInstance(inst_id, e["instance_type"], state, e["launched_at"], address="127.0.0.1"))
+            if changed:
+                self._save(data)
+            return out
+
+    def launch(self, request: LaunchRequest) -> list[CloudInstance]:
+        with self._lock:
+            if request.token in self._by_token:
+                return self._by_token[request.token]
+            data = self._load()
+            created = []
+            for _ in range(request.count):
+                inst_id = f"local-{self.pool}-{uuid.uuid4().hex[:10]}"
+                try:
+                    pid = self._spawn(inst_id)
+                except OSError as exc:
+                    raise CloudError(CloudErrorKind.UNAVAILABLE, f"cannot start a local agent: {exc}") from exc
+                now = self.clock.now()
+                data[inst_id] = {"pid": pid, "pool": self.pool, "cluster_id": self.cluster_id, "launched_at": now,
+                                 "instance_type": request.instance_type, "token": request.token}
+                created.append(CloudInstance(inst_id, request.instance_type, CloudState.PENDING, now,
+                                             address="127.0.0.1"))
+            self._save(data)
+            self._by_token[request.token] = created
+            return created
+
+    def _spawn(self, inst_id: str) -> int:
+        argv = [*pedl_command(), "agent", "run", "--master", self.master_url, "--id", inst_id,
+                "--slots", str(self.cfg.slots_per_instance), "--resource-pool", self.pool,
+                "--work-dir", str(self.dir / inst_id)]
+        script = ""
+        if self.cfg.startup_script:
+            script += self.cfg.startup_script.rstrip() + "\n"
+        if self.cfg.boot_delay > 0:
+            script = f"sleep {self.cfg.boot_delay:g}\n" + script
+        script += "exec " + " ".join(shlex.quote(a) for a in argv)
+        env = dict(os.environ)
+        if self.agent_token:
+            env["PEDL_AGENT_TOKEN"] = self.agent_token
+        log_file = open(self.dir / f"{inst_id}.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            # the id is in argv (and so in /proc/<pid>/cmdline) from the first moment, boot delay or not
+            child = subprocess.Popen(["/bin/sh", "-c", script, inst_id], stdout=log_file,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                     start_new_session=True)
+        finally:
+            log_file.close()
+        self._children[inst_id] = child
+        return child.pid
+
+    def terminate(self, ids: list[str]) -> None:
+        with self._lock:
+            data = self._load()
+            for inst_id in ids:
+                e = data.get(inst_id)
+                if e is None:
+                    if inst_id.startswith(f"local-{self.pool}-"):
+                        continue  # already gone
+                    raise ForeignInstance(f"{inst_id} is not an instance of pool {self.pool}")
+                if not self._ours(e):
+                    raise ForeignInstance(f"{inst_id} belongs to another cluster or pool")
+                e["terminating"] = True
+                pid = e["pid"]
+                if self._alive(inst_id, pid):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pid, signal.SIGTERM)
+                    timer = threading.Timer(KILL_GRACE, self._kill_hard, args=(inst_id, pid))
+                    timer.daemon = True
+                    timer.start()
+            self._save(data)
+
+    def _kill_hard(self, inst_id: str, pid: int) -> None:
+        if self._alive(inst_id, pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        child = self._children.get(inst_id)
+        if child is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(1)
+
+    def close(self) -> None:
+        """The master is stopping: its local instances keep running, as cloud instances would."""

@@ -1,0 +1,269 @@
+"""One pool's provisioner: reconcile the database with what the cloud reports (by tag), take a
+snapshot, ask the pure scaling decider, record the intent, then make the cloud calls outside any
+transaction. Launch errors back off exponentially with a cap and are shown on the pool and on the
+experiments that wait."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.config.master_config import ResourcePoolConfig
+from pedl.master.cluster.controller import HELD
+from pedl.master.db import models
+from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
+from pedl.master.provisioner.providers.base import (
+    CloudError,
+    CloudErrorKind,
+    CloudInstance,
+    CloudState,
+    LaunchRequest,
+    Provider,
+)
+from pedl.master.provisioner.scaling_decider import (
+    Decision,
+    InstanceView,
+    PendingTask,
+    PoolPolicy,
+    TypeOffer,
+    decide,
+)
+from pedl.master.services import experiment_flow
+from pedl.master.services.transitions import record_event, set_instance_state
+
+if TYPE_CHECKING:
+    from pedl.master.cluster.controller import Controller
+
+log = logging.getLogger(__name__)
+IS = InstanceState
+LIVE_INSTANCE = (IS.REQUESTED.value, IS.STARTING.value, IS.RUNNING.value, IS.TERMINATING.value)
+
+# how long a (type, spot) pair is avoided after a capacity error or an unfulfilled spot request
+UNAVAILABLE_FOR = 600.0
+
+
+@dataclass
+class PoolStatus:
+    """What `pedl resource-pool describe` shows about provisioning."""
+
+    last_error: str | None = None
+    last_error_at: float | None = None
+    backoff_until: float | None = None
+    consecutive_errors: int = 0
+    pending_slots: int = 0
+    last_decision_at: float | None = None
+
+
+class PoolProvisioner:
+    def __init__(self, ctl: Controller, pool: ResourcePoolConfig, provider: Provider) -> None:
+        assert pool.provider is not None
+        self.ctl, self.pool, self.cfg, self.provider = ctl, pool, pool.provider, provider
+        self.status = PoolStatus()
+        self.unavailable: dict[tuple[str, bool], float] = {}
+        self.idle_since: dict[str, float] = {}
+        self._lock = threading.Lock()  # one step at a time per pool
+        self.policy = PoolPolicy(
+            types=tuple(TypeOffer(t, self.cfg.slots_of(t), self.cfg.price_of(t)) for t in self.cfg.instance_types()),
+            max_instances=self.cfg.max_instances, min_instances=self.cfg.min_instances,
+            max_idle=self.cfg.max_idle_agent_period, max_starting=self.cfg.max_agent_starting_period,
+            max_disconnected=self.cfg.max_disconnected_period, spot=getattr(self.cfg, "spot", False),
+            spot_request_timeout=getattr(self.cfg, "spot_request_timeout", 120.0),
+            spot_fallback_to_on_demand=getattr(self.cfg, "spot_fallback_to_on_demand", True))
+
+    @property
+    def now(self) -> float:
+        return self.ctl.now
+
+    # -- one pass ------------------------------------------------------------------------------
+
+    def step(self) -> float | None:
+        """Run one provisioning pass; return when the decider wants to look again."""
+        with self._lock:
+            try:
+                cloud = self.provider.list_instances()
+            except CloudError as exc:
+                self._record_error(exc, "listing instances")
+                return self.now + self._backoff_delay()
+            decision: Decision = self.ctl.run(lambda s: self._plan(s, cloud))  # type: ignore[assignment]
+            self._terminate(decision)
+            self._launch(decision)
+            self.status.last_decision_at = self.now
+            return decision.next_check_at
+
+    def _plan(self, s: Session, cloud: list[CloudInstance]) -> Decision:
+        now = self.now
+        self._sync(s, cloud)
+        views, pending = self._snapshot(s)
+        self.status.pending_slots = sum(p.slots_needed for p in pending)
+        self.unavailable = {k: t for k, t in self.unavailable.items() if t > now}
+        decision = decide(now, self.policy, views, pending,
+                          launch_blocked_until=self.status.backoff_until, unavailable=set(self.unavailable))
+        for key in decision.unavailable:
+            self.unavailable[key] = now + UNAVAILABLE_FOR
+        for inst_id, reason in decision.terminate:
+            row = s.get(models.Instance, inst_id)
+            if row is not None and row.state != IS.TERMINATED.value:
+                set_instance_state(s, now, row, IS.TERMINATING, reason)
+                row.termination_reason = reason
+        for alloc_id, reason in decision.never_fit:
+            alloc = s.get(models.Allocation, alloc_id)
+            if alloc is not None and alloc.state == AllocationState.PENDING.value:
+                experiment_flow.fail_unschedulable(self.ctl, s, alloc, f"pool {self.pool.pool_name}: {reason}")
+        return decision
+
+    def _sync(self, s: Session, cloud: list[CloudInstance]) -> None:
+        """Adopt tagged instances the database does not know (a restart), follow spot requests to
+        their instances, and close rows whose instances the cloud no longer reports."""
+        now = self.now
+        rows = {r.id: r for r in s.scalars(select(models.Instance).where(
+            models.Instance.resource_pool == self.pool.pool_name, models.Instance.state.in_(LIVE_INSTANCE)))}
+        seen: set[str] = set()
+        for ci in cloud:
+            seen.add(ci.id)
+            row = rows.get(ci.id)
+            if row is None and ci.spot_request_id:  # a fulfilled spot request: the row was the request
+                req_row = rows.get(ci.spot_request_id)
+                if req_row is not None and ci.id != ci.spot_request_id:
+                    seen.add(req_row.id)
+                    set_instance_state(s, now, req_row, IS.TERMINATED, f"fulfilled as {ci.id}")
+                    req_row.terminated_at = now
+            if row is None:
+                row = models.Instance(
+                    id=ci.id, resource_pool=self.pool.pool_name, provider=self.provider.name,
+                    instance_type=ci.instance_type, spot=ci.spot, slots=self.cfg.slots_of(ci.instance_type),
+                    price_per_hour=self.cfg.price_of(ci.instance_type), spot_request_id=ci.spot_request_id,
+                    launched_at=ci.launched_at, adopted=True,
+                    state=(IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING).value)
+                s.add(row)
+                rows[ci.id] = row
+                record_event(s, now, "instance", ci.id, f"found by tag in pool {self.pool.pool_name}; adopted",
+                             to_state=row.state)
+                agent = s.get(models.Agent, ci.id)
+                if agent is not None and agent.state == AgentState.CONNECTED.value:
+                    set_instance_state(s, now, row, IS.RUNNING, "its agent is connected")
+                    row.registered_at = now
+            elif row.state == IS.REQUESTED.value and ci.state != CloudState.REQUESTED:
+                set_instance_state(s, now, row, IS.STARTING, "spot request fulfilled")
+            if ci.state == CloudState.TERMINATING and row.state != IS.TERMINATING.value:
+                set_instance_state(s, now, row, IS.TERMINATING, "the cloud is terminating it")
+        for row in rows.values():
+            if row.id not in seen:
+                set_instance_state(s, now, row, IS.TERMINATED,
+                                   row.termination_reason or "no longer reported by the provider")
+                row.terminated_at = now
+                self.idle_since.pop(row.id, None)
+
+    def _snapshot(self, s: Session) -> tuple[list[InstanceView], list[PendingTask]]:
+        now = self.now
+        connected = self.ctl.ctx.hub.connected_ids()
+        used: dict[str, int] = {}
+        for alloc in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD),
+                                                               models.Allocation.resource_pool == self.pool.pool_name)):
+            for place in alloc.assignment or []:
+                used[place["agent_id"]] = used.get(place["agent_id"], 0) + max(len(place["slot_ids"]), 1)
+        views = []
+        for row in s.scalars(select(models.Instance).where(models.Instance.resource_pool == self.pool.pool_name,
+                                                          models.Instance.state.in_(LIVE_INSTANCE))):
+            state = {IS.REQUESTED.value: "requested", IS.STARTING.value: "starting", IS.RUNNING.value: "running",
+                     IS.TERMINATING.value: "terminating"}[row.state]
+            agent = s.get(models.Agent, row.id)
+            busy = used.get(row.id, 0) > 0
+            slots = len(agent.slots) if agent is not None else row.slots
+            disconnected = None
+            if state == "running" and (agent is None or agent.state != AgentState.CONNECTED.value
+                                       or row.id not in connected):
+                disconnected = (agent.disconnected_at if agent is not None and agent.disconnected_at else now)
+            if state == "running" and not busy:
+                self.idle_since.setdefault(row.id, now)
+            else:
+                self.idle_since.pop(row.id, None)
+            views.append(InstanceView(
+                id=row.id, instance_type=row.instance_type, state=state, launched_at=row.launched_at, slots=slots,
+                spot=row.spot, free_slots=max(slots - used.get(row.id, 0), 0), busy=busy,
+                idle_since=self.idle_since.get(row.id), disconnected_since=disconnected,
+                interrupted=row.interrupted_at is not None))
+        pending = [PendingTask(a.id, a.slots_needed, a.queued_at) for a in s.scalars(
+            select(models.Allocation).where(models.Allocation.state == AllocationState.PENDING.value,
+                                            models.Allocation.resource_pool == self.pool.pool_name))]
+        return views, pending
+
+    # -- doing ---------------------------------------------------------------------------------
+
+    def _terminate(self, decision: Decision) -> None:
+        ids = [i for i, _ in decision.terminate]
+        if not ids:
+            return
+        try:
+            self.provider.terminate(ids)
+        except CloudError as exc:
+            self._record_error(exc, f"terminating {', '.join(ids)}")
+            return
+        log.info("pool %s: terminated %s", self.pool.pool_name, ", ".join(f"{i} ({r})" for i, r in decision.terminate))
+
+    def _launch(self, decision: Decision) -> None:
+        for launch in decision.launch:
+            request = LaunchRequest(launch.instance_type, launch.count, launch.spot, uuid.uuid4().hex, launch.slots)
+            try:
+                created = self.provider.launch(request)
+            except CloudError as exc:
+                if exc.kind == CloudErrorKind.CAPACITY:
+                    # this type (and market) is out: the next pass falls back at once
+                    self.unavailable[(launch.instance_type, launch.spot)] = self.now + UNAVAILABLE_FOR
+                    self._record_error(exc, f"launching {launch.count} x {launch.instance_type}"
+                                            f"{' (spot)' if launch.spot else ''}", backoff=False)
+                    self.ctl.wake_provisioners()
+                else:
+                    self._record_error(exc, f"launching {launch.count} x {launch.instance_type}")
+                return
+            self._clear_errors()
+            self.ctl.run(lambda s, c=created, r=request: self._record_launch(s, c, r))
+            log.info("pool %s: launched %s", self.pool.pool_name, ", ".join(c.id for c in created))
+
+    def _record_launch(self, s: Session, created: list[CloudInstance], request: LaunchRequest) -> None:
+        now = self.now
+        for ci in created:
+            if s.get(models.Instance, ci.id) is not None:
+                continue
+            s.add(models.Instance(
+                id=ci.id, resource_pool=self.pool.pool_name, provider=self.provider.name,
+                instance_type=ci.instance_type, spot=ci.spot, slots=request.slots,
+                price_per_hour=self.cfg.price_of(ci.instance_type), launch_token=request.token,
+                spot_request_id=ci.spot_request_id, launched_at=ci.launched_at or now,
+                state=(IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING).value))
+            record_event(s, now, "instance", ci.id,
+                         f"launched {ci.instance_type}{' spot' if ci.spot else ''} for pool {self.pool.pool_name}",
+                         to_state=IS.REQUESTED.value if ci.state == CloudState.REQUESTED else IS.STARTING.value)
+
+    def _backoff_delay(self) -> float:
+        base = self.cfg.launch_error_backoff * (2 ** max(self.status.consecutive_errors - 1, 0))
+        return min(base, self.cfg.launch_error_backoff_max)
+
+    def _record_error(self, exc: CloudError, doing: str, backoff: bool = True) -> None:
+        now = self.now
+        self.status.consecutive_errors += 1
+        delay = self._backoff_delay() if backoff else 0.0
+        self.status.backoff_until = now + delay if backoff else self.status.backoff_until
+        message = f"{doing} failed: {exc}" + (f"; retrying in {delay:g}s" if backoff else "; trying another option")
+        self.status.last_error, self.status.last_error_at = message, now
+        log.warning("pool %s: %s", self.pool.pool_name, message)
+
+        def fn(s: Session) -> None:
+            record_event(s, now, "pool", self.pool.pool_name, message, level="warning")
+            waiting = {a.trial_id for a in s.scalars(select(models.Allocation).where(
+                models.Allocation.state == AllocationState.PENDING.value,
+                models.Allocation.resource_pool == self.pool.pool_name))}
+            exp_ids = {t.experiment_id for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(waiting)))}
+            for exp_id in exp_ids:
+                record_event(s, now, "experiment", exp_id, f"waiting for capacity: {message}", level="warning")
+
+        self.ctl.run(fn)
+
+    def _clear_errors(self) -> None:
+        self.status.consecutive_errors = 0
+        self.status.backoff_until = None
