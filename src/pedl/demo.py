@@ -1,4 +1,5 @@
-"""`make demo`: a master on SQLite, two local agents, the numpy example experiment created with
+"""`make demo`: a master on SQLite whose default pool has dynamic local agents (the master starts
+agent processes when trials wait and ends them once idle), the numpy example experiment created with
 `pedl experiment create --follow`, a summary, and a clean shutdown."""
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pedl.devcluster import LocalAgent, Master, agent_connected, pedl_command, wait_experiment, wait_for
+from pedl.devcluster import Master, pedl_command, wait_experiment, wait_for
 
 EXAMPLE = Path("examples/numpy_mlp")
+IDLE_SECONDS = 5
 
 
 def main() -> int:
@@ -22,16 +24,15 @@ def main() -> int:
     work = root / ".demo"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
-    master = Master(work, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "checkpoints")}})
-    agents = [LocalAgent(work, master.url, f"demo-agent-{i}", slots=1) for i in (1, 2)]
-    print(f"==> starting the master on {master.url} (SQLite in {work / 'master-data'})", flush=True)
+    master = Master(work, {
+        "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "checkpoints")},
+        "resource_pools": [{"pool_name": "default", "provider": {
+            "type": "local", "slots_per_instance": 1, "max_instances": 2, "boot_delay": "1s",
+            "max_idle_agent_period": f"{IDLE_SECONDS}s"}}]})
+    print(f"==> starting the master on {master.url} (SQLite in {work / 'master-data'}); its pool launches up "
+          "to two local agents when trials wait", flush=True)
     try:
         master.start()
-        for agent in agents:
-            agent.start()
-        print("==> starting two local agents", flush=True)
-        for agent in agents:
-            wait_for(lambda a=agent: agent_connected(master, a.agent_id), 60, what=f"agent {agent.agent_id}")
         env = {**os.environ, "PEDL_MASTER": master.url, "PEDL_CONFIG_DIR": str(work / "cli")}
         cmd = [*pedl_command(), "experiment", "create", str(EXAMPLE / "grid.yaml"), str(EXAMPLE), "--follow"]
         print("==> " + " ".join(["pedl", *cmd[len(pedl_command()):]]), flush=True)
@@ -42,12 +43,23 @@ def main() -> int:
             return 1
         exp = wait_experiment(master, exps[0]["id"], {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"})
         summarize(master, exp, work)
+        show_instances(master)
         return 0 if rc == 0 and exp["state"] == "STATE_COMPLETED" else 1
     finally:
-        for agent in agents:
-            agent.stop()
         master.stop()
-        print("==> master and agents stopped", flush=True)
+        print("==> master stopped (and any local agent still running)", flush=True)
+
+
+def show_instances(master: Master) -> None:
+    print(f"\n==> waiting for the idle agents to be terminated ({IDLE_SECONDS}s grace period)", flush=True)
+    try:
+        wait_for(lambda: not master.api("GET", "/api/v1/instances")["instances"], IDLE_SECONDS + 30,
+                 what="idle instances to be terminated")
+    except TimeoutError as exc:
+        print(f"  {exc}")
+    for inst in master.api("GET", "/api/v1/instances", all="true")["instances"]:
+        print(f"  {inst['id']}: {inst['state']} after {inst['instanceHours'] * 3600:.0f}s "
+              f"({inst.get('terminationReason') or 'running'})")
 
 
 def summarize(master: Master, exp: dict, work: Path) -> None:
@@ -71,7 +83,7 @@ def summarize(master: Master, exp: dict, work: Path) -> None:
         print(f"  {base / c['uuid']}  (trial {c['training'].get('trialId')}, "
               f"batch {c['metadata'].get('steps_completed')})")
     print("\nWhere to look next:")
-    print(f"  master log: {work / 'master.log'}; agent logs: {work}/agent-*.log")
+    print(f"  master log: {work / 'master.log'}; agent logs: {work / 'master-data' / 'local-instances'}/*.log")
     print("  start your own: pedl master run, pedl agent run --master http://localhost:8080, then")
     print("  pedl experiment create examples/numpy_mlp/grid.yaml examples/numpy_mlp --follow")
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -106,6 +107,23 @@ class Master(ManagedProcess):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        rc = super().stop(timeout)
+        self.stop_local_instances()
+        return rc
+
+    def stop_local_instances(self) -> None:
+        """Local-provider agents outlive the master on purpose (like cloud instances); a test or
+        demo that is done with the cluster ends them here."""
+        registry = self.work_dir / "master-data" / "local-instances" / "registry.json"
+        try:
+            entries = json.loads(registry.read_text())
+        except (OSError, ValueError):
+            return
+        for entry in entries.values():
+            with contextlib.suppress(ProcessLookupError, PermissionError, KeyError):
+                os.killpg(entry["pid"], signal.SIGTERM)
 
     def start(self, timeout: float = 60.0) -> Master:
         super().start()

@@ -8,7 +8,17 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from pedl.cli import agents, checkpoints, experiments, master, slots, tasks, trials, users
+from pedl.cli import (
+    agents,
+    checkpoints,
+    experiments,
+    master,
+    resource_pools,
+    slots,
+    tasks,
+    trials,
+    users,
+)
 from pedl.cli.client import DEFAULT_MASTER, MASTER_ENV
 from pedl.cli.output import error_line
 from pedl.cli.state import CliState
@@ -60,6 +70,8 @@ app.add_typer(experiments.app, name="e", hidden=True)
 app.add_typer(trials.app, name="trial")
 app.add_typer(trials.app, name="t", hidden=True)
 app.add_typer(checkpoints.app, name="checkpoint")
+app.add_typer(resource_pools.app, name="resource-pool")
+app.add_typer(resource_pools.instances_app, name="instance")
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-from pedl.config.loading import StrictModel, parse_yaml_text, validate_data
+from pedl.config.loading import FieldProblems, StrictModel, parse_yaml_text, validate_data
 
 
 class ConstHP(StrictModel):
@@ -176,53 +176,59 @@ class ExperimentConfig(StrictModel):
     _coerce_min_val = field_validator("min_validation_period", "min_checkpoint_period",
                                       mode="before")(_coerce_length)
 
+    @field_validator("entrypoint", mode="before")
+    @classmethod
+    def _entrypoint_type(cls, v: Any) -> Any:
+        # one clear message instead of one per member of the str | list[str] union
+        if isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            return v
+        raise ValueError("must be a command string or a list of strings")
+
     @field_validator("entrypoint", mode="after")
     @classmethod
     def _entrypoint(cls, v: str | list[str]) -> str | list[str]:
         if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
-            raise ValueError("entrypoint must not be empty")
+            raise ValueError("must not be empty")
         return v
 
     @field_validator("hyperparameters", mode="after")
     @classmethod
     def _hparams(cls, v: dict[str, Any]) -> dict[str, Any]:
-        out, problems = {}, []
-        for key, val in v.items():
-            try:
-                out[key] = _parse_hparam(val, key)
-            except ValueError as exc:
-                problems.append(str(exc))
+        problems: list[tuple[str, str]] = []
+        out = {key: _parse_hparam(val, f"hyperparameters.{key}", problems) for key, val in v.items()}
         if problems:
-            raise ValueError("; ".join(problems))
+            raise FieldProblems(problems)
         return out
 
     @model_validator(mode="after")
     def _grid(self) -> ExperimentConfig:
         if self.searcher.name == "grid":
-            for path, hp in iter_hparams(self.hyperparameters):
-                if isinstance(hp, IntHP | DoubleHP | LogHP) and hp.count is None:
-                    raise ValueError(f"hyperparameters.{path}.count is required for the grid searcher")
+            missing = [(f"hyperparameters.{path}.count", "required for the grid searcher")
+                       for path, hp in iter_hparams(self.hyperparameters)
+                       if isinstance(hp, IntHP | DoubleHP | LogHP) and hp.count is None]
+            if missing:
+                raise FieldProblems(missing)
         return self
 
     def entrypoint_argv(self) -> list[str] | str:
         return self.entrypoint
 
 
-def _parse_hparam(value: Any, path: str) -> Any:
+def _parse_hparam(value: Any, path: str, problems: list[tuple[str, str]]) -> Any:
+    """Parse one hyperparameter (or nested group); problems are appended as (path, message)."""
     if isinstance(value, dict) and "type" in value:
         try:
             return _HP_ADAPTER.validate_python(value)
         except ValidationError as exc:
-            problems = []
             for err in exc.errors(include_url=False):
                 # drop the union tag pydantic puts first in the location
                 loc = [str(p) for p in err["loc"][1:]] if len(err["loc"]) > 1 else []
                 where = ".".join([path, *loc])
-                msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-                problems.append(f"{where}: {msg}")
-            raise ValueError("; ".join(problems)) from None
+                msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+                problems.append((where, msg))
+            return None
     if isinstance(value, dict):  # a nested group
-        return {k: _parse_hparam(v, f"{path}.{k}") for k, v in value.items()}
+        return {k: _parse_hparam(v, f"{path}.{k}", problems) for k, v in value.items()}
     return ConstHP(type="const", val=value)
 
 

@@ -1,0 +1,94 @@
+"""`pedl resource-pool list|describe` and `pedl instance list`: capacity, queues, instances (with
+idle time) and recent provisioning errors of each pool."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+
+from pedl.cli.output import JsonFlag, print_fields, print_json, print_table
+from pedl.cli.state import client_of
+from pedl.config.durations import format_duration
+
+app = typer.Typer(no_args_is_help=True, help="Resource pools: slots, queue, instances.")
+instances_app = typer.Typer(no_args_is_help=True, help="Instances launched by the master.")
+
+
+def _ts(value: float | None) -> str:
+    if value is None:
+        return ""
+    return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _dur(value: float | None) -> str:
+    return "" if value is None else format_duration(round(value))
+
+
+def _provider(p: dict[str, Any]) -> str:
+    prov = p.get("provider")
+    if not prov:
+        return "static"
+    spot = " spot" if prov.get("spot") else ""
+    return f"{prov['type']}{spot} {','.join(prov.get('instanceTypes') or [])}"
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List pools with their slots, queue and instances."""
+    pools = client_of(ctx).get("/api/v1/resource-pools").get("resourcePools") or []
+    if as_json:
+        print_json(pools)
+        return
+    rows = [[p["name"], _provider(p), p["numAgents"], f"{p['slotsUsed']}/{p['slotsAvailable']}", p["queuedTasks"],
+             p["pendingSlots"], p["numInstances"],
+             f"{p.get('minAgents', '')}-{p.get('maxAgents', '')}" if p.get("provider") else "",
+             (p.get("provisioning") or {}).get("lastError") or ""] for p in pools]
+    print_table(["Pool", "Provider", "Agents", "Slots used", "Queued", "Pending slots", "Instances", "Min-max",
+                 "Last provisioning error"], rows)
+
+
+def _instance_rows(instances: list[dict[str, Any]]) -> list[list[Any]]:
+    return [[i["id"], i["resourcePool"], i["instanceType"], "spot" if i["spot"] else "on-demand", i["state"],
+             i["slots"], _ts(i["launchedAt"]), _ts(i["registeredAt"]), _dur(i["idleSeconds"]),
+             f"{i['instanceHours']:.2f}", f"${i['cost']:.2f}", i.get("terminationReason") or ""] for i in instances]
+
+
+INSTANCE_COLUMNS = ["Instance", "Pool", "Type", "Market", "State", "Slots", "Launched", "Registered", "Idle",
+                    "Hours", "Cost", "Reason"]
+
+
+@app.command("describe")
+def describe(ctx: typer.Context, name: str = typer.Argument(..., help="pool name"), as_json: JsonFlag = False) -> None:
+    """One pool: settings, demand, instances and recent provisioning events."""
+    pool = client_of(ctx).get(f"/api/v1/resource-pools/{name}")["resourcePool"]
+    if as_json:
+        print_json(pool)
+        return
+    prov = pool.get("provisioning") or {}
+    print_fields([("Pool", pool["name"]), ("Provider", _provider(pool)), ("Agents", pool["numAgents"]),
+                  ("Slots used / available", f"{pool['slotsUsed']}/{pool['slotsAvailable']}"),
+                  ("Queued tasks", pool["queuedTasks"]), ("Pending slots", pool["pendingSlots"]),
+                  ("Instances", pool["numInstances"]), ("Last provisioning error", prov.get("lastError") or "none"),
+                  ("Launches held back until", _ts(prov.get("backoffUntil")) or "-")], title=f"Resource pool {name}")
+    if pool.get("instances"):
+        print_table(INSTANCE_COLUMNS, _instance_rows(pool["instances"]), title="Instances")
+    if pool.get("recentEvents"):
+        print_table(["Time", "Level", "Event"], [[_ts(e["time"]), e["level"], e["message"]]
+                                                 for e in pool["recentEvents"]], title="Recent provisioning events")
+
+
+@instances_app.command("list")
+def list_instances(ctx: typer.Context, pool: str | None = typer.Option(None, "--pool", help="only this pool"),
+                   all_: bool = typer.Option(False, "--all", help="include terminated instances"),
+                   as_json: JsonFlag = False) -> None:
+    """List instances with their type, market, state, idle time and cost so far."""
+    params: dict[str, Any] = {"all": "true" if all_ else "false"}
+    if pool:
+        params["resourcePool"] = pool
+    instances = client_of(ctx).get("/api/v1/instances", **params).get("instances") or []
+    if as_json:
+        print_json(instances)
+        return
+    print_table(INSTANCE_COLUMNS, _instance_rows(instances))

@@ -1,0 +1,104 @@
+"""Resource pool views: capacity, queue, instances and provisioning status of each pool."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.config.master_config import ResourcePoolConfig
+from pedl.errors import NotFound
+from pedl.master.cluster.controller import HELD
+from pedl.master.db import models
+from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
+
+if TYPE_CHECKING:
+    from pedl.master.cluster.controller import Controller
+
+LIVE_INSTANCE = (InstanceState.REQUESTED.value, InstanceState.STARTING.value, InstanceState.RUNNING.value,
+                 InstanceState.TERMINATING.value)
+
+
+def instance_summary(ctl: Controller, row: models.Instance) -> dict[str, Any]:
+    now = ctl.now
+    end = row.terminated_at or now
+    prov = ctl.provisioners.get(row.resource_pool)
+    idle_since = prov.idle_since.get(row.id) if prov else None
+    hours = max(end - row.launched_at, 0.0) / 3600
+    return {"id": row.id, "resourcePool": row.resource_pool, "provider": row.provider,
+            "instanceType": row.instance_type, "spot": row.spot, "state": row.state, "slots": row.slots,
+            "launchedAt": row.launched_at, "registeredAt": row.registered_at, "terminatedAt": row.terminated_at,
+            "terminationReason": row.termination_reason, "interruptedAt": row.interrupted_at,
+            "adopted": row.adopted, "idleSeconds": (now - idle_since) if idle_since is not None else None,
+            "instanceHours": hours, "cost": hours * row.price_per_hour, "pricePerHour": row.price_per_hour}
+
+
+def pool_summary(ctl: Controller, s: Session, pool: ResourcePoolConfig) -> dict[str, Any]:
+    ctx = ctl.ctx
+    connected = ctx.hub.connected_ids()
+    agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.resource_pool == pool.pool_name,
+                                                              models.Agent.state == AgentState.CONNECTED.value))
+              if a.id in connected]
+    allocs = list(s.scalars(select(models.Allocation).where(
+        models.Allocation.resource_pool == pool.pool_name,
+        models.Allocation.state.in_((*HELD, AllocationState.PENDING.value)))))
+    instances = list(s.scalars(select(models.Instance).where(models.Instance.resource_pool == pool.pool_name,
+                                                            models.Instance.state.in_(LIVE_INSTANCE))))
+    queued = [a for a in allocs if a.state == AllocationState.PENDING.value]
+    prov = ctl.provisioners.get(pool.pool_name)
+    cfg = pool.provider
+    out: dict[str, Any] = {
+        "name": pool.pool_name, "description": pool.description,
+        "type": "RESOURCE_POOL_TYPE_DYNAMIC" if cfg else "RESOURCE_POOL_TYPE_STATIC",
+        "numAgents": len(agents), "slotsAvailable": sum(len(a.slots) for a in agents),
+        "slotsUsed": sum(a.slots_needed for a in allocs if a.state in HELD),
+        "slotType": "TYPE_CUDA" if any(sl.get("type") == "cuda" for a in agents for sl in a.slots) else "TYPE_CPU",
+        "schedulerType": f"SCHEDULER_TYPE_{pool.scheduler.type.upper()}",
+        "schedulerFittingPolicy": f"FITTING_POLICY_{pool.scheduler.fitting_policy.upper()}",
+        "defaultComputePool": pool.pool_name == ctx.config.default_compute_resource_pool,
+        "defaultAuxPool": pool.pool_name == ctx.config.default_aux_resource_pool,
+        "preemptible": pool.scheduler.preemption, "queuedTasks": len(queued),
+        "pendingSlots": sum(a.slots_needed for a in queued),
+        "runningTasks": sum(1 for a in allocs if a.state in HELD), "numInstances": len(instances),
+        "provider": None,
+    }
+    if cfg is not None:
+        out["provider"] = {
+            "type": cfg.type, "instanceTypes": cfg.instance_types(), "maxInstances": cfg.max_instances,
+            "minInstances": cfg.min_instances, "maxIdleAgentPeriod": cfg.max_idle_agent_period,
+            "spot": getattr(cfg, "spot", False),
+        }
+        out["maxAgents"] = cfg.max_instances
+        out["minAgents"] = cfg.min_instances
+    if prov is not None:
+        st = prov.status
+        out["provisioning"] = {"lastError": st.last_error, "lastErrorAt": st.last_error_at,
+                               "backoffUntil": st.backoff_until, "consecutiveErrors": st.consecutive_errors,
+                               "lastDecisionAt": st.last_decision_at,
+                               "unavailable": [{"instanceType": t, "spot": sp, "until": until}
+                                               for (t, sp), until in prov.unavailable.items()]}
+    return out
+
+
+def describe(ctl: Controller, s: Session, name: str) -> dict[str, Any]:
+    pool = ctl.ctx.config.pool(name)
+    if pool is None:
+        raise NotFound(f"resource pool {name!r} not found")
+    out = pool_summary(ctl, s, pool)
+    out["instances"] = [instance_summary(ctl, r) for r in s.scalars(
+        select(models.Instance).where(models.Instance.resource_pool == name,
+                                      models.Instance.state.in_(LIVE_INSTANCE)).order_by(models.Instance.launched_at))]
+    events = s.scalars(select(models.Event).where(models.Event.entity_type == "pool", models.Event.entity_id == name)
+                       .order_by(models.Event.id.desc()).limit(20))
+    out["recentEvents"] = [{"time": e.time, "level": e.level, "message": e.message} for e in events]
+    return out
+
+
+def list_instances(ctl: Controller, s: Session, pool: str | None, include_terminated: bool) -> list[dict[str, Any]]:
+    q = select(models.Instance)
+    if pool:
+        q = q.where(models.Instance.resource_pool == pool)
+    if not include_terminated:
+        q = q.where(models.Instance.state.in_(LIVE_INSTANCE))
+    return [instance_summary(ctl, r) for r in s.scalars(q.order_by(models.Instance.launched_at))]
