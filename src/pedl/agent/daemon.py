@@ -27,6 +27,7 @@ from pedl.agent.connection import (
 )
 from pedl.agent.devices import detect_slots
 from pedl.agent.options import AgentOptions
+from pedl.agent.spot_watch import watch_spot
 from pedl.agent.task_env import TaskHost
 from pedl.agent.task_runtime import READER_DRAIN_S, TaskRuntime
 from pedl.common.agent_protocol import (
@@ -36,6 +37,7 @@ from pedl.common.agent_protocol import (
     Register,
     Registered,
     SlotInfo,
+    SpotInterruption,
     StartTask,
     TaskExited,
 )
@@ -84,12 +86,20 @@ class Agent:
                  self.slots[0].type if self.slots else "no", self.options.work_path)
         link = asyncio.create_task(self._stay_connected())
         stopped = asyncio.create_task(stop.wait())
+        spot = None
+        if self.options.spot_watch:
+            spot = asyncio.create_task(watch_spot(
+                self.options.imds_url or "", self.options.spot_poll_interval,
+                lambda n: self._enqueue(SpotInterruption(action=str(n.get("action", "terminate")),
+                                                         time=str(n.get("time", ""))))))
         try:
             await asyncio.wait({link, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if link.done():
                 link.result()  # only AgentRefused ends the link by itself
         finally:
             stopped.cancel()
+            if spot is not None:
+                spot.cancel()
             await self._shut_down(link)
 
     # connection

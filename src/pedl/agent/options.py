@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TOKEN_ENV = "PEDL_AGENT_TOKEN"
+IMDS_ENV = "PEDL_IMDS_URL"
+DEFAULT_IMDS_URL = "http://169.254.169.254"
 
 
 @dataclass
@@ -23,6 +25,9 @@ class AgentOptions:
     work_dir: Path | str | None = None  # None: ~/.local/share/pedl/agent/<agent_id>
     heartbeat_interval: float | None = None  # None: what the master says in `registered`
     hostname: str = field(default_factory=socket.gethostname)
+    spot_watch: bool = False  # poll the metadata service for the spot interruption notice
+    imds_url: str | None = None  # None: $PEDL_IMDS_URL, else the link-local address
+    spot_poll_interval: float = 5.0
 
     def __post_init__(self) -> None:
         self.master_url = self.master_url.rstrip("/")
@@ -30,6 +35,8 @@ class AgentOptions:
             self.agent_id = self.hostname
         if self.token is None:
             self.token = os.environ.get(TOKEN_ENV) or None
+        if self.imds_url is None:
+            self.imds_url = os.environ.get(IMDS_ENV) or DEFAULT_IMDS_URL
         if self.work_dir is None:
             self.work_dir = Path.home() / ".local" / "share" / "pedl" / "agent" / self.agent_id
         self.work_dir = Path(self.work_dir).expanduser()

@@ -26,6 +26,9 @@ def run(
     token: str | None = typer.Option(None, "--token", envvar="PEDL_AGENT_TOKEN",
                                      help="the master's agent_token"),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="where tasks run"),
+    spot_watch: bool = typer.Option(False, "--spot-watch", help="watch instance metadata for the spot interruption notice"),
+    imds_url: str | None = typer.Option(None, "--imds-url", envvar="PEDL_IMDS_URL",
+                                        help="instance metadata service (default http://169.254.169.254)"),
 ) -> None:
     """Run an agent in the foreground until SIGINT/SIGTERM."""
     import logging
@@ -41,7 +44,8 @@ def run(
     url = normalize_master_url(master or state_of(ctx).master)
     try:
         options = AgentOptions(master_url=url, agent_id=agent_id, resource_pool=resource_pool,
-                               slots=slots, token=token, work_dir=work_dir)
+                               slots=slots, token=token, work_dir=work_dir, spot_watch=spot_watch,
+                               imds_url=imds_url)
     except ValueError as exc:
         fail(str(exc))
     try:
