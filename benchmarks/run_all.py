@@ -1,0 +1,46 @@
+"""`make bench`: run every benchmark with its default sizes (or small ones with --quick) and print
+one markdown table of the figures."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from types import ModuleType
+
+from benchmarks import metric_ingestion, scheduling_pass, task_start_latency
+from benchmarks.harness import Figure, report
+
+BENCHMARKS: dict[str, ModuleType] = {
+    "task_start_latency": task_start_latency,
+    "metric_ingestion": metric_ingestion,
+    "scheduling_pass": scheduling_pass,
+}
+
+# a smoke run: every path exercised in well under a minute each
+QUICK_ARGS: dict[str, list[str]] = {
+    "task_start_latency": ["--experiments", "5"],
+    "metric_ingestion": ["--serial-reports", "100", "--reports-per-thread", "25", "--raw-rows", "1000",
+                         "--raw-rows-committed", "100"],
+    "scheduling_pass": ["--agents", "100", "--trials", "1000", "--experiments", "10", "--repeat", "1"],
+}
+
+
+def main(argv: list[str] | None = None) -> list[Figure]:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run_all", description=__doc__)
+    p.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these")
+    p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = p.parse_args(argv)
+    figures: list[Figure] = []
+    for name in args.only or BENCHMARKS:
+        module = BENCHMARKS[name]
+        print(f"running {name} ...", flush=True)
+        started = time.monotonic()
+        figures += module.measure(module.parser().parse_args(QUICK_ARGS[name] if args.quick else []))
+        print(f"  {name} took {time.monotonic() - started:.0f}s", flush=True)
+    report(figures, args.json)
+    return figures
+
+
+if __name__ == "__main__":
+    main()
