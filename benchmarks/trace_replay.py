@@ -48,7 +48,7 @@ def figures_of(label: str, result: PolicyResult) -> list[Figure]:
     for key, name, unit, scale in FIGURES:
         detail = ""
         if key == "cost_ratio":
-            detail = f"{result.jobs} jobs, {result.decisions} decider calls"
+            detail = f"{result.cost_ratio:.4f}; {result.jobs} jobs, {result.decisions} decider calls"
         elif key == "cost" and result.spot_instance_hours:
             detail = f"{result.spot_instance_hours:,.0f} of the instance-hours on spot"
         out.append(Figure(NAME, f"{label}, {result.policy}: {name}", getattr(result, key) * scale, unit, detail))

@@ -16,7 +16,10 @@ PG_PASSWORD = os.environ.get("PEDL_TEST_PG_PASSWORD", "")
 
 
 def pg_admin_dsn(dbname: str = "postgres") -> str:
-    return f"host={PG_HOST} port={PG_PORT} user={PG_USER} password={PG_PASSWORD} dbname={dbname} connect_timeout=3"
+    from psycopg.conninfo import make_conninfo  # quotes empty and special values correctly
+
+    return make_conninfo(host=PG_HOST, port=PG_PORT, user=PG_USER, password=PG_PASSWORD, dbname=dbname,
+                         connect_timeout=3)
 
 
 def postgres_error() -> str | None:

@@ -11,9 +11,11 @@ from typer.core import TyperGroup
 from pedl.cli import (
     agents,
     checkpoints,
+    deploy,
     experiments,
     master,
     resource_pools,
+    sim,
     slots,
     tasks,
     trials,
@@ -70,6 +72,8 @@ app.add_typer(experiments.app, name="e", hidden=True)
 app.add_typer(trials.app, name="trial")
 app.add_typer(trials.app, name="t", hidden=True)
 app.add_typer(checkpoints.app, name="checkpoint")
+app.add_typer(deploy.app, name="deploy")
+app.command("sim")(sim.sim)
 app.add_typer(resource_pools.app, name="resource-pool")
 app.add_typer(resource_pools.instances_app, name="instance")
 

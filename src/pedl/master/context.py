@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from pedl.clock import Clock
 from pedl.config.master_config import MasterConfig
+from pedl.master.caller_cache import CallerCache
 from pedl.master.db.engine import Database
 
 if TYPE_CHECKING:
@@ -21,5 +22,6 @@ class MasterContext:
     clock: Clock
     cluster_id: str = ""
     master_id: str = ""
+    caller_cache: CallerCache = field(default_factory=CallerCache)
     hub: AgentHub = field(init=False)
     controller: Controller = field(init=False)

@@ -40,8 +40,10 @@ class Window:
         return self.start <= t < self.end
 
     def text(self) -> str:
-        end = "" if math.isinf(self.end) else f"{self.end:g}"
-        return f"{self.start:g}:{end}"
+        def point(t: float) -> str:
+            return "" if math.isinf(t) else f"{t:.0f}" if t == int(t) else f"{t:g}"
+
+        return f"{point(self.start)}:{point(self.end)}"
 
 
 @dataclass

@@ -87,10 +87,12 @@ async def agent_socket(ws: WebSocket) -> None:
     old = ctx.hub.attach(conn)
     if old is not None:
         old.send(None)
-    writer = asyncio.create_task(_writer(ws, conn))
+    writer: asyncio.Task | None = None
     try:
         registered = await run_in_threadpool(ctl.agent_registered, first, remote)
         await ws.send_json(proto.dump(registered))
+        # only now: work scheduled meanwhile waits in the queue, so `registered` is always first
+        writer = asyncio.create_task(_writer(ws, conn))
         log.info("agent %s connected from %s with %d slot(s)", first.agent_id, remote, len(first.slots))
         while True:
             raw = await ws.receive_json()
@@ -105,7 +107,8 @@ async def agent_socket(ws: WebSocket) -> None:
     except Exception:  # noqa: BLE001 - a broken socket must not take the master down
         log.exception("agent %s connection failed", first.agent_id)
     finally:
-        writer.cancel()
+        if writer is not None:
+            writer.cancel()
         if ctx.hub.detach(conn):
             await run_in_threadpool(ctl.agent_disconnected, first.agent_id, "connection closed")
             ctl.wake()

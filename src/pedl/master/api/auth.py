@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from pedl.master.api import shapes
-from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
+from pedl.master.api.deps import Body, Caller, caller, caller_cache, ctx_of, json_body, parse
 from pedl.master.services import users as users_service
 
 router = APIRouter(prefix="/api/v1")
@@ -30,9 +30,10 @@ def login(request: Request, body: dict = Depends(json_body)) -> dict:
 @router.post("/auth/logout")
 def logout(request: Request, _: Caller = Depends(caller), _body: dict = Depends(json_body)) -> dict:
     ctx = ctx_of(request)
-    header = request.headers.get("authorization", "")
+    token = request.headers.get("authorization", "").partition(" ")[2].strip()
     with ctx.db.session() as s:
-        users_service.logout(s, header.partition(" ")[2].strip())
+        users_service.logout(s, token)
+    caller_cache(request).drop(token)
     return {}
 
 

@@ -50,7 +50,11 @@ def report(request: Request, who: Caller = Depends(caller), body: dict = Depends
         alloc = s.get(models.Allocation, alloc_id) if alloc_id else None
         trial = s.get(models.Trial, alloc.trial_id) if alloc and alloc.trial_id else None
         if trial is None and ck.training and ck.training.get("trialId"):
-            trial = s.get(models.Trial, int(ck.training["trialId"]))
+            trial_id = ck.training["trialId"]
+            if not isinstance(trial_id, int) or isinstance(trial_id, bool):
+                raise InvalidArgument("checkpoint.training.trialId: must be an integer",
+                                      fields=[{"field": "checkpoint.training.trialId", "message": "not an integer"}])
+            trial = s.get(models.Trial, trial_id)
         exp = s.get(models.Experiment, trial.experiment_id) if trial else None
         storage = ck.storage or (exp.config.get("checkpoint_storage", {}) if exp else {})
         row = checkpoints_service.record(s, uuid=ck.uuid, trial=trial, alloc_id=alloc_id,

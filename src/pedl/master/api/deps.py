@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -12,6 +11,7 @@ from sqlalchemy import select
 
 from pedl.errors import InvalidArgument, Unauthenticated
 from pedl.master.api.errors import validation_error
+from pedl.master.caller_cache import Caller, CallerCache
 from pedl.master.context import MasterContext
 from pedl.master.db import models
 from pedl.master.lifecycle import LIVE_ALLOCATION
@@ -31,12 +31,6 @@ def ctx_of(request: Request) -> MasterContext:
     return request.app.state.ctx
 
 
-@dataclass
-class Caller:
-    user: models.User
-    allocation_id: str | None = None  # set when a task calls with its session token
-
-
 def _token(request: Request) -> str | None:
     for header in ("authorization", "grpc-metadata-x-allocation-token"):
         value = request.headers.get(header)
@@ -48,14 +42,29 @@ def _token(request: Request) -> str | None:
     return None
 
 
+def caller_cache(request: Request) -> CallerCache:
+    return ctx_of(request).caller_cache
+
+
 def caller(request: Request) -> Caller:
     token = _token(request)
     if token is None:
         raise Unauthenticated("authentication required: log in and send 'Authorization: Bearer <token>'")
     ctx = ctx_of(request)
-    with ctx.db.session() as s:
+    cache = caller_cache(request)
+    now = ctx.clock.now()
+    who = cache.get(token, now)
+    if who is None:
+        who = _resolve(ctx, token)
+        cache.put(token, who, now)
+    return who
+
+
+def _resolve(ctx: MasterContext, token: str) -> Caller:
+    with ctx.db.read_session() as s:
         try:
-            return Caller(users_service.user_for_token(s, ctx.clock.now(), token))
+            user, expires_at = users_service.session_for_token(s, ctx.clock.now(), token)
+            return Caller(user, expires_at=expires_at)
         except Unauthenticated:
             alloc = s.scalar(select(models.Allocation).where(
                 models.Allocation.session_token_hash == users_service.token_hash(token)))

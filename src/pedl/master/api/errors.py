@@ -8,6 +8,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pedl.config.loading import field_path
@@ -51,6 +52,16 @@ def install(app: FastAPI) -> None:
         err = PedlError(str(exc.detail))
         body = err.to_dict()
         return JSONResponse(body, status_code=exc.status_code)
+
+    # A value the database refuses (an integer beyond 64 bits, a NUL character on PostgreSQL) is
+    # the caller's mistake, not the master's; SQLite refuses big integers with a bare OverflowError.
+    @app.exception_handler(DataError)
+    @app.exception_handler(OverflowError)
+    async def _unstorable(req: Request, exc: Exception) -> JSONResponse:
+        log.warning("refused a value the database cannot store on %s %s: %s", req.method, req.url.path,
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return error_response(InvalidArgument(
+            "a value in the request is out of range or contains characters that cannot be stored"))
 
     @app.exception_handler(Exception)
     async def _unexpected(req: Request, exc: Exception) -> JSONResponse:

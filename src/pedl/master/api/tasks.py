@@ -63,6 +63,11 @@ def post_task_logs(request: Request, who: Caller = Depends(caller), body: Any = 
         raise InvalidArgument(f"{field}: {problem}", fields=[{"field": field, "message": problem}])
     ctx = ctx_of(request)
     with ctx.db.session() as s:
+        if who.allocation_id is not None:  # a task writes only its own logs
+            alloc = s.get(models.Allocation, who.allocation_id)
+            foreign = sorted({e["taskId"] for e in entries} - {alloc.task_id if alloc else ""})
+            if foreign:
+                raise Forbidden(f"this task's token cannot post logs for task(s) {', '.join(foreign)}")
         by_task: dict[str, list[tuple[float, str, str]]] = {}
         for e in entries:
             if isinstance(e, dict) and isinstance(e.get("taskId"), str):

@@ -44,7 +44,7 @@ class ReportMetricsBody(Body):
 
 
 class ProgressBody(Body):
-    progress: float = Field(..., ge=0)
+    progress: float = Field(..., ge=0, allow_inf_nan=False)
     is_raw: bool = False
 
 
@@ -196,8 +196,7 @@ def early_exit(trial_id: int, request: Request, who: Caller = Depends(caller), b
 
 def _log_query(trial_id: int, after: int, limit: int | None, desc: bool, levels: list[str]):
     def q(s) -> list[models.TaskLog]:
-        rows = logs.trial_logs(s, trial_id, after_id=after, limit=limit, newest_first=desc)
-        return [r for r in rows if not levels or r.level in levels]
+        return logs.trial_logs(s, trial_id, after_id=after, limit=limit, newest_first=desc, levels=levels)
 
     return q
 

@@ -60,7 +60,7 @@ async def set_password(user_id: int, request: Request, who: Caller = Depends(cal
     raw = await request.body()
     try:
         body = json.loads(raw) if raw.strip() else None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError):
         raise InvalidArgument("body: malformed JSON", fields=[{"field": "body", "message": "malformed JSON"}]) from None
     if isinstance(body, str):
         password, is_hashed = body, True

@@ -20,7 +20,7 @@ from pedl.common import agent_protocol as proto
 from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
 from pedl.master.db import models
 from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
-from pedl.master.services import experiment_flow, logs, task_env
+from pedl.master.services import experiment_flow, logs
 from pedl.master.services.transitions import (
     record_event,
     set_agent_state,
@@ -39,6 +39,7 @@ HELD = (A.ASSIGNED.value, A.RUNNING.value, A.TERMINATING.value)
 
 # exit reasons that are not the task's fault: the trial is queued again without counting a restart
 NOT_STARTED = "start was not delivered to the agent"
+SCHEDULE_BATCH = 250
 
 
 class Controller:
@@ -243,6 +244,7 @@ class Controller:
         set_allocation_state(s, now, alloc, A.TERMINATED, why)
         alloc.ended_at, alloc.exit_code, alloc.exit_reason = now, exit_code, why
         self._preempt.discard(alloc.id)
+        self.ctx.caller_cache.drop_allocation(alloc.id)  # its session token dies with it
         if exit_code != 0 and not alloc.kill_requested:
             logs.add_master_line(s, now, alloc, f"allocation {alloc.id} {why}", level="LOG_LEVEL_ERROR")
         experiment_flow.allocation_ended(self, s, alloc, exit_code, why, counts_as_failure=reason != NOT_STARTED)
@@ -275,11 +277,11 @@ class Controller:
     # -- the periodic pass ---------------------------------------------------------------------
 
     def tick(self) -> None:
-        self.run(self._tick)
-
-    def _tick(self, s: Session) -> None:
-        self._check_agents(s)
-        self._schedule(s)
+        self.run(self._check_agents)
+        plan: list[tuple[str, list[tuple[str, list[str]]]]] = self.run(self._plan_schedule)  # type: ignore[assignment]
+        # apply in short transactions, so API requests and agent reports interleave with a big pass
+        for i in range(0, len(plan), SCHEDULE_BATCH):
+            self.run(lambda s, chunk=plan[i:i + SCHEDULE_BATCH]: self._apply(s, chunk))
 
     def _check_agents(self, s: Session) -> None:
         now, cfg = self.now, self.ctx.config
@@ -304,10 +306,11 @@ class Controller:
                     for alloc in self._held_on(s, agent.id):
                         self._allocation_ended(s, alloc, None, f"agent {agent.id} was lost")
 
-    def _schedule(self, s: Session) -> None:
+    def _plan_schedule(self, s: Session) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+        """Decide placements for every pool from one consistent snapshot (reads only)."""
         pending = list(s.scalars(select(models.Allocation).where(models.Allocation.state == A.PENDING.value)))
         if not pending:
-            return
+            return []
         connected = self.ctx.hub.connected_ids()
         agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED.value))
                   if a.id in connected and a.enabled and not a.draining]
@@ -315,7 +318,7 @@ class Controller:
         for alloc in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))):
             for place in alloc.assignment or []:
                 used.setdefault(place["agent_id"], set()).update(place["slot_ids"])
-        by_id = {a.id: a for a in pending}
+        plan = []
         for pool in self.ctx.config.resource_pools:
             pool_agents = [
                 AgentSnapshot(a.id, tuple(sl["id"] for sl in a.slots),
@@ -326,12 +329,24 @@ class Controller:
             if not requests:
                 continue
             placed = schedule(requests, pool_agents, pool.scheduler.fitting_policy) if pool_agents else []
-            for assignment in placed:
-                self._assign(s, by_id[assignment.allocation_id], assignment.placements)
+            plan += [(a.allocation_id, a.placements) for a in placed]
             if len(placed) < len(requests) and pool.provider is not None:
                 self.wake_provisioners()
+        return plan
 
-    def _assign(self, s: Session, alloc: models.Allocation, placements: list[tuple[str, list[str]]]) -> None:
+    def _apply(self, s: Session, chunk: list[tuple[str, list[tuple[str, list[str]]]]]) -> None:
+        """Assign a batch of planned placements, loading what the task specs need in a few queries."""
+        with s.no_autoflush:
+            allocs = {a.id: a for a in s.scalars(select(models.Allocation).where(
+                models.Allocation.id.in_([aid for aid, _ in chunk])))}
+            rows = experiment_flow.SpecRows.load(s, [a.trial_id for a in allocs.values() if a.trial_id])
+            for alloc_id, placements in chunk:
+                alloc = allocs.get(alloc_id)
+                if alloc is not None and alloc.state == A.PENDING.value:  # not killed since the plan
+                    self._assign(s, alloc, placements, rows)
+
+    def _assign(self, s: Session, alloc: models.Allocation, placements: list[tuple[str, list[str]]],
+                rows: experiment_flow.SpecRows) -> None:
         now = self.now
         token = secrets.token_urlsafe(32)
         alloc.session_token_hash = token_hash(token)
@@ -339,7 +354,7 @@ class Controller:
         alloc.assigned_at = now
         set_allocation_state(s, now, alloc, A.ASSIGNED,
                              "assigned to " + ", ".join(f"{a}{slots}" for a, slots in placements))
-        spec = experiment_flow.task_spec(self, s, alloc, token)
+        spec = experiment_flow.task_spec(self, alloc, token, rows)
         for agent_id, slot_ids in placements:
             conn = self.ctx.hub.get(agent_id)
             base = conn.master_url if conn else ""
@@ -347,15 +362,6 @@ class Controller:
                 allocation_id=alloc.id, task_id=alloc.task_id, name=alloc.name, entrypoint=spec["entrypoint"],
                 env=spec["env"], slot_ids=slot_ids, session_token=token,
                 context_url=f"{base}/api/v1/tasks/{alloc.task_id}/context_directory"))
-
-    # -- helpers for experiment_flow -------------------------------------------------------------
-
-    def env_for(self, s: Session, alloc: models.Allocation, token: str, exp: models.Experiment,
-                trial: models.Trial) -> dict[str, str]:
-        owner = s.get(models.User, exp.owner_id)
-        return task_env.trial_env(cluster_id=self.ctx.cluster_id, exp=exp, trial=trial, alloc=alloc,
-                                  session_token=token, username=owner.username if owner else "",
-                                  steps_completed=trial.total_batches)
 
 
 def _agents_of(alloc: models.Allocation) -> list[str]:

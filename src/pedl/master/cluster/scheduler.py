@@ -82,6 +82,14 @@ class _FreeIndex:
                     return chosen
         return None
 
+    def fullest(self) -> str | None:
+        """The agent with the fewest free slots (any agent, even one with none free)."""
+        for count in range(0, self.max_free + 1):
+            bucket = self.buckets.get(count)
+            if bucket:
+                return next(iter(bucket))
+        return None
+
     def any_free(self) -> bool:
         return any(self.buckets.get(c) for c in range(1, self.max_free + 1))
 
@@ -95,7 +103,7 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
     for req in order_requests(requests):
         if req.slots_needed == 0:
             # zero-slot tasks go on the agent with the fewest free slots (keeps GPUs for GPU work)
-            agent_id = next((a.id for a in sorted(agents, key=lambda a: len(index.free[a.id]))), None)
+            agent_id = index.fullest()
             if agent_id is not None:
                 out.append(Assignment(req.allocation_id, [(agent_id, [])]))
             continue

@@ -10,7 +10,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, readonly: bool = False) -> Engine:
     if url.startswith("sqlite"):
         path = url.split("sqlite:///", 1)[-1]
         if path and path != ":memory:":
@@ -33,7 +33,8 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin(conn) -> None:  # noqa: ANN001
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # readers (in WAL mode) neither wait for nor block the writer
+            conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
         return engine
     return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
@@ -44,12 +45,11 @@ class Database:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.is_sqlite = url.startswith("sqlite")
         self.engine = make_engine(url)
         self._factory = sessionmaker(self.engine, expire_on_commit=False)
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.url.startswith("sqlite")
+        self.read_engine = make_engine(url, readonly=True) if self.is_sqlite else self.engine
+        self._read_factory = sessionmaker(self.read_engine, expire_on_commit=False)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -61,5 +61,13 @@ class Database:
                 s.rollback()
                 raise
 
+    @contextmanager
+    def read_session(self) -> Iterator[Session]:
+        """A session for reads only: on SQLite it does not take the write lock."""
+        with self._read_factory() as s:  # closing ends the transaction and keeps loaded rows usable
+            yield s
+
     def dispose(self) -> None:
         self.engine.dispose()
+        if self.read_engine is not self.engine:
+            self.read_engine.dispose()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -22,6 +23,7 @@ from pedl.master.lifecycle import (
     TrialState,
 )
 from pedl.master.searcher import SearcherActions, make_searcher
+from pedl.master.services import task_env
 from pedl.master.services.transitions import record_event, set_experiment_state, set_trial_state
 
 if TYPE_CHECKING:
@@ -98,20 +100,42 @@ def new_allocation(ctl: Controller, s: Session, exp: models.Experiment, trial: m
     return alloc
 
 
-def task_spec(ctl: Controller, s: Session, alloc: models.Allocation, token: str) -> dict[str, Any]:
-    trial = s.get(models.Trial, alloc.trial_id)
-    exp = s.get(models.Experiment, trial.experiment_id)
-    cfg = config_of(exp)
-    env = ctl.env_for(s, alloc, token, exp, trial)
-    env["DET_STEPS_COMPLETED"] = str(_checkpoint_steps(s, trial))
-    return {"entrypoint": cfg.entrypoint, "env": env}
+@dataclass
+class SpecRows:
+    """The rows task specs need, loaded for a batch of trials in a few queries."""
+
+    trials: dict[int, models.Trial]
+    experiments: dict[int, models.Experiment]
+    users: dict[int, models.User]
+    checkpoints: dict[str, models.Checkpoint]
+    env: dict[int, dict[str, str]] = field(default_factory=dict)  # experiment id -> user variables
+
+    @classmethod
+    def load(cls, s: Session, trial_ids: list[int]) -> SpecRows:
+        trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(trial_ids)))} if trial_ids else {}
+        exp_ids = {t.experiment_id for t in trials.values()}
+        exps = {e.id: e for e in s.scalars(select(models.Experiment).where(models.Experiment.id.in_(exp_ids)))} if exp_ids else {}
+        user_ids = {e.owner_id for e in exps.values()}
+        users = {u.id: u for u in s.scalars(select(models.User).where(models.User.id.in_(user_ids)))} if user_ids else {}
+        uuids = [t.latest_checkpoint for t in trials.values() if t.latest_checkpoint]
+        ckpts = {c.uuid: c for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.uuid.in_(uuids)))} if uuids else {}
+        return cls(trials, exps, users, ckpts)
+
+    def user_env(self, exp: models.Experiment) -> dict[str, str]:
+        if exp.id not in self.env:
+            self.env[exp.id] = config_of(exp).environment.as_dict()
+        return self.env[exp.id]
 
 
-def _checkpoint_steps(s: Session, trial: models.Trial) -> int:
-    if not trial.latest_checkpoint:
-        return 0
-    ckpt = s.get(models.Checkpoint, trial.latest_checkpoint)
-    return ckpt.steps_completed if ckpt else 0
+def task_spec(ctl: Controller, alloc: models.Allocation, token: str, rows: SpecRows) -> dict[str, Any]:
+    trial = rows.trials[alloc.trial_id]
+    exp = rows.experiments[trial.experiment_id]
+    owner = rows.users.get(exp.owner_id)
+    ckpt = rows.checkpoints.get(trial.latest_checkpoint) if trial.latest_checkpoint else None
+    env = task_env.trial_env(cluster_id=ctl.ctx.cluster_id, exp=exp, trial=trial, alloc=alloc, session_token=token,
+                             username=owner.username if owner else "", user_env=rows.user_env(exp),
+                             steps_completed=ckpt.steps_completed if ckpt else 0)
+    return {"entrypoint": exp.config["entrypoint"], "env": env}
 
 
 def trial_started(s: Session, now: float, alloc: models.Allocation) -> None:

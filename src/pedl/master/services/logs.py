@@ -37,8 +37,10 @@ def add_api_lines(s: Session, task_id: str, trial_id: int | None, entries: list[
 
 
 def trial_logs(s: Session, trial_id: int, after_id: int = 0, limit: int | None = None,
-               newest_first: bool = False) -> list[models.TaskLog]:
+               newest_first: bool = False, levels: list[str] | None = None) -> list[models.TaskLog]:
     q = select(models.TaskLog).where(models.TaskLog.trial_id == trial_id, models.TaskLog.id > after_id)
+    if levels:  # filtered in the query, so `limit` counts matching lines only
+        q = q.where(models.TaskLog.level.in_(levels))
     q = q.order_by(models.TaskLog.id.desc() if newest_first else models.TaskLog.id)
     if limit:
         q = q.limit(limit)

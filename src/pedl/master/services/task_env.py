@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 
-from pedl.config.experiment_config import ExperimentConfig
 from pedl.master.db import models
 
 
 def trial_env(*, cluster_id: str, exp: models.Experiment, trial: models.Trial, alloc: models.Allocation,
-              session_token: str, username: str, steps_completed: int) -> dict[str, str]:
-    cfg = ExperimentConfig.model_validate(exp.config)
-    env = dict(cfg.environment.as_dict())
+              session_token: str, username: str, user_env: dict[str, str], steps_completed: int) -> dict[str, str]:
+    env = dict(user_env)
     env.update({
         "DET_CLUSTER_ID": cluster_id,
         "DET_TASK_ID": alloc.task_id,

@@ -55,6 +55,11 @@ def logout(s: Session, token: str) -> None:
 
 
 def user_for_token(s: Session, now: float, token: str) -> models.User:
+    return session_for_token(s, now, token)[0]
+
+
+def session_for_token(s: Session, now: float, token: str) -> tuple[models.User, float]:
+    """The user a login token belongs to and when the token expires."""
     sess = s.scalar(select(models.UserSession).where(models.UserSession.token_hash == token_hash(token)))
     if sess is None:
         raise Unauthenticated("invalid or unknown token; log in again")
@@ -63,7 +68,7 @@ def user_for_token(s: Session, now: float, token: str) -> models.User:
     user = s.get(models.User, sess.user_id)
     if user is None or not user.active:
         raise Unauthenticated("user is no longer active")
-    return user
+    return user, sess.expires_at
 
 
 def list_users(s: Session) -> list[models.User]:

@@ -1,0 +1,57 @@
+"""`pedl deploy aws iam-policy` prints the master's minimal IAM policy, the seeds' own: the four EC2
+calls, the three spot calls with --spot, and iam:PassRole on the agents' role when one is given."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import typer
+
+from pedl.cli.output import fail, print_json, warn
+
+app = typer.Typer(no_args_is_help=True, help="Deployment helpers.")
+aws_app = typer.Typer(no_args_is_help=True, help="Deploying on AWS.")
+app.add_typer(aws_app, name="aws")
+
+# arn:<partition>:iam::<account>:role/<path/name> or :instance-profile/<path/name>
+_IAM_ARN = re.compile(r"^arn:aws(?:-[a-z]+)*:iam::\d{12}:(?P<kind>role|instance-profile)/[\w+=,.@/-]+$")
+
+
+def iam_policy(*, spot: bool = False, agent_role_arn: str | None = None) -> dict[str, Any]:
+    """The policy document; the actions are the ones the AWS provider is limited to."""
+    from pedl.master.provisioner.providers.aws import (  # boto3: only here
+        MASTER_EC2_ACTIONS,
+        SPOT_EC2_ACTIONS,
+    )
+
+    actions = list(MASTER_EC2_ACTIONS) + (list(SPOT_EC2_ACTIONS) if spot else [])
+    statements: list[dict[str, Any]] = [
+        {"Sid": "PedlMasterManagesAgents", "Effect": "Allow", "Action": actions, "Resource": "*"}]
+    if agent_role_arn:
+        statements.append({"Sid": "PedlMasterPassesAgentRole", "Effect": "Allow", "Action": "iam:PassRole",
+                           "Resource": agent_role_arn})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+@aws_app.command("iam-policy")
+def iam_policy_command(
+    spot: bool = typer.Option(False, "--spot", help="add the spot calls (for pools with spot: true)"),
+    agent_role_arn: str | None = typer.Option(
+        None, "--agent-role-arn", metavar="ARN",
+        help="the agents' IAM role (iam_instance_profile_arn's role): adds iam:PassRole on it"),
+) -> None:
+    """Print the IAM policy the master's role needs (JSON)."""
+    if agent_role_arn is not None:
+        agent_role_arn = agent_role_arn.strip()
+        m = _IAM_ARN.match(agent_role_arn)
+        if not m:
+            fail(f"--agent-role-arn: {agent_role_arn!r} is not an IAM role ARN "
+                 "(arn:aws:iam::<12-digit account>:role/<name>) or instance profile ARN "
+                 "(arn:aws:iam::<account>:instance-profile/<name>)")
+        if m.group("kind") == "instance-profile":
+            # PassRole is checked against the role inside the profile; the console names both alike
+            agent_role_arn = agent_role_arn.replace(":instance-profile/", ":role/", 1)
+            warn(f"iam:PassRole applies to roles, not instance profiles: using {agent_role_arn}, the role of "
+                 "the same name; give the role's ARN if the profile's role is named differently")
+    print_json(iam_policy(spot=spot, agent_role_arn=agent_role_arn))

@@ -1,0 +1,100 @@
+"""`pedl sim`: replay a job trace against a simulated cloud with the production scheduler and scaling
+decider on virtual time, and print cost and queueing figures for pedl's policy and Determined's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.markup import escape
+
+from pedl.cli.output import JsonFlag, out, print_json, print_table
+from pedl.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from pedl.sim import SimReport
+
+def _duration(option: str, value: str) -> float:
+    from pedl.config.durations import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise InvalidArgument(f"{option}: {exc}") from None
+
+
+def _fraction(option: str, value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise InvalidArgument(f"{option}: {value:g} is not between 0 and 1")
+    return value
+
+
+def sim(
+    trace: str = typer.Option(..., "--trace", help="pod list CSV (the openb format of shared/traces)"),
+    instance_type: list[str] = typer.Option(
+        [], "--instance-type", help="allowed type; repeat for several, in order of preference [p3.8xlarge]"),
+    max_instances: int | None = typer.Option(None, "--max-instances", help="pool bound [200]"),
+    min_instances: int | None = typer.Option(None, "--min-instances", help="pool bound [0]"),
+    idle: str | None = typer.Option(None, "--idle", help="max_idle_agent_period, e.g. 5m [5m]"),
+    policy: str = typer.Option("both", "--policy", help="pedl, determined, or both side by side"),
+    window: str | None = typer.Option(None, "--window", help="START:END by arrival, seconds or durations (10d:20d)"),
+    spot: bool | None = typer.Option(None, "--spot/--no-spot", help="launch spot instances [no]"),
+    seed: int = typer.Option(0, "--seed", help="seed of the boot-delay, capacity and interruption draws"),
+    boot_delay: str | None = typer.Option(None, "--boot-delay", help="median boot time (lognormal) [90s]"),
+    boot_sigma: float = typer.Option(0.25, "--boot-sigma", help="lognormal shape of the boot time; 0 = fixed"),
+    spot_price: float = typer.Option(0.35, "--spot-price", help="spot price as a fraction of on-demand"),
+    interruption_rate: float = typer.Option(0.05, "--interruption-rate", help="spot interruptions per instance-hour"),
+    spot_failure: float = typer.Option(0.05, "--spot-failure",
+                                       help="chance a spot request finds no capacity (stays open)"),
+    checkpoint_period: str = typer.Option("30m", "--checkpoint-period",
+                                          help="jobs checkpoint this often; an interrupted job resumes from "
+                                               "its last checkpoint (0 = restarts from scratch)"),
+    include_cpu_jobs: bool = typer.Option(False, "--include-cpu-jobs",
+                                          help="also replay 0-GPU pods (they need an agent, no slot)"),
+    config: Path | None = typer.Option(None, "--config",
+                                       help="master.yaml: take the pool settings of its first aws or local pool"),
+    as_json: JsonFlag = False,
+) -> None:
+    """Replay a job trace against a simulated cloud with the production scheduler and scaling decider:
+    instance-hours, cost, the lower bound, idle time and queueing, for pedl's policy and Determined's."""
+    from pedl.sim import CloudSettings, parse_window, simulate
+    from pedl.sim.pool import default_pool, override, policies_for, pool_from_master_config
+
+    policies = policies_for(policy)
+    span = parse_window(window)
+    base = pool_from_master_config(config) if config is not None else default_pool()
+    pool = override(base, instance_types_=instance_type, max_instances=max_instances, min_instances=min_instances,
+                    max_idle=_duration("--idle", idle) if idle is not None else None, spot=spot)
+    if boot_sigma < 0:
+        raise InvalidArgument(f"--boot-sigma: {boot_sigma:g} is negative")
+    if interruption_rate < 0:
+        raise InvalidArgument(f"--interruption-rate: {interruption_rate:g} is negative")
+    median_boot = (_duration("--boot-delay", boot_delay) if boot_delay is not None
+                   else pool.boot_delay if pool.boot_delay is not None else 90.0)
+    settings = CloudSettings(
+        boot_delay=median_boot, boot_delay_sigma=boot_sigma,
+        spot_price_fraction=_fraction("--spot-price", spot_price), interruption_rate=interruption_rate,
+        spot_capacity_failure=_fraction("--spot-failure", spot_failure),
+        checkpoint_period=_duration("--checkpoint-period", checkpoint_period), seed=seed)
+    report = simulate(trace, pool, settings, policies, window=span, include_cpu_jobs=include_cpu_jobs)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        print_report(report)
+
+
+def print_report(report: SimReport) -> None:
+    from pedl.sim.results import ROWS
+
+    console = out()
+    for note in report.notes():
+        console.print(f"[dim]{escape(note)}[/dim]")
+    pool = report.pool
+    names = list(report.results)
+    rows = []
+    for key, label, spec in ROWS:
+        rows.append([label, *(spec.format(getattr(report.results[n], key)) for n in names)])
+    title = (f"pedl sim: {', '.join(o.name for o in pool.offers)}, max {pool.max_instances}, "
+             f"idle {pool.max_idle:g}s, {'spot' if pool.spot else 'on-demand'}")
+    print_table(["figure", *names], rows, title=title)

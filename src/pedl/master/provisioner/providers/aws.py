@@ -1,0 +1,584 @@
+"""The AWS provider: agents are EC2 instances (on-demand or one-time spot requests) found again by
+the configured tag pair and the pool tag. It makes only the calls of the seeds' IAM policy."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shlex
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import httpx
+from botocore import xform_name
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    CredentialRetrievalError,
+    HTTPClientError,
+    NoCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+    PartialCredentialsError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.parsers import ResponseParserError
+
+from pedl.config.provider_config import AWSProviderConfig
+from pedl.master.provisioner.master_address import imds_get
+from pedl.master.provisioner.providers.base import (
+    CloudError,
+    CloudErrorKind,
+    CloudInstance,
+    CloudState,
+    ForeignInstance,
+    LaunchRequest,
+)
+
+log = logging.getLogger(__name__)
+
+# The master's IAM permissions, exactly as the seeds list them (002: + the spot calls). `pedl
+# deploy aws iam-policy` prints these, and the provider refuses to make any other call.
+MASTER_EC2_ACTIONS = ("ec2:DescribeInstances", "ec2:TerminateInstances", "ec2:CreateTags", "ec2:RunInstances")
+SPOT_EC2_ACTIONS = ("ec2:CancelSpotInstanceRequests", "ec2:RequestSpotInstances", "ec2:DescribeSpotInstanceRequests")
+ALLOWED_OPERATIONS = frozenset(a.removeprefix("ec2:") for a in MASTER_EC2_ACTIONS + SPOT_EC2_ACTIONS)
+
+POOL_TAG = "pedl-resource-pool"
+CLUSTER_TAG = "pedl-cluster-id"  # information only: the tag pair and the pool decide ownership
+TOKEN_TAG = "pedl-launch-token"  # finds a launch again after a crash (idempotency by request token)
+# DescribeImages is not in the seeds' IAM policy, so the AMI's own root device name cannot be
+# looked up; /dev/sda1 is the root of Ubuntu and Deep Learning AMIs (Amazon Linux uses /dev/xvda).
+ROOT_DEVICE_NAME = "/dev/sda1"
+DEFAULT_REGION = "us-east-1"
+LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
+STATES = {"pending": CloudState.PENDING, "running": CloudState.RUNNING, "shutting-down": CloudState.TERMINATING,
+          "stopping": CloudState.TERMINATING, "stopped": CloudState.TERMINATING}
+FILTER_CHUNK = 100  # ids per filter value list / TerminateInstances call
+REMEMBERED_TOKENS = 512
+USER_DATA_LIMIT = 16 * 1024  # EC2's limit, before base64
+SPOT_VALID_MARGIN = 300.0  # an open request expires by itself this long after pedl would cancel it
+# botocore retries once at most; the provisioner owns backoff (and shows it to users)
+BOTO_CONFIG = BotoConfig(retries={"total_max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=30,
+                         user_agent_extra="pedl")
+
+
+class UnlistedOperation(RuntimeError):
+    """A programming error: a call outside the seeds' IAM policy, which a real master cannot make."""
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+CAPACITY_CODES = frozenset({
+    "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+    "InsufficientReservedInstanceCapacity", "InsufficientCapacityOnHost", "SpotMaxPriceTooLow",
+    "capacity-not-available", "capacity-oversubscribed", "price-too-low",
+    # "type X is not supported in this Availability Zone": another type is the way out, as with capacity
+    "Unsupported",
+})
+QUOTA_CODES = frozenset({
+    "InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "SpotInstanceLimitExceeded",
+    "InsufficientFreeAddressesInSubnet", "AddressLimitExceeded", "VolumeLimitExceeded", "MaxIOPSLimitExceeded",
+    "ResourceLimitExceeded", "PendingVerification",
+})
+THROTTLED_CODES = frozenset({
+    "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled", "RequestThrottledException",
+    "TooManyRequestsException", "SlowDown", "PriorRequestNotComplete", "EC2ThrottledException",
+})
+INVALID_CONFIG_CODES = frozenset({
+    "InvalidParameterValue", "InvalidParameterCombination", "InvalidParameter", "MissingParameter",
+    "UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch", "OptInRequired",
+    "AccessDenied", "AccessDeniedException", "UnsupportedOperation", "NoSuchEntity", "InvalidInstanceType",
+    "InvalidBlockDeviceMapping", "InvalidUserData.Malformed", "Blocked",
+})
+INVALID_CONFIG_PREFIXES = ("InvalidAMIID.", "InvalidSubnetID.", "InvalidSubnet", "InvalidGroup.", "InvalidGroupId.",
+                           "InvalidSecurityGroupID.", "InvalidKeyPair.", "InvalidVpcID.", "InvalidNetworkInterface",
+                           "InvalidIamInstanceProfile", "InvalidParameter")
+UNAVAILABLE_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"})
+NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidSpotInstanceRequestID.NotFound"})
+
+
+def classify_error(exc: Exception, operation: str = "") -> CloudError:
+    """The one place where AWS errors become CloudErrors with a kind the provisioner acts on:
+    CAPACITY (try another type or market), QUOTA and THROTTLED (back off), INVALID_CONFIG (a human
+    must fix master.yaml or IAM), UNAVAILABLE (the endpoint), UNKNOWN."""
+    where = f"{operation}: " if operation else ""
+    details: dict[str, Any] = {"operation": operation} if operation else {}
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code") or "")
+        message = str(err.get("Message") or exc)
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        details["http_status"] = status
+        request_id = exc.response.get("ResponseMetadata", {}).get("RequestId")
+        if request_id:
+            details["request_id"] = request_id
+        if code in CAPACITY_CODES:
+            kind = CloudErrorKind.CAPACITY
+        elif code in QUOTA_CODES:
+            kind = CloudErrorKind.QUOTA
+        elif code in THROTTLED_CODES:
+            kind = CloudErrorKind.THROTTLED
+        elif code in INVALID_CONFIG_CODES or code.startswith(INVALID_CONFIG_PREFIXES):
+            kind = CloudErrorKind.INVALID_CONFIG
+        elif code in UNAVAILABLE_CODES or status >= 500:
+            kind = CloudErrorKind.UNAVAILABLE
+        else:
+            kind = CloudErrorKind.UNKNOWN
+        return CloudError(kind, where + message, code, details)
+    if isinstance(exc, BotoConnectionError | HTTPClientError | ResponseParserError):
+        # connection refused or reset, DNS, timeouts, a proxy's HTML error page
+        return CloudError(CloudErrorKind.UNAVAILABLE, f"{where}the EC2 endpoint did not answer: {exc}",
+                          type(exc).__name__, details)
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError | CredentialRetrievalError | NoRegionError):
+        return CloudError(CloudErrorKind.INVALID_CONFIG,
+                          f"{where}{exc} (give the master an IAM role, or AWS credentials in its environment)",
+                          type(exc).__name__, details)
+    if isinstance(exc, ParamValidationError):
+        return CloudError(CloudErrorKind.INVALID_CONFIG, f"{where}{exc}", type(exc).__name__, details)
+    return CloudError(CloudErrorKind.UNKNOWN, f"{where}{exc}", type(exc).__name__, details)
+
+
+# -- the agent's boot script -------------------------------------------------------------------
+
+STARTUP_SCRIPT_PATH = "/usr/local/pedl/startup_script"
+
+
+def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, startup_script: str = "",
+                    agent_token: str | None = None) -> str:
+    """The instance's UserData: run the config's startup_script, learn the instance id through
+    IMDSv2, then become `pedl agent run` with that id. The agent token travels in the environment,
+    not in argv (where `ps` would show it)."""
+    lines = ["#!/bin/bash", "# pedl agent bootstrap, written by the pedl master", "set -e -o pipefail"]
+    if startup_script.strip():
+        # a file of its own, as Determined does: it may have its own shebang, and an `exit` in it
+        # must not skip the agent
+        encoded = base64.b64encode(startup_script.encode()).decode()
+        lines += ["mkdir -p /usr/local/pedl",
+                  f"echo {encoded} | base64 --decode > {STARTUP_SCRIPT_PATH}",
+                  f"chmod +x {STARTUP_SCRIPT_PATH}",
+                  STARTUP_SCRIPT_PATH]
+    curl = "curl -sSf --retry 10 --retry-connrefused --retry-delay 1"
+    lines += ["IMDS=http://169.254.169.254",
+              f'IMDS_TOKEN=$({curl} -X PUT "$IMDS/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
+              f'INSTANCE_ID=$({curl} -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/instance-id")']
+    if agent_token:
+        lines.append(f"export PEDL_AGENT_TOKEN={shlex.quote(agent_token)}")
+    argv = ["exec pedl agent run", "--master", shlex.quote(master_url), "--id", '"$INSTANCE_ID"',
+            "--resource-pool", shlex.quote(pool)]
+    if slots > 0:
+        argv += ["--slots", str(slots)]
+    if spot:
+        argv.append("--spot-watch")
+    lines.append(" ".join(argv))
+    return "\n".join(lines) + "\n"
+
+
+# -- region and client -------------------------------------------------------------------------
+
+def resolve_region(configured: str | None) -> str:
+    """The config's region; else the environment's (AWS_REGION, AWS_DEFAULT_REGION, as every AWS
+    SDK does); else the master's own, from instance metadata; else us-east-1, with a warning."""
+    if configured:
+        return configured
+    env = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if env:
+        return env
+    try:
+        region = imds_get("placement/region", timeout=1.0)
+        if region:
+            return region
+    except httpx.HTTPError:
+        pass
+    log.warning("aws provider: no region configured and none found in the environment or the instance "
+                "metadata; using %s", DEFAULT_REGION)
+    return DEFAULT_REGION
+
+
+_session: boto3.session.Session | None = None
+_session_lock = threading.Lock()
+
+
+def make_ec2_client(region: str, endpoint_url: str | None = None) -> Any:
+    """An EC2 client from one shared session: the session caches the service model (loading it
+    takes a third of a second) and the credentials; sessions are not thread-safe, clients are."""
+    global _session
+    with _session_lock:
+        if _session is None:
+            _session = boto3.session.Session()
+        return _session.client("ec2", region_name=region, endpoint_url=endpoint_url, config=BOTO_CONFIG)
+
+
+def _epoch(value: Any, default: float) -> float:
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+    return default
+
+
+def _state(instance: dict) -> str:
+    return (instance.get("State") or {}).get("Name", "")
+
+
+def _tag_dict(resource: dict) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in resource.get("Tags") or []}
+
+
+def _chunks(items: list[str], size: int = FILTER_CHUNK) -> Iterable[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+# -- the provider ------------------------------------------------------------------------------
+
+class AWSProvider:
+    """See providers/base.py for the contract. Ownership is the tag pair plus the pool tag; spot
+    instances are tagged (CreateTags) as soon as their request is seen fulfilled, since EC2 puts a
+    spot request's tags on the request only."""
+
+    name = "aws"
+
+    def __init__(self, cfg: AWSProviderConfig, *, pool: str, cluster_id: str, master_url: str,
+                 agent_token: str | None, clock: Any, client: Any = None) -> None:
+        self.cfg, self.pool, self.cluster_id, self.master_url = cfg, pool, cluster_id, master_url
+        self.agent_token, self.clock = agent_token, clock
+        self.region = resolve_region(cfg.region) if client is None else client.meta.region_name
+        self.client = client if client is not None else make_ec2_client(self.region, cfg.endpoint_url)
+        self.operations: Counter[str] = Counter()  # API calls made, by operation name
+        self.attempts: Counter[str] = Counter()  # HTTP requests sent (calls plus botocore's retries)
+        self.client.meta.events.register("before-call.ec2", self._before_call)
+        self.client.meta.events.register("before-send.ec2", self._before_send)
+        self._launch_lock = threading.Lock()
+        self._launched: OrderedDict[str, list[CloudInstance]] = OrderedDict()
+        self._requested_at: dict[str, float] = {}  # spot request id -> when this master asked for it
+        self._spot_used = cfg.spot
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _before_call(self, model: Any, **_: Any) -> None:
+        if model.name not in ALLOWED_OPERATIONS:
+            raise UnlistedOperation(f"ec2:{model.name} is not in the master's IAM policy")
+        self.operations[model.name] += 1
+
+    def _before_send(self, event_name: str = "", **_: Any) -> None:
+        self.attempts[event_name.rsplit(".", 1)[-1]] += 1
+
+    def _call(self, operation: str, **params: Any) -> dict:
+        method = getattr(self.client, xform_name(operation))
+        try:
+            return method(**params)
+        except (ClientError, BotoCoreError) as exc:
+            raise classify_error(exc, operation) from exc
+
+    def _paginate(self, operation: str, key: str, **params: Any) -> list[dict]:
+        try:
+            out: list[dict] = []
+            for page in self.client.get_paginator(xform_name(operation)).paginate(**params):
+                out.extend(page.get(key) or [])
+            return out
+        except (ClientError, BotoCoreError) as exc:
+            raise classify_error(exc, operation) from exc
+
+    def _describe_instances(self, filters: list[dict]) -> list[dict]:
+        reservations = self._paginate("DescribeInstances", "Reservations", Filters=filters)
+        return [i for r in reservations for i in r.get("Instances") or []]
+
+    def _instances_by_id(self, ids: list[str]) -> dict[str, dict]:
+        """Instances by id, whatever their tags or state; unknown ids are simply absent (a filter,
+        unlike InstanceIds=, does not fail the whole call on one unknown id)."""
+        out: dict[str, dict] = {}
+        for chunk in _chunks(sorted(set(ids))):
+            for inst in self._describe_instances([{"Name": "instance-id", "Values": chunk}]):
+                out[inst["InstanceId"]] = inst
+        return out
+
+    def _describe_spot_requests(self, filters: list[dict]) -> list[dict]:
+        return self._paginate("DescribeSpotInstanceRequests", "SpotInstanceRequests", Filters=filters)
+
+    def _ownership_filters(self) -> list[dict]:
+        return [{"Name": f"tag:{self.cfg.tag_key}", "Values": [self.cfg.tag_value]},
+                {"Name": f"tag:{POOL_TAG}", "Values": [self.pool]}]
+
+    def _tags(self, token: str | None) -> list[dict[str, str]]:
+        tags = {"Name": self.cfg.instance_name, POOL_TAG: self.pool, CLUSTER_TAG: self.cluster_id}
+        if token:
+            tags[TOKEN_TAG] = token
+        tags[self.cfg.tag_key] = self.cfg.tag_value  # last: the pair wins over anything it collides with
+        return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+    def _is_ours(self, resource: dict) -> bool:
+        tags = _tag_dict(resource)
+        return tags.get(self.cfg.tag_key) == self.cfg.tag_value and tags.get(POOL_TAG) == self.pool
+
+    def _to_cloud(self, inst: dict, spot_request_id: str | None = None) -> CloudInstance:
+        spot_request_id = spot_request_id or inst.get("SpotInstanceRequestId") or None
+        return CloudInstance(
+            id=inst["InstanceId"], instance_type=inst.get("InstanceType", ""),
+            state=STATES.get(_state(inst), CloudState.PENDING),
+            launched_at=_epoch(inst.get("LaunchTime"), self.clock.now()),
+            spot=inst.get("InstanceLifecycle") == "spot" or spot_request_id is not None,
+            spot_request_id=spot_request_id,
+            address=inst.get("PrivateIpAddress") or inst.get("PublicIpAddress") or "")
+
+    def _requested(self, req: dict) -> CloudInstance:
+        """An open spot request, shown as a pseudo-instance whose id is the request's."""
+        rid = req["SpotInstanceRequestId"]
+        return CloudInstance(
+            id=rid, instance_type=(req.get("LaunchSpecification") or {}).get("InstanceType", ""),
+            state=CloudState.REQUESTED,
+            launched_at=self._requested_at.get(rid) or _epoch(req.get("CreateTime"), self.clock.now()),
+            spot=True, spot_request_id=rid)
+
+    # -- list ----------------------------------------------------------------------------------
+
+    def list_instances(self) -> list[CloudInstance]:
+        found = {i["InstanceId"]: i for i in self._describe_instances(
+            [*self._ownership_filters(), {"Name": "instance-state-name", "Values": list(LIVE_STATES)}])}
+        out = [self._to_cloud(i) for i in found.values()]
+        if not self._spot_used:
+            return out  # without spot the IAM policy may lack the spot calls
+        requests = self._describe_spot_requests(
+            [*self._ownership_filters(), {"Name": "state", "Values": ["open", "active"]}])
+        by_id = {c.id: n for n, c in enumerate(out)}
+        fulfilled: dict[str, dict] = {}
+        for req in requests:
+            inst_id = req.get("InstanceId")
+            if not inst_id:
+                if req.get("State") == "open":
+                    out.append(self._requested(req))
+                continue
+            if inst_id in by_id:  # moto leaves the instance's own SpotInstanceRequestId empty: join here
+                n = by_id[inst_id]
+                if out[n].spot_request_id is None:
+                    out[n] = self._to_cloud(found[inst_id], req["SpotInstanceRequestId"])
+            else:
+                fulfilled[inst_id] = req
+        if fulfilled:
+            out += self._adopt_fulfilled(fulfilled)
+        return out
+
+    def _adopt_fulfilled(self, requests_by_instance: dict[str, dict]) -> list[CloudInstance]:
+        """Instances of our fulfilled spot requests that do not carry our tags yet: tag them (and
+        their volumes) so that they are found by tag from now on, after a restart too."""
+        instances = self._instances_by_id(list(requests_by_instance))
+        out, to_tag = [], []
+        for inst_id, req in requests_by_instance.items():
+            inst = instances.get(inst_id)
+            rid = req["SpotInstanceRequestId"]
+            if inst is None:  # EC2 is eventually consistent: fulfilled, but not described yet
+                spec = req.get("LaunchSpecification") or {}
+                out.append(CloudInstance(inst_id, spec.get("InstanceType", ""), CloudState.PENDING,
+                                         self.clock.now(), spot=True, spot_request_id=rid))
+                continue
+            if _state(inst) not in LIVE_STATES:
+                continue
+            if not self._is_ours(inst):
+                volumes = [m["Ebs"]["VolumeId"] for m in inst.get("BlockDeviceMappings") or []
+                           if (m.get("Ebs") or {}).get("VolumeId")]
+                to_tag.append(([inst_id, *volumes], _tag_dict(req).get(TOKEN_TAG)))
+            out.append(self._to_cloud(inst, rid))
+        for resources, token in to_tag:
+            try:
+                self._call("CreateTags", Resources=resources, Tags=self._tags(token))
+            except CloudError as exc:  # still reported (through its request); tagging is retried next time
+                log.warning("aws provider: cannot tag spot instance %s: %s", resources[0], exc)
+        return out
+
+    # -- launch --------------------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> list[CloudInstance]:
+        if request.count <= 0:
+            return []
+        with self._launch_lock:
+            if request.token in self._launched:
+                return list(self._launched[request.token])
+            # EC2 honours ClientToken; moto does not, and a restarted master has no memory: the
+            # token tag finds a launch that went through before a crash or a lost response
+            again = self._find_launch(request)
+            if again is not None:
+                created = again
+            elif request.spot:
+                created = self._request_spot(request)
+            else:
+                created = self._run_instances(request)
+            self._launched[request.token] = created
+            while len(self._launched) > REMEMBERED_TOKENS:
+                self._launched.popitem(last=False)
+            return list(created)
+
+    def _find_launch(self, request: LaunchRequest) -> list[CloudInstance] | None:
+        token_filter = [*self._ownership_filters(), {"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]}]
+        if request.spot:
+            requests = self._describe_spot_requests(token_filter)
+            if not requests:
+                return None
+            out = [self._requested(r) for r in requests if r.get("State") == "open" and not r.get("InstanceId")]
+            fulfilled = {r["InstanceId"]: r for r in requests if r.get("InstanceId")}
+            return out + (self._adopt_fulfilled(fulfilled) if fulfilled else [])
+        instances = self._describe_instances(token_filter)
+        if not instances:
+            return None
+        return [self._to_cloud(i) for i in instances if _state(i) in LIVE_STATES]
+
+    def _launch_spec(self, request: LaunchRequest) -> dict[str, Any]:
+        cfg = self.cfg
+        spec: dict[str, Any] = {
+            "ImageId": cfg.image_id, "InstanceType": request.instance_type, "KeyName": cfg.ssh_key_name,
+            "BlockDeviceMappings": [{"DeviceName": ROOT_DEVICE_NAME, "Ebs": {
+                "VolumeSize": cfg.root_volume_size, "VolumeType": "gp3", "DeleteOnTermination": True}}],
+        }
+        ni = cfg.network_interface
+        if ni.subnet_id or ni.security_group_id:
+            iface: dict[str, Any] = {"DeviceIndex": 0, "AssociatePublicIpAddress": ni.public_ip,
+                                     "DeleteOnTermination": True}
+            if ni.subnet_id:
+                iface["SubnetId"] = ni.subnet_id
+            if ni.security_group_id:
+                iface["Groups"] = [ni.security_group_id]
+            spec["NetworkInterfaces"] = [iface]
+        if cfg.iam_instance_profile_arn:
+            spec["IamInstanceProfile"] = {"Arn": cfg.iam_instance_profile_arn}
+        return spec
+
+    def _user_data(self, request: LaunchRequest) -> str:
+        script = agent_user_data(master_url=self.master_url, pool=self.pool, slots=request.slots,
+                                 spot=request.spot, startup_script=self.cfg.startup_script,
+                                 agent_token=self.agent_token)
+        if len(script.encode()) > USER_DATA_LIMIT:
+            raise CloudError(CloudErrorKind.INVALID_CONFIG,
+                             f"startup_script is too long: the instance user data would be {len(script.encode())} "
+                             f"bytes, EC2 allows {USER_DATA_LIMIT}", "UserDataTooLarge")
+        return script
+
+    def _run_instances(self, request: LaunchRequest) -> list[CloudInstance]:
+        tags = self._tags(request.token)
+        reply = self._call(
+            "RunInstances", MinCount=request.count, MaxCount=request.count, ClientToken=request.token,
+            UserData=self._user_data(request),  # botocore base64-encodes it for RunInstances
+            # IMDSv2 only; hop limit 2 so that task containers on a bridge network can still use
+            # the instance role (S3 checkpoints), as AWS advises for containers
+            MetadataOptions={"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2},
+            # a shutdown from inside (a failed boot script, an admin) ends the instance, not a
+            # stopped instance that keeps its volume and is never registered
+            InstanceInitiatedShutdownBehavior="terminate",
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}, {"ResourceType": "volume", "Tags": tags}],
+            **self._launch_spec(request))
+        return [self._to_cloud(i) for i in reply.get("Instances") or []]
+
+    def _spot_price(self, instance_type: str) -> str | None:
+        if self.cfg.spot_max_price:
+            return self.cfg.spot_max_price
+        price = self.cfg.price_of(instance_type)
+        return f"{price:.4f}" if price > 0 else None  # None: EC2's default cap, the on-demand price
+
+    def _request_spot(self, request: LaunchRequest) -> list[CloudInstance]:
+        now = self.clock.now()
+        spec = self._launch_spec(request)
+        # RequestSpotInstances takes UserData already encoded, and has no MetadataOptions
+        spec["UserData"] = base64.b64encode(self._user_data(request).encode()).decode()
+        params: dict[str, Any] = {
+            "InstanceCount": request.count, "Type": "one-time", "ClientToken": request.token,
+            "LaunchSpecification": spec,
+            "TagSpecifications": [{"ResourceType": "spot-instances-request", "Tags": self._tags(request.token)}],
+            # a request left open by a master that died expires by itself (EC2's clock, not pedl's)
+            "ValidUntil": datetime.fromtimestamp(time.time() + self.cfg.spot_request_timeout + SPOT_VALID_MARGIN,
+                                                 tz=UTC),
+        }
+        price = self._spot_price(request.instance_type)
+        if price:
+            params["SpotPrice"] = price
+        self._spot_used = True
+        reply = self._call("RequestSpotInstances", **params)
+        requests = reply.get("SpotInstanceRequests") or []
+        out: list[CloudInstance] = []
+        fulfilled: dict[str, dict] = {}
+        for req in requests:
+            self._requested_at[req["SpotInstanceRequestId"]] = now
+            if req.get("InstanceId"):  # moto fulfils at once; EC2 sometimes does
+                fulfilled[req["InstanceId"]] = req
+            else:
+                out.append(self._requested(req))
+        if fulfilled:
+            out += self._adopt_fulfilled(fulfilled)
+        return out
+
+    # -- terminate -----------------------------------------------------------------------------
+
+    def terminate(self, ids: list[str]) -> None:
+        ids = list(dict.fromkeys(ids))
+        request_ids = [i for i in ids if i.startswith("sir-")]
+        instance_ids = [i for i in ids if not i.startswith("sir-")]
+        requests = self._spot_requests_by_id(request_ids)
+        instances = self._instances_by_id(instance_ids)
+
+        # check everything before touching anything: one foreign id and nothing is done
+        foreign = [rid for rid, req in requests.items() if not self._is_ours(req)]
+        untagged = [iid for iid, inst in instances.items() if not self._is_ours(inst)]
+        if untagged:
+            launched_by_us = self._fulfilled_by_our_requests(untagged)
+            foreign += [iid for iid in untagged if iid not in launched_by_us]
+        if foreign:
+            raise ForeignInstance(
+                f"refusing to terminate {', '.join(sorted(foreign))}: not tagged "
+                f"{self.cfg.tag_key}={self.cfg.tag_value} and {POOL_TAG}={self.pool}; nothing was terminated")
+
+        to_end = {iid for iid, inst in instances.items() if _state(inst) in LIVE_STATES}
+        to_cancel = [rid for rid, req in requests.items() if req.get("State") in ("open", "active")]
+        if to_cancel:
+            self._tolerating_not_found("CancelSpotInstanceRequests", "SpotInstanceRequestIds", to_cancel)
+            # a request fulfilled since it was listed (or between the look and the cancel) leaves
+            # its instance running, untagged, under a cancelled request that no listing shows:
+            # it goes too, or it would leak
+            open_then = [rid for rid in to_cancel if not requests[rid].get("InstanceId")]
+            spot_instances = {req["InstanceId"] for req in requests.values() if req.get("InstanceId")}
+            spot_instances |= {req["InstanceId"] for req in self._spot_requests_by_id(open_then).values()
+                               if req.get("InstanceId")}
+            to_end |= {iid for iid, inst in self._instances_by_id(sorted(spot_instances - to_end)).items()
+                       if _state(inst) in LIVE_STATES}
+        if to_end:
+            self._tolerating_not_found("TerminateInstances", "InstanceIds", sorted(to_end))
+
+    def _spot_requests_by_id(self, ids: list[str]) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for chunk in _chunks(sorted(set(ids))):
+            for req in self._describe_spot_requests([{"Name": "spot-instance-request-id", "Values": chunk}]):
+                out[req["SpotInstanceRequestId"]] = req
+        return out
+
+    def _fulfilled_by_our_requests(self, instance_ids: list[str]) -> set[str]:
+        """Of these untagged instances, those that one of our spot requests launched (a crash
+        between fulfilment and CreateTags leaves them so)."""
+        if not self._spot_used:
+            return set()
+        ours: set[str] = set()
+        for chunk in _chunks(instance_ids):
+            for req in self._describe_spot_requests([*self._ownership_filters(),
+                                                     {"Name": "instance-id", "Values": chunk}]):
+                if req.get("InstanceId"):
+                    ours.add(req["InstanceId"])
+        return ours
+
+    def _tolerating_not_found(self, operation: str, key: str, ids: list[str]) -> None:
+        """Already gone is success. EC2 fails a whole batch for one unknown id, so on NotFound the
+        batch is retried one id at a time."""
+        for chunk in _chunks(ids):
+            try:
+                self._call(operation, **{key: chunk})
+            except CloudError as exc:
+                if exc.code not in NOT_FOUND_CODES:
+                    raise
+                for one in chunk:
+                    try:
+                        self._call(operation, **{key: [one]})
+                    except CloudError as exc1:
+                        if exc1.code not in NOT_FOUND_CODES:
+                            raise
+
+    def close(self) -> None:
+        """Instances keep running when the master stops; only the HTTP connections are closed."""
+        self.client.close()

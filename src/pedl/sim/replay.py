@@ -1,0 +1,374 @@
+"""The discrete-event replay: trace jobs arrive, the production scheduler places them and the
+production scaling decider launches and terminates simulated instances, all on virtual time.
+
+Time only jumps from event to event (arrival, spot fulfilment, boot, finish, interruption, reclaim,
+decider wake-up), so 149 days of trace cost what their events cost, not 149 days of 5 s ticks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
+from pedl.master.provisioner.scaling_decider import PendingTask, Policy, decide
+from pedl.sim.cloud import CloudSettings, InstanceState, SimInstance, SimulatedCloud, saved_progress
+from pedl.sim.pool import DETERMINED_TICK, SimPool
+from pedl.sim.results import PolicyResult, percentile
+from pedl.sim.trace import TraceJob
+
+PRIORITY = 42  # every trace job at the scheduler's default priority: FIFO
+
+# event kinds, in the order a batch at one instant handles them
+ARRIVE, FULFIL, BOOTED, FINISH, INTERRUPT, RECLAIM, WAKE = range(7)
+
+
+class JobState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    NEVER_FIT = "never_fit"
+
+
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.RUNNING, JobState.NEVER_FIT}),
+    # finished; or cut short (spot interruption, instance terminated) and queued again
+    JobState.RUNNING: frozenset({JobState.DONE, JobState.PENDING}),
+    JobState.DONE: frozenset(),
+    JobState.NEVER_FIT: frozenset(),
+}
+
+
+@dataclass(eq=False)
+class SimJob:
+    trace: TraceJob
+    state: JobState = JobState.PENDING
+    progress: float = 0.0  # run time saved in checkpoints
+    started_at: float | None = None  # first start
+    run_started: float = 0.0
+    run_seq: int = 0  # tells a live finish event from one of a run cut short
+    placements: list[tuple[SimInstance, list[str]]] = field(default_factory=list)
+    request: SlotRequest | None = None
+    task: PendingTask | None = None
+
+    @property
+    def id(self) -> str:
+        return self.trace.id
+
+    def set_state(self, state: JobState) -> None:
+        if state not in JOB_TRANSITIONS[self.state]:
+            raise RuntimeError(f"job {self.id}: {self.state} -> {state} is not allowed")
+        self.state = state
+
+
+class Replay:
+    """One policy over one trace. `run()` returns the figures; the replay is not reusable."""
+
+    def __init__(self, jobs: list[TraceJob], pool: SimPool, settings: CloudSettings, policy: Policy,
+                 lower_bound_hours: float) -> None:
+        self.pool = pool
+        self.kind = policy
+        self.policy = pool.policy(policy)
+        self.tick = DETERMINED_TICK if policy == "determined" else 0.0
+        self.settings = settings
+        self.cloud = SimulatedCloud(settings, self.policy.types)
+        self.trace_jobs = jobs
+        self.lower_bound_hours = lower_bound_hours
+        self._heap: list[tuple[float, int, int, object]] = []
+        self._seq = itertools.count()
+        self.instances: dict[str, SimInstance] = {}  # every instance not terminated, in launch order
+        self.running: dict[str, SimInstance] = {}  # registered agents that take work
+        self.gone: list[SimInstance] = []
+        self._all_jobs: dict[str, SimJob] = {}
+        self.pending: dict[str, SimJob] = {}  # in queue order
+        self._zero_pending = 0
+        self._dirty = False  # pending work or free capacity changed since the last scheduling pass
+        self._wakes: set[float] = set()
+        self._blocked: dict[tuple[str, bool], float] = {}  # (type, spot) -> avoided until
+        self.queue_delays: list[float] = []
+        self.launches = self.spot_launches = self.spot_cancelled = 0
+        self.never_fit = self.finished = self.interruptions = self.requeued = self.decisions = 0
+        self.lost_gpu_seconds = self.used_gpu_seconds = 0.0
+        self._billed_now = self.peak_instances = 0
+
+    # -- the loop ------------------------------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, payload: object = None) -> None:
+        heapq.heappush(self._heap, (t, kind, next(self._seq), payload))
+
+    def run(self) -> PolicyResult:
+        started = time.perf_counter()
+        for job in self.trace_jobs:
+            self._push(job.arrival, ARRIVE, job)
+        handlers = {ARRIVE: self._on_arrive, FULFIL: self._on_fulfil, BOOTED: self._on_booted,
+                    FINISH: self._on_finish, INTERRUPT: self._on_interrupt, RECLAIM: self._on_reclaim,
+                    WAKE: self._on_wake}
+        heap = self._heap
+        now = 0.0
+        while heap:
+            now = heap[0][0]
+            while heap and heap[0][0] == now:
+                _, kind, _, payload = heapq.heappop(heap)
+                handlers[kind](now, payload)
+            self._step(now)
+            if self._settled():
+                break
+        return self._result(now, time.perf_counter() - started)
+
+    def _settled(self) -> bool:
+        """Every job finished or dropped, and the pool down to what min_instances keeps, idle: the
+        replay ends here (spot replacements of kept instances would otherwise go on forever)."""
+        return (len(self.instances) <= self.policy.min_instances
+                and self.finished + self.never_fit == len(self.trace_jobs)
+                and all(i.state == InstanceState.RUNNING and not i.jobs for i in self.instances.values()))
+
+    def _step(self, now: float) -> None:
+        """After every batch of events at one instant: schedule, then decide (pedl at once,
+        Determined-style on its next 5 s tick)."""
+        if self._dirty:
+            self._dirty = False
+            if self.pending:
+                self._schedule(now)
+        if self.tick:
+            tick = math.ceil(now / self.tick - 1e-9) * self.tick
+            if tick > now + 1e-9:
+                self._wake(now, tick)
+                return
+        self._decide(now)
+        if self._dirty and self.pending:  # a termination put jobs back in the queue
+            self._dirty = False
+            self._schedule(now)
+
+    def _wake(self, now: float, t: float) -> None:
+        if not math.isfinite(t) or t <= now:
+            return
+        if self.tick:
+            t = math.ceil(t / self.tick - 1e-9) * self.tick
+        if t not in self._wakes:
+            self._wakes.add(t)
+            self._push(t, WAKE)
+
+    # -- events --------------------------------------------------------------------------------------
+
+    def _on_arrive(self, now: float, trace_job: object) -> None:
+        assert isinstance(trace_job, TraceJob)
+        job = SimJob(trace_job)
+        self._all_jobs[job.id] = job
+        self._enqueue(job, now)
+
+    def _on_fulfil(self, now: float, inst: object) -> None:
+        assert isinstance(inst, SimInstance)
+        if inst.state == InstanceState.REQUESTED:  # else cancelled meanwhile
+            self._fulfil(inst, now, "spot request fulfilled after a capacity shortage")
+
+    def _on_booted(self, now: float, inst: object) -> None:
+        assert isinstance(inst, SimInstance)
+        if inst.state != InstanceState.STARTING:
+            return  # terminated or reclaimed while booting
+        inst.set_state(now, InstanceState.RUNNING, "agent registered")
+        inst.ready_at = inst.idle_since = now
+        self.running[inst.id] = inst
+        self._dirty = True
+
+    def _on_finish(self, now: float, payload: object) -> None:
+        job, seq = payload  # type: ignore[misc]
+        if job.state != JobState.RUNNING or job.run_seq != seq:
+            return  # a run cut short; its job was queued again
+        self._release(job, now)
+        job.set_state(JobState.DONE)
+        self.finished += 1
+
+    def _on_interrupt(self, now: float, inst: object) -> None:
+        assert isinstance(inst, SimInstance)
+        if inst.state == InstanceState.STARTING:
+            self.interruptions += 1
+            self._terminate(inst, now, "spot interruption while booting")
+        elif inst.state == InstanceState.RUNNING:
+            self.interruptions += 1
+            inst.set_state(now, InstanceState.INTERRUPTED, "spot interruption notice")
+            del self.running[inst.id]
+            for job_id in list(inst.jobs):
+                self._requeue(self._all_jobs[job_id], now)
+            self._push(now + self.settings.interruption_notice, RECLAIM, inst)
+
+    def _on_reclaim(self, now: float, inst: object) -> None:
+        assert isinstance(inst, SimInstance)
+        if inst.state == InstanceState.INTERRUPTED:
+            self._terminate(inst, now, "reclaimed after the spot notice")
+
+    def _on_wake(self, now: float, _: object) -> None:
+        self._wakes.discard(now)
+
+    # -- jobs ----------------------------------------------------------------------------------------
+
+    def _enqueue(self, job: SimJob, now: float) -> None:
+        slots = job.trace.slots
+        job.request = SlotRequest(job.id, slots, PRIORITY, now)
+        job.task = PendingTask(job.id, slots, now)
+        self.pending[job.id] = job
+        if slots == 0:
+            self._zero_pending += 1
+        self._dirty = True
+
+    def _unqueue(self, job: SimJob) -> None:
+        del self.pending[job.id]
+        if job.trace.slots == 0:
+            self._zero_pending -= 1
+
+    def _schedule(self, now: float) -> None:
+        zero = self._zero_pending > 0
+        agents = [AgentSnapshot(i.id, i.slot_ids, tuple(i.free)) for i in self.running.values() if zero or i.free]
+        if not agents:
+            return
+        requests = [job.request for job in self.pending.values()]
+        for assignment in schedule(requests, agents, self.pool.fitting):  # type: ignore[arg-type]
+            self._start(self.pending[assignment.allocation_id], assignment.placements, now)
+
+    def _start(self, job: SimJob, placements: list[tuple[str, list[str]]], now: float) -> None:
+        self._unqueue(job)
+        job.set_state(JobState.RUNNING)
+        job.run_started = now
+        job.run_seq += 1
+        if job.started_at is None:
+            job.started_at = now
+            self.queue_delays.append(now - job.trace.arrival)
+        for agent_id, slot_ids in placements:
+            inst = self.running[agent_id]
+            if slot_ids:
+                taken = set(slot_ids)
+                inst.free = [s for s in inst.free if s not in taken]
+            if not inst.jobs:
+                inst.busy_since, inst.idle_since = now, None
+            inst.jobs.add(job.id)
+            inst.changed()
+            job.placements.append((inst, list(slot_ids)))
+        self._push(now + job.trace.run_time - job.progress, FINISH, (job, job.run_seq))
+
+    def _release(self, job: SimJob, now: float) -> None:
+        self.used_gpu_seconds += job.trace.slots * (now - job.run_started)
+        for inst, slot_ids in job.placements:
+            inst.free.extend(slot_ids)
+            inst.jobs.discard(job.id)
+            if not inst.jobs and inst.busy_since is not None:
+                inst.busy_seconds += now - inst.busy_since
+                inst.busy_since, inst.idle_since = None, now
+            inst.changed()
+        job.placements = []
+        self._dirty = True
+
+    def _requeue(self, job: SimJob, now: float) -> None:
+        ran = now - job.run_started
+        saved = saved_progress(ran, self.settings.checkpoint_period)
+        job.progress += saved
+        self.lost_gpu_seconds += job.trace.slots * (ran - saved)
+        self._release(job, now)
+        job.set_state(JobState.PENDING)
+        self.requeued += 1
+        self._enqueue(job, now)
+
+    # -- instances -----------------------------------------------------------------------------------
+
+    def _launch(self, instance_type: str, spot: bool, now: float) -> None:
+        inst = self.cloud.new_instance(instance_type, spot, now)
+        inst.state = InstanceState.REQUESTED
+        inst.history.append((now, InstanceState.REQUESTED, "spot request" if spot else "launch"))
+        self.instances[inst.id] = inst
+        self.launches += 1
+        if spot:
+            self.spot_launches += 1
+            wait = self.cloud.spot_capacity_wait()
+            if wait is not None:
+                self._push(now + wait, FULFIL, inst)
+                return
+        self._fulfil(inst, now, "launched")
+
+    def _fulfil(self, inst: SimInstance, now: float, reason: str) -> None:
+        inst.set_state(now, InstanceState.STARTING, reason)
+        inst.launched_at = now
+        self._push(now + self.cloud.boot_delay(), BOOTED, inst)
+        if inst.spot:
+            after = self.cloud.time_to_interruption()
+            if after is not None:
+                self._push(now + after, INTERRUPT, inst)
+        self._billed_now += 1
+        self.peak_instances = max(self.peak_instances, self._billed_now)
+
+    def _terminate(self, inst: SimInstance, now: float, reason: str) -> None:
+        for job_id in list(inst.jobs):
+            self._requeue(self._all_jobs[job_id], now)
+        if inst.state == InstanceState.REQUESTED:
+            self.spot_cancelled += 1
+        else:
+            self._billed_now -= 1
+        inst.set_state(now, InstanceState.TERMINATED, reason)
+        inst.terminated_at = now
+        del self.instances[inst.id]
+        self.running.pop(inst.id, None)
+        self.gone.append(inst)
+
+    # -- deciding ------------------------------------------------------------------------------------
+
+    def _decide(self, now: float) -> None:
+        """One decision, carried out; then a second look if it launched or terminated anything, as
+        the provisioner's next pass would, so that deadlines of the new instances (spot request
+        timeout, starting period) get their wake-ups."""
+        if self._decide_once(now):
+            self._decide_once(now)
+
+    def _decide_once(self, now: float) -> bool:
+        self.decisions += 1
+        for pair in [p for p, until in self._blocked.items() if until <= now]:
+            del self._blocked[pair]
+        d = decide(now, self.policy, [i.view() for i in self.instances.values()],
+                   [job.task for job in self.pending.values()],  # type: ignore[misc]
+                   unavailable=set(self._blocked) or None)
+        for pair in d.unavailable:
+            until = now + self.settings.unavailable_period
+            self._blocked[pair] = until
+            self._wake(now, until)
+        for inst_id, reason in d.terminate:
+            inst = self.instances.get(inst_id)
+            if inst is not None:
+                self._terminate(inst, now, reason)
+        for alloc_id, _reason in d.never_fit:
+            job = self.pending.get(alloc_id)
+            if job is not None:
+                self._unqueue(job)
+                job.set_state(JobState.NEVER_FIT)
+                self.never_fit += 1
+        for launch in d.launch:
+            for _ in range(launch.count):
+                self._launch(launch.instance_type, launch.spot, now)
+        if d.next_check_at is not None:
+            self._wake(now, d.next_check_at)
+        return bool(d.launch or d.terminate)
+
+    # -- figures -------------------------------------------------------------------------------------
+
+    def _result(self, end: float, wall: float) -> PolicyResult:
+        everyone = self.gone + list(self.instances.values())
+        billed = sum(i.billed_seconds(end) for i in everyone)
+        busy = sum(i.busy_seconds + (end - i.busy_since if i.busy_since is not None else 0.0) for i in everyone)
+        gpu_billed = sum(i.billed_seconds(end) * i.slots for i in everyone)
+        hours = billed / 3600.0
+        lb = self.lower_bound_hours
+        return PolicyResult(
+            policy=self.kind, instance_types=[o.name for o in self.policy.types],
+            instance_hours=hours, cost=sum(i.billed_seconds(end) * i.price for i in everyone) / 3600.0,
+            spot_instance_hours=sum(i.billed_seconds(end) for i in everyone if i.spot) / 3600.0,
+            lower_bound_instance_hours=lb, cost_ratio=hours / lb if lb > 0 else math.nan,
+            idle_instance_hours=(billed - busy) / 3600.0,
+            boot_instance_hours=sum(i.boot_seconds(end) for i in everyone) / 3600.0,
+            queue_p50_s=percentile(self.queue_delays, 50), queue_p95_s=percentile(self.queue_delays, 95),
+            queue_max_s=max(self.queue_delays, default=0.0),
+            launches=self.launches, spot_launches=self.spot_launches, spot_requests_cancelled=self.spot_cancelled,
+            jobs=len(self.trace_jobs), jobs_finished=self.finished, jobs_never_fit=self.never_fit,
+            jobs_unfinished=len(self.trace_jobs) - self.finished - self.never_fit,
+            interruptions=self.interruptions, jobs_requeued=self.requeued,
+            lost_work_hours=self.lost_gpu_seconds / 3600.0, gpu_hours_used=self.used_gpu_seconds / 3600.0,
+            gpu_utilization=self.used_gpu_seconds / gpu_billed if gpu_billed > 0 else 0.0,
+            peak_instances=self.peak_instances, decisions=self.decisions, virtual_end_s=end, wall_seconds=wall)

@@ -1,0 +1,372 @@
+"""Experiment configs: hyperparameter types, searcher rules, lengths, and errors that list every
+problem with its field path."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from pedl.config.experiment_config import (
+    CategoricalHP,
+    ConstHP,
+    DoubleHP,
+    ExperimentConfig,
+    IntHP,
+    LogHP,
+    iter_hparams,
+    parse_experiment_config,
+)
+from pedl.config.loading import ConfigError
+
+BASE = "entrypoint: python train.py\nsearcher: {name: single, metric: loss}\n"
+
+
+def cfg(extra: str = "", base: str = BASE) -> ExperimentConfig:
+    return parse_experiment_config(base + textwrap.dedent(extra))
+
+
+def problems(text: str) -> dict[str, str]:
+    with pytest.raises(ConfigError) as info:
+        parse_experiment_config(textwrap.dedent(text))
+    out = {p["field"]: p["message"] for p in info.value.fields}
+    # the message lists every problem too, each with its field path
+    for field in out:
+        assert field in info.value.message
+    return out
+
+
+def test_minimal_config_defaults() -> None:
+    c = cfg()
+    assert c.entrypoint == "python train.py"
+    assert c.searcher.name == "single"
+    assert c.searcher.smaller_is_better is True
+    assert c.searcher.max_concurrent_trials == 0
+    assert c.resources.slots_per_trial == 1
+    assert c.resources.priority is None
+    assert c.max_restarts == 5
+    assert c.hyperparameters == {}
+
+
+def test_every_hyperparameter_type() -> None:
+    c = cfg("""
+        hyperparameters:
+          c: {type: const, val: 0.5}
+          i: {type: int, minval: 1, maxval: 8, count: 4}
+          d: {type: double, minval: 0.1, maxval: 0.9}
+          l: {type: log, minval: -5, maxval: -1, base: 2}
+          l10: {type: log, minval: -3, maxval: 0}
+          cat: {type: categorical, vals: [sgd, adam, 3]}
+    """)
+    hp = c.hyperparameters
+    assert hp["c"] == ConstHP(type="const", val=0.5)
+    assert isinstance(hp["i"], IntHP) and (hp["i"].minval, hp["i"].maxval, hp["i"].count) == (1, 8, 4)
+    assert isinstance(hp["d"], DoubleHP) and hp["d"].count is None
+    assert isinstance(hp["l"], LogHP) and hp["l"].base == 2
+    assert isinstance(hp["l10"], LogHP) and hp["l10"].base == 10.0
+    assert isinstance(hp["cat"], CategoricalHP) and hp["cat"].vals == ["sgd", "adam", 3]
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [("32", 32), ("0.001", 0.001), ("adam", "adam"), ("true", True), ("[1, 2, 3]", [1, 2, 3]), ("null", None)],
+)
+def test_raw_value_shorthand_is_const(raw: str, value: object) -> None:
+    c = cfg(f"hyperparameters:\n  x: {raw}\n")
+    assert c.hyperparameters["x"] == ConstHP(type="const", val=value)
+
+
+def test_nested_hyperparameters() -> None:
+    c = cfg("""
+        hyperparameters:
+          optimizer:
+            name: adam
+            lr: {type: log, minval: -4, maxval: -2}
+            betas:
+              b1: {type: double, minval: 0.8, maxval: 0.95}
+              b2: 0.999
+          layers: 3
+    """)
+    opt = c.hyperparameters["optimizer"]
+    assert isinstance(opt, dict)
+    assert opt["name"] == ConstHP(type="const", val="adam")
+    assert isinstance(opt["lr"], LogHP)
+    assert isinstance(opt["betas"]["b1"], DoubleHP)
+    assert opt["betas"]["b2"] == ConstHP(type="const", val=0.999)
+    paths = [p for p, _ in iter_hparams(c.hyperparameters)]
+    assert paths == ["optimizer.name", "optimizer.lr", "optimizer.betas.b1", "optimizer.betas.b2", "layers"]
+
+
+def test_config_round_trips_through_its_json_dump() -> None:
+    # the master stores model_dump(mode="json") and validates it again for every trial
+    c = cfg("""
+        hyperparameters:
+          lr: {type: log, minval: -4, maxval: -2, count: 3}
+          n: {a: {type: int, minval: 1, maxval: 2, count: 2}, b: x}
+        searcher: {name: grid, metric: acc, smaller_is_better: false, max_length: {epochs: 2}}
+    """, base="entrypoint: [python, train.py]\n")
+    again = ExperimentConfig.model_validate(c.model_dump(mode="json"))
+    assert again == c
+
+
+@pytest.mark.parametrize(
+    ("hp", "field", "message"),
+    [
+        ("{type: int, minval: 5, maxval: 1}", "hyperparameters.x", "minval must be <= maxval"),
+        ("{type: double, minval: 1.5, maxval: 0.5}", "hyperparameters.x", "minval must be <= maxval"),
+        ("{type: log, minval: 1, maxval: 2, base: 1}", "hyperparameters.x", "base must not be 1"),
+        ("{type: log, minval: 1, maxval: 2, base: 0}", "hyperparameters.x.base", "greater than 0"),
+        ("{type: categorical, vals: []}", "hyperparameters.x.vals", "at least 1"),
+        ("{type: int, minval: a, maxval: 2}", "hyperparameters.x.minval", "integer"),
+        ("{type: int, minval: 1}", "hyperparameters.x.maxval", "required"),
+        ("{type: int, minval: 1, maxval: 3, count: 0}", "hyperparameters.x.count", "greater than or equal to 1"),
+        ("{type: int, minval: 1, maxval: 3, step: 1}", "hyperparameters.x.step", "unknown key"),
+        ("{type: const}", "hyperparameters.x.val", "required"),
+        ("{type: gaussian, mean: 0}", "hyperparameters.x", "gaussian"),
+    ],
+)
+def test_bad_hyperparameter_names_its_path(hp: str, field: str, message: str) -> None:
+    found = problems(BASE + f"hyperparameters:\n  x: {hp}\n")
+    assert field in found, found
+    assert message in found[field]
+
+
+def test_hyperparameters_must_be_a_mapping() -> None:
+    assert "hyperparameters" in problems(BASE + "hyperparameters: [1, 2]\n")
+
+
+def test_every_bad_hyperparameter_is_listed_including_nested_ones() -> None:
+    found = problems(BASE + textwrap.dedent("""
+        hyperparameters:
+          a: {type: int, minval: 3, maxval: 1}
+          g:
+            b: {type: double, minval: x, maxval: 1}
+            c: {type: categorical, vals: []}
+            ok: 1
+          d: {type: nope}
+    """))
+    assert set(found) == {"hyperparameters.a", "hyperparameters.g.b.minval", "hyperparameters.g.c.vals",
+                          "hyperparameters.d"}
+
+
+# -- searchers -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hp_type", ["int", "double", "log"])
+def test_grid_needs_count_for_numeric_hyperparameters(hp_type: str) -> None:
+    text = f"""
+        entrypoint: x
+        searcher: {{name: grid, metric: loss}}
+        hyperparameters:
+          x: {{type: {hp_type}, minval: 1, maxval: 3}}
+    """
+    found = problems(text)
+    assert found == {"hyperparameters.x.count": "required for the grid searcher"}
+
+
+def test_grid_lists_every_missing_count_with_nested_paths() -> None:
+    found = problems("""
+        entrypoint: x
+        searcher: {name: grid, metric: loss}
+        hyperparameters:
+          a: {type: int, minval: 1, maxval: 3}
+          ok: {type: int, minval: 1, maxval: 3, count: 2}
+          grp: {b: {type: double, minval: 0, maxval: 1}, c: {type: categorical, vals: [1, 2]}}
+    """)
+    assert set(found) == {"hyperparameters.a.count", "hyperparameters.grp.b.count"}
+
+
+def test_grid_without_counts_for_categorical_and_const_is_fine() -> None:
+    c = parse_experiment_config(textwrap.dedent("""
+        entrypoint: x
+        searcher: {name: grid, metric: loss}
+        hyperparameters:
+          a: {type: categorical, vals: [1, 2]}
+          b: {type: const, val: 3}
+          c: 4
+          d: {type: int, minval: 1, maxval: 3, count: 3}
+    """))
+    assert c.searcher.name == "grid"
+
+
+def test_single_and_random_do_not_need_counts() -> None:
+    hps = "hyperparameters:\n  x: {type: int, minval: 1, maxval: 3}\n"
+    assert cfg(hps).searcher.name == "single"
+    c = parse_experiment_config("entrypoint: x\nsearcher: {name: random, metric: l, max_trials: 4}\n" + hps)
+    assert c.searcher.max_trials == 4
+
+
+def test_random_needs_max_trials() -> None:
+    found = problems("entrypoint: x\nsearcher: {name: random, metric: loss}\n")
+    assert "max_trials" in found["searcher"]
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_max_trials_must_be_positive(value: int) -> None:
+    found = problems(f"entrypoint: x\nsearcher: {{name: random, metric: loss, max_trials: {value}}}\n")
+    assert "searcher.max_trials" in found
+
+
+@pytest.mark.parametrize(
+    ("searcher", "field"),
+    [
+        ("{name: adaptive_magic, metric: loss}", "searcher.name"),
+        ("{name: single}", "searcher.metric"),
+        ("{name: single, metric: ''}", "searcher.metric"),
+        ("{name: single, metric: loss, max_concurrent_trials: -1}", "searcher.max_concurrent_trials"),
+        ("{name: single, metric: loss, smaller_is_better: maybe}", "searcher.smaller_is_better"),
+    ],
+)
+def test_bad_searcher_fields(searcher: str, field: str) -> None:
+    assert field in problems(f"entrypoint: x\nsearcher: {searcher}\n")
+
+
+def test_searcher_is_required() -> None:
+    assert "searcher" in problems("entrypoint: x\n")
+
+
+# -- lengths ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "unit", "units"),
+    [("100", "batches", 100), ("{batches: 7}", "batches", 7), ("{epochs: 2}", "epochs", 2),
+     ("{records: 5000}", "records", 5000)],
+)
+def test_max_length_int_or_mapping(raw: str, unit: str, units: int) -> None:
+    c = parse_experiment_config(f"entrypoint: x\nsearcher: {{name: single, metric: l, max_length: {raw}}}\n")
+    assert c.searcher.max_length is not None
+    assert (c.searcher.max_length.unit, c.searcher.max_length.units) == (unit, units)
+
+
+def test_min_periods_accept_the_same_shorthand() -> None:
+    c = cfg("min_validation_period: 10\nmin_checkpoint_period: {epochs: 1}\n")
+    assert c.min_validation_period is not None and c.min_validation_period.batches == 10
+    assert c.min_checkpoint_period is not None and c.min_checkpoint_period.epochs == 1
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["0", "-5", "true", "abc", "{}", "{batches: 1, epochs: 1}", "{batches: 0}", "{steps: 10}", "[10]"],
+)
+def test_bad_max_length(raw: str) -> None:
+    found = problems(f"entrypoint: x\nsearcher: {{name: single, metric: l, max_length: {raw}}}\n")
+    assert any(f.startswith("searcher.max_length") for f in found), found
+
+
+# -- entrypoint, resources, environment --------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["''", "'   '", "[]"])
+def test_entrypoint_must_not_be_empty(value: str) -> None:
+    found = problems(f"entrypoint: {value}\nsearcher: {{name: single, metric: l}}\n")
+    assert "must not be empty" in found["entrypoint"]
+
+
+@pytest.mark.parametrize("value", ["5", "{cmd: x}", "[python, 3]"])
+def test_entrypoint_wrong_type_is_one_clear_problem(value: str) -> None:
+    found = problems(f"entrypoint: {value}\nsearcher: {{name: single, metric: l}}\n")
+    assert found == {"entrypoint": "must be a command string or a list of strings"}
+
+
+def test_entrypoint_is_required() -> None:
+    assert "entrypoint" in problems("searcher: {name: single, metric: l}\n")
+
+
+def test_entrypoint_list_form() -> None:
+    c = parse_experiment_config("entrypoint: [python, -m, train]\nsearcher: {name: single, metric: l}\n")
+    assert c.entrypoint == ["python", "-m", "train"]
+
+
+@pytest.mark.parametrize("priority", [1, 42, 99])
+def test_priority_in_bounds(priority: int) -> None:
+    assert cfg(f"resources: {{priority: {priority}}}\n").resources.priority == priority
+
+
+@pytest.mark.parametrize("priority", [0, 100, -1, 1000])
+def test_priority_out_of_bounds(priority: int) -> None:
+    found = problems(BASE + f"resources: {{priority: {priority}}}\n")
+    assert "resources.priority" in found
+
+
+@pytest.mark.parametrize(
+    ("resources", "field"),
+    [("{slots_per_trial: -1}", "resources.slots_per_trial"), ("{slots_per_trial: two}", "resources.slots_per_trial"),
+     ("{weight: 0}", "resources.weight"), ("{gpus: 1}", "resources.gpus")],
+)
+def test_bad_resources(resources: str, field: str) -> None:
+    assert field in problems(BASE + f"resources: {resources}\n")
+
+
+def test_environment_variables_list_and_mapping() -> None:
+    c = cfg("environment:\n  environment_variables: [A=1, B=x=y]\n")
+    assert c.environment.as_dict() == {"A": "1", "B": "x=y"}
+    c = cfg("environment:\n  environment_variables: {A: '1'}\n")
+    assert c.environment.as_dict() == {"A": "1"}
+
+
+def test_environment_variable_without_equals() -> None:
+    found = problems(BASE + "environment:\n  environment_variables: [JUSTANAME]\n")
+    assert "JUSTANAME" in found["environment.environment_variables"]
+
+
+# -- several problems at once --------------------------------------------------------------------
+
+
+def test_unknown_keys_are_all_listed() -> None:
+    found = problems("""
+        entrypoint: x
+        searcher: {name: single, metric: loss, patience: 3}
+        resources: {slots: 2}
+        optimizations: {}
+        hyperparameters:
+          lr: {type: double, minval: 0.1, maxval: 0.2, stepsize: 0.01}
+    """)
+    assert {f for f, m in found.items() if m == "unknown key"} == {
+        "searcher.patience", "resources.slots", "optimizations", "hyperparameters.lr.stepsize"}
+
+
+def test_every_problem_is_listed_in_one_error() -> None:
+    found = problems("""
+        entrypoint: ''
+        bogus_top: 1
+        max_restarts: -1
+        records_per_epoch: many
+        searcher: {name: grid, metric: loss, max_length: {batches: 0}, extra: x}
+        resources: {priority: 100, slots_per_trial: -2}
+        hyperparameters:
+          a: {type: int, minval: 9, maxval: 1, count: 2}
+          b: {type: categorical, vals: []}
+        environment: {environment_variables: [NOEQUALS]}
+    """)
+    expected = {
+        "entrypoint", "bogus_top", "max_restarts", "records_per_epoch", "searcher.max_length.batches",
+        "searcher.extra", "resources.priority", "resources.slots_per_trial", "hyperparameters.a",
+        "hyperparameters.b.vals", "environment.environment_variables",
+    }
+    assert expected <= set(found), expected - set(found)
+
+
+def test_error_message_has_no_pydantic_noise() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_experiment_config("entrypoint: ''\nsearcher: {name: single, metric: l}\n")
+    assert "Value error" not in info.value.message
+    assert all("Value error" not in p["message"] for p in info.value.fields)
+
+
+def test_malformed_yaml_names_the_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_experiment_config("entrypoint: x\nsearcher: {name: single\nfoo: [\n", source="exp.yaml")
+    assert "malformed YAML in exp.yaml" in info.value.message
+    assert "line" in info.value.message
+
+
+@pytest.mark.parametrize("text", ["- a\n", "just a string\n", "42\n"])
+def test_top_level_must_be_a_mapping(text: str) -> None:
+    with pytest.raises(ConfigError, match="mapping"):
+        parse_experiment_config(text)
+
+
+def test_parse_from_a_dict() -> None:
+    c = parse_experiment_config({"entrypoint": "x", "searcher": {"name": "single", "metric": "m"}})
+    assert c.searcher.metric == "m"

@@ -1,0 +1,156 @@
+"""The agent WebSocket and the agent listing: token checks, registration, and a task run end to
+end over the socket (start_task out; task_started, task_logs, task_exited back)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from pedl.clock import ManualClock
+from pedl.common import agent_protocol as proto
+from pedl.config.master_config import MasterConfig
+from pedl.master.app import create_app
+from tests.master.fakes import SINGLE_CONFIG, bearer, create_experiment, login
+
+TOKEN = "s3cret-agent-token"
+
+
+def eventually(check: Callable[[], bool], limit_s: float = 60.0) -> bool:
+    """Poll until `check` holds; the limit only stops a hung test, it is not a speed requirement."""
+    deadline = time.monotonic() + limit_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.fixture
+def token_client(master_config: MasterConfig, clock: ManualClock) -> Iterator[TestClient]:
+    # the TestClient's peer is "testclient", not loopback, so agents need the shared token
+    with TestClient(create_app(master_config.model_copy(update={"agent_token": TOKEN}), clock=clock)) as c:
+        yield c
+
+
+def register(agent_id: str = "ws-agent", slots: int = 1, pool: str = "default") -> dict:
+    return proto.dump(proto.Register(agent_id=agent_id, hostname="host-1", address="10.0.0.5", resource_pool=pool,
+                                     slots=[proto.SlotInfo(id=str(i)) for i in range(slots)], version="1.2.3"))
+
+
+@pytest.mark.parametrize("headers", [{}, {"X-Pedl-Agent-Token": "wrong"}])
+def test_wrong_or_missing_agent_token_is_refused(token_client: TestClient, headers: dict) -> None:
+    with pytest.raises(WebSocketDisconnect) as info, token_client.websocket_connect("/agents/ws", headers=headers) as ws:
+        ws.receive_json()
+    assert info.value.code == proto.CLOSE_UNAUTHORIZED
+
+
+def test_without_a_configured_token_only_loopback_agents(client: TestClient) -> None:
+    with pytest.raises(WebSocketDisconnect) as info, client.websocket_connect("/agents/ws") as ws:
+        ws.receive_json()
+    assert info.value.code == proto.CLOSE_UNAUTHORIZED
+
+
+@pytest.mark.parametrize("first", [{"type": "heartbeat"}, {"type": "register"}, {"hello": 1}])
+def test_first_message_must_be_a_register(token_client: TestClient, first: dict) -> None:
+    with pytest.raises(WebSocketDisconnect) as info, \
+            token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(first)
+        ws.receive_json()
+    assert info.value.code == proto.CLOSE_BAD_REQUEST
+
+
+def test_unknown_pool_is_refused(token_client: TestClient) -> None:
+    with pytest.raises(WebSocketDisconnect) as info, \
+            token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register(pool="nope"))
+        ws.receive_json()
+    assert info.value.code == proto.CLOSE_BAD_REQUEST
+
+
+def test_register_and_list(token_client: TestClient, master_config: MasterConfig) -> None:
+    h = bearer(login(token_client, "determined"))
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register(slots=2))
+        reply = proto.MASTER_MESSAGE.validate_python(ws.receive_json())
+        assert isinstance(reply, proto.Registered)
+        assert reply.agent_id == "ws-agent"
+        assert reply.heartbeat_interval == master_config.agent_heartbeat_interval
+        assert reply.kill_unknown == []
+        [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
+        assert agent["id"] == "ws-agent"
+        assert agent["connected"] is True and agent["state"] == "CONNECTED"
+        assert agent["version"] == "1.2.3"
+        assert agent["addresses"] == ["10.0.0.5"]
+        assert agent["resourcePools"] == ["default"]
+        assert sorted(agent["slots"]) == ["0", "1"]
+        assert agent["slotStats"]["typeStats"]["TYPE_CPU"]["total"] == 2
+    [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
+    assert agent["connected"] is False
+    assert eventually(lambda: token_client.get("/api/v1/agents", headers=h).json()["agents"][0]["state"]
+                      == "DISCONNECTED")
+
+
+def test_unknown_running_allocations_are_killed_on_register(token_client: TestClient) -> None:
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        msg = register()
+        msg["running_allocations"] = ["ghost.1.1"]
+        ws.send_json(msg)
+        reply = ws.receive_json()
+        assert reply["type"] == "registered" and reply["kill_unknown"] == ["ghost.1.1"]
+
+
+def test_a_task_runs_over_the_socket(token_client: TestClient) -> None:
+    h = bearer(login(token_client, "determined"))
+    exp = create_experiment(token_client, h, SINGLE_CONFIG)
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register())
+        assert ws.receive_json()["type"] == "registered"
+        start = proto.MASTER_MESSAGE.validate_python(ws.receive_json())  # scheduling is woken by the register
+        assert isinstance(start, proto.StartTask)
+        assert start.slot_ids == ["0"]
+        assert start.context_url.endswith(f"/api/v1/tasks/{start.task_id}/context_directory")
+        trial_id = int(start.env["DET_TRIAL_ID"])
+
+        ws.send_json(proto.dump(proto.TaskStarted(allocation_id=start.allocation_id, pid=4242)))
+        ws.send_json(proto.dump(proto.TaskLogs(allocation_id=start.allocation_id, lines=[
+            proto.LogLine(timestamp=1.0, stdtype="stdout", message="hello from the task"),
+            proto.LogLine(timestamp=2.0, stdtype="stderr", message="a warning\n")])))
+        # reports made with the session token the start message carried
+        body = {"group": "validation", "metrics": {"trialId": trial_id, "trialRunId": 1, "stepsCompleted": 10,
+                                                   "metrics": {"avgMetrics": {"loss": 0.5}}}}
+        r = token_client.post(f"/api/v1/trials/{trial_id}/metrics", content=json.dumps(body),
+                              headers={"Grpc-Metadata-x-allocation-token": f"Bearer {start.session_token}"})
+        assert r.status_code == 200
+        ws.send_json(proto.dump(proto.TaskExited(allocation_id=start.allocation_id, exit_code=0)))
+        # the master answers nothing to task_exited, so watch for its effect; leaving this block
+        # would cancel the socket's handler before it read the message
+        assert eventually(lambda: token_client.get(f"/api/v1/experiments/{exp['id']}", headers=h)
+                          .json()["experiment"]["state"] == "STATE_COMPLETED")
+    text = token_client.get(f"/api/v1/trials/{trial_id}/logs?follow=false", headers=h).text
+    messages = [json.loads(line)["result"]["message"] for line in text.splitlines()]
+    assert messages == ["hello from the task\n", "a warning\n"]
+
+
+def test_registered_is_always_the_first_message(token_client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Work scheduled while the master handles the register (here: forced, in the same call) must
+    not overtake the `registered` answer on the socket."""
+    h = bearer(login(token_client, "determined"))
+    create_experiment(token_client, h, SINGLE_CONFIG)
+    ctl = token_client.app.state.ctx.controller  # type: ignore[attr-defined]
+    original = ctl.agent_registered
+
+    def register_then_schedule(reg: proto.Register, remote: str) -> proto.Registered:
+        reply = original(reg, remote)
+        ctl.tick()  # queues start_task for the new agent before `registered` is sent
+        return reply
+
+    monkeypatch.setattr(ctl, "agent_registered", register_then_schedule)
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register())
+        assert ws.receive_json()["type"] == "registered"
+        assert ws.receive_json()["type"] == "start_task"

@@ -1,0 +1,170 @@
+"""Authentication: /info is open, everything else needs a valid, unexpired token; login in the
+det dialect (blank and sha512-hashed passwords); /me; logout."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from packaging.version import Version
+
+from pedl.clock import ManualClock
+from pedl.config.master_config import MasterConfig
+from pedl.master.app import create_app
+from tests.master.fakes import bearer, login, post
+
+OPEN_ROUTES = {("get", "/info"), ("post", "/api/v1/auth/login")}
+
+
+def all_routes(app: FastAPI) -> list[tuple[str, str]]:
+    out = []
+    for path, ops in app.openapi()["paths"].items():
+        for method in ops:
+            if (method, path) in OPEN_ROUTES:
+                continue
+            concrete = path.replace("{action}", "kill")
+            concrete = re.sub(r"\{[^}]*_id\}", "1", concrete)
+            concrete = re.sub(r"\{[^}]+\}", "x", concrete)
+            out.append((method, concrete))
+    return out
+
+
+def test_info_needs_no_auth(client: TestClient) -> None:
+    r = client.get("/info")
+    assert r.status_code == 200
+    body = r.json()
+    Version(body["version"])  # det parses it as PEP 440
+    assert body["cluster_id"] and body["master_id"]
+    assert "cluster_name" in body
+
+
+def test_cluster_id_is_stable_across_restarts(master_config: MasterConfig) -> None:
+    with TestClient(create_app(master_config)) as c:
+        first = c.get("/info").json()
+    with TestClient(create_app(master_config)) as c:
+        second = c.get("/info").json()
+    assert first["cluster_id"] == second["cluster_id"]
+    assert first["master_id"] != second["master_id"]
+
+
+BAD_HEADERS = [
+    pytest.param({}, id="no-token"),
+    pytest.param({"Authorization": "Bearer not-a-real-token"}, id="unknown-token"),
+    pytest.param({"Authorization": "Bearer "}, id="empty-bearer"),
+    pytest.param({"Authorization": "Basic YWRtaW46"}, id="basic-scheme"),
+    pytest.param({"Authorization": "garbage"}, id="garbage"),
+    pytest.param({"Grpc-Metadata-x-allocation-token": "Bearer nope"}, id="unknown-task-token"),
+]
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS)
+def test_every_other_route_refuses_bad_or_missing_tokens(app: FastAPI, client: TestClient, headers: dict) -> None:
+    routes = all_routes(app)
+    assert len(routes) > 25  # the table really covers the API
+    wrong = []
+    for method, path in routes:
+        r = client.request(method.upper(), path, headers=headers)
+        if r.status_code != 401:
+            wrong.append((method, path, r.status_code))
+        else:
+            body = r.json()
+            assert body["message"] and body["code"] == 16  # gRPC UNAUTHENTICATED
+    assert wrong == []
+
+
+@pytest.mark.parametrize("username", ["determined", "admin"])
+def test_login_with_blank_password(client: TestClient, username: str) -> None:
+    r = post(client, "/api/v1/auth/login", {"username": username, "password": "", "isHashed": True})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["token"]
+    assert body["user"]["username"] == username
+    assert body["user"]["admin"] is (username == "admin")
+    assert body["user"]["active"] is True
+    me = client.get("/api/v1/me", headers=bearer(body["token"]))
+    assert me.status_code == 200
+    assert me.json()["user"]["username"] == username
+    assert me.json()["user"]["id"] > 0  # det's whoami asserts a non-zero id
+
+
+def test_login_with_plain_blank_password_and_no_is_hashed(client: TestClient) -> None:
+    r = post(client, "/api/v1/auth/login", {"username": "determined"})
+    assert r.status_code == 200
+
+
+def test_login_body_without_content_type(client: TestClient) -> None:
+    r = client.post("/api/v1/auth/login", content=b'{"username": "admin", "password": "", "isHashed": true}')
+    assert r.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("username", "password"),
+    [("admin", "wrong"), ("determined", "x"), ("nobody", ""), ("", "")],
+)
+def test_wrong_credentials_are_403_invalid_credentials(client: TestClient, username: str, password: str) -> None:
+    from pedl.master.services.passwords import client_hash
+
+    r = post(client, "/api/v1/auth/login", {"username": username, "password": client_hash(password), "isHashed": True})
+    assert r.status_code == 403
+    assert r.json()["message"] == "invalid credentials"
+
+
+def test_tokens_are_distinct_per_login(client: TestClient) -> None:
+    a, b = login(client, "admin"), login(client, "admin")
+    assert a != b
+    assert client.get("/api/v1/me", headers=bearer(a)).status_code == 200
+    assert client.get("/api/v1/me", headers=bearer(b)).status_code == 200
+
+
+def test_bearer_scheme_is_case_insensitive(client: TestClient) -> None:
+    token = login(client, "admin")
+    assert client.get("/api/v1/me", headers={"Authorization": f"bearer {token}"}).status_code == 200
+
+
+def test_expired_token_is_401(client: TestClient, clock: ManualClock, master_config: MasterConfig) -> None:
+    token = login(client, "determined")
+    clock.advance(master_config.session_ttl - 1)
+    assert client.get("/api/v1/me", headers=bearer(token)).status_code == 200
+    clock.advance(2)
+    r = client.get("/api/v1/me", headers=bearer(token))
+    assert r.status_code == 401
+    assert "expired" in r.json()["message"]
+    # a fresh login works again
+    assert client.get("/api/v1/me", headers=bearer(login(client, "determined"))).status_code == 200
+
+
+def test_expired_session_row_is_401(app: FastAPI, client: TestClient) -> None:
+    from pedl.master.db import models
+    from pedl.master.services.users import token_hash
+
+    ctx = app.state.ctx
+    with ctx.db.session() as s:
+        user = s.query(models.User).filter_by(username="admin").one()
+        s.add(models.UserSession(user_id=user.id, token_hash=token_hash("old-token"),
+                                 created_at=ctx.clock.now() - 100, expires_at=ctx.clock.now() - 1))
+    assert client.get("/api/v1/me", headers=bearer("old-token")).status_code == 401
+
+
+def test_logout_ends_the_session(client: TestClient) -> None:
+    token = login(client, "admin")
+    assert post(client, "/api/v1/auth/logout", headers=bearer(token)).status_code == 200
+    assert client.get("/api/v1/me", headers=bearer(token)).status_code == 401
+
+
+def test_tokens_survive_a_master_restart(master_config: MasterConfig) -> None:
+    with TestClient(create_app(master_config)) as c:
+        token = login(c, "determined")
+    with TestClient(create_app(master_config)) as c:
+        assert c.get("/api/v1/me", headers=bearer(token)).status_code == 200
+
+
+def test_master_info_shape(client: TestClient, user: dict) -> None:
+    r = client.get("/api/v1/master", headers=user)
+    assert r.status_code == 200
+    body = r.json()
+    for key, kind in (("clusterId", str), ("clusterName", str), ("hasCustomLogo", bool), ("masterId", str),
+                      ("strictJobQueueControl", bool), ("version", str)):
+        assert isinstance(body[key], kind), key
+    assert body["clusterId"] == client.get("/info").json()["cluster_id"]

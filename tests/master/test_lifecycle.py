@@ -1,0 +1,150 @@
+"""Lifecycle tables: every allowed edge passes, illegal ones raise IllegalTransition (409),
+terminal states have no exits."""
+
+from __future__ import annotations
+
+import itertools
+from enum import StrEnum
+
+import pytest
+
+from pedl.errors import HTTP_STATUS, Conflict
+from pedl.master.lifecycle import (
+    _TABLES,
+    AGENT_TRANSITIONS,
+    ALLOCATION_TRANSITIONS,
+    EXPERIMENT_TRANSITIONS,
+    INSTANCE_TRANSITIONS,
+    LIVE_ALLOCATION,
+    STOPPING_TRIAL,
+    TERMINAL_EXPERIMENT,
+    TERMINAL_TRIAL,
+    TRIAL_TRANSITIONS,
+    AgentState,
+    AllocationState,
+    ExperimentState,
+    IllegalTransition,
+    InstanceState,
+    TrialState,
+    can_transition,
+    check_transition,
+)
+
+# every table check_transition knows, so a lifecycle added later is covered here too
+TABLES: dict[type[StrEnum], dict] = dict(_TABLES)
+
+
+def test_known_tables_are_registered() -> None:
+    assert TABLES[ExperimentState] is EXPERIMENT_TRANSITIONS
+    assert TABLES[TrialState] is TRIAL_TRANSITIONS
+    assert TABLES[AllocationState] is ALLOCATION_TRANSITIONS
+    assert TABLES[AgentState] is AGENT_TRANSITIONS
+    assert TABLES[InstanceState] is INSTANCE_TRANSITIONS
+
+ALLOWED = [(old, new) for table in TABLES.values() for old, news in table.items() for new in sorted(news)]
+FORBIDDEN = [
+    (old, new)
+    for enum, table in TABLES.items()
+    for old, new in itertools.product(enum, enum)
+    if old != new and new not in table[old]
+]
+
+
+@pytest.mark.parametrize("enum", list(TABLES))
+def test_every_state_has_a_row(enum: type[StrEnum]) -> None:
+    assert set(TABLES[enum]) == set(enum)
+    for news in TABLES[enum].values():
+        assert all(isinstance(n, enum) for n in news)
+
+
+@pytest.mark.parametrize(("old", "new"), ALLOWED, ids=[f"{o.name}->{n.name}" for o, n in ALLOWED])
+def test_allowed_transitions_pass(old: StrEnum, new: StrEnum) -> None:
+    assert can_transition(old, new)
+    check_transition("thing", 1, old, new)  # no exception
+
+
+@pytest.mark.parametrize(("old", "new"), FORBIDDEN, ids=[f"{type(o).__name__}:{o.name}->{n.name}" for o, n in FORBIDDEN])
+def test_every_other_transition_is_refused(old: StrEnum, new: StrEnum) -> None:
+    assert not can_transition(old, new)
+    with pytest.raises(IllegalTransition):
+        check_transition("thing", 7, old, new)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (ExperimentState.COMPLETED, ExperimentState.ACTIVE),
+        (ExperimentState.CANCELED, ExperimentState.PAUSED),
+        (ExperimentState.STOPPING_CANCELED, ExperimentState.ACTIVE),
+        (ExperimentState.PAUSED, ExperimentState.COMPLETED),
+        (TrialState.COMPLETED, TrialState.RUNNING),
+        (TrialState.ERROR, TrialState.QUEUED),
+        (TrialState.STOPPING_CANCELED, TrialState.RUNNING),
+        (TrialState.PAUSED, TrialState.RUNNING),
+        (AllocationState.TERMINATED, AllocationState.RUNNING),
+        (AllocationState.PENDING, AllocationState.RUNNING),
+        (AllocationState.RUNNING, AllocationState.PENDING),
+        (AgentState.GONE, AgentState.DISCONNECTED),
+        (InstanceState.TERMINATED, InstanceState.RUNNING),
+        (InstanceState.RUNNING, InstanceState.STARTING),
+        (InstanceState.TERMINATING, InstanceState.RUNNING),
+    ],
+)
+def test_illegal_sample_is_a_409_conflict_naming_both_states(old: StrEnum, new: StrEnum) -> None:
+    with pytest.raises(IllegalTransition) as info:
+        check_transition("trial", 42, old, new)
+    err = info.value
+    assert isinstance(err, Conflict)
+    assert HTTP_STATUS[err.code] == 409
+    assert "trial 42" in err.message and str(old) in err.message and str(new) in err.message
+    assert err.to_dict()["code"] == 9  # gRPC ABORTED, what det expects for a conflict
+
+
+@pytest.mark.parametrize(
+    "state",
+    [*TERMINAL_EXPERIMENT, *TERMINAL_TRIAL, AllocationState.TERMINATED, InstanceState.TERMINATED],
+    ids=lambda s: f"{type(s).__name__}:{s.name}",
+)
+def test_terminal_states_have_no_exits(state: StrEnum) -> None:
+    assert TABLES[type(state)][state] == set()
+    for other in type(state):
+        if other != state:
+            assert not can_transition(state, other)
+
+
+def test_terminal_sets_are_exactly_the_states_without_exits() -> None:
+    assert {s for s, n in EXPERIMENT_TRANSITIONS.items() if not n} == TERMINAL_EXPERIMENT
+    assert {s for s, n in TRIAL_TRANSITIONS.items() if not n} == TERMINAL_TRIAL
+    assert {s for s, n in ALLOCATION_TRANSITIONS.items() if not n} == {AllocationState.TERMINATED}
+    assert set(AllocationState) - {AllocationState.TERMINATED} == LIVE_ALLOCATION
+
+
+def test_every_non_terminal_state_can_reach_a_terminal_one() -> None:
+    for enum, terminal in ((ExperimentState, TERMINAL_EXPERIMENT), (TrialState, TERMINAL_TRIAL),
+                           (AllocationState, {AllocationState.TERMINATED}),
+                           (InstanceState, {InstanceState.TERMINATED})):
+        table = TABLES[enum]
+        for start in enum:
+            seen, todo = {start}, [start]
+            while todo:
+                for nxt in table[todo.pop()]:
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            assert seen & terminal, f"{start} cannot reach a terminal state"
+
+
+def test_stopping_trials_only_end() -> None:
+    for state in STOPPING_TRIAL:
+        assert TRIAL_TRANSITIONS[state] <= TERMINAL_TRIAL | STOPPING_TRIAL
+
+
+def test_staying_in_the_same_state_is_allowed() -> None:
+    for enum in TABLES:
+        for state in enum:
+            assert can_transition(state, state)
+
+
+def test_names_are_determined_proto_names() -> None:
+    for enum in (ExperimentState, TrialState):
+        assert all(s.value == f"STATE_{s.name}" for s in enum)
