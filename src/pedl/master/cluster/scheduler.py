@@ -100,15 +100,20 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
     is skipped, and later (smaller) ones may still be placed."""
     index = _FreeIndex(agents)
     out: list[Assignment] = []
-    for req in order_requests(requests):
+    ordered = order_requests(requests)
+    zero_left = sum(1 for r in ordered if r.slots_needed == 0)
+    for req in ordered:
         if req.slots_needed == 0:
+            zero_left -= 1
             # zero-slot tasks go on the agent with the fewest free slots (keeps GPUs for GPU work)
             agent_id = index.fullest()
             if agent_id is not None:
                 out.append(Assignment(req.allocation_id, [(agent_id, [])]))
             continue
         if not index.any_free():
-            continue  # not `break`: zero-slot requests further down the queue still fit
+            if zero_left == 0:
+                break  # nothing else can be placed
+            continue  # zero-slot requests further down the queue still fit
         agent_id = index.pick_one(req.slots_needed, fitting)
         if agent_id is not None:
             out.append(Assignment(req.allocation_id, [(agent_id, index.take(agent_id, req.slots_needed))]))

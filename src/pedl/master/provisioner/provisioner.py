@@ -46,6 +46,7 @@ LIVE_INSTANCE = (IS.REQUESTED.value, IS.STARTING.value, IS.RUNNING.value, IS.TER
 
 # how long a (type, spot) pair is avoided after a capacity error or an unfulfilled spot request
 UNAVAILABLE_FOR = 600.0
+TERMINATE_RETRY = 120.0
 
 
 @dataclass
@@ -67,6 +68,7 @@ class PoolProvisioner:
         self.status = PoolStatus()
         self.unavailable: dict[tuple[str, bool], float] = {}
         self.idle_since: dict[str, float] = {}
+        self.terminate_sent: dict[str, float] = {}  # instance id -> when terminate was last sent
         self._lock = threading.Lock()  # one step at a time per pool
         self.policy = PoolPolicy(
             types=tuple(TypeOffer(t, self.cfg.slots_of(t), self.cfg.price_of(t)) for t in self.cfg.instance_types()),
@@ -106,6 +108,13 @@ class PoolProvisioner:
                           launch_blocked_until=self.status.backoff_until, unavailable=set(self.unavailable))
         for key in decision.unavailable:
             self.unavailable[key] = now + UNAVAILABLE_FOR
+        # a terminate the cloud did not act on (lost call, stopped instance) is sent again
+        for ci in cloud:
+            row = s.get(models.Instance, ci.id)
+            sent = self.terminate_sent.get(ci.id)
+            if row is not None and row.state == IS.TERMINATING.value and sent is not None \
+                    and now - sent > TERMINATE_RETRY and ci.id not in {i for i, _ in decision.terminate}:
+                decision.terminate.append((ci.id, "terminate sent again: the instance is still there"))
         for inst_id, reason in decision.terminate:
             row = s.get(models.Instance, inst_id)
             if row is not None and row.state != IS.TERMINATED.value:
@@ -158,34 +167,37 @@ class PoolProvisioner:
                                    row.termination_reason or "no longer reported by the provider")
                 row.terminated_at = now
                 self.idle_since.pop(row.id, None)
+                self.terminate_sent.pop(row.id, None)
 
     def _snapshot(self, s: Session) -> tuple[list[InstanceView], list[PendingTask]]:
         now = self.now
         connected = self.ctl.ctx.hub.connected_ids()
         used: dict[str, int] = {}
+        busy: set[str] = set()  # zero-slot tasks make an agent busy without using a slot
         for alloc in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD),
                                                                models.Allocation.resource_pool == self.pool.pool_name)):
             for place in alloc.assignment or []:
-                used[place["agent_id"]] = used.get(place["agent_id"], 0) + max(len(place["slot_ids"]), 1)
+                used[place["agent_id"]] = used.get(place["agent_id"], 0) + len(place["slot_ids"])
+                busy.add(place["agent_id"])
         views = []
         for row in s.scalars(select(models.Instance).where(models.Instance.resource_pool == self.pool.pool_name,
                                                           models.Instance.state.in_(LIVE_INSTANCE))):
             state = {IS.REQUESTED.value: "requested", IS.STARTING.value: "starting", IS.RUNNING.value: "running",
                      IS.TERMINATING.value: "terminating"}[row.state]
             agent = s.get(models.Agent, row.id)
-            busy = used.get(row.id, 0) > 0
+            is_busy = row.id in busy
             slots = len(agent.slots) if agent is not None else row.slots
             disconnected = None
             if state == "running" and (agent is None or agent.state != AgentState.CONNECTED.value
                                        or row.id not in connected):
                 disconnected = (agent.disconnected_at if agent is not None and agent.disconnected_at else now)
-            if state == "running" and not busy:
+            if state == "running" and not is_busy:
                 self.idle_since.setdefault(row.id, now)
             else:
                 self.idle_since.pop(row.id, None)
             views.append(InstanceView(
                 id=row.id, instance_type=row.instance_type, state=state, launched_at=row.launched_at, slots=slots,
-                spot=row.spot, free_slots=max(slots - used.get(row.id, 0), 0), busy=busy,
+                spot=row.spot, free_slots=max(slots - used.get(row.id, 0), 0), busy=is_busy,
                 idle_since=self.idle_since.get(row.id), disconnected_since=disconnected,
                 interrupted=row.interrupted_at is not None))
         pending = [PendingTask(a.id, a.slots_needed, a.queued_at) for a in s.scalars(
@@ -199,10 +211,15 @@ class PoolProvisioner:
         ids = [i for i, _ in decision.terminate]
         if not ids:
             return
+        for inst_id in ids:
+            self.terminate_sent[inst_id] = self.now
         try:
             self.provider.terminate(ids)
         except CloudError as exc:
             self._record_error(exc, f"terminating {', '.join(ids)}")
+            return
+        except ForeignInstance as exc:  # never touch what is not ours; say so loudly
+            log.error("pool %s: refused to terminate: %s", self.pool.pool_name, exc)
             return
         log.info("pool %s: terminated %s", self.pool.pool_name, ", ".join(f"{i} ({r})" for i, r in decision.terminate))
 

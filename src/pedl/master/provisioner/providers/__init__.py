@@ -26,6 +26,6 @@ def make_provider(pool: ResourcePoolConfig, ctx: MasterContext) -> Provider:
         from pedl.master.provisioner.providers.aws import AWSProvider
 
         return AWSProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id,
-                           master_url=resolve_master_url(cfg.master_url), agent_token=ctx.config.agent_token,
+                           master_url=resolve_master_url(cfg.master_url or f"ec2.local-ipv4:{ctx.config.port}"), agent_token=ctx.config.agent_token,
                            clock=ctx.clock)
     raise ValueError(f"unknown provider type {cfg.type!r}")
