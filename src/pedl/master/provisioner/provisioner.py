@@ -23,6 +23,7 @@ from pedl.master.provisioner.providers.base import (
     CloudErrorKind,
     CloudInstance,
     CloudState,
+    ForeignInstance,
     LaunchRequest,
     Provider,
 )
