@@ -40,9 +40,9 @@ def test_models_define_the_expected_tables() -> None:
                            "metrics", "checkpoints", "task_logs", "events", "model_definitions"} <= PEDL_TABLES
 
 
-def test_upgrade_downgrade_upgrade(master_config: MasterConfig) -> None:
-    master_config.data_dir.mkdir(parents=True, exist_ok=True)
-    db = Database(master_config.database_url())
+def test_upgrade_downgrade_upgrade(isolated_master_config: MasterConfig) -> None:
+    isolated_master_config.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(isolated_master_config.database_url())
     try:
         assert tables(db) & PEDL_TABLES == set()  # really empty
 
