@@ -17,7 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.common import agent_protocol as proto
-from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
+from pedl.master.cluster.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
+from pedl.master.cluster.scheduler import plan as schedule_plan
 from pedl.master.db import models
 from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
 from pedl.master.services import experiment_flow, logs
@@ -314,23 +315,38 @@ class Controller:
         connected = self.ctx.hub.connected_ids()
         agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED.value))
                   if a.id in connected and a.enabled and not a.draining]
+        held = list(s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))))
         used: dict[str, set[str]] = {}
-        for alloc in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))):
+        for alloc in held:
             for place in alloc.assignment or []:
                 used.setdefault(place["agent_id"], set()).update(place["slot_ids"])
+        groups = _experiment_groups(s, [a.trial_id for a in (*pending, *held) if a.trial_id])
         plan = []
         for pool in self.ctx.config.resource_pools:
             pool_agents = [
                 AgentSnapshot(a.id, tuple(sl["id"] for sl in a.slots),
                               tuple(sl["id"] for sl in a.slots if sl["id"] not in used.get(a.id, set())))
                 for a in agents if a.resource_pool == pool.pool_name]
-            requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at)
+            requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at,
+                                    *groups.get(a.trial_id, ("", 1.0)))
                         for a in pending if a.resource_pool == pool.pool_name]
             if not requests:
                 continue
-            placed = schedule(requests, pool_agents, pool.scheduler.fitting_policy) if pool_agents else []
-            plan += [(a.allocation_id, a.placements) for a in placed]
-            if len(placed) < len(requests) and pool.provider is not None:
+            running = [RunningTask(a.id, a.priority,
+                                   tuple((p["agent_id"], tuple(p["slot_ids"])) for p in a.assignment or []),
+                                   a.started_at or a.assigned_at or 0.0, groups.get(a.trial_id, ("", 1.0))[0],
+                                   a.preempt_requested)
+                       for a in held if a.resource_pool == pool.pool_name]
+            sched = pool.scheduler
+            result = schedule_plan(requests, pool_agents, running, scheduler=sched.type,
+                                   fitting=sched.fitting_policy, preemption=sched.preemption) if pool_agents \
+                else SchedulePlan()
+            plan += [(a.allocation_id, a.placements) for a in result.assignments]
+            for victim_id in result.preempt:
+                victim = s.get(models.Allocation, victim_id)
+                if victim is not None:
+                    self.preempt_allocation(s, victim, "preempted for a more urgent trial")
+            if len(result.assignments) < len(requests) and pool.provider is not None:
                 self.wake_provisioners()
         return plan
 
@@ -362,6 +378,16 @@ class Controller:
                 allocation_id=alloc.id, task_id=alloc.task_id, name=alloc.name, entrypoint=spec["entrypoint"],
                 env=spec["env"], slot_ids=slot_ids, session_token=token,
                 context_url=f"{base}/api/v1/tasks/{alloc.task_id}/context_directory"))
+
+
+def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float]]:
+    """trial id -> (experiment id as the fair-share group, the experiment's weight)."""
+    if not trial_ids:
+        return {}
+    rows = s.execute(select(models.Trial.id, models.Experiment.id, models.Experiment.config)
+                     .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
+                     .where(models.Trial.id.in_(set(trial_ids))))
+    return {tid: (str(eid), float((cfg.get("resources") or {}).get("weight", 1.0))) for tid, eid, cfg in rows}
 
 
 def _agents_of(alloc: models.Allocation) -> list[str]:

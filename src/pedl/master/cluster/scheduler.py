@@ -1,8 +1,11 @@
 """The scheduler: pure, snapshot in, assignments out. Priority order (lower number first), FIFO
-within a priority, best (or worst) fit over agents, and a task gets all of its slots or none."""
+within a priority, best (or worst) fit over agents, and a task gets all of its slots or none.
+`plan` adds the pool's policy: preemption of less urgent tasks, or max-min fair share across
+groups (experiments) by weight."""
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
@@ -23,6 +26,28 @@ class SlotRequest:
     slots_needed: int
     priority: int
     queued_at: float
+    group: str = ""  # the experiment, for fair share
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class RunningTask:
+    allocation_id: str
+    priority: int
+    placements: tuple[tuple[str, tuple[str, ...]], ...]
+    started_at: float
+    group: str = ""
+    preempting: bool = False  # already asked to checkpoint and leave
+
+    @property
+    def slots(self) -> int:
+        return sum(len(slot_ids) for _, slot_ids in self.placements)
+
+
+@dataclass
+class SchedulePlan:
+    assignments: list[Assignment] = field(default_factory=list)
+    preempt: list[str] = field(default_factory=list)  # running allocations to preempt
 
 
 @dataclass
@@ -95,12 +120,12 @@ class _FreeIndex:
 
 
 def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
-             fitting: Fitting = "best") -> list[Assignment]:
+             fitting: Fitting = "best", *, ordered: bool = False) -> list[Assignment]:
     """Place as many requests as fit, in priority/FIFO order; a request that does not fit now
     is skipped, and later (smaller) ones may still be placed."""
     index = _FreeIndex(agents)
     out: list[Assignment] = []
-    ordered = order_requests(requests)
+    ordered = list(requests) if ordered else order_requests(requests)
     zero_left = sum(1 for r in ordered if r.slots_needed == 0)
     for req in ordered:
         if req.slots_needed == 0:
@@ -123,3 +148,73 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
             out.append(Assignment(req.allocation_id,
                                   [(a, index.take(a, index.total[a])) for a in whole]))
     return out
+
+
+def fair_order(requests: list[SlotRequest], running: list[RunningTask]) -> list[SlotRequest]:
+    """Max-min fair order: repeatedly the earliest request of the group whose usage per weight is
+    lowest, counting each request as if it were placed (progressive filling)."""
+    usage: dict[str, float] = defaultdict(float)
+    for task in running:
+        usage[task.group] += task.slots
+    queues: dict[str, list[SlotRequest]] = defaultdict(list)
+    for req in order_requests(requests):
+        queues[req.group].append(req)
+    heap = [(usage[g] / q[0].weight, q[0].priority, q[0].queued_at, g) for g, q in queues.items()]
+    heapq.heapify(heap)
+    out: list[SlotRequest] = []
+    pos = dict.fromkeys(queues, 0)
+    while heap:
+        _, _, _, group = heapq.heappop(heap)
+        req = queues[group][pos[group]]
+        out.append(req)
+        pos[group] += 1
+        usage[group] += max(req.slots_needed, 1)
+        if pos[group] < len(queues[group]):
+            nxt = queues[group][pos[group]]
+            heapq.heappush(heap, (usage[group] / nxt.weight, nxt.priority, nxt.queued_at, group))
+    return out
+
+
+def plan(requests: list[SlotRequest], agents: list[AgentSnapshot], running: list[RunningTask], *,
+         scheduler: Literal["priority", "fair_share"] = "priority", fitting: Fitting = "best",
+         preemption: bool = False) -> SchedulePlan:
+    ordered = fair_order(requests, running) if scheduler == "fair_share" else order_requests(requests)
+    assignments = schedule(ordered, agents, fitting, ordered=True)
+    result = SchedulePlan(assignments)
+    if scheduler != "priority" or not preemption or any(t.preempting for t in running):
+        return result  # one round of preemption at a time: wait for the victims to leave
+    placed = {a.allocation_id for a in assignments}
+    free: dict[str, int] = {a.id: len(a.free_slot_ids) for a in agents}
+    for a in assignments:
+        for agent_id, slot_ids in a.placements:
+            free[agent_id] -= len(slot_ids)
+    taken: set[str] = set()
+    for req in ordered:
+        if req.allocation_id in placed or req.slots_needed == 0:
+            continue
+        victims = _victims(req, free, running, taken)
+        if victims:
+            result.preempt += victims
+            taken.update(victims)
+    return result
+
+
+def _victims(req: SlotRequest, free: dict[str, int], running: list[RunningTask], taken: set[str]) -> list[str]:
+    """The fewest least-urgent tasks on one agent whose slots, with the free ones, fit the request."""
+    by_agent: dict[str, list[RunningTask]] = defaultdict(list)
+    for task in running:
+        if task.priority > req.priority and task.allocation_id not in taken and len(task.placements) == 1:
+            by_agent[task.placements[0][0]].append(task)
+    best: list[RunningTask] | None = None
+    for agent_id, tasks in by_agent.items():
+        room = free.get(agent_id, 0)
+        chosen = []
+        # least urgent first, then the most recently started (it loses the least work)
+        for task in sorted(tasks, key=lambda t: (-t.priority, -t.started_at)):
+            if room >= req.slots_needed:
+                break
+            chosen.append(task)
+            room += task.slots
+        if room >= req.slots_needed and (best is None or len(chosen) < len(best)):
+            best = chosen
+    return [t.allocation_id for t in best] if best else []
