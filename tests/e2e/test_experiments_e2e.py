@@ -34,7 +34,10 @@ def test_numpy_grid_completes_on_two_agents(any_db_cluster) -> None:
     best = min(trials, key=lambda t: t["searcherMetricValue"])
     assert best["hparams"]["learning_rate"] > 0.001
     ckpts = c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
-    assert ckpts and all((c.work / "ckpts" / ck["uuid"]).is_dir() for ck in ckpts)
+    kept = [ck for ck in ckpts if ck["state"] == "STATE_COMPLETED"]
+    deleted = [ck for ck in ckpts if ck["state"] == "STATE_DELETED"]
+    assert kept and all((c.work / "ckpts" / ck["uuid"]).is_dir() for ck in kept)
+    assert all(not (c.work / "ckpts" / ck["uuid"]).exists() for ck in deleted)
     # both agents ran something
     assert {a for t in trials for a in _agents_of_trial(c, t["id"])} == {"a1", "a2"}
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from pedl.config.checkpoint_storage import S3Location, storage_union
 from pedl.config.durations import Duration
 from pedl.config.loading import FieldProblems, StrictModel, load_yaml_file
 from pedl.config.provider_config import ProviderConfig, legacy_provisioner
@@ -38,6 +39,15 @@ class SharedFSStorage(StrictModel):
     save_trial_latest: int = Field(1, ge=0)
 
 
+class S3Storage(S3Location):
+    save_experiment_best: int = Field(0, ge=0)
+    save_trial_best: int = Field(1, ge=0)
+    save_trial_latest: int = Field(1, ge=0)
+
+
+CheckpointStorageConfig = storage_union(SharedFSStorage, S3Storage)
+
+
 class SchedulerConfig(StrictModel):
     type: Literal["priority", "fair_share"] = "priority"
     fitting_policy: Literal["best", "worst"] = "best"
@@ -66,8 +76,11 @@ class MasterConfig(StrictModel):
     agent_heartbeat_timeout: Duration = Field(15.0, description="silence after which an agent is disconnected")
     agent_reconnect_wait: Duration = Field(25.0, description="how long a disconnected agent keeps its tasks")
     task_kill_grace_period: Duration = Field(10.0, description="SIGTERM to SIGKILL delay for killed tasks")
+    rendezvous_port_range: str = Field(
+        "29400-29999", pattern=r"^\d{1,5}-\d{1,5}$",
+        description="ports the chief of a distributed trial offers torch.distributed (MASTER_PORT)")
     session_ttl: Duration = Field(7 * 24 * 3600.0, description="lifetime of a login token")
-    checkpoint_storage: SharedFSStorage | None = Field(
+    checkpoint_storage: CheckpointStorageConfig | None = Field(
         None, description="default storage; shared_fs under data_dir/checkpoints when unset")
     resource_pools: list[ResourcePoolConfig] = Field(
         default_factory=lambda: [ResourcePoolConfig(pool_name="default")])
@@ -116,7 +129,11 @@ class MasterConfig(StrictModel):
             raise FieldProblems(problems)
         return self
 
-    def effective_checkpoint_storage(self) -> SharedFSStorage:
+    def port_range(self) -> range:
+        lo, hi = (int(x) for x in self.rendezvous_port_range.split("-"))
+        return range(lo, hi + 1)
+
+    def effective_checkpoint_storage(self) -> SharedFSStorage | S3Storage:
         return self.checkpoint_storage or SharedFSStorage(host_path=str(self.data_dir / "checkpoints"))
 
     def pool(self, name: str) -> ResourcePoolConfig | None:

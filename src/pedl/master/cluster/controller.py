@@ -51,6 +51,7 @@ class Controller:
         self._preempt: set[str] = set()
         self._wake: Callable[[], None] = lambda: None
         self._wake_provisioners: Callable[[], None] = lambda: None
+        self._want_checkpoint_gc: Callable[[int], None] = lambda _experiment_id: None
         self.provisioners: dict = {}  # pool name -> PoolProvisioner
 
     # -- plumbing --------------------------------------------------------------------------------
@@ -70,6 +71,14 @@ class Controller:
 
     def wake_provisioners(self) -> None:
         self._wake_provisioners()
+
+    def set_checkpoint_gc(self, want: Callable[[int], None]) -> None:
+        self._want_checkpoint_gc = want
+
+    def want_checkpoint_gc(self, experiment_id: int) -> None:
+        """Ask for checkpoint garbage collection of an experiment (a trial or the experiment ended).
+        Cheap: a worker does it after this transaction, outside the lock (services/checkpoint_gc.py)."""
+        self._want_checkpoint_gc(experiment_id)
 
     def queue_message(self, agent_id: str, msg: BaseModel) -> None:
         self._outbox.append((agent_id, msg))
@@ -229,10 +238,37 @@ class Controller:
             if agent_id not in _agents_of(alloc):
                 log.warning("agent %s reported exit of %s, which is not assigned to it", agent_id, allocation_id)
                 return
-            self._allocation_ended(s, alloc, exit_code, reason)
+            self._placement_exited(s, alloc, agent_id, exit_code, reason)
 
         self.run(fn)
         self.wake()
+
+    def _placement_exited(self, s: Session, alloc: models.Allocation, agent_id: str, exit_code: int | None,
+                          reason: str) -> None:
+        """One agent's process of an allocation ended. A distributed allocation ends when all of its
+        processes have; the first failure stops the others (they cannot go on without it)."""
+        places = [dict(p) for p in alloc.assignment or []]
+        if len(places) <= 1:
+            self._allocation_ended(s, alloc, exit_code, reason)
+            return
+        order = sum(1 for p in places if p.get("exited"))
+        for p in places:
+            if p["agent_id"] == agent_id and not p.get("exited"):
+                p.update(exited=True, exit_code=exit_code, reason=reason, order=order)
+        alloc.assignment = places  # a new list: JSON columns track assignment, not mutation
+        if exit_code != 0 and not alloc.kill_requested:
+            self.kill_allocation(s, alloc, f"rank on agent {agent_id} ended ({exit_code}); stopping the others",
+                                 keep_failure=True)
+        if all(p.get("exited") for p in places):
+            failures = sorted((p for p in places if p.get("exit_code") != 0), key=lambda p: p["order"])
+            failed = failures[0] if failures else None  # the first to fail is the cause
+            if failed is None:
+                self._allocation_ended(s, alloc, 0, "")
+            else:
+                rank = places.index(failed)
+                self._allocation_ended(s, alloc, failed.get("exit_code"),
+                                       f"rank {rank} on agent {failed['agent_id']}"
+                                       + (f": {failed['reason']}" if failed.get("reason") else ""))
 
     def _allocation_ended(self, s: Session, alloc: models.Allocation, exit_code: int | None, reason: str) -> None:
         now = self.now
@@ -242,6 +278,10 @@ class Controller:
             why = reason or "ended before its process ran"
         else:
             why = f"exited with code {exit_code}" + (f": {reason}" if reason else "")
+        for agent_id in _agents_of(alloc, running_only=True):  # ranks still running elsewhere
+            if len(alloc.assignment or []) > 1:
+                self.queue_message(agent_id, proto.KillTask(allocation_id=alloc.id, reason=why,
+                                                            grace_period=self.ctx.config.task_kill_grace_period))
         set_allocation_state(s, now, alloc, A.TERMINATED, why)
         alloc.ended_at, alloc.exit_code, alloc.exit_reason = now, exit_code, why
         self._preempt.discard(alloc.id)
@@ -250,18 +290,21 @@ class Controller:
             logs.add_master_line(s, now, alloc, f"allocation {alloc.id} {why}", level="LOG_LEVEL_ERROR")
         experiment_flow.allocation_ended(self, s, alloc, exit_code, why, counts_as_failure=reason != NOT_STARTED)
 
-    def kill_allocation(self, s: Session, alloc: models.Allocation, reason: str) -> None:
-        """End an allocation: drop it if not yet running, else signal its agents."""
+    def kill_allocation(self, s: Session, alloc: models.Allocation, reason: str, *,
+                        keep_failure: bool = False) -> None:
+        """End an allocation: drop it if not yet running, else signal its agents. `keep_failure`
+        stops the other ranks of a failed distributed allocation without calling it a kill."""
         if alloc.state == A.PENDING.value:
             set_allocation_state(s, self.now, alloc, A.TERMINATED, reason)
             alloc.ended_at, alloc.exit_reason = self.now, reason
             return
         if alloc.state == A.TERMINATED.value:
             return
-        alloc.kill_requested = True
+        if not keep_failure:
+            alloc.kill_requested = True
         if alloc.state != A.TERMINATING.value:
             set_allocation_state(s, self.now, alloc, A.TERMINATING, reason)
-        for agent_id in _agents_of(alloc):
+        for agent_id in _agents_of(alloc, running_only=True):
             self.queue_message(agent_id, proto.KillTask(allocation_id=alloc.id, reason=reason,
                                                         grace_period=self.ctx.config.task_kill_grace_period))
 
@@ -356,6 +399,8 @@ class Controller:
             allocs = {a.id: a for a in s.scalars(select(models.Allocation).where(
                 models.Allocation.id.in_([aid for aid, _ in chunk])))}
             rows = experiment_flow.SpecRows.load(s, [a.trial_id for a in allocs.values() if a.trial_id])
+            if any(len(placements) > 1 for _, placements in chunk):
+                self._load_rendezvous(s, rows)
             for alloc_id, placements in chunk:
                 alloc = allocs.get(alloc_id)
                 if alloc is not None and alloc.state == A.PENDING.value:  # not killed since the plan
@@ -371,13 +416,40 @@ class Controller:
         set_allocation_state(s, now, alloc, A.ASSIGNED,
                              "assigned to " + ", ".join(f"{a}{slots}" for a, slots in placements))
         spec = experiment_flow.task_spec(self, alloc, token, rows)
-        for agent_id, slot_ids in placements:
+        ranks = self._rendezvous(alloc, placements, rows) if len(placements) > 1 else [{}]
+        for (agent_id, slot_ids), rank_env in zip(placements, ranks, strict=True):
             conn = self.ctx.hub.get(agent_id)
             base = conn.master_url if conn else ""
             self.queue_message(agent_id, proto.StartTask(
                 allocation_id=alloc.id, task_id=alloc.task_id, name=alloc.name, entrypoint=spec["entrypoint"],
-                env=spec["env"], slot_ids=slot_ids, session_token=token,
+                env={**spec["env"], **rank_env}, slot_ids=slot_ids, session_token=token,
                 context_url=f"{base}/api/v1/tasks/{alloc.task_id}/context_directory"))
+
+    def _load_rendezvous(self, s: Session, rows: experiment_flow.SpecRows) -> None:
+        """Agent addresses and the rendezvous ports already taken, for distributed placements."""
+        rows.agent_addresses = {a.id: a.address for a in s.scalars(select(models.Agent))}
+        rows.ports_in_use = {}
+        for held in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))):
+            places = held.assignment or []
+            if places and places[0].get("port"):
+                rows.ports_in_use.setdefault(places[0]["agent_id"], set()).add(places[0]["port"])
+
+    def _rendezvous(self, alloc: models.Allocation, placements: list[tuple[str, list[str]]],
+                    rows: experiment_flow.SpecRows) -> list[dict[str, str]]:
+        """One process per agent: node rank, world size and the chief's address and port."""
+        chief = placements[0][0]
+        taken = rows.ports_in_use.setdefault(chief, set())
+        port = next((p for p in self.ctx.config.port_range() if p not in taken), None)
+        if port is None:
+            raise RuntimeError(f"no free rendezvous port on agent {chief} in {self.ctx.config.rendezvous_port_range}")
+        taken.add(port)
+        alloc.assignment = [{**p, "port": port} if i == 0 else p for i, p in enumerate(alloc.assignment)]
+        address = rows.agent_addresses.get(chief, "127.0.0.1")
+        world = str(len(placements))
+        return [{"RANK": str(rank), "NODE_RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": world,
+                 "NNODES": world, "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": address, "MASTER_PORT": str(port),
+                 "PEDL_SLOTS_PER_NODE": str(len(slot_ids))}
+                for rank, (_, slot_ids) in enumerate(placements)]
 
 
 def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float]]:
@@ -390,5 +462,5 @@ def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str,
     return {tid: (str(eid), float((cfg.get("resources") or {}).get("weight", 1.0))) for tid, eid, cfg in rows}
 
 
-def _agents_of(alloc: models.Allocation) -> list[str]:
-    return [p["agent_id"] for p in alloc.assignment or []]
+def _agents_of(alloc: models.Allocation, running_only: bool = False) -> list[str]:
+    return [p["agent_id"] for p in alloc.assignment or [] if not (running_only and p.get("exited"))]

@@ -93,19 +93,28 @@ class _FreeIndex:
         return None
 
     def pick_whole_agents(self, need: int) -> list[str] | None:
-        """Several completely free agents whose slots add up to exactly `need`, largest first."""
-        chosen, total = [], 0
-        for count in range(self.max_free, 0, -1):
+        """The fewest completely free agents whose slots add up to exactly `need` (a bounded
+        knapsack over agent sizes, so 3+3 is found for 6 even when a 4-slot agent is free)."""
+        by_size: dict[int, list[str]] = defaultdict(list)
+        for count in range(1, self.max_free + 1):
             for agent_id in self.buckets.get(count, {}):
-                if self.total[agent_id] != count:
-                    continue  # not wholly free
-                if total + count > need:
-                    continue
-                chosen.append(agent_id)
-                total += count
-                if total == need:
-                    return chosen
-        return None
+                if self.total[agent_id] == count:
+                    by_size[count].append(agent_id)
+        best: dict[int, list[int]] = {0: []}  # total slots -> the agent sizes used, fewest agents
+        for size, ids in sorted(by_size.items(), reverse=True):
+            grown = dict(best)
+            for total, used in best.items():
+                for k in range(1, len(ids) + 1):
+                    reached = total + k * size
+                    if reached > need:
+                        break
+                    if reached not in grown or len(used) + k < len(grown[reached]):
+                        grown[reached] = used + [size] * k
+            best = grown
+        if need not in best:
+            return None
+        pools = {size: list(ids) for size, ids in by_size.items()}
+        return [pools[size].pop(0) for size in best[need]]
 
     def fullest(self) -> str | None:
         """The agent with the fewest free slots (any agent, even one with none free)."""

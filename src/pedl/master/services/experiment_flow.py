@@ -75,11 +75,14 @@ def apply_actions(ctl: Controller, s: Session, exp: models.Experiment, actions: 
             new_allocation(ctl, s, exp, trial)
         else:
             set_trial_state(s, now, trial, T.PAUSED, "experiment is paused")
+    reasons = _searcher(exp).stop_reasons() if actions.stop else {}
     for request_id in actions.stop:
         trial = s.scalar(select(models.Trial).where(models.Trial.experiment_id == exp.id,
                                                      models.Trial.request_id == request_id))
         if trial is not None and trial.state not in TERMINAL_TRIAL:
-            stop_trial(ctl, s, exp, trial, "stopped early by the searcher")
+            why = reasons.get(request_id)
+            stop_trial(ctl, s, exp, trial, f"stopped early by the searcher: {why}" if why
+                       else "stopped early by the searcher")
     maybe_finish(ctl, s, exp)
 
 
@@ -109,6 +112,8 @@ class SpecRows:
     users: dict[int, models.User]
     checkpoints: dict[str, models.Checkpoint]
     env: dict[int, dict[str, str]] = field(default_factory=dict)  # experiment id -> user variables
+    agent_addresses: dict[str, str] = field(default_factory=dict)  # for distributed placements
+    ports_in_use: dict[str, set[int]] = field(default_factory=dict)  # chief agent -> rendezvous ports
 
     @classmethod
     def load(cls, s: Session, trial_ids: list[int]) -> SpecRows:
@@ -214,6 +219,7 @@ def fail_unschedulable(ctl: Controller, s: Session, alloc: models.Allocation, re
 
 def close_early(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     """Tell the searcher a trial ended without finishing (error or kill) and apply what it decides."""
+    ctl.want_checkpoint_gc(exp.id)
     searcher = _searcher(exp)
     actions = searcher.on_trial_exited_early(trial.request_id, reason)
     _save_searcher(exp, searcher)
@@ -231,6 +237,7 @@ def _requeue(ctl: Controller, s: Session, exp: models.Experiment, trial: models.
 def _complete(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     set_trial_state(s, ctl.now, trial, T.COMPLETED, reason)
     trial.end_time = ctl.now
+    ctl.want_checkpoint_gc(exp.id)
     searcher = _searcher(exp)
     actions = searcher.on_trial_closed(trial.request_id)
     _save_searcher(exp, searcher)
@@ -239,6 +246,7 @@ def _complete(ctl: Controller, s: Session, exp: models.Experiment, trial: models
 
 def stop_trial(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     """The searcher is done with a trial: stop it gracefully (preempt) and close it as completed."""
+    trial.end_reason = reason  # the API's endReason: why the searcher stopped it
     alloc = live_allocation(s, trial)
     if alloc is None or alloc.state == A.PENDING.value:
         if alloc is not None:
@@ -278,6 +286,7 @@ def maybe_finish(ctl: Controller, s: Session, exp: models.Experiment) -> None:
                 t.end_time = now
             set_experiment_state(s, now, exp, E.CANCELED, "killed")
             exp.end_time = now
+            ctl.want_checkpoint_gc(exp.id)
         return
     state = exp.searcher_state.get("state") or {}
     searcher_done = state.get("exhausted") and not state.get("live")
@@ -293,6 +302,7 @@ def maybe_finish(ctl: Controller, s: Session, exp: models.Experiment) -> None:
             set_experiment_state(s, now, exp, E.COMPLETED, exp.end_reason or "the searcher finished")
         exp.end_time = now
         exp.progress = 1.0
+        ctl.want_checkpoint_gc(exp.id)
 
 
 # -- user actions --------------------------------------------------------------------------------
