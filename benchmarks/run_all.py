@@ -7,13 +7,23 @@ import argparse
 import time
 from types import ModuleType
 
-from benchmarks import metric_ingestion, scheduling_pass, task_start_latency
+from benchmarks import (
+    asha_vs_random,
+    metric_ingestion,
+    provisioner_pass,
+    provisioner_reaction,
+    scheduling_pass,
+    task_start_latency,
+)
 from benchmarks.harness import Figure, report
 
 BENCHMARKS: dict[str, ModuleType] = {
     "task_start_latency": task_start_latency,
     "metric_ingestion": metric_ingestion,
     "scheduling_pass": scheduling_pass,
+    "provisioner_reaction": provisioner_reaction,
+    "provisioner_pass": provisioner_pass,
+    "asha_vs_random": asha_vs_random,
 }
 
 # a smoke run: every path exercised in well under a minute each
@@ -22,6 +32,9 @@ QUICK_ARGS: dict[str, list[str]] = {
     "metric_ingestion": ["--serial-reports", "100", "--reports-per-thread", "25", "--raw-rows", "1000",
                          "--raw-rows-committed", "100"],
     "scheduling_pass": ["--agents", "100", "--trials", "1000", "--experiments", "10", "--repeat", "1"],
+    "provisioner_reaction": ["--submissions", "10", "--warmup", "1"],
+    "provisioner_pass": ["--instances", "100", "--allocations", "1000", "--repeat", "1"],
+    "asha_vs_random": ["--trials", "32", "--seeds", "3"],
 }
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from pedl.config.checkpoint_storage import S3Location, storage_union
 from pedl.config.loading import FieldProblems, StrictModel, parse_yaml_text, validate_data
 
 
@@ -96,13 +97,21 @@ def _coerce_length(v: Any) -> Any:
     return v
 
 
+_ASHA_ONLY = ("divisor", "max_rungs", "mode")
+
+
 class SearcherConfig(StrictModel):
-    name: Literal["single", "grid", "random"]
+    name: Literal["single", "grid", "random", "adaptive_asha"]
     metric: str = Field(..., min_length=1, description="validation metric the searcher optimizes")
     smaller_is_better: bool = True
-    max_trials: int | None = Field(None, ge=1, description="trials to sample (random)")
+    max_trials: int | None = Field(None, ge=1, description="trials to sample (random, adaptive_asha)")
     max_length: Length | None = None
-    max_concurrent_trials: int = Field(0, ge=0, description="0 means no limit")
+    max_concurrent_trials: int = Field(
+        0, ge=0, description="0 means no limit (adaptive_asha: Determined's per-bracket default)")
+    divisor: float = Field(4, gt=1, description="adaptive_asha: keep the top 1/divisor at each rung")
+    max_rungs: int = Field(5, ge=1, description="adaptive_asha: rungs of the most aggressive bracket")
+    mode: Literal["aggressive", "standard", "conservative"] = Field(
+        "standard", description="adaptive_asha: which brackets run (aggressive: one, conservative: all)")
     source_trial_id: int | None = None
     source_checkpoint_uuid: str | None = None
 
@@ -112,6 +121,16 @@ class SearcherConfig(StrictModel):
     def _needs(self) -> SearcherConfig:
         if self.name == "random" and self.max_trials is None:
             raise ValueError("max_trials is required for the random searcher")
+        problems: list[tuple[str, str]] = []
+        if self.name == "adaptive_asha":
+            problems += [(f"searcher.{key}", "required for the adaptive_asha searcher")
+                         for key in ("max_trials", "max_length") if getattr(self, key) is None]
+        else:
+            # compared with the defaults, not model_fields_set: stored configs are full dumps
+            problems += [(f"searcher.{key}", "only for the adaptive_asha searcher") for key in _ASHA_ONLY
+                         if getattr(self, key) != type(self).model_fields[key].default]
+        if problems:
+            raise FieldProblems(problems)
         return self
 
 
@@ -123,13 +142,25 @@ class ResourcesConfig(StrictModel):
     max_slots: int | None = Field(None, ge=0)
 
 
-class CheckpointStorageConfig(StrictModel):
-    type: Literal["shared_fs"] = "shared_fs"
+class SharedFSStorageConfig(StrictModel):
+    """shared_fs storage, or (without `type`) the master's storage with some fields changed: what is
+    left out here comes from the master's checkpoint_storage."""
+
+    type: Literal["shared_fs"] | None = Field(None, description="left out: the master's storage type")
     host_path: str | None = None
     storage_path: str | None = None
-    save_experiment_best: int = Field(0, ge=0)
-    save_trial_best: int = Field(1, ge=0)
-    save_trial_latest: int = Field(1, ge=0)
+    save_experiment_best: int | None = Field(None, ge=0, description="best checkpoints of the experiment kept")
+    save_trial_best: int | None = Field(None, ge=0, description="best checkpoints of each trial kept")
+    save_trial_latest: int | None = Field(None, ge=0, description="latest checkpoints of each trial kept")
+
+
+class S3StorageConfig(S3Location):
+    save_experiment_best: int | None = Field(None, ge=0, description="best checkpoints of the experiment kept")
+    save_trial_best: int | None = Field(None, ge=0, description="best checkpoints of each trial kept")
+    save_trial_latest: int | None = Field(None, ge=0, description="latest checkpoints of each trial kept")
+
+
+CheckpointStorageConfig = storage_union(SharedFSStorageConfig, S3StorageConfig)
 
 
 class EnvironmentConfig(StrictModel):

@@ -49,6 +49,10 @@ class Searcher:
     def total_trials(self) -> int | None:
         return None
 
+    def stop_reasons(self) -> dict[str, str]:
+        """request id -> why this searcher stopped that trial early; empty for those that never do."""
+        return {}
+
     # -- shared --
     def state(self) -> dict[str, Any]:
         # copies: a saved state must not change when the searcher moves on

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pedl.config.experiment_config import ExperimentConfig
+from pedl.master.searcher.asha import AdaptiveASHASearcher
 from pedl.master.searcher.base import Searcher
 from pedl.master.searcher.simple import GridSearcher, RandomSearcher, SingleSearcher
 
@@ -19,4 +20,10 @@ def make_searcher(config: ExperimentConfig, seed: int, state: dict[str, Any] | N
         return GridSearcher(config.hyperparameters, **common)
     if sc.name == "random":
         return RandomSearcher(config.hyperparameters, sc.max_trials or 1, **common)
+    if sc.name == "adaptive_asha":
+        if sc.max_trials is None or sc.max_length is None:
+            raise ValueError("adaptive_asha needs searcher.max_trials and searcher.max_length")
+        return AdaptiveASHASearcher(config.hyperparameters, max_trials=sc.max_trials, max_length=sc.max_length.units,
+                                    divisor=sc.divisor, max_rungs=sc.max_rungs, mode=sc.mode, metric=sc.metric,
+                                    unit=sc.max_length.unit, **common)
     raise ValueError(f"unknown searcher {sc.name!r}")
