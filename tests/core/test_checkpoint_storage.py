@@ -94,15 +94,16 @@ def test_storage_from_config_shared_fs(tmp_path: Path) -> None:
 
 
 def test_storage_from_config_accepts_the_config_model(tmp_path: Path) -> None:
-    from pedl.config.experiment_config import CheckpointStorageConfig
+    from pedl.config.experiment_config import SharedFSStorageConfig
 
-    storage = storage_from_config(CheckpointStorageConfig(host_path=str(tmp_path)))
+    storage = storage_from_config(SharedFSStorageConfig(host_path=str(tmp_path)))
     assert isinstance(storage, SharedFSStorage)
 
 
 @pytest.mark.parametrize(("config", "message"), [
     ({"type": "shared_fs"}, "host_path is required"),
-    ({"type": "s3", "bucket": "b"}, "s3 checkpoint storage is not supported yet"),
+    ({"type": "s3"}, "bucket is required"),
+    ({"type": "gcs", "bucket": "b"}, "gcs checkpoint storage is not supported"),
     ({"type": "floppy"}, "unknown checkpoint_storage.type 'floppy'"),
 ])
 def test_storage_from_config_errors(config: dict, message: str) -> None:

@@ -16,6 +16,7 @@ from tests.master.fakes import (
     create_experiment,
     post,
 )
+from tests.support.moto_server import moto_endpoint_fixture, moto_server_fixture  # noqa: F401
 
 
 @pytest.fixture
@@ -135,3 +136,100 @@ def test_experiment_checkpoints_sorted_by_searcher_metric(client: TestClient, us
 
 def test_unknown_checkpoint_is_404(client: TestClient, user: dict) -> None:
     assert client.get("/api/v1/checkpoints/does-not-exist", headers=user).status_code == 404
+
+
+# -- GET /api/v1/checkpoints and /api/v1/checkpoints/{uuid}/download --------------------------------
+
+
+def _master_storage(client: TestClient):
+    from pedl.common.checkpoint_storage import storage_from_config
+
+    return storage_from_config(client.app.state.ctx.config.effective_checkpoint_storage().model_dump())
+
+
+def test_list_filters_by_experiment_trial_and_state(client: TestClient, user: dict, task: StartedTask) -> None:
+    for steps in (1, 2, 3):
+        post(client, "/api/v1/checkpoints", det_checkpoint(task, steps, f"ck-{steps}"), bearer(task.token))
+    validate(client, task, 2, 0.5)
+    exp_id = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]["experimentId"]
+    body = client.get(f"/api/v1/checkpoints?experimentId={exp_id}", headers=user).json()
+    assert [c["uuid"] for c in body["checkpoints"]] == ["ck-1", "ck-2", "ck-3"]
+    assert body["pagination"]["total"] == 3
+    [two] = [c for c in body["checkpoints"] if c["uuid"] == "ck-2"]
+    assert two["training"]["validationMetrics"]["avgMetrics"] == {"loss": 0.5}
+    assert two["training"]["trialId"] == task.trial_id
+    assert client.get(f"/api/v1/checkpoints?trialId={task.trial_id}&limit=2&offset=2",
+                      headers=user).json()["checkpoints"][0]["uuid"] == "ck-3"
+    newest = client.get("/api/v1/checkpoints?orderBy=ORDER_BY_DESC&limit=1", headers=user).json()
+    assert newest["checkpoints"][0]["uuid"] == "ck-3" and newest["pagination"]["endIndex"] == 1
+    assert client.get(f"/api/v1/checkpoints?experimentId={exp_id + 1}", headers=user).json()["checkpoints"] == []
+    assert client.get("/api/v1/checkpoints?states=STATE_DELETED", headers=user).json()["checkpoints"] == []
+    r = client.get("/api/v1/checkpoints?states=GONE", headers=user)
+    assert r.status_code == 400 and "states" in r.json()["message"]
+
+
+def test_download_streams_a_tar_of_the_files(client: TestClient, user: dict, task: StartedTask) -> None:
+    import io
+    import tarfile
+
+    storage = _master_storage(client)
+    with storage.store_path("dl-1") as path:
+        (path / "weights.bin").write_bytes(bytes(range(256)) * 40)
+        (path / "nested" / "deeper").mkdir(parents=True)
+        (path / "nested" / "state.json").write_text('{"step": 3}')
+    body = det_checkpoint(task, 3, "dl-1")
+    body["resources"] = {k: str(v) for k, v in storage.resources("dl-1").items()}
+    post(client, "/api/v1/checkpoints", body, bearer(task.token))
+    r = client.get("/api/v1/checkpoints/dl-1/download", headers=user)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/x-tar"
+    assert int(r.headers["content-length"]) == len(r.content)
+    assert r.headers["x-pedl-checkpoint-bytes"] == str(256 * 40 + 11)
+    with tarfile.open(fileobj=io.BytesIO(r.content)) as tar:
+        names = {m.name: m for m in tar.getmembers()}
+        assert set(names) == {"nested", "nested/deeper", "nested/state.json", "weights.bin"}
+        assert names["nested/deeper"].isdir()
+        assert tar.extractfile("weights.bin").read() == bytes(range(256)) * 40
+        assert tar.extractfile("nested/state.json").read() == b'{"step": 3}'
+
+
+def test_download_of_missing_or_deleted_checkpoints_is_404(client: TestClient, user: dict, task: StartedTask) -> None:
+    assert client.get("/api/v1/checkpoints/nope/download", headers=user).status_code == 404
+    post(client, "/api/v1/checkpoints", det_checkpoint(task, 1, "no-files"), bearer(task.token))
+    r = client.get("/api/v1/checkpoints/no-files/download", headers=user)
+    assert r.status_code == 404 and "has no files" in r.json()["message"]
+    body = det_checkpoint(task, 2, "gone")
+    body["state"] = "STATE_DELETED"
+    post(client, "/api/v1/checkpoints", body, bearer(task.token))
+    r = client.get("/api/v1/checkpoints/gone/download", headers=user)
+    assert r.status_code == 404 and "STATE_DELETED" in r.json()["message"]
+    assert client.get("/api/v1/checkpoints/gone/download").status_code == 401
+
+
+def test_download_reads_s3_checkpoints_from_the_bucket(client: TestClient, user: dict, task: StartedTask,
+                                                      moto_endpoint: str) -> None:
+    import io
+    import tarfile
+
+    import boto3
+
+    from pedl.common.checkpoint_storage import S3Storage
+
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket="dl-bucket")
+    config = {"type": "s3", "bucket": "dl-bucket", "prefix": "p", "endpoint_url": moto_endpoint}
+    storage = S3Storage("dl-bucket", prefix="p", endpoint_url=moto_endpoint)
+    with storage.store_path("s3-ck") as path:
+        (path / "model.pt").write_bytes(b"m" * 1000)
+    body = det_checkpoint(task, 5, "s3-ck")
+    body["storage"] = config
+    post(client, "/api/v1/checkpoints", body, bearer(task.token))
+    r = client.get("/api/v1/checkpoints/s3-ck/download", headers=user)
+    assert r.status_code == 200, r.text
+    with tarfile.open(fileobj=io.BytesIO(r.content)) as tar:
+        assert tar.extractfile("model.pt").read() == b"m" * 1000
+    # a bucket that does not exist is a 404 naming it, before any byte of tar
+    body = det_checkpoint(task, 6, "s3-nobucket")
+    body["storage"] = {**config, "bucket": "not-there"}
+    post(client, "/api/v1/checkpoints", body, bearer(task.token))
+    r = client.get("/api/v1/checkpoints/s3-nobucket/download", headers=user)
+    assert r.status_code == 404 and "'not-there' does not exist" in r.json()["message"]

@@ -1,19 +1,75 @@
-"""`pedl checkpoint describe UUID`: one checkpoint (GET /api/v1/checkpoints/{uuid}).
-Experiment-wide listings live in `pedl experiment list-checkpoints`."""
+"""`pedl checkpoint list|describe|download` over /api/v1/checkpoints. Experiment-wide listings in
+det's shape are also in `pedl experiment list-checkpoints`."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
 
-from pedl.cli.output import JsonFlag, fmt_bytes, fmt_state, fmt_time, print_fields, print_json
+from pedl.cli.checkpoint_download import download_checkpoint, file_bytes
+from pedl.cli.output import (
+    JsonFlag,
+    fmt_bytes,
+    fmt_state,
+    fmt_time,
+    print_fields,
+    print_json,
+    print_table,
+    say,
+)
 from pedl.cli.state import client_of
 
-app = typer.Typer(no_args_is_help=True, help="Inspect checkpoints.")
+app = typer.Typer(no_args_is_help=True, help="List, inspect and download checkpoints.")
+
+
+def _state_param(value: str) -> str:
+    value = value.upper()
+    return value if value.startswith("STATE_") else f"STATE_{value}"
+
+
+def where(checkpoint: dict[str, Any]) -> str | None:
+    """Where the files live, as a path or URL."""
+    storage = checkpoint.get("storage") or {}
+    uuid = checkpoint.get("uuid")
+    if storage.get("type") == "s3":
+        prefix = "/".join(p for p in (storage.get("prefix") or "").split("/") if p)
+        return f"s3://{storage.get('bucket')}/{prefix + '/' if prefix else ''}{uuid}/"
+    if storage.get("host_path"):
+        base = Path(storage["host_path"])
+        if storage.get("storage_path"):
+            base = base / storage["storage_path"]
+        return str(base / str(uuid))
+    return None
+
+
+@app.command("list")
+def list_(ctx: typer.Context,
+          experiment: int | None = typer.Option(None, "--experiment", "-e", help="only this experiment's"),
+          trial: int | None = typer.Option(None, "--trial", "-t", help="only this trial's"),
+          state: list[str] = typer.Option([], "--state", "-s",
+                                          help="only in this state (COMPLETED, DELETED, ...); repeatable"),
+          as_json: JsonFlag = False) -> None:
+    """List checkpoints, oldest first (GET /api/v1/checkpoints)."""
+    params = {"experimentId": experiment, "trialId": trial, "states": [_state_param(s) for s in state] or None}
+    checkpoints = client_of(ctx).paginate("/api/v1/checkpoints", "checkpoints", params)
+    if as_json:
+        print_json(checkpoints)
+        return
+    rows = []
+    for c in checkpoints:
+        training = c.get("training") or {}
+        rows.append([c.get("uuid"), training.get("experimentId"), training.get("trialId"),
+                     (c.get("metadata") or {}).get("steps_completed"), fmt_state(c.get("state")),
+                     training.get("searcherMetric"), fmt_bytes(file_bytes(c.get("resources") or {})),
+                     fmt_time(c.get("reportTime"))])
+    print_table(["UUID", "Experiment", "Trial", "Steps", "State", "Searcher metric", "Size", "Reported"], rows)
 
 
 @app.command("describe")
 def describe(ctx: typer.Context, uuid: str, as_json: JsonFlag = False) -> None:
-    """Show a checkpoint: trial, state, metadata, files."""
+    """Show a checkpoint: trial, state, metadata, files, where they live."""
     checkpoint = client_of(ctx).get(f"/api/v1/checkpoints/{uuid}").get("checkpoint") or {}
     if as_json:
         print_json(checkpoint)
@@ -28,4 +84,23 @@ def describe(ctx: typer.Context, uuid: str, as_json: JsonFlag = False) -> None:
         ("Validation metrics", (training.get("validationMetrics") or {}).get("avgMetrics")),
         ("Metadata", checkpoint.get("metadata")),
         ("Files", f"{len(resources)} ({fmt_bytes(size)})"),
+        ("Location", where(checkpoint)),
     ], title=f"Checkpoint {uuid}")
+
+
+@app.command("download")
+def download(ctx: typer.Context, uuid: str,
+             output: Path | None = typer.Option(None, "--output", "-o",
+                                                help="directory to create (default: ./checkpoints/UUID)"),
+             via_master: bool = typer.Option(False, "--via-master",
+                                             help="stream through the master even if the files are visible here"),
+             ) -> None:
+    """Download a checkpoint's files into a new directory, showing progress."""
+    client = client_of(ctx)
+    checkpoint = client.get(f"/api/v1/checkpoints/{uuid}").get("checkpoint") or {}
+    dest = output if output is not None else Path("checkpoints") / uuid
+    how = download_checkpoint(client, {**checkpoint, "uuid": checkpoint.get("uuid") or uuid}, dest,
+                              via_master=via_master)
+    resources = checkpoint.get("resources") or {}
+    files = sum(1 for name in resources if not name.endswith("/"))
+    say(f"Checkpoint {uuid} ({files} files, {fmt_bytes(file_bytes(resources))}) is in {dest} ({how})")

@@ -3,6 +3,7 @@ Server errors come back as pedl.errors types; a master that cannot be reached is
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -232,6 +233,23 @@ class MasterClient:
             if not page or end is None or total is None or end >= total or end <= offset:
                 return items
             offset = end
+
+    @contextlib.contextmanager
+    def open_stream(self, path: str, params: dict[str, Any] | None = None,
+                    read_timeout: float | None = 300.0) -> Iterator[httpx.Response]:
+        """GET an answer that is not JSON (a checkpoint's tar) as a response to read in pieces;
+        an error status raises as `request` does, a broken connection as Unavailable."""
+        resp = self._send("GET", path, auth=True, stream=True, params=params,
+                          timeout=httpx.Timeout(self.timeout, read=read_timeout))
+        try:
+            if not 200 <= resp.status_code < 300:
+                resp.read()
+                self._check("GET", path, resp)
+            yield resp
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc) from None
+        finally:
+            resp.close()
 
     def stream_ndjson(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Yield each line's `result` of a newline-delimited JSON stream (logs, `follow=true`)."""

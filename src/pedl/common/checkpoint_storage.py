@@ -1,6 +1,7 @@
 """Where checkpoint files live: one interface, built from an experiment's `checkpoint_storage`.
 
-Tasks (through pedl.core) write and read checkpoints with it; the master uses it to delete them.
+Tasks (through pedl.core) write and read checkpoints with it; the master uses it to delete them
+and to stream them to `pedl checkpoint download`.
 """
 
 from __future__ import annotations
@@ -11,13 +12,18 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
 
-from pedl.errors import InvalidArgument
+from pedl.errors import Forbidden, InvalidArgument, NotFound, PedlError, Unavailable
 
-_UNSUPPORTED_YET = {"s3": "s3 checkpoint storage is not supported yet (planned)",
-                    "gcs": "gcs checkpoint storage is not supported"}
+_UNSUPPORTED = {"gcs": "gcs checkpoint storage is not supported (use shared_fs or s3)",
+                "azure": "azure checkpoint storage is not supported (use shared_fs or s3)"}
+
+
+class CheckpointNotFound(NotFound, FileNotFoundError):
+    """A checkpoint that is not in its storage: a pedl NotFound (404 over the API) and, as
+    restore_path has always raised, a FileNotFoundError."""
 
 
 class CheckpointStorage(abc.ABC):
@@ -44,6 +50,16 @@ class CheckpointStorage(abc.ABC):
 
     def exists(self, uuid: str) -> bool:
         return bool(self.resources(uuid))
+
+    @contextlib.contextmanager
+    def open_file(self, uuid: str, path: str) -> Iterator[BinaryIO]:
+        """One file of a checkpoint (`path` as `resources` names it), opened for reading.
+
+        Storages that can read a single file cheaply override this; the default restores the
+        whole checkpoint first."""
+        rel = _check_relpath(path)
+        with self.restore_path(uuid) as root, open(root / rel, "rb") as f:
+            yield f
 
 
 class TransferStorage(CheckpointStorage):
@@ -116,8 +132,18 @@ class SharedFSStorage(CheckpointStorage):
     def restore_path(self, uuid: str) -> Iterator[Path]:
         path = self.path_of(uuid)
         if not path.is_dir():
-            raise FileNotFoundError(f"checkpoint {uuid} not found in {self.base_path}")
+            raise CheckpointNotFound(f"checkpoint {uuid} not found in {self.base_path}")
         yield path
+
+    @contextlib.contextmanager
+    def open_file(self, uuid: str, path: str) -> Iterator[BinaryIO]:
+        full = self.path_of(uuid) / _check_relpath(path)
+        try:
+            f = open(full, "rb")  # noqa: SIM115 - closed below, after the caller is done
+        except FileNotFoundError:
+            raise CheckpointNotFound(f"file {path!r} of checkpoint {uuid} not found in {self.base_path}") from None
+        with f:
+            yield f
 
     def resources(self, uuid: str) -> dict[str, int]:
         path = self.path_of(uuid)
@@ -130,6 +156,183 @@ class SharedFSStorage(CheckpointStorage):
 
     def delete(self, uuid: str) -> None:
         shutil.rmtree(self.path_of(uuid), ignore_errors=True)
+
+
+class S3Storage(TransferStorage):
+    """Checkpoints in an S3 bucket (or an S3-compatible store): `s3://<bucket>/<prefix>/<uuid>/<path>`.
+
+    Directories are empty keys ending in "/", as Determined writes them, so `resources` lists the
+    same entries as shared_fs. Credentials come from boto3's usual chain (environment, shared
+    config, instance profile). Every boto3 failure is raised as a pedl error naming the bucket and
+    key: NotFound, Forbidden (credentials, access), Unavailable (network, throttling) or PedlError.
+    """
+
+    DELETE_BATCH = 1000  # S3's limit for one DeleteObjects call
+
+    def __init__(self, bucket: str, *, prefix: str = "", endpoint_url: str | None = None,
+                 region: str | None = None, client: Any = None) -> None:
+        self.bucket = bucket
+        self.prefix = "/".join(p for p in prefix.split("/") if p)
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self._client = client
+
+    def __repr__(self) -> str:
+        where = f" at {self.endpoint_url}" if self.endpoint_url else ""
+        return f"S3Storage('s3://{self.bucket}/{self.prefix}'{where})"
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            # custom endpoints (MinIO, moto) rarely resolve <bucket>.<host>: use path-style URLs there
+            config = Config(retries={"max_attempts": 5, "mode": "standard"},
+                            s3={"addressing_style": "path"} if self.endpoint_url else None)
+            # a session per storage: boto3's default session is not safe to share across threads
+            self._client = boto3.session.Session().client(
+                "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=config)
+        return self._client
+
+    def key_prefix(self, uuid: str) -> str:
+        """The key prefix of one checkpoint, ending in "/"."""
+        _check_uuid(uuid)
+        return f"{self.prefix}/{uuid}/" if self.prefix else f"{uuid}/"
+
+    def url(self, uuid: str, path: str = "") -> str:
+        return f"s3://{self.bucket}/{self.key_prefix(uuid)}{path}"
+
+    def _keys(self, uuid: str, action: str) -> Iterator[tuple[str, int]]:
+        """(key, size) of every object of the checkpoint."""
+        base = self.key_prefix(uuid)
+        with self._errors(action, self.url(uuid)):
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
+                for obj in page.get("Contents") or []:
+                    yield obj["Key"], int(obj.get("Size") or 0)
+
+    def upload(self, src: Path, uuid: str) -> None:
+        base = self.key_prefix(uuid)
+        for rel in sorted(list_directory(src)):
+            key = base + rel
+            with self._errors("upload to", f"s3://{self.bucket}/{key}"):
+                if rel.endswith("/"):
+                    self.client.put_object(Bucket=self.bucket, Key=key, Body=b"")
+                else:
+                    self.client.upload_file(str(src / rel), self.bucket, key)
+
+    def download(self, uuid: str, dst: Path) -> None:
+        base = self.key_prefix(uuid)
+        found = False
+        for key, _size in self._keys(uuid, "list"):
+            found = True
+            rel = key[len(base):]
+            if not rel:
+                continue
+            target = dst / _check_relpath(rel.rstrip("/"))
+            if rel.endswith("/"):
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with self._errors("download", f"s3://{self.bucket}/{key}"):
+                self.client.download_file(self.bucket, key, str(target))
+        if not found:
+            raise CheckpointNotFound(f"checkpoint {uuid} not found in {self.url(uuid)}")
+
+    def resources(self, uuid: str) -> dict[str, int]:
+        base = self.key_prefix(uuid)
+        return {key[len(base):]: size for key, size in self._keys(uuid, "list") if key != base}
+
+    def exists(self, uuid: str) -> bool:
+        base = self.key_prefix(uuid)
+        with self._errors("list", self.url(uuid)):
+            answer = self.client.list_objects_v2(Bucket=self.bucket, Prefix=base, MaxKeys=1)
+        return bool(answer.get("KeyCount") or answer.get("Contents"))
+
+    def delete(self, uuid: str) -> None:
+        keys = [key for key, _size in self._keys(uuid, "delete")]
+        for start in range(0, len(keys), self.DELETE_BATCH):
+            batch = keys[start:start + self.DELETE_BATCH]
+            with self._errors("delete", self.url(uuid)):
+                answer = self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+            failed = answer.get("Errors") or []
+            if failed:
+                first = failed[0]
+                raise _mapped_code(first.get("Code", ""), first.get("Message", ""), 0, "delete",
+                                   f"s3://{self.bucket}/{first.get('Key')}", self.bucket,
+                                   more=len(failed) - 1)
+
+    @contextlib.contextmanager
+    def open_file(self, uuid: str, path: str) -> Iterator[BinaryIO]:
+        key = self.key_prefix(uuid) + _check_relpath(path)
+        with self._errors("read", f"s3://{self.bucket}/{key}"):
+            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+        try:
+            yield body
+        finally:
+            body.close()
+
+    @contextlib.contextmanager
+    def _errors(self, action: str, where: str) -> Iterator[None]:
+        try:
+            yield
+        except PedlError:
+            raise
+        except Exception as exc:
+            mapped = s3_error(exc, action, where, self.bucket, self.endpoint_url)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+
+def s3_error(exc: BaseException, action: str, where: str, bucket: str,
+             endpoint_url: str | None = None) -> PedlError | None:
+    """A boto3/botocore failure as a pedl error whose message names the bucket or key; None for an
+    exception that did not come from boto3."""
+    from boto3.exceptions import S3TransferFailedError, S3UploadFailedError
+    from botocore import exceptions as bx
+
+    if isinstance(exc, S3UploadFailedError | S3TransferFailedError):
+        cause = exc.__cause__ or exc.__context__  # boto3 raises it while handling the ClientError that says why
+        if isinstance(cause, bx.ClientError | bx.BotoCoreError):
+            exc = cause
+    endpoint = endpoint_url or "AWS S3"
+    if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError | bx.CredentialRetrievalError):
+        return Forbidden(f"cannot {action} {where}: no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID "
+                         "and AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance profile")
+    if isinstance(exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError
+                  | bx.ConnectionClosedError):
+        return Unavailable(f"cannot {action} {where}: {endpoint} is unreachable ({exc})")
+    if isinstance(exc, bx.ClientError):
+        error = exc.response.get("Error") or {}
+        status = int((exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
+        return _mapped_code(str(error.get("Code") or ""), str(error.get("Message") or ""), status, action,
+                            where, bucket)
+    if isinstance(exc, bx.BotoCoreError | S3UploadFailedError | S3TransferFailedError):
+        return PedlError(f"cannot {action} {where}: {exc}")
+    return None
+
+
+_FORBIDDEN = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+              "AllAccessDisabled", "AccountProblem", "InvalidObjectState"}
+_UNAVAILABLE = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable",
+                "InternalError", "RequestTimeTooSkewed"}
+
+
+def _mapped_code(code: str, message: str, status: int, action: str, where: str, bucket: str,
+                 more: int = 0) -> PedlError:
+    detail = f"{code}: {message}" if message and message != code else code or f"HTTP {status}"
+    tail = f" (and {more} more key(s))" if more else ""
+    if code == "NoSuchBucket":
+        return NotFound(f"cannot {action} {where}: the bucket {bucket!r} does not exist{tail}")
+    if code in ("NoSuchKey", "NotFound", "404") or status == 404:
+        return NotFound(f"cannot {action} {where}: not found ({detail}){tail}")
+    if code in _FORBIDDEN or status == 403:
+        return Forbidden(f"cannot {action} {where}: access denied ({detail}){tail}")
+    if code in _UNAVAILABLE or status >= 500:
+        return Unavailable(f"cannot {action} {where}: S3 is unavailable ({detail}){tail}")
+    return PedlError(f"cannot {action} {where}: {detail}{tail}")
 
 
 def list_directory(root: Path) -> dict[str, int]:
@@ -159,8 +362,14 @@ def storage_from_config(config: Mapping[str, Any]) -> CheckpointStorage:
         if not host_path:
             raise InvalidArgument("checkpoint_storage.host_path is required for shared_fs storage")
         return SharedFSStorage(host_path, config.get("storage_path"))
-    if kind in _UNSUPPORTED_YET:
-        raise InvalidArgument(_UNSUPPORTED_YET[kind])
+    if kind == "s3":
+        bucket = config.get("bucket")
+        if not bucket:
+            raise InvalidArgument("checkpoint_storage.bucket is required for s3 storage")
+        return S3Storage(bucket, prefix=config.get("prefix") or "", endpoint_url=config.get("endpoint_url"),
+                         region=config.get("region"))
+    if kind in _UNSUPPORTED:
+        raise InvalidArgument(_UNSUPPORTED[kind])
     raise InvalidArgument(f"unknown checkpoint_storage.type {kind!r}")
 
 
@@ -168,3 +377,11 @@ def _check_uuid(uuid: str) -> None:
     # The uuid becomes a path component: refuse anything that could escape the base directory.
     if not uuid or uuid in (".", "..") or "/" in uuid or "\\" in uuid or "\x00" in uuid:
         raise ValueError(f"invalid checkpoint uuid {uuid!r}")
+
+
+def _check_relpath(path: str) -> str:
+    """A relative posix path inside a checkpoint; anything that could leave it is refused."""
+    parts = PurePosixPath(path).parts
+    if not parts or path.startswith("/") or "\x00" in path or any(p in ("..", ".") for p in parts):
+        raise ValueError(f"invalid path {path!r} inside a checkpoint")
+    return "/".join(parts)

@@ -35,6 +35,7 @@ from pedl.master.context import MasterContext
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
 from pedl.master.services import users as users_service
+from pedl.master.services.checkpoint_gc import CheckpointGC
 from pedl.version import __version__
 
 log = logging.getLogger("pedl.master")
@@ -130,6 +131,8 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
                         master_id=str(uuid.uuid4()))
     ctx.hub = AgentHub()
     ctx.controller = Controller(ctx)
+    checkpoint_gc = CheckpointGC(ctx)
+    ctx.controller.set_checkpoint_gc(checkpoint_gc.request)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -139,13 +142,14 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         stop = asyncio.Event()
         task = asyncio.create_task(control_loop(ctx, stop))
         prov_tasks = start_provisioners(ctx, stop)
+        gc_task = asyncio.create_task(checkpoint_gc.run_loop(stop))
         log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
                  "sqlite" if ctx.db.is_sqlite else "postgresql")
         try:
             yield
         finally:
             stop.set()
-            for t in (task, *prov_tasks):
+            for t in (task, gc_task, *prov_tasks):
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await t
@@ -156,6 +160,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app = FastAPI(title="pedl master", version=__version__, lifespan=lifespan,
                   description="pedl's REST API, in Determined's /api/v1 dialect.")
     app.state.ctx = ctx
+    app.state.checkpoint_gc = checkpoint_gc
     errors.install(app)
     for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools):
         app.include_router(module.router)

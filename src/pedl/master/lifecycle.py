@@ -53,6 +53,17 @@ class InstanceState(StrEnum):
     TERMINATED = "TERMINATED"
 
 
+class CheckpointState(StrEnum):
+    """Determined's checkpointv1State names; tasks report checkpoints COMPLETED, and checkpoint
+    garbage collection deletes them."""
+
+    ACTIVE = "STATE_ACTIVE"
+    COMPLETED = "STATE_COMPLETED"
+    ERROR = "STATE_ERROR"
+    DELETED = "STATE_DELETED"
+    PARTIALLY_DELETED = "STATE_PARTIALLY_DELETED"
+
+
 E, T, A, G, N = ExperimentState, TrialState, AllocationState, AgentState, InstanceState
 
 EXPERIMENT_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
@@ -102,6 +113,15 @@ INSTANCE_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
     N.TERMINATED: set(),
 }
 
+C = CheckpointState
+CHECKPOINT_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
+    C.ACTIVE: {C.COMPLETED, C.ERROR, C.DELETED},
+    C.COMPLETED: {C.DELETED},  # garbage collection; a failed deletion stays COMPLETED and is retried
+    C.PARTIALLY_DELETED: {C.DELETED},  # never set by pedl: `det trial describe` cannot show it
+    C.ERROR: {C.DELETED},
+    C.DELETED: set(),
+}
+
 TERMINAL_EXPERIMENT = {E.COMPLETED, E.CANCELED, E.ERROR}
 TERMINAL_TRIAL = {T.COMPLETED, T.CANCELED, T.ERROR}
 STOPPING_TRIAL = {T.STOPPING_COMPLETED, T.STOPPING_CANCELED, T.STOPPING_ERROR}
@@ -113,6 +133,7 @@ _TABLES = {
     AllocationState: ALLOCATION_TRANSITIONS,
     AgentState: AGENT_TRANSITIONS,
     InstanceState: INSTANCE_TRANSITIONS,
+    CheckpointState: CHECKPOINT_TRANSITIONS,
 }
 
 

@@ -1,16 +1,19 @@
-"""Checkpoints: describe, and report (from tasks)."""
+"""Checkpoints: list, describe, download (a tar stream), and report (from tasks)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
 from pydantic import Field
 
-from pedl.errors import InvalidArgument
+from pedl.common.checkpoint_storage import storage_from_config
+from pedl.errors import InvalidArgument, NotFound
 from pedl.master.api import shapes
-from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
+from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
 from pedl.master.db import models
+from pedl.master.services import checkpoint_download
 from pedl.master.services import checkpoints as checkpoints_service
 
 router = APIRouter(prefix="/api/v1/checkpoints")
@@ -73,3 +76,44 @@ def describe(uuid: str, request: Request, _: Caller = Depends(caller)) -> dict:
         exp = s.get(models.Experiment, c.experiment_id) if c.experiment_id else None
         validation = checkpoints_service.validation_metrics_at(s, c.trial_id, c.steps_completed) if c.trial_id else None
         return {"checkpoint": shapes.checkpoint(c, exp, trial, validation)}
+
+
+@router.get("")
+def list_checkpoints(request: Request, _: Caller = Depends(caller), experimentId: int | None = None,
+                     trialId: int | None = None, states: list[str] = Query(default_factory=list),
+                     offset: int = Query(0, ge=0), limit: int = Query(0, ge=0), orderBy: str | None = None) -> dict:
+    """pedl's own listing (det has none across experiments): filter by experiment, trial and state."""
+    bad = [st for st in states if st not in _STATES]
+    if bad:
+        raise InvalidArgument(f"states: {bad[0]!r} is not one of {sorted(_STATES)}",
+                              fields=[{"field": "states", "message": "invalid state"}])
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        rows, total = checkpoints_service.list_page(s, experiment_id=experimentId, trial_id=trialId, states=states,
+                                                    offset=offset, limit=limit,
+                                                    newest_first=orderBy == "ORDER_BY_DESC")
+        out = [shapes.checkpoint(*row) for row in checkpoints_service.with_training(s, rows)]
+        return {"checkpoints": out, "pagination": pagination(offset, limit, total, len(rows))}
+
+
+@router.get("/{uuid}/download")
+def download(uuid: str, request: Request, _: Caller = Depends(caller)) -> StreamingResponse:
+    """The checkpoint's files as an uncompressed tar, streamed from its storage (shared_fs or s3)."""
+    ctx = ctx_of(request)
+    with ctx.db.session() as s:
+        c = checkpoints_service.get(s, uuid)
+        exp = s.get(models.Experiment, c.experiment_id) if c.experiment_id else None
+        config = c.storage or (exp.config.get("checkpoint_storage") if exp else None) or \
+            ctx.config.effective_checkpoint_storage().model_dump(mode="json")
+        state, report_time = c.state, c.report_time
+    if state == "STATE_DELETED":
+        raise NotFound(f"checkpoint {uuid} was deleted (STATE_DELETED); its files are gone")
+    storage = storage_from_config(config)
+    resources = storage.resources(uuid)  # before the first byte, so storage errors get a proper status
+    if not resources:
+        raise NotFound(f"checkpoint {uuid} has no files in {storage!r}")
+    tar = checkpoint_download.plan_tar(resources, report_time)
+    return StreamingResponse(checkpoint_download.tar_stream(storage, uuid, tar), media_type="application/x-tar",
+                             headers={"Content-Length": str(tar.length),
+                                      "Content-Disposition": f'attachment; filename="{uuid}.tar"',
+                                      "X-Pedl-Checkpoint-Bytes": str(tar.file_bytes)})

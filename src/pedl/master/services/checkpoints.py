@@ -1,11 +1,12 @@
-"""Checkpoints reported by trials."""
+"""Checkpoints reported by trials: record, get, list, and the validation metrics at their steps."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from pedl.errors import InvalidArgument, NotFound
@@ -59,3 +60,47 @@ def validation_metrics_at(s: Session, trial_id: int, steps: int) -> dict[str, An
     row = s.scalar(select(models.Metric).where(models.Metric.trial_id == trial_id, models.Metric.group == "validation",
                                                models.Metric.steps_completed == steps).order_by(models.Metric.id.desc()))
     return row.metrics if row else None
+
+
+def list_page(s: Session, *, experiment_id: int | None = None, trial_id: int | None = None,
+              states: list[str] | None = None, offset: int = 0, limit: int = 0,
+              newest_first: bool = False) -> tuple[list[models.Checkpoint], int]:
+    """Checkpoints matching the filters, oldest report first (or newest), and how many match."""
+    q = select(models.Checkpoint)
+    if experiment_id is not None:
+        q = q.where(models.Checkpoint.experiment_id == experiment_id)
+    if trial_id is not None:
+        q = q.where(models.Checkpoint.trial_id == trial_id)
+    if states:
+        q = q.where(models.Checkpoint.state.in_(states))
+    total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+    order = (models.Checkpoint.report_time.desc(), models.Checkpoint.uuid.desc()) if newest_first else (
+        models.Checkpoint.report_time, models.Checkpoint.uuid)
+    rows = list(s.scalars(q.order_by(*order).offset(offset).limit(limit if limit > 0 else None)))
+    return rows, total
+
+
+def validations_at(s: Session, points: Iterable[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """The validation metrics reported at each (trial id, steps_completed), in one query."""
+    points = set(points)
+    if not points:
+        return {}
+    rows = s.execute(select(models.Metric.trial_id, models.Metric.steps_completed, models.Metric.metrics)
+                     .where(models.Metric.trial_id.in_({t for t, _ in points}), models.Metric.group == "validation",
+                            models.Metric.steps_completed.in_({n for _, n in points}))
+                     .order_by(models.Metric.id))
+    return {(t, n): m for t, n, m in rows if (t, n) in points}  # the latest report of a step wins
+
+
+def with_training(s: Session, rows: list[models.Checkpoint]) -> list[
+        tuple[models.Checkpoint, models.Experiment | None, models.Trial | None, dict[str, Any] | None]]:
+    """Each checkpoint with its experiment, trial and validation metrics, loaded in three queries."""
+    trial_ids = {c.trial_id for c in rows if c.trial_id is not None}
+    exp_ids = {c.experiment_id for c in rows if c.experiment_id is not None}
+    trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(trial_ids)))} if trial_ids else {}
+    exps = {e.id: e for e in s.scalars(select(models.Experiment).where(models.Experiment.id.in_(exp_ids)))} \
+        if exp_ids else {}
+    validations = validations_at(s, [(c.trial_id, c.steps_completed) for c in rows if c.trial_id is not None])
+    return [(c, exps.get(c.experiment_id) if c.experiment_id is not None else None,
+             trials.get(c.trial_id) if c.trial_id is not None else None,
+             validations.get((c.trial_id, c.steps_completed)) if c.trial_id is not None else None) for c in rows]

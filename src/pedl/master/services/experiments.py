@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from pedl.config.checkpoint_storage import merge_storage
 from pedl.config.experiment_config import ExperimentConfig, parse_experiment_config
 from pedl.errors import InvalidArgument, NotFound
 from pedl.master.db import models
@@ -36,10 +37,9 @@ def effective_config(ctl: Controller, cfg: ExperimentConfig) -> dict[str, Any]:
     data = cfg.model_dump(mode="json")
     data["resources"]["resource_pool"] = pool_name
     data["resources"]["priority"] = cfg.resources.priority or pool.scheduler.default_priority
-    storage = master.effective_checkpoint_storage().model_dump(mode="json")
-    if cfg.checkpoint_storage is not None:
-        storage.update({k: v for k, v in cfg.checkpoint_storage.model_dump(mode="json").items() if v is not None})
-    data["checkpoint_storage"] = storage
+    data["checkpoint_storage"] = merge_storage(
+        master.effective_checkpoint_storage().model_dump(mode="json"),
+        cfg.checkpoint_storage.model_dump(mode="json") if cfg.checkpoint_storage is not None else None)
     return data
 
 

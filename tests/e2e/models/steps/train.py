@@ -16,6 +16,7 @@ delay = float(hp.get("delay", 0.05))
 ckpt_every = int(hp.get("ckpt_every", 5))
 fail_at = int(hp.get("fail_at", -1))  # exit 3 at this step when not resumed from a checkpoint
 always_fail = bool(hp.get("always_fail", False))
+val_best_at = hp.get("val_best_at")  # validation_loss is lowest at this step (default: falls as 1/step)
 
 with pedl.core.init() as core:
     step = 0
@@ -32,7 +33,8 @@ with pedl.core.init() as core:
         core.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
         print(f"step {step} pid {os.getpid()}", flush=True)
         if step % ckpt_every == 0 or step == total:
-            core.train.report_validation_metrics(steps_completed=step, metrics={"validation_loss": 1.0 / step})
+            loss = 1.0 / step if val_best_at is None else abs(step - int(val_best_at)) + 0.01
+            core.train.report_validation_metrics(steps_completed=step, metrics={"validation_loss": loss})
             with core.checkpoint.store_path({"steps_completed": step}) as (path, _uuid):
                 (path / "state.json").write_text(json.dumps({"step": step}))
             if core.preempt.should_preempt():

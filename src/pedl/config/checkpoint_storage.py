@@ -1,0 +1,90 @@
+"""What master.yaml and experiment configs share about `checkpoint_storage`: the s3 location fields
+and the discriminator of the storage union (a section without `type` is shared_fs)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, field_validator
+
+from pedl.config.loading import StrictModel
+
+STORAGE_TYPES = ("shared_fs", "s3")
+
+# S3's naming rules (3-63 characters, lower case, digits, dots, hyphens); a bad name would
+# otherwise surface as an opaque error from the first task that stores a checkpoint.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def storage_type(value: Any) -> str:
+    """The union tag of a checkpoint_storage section: its `type`, shared_fs when absent."""
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind or "shared_fs"
+
+
+def storage_union(shared_fs: type, s3: type) -> Any:
+    """The `checkpoint_storage` type: a union of the two models tagged by `storage_type`, so errors
+    name the fields of the chosen type only."""
+    union = Annotated[shared_fs, Tag("shared_fs")] | Annotated[s3, Tag("s3")]
+    return Annotated[union, Discriminator(
+        storage_type, custom_error_type="invalid_storage_type",
+        custom_error_message="type must be one of: " + ", ".join(STORAGE_TYPES))]
+
+
+class S3Location(StrictModel):
+    """Where S3 checkpoints go: `s3://<bucket>/<prefix>/<uuid>/...`. Credentials come from the
+    standard AWS chain (environment, shared config, instance profile), never from the config."""
+
+    type: Literal["s3"]
+    bucket: str = Field(..., description="S3 bucket that holds the checkpoints")
+    prefix: str = Field("", description="key prefix inside the bucket, e.g. 'pedl/checkpoints'")
+    endpoint_url: str | None = Field(None, description="S3-compatible endpoint (MinIO, moto); default AWS")
+    region: str | None = Field(None, description="AWS region of the bucket; default from the environment")
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        if not _BUCKET.match(v):
+            raise ValueError(f"{v!r} is not a valid S3 bucket name (3-63 characters: a-z, 0-9, '.', '-')")
+        return v
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        parts = [p for p in v.split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            raise ValueError("must not contain '.' or '..' segments")
+        return "/".join(parts)
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError("must be an http:// or https:// URL")
+        return v
+
+
+def merge_storage(master: dict[str, Any], experiment: dict[str, Any] | None) -> dict[str, Any]:
+    """An experiment's effective checkpoint_storage (plain dicts, as model_dump(mode="json") makes).
+
+    Fields the experiment leaves out (None) come from the master's section when both are of the
+    same type; a different type replaces the master's section and must be complete on its own.
+    A section without `type` is the master's type, unless it names host_path/storage_path. An s3
+    section always has its own bucket and prefix (a prefix left out is the bucket's root)."""
+    if experiment is None:
+        return dict(master)
+    given = {k: v for k, v in experiment.items() if v is not None}
+    kind = given.get("type") or (
+        "shared_fs" if {"host_path", "storage_path"} & given.keys() else master.get("type") or "shared_fs")
+    if kind == (master.get("type") or "shared_fs"):
+        return {**master, **given, "type": kind}
+    policy = {k: v for k, v in master.items() if k.startswith("save_")}
+    out = {**policy, **given, "type": kind}
+    if kind == "shared_fs" and not out.get("host_path"):
+        from pedl.errors import InvalidArgument
+
+        raise InvalidArgument(
+            f"checkpoint_storage.host_path: required, because the master's storage is {master.get('type')}",
+            fields=[{"field": "checkpoint_storage.host_path", "message": "required"}])
+    return out
