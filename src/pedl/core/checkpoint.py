@@ -31,6 +31,18 @@ class CheckpointContext(abc.ABC):
 
     `storage` is None when the task has no checkpoint storage configured; then every call raises
     an error saying so (`missing_storage_reason`).
+
+    With several workers, only the chief (rank 0) stores checkpoints: `store_path` and `upload`
+    raise on the other ranks, as Determined's do with `shard=False`. The usual pattern is that
+    the chief stores and broadcasts the storage_id, which the others wait for:
+
+        storage_id = None
+        if core.distributed.is_chief:
+            with core.checkpoint.store_path({"steps_completed": steps}) as (path, storage_id):
+                save(path)
+        storage_id = core.distributed.broadcast(storage_id)
+
+    Every rank may restore (`restore_path`, `download`, `get_metadata`): the storage is shared.
     """
 
     def __init__(self, storage: CheckpointStorage | None, distributed: DistributedContext, *,
@@ -91,7 +103,10 @@ class CheckpointContext(abc.ABC):
 
     def _require_chief(self, what: str) -> None:
         if not self._distributed.is_chief:
-            raise RuntimeError(f"checkpoint.{what}() can only be called on the chief (rank 0)")
+            raise RuntimeError(
+                f"checkpoint.{what}() can only be called on the chief (rank 0), not on rank "
+                f"{self._distributed.rank}: let the chief store the checkpoint and broadcast its "
+                f"storage_id (core.distributed.broadcast) to the other ranks")
 
 
 class MasterCheckpointContext(CheckpointContext):

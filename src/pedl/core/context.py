@@ -1,7 +1,8 @@
 """`pedl.core.init()`: the one entry point, wiring the sub-contexts for the cluster or a laptop.
 
 On the cluster (DET_MASTER and DET_ALLOCATION_ID set) everything talks to the master; off it, the
-local twins print metrics and keep checkpoints in a local directory.
+local twins print metrics and keep checkpoints in a local directory. With WORLD_SIZE > 1 in the
+environment the workers join a torch.distributed group, and only the chief (rank 0) reports.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pedl.core.checkpoint import (
     MasterCheckpointContext,
 )
 from pedl.core.cluster_info import ClusterInfo, get_cluster_info
-from pedl.core.distributed import DistributedContext
+from pedl.core.distributed import DistributedContext, distributed_from_env
 from pedl.core.master_session import MasterSession, RetryPolicy
 from pedl.core.preempt import LocalPreemptContext, MasterPreemptContext, PreemptContext
 from pedl.core.searcher import (
@@ -65,6 +66,7 @@ class Context:
         self.preempt.close()
         for session in self._sessions:
             session.close()
+        self.distributed.close()
 
     def __enter__(self) -> Context:
         self.start()
@@ -85,7 +87,10 @@ def init(
 ) -> Context:
     """Build the Core API context; use it as `with pedl.core.init() as core:`.
 
-    distributed: this worker's place among the trial's workers (default: a single process).
+    distributed: this worker's place among the trial's workers. By default it comes from the
+        environment: `DistributedContext.from_torch_distributed()` when WORLD_SIZE > 1 (the master
+        sets it for a trial spread over several agents; so does torchrun), else a single process.
+        The context closes it on exit (destroying a torch process group it made).
     checkpoint_storage: a directory, a `checkpoint_storage` config dict or a CheckpointStorage.
         On the cluster it overrides the experiment's storage; off it the default is ./checkpoints.
     config, hparams, max_length: used off-cluster only, standing in for what the master provides:
@@ -93,11 +98,18 @@ def init(
         (the first grid point of each range); `hparams` override those; `max_length` overrides the
         searcher length (default 100).
     """
-    distributed = distributed or DistributedContext.single_process()
-    info = get_cluster_info()
-    if info is None:
-        return _local_context(distributed, checkpoint_storage, config, hparams, max_length)
-    return _cluster_context(info, distributed, checkpoint_storage)
+    made_here = distributed is None
+    if distributed is None:
+        distributed = distributed_from_env()
+    try:
+        info = get_cluster_info()
+        if info is None:
+            return _local_context(distributed, checkpoint_storage, config, hparams, max_length)
+        return _cluster_context(info, distributed, checkpoint_storage)
+    except BaseException:
+        if made_here:
+            distributed.close()
+        raise
 
 
 def _cluster_context(info: ClusterInfo, distributed: DistributedContext,
@@ -116,7 +128,7 @@ def _cluster_context(info: ClusterInfo, distributed: DistributedContext,
     elif config.get("checkpoint_storage"):
         storage = storage_from_config(config["checkpoint_storage"])
     return Context(
-        train=MasterTrainContext(session, trial),
+        train=MasterTrainContext(session, trial, distributed=distributed),
         checkpoint=MasterCheckpointContext(
             storage, distributed, session, info,
             missing_storage_reason="the experiment config (DET_EXPERIMENT_CONFIG) has no "
@@ -143,10 +155,11 @@ def _local_context(distributed: DistributedContext, checkpoint_storage: StorageA
     storage = _storage_from_arg(checkpoint_storage if checkpoint_storage is not None
                                 else DEFAULT_LOCAL_CHECKPOINT_DIR)
     where = storage.base_path if isinstance(storage, SharedFSStorage) else storage
-    print(f"[pedl] not on a cluster: metrics are printed here, checkpoints go to {where}",
-          flush=True)
+    if distributed.is_chief:
+        print(f"[pedl] not on a cluster: metrics are printed here, checkpoints go to {where}",
+              flush=True)
     return Context(
-        train=LocalTrainContext(),
+        train=LocalTrainContext(distributed=distributed),
         checkpoint=LocalCheckpointContext(storage, distributed),
         preempt=LocalPreemptContext(distributed),
         distributed=distributed,

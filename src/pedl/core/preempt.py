@@ -23,7 +23,11 @@ MIN_POLL_INTERVAL_S = 1.0
 class PreemptContext(abc.ABC):
     """`MasterPreemptContext` on the cluster; `LocalPreemptContext` (never preempted) off it.
 
-    All workers call should_preempt() together: the chief asks the master and broadcasts.
+    With several workers should_preempt() is a collective call, as in Determined: the chief
+    reads the master's signal and broadcasts its answer, so every rank gets the same decision at
+    the same step and they all stop together. Hence every rank must call it at the same points of
+    the training loop (the same number of times); a rank that skips a call leaves the others
+    waiting in the broadcast until the torch.distributed timeout.
     """
 
     def __init__(self, distributed: DistributedContext) -> None:
@@ -42,7 +46,7 @@ class PreemptContext(abc.ABC):
         """True once the master wants this task to stop; checkpoint then exit with status 0.
 
         With auto_ack (the default) the first True is acknowledged to the master, telling it the
-        task will exit by itself rather than needing to be killed.
+        task will exit by itself rather than needing to be killed. Collective: see the class.
         """
         preempt = self._chief_should_preempt() if self._distributed.is_chief else False
         preempt = bool(self._distributed.broadcast(preempt))
@@ -51,8 +55,10 @@ class PreemptContext(abc.ABC):
         return preempt
 
     def acknowledge_preemption_signal(self) -> None:
+        """Tell the master this task will stop by itself (the chief does; elsewhere a no-op)."""
         self._acknowledged = True
-        self._send_ack()
+        if self._distributed.is_chief:
+            self._send_ack()
 
     @abc.abstractmethod
     def _chief_should_preempt(self) -> bool: ...

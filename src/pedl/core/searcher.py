@@ -16,7 +16,11 @@ from pedl.core.wire_format import format_metrics, to_json_value
 
 
 class SearcherOperation:
-    """Train until `length` units (batches, unless the config says epochs or records) are done."""
+    """Train until `length` units (batches, unless the config says epochs or records) are done.
+
+    Every rank gets the same operation. Only the chief's report_progress and report_completed
+    reach the master; on the other ranks they check their arguments and do nothing else.
+    """
 
     def __init__(self, context: SearcherContext, length: int, *, is_chief: bool) -> None:
         self._context = context
@@ -34,25 +38,22 @@ class SearcherOperation:
 
     def report_progress(self, length: float) -> None:
         """How many units of `self.length` are done so far."""
-        self._require_chief("report_progress")
         length = float(length)
         if length < 0:
             raise ValueError(f"progress length must not be negative, got {length}")
+        if not self._is_chief:
+            return
         fraction = min(1.0, length / self._length) if self._length > 0 else 1.0
         self._context._send_progress(fraction)
 
     def report_completed(self, searcher_metric: Any) -> None:
         """The operation is done; `searcher_metric` is the value of the experiment's searcher.metric."""
-        self._require_chief("report_completed")
         if self._completed:
             raise RuntimeError("report_completed() was already called for this operation")
         encoded = to_json_value(searcher_metric, where="searcher_metric")
-        self._context._send_completed(self._length, searcher_metric, encoded)
+        if self._is_chief:
+            self._context._send_completed(self._length, searcher_metric, encoded)
         self._completed = True
-
-    def _require_chief(self, what: str) -> None:
-        if not self._is_chief:
-            raise RuntimeError(f"op.{what}() can only be called on the chief (rank 0)")
 
 
 class SearcherContext(abc.ABC):
@@ -65,7 +66,8 @@ class SearcherContext(abc.ABC):
         self._missing_reason = missing_length_reason
 
     def operations(self) -> Iterator[SearcherOperation]:
-        """Yield this trial's operations (one); the chief must report each one completed."""
+        """Yield this trial's operations (one), the same on every rank; the chief must report
+        each one completed before asking for the next (the other ranks need not)."""
         if self._length is None:
             raise RuntimeError(self._missing_reason)
         op = SearcherOperation(self, self._length, is_chief=self._distributed.is_chief)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pedl.core.cluster_info import TrialInfo
+from pedl.core.distributed import DistributedContext
 from pedl.core.master_session import MasterSession
 from pedl.core.wire_format import format_metrics, rfc3339_now, to_json_value
 
@@ -20,7 +21,14 @@ class TrainContext(abc.ABC):
 
     Reports are sent synchronously and in order; while the master is unreachable a report blocks
     and retries (see master_session.RetryPolicy).
+
+    With several workers only the chief (rank 0) reports: on the others every report_* call checks
+    its arguments and then does nothing, so all ranks can run the same code. Metrics of other
+    ranks reach the master only through the chief (e.g. `core.distributed.gather` them first).
     """
+
+    def __init__(self, *, distributed: DistributedContext | None = None) -> None:
+        self._is_chief = distributed is None or distributed.is_chief
 
     def report_training_metrics(self, *, steps_completed: int, metrics: Mapping[str, Any],
                                 batch_metrics: Sequence[Mapping[str, Any]] | None = None) -> None:
@@ -42,6 +50,8 @@ class TrainContext(abc.ABC):
         encoded = to_json_value(metrics, where="metrics")
         encoded_batches = [to_json_value(b, where=f"batch_metrics[{i}]")
                            for i, b in enumerate(batch_metrics or [])]
+        if not self._is_chief:
+            return
         self._send_metrics(group, steps_completed, metrics, encoded, encoded_batches)
 
     def report_progress(self, progress: float) -> None:
@@ -49,7 +59,8 @@ class TrainContext(abc.ABC):
         progress = float(progress)
         if not 0.0 <= progress <= 1.0:
             raise ValueError(f"progress must be between 0 and 1, got {progress}")
-        self._send_progress(progress)
+        if self._is_chief:
+            self._send_progress(progress)
 
     @abc.abstractmethod
     def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
@@ -60,7 +71,9 @@ class TrainContext(abc.ABC):
 
 
 class MasterTrainContext(TrainContext):
-    def __init__(self, session: MasterSession, trial: TrialInfo) -> None:
+    def __init__(self, session: MasterSession, trial: TrialInfo, *,
+                 distributed: DistributedContext | None = None) -> None:
+        super().__init__(distributed=distributed)
         self._session = session
         self._trial = trial
 

@@ -1,0 +1,100 @@
+"""A distributed trial on real processes: slots_per_trial 2 on two one-slot agents runs one
+torch.distributed (gloo, CPU) process per agent; the ranks train in step and only the chief
+reports."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pedl.devcluster import wait_experiment, wait_for
+
+pytestmark = pytest.mark.e2e
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def log_lines(c, trial_id: int) -> list[dict]:
+    text = c.master.api("GET", f"/api/v1/trials/{trial_id}/logs", follow="false")
+    return [json.loads(line)["result"] for line in text.splitlines() if line]
+
+
+def test_ddp_trial_on_two_agents(any_db_cluster) -> None:
+    pytest.importorskip("torch")
+    c = any_db_cluster
+    c.add_agent("a1", slots=1)
+    c.add_agent("a2", slots=1)
+    exp_id = c.create((EXAMPLES / "torch_ddp" / "distributed.yaml").read_text(), EXAMPLES / "torch_ddp")
+    exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=240)
+    (trial,) = c.trials(exp_id)
+    lines = log_lines(c, trial["id"])
+    logs = "".join(line["message"] for line in lines)
+    assert exp["state"] == "STATE_COMPLETED", logs[-4000:]
+    assert trial["state"] == "STATE_COMPLETED" and trial["restarts"] == 0
+
+    # Both ranks ran, one on each agent.
+    agent_of = {r: {line["agentId"] for line in lines if line["message"].startswith(f"rank {r} ")}
+                for r in (0, 1)}
+    assert all(len(agents) == 1 for agents in agent_of.values()), agent_of
+    assert agent_of[0] | agent_of[1] == {"a1", "a2"}
+    assert "rank 0 of 2" in logs and "rank 1 of 2" in logs
+
+    # They agree on the result: the same weights, bit for bit.
+    hashes = dict(re.findall(r"^rank (\d) done at batch 200: .* final parameter hash (\w+)$", logs, re.M))
+    assert set(hashes) == {"0", "1"} and hashes["0"] == hashes["1"], hashes
+
+    # One stored report per step, all from the chief (rank 1's calls are no-ops: the fake-master
+    # tests in tests/core/test_distributed_torch.py count the requests themselves).
+    training = c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
+    assert [m["stepsCompleted"] for m in training] == list(range(25, 201, 25))
+    validation = c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="validation")["metrics"]
+    assert [m["stepsCompleted"] for m in validation] == [50, 100, 150, 200]
+    assert trial["totalBatchesProcessed"] == 200
+    assert trial["searcherMetricValue"] == pytest.approx(validation[-1]["metrics"]["validation_loss"])
+
+    # The chief's checkpoints (at 100 and 200), which rank 1 waited for; garbage collection keeps
+    # the latest.
+    ckpts = c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+    assert sorted(ck["metadata"]["steps_completed"] for ck in ckpts) == [100, 200]
+    for ck in ckpts:
+        assert f"rank 1 checkpoint {ck['uuid']} at batch {ck['metadata']['steps_completed']}" in logs
+    kept = [ck for ck in ckpts if ck["state"] == "STATE_COMPLETED"]
+    assert 200 in [ck["metadata"]["steps_completed"] for ck in kept]
+    assert all((c.work / "ckpts" / ck["uuid"] / "state.pt").is_file() for ck in kept)
+
+
+def test_paused_ddp_trial_stops_every_rank_together_and_resumes(cluster) -> None:
+    pytest.importorskip("torch")
+    cluster.add_agent("a1", slots=1)
+    cluster.add_agent("a2", slots=1)
+    config = yaml.safe_load((EXAMPLES / "torch_ddp" / "distributed.yaml").read_text())
+    config["searcher"]["max_length"] = {"batches": 3000}  # long enough to pause in the middle
+    exp_id = cluster.create(config, EXAMPLES / "torch_ddp")
+    wait_for(lambda: cluster.trials(exp_id) and "rank 1 checkpoint" in cluster.logs(cluster.trials(exp_id)[0]["id"]),
+             120, what="the first checkpoint of the distributed trial")
+    cluster.master.api("POST", f"/api/v1/experiments/{exp_id}/pause")
+    wait_for(lambda: cluster.trials(exp_id)[0]["state"] == "STATE_PAUSED", 60, what="trial paused")
+    trial_id = cluster.trials(exp_id)[0]["id"]
+
+    # The chief saw the signal and broadcast it: both ranks stopped after the same batch.
+    logs = cluster.logs(trial_id)
+    stopped = dict(re.findall(r"^rank (\d) preempted at batch (\d+);", logs, re.M))
+    assert set(stopped) == {"0", "1"} and stopped["0"] == stopped["1"], logs[-3000:]
+    batch = int(stopped["0"])
+    assert batch < 3000
+
+    cluster.master.api("POST", f"/api/v1/experiments/{exp_id}/activate")
+    exp = wait_experiment(cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=240)
+    logs = cluster.logs(trial_id)
+    assert exp["state"] == "STATE_COMPLETED", logs[-4000:]
+    (trial,) = cluster.trials(exp_id)
+    assert trial["restarts"] == 0  # a pause is not a failure
+    for r in (0, 1):
+        assert re.search(rf"^rank {r} resumed from checkpoint \S+ at batch {batch}$", logs, re.M), logs[-3000:]
+    hashes = dict(re.findall(r"^rank (\d) done at batch 3000: .* final parameter hash (\w+)$", logs, re.M))
+    assert set(hashes) == {"0", "1"} and hashes["0"] == hashes["1"], hashes
+    training = cluster.master.api("GET", f"/api/v1/trials/{trial_id}/metrics", group="training")["metrics"]
+    assert [m["stepsCompleted"] for m in training] == list(range(25, 3001, 25))
