@@ -113,3 +113,15 @@ def test_list_checkpoints(cli, master: FakeMaster) -> None:
     assert req.q("sortByAttr") == "SORT_BY_END_TIME"
     as_json = cli("experiment", "list-checkpoints", "1", "--json")
     assert json.loads(as_json.stdout)[0]["uuid"] == "ck-9"
+
+
+def test_describe_says_why_trials_ended_early(cli, master: FakeMaster) -> None:
+    master.route("GET", "/api/v1/experiments/1", {"experiment": experiment(1), "config": {
+        "searcher": {"name": "adaptive_asha", "metric": "val_loss"}}})
+    reason = "stopped early by the searcher: stopped at rung 1 of 3 (4 batches)"
+    master.route("GET", "/api/v1/experiments/1/trials", page("trials", [
+        trial(1, state="STATE_COMPLETED", endReason=reason), trial(2, state="STATE_COMPLETED")]))
+    result = cli("experiment", "describe", "1")
+    assert result.exit_code == 0, result.output
+    assert "Ended because" in result.stdout
+    assert "stopped at rung 1 of 3" in " ".join(result.stdout.split())

@@ -101,12 +101,15 @@ def describe(ctx: typer.Context, experiment_id: int, as_json: JsonFlag = False) 
         ("Started", fmt_time(exp.get("startTime"))), ("Ended", fmt_time(exp.get("endTime"))),
         ("Searcher", exp.get("searcherType")), ("Metric", metric),
         ("Resource pool", exp.get("resourcePool")), ("Labels", ", ".join(exp.get("labels") or [])),
+        ("Outcome", exp.get("endReason") or ""),
     ], title=f"Experiment {experiment_id}")
+    # why a trial ended early: stopped by the searcher (and its rung), failed, never fit
     print_table(["Trial", "State", "Hyperparameters", f"Best {metric or 'metric'}", "Restarts",
-                 "Batches", "Checkpoint"],
+                 "Batches", "Checkpoint", "Ended because"],
                 [[t.get("id"), fmt_state(t.get("state")), cell_text(t.get("hparams")),
                   best_validation(t, metric), t.get("restarts"), t.get("totalBatchesProcessed"),
-                  (t.get("bestCheckpoint") or {}).get("uuid")] for t in trials], title="Trials")
+                  (t.get("bestCheckpoint") or {}).get("uuid"), t.get("endReason") or ""] for t in trials],
+                title="Trials")
     if events:
         print_table(["Time", "Entity", "State", "Message"],
                     [_event_row(e) for e in events[-RECENT_EVENTS:]],
