@@ -9,9 +9,11 @@ from types import ModuleType
 
 from benchmarks import (
     asha_vs_random,
+    harness_overhead,
     metric_ingestion,
     provisioner_pass,
     provisioner_reaction,
+    recovery,
     scheduling_pass,
     task_start_latency,
 )
@@ -24,6 +26,8 @@ BENCHMARKS: dict[str, ModuleType] = {
     "provisioner_reaction": provisioner_reaction,
     "provisioner_pass": provisioner_pass,
     "asha_vs_random": asha_vs_random,
+    "recovery": recovery,
+    "harness_overhead": harness_overhead,
 }
 
 # a smoke run: every path exercised in well under a minute each
@@ -35,6 +39,8 @@ QUICK_ARGS: dict[str, list[str]] = {
     "provisioner_reaction": ["--submissions", "10", "--warmup", "1"],
     "provisioner_pass": ["--instances", "100", "--allocations", "1000", "--repeat", "1"],
     "asha_vs_random": ["--trials", "32", "--seeds", "3"],
+    "recovery": ["--repetitions", "2"],
+    "harness_overhead": ["--small-steps", "300", "--large-steps", "40", "--rounds", "1"],
 }
 
 

@@ -1,0 +1,403 @@
+"""Dynamic agents on AWS APIs, on real processes: a master (SQLite) whose pool's provider is `aws`,
+talking to moto through an EC2 fault proxy, and a cloud twin that starts a real `pedl agent run`
+for each tagged instance that is running in moto (what the startup script does) and kills it when
+the instance goes. The scenarios: launch on demand, run and terminate when idle; foreign instances
+never touched; spot capacity errors falling back to on-demand; quota errors backing off and shown
+to users; an instance terminated under a running trial; a spot interruption notice; a master
+killed and restarted while its instances start or run.
+
+Timing is never asserted; counts of EC2 calls (recorded by the proxy) are."""
+
+from __future__ import annotations
+
+import base64
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pedl.cli.main import app as cli_app
+from pedl.devcluster import Master, free_port, wait_experiment, wait_for
+from tests.e2e.conftest import Cluster, steps_config
+from tests.support.cloud_twin import CloudTwin
+from tests.support.ec2_fault_proxy import EC2FaultProxy
+from tests.support.moto_server import (
+    REGION,
+    MotoNetwork,
+    ec2_client,
+    fake_aws_env,
+    make_network,
+    reset_moto,
+    running_moto_server,
+)
+
+pytestmark = pytest.mark.e2e
+
+TAG_KEY, TAG_VALUE = "pedl-e2e", "agents"
+POOL_TAG = "pedl-resource-pool"
+INSTANCE_NAME = "pedl-e2e-agent"
+INSTANCE_TYPE = "g4dn.xlarge"  # 1 GPU: 1 slot
+BACKOFF, BACKOFF_MAX = 0.5, 4.0
+IDLE = 3.0
+DONE = {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}
+
+
+class AWSCluster(Cluster):
+    """A master whose default pool launches EC2 instances in moto (through the fault proxy), and
+    the cloud twin that turns every running tagged instance into a real agent."""
+
+    def __init__(self, work: Path, moto_url: str, net: MotoNetwork, proxy: EC2FaultProxy, *,
+                 provider: dict[str, Any] | None = None, config: dict[str, Any] | None = None) -> None:
+        port = free_port()  # the agents' master URL is in the pool's config: the port is chosen first
+        url = f"http://127.0.0.1:{port}"
+        pool_provider = {
+            "type": "aws", "region": REGION, "endpoint_url": proxy.url, "image_id": net.image_id,
+            "ssh_key_name": net.key_name, "tag_key": TAG_KEY, "tag_value": TAG_VALUE, "instance_name": INSTANCE_NAME,
+            "master_url": url, "instance_type": INSTANCE_TYPE, "max_instances": 2,
+            "max_idle_agent_period": f"{IDLE:g}s", "launch_error_backoff": f"{BACKOFF:g}s",
+            "launch_error_backoff_max": f"{BACKOFF_MAX:g}s",
+            "network_interface": {"public_ip": False, "subnet_id": net.subnet_id,
+                                  "security_group_id": net.security_group_id},
+            **(provider or {})}
+        cfg = {"agent_reconnect_wait": "4s",
+               "resource_pools": [{"pool_name": "default", "provider": pool_provider}], **(config or {})}
+        super().__init__(work, None, cfg)
+        written = yaml.safe_load(self.master.config_path.read_text())
+        written.pop("port")
+        self.master = Master(work, written, port=port)
+        self.proxy, self.net = proxy, net
+        self.ec2 = ec2_client(moto_url)
+        self.twin = CloudTwin(moto_url, url, work, tag_key=TAG_KEY, tag_value=TAG_VALUE)
+
+    def start(self) -> AWSCluster:
+        super().start()
+        self.twin.start()
+        return self
+
+    def stop(self) -> None:
+        self.twin.stop()
+        super().stop()
+
+    # -- views --
+    def instances(self, all_: bool = True) -> list[dict]:
+        return self.master.api("GET", "/api/v1/instances", all="true" if all_ else "false")["instances"]
+
+    def live(self) -> list[dict]:
+        return [i for i in self.instances() if i["state"] in ("REQUESTED", "STARTING", "RUNNING")]
+
+    def pool(self) -> dict:
+        return self.master.api("GET", "/api/v1/resource-pools/default")["resourcePool"]
+
+    def events(self, exp_id: int) -> list[str]:
+        return [e["message"] for e in self.master.api("GET", f"/api/v1/experiments/{exp_id}/events")["events"]]
+
+    def moto_instance(self, inst_id: str) -> dict:
+        return self.ec2.describe_instances(InstanceIds=[inst_id])["Reservations"][0]["Instances"][0]
+
+    def moto_state(self, inst_id: str) -> str:
+        return self.moto_instance(inst_id)["State"]["Name"]
+
+    def moto_tags(self, inst_id: str) -> dict[str, str]:
+        return {t["Key"]: t["Value"] for t in self.moto_instance(inst_id).get("Tags") or []}
+
+    def running_trial(self, exp_id: int, min_step: int) -> dict:
+        def ready() -> dict | None:
+            trials = self.trials(exp_id)
+            if trials and trials[0]["state"] == "STATE_RUNNING" and f"step {min_step} " in self.logs(trials[0]["id"]):
+                return trials[0]
+            return None
+
+        return wait_for(ready, 90, what=f"the trial to reach step {min_step}")
+
+    def wait_done(self, exp_id: int, timeout: float = 120) -> dict:
+        return wait_experiment(self.master, exp_id, DONE, timeout=timeout)
+
+    def explain(self) -> str:
+        """What a failed assertion should show: the proxy's calls, the twin's view, the master's log."""
+        calls = ", ".join(f"{c.action}{'!' + c.error if c.error else ''}" for c in self.proxy.calls()
+                          if c.action not in ("DescribeInstances", "DescribeSpotInstanceRequests"))
+        machines = {i: (m.instance_type, m.spot, m.skipped, m.gone_at is not None) for i, m in self.twin.machines.items()}
+        return f"calls: {calls}\ntwin: {machines} errors: {self.twin.errors[-3:]}\nmaster log:\n{self.master.log_text()[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    """One moto server for the module, with fake AWS credentials in the environment (the master
+    process inherits them)."""
+    with fake_aws_env(), running_moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def cloud(moto_url: str, tmp_path: Path) -> Iterator[Callable[..., AWSCluster]]:
+    """`cloud(provider={...}, config={...})`: a started AWSCluster on an emptied moto."""
+    reset_moto(moto_url)
+    net = make_network(moto_url)
+    proxy = EC2FaultProxy(moto_url).start()
+    started: list[AWSCluster] = []
+
+    def make(provider: dict[str, Any] | None = None, config: dict[str, Any] | None = None) -> AWSCluster:
+        c = AWSCluster(tmp_path, moto_url, net, proxy, provider=provider, config=config)
+        started.append(c)
+        return c.start()
+
+    yield make
+    for c in started:
+        c.stop()
+    proxy.stop()
+
+
+def run_foreign(c: AWSCluster, tags: dict[str, str]) -> str:
+    """An instance someone else started in the same account."""
+    reply = c.ec2.run_instances(ImageId=c.net.image_id, InstanceType=INSTANCE_TYPE, MinCount=1, MaxCount=1,
+                                TagSpecifications=[{"ResourceType": "instance",
+                                                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
+    return reply["Instances"][0]["InstanceId"]
+
+
+def max_attempts(window: float, base: float, cap: float) -> int:
+    """The most launch attempts an exponential backoff (base, doubling, capped) allows within
+    `window` seconds of the first one."""
+    attempts, elapsed, delay = 1, 0.0, base
+    while elapsed + delay <= window:
+        elapsed += delay
+        attempts += 1
+        delay = min(delay * 2, cap)
+    return attempts
+
+
+# -- 1. scale up from nothing, run, scale down ---------------------------------------------------
+
+def test_an_empty_pool_launches_a_tagged_instance_runs_and_terminates_it_when_idle(cloud) -> None:
+    c = cloud()
+    assert c.instances() == []
+    exp_id = c.create(steps_config(steps=5))
+    (inst,) = wait_for(c.instances, 30, what="an instance to be launched")
+    tags = c.moto_tags(inst["id"])
+    assert tags[TAG_KEY] == TAG_VALUE
+    assert tags["Name"] == INSTANCE_NAME
+    assert tags[POOL_TAG] == "default"
+    attr = c.ec2.describe_instance_attribute(InstanceId=inst["id"], Attribute="userData")
+    user_data = base64.b64decode(attr["UserData"]["Value"]).decode()
+    assert f"--master {c.master.url}" in user_data and "--resource-pool default" in user_data
+    assert "--slots 1" in user_data  # g4dn.xlarge: one GPU
+
+    exp = c.wait_done(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", c.explain()
+    (inst,) = c.instances()
+    assert inst["registeredAt"] is not None
+    assert (inst["instanceType"], inst["spot"], inst["slots"]) == (INSTANCE_TYPE, False, 1)
+    agent_ids = {a["id"] for a in c.master.api("GET", "/api/v1/agents")["agents"]}
+    assert inst["id"] in agent_ids  # the agent registered under the instance id
+
+    (gone,) = wait_for(lambda: [i for i in c.instances() if i["state"] == "TERMINATED"], 60,
+                       what="the idle instance to be terminated")
+    assert gone["id"] == inst["id"]
+    assert f"idle for more than {IDLE:g}s" in gone["terminationReason"]
+    assert gone["terminatedAt"] is not None
+    assert c.moto_state(inst["id"]) in ("shutting-down", "terminated")
+    wait_for(lambda: not c.twin.agent(inst["id"]).alive(), 30, what="the twin to kill the vanished agent")
+    assert c.instances(all_=False) == []
+    assert c.proxy.count("RunInstances") == 1
+
+
+# -- 2. foreign instances ----------------------------------------------------------------------------
+
+def test_instances_without_the_tag_pair_are_never_touched(cloud) -> None:
+    c = cloud()
+    untagged = run_foreign(c, {"Name": INSTANCE_NAME, POOL_TAG: "default"})  # no tag pair at all
+    other_value = run_foreign(c, {TAG_KEY: "someone-else", POOL_TAG: "default", "Name": INSTANCE_NAME})
+    foreign = {untagged, other_value}
+
+    exp_id = c.create(steps_config(steps=5))
+    exp = c.wait_done(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", c.explain()
+    (ours,) = c.instances()
+    assert ours["id"] not in foreign
+    wait_for(lambda: c.instances()[0]["state"] == "TERMINATED", 60, what="our idle instance to be terminated")
+    assert c.moto_state(ours["id"]) in ("shutting-down", "terminated")
+    # through scale-up and scale-down, the foreign instances ran on, unknown to the master
+    for inst_id in foreign:
+        assert c.moto_state(inst_id) == "running"
+    assert {i["id"] for i in c.instances()} == {ours["id"]}
+    assert not foreign & set(c.twin.machines)  # and no agent ever ran on them
+    for call in ("TerminateInstances", "CreateTags"):
+        assert c.proxy.failed(call) == 0
+
+
+# -- 3. spot capacity: fall back to on-demand ----------------------------------------------------
+
+def test_spot_capacity_errors_fall_back_to_on_demand(cloud) -> None:
+    c = cloud(provider={"spot": True})
+    c.proxy.fail("RequestSpotInstances", "InsufficientInstanceCapacity",
+                 f"We currently do not have sufficient {INSTANCE_TYPE} capacity in the Availability Zone you "
+                 "requested (us-east-1a).")
+    exp_id = c.create(steps_config(steps=5))
+    exp = c.wait_done(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", c.explain()
+    (inst,) = c.instances()
+    assert inst["spot"] is False
+    assert c.moto_instance(inst["id"]).get("InstanceLifecycle") != "spot"
+    assert c.proxy.failed("RequestSpotInstances") >= 1
+    assert c.proxy.count("RunInstances") == 1
+    pool = c.pool()
+    said = [e["message"] for e in pool["recentEvents"]] + [pool["provisioning"]["lastError"] or ""]
+    assert any("InsufficientInstanceCapacity" in m for m in said), said
+    assert any(u["spot"] and u["instanceType"] == INSTANCE_TYPE for u in pool["provisioning"]["unavailable"])
+
+
+# -- 4. quota errors back off, are shown, and launching resumes once cleared ------------------------
+
+def test_quota_errors_back_off_show_to_users_and_launching_resumes_when_cleared(cloud, monkeypatch, tmp_path) -> None:
+    c = cloud()
+    c.proxy.fail("RunInstances", "InstanceLimitExceeded",
+                 "You have requested more instances (1) than your current instance limit of 0 allows for the "
+                 "specified instance type. Please visit http://aws.amazon.com/contact-us/ec2-request to request "
+                 "an adjustment to this limit.")
+    submitted = time.monotonic()
+    exp_id = c.create(steps_config(steps=5))
+    first = c.proxy.wait_call("RunInstances", submitted, 30)
+
+    pool = wait_for(lambda: (p := c.pool())["provisioning"]["lastError"] and p, 30, what="the pool's lastError")
+    assert "InstanceLimitExceeded" in pool["provisioning"]["lastError"]
+    assert "retrying in" in pool["provisioning"]["lastError"]
+    wait_for(lambda: any("waiting for capacity" in m and "InstanceLimitExceeded" in m for m in c.events(exp_id)), 30,
+             what="the experiment's 'waiting for capacity' event")
+    monkeypatch.setenv("PEDL_CONFIG_DIR", str(tmp_path / "pedl-config"))
+    monkeypatch.setenv("COLUMNS", "250")
+    out = CliRunner().invoke(cli_app, ["-m", c.master.url, "resource-pool", "describe", "default"])
+    assert out.exit_code == 0, out.output
+    assert "InstanceLimitExceeded" in out.output
+
+    time.sleep(10)  # let the failing period run on; what is asserted is the count of calls within it
+    cleared = time.monotonic()
+    c.proxy.clear("RunInstances")
+    attempts = c.proxy.count("RunInstances", since=first.t, until=cleared)
+    passes = c.proxy.count("DescribeInstances", since=first.t, until=cleared) - attempts  # one list per pass
+    bound = max_attempts(cleared - first.t, BACKOFF, BACKOFF_MAX) + 1  # +1: clocks of two processes
+    assert 2 <= attempts <= bound, f"{attempts} RunInstances in {cleared - first.t:.1f}s, bound {bound}\n{c.explain()}"
+    assert attempts < passes, f"{attempts} attempts vs {passes} provisioner passes"
+    assert c.proxy.failed("RunInstances") == attempts
+    assert c.instances() == []
+
+    exp = c.wait_done(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", c.explain()
+    (inst,) = c.instances()
+    assert inst["registeredAt"] is not None
+    assert c.proxy.count("RunInstances") == attempts + 1  # one success after the clear
+    assert c.pool()["provisioning"]["consecutiveErrors"] == 0
+
+
+# -- 5. an instance terminated under a running trial -----------------------------------------------
+
+def test_an_instance_terminated_under_a_trial_restarts_it_on_new_capacity(cloud) -> None:
+    c = cloud()
+    exp_id = c.create(steps_config(steps=60, delay=0.1, ckpt_every=5))
+    trial = c.running_trial(exp_id, 7)
+    (first,) = c.live()
+    c.twin.terminate(first["id"])  # in moto, behind the master's back
+    wait_for(lambda: not c.twin.agent(first["id"]).alive(), 30, what="the twin to kill the agent")
+
+    exp = c.wait_done(exp_id, timeout=150)
+    assert exp["state"] == "STATE_COMPLETED", c.explain()
+    (after,) = c.trials(exp_id)
+    assert after["restarts"] == 1
+    logs = c.logs(trial["id"])
+    assert "resumed from" in logs
+    rows = {i["id"]: i for i in c.instances()}
+    assert len(rows) == 2, rows
+    assert rows[first["id"]]["state"] == "TERMINATED"
+    (second,) = [i for i in rows.values() if i["id"] != first["id"]]
+    assert second["registeredAt"] is not None
+    assert "started (pid" in c.twin.agent(second["id"]).log_text()  # the restarted trial ran there
+    assert c.proxy.count("RunInstances") == 2
+
+
+# -- 6. spot interruption notice ----------------------------------------------------------------------
+
+def test_a_spot_interruption_notice_checkpoints_and_moves_the_trial_to_a_replacement(cloud) -> None:
+    c = cloud(provider={"spot": True})
+    exp_id = c.create(steps_config(steps=60, delay=0.15, ckpt_every=3))
+    trial = c.running_trial(exp_id, 4)
+    (first,) = c.live()
+    assert first["spot"] is True
+    c.twin.interrupt(first["id"])
+
+    def replacement() -> dict | None:
+        others = [i for i in c.live() if i["id"] != first["id"]]
+        return others[0] if others else None
+
+    second = wait_for(replacement, 60, what="a replacement instance")
+    assert c.moto_state(first["id"]) == "running"  # asked for while the interrupted one is still there
+    assert second["spot"] is True
+    rows = {i["id"]: i for i in c.instances()}
+    assert rows[first["id"]]["interruptedAt"] is not None
+    # the cloud reclaims the interrupted instance when its two minutes are up
+    wait_for(lambda: "resumed from" in c.logs(trial["id"]), 60, what="the trial to resume on the replacement")
+    c.twin.terminate(first["id"])
+
+    exp = c.wait_done(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", c.explain()
+    (after,) = c.trials(exp_id)
+    assert after["restarts"] == 0  # a preemption, not a failure
+    logs = c.logs(trial["id"])
+    assert "preempted at step" in logs
+    assert "resumed from" in logs
+    assert c.proxy.count("RequestSpotInstances") == 2
+    assert c.proxy.count("RunInstances") == 0
+    assert "started (pid" in c.twin.agent(second["id"]).log_text()  # the trial's second run was there
+
+
+# -- 7. restart safety ------------------------------------------------------------------------------------
+
+def test_a_master_killed_while_its_instance_runs_adopts_it_and_launches_nothing_twice(cloud) -> None:
+    c = cloud(config={"agent_reconnect_wait": "30s"})
+    exp_id = c.create(steps_config(steps=50, delay=0.1, ckpt_every=10))
+    c.running_trial(exp_id, 5)
+    (before,) = c.live()
+    assert before["state"] == "RUNNING"
+    c.master.signal(signal.SIGKILL)
+    c.master.proc.wait(5)
+    c.master.start()
+    exp = c.wait_done(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", c.explain()
+    after = c.instances()
+    assert [i["id"] for i in after] == [before["id"]]  # the same row: no second instance
+    assert after[0]["launchedAt"] == before["launchedAt"]
+    assert c.trials(exp_id)[0]["restarts"] == 0
+    assert c.proxy.count("RunInstances") == 1
+
+
+def test_a_master_killed_while_its_instance_starts_adopts_it_and_ends_it_when_it_never_registers(cloud) -> None:
+    starting = 12.0
+    c = cloud(provider={"max_agent_starting_period": f"{starting:g}s"})
+    c.twin.skip_next(1)  # the first instance boots, but its agent never starts
+    exp_id = c.create(steps_config(steps=5))
+    (first,) = wait_for(c.live, 30, what="an instance to be launched")
+    assert first["state"] == "STARTING"
+    c.master.signal(signal.SIGKILL)
+    c.master.proc.wait(5)
+    restarted = time.monotonic()
+    c.master.start()
+    # the first pass of the new master found the instance and kept its row; no second launch
+    wait_for(lambda: c.pool()["provisioning"]["lastDecisionAt"] is not None, 30, what="a provisioner pass")
+    rows = c.instances()
+    assert [(i["id"], i["state"]) for i in rows] == [(first["id"], "STARTING")], c.explain()
+    assert c.proxy.count("RunInstances") == 1
+    assert c.proxy.count("RunInstances", since=restarted) == 0
+
+    gone = wait_for(lambda: [i for i in c.instances() if i["state"] == "TERMINATED"], 60,
+                    what="the instance that never registered to be terminated")
+    assert gone[0]["id"] == first["id"]
+    assert f"did not register an agent within {starting:g}s" in gone[0]["terminationReason"]
+    exp = c.wait_done(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", c.explain()
+    assert c.moto_state(first["id"]) in ("shutting-down", "terminated")
+    rows = c.instances()
+    assert len(rows) == 2 and rows[1]["registeredAt"] is not None
+    assert c.proxy.count("RunInstances") == 2
