@@ -92,7 +92,11 @@ async def control_loop(ctx: MasterContext, stop: asyncio.Event) -> None:
 
 
 async def provisioner_loop(ctx: MasterContext, prov, wake: asyncio.Event, stop: asyncio.Event) -> None:  # noqa: ANN001
+    loop = asyncio.get_running_loop()
+    last_end = 0.0
     while not stop.is_set():
+        # at most one pass per PROVISIONER_MIN_SPACING, without a fixed sleep after every wake
+        await asyncio.sleep(max(0.0, last_end + PROVISIONER_MIN_SPACING - loop.time()))
         wake.clear()
         try:
             next_at = await asyncio.to_thread(prov.step)
@@ -102,9 +106,9 @@ async def provisioner_loop(ctx: MasterContext, prov, wake: asyncio.Event, stop: 
         timeout = PROVISIONER_TICK_SECONDS
         if next_at is not None:
             timeout = min(max(next_at - ctx.clock.now(), PROVISIONER_MIN_SPACING), PROVISIONER_TICK_SECONDS)
+        last_end = loop.time()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout=timeout)
-        await asyncio.sleep(PROVISIONER_MIN_SPACING)
 
 
 def start_provisioners(ctx: MasterContext, stop: asyncio.Event) -> list[asyncio.Task]:

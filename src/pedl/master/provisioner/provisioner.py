@@ -97,7 +97,8 @@ class PoolProvisioner:
             self._terminate(decision)
             self._launch(decision)
             self.status.last_decision_at = self.now
-            return decision.next_check_at
+            wake = [t for t in (decision.next_check_at, self.status.backoff_until) if t is not None]
+            return min(wake) if wake else None
 
     def _plan(self, s: Session, cloud: list[CloudInstance]) -> Decision:
         now = self.now
@@ -110,11 +111,13 @@ class PoolProvisioner:
         for key in decision.unavailable:
             self.unavailable[key] = now + UNAVAILABLE_FOR
         # a terminate the cloud did not act on (lost call, stopped instance) is sent again
+        deciding = {i for i, _ in decision.terminate}
         for ci in cloud:
-            row = s.get(models.Instance, ci.id)
             sent = self.terminate_sent.get(ci.id)
-            if row is not None and row.state == IS.TERMINATING.value and sent is not None \
-                    and now - sent > TERMINATE_RETRY and ci.id not in {i for i, _ in decision.terminate}:
+            if sent is None or now - sent <= TERMINATE_RETRY or ci.id in deciding:
+                continue
+            row = s.get(models.Instance, ci.id)
+            if row is not None and row.state == IS.TERMINATING.value:
                 decision.terminate.append((ci.id, "terminate sent again: the instance is still there"))
         for inst_id, reason in decision.terminate:
             row = s.get(models.Instance, inst_id)
@@ -175,17 +178,23 @@ class PoolProvisioner:
         connected = self.ctl.ctx.hub.connected_ids()
         used: dict[str, int] = {}
         busy: set[str] = set()  # zero-slot tasks make an agent busy without using a slot
-        for alloc in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD),
-                                                               models.Allocation.resource_pool == self.pool.pool_name)):
-            for place in alloc.assignment or []:
+        held = list(s.execute(select(models.Allocation.id, models.Allocation.slots_needed,
+                                     models.Allocation.queued_at, models.Allocation.assignment).where(
+            models.Allocation.state.in_(HELD), models.Allocation.resource_pool == self.pool.pool_name)))
+        for _, _, _, assignment in held:
+            for place in assignment or []:
                 used[place["agent_id"]] = used.get(place["agent_id"], 0) + len(place["slot_ids"])
                 busy.add(place["agent_id"])
+        rows = list(s.scalars(select(models.Instance).where(models.Instance.resource_pool == self.pool.pool_name,
+                                                           models.Instance.state.in_(LIVE_INSTANCE))))
+        agents = {a.id: a for a in s.scalars(select(models.Agent).where(
+            models.Agent.id.in_([r.id for r in rows])))} if rows else {}
+        interrupted = {r.id for r in rows if r.interrupted_at is not None}
         views = []
-        for row in s.scalars(select(models.Instance).where(models.Instance.resource_pool == self.pool.pool_name,
-                                                          models.Instance.state.in_(LIVE_INSTANCE))):
+        for row in rows:
             state = {IS.REQUESTED.value: "requested", IS.STARTING.value: "starting", IS.RUNNING.value: "running",
                      IS.TERMINATING.value: "terminating"}[row.state]
-            agent = s.get(models.Agent, row.id)
+            agent = agents.get(row.id)
             is_busy = row.id in busy
             slots = len(agent.slots) if agent is not None else row.slots
             disconnected = None
@@ -201,9 +210,15 @@ class PoolProvisioner:
                 spot=row.spot, free_slots=max(slots - used.get(row.id, 0), 0), busy=is_busy,
                 idle_since=self.idle_since.get(row.id), disconnected_since=disconnected,
                 interrupted=row.interrupted_at is not None))
-        pending = [PendingTask(a.id, a.slots_needed, a.queued_at) for a in s.scalars(
-            select(models.Allocation).where(models.Allocation.state == AllocationState.PENDING.value,
-                                            models.Allocation.resource_pool == self.pool.pool_name))]
+        pending = [PendingTask(aid, slots, queued) for aid, slots, queued in s.execute(
+            select(models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at).where(
+                models.Allocation.state == AllocationState.PENDING.value,
+                models.Allocation.resource_pool == self.pool.pool_name))]
+        # work on an instance the cloud is about to reclaim needs a new home now, not after it
+        # checkpoints and leaves: count it as waiting, so the replacement boots meanwhile
+        for aid, slots, queued, assignment in held:
+            if any(p["agent_id"] in interrupted for p in assignment or []):
+                pending.append(PendingTask(aid, slots, queued))
         return views, pending
 
     # -- doing ---------------------------------------------------------------------------------

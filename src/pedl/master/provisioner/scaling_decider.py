@@ -145,27 +145,28 @@ def decide(now: float, policy: PoolPolicy, instances: list[InstanceView], pendin
     if policy.policy == "determined":
         new_counts = _determined_demand(policy, usable, pending, d)
     else:
-        room0 = policy.max_instances - len([i for i in live if i.id not in terminating])
+        room0 = policy.max_instances - len([i for i in live if i.id not in terminating and not i.interrupted])
         new_counts = _packed_demand(policy, usable, pending, d, blocked, claimed, max(room0, 0))
 
-    # 3. idle instances, never below min_instances, and never while demand would reuse them
-    alive = len([i for i in live if i.id not in terminating])
-    idle = sorted((i for i in usable if i.state == "running" and not i.busy and i.idle_since is not None
-                   and i.disconnected_since is None), key=lambda i: i.idle_since)
+    # 3. idle instances, never below min_instances, and never while demand would reuse them;
+    # an instance the cloud is reclaiming counts for neither bound
+    alive = len([i for i in live if i.id not in terminating and not i.interrupted])
+    idle = sorted((i for i in live if i.id not in terminating and i.state == "running" and not i.busy
+                   and i.idle_since is not None and i.disconnected_since is None), key=lambda i: i.idle_since)
     wanted_new = sum(n for _, _, n in new_counts)
     for inst in idle:
         if inst.id in claimed:
             continue
         deadline = inst.idle_since + policy.max_idle
-        if now >= deadline and alive > policy.min_instances:
+        if now >= deadline and (inst.interrupted or alive > policy.min_instances):
             kill(inst, f"idle for more than {policy.max_idle:g}s")
-            alive -= 1
+            alive -= 0 if inst.interrupted else 1
         elif now < deadline:
             d.wake_at(deadline)
 
     # 4. bounds: trim above max (starting ones and idle ones first), fill up to min
     if alive > policy.max_instances:
-        order = sorted((i for i in live if i.id not in terminating),
+        order = sorted((i for i in live if i.id not in terminating and not i.interrupted),
                        key=lambda i: (i.state == "running" and i.busy, i.state == "running", -i.launched_at))
         for inst in order[: alive - policy.max_instances]:
             kill(inst, f"above max_instances ({policy.max_instances})")
