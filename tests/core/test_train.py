@@ -85,7 +85,9 @@ def test_metrics_must_be_a_dict(fake_master: FakeMaster, on_cluster: Path) -> No
 
 def test_4xx_from_the_master_is_raised(fake_master: FakeMaster, on_cluster: Path) -> None:
     fake_master.fail("POST", METRICS, 400)
-    with pedl.core.init() as core, pytest.raises(pedl.errors.InvalidArgument, match="HTTP 400"):
+    # reports go out in the background; a refused one is raised by the next call, or at the latest
+    # when the context closes, so the trial cannot end as if it had been stored
+    with pytest.raises(pedl.errors.InvalidArgument, match="HTTP 400"), pedl.core.init() as core:
         core.train.report_training_metrics(steps_completed=1, metrics={"loss": 1.0})
 
 

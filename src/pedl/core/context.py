@@ -7,6 +7,7 @@ environment the workers join a torch.distributed group, and only the chief (rank
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,10 +64,14 @@ class Context:
         self.preempt.start()
 
     def close(self) -> None:
-        self.preempt.close()
-        for session in self._sessions:
-            session.close()
-        self.distributed.close()
+        try:
+            for session in self._sessions:
+                session.flush()  # reports still queued reach the master before the task ends
+        finally:
+            self.preempt.close()
+            for session in self._sessions:
+                session.close()
+            self.distributed.close()
 
     def __enter__(self) -> Context:
         self.start()
@@ -74,7 +79,11 @@ class Context:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        if exc is None:
+            self.close()  # an undelivered report is raised here, so the trial does not end quietly
+            return
+        with contextlib.suppress(Exception):  # the exception already in flight is the one to report
+            self.close()
 
 
 def init(

@@ -6,6 +6,7 @@ trial too big for one agent, or torchrun's) use torch.distributed through `Torch
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import socket
@@ -320,6 +321,11 @@ class TorchCollectives:
     def close(self) -> None:
         _, dist = _import_torch()
         if self._owns_default_group and dist.is_initialized():
+            # ranks leave together: a rank that tears its gloo group down while a peer still talks
+            # to it can abort the peer (SIGABRT at exit); a bounded wait, since a peer may be dead
+            if dist.get_backend() == "gloo":
+                with contextlib.suppress(Exception):
+                    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
             dist.destroy_process_group()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -51,6 +52,9 @@ def _retryable_status(status: int) -> bool:
     return status >= 500 or status == 429
 
 
+BACKGROUND_QUEUE = 10_000  # reports queued before report calls wait (backpressure)
+
+
 class MasterSession:
     """Calls the master's REST API on behalf of one task.
 
@@ -77,6 +81,11 @@ class MasterSession:
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._closed = False
+        # reports that need no answer go out from one background thread, in order, so a training
+        # loop does not wait a round trip per report (Determined does the same)
+        self._outbox: queue.Queue[tuple[str, Any] | None] = queue.Queue(maxsize=BACKGROUND_QUEUE)
+        self._sender: threading.Thread | None = None
+        self._background_error: PedlError | None = None
 
     def get(self, path: str, *, params: Mapping[str, Any] | None = None,
             timeout_s: float | None = None, retry: bool = True) -> Any:
@@ -85,10 +94,49 @@ class MasterSession:
     def post(self, path: str, body: Any, *, timeout_s: float | None = None, retry: bool = True) -> Any:
         return self.request("POST", path, body=body, timeout_s=timeout_s, retry=retry)
 
+    def post_in_background(self, path: str, body: Any) -> None:
+        """Queue a POST whose answer nobody reads. Reports keep their order, every synchronous
+        call waits for the queue first, and a failure is raised by the next call or `flush()`."""
+        self._raise_background_error()
+        json.dumps(body, allow_nan=False)  # a body that cannot be sent fails here, in the caller
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._send_loop, name="pedl-reports", daemon=True)
+            self._sender.start()
+        self._outbox.put((path, body))
+
+    def flush(self) -> None:
+        """Wait until every background report has been delivered (or has failed)."""
+        if self._sender is not None:
+            self._outbox.join()
+        self._raise_background_error()
+
+    def _raise_background_error(self) -> None:
+        error, self._background_error = self._background_error, None
+        if error is not None:
+            raise error
+
+    def _send_loop(self) -> None:
+        while True:
+            item = self._outbox.get()
+            try:
+                if item is None:
+                    return
+                path, body = item
+                try:
+                    self.request("POST", path, body=body, _flush=False)
+                except PedlError as exc:
+                    logger.error("a background report failed: %s", exc.message)
+                    if self._background_error is None:
+                        self._background_error = exc
+            finally:
+                self._outbox.task_done()
+
     def request(self, method: str, path: str, *, body: Any = None,
                 params: Mapping[str, Any] | None = None, timeout_s: float | None = None,
-                retry: bool = True) -> Any:
+                retry: bool = True, _flush: bool = True) -> Any:
         """Send one call; return the parsed JSON answer (None for an empty one)."""
+        if _flush:
+            self.flush()  # what was queued before this call reaches the master before it
         content = None
         headers = {}
         if body is not None:
@@ -101,6 +149,13 @@ class MasterSession:
             return self._send_with_retries(method, path, kwargs, retry)
 
     def close(self) -> None:
+        if self._sender is not None:
+            try:
+                self.flush()
+            except PedlError as exc:  # already logged by the sender; closing must not hide the exit
+                logger.error("closing with an undelivered report: %s", exc.message)
+            self._outbox.put(None)
+            self._sender.join(timeout=5)
         self._closed = True
         self._client.close()
 

@@ -89,11 +89,11 @@ class MasterTrainContext(TrainContext):
             },
             "group": group,
         }
-        self._session.post(f"/api/v1/trials/{self._trial.trial_id}/metrics", body)
+        self._session.post_in_background(f"/api/v1/trials/{self._trial.trial_id}/metrics", body)
 
     def _send_progress(self, progress: float) -> None:
-        self._session.post(f"/api/v1/trials/{self._trial.trial_id}/progress",
-                           {"progress": progress, "is_raw": False})
+        self._session.post_in_background(f"/api/v1/trials/{self._trial.trial_id}/progress",
+                                         {"progress": progress, "is_raw": False})
 
 
 class LocalTrainContext(TrainContext):
