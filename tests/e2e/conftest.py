@@ -91,3 +91,17 @@ def any_db_cluster(request: pytest.FixtureRequest, tmp_path: Path):
     c = Cluster(tmp_path, None).start()
     yield c
     c.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def e2e_db(request: pytest.FixtureRequest):
+    """`db:` fields of a fresh PostgreSQL database, or None for SQLite: for tests that build their
+    own Cluster with a special master config."""
+    if request.param == "sqlite":
+        yield None
+        return
+    from tests.conftest import require_postgres
+
+    require_postgres()
+    with fresh_postgres_db() as db:
+        yield db

@@ -68,8 +68,8 @@ def test_agent_back_after_the_wait_restarts_its_trial(cluster: Cluster) -> None:
     assert steps == list(range(1, 61))
 
 
-def test_master_killed_and_restarted_keeps_everything_and_continues(tmp_path) -> None:
-    c = Cluster(tmp_path, None, {"agent_reconnect_wait": "30s"}).start()
+def test_master_killed_and_restarted_keeps_everything_and_continues(tmp_path, e2e_db) -> None:
+    c = Cluster(tmp_path, e2e_db, {"agent_reconnect_wait": "30s"}).start()
     try:
         c.add_agent("a1")
         done_id = c.create(steps_config(name="finished", steps=3))

@@ -18,8 +18,8 @@ def _pids(c: Cluster, trial_id: int) -> list[str]:
     return [line.split("pid ")[1] for line in c.logs(trial_id).splitlines() if " pid " in line]
 
 
-def test_a_sigkilled_agent_trial_restarts_elsewhere_from_its_checkpoint(tmp_path) -> None:
-    c = Cluster(tmp_path, None, {"agent_reconnect_wait": "3s", "agent_heartbeat_timeout": "2s"}).start()
+def test_a_sigkilled_agent_trial_restarts_elsewhere_from_its_checkpoint(tmp_path, e2e_db) -> None:
+    c = Cluster(tmp_path, e2e_db, {"agent_reconnect_wait": "3s", "agent_heartbeat_timeout": "2s"}).start()
     try:
         doomed = c.add_agent("doomed")
         exp_id = c.create(steps_config(steps=60, delay=0.1, ckpt_every=5))
@@ -50,8 +50,8 @@ def _log_lines(c: Cluster, trial_id: int) -> list[dict]:
     return [json.loads(line)["result"] for line in text.splitlines() if line]
 
 
-def test_pause_and_kill_survive_a_master_restart(tmp_path) -> None:
-    c = Cluster(tmp_path, None, {"agent_reconnect_wait": "30s"}).start()
+def test_pause_and_kill_survive_a_master_restart(tmp_path, e2e_db) -> None:
+    c = Cluster(tmp_path, e2e_db, {"agent_reconnect_wait": "30s"}).start()
     try:
         c.add_agent("a1", slots=2)
         paused = c.create(steps_config(name="to-pause", steps=400, delay=0.05, ckpt_every=5))

@@ -11,8 +11,8 @@ from tests.e2e.conftest import Cluster, steps_config
 pytestmark = pytest.mark.e2e
 
 
-def test_an_urgent_trial_preempts_and_the_preempted_one_resumes(tmp_path) -> None:
-    c = Cluster(tmp_path, None, {"resource_pools": [{"pool_name": "default", "scheduler": {"preemption": True}}]})
+def test_an_urgent_trial_preempts_and_the_preempted_one_resumes(tmp_path, e2e_db) -> None:
+    c = Cluster(tmp_path, e2e_db, {"resource_pools": [{"pool_name": "default", "scheduler": {"preemption": True}}]})
     c.start()
     try:
         c.add_agent("a1", slots=1)
