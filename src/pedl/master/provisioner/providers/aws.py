@@ -8,7 +8,6 @@ import logging
 import os
 import shlex
 import threading
-import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -485,9 +484,8 @@ class AWSProvider:
             "InstanceCount": request.count, "Type": "one-time", "ClientToken": request.token,
             "LaunchSpecification": spec,
             "TagSpecifications": [{"ResourceType": "spot-instances-request", "Tags": self._tags(request.token)}],
-            # a request left open by a master that died expires by itself (EC2's clock, not pedl's)
-            "ValidUntil": datetime.fromtimestamp(time.time() + self.cfg.spot_request_timeout + SPOT_VALID_MARGIN,
-                                                 tz=UTC),
+            # a request left open by a master that died expires by itself
+            "ValidUntil": datetime.fromtimestamp(now + self.cfg.spot_request_timeout + SPOT_VALID_MARGIN, tz=UTC),
         }
         price = self._spot_price(request.instance_type)
         if price:
