@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.harness import Figure, add_common_args, median, report
+from benchmarks.harness import Figure, add_common_args, median, run_main
 from pedl.config.experiment_config import parse_experiment_config
 from pedl.master.searcher import Searcher, SearcherActions, make_searcher
 
@@ -227,10 +227,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:
-    args = parser().parse_args(argv)
-    figures = measure(args)
-    report(figures, args.json)
-    return figures
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":

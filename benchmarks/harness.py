@@ -10,7 +10,7 @@ import os
 import platform
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -87,3 +87,12 @@ def report(figures: Sequence[Figure], as_json: bool) -> None:
     else:
         print(f"\n{machine()}\n")
         print(markdown(figures))
+
+
+def run_main(parser: argparse.ArgumentParser, measure: Callable[[argparse.Namespace], list[Figure]],
+             argv: list[str] | None = None) -> list[Figure]:
+    """Every benchmark's `main`: parse, measure, print the table (or JSON)."""
+    args = parser.parse_args(argv)
+    figures = measure(args)
+    report(figures, args.json)
+    return figures

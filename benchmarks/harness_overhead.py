@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.harness import Figure, add_common_args, report, work_dir
+from benchmarks.harness import Figure, add_common_args, run_main, work_dir
 from pedl.cli.model_upload import pack_model_dir
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_experiment, wait_for
 
@@ -203,10 +203,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:
-    args = parser().parse_args(argv)
-    figures = measure(args)
-    report(figures, args.json)
-    return figures
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":

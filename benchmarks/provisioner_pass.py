@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
-from benchmarks.harness import Figure, add_common_args, median, report, work_dir
+from benchmarks.harness import Figure, add_common_args, median, run_main, work_dir
 from benchmarks.scheduling_pass import StatementCounter, _NoLoop
 from pedl.clock import SystemClock
 from pedl.config.master_config import MasterConfig
@@ -255,10 +255,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:
-    args = parser().parse_args(argv)
-    figures = measure(args)
-    report(figures, args.json)
-    return figures
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,15 @@ from tests.support.moto_server import (
     running_moto_server,
 )
 
-from benchmarks.harness import MODELS, Figure, add_common_args, median, percentile, report, work_dir
+from benchmarks.harness import (
+    MODELS,
+    Figure,
+    add_common_args,
+    median,
+    percentile,
+    run_main,
+    work_dir,
+)
 from pedl.cli.model_upload import pack_model_dir
 from pedl.devcluster import Master, free_port, wait_for
 
@@ -197,10 +205,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:
-    args = parser().parse_args(argv)
-    figures = measure(args)
-    report(figures, args.json)
-    return figures
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":

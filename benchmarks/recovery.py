@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.harness import Figure, add_common_args, median, report, work_dir
+from benchmarks.harness import Figure, add_common_args, median, run_main, work_dir
 from pedl.cli.model_upload import pack_model_dir
 from pedl.devcluster import Master, wait_for
 
@@ -156,10 +156,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:
-    args = parser().parse_args(argv)
-    figures = measure(args)
-    report(figures, args.json)
-    return figures
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":

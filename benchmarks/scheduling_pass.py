@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from sqlalchemy import event, func, insert, select
 
-from benchmarks.harness import Figure, add_common_args, median, report, work_dir
+from benchmarks.harness import Figure, add_common_args, median, run_main, work_dir
 from pedl.clock import SystemClock
 from pedl.config.experiment_config import parse_experiment_config
 from pedl.config.master_config import MasterConfig
@@ -83,33 +83,28 @@ class _NoLoop:
 
 
 class TimedController(Controller):
-    """The real controller, timing the two parts of its pass. With `what_if`, _schedule first loads
-    every pending trial, its experiment and owner into the session (held, so the identity map keeps
-    them) and runs with autoflush off: an estimate of the pass without per-placement round trips."""
+    """The real controller, timing the parts of its pass: agent checks, the plan (one read of the
+    snapshot and the pure scheduler) and applying the placements in batches."""
 
-    def __init__(self, ctx: MasterContext, what_if: bool = False) -> None:
+    def __init__(self, ctx: MasterContext) -> None:
         super().__init__(ctx)
-        self.phase: dict[str, float] = {}
-        self.what_if = what_if
+        self.phase: dict[str, float] = {"check_agents": 0.0, "plan": 0.0, "apply": 0.0}
+
+    def _timed(self, name: str, fn: Any, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.phase[name] += time.perf_counter() - started
 
     def _check_agents(self, s) -> None:  # noqa: ANN001
-        started = time.perf_counter()
-        super()._check_agents(s)
-        self.phase["check_agents"] = time.perf_counter() - started
+        self._timed("check_agents", super()._check_agents, s)
 
-    def _schedule(self, s) -> None:  # noqa: ANN001
-        started = time.perf_counter()
-        if not self.what_if:
-            super()._schedule(s)
-        else:
-            pending = select(models.Allocation.trial_id).where(
-                models.Allocation.state == AllocationState.PENDING.value)
-            held = [*s.scalars(select(models.Trial).where(models.Trial.id.in_(pending))),
-                    *s.scalars(select(models.Experiment)), *s.scalars(select(models.User))]
-            with s.no_autoflush:
-                super()._schedule(s)
-            del held
-        self.phase["schedule"] = time.perf_counter() - started
+    def _plan_schedule(self, s):  # noqa: ANN001, ANN202
+        return self._timed("plan", super()._plan_schedule, s)
+
+    def _apply(self, s, chunk) -> None:  # noqa: ANN001
+        self._timed("apply", super()._apply, s, chunk)
 
 
 class StatementCounter:
@@ -220,7 +215,7 @@ def database(kind: str, work: Path) -> Iterator[dict | None]:
 
 
 def one_pass(kind: str, args: argparse.Namespace, sizes: list[int], work: Path,
-             profile: bool, what_if: bool = False) -> tuple[float, dict[str, float], int, int, str, dict[str, Probe], str]:
+             profile: bool) -> tuple[float, dict[str, float], int, int, str, dict[str, Probe], str]:
     with database(kind, work) as db_cfg:
         config = MasterConfig(data_dir=work / "data", db=db_cfg)
         db = Database(config.database_url())
@@ -228,7 +223,7 @@ def one_pass(kind: str, args: argparse.Namespace, sizes: list[int], work: Path,
             migrate.upgrade(db.engine)
             ctx = MasterContext(config=config, db=db, clock=SystemClock(), cluster_id="bench", master_id="bench")
             ctx.hub = AgentHub()
-            ctl = TimedController(ctx, what_if)
+            ctl = TimedController(ctx)
             ctx.controller = ctl
             loop = _NoLoop()
             populate(ctl, args, sizes, loop)
@@ -265,24 +260,23 @@ def one_pass(kind: str, args: argparse.Namespace, sizes: list[int], work: Path,
                     p.unlink()
 
 
-def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int], what_if: bool = False) -> list[Figure]:
+def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int]) -> list[Figure]:
     runs: list[tuple[float, dict[str, float], int, int]] = []
     statements = ""
     probes: list[dict[str, Probe]] = []
     with work_dir(f"sched-{kind}", args.keep) as work:
         for i in range(args.repeat):
             elapsed, phase, placed, sent, statements, probe, text = one_pass(kind, args, sizes, work,
-                                                                              args.profile and i == 0, what_if)
+                                                                              args.profile and i == 0)
             probes.append(probe)
             runs.append((elapsed, phase, placed, sent))
             if text:
                 print(f"--- cProfile of one {kind} pass ---\n{text}")
     db_name = "SQLite" if kind == "sqlite" else "PostgreSQL"
-    if what_if:
-        db_name += " what-if (rows preloaded, no autoflush)"
     totals = [r[0] for r in runs]
     check = median([r[1].get("check_agents", 0.0) for r in runs])
-    sched = median([r[1].get("schedule", 0.0) for r in runs])
+    plan = median([r[1].get("plan", 0.0) for r in runs])
+    apply = median([r[1].get("apply", 0.0) for r in runs])
     total = median(totals)
     placed, sent = runs[0][2], runs[0][3]
     shape = f"{args.agents:,} agents×{args.slots}, {args.trials:,} pending in {args.experiments} experiments"
@@ -290,10 +284,12 @@ def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int], wh
         Figure(NAME, f"{db_name}: controller.tick(), trials of {label(sizes)} slot(s)", 1000 * total, "ms",
                f"median of {args.repeat} (fresh database each); {shape}; {placed:,} placed, {sent:,} start_task sent"),
         Figure(NAME, f"{db_name}: … of which _check_agents", 1000 * check, "ms", "heartbeat bookkeeping of every agent"),
-        Figure(NAME, f"{db_name}: … of which _schedule", 1000 * sched, "ms",
-               "load rows, decide, assign (token, event, task spec) — before commit"),
-        Figure(NAME, f"{db_name}: … of which commit + sending", 1000 * (total - check - sched), "ms",
-               "the transaction's flush/commit and handing start_task to connections"),
+        Figure(NAME, f"{db_name}: … of which planning", 1000 * plan, "ms",
+               "one snapshot read (pending, agents, held allocations) and the pure scheduler"),
+        Figure(NAME, f"{db_name}: … of which applying", 1000 * apply, "ms",
+               "placements in batches: bulk row loads, tokens, events, task specs (before each commit)"),
+        Figure(NAME, f"{db_name}: … of which commits + sending", 1000 * (total - check - plan - apply), "ms",
+               "the transactions' flush/commit and handing start_task to connections"),
         _probe_figure(db_name, "a request needing the controller lock waits", [p["lock"] for p in probes], args),
         _probe_figure(db_name, "a request's database session waits", [p["session"] for p in probes], args),
         Figure(NAME, f"{db_name}: per placed trial", 1000 * total / max(placed, 1), "ms",
@@ -323,8 +319,6 @@ def measure(args: argparse.Namespace) -> list[Figure]:
                 print(f"skipping PostgreSQL: {problem}")
                 continue
         figures += measure_controller(kind, args, sizes)
-        if args.what_if:
-            figures += measure_controller(kind, args, sizes, what_if=True)
     return figures
 
 
@@ -343,19 +337,13 @@ def parser() -> argparse.ArgumentParser:
                    help="databases for the controller pass; none to time only the pure function")
     p.add_argument("--probe-delay", type=float, default=0.5,
                    help="seconds into the pass at which the probes make their requests (default 0.5)")
-    p.add_argument("--what-if", action="store_true",
-                   help="also time the pass with its rows preloaded and autoflush off (an estimate of the "
-                        "pass without per-placement queries; not what the master does)")
     p.add_argument("--profile", action="store_true", help="print a cProfile of the first controller pass")
     add_common_args(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:
-    args = parser().parse_args(argv)
-    figures = measure(args)
-    report(figures, args.json)
-    return figures
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,14 @@ from pathlib import Path
 import httpx
 import yaml
 
-from benchmarks.harness import MODELS, Figure, add_common_args, percentile, report, work_dir
+from benchmarks.harness import (
+    MODELS,
+    Figure,
+    add_common_args,
+    percentile,
+    run_main,
+    work_dir,
+)
 from pedl.cli.model_upload import pack_model_dir
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
 
@@ -124,10 +131,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:
-    args = parser().parse_args(argv)
-    figures = measure(args)
-    report(figures, args.json)
-    return figures
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":

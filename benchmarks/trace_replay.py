@@ -8,7 +8,7 @@ import argparse
 import time
 from pathlib import Path
 
-from benchmarks.harness import Figure, add_common_args, report
+from benchmarks.harness import Figure, add_common_args, run_main
 from pedl.sim import (
     CloudSettings,
     SimPool,
@@ -95,10 +95,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:
-    args = parser().parse_args(argv)
-    figures = measure(args)
-    report(figures, args.json)
-    return figures
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":
