@@ -1,8 +1,10 @@
 """Data-parallel training of a small PyTorch MLP with DistributedDataParallel, through pedl.core.
 
 On a pedl cluster, `resources.slots_per_trial: 2` on agents of one slot each runs this script once
-per agent; the master sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ... and `pedl.core.init()`
-joins the torch.distributed group (gloo on CPU, nccl with CUDA). Each rank trains on its own shard
+per agent (distributed.yaml); the master sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ... and
+`pedl.core.init()` joins the torch.distributed group (gloo on CPU, nccl with CUDA). With
+`python3 -m pedl.launch.torch_distributed -- python3 train.py` as the entrypoint (per_slot.yaml)
+it runs once per slot instead, each process on the GPU of its LOCAL_RANK. Each rank trains on its own shard
 of the data; DDP averages the gradients, so every rank holds the same weights. Only the chief
 (rank 0) reports metrics and writes checkpoints; `should_preempt()` is the chief's decision,
 broadcast, so all ranks stop at the same batch.
@@ -118,7 +120,9 @@ def train(core: pedl.core.Context, latest_checkpoint: str | None, seed: int) -> 
     batch_size = int(hp.get("batch_size", 32))
     validation_period = batches_setting(core.config, "min_validation_period", 50)
     checkpoint_period = batches_setting(core.config, "min_checkpoint_period", 100)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    # one process per GPU: LOCAL_RANK picks this process's device among the slots it was given
+    device = (torch.device("cuda", core.distributed.local_rank % torch.cuda.device_count())
+              if torch.cuda.is_available() else torch.device("cpu"))
     say(core, f"of {size} on agent {os.environ.get('DET_AGENT_ID', 'local')} "
               f"(slots on this node: {os.environ.get('PEDL_SLOTS_PER_NODE', '-')}, device {device})")
 
@@ -147,7 +151,13 @@ def train(core: pedl.core.Context, latest_checkpoint: str | None, seed: int) -> 
     checkpointed_at = steps
 
     # DDP broadcasts the chief's weights now and averages the gradients in every backward().
-    model = DistributedDataParallel(net) if size > 1 else net
+    if size == 1:
+        model = net
+    elif device.type == "cuda":
+        torch.cuda.set_device(device)
+        model = DistributedDataParallel(net, device_ids=[device.index])
+    else:
+        model = DistributedDataParallel(net)
     for op in core.searcher.operations():
         losses: list[float] = []
         while steps < op.length:

@@ -1,6 +1,6 @@
-"""A distributed trial on real processes: slots_per_trial 2 on two one-slot agents runs one
-torch.distributed (gloo, CPU) process per agent; the ranks train in step and only the chief
-reports."""
+"""Distributed trials on real processes: slots_per_trial 2 on two one-slot agents runs one
+torch.distributed (gloo, CPU) process per agent, and pedl.launch.torch_distributed runs one per
+slot; the ranks train in step and only the chief reports."""
 
 from __future__ import annotations
 
@@ -98,3 +98,38 @@ def test_paused_ddp_trial_stops_every_rank_together_and_resumes(cluster) -> None
     assert set(hashes) == {"0", "1"} and hashes["0"] == hashes["1"], hashes
     training = cluster.master.api("GET", f"/api/v1/trials/{trial_id}/metrics", group="training")["metrics"]
     assert [m["stepsCompleted"] for m in training] == list(range(25, 3001, 25))
+
+
+def test_one_process_per_slot_on_two_agents_of_two_slots(cluster) -> None:
+    """slots_per_trial 4 on two 2-slot agents with pedl.launch.torch_distributed: a world of four
+    processes, two on each agent, numbered node by node, training in step."""
+    pytest.importorskip("torch")
+    cluster.add_agent("a1", slots=2)
+    cluster.add_agent("a2", slots=2)
+    exp_id = cluster.create((EXAMPLES / "torch_ddp" / "per_slot.yaml").read_text(), EXAMPLES / "torch_ddp")
+    exp = wait_experiment(cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=300)
+    (trial,) = cluster.trials(exp_id)
+    lines = log_lines(cluster, trial["id"])
+    logs = "".join(line["message"] for line in lines)
+    assert exp["state"] == "STATE_COMPLETED", logs[-4000:]
+    assert trial["state"] == "STATE_COMPLETED" and trial["restarts"] == 0
+
+    # Each process's lines carry its rank; ranks 0-1 run on the chief agent, 2-3 on the other.
+    agent_of: dict[int, set[str]] = {}
+    for line in lines:
+        m = re.match(r"\[rank=(\d)\] rank (\d) of 4 on agent", line["message"])
+        if m:
+            assert m.group(1) == m.group(2), line
+            agent_of.setdefault(int(m.group(1)), set()).add(line["agentId"])
+    assert set(agent_of) == {0, 1, 2, 3}, logs[-3000:]
+    assert all(len(a) == 1 for a in agent_of.values())
+    assert agent_of[0] == agent_of[1] and agent_of[2] == agent_of[3] and agent_of[0] != agent_of[2]
+    assert re.search(r"node 0 of 2, ranks 0-1 of 4", logs) and re.search(r"node 1 of 2, ranks 2-3 of 4", logs)
+
+    # The four agree on the weights, and only the chief's reports were stored.
+    hashes = dict(re.findall(r"^\[rank=\d\] rank (\d) done at batch 200: .* final parameter hash (\w+)$", logs, re.M))
+    assert set(hashes) == {"0", "1", "2", "3"} and len(set(hashes.values())) == 1, hashes
+    training = cluster.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
+    assert [m["stepsCompleted"] for m in training] == list(range(25, 201, 25))
+    ckpts = cluster.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+    assert sorted(ck["metadata"]["steps_completed"] for ck in ckpts) == [100, 200]

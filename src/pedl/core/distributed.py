@@ -1,7 +1,8 @@
 """Where this process sits among the trial's workers, and the few collectives pedl.core needs.
 
 A single process needs no collectives; several processes (one per agent, as the master places a
-trial too big for one agent, or torchrun's) use torch.distributed through `TorchCollectives`.
+trial too big for one agent; one per slot under `pedl.launch.torch_distributed`; or torchrun's)
+use torch.distributed through `TorchCollectives`.
 """
 
 from __future__ import annotations
@@ -184,8 +185,9 @@ def torch_ranks_from_env(environ: Mapping[str, str]) -> TorchRanks:
     """Ranks from torch.distributed's variables.
 
     RANK and WORLD_SIZE are required. LOCAL_RANK/LOCAL_WORLD_SIZE default to 0/1 (one process per
-    node, as the pedl master starts them). The node index and count come from NODE_RANK/NNODES
-    (pedl), GROUP_RANK/GROUP_WORLD_SIZE (torchrun), or are derived assuming node-major ranks.
+    node, as the pedl master starts them; pedl.launch.torch_distributed sets them for one process
+    per slot). The node index and count come from NODE_RANK/NNODES (pedl), GROUP_RANK/
+    GROUP_WORLD_SIZE (torchrun), or are derived assuming node-major ranks of equal-sized nodes.
     """
     def read(*names: str, default: int | None = None) -> int:
         for name in names:
@@ -205,8 +207,14 @@ def torch_ranks_from_env(environ: Mapping[str, str]) -> TorchRanks:
     size = read("WORLD_SIZE")
     local_rank = read("LOCAL_RANK", default=0)
     local_size = read("LOCAL_WORLD_SIZE", default=1)
-    if local_size <= 0 or size % local_size:
-        raise ValueError(f"WORLD_SIZE ({size}) must be a multiple of LOCAL_WORLD_SIZE ({local_size})")
+    if local_size <= 0:
+        raise ValueError(f"LOCAL_WORLD_SIZE must be positive, got {local_size}")
+    explicit = any(environ.get(n, "").strip() for n in ("NODE_RANK", "GROUP_RANK")) and \
+        any(environ.get(n, "").strip() for n in ("NNODES", "GROUP_WORLD_SIZE"))
+    if not explicit and size % local_size:
+        # nodes may differ in size (pedl's launcher says which node this is); otherwise derive it
+        raise ValueError(f"WORLD_SIZE ({size}) must be a multiple of LOCAL_WORLD_SIZE ({local_size}) "
+                         "unless NODE_RANK and NNODES are set")
     cross_rank = read("NODE_RANK", "GROUP_RANK", default=rank // local_size)
     cross_size = read("NNODES", "GROUP_WORLD_SIZE", default=size // local_size)
     ranks = TorchRanks(rank, size, local_rank, local_size, cross_rank, cross_size)

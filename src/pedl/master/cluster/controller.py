@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.common import agent_protocol as proto
+from pedl.master.cluster.rendezvous import node_envs
 from pedl.master.cluster.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
 from pedl.master.cluster.scheduler import plan as schedule_plan
 from pedl.master.db import models
@@ -436,7 +437,7 @@ class Controller:
 
     def _rendezvous(self, alloc: models.Allocation, placements: list[tuple[str, list[str]]],
                     rows: experiment_flow.SpecRows) -> list[dict[str, str]]:
-        """One process per agent: node rank, world size and the chief's address and port."""
+        """A rendezvous port on the chief agent, and each node's environment (see rendezvous.py)."""
         chief = placements[0][0]
         taken = rows.ports_in_use.setdefault(chief, set())
         port = next((p for p in self.ctx.config.port_range() if p not in taken), None)
@@ -444,12 +445,7 @@ class Controller:
             raise RuntimeError(f"no free rendezvous port on agent {chief} in {self.ctx.config.rendezvous_port_range}")
         taken.add(port)
         alloc.assignment = [{**p, "port": port} if i == 0 else p for i, p in enumerate(alloc.assignment)]
-        address = rows.agent_addresses.get(chief, "127.0.0.1")
-        world = str(len(placements))
-        return [{"RANK": str(rank), "NODE_RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": world,
-                 "NNODES": world, "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": address, "MASTER_PORT": str(port),
-                 "PEDL_SLOTS_PER_NODE": str(len(slot_ids))}
-                for rank, (_, slot_ids) in enumerate(placements)]
+        return node_envs(placements, address=rows.agent_addresses.get(chief, "127.0.0.1"), port=port)
 
 
 def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float]]:

@@ -1,0 +1,22 @@
+"""What each node of a trial spread over several agents is told about the others (pure).
+
+The master starts one process per agent. It gets torch.distributed's variables for a world of one
+process per node (so a plain `python3 train.py` per agent trains together), plus `PEDL_NODE_SLOTS`,
+the slots of every node in node order, from which `pedl.launch.torch_distributed` derives the
+ranks of one process per slot when the entrypoint asks for that.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+
+def node_envs(placements: Sequence[tuple[str, Sequence[str]]], *, address: str, port: int) -> list[dict[str, str]]:
+    """One environment per placement (agent id, slot ids); placement 0 is the chief node."""
+    nodes = str(len(placements))
+    node_slots = json.dumps([len(slot_ids) for _, slot_ids in placements])
+    return [{"RANK": str(rank), "NODE_RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": nodes,
+             "NNODES": nodes, "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": address, "MASTER_PORT": str(port),
+             "PEDL_SLOTS_PER_NODE": str(len(slot_ids)), "PEDL_NODE_SLOTS": node_slots}
+            for rank, (_, slot_ids) in enumerate(placements)]
