@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pedl.launch.layout import Layout, LayoutError, layout_from_env
@@ -34,13 +32,6 @@ def test_ranks_follow_the_master_node_environment_with_nodes_of_different_sizes(
         env = layout.worker_env(0)
         assert (env["WORLD_SIZE"], env["NNODES"], env["MASTER_ADDR"], env["MASTER_PORT"]) == ("5", "2", "10.0.0.7", "29401")
     assert second.worker_env(2)["LOCAL_WORLD_SIZE"] == "3" and second.worker_env(2)["NODE_RANK"] == "1"
-
-
-def test_the_master_node_environment_alone_is_one_process_per_node() -> None:
-    envs = node_envs([("a1", ["0"]), ("a2", ["0"])], address="10.0.0.7", port=29401)
-    assert [(e["RANK"], e["WORLD_SIZE"], e["LOCAL_RANK"], e["PEDL_SLOTS_PER_NODE"]) for e in envs] == \
-        [("0", "2", "0", "1"), ("1", "2", "0", "1")]
-    assert {e["PEDL_NODE_SLOTS"] for e in envs} == {json.dumps([1, 1])}
 
 
 def test_nproc_per_node_overrides_the_slot_counts_on_every_node() -> None:
