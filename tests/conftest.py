@@ -22,6 +22,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                     "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", returncode=3)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, hand out the long end-to-end tests first, so that the short ones fill
+    the workers at the end instead of one e2e test running alone while the others idle."""
+    if getattr(config.option, "numprocesses", None):
+        items.sort(key=lambda item: 0 if item.get_closest_marker("e2e") or item.get_closest_marker("compat") else 1)
+
+
 def require_postgres() -> None:
     if _PG_ERROR:
         pytest.skip(_PG_ERROR)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,18 @@ FAST_AGENTS = {"agent_heartbeat_interval": "0.5s", "agent_heartbeat_timeout": "3
                "task_kill_grace_period": "3s"}
 
 
+def rendezvous_ports() -> str:
+    """A rendezvous port range of this pytest-xdist worker's own, so concurrent distributed trials
+    of different test masters on this one host do not race for the same MASTER_PORT."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    base = 29400 + 100 * (int(worker) % 6 if worker.isdigit() else 0)
+    return f"{base}-{base + 99}"
+
+
 class Cluster:
     def __init__(self, work: Path, db: dict | None, config: dict | None = None) -> None:
         self.work = work
-        cfg = {**FAST_AGENTS, "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")},
+        cfg = {**FAST_AGENTS, "rendezvous_port_range": rendezvous_ports(), "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")},
                **(config or {})}
         if db:
             cfg["db"] = db

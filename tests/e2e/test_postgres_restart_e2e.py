@@ -16,7 +16,9 @@ from pedl.devcluster import wait_experiment, wait_for
 from tests.e2e.conftest import Cluster, steps_config
 from tests.support.databases import fresh_postgres_db, pg_admin_dsn, postgres_error
 
-pytestmark = pytest.mark.e2e
+# it restarts the PostgreSQL server every other test uses, so it runs alone (`make test` runs the
+# `serial` tests after the parallel ones)
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 PG_CONF_DIR = Path("/etc/postgresql")
 STEPS = 150

@@ -102,7 +102,7 @@ def test_illegal_sample_is_a_409_conflict_naming_both_states(old: StrEnum, new: 
 
 @pytest.mark.parametrize(
     "state",
-    [*TERMINAL_EXPERIMENT, *TERMINAL_TRIAL, AllocationState.TERMINATED, InstanceState.TERMINATED],
+    [*sorted(TERMINAL_EXPERIMENT), *sorted(TERMINAL_TRIAL), AllocationState.TERMINATED, InstanceState.TERMINATED],
     ids=lambda s: f"{type(s).__name__}:{s.name}",
 )
 def test_terminal_states_have_no_exits(state: StrEnum) -> None:

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.common import agent_protocol as proto
-from pedl.master.cluster.rendezvous import node_envs
+from pedl.master.cluster.rendezvous import node_envs, pick_port
 from pedl.master.cluster.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
 from pedl.master.cluster.scheduler import plan as schedule_plan
 from pedl.master.db import models
@@ -440,7 +440,7 @@ class Controller:
         """A rendezvous port on the chief agent, and each node's environment (see rendezvous.py)."""
         chief = placements[0][0]
         taken = rows.ports_in_use.setdefault(chief, set())
-        port = next((p for p in self.ctx.config.port_range() if p not in taken), None)
+        port = pick_port(self.ctx.config.port_range(), taken, seed=alloc.id)
         if port is None:
             raise RuntimeError(f"no free rendezvous port on agent {chief} in {self.ctx.config.rendezvous_port_range}")
         taken.add(port)

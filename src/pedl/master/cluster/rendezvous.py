@@ -9,7 +9,8 @@ ranks of one process per slot when the entrypoint asks for that.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import zlib
+from collections.abc import Collection, Sequence
 
 
 def node_envs(placements: Sequence[tuple[str, Sequence[str]]], *, address: str, port: int) -> list[dict[str, str]]:
@@ -20,3 +21,20 @@ def node_envs(placements: Sequence[tuple[str, Sequence[str]]], *, address: str, 
              "NNODES": nodes, "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": address, "MASTER_PORT": str(port),
              "PEDL_SLOTS_PER_NODE": str(len(slot_ids)), "PEDL_NODE_SLOTS": node_slots}
             for rank, (_, slot_ids) in enumerate(placements)]
+
+
+def pick_port(ports: range, taken: Collection[int], *, seed: str) -> int | None:
+    """A port of `ports` not in `taken`, or None when all are.
+
+    The search starts at a place derived from `seed` (the allocation id), so a trial restarted
+    after its port was busy on the chief's host tries another one, and masters sharing hosts
+    spread out, instead of everyone taking the range's first port.
+    """
+    if not ports:
+        return None
+    start = zlib.crc32(seed.encode()) % len(ports)
+    for i in range(len(ports)):
+        port = ports[(start + i) % len(ports)]
+        if port not in taken:
+            return port
+    return None
