@@ -41,7 +41,8 @@ from benchmarks.harness import (
     work_dir,
 )
 from pedl.cli.model_upload import pack_model_dir
-from pedl.devcluster import Master, free_port, wait_for
+from pedl.common.ports import free_port
+from pedl.devcluster import Master, wait_for
 
 NAME = "provisioner_reaction"
 INSTANCE_TYPE = "g4dn.xlarge"

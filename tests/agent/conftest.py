@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 
 from pedl.agent import Agent, AgentOptions
 from pedl.common.agent_protocol import Registered
+from tests.support.quiet_http import QuietHTTPServer
 
 
 def make_tgz(files: dict[str, str]) -> bytes:
@@ -65,7 +66,7 @@ class ContextServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from pedl.agent.spot_watch import watch_spot
+from tests.support.quiet_http import QuietHTTPServer
 
 
 class FakeIMDS:
@@ -40,7 +41,7 @@ class FakeIMDS:
                 self.end_headers()
                 self.wfile.write(body.encode())
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_port}"
 

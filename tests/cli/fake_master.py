@@ -9,11 +9,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from pedl.cli.auth_store import salt_and_hash
+from tests.support.quiet_http import QuietHTTPServer
 
 
 @dataclass
@@ -52,7 +53,7 @@ class FakeMaster:
         self.requests: list[Recorded] = []
         self.passwords: dict[str, str] = {"determined": "", "admin": ""}
         self.tokens: dict[str, str] = {}  # token -> username
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = QuietHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self.route("POST", "/api/v1/auth/login", self._login)

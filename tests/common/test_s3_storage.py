@@ -173,7 +173,7 @@ def test_no_credentials_is_forbidden_with_a_hint(moto_endpoint: str, s3, monkeyp
 
 
 def test_unreachable_endpoint_is_unavailable_naming_it(moto_endpoint: str) -> None:
-    from pedl.devcluster import free_port
+    from pedl.common.ports import free_port
 
     endpoint = f"http://127.0.0.1:{free_port()}"
     client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION,

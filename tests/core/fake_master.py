@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import threading
 from collections import defaultdict, deque
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from pedl.common.ports import free_port  # noqa: F401  (tests import it from here)
+from tests.support.quiet_http import QuietHTTPServer
 
 TOKEN = "task-session-token"
 
@@ -55,7 +57,7 @@ class FakeMaster:
             def do_POST(self) -> None:
                 master._handle(self, "POST")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = QuietHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
@@ -152,12 +154,6 @@ class FakeMaster:
         if method == "POST" and re.fullmatch(r"/api/v1/allocations/[^/]+/signals/ack_preemption", path):
             return 200, {}
         return 404, {"code": "not_found", "message": f"no route {method} {path}"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def experiment_config(host_path: Path, *, max_length: int = 30) -> dict[str, Any]:

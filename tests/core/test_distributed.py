@@ -99,6 +99,13 @@ def test_ranks_from_torchruns_variables() -> None:
     assert torch_ranks_from_env(env) == TorchRanks(3, 4, 1, 2, 1, 2)
 
 
+def test_ranks_on_nodes_of_different_sizes_from_the_launchers_variables() -> None:
+    """Node 1 of a trial on 2 + 3 slots: the launcher's worker 1 there is rank 3 of 5."""
+    env = {"RANK": "3", "WORLD_SIZE": "5", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "3",
+           "NODE_RANK": "1", "NNODES": "2"}
+    assert torch_ranks_from_env(env) == TorchRanks(3, 5, 1, 3, 1, 2)
+
+
 def test_ranks_default_to_one_process_per_node() -> None:
     assert torch_ranks_from_env({"RANK": "2", "WORLD_SIZE": "3"}) == TorchRanks(2, 3, 0, 1, 2, 3)
 
@@ -108,7 +115,8 @@ def test_ranks_default_to_one_process_per_node() -> None:
     ({"RANK": "0"}, "needs WORLD_SIZE"),
     ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK must be an integer, got 'x'"),
     ({"RANK": "2", "WORLD_SIZE": "2"}, "inconsistent"),
-    ({"RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "2"}, "multiple of LOCAL_WORLD_SIZE"),
+    ({"RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "2"}, "multiple of LOCAL_WORLD_SIZE.*unless NODE_RANK"),
+    ({"RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "0"}, "LOCAL_WORLD_SIZE must be positive"),
 ])
 def test_bad_rank_variables_are_explained(env: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):

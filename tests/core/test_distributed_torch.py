@@ -19,7 +19,8 @@ from .test_examples import copy_example, stored_checkpoints
 pytest.importorskip("torch")
 
 TORCH_VARS = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "NNODES",
-              "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PEDL_SLOTS_PER_NODE"}
+              "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PEDL_SLOTS_PER_NODE",
+              "PEDL_NODE_SLOTS"}
 
 # Every rank runs this; it prints one RESULT line of JSON.
 WORKER = """
@@ -143,6 +144,34 @@ def test_four_ranks_on_two_nodes_have_local_collectives(tmp_path: Path) -> None:
     assert [r["broadcast_local"] for r in results] == ["from rank 0", "from rank 0",
                                                        "from rank 2", "from rank 2"]
     assert {r["broadcast"] for r in results} == {"from rank 0"}
+
+
+def test_the_launcher_runs_a_world_of_nodes_of_different_sizes(tmp_path: Path) -> None:
+    """Two launchers, as the master starts them on a 2-slot and a 1-slot agent: three ranks whose
+    global and local collectives follow the nodes."""
+    (tmp_path / "worker.py").write_text(WORKER)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DET_") and k not in TORCH_VARS}
+    port = free_port()
+    nodes = [{"DET_SLOT_IDS": "[0, 1]", "NODE_RANK": "0"}, {"DET_SLOT_IDS": "[0]", "NODE_RANK": "1"}]
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "pedl.launch.torch_distributed", "--", sys.executable, "worker.py",
+         str(tmp_path / "ckpts")], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**base, **node, "NNODES": "2", "PEDL_NODE_SLOTS": "[2, 1]", "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": str(port), "PEDL_DISTRIBUTED_TIMEOUT_SECONDS": "60"}) for node in nodes]
+    try:
+        outs = [p.communicate(timeout=180)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    results = {int(m.group(1)): json.loads(m.group(2))
+               for out in outs for m in re.finditer(r"^\[rank=(\d)\] RESULT (.*)$", out, re.M)}
+    assert [results[r]["ranks"] for r in range(3)] == [[0, 3, 0, 2, 0, 2], [1, 3, 1, 2, 0, 2], [2, 3, 0, 1, 1, 2]]
+    assert results[0]["gather"] == [{"rank": 0}, {"rank": 1}, {"rank": 2}]
+    assert [results[r]["allgather_local"] for r in range(3)] == [[0, 1], [0, 1], [2]]
+    assert [results[r]["broadcast_local"] for r in range(3)] == ["from rank 0", "from rank 0", "from rank 2"]
+    assert {results[r]["broadcast"] for r in range(3)} == {"from rank 0"}
 
 
 def test_two_ranks_on_a_cluster_report_once(fake_master: FakeMaster, tmp_path: Path) -> None:

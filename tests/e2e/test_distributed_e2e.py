@@ -22,18 +22,25 @@ def log_lines(c, trial_id: int) -> list[dict]:
     return [json.loads(line)["result"] for line in text.splitlines() if line]
 
 
-def test_ddp_trial_on_two_agents(any_db_cluster) -> None:
-    pytest.importorskip("torch")
-    c = any_db_cluster
-    c.add_agent("a1", slots=1)
-    c.add_agent("a2", slots=1)
-    exp_id = c.create((EXAMPLES / "torch_ddp" / "distributed.yaml").read_text(), EXAMPLES / "torch_ddp")
-    exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=240)
+def run_to_completion(c, config: str, *, slots_per_agent: int) -> tuple[int, dict, list[dict], str]:
+    """examples/torch_ddp/<config> on agents a1 and a2; (experiment id, trial, log lines, all text)
+    once it completed, in one run."""
+    c.add_agent("a1", slots=slots_per_agent)
+    c.add_agent("a2", slots=slots_per_agent)
+    exp_id = c.create((EXAMPLES / "torch_ddp" / config).read_text(), EXAMPLES / "torch_ddp")
+    exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=300)
     (trial,) = c.trials(exp_id)
     lines = log_lines(c, trial["id"])
     logs = "".join(line["message"] for line in lines)
     assert exp["state"] == "STATE_COMPLETED", logs[-4000:]
     assert trial["state"] == "STATE_COMPLETED" and trial["restarts"] == 0
+    return exp_id, trial, lines, logs
+
+
+def test_ddp_trial_on_two_agents(any_db_cluster) -> None:
+    pytest.importorskip("torch")
+    c = any_db_cluster
+    exp_id, trial, lines, logs = run_to_completion(c, "distributed.yaml", slots_per_agent=1)
 
     # Both ranks ran, one on each agent.
     agent_of = {r: {line["agentId"] for line in lines if line["message"].startswith(f"rank {r} ")}
@@ -104,15 +111,7 @@ def test_one_process_per_slot_on_two_agents_of_two_slots(cluster) -> None:
     """slots_per_trial 4 on two 2-slot agents with pedl.launch.torch_distributed: a world of four
     processes, two on each agent, numbered node by node, training in step."""
     pytest.importorskip("torch")
-    cluster.add_agent("a1", slots=2)
-    cluster.add_agent("a2", slots=2)
-    exp_id = cluster.create((EXAMPLES / "torch_ddp" / "per_slot.yaml").read_text(), EXAMPLES / "torch_ddp")
-    exp = wait_experiment(cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=300)
-    (trial,) = cluster.trials(exp_id)
-    lines = log_lines(cluster, trial["id"])
-    logs = "".join(line["message"] for line in lines)
-    assert exp["state"] == "STATE_COMPLETED", logs[-4000:]
-    assert trial["state"] == "STATE_COMPLETED" and trial["restarts"] == 0
+    exp_id, trial, lines, logs = run_to_completion(cluster, "per_slot.yaml", slots_per_agent=2)
 
     # Each process's lines carry its rank; ranks 0-1 run on the chief agent, 2-3 on the other.
     agent_of: dict[int, set[str]] = {}

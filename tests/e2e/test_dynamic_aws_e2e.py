@@ -22,7 +22,8 @@ import yaml
 from typer.testing import CliRunner
 
 from pedl.cli.main import app as cli_app
-from pedl.devcluster import Master, free_port, wait_experiment, wait_for
+from pedl.common.ports import free_port
+from pedl.devcluster import Master, wait_experiment, wait_for
 from tests.e2e.conftest import Cluster, steps_config
 from tests.support.cloud_twin import CloudTwin
 from tests.support.ec2_fault_proxy import EC2FaultProxy

@@ -20,12 +20,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
 import httpx
+
+from tests.support.quiet_http import QuietHTTPServer
 
 # headers that belong to one hop, or that httpx sets again from what it sends
 _HOP_HEADERS = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
@@ -86,7 +88,7 @@ class EC2FaultProxy:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._client = httpx.Client(timeout=60.0)
-        self._server: ThreadingHTTPServer | None = None
+        self._server: QuietHTTPServer | None = None
         self.url = ""
 
     # -- what tests use ------------------------------------------------------------------------
@@ -154,7 +156,7 @@ class EC2FaultProxy:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle  # noqa: N815
 
-        server = ThreadingHTTPServer(self._bind, Handler)
+        server = QuietHTTPServer(self._bind, Handler)
         server.daemon_threads = True
         self._server = server
         threading.Thread(target=server.serve_forever, name="ec2-fault-proxy", daemon=True).start()

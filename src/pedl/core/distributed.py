@@ -10,10 +10,11 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from pedl.common.ports import free_port
 
 DEFAULT_TIMEOUT_S = 1800.0
 TIMEOUT_ENV = "PEDL_DISTRIBUTED_TIMEOUT_SECONDS"
@@ -252,7 +253,7 @@ class TorchCollectives:
             else:
                 # A world of one still gets a group (DDP wants one); it needs no real rendezvous.
                 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-                os.environ.setdefault("MASTER_PORT", str(_free_port()))
+                os.environ.setdefault("MASTER_PORT", str(free_port()))
             if backend is None:
                 backend = "nccl" if torch.cuda.is_available() else "gloo"
             if backend == "nccl":
@@ -275,7 +276,7 @@ class TorchCollectives:
         """(this node's group, the global rank of its local chief); None when local == global."""
         if ranks.local_size == ranks.size:
             return group, 0
-        if ranks.local_size == 1:
+        if ranks.cross_size == ranks.size:  # one process on every node (a shortcut all can take)
             return None, ranks.rank
         # Every process must create every node's group, in the same order.
         table: list[Any] = [None] * ranks.size
@@ -361,12 +362,6 @@ def _timeout(timeout: float | datetime.timedelta | None) -> datetime.timedelta:
     if timeout <= 0:
         raise ValueError(f"the torch.distributed timeout must be positive, got {timeout}")
     return datetime.timedelta(seconds=timeout)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def distributed_from_env() -> DistributedContext:

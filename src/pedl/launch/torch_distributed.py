@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import sys
 from collections.abc import Sequence
 
+from pedl.common.ports import free_port
 from pedl.launch.layout import LayoutError, layout_from_env
 from pedl.launch.workers import Workers
 
@@ -50,7 +50,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        layout = layout_from_env(os.environ, nproc_per_node=args.nproc_per_node, free_port=_free_port)
+        layout = layout_from_env(os.environ, nproc_per_node=args.nproc_per_node, free_port=free_port)
     except LayoutError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -64,12 +64,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: workers.stop(signum))
     return workers.run()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":
