@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sys
 import textwrap
 from pathlib import Path
@@ -133,6 +134,26 @@ async def test_bad_archive(tmp_path: Path, context_server: ContextServer) -> Non
     assert await runtime.run() is None
     assert "not a valid tgz" in rec.exited["reason"]
     assert rec.lines("agent")
+
+
+async def test_a_chief_whose_rendezvous_port_is_busy_fails_before_it_starts(
+        tmp_path: Path, context_server: ContextServer) -> None:
+    url = context_server.add("c1", {"a": "b"})
+    with socket.socket() as squatter:  # a program outside pedl listens on the port
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        chief, rec = _runtime(tmp_path, url, _py("print('never')"),
+                              env={"NODE_RANK": "0", "NNODES": "2", "MASTER_PORT": str(port)})
+        assert await chief.run() is None
+        # the second node does not listen, so the check is the chief's alone
+        other, other_rec = _runtime(tmp_path, url, _py("print('ran')"), allocation_id="alloc-2",
+                                    env={"NODE_RANK": "1", "NNODES": "2", "MASTER_PORT": str(port)})
+        assert await other.run() == 0
+    assert rec.of("task_started") == [] and rec.lines("stdout") == []
+    assert rec.exited["exit_code"] is None
+    assert f"rendezvous port {port} (MASTER_PORT) is in use on this agent" in rec.exited["reason"]
+    assert other_rec.lines("stdout") == ["ran"]
 
 
 async def test_allocation_id_cannot_escape_work_dir(tmp_path: Path,

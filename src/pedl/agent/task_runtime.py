@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pedl.agent.context import ContextError, fetch_context, unpack_context
+from pedl.agent.rendezvous import rendezvous_port_problem
 from pedl.agent.task_env import TaskHost, task_argv, task_env
 from pedl.agent.task_logs import LogBatcher, pump_lines
 from pedl.common.agent_protocol import StartTask, TaskExited, TaskStarted
@@ -124,6 +125,9 @@ class TaskRuntime:
         directory = self.directory
         if directory.resolve().parent != self._host.work_dir.resolve():
             raise TaskSetupError(f"allocation id {self.allocation_id!r} is not a plain name")
+        busy = rendezvous_port_problem(self.spec.env)
+        if busy:
+            raise TaskSetupError(busy)
         try:
             await asyncio.to_thread(_fresh_directory, directory)
         except OSError as exc:
