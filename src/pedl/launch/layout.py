@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from pedl.common import ports
+
 
 class LayoutError(ValueError):
     """The environment does not describe a consistent world; the message names the variable."""
@@ -55,7 +57,7 @@ class Layout:
 
 
 def layout_from_env(environ: Mapping[str, str], *, nproc_per_node: int | None = None,
-                    free_port: Callable[[], int] | None = None) -> Layout:
+                    free_port: Callable[[], int] = ports.free_port) -> Layout:
     """This node's layout. `nproc_per_node` (every node the same) overrides the slot counts.
 
     On one node with no MASTER_ADDR/MASTER_PORT the workers meet on 127.0.0.1 at `free_port()`.
@@ -89,8 +91,6 @@ def layout_from_env(environ: Mapping[str, str], *, nproc_per_node: int | None = 
         if not 0 < port < 65536:
             raise LayoutError(f"MASTER_PORT must be a TCP port, got {raw_port!r}")
     else:
-        if free_port is None:
-            raise LayoutError("MASTER_PORT is not set and no free port was offered")
         port = free_port()
     return Layout(node_rank=node_rank, node_sizes=sizes, master_addr=addr or "127.0.0.1", master_port=port)
 

@@ -20,7 +20,6 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from pedl.common.ports import free_port
 from pedl.launch.layout import LayoutError, layout_from_env
 from pedl.launch.workers import Workers
 
@@ -50,7 +49,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        layout = layout_from_env(os.environ, nproc_per_node=args.nproc_per_node, free_port=free_port)
+        layout = layout_from_env(os.environ, nproc_per_node=args.nproc_per_node)
     except LayoutError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -59,8 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"of {layout.world_size}, rendezvous {layout.master_addr}:{layout.master_port}",
           file=sys.stderr, flush=True)
     envs = [{**os.environ, **layout.worker_env(i)} for i in range(n)]
-    workers = Workers(args.command, envs, ranks=range(first, first + n), grace_period=args.grace_period,
-                      prefix=not args.no_log_prefix)
+    workers = Workers(args.command, envs, grace_period=args.grace_period, prefix=not args.no_log_prefix)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: workers.stop(signum))
     return workers.run()

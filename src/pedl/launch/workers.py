@@ -24,16 +24,14 @@ def exit_status(returncode: int) -> int:
 
 
 class Workers:
-    """One process per environment in `envs`, all running `argv`, supervised until they end."""
+    """One process per environment in `envs` (each with its RANK), all running `argv`, supervised
+    until they end."""
 
-    def __init__(self, argv: Sequence[str], envs: Sequence[Mapping[str, str]], *, ranks: Sequence[int],
-                 grace_period: float, prefix: bool = True, out: BinaryIO | None = None,
+    def __init__(self, argv: Sequence[str], envs: Sequence[Mapping[str, str]], *, grace_period: float, prefix: bool = True, out: BinaryIO | None = None,
                  err: BinaryIO | None = None, say: Callable[[str], None] | None = None) -> None:
-        if len(envs) != len(ranks):
-            raise ValueError("one rank per environment")
         self._argv = list(argv)
         self._envs = [dict(env) for env in envs]
-        self._ranks = list(ranks)
+        self._ranks = [int(env["RANK"]) for env in self._envs]
         self._grace = grace_period
         self._prefix = prefix
         self._out = out or sys.stdout.buffer
