@@ -12,6 +12,7 @@ from pedl.config.checkpoint_storage import S3Location, storage_union
 from pedl.config.durations import Duration
 from pedl.config.loading import FieldProblems, StrictModel, load_yaml_file
 from pedl.config.provider_config import ProviderConfig, legacy_provisioner
+from pedl.config.security_config import LimitsConfig, SecurityConfig
 
 
 def default_data_dir() -> Path:
@@ -71,7 +72,8 @@ class MasterConfig(StrictModel):
     db: DatabaseConfig | None = None
     cluster_name: str = ""
     agent_token: str | None = Field(
-        None, description="shared secret agents present; without it only loopback agents connect")
+        None, description="shared secret agents present; without it the master generates one on first "
+                          "start and keeps it in data_dir/agent_token (owner-only)")
     agent_heartbeat_interval: Duration = Field(5.0, description="how often agents send heartbeats")
     agent_heartbeat_timeout: Duration = Field(15.0, description="silence after which an agent is disconnected")
     agent_reconnect_wait: Duration = Field(25.0, description="how long a disconnected agent keeps its tasks")
@@ -87,6 +89,8 @@ class MasterConfig(StrictModel):
     default_compute_resource_pool: str = "default"
     default_aux_resource_pool: str = "default"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     @field_validator("data_dir", mode="after")
     @classmethod

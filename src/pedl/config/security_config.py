@@ -1,0 +1,54 @@
+"""master.yaml's `security:` and `limits:` sections: who may connect and how, and the bounds that
+keep every request's work small. Defaults are safe for a master others can reach."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from pedl.config.durations import Duration
+from pedl.config.loading import StrictModel
+
+MiB = 1024 * 1024
+
+
+class LoginRateLimit(StrictModel):
+    """Failed logins counted over a sliding window; past a bound, logins answer 429 with
+    Retry-After until the window has room again. Successful logins are not counted."""
+
+    failures_per_user: int = Field(5, ge=1, le=1_000_000, description="failed logins per user name per window")
+    failures_per_address: int = Field(
+        20, ge=1, le=1_000_000, description="failed logins per client address per window")
+    window: Duration = Field(60.0, description="length of the sliding window")
+
+
+class SecurityConfig(StrictModel):
+    allow_unauthenticated_loopback_agents: bool = Field(
+        False, description="accept agents on loopback addresses without the agent token (development only)")
+    metrics_access: Literal["public", "authenticated", "admin"] = Field(
+        "authenticated", description="who may read /metrics: anyone, any logged-in user, or admins")
+    login_rate_limit: LoginRateLimit = Field(default_factory=LoginRateLimit)
+    fresh_login_window: Duration = Field(
+        300.0, description="a user may change their own password without the old one only with a "
+                           "token issued this recently (Determined's clients send no old password)")
+    checkpoint_storage_roots: list[str] = Field(
+        default_factory=list,
+        description="where experiments may store checkpoints besides the master's own checkpoint_storage: "
+                    "absolute directories (shared_fs) and s3://bucket[/prefix] (s3)")
+
+
+class LimitsConfig(StrictModel):
+    """Bounds on what one request may ask of the master."""
+
+    max_trials_per_experiment: int = Field(
+        10_000, ge=1, le=10_000_000, description="searcher.max_trials and the size of a grid")
+    max_request_body_bytes: int = Field(
+        4 * MiB, ge=1024, description="any request body except an experiment's model definition upload")
+    max_model_definition_bytes: int = Field(
+        96 * MiB, ge=1024, description="an experiment create request with its model definition")
+    max_config_bytes: int = Field(
+        256 * 1024, ge=1024, description="an experiment config after YAML anchors and aliases are expanded")
+    max_nesting_depth: int = Field(32, ge=4, le=1000, description="nesting of JSON bodies and YAML configs")
+    max_string_length: int = Field(
+        64 * 1024, ge=256, description="any single string in a request (names are held to 255 characters)")
