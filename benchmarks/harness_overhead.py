@@ -120,7 +120,7 @@ def on_cluster(args: argparse.Namespace, work: Path, model_dir: Path, kind: str,
         cfg["db"] = db
     master = Master(work / kind, cfg)
     master.start()
-    agent = LocalAgent(work / kind, master.url, "bench-agent").start()
+    agent = LocalAgent(work / kind, master.url, "bench-agent", token=master.agent_token).start()
     try:
         wait_for(lambda: agent_connected(master, agent.agent_id), 60, what="the agent to connect")
         body = {"config": experiment_config(hparams(args)), "modelDefinition": pack_model_dir(model_dir),

@@ -174,7 +174,7 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
         if db:
             cfg["db"] = db
         master = Master(work, cfg).start()
-        agent = LocalAgent(work, master.url, "agent-0").start()
+        agent = LocalAgent(work, master.url, "agent-0", token=master.agent_token).start()
         try:
             wait_for(lambda: agent_connected(master, "agent-0"), 60, what="the agent to connect")
             config = {"name": "metric-ingestion", "entrypoint": "python3 train.py", "max_restarts": 0,

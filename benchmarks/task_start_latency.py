@@ -63,7 +63,8 @@ def measure(args: argparse.Namespace) -> list[Figure]:
     with work_dir("start", args.keep) as work:
         master = Master(work, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}})
         master.start()
-        agents = [LocalAgent(work, master.url, f"agent-{i}").start() for i in range(args.agents)]
+        agents = [LocalAgent(work, master.url, f"agent-{i}", token=master.agent_token).start()
+                  for i in range(args.agents)]
         try:
             for agent in agents:
                 wait_for(lambda a=agent: agent_connected(master, a.agent_id), 60, what=f"{agent.agent_id} to connect")

@@ -84,7 +84,8 @@ def summarize(master: Master, exp: dict, work: Path) -> None:
               f"batch {c['metadata'].get('steps_completed')})")
     print("\nWhere to look next:")
     print(f"  master log: {work / 'master.log'}; agent logs: {work / 'master-data' / 'local-instances'}/*.log")
-    print("  start your own: pedl master run, pedl agent run --master http://localhost:8080, then")
+    print("  start your own: pedl master run, then pedl agent run --master http://localhost:8080 --token "
+          "\"$(cat ~/.local/share/pedl/agent_token)\" (the token the master created in its data_dir), then")
     print("  pedl experiment create examples/numpy_mlp/grid.yaml examples/numpy_mlp --follow")
 
 

@@ -18,6 +18,7 @@ import httpx
 import yaml
 
 from pedl.common.ports import free_port
+from pedl.master.agent_token import token_path
 
 
 def pedl_command() -> list[str]:
@@ -92,6 +93,8 @@ class Master(ManagedProcess):
         self.port = port or free_port()
         self.work_dir = work_dir
         cfg = {"port": self.port, "host": "127.0.0.1", "data_dir": str(work_dir / "master-data"), **(config or {})}
+        self.data_dir = Path(cfg["data_dir"])
+        self._agent_token: str | None = cfg.get("agent_token")
         self.config_path = work_dir / "master.yaml"
         work_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(yaml.safe_dump(cfg))
@@ -102,6 +105,12 @@ class Master(ManagedProcess):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def agent_token(self) -> str:
+        """The token agents must present: the config's agent_token, else the one the master created
+        in its data directory on its first start (so read it once the master is up)."""
+        return self._agent_token or token_path(self.data_dir).read_text().strip()
 
     def stop(self, timeout: float = 15.0) -> int | None:
         rc = super().stop(timeout)
@@ -154,13 +163,17 @@ class Master(ManagedProcess):
 
 
 class LocalAgent(ManagedProcess):
+    """A static agent. It needs the master's token (`Master.agent_token`); without one it runs with
+    --no-token, which only a master with security.allow_unauthenticated_loopback_agents accepts."""
+
     def __init__(self, work_dir: Path, master_url: str, agent_id: str, slots: int = 1,
                  pool: str = "default", token: str | None = None) -> None:
         argv = [*pedl_command(), "agent", "run", "--master", master_url, "--id", agent_id, "--slots", str(slots),
                 "--resource-pool", pool, "--work-dir", str(work_dir / f"agent-{agent_id}")]
-        if token:
-            argv += ["--token", token]
-        super().__init__(argv, work_dir / f"agent-{agent_id}.log")
+        if not token:
+            argv.append("--no-token")
+        # in the environment, not in argv, which every user of this host can read in /proc
+        super().__init__(argv, work_dir / f"agent-{agent_id}.log", env={"PEDL_AGENT_TOKEN": token or ""})
         self.agent_id = agent_id
 
 

@@ -13,6 +13,8 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "forbidden"
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    TOO_MANY_REQUESTS = "too_many_requests"
     UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
@@ -23,6 +25,8 @@ HTTP_STATUS = {
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.CONFLICT: 409,
+    ErrorCode.PAYLOAD_TOO_LARGE: 413,
+    ErrorCode.TOO_MANY_REQUESTS: 429,
     ErrorCode.UNAVAILABLE: 503,
     ErrorCode.INTERNAL: 500,
 }
@@ -34,13 +38,15 @@ GRPC_CODE = {
     ErrorCode.FORBIDDEN: 7,
     ErrorCode.NOT_FOUND: 5,
     ErrorCode.CONFLICT: 9,
+    ErrorCode.PAYLOAD_TOO_LARGE: 3,  # INVALID_ARGUMENT, as grpc-gateway maps a too-large message
+    ErrorCode.TOO_MANY_REQUESTS: 8,  # RESOURCE_EXHAUSTED
     ErrorCode.UNAVAILABLE: 14,
     ErrorCode.INTERNAL: 13,
 }
 
 HTTP_REASON = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-               409: "Conflict", 422: "Unprocessable Entity", 500: "Internal Server Error",
-               503: "Service Unavailable"}
+               409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Entity",
+               429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 class PedlError(Exception):
@@ -85,11 +91,27 @@ class Conflict(PedlError):
     code = ErrorCode.CONFLICT
 
 
+class PayloadTooLarge(PedlError):
+    code = ErrorCode.PAYLOAD_TOO_LARGE
+
+
+class TooManyRequests(PedlError):
+    """`retry_after` (seconds) becomes the response's Retry-After header."""
+
+    code = ErrorCode.TOO_MANY_REQUESTS
+
+    def __init__(self, message: str, *, retry_after: int | None = None,
+                 fields: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message, fields=fields)
+        self.retry_after = retry_after
+
+
 class Unavailable(PedlError):
     code = ErrorCode.UNAVAILABLE
 
 
-_BY_CODE = {cls.code: cls for cls in (InvalidArgument, Unauthenticated, Forbidden, NotFound, Conflict, Unavailable)}
+_BY_CODE = {cls.code: cls for cls in (InvalidArgument, Unauthenticated, Forbidden, NotFound, Conflict,
+                                      PayloadTooLarge, TooManyRequests, Unavailable)}
 
 
 def error_from_response(status: int, body: Any) -> PedlError:
@@ -104,5 +126,6 @@ def error_from_response(status: int, body: Any) -> PedlError:
     cls = _BY_CODE.get(code) if code else None
     if cls is None:
         cls = {400: InvalidArgument, 422: InvalidArgument, 401: Unauthenticated, 403: Forbidden,
-               404: NotFound, 409: Conflict, 503: Unavailable}.get(status, PedlError)
+               404: NotFound, 409: Conflict, 413: PayloadTooLarge, 429: TooManyRequests,
+               503: Unavailable}.get(status, PedlError)
     return cls(message, fields=fields)

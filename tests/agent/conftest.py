@@ -97,6 +97,8 @@ class FakeMaster:
     def __init__(self, heartbeat_interval: float = 0.2) -> None:
         self.heartbeat_interval = heartbeat_interval
         self.kill_unknown: list[str] = []
+        self.reconnect_wait: float | None = None  # None: as a master from before fencing
+        self.kill_grace_period: float | None = None
         self.refuse_code: int | None = None  # close every connection with this code at once
         self.sessions: list[list[dict[str, Any]]] = []  # messages, one list per connection
         self.paths: list[str] = []
@@ -149,7 +151,9 @@ class FakeMaster:
             if msg["type"] == "register":
                 await ws.send(Registered(agent_id=msg["agent_id"],
                                          heartbeat_interval=self.heartbeat_interval,
-                                         kill_unknown=self.kill_unknown).model_dump_json())
+                                         kill_unknown=self.kill_unknown,
+                                         reconnect_wait=self.reconnect_wait,
+                                         kill_grace_period=self.kill_grace_period).model_dump_json())
 
 
 @pytest.fixture

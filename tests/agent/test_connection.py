@@ -1,4 +1,5 @@
-"""The master URL becomes the agent socket URL; reconnect delays double with jitter to a cap."""
+"""The master URL becomes the agent socket URL; reconnect delays double with jitter to a cap; a refusal
+says where the token is."""
 
 import pytest
 
@@ -28,3 +29,18 @@ def test_backoff_doubles_to_cap_with_jitter() -> None:
     assert backoff.attempts == 10
     backoff.reset()
     assert backoff.next_delay() <= 0.625
+
+
+def test_a_refusal_says_where_the_token_is() -> None:
+    from websockets.exceptions import ConnectionClosedError
+    from websockets.frames import Close
+
+    from pedl.agent.connection import refusal
+    from pedl.common.agent_protocol import CLOSE_UNAUTHORIZED
+
+    refused = refusal(ConnectionClosedError(Close(CLOSE_UNAUTHORIZED, "missing agent token"), None))
+    assert refused is not None
+    text = str(refused)
+    assert "missing agent token" in text and "--token" in text and "PEDL_AGENT_TOKEN" in text
+    assert "<data_dir>/agent_token" in text
+    assert refusal(ConnectionClosedError(Close(1011, "boom"), None)) is None  # others are retried

@@ -58,6 +58,43 @@ def test_agent_run_uses_the_global_master(agents_run: list[AgentOptions], monkey
     assert agents_run[0].token == "from-env"
 
 
+def test_agent_run_without_a_token_fails_and_says_where_it_is(agents_run: list[AgentOptions],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PEDL_AGENT_TOKEN", raising=False)
+    for argv in (["agent", "run", "--master", "m:8080"], ["agent", "run", "--master", "m:8080", "--token", ""]):
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 1, result.output
+        assert "--token" in result.output and "PEDL_AGENT_TOKEN" in result.output
+        assert "<data_dir>/agent_token" in result.output and "--no-token" in result.output
+    assert agents_run == []
+
+
+def test_agent_run_no_token_is_the_explicit_loopback_opt_in(agents_run: list[AgentOptions],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PEDL_AGENT_TOKEN", raising=False)
+    result = CliRunner().invoke(app, ["agent", "run", "--master", "127.0.0.1:8080", "--no-token"])
+    assert result.exit_code == 0, result.output
+    assert agents_run[0].token is None
+    monkeypatch.setenv("PEDL_AGENT_TOKEN", "from-env")  # a token and --no-token contradict each other
+    result = CliRunner().invoke(app, ["agent", "run", "--master", "127.0.0.1:8080", "--no-token"])
+    assert result.exit_code == 1 and "--no-token" in result.output
+    assert len(agents_run) == 1
+
+
+def test_agent_run_refused_exits_nonzero_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pedl.agent.connection import AgentRefused
+
+    def refuse(options: AgentOptions) -> None:
+        raise AgentRefused("the master refused this agent (close 4401: wrong agent token)")
+
+    fake = types.ModuleType("pedl.agent.daemon")
+    fake.run_agent = refuse  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pedl.agent.daemon", fake)
+    result = CliRunner().invoke(app, ["agent", "run", "--master", "m:1", "--token", "bad"])
+    assert result.exit_code == 1
+    assert "wrong agent token" in result.output
+
+
 def test_agent_run_rejects_negative_slots(agents_run: list[AgentOptions]) -> None:
     result = CliRunner().invoke(app, ["agent", "run", "--slots", "-1"])
     assert result.exit_code == 2 and agents_run == []

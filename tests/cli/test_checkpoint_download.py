@@ -1,16 +1,24 @@
 """`pedl checkpoint download|list|describe` against a real master process: the tar the master
 streams (shared_fs and S3 on moto), the direct copy of visible shared_fs files, the output
-directory rules, progress, and a download that breaks off."""
+directory rules, progress, and a download that breaks off.
+
+Only a running trial may register a checkpoint, and its files are where its experiment's storage
+says: two experiments (shared_fs and S3) each run a trial that hands the test its task token and
+sleeps; the test stores files and reports checkpoints with those tokens, as the trials would."""
 
 from __future__ import annotations
 
 import io
+import json
+import sys
 import tarfile
+import uuid as uuid_lib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from click.testing import Result
 from typer.testing import CliRunner
@@ -18,7 +26,7 @@ from typer.testing import CliRunner
 from pedl.cli import checkpoint_download
 from pedl.cli.main import app
 from pedl.common.checkpoint_storage import S3Storage, SharedFSStorage
-from pedl.devcluster import Master
+from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
 from pedl.errors import PedlError
 from tests.support.moto_server import (  # noqa: F401
     FAKE_AWS_ENV,
@@ -31,14 +39,54 @@ from tests.support.moto_server import (  # noqa: F401
 BUCKET = "cli-ckpts"
 
 
+# A trial that writes its task token (for the test to report with) and sleeps until it is killed.
+HOLD_TOKEN = """
+import os, pathlib, time
+out = pathlib.Path(os.environ["TOKEN_FILE"])
+out.with_suffix(".tmp").write_text(os.environ["DET_SESSION_TOKEN"])
+out.with_suffix(".tmp").rename(out)
+time.sleep(3600)
+"""
+
+
 @pytest.fixture(scope="module")
 def master(tmp_path_factory: pytest.TempPathFactory, moto_server: str) -> Iterator[Master]:
     work = tmp_path_factory.mktemp("cli-master")
-    m = Master(work, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}})
+    m = Master(work, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")},
+                      "security": {"checkpoint_storage_roots": [f"s3://{BUCKET}"],
+                                   "s3_endpoint_urls": [moto_server]}})
     m.env.update(FAKE_AWS_ENV)  # the master reads S3 checkpoints with these
     m.start()
-    yield m
-    m.stop()
+    agent = LocalAgent(work, m.url, "cli-agent", slots=2, token=m.agent_token).start()
+    try:
+        wait_for(lambda: agent_connected(m, "cli-agent"), 60, what="the agent to connect")
+        yield m
+    finally:
+        agent.stop()
+        m.stop()
+
+
+def trial_token(master: Master, name: str, storage: dict[str, Any] | None = None) -> str:
+    """The task token of a running trial of a new experiment (with `storage`, else the master's)."""
+    token_file = master.work_dir / f"{name}.token"
+    config: dict[str, Any] = {"name": name, "entrypoint": [sys.executable, "-c", HOLD_TOKEN],
+                              "searcher": {"name": "single", "metric": "loss", "max_length": 1},
+                              "environment": {"environment_variables": {"TOKEN_FILE": str(token_file)}}}
+    if storage:
+        config["checkpoint_storage"] = storage
+    master.api("POST", "/api/v1/experiments", {"config": json.dumps(config), "modelDefinition": [], "activate": True})
+    wait_for(token_file.exists, 60, what=f"the trial of {name} to start")
+    return token_file.read_text()
+
+
+@pytest.fixture(scope="module")
+def fs_token(master: Master) -> str:
+    return trial_token(master, "cli-fs")
+
+
+@pytest.fixture(scope="module")
+def s3_token(master: Master, moto_server: str) -> str:
+    return trial_token(master, "cli-s3", {"type": "s3", "bucket": BUCKET, "prefix": "cli", "endpoint_url": moto_server})
 
 
 @pytest.fixture
@@ -68,18 +116,20 @@ def check_files(path: Path) -> None:
     assert (path / "sub" / "empty").is_dir()
 
 
-def report(master: Master, uuid: str, storage: Any, config: dict[str, Any], state: str = "STATE_COMPLETED") -> None:
-    resources = {k: str(v) for k, v in storage.resources(uuid).items()}
-    master.api("POST", "/api/v1/checkpoints", {"uuid": uuid, "metadata": {"steps_completed": 7},
-                                               "resources": resources, "storage": config, "state": state})
+def report(master: Master, token: str, uuid: str, resources: dict[str, Any], state: str = "STATE_COMPLETED") -> None:
+    """Register a checkpoint as its trial does: with the trial's task token."""
+    r = httpx.post(f"{master.url}/api/v1/checkpoints", headers={"Authorization": f"Bearer {token}"},
+                   content=json.dumps({"uuid": uuid, "metadata": {"steps_completed": 7}, "state": state,
+                                       "resources": {k: str(v) for k, v in resources.items()}}))
+    assert r.status_code == 200, r.text
 
 
 @pytest.fixture
-def shared_ckpt(master: Master, shared: SharedFSStorage, request: pytest.FixtureRequest) -> str:
-    uuid = f"fs-{request.node.name[-40:].replace('[', '-').replace(']', '')}"
+def shared_ckpt(master: Master, fs_token: str, shared: SharedFSStorage) -> str:
+    uuid = str(uuid_lib.uuid4())
     with shared.store_path(uuid) as path:
         write_files(path)
-    report(master, uuid, shared, {"type": "shared_fs", "host_path": str(shared.host_path)})
+    report(master, fs_token, uuid, shared.resources(uuid))
     return uuid
 
 
@@ -102,35 +152,30 @@ def test_visible_shared_fs_files_are_copied_directly(cli, shared_ckpt: str, shar
 
 
 def test_files_that_differ_from_the_listing_go_through_the_master(
-        cli, master: Master, shared: SharedFSStorage, tmp_path: Path) -> None:
-    with shared.store_path("fs-changed") as path:
-        write_files(path)
-    report(master, "fs-changed", shared, {"type": "shared_fs", "host_path": str(shared.host_path)})
-    # the master is told of a path this machine does not have (a remote master's mount)
-    master.api("POST", "/api/v1/checkpoints", {"uuid": "fs-elsewhere", "metadata": {"steps_completed": 1},
-                                               "resources": {"model.bin": "3"},
-                                               "storage": {"type": "shared_fs", "host_path": "/nonexistent/mnt"}})
-    result = cli("checkpoint", "download", "fs-changed", "-o", str(tmp_path / "a"))
+        cli, shared_ckpt: str, shared: SharedFSStorage, tmp_path: Path) -> None:
+    result = cli("checkpoint", "download", shared_ckpt, "-o", str(tmp_path / "a"))
     assert "copied from" in result.stdout
-    (shared.path_of("fs-changed") / "extra.txt").write_text("new")  # no longer what the master lists
-    result = cli("checkpoint", "download", "fs-changed", "-o", str(tmp_path / "b"))
+    (shared.path_of(shared_ckpt) / "extra.txt").write_text("new")  # no longer what the master lists
+    result = cli("checkpoint", "download", shared_ckpt, "-o", str(tmp_path / "b"))
     assert result.exit_code == 0 and "streamed from the master" in result.stdout
     assert (tmp_path / "b" / "extra.txt").read_text() == "new"
 
 
-def test_s3_checkpoints_stream_from_the_bucket(cli, master: Master, moto_endpoint: str, tmp_path: Path) -> None:
+def test_s3_checkpoints_stream_from_the_bucket(cli, master: Master, s3_token: str, moto_endpoint: str,
+                                               tmp_path: Path) -> None:
     boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION).create_bucket(Bucket=BUCKET)
     storage = S3Storage(BUCKET, prefix="cli", endpoint_url=moto_endpoint)
-    with storage.store_path("s3-ck") as path:
+    uuid = str(uuid_lib.uuid4())
+    with storage.store_path(uuid) as path:
         write_files(path)
-    report(master, "s3-ck", storage, {"type": "s3", "bucket": BUCKET, "prefix": "cli", "endpoint_url": moto_endpoint})
+    report(master, s3_token, uuid, storage.resources(uuid))
     out = tmp_path / "s3"
-    result = cli("checkpoint", "download", "s3-ck", "-o", str(out))
+    result = cli("checkpoint", "download", uuid, "-o", str(out))
     assert result.exit_code == 0, result.output
     check_files(out)
     assert "streamed from the master" in result.stdout
-    described = cli("checkpoint", "describe", "s3-ck")
-    assert f"s3://{BUCKET}/cli/s3-ck/" in described.stdout
+    described = cli("checkpoint", "describe", uuid)
+    assert f"s3://{BUCKET}/cli/{uuid}/" in described.stdout
 
 
 def test_default_output_is_checkpoints_uuid(cli, shared_ckpt: str, tmp_path: Path,
@@ -154,12 +199,12 @@ def test_an_empty_output_directory_is_used_a_full_one_refused(cli, shared_ckpt: 
     assert "is not a directory" in cli("checkpoint", "download", shared_ckpt, "-o", str(file)).output
 
 
-def test_unknown_and_deleted_checkpoints_are_errors(cli, master: Master, tmp_path: Path) -> None:
+def test_unknown_and_deleted_checkpoints_are_errors(cli, master: Master, fs_token: str, tmp_path: Path) -> None:
     result = cli("checkpoint", "download", "no-such-uuid", "-o", str(tmp_path / "x"))
     assert result.exit_code == 1 and "checkpoint no-such-uuid not found" in result.output
-    master.api("POST", "/api/v1/checkpoints", {"uuid": "was-deleted", "metadata": {"steps_completed": 1},
-                                               "resources": {"f": "1"}, "state": "STATE_DELETED"})
-    result = cli("checkpoint", "download", "was-deleted", "-o", str(tmp_path / "y"))
+    was_deleted = str(uuid_lib.uuid4())
+    report(master, fs_token, was_deleted, {"f": 1}, state="STATE_DELETED")
+    result = cli("checkpoint", "download", was_deleted, "-o", str(tmp_path / "y"))
     assert result.exit_code == 1 and "was deleted" in result.output
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
@@ -180,7 +225,7 @@ def test_list_and_describe(cli, master: Master, shared_ckpt: str) -> None:
     assert listed.exit_code == 0, listed.output
     assert shared_ckpt in listed.stdout and "COMPLETED" in listed.stdout
     assert shared_ckpt not in cli("checkpoint", "list", "--state", "deleted").stdout
-    assert cli("checkpoint", "list", "--experiment", "999").stdout.count("fs-") == 0
+    assert shared_ckpt not in cli("checkpoint", "list", "--experiment", "999").stdout
     described = cli("checkpoint", "describe", shared_ckpt)
     assert str(master.work_dir / "ckpts" / shared_ckpt) in described.stdout
 

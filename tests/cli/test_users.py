@@ -69,10 +69,10 @@ def test_change_own_password_posts_the_hash_and_logs_in_again(cli, master: FakeM
     master.route("POST", "/api/v1/users/2/password", set_password)
     master.route("GET", "/api/v1/users", page("users", [master.user(u) for u in sorted(master.passwords)]))
     assert master.user("alice")["id"] == 2
-    result = cli("user", "change-password", input="New-pass-1\nNew-pass-1\n")
+    result = cli("user", "change-password", input="old\nNew-pass-1\nNew-pass-1\n")
     assert result.exit_code == 0, result.output
     (req,) = master.calls("POST", "/api/v1/users/2/password")
-    assert req.json == {"password": salt_and_hash("New-pass-1"), "isHashed": True}
+    assert req.json == {"password": salt_and_hash("New-pass-1"), "isHashed": True, "oldPassword": salt_and_hash("old")}
     assert master.calls("POST", "/api/v1/auth/login")[-1].json["password"] == salt_and_hash("New-pass-1")
 
 
@@ -88,7 +88,7 @@ def test_change_password_of_another_user_looks_up_the_id(cli, master: FakeMaster
 
 
 def test_change_password_mismatch(cli, master: FakeMaster) -> None:
-    result = cli("user", "change-password", input="a\nb\n")
+    result = cli("user", "change-password", input="current\na\nb\n")
     assert result.exit_code == 1
     assert "passwords do not match" in result.output
     assert not any("/password" in r.path for r in master.requests)

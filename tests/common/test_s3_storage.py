@@ -70,6 +70,18 @@ def test_store_uploads_on_exit_under_prefix_and_uuid(storage: S3Storage, s3, tmp
     assert storage.resources(UUID) == SharedFSStorage(tmp_path).resources(UUID)
 
 
+def test_links_are_not_uploaded(storage: S3Storage, s3, tmp_path: Path) -> None:
+    """Symlinks are not part of a checkpoint: a dangling one does not fail the upload, and one that
+    points out of the checkpoint does not carry its target's bytes into the bucket."""
+    (tmp_path / "secret.txt").write_text("TOP-SECRET")
+    with storage.store_path(UUID) as path:
+        (path / "weights.bin").write_bytes(b"x" * 10)
+        (path / "link").symlink_to(tmp_path / "secret.txt")
+        (path / "dir-link").symlink_to(tmp_path, target_is_directory=True)
+        (path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert keys(s3) == {f"team/exp/{UUID}/weights.bin": 10}
+
+
 def test_restore_brings_back_files_and_empty_directories(storage: S3Storage) -> None:
     with storage.store_path(UUID) as path:
         write_tree(path)

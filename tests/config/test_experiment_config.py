@@ -370,3 +370,83 @@ def test_top_level_must_be_a_mapping(text: str) -> None:
 def test_parse_from_a_dict() -> None:
     c = parse_experiment_config({"entrypoint": "x", "searcher": {"name": "single", "metric": "m"}})
     assert c.searcher.metric == "m"
+
+
+# -- ranges and values: what a database column and a JSON document take on both databases -----------
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ("resources: {slots_per_trial: 1.0e+30}", "resources.slots_per_trial"),
+    ("resources: {slots_per_trial: 10001}", "resources.slots_per_trial"),
+    ("resources: {max_slots: 1000000000000000000000}", "resources.max_slots"),
+    ("resources: {weight: 1e400}", "resources.weight"),
+    ("resources: {weight: .nan}", "resources.weight"),
+    ("max_restarts: 1.0e+30", "max_restarts"),
+    ("max_restarts: 1001", "max_restarts"),
+    ("reproducibility: {experiment_seed: 2147483648}", "reproducibility.experiment_seed"),
+    ("records_per_epoch: 1000000000000000000000", "records_per_epoch"),
+    ("min_validation_period: {batches: 1000000000000000000000}", "min_validation_period.batches"),
+    ("hyperparameters: {x: {type: int, minval: 0, maxval: 100000000000000000000}}", "hyperparameters.x.maxval"),
+    ("hyperparameters: {x: {type: double, minval: -.inf, maxval: 1}}", "hyperparameters.x.minval"),
+    ("hyperparameters: {x: {type: double, minval: 0, maxval: .nan}}", "hyperparameters.x.maxval"),
+    ("hyperparameters: {x: {type: double, minval: -1.0e+308, maxval: 1.0e+308}}", "hyperparameters.x"),
+    ("hyperparameters: {x: {type: log, minval: -5, maxval: 400}}", "hyperparameters.x"),
+    ("hyperparameters: {x: {type: log, minval: -5, maxval: 1, base: .inf}}", "hyperparameters.x.base"),
+    ("name: " + "n" * 256, "name"),
+    ("labels: [" + "l" * 256 + "]", "labels[0]"),
+    ("resources: {resource_pool: " + "p" * 256 + "}", "resources.resource_pool"),
+])
+def test_values_out_of_range_name_the_field(extra: str, field: str) -> None:
+    assert field in problems(BASE + extra + "\n")
+
+
+def test_asha_divisor_near_one_is_refused() -> None:
+    """Rungs are counted by repeated multiplication: a divisor of 1.000001 would take millions of steps."""
+    text = ("entrypoint: x\nsearcher: {name: adaptive_asha, metric: loss, max_trials: 4, max_length: 1000000000, "
+            "divisor: 1.000001}\n")
+    assert "searcher.divisor" in problems(text)
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ('name: "a\\0b"', "name"),
+    ('description: "a\\0b"', "description"),
+    ('labels: [ok, "a\\0b"]', "labels[1]"),
+    ('hyperparameters: {g: {x: "a\\0b"}}', "hyperparameters.g.x"),
+    ('hyperparameters: {x: {type: categorical, vals: [1, "\\0"]}}', "hyperparameters.x.vals[1]"),
+    ('environment: {environment_variables: {A: "\\0"}}', "environment.environment_variables.A"),
+    ('data: {"k\\0": 1}', "data"),
+    ('data: {k: "\\ud800"}', "data.k"),
+    ("data: {k: [1, .inf]}", "data.k[1]"),
+    ("data: {k: 100000000000000000000}", "data.k"),
+    ("description: " + "d" * 70_000, "description"),
+    ('data: {k: !!binary "/w=="}', "data.k"),
+    ('hyperparameters: {x: !!binary "/w=="}', "hyperparameters.x"),
+])
+def test_unstorable_values_anywhere_name_their_path(extra: str, field: str) -> None:
+    assert field in problems(BASE + extra + "\n")
+
+
+def test_nul_in_the_entrypoint_is_refused() -> None:
+    assert "entrypoint" in problems('entrypoint: "python\\0 x"\nsearcher: {name: single, metric: l}\n')
+
+
+def test_limits_are_the_masters() -> None:
+    from pedl.config.security_config import LimitsConfig
+
+    text = BASE + "description: " + "d" * 300 + "\n"
+    assert cfg("description: " + "d" * 300 + "\n").description == "d" * 300
+    with pytest.raises(ConfigError, match="more than the limit of 256"):
+        parse_experiment_config(text, limits=LimitsConfig(max_string_length=256))
+    with pytest.raises(ConfigError, match="limits.max_config_bytes"):
+        parse_experiment_config(text + "data: {k: " + "v" * 1000 + "}\n", limits=LimitsConfig(max_config_bytes=1024))
+    with pytest.raises(ConfigError, match="limits.max_nesting_depth"):
+        parse_experiment_config(BASE + "data: [[[[[1]]]]]\n", limits=LimitsConfig(max_nesting_depth=4))
+
+
+def test_bounds_themselves_are_accepted() -> None:
+    c = cfg("resources: {slots_per_trial: 10000, weight: 1000000}\nmax_restarts: 1000\n"
+            "reproducibility: {experiment_seed: 2147483647}\n"
+            "hyperparameters: {x: {type: log, minval: -300, maxval: 300}, y: {type: double, minval: -1e300, "
+            "maxval: 1e300}}\nname: " + "n" * 255 + "\n")
+    assert c.resources.slots_per_trial == 10_000 and c.max_restarts == 1000
+    assert c.reproducibility.experiment_seed == 2**31 - 1 and len(c.name) == 255

@@ -92,3 +92,70 @@ def test_load_yaml_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_yaml_file(Outer, path)
     assert str(path) in info.value.message and "items[0].n" in info.value.message
+
+
+# -- limits while loading: depth, expansion of anchors and aliases, text size -------------------------
+
+
+def limit_refusal(text: str, **limits: int) -> ConfigError:
+    from pedl.config.security_config import LimitsConfig
+
+    with pytest.raises(ConfigError) as info:
+        parse_yaml_text(text, "doc.yaml", limits=LimitsConfig(**limits))
+    assert info.value.fields[0]["field"] == "<root>"
+    return info.value
+
+
+def billion_laughs(levels: int) -> str:
+    lines = ["a0: &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]"]
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("text", ["x: " + "[" * 5000 + "]" * 5000, "x: " + "{a: " * 5000 + "1" + "}" * 5000,
+                                  "".join(" " * i + "a:\n" for i in range(200)) + " " * 200 + "b: 1\n"])
+def test_deep_nesting_is_refused_not_a_recursion_error(text: str) -> None:
+    err = limit_refusal(text)
+    assert "nested more than 32 levels deep" in err.message and "limits.max_nesting_depth" in err.message
+    assert "at line" in err.message
+
+
+def test_nesting_up_to_the_limit_loads() -> None:
+    assert parse_yaml_text("x: " + "[" * 31 + "]" * 31, "doc.yaml") == {"x": eval("[" * 31 + "]" * 31)}
+    limit_refusal("x: " + "[" * 32 + "]" * 32)
+
+
+def test_billion_laughs_is_refused_before_expansion() -> None:
+    text = billion_laughs(9)
+    assert len(text) < 600
+    err = limit_refusal(text)
+    assert "once YAML aliases are expanded" in err.message and "limits.max_config_bytes" in err.message
+
+
+def test_aliases_within_the_limit_load() -> None:
+    data = parse_yaml_text(billion_laughs(3), "doc.yaml")  # 9**3 strings: small
+    assert len(data["a2"]) == 9 and data["a2"][0] is data["a1"]
+
+
+def test_aliases_nesting_past_the_depth_are_refused() -> None:
+    inner = "a: &a " + "[" * 20 + "1" + "]" * 20
+    outer = "b: " + "[" * 20 + "*a" + "]" * 20
+    err = limit_refusal(inner + "\n" + outer + "\n")
+    assert "nested 41 levels deep once YAML aliases are expanded" in err.message  # the mapping, 20, 20
+
+
+def test_recursive_alias_is_refused() -> None:
+    assert "recursive alias" in limit_refusal("a: &a [1, *a]\n").message
+    assert "recursive alias" in limit_refusal("a: &a {b: {c: *a}}\n").message
+
+
+def test_text_over_the_size_limit_is_refused_unparsed() -> None:
+    err = limit_refusal("a: " + "x" * 2000 + "\n", max_config_bytes=1024)
+    assert "2004 characters is more than the limit of 1024 bytes (limits.max_config_bytes)" in err.message
+    err = limit_refusal("a: " + "\u00e9" * 600 + "\n", max_config_bytes=1024)  # 604 characters, 1204 bytes
+    assert "1204 bytes is more than the limit of 1024 bytes" in err.message
+
+
+def test_merge_keys_and_shared_anchors_still_load() -> None:
+    data = parse_yaml_text("base: &b {x: 1, y: 2}\nderived:\n  <<: *b\n  y: 3\n", "doc.yaml")
+    assert data["derived"] == {"x": 1, "y": 3}

@@ -93,6 +93,28 @@ def test_upload_and_download(fake_master: FakeMaster, on_cluster: Path, tmp_path
     assert fake_master.checkpoints[storage_id]["resources"]["d/f.bin"] == "3"
 
 
+def test_a_dangling_symlink_does_not_crash_the_trial(fake_master: FakeMaster, on_cluster: Path,
+                                                    tmp_path: Path) -> None:
+    """Issue 8: a trial that left a dangling symlink in its checkpoint crashed in store_path (the
+    listing stat'ed the link). Links are not part of a checkpoint: not reported, not followed."""
+    (tmp_path / "secret.txt").write_text("TOP-SECRET")
+    with pedl.core.init() as core:
+        with core.checkpoint.store_path({"steps_completed": 5}) as (path, storage_id):
+            (path / "w.bin").write_bytes(b"w" * 4)
+            (path / "dangling").symlink_to(tmp_path / "nowhere")
+            (path / "to-secret").symlink_to(tmp_path / "secret.txt")
+        src = tmp_path / "src"
+        src.mkdir()
+        (src / "f.bin").write_bytes(b"abc")
+        (src / "dangling").symlink_to(tmp_path / "nowhere")
+        uploaded = core.checkpoint.upload(src, {"steps_completed": 6})
+        core.checkpoint.download(storage_id, tmp_path / "dst")
+    resources = fake_master.checkpoints[storage_id]["resources"]
+    assert set(resources) == {"w.bin", "metadata.json"}
+    assert set(fake_master.checkpoints[uploaded]["resources"]) == {"f.bin", "metadata.json"}
+    assert (tmp_path / "dst" / "w.bin").read_bytes() == b"w" * 4
+
+
 def test_missing_storage_config_is_explained(fake_master: FakeMaster, on_cluster: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     config = json.loads(os.environ["DET_EXPERIMENT_CONFIG"])

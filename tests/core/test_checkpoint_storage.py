@@ -1,7 +1,9 @@
-"""pedl.common.checkpoint_storage: shared_fs layout, the storage interface, config parsing."""
+"""pedl.common.checkpoint_storage: shared_fs layout, the storage interface, config parsing, and
+symlinks, which are never part of a checkpoint and never followed."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from pedl.common.checkpoint_storage import (
     list_directory,
     storage_from_config,
 )
-from pedl.errors import InvalidArgument
+from pedl.errors import Forbidden, InvalidArgument
 
 UUID = "0b542e90-dd3e-4523-8ea6-c5f48e47a2b0"
 
@@ -164,3 +166,99 @@ def test_shared_fs_paths_are_plain_directories(tmp_path: Path) -> None:
         shutil.copytree(Path(__file__).parent, path / "copy", ignore=shutil.ignore_patterns("__pycache__"))
     storage.delete(UUID)
     assert not (tmp_path / UUID).exists()
+
+
+# -- symlinks and special files (issue 8) ----------------------------------------------------------
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("TOP-SECRET")
+    return tmp_path / "outside" / "secret.txt"
+
+
+def test_list_directory_leaves_out_links_and_special_files(tmp_path: Path, secret: Path) -> None:
+    """A dangling symlink crashed the listing (and so pedl.core's store_path); a link to a file
+    outside was listed with its target's size."""
+    root = tmp_path / "ck"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f.txt").write_text("abc")
+    (root / "link").symlink_to(secret)
+    (root / "dir-link").symlink_to(secret.parent, target_is_directory=True)
+    (root / "dangling").symlink_to(tmp_path / "nowhere")
+    (root / "d" / "inner").symlink_to("f.txt")
+    os.mkfifo(root / "fifo")
+    assert list_directory(root) == {"d/": 0, "d/f.txt": 3}
+
+
+def test_open_file_does_not_follow_links(tmp_path: Path, secret: Path) -> None:
+    storage = SharedFSStorage(tmp_path / "base")
+    with storage.store_path(UUID) as path:
+        (path / "real.txt").write_text("ok")
+        (path / "link").symlink_to(secret)
+        (path / "d").symlink_to(secret.parent, target_is_directory=True)
+        os.mkfifo(path / "fifo")
+    with storage.open_file(UUID, "real.txt") as f:
+        assert f.read() == b"ok"
+    for rel in ("link", "d/secret.txt", "fifo"):
+        with pytest.raises(Forbidden, match="not a regular file inside it"), storage.open_file(UUID, rel):
+            pass
+
+
+def test_delete_unlinks_links_and_never_their_targets(tmp_path: Path, secret: Path) -> None:
+    storage = SharedFSStorage(tmp_path / "base")
+    with storage.store_path(UUID) as path:
+        (path / "link").symlink_to(secret)
+        (path / "d").mkdir()
+        (path / "d" / "dir-link").symlink_to(secret.parent, target_is_directory=True)
+        (path / "dangling").symlink_to(tmp_path / "nowhere")
+    storage.delete(UUID)
+    assert not path.exists()
+    assert secret.read_text() == "TOP-SECRET"
+
+
+def test_a_checkpoint_directory_that_is_a_link_is_refused(tmp_path: Path, secret: Path) -> None:
+    storage = SharedFSStorage(tmp_path / "base")
+    storage.base_path.mkdir()
+    storage.path_of(UUID).symlink_to(secret.parent, target_is_directory=True)
+    assert not storage.exists(UUID)
+    for act in (storage.delete, storage.resources):
+        with pytest.raises(Forbidden, match="is a symbolic link"):
+            act(UUID)
+    with pytest.raises(Forbidden, match="is a symbolic link"), storage.open_file(UUID, "secret.txt"):
+        pass
+    assert secret.read_text() == "TOP-SECRET"
+
+
+def _unlink_failing(monkeypatch: pytest.MonkeyPatch, suffix: str, error: OSError) -> None:
+    unlink = os.unlink
+
+    def failing(name: str, *args: object, **kwargs: object) -> None:
+        if os.fspath(name).endswith(suffix):
+            unlink(name, *args, **kwargs)
+            raise error
+        unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", failing)
+
+
+def test_delete_raises_what_it_cannot_remove(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed deletion must not pass for a done one (garbage collection would mark the row deleted)."""
+    storage = SharedFSStorage(tmp_path / "base")
+    with storage.store_path(UUID) as path:
+        (path / "stuck").write_text("1")
+    _unlink_failing(monkeypatch, "stuck", PermissionError(13, "Permission denied"))
+    with pytest.raises(PermissionError):
+        storage.delete(UUID)
+    assert path.exists()
+
+
+def test_delete_tolerates_files_removed_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = SharedFSStorage(tmp_path / "base")
+    with storage.store_path(UUID) as path:
+        (path / "d").mkdir()
+        (path / "d" / "gone").write_text("1")
+    _unlink_failing(monkeypatch, "gone", FileNotFoundError(2, "No such file or directory"))
+    storage.delete(UUID)
+    assert not path.exists()

@@ -43,6 +43,7 @@ class Cluster:
         return self
 
     def add_agent(self, agent_id: str, slots: int = 1, **kw: Any) -> LocalAgent:
+        kw.setdefault("token", self.master.agent_token)
         agent = LocalAgent(self.work, self.master.url, agent_id, slots=slots, **kw).start()
         self.agents[agent_id] = agent
         wait_for(lambda: agent_connected(self.master, agent_id), 60, what=f"agent {agent_id} to connect")

@@ -34,11 +34,13 @@ def s3(moto_server: str) -> Iterator[object]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def s3_cluster(request: pytest.FixtureRequest, tmp_path: Path, s3: object) -> Iterator[Cluster]:
+def s3_cluster(request: pytest.FixtureRequest, tmp_path: Path, s3: object, moto_server: str) -> Iterator[Cluster]:
     """A cluster whose master has (fake) AWS credentials: it deletes and streams S3 checkpoints."""
 
     def make(db: dict | None) -> Cluster:
-        c = Cluster(tmp_path, db)
+        # the bucket is not the master's own storage: it must be an allowed storage root (issue 8)
+        c = Cluster(tmp_path, db, {"security": {"checkpoint_storage_roots": [f"s3://{BUCKET}/{PREFIX}"],
+                                                "s3_endpoint_urls": [moto_server]}})
         c.master.env.update(FAKE_AWS_ENV)
         return c.start()
 

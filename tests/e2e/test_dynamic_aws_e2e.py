@@ -77,6 +77,7 @@ class AWSCluster(Cluster):
 
     def start(self) -> AWSCluster:
         super().start()
+        self.twin.agent_token = self.master.agent_token  # created by the master on its first start
         self.twin.start()
         return self
 

@@ -49,7 +49,7 @@ def test_wrong_or_missing_agent_token_is_refused(token_client: TestClient, heade
     assert info.value.code == proto.CLOSE_UNAUTHORIZED
 
 
-def test_without_a_configured_token_only_loopback_agents(client: TestClient) -> None:
+def test_without_a_configured_token_a_tokenless_agent_is_refused(client: TestClient) -> None:
     with pytest.raises(WebSocketDisconnect) as info, client.websocket_connect("/agents/ws") as ws:
         ws.receive_json()
     assert info.value.code == proto.CLOSE_UNAUTHORIZED
@@ -154,3 +154,57 @@ def test_registered_is_always_the_first_message(token_client: TestClient, monkey
         ws.send_json(register())
         assert ws.receive_json()["type"] == "registered"
         assert ws.receive_json()["type"] == "start_task"
+
+
+# -- agents are authenticated by default (issue 8, defect 6) ---------------------------------------
+
+LOOPBACK_PEER = ("127.0.0.1", 50000)
+
+
+def _attach(client: TestClient, headers: dict | None = None) -> dict:
+    """Connect as an agent and register; the master's first answer, or the close code it sent."""
+    try:
+        with client.websocket_connect("/agents/ws", headers=headers or {}) as ws:
+            ws.send_json(register(agent_id="intruder"))
+            return ws.receive_json()
+    except WebSocketDisconnect as exc:
+        return {"closed": exc.code}
+
+
+def test_a_loopback_agent_without_the_token_is_refused_by_default(app) -> None:  # noqa: ANN001
+    """Before, any process on the master's host registered without a token and was handed queued
+    tasks, with their session tokens and code."""
+    with TestClient(app, client=LOOPBACK_PEER) as c:
+        h = bearer(login(c, "determined"))
+        create_experiment(c, h, SINGLE_CONFIG)
+        assert _attach(c) == {"closed": proto.CLOSE_UNAUTHORIZED}
+        assert _attach(c, {"X-Pedl-Agent-Token": "guess"}) == {"closed": proto.CLOSE_UNAUTHORIZED}
+        assert c.get("/api/v1/agents", headers=h).json()["agents"] == []
+
+
+def test_the_generated_token_admits_an_agent(app) -> None:  # noqa: ANN001
+    ctx = app.state.ctx
+    stored = (ctx.config.data_dir / "agent_token").read_text().strip()
+    assert ctx.agent_token == stored and len(stored) >= 32
+    with TestClient(app) as c:  # a remote peer ("testclient")
+        assert _attach(c, {"X-Pedl-Agent-Token": stored})["type"] == "registered"
+
+
+def test_the_loopback_opt_in_admits_tokenless_loopback_agents_only(master_config: MasterConfig,
+                                                                     clock: ManualClock) -> None:
+    security = master_config.security.model_copy(update={"allow_unauthenticated_loopback_agents": True})
+    config = master_config.model_copy(update={"security": security})
+    with TestClient(create_app(config, clock=clock), client=LOOPBACK_PEER) as c:
+        assert _attach(c)["type"] == "registered"
+        # a token, when offered, must still be the right one
+        assert _attach(c, {"X-Pedl-Agent-Token": "wrong"}) == {"closed": proto.CLOSE_UNAUTHORIZED}
+    with TestClient(create_app(config, clock=clock)) as c:  # not loopback: the opt-in does not apply
+        assert _attach(c) == {"closed": proto.CLOSE_UNAUTHORIZED}
+
+
+def test_registered_tells_the_agent_how_long_it_may_stay_cut_off(token_client: TestClient,
+                                                                  master_config: MasterConfig) -> None:
+    reply = _attach(token_client, {"X-Pedl-Agent-Token": TOKEN})
+    assert reply["type"] == "registered"
+    assert reply["reconnect_wait"] == master_config.agent_reconnect_wait
+    assert reply["kill_grace_period"] == master_config.task_kill_grace_period

@@ -168,3 +168,24 @@ def test_master_info_shape(client: TestClient, user: dict) -> None:
                       ("strictJobQueueControl", bool), ("version", str)):
         assert isinstance(body[key], kind), key
     assert body["clusterId"] == client.get("/info").json()["cluster_id"]
+
+
+def test_master_config_is_admin_only(client: TestClient, user: dict, admin: dict) -> None:
+    r = client.get("/api/v1/master/config", headers=user)
+    assert r.status_code == 403
+    assert "admin" in r.json()["message"]
+    assert "config" not in r.json()
+    assert client.get("/api/v1/master/config", headers=admin).status_code == 200
+
+
+@pytest.mark.parametrize(("access", "anonymous", "user_status"),
+                         [("public", 200, 200), ("authenticated", 401, 200), ("admin", 401, 403)])
+def test_prometheus_metrics_access_is_set_in_master_yaml(master_config: MasterConfig, access: str, anonymous: int,
+                                                          user_status: int) -> None:
+    security = master_config.security.model_copy(update={"metrics_access": access})
+    with TestClient(create_app(master_config.model_copy(update={"security": security}))) as c:
+        assert c.get("/metrics").status_code == anonymous
+        assert c.get("/metrics", headers=bearer(login(c, "determined"))).status_code == user_status
+        r = c.get("/metrics", headers=bearer(login(c, "admin")))
+        assert r.status_code == 200
+        assert "python_info" in r.text or "process_" in r.text or "# HELP" in r.text

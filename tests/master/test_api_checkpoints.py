@@ -1,22 +1,53 @@
-"""Checkpoints over the API: a task reports one (det's bare shape and pedl's wrapped one), and
-describe / list fill in `training` from the trial and its validation at the same step."""
+"""Checkpoints over the API: a task reports one (det's bare shape and pedl's wrapped one), describe
+and list fill in `training` from the trial and its validation at the same step, and download streams
+the files. Registration takes only the task token of the checkpoint's own trial and never a storage:
+the files are where the experiment's storage says, inside the master's storage roots (issue 8)."""
 
 from __future__ import annotations
 
+import io
+import logging
+import os
+import tarfile
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
+from pedl.clock import ManualClock
+from pedl.config.master_config import MasterConfig
+from pedl.master.app import create_app
+from pedl.master.db import models
 from tests.master.fakes import (
     SINGLE_CONFIG,
     FakeAgent,
     StartedTask,
     bearer,
     create_experiment,
+    ctx_of,
     post,
 )
 from tests.support.moto_server import moto_endpoint_fixture, moto_server_fixture  # noqa: F401
+
+S3_BUCKETS = ("dl-bucket", "not-there")
+
+
+@pytest.fixture
+def master_config(master_config: MasterConfig, tmp_path: Path, moto_server: str) -> MasterConfig:
+    """The shared config, with the buckets of the s3 tests (on moto) allowed as storage roots."""
+    security = master_config.security.model_copy(
+        update={"checkpoint_storage_roots": [f"s3://{bucket}" for bucket in S3_BUCKETS],
+                "s3_endpoint_urls": [moto_server]})
+    return master_config.model_copy(update={"security": security})
+
+
+def uid(name: str) -> str:
+    """A real UUID, the same for the same name, so a test can speak of `uid("best")`."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"pedl-test/{name}"))
 
 
 @pytest.fixture
@@ -27,10 +58,11 @@ def task(client: TestClient, user: dict, agent: FakeAgent) -> StartedTask:
 
 
 def det_checkpoint(task: StartedTask, steps: int, ckpt_uuid: str | None = None) -> dict:
-    """What determined.core posts: v1Checkpoint with `training: {}`."""
+    """What determined.core posts: v1Checkpoint with `training: {}` (`ckpt_uuid` names a `uid`)."""
     return {"metadata": {"steps_completed": steps, "framework": "torch"},
             "resources": {"model.pt": "1024", "metadata.json": "27"}, "state": "STATE_COMPLETED",
-            "training": {}, "uuid": ckpt_uuid or str(uuid.uuid4()), "allocationId": task.allocation_id,
+            "training": {}, "uuid": uid(ckpt_uuid) if ckpt_uuid else str(uuid.uuid4()),
+            "allocationId": task.allocation_id,
             "reportTime": "2025-01-01T00:00:00+00:00", "storageId": None, "taskId": task.task_id}
 
 
@@ -105,16 +137,26 @@ def test_restart_resumes_from_the_latest_checkpoint(client: TestClient, user: di
 
 
 def test_retried_report_is_idempotent(client: TestClient, user: dict, task: StartedTask) -> None:
-    body = det_checkpoint(task, 3, "same-uuid")
+    body = det_checkpoint(task, 3, "same")
     assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
     assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
     trial = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]
     assert trial["checkpointCount"] == 1
 
 
-def test_same_uuid_from_another_trial_is_400(client: TestClient, user: dict, task: StartedTask) -> None:
-    post(client, "/api/v1/checkpoints", det_checkpoint(task, 3, "shared"), bearer(task.token))
-    r = post(client, "/api/v1/checkpoints", {"uuid": "shared", "metadata": {"steps_completed": 1}}, user)
+@pytest.fixture
+def other(app: FastAPI, client: TestClient, user: dict, task: StartedTask) -> Iterator[StartedTask]:
+    """A running task of another experiment, on an agent of its own."""
+    agent2 = FakeAgent(app, "agent-2", slots=1)
+    create_experiment(client, user, SINGLE_CONFIG)
+    [started] = agent2.start_all()
+    yield started
+    agent2.close()
+
+
+def test_same_uuid_from_another_trial_is_400(client: TestClient, task: StartedTask, other: StartedTask) -> None:
+    assert post(client, "/api/v1/checkpoints", det_checkpoint(task, 3, "shared"), bearer(task.token)).status_code == 200
+    r = post(client, "/api/v1/checkpoints", det_checkpoint(other, 1, "shared"), bearer(other.token))
     assert r.status_code == 400
     assert "checkpoint.uuid" in r.json()["message"]
 
@@ -127,15 +169,116 @@ def test_experiment_checkpoints_sorted_by_searcher_metric(client: TestClient, us
     exp_id = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]["experimentId"]
     url = f"/api/v1/experiments/{exp_id}/checkpoints"
     every = client.get(f"{url}?sortByAttr=SORT_BY_END_TIME", headers=user).json()["checkpoints"]
-    assert {c["uuid"] for c in every} == {"ck-10", "ck-20", "ck-30"}
+    assert {c["uuid"] for c in every} == {uid("ck-10"), uid("ck-20"), uid("ck-30")}
     best = client.get(f"{url}?limit=2&sortByAttr=SORT_BY_SEARCHER_METRIC", headers=user).json()["checkpoints"]
-    assert [c["uuid"] for c in best] == ["ck-20", "ck-30"]
+    assert [c["uuid"] for c in best] == [uid("ck-20"), uid("ck-30")]
     for c in best:
         assert c["training"]["experimentConfig"]["searcher"]["metric"] == "loss"
 
 
 def test_unknown_checkpoint_is_404(client: TestClient, user: dict) -> None:
     assert client.get("/api/v1/checkpoints/does-not-exist", headers=user).status_code == 404
+
+
+# -- who may register a checkpoint, and what it may say (issue 8) -----------------------------------
+
+
+def test_a_user_token_cannot_register_a_checkpoint(client: TestClient, user: dict, admin: dict,
+                                                   task: StartedTask) -> None:
+    """Defect 1: any logged-in user registered checkpoints, with a storage of their choosing."""
+    for headers in (user, admin):
+        r = post(client, "/api/v1/checkpoints", det_checkpoint(task, 1), headers)
+        assert r.status_code == 403, r.text
+        assert "task token" in r.json()["message"]
+    assert client.get("/api/v1/checkpoints", headers=user).json()["checkpoints"] == []
+
+
+def test_a_storage_in_the_body_is_refused(client: TestClient, user: dict, task: StartedTask, tmp_path: Path) -> None:
+    """Defect 1 as the probe posted it: the storage named a directory of the master's host, and the
+    download then streamed that directory."""
+    victim = tmp_path / "some" / "dir"
+    (victim / "important").mkdir(parents=True)
+    (victim / "important" / "passwords.txt").write_text("hunter2")
+    storage = {"type": "shared_fs", "host_path": str(victim)}
+    probe = {"checkpoint": {"uuid": "important", "metadata": {"steps_completed": 0}, "storage": storage}}
+    assert post(client, "/api/v1/checkpoints", probe, user).status_code in (400, 403)
+    body = det_checkpoint(task, 0)
+    body["storage"] = storage
+    r = post(client, "/api/v1/checkpoints", {"checkpoint": body}, bearer(task.token))
+    assert r.status_code == 400
+    assert "checkpoint.storage" in r.json()["message"]
+    assert client.get(f"/api/v1/checkpoints/{body['uuid']}", headers=user).status_code == 404
+    r = client.get("/api/v1/checkpoints/important/download", headers=user)
+    assert r.status_code == 404 and b"hunter2" not in r.content
+
+
+def test_the_storage_recorded_is_the_experiments(client: TestClient, user: dict, task: StartedTask) -> None:
+    body = det_checkpoint(task, 2)
+    assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
+    c = describe(client, user, body["uuid"])
+    assert c["storage"] == c["training"]["experimentConfig"]["checkpoint_storage"]
+    assert c["storage"]["host_path"] == str(ctx_of(client.app).config.data_dir / "checkpoints")
+
+
+def test_a_task_token_of_another_trial_cannot_register(client: TestClient, task: StartedTask,
+                                                       other: StartedTask) -> None:
+    for field, value in (("training", {"trialId": task.trial_id}), ("allocationId", task.allocation_id),
+                         ("taskId", task.task_id)):
+        body = det_checkpoint(other, 1)
+        body[field] = value
+        r = post(client, "/api/v1/checkpoints", body, bearer(other.token))
+        assert r.status_code == 403, (field, r.text)
+    # naming nothing, a checkpoint belongs to the caller's own trial
+    body = det_checkpoint(other, 1)
+    del body["allocationId"], body["taskId"]
+    r = post(client, "/api/v1/checkpoints", body, bearer(other.token))
+    assert r.status_code == 200, r.text
+    assert r.json()["checkpoint"]["training"]["trialId"] == other.trial_id
+
+
+def test_the_token_of_an_ended_task_cannot_register(client: TestClient, task: StartedTask, agent: FakeAgent) -> None:
+    agent.exit(task.allocation_id, 0)
+    assert post(client, "/api/v1/checkpoints", det_checkpoint(task, 1), bearer(task.token)).status_code == 401
+
+
+@pytest.mark.parametrize("bad", ["..", ".", "a\\b", "important", "", "../" + uid("x"), 5, None])
+def test_the_uuid_must_be_a_uuid(client: TestClient, user: dict, task: StartedTask, bad: object) -> None:
+    """Defect 8: `..`, `.` and `a\\b` were accepted, and their download then crashed."""
+    body = det_checkpoint(task, 1)
+    body["uuid"] = bad
+    r = post(client, "/api/v1/checkpoints", body, bearer(task.token))
+    assert r.status_code == 400, r.text
+    assert "checkpoint.uuid" in r.json()["message"]
+    assert client.get("/api/v1/checkpoints", headers=user).json()["checkpoints"] == []
+
+
+def test_a_uuid_is_stored_in_its_canonical_form(client: TestClient, user: dict, task: StartedTask) -> None:
+    canonical = str(uuid.uuid4())
+    body = det_checkpoint(task, 1)
+    body["uuid"] = "{" + canonical.upper() + "}"
+    r = post(client, "/api/v1/checkpoints", body, bearer(task.token))
+    assert r.status_code == 200, r.text
+    assert r.json()["checkpoint"]["uuid"] == canonical
+    assert describe(client, user, canonical)["uuid"] == canonical
+
+
+@pytest.mark.parametrize("resources", [
+    {"../x": "1"}, {"/etc/passwd": "1"}, {"a/../../b": "1"}, {"./a": "1"}, {"a//b": "1"}, {"": "1"},
+    {"a\x00b": "1"}, {"a": "-1"}, {"a": -1}, {"a": "lots"}, {"a": True}, {"a": 1.5}, {"a": 2 ** 70}, {"a": None},
+])
+def test_resources_are_relative_paths_and_sizes(client: TestClient, task: StartedTask, resources: dict) -> None:
+    body = det_checkpoint(task, 1)
+    body["resources"] = resources
+    r = post(client, "/api/v1/checkpoints", body, bearer(task.token))
+    assert r.status_code == 400, r.text
+    assert "resources" in r.json()["message"]  # the body's own shape: checkpoint.resources, or resources.<path>
+
+
+def test_resources_take_directories_and_int_sizes(client: TestClient, user: dict, task: StartedTask) -> None:
+    body = det_checkpoint(task, 1)
+    body["resources"] = {"d/": "0", "d/model.pt": 12, "metadata.json": "27"}
+    assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
+    assert describe(client, user, body["uuid"])["resources"] == {"d/": "0", "d/model.pt": "12", "metadata.json": "27"}
 
 
 # -- GET /api/v1/checkpoints and /api/v1/checkpoints/{uuid}/download --------------------------------
@@ -147,21 +290,23 @@ def _master_storage(client: TestClient):
     return storage_from_config(client.app.state.ctx.config.effective_checkpoint_storage().model_dump())
 
 
-def test_list_filters_by_experiment_trial_and_state(client: TestClient, user: dict, task: StartedTask) -> None:
+def test_list_filters_by_experiment_trial_and_state(client: TestClient, user: dict, task: StartedTask,
+                                                    clock: ManualClock) -> None:
     for steps in (1, 2, 3):
         post(client, "/api/v1/checkpoints", det_checkpoint(task, steps, f"ck-{steps}"), bearer(task.token))
+        clock.advance(1)  # listed in report order
     validate(client, task, 2, 0.5)
     exp_id = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]["experimentId"]
     body = client.get(f"/api/v1/checkpoints?experimentId={exp_id}", headers=user).json()
-    assert [c["uuid"] for c in body["checkpoints"]] == ["ck-1", "ck-2", "ck-3"]
+    assert [c["uuid"] for c in body["checkpoints"]] == [uid("ck-1"), uid("ck-2"), uid("ck-3")]
     assert body["pagination"]["total"] == 3
-    [two] = [c for c in body["checkpoints"] if c["uuid"] == "ck-2"]
+    [two] = [c for c in body["checkpoints"] if c["uuid"] == uid("ck-2")]
     assert two["training"]["validationMetrics"]["avgMetrics"] == {"loss": 0.5}
     assert two["training"]["trialId"] == task.trial_id
     assert client.get(f"/api/v1/checkpoints?trialId={task.trial_id}&limit=2&offset=2",
-                      headers=user).json()["checkpoints"][0]["uuid"] == "ck-3"
+                      headers=user).json()["checkpoints"][0]["uuid"] == uid("ck-3")
     newest = client.get("/api/v1/checkpoints?orderBy=ORDER_BY_DESC&limit=1", headers=user).json()
-    assert newest["checkpoints"][0]["uuid"] == "ck-3" and newest["pagination"]["endIndex"] == 1
+    assert newest["checkpoints"][0]["uuid"] == uid("ck-3") and newest["pagination"]["endIndex"] == 1
     assert client.get(f"/api/v1/checkpoints?experimentId={exp_id + 1}", headers=user).json()["checkpoints"] == []
     assert client.get("/api/v1/checkpoints?states=STATE_DELETED", headers=user).json()["checkpoints"] == []
     r = client.get("/api/v1/checkpoints?states=GONE", headers=user)
@@ -169,18 +314,16 @@ def test_list_filters_by_experiment_trial_and_state(client: TestClient, user: di
 
 
 def test_download_streams_a_tar_of_the_files(client: TestClient, user: dict, task: StartedTask) -> None:
-    import io
-    import tarfile
-
     storage = _master_storage(client)
-    with storage.store_path("dl-1") as path:
+    name = uid("dl-1")
+    with storage.store_path(name) as path:
         (path / "weights.bin").write_bytes(bytes(range(256)) * 40)
         (path / "nested" / "deeper").mkdir(parents=True)
         (path / "nested" / "state.json").write_text('{"step": 3}')
     body = det_checkpoint(task, 3, "dl-1")
-    body["resources"] = {k: str(v) for k, v in storage.resources("dl-1").items()}
+    body["resources"] = {k: str(v) for k, v in storage.resources(name).items()}
     post(client, "/api/v1/checkpoints", body, bearer(task.token))
-    r = client.get("/api/v1/checkpoints/dl-1/download", headers=user)
+    r = client.get(f"/api/v1/checkpoints/{name}/download", headers=user)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "application/x-tar"
     assert int(r.headers["content-length"]) == len(r.content)
@@ -196,40 +339,153 @@ def test_download_streams_a_tar_of_the_files(client: TestClient, user: dict, tas
 def test_download_of_missing_or_deleted_checkpoints_is_404(client: TestClient, user: dict, task: StartedTask) -> None:
     assert client.get("/api/v1/checkpoints/nope/download", headers=user).status_code == 404
     post(client, "/api/v1/checkpoints", det_checkpoint(task, 1, "no-files"), bearer(task.token))
-    r = client.get("/api/v1/checkpoints/no-files/download", headers=user)
+    r = client.get(f"/api/v1/checkpoints/{uid('no-files')}/download", headers=user)
     assert r.status_code == 404 and "has no files" in r.json()["message"]
     body = det_checkpoint(task, 2, "gone")
     body["state"] = "STATE_DELETED"
     post(client, "/api/v1/checkpoints", body, bearer(task.token))
-    r = client.get("/api/v1/checkpoints/gone/download", headers=user)
+    r = client.get(f"/api/v1/checkpoints/{uid('gone')}/download", headers=user)
     assert r.status_code == 404 and "STATE_DELETED" in r.json()["message"]
-    assert client.get("/api/v1/checkpoints/gone/download").status_code == 401
+    assert client.get(f"/api/v1/checkpoints/{uid('gone')}/download").status_code == 401
 
 
-def test_download_reads_s3_checkpoints_from_the_bucket(client: TestClient, user: dict, task: StartedTask,
+def test_download_never_follows_a_symlink_out_of_the_checkpoint(client: TestClient, user: dict, task: StartedTask,
+                                                                tmp_path: Path) -> None:
+    """Defect 3 (a link to a secret was streamed) and defect 8 (a dangling link failed the download):
+    links are left out of the tar, whatever they point at."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-BYTES")
+    (tmp_path / "secret-dir").mkdir()
+    (tmp_path / "secret-dir" / "key").write_text("TOP-SECRET-BYTES")
+    storage = _master_storage(client)
+    name = uid("links")
+    with storage.store_path(name) as path:
+        (path / "model.pt").write_bytes(b"m" * 100)
+        (path / "link").symlink_to(secret)
+        (path / "dir-link").symlink_to(tmp_path / "secret-dir", target_is_directory=True)
+        (path / "dangling").symlink_to(tmp_path / "nowhere")
+        (path / "inner").symlink_to("model.pt")
+        os.mkfifo(path / "fifo")  # opening it would block the download forever
+    body = det_checkpoint(task, 3, "links")
+    body["resources"] = {"model.pt": "100", "link": "16"}  # what the trial claims does not matter
+    assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
+    r = client.get(f"/api/v1/checkpoints/{name}/download", headers=user)
+    assert r.status_code == 200, r.text
+    assert b"TOP-SECRET" not in r.content
+    with tarfile.open(fileobj=io.BytesIO(r.content)) as tar:
+        assert [m.name for m in tar.getmembers()] == ["model.pt"]
+        assert tar.extractfile("model.pt").read() == b"m" * 100
+
+
+def test_a_checkpoint_directory_that_is_a_symlink_is_not_served(client: TestClient, user: dict, task: StartedTask,
+                                                                tmp_path: Path) -> None:
+    (tmp_path / "secret-dir").mkdir()
+    (tmp_path / "secret-dir" / "key").write_text("TOP-SECRET-BYTES")
+    storage = _master_storage(client)
+    storage.base_path.mkdir(parents=True, exist_ok=True)
+    (storage.base_path / uid("dir-link")).symlink_to(tmp_path / "secret-dir", target_is_directory=True)
+    assert post(client, "/api/v1/checkpoints", det_checkpoint(task, 1, "dir-link"), bearer(task.token)).status_code == 200
+    r = client.get(f"/api/v1/checkpoints/{uid('dir-link')}/download", headers=user)
+    assert r.status_code == 403, r.text
+    assert "symbolic link" in r.json()["message"] and b"TOP-SECRET" not in r.content
+
+
+def test_download_reads_s3_checkpoints_from_the_bucket(client: TestClient, user: dict, agent: FakeAgent,
                                                       moto_endpoint: str) -> None:
-    import io
-    import tarfile
-
     import boto3
 
     from pedl.common.checkpoint_storage import S3Storage
 
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket="dl-bucket")
-    config = {"type": "s3", "bucket": "dl-bucket", "prefix": "p", "endpoint_url": moto_endpoint}
+
+    def s3_task(bucket: str) -> StartedTask:
+        storage = f"checkpoint_storage: {{type: s3, bucket: {bucket}, prefix: p, endpoint_url: '{moto_endpoint}'}}\n"
+        create_experiment(client, user, SINGLE_CONFIG + storage)
+        [started] = agent.start_all()
+        return started
+
+    task = s3_task("dl-bucket")
     storage = S3Storage("dl-bucket", prefix="p", endpoint_url=moto_endpoint)
-    with storage.store_path("s3-ck") as path:
+    with storage.store_path(uid("s3-ck")) as path:
         (path / "model.pt").write_bytes(b"m" * 1000)
-    body = det_checkpoint(task, 5, "s3-ck")
-    body["storage"] = config
-    post(client, "/api/v1/checkpoints", body, bearer(task.token))
-    r = client.get("/api/v1/checkpoints/s3-ck/download", headers=user)
+    post(client, "/api/v1/checkpoints", det_checkpoint(task, 5, "s3-ck"), bearer(task.token))
+    r = client.get(f"/api/v1/checkpoints/{uid('s3-ck')}/download", headers=user)
     assert r.status_code == 200, r.text
     with tarfile.open(fileobj=io.BytesIO(r.content)) as tar:
         assert tar.extractfile("model.pt").read() == b"m" * 1000
     # a bucket that does not exist is a 404 naming it, before any byte of tar
-    body = det_checkpoint(task, 6, "s3-nobucket")
-    body["storage"] = {**config, "bucket": "not-there"}
-    post(client, "/api/v1/checkpoints", body, bearer(task.token))
-    r = client.get("/api/v1/checkpoints/s3-nobucket/download", headers=user)
+    agent.exit(task.allocation_id, 0)
+    task = s3_task("not-there")
+    post(client, "/api/v1/checkpoints", det_checkpoint(task, 6, "s3-nobucket"), bearer(task.token))
+    r = client.get(f"/api/v1/checkpoints/{uid('s3-nobucket')}/download", headers=user)
     assert r.status_code == 404 and "'not-there' does not exist" in r.json()["message"]
+
+
+# -- checkpoints stored before issue 8 ------------------------------------------------------------
+
+
+def legacy_row(app: FastAPI, task: StartedTask, ckpt_uuid: str, storage: dict, steps: int = 0) -> None:
+    """A checkpoint as registration stored it before issue 8: uuid and storage as the request said."""
+    with ctx_of(app).db.session() as s:
+        trial = s.get(models.Trial, task.trial_id)
+        s.add(models.Checkpoint(uuid=ckpt_uuid, trial_id=trial.id, experiment_id=trial.experiment_id,
+                                task_id=task.task_id, allocation_id=task.allocation_id, state="STATE_COMPLETED",
+                                report_time=0.0, steps_completed=steps, meta={"steps_completed": steps},
+                                resources={}, storage=storage, size_bytes=0))
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A directory of the master's host outside every storage root, holding `important/`."""
+    victim = tmp_path / "some" / "dir"
+    (victim / "important").mkdir(parents=True)
+    (victim / "important" / "passwords.txt").write_text("hunter2")
+    return victim
+
+
+def test_legacy_checkpoints_outside_the_roots_are_not_served(client: TestClient, app: FastAPI, user: dict,
+                                                             task: StartedTask, victim: Path) -> None:
+    legacy_row(app, task, "important", {"type": "shared_fs", "host_path": str(victim)})
+    r = client.get("/api/v1/checkpoints/important/download", headers=user)
+    assert r.status_code == 403, r.text
+    assert "outside" in r.json()["message"] and "storage root" in r.json()["message"]
+    assert b"hunter2" not in r.content
+
+
+def test_an_experiment_stored_outside_the_roots_is_not_served(client: TestClient, app: FastAPI, user: dict,
+                                                              task: StartedTask, victim: Path) -> None:
+    with ctx_of(app).db.session() as s:  # an experiment created before the roots were checked
+        exp = s.get(models.Experiment, s.get(models.Trial, task.trial_id).experiment_id)
+        exp.config = {**exp.config, "checkpoint_storage": {"type": "shared_fs", "host_path": str(victim)}}
+    legacy_row(app, task, "important", {})
+    r = client.get("/api/v1/checkpoints/important/download", headers=user)
+    assert r.status_code == 403, r.text
+    assert "checkpoint_storage.host_path" in r.json()["message"] and b"hunter2" not in r.content
+
+
+@pytest.mark.parametrize("legacy_uuid", ["%2E%2E", "%2E", "a%5Cb"])
+def test_legacy_uuids_that_are_not_a_path_component_are_403_not_500(client: TestClient, app: FastAPI, user: dict,
+                                                                    task: StartedTask, legacy_uuid: str) -> None:
+    from urllib.parse import unquote
+
+    legacy_row(app, task, unquote(legacy_uuid), {})
+    r = client.get(f"/api/v1/checkpoints/{legacy_uuid}/download", headers=user)
+    assert r.status_code == 403, r.text
+    assert "uuid" in r.json()["message"]
+
+
+def test_legacy_checkpoints_outside_the_roots_are_reported_at_start(
+        client: TestClient, app: FastAPI, task: StartedTask, victim: Path, master_config: MasterConfig,
+        clock: ManualClock, caplog: pytest.LogCaptureFixture) -> None:
+    legacy_row(app, task, "important", {"type": "shared_fs", "host_path": str(victim)})
+    legacy_row(app, task, "a\\b", {})
+    legacy_row(app, task, uid("fine"), {})
+    with caplog.at_level(logging.WARNING), TestClient(create_app(master_config, clock=clock)):
+        pass
+    warned = [r.getMessage() for r in caplog.records if "storage root" in r.getMessage()]
+    assert any("important" in line and str(victim) in line for line in warned), warned
+    assert any("'a\\\\b'" in line for line in warned), warned
+    assert not any(uid("fine") in line for line in warned)
+    with ctx_of(app).db.session() as s:  # reported, never touched
+        assert s.scalar(select(models.Checkpoint.state).where(models.Checkpoint.uuid == "important")) == \
+            "STATE_COMPLETED"

@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 
 from pedl.config.master_config import MasterConfig, ResourcePoolConfig
 from pedl.master.app import create_app
-from pedl.master.services import model_definitions
 from tests.master.fakes import (
     GRID_CONFIG,
     SINGLE_CONFIG,
@@ -125,12 +124,15 @@ def test_validate_only_stores_nothing(client: TestClient, user: dict) -> None:
     assert experiment_total(client, user) == 0
 
 
-def test_model_definition_is_served_to_tasks(client: TestClient, user: dict) -> None:
+def test_model_definition_is_served_to_tasks(client: TestClient, user: dict, admin: dict, agent: FakeAgent) -> None:
     files = [file_entry("sub", directory=True), file_entry("sub/util.py", b"X = 1\n"),
              file_entry("train.py", b"print('hello')\n")]
-    exp = create_experiment(client, user, SINGLE_CONFIG, files=files)
-    task_id = trials_of(client, user, exp["id"])[0]["taskId"]
-    r = client.get(f"/api/v1/tasks/{task_id}/context_directory", headers=user)
+    create_experiment(client, user, SINGLE_CONFIG, files=files)
+    [task] = agent.start_all()
+    # the code is the task's to fetch, not every user's (not even its owner's or an admin's)
+    for headers in (user, admin):
+        assert client.get(f"/api/v1/tasks/{task.task_id}/context_directory", headers=headers).status_code == 403
+    r = client.get(f"/api/v1/tasks/{task.task_id}/context_directory", headers=bearer(task.token))
     assert r.status_code == 200
     tgz = base64.b64decode(r.json()["b64Tgz"])
     with tarfile.open(fileobj=io.BytesIO(tgz), mode="r:gz") as tar:
@@ -223,7 +225,7 @@ def test_bad_model_definition_is_400_and_stores_nothing(client: TestClient, user
 
 def test_too_large_model_definition_is_400_and_stores_nothing(client: TestClient, user: dict,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_definitions, "MAX_MODEL_DEF_BYTES", 1024)
+    monkeypatch.setattr(client.app.state.ctx.config.limits, "max_model_definition_bytes", 1024)
     files = [file_entry("a.bin", b"a" * 600), file_entry("b.bin", b"b" * 600)]
     r = post(client, "/api/v1/experiments", create_body(SINGLE_CONFIG, files=files), user)
     assert r.status_code == 400

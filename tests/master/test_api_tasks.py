@@ -6,8 +6,10 @@ from __future__ import annotations
 import base64
 import json
 
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from pedl.clock import ManualClock
 from tests.master.fakes import (
     GRID_CONFIG,
     SINGLE_CONFIG,
@@ -135,5 +137,39 @@ def test_task_cannot_post_logs_for_another_task(client: TestClient, user: dict, 
     other = next(s for s in summaries(client, user).values() if s["taskId"] != task.task_id)
     body = {"logs": [{"taskId": other["taskId"], "log": "forged"}]}
     assert post(client, "/api/v1/task/logs", body, bearer(task.token)).status_code == 403
-    # a user token (pedl's tools) may post for any task
-    assert post(client, "/api/v1/task/logs", body, user).status_code == 200
+    # nor may a user token: a task's logs come from the task
+    assert post(client, "/api/v1/task/logs", body, user).status_code == 403
+
+
+def test_an_orphaned_task_of_a_lost_agent_is_fenced_off(app: FastAPI, client: TestClient, user: dict,
+                                                         clock: ManualClock) -> None:
+    """An agent stopped past the reconnect wait is lost and its trial restarts elsewhere; its old
+    process may still run. Its token must die with the allocation, even though it is cached."""
+    ctx = app.state.ctx
+    first = FakeAgent(app, "agent-1", slots=1)
+    create_experiment(client, user, SINGLE_CONFIG)
+    [task] = first.start_all()
+    h = bearer(task.token)
+    metrics = {"group": "training", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": 1,
+                                                "metrics": {"avgMetrics": {"loss": 1.0}}}}
+    assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics, h).status_code == 200  # now cached
+    first.close()  # the agent stops answering
+    ctx.controller.agent_disconnected("agent-1", "stopped")
+    clock.advance(ctx.config.agent_reconnect_wait + 1)
+    ctx.controller.tick()
+    second = FakeAgent(app, "agent-2", slots=1)
+    [rerun] = second.start_all()
+    assert rerun.trial_id == task.trial_id and rerun.allocation_id != task.allocation_id
+    metrics["metrics"]["stepsCompleted"] = 2
+    for method, path, body in (
+            ("POST", f"/api/v1/trials/{task.trial_id}/metrics", metrics),
+            ("POST", f"/api/v1/trials/{task.trial_id}/progress", {"progress": 0.9}),
+            ("POST", "/api/v1/task/logs", {"logs": [{"taskId": task.task_id, "log": "orphan"}]}),
+            ("GET", f"/api/v1/allocations/{task.allocation_id}/signals/preemption", None)):
+        r = client.get(path, headers=h) if method == "GET" else post(client, path, body, h)
+        assert r.status_code == 401, (path, r.text)
+    steps = [m["stepsCompleted"] for m in client.get(f"/api/v1/trials/{task.trial_id}/metrics",
+                                                      headers=user).json()["metrics"]]
+    assert steps == [1]
+    assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics, bearer(rerun.token)).status_code == 200
+    second.close()

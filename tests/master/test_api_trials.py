@@ -149,9 +149,14 @@ def test_task_token_dies_with_its_allocation(client: TestClient, task: StartedTa
     assert r.status_code == 401
 
 
-def test_user_tokens_may_report_too(client: TestClient, user: dict, task: StartedTask) -> None:
-    r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics_body(task.trial_id, 3, {"loss": 1.0}), user)
-    assert r.status_code == 200
+def test_user_tokens_may_not_report(client: TestClient, user: dict, admin: dict, task: StartedTask) -> None:
+    # a trial's reports come from its own task: not even its owner or an admin may forge them
+    for headers in (user, admin):
+        r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics_body(task.trial_id, 3, {"loss": 1.0}),
+                 headers)
+        assert r.status_code == 403, r.text
+        assert "task token" in r.json()["message"]
+    assert client.get(f"/api/v1/trials/{task.trial_id}/metrics", headers=user).json()["metrics"] == []
 
 
 def test_metrics_for_unknown_trial_is_404(client: TestClient, user: dict) -> None:
@@ -159,8 +164,9 @@ def test_metrics_for_unknown_trial_is_404(client: TestClient, user: dict) -> Non
 
 
 def test_a_restart_replaces_metrics_of_the_same_steps(client: TestClient, user: dict, task: StartedTask) -> None:
-    post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics_body(task.trial_id, 5, {"loss": 1.0}, run=1), user)
-    post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics_body(task.trial_id, 5, {"loss": 0.8}, run=2), user)
+    h = bearer(task.token)
+    post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics_body(task.trial_id, 5, {"loss": 1.0}, run=1), h)
+    post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics_body(task.trial_id, 5, {"loss": 0.8}, run=2), h)
     listed = client.get(f"/api/v1/trials/{task.trial_id}/metrics", headers=user).json()["metrics"]
     assert [(m["stepsCompleted"], m["metrics"]["loss"]) for m in listed] == [(5, 0.8)]
 
@@ -314,3 +320,18 @@ def test_level_filter_finds_lines_far_down_the_log(app: FastAPI, client: TestCli
     agent.exit(task.allocation_id, 0)  # so a followed stream ends
     r = client.get(f"/api/v1/trials/{task.trial_id}/logs?follow={follow}&levels=LOG_LEVEL_ERROR", headers=user)
     assert [ln["message"] for ln in read_stream(r.text)] == ["ERR the real problem\n"]
+
+
+def test_log_lines_an_agent_ships_are_stored_whatever_bytes_they_hold(app: FastAPI, client: TestClient, user: dict,
+                                                                     task: StartedTask, clock: ManualClock) -> None:
+    """PostgreSQL refuses NUL and lone surrogates in text; a task may print both."""
+    add_logs(app, task, ["a\x00b", "lone \ud800 surrogate", "fine"], clock)
+    lines = read_stream(client.get(f"/api/v1/trials/{task.trial_id}/logs", headers=user).text)
+    assert [ln["message"] for ln in lines] == ["a\ufffdb\n", "lone ? surrogate\n", "fine\n"]
+
+
+def test_a_task_log_level_must_be_one_of_determineds(client: TestClient, task: StartedTask) -> None:
+    body = {"logs": [{"taskId": task.task_id, "log": "x", "level": "L" * 100}]}
+    r = post(client, "/api/v1/task/logs", body, bearer(task.token))
+    assert r.status_code == 400
+    assert r.json()["fields"][0]["field"] == "logs[0].level"

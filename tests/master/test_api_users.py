@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from pedl.clock import ManualClock
+from pedl.config.master_config import MasterConfig
 from pedl.master.services.passwords import DET_CLIENT_SALT, client_hash
 from tests.master.fakes import bearer, login, post
 
@@ -81,10 +83,67 @@ def test_change_password_of_unknown_user_is_404(client: TestClient, admin: dict)
     assert post(client, "/api/v1/users/9999/password", client_hash("x"), admin).status_code == 404
 
 
-def test_old_tokens_keep_working_after_password_change(client: TestClient, user: dict) -> None:
+def test_own_password_change_keeps_this_session_and_revokes_the_others(client: TestClient, user: dict) -> None:
+    other_session = bearer(login(client, "determined"))
+    assert client.get("/api/v1/me", headers=other_session).status_code == 200  # cached from here on
     me = user_id(client, user, "determined")
-    post(client, f"/api/v1/users/{me}/password", client_hash("p"), user)
+    assert post(client, f"/api/v1/users/{me}/password", client_hash("p"), user).status_code == 200
     assert client.get("/api/v1/me", headers=user).status_code == 200
+    assert client.get("/api/v1/me", headers=other_session).status_code == 401
+
+
+def test_admin_password_reset_revokes_every_session_of_the_user(client: TestClient, user: dict, admin: dict) -> None:
+    assert client.get("/api/v1/me", headers=user).status_code == 200
+    me = user_id(client, admin, "determined")
+    assert post(client, f"/api/v1/users/{me}/password", client_hash("reset"), admin).status_code == 200
+    r = client.get("/api/v1/me", headers=user)
+    assert r.status_code == 401, r.text
+    assert client.get("/api/v1/me", headers=admin).status_code == 200  # the admin's own session stays
+
+
+def test_own_password_change_with_a_stale_token_needs_the_old_password(
+        client: TestClient, user: dict, clock: ManualClock, master_config: MasterConfig) -> None:
+    me = user_id(client, user, "determined")
+    clock.advance(master_config.security.fresh_login_window + 1)
+    r = post(client, f"/api/v1/users/{me}/password", client_hash("stolen"), user)
+    assert r.status_code == 403
+    assert "old" in r.json()["message"]
+    assert login_status(client, "determined", "") == 200  # unchanged
+    wrong = {"password": client_hash("stolen"), "isHashed": True, "oldPassword": client_hash("guess")}
+    assert post(client, f"/api/v1/users/{me}/password", wrong, user).status_code == 403
+    assert login_status(client, "determined", "") == 200
+    right = {"password": client_hash("mine"), "isHashed": True, "oldPassword": ""}
+    assert post(client, f"/api/v1/users/{me}/password", right, user).status_code == 200, "blank old password"
+    assert login_status(client, "determined", "mine") == 200
+
+
+def test_a_fresh_login_may_change_its_own_password_without_the_old_one(client: TestClient) -> None:
+    fresh = bearer(login(client, "determined"))  # det's `user change-password` sends no old password
+    me = user_id(client, fresh, "determined")
+    assert post(client, f"/api/v1/users/{me}/password", client_hash("n3w"), fresh).status_code == 200
+    assert login_status(client, "determined", "n3w") == 200
+
+
+def test_failed_logins_are_rate_limited_per_user(client: TestClient, clock: ManualClock,
+                                                 master_config: MasterConfig) -> None:
+    limit = master_config.security.login_rate_limit
+    for _ in range(limit.failures_per_user):
+        assert login_status(client, "determined", "wrong") == 403
+    r = post(client, "/api/v1/auth/login", {"username": "determined", "password": "", "isHashed": True})
+    assert r.status_code == 429, "even the right password waits: the limit is checked first"
+    assert 1 <= int(r.headers["Retry-After"]) <= limit.window
+    assert login_status(client, "admin", "") == 200  # another user is not held up
+    clock.advance(limit.window + 1)
+    assert login_status(client, "determined", "") == 200
+
+
+def test_failed_logins_are_rate_limited_per_address(client: TestClient, master_config: MasterConfig) -> None:
+    limit = master_config.security.login_rate_limit
+    for i in range(limit.failures_per_address):
+        assert login_status(client, f"nobody-{i}", "x") == 403
+    r = post(client, "/api/v1/auth/login", {"username": "admin", "password": "", "isHashed": True})
+    assert r.status_code == 429
+    assert int(r.headers["Retry-After"]) >= 1
 
 
 def test_admin_creates_a_user_who_can_log_in(client: TestClient, admin: dict) -> None:

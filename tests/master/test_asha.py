@@ -469,3 +469,27 @@ def test_a_stopped_trial_says_why_and_pause_keeps_the_searcher(client: TestClien
         assert t2["state"] == "STATE_STOPPING_COMPLETED"
     finally:
         agent.close()
+
+
+# -- the master's room (issue 8, defect 4) -------------------------------------------------------------
+
+
+def test_room_changes_no_bracket_and_only_delays_creation() -> None:
+    cfg = parse_experiment_config(
+        "entrypoint: x\nsearcher: {name: adaptive_asha, metric: loss, max_trials: 16, max_length: 256}\n"
+        "hyperparameters:\n  lr: {type: double, minval: 0, maxval: 1}\n")
+    free = make_searcher(cfg, seed=1)
+    capped = make_searcher(cfg, seed=1, room=2)
+    assert isinstance(free, AdaptiveASHASearcher) and isinstance(capped, AdaptiveASHASearcher)
+    assert capped.brackets == free.brackets  # sizes and per-bracket concurrency as without a room
+    assert [b.max_concurrent for b in capped.brackets] == [4, 4] and capped.max_concurrent == 0
+    assert ids(free.initial()) == [f"r{i}" for i in range(8)]
+    first = capped.initial()
+    assert ids(first) == ["r0", "r1"]
+    assert [r.hparams for r in first.create] == [r.hparams for r in make_searcher(cfg, seed=1).initial().create[:2]]
+    assert "room" not in capped.state()
+    # with room again (the pool grew) it fills exactly as the uncapped searcher did
+    grown = make_searcher(cfg, seed=1, state=capped.state(), room=None)
+    assert ids(grown.top_up()) == [f"r{i}" for i in range(2, 8)]
+    assert grown.state()["bracket_of"] == free.state()["bracket_of"]
+    assert capped.total_trials() == 16 and capped.progress() == 0

@@ -1,11 +1,12 @@
 """Checkpoint garbage collection: the pure selection (every save_* rule, ties, metric-less and
 running trials), then the worker against a real master app: it runs when a trial ends and when the
 experiment ends, deletes files outside the cluster lock, marks rows STATE_DELETED with events, and
-retries failed deletions."""
+retries failed deletions. It acts only inside the master's storage roots and never follows a symlink."""
 
 from __future__ import annotations
 
 import random
+import shutil
 import threading
 import uuid as uuid_lib
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from sqlalchemy import select
 
 from pedl.clock import ManualClock
 from pedl.common.checkpoint_storage import SharedFSStorage, storage_from_config
+from pedl.config.master_config import MasterConfig
 from pedl.errors import Unavailable
 from pedl.master.db import models
 from pedl.master.services.checkpoint_gc import (
@@ -29,6 +31,15 @@ from pedl.master.services.checkpoint_gc import (
 )
 from tests.master.fakes import FakeAgent, StartedTask, bearer, create_experiment, ctx_of, post
 from tests.support.moto_server import moto_endpoint_fixture, moto_server_fixture  # noqa: F401
+
+
+@pytest.fixture
+def master_config(master_config: MasterConfig, moto_server: str) -> MasterConfig:
+    """The shared config, with the bucket of the s3 test (on moto) allowed as a storage root."""
+    security = master_config.security.model_copy(update={"checkpoint_storage_roots": ["s3://gc-bucket"],
+                                                         "s3_endpoint_urls": [moto_server]})
+    return master_config.model_copy(update={"security": security})
+
 
 # -- the decision ---------------------------------------------------------------------------------
 
@@ -406,19 +417,142 @@ def test_checkpoints_of_an_s3_experiment_are_deleted_from_the_bucket(
     exp = create_experiment(client, user, config)
     t1, _t2 = sorted(agent2.start_all(), key=lambda t: t.trial_id)
     storage = storage_from_config(exp["config"]["checkpoint_storage"])
-    names = []
+    names = {steps: str(uuid_lib.uuid4()) for steps in (2, 4, 6)}
     for steps, loss in ((2, 0.5), (4, 0.1), (6, 0.3)):
-        with storage.store_path(f"ck-{steps}") as path:
+        with storage.store_path(names[steps]) as path:
             (path / "w.bin").write_bytes(b"w" * steps)
         body = {"group": "validation", "metrics": {"trialId": t1.trial_id, "trialRunId": 1, "stepsCompleted": steps,
                                                    "metrics": {"avgMetrics": {"loss": loss}}}}
         post(client, f"/api/v1/trials/{t1.trial_id}/metrics", body, bearer(t1.token))
-        post(client, "/api/v1/checkpoints", {"uuid": f"ck-{steps}", "allocationId": t1.allocation_id,
-                                             "metadata": {"steps_completed": steps},
-                                             "resources": storage.resources(f"ck-{steps}")}, bearer(t1.token))
-        names.append(f"ck-{steps}")
+        r = post(client, "/api/v1/checkpoints", {"uuid": names[steps], "allocationId": t1.allocation_id,
+                                                 "metadata": {"steps_completed": steps},
+                                                 "resources": storage.resources(names[steps])}, bearer(t1.token))
+        assert r.status_code == 200, r.text
     agent2.exit(t1.allocation_id, 0)
     gc.run_pending()
-    assert states(app, exp["id"]) == {"ck-2": "STATE_DELETED", "ck-4": "STATE_COMPLETED", "ck-6": "STATE_COMPLETED"}
+    assert states(app, exp["id"]) == {names[2]: "STATE_DELETED", names[4]: "STATE_COMPLETED",
+                                      names[6]: "STATE_COMPLETED"}
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="gc-bucket").get("Contents", []))
-    assert keys == ["exp/ck-4/w.bin", "exp/ck-6/w.bin"]
+    assert keys == sorted([f"exp/{names[4]}/w.bin", f"exp/{names[6]}/w.bin"])
+
+
+# -- only inside the storage roots, never following a symlink (issue 8) ------------------------------
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A directory of the master's host outside every storage root, holding `data/`."""
+    victim = tmp_path / "some" / "dir"
+    (victim / "data").mkdir(parents=True)
+    (victim / "data" / "precious.txt").write_text("do not delete")
+    return victim
+
+
+@pytest.fixture
+def own_gc(app: FastAPI, client: TestClient) -> CheckpointGC:
+    """A worker driven by the test alone (the app's own would race it for the collection)."""
+    gc = CheckpointGC(ctx_of(app))
+    ctx_of(app).controller.set_checkpoint_gc(gc.request)
+    return gc
+
+
+def kill_and_end(client: TestClient, user: dict, agent: FakeAgent, exp_id: int, tasks: list[StartedTask]) -> None:
+    assert post(client, f"/api/v1/experiments/{exp_id}/kill", None, user).status_code == 200
+    for t in tasks:
+        agent.exit(t.allocation_id, None, "killed")
+
+
+def legacy_row(app: FastAPI, task: StartedTask, ckpt_uuid: str, steps: int, storage: dict) -> None:
+    """A checkpoint as registration stored it before issue 8: uuid and storage as the request said."""
+    with ctx_of(app).db.session() as s:
+        trial = s.get(models.Trial, task.trial_id)
+        s.add(models.Checkpoint(uuid=ckpt_uuid, trial_id=trial.id, experiment_id=trial.experiment_id,
+                                task_id=task.task_id, allocation_id=task.allocation_id, state="STATE_COMPLETED",
+                                report_time=float(steps), steps_completed=steps, meta={"steps_completed": steps},
+                                resources={}, storage=storage, size_bytes=0))
+
+
+def test_a_user_cannot_make_gc_delete_a_directory(client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent,
+                                                  own_gc: CheckpointGC, running: tuple[int, list[StartedTask]],
+                                                  victim: Path) -> None:
+    """Defect 2: two checkpoints attached to a trial of one's own experiment, one named `data` in
+    `/some/dir`, the other newer; killing the experiment made GC remove /some/dir/data."""
+    exp_id, (t1, t2) = running
+    storage = {"type": "shared_fs", "host_path": str(victim)}
+    for name, steps in (("data", 0), (str(uuid_lib.uuid4()), 10)):
+        body = {"uuid": name, "metadata": {"steps_completed": steps}, "storage": storage,
+                "training": {"trialId": t1.trial_id}}
+        assert post(client, "/api/v1/checkpoints", body, user).status_code in (400, 403)
+        assert post(client, "/api/v1/checkpoints", body, bearer(t1.token)).status_code == 400
+    kill_and_end(client, user, agent2, exp_id, [t1, t2])
+    own_gc.run_pending()
+    assert (victim / "data" / "precious.txt").read_text() == "do not delete"
+
+
+def test_legacy_rows_outside_the_roots_are_left_alone(client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent,
+                                                      own_gc: CheckpointGC, running: tuple[int, list[StartedTask]],
+                                                      victim: Path) -> None:
+    """Defect 2 with rows stored before the fix: GC neither deletes their files nor marks them."""
+    exp_id, (t1, t2) = running
+    legacy_row(app, t1, "data", 0, {"type": "shared_fs", "host_path": str(victim)})
+    legacy_row(app, t1, str(uuid_lib.uuid4()), 10, {"type": "shared_fs", "host_path": str(victim)})
+    kill_and_end(client, user, agent2, exp_id, [t1, t2])
+    outcome = own_gc.collect(exp_id)
+    assert outcome.deleted == [] and list(outcome.refused) == ["data"]
+    assert "outside the master's checkpoint storage roots" in outcome.refused["data"]
+    assert (victim / "data" / "precious.txt").read_text() == "do not delete"
+    assert states(app, exp_id)["data"] == "STATE_COMPLETED"
+    [warning] = [e for e in events(app, "experiment") if e.level == "warning"]
+    assert "left 1 checkpoint(s) alone" in warning.message
+    assert own_gc.pending() == {exp_id: pytest.approx(own_gc.ctx.clock.now())}  # asked for by the kill
+    own_gc.run_pending()
+    assert own_gc.pending() == {}  # not retried: nothing will change until an operator acts
+
+
+def test_an_experiment_stored_outside_the_roots_is_left_alone(
+        client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, own_gc: CheckpointGC,
+        running: tuple[int, list[StartedTask]], victim: Path) -> None:
+    exp_id, (t1, t2) = running
+    with ctx_of(app).db.session() as s:  # an experiment created before the roots were checked
+        exp = s.get(models.Experiment, exp_id)
+        exp.config = {**exp.config, "checkpoint_storage": {**exp.config["checkpoint_storage"],
+                                                           "host_path": str(victim)}}
+    legacy_row(app, t1, "data", 0, {})
+    legacy_row(app, t1, str(uuid_lib.uuid4()), 10, {})
+    kill_and_end(client, user, agent2, exp_id, [t1, t2])
+    outcome = own_gc.collect(exp_id)
+    assert outcome.deleted == [] and "checkpoint_storage.host_path" in outcome.refused["data"]
+    assert (victim / "data" / "precious.txt").read_text() == "do not delete"
+
+
+def test_a_symlink_inside_a_checkpoint_is_removed_not_its_target(
+        client: TestClient, app: FastAPI, gc: CheckpointGC, agent2: FakeAgent,
+        running: tuple[int, list[StartedTask]], victim: Path) -> None:
+    exp_id, (t1, _t2) = running
+    old = report(client, app, t1, 2, 0.5)
+    report(client, app, t1, 4, 0.1)
+    path = storage_of(app).path_of(old)
+    (path / "to-a-file").symlink_to(victim / "data" / "precious.txt")
+    (path / "to-a-dir").symlink_to(victim / "data", target_is_directory=True)
+    (path / "dangling").symlink_to(victim / "nowhere")
+    agent2.exit(t1.allocation_id, 0)
+    gc.run_pending()
+    assert states(app, exp_id)[old] == "STATE_DELETED"
+    assert not path.exists() and not path.is_symlink()
+    assert (victim / "data" / "precious.txt").read_text() == "do not delete"
+
+
+def test_a_checkpoint_directory_that_is_a_symlink_is_left_alone(
+        client: TestClient, app: FastAPI, own_gc: CheckpointGC, agent2: FakeAgent,
+        running: tuple[int, list[StartedTask]], victim: Path) -> None:
+    exp_id, (t1, _t2) = running
+    old = report(client, app, t1, 2, 0.5)
+    report(client, app, t1, 4, 0.1)
+    path = storage_of(app).path_of(old)
+    shutil.rmtree(path)
+    path.symlink_to(victim / "data", target_is_directory=True)
+    agent2.exit(t1.allocation_id, 0)
+    outcome = own_gc.collect(exp_id)
+    assert outcome.deleted == [] and "symbolic link" in outcome.refused[old]
+    assert states(app, exp_id)[old] == "STATE_COMPLETED"
+    assert (victim / "data" / "precious.txt").read_text() == "do not delete"

@@ -105,3 +105,34 @@ def test_det_limit_is_at_least_what_the_client_allows() -> None:
 def test_b64_tgz() -> None:
     tgz, _, _ = md.files_to_tgz([entry("a", b"1")])
     assert base64.b64decode(md.b64_tgz(tgz)) == tgz
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("mtime", 1e30, "must be between 0 and 8589934591"),
+    ("mtime", str(10**30), "must be between 0 and 8589934591"),
+    ("mtime", "1e30", "must be an integer"),
+    ("mtime", "9" * 5000, "must be an integer"),
+    ("mtime", -1, "must be between 0 and 8589934591"),
+    ("mtime", 1.5, "must be an integer"),
+    ("mtime", True, "must be an integer"),
+    ("mode", 2**40, "must be between 0 and 65535"),
+    ("mode", [1], "must be an integer"),
+])
+def test_numbers_that_would_fail_on_the_agent_are_refused(key: str, value: object, message: str) -> None:
+    """An mtime of 1e30 was stored, and the trial died unpacking it with OverflowError."""
+    with pytest.raises(InvalidArgument) as info:
+        md.files_to_tgz([entry("ok.py", b"1"), {**entry("a.py", b"x"), key: value}])
+    assert info.value.fields == [{"field": f"modelDefinition[1].{key}", "message": message}]
+
+
+def test_largest_mtime_round_trips() -> None:
+    tgz, _, _ = md.files_to_tgz([{**entry("a.py", b"x"), "mtime": str(2**33 - 1)}])
+    assert members(tgz)["a.py"][0].mtime == 2**33 - 1
+
+
+@pytest.mark.parametrize("path", ["a\x00b", "a\nb", "\x1b[31m", "a\x7fb", "dir\\file.py", "a" * 4097, "\ud800"])
+def test_paths_a_tar_or_the_agent_would_change_are_refused(path: str) -> None:
+    """The path "a\\x00b" was stored, then unpacked as "a"."""
+    with pytest.raises(InvalidArgument) as info:
+        md.files_to_tgz([entry(path, b"x")])
+    assert info.value.fields[0]["field"] == "modelDefinition[0].path"

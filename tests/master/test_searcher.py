@@ -122,7 +122,7 @@ def test_grid_count_one_is_minval() -> None:
         i: {type: int, minval: 4, maxval: 9, count: 1}
         d: {type: double, minval: 0.2, maxval: 0.9, count: 1}
     """)
-    assert s.points == [{"i": 4, "d": 0.2}]
+    assert list(s.points) == [{"i": 4, "d": 0.2}]
 
 
 def test_grid_nested_hyperparameters_keep_their_shape() -> None:
@@ -350,3 +350,94 @@ def test_sample_log_is_uniform_in_the_exponent() -> None:
     exps = [math.log10(hp_mod.sample(space.hyperparameters, rng)["l"]) for _ in range(2000)]  # type: ignore[attr-defined]
     below = sum(1 for e in exps if e < -3)
     assert 800 < below < 1200  # about half the samples below 10**-3
+
+
+# -- bounded creation: lazy grids, room, the trial limit (issue 8, defect 4) -------------------------
+
+
+def test_grid_order_is_itertools_product_order() -> None:
+    import itertools
+
+    s = searcher_for("{name: grid, metric: l}", """
+        a: {type: categorical, vals: [x, y, z]}
+        g: {b: {type: int, minval: 0, maxval: 6, count: 4}, k: 5}
+        d: {type: double, minval: 0, maxval: 1, count: 2}
+    """)
+    expected = [{"a": a, "g": {"b": b, "k": 5}, "d": d}
+                for a, b, d in itertools.product(["x", "y", "z"], [0, 2, 4, 6], [0.0, 1.0])]
+    assert list(s.points) == expected
+    assert [s.points[i] for i in range(len(expected))] == expected
+    assert s.points[-1] == expected[-1] and s.points[2:4] == expected[2:4]
+    with pytest.raises(IndexError):
+        s.points[len(expected)]
+
+
+def test_grid_point_i_is_decoded_without_building_the_grid() -> None:
+    # 10**36 points: building any of it would never finish; each point is computed from its index
+    space = "\n".join(f"h{i}: {{type: int, minval: 0, maxval: 999999, count: 1000000}}" for i in range(6))
+    assert hp_mod.grid_size(config("{name: grid, metric: l}", space).hyperparameters) == 10**36  # type: ignore[attr-defined]
+    s = searcher_for("{name: grid, metric: l}", space)
+    assert s.total_trials() == 10**36
+    assert s.points[0] == {f"h{i}": 0 for i in range(6)}
+    assert s.points[10**36 - 1] == {f"h{i}": 999999 for i in range(6)}
+    assert s.points[123] == {**{f"h{i}": 0 for i in range(5)}, "h5": 123}
+    # a restored searcher creates point `created` directly
+    restored = searcher_for("{name: grid, metric: l, max_concurrent_trials: 1}", space,
+                            state={"created": 10**6 + 7, "closed": [], "live": [], "exhausted": False, "best": {}})
+    [req] = restored.initial().create
+    assert req.request_id == f"r{10**6 + 7}"
+    assert req.hparams == {**{f"h{i}": 0 for i in range(4)}, "h4": 1, "h5": 7}
+
+
+def test_grid_size_counts_nested_groups_and_distinct_integers() -> None:
+    cfg = config("{name: grid, metric: l}", """
+        outer:
+          inner: {a: {type: categorical, vals: [1, 2, 3]}, b: {type: log, minval: 0, maxval: 1, count: 5}}
+        i: {type: int, minval: 1, maxval: 3, count: 100}
+        k: 1
+    """)
+    assert hp_mod.grid_size(cfg.hyperparameters) == 3 * 5 * 3  # type: ignore[attr-defined]
+    assert len(make_searcher(cfg, seed=0).points) == 45  # type: ignore[arg-type,attr-defined]
+
+
+def test_room_caps_live_trials_without_entering_the_state() -> None:
+    cfg = config("{name: random, metric: l, max_trials: 100000000}", "x: {type: int, minval: 0, maxval: 9}")
+    s = make_searcher(cfg, seed=3, room=3)  # type: ignore[arg-type]
+    assert ids(s.initial()) == ["r0", "r1", "r2"]
+    assert "room" not in s.state() and s.total_trials() == 100_000_000
+    assert ids(s.on_trial_closed("r0")) == ["r3"]  # a close makes room for one
+    assert s.progress() == pytest.approx(1 / 100_000_000)
+    # more room later (a pool grew): the same trials the uncapped searcher would have created
+    grown = make_searcher(cfg, seed=3, state=s.state(), room=6)  # type: ignore[arg-type]
+    more = grown.top_up().create
+    assert [r.request_id for r in more] == ["r4", "r5", "r6"]
+    reference = make_searcher(config("{name: random, metric: l, max_trials: 7}",  # type: ignore[arg-type]
+                                     "x: {type: int, minval: 0, maxval: 9}"), seed=3)
+    assert [r.hparams for r in more] == [r.hparams for r in reference.initial().create][4:]
+    assert make_searcher(cfg, seed=3, state=grown.state(), room=0).top_up().create == []  # type: ignore[arg-type]
+
+
+def test_room_never_ends_a_searcher() -> None:
+    s = searcher_for("{name: grid, metric: l}", "c: {type: categorical, vals: [1, 2, 3]}")
+    s.room = 1
+    assert ids(s.initial()) == ["r0"]
+    assert ids(s.on_trial_closed("r0")) == ["r1"]
+    assert ids(s.on_trial_closed("r1")) == ["r2"]
+    assert s.exhausted  # known as soon as the last point is created
+    assert s.on_trial_closed("r2").shutdown
+
+
+def test_trial_limit_check() -> None:
+    from pedl.errors import InvalidArgument
+    from pedl.master.searcher.limits import check_trial_count
+
+    check_trial_count(config("{name: random, metric: l, max_trials: 10}"), 10)  # type: ignore[arg-type]
+    check_trial_count(config("{name: single, metric: l}"), 1)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument) as e:
+        check_trial_count(config("{name: random, metric: l, max_trials: 11}"), 10)  # type: ignore[arg-type]
+    assert e.value.fields[0]["field"] == "searcher.max_trials"
+    huge = "\n".join(f"h{i}: {{type: double, minval: 0, maxval: 1, count: {10**18}}}" for i in range(200))
+    with pytest.raises(InvalidArgument) as e:
+        check_trial_count(config("{name: grid, metric: l}", huge), 10)  # type: ignore[arg-type]
+    assert e.value.fields[0]["field"] == "hyperparameters"
+    check_trial_count(config("{name: grid, metric: l}", "c: {type: categorical, vals: [1, 2]}"), 2)  # type: ignore[arg-type]

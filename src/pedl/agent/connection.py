@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from pedl.agent.options import TOKEN_ENV, TOKEN_WHERE
 from pedl.common.agent_protocol import (
     CLOSE_UNAUTHORIZED,
     MASTER_MESSAGE,
@@ -49,13 +50,15 @@ def open_connection(master_url: str, token: str | None) -> connect:
 
 def refusal(exc: BaseException) -> AgentRefused | None:
     """The `AgentRefused` that `exc` means, if it means one."""
+    hint = f"pass the right one with --token or {TOKEN_ENV}: {TOKEN_WHERE}"
     if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_UNAUTHORIZED:
         return AgentRefused(f"the master refused this agent (close {exc.rcvd.code}: "
-                            f"{exc.rcvd.reason or 'unauthorized'}); check the agent token")
-    # a server that closes before accepting the upgrade answers with a plain HTTP status instead
+                            f"{exc.rcvd.reason or 'unauthorized'}); {hint}")
+    # a server that closes before accepting the upgrade (Starlette does) answers with a plain HTTP
+    # status instead, and its reason is lost on the way
     if isinstance(exc, InvalidStatus) and exc.response.status_code in (401, 403):
-        return AgentRefused(f"the master refused this agent (HTTP {exc.response.status_code}); "
-                            f"check the agent token")
+        return AgentRefused(f"the master refused this agent (HTTP {exc.response.status_code}: missing or "
+                            f"wrong agent token); {hint}")
     return None
 
 

@@ -1,6 +1,7 @@
 """The agent daemon: stays connected to the master, runs the tasks it is given, reports on them.
 
 Tasks outlive lost connections; their messages wait in an outbox until the agent has re-registered.
+Past the master's reconnect wait without word from it, though, the agent kills them (fencing.py).
 """
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from pydantic import BaseModel
@@ -26,6 +28,7 @@ from pedl.agent.connection import (
     ws_url,
 )
 from pedl.agent.devices import detect_slots
+from pedl.agent.fencing import CHECK_INTERVAL_S, MasterContact
 from pedl.agent.options import AgentOptions
 from pedl.agent.spot_watch import watch_spot
 from pedl.agent.task_env import TaskHost
@@ -56,7 +59,7 @@ class Agent:
     """One agent, runnable in-process: `await Agent(options).run(stop_event)`."""
 
     def __init__(self, options: AgentOptions, *, slots: list[SlotInfo] | None = None,
-                 shutdown_grace_period: float = 10.0) -> None:
+                 shutdown_grace_period: float = 10.0, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.options = options
         self.slots = detect_slots(options.slots) if slots is None else slots
         self.shutdown_grace_period = shutdown_grace_period
@@ -68,6 +71,8 @@ class Agent:
         self._outbox_ready = asyncio.Event()
         self._ws: ClientConnection | None = None  # set while registered
         self._was_registered = False  # in the current connection attempt, for the log line
+        self._contact = MasterContact(monotonic)
+        self._fence_grace = KillTask.model_fields["grace_period"].default  # the master's, once registered
 
     @property
     def connected(self) -> bool:
@@ -85,6 +90,7 @@ class Agent:
                  self.options.id, self.options.master_url, len(self.slots),
                  self.slots[0].type if self.slots else "no", self.options.work_path)
         link = asyncio.create_task(self._stay_connected())
+        watch = asyncio.create_task(self._watch_contact())
         stopped = asyncio.create_task(stop.wait())
         spot = None
         if self.options.spot_watch:
@@ -98,6 +104,7 @@ class Agent:
                 link.result()  # only AgentRefused ends the link by itself
         finally:
             stopped.cancel()
+            watch.cancel()
             if spot is not None:
                 spot.cancel()
             await self._shut_down(link)
@@ -109,6 +116,7 @@ class Agent:
         url = ws_url(self.options.master_url)
         while True:
             self._was_registered = False
+            self.check_master_contact()  # tasks the master has given away die before we reconnect
             try:
                 ws = await open_connection(self.options.master_url, self.options.token)
                 try:
@@ -135,6 +143,9 @@ class Agent:
             running_allocations=self.held_allocations()))
         registered = await asyncio.wait_for(self._await_registered(ws), REGISTER_TIMEOUT_S)
         backoff.reset()
+        self._contact.reconnect_wait = registered.reconnect_wait
+        if registered.kill_grace_period is not None:
+            self._fence_grace = registered.kill_grace_period
         log.info("agent %s registered with the master (%d slot(s), %d allocation(s) held)",
                  self.options.id, len(self.slots), len(self.held_allocations()))
         for allocation_id in registered.kill_unknown:
@@ -145,15 +156,19 @@ class Agent:
         self._ws = ws
         self._was_registered = True
         self._outbox_ready.set()  # flush what piled up while disconnected
+        loops = [self._receive_loop(ws), self._send_loop(ws), self._heartbeat_loop(ws, max(interval, MIN_HEARTBEAT_S))]
+        if registered.reconnect_wait is not None:
+            # pongs tell the agent the master still hears it, even when the master has nothing to say
+            loops.append(self._ping_loop(ws, max(min(interval, registered.reconnect_wait / 4), MIN_HEARTBEAT_S)))
         try:
-            await _first_failure(self._receive_loop(ws), self._send_loop(ws),
-                                 self._heartbeat_loop(ws, max(interval, MIN_HEARTBEAT_S)))
+            await _first_failure(*loops)
         finally:
             self._ws = None
 
     async def _await_registered(self, ws: ClientConnection) -> Registered:
         while True:
             msg = await receive_message(ws)
+            self._heard_from_master()
             if isinstance(msg, Registered):
                 return msg
             if msg is not None:
@@ -162,6 +177,7 @@ class Agent:
     async def _receive_loop(self, ws: ClientConnection) -> None:
         while True:
             msg = await receive_message(ws)
+            self._heard_from_master()
             if msg is not None:
                 self._handle(msg)
 
@@ -178,6 +194,42 @@ class Agent:
         while True:
             await asyncio.sleep(interval)
             await send_message(ws, Heartbeat(running_allocations=self.held_allocations()))
+
+    async def _ping_loop(self, ws: ClientConnection, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            pong = await ws.ping()
+            pong.add_done_callback(self._pong)
+
+    def _pong(self, waiter: asyncio.Future[float]) -> None:
+        if not waiter.cancelled() and waiter.exception() is None:
+            self._heard_from_master()
+
+    # fencing
+
+    def check_master_contact(self) -> bool:
+        """Kill every task when the master has not been heard from for longer than its reconnect
+        wait: it has declared this agent lost and restarted them elsewhere. True when it did."""
+        if not self._contact.overdue():
+            return False
+        self._contact.fenced()
+        reason = (f"no word from the master for {self._contact.silence():.1f} s, more than its reconnect wait "
+                  f"of {self._contact.reconnect_wait:g} s: the master has declared this agent lost and "
+                  f"restarted its tasks elsewhere")
+        log.warning("agent %s: %s; killing %d task(s)", self.options.id, reason, len(self.tasks))
+        for task in list(self.tasks.values()):
+            task.kill(self._fence_grace, reason)
+        return True
+
+    def _heard_from_master(self) -> None:
+        # first the silence this ends: after SIGSTOP/SIGCONT the first thing read may be long overdue
+        self.check_master_contact()
+        self._contact.heard()
+
+    async def _watch_contact(self) -> None:
+        while True:
+            self.check_master_contact()
+            await asyncio.sleep(CHECK_INTERVAL_S)
 
     # tasks
 

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TOKEN_ENV = "PEDL_AGENT_TOKEN"
+# where an operator finds the token a master expects (said by `pedl agent run` and by refusals)
+TOKEN_WHERE = ("the master's agent token is `agent_token` in its master.yaml when set, else the file "
+               "<data_dir>/agent_token on the master's host (data_dir defaults to ~/.local/share/pedl)")
 IMDS_ENV = "PEDL_IMDS_URL"
 DEFAULT_IMDS_URL = "http://169.254.169.254"
 
@@ -21,7 +24,9 @@ class AgentOptions:
     agent_id: str | None = None  # None: the hostname
     resource_pool: str = "default"
     slots: int | None = None  # CPU slots when no GPU is found; None: 1, 0: none
-    token: str | None = None  # None: $PEDL_AGENT_TOKEN, if set
+    # None: $PEDL_AGENT_TOKEN, if set; no token at all is accepted only by a master with
+    # security.allow_unauthenticated_loopback_agents (development), from its own host
+    token: str | None = None
     work_dir: Path | str | None = None  # None: ~/.local/share/pedl/agent/<agent_id>
     heartbeat_interval: float | None = None  # None: what the master says in `registered`
     hostname: str = field(default_factory=socket.gethostname)

@@ -23,20 +23,36 @@ def run(
     resource_pool: str = typer.Option("default", "--resource-pool", help="pool to join"),
     slots: int | None = typer.Option(None, "--slots", min=0,
                                      help="CPU slots when no GPU is found (default 1; 0: none)"),
-    token: str | None = typer.Option(None, "--token", envvar="PEDL_AGENT_TOKEN",
-                                     help="the master's agent_token"),
+    token: str | None = typer.Option(
+        None, "--token", envvar="PEDL_AGENT_TOKEN",
+        help="the master's agent token (required): master.yaml's agent_token when set, else the contents "
+             "of <data_dir>/agent_token on the master's host, which the master creates on first start"),
+    no_token: bool = typer.Option(
+        False, "--no-token",
+        help="connect without a token; only a development master with "
+             "security.allow_unauthenticated_loopback_agents: true accepts this, and only from its own host"),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="where tasks run"),
     spot_watch: bool = typer.Option(False, "--spot-watch", help="watch instance metadata for the spot interruption notice"),
     imds_url: str | None = typer.Option(None, "--imds-url", envvar="PEDL_IMDS_URL",
                                         help="instance metadata service (default http://169.254.169.254)"),
 ) -> None:
-    """Run an agent in the foreground until SIGINT/SIGTERM."""
+    """Run an agent in the foreground until SIGINT/SIGTERM.
+
+    The master refuses agents without its agent token; `--no-token` is for a development master
+    that opted in to unauthenticated loopback agents."""
     import logging
     import sys
 
     from pedl.agent.connection import AgentRefused
     from pedl.agent.daemon import run_agent  # heavy imports only when an agent is run
-    from pedl.agent.options import AgentOptions
+    from pedl.agent.options import TOKEN_WHERE, AgentOptions
+
+    if no_token and token:
+        fail("--no-token and a token (--token or PEDL_AGENT_TOKEN) contradict each other; give one")
+    if not no_token and not token:
+        fail(f"an agent needs the master's agent token: pass --token TOKEN or set PEDL_AGENT_TOKEN. "
+             f"Where to find it: {TOKEN_WHERE}. (--no-token connects without one, which only a development "
+             f"master with security.allow_unauthenticated_loopback_agents: true accepts, from its own host.)")
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -44,14 +60,14 @@ def run(
     url = normalize_master_url(master or state_of(ctx).master)
     try:
         options = AgentOptions(master_url=url, agent_id=agent_id, resource_pool=resource_pool,
-                               slots=slots, token=token, work_dir=work_dir, spot_watch=spot_watch,
+                               slots=slots, token=token or None, work_dir=work_dir, spot_watch=spot_watch,
                                imds_url=imds_url)
     except ValueError as exc:
         fail(str(exc))
     try:
         run_agent(options)
     except AgentRefused as exc:
-        fail(f"the master refused this agent: {exc}")
+        fail(str(exc))
 
 
 def slot_counts(agent: dict[str, Any]) -> tuple[int, int]:

@@ -66,15 +66,20 @@ def whoami(ctx: typer.Context) -> None:
 
 @app.command("change-password")
 def change_password(ctx: typer.Context, username: str | None = typer.Argument(None)) -> None:
-    """Set USERNAME's password (default: your own), asking for it twice."""
+    """Set USERNAME's password (default: your own), asking for it twice. Your own needs your current
+    password too; the master then ends your other sessions."""
     client = client_of(ctx)
     target = username or client.username
+    own = target == client.username
+    body: dict = {}
+    if own:
+        body["oldPassword"] = salt_and_hash(_prompt_password(f"Current password for user '{target}'"))
     password = _new_password(target)
     user_id = user_id_of(client, target)
     client.post(f"/api/v1/users/{user_id}/password",
-                {"password": salt_and_hash(password), "isHashed": True})
+                {"password": salt_and_hash(password), "isHashed": True, **body})
     say(f"Changed the password of '{target}'")
-    if username is None or target == client.username:
+    if own:
         client.login(target, password)  # the old session may be revoked; keep working
         client.store.set_active_user(client.url, target)
 

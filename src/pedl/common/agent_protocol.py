@@ -1,8 +1,8 @@
 """Messages between agent and master over the agent WebSocket (`/agents/ws`), as JSON objects
 with a `type` field. Both sides import these models, so the protocol lives in one place.
 
-Connection: the agent opens the socket with headers `X-Pedl-Agent-Token` (when the master has one)
-and sends `register` first; the master answers `registered` or closes with code 4401/4400.
+Connection: the agent opens the socket with the header `X-Pedl-Agent-Token` and sends `register`
+first; the master answers `registered` or closes with code 4401 (no or wrong token) / 4400.
 """
 
 from __future__ import annotations
@@ -89,6 +89,10 @@ class Registered(_Msg):
     agent_id: str
     heartbeat_interval: float
     kill_unknown: list[str] = Field(default_factory=list)  # allocations the master has ended
+    # fencing: an agent that has not heard from the master for this long must kill its tasks, which
+    # the master has by then given to other agents; None (an older master): the agent keeps them
+    reconnect_wait: float | None = None
+    kill_grace_period: float | None = None  # SIGTERM to SIGKILL for those kills; None: KillTask's default
 
 
 class StartTask(_Msg):

@@ -2,6 +2,11 @@
 
 Tasks (through pedl.core) write and read checkpoints with it; the master uses it to delete them
 and to stream them to `pedl checkpoint download`.
+
+A checkpoint is its regular files and directories. Symlinks (and FIFOs, sockets, devices) are not
+part of it: `list_directory` skips them, so they are neither reported, uploaded nor downloaded, and
+the master never follows one (it opens files with O_NOFOLLOW on every path component, deletes a
+link and never its target, and refuses a checkpoint directory that is itself a link).
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ import abc
 import contextlib
 import os
 import shutil
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
@@ -135,27 +142,51 @@ class SharedFSStorage(CheckpointStorage):
             raise CheckpointNotFound(f"checkpoint {uuid} not found in {self.base_path}")
         yield path
 
+    def checkpoint_dir(self, uuid: str) -> Path:
+        """`path_of(uuid)`, refused (Forbidden) when it is a symlink: it could point anywhere."""
+        path = self.path_of(uuid)
+        if path.is_symlink():
+            raise Forbidden(f"checkpoint {uuid}: {path} is a symbolic link; pedl does not follow it")
+        return path
+
     @contextlib.contextmanager
     def open_file(self, uuid: str, path: str) -> Iterator[BinaryIO]:
-        full = self.path_of(uuid) / _check_relpath(path)
+        """A regular file of the checkpoint, reached without following any symlink (a link swapped
+        in after the listing is refused, not followed)."""
+        rel = _check_relpath(path)
         try:
-            f = open(full, "rb")  # noqa: SIM115 - closed below, after the caller is done
+            fd = _open_below(self.checkpoint_dir(uuid), rel)
         except FileNotFoundError:
             raise CheckpointNotFound(f"file {path!r} of checkpoint {uuid} not found in {self.base_path}") from None
-        with f:
+        except OSError as exc:
+            raise Forbidden(f"file {path!r} of checkpoint {uuid} is not a regular file inside it ({exc.strerror})") \
+                from None
+        with os.fdopen(fd, "rb") as f:
             yield f
 
     def resources(self, uuid: str) -> dict[str, int]:
-        path = self.path_of(uuid)
+        path = self.checkpoint_dir(uuid)
         if not path.is_dir():
             return {}
         return list_directory(path)
 
     def exists(self, uuid: str) -> bool:
-        return self.path_of(uuid).is_dir()
+        path = self.path_of(uuid)
+        return path.is_dir() and not path.is_symlink()
 
     def delete(self, uuid: str) -> None:
-        shutil.rmtree(self.path_of(uuid), ignore_errors=True)
+        """Remove the checkpoint's directory. rmtree unlinks symlinks inside it and never follows
+        them; a checkpoint directory that is itself a symlink is refused."""
+        path = self.checkpoint_dir(uuid)
+
+        def gone_already(_func: object, _path: str, exc: BaseException) -> None:
+            if not isinstance(exc, FileNotFoundError):  # something else removed it first: fine
+                raise exc
+
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=gone_already)
+        else:
+            shutil.rmtree(path, onerror=lambda func, p, info: gone_already(func, p, info[1]))
 
 
 class S3Storage(TransferStorage):
@@ -336,16 +367,50 @@ def _mapped_code(code: str, message: str, status: int, action: str, where: str, 
 
 
 def list_directory(root: Path) -> dict[str, int]:
-    """`{relative posix path: size}` of everything under root; directories end in "/" (size 0)."""
+    """`{relative posix path: size}` of the regular files and directories under root; directories
+    end in "/" (size 0). Symlinks (dangling or not, to files or directories) and special files are
+    left out and never followed; an entry that vanishes while it is listed is left out too."""
     out: dict[str, int] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = Path(dirpath).relative_to(root)
-        for name in sorted(dirnames):
-            out[(rel_dir / name).as_posix() + "/"] = 0
-        for name in sorted(filenames):
-            full = Path(dirpath) / name
-            out[(rel_dir / name).as_posix()] = full.stat().st_size
+    pending = [(root, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                out[f"{prefix}{entry.name}/"] = 0
+                pending.append((Path(entry.path), f"{prefix}{entry.name}/"))
+            elif stat.S_ISREG(info.st_mode):
+                out[f"{prefix}{entry.name}"] = info.st_size
     return out
+
+
+def _open_below(root: Path, rel: str) -> int:
+    """A read-only descriptor of regular file `rel` under directory `root`, opened one component at
+    a time with O_NOFOLLOW, so no symlink (even one swapped in meanwhile) is followed. O_NONBLOCK
+    keeps a FIFO from blocking the open; anything but a regular file raises OSError."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(root, flags | os.O_DIRECTORY)
+    try:
+        *dirs, name = rel.split("/")
+        for part in dirs:
+            inner = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        file_fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+        os.close(file_fd)
+        raise OSError(0, "not a regular file")
+    os.set_blocking(file_fd, True)
+    return file_fd
 
 
 def storage_from_config(config: Mapping[str, Any]) -> CheckpointStorage:

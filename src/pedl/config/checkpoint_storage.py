@@ -1,9 +1,12 @@
-"""What master.yaml and experiment configs share about `checkpoint_storage`: the s3 location fields
-and the discriminator of the storage union (a section without `type` is shared_fs)."""
+"""What master.yaml and experiment configs share about `checkpoint_storage`: the s3 location fields,
+the discriminator of the storage union (a section without `type` is shared_fs), and the syntax of a
+storage root (`security.checkpoint_storage_roots`)."""
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
@@ -88,3 +91,50 @@ def merge_storage(master: dict[str, Any], experiment: dict[str, Any] | None) -> 
             f"checkpoint_storage.host_path: required, because the master's storage is {master.get('type')}",
             fields=[{"field": "checkpoint_storage.host_path", "message": "required"}])
     return out
+
+
+@dataclass(frozen=True)
+class StorageRoot:
+    """A place where checkpoints may live: a directory (shared_fs) or an S3 bucket and key prefix."""
+
+    type: Literal["shared_fs", "s3"]
+    path: str = ""  # shared_fs: an absolute directory, as written (the master resolves it)
+    bucket: str = ""
+    prefix: str = ""  # s3: key prefix without leading or trailing "/"; "" is the whole bucket
+
+    def __str__(self) -> str:
+        if self.type == "s3":
+            return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        return self.path
+
+
+def parse_storage_root(text: str) -> StorageRoot:
+    """One entry of `security.checkpoint_storage_roots`: an absolute directory or s3://bucket[/prefix].
+    Raises ValueError saying what is wrong."""
+    if not isinstance(text, str) or not text or "\x00" in text:
+        raise ValueError(f"{text!r} is not a storage root (an absolute directory or s3://bucket[/prefix])")
+    if text.startswith("s3://"):
+        bucket, _, prefix = text[len("s3://"):].partition("/")
+        if not _BUCKET.match(bucket):
+            raise ValueError(f"{text!r}: {bucket!r} is not a valid S3 bucket name")
+        parts = [p for p in prefix.split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            raise ValueError(f"{text!r}: the prefix must not contain '.' or '..' segments")
+        return StorageRoot("s3", bucket=bucket, prefix="/".join(parts))
+    if "://" in text:
+        raise ValueError(f"{text!r}: only s3:// roots are supported besides directories")
+    path = os.path.expanduser(text)
+    if not os.path.isabs(path):
+        raise ValueError(f"{text!r}: a directory root must be an absolute path")
+    return StorageRoot("shared_fs", path=os.path.normpath(path))
+
+
+def storage_root_of(storage: dict[str, Any]) -> StorageRoot:
+    """The root a checkpoint_storage section (a plain dict) stores under: its shared_fs directory
+    (host_path joined with storage_path) or its s3 bucket and prefix."""
+    if (storage.get("type") or "shared_fs") == "s3":
+        return StorageRoot("s3", bucket=str(storage.get("bucket") or ""),
+                           prefix="/".join(p for p in str(storage.get("prefix") or "").split("/") if p))
+    host = os.path.expanduser(str(storage.get("host_path") or ""))
+    sub = os.path.expanduser(str(storage.get("storage_path") or ""))
+    return StorageRoot("shared_fs", path=os.path.join(host, sub) if sub else host)

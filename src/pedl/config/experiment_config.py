@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import math
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from pedl.config.checkpoint_storage import S3Location, storage_union
-from pedl.config.loading import FieldProblems, StrictModel, parse_yaml_text, validate_data
+from pedl.config.loading import (
+    ConfigError,
+    FieldProblems,
+    StrictModel,
+    parse_yaml_text,
+    validate_data,
+)
+from pedl.config.storable_values import INT64_MAX, value_problems
+
+if TYPE_CHECKING:
+    from pedl.config.security_config import LimitsConfig
+
+# Bounds that keep every value storable in a 64-bit column and a JSON document on both databases,
+# and the work a config asks for small (a length's units, ASHA's rungs).
+MAX_NAME_LENGTH = 255
+MAX_SLOTS_PER_TRIAL = 10_000
+MAX_RESTARTS = 1_000
+MAX_LENGTH_UNITS = 10**12
+MAX_SEED = 2**31 - 1  # trial seeds are derived from it modulo 2**31
+Int64 = Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Name = Annotated[str, Field(max_length=MAX_NAME_LENGTH)]
 
 
 class ConstHP(StrictModel):
@@ -17,9 +39,9 @@ class ConstHP(StrictModel):
 
 class IntHP(StrictModel):
     type: Literal["int"]
-    minval: int
-    maxval: int
-    count: int | None = Field(None, ge=1, description="grid points")
+    minval: Int64
+    maxval: Int64
+    count: int | None = Field(None, ge=1, le=INT64_MAX, description="grid points")
 
     @model_validator(mode="after")
     def _range(self) -> IntHP:
@@ -30,23 +52,25 @@ class IntHP(StrictModel):
 
 class DoubleHP(StrictModel):
     type: Literal["double"]
-    minval: float
-    maxval: float
-    count: int | None = Field(None, ge=1)
+    minval: FiniteFloat
+    maxval: FiniteFloat
+    count: int | None = Field(None, ge=1, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _range(self) -> DoubleHP:
         if self.minval > self.maxval:
             raise ValueError("minval must be <= maxval")
+        if not math.isfinite(self.maxval - self.minval):  # samples and grid steps would be infinite
+            raise ValueError("maxval - minval must be a finite number")
         return self
 
 
 class LogHP(StrictModel):
     type: Literal["log"]
-    minval: float
-    maxval: float
-    base: float = Field(10.0, gt=0)
-    count: int | None = Field(None, ge=1)
+    minval: FiniteFloat
+    maxval: FiniteFloat
+    base: FiniteFloat = Field(10.0, gt=0)
+    count: int | None = Field(None, ge=1, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _range(self) -> LogHP:
@@ -54,6 +78,14 @@ class LogHP(StrictModel):
             raise ValueError("minval must be <= maxval")
         if self.base == 1:
             raise ValueError("base must not be 1")
+        # values are base**exponent: both ends must be finite floats (Python raises OverflowError)
+        for end in (self.minval, self.maxval):
+            try:
+                finite = math.isfinite(self.base**end)
+            except (OverflowError, ZeroDivisionError):
+                finite = False
+            if not finite:
+                raise ValueError(f"base**{end:g} is not a finite number")
         return self
 
 
@@ -69,9 +101,9 @@ _HP_ADAPTER: TypeAdapter[Any] = TypeAdapter(Hyperparameter)
 class Length(StrictModel):
     """A training length in Determined's units; `max_length: 100` means 100 batches."""
 
-    batches: int | None = Field(None, ge=1)
-    epochs: int | None = Field(None, ge=1)
-    records: int | None = Field(None, ge=1)
+    batches: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS)
+    epochs: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS)
+    records: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS)
 
     @model_validator(mode="after")
     def _one(self) -> Length:
@@ -102,18 +134,21 @@ _ASHA_ONLY = ("divisor", "max_rungs", "mode")
 
 class SearcherConfig(StrictModel):
     name: Literal["single", "grid", "random", "adaptive_asha"]
-    metric: str = Field(..., min_length=1, description="validation metric the searcher optimizes")
+    metric: str = Field(..., min_length=1, max_length=MAX_NAME_LENGTH,
+                        description="validation metric the searcher optimizes")
     smaller_is_better: bool = True
     max_trials: int | None = Field(None, ge=1, description="trials to sample (random, adaptive_asha)")
     max_length: Length | None = None
     max_concurrent_trials: int = Field(
-        0, ge=0, description="0 means no limit (adaptive_asha: Determined's per-bracket default)")
-    divisor: float = Field(4, gt=1, description="adaptive_asha: keep the top 1/divisor at each rung")
-    max_rungs: int = Field(5, ge=1, description="adaptive_asha: rungs of the most aggressive bracket")
+        0, ge=0, le=INT64_MAX, description="0 means no limit (adaptive_asha: Determined's per-bracket default)")
+    # at least 1.01: rungs are counted by repeated multiplication, about log(max_length)/log(divisor) steps
+    divisor: FiniteFloat = Field(4, ge=1.01, le=1_000_000,
+                                 description="adaptive_asha: keep the top 1/divisor at each rung")
+    max_rungs: int = Field(5, ge=1, le=100, description="adaptive_asha: rungs of the most aggressive bracket")
     mode: Literal["aggressive", "standard", "conservative"] = Field(
         "standard", description="adaptive_asha: which brackets run (aggressive: one, conservative: all)")
-    source_trial_id: int | None = None
-    source_checkpoint_uuid: str | None = None
+    source_trial_id: int | None = Field(None, ge=0, le=INT64_MAX)
+    source_checkpoint_uuid: str | None = Field(None, max_length=64)
 
     _coerce = field_validator("max_length", mode="before")(_coerce_length)
 
@@ -135,11 +170,11 @@ class SearcherConfig(StrictModel):
 
 
 class ResourcesConfig(StrictModel):
-    slots_per_trial: int = Field(1, ge=0)
-    resource_pool: str | None = None
+    slots_per_trial: int = Field(1, ge=0, le=MAX_SLOTS_PER_TRIAL)
+    resource_pool: Name | None = None
     priority: int | None = Field(None, ge=1, le=99, description="1 is most urgent")
-    weight: float = Field(1.0, gt=0)
-    max_slots: int | None = Field(None, ge=0)
+    weight: FiniteFloat = Field(1.0, gt=0, le=1_000_000)
+    max_slots: int | None = Field(None, ge=0, le=1_000_000)
 
 
 class SharedFSStorageConfig(StrictModel):
@@ -149,15 +184,19 @@ class SharedFSStorageConfig(StrictModel):
     type: Literal["shared_fs"] | None = Field(None, description="left out: the master's storage type")
     host_path: str | None = None
     storage_path: str | None = None
-    save_experiment_best: int | None = Field(None, ge=0, description="best checkpoints of the experiment kept")
-    save_trial_best: int | None = Field(None, ge=0, description="best checkpoints of each trial kept")
-    save_trial_latest: int | None = Field(None, ge=0, description="latest checkpoints of each trial kept")
+    save_experiment_best: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
+    save_trial_best: int | None = Field(None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
+    save_trial_latest: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
 
 
 class S3StorageConfig(S3Location):
-    save_experiment_best: int | None = Field(None, ge=0, description="best checkpoints of the experiment kept")
-    save_trial_best: int | None = Field(None, ge=0, description="best checkpoints of each trial kept")
-    save_trial_latest: int | None = Field(None, ge=0, description="latest checkpoints of each trial kept")
+    save_experiment_best: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
+    save_trial_best: int | None = Field(None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
+    save_trial_latest: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
 
 
 CheckpointStorageConfig = storage_union(SharedFSStorageConfig, S3StorageConfig)
@@ -182,27 +221,27 @@ class EnvironmentConfig(StrictModel):
 
 
 class ReproducibilityConfig(StrictModel):
-    experiment_seed: int | None = Field(None, ge=0)
+    experiment_seed: int | None = Field(None, ge=0, le=MAX_SEED)
 
 
 class ExperimentConfig(StrictModel):
-    name: str = Field("", max_length=512)
+    name: Name = ""
     description: str = ""
-    labels: list[str] = Field(default_factory=list)
+    labels: list[Name] = Field(default_factory=list)
     entrypoint: str | list[str] = Field(..., description="command run in the model directory")
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     searcher: SearcherConfig
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
-    max_restarts: int = Field(5, ge=0)
+    max_restarts: int = Field(5, ge=0, le=MAX_RESTARTS)
     checkpoint_storage: CheckpointStorageConfig | None = None
     min_validation_period: Length | None = None
     min_checkpoint_period: Length | None = None
-    records_per_epoch: int = Field(0, ge=0)
+    records_per_epoch: int = Field(0, ge=0, le=MAX_LENGTH_UNITS)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     reproducibility: ReproducibilityConfig = Field(default_factory=ReproducibilityConfig)
     data: dict[str, Any] = Field(default_factory=dict, description="free-form, passed to the trial")
-    workspace: str | None = None
-    project: str | None = None
+    workspace: Name | None = None
+    project: Name | None = None
 
     _coerce_min_val = field_validator("min_validation_period", "min_checkpoint_period",
                                       mode="before")(_coerce_length)
@@ -273,6 +312,30 @@ def iter_hparams(tree: dict[str, Any], prefix: str = ""):
             yield path, value
 
 
-def parse_experiment_config(text_or_data: str | dict[str, Any], source: str = "experiment config") -> ExperimentConfig:
-    data = parse_yaml_text(text_or_data, source) if isinstance(text_or_data, str) else text_or_data
-    return validate_data(ExperimentConfig, data, source)
+def parse_experiment_config(text_or_data: str | dict[str, Any], source: str = "experiment config", *,
+                            limits: LimitsConfig | None = None) -> ExperimentConfig:
+    """Parse and validate within `limits` (the master's; the defaults where None). Every value is
+    checked before the models see it, so a NUL character or an infinite number anywhere (`data`,
+    hyperparameter values, environment variables) is refused naming its path, the same on SQLite
+    and PostgreSQL."""
+    if isinstance(text_or_data, str):
+        data = parse_yaml_text(text_or_data, source, limits=limits)
+    else:
+        data = text_or_data
+    max_string = limits.max_string_length if limits is not None else None
+    if max_string is None:
+        from pedl.config.security_config import LimitsConfig  # imports config.loading: load on use
+
+        max_string = LimitsConfig().max_string_length
+    fields = [{"field": f, "message": m} for f, m in value_problems(data, max_string_length=max_string)]
+    try:
+        config = validate_data(ExperimentConfig, data, source)
+    except ConfigError as exc:  # listed with the value problems, once per field
+        named = {p["field"] for p in fields}
+        fields += [p for p in exc.fields if p["field"] not in named]
+        if not fields:
+            raise
+    if fields:
+        lines = "; ".join(f"{p['field']}: {p['message']}" for p in fields)
+        raise ConfigError(f"invalid {source}: {lines}", fields=fields)
+    return config

@@ -73,7 +73,8 @@ class MasterConfig(StrictModel):
     cluster_name: str = ""
     agent_token: str | None = Field(
         None, description="shared secret agents present; without it the master generates one on first "
-                          "start and keeps it in data_dir/agent_token (owner-only)")
+                          "start and keeps it in data_dir/agent_token (mode 0600; a file others may read is "
+                          "refused)")
     agent_heartbeat_interval: Duration = Field(5.0, description="how often agents send heartbeats")
     agent_heartbeat_timeout: Duration = Field(15.0, description="silence after which an agent is disconnected")
     agent_reconnect_wait: Duration = Field(25.0, description="how long a disconnected agent keeps its tasks")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from pedl.config.checkpoint_storage import parse_storage_root
 from pedl.config.durations import Duration
 from pedl.config.loading import StrictModel
 
@@ -37,12 +38,30 @@ class SecurityConfig(StrictModel):
         description="where experiments may store checkpoints besides the master's own checkpoint_storage: "
                     "absolute directories (shared_fs) and s3://bucket[/prefix] (s3)")
 
+    s3_endpoint_urls: list[str] = Field(
+        default_factory=list,
+        description="S3-compatible endpoints (MinIO, moto) an experiment's s3 storage may name besides the "
+                    "master's own checkpoint_storage.endpoint_url; an experiment naming another is refused, "
+                    "so the master never sends signed requests to a host a user chose")
+
+    @field_validator("checkpoint_storage_roots")
+    @classmethod
+    def _roots(cls, roots: list[str]) -> list[str]:
+        for root in roots:
+            parse_storage_root(root)  # a ValueError names the entry
+        return roots
+
 
 class LimitsConfig(StrictModel):
     """Bounds on what one request may ask of the master."""
 
     max_trials_per_experiment: int = Field(
         10_000, ge=1, le=10_000_000, description="searcher.max_trials and the size of a grid")
+    min_live_trials_per_experiment: int = Field(
+        16, ge=1, le=10_000,
+        description="trials are created as the pool has room for them (its capacity in trials, and "
+                    "max_concurrent_trials); an experiment may still have this many live, queued where the pool is "
+                    "smaller (Determined's default max_concurrent_trials is 16)")
     max_request_body_bytes: int = Field(
         4 * MiB, ge=1024, description="any request body except an experiment's model definition upload")
     max_model_definition_bytes: int = Field(

@@ -63,7 +63,8 @@ class CheckpointContext(abc.ABC):
 
         `metadata` must hold `steps_completed`, the number of batches the checkpoint has trained;
         it is saved as metadata.json in the checkpoint and sent to the master. If the block raises,
-        nothing is kept and nothing is reported.
+        nothing is kept and nothing is reported. Only regular files and directories are part of a
+        checkpoint: symlinks written under `path` are not reported, uploaded or downloaded.
         """
         metadata = _checked_metadata(metadata)
         self._require_chief("store_path")
@@ -86,13 +87,14 @@ class CheckpointContext(abc.ABC):
         if not src.is_dir():
             raise FileNotFoundError(f"{src} is not a directory")
         with self.store_path(metadata) as (path, storage_id):
-            shutil.copytree(src, path, dirs_exist_ok=True)
+            # a dangling link has nothing to copy; it must not fail the checkpoint
+            shutil.copytree(src, path, dirs_exist_ok=True, ignore_dangling_symlinks=True)
         return storage_id
 
     def download(self, storage_id: str, ckpt_dir: str | Path) -> None:
         """Copy checkpoint `storage_id` into `ckpt_dir` (created if missing)."""
         with self.restore_path(storage_id) as path:
-            shutil.copytree(path, Path(ckpt_dir), dirs_exist_ok=True)
+            shutil.copytree(path, Path(ckpt_dir), dirs_exist_ok=True, ignore_dangling_symlinks=True)
 
     @abc.abstractmethod
     def get_metadata(self, storage_id: str) -> dict[str, Any]:

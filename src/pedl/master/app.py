@@ -10,20 +10,22 @@ import uuid
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
-from fastapi.responses import PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy.exc import OperationalError
 
 from pedl.clock import Clock, SystemClock
 from pedl.config.master_config import MasterConfig
 from pedl.errors import Unavailable
+from pedl.master.agent_token import resolve_agent_token
 from pedl.master.api import (
     agents,
     auth,
+    body_limit,
     checkpoints,
     errors,
     experiments,
     master,
+    openapi,
+    prometheus,
     resource_pools,
     tasks,
     trials,
@@ -34,8 +36,10 @@ from pedl.master.cluster.controller import Controller
 from pedl.master.context import MasterContext
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
+from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import users as users_service
 from pedl.master.services.checkpoint_gc import CheckpointGC
+from pedl.master.services.login_limiter import LoginLimiter
 from pedl.version import __version__
 
 log = logging.getLogger("pedl.master")
@@ -132,8 +136,9 @@ def start_provisioners(ctx: MasterContext, stop: asyncio.Event) -> list[asyncio.
 
 def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database | None = None) -> FastAPI:
     ctx = MasterContext(config=config, db=db or open_database(config), clock=clock or SystemClock(),
-                        master_id=str(uuid.uuid4()))
+                        master_id=str(uuid.uuid4()), agent_token=resolve_agent_token(config))
     ctx.hub = AgentHub()
+    ctx.login_limiter = LoginLimiter(config.security.login_rate_limit)
     ctx.controller = Controller(ctx)
     checkpoint_gc = CheckpointGC(ctx)
     ctx.controller.set_checkpoint_gc(checkpoint_gc.request)
@@ -146,6 +151,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         stop = asyncio.Event()
         task = asyncio.create_task(control_loop(ctx, stop))
         prov_tasks = start_provisioners(ctx, stop)
+        await asyncio.to_thread(checkpoints_service.report_outside_roots, ctx)
         gc_task = asyncio.create_task(checkpoint_gc.run_loop(stop))
         log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
                  "sqlite" if ctx.db.is_sqlite else "postgresql")
@@ -166,11 +172,9 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.state.ctx = ctx
     app.state.checkpoint_gc = checkpoint_gc
     errors.install(app)
-    for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools):
+    app.add_middleware(body_limit.BodyLimit, limits=config.limits)
+    for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools, prometheus):
         app.include_router(module.router)
-
-    @app.get("/metrics", include_in_schema=False)
-    def prometheus() -> PlainTextResponse:
-        return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
+    openapi.install(app)  # after the routers: it corrects the document they produce
 
     return app

@@ -15,6 +15,7 @@ class Caller:
     user: models.User
     allocation_id: str | None = None  # set when a task calls with its session token
     expires_at: float | None = None  # of a login token
+    issued_at: float | None = None  # of a login token: a fresh one may change its own password
 
 
 class CallerCache:
@@ -41,6 +42,12 @@ class CallerCache:
     def drop(self, token: str) -> None:
         with self._lock:
             self._entries.pop(token, None)
+
+    def drop_user(self, user_id: int) -> None:
+        """Forget every login token of a user (password changed, sessions revoked)."""
+        with self._lock:
+            self._entries = {k: v for k, v in self._entries.items()
+                             if v[1].allocation_id is not None or v[1].user.id != user_id}
 
     def drop_allocation(self, allocation_id: str) -> None:
         with self._lock:

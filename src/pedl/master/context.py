@@ -13,6 +13,7 @@ from pedl.master.db.engine import Database
 if TYPE_CHECKING:
     from pedl.master.cluster.agent_hub import AgentHub
     from pedl.master.cluster.controller import Controller
+    from pedl.master.services.login_limiter import LoginLimiter
 
 
 @dataclass
@@ -23,5 +24,7 @@ class MasterContext:
     cluster_id: str = ""
     master_id: str = ""
     caller_cache: CallerCache = field(default_factory=CallerCache)
+    agent_token: str = ""  # what agents must present (master/agent_token.py); "" admits none
     hub: AgentHub = field(init=False)
     controller: Controller = field(init=False)
+    login_limiter: LoginLimiter = field(init=False)

@@ -51,22 +51,29 @@ def _master_url(ws: WebSocket) -> str:
     return f"{scheme}://{ws.url.netloc}"
 
 
+def _refusal(ctx, remote: str, offered: str) -> str | None:  # noqa: ANN001 - a MasterContext
+    """Why this connection may not be an agent; None when it may. The token is required unless
+    security.allow_unauthenticated_loopback_agents (development only) admits a loopback peer that
+    offers none; a token that is offered must always be right."""
+    expected = ctx.agent_token
+    if offered:
+        if expected and secrets.compare_digest(offered.encode(), expected.encode()):
+            return None
+        return "wrong agent token"
+    if ctx.config.security.allow_unauthenticated_loopback_agents and _is_loopback(remote):
+        return None
+    return "missing agent token"
+
+
 @router.websocket("/agents/ws")
 async def agent_socket(ws: WebSocket) -> None:
     ctx = ws.app.state.ctx
     ctl = ctx.controller
     remote = ws.client.host if ws.client else ""
-    expected = ctx.config.agent_token
-    offered = ws.headers.get("x-pedl-agent-token", "")
-    if expected:
-        if not secrets.compare_digest(offered.encode(), expected.encode()):
-            log.warning("refused agent connection from %s: wrong or missing agent token", remote)
-            await ws.close(code=proto.CLOSE_UNAUTHORIZED, reason="invalid agent token")
-            return
-    elif not _is_loopback(remote):
-        log.warning("refused agent connection from %s: no agent_token is set, so only loopback agents are accepted",
-                    remote)
-        await ws.close(code=proto.CLOSE_UNAUTHORIZED, reason="no agent_token configured; only loopback agents")
+    refused = _refusal(ctx, remote, ws.headers.get("x-pedl-agent-token", ""))
+    if refused is not None:
+        log.warning("refused agent connection from %s: %s", remote, refused)
+        await ws.close(code=proto.CLOSE_UNAUTHORIZED, reason=refused)
         return
     await ws.accept()
     try:
@@ -90,6 +97,10 @@ async def agent_socket(ws: WebSocket) -> None:
     writer: asyncio.Task | None = None
     try:
         registered = await run_in_threadpool(ctl.agent_registered, first, remote)
+        # how long the agent may stay cut off before it must kill its tasks itself (fencing): by then
+        # the master has declared it lost and restarted its tasks elsewhere
+        registered = registered.model_copy(update={"reconnect_wait": ctx.config.agent_reconnect_wait,
+                                                   "kill_grace_period": ctx.config.task_kill_grace_period})
         await ws.send_json(proto.dump(registered))
         # only now: work scheduled meanwhile waits in the queue, so `registered` is always first
         writer = asyncio.create_task(_writer(ws, conn))

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+import uuid as uuid_lib
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
-from pedl.common.checkpoint_storage import storage_from_config
-from pedl.errors import InvalidArgument, NotFound
+from pedl.config.storable_values import INT64_MAX
+from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
 from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
+from pedl.master.api.openapi import accepts, produces
 from pedl.master.db import models
 from pedl.master.services import checkpoint_download
 from pedl.master.services import checkpoints as checkpoints_service
+from pedl.master.services.storage_roots import allowed_roots, is_path_component
 
 router = APIRouter(prefix="/api/v1/checkpoints")
 
 
+_STATES = {"STATE_ACTIVE", "STATE_COMPLETED", "STATE_ERROR", "STATE_DELETED", "STATE_PARTIALLY_DELETED"}
+
+
 class CheckpointIn(Body):
-    uuid: str = Field(..., min_length=1, max_length=64)
+    """What a task reports (Determined's v1Checkpoint). The location of the files is never part of
+    it: they are where the experiment's checkpoint_storage says."""
+
+    uuid: str = Field(..., max_length=64)
     allocationId: str | None = None
     taskId: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -29,41 +39,82 @@ class CheckpointIn(Body):
     training: dict[str, Any] | None = None
     storageId: int | None = None
     reportTime: str | None = None
-    storage: dict[str, Any] | None = None
+    storage: SkipJsonSchema[Any] = None  # refused when given; declared so the refusal names the field
+
+    @field_validator("uuid")
+    @classmethod
+    def _uuid(cls, value: str) -> str:
+        # the uuid names the checkpoint's directory: only a real UUID, in its canonical form
+        try:
+            return str(uuid_lib.UUID(value))
+        except ValueError:
+            raise ValueError(f"{value!r} is not a UUID") from None
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, value: dict[str, Any]) -> dict[str, int]:
+        out = {}
+        for path, size in value.items():
+            parts = path[:-1].split("/") if path.endswith("/") else path.split("/")
+            if not all(is_path_component(p) for p in parts):
+                raise ValueError(f"{path!r} is not a relative path inside the checkpoint")
+            if isinstance(size, str) and size.isascii() and size.isdigit():
+                size = int(size)
+            if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= INT64_MAX:
+                raise ValueError(f"the size of {path!r} must be a non-negative integer (bytes), not {size!r}")
+            out[path] = size
+        return out
+
+    @field_validator("state")
+    @classmethod
+    def _state(cls, value: str) -> str:
+        if value not in _STATES:
+            raise ValueError(f"{value!r} is not one of {sorted(_STATES)}")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        steps = value.get("steps_completed", 0)
+        if isinstance(steps, str) and steps.isascii() and steps.isdigit():
+            steps = int(steps)
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= INT64_MAX:
+            raise ValueError(f"steps_completed must be a non-negative integer, not {steps!r}")
+        return value
+
+    @field_validator("training")
+    @classmethod
+    def _training(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        trial_id = (value or {}).get("trialId")
+        if trial_id is not None and (isinstance(trial_id, bool) or not isinstance(trial_id, int)
+                                     or not 0 < trial_id <= INT64_MAX):
+            raise ValueError(f"trialId must be a trial id (a positive integer), not {trial_id!r}")
+        return value
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: Any) -> None:
+        if value is not None:
+            raise ValueError("not accepted: a checkpoint's files are where its experiment's checkpoint_storage says")
+        return None
 
 
 class ReportCheckpointBody(Body):
     checkpoint: CheckpointIn
 
 
-_STATES = {"STATE_ACTIVE", "STATE_COMPLETED", "STATE_ERROR", "STATE_DELETED", "STATE_PARTIALLY_DELETED"}
-
-
 @router.post("")
+@accepts(ReportCheckpointBody)
 def report(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    """A trial reports a checkpoint it stored; only its own task token may."""
     data = body if isinstance(body, dict) else {}
-    req = parse(ReportCheckpointBody, data if "checkpoint" in data else {"checkpoint": data})
-    ck = req.checkpoint
-    if ck.state not in _STATES:
-        raise InvalidArgument(f"checkpoint.state: {ck.state!r} is not one of {sorted(_STATES)}",
-                              fields=[{"field": "checkpoint.state", "message": "invalid state"}])
+    ck = parse(ReportCheckpointBody, data if "checkpoint" in data else {"checkpoint": data}).checkpoint
     ctx = ctx_of(request)
     with ctx.db.session() as s:
-        alloc_id = who.allocation_id or ck.allocationId
-        alloc = s.get(models.Allocation, alloc_id) if alloc_id else None
-        trial = s.get(models.Trial, alloc.trial_id) if alloc and alloc.trial_id else None
-        if trial is None and ck.training and ck.training.get("trialId"):
-            trial_id = ck.training["trialId"]
-            if not isinstance(trial_id, int) or isinstance(trial_id, bool):
-                raise InvalidArgument("checkpoint.training.trialId: must be an integer",
-                                      fields=[{"field": "checkpoint.training.trialId", "message": "not an integer"}])
-            trial = s.get(models.Trial, trial_id)
-        exp = s.get(models.Experiment, trial.experiment_id) if trial else None
-        storage = ck.storage or (exp.config.get("checkpoint_storage", {}) if exp else {})
-        row = checkpoints_service.record(s, uuid=ck.uuid, trial=trial, alloc_id=alloc_id,
-                                         task_id=ck.taskId or (alloc.task_id if alloc else None),
-                                         report_time=ctx.clock.now(), metadata=ck.metadata,
-                                         resources=ck.resources, storage=storage, state=ck.state)
+        row, exp, trial = checkpoints_service.register(
+            s, who, uuid=ck.uuid, now=ctx.clock.now(), metadata=ck.metadata, resources=ck.resources, state=ck.state,
+            trial_id=(ck.training or {}).get("trialId"), allocation_id=ck.allocationId or None,
+            task_id=ck.taskId or None)
         return {"checkpoint": shapes.checkpoint(row, exp, trial, None)}
 
 
@@ -81,7 +132,7 @@ def describe(uuid: str, request: Request, _: Caller = Depends(caller)) -> dict:
 @router.get("")
 def list_checkpoints(request: Request, _: Caller = Depends(caller), experimentId: int | None = None,
                      trialId: int | None = None, states: list[str] = Query(default_factory=list),
-                     offset: int = Query(0, ge=0), limit: int = Query(0, ge=0), orderBy: str | None = None) -> dict:
+                     offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX), orderBy: str | None = None) -> dict:
     """pedl's own listing (det has none across experiments): filter by experiment, trial and state."""
     bad = [st for st in states if st not in _STATES]
     if bad:
@@ -97,23 +148,18 @@ def list_checkpoints(request: Request, _: Caller = Depends(caller), experimentId
 
 
 @router.get("/{uuid}/download")
+@produces("application/x-tar", errors=(404,))
 def download(uuid: str, request: Request, _: Caller = Depends(caller)) -> StreamingResponse:
-    """The checkpoint's files as an uncompressed tar, streamed from its storage (shared_fs or s3)."""
+    """The checkpoint's files as an uncompressed tar, streamed from its storage (shared_fs or s3),
+    only from inside the master's checkpoint storage roots."""
     ctx = ctx_of(request)
     with ctx.db.session() as s:
-        c = checkpoints_service.get(s, uuid)
-        exp = s.get(models.Experiment, c.experiment_id) if c.experiment_id else None
-        config = c.storage or (exp.config.get("checkpoint_storage") if exp else None) or \
-            ctx.config.effective_checkpoint_storage().model_dump(mode="json")
-        state, report_time = c.state, c.report_time
-    if state == "STATE_DELETED":
-        raise NotFound(f"checkpoint {uuid} was deleted (STATE_DELETED); its files are gone")
-    storage = storage_from_config(config)
-    resources = storage.resources(uuid)  # before the first byte, so storage errors get a proper status
-    if not resources:
-        raise NotFound(f"checkpoint {uuid} has no files in {storage!r}")
-    tar = checkpoint_download.plan_tar(resources, report_time)
-    return StreamingResponse(checkpoint_download.tar_stream(storage, uuid, tar), media_type="application/x-tar",
+        where = checkpoints_service.locate(s, uuid, ctx.config.effective_checkpoint_storage().model_dump(mode="json"))
+    ready = checkpoint_download.prepare(where.uuid, where.storage, allowed_roots(ctx.config),
+                                        report_time=where.report_time, recorded=where.recorded)
+    tar = ready.tar
+    return StreamingResponse(checkpoint_download.tar_stream(ready.storage, where.uuid, tar),
+                             media_type="application/x-tar",
                              headers={"Content-Length": str(tar.length),
-                                      "Content-Disposition": f'attachment; filename="{uuid}.tar"',
+                                      "Content-Disposition": f'attachment; filename="{where.uuid}.tar"',
                                       "X-Pedl-Checkpoint-Bytes": str(tar.file_bytes)})

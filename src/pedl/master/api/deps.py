@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Request
-from pydantic import BaseModel, ConfigDict, ValidationError
+from fastapi import Path, Request
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from sqlalchemy import select
 
+from pedl.config.storable_values import INT64_MAX, value_problems
 from pedl.errors import InvalidArgument, Unauthenticated
-from pedl.master.api.errors import validation_error
+from pedl.master.api.body_limit import is_model_upload
+from pedl.master.api.bounded_json import parse_json
+from pedl.master.api.errors import NestedValueError, validation_error
 from pedl.master.caller_cache import Caller, CallerCache
 from pedl.master.context import MasterContext
 from pedl.master.db import models
@@ -19,12 +21,25 @@ from pedl.master.services import users as users_service
 
 M = TypeVar("M", bound=BaseModel)
 
+# ids in paths and counts in queries: a number past 64 bits is the caller's mistake, not the database's
+IdPath = Annotated[int, Path(ge=0, le=INT64_MAX)]
+
 
 class Body(BaseModel):
     """Base of request bodies: camelCase keys as det sends them; unknown keys are ignored the way
-    Determined's gateway ignores them, so newer clients keep working."""
+    Determined's gateway ignores them, so newer clients keep working. Every value must be one both
+    databases store alike: floats finite, strings without NUL or lone surrogates, integers in 64 bits."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        problems = value_problems(value, limit=1)
+        if problems:
+            where, message = problems[0]
+            raise NestedValueError("" if where == "<root>" else where, message)
+        return value
 
 
 def ctx_of(request: Request) -> MasterContext:
@@ -40,6 +55,11 @@ def _token(request: Request) -> str | None:
                 return token.strip()
             raise Unauthenticated(f"{header} header must be 'Bearer <token>'")
     return None
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token the request authenticates with (user or task), None without one."""
+    return _token(request)
 
 
 def caller_cache(request: Request) -> CallerCache:
@@ -63,8 +83,8 @@ def caller(request: Request) -> Caller:
 def _resolve(ctx: MasterContext, token: str) -> Caller:
     with ctx.db.read_session() as s:
         try:
-            user, expires_at = users_service.session_for_token(s, ctx.clock.now(), token)
-            return Caller(user, expires_at=expires_at)
+            user, sess = users_service.session_for_token(s, ctx.clock.now(), token)
+            return Caller(user, expires_at=sess.expires_at, issued_at=sess.created_at)
         except Unauthenticated:
             alloc = s.scalar(select(models.Allocation).where(
                 models.Allocation.session_token_hash == users_service.token_hash(token)))
@@ -77,14 +97,14 @@ def _resolve(ctx: MasterContext, token: str) -> Caller:
 
 
 async def json_body(request: Request) -> Any:
-    """det sends JSON without a Content-Type header, and no body at all for empty requests."""
+    """det sends JSON without a Content-Type header, and no body at all for empty requests. Parsed
+    within the master's limits (bounded_json); a model upload's file contents and config text are
+    long strings with limits of their own."""
     raw = await request.body()
     if not raw.strip():
         return {}
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"body: malformed JSON ({exc})", fields=[{"field": "body", "message": "malformed JSON"}]) from None
+    return parse_json(raw, ctx_of(request).config.limits,
+                      check_string_length=not is_model_upload(request.method, request.url.path))
 
 
 def parse(model: type[M], data: Any) -> M:

@@ -3,22 +3,57 @@ anything unexpected to a logged 500 that says nothing internal."""
 
 from __future__ import annotations
 
+import json
 import logging
+from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError
+from fastapi.routing import APIRoute
+from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import get_route_path
 
 from pedl.config.loading import field_path
-from pedl.errors import HTTP_STATUS, InvalidArgument, NotFound, PedlError, Unauthenticated
+from pedl.errors import (
+    GRPC_CODE,
+    HTTP_STATUS,
+    InvalidArgument,
+    NotFound,
+    PedlError,
+    Unauthenticated,
+    Unavailable,
+)
 
 log = logging.getLogger(__name__)
 
 
+class ErrorJSONResponse(JSONResponse):
+    """Errors echo what the client sent (field paths made of its keys, its values): escaped to
+    ASCII, so that a lone surrogate the client sent cannot make the answer unencodable."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
 def error_response(exc: PedlError) -> JSONResponse:
-    return JSONResponse(exc.to_dict(), status_code=HTTP_STATUS[exc.code])
+    headers = None
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        headers = {"Retry-After": str(max(1, int(retry_after)))}
+    return ErrorJSONResponse(exc.to_dict(), status_code=HTTP_STATUS[exc.code], headers=headers)
+
+
+class NestedValueError(ValueError):
+    """Raised by a field validator about a value inside the field: `subpath` goes on from the
+    field's path ("[0].path", "key.inner"), so the 400 names exactly where the value is."""
+
+    def __init__(self, subpath: str, message: str) -> None:
+        super().__init__(message)
+        self.subpath = subpath
+        self.message = message
 
 
 def validation_error(errors: list[dict], prefix: str = "") -> InvalidArgument:
@@ -29,9 +64,55 @@ def validation_error(errors: list[dict], prefix: str = "") -> InvalidArgument:
         if prefix:
             path = f"{prefix}.{path}" if loc else prefix
         msg = "unknown key" if err.get("type") == "extra_forbidden" else err.get("msg", "invalid")
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, NestedValueError):
+            sub = cause.subpath
+            path, msg = (path + (sub if not sub or sub.startswith("[") else f".{sub}")), cause.message
         problems.append({"field": path, "message": msg})
     text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
     return InvalidArgument(f"invalid request: {text}", fields=problems)
+
+
+def http_error(req: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """An HTTP error Starlette raises itself (a 405 above all): its real status and reason, in the
+    shape of PedlError.to_dict. A 405's Allow names every method of the path, not only those of the
+    route Starlette matched first (GET and POST of one path are separate routes)."""
+    status = exc.status_code
+    reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+    headers = dict(exc.headers or {})
+    message = str(exc.detail) if exc.detail else reason
+    if status == 405:
+        headers["Allow"] = ", ".join(allowed_methods(req)) or headers.get("Allow", "")
+        message = f"method not allowed: {req.method} {req.url.path} accepts {headers['Allow']}"
+    code = next((c for c, st in HTTP_STATUS.items() if st == status), None)  # 400, 413...: pedl's own code
+    grpc = GRPC_CODE[code] if code else _GRPC_OF_HTTP.get(status, 2)  # 2: UNKNOWN
+    pedl_code = str(code) if code else reason.lower().replace(" ", "_")
+    body = {"code": grpc, "pedlCode": pedl_code, "message": message,
+            "error": {"code": grpc, "reason": reason, "error": message, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+# gRPC codes det expects for the statuses Starlette raises: 405 is UNIMPLEMENTED, as grpc-gateway says
+_GRPC_OF_HTTP = {405: 12, 415: 3}
+
+
+def allowed_methods(req: Request) -> list[str]:
+    """The methods of the path's most literal templates: /experiments/1/trials is GET only, though
+    /experiments/{id}/{action} (POST kill, pause...) matches it too."""
+    path = get_route_path(req.scope)
+    matches = [r for r in routes(req.app) if r.path_regex.match(path)]
+    fewest = min((r.path_format.count("{") for r in matches), default=0)
+    return sorted({m for r in matches if r.path_format.count("{") == fewest for m in r.methods})
+
+
+def routes(app: FastAPI) -> list[APIRoute]:
+    """The app's API routes, each with path_format, path_regex, methods, endpoint and dependant.
+    FastAPI 0.16x keeps included routers whole in app.routes; older versions flatten them."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:
+        return [r for r in app.routes if isinstance(r, APIRoute)]
+    return [c for c in iter_route_contexts(app.routes) if isinstance(c.original_route, APIRoute)]
 
 
 def install(app: FastAPI) -> None:
@@ -44,17 +125,17 @@ def install(app: FastAPI) -> None:
         return error_response(validation_error(list(exc.errors())))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(req: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
             return error_response(NotFound(f"no route: {exc.detail}" if exc.detail != "Not Found" else "not found"))
         if exc.status_code == 401:
             return error_response(Unauthenticated(str(exc.detail)))
-        err = PedlError(str(exc.detail))
-        body = err.to_dict()
-        return JSONResponse(body, status_code=exc.status_code)
+        return http_error(req, exc)
 
-    # A value the database refuses (an integer beyond 64 bits, a NUL character on PostgreSQL) is
-    # the caller's mistake, not the master's; SQLite refuses big integers with a bare OverflowError.
+    # A safety net: bodies, configs and URLs are validated before the database sees them (deps.Body,
+    # bounded_json, body_limit, the config models). A value the database still refuses (an integer
+    # beyond 64 bits in a path parameter, say) is the caller's mistake, not the master's; SQLite
+    # refuses big integers with a bare OverflowError.
     @app.exception_handler(DataError)
     @app.exception_handler(OverflowError)
     async def _unstorable(req: Request, exc: Exception) -> JSONResponse:
@@ -62,6 +143,14 @@ def install(app: FastAPI) -> None:
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return error_response(InvalidArgument(
             "a value in the request is out of range or contains characters that cannot be stored"))
+
+    # The database went away (a PostgreSQL restart, a locked SQLite file past its timeout): the
+    # request may succeed later, so say so with 503, which pedl.core and det retry.
+    @app.exception_handler(OperationalError)
+    async def _database_down(req: Request, exc: OperationalError) -> JSONResponse:
+        log.warning("database unavailable on %s %s: %s", req.method, req.url.path,
+                    str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__)
+        return error_response(Unavailable("the database is unavailable right now; retry shortly"))
 
     @app.exception_handler(Exception)
     async def _unexpected(req: Request, exc: Exception) -> JSONResponse:

@@ -8,10 +8,22 @@ from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import func, select
 
 from pedl.master.api import shapes
-from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
+from pedl.master.api.deps import (
+    INT64_MAX,
+    Body,
+    Caller,
+    IdPath,
+    caller,
+    ctx_of,
+    json_body,
+    pagination,
+    parse,
+)
+from pedl.master.api.openapi import accepts, answers
 from pedl.master.db import models
 from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import experiments as experiments_service
+from pedl.master.services.authz import require_user
 
 router = APIRouter(prefix="/api/v1/experiments")
 
@@ -37,12 +49,14 @@ def _exp_json(s, exp: models.Experiment, counts: dict[int, int] | None = None) -
 
 
 @router.post("")
+@accepts(CreateExperimentBody)
 def create(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
     req = parse(CreateExperimentBody, body)
+    owner = require_user(who, "create experiments")
     ctl = ctx_of(request).controller
 
     def work(s) -> dict:
-        result = experiments_service.create(ctl, s, who.user, config_text=req.config, files=req.modelDefinition,
+        result = experiments_service.create(ctl, s, owner, config_text=req.config, files=req.modelDefinition,
                                             activate=req.activate is not False, validate_only=bool(req.validateOnly),
                                             parent_id=req.parentId, project_id=req.projectId)
         if isinstance(result, dict):  # validate only
@@ -55,8 +69,8 @@ def create(request: Request, who: Caller = Depends(caller), body: dict = Depends
 
 
 @router.get("")
-def list_experiments(request: Request, _: Caller = Depends(caller), offset: int = Query(0, ge=0),
-                     limit: int = Query(0, ge=0), archived: bool | None = None,
+def list_experiments(request: Request, _: Caller = Depends(caller), offset: int = Query(0, ge=0, le=INT64_MAX),
+                     limit: int = Query(0, ge=0, le=INT64_MAX), archived: bool | None = None,
                      users: list[str] = Query(default_factory=list), states: list[str] = Query(default_factory=list),
                      orderBy: str | None = None) -> dict:
     ctx = ctx_of(request)
@@ -70,7 +84,7 @@ def list_experiments(request: Request, _: Caller = Depends(caller), offset: int 
 
 
 @router.get("/{experiment_id}")
-def get_experiment(experiment_id: int, request: Request, _: Caller = Depends(caller)) -> dict:
+def get_experiment(experiment_id: IdPath, request: Request, _: Caller = Depends(caller)) -> dict:
     ctx = ctx_of(request)
     with ctx.db.session() as s:
         exp = experiments_service.get(s, experiment_id)
@@ -79,19 +93,20 @@ def get_experiment(experiment_id: int, request: Request, _: Caller = Depends(cal
 
 
 @router.post("/{experiment_id}/{action}")
-def act(experiment_id: int, action: str, request: Request, _: Caller = Depends(caller),
+@answers(409)
+def act(experiment_id: IdPath, action: str, request: Request, who: Caller = Depends(caller),
         _body: Any = Depends(json_body)) -> dict:  # det sends no body; a malformed one is a 400
     from pedl.errors import NotFound
 
     if action not in ("kill", "pause", "activate", "cancel"):
         raise NotFound(f"unknown experiment action {action!r}")
-    experiments_service.act(ctx_of(request).controller, experiment_id, "kill" if action == "cancel" else action)
+    experiments_service.act(ctx_of(request).controller, who, experiment_id, "kill" if action == "cancel" else action)
     return {}
 
 
 @router.get("/{experiment_id}/trials")
-def trials(experiment_id: int, request: Request, _: Caller = Depends(caller), offset: int = Query(0, ge=0),
-           limit: int = Query(0, ge=0)) -> dict:
+def trials(experiment_id: IdPath, request: Request, _: Caller = Depends(caller), offset: int = Query(0, ge=0, le=INT64_MAX),
+           limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
     ctx = ctx_of(request)
     with ctx.db.session() as s:
         experiments_service.get(s, experiment_id)
@@ -102,7 +117,7 @@ def trials(experiment_id: int, request: Request, _: Caller = Depends(caller), of
 
 
 @router.get("/{experiment_id}/checkpoints")
-def checkpoints(experiment_id: int, request: Request, _: Caller = Depends(caller), limit: int = Query(0, ge=0),
+def checkpoints(experiment_id: IdPath, request: Request, _: Caller = Depends(caller), limit: int = Query(0, ge=0, le=INT64_MAX),
                 sortByAttr: str | None = None, orderBy: str | None = None) -> dict:
     ctx = ctx_of(request)
     with ctx.db.session() as s:
@@ -125,7 +140,7 @@ def checkpoints(experiment_id: int, request: Request, _: Caller = Depends(caller
 
 
 @router.get("/{experiment_id}/events")
-def events(experiment_id: int, request: Request, _: Caller = Depends(caller), after: int = Query(0, ge=0)) -> dict:
+def events(experiment_id: IdPath, request: Request, _: Caller = Depends(caller), after: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
     ctx = ctx_of(request)
     with ctx.db.session() as s:
         exp = experiments_service.get(s, experiment_id)
@@ -133,7 +148,7 @@ def events(experiment_id: int, request: Request, _: Caller = Depends(caller), af
 
 
 @router.get("/{experiment_id}/searcher/best_searcher_validation_metric")
-def best_metric(experiment_id: int, request: Request, _: Caller = Depends(caller)) -> dict:
+def best_metric(experiment_id: IdPath, request: Request, _: Caller = Depends(caller)) -> dict:
     from pedl.errors import NotFound
 
     ctx = ctx_of(request)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from pedl.master.api.deps import Caller, caller, ctx_of
+from pedl.master.services.authz import require_admin
 from pedl.version import __version__
 
 router = APIRouter()
@@ -29,7 +30,8 @@ def master_info(request: Request, _: Caller = Depends(caller)) -> dict:
 
 
 @router.get("/api/v1/master/config")
-def master_config(request: Request, _: Caller = Depends(caller)) -> dict:
+def master_config(request: Request, who: Caller = Depends(caller)) -> dict:
+    require_admin(who, "read the master's config")
     cfg = ctx_of(request).config.model_dump(mode="json")
     if cfg.get("db"):
         cfg["db"]["password"] = "********" if cfg["db"].get("password") else ""

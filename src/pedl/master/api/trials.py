@@ -14,12 +14,23 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from pedl.errors import Forbidden, InvalidArgument
+from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
-from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
+from pedl.master.api.deps import (
+    INT64_MAX,
+    Body,
+    Caller,
+    IdPath,
+    caller,
+    ctx_of,
+    json_body,
+    pagination,
+    parse,
+)
+from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL
-from pedl.master.services import experiment_flow, logs, metrics
+from pedl.master.services import logs, metrics, trial_reports
 from pedl.master.services import trials as trials_service
 
 router = APIRouter(prefix="/api/v1")
@@ -65,17 +76,8 @@ def _workloads(s: Session, trial_id: int) -> list[dict[str, Any]]:
 
 
 
-def _own_trial(who: Caller, s, trial_id: int) -> models.Trial:
-    trial = trials_service.get(s, trial_id)
-    if who.allocation_id is not None:
-        alloc = s.get(models.Allocation, who.allocation_id)
-        if alloc is None or alloc.trial_id != trial.id:
-            raise Forbidden(f"this task's token does not belong to trial {trial_id}")
-    return trial
-
-
 @router.get("/trials/{trial_id}")
-def get_trial(trial_id: int, request: Request, _: Caller = Depends(caller)) -> dict:
+def get_trial(trial_id: IdPath, request: Request, _: Caller = Depends(caller)) -> dict:
     ctx = ctx_of(request)
     with ctx.db.session() as s:
         t = trials_service.get(s, trial_id)
@@ -85,8 +87,8 @@ def get_trial(trial_id: int, request: Request, _: Caller = Depends(caller)) -> d
 
 
 @router.get("/trials/{trial_id}/workloads")
-def workloads(trial_id: int, request: Request, _: Caller = Depends(caller), offset: int = Query(0, ge=0),
-              limit: int = Query(0, ge=0)) -> dict:
+def workloads(trial_id: IdPath, request: Request, _: Caller = Depends(caller), offset: int = Query(0, ge=0, le=INT64_MAX),
+              limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
     ctx = ctx_of(request)
     with ctx.db.session() as s:
         trials_service.get(s, trial_id)
@@ -96,7 +98,7 @@ def workloads(trial_id: int, request: Request, _: Caller = Depends(caller), offs
 
 
 @router.get("/trials/{trial_id}/metrics")
-def list_metrics(trial_id: int, request: Request, _: Caller = Depends(caller), group: str | None = None) -> dict:
+def list_metrics(trial_id: IdPath, request: Request, _: Caller = Depends(caller), group: str | None = None) -> dict:
     ctx = ctx_of(request)
     with ctx.db.session() as s:
         trials_service.get(s, trial_id)
@@ -106,95 +108,70 @@ def list_metrics(trial_id: int, request: Request, _: Caller = Depends(caller), g
 
 
 @router.post("/trials/{trial_id}/metrics")
-def report_metrics(trial_id: int, request: Request, who: Caller = Depends(caller),
+@accepts(ReportMetricsBody)
+def report_metrics(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
                    body: dict = Depends(json_body)) -> dict:
     req = parse(ReportMetricsBody, body)
     if req.metrics.trialId not in (None, trial_id):
         raise InvalidArgument(f"metrics.trialId: {req.metrics.trialId} does not match the path's trial {trial_id}",
                               fields=[{"field": "metrics.trialId", "message": "does not match the path"}])
     values = metrics.clean_metrics(req.metrics.metrics.avgMetrics, "metrics.metrics.avgMetrics")
-    ctx = ctx_of(request)
-    ctl = ctx.controller
-
-    def store(s) -> float | None:
-        trial = _own_trial(who, s, trial_id)
-        metrics.record(s, trial, group=req.group, steps_completed=req.metrics.stepsCompleted,
-                       trial_run_id=req.metrics.trialRunId, report_time=ctx.clock.now(), metrics=values)
-        if req.group != "validation":
-            return None
-        exp = s.get(models.Experiment, trial.experiment_id)
-        sc = exp.config.get("searcher", {})
-        value = metrics.update_best(trial, sc.get("metric", ""), sc.get("smaller_is_better", True), values)
-        if value is not None and trial.state not in TERMINAL_TRIAL:
-            experiment_flow.on_validation(ctl, s, trial, value, req.metrics.stepsCompleted)
-        return value
-
-    if req.group == "validation":
-        ctl.run(store)  # the searcher may act on it, so it runs under the cluster lock
-    else:
-        with ctx.db.session() as s:
-            store(s)
+    trial_reports.report_metrics(ctx_of(request).controller, who, trial_id, group=req.group,
+                                 steps_completed=req.metrics.stepsCompleted, trial_run_id=req.metrics.trialRunId,
+                                 values=values)
     return {}
 
 
 @router.post("/trials/{trial_id}/progress")
-def report_progress(trial_id: int, request: Request, who: Caller = Depends(caller),
+@accepts(ProgressBody, bare={"type": "number", "minimum": 0})
+def report_progress(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
                     body: dict = Depends(json_body)) -> dict:
     if isinstance(body, int | float) and not isinstance(body, bool):
         body = {"progress": body}
     req = parse(ProgressBody, body)
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        trial = _own_trial(who, s, trial_id)
-        summary = dict(trial.summary_metrics or {})
-        summary["progress"] = req.progress
-        trial.summary_metrics = summary
+    trial_reports.report_progress(ctx_of(request).controller, who, trial_id, req.progress)
     return {}
 
 
 @router.post("/trials/{trial_id}/searcher/completed_operation")
-def completed_operation(trial_id: int, request: Request, who: Caller = Depends(caller),
+@accepts(CompletedOpBody)
+def completed_operation(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
                         body: dict = Depends(json_body)) -> dict:
     req = parse(CompletedOpBody, body)
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        trial = _own_trial(who, s, trial_id)
-        length = req.op.get("length")
-        if isinstance(length, int) and length > trial.total_batches:
-            trial.total_batches = length
-        elif trial.target_length and trial.total_batches < trial.target_length:
-            trial.total_batches = trial.target_length
+    trial_reports.completed_operation(ctx_of(request).controller, who, trial_id, req.op.get("length"))
     return {}
 
 
 @router.post("/trials/{trial_id}/kill")
-def kill_trial(trial_id: int, request: Request, _: Caller = Depends(caller),
+@answers(409)
+def kill_trial(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
                _body: Any = Depends(json_body)) -> dict:
-    ctl = ctx_of(request).controller
-    ctl.run(lambda s: trials_service.kill(ctl, s, trial_id))
+    trials_service.kill_by(ctx_of(request).controller, who, trial_id)
     return {}
 
 
 @router.post("/runs/start")
 def run_start(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    trial_reports.run_start(ctx_of(request).controller, who)
     return {"storageId": 0}
 
 
 @router.post("/trials/{trial_id}/runner/metadata")
-def runner_metadata(trial_id: int, _: Caller = Depends(caller), _body: Any = Depends(json_body)) -> dict:
+def runner_metadata(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
+                    _body: Any = Depends(json_body)) -> dict:
+    trial_reports.runner_metadata(ctx_of(request).controller, who, trial_id)
     return {}
 
 
 @router.post("/trials/{trial_id}/early_exit")
-def early_exit(trial_id: int, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        trial = _own_trial(who, s, trial_id)
-        trial.end_reason = f"early exit: {body.get('reason', 'unspecified') if isinstance(body, dict) else body}"
+@accepts(EARLY_EXIT)
+def early_exit(trial_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    reason = body.get("reason", "unspecified") if isinstance(body, dict) else body
+    trial_reports.early_exit(ctx_of(request).controller, who, trial_id, str(reason))
     return {}
 
 
-def _log_query(trial_id: int, after: int, limit: int | None, desc: bool, levels: list[str]):
+def _log_query(trial_id: IdPath, after: int, limit: int | None, desc: bool, levels: list[str]):
     def q(s) -> list[models.TaskLog]:
         return logs.trial_logs(s, trial_id, after_id=after, limit=limit, newest_first=desc, levels=levels)
 
@@ -202,8 +179,9 @@ def _log_query(trial_id: int, after: int, limit: int | None, desc: bool, levels:
 
 
 @router.get("/trials/{trial_id}/logs")
-async def trial_logs(trial_id: int, request: Request, _: Caller = Depends(caller), follow: bool = False,
-                     limit: int = Query(0, ge=0), orderBy: str | None = None,
+@produces("application/x-ndjson")
+async def trial_logs(trial_id: IdPath, request: Request, _: Caller = Depends(caller), follow: bool = False,
+                     limit: int = Query(0, ge=0, le=INT64_MAX), orderBy: str | None = None,
                      levels: list[str] = Query(default_factory=list)) -> StreamingResponse:
     ctx = ctx_of(request)
 

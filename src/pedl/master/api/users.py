@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-import json
-
 from fastapi import APIRouter, Depends, Request
 from pydantic import Field
+from starlette.concurrency import run_in_threadpool
 
-from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
-from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
+from pedl.master.api.deps import (
+    Body,
+    Caller,
+    IdPath,
+    bearer_token,
+    caller,
+    ctx_of,
+    json_body,
+    parse,
+)
+from pedl.master.api.openapi import accepts
 from pedl.master.services import users as users_service
+from pedl.master.services.authz import require_user
 
 router = APIRouter(prefix="/api/v1/users")
 
@@ -19,7 +28,7 @@ class NewUser(Body):
     username: str
     admin: bool = False
     active: bool = True
-    displayName: str | None = None
+    displayName: str | None = Field(None, max_length=255)
 
 
 class CreateUserBody(Body):
@@ -31,6 +40,8 @@ class CreateUserBody(Body):
 class PasswordBody(Body):
     password: str = Field(...)
     isHashed: bool = False
+    oldPassword: str | None = Field(None, description="needed to change your own password, unless you "
+                                                      "logged in within security.fresh_login_window")
 
 
 @router.get("")
@@ -44,35 +55,38 @@ def list_users(request: Request, _: Caller = Depends(caller)) -> dict:
 
 
 @router.post("")
+@accepts(CreateUserBody, errors=(409,))
 def create_user(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
     req = parse(CreateUserBody, body)
     ctx = ctx_of(request)
     with ctx.db.session() as s:
-        user = users_service.create_user(s, ctx.clock.now(), who.user, req.user.username, req.password,
+        actor = require_user(who, "create users")
+        user = users_service.create_user(s, ctx.clock.now(), actor, req.user.username, req.password,
                                          req.isHashed, admin=req.user.admin, active=req.user.active,
                                          display_name=req.user.displayName)
         return {"user": shapes.user(user)}
 
 
 @router.post("/{user_id}/password")
-async def set_password(user_id: int, request: Request, who: Caller = Depends(caller)) -> dict:
+@accepts(PasswordBody, bare={"type": "string"})  # det: the hash alone
+async def set_password(user_id: IdPath, request: Request, who: Caller = Depends(caller)) -> dict:
     # det sends the hashed password as a bare JSON string; pedl's CLI sends {password, isHashed}
-    raw = await request.body()
-    try:
-        body = json.loads(raw) if raw.strip() else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise InvalidArgument("body: malformed JSON", fields=[{"field": "body", "message": "malformed JSON"}]) from None
+    body = await json_body(request)  # within the limits: nesting depth, storable values
+    old = None
     if isinstance(body, str):
         password, is_hashed = body, True
     else:
         req = parse(PasswordBody, body)
-        password, is_hashed = req.password, req.isHashed
+        password, is_hashed, old = req.password, req.isHashed, req.oldPassword
     ctx = ctx_of(request)
-    from starlette.concurrency import run_in_threadpool
+    token = bearer_token(request) or ""
 
     def work() -> dict:
         with ctx.db.session() as s:
-            users_service.set_password(s, ctx.clock.now(), who.user, user_id, password, is_hashed)
+            users_service.set_password(s, ctx.clock.now(), who, user_id, password, is_hashed, old_password=old,
+                                       old_is_hashed=is_hashed, current_token=token,
+                                       fresh_login_window=ctx.config.security.fresh_login_window)
+        ctx.caller_cache.drop_user(user_id)  # after the commit: revoked sessions stop at once
         return {}
 
     return await run_in_threadpool(work)

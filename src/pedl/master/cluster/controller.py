@@ -49,6 +49,7 @@ class Controller:
         self.ctx = ctx
         self.lock = threading.RLock()
         self._outbox: list[tuple[str, BaseModel]] = []
+        self._revoked: list[str] = []  # allocations whose task tokens die when this transaction commits
         self._preempt: set[str] = set()
         self._wake: Callable[[], None] = lambda: None
         self._wake_provisioners: Callable[[], None] = lambda: None
@@ -85,6 +86,9 @@ class Controller:
         self._outbox.append((agent_id, msg))
 
     def _flush(self) -> None:
+        revoked, self._revoked = self._revoked, []
+        for allocation_id in revoked:  # again after the commit: a lookup during it may have cached the token
+            self.ctx.caller_cache.drop_allocation(allocation_id)
         out, self._outbox = self._outbox, []
         for agent_id, msg in out:
             if not self.ctx.hub.send(agent_id, msg):
@@ -98,6 +102,7 @@ class Controller:
                     result = fn(s)
             except BaseException:
                 self._outbox.clear()
+                self._revoked.clear()
                 raise
             self._flush()
         return result
@@ -287,6 +292,7 @@ class Controller:
         alloc.ended_at, alloc.exit_code, alloc.exit_reason = now, exit_code, why
         self._preempt.discard(alloc.id)
         self.ctx.caller_cache.drop_allocation(alloc.id)  # its session token dies with it
+        self._revoked.append(alloc.id)
         if exit_code != 0 and not alloc.kill_requested:
             logs.add_master_line(s, now, alloc, f"allocation {alloc.id} {why}", level="LOG_LEVEL_ERROR")
         experiment_flow.allocation_ended(self, s, alloc, exit_code, why, counts_as_failure=reason != NOT_STARTED)
@@ -323,6 +329,7 @@ class Controller:
 
     def tick(self) -> None:
         self.run(self._check_agents)
+        self.run(lambda s: experiment_flow.top_up(self, s))  # trials for room that came since
         plan: list[tuple[str, list[tuple[str, list[str]]]]] = self.run(self._plan_schedule)  # type: ignore[assignment]
         # apply in short transactions, so API requests and agent reports interleave with a big pass
         for i in range(0, len(plan), SCHEDULE_BATCH):

@@ -29,7 +29,8 @@ How it decides, following Determined's `asha_stopping.go` and `adaptive_asha.go`
   Determined, a positive `max_concurrent_trials` is also a hard cap on live trials over all
   brackets, so it holds even when it is smaller than the number of brackets. A bracket replaces a
   trial when one of its trials closes (stopped, completed or failed), until it has created its
-  share.
+  share. The master's `room` (its pool's capacity, see `Searcher`) caps live trials over all
+  brackets as well; it enters no bracket's size or concurrency, it only delays creation.
 - **Failures.** A trial that exits early (error, kill) is entered at its next rung with no metric,
   ranked worst, so it counts toward n, as in Determined.
 
@@ -170,7 +171,8 @@ class AdaptiveASHASearcher(Searcher):
         for b, bracket in enumerate(self.brackets):
             while (self.created < self.max_trials and created[b] < bracket.max_trials
                    and live[b] < bracket.max_concurrent
-                   and (self.max_concurrent <= 0 or len(self.live) < self.max_concurrent)):
+                   and (self.max_concurrent <= 0 or len(self.live) < self.max_concurrent)
+                   and self._has_room()):
                 index = self.created
                 request_id = f"r{index}"
                 hp = self._next_hparams(index)

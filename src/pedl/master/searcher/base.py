@@ -28,12 +28,18 @@ class SearcherActions:
 
 class Searcher:
     """Base: trials are handed out from `_next_hparams` until it returns None; the experiment is
-    done when every created trial has closed. `max_concurrent` (0 = no limit) caps live trials."""
+    done when every created trial has closed. `max_concurrent` (0 = no limit) caps live trials.
+
+    `room` (None = no cap) is how many live trials the master has room for now (the pool's capacity,
+    a per-pass batch). It is not state and decides nothing: it only delays creation, so a trial not
+    created now is created, with the same index and hyperparameters, when `top_up` or a close finds
+    room."""
 
     def __init__(self, *, seed: int, max_concurrent: int = 0, state: dict[str, Any] | None = None,
-                 smaller_is_better: bool = True) -> None:
+                 smaller_is_better: bool = True, room: int | None = None) -> None:
         self.seed = seed
         self.max_concurrent = max_concurrent
+        self.room = room
         self.smaller_is_better = smaller_is_better
         state = state or {}
         self.created: int = state.get("created", 0)
@@ -59,9 +65,14 @@ class Searcher:
         return {"created": self.created, "closed": list(self.closed), "live": list(self.live),
                 "exhausted": self.exhausted, "best": dict(self.best)}
 
+    def _has_room(self) -> bool:
+        return self.room is None or len(self.live) < self.room
+
     def _fill(self) -> SearcherActions:
         actions = SearcherActions()
-        while not self.exhausted and (self.max_concurrent <= 0 or len(self.live) < self.max_concurrent):
+        total = self.total_trials()
+        while (not self.exhausted and self._has_room()
+               and (self.max_concurrent <= 0 or len(self.live) < self.max_concurrent)):
             hp = self._next_hparams(self.created)
             if hp is None:
                 self.exhausted = True
@@ -70,11 +81,17 @@ class Searcher:
             actions.create.append(TrialRequest(request_id, hp, (self.seed + 7919 * self.created) % (2**31)))
             self.live.append(request_id)
             self.created += 1
+        if total is not None and self.created >= total:
+            self.exhausted = True  # known now, so the master's top-up pass can skip this experiment
         if self.exhausted and not self.live:
             actions.shutdown = True
         return actions
 
     def initial(self) -> SearcherActions:
+        return self._fill()
+
+    def top_up(self) -> SearcherActions:
+        """Create the trials that `room` allows now (after the pool grew)."""
         return self._fill()
 
     def on_validation(self, request_id: str, metric: float, steps: int) -> SearcherActions:

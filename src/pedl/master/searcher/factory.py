@@ -10,10 +10,12 @@ from pedl.master.searcher.base import Searcher
 from pedl.master.searcher.simple import GridSearcher, RandomSearcher, SingleSearcher
 
 
-def make_searcher(config: ExperimentConfig, seed: int, state: dict[str, Any] | None = None) -> Searcher:
+def make_searcher(config: ExperimentConfig, seed: int, state: dict[str, Any] | None = None, *,
+                  room: int | None = None) -> Searcher:
+    """`room`: live trials the master has room for now (None: no cap); see Searcher."""
     sc = config.searcher
     common = {"seed": seed, "max_concurrent": sc.max_concurrent_trials, "state": state,
-              "smaller_is_better": sc.smaller_is_better}
+              "smaller_is_better": sc.smaller_is_better, "room": room}
     if sc.name == "single":
         return SingleSearcher(config.hyperparameters, **common)
     if sc.name == "grid":

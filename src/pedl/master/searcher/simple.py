@@ -35,15 +35,19 @@ def _first(hp: Any) -> Any:
 
 
 class GridSearcher(Searcher):
+    """Every grid point once, in order; point i is decoded from i, so a restored searcher (or one
+    whose grid is large) never builds the grid."""
+
     def __init__(self, space: dict[str, Any], **kw: Any) -> None:
         super().__init__(**kw)
+        self.space = space
         self.points = hparams.grid(space)
 
     def _next_hparams(self, index: int) -> dict[str, Any] | None:
-        return self.points[index] if index < len(self.points) else None
+        return self.points[index] if index < self.points.size else None
 
     def total_trials(self) -> int:
-        return len(self.points)
+        return self.points.size
 
 
 class RandomSearcher(Searcher):

@@ -1,14 +1,29 @@
 """A checkpoint as a tar stream, read file by file from its storage, for `pedl checkpoint download`
-(GET /api/v1/checkpoints/{uuid}/download). Nothing is staged on the master's disk."""
+(GET /api/v1/checkpoints/{uuid}/download). Nothing is staged on the master's disk.
+
+What is served: `prepare` checks the checkpoint's location against the master's storage roots first
+(storage_roots.checkpoint_problem: a checkpoint outside them, or whose directory is a symlink, is
+refused with 403 naming why). The tar holds regular files and directories only. Symlinks are left
+out, never followed and never stored as links: a link pointing out of the checkpoint would hand
+out a file of the master's host, a dangling one has nothing to send, and `pedl checkpoint
+download` accepts nothing but files and directories. Storage listings skip them
+(checkpoint_storage.list_directory), and files are opened with O_NOFOLLOW on every component, so
+a link swapped in after the listing ends the stream instead of being read.
+"""
 
 from __future__ import annotations
 
+import logging
 import tarfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from pedl.common.checkpoint_storage import CheckpointStorage
-from pedl.errors import PedlError
+from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
+from pedl.errors import Forbidden, NotFound, PedlError
+from pedl.master.services.storage_roots import StorageRoots, checkpoint_problem, is_path_component
+
+log = logging.getLogger(__name__)
 
 BLOCK = 512
 CHUNK = 1024 * 1024
@@ -34,6 +49,9 @@ def plan_tar(resources: Mapping[str, int], mtime: float) -> TarPlan:
     what they hold, every entry with the checkpoint's report time."""
     entries = []
     for rel in sorted(resources, key=lambda r: r.rstrip("/")):
+        if not all(is_path_component(part) for part in rel.rstrip("/").split("/")):
+            log.warning("left %r out of a checkpoint's tar: not a relative path inside it", rel)
+            continue  # an object store may hold keys no directory could
         info = tarfile.TarInfo(rel.rstrip("/"))
         info.mtime = int(mtime)
         if rel.endswith("/"):
@@ -64,3 +82,25 @@ def tar_stream(storage: CheckpointStorage, uuid: str, tar: TarPlan) -> Iterator[
         if size % BLOCK:
             yield b"\0" * (-size % BLOCK)
     yield b"\0" * (2 * BLOCK)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    storage: CheckpointStorage
+    tar: TarPlan
+
+
+def prepare(uuid: str, storage_config: Mapping[str, Any], roots: StorageRoots, *, report_time: float,
+            recorded: Mapping[str, Any] | None = None) -> Prepared:
+    """The storage and tar plan of checkpoint `uuid`, listed before the first byte is sent so that
+    storage errors get a proper status. Raises Forbidden when the checkpoint is outside the roots
+    and NotFound when it has no files."""
+    why = checkpoint_problem(storage_config, uuid, roots, recorded=recorded)
+    if why is not None:
+        log.warning("refused to download checkpoint %s: %s", uuid, why)
+        raise Forbidden(f"checkpoint {uuid} is not served: {why}")
+    storage = storage_from_config(storage_config)
+    resources = storage.resources(uuid)
+    if not resources:
+        raise NotFound(f"checkpoint {uuid} has no files in {storage!r}")
+    return Prepared(storage, plan_tar(resources, report_time))

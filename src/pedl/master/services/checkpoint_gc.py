@@ -4,6 +4,12 @@
 The experiment flow only asks for a collection (Controller.want_checkpoint_gc) when a trial or the
 experiment ends. The worker reads what to delete in a short transaction, deletes from storage with
 no transaction open and without the cluster lock, then marks the rows in another short transaction.
+
+A checkpoint's directory is its experiment's storage plus its uuid, never what a request said. Each
+is checked on resolved paths against the master's storage roots just before it is deleted
+(storage_roots.checkpoint_problem); one outside them (stored before the roots were enforced, or a
+directory that is a symlink) is left alone, logged and not marked deleted. Deleting unlinks
+symlinks inside a checkpoint and never follows them.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_confi
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, CheckpointState, check_transition
 from pedl.master.services import checkpoints
+from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
 from pedl.master.services.transitions import record_event
 
 if TYPE_CHECKING:
@@ -119,7 +126,8 @@ def metric_value(metrics: Mapping[str, Any] | None, name: str | None) -> float |
 class Deletion:
     uuid: str
     trial_id: int
-    storage: dict[str, Any]  # the checkpoint_storage section the checkpoint was written with
+    storage: dict[str, Any]  # the experiment's checkpoint_storage section: where the files are
+    recorded: dict[str, Any] = field(default_factory=dict)  # the row's storage column (a request's, before issue 8)
 
 
 @dataclass
@@ -129,12 +137,13 @@ class Plan:
     deletions: list[Deletion] = field(default_factory=list)
 
 
-def plan(s: Session, experiment_id: int) -> Plan | None:
-    """What to delete of an experiment now; None when the experiment does not exist."""
+def plan(s: Session, experiment_id: int, default_storage: Mapping[str, Any] | None = None) -> Plan | None:
+    """What to delete of an experiment now; None when the experiment does not exist.
+    `default_storage` (the master's) stands in for an experiment config without a storage."""
     exp = s.get(models.Experiment, experiment_id)
     if exp is None:
         return None
-    storage_cfg = dict(exp.config.get("checkpoint_storage") or {})
+    storage_cfg = dict(exp.config.get("checkpoint_storage") or default_storage or {})
     searcher = exp.config.get("searcher") or {}
     policy = RetentionPolicy.of(storage_cfg)
     states = dict(s.execute(select(models.Trial.id, models.Trial.state)
@@ -155,7 +164,7 @@ def plan(s: Session, experiment_id: int) -> Plan | None:
              for r in rows]
     doomed = set(select_deletions(facts, policy, smaller_is_better=bool(searcher.get("smaller_is_better", True)),
                                   closed_trials=closed))
-    out.deletions = [Deletion(r.uuid, r.trial_id, dict(r.storage or storage_cfg))
+    out.deletions = [Deletion(r.uuid, r.trial_id, storage_cfg, dict(r.storage or {}))
                      for r in sorted(rows, key=lambda r: (r.trial_id, r.steps_completed)) if r.uuid in doomed]
     return out
 
@@ -197,7 +206,8 @@ def experiments_to_sweep(s: Session) -> list[int]:
 @dataclass
 class Outcome:
     deleted: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # uuid -> why
+    failed: dict[str, str] = field(default_factory=dict)  # uuid -> why; retried
+    refused: dict[str, str] = field(default_factory=dict)  # uuid -> why it is outside the roots; left alone
 
 
 class CheckpointGC:
@@ -246,7 +256,8 @@ class CheckpointGC:
 
     def collect(self, experiment_id: int) -> Outcome:
         """One collection of one experiment: plan, delete from storage, mark."""
-        the_plan = self.ctx.controller.run(lambda s: plan(s, experiment_id))
+        default_storage = self.ctx.config.effective_checkpoint_storage().model_dump(mode="json")
+        the_plan = self.ctx.controller.run(lambda s: plan(s, experiment_id, default_storage))
         outcome = Outcome()
         if the_plan is None or not the_plan.deletions:  # type: ignore[union-attr]
             self._failures.pop(experiment_id, None)
@@ -256,6 +267,12 @@ class CheckpointGC:
         with self.ctx.db.session() as s:
             now = self.ctx.clock.now()
             mark_deleted(s, now, experiment_id, the_plan.policy, done)
+            if outcome.refused:
+                first_uuid, first_why = next(iter(outcome.refused.items()))
+                record_event(s, now, "experiment", experiment_id,
+                             f"checkpoint garbage collection left {len(outcome.refused)} checkpoint(s) alone, outside "
+                             f"the master's checkpoint storage roots; checkpoint {first_uuid}: {first_why}",
+                             level="warning")
             if outcome.failed:
                 first_uuid, first_why = next(iter(outcome.failed.items()))
                 record_event(s, now, "experiment", experiment_id,
@@ -265,14 +282,20 @@ class CheckpointGC:
             self._retry_later(experiment_id, next(iter(outcome.failed.values())))
         else:
             self._failures.pop(experiment_id, None)
-        log.info("checkpoint garbage collection of experiment %s: %d deleted, %d failed", experiment_id,
-                 len(outcome.deleted), len(outcome.failed))
+        log.info("checkpoint garbage collection of experiment %s: %d deleted, %d failed, %d left alone",
+                 experiment_id, len(outcome.deleted), len(outcome.failed), len(outcome.refused))
         return outcome
 
     def _delete(self, deletions: Sequence[Deletion], outcome: Outcome) -> list[Deletion]:
         storages: dict[str, CheckpointStorage] = {}
+        roots = allowed_roots(self.ctx.config)
         done = []
         for d in deletions:
+            why = checkpoint_problem(d.storage, d.uuid, roots, recorded=d.recorded)
+            if why is not None:
+                log.warning("checkpoint garbage collection left checkpoint %s alone: %s", d.uuid, why)
+                outcome.refused[d.uuid] = why
+                continue
             key = json.dumps(d.storage, sort_keys=True, default=str)
             try:
                 if key not in storages:

@@ -1,16 +1,47 @@
-"""Checkpoints reported by trials: record, get, list, and the validation metrics at their steps."""
+"""Checkpoints reported by trials: register (only from the trial's own task token, stored where its
+experiment's storage says), get, list, locate for download, and the validation metrics at their steps."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable
-from typing import Any
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from pedl.errors import InvalidArgument, NotFound
+from pedl.errors import Forbidden, InvalidArgument, NotFound
+from pedl.master.caller_cache import Caller
 from pedl.master.db import models
+from pedl.master.lifecycle import CheckpointState
+from pedl.master.services.storage_roots import allowed_roots, is_path_component, location_problem
+from pedl.master.services.task_access import require_task
+
+if TYPE_CHECKING:
+    from pedl.config.master_config import MasterConfig
+    from pedl.master.context import MasterContext
+
+log = logging.getLogger(__name__)
+REPORTED_AT_START = 20  # legacy checkpoints outside the roots listed one per line; the rest are counted
+
+
+def register(s: Session, who: Caller, *, uuid: str, now: float, metadata: dict[str, Any], resources: dict[str, int],
+             state: str, trial_id: int | None = None, allocation_id: str | None = None,
+             task_id: str | None = None) -> tuple[models.Checkpoint, models.Experiment, models.Trial]:
+    """Record a checkpoint reported by a running trial. Only the task token of that trial's live
+    allocation may (the ids the body names, if any, must be its own); the files are where the
+    experiment's checkpoint_storage says, never where a request says."""
+    alloc = require_task(s, who, trial_id=trial_id, allocation_id=allocation_id, task_id=task_id)
+    trial = s.get(models.Trial, alloc.trial_id) if alloc.trial_id is not None else None
+    exp = s.get(models.Experiment, trial.experiment_id) if trial is not None else None
+    if trial is None or exp is None:
+        raise Forbidden(f"allocation {alloc.id} runs no trial; only trials report checkpoints")
+    row = record(s, uuid=uuid, trial=trial, alloc_id=alloc.id, task_id=alloc.task_id, report_time=now,
+                 metadata=metadata, resources=resources, storage=dict(exp.config.get("checkpoint_storage") or {}),
+                 state=state)
+    return row, exp, trial
 
 
 def record(s: Session, *, uuid: str, trial: models.Trial | None, alloc_id: str | None, task_id: str | None,
@@ -28,10 +59,7 @@ def record(s: Session, *, uuid: str, trial: models.Trial | None, alloc_id: str |
     except (TypeError, ValueError):
         raise InvalidArgument("checkpoint.metadata.steps_completed: must be an integer",
                               fields=[{"field": "checkpoint.metadata.steps_completed", "message": "not an integer"}]) from None
-    size = 0
-    for v in resources.values():
-        with contextlib.suppress(TypeError, ValueError):
-            size += int(v)
+    size = sum(int(v) for v in resources.values())
     ckpt = models.Checkpoint(uuid=uuid, trial_id=trial.id if trial else None,
                              experiment_id=trial.experiment_id if trial else None, task_id=task_id,
                              allocation_id=alloc_id, state=state, report_time=report_time, steps_completed=steps,
@@ -104,3 +132,76 @@ def with_training(s: Session, rows: list[models.Checkpoint]) -> list[
     return [(c, exps.get(c.experiment_id) if c.experiment_id is not None else None,
              trials.get(c.trial_id) if c.trial_id is not None else None,
              validations.get((c.trial_id, c.steps_completed)) if c.trial_id is not None else None) for c in rows]
+
+
+# -- where a checkpoint's files are ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Located:
+    """What download needs of a checkpoint, read in one short transaction."""
+
+    uuid: str
+    report_time: float
+    storage: dict[str, Any]  # the experiment's checkpoint_storage: where the files are
+    recorded: dict[str, Any]  # the row's storage column (from the request, before issue 8)
+
+
+def locate(s: Session, uuid: str, default_storage: dict[str, Any]) -> Located:
+    """A checkpoint that still has files, and its experiment's storage (`default_storage`, the
+    master's, for an experiment config without one). NotFound when it is unknown or deleted;
+    Forbidden when it belongs to no experiment (only a request said where its files were)."""
+    c = get(s, uuid)
+    if c.state == CheckpointState.DELETED.value:
+        raise NotFound(f"checkpoint {uuid} was deleted (STATE_DELETED); its files are gone")
+    exp = s.get(models.Experiment, c.experiment_id) if c.experiment_id is not None else None
+    if exp is None:
+        raise Forbidden(f"checkpoint {uuid} is not served: it belongs to no experiment, so the master does not "
+                        "know where its files are")
+    return Located(c.uuid, c.report_time, dict(exp.config.get("checkpoint_storage") or default_storage),
+                   dict(c.storage or {}))
+
+
+def outside_roots(s: Session, config: MasterConfig) -> Iterator[tuple[str, str]]:
+    """(uuid, why) of each checkpoint with files (not deleted) whose experiment's storage, recorded
+    storage or uuid lies outside the master's storage roots: rows stored before the roots were
+    enforced. Judged from the configs alone; each distinct pair of storages is resolved once."""
+    roots = allowed_roots(config)
+    default = config.effective_checkpoint_storage().model_dump(mode="json")
+    live = models.Checkpoint.state != CheckpointState.DELETED.value
+    exp_ids = select(models.Checkpoint.experiment_id).where(live).distinct().scalar_subquery()
+    exp_configs = dict(s.execute(select(models.Experiment.id, models.Experiment.config)
+                                 .where(models.Experiment.id.in_(exp_ids))).all())
+    verdicts: dict[tuple[str, str], str | None] = {}
+    rows = s.execute(select(models.Checkpoint.uuid, models.Checkpoint.experiment_id, models.Checkpoint.storage)
+                     .where(live).order_by(models.Checkpoint.report_time, models.Checkpoint.uuid))
+    for uuid, exp_id, recorded in rows:
+        exp_config = exp_configs.get(exp_id) if exp_id is not None else None
+        if exp_config is not None:
+            storage = dict(exp_config.get("checkpoint_storage") or default)
+        elif recorded:  # no experiment: only the request said where its files were
+            storage = dict(recorded)
+        else:
+            continue
+        key = (json.dumps(storage, sort_keys=True, default=str), json.dumps(recorded or {}, sort_keys=True, default=str))
+        if key not in verdicts:
+            verdicts[key] = location_problem(storage, "uuid", roots, recorded=recorded)
+        why = verdicts[key]
+        if why is None and not is_path_component(uuid):
+            why = f"its uuid {uuid!r} is not a single path component"
+        if why is not None:
+            yield uuid, why
+
+
+def report_outside_roots(ctx: MasterContext) -> int:
+    """Warn, at master start, about checkpoints stored outside the storage roots (garbage collection
+    and download leave them alone); returns how many there are."""
+    with ctx.db.read_session() as s:
+        found = list(outside_roots(s, ctx.config))
+    for uuid, why in found[:REPORTED_AT_START]:
+        log.warning("checkpoint %r lies outside the checkpoint storage roots and will be neither deleted nor "
+                    "served: %s", uuid, why)
+    if len(found) > REPORTED_AT_START:
+        log.warning("%d more checkpoints lie outside the checkpoint storage roots (the first %d are listed above)",
+                    len(found) - REPORTED_AT_START, REPORTED_AT_START)
+    return len(found)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import random
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from pedl.config.experiment_config import ExperimentConfig
@@ -25,6 +26,7 @@ from pedl.master.lifecycle import (
 from pedl.master.searcher import SearcherActions, make_searcher
 from pedl.master.services import task_env
 from pedl.master.services.transitions import record_event, set_experiment_state, set_trial_state
+from pedl.master.services.trial_room import TRIALS_PER_PASS, RoomCalculator
 
 if TYPE_CHECKING:
     from pedl.master.cluster.controller import Controller
@@ -36,9 +38,18 @@ def config_of(exp: models.Experiment) -> ExperimentConfig:
     return ExperimentConfig.model_validate(exp.config)
 
 
-def _searcher(exp: models.Experiment):
+def _searcher(exp: models.Experiment, room: int):
+    """The experiment's searcher, restored; `room` bounds the live trials it may have after this
+    call (0 where the caller only reads it or must create nothing)."""
     return make_searcher(config_of(exp), seed=int(exp.searcher_state.get("seed", 0)),
-                         state=exp.searcher_state.get("state"))
+                         state=exp.searcher_state.get("state"), room=room)
+
+
+def _room(ctl: Controller, s: Session, exp: models.Experiment, rooms: RoomCalculator | None = None) -> int:
+    """Live trials the experiment may have now: its pool's capacity in trials, a batch at a time."""
+    rooms = rooms or RoomCalculator(s, ctl.ctx.config)
+    live = len((exp.searcher_state.get("state") or {}).get("live", []))
+    return rooms.room(exp.resource_pool, int(exp.config["resources"]["slots_per_trial"]), live)
 
 
 def _save_searcher(exp: models.Experiment, searcher) -> None:
@@ -52,7 +63,7 @@ def start_searcher(ctl: Controller, s: Session, exp: models.Experiment) -> None:
     if seed is None:
         seed = random.randrange(2**31)
     exp.searcher_state = {"seed": seed, "state": None}
-    searcher = _searcher(exp)
+    searcher = _searcher(exp, _room(ctl, s, exp))
     actions = searcher.initial()
     _save_searcher(exp, searcher)
     apply_actions(ctl, s, exp, actions)
@@ -75,7 +86,7 @@ def apply_actions(ctl: Controller, s: Session, exp: models.Experiment, actions: 
             new_allocation(ctl, s, exp, trial)
         else:
             set_trial_state(s, now, trial, T.PAUSED, "experiment is paused")
-    reasons = _searcher(exp).stop_reasons() if actions.stop else {}
+    reasons = _searcher(exp, 0).stop_reasons() if actions.stop else {}
     for request_id in actions.stop:
         trial = s.scalar(select(models.Trial).where(models.Trial.experiment_id == exp.id,
                                                      models.Trial.request_id == request_id))
@@ -220,7 +231,7 @@ def fail_unschedulable(ctl: Controller, s: Session, alloc: models.Allocation, re
 def close_early(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     """Tell the searcher a trial ended without finishing (error or kill) and apply what it decides."""
     ctl.want_checkpoint_gc(exp.id)
-    searcher = _searcher(exp)
+    searcher = _searcher(exp, _room(ctl, s, exp))
     actions = searcher.on_trial_exited_early(trial.request_id, reason)
     _save_searcher(exp, searcher)
     apply_actions(ctl, s, exp, actions)
@@ -238,7 +249,7 @@ def _complete(ctl: Controller, s: Session, exp: models.Experiment, trial: models
     set_trial_state(s, ctl.now, trial, T.COMPLETED, reason)
     trial.end_time = ctl.now
     ctl.want_checkpoint_gc(exp.id)
-    searcher = _searcher(exp)
+    searcher = _searcher(exp, _room(ctl, s, exp))
     actions = searcher.on_trial_closed(trial.request_id)
     _save_searcher(exp, searcher)
     apply_actions(ctl, s, exp, actions)
@@ -267,10 +278,66 @@ def on_validation(ctl: Controller, s: Session, trial: models.Trial, value: float
     exp = s.get(models.Experiment, trial.experiment_id)
     if exp is None or exp.state in TERMINAL_EXPERIMENT:
         return
-    searcher = _searcher(exp)
+    searcher = _searcher(exp, 0)  # a validation decides stops; trials are created on closes and top-ups
     actions = searcher.on_validation(trial.request_id, value, steps)
     _save_searcher(exp, searcher)
     apply_actions(ctl, s, exp, actions)
+
+
+TOP_UP_EXPERIMENTS_PER_PASS = 20
+# controller -> {experiment id: (live trials, capacity)} where a top-up created nothing (adaptive_asha
+# at its brackets' concurrency): skipped until one of the two changes, so a pass stays cheap
+_saturated: weakref.WeakKeyDictionary[Controller, dict[int, tuple[int, int]]] = weakref.WeakKeyDictionary()
+
+
+def top_up_candidates(s: Session) -> list[tuple[int, str, int | None, int | None]]:
+    """(id, pool, slots_per_trial, max_concurrent_trials) of ACTIVE experiments whose searcher may
+    create more trials; read from JSON in SQL, so no config or searcher state is loaded."""
+    X = models.Experiment
+    exhausted = X.searcher_state[("state", "exhausted")].as_boolean()
+    return [tuple(r) for r in s.execute(  # type: ignore[misc]
+        select(X.id, X.resource_pool, X.config[("resources", "slots_per_trial")].as_integer(),
+               X.config[("searcher", "max_concurrent_trials")].as_integer())
+        .where(X.state == E.ACTIVE.value, or_(exhausted.is_(None), exhausted.is_(False))).order_by(X.id))]
+
+
+def top_up(ctl: Controller, s: Session) -> None:
+    """Create the trials that room allows now that was not there before (an agent registered, an
+    instance came up, a batch was cut short): ACTIVE experiments whose searcher is not exhausted.
+    Bounded: one light query, at most TOP_UP_EXPERIMENTS_PER_PASS searchers, TRIALS_PER_PASS trials."""
+    rows = top_up_candidates(s)
+    saturated = _saturated.setdefault(ctl, {})
+    for gone in saturated.keys() - {r[0] for r in rows}:
+        del saturated[gone]
+    if not rows:
+        return
+    live = dict(s.execute(select(models.Trial.experiment_id, func.count()).where(
+        models.Trial.experiment_id.in_([r[0] for r in rows]),
+        models.Trial.state.not_in([t.value for t in TERMINAL_TRIAL])).group_by(models.Trial.experiment_id)).all())
+    rooms = RoomCalculator(s, ctl.ctx.config)
+    wanting = []
+    for exp_id, pool, slots_per_trial, max_concurrent in rows:
+        n = live.get(exp_id, 0)
+        capacity = rooms.capacity(pool, slots_per_trial or 0)
+        if max_concurrent:
+            capacity = min(capacity, max_concurrent)
+        if n < capacity and saturated.get(exp_id) != (n, capacity):
+            wanting.append((n, exp_id, capacity))
+    budget = TRIALS_PER_PASS
+    for n, exp_id, capacity in sorted(wanting)[:TOP_UP_EXPERIMENTS_PER_PASS]:  # the fewest live trials first
+        exp = s.get(models.Experiment, exp_id)
+        searcher_live = len((exp.searcher_state.get("state") or {}).get("live", []))
+        searcher = _searcher(exp, min(_room(ctl, s, exp, rooms), searcher_live + budget))
+        actions = searcher.top_up()
+        _save_searcher(exp, searcher)
+        apply_actions(ctl, s, exp, actions)
+        budget -= len(actions.create)
+        if actions.create:
+            saturated.pop(exp_id, None)
+        else:
+            saturated[exp_id] = (n, capacity)
+        if budget <= 0:
+            break
 
 
 def maybe_finish(ctl: Controller, s: Session, exp: models.Experiment) -> None:

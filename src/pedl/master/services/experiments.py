@@ -11,9 +11,12 @@ from sqlalchemy.orm import Session
 from pedl.config.checkpoint_storage import merge_storage
 from pedl.config.experiment_config import ExperimentConfig, parse_experiment_config
 from pedl.errors import InvalidArgument, NotFound
+from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import ExperimentState
-from pedl.master.services import experiment_flow, model_definitions
+from pedl.master.searcher.limits import check_trial_count
+from pedl.master.services import experiment_flow, model_definitions, storage_roots
+from pedl.master.services.authz import require_owner
 from pedl.master.services.transitions import record_event
 
 if TYPE_CHECKING:
@@ -40,6 +43,7 @@ def effective_config(ctl: Controller, cfg: ExperimentConfig) -> dict[str, Any]:
     data["checkpoint_storage"] = merge_storage(
         master.effective_checkpoint_storage().model_dump(mode="json"),
         cfg.checkpoint_storage.model_dump(mode="json") if cfg.checkpoint_storage is not None else None)
+    storage_roots.confine_experiment_storage(master, data["checkpoint_storage"])
     return data
 
 
@@ -48,9 +52,10 @@ def create(ctl: Controller, s: Session, owner: models.User, *, config_text: str,
     if not isinstance(config_text, str) or not config_text.strip():
         raise InvalidArgument("config: the experiment config is required (YAML text)",
                               fields=[{"field": "config", "message": "required"}])
-    cfg = parse_experiment_config(config_text)
+    cfg = parse_experiment_config(config_text, limits=ctl.ctx.config.limits)
     full = effective_config(ctl, cfg)
-    tgz, size, count = model_definitions.files_to_tgz(files)
+    check_trial_count(cfg, ctl.ctx.config.limits.max_trials_per_experiment)
+    tgz, size, count = model_definitions.files_to_tgz(files, ctl.ctx.config.limits.max_model_definition_bytes)
     if validate_only:
         return full
     now = ctl.now
@@ -110,11 +115,13 @@ def events(s: Session, exp: models.Experiment, after_id: int = 0, limit: int = 5
     return list(s.scalars(q))
 
 
-def act(ctl: Controller, experiment_id: int, action: str) -> None:
+def act(ctl: Controller, who: Caller, experiment_id: int, action: str) -> None:
+    """kill, pause or activate: by the experiment's owner or an admin."""
     fn = {"kill": experiment_flow.kill, "pause": experiment_flow.pause, "activate": experiment_flow.activate}[action]
 
     def run(s: Session) -> None:
         exp = get(s, experiment_id)
+        require_owner(who, exp.owner_id, f"{action} experiment {experiment_id}")
         fn(ctl, s, exp)
 
     ctl.run(run)

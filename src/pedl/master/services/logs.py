@@ -9,6 +9,13 @@ from pedl.common.agent_protocol import LogLine
 from pedl.master.db import models
 
 _LEVEL = {"stdout": "LOG_LEVEL_INFO", "stderr": "LOG_LEVEL_ERROR", "agent": "LOG_LEVEL_WARNING"}
+LOG_LEVELS = ("LOG_LEVEL_UNSPECIFIED", "LOG_LEVEL_TRACE", "LOG_LEVEL_DEBUG", "LOG_LEVEL_INFO",
+              "LOG_LEVEL_WARNING", "LOG_LEVEL_ERROR", "LOG_LEVEL_CRITICAL")
+
+
+def storable(text: str) -> str:
+    """A task prints what it likes; PostgreSQL stores no NUL and no lone surrogate in text."""
+    return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
 
 
 def add_master_line(s: Session, now: float, alloc: models.Allocation, message: str,
@@ -25,7 +32,7 @@ def add_task_lines(s: Session, alloc: models.Allocation, agent_id: str, lines: l
         {"task_id": alloc.task_id, "trial_id": alloc.trial_id, "allocation_id": alloc.id, "agent_id": agent_id,
          "timestamp": ln.timestamp, "level": _LEVEL.get(ln.stdtype, "LOG_LEVEL_INFO"), "stdtype": ln.stdtype,
          "source": "agent" if ln.stdtype == "agent" else "task",
-         "message": ln.message if ln.message.endswith("\n") else ln.message + "\n"}
+         "message": storable(ln.message if ln.message.endswith("\n") else ln.message + "\n")}
         for ln in lines])
 
 

@@ -15,6 +15,9 @@ from pedl.errors import InvalidArgument
 MAX_MODEL_DEF_BYTES = 96 * 1024 * 1024
 FILE_TYPE_REG = 48  # ord("0")
 FILE_TYPE_DIR = 53  # ord("5")
+MAX_MTIME = 8**11 - 1  # what a ustar header's 11 octal digits hold (year 2242); tarfile needs GNU format beyond
+MAX_MODE = 0o177777  # st_mode: file type and permission bits
+MAX_PATH_LENGTH = 4096
 
 
 def _bad(index: int, field: str, message: str) -> InvalidArgument:
@@ -22,13 +25,40 @@ def _bad(index: int, field: str, message: str) -> InvalidArgument:
     return InvalidArgument(f"{path}: {message}", fields=[{"field": path, "message": message}])
 
 
-def _int(value: Any, index: int, field: str, default: int) -> int:
+def _int(value: Any, index: int, field: str, default: int, maximum: int) -> int:
+    """det sends integers as numbers or as decimal strings (mtime); anything else is refused here
+    rather than failing later on the agent (an mtime of 1e30 overflows tarfile's header)."""
     if value is None:
         return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _bad(index, field, "must be an integer")
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        number = int(value)
+    except ValueError:  # also a string of more digits than int() converts
         raise _bad(index, field, "must be an integer") from None
+    if not 0 <= number <= maximum:
+        raise _bad(index, field, f"must be between 0 and {maximum}")
+    return number
+
+
+def _size(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+def _path_problem(path: str) -> str | None:
+    if len(path) > MAX_PATH_LENGTH:
+        return f"is longer than {MAX_PATH_LENGTH} characters"
+    # a NUL ends the name in the tar header ("a\x00b" would unpack as "a"); a backslash is a
+    # separator on some clients and a character on the agent
+    if any(c == "\\" or ord(c) < 32 or ord(c) == 127 for c in path):
+        return f"{path!r} contains a control character or a backslash"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{path!r} is not valid Unicode text"
+    return None
 
 
 def files_to_tgz(files: Any, max_bytes: int | None = None) -> tuple[bytes, int, int]:
@@ -50,13 +80,16 @@ def files_to_tgz(files: Any, max_bytes: int | None = None) -> tuple[bytes, int, 
             path = f.get("path")
             if not isinstance(path, str) or not path:
                 raise _bad(i, "path", "must be a non-empty string")
+            problem = _path_problem(path)
+            if problem:
+                raise _bad(i, "path", problem)
             norm = posixpath.normpath(path)
             if norm.startswith("/") or norm == ".." or norm.startswith("../"):
                 raise _bad(i, "path", f"{path!r} escapes the model directory")
-            ftype = _int(f.get("type"), i, "type", FILE_TYPE_REG)
+            ftype = _int(f.get("type"), i, "type", FILE_TYPE_REG, 255)
             info = tarfile.TarInfo(norm)
-            info.mtime = _int(f.get("mtime"), i, "mtime", 0)
-            mode = _int(f.get("mode"), i, "mode", 0o644)
+            info.mtime = _int(f.get("mtime"), i, "mtime", 0, MAX_MTIME)
+            mode = _int(f.get("mode"), i, "mode", 0o644, MAX_MODE)
             if ftype == FILE_TYPE_DIR:
                 info.type = tarfile.DIRTYPE
                 info.mode = (mode & 0o7777) or 0o755
@@ -74,8 +107,8 @@ def files_to_tgz(files: Any, max_bytes: int | None = None) -> tuple[bytes, int, 
             total += len(data)
             if total > max_bytes:
                 raise InvalidArgument(
-                    f"modelDefinition: the model directory exceeds {max_bytes // (1024 * 1024)} MiB",
-                    fields=[{"field": "modelDefinition", "message": "too large"}])
+                    f"modelDefinition: the model directory exceeds {_size(max_bytes)} "
+                    f"(limits.max_model_definition_bytes)", fields=[{"field": "modelDefinition", "message": "too large"}])
             info.size = len(data)
             info.mode = (mode & 0o7777) or 0o644
             tar.addfile(info, io.BytesIO(data))

@@ -8,9 +8,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from pedl.errors import NotFound
+from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, AllocationState, TrialState
 from pedl.master.services import experiment_flow
+from pedl.master.services.authz import require_owner
 from pedl.master.services.transitions import set_trial_state
 
 if TYPE_CHECKING:
@@ -66,3 +68,15 @@ def kill(ctl: Controller, s: Session, trial_id: int) -> None:
     set_trial_state(s, ctl.now, trial, TrialState.CANCELED, "trial killed by user")
     trial.end_time = ctl.now
     experiment_flow.close_early(ctl, s, s.get(models.Experiment, trial.experiment_id), trial, "killed")
+
+
+def kill_by(ctl: Controller, who: Caller, trial_id: int) -> None:
+    """A user kills one trial: its experiment's owner or an admin."""
+
+    def run(s: Session) -> None:
+        trial = get(s, trial_id)
+        exp = s.get(models.Experiment, trial.experiment_id)
+        require_owner(who, exp.owner_id, f"kill trial {trial_id}")
+        kill(ctl, s, trial_id)
+
+    ctl.run(run)

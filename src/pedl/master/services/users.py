@@ -10,8 +10,11 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from pedl.errors import Conflict, Forbidden, InvalidArgument, NotFound, Unauthenticated
+from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.services import passwords
+from pedl.master.services.authz import require_user
+from pedl.master.services.login_limiter import LoginLimiter
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +41,21 @@ def users_with_blank_password(s: Session) -> list[str]:
             if passwords.verify_password(u.password_hash, "")]
 
 
-def login(s: Session, now: float, ttl: float, username: str, password: str, is_hashed: bool) -> tuple[str, models.User]:
+def login(s: Session, now: float, ttl: float, username: str, password: str, is_hashed: bool,
+          limiter: LoginLimiter | None = None, address: str = "") -> tuple[str, models.User]:
+    """A new login token; failures count towards the per-user and per-address rate limits."""
+    if limiter is not None:
+        limiter.check(username, address, now)
     user = s.scalar(select(models.User).where(models.User.username == username))
     normalized = passwords.normalize(password or "", is_hashed)
     if user is None or not passwords.verify_password(user.password_hash, normalized):
+        if limiter is not None:
+            limiter.failed(username, address, now)
         raise Forbidden("invalid credentials")
     if not user.active:
         raise Forbidden(f"user {username!r} is deactivated")
+    if limiter is not None:
+        limiter.succeeded(username)
     token = secrets.token_urlsafe(32)
     s.add(models.UserSession(user_id=user.id, token_hash=token_hash(token), created_at=now, expires_at=now + ttl))
     return token, user
@@ -58,8 +69,8 @@ def user_for_token(s: Session, now: float, token: str) -> models.User:
     return session_for_token(s, now, token)[0]
 
 
-def session_for_token(s: Session, now: float, token: str) -> tuple[models.User, float]:
-    """The user a login token belongs to and when the token expires."""
+def session_for_token(s: Session, now: float, token: str) -> tuple[models.User, models.UserSession]:
+    """The user a login token belongs to and its session row (issued and expiry times)."""
     sess = s.scalar(select(models.UserSession).where(models.UserSession.token_hash == token_hash(token)))
     if sess is None:
         raise Unauthenticated("invalid or unknown token; log in again")
@@ -68,7 +79,7 @@ def session_for_token(s: Session, now: float, token: str) -> tuple[models.User, 
     user = s.get(models.User, sess.user_id)
     if user is None or not user.active:
         raise Unauthenticated("user is no longer active")
-    return user, sess.expires_at
+    return user, sess
 
 
 def list_users(s: Session) -> list[models.User]:
@@ -87,8 +98,8 @@ def create_user(s: Session, now: float, actor: models.User, username: str, passw
     if not actor.admin:
         raise Forbidden("only an admin can create users")
     username = (username or "").strip()
-    if not username or len(username) > 255 or any(c.isspace() for c in username):
-        raise InvalidArgument("user.username: must be 1-255 characters without spaces",
+    if not username or len(username) > 255 or any(c.isspace() or not c.isprintable() for c in username):
+        raise InvalidArgument("user.username: must be 1-255 characters without spaces or control characters",
                               fields=[{"field": "user.username", "message": "invalid username"}])
     if s.scalar(select(models.User).where(models.User.username == username)) is not None:
         raise Conflict(f"user {username!r} already exists")
@@ -100,9 +111,29 @@ def create_user(s: Session, now: float, actor: models.User, username: str, passw
     return user
 
 
-def set_password(s: Session, now: float, actor: models.User, user_id: int, password: str, is_hashed: bool) -> None:
+def set_password(s: Session, now: float, who: Caller, user_id: int, password: str, is_hashed: bool, *,
+                 old_password: str | None = None, old_is_hashed: bool = True, current_token: str = "",
+                 fresh_login_window: float = 0.0) -> None:
+    """Set a password and revoke the user's other login sessions.
+
+    An admin may set anyone's. A user changing their own proves it is them: with the old password,
+    or (for Determined's clients, which send none) with a login token issued within
+    `fresh_login_window`, so a stolen long-lived token cannot lock its owner out."""
+    actor = require_user(who, "change passwords")
     user = get_user(s, user_id)
     if actor.id != user.id and not actor.admin:
         raise Forbidden("only an admin can change another user's password")
+    if actor.id == user.id and not actor.admin:
+        if old_password is not None:
+            if not passwords.verify_password(user.password_hash, passwords.normalize(old_password, old_is_hashed)):
+                raise Forbidden("oldPassword: the old password is wrong")
+        elif who.issued_at is None or now - who.issued_at > fresh_login_window:
+            raise Forbidden(f"changing your own password needs the old one (oldPassword), or a login made "
+                            f"in the last {fresh_login_window:g} s: log in again, then change it")
     user.password_hash = passwords.hash_password(passwords.normalize(password, is_hashed))
     user.modified_at = now
+    keep = token_hash(current_token) if actor.id == user.id and current_token else None
+    q = delete(models.UserSession).where(models.UserSession.user_id == user.id)
+    if keep is not None:
+        q = q.where(models.UserSession.token_hash != keep)
+    s.execute(q)

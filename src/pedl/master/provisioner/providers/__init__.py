@@ -20,12 +20,12 @@ def make_provider(pool: ResourcePoolConfig, ctx: MasterContext) -> Provider:
 
         master_url = cfg.master_url or f"http://127.0.0.1:{ctx.config.port}"
         return LocalProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id, data_dir=ctx.config.data_dir,
-                             master_url=master_url, agent_token=ctx.config.agent_token, clock=ctx.clock)
+                             master_url=master_url, agent_token=ctx.agent_token, clock=ctx.clock)
     if cfg.type == "aws":
         from pedl.master.provisioner.master_address import resolve_master_url
         from pedl.master.provisioner.providers.aws import AWSProvider
 
-        return AWSProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id,
-                           master_url=resolve_master_url(cfg.master_url or f"ec2.local-ipv4:{ctx.config.port}"), agent_token=ctx.config.agent_token,
-                           clock=ctx.clock)
+        master_url = resolve_master_url(cfg.master_url or f"ec2.local-ipv4:{ctx.config.port}")
+        return AWSProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id, master_url=master_url,
+                           agent_token=ctx.agent_token, clock=ctx.clock)
     raise ValueError(f"unknown provider type {cfg.type!r}")

@@ -1,0 +1,69 @@
+"""Values both databases store alike, and that a JSON document holds: what request bodies and
+experiment configs are checked against before any model or database sees them."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+INT64_MAX = 2**63 - 1
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _join(path: str, key: Any) -> str:
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"{path}[{key}]"
+    text = str(key)
+    if len(text) > 64:  # a path names every key above a value: bounded, or 20 paths could be megabytes
+        text = text[:60] + "..."
+    if "\x00" in text or _SURROGATE.search(text):
+        text = repr(text)  # escaped, so the path itself is printable text
+    return f"{path}.{text}" if path else text
+
+
+def _text_problem(text: str, max_length: int | None) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character"
+    if max_length is not None and len(text) > max_length:
+        return f"is {len(text)} characters long, more than the limit of {max_length}"
+    if _SURROGATE.search(text):  # only escapes (JSON or YAML "\ud800") make one; no encoding takes it
+        return "contains a lone surrogate (not valid Unicode text)"
+    return None
+
+
+def value_problems(data: Any, *, max_string_length: int | None = None, path: str = "",
+                   limit: int = 20) -> list[tuple[str, str]]:
+    """(field path, message) for values no database column or JSON document takes the same way on
+    SQLite and PostgreSQL: strings with a NUL character or a lone surrogate (or longer than
+    `max_string_length`), non-finite floats, integers beyond 64 bits, binary data. Keys are checked
+    like strings. Nested pydantic models are skipped: they check their own fields. At most `limit`."""
+    problems: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [(path, data)]
+    while stack and len(problems) < limit:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            problem = _text_problem(value, max_string_length)
+        elif isinstance(value, bytes):  # YAML's !!binary: no JSON document holds it as it is
+            problem = "is binary data (!!binary), not text"
+        elif isinstance(value, float):
+            problem = None if math.isfinite(value) else "must be a finite number"
+        elif isinstance(value, int) and not isinstance(value, bool):
+            problem = None if -INT64_MAX - 1 <= value <= INT64_MAX else "is out of range (a 64-bit integer)"
+        elif isinstance(value, dict):
+            problem = None
+            for key, item in reversed(list(value.items())):
+                key_problem = _text_problem(key, max_string_length) if isinstance(key, str) else None
+                if key_problem:
+                    problems.append((where or "<root>", f"a key {key_problem}"))
+                stack.append((_join(where, key), item))
+        elif isinstance(value, list | tuple | set | frozenset):
+            problem = None
+            stack.extend((_join(where, i), item) for i, item in reversed(list(enumerate(value))))
+        else:
+            problem = None
+        if problem:
+            problems.append((where or "<root>", problem))
+    return problems[:limit]

@@ -1,0 +1,224 @@
+"""The authorization matrix: every route of the master against every kind of caller, with the answer
+each cell must get written down in one table. A route missing from the table fails the test, so a
+new route cannot land without its row."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from pedl.master.services.passwords import client_hash
+from tests.master.fakes import (
+    GRID_CONFIG,
+    SINGLE_CONFIG,
+    FakeAgent,
+    bearer,
+    create_experiment,
+    login,
+    post,
+)
+
+# The callers, in the order each row's cells run (those that may change state come last).
+COLUMNS = ("none", "garbage", "other", "task_other", "task_revoked", "task_own", "owner", "admin")
+
+R = (401, 401, 200, 200, 401, 200, 200, 200)  # any user, and any live task, may read
+PUBLIC = (200,) * 8
+TASK = (401, 401, 403, 403, 401, 200, 403, 403)  # only the task token of that allocation
+OWNER = (401, 401, 403, 403, 401, 403, 200, 200)  # the owner or an admin, never a task
+USER = (401, 401, 200, 403, 401, 403, 200, 200)  # any logged-in user, never a task
+ADMIN = (401, 401, 403, 403, 401, 403, 403, 200)
+ANY_TASK = (401, 401, 403, 200, 401, 200, 403, 403)  # any live task
+
+
+@dataclass
+class World:
+    """alice owns two experiments: `exp` runs three trials on a fake agent (task A of trial 1 is the
+    target of task routes, task B is another live allocation, task C has ended, so its token is
+    revoked); `side` is the target of kill/pause/activate. bob is another user."""
+
+    client: TestClient
+    app: FastAPI
+    tokens: dict[str, dict[str, str]]
+    ids: dict[str, Any]
+    counter: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def relogin(self) -> None:
+        for column, name in (("owner", "alice"), ("other", "bob"), ("admin", "admin")):
+            self.tokens[column] = bearer(login(self.client, name, "pw-" + name))
+
+
+def _world(client: TestClient, app: FastAPI) -> World:
+    admin = bearer(login(client, "admin"))
+    ids: dict[str, Any] = {}
+    for name in ("alice", "bob"):
+        body = {"user": {"username": name, "admin": False, "active": True}, "password": client_hash("pw-" + name),
+                "isHashed": True}
+        r = post(client, "/api/v1/users", body, admin)
+        assert r.status_code == 200, r.text
+        ids[name] = r.json()["user"]["id"]
+    r = post(client, f"/api/v1/users/{next(u['id'] for u in client.get('/api/v1/users', headers=admin).json()['users'] if u['username'] == 'admin')}/password",  # noqa: E501
+             {"password": client_hash("pw-admin"), "isHashed": True}, admin)
+    assert r.status_code == 200, r.text
+    alice = bearer(login(client, "alice", "pw-alice"))
+    agent = FakeAgent(app, "agent-1", slots=3)
+    three = GRID_CONFIG.replace("vals: [0.1, 0.2]", "vals: [0.1, 0.2, 0.3]")
+    exp = create_experiment(client, alice, three)
+    tasks = sorted(agent.start_all(), key=lambda t: t.trial_id)
+    assert len(tasks) == 3
+    task_a, task_b, task_c = tasks
+    agent.exit(task_c.allocation_id, 1, "crashed")  # its token is revoked from here on
+    side = create_experiment(client, alice, SINGLE_CONFIG, activate=False)
+    side_trial = client.get(f"/api/v1/experiments/{side['id']}/trials", headers=alice).json()["trials"][0]
+    # a validation metric and a checkpoint with a file, so the read routes have something to read
+    body = {"group": "validation", "metrics": {"trialId": task_a.trial_id, "trialRunId": 1, "stepsCompleted": 1,
+                                               "metrics": {"avgMetrics": {"loss": 0.5}}}}
+    assert post(client, f"/api/v1/trials/{task_a.trial_id}/metrics", body, bearer(task_a.token)).status_code == 200
+    ckpt = str(uuid.uuid4())
+    storage = app.state.ctx.config.effective_checkpoint_storage()
+    path = storage.host_path.rstrip("/") + "/" + ckpt
+    import os
+
+    os.makedirs(path)
+    with open(os.path.join(path, "weights"), "wb") as f:
+        f.write(b"w")
+    r = post(client, "/api/v1/checkpoints", _checkpoint_body(ckpt, task_a), bearer(task_a.token))
+    assert r.status_code == 200, r.text
+    ids.update(exp=exp["id"], side=side["id"], side_trial=side_trial["id"], trial=task_a.trial_id,
+               task=task_a.task_id, alloc=task_a.allocation_id, ckpt=ckpt, task_a=task_a)
+    tokens = {"none": {}, "garbage": bearer("not-a-token"), "other": bearer(login(client, "bob", "pw-bob")),
+              "owner": alice, "admin": bearer(login(client, "admin", "pw-admin")),
+              "task_other": bearer(task_b.token), "task_revoked": bearer(task_c.token),
+              "task_own": bearer(task_a.token)}
+    return World(client, app, tokens, ids)
+
+
+def _checkpoint_body(ckpt: str, task: Any) -> dict:
+    return {"checkpoint": {"uuid": ckpt, "allocationId": task.allocation_id, "taskId": task.task_id,
+                           "metadata": {"steps_completed": 1}, "resources": {"weights": "1"},
+                           "state": "STATE_COMPLETED"}}
+
+
+def _metrics(w: World) -> dict:
+    return {"group": "training", "metrics": {"trialId": w.ids["trial"], "trialRunId": 1,
+                                             "stepsCompleted": next(w.counter) + 10,
+                                             "metrics": {"avgMetrics": {"loss": 1.0}}}}
+
+
+def _new_user(w: World) -> dict:
+    return {"user": {"username": f"new-{next(w.counter)}", "admin": False}, "password": "", "isHashed": True}
+
+
+def _experiment(w: World) -> dict:
+    return {"activate": False, "config": SINGLE_CONFIG, "modelDefinition": [], "validateOnly": False}
+
+
+Body = Callable[[World], Any] | None
+
+# (method, path, expected per column, body). Paths take {names} from World.ids. Rows run in order.
+MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
+    ("GET", "/info", PUBLIC, None),
+    ("POST", "/api/v1/auth/login", PUBLIC,
+     lambda w: {"username": "bob", "password": client_hash("pw-bob"), "isHashed": True}),
+    ("GET", "/api/v1/master", R, None),
+    ("GET", "/api/v1/master/config", ADMIN, None),
+    ("GET", "/metrics", R, None),
+    ("GET", "/api/v1/me", R, None),
+    ("GET", "/api/v1/users", R, None),
+    ("POST", "/api/v1/users", ADMIN, _new_user),
+    ("GET", "/api/v1/agents", R, None),
+    ("GET", "/api/v1/resource-pools", R, None),
+    ("GET", "/api/v1/resource-pools/default", R, None),
+    ("GET", "/api/v1/instances", R, None),
+    ("GET", "/api/v1/experiments", R, None),
+    ("GET", "/api/v1/experiments/{exp}", R, None),
+    ("GET", "/api/v1/experiments/{exp}/trials", R, None),
+    ("GET", "/api/v1/experiments/{exp}/checkpoints", R, None),
+    ("GET", "/api/v1/experiments/{exp}/events", R, None),
+    ("GET", "/api/v1/experiments/{exp}/searcher/best_searcher_validation_metric", R, None),
+    ("GET", "/api/v1/trials/{trial}", R, None),
+    ("GET", "/api/v1/trials/{trial}/workloads", R, None),
+    ("GET", "/api/v1/trials/{trial}/metrics", R, None),
+    ("GET", "/api/v1/trials/{trial}/logs", R, None),
+    ("GET", "/api/v1/tasks", R, None),
+    ("GET", "/api/v1/checkpoints", R, None),
+    ("GET", "/api/v1/checkpoints/{ckpt}", R, None),
+    ("GET", "/api/v1/checkpoints/{ckpt}/download", R, None),
+    # what a task reports about itself
+    ("POST", "/api/v1/trials/{trial}/metrics", TASK, _metrics),
+    ("POST", "/api/v1/trials/{trial}/progress", TASK, lambda w: {"progress": 0.5}),
+    ("POST", "/api/v1/trials/{trial}/searcher/completed_operation", TASK, lambda w: {"op": {"length": 1}}),
+    ("POST", "/api/v1/trials/{trial}/runner/metadata", TASK, lambda w: {}),
+    ("POST", "/api/v1/trials/{trial}/early_exit", TASK, lambda w: {"reason": "EXITED_REASON_UNSPECIFIED"}),
+    ("POST", "/api/v1/runs/start", ANY_TASK, lambda w: {}),
+    ("GET", "/api/v1/tasks/{task}/context_directory", TASK, None),
+    ("POST", "/api/v1/task/logs", TASK, lambda w: {"logs": [{"taskId": w.ids["task"], "log": "line"}]}),
+    ("GET", "/api/v1/allocations/{alloc}/signals/preemption", TASK, None),
+    ("POST", "/api/v1/allocations/{alloc}/signals/ack_preemption", TASK, lambda w: {}),
+    ("POST", "/api/v1/checkpoints", TASK, lambda w: _checkpoint_body(str(uuid.uuid4()), w.ids["task_a"])),
+    # what users do
+    ("POST", "/api/v1/experiments", USER, _experiment),
+    ("POST", "/api/v1/experiments/{side}/pause", OWNER, None),
+    ("POST", "/api/v1/experiments/{side}/activate", OWNER, None),
+    ("POST", "/api/v1/trials/{side_trial}/kill", OWNER, None),
+    ("POST", "/api/v1/experiments/{side}/kill", OWNER, None),
+    # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions
+    ("POST", "/api/v1/users/{alice}/password", OWNER,
+     lambda w: {"password": client_hash("pw-alice"), "isHashed": True}),
+    ("POST", "/api/v1/auth/logout", USER, None),  # run with fresh logins: see below
+]
+
+
+def _run_matrix(w: World) -> list[str]:
+    wrong = []
+    for method, path, expected, body in MATRIX:
+        if path == "/api/v1/auth/logout":
+            w.relogin()
+        url = path.format(**w.ids)
+        for column, want in zip(COLUMNS, expected, strict=True):
+            payload = body(w) if body else None
+            if method == "GET":
+                r = w.client.get(url, headers=w.tokens[column])
+            else:
+                r = post(w.client, url, payload, w.tokens[column])
+            if r.status_code != want:
+                wrong.append(f"{method} {path} as {column}: {r.status_code} (expected {want}) {r.text[:160]}")
+    return wrong
+
+
+def test_every_route_is_in_the_matrix(app: FastAPI) -> None:
+    listed = {(m, p.split("?")[0]) for m, p, _, _ in MATRIX}
+    routes = {(m.upper(), p) for p, ops in app.openapi()["paths"].items() for m in ops}
+    routes.add(("GET", "/metrics"))  # served outside the OpenAPI document (Prometheus text)
+
+    def shape(path: str) -> str:  # compare paths by shape: {trial_id} and {trial} are one parameter
+        return "/".join("{}" if part.startswith("{") or part in ("default",) else part for part in path.split("/"))
+
+    missing = {(m, p) for m, p in routes if (m, shape(p)) not in {(lm, shape(lp)) for lm, lp in listed}}
+    missing = {(m, p) for m, p in missing if p != "/api/v1/experiments/{experiment_id}/{action}"}
+    assert not missing, f"routes without a row in the authorization matrix: {sorted(missing)}"
+
+
+def test_authorization_matrix(client: TestClient, app: FastAPI) -> None:
+    world = _world(client, app)
+    world.ids["alice"] = json.loads(client.get("/api/v1/me", headers=world.tokens["owner"]).text)["user"]["id"]
+    wrong = _run_matrix(world)
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("action", ["pause", "activate", "kill"])
+def test_another_users_action_changes_nothing(client: TestClient, app: FastAPI, action: str) -> None:
+    world = _world(client, app)
+    before = client.get(f"/api/v1/experiments/{world.ids['exp']}", headers=world.tokens["owner"]).json()
+    r = post(client, f"/api/v1/experiments/{world.ids['exp']}/{action}", None, world.tokens["other"])
+    assert r.status_code == 403
+    assert "owner" in r.json()["message"]
+    after = client.get(f"/api/v1/experiments/{world.ids['exp']}", headers=world.tokens["owner"]).json()
+    assert after["experiment"]["state"] == before["experiment"]["state"]
