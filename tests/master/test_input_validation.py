@@ -246,3 +246,16 @@ def test_ids_and_counts_past_64_bits_are_400_naming_the_parameter(client: TestCl
     assert failures == []
     r = post(client, f"/api/v1/experiments/{huge}/kill", None, admin)
     assert problem_with(r, "experiment_id") is None
+
+
+def test_inputs_the_fuzz_test_found(client: TestClient, admin: dict) -> None:
+    """A lone surrogate as a hyperparameter name made pydantic fail to word its error (500); parent
+    and project ids past 32 bits were 200 on SQLite and 400 on PostgreSQL."""
+    surrogate_key = 'hyperparameters:\n  "\\uD800": {type: junk}'
+    failures = [(what, problem) for what, body, field in [
+        ("surrogate hparam", create_body(with_line(surrogate_key)), "hyperparameters"),
+        ("parentId", {**create_body(SINGLE_CONFIG), "parentId": 2**31}, "parentId"),
+        ("projectId", {**create_body(SINGLE_CONFIG), "projectId": 2**40}, "projectId")]
+        if (problem := problem_with(post(client, "/api/v1/experiments", body, admin), field))]
+    assert failures == []
+    assert client.get("/api/v1/experiments", headers=admin).json()["pagination"]["total"] == 0

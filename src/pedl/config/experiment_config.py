@@ -328,6 +328,10 @@ def parse_experiment_config(text_or_data: str | dict[str, Any], source: str = "e
 
         max_string = LimitsConfig().max_string_length
     fields = [{"field": f, "message": m} for f, m in value_problems(data, max_string_length=max_string)]
+    if any("surrogate" in p["message"] for p in fields):
+        # pydantic cannot even word its own errors about such text: refuse before it sees it
+        lines = "; ".join(f"{p['field']}: {p['message']}" for p in fields)
+        raise ConfigError(f"invalid {source}: {lines}", fields=fields)
     try:
         config = validate_data(ExperimentConfig, data, source)
     except ConfigError as exc:  # listed with the value problems, once per field

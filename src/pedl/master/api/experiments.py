@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
+from pydantic import Field
 from sqlalchemy import func, select
 
 from pedl.master.api import shapes
@@ -25,6 +26,8 @@ from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import experiments as experiments_service
 from pedl.master.services.authz import require_user
 
+INT32_MAX = 2**31 - 1
+
 router = APIRouter(prefix="/api/v1/experiments")
 
 
@@ -33,8 +36,8 @@ class CreateExperimentBody(Body):
     modelDefinition: list[Any] | None = None
     activate: bool | None = True
     validateOnly: bool | None = False
-    parentId: int | None = None
-    projectId: int | None = None
+    parentId: int | None = Field(None, ge=0, le=INT32_MAX)  # integer columns on both databases
+    projectId: int | None = Field(None, ge=0, le=INT32_MAX)
     template: str | None = None
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from pedl.config.checkpoint_storage import merge_storage
 from pedl.config.experiment_config import ExperimentConfig, parse_experiment_config
-from pedl.errors import InvalidArgument, NotFound
+from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import ExperimentState
@@ -115,6 +115,11 @@ def events(s: Session, exp: models.Experiment, after_id: int = 0, limit: int = 5
     return list(s.scalars(q))
 
 
+# the states a user action applies to (a repeat is a no-op); kill applies to every state
+_ACTION_FROM = {"pause": {ExperimentState.ACTIVE, ExperimentState.PAUSED},
+                "activate": {ExperimentState.ACTIVE, ExperimentState.PAUSED}}
+
+
 def act(ctl: Controller, who: Caller, experiment_id: int, action: str) -> None:
     """kill, pause or activate: by the experiment's owner or an admin."""
     fn = {"kill": experiment_flow.kill, "pause": experiment_flow.pause, "activate": experiment_flow.activate}[action]
@@ -122,6 +127,12 @@ def act(ctl: Controller, who: Caller, experiment_id: int, action: str) -> None:
     def run(s: Session) -> None:
         exp = get(s, experiment_id)
         require_owner(who, exp.owner_id, f"{action} experiment {experiment_id}")
+        allowed = _ACTION_FROM.get(action)
+        if allowed is not None and exp.state not in allowed:
+            state = exp.state.removeprefix("STATE_")
+            raise Conflict(f"experiment {experiment_id} is {state}: only "
+                           f"{' or '.join(a.removeprefix('STATE_') for a in sorted(allowed))} experiments "
+                           f"can be {'paused' if action == 'pause' else 'activated'}")
         fn(ctl, s, exp)
 
     ctl.run(run)
