@@ -354,7 +354,8 @@ def test_pause_or_activate_of_a_terminal_experiment_is_409(client: TestClient, u
     post(client, f"/api/v1/experiments/{exp['id']}/kill", None, user)
     r = post(client, f"/api/v1/experiments/{exp['id']}/{action}", None, user)
     assert r.status_code == 409
-    assert "STATE_CANCELED" in r.json()["message"]
+    # said by the action itself, not by an illegal lifecycle edge (that would be the master's bug)
+    assert f"experiment {exp['id']} is CANCELED: only ACTIVE or PAUSED" in r.json()["message"]
     assert experiment(client, user, exp["id"])["state"] == "STATE_CANCELED"
 
 
@@ -426,16 +427,3 @@ def test_events_only_for_this_experiment(client: TestClient, user: dict) -> None
     events = client.get(f"/api/v1/experiments/{a['id']}/events", headers=user).json()["events"]
     assert all(e["toState"] != "STATE_CANCELED" for e in events)
 
-
-@pytest.mark.parametrize("action", ["pause", "activate"])
-def test_pause_or_activate_of_a_killed_experiment_is_409_and_changes_nothing(client: TestClient, user: dict,
-                                                                           action: str) -> None:
-    """schemathesis found these: they raised an illegal transition (CANCELED -> PAUSED), an internal
-    error, where the user's request is simply not applicable."""
-    exp = create_experiment(client, user, SINGLE_CONFIG, activate=False)
-    assert post(client, f"/api/v1/experiments/{exp['id']}/kill", None, user).status_code == 200
-    r = post(client, f"/api/v1/experiments/{exp['id']}/{action}", None, user)
-    assert r.status_code == 409
-    assert "is CANCELED" in r.json()["message"]
-    got = client.get(f"/api/v1/experiments/{exp['id']}", headers=user).json()["experiment"]["state"]
-    assert got == "STATE_CANCELED"

@@ -29,21 +29,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from pedl.config.master_config import MasterConfig
-from pedl.master.app import create_app
 from tests.master.fakes import SINGLE_CONFIG, file_entry
+from tests.support.live_master import LiveMaster
 
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
           "response_schema_conformance,ignored_auth,unsupported_method,allow_header_conformance")
@@ -57,30 +53,6 @@ CONFIG_TOML = """\
 include-path = "/api/v1/trials/{trial_id}/logs"
 parameters = { "query.follow" = false }
 """
-
-
-class LiveMaster:
-    """The master's app served by uvicorn in a thread, on a socket bound before it starts."""
-
-    def __init__(self, config: MasterConfig) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> LiveMaster:
-        self.thread.start()
-        while not self.server.started:
-            if not self.thread.is_alive():
-                raise RuntimeError("the master's server thread ended before it started serving")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join()
-        self.sock.close()
 
 
 @pytest.fixture
