@@ -9,6 +9,7 @@ from types import ModuleType
 
 from benchmarks import (
     asha_vs_random,
+    experiment_create,
     harness_overhead,
     metric_ingestion,
     provisioner_pass,
@@ -21,6 +22,7 @@ from benchmarks.harness import Figure, report
 
 BENCHMARKS: dict[str, ModuleType] = {
     "task_start_latency": task_start_latency,
+    "experiment_create": experiment_create,
     "metric_ingestion": metric_ingestion,
     "scheduling_pass": scheduling_pass,
     "provisioner_reaction": provisioner_reaction,
@@ -33,6 +35,7 @@ BENCHMARKS: dict[str, ModuleType] = {
 # a smoke run: every path exercised in well under a minute each
 QUICK_ARGS: dict[str, list[str]] = {
     "task_start_latency": ["--experiments", "5"],
+    "experiment_create": ["--repeat", "1", "--sqlite-only"],
     "metric_ingestion": ["--serial-reports", "100", "--reports-per-thread", "25", "--raw-rows", "1000",
                          "--raw-rows-committed", "100"],
     "scheduling_pass": ["--agents", "100", "--trials", "1000", "--experiments", "10", "--repeat", "1"],
