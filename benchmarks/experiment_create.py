@@ -52,11 +52,12 @@ def measure_one(kind: str, db: dict | None, work: Path, repeat: int) -> list[Fig
 
                 def probe(stop: threading.Event = stop, me_waits: list[float] = me_waits) -> None:
                     with httpx.Client(base_url=master.url, headers=http.headers, timeout=120) as other:
-                        while not stop.is_set():
+                        while True:  # at least one call, even beside a create refused at once
                             started = time.perf_counter()
                             other.get("/api/v1/me")
                             me_waits.append(time.perf_counter() - started)
-                            time.sleep(0.01)
+                            if stop.wait(0.01):
+                                break
 
                 prober = threading.Thread(target=probe)
                 prober.start()
