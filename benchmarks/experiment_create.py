@@ -19,7 +19,8 @@ from pedl.config.master_config import DatabaseConfig, MasterConfig
 
 NAME = "experiment_create"
 SEARCHERS = {
-    "random, max_trials 10,000 (the limit)": "searcher: {name: random, metric: loss, max_trials: 10000, max_length: 10}",
+    "random, max_trials 10,000 (the limit)": "searcher: {name: random, metric: loss, max_trials: 10000, "
+                                             "max_length: 10}",
     "random, max_trials 100,000,000 (refused)": "searcher: {name: random, metric: loss, max_trials: 100000000, "
                                                 "max_length: 10}",
     "grid 100x100 (the limit)": "searcher: {name: grid, metric: loss, max_length: 10}\nhyperparameters:\n"

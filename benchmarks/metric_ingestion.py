@@ -210,7 +210,8 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
                                         args.metric_keys)
         after = store.count(trial_id)
     if after != stored + args.raw_rows + args.raw_rows_committed:
-        print(f"warning: {kind}: the raw inserts left {after} rows, expected {stored + args.raw_rows + args.raw_rows_committed}")
+        expected = stored + args.raw_rows + args.raw_rows_committed
+        print(f"warning: {kind}: the raw inserts left {after} rows, expected {expected}")
     db_name = "SQLite" if kind == "sqlite" else "PostgreSQL"
     return [
         Figure(NAME, f"{db_name}: trial script, serial reports/s", serial_rate, "reports/s",

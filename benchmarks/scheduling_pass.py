@@ -174,8 +174,9 @@ def populate(ctl: Controller, args: argparse.Namespace, sizes: list[int], loop: 
                   for i in range(args.agents)]
         s.execute(insert(models.Agent), agents)
     for agent in agents:
-        ctl.ctx.hub.attach(AgentConnection(agent["id"], "http://master:8080", "10.0.0.1", loop,  # type: ignore[arg-type]
-                                           last_heartbeat=time.time()))
+        connection = AgentConnection(agent["id"], "http://master:8080", "10.0.0.1", loop,  # type: ignore[arg-type]
+                                     last_heartbeat=time.time())
+        ctl.ctx.hub.attach(connection)
 
 
 class Probe(threading.Thread):
@@ -283,7 +284,8 @@ def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int]) ->
     return [
         Figure(NAME, f"{db_name}: controller.tick(), trials of {label(sizes)} slot(s)", 1000 * total, "ms",
                f"median of {args.repeat} (fresh database each); {shape}; {placed:,} placed, {sent:,} start_task sent"),
-        Figure(NAME, f"{db_name}: … of which _check_agents", 1000 * check, "ms", "heartbeat bookkeeping of every agent"),
+        Figure(NAME, f"{db_name}: … of which _check_agents", 1000 * check, "ms",
+               "heartbeat bookkeeping of every agent"),
         Figure(NAME, f"{db_name}: … of which planning", 1000 * plan, "ms",
                "one snapshot read (pending, agents, held allocations) and the pure scheduler"),
         Figure(NAME, f"{db_name}: … of which applying", 1000 * apply, "ms",

@@ -113,8 +113,10 @@ def measure(args: argparse.Namespace) -> list[Figure]:
         ("POST → user code runs", total, how),
         ("create POST round trip", post, "validate config, store model dir, create trial + allocation"),
         ("queued → assigned", queued_assigned, "the control loop's reaction (woken by the create)"),
-        ("assigned → process spawned", assigned_spawned, "start_task to agent, context download + unpack, spawn; as the master records task_started"),
-        ("spawned → user code runs", spawned_user, "/bin/sh + python3 start-up (includes task_started's trip to the master)"),
+        ("assigned → process spawned", assigned_spawned,
+         "start_task to agent, context download + unpack, spawn; as the master records task_started"),
+        ("spawned → user code runs", spawned_user,
+         "/bin/sh + python3 start-up (includes task_started's trip to the master)"),
     ):
         ms = [v * 1000 for v in values]
         for p_name, value in (("p50", percentile(ms, 50)), ("p95", percentile(ms, 95)), ("max", max(ms))):

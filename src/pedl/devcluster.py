@@ -37,7 +37,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.2
         except Exception as exc:  # noqa: BLE001 - keep polling; report the last failure
             last_exc = exc
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else ""))
+    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}"
+                       + (f" (last error: {last_exc})" if last_exc else ""))
 
 
 class ManagedProcess:

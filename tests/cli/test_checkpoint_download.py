@@ -215,7 +215,8 @@ def test_progress_lines_when_not_on_a_terminal(cli, shared_ckpt: str, tmp_path: 
     monkeypatch.setattr(checkpoint_download, "CHUNK", 64 * 1024)
     result = cli("checkpoint", "download", shared_ckpt, "-o", str(tmp_path / "p"), "--via-master")
     assert result.exit_code == 0, result.output
-    lines = [line for line in result.stderr.splitlines() if line.startswith(f"Downloading checkpoint {shared_ckpt[:8]}")]
+    lines = [line for line in result.stderr.splitlines()
+             if line.startswith(f"Downloading checkpoint {shared_ckpt[:8]}")]
     assert len(lines) >= 4, result.stderr
     assert lines[-1].endswith("of 1.0 MiB")
 
@@ -268,8 +269,9 @@ def test_a_short_stream_is_an_error_and_leaves_nothing(tmp_path: Path, cut: int)
     data = tar_bytes({"a.bin": b"a" * 3000})
     client = FakeClient(FakeResponse(data[:cut], len(data)))
     with pytest.raises(PedlError, match="broke off"):
-        checkpoint_download.download_checkpoint(client, {"uuid": "u1", "resources": {"a.bin": "3000"}},  # type: ignore[arg-type]
-                                                tmp_path / "out", via_master=True)
+        checkpoint_download.download_checkpoint(
+            client, {"uuid": "u1", "resources": {"a.bin": "3000"}},  # type: ignore[arg-type]
+            tmp_path / "out", via_master=True)
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 

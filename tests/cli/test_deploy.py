@@ -58,7 +58,8 @@ def test_other_partitions_are_accepted() -> None:
 
 
 def test_a_bad_arn_is_a_clear_error() -> None:
-    for bad in ("agent-role", "arn:aws:s3:::bucket", "arn:aws:iam::1234:role/agent", "arn:aws:iam::123456789012:user/x"):
+    for bad in ("agent-role", "arn:aws:s3:::bucket", "arn:aws:iam::1234:role/agent",
+                "arn:aws:iam::123456789012:user/x"):
         result = run("--agent-role-arn", bad)
         assert result.exit_code == 1
         assert result.stdout == ""

@@ -149,5 +149,6 @@ def test_merge_of_another_type_replaces_the_location_and_keeps_the_masters_polic
 
 
 def test_merge_to_shared_fs_needs_a_host_path() -> None:
-    with pytest.raises(InvalidArgument, match="checkpoint_storage.host_path: required, because the master's storage is s3"):
+    with pytest.raises(InvalidArgument,
+                       match="checkpoint_storage.host_path: required, because the master's storage is s3"):
         merge_storage(S3, dump("checkpoint_storage: {type: shared_fs}\n"))

@@ -189,7 +189,8 @@ def test_no_pools_is_an_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key", ["default_compute_resource_pool", "default_aux_resource_pool"])
 def test_default_pools_must_exist(tmp_path: Path, key: str) -> None:
-    text = f"resource_pools:\n  - pool_name: gpu\ndefault_compute_resource_pool: gpu\ndefault_aux_resource_pool: gpu\n{key}: nope\n"
+    text = ("resource_pools:\n  - pool_name: gpu\ndefault_compute_resource_pool: gpu\n"
+            f"default_aux_resource_pool: gpu\n{key}: nope\n")
     with pytest.raises(ConfigError) as info:
         load_master_config(write(tmp_path, text))
     assert fields_of(info.value) == [key]
@@ -209,7 +210,8 @@ def test_without_db_section_sqlite_in_data_dir(tmp_path: Path) -> None:
 
 
 def test_db_section_gives_postgresql_psycopg_url(tmp_path: Path) -> None:
-    text = "db:\n  host: db.example.com\n  port: 6543\n  user: pedl\n  password: s3cret\n  name: cluster\n  ssl_mode: require\n"
+    text = ("db:\n  host: db.example.com\n  port: 6543\n  user: pedl\n  password: s3cret\n  name: cluster\n"
+            "  ssl_mode: require\n")
     cfg = load_master_config(write(tmp_path, text))
     url = cfg.database_url()
     assert url == "postgresql+psycopg://pedl:s3cret@db.example.com:6543/cluster?sslmode=require"

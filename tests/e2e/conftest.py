@@ -31,8 +31,8 @@ def rendezvous_ports() -> str:
 class Cluster:
     def __init__(self, work: Path, db: dict | None, config: dict | None = None) -> None:
         self.work = work
-        cfg = {**FAST_AGENTS, "rendezvous_port_range": rendezvous_ports(), "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")},
-               **(config or {})}
+        cfg = {**FAST_AGENTS, "rendezvous_port_range": rendezvous_ports(),
+               "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}, **(config or {})}
         if db:
             cfg["db"] = db
         self.master = Master(work, cfg)
@@ -76,7 +76,8 @@ class Cluster:
 def steps_config(name: str = "steps", **hparams: Any) -> dict:
     return {"name": name, "entrypoint": "python3 train.py", "max_restarts": hparams.pop("max_restarts", 2),
             "hyperparameters": {"steps": 10, "delay": 0.05, **hparams},
-            "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": hparams.get("steps", 10)}},
+            "searcher": {"name": "single", "metric": "validation_loss",
+                         "max_length": {"batches": hparams.get("steps", 10)}},
             "resources": {"slots_per_trial": 1}}
 
 

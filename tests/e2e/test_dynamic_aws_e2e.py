@@ -123,8 +123,10 @@ class AWSCluster(Cluster):
         """What a failed assertion should show: the proxy's calls, the twin's view, the master's log."""
         calls = ", ".join(f"{c.action}{'!' + c.error if c.error else ''}" for c in self.proxy.calls()
                           if c.action not in ("DescribeInstances", "DescribeSpotInstanceRequests"))
-        machines = {i: (m.instance_type, m.spot, m.skipped, m.gone_at is not None) for i, m in self.twin.machines.items()}
-        return f"calls: {calls}\ntwin: {machines} errors: {self.twin.errors[-3:]}\nmaster log:\n{self.master.log_text()[-3000:]}"
+        machines = {i: (m.instance_type, m.spot, m.skipped, m.gone_at is not None)
+                    for i, m in self.twin.machines.items()}
+        return (f"calls: {calls}\ntwin: {machines} errors: {self.twin.errors[-3:]}\n"
+                f"master log:\n{self.master.log_text()[-3000:]}")
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,8 @@ def test_ranks_follow_the_master_node_environment_with_nodes_of_different_sizes(
     assert [second.worker_env(i)["RANK"] for i in range(second.local_size)] == ["2", "3", "4"]
     for layout in (chief, second):
         env = layout.worker_env(0)
-        assert (env["WORLD_SIZE"], env["NNODES"], env["MASTER_ADDR"], env["MASTER_PORT"]) == ("5", "2", "10.0.0.7", "29401")
+        assert (env["WORLD_SIZE"], env["NNODES"], env["MASTER_ADDR"], env["MASTER_PORT"]) == (
+            "5", "2", "10.0.0.7", "29401")
     assert second.worker_env(2)["LOCAL_WORLD_SIZE"] == "3" and second.worker_env(2)["NODE_RANK"] == "1"
 
 

@@ -34,7 +34,8 @@ def test_every_slot_gets_a_worker_with_its_rank() -> None:
     lines = sorted(done.stdout.splitlines())
     assert [line.split(" ", 1)[0] for line in lines] == ["[rank=0]", "[rank=1]", "[rank=2]"]
     for rank, line in enumerate(lines):
-        assert f"RANK={rank} LOCAL_RANK={rank} WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 NODE_RANK=0 MASTER_ADDR=127.0.0.1" in line
+        assert (f"RANK={rank} LOCAL_RANK={rank} WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 NODE_RANK=0 "
+                "MASTER_ADDR=127.0.0.1") in line
     assert len({line.rsplit("MASTER_PORT=", 1)[1] for line in lines}) == 1  # one rendezvous
     assert "node 0 of 1, ranks 0-2 of 3" in done.stderr
 

@@ -44,7 +44,8 @@ def register(agent_id: str = "ws-agent", slots: int = 1, pool: str = "default") 
 
 @pytest.mark.parametrize("headers", [{}, {"X-Pedl-Agent-Token": "wrong"}])
 def test_wrong_or_missing_agent_token_is_refused(token_client: TestClient, headers: dict) -> None:
-    with pytest.raises(WebSocketDisconnect) as info, token_client.websocket_connect("/agents/ws", headers=headers) as ws:
+    with (pytest.raises(WebSocketDisconnect) as info,
+          token_client.websocket_connect("/agents/ws", headers=headers) as ws):
         ws.receive_json()
     assert info.value.code == proto.CLOSE_UNAUTHORIZED
 

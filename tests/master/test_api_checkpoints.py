@@ -384,7 +384,8 @@ def test_a_checkpoint_directory_that_is_a_symlink_is_not_served(client: TestClie
     storage = _master_storage(client)
     storage.base_path.mkdir(parents=True, exist_ok=True)
     (storage.base_path / uid("dir-link")).symlink_to(tmp_path / "secret-dir", target_is_directory=True)
-    assert post(client, "/api/v1/checkpoints", det_checkpoint(task, 1, "dir-link"), bearer(task.token)).status_code == 200
+    r = post(client, "/api/v1/checkpoints", det_checkpoint(task, 1, "dir-link"), bearer(task.token))
+    assert r.status_code == 200
     r = client.get(f"/api/v1/checkpoints/{uid('dir-link')}/download", headers=user)
     assert r.status_code == 403, r.text
     assert "symbolic link" in r.json()["message"] and b"TOP-SECRET" not in r.content

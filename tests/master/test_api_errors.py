@@ -211,7 +211,8 @@ UNSTORABLE = [
     (f"/api/v1/trials/{HUGE}/kill", None, ""),
 ]
 UNSTORABLE_GETS = [f"/api/v1/experiments/{HUGE}", f"/api/v1/trials/{HUGE}", f"/api/v1/trials/{HUGE}/logs",
-                   "/api/v1/checkpoints/a%00b", "/api/v1/experiments?users=a%00b", "/api/v1/experiments?offset=" + str(HUGE)]
+                   "/api/v1/checkpoints/a%00b", "/api/v1/experiments?users=a%00b",
+                   "/api/v1/experiments?offset=" + str(HUGE)]
 
 
 def test_values_the_database_cannot_store_are_not_500(client: TestClient, admin: dict, agent) -> None:

@@ -75,7 +75,8 @@ def test_only_admin_changes_other_users_passwords(client: TestClient, user: dict
     assert r.status_code == 403
     assert login_status(client, "admin", "") == 200  # unchanged
     determined_id = user_id(client, admin, "determined")
-    assert post(client, f"/api/v1/users/{determined_id}/password", client_hash("set-by-admin"), admin).status_code == 200
+    r = post(client, f"/api/v1/users/{determined_id}/password", client_hash("set-by-admin"), admin)
+    assert r.status_code == 200
     assert login_status(client, "determined", "set-by-admin") == 200
 
 

@@ -76,8 +76,8 @@ def test_max_rungs_is_capped_by_length_and_trials_as_determined_does() -> None:
 ])
 def test_brackets_by_mode(mode: str, rungs: list[int]) -> None:
     assert bracket_rungs(mode, 5) == rungs  # type: ignore[arg-type]
-    brackets = make_brackets(max_trials=256, max_length=256, divisor=4, max_rungs=5, mode=mode,  # type: ignore[arg-type]
-                             max_concurrent=0)
+    brackets = make_brackets(max_trials=256, max_length=256, divisor=4, max_rungs=5,
+                             mode=mode, max_concurrent=0)  # type: ignore[arg-type]
     assert [b.num_rungs for b in brackets] == rungs
     assert sum(b.max_trials for b in brackets) == 256
     for b in brackets:
@@ -309,7 +309,8 @@ def test_a_small_max_concurrent_trials_is_a_hard_cap() -> None:
 
 def test_trials_are_reproducible_by_seed_and_index() -> None:
     a, b, c = (asha("max_trials: 8, max_length: 16", seed=seed).initial() for seed in (3, 3, 4))
-    assert [(r.request_id, r.hparams, r.seed) for r in a.create] == [(r.request_id, r.hparams, r.seed) for r in b.create]
+    assert ([(r.request_id, r.hparams, r.seed) for r in a.create]
+            == [(r.request_id, r.hparams, r.seed) for r in b.create])
     assert [r.hparams for r in a.create] != [r.hparams for r in c.create]
     for r in a.create:
         assert 1e-4 <= r.hparams["lr"] <= 1e-1 and 1 <= r.hparams["layers"] <= 8

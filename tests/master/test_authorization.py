@@ -64,7 +64,9 @@ def _world(client: TestClient, app: FastAPI) -> World:
         r = post(client, "/api/v1/users", body, admin)
         assert r.status_code == 200, r.text
         ids[name] = r.json()["user"]["id"]
-    r = post(client, f"/api/v1/users/{next(u['id'] for u in client.get('/api/v1/users', headers=admin).json()['users'] if u['username'] == 'admin')}/password",  # noqa: E501
+    admin_id = next(u["id"] for u in client.get("/api/v1/users", headers=admin).json()["users"]
+                    if u["username"] == "admin")
+    r = post(client, f"/api/v1/users/{admin_id}/password",
              {"password": client_hash("pw-admin"), "isHashed": True}, admin)
     assert r.status_code == 200, r.text
     alice = bearer(login(client, "alice", "pw-alice"))

@@ -129,7 +129,8 @@ def test_latest_is_by_steps_not_by_report_time() -> None:
 
 
 def test_output_is_in_trial_and_step_order() -> None:
-    checkpoints = [ck("b9", 2, 9), ck("a3", 1, 3), ck("b1", 2, 1), ck("a1", 1, 1), ck("keep", 1, 99), ck("keepb", 2, 99)]
+    checkpoints = [ck("b9", 2, 9), ck("a3", 1, 3), ck("b1", 2, 1), ck("a1", 1, 1),
+                   ck("keep", 1, 99), ck("keepb", 2, 99)]
     assert deleted(checkpoints, policy(trial_best=0)) == ["a1", "a3", "b1", "b9"]
 
 

@@ -100,7 +100,8 @@ FIELDS: dict[str, st.SearchStrategy] = {
     "resources.slots_per_trial": small | numbers, "resources.resource_pool": st.just("default") | strings,
     "resources.priority": small | numbers, "resources.weight": small | numbers, "max_restarts": small | numbers,
     "reproducibility.experiment_seed": small | numbers,
-    "records_per_epoch": numbers, "min_validation_period": st.one_of(numbers, st.fixed_dictionaries({"batches": numbers})),
+    "records_per_epoch": numbers,
+    "min_validation_period": st.one_of(numbers, st.fixed_dictionaries({"batches": numbers})),
     "checkpoint_storage": st.one_of(
         st.fixed_dictionaries({"type": st.sampled_from(["shared_fs", "s3", "gcs", "junk"])},
                               optional={"host_path": strings, "storage_path": strings, "bucket": strings,

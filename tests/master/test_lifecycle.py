@@ -63,7 +63,8 @@ def test_allowed_transitions_pass(old: StrEnum, new: StrEnum) -> None:
     check_transition("thing", 1, old, new)  # no exception
 
 
-@pytest.mark.parametrize(("old", "new"), FORBIDDEN, ids=[f"{type(o).__name__}:{o.name}->{n.name}" for o, n in FORBIDDEN])
+@pytest.mark.parametrize(("old", "new"), FORBIDDEN,
+                         ids=[f"{type(o).__name__}:{o.name}->{n.name}" for o, n in FORBIDDEN])
 def test_every_other_transition_is_refused(old: StrEnum, new: StrEnum) -> None:
     assert not can_transition(old, new)
     with pytest.raises(IllegalTransition):

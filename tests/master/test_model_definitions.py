@@ -60,7 +60,8 @@ def test_paths_are_normalized_inside_the_directory() -> None:
 def test_paths_escaping_the_directory_are_refused(path: str) -> None:
     with pytest.raises(InvalidArgument) as info:
         md.files_to_tgz([entry("ok", b"1"), entry(path, b"evil")])
-    assert info.value.fields == [{"field": "modelDefinition[1].path", "message": f"{path!r} escapes the model directory"}]
+    assert info.value.fields == [{"field": "modelDefinition[1].path",
+                                  "message": f"{path!r} escapes the model directory"}]
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,8 @@ def test_what_fits_is_placed_instead_of_preempting() -> None:
 
 
 def test_fair_share_interleaves_groups_by_usage_per_weight() -> None:
-    reqs = [req(f"a{i}", 1, t=i, group="A") for i in range(4)] + [req(f"b{i}", 1, t=10 + i, group="B") for i in range(4)]
+    reqs = ([req(f"a{i}", 1, t=i, group="A") for i in range(4)]
+            + [req(f"b{i}", 1, t=10 + i, group="B") for i in range(4)])
     order = [r.allocation_id for r in fair_order(reqs, [])]
     assert order[:4] == ["a0", "b0", "a1", "b1"]
     # B already uses 2 slots: A goes first until even
@@ -65,7 +66,8 @@ def test_fair_share_interleaves_groups_by_usage_per_weight() -> None:
 
 def test_fair_share_places_the_fair_order_on_a_full_pool() -> None:
     agents = [agent("a", 4)]
-    reqs = [req(f"a{i}", 1, t=i, group="A") for i in range(4)] + [req(f"b{i}", 1, t=10 + i, group="B") for i in range(4)]
+    reqs = ([req(f"a{i}", 1, t=i, group="A") for i in range(4)]
+            + [req(f"b{i}", 1, t=10 + i, group="B") for i in range(4)])
     fifo = plan(reqs, agents, [])
     fair = plan(reqs, agents, [], scheduler="fair_share")
     assert [a.allocation_id for a in fifo.assignments] == ["a0", "a1", "a2", "a3"]

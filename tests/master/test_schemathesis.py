@@ -116,6 +116,7 @@ def test_every_operation_answers_as_documented(live_master: LiveMaster, tmp_path
     _still_logged_in(url, user)
     # then as an admin, the operations a user is refused outright (after the user's pass: an admin
     # may change the user's password, which ends the user's sessions)
-    _assert_clean(*_schemathesis(url, admin, tmp_path / "admin", "--include-path-regex", "^/api/v1/(master/config$|users)",
+    _assert_clean(*_schemathesis(url, admin, tmp_path / "admin",
+                                 "--include-path-regex", "^/api/v1/(master/config$|users)",
                                  "--max-examples", "10", "--phases", "examples,coverage,fuzzing"), min_tested=4)
     _still_logged_in(url, admin)

@@ -347,7 +347,8 @@ def test_sample_log_is_uniform_in_the_exponent() -> None:
 
     space = config("{name: random, metric: l, max_trials: 1}", "l: {type: log, minval: -6, maxval: 0}")
     rng = _random.Random(0)
-    exps = [math.log10(hp_mod.sample(space.hyperparameters, rng)["l"]) for _ in range(2000)]  # type: ignore[attr-defined]
+    exps = [math.log10(hp_mod.sample(space.hyperparameters, rng)["l"])  # type: ignore[attr-defined]
+            for _ in range(2000)]
     below = sum(1 for e in exps if e < -3)
     assert 800 < below < 1200  # about half the samples below 10**-3
 
@@ -375,7 +376,8 @@ def test_grid_order_is_itertools_product_order() -> None:
 def test_grid_point_i_is_decoded_without_building_the_grid() -> None:
     # 10**36 points: building any of it would never finish; each point is computed from its index
     space = "\n".join(f"h{i}: {{type: int, minval: 0, maxval: 999999, count: 1000000}}" for i in range(6))
-    assert hp_mod.grid_size(config("{name: grid, metric: l}", space).hyperparameters) == 10**36  # type: ignore[attr-defined]
+    hyperparameters = config("{name: grid, metric: l}", space).hyperparameters  # type: ignore[attr-defined]
+    assert hp_mod.grid_size(hyperparameters) == 10**36
     s = searcher_for("{name: grid, metric: l}", space)
     assert s.total_trials() == 10**36
     assert s.points[0] == {f"h{i}": 0 for i in range(6)}
@@ -440,4 +442,5 @@ def test_trial_limit_check() -> None:
     with pytest.raises(InvalidArgument) as e:
         check_trial_count(config("{name: grid, metric: l}", huge), 10)  # type: ignore[arg-type]
     assert e.value.fields[0]["field"] == "hyperparameters"
-    check_trial_count(config("{name: grid, metric: l}", "c: {type: categorical, vals: [1, 2]}"), 2)  # type: ignore[arg-type]
+    two_points = config("{name: grid, metric: l}", "c: {type: categorical, vals: [1, 2]}")
+    check_trial_count(two_points, 2)  # type: ignore[arg-type]

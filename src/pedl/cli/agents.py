@@ -32,7 +32,8 @@ def run(
         help="connect without a token; only a development master with "
              "security.allow_unauthenticated_loopback_agents: true accepts this, and only from its own host"),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="where tasks run"),
-    spot_watch: bool = typer.Option(False, "--spot-watch", help="watch instance metadata for the spot interruption notice"),
+    spot_watch: bool = typer.Option(False, "--spot-watch",
+                                    help="watch instance metadata for the spot interruption notice"),
     imds_url: str | None = typer.Option(None, "--imds-url", envvar="PEDL_IMDS_URL",
                                         help="instance metadata service (default http://169.254.169.254)"),
 ) -> None:

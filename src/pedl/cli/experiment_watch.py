@@ -15,8 +15,8 @@ from pedl.errors import PedlError, Unavailable
 
 COMPLETED = "STATE_COMPLETED"
 TERMINAL_STATES = frozenset({"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"})
-LOG_DRAIN_SECONDS = 30.0
-FOLLOW_INTERVAL = 2.0  # seconds between polls of the experiment and its trials while following  # after the experiment ends, how long its trials' streams may still flush
+LOG_DRAIN_SECONDS = 30.0  # after the experiment ends, how long its trials' streams may still flush
+FOLLOW_INTERVAL = 2.0  # seconds between polls of the experiment and its trials while following
 
 
 class ExperimentPoller:

@@ -318,10 +318,7 @@ def parse_experiment_config(text_or_data: str | dict[str, Any], source: str = "e
     checked before the models see it, so a NUL character or an infinite number anywhere (`data`,
     hyperparameter values, environment variables) is refused naming its path, the same on SQLite
     and PostgreSQL."""
-    if isinstance(text_or_data, str):
-        data = parse_yaml_text(text_or_data, source, limits=limits)
-    else:
-        data = text_or_data
+    data = parse_yaml_text(text_or_data, source, limits=limits) if isinstance(text_or_data, str) else text_or_data
     max_string = limits.max_string_length if limits is not None else None
     if max_string is None:
         from pedl.config.security_config import LimitsConfig  # imports config.loading: load on use

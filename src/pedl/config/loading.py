@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pedl.errors import InvalidArgument
-
-if TYPE_CHECKING:
-    from pedl.config.security_config import LimitsConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -77,10 +74,20 @@ def describe_validation_error(exc: ValidationError, source: str) -> ConfigError:
     return ConfigError(f"invalid {source}: {lines}", fields=problems)
 
 
-def _default_limits() -> LimitsConfig:
-    from pedl.config.security_config import LimitsConfig  # imports this module: load on use
+DEFAULT_MAX_CONFIG_BYTES = 256 * 1024
+DEFAULT_MAX_NESTING_DEPTH = 32
 
-    return LimitsConfig()
+
+class YamlBounds(Protocol):
+    """What parsing needs of master.yaml's `limits:` (security_config.LimitsConfig has both)."""
+
+    max_config_bytes: int
+    max_nesting_depth: int
+
+
+class _DefaultBounds:
+    max_config_bytes = DEFAULT_MAX_CONFIG_BYTES
+    max_nesting_depth = DEFAULT_MAX_NESTING_DEPTH
 
 
 class _TooDeep(Exception):
@@ -147,17 +154,18 @@ def _limit_error(source: str, message: str) -> ConfigError:
     return ConfigError(f"{source}: {message}", fields=[{"field": "<root>", "message": message}])
 
 
-def parse_yaml_text(text: str, source: str, *, limits: LimitsConfig | None = None) -> Any:
+def parse_yaml_text(text: str, source: str, *, limits: YamlBounds | None = None) -> Any:
     """Parse YAML within `limits` (the master's, or the defaults): the text's size, its nesting
     depth and its size once anchors and aliases are expanded, all checked before anything is
     constructed from it."""
-    limits = limits or _default_limits()
+    limits = limits or _DefaultBounds()
     max_bytes, max_depth = limits.max_config_bytes, limits.max_nesting_depth
     # a text of more characters than the limit has more bytes too: not encoded to count them
     chars = len(text)
     size, unit = (chars, "characters") if chars > max_bytes else (len(text.encode("utf-8", "surrogatepass")), "bytes")
     if size > max_bytes:
-        raise _limit_error(source, f"{size} {unit} is more than the limit of {max_bytes} bytes (limits.max_config_bytes)")
+        raise _limit_error(source, f"{size} {unit} is more than the limit of {max_bytes} bytes "
+                                   "(limits.max_config_bytes)")
     loader = None
     try:
         loader = _BoundedLoader(text)  # its reader refuses control characters (ReaderError) right here

@@ -109,7 +109,8 @@ class MasterConfig(StrictModel):
         prov = data.pop("provisioner")
         if not isinstance(prov, dict):
             raise ValueError("provisioner: must be a mapping")
-        pools = [dict(p) if isinstance(p, dict) else p for p in data.get("resource_pools") or [{"pool_name": "default"}]]
+        pools = [dict(p) if isinstance(p, dict) else p
+                 for p in data.get("resource_pools") or [{"pool_name": "default"}]]
         target = next((p for p in pools if isinstance(p, dict) and p.get("pool_name") == "default"), None)
         if target is None:
             target = {"pool_name": "default"}

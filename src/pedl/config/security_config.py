@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from pedl.config.checkpoint_storage import parse_storage_root
 from pedl.config.durations import Duration
-from pedl.config.loading import StrictModel
+from pedl.config.loading import DEFAULT_MAX_CONFIG_BYTES, DEFAULT_MAX_NESTING_DEPTH, StrictModel
 
 MiB = 1024 * 1024
 
@@ -67,7 +67,9 @@ class LimitsConfig(StrictModel):
     max_model_definition_bytes: int = Field(
         96 * MiB, ge=1024, description="an experiment create request with its model definition")
     max_config_bytes: int = Field(
-        256 * 1024, ge=1024, description="an experiment config after YAML anchors and aliases are expanded")
-    max_nesting_depth: int = Field(32, ge=4, le=1000, description="nesting of JSON bodies and YAML configs")
+        DEFAULT_MAX_CONFIG_BYTES, ge=1024,
+        description="an experiment config after YAML anchors and aliases are expanded")
+    max_nesting_depth: int = Field(
+        DEFAULT_MAX_NESTING_DEPTH, ge=4, le=1000, description="nesting of JSON bodies and YAML configs")
     max_string_length: int = Field(
         64 * 1024, ge=256, description="any single string in a request (names are held to 255 characters)")

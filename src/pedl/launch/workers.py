@@ -27,8 +27,9 @@ class Workers:
     """One process per environment in `envs` (each with its RANK), all running `argv`, supervised
     until they end."""
 
-    def __init__(self, argv: Sequence[str], envs: Sequence[Mapping[str, str]], *, grace_period: float, prefix: bool = True, out: BinaryIO | None = None,
-                 err: BinaryIO | None = None, say: Callable[[str], None] | None = None) -> None:
+    def __init__(self, argv: Sequence[str], envs: Sequence[Mapping[str, str]], *, grace_period: float,
+                 prefix: bool = True, out: BinaryIO | None = None, err: BinaryIO | None = None,
+                 say: Callable[[str], None] | None = None) -> None:
         self._argv = list(argv)
         self._envs = [dict(env) for env in envs]
         self._ranks = [int(env["RANK"]) for env in self._envs]

@@ -23,6 +23,7 @@ from pedl.master.api import (
     checkpoints,
     errors,
     experiments,
+    instances,
     master,
     openapi,
     prometheus,
@@ -173,7 +174,8 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.state.checkpoint_gc = checkpoint_gc
     errors.install(app)
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
-    for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools, prometheus):
+    for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools, instances,
+                   prometheus):
         app.include_router(module.router)
     openapi.install(app)  # after the routers: it corrects the document they produce
 

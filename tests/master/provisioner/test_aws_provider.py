@@ -66,7 +66,8 @@ def config(endpoint: str, net: MotoNetwork, **over: Any) -> AWSProviderConfig:
         "type": "aws", "region": "us-east-1", "endpoint_url": endpoint, "image_id": net.image_id,
         "ssh_key_name": net.key_name, "tag_key": TAG_KEY, "tag_value": TAG_VALUE, "instance_name": "pedl-agent",
         "root_volume_size": 150, "instance_type": "p3.8xlarge", "startup_script": "echo booting > /tmp/boot\n",
-        "network_interface": {"public_ip": True, "subnet_id": net.subnet_id, "security_group_id": net.security_group_id},
+        "network_interface": {"public_ip": True, "subnet_id": net.subnet_id,
+                              "security_group_id": net.security_group_id},
     }
     data.update(over)
     return AWSProviderConfig.model_validate(data)

@@ -10,16 +10,13 @@ import secrets
 
 from fastapi import APIRouter, Depends, Request, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from pedl.common import agent_protocol as proto
 from pedl.master.api import shapes
 from pedl.master.api.deps import Caller, caller, ctx_of
 from pedl.master.cluster.agent_hub import AgentConnection
-from pedl.master.cluster.controller import HELD
-from pedl.master.db import models
-from pedl.master.services import logs
+from pedl.master.services import agents as agents_service
 
 router = APIRouter()
 log = logging.getLogger(__name__)
@@ -27,16 +24,7 @@ log = logging.getLogger(__name__)
 
 @router.get("/api/v1/agents")
 def list_agents(request: Request, _: Caller = Depends(caller)) -> dict:
-    ctx = ctx_of(request)
-    connected = ctx.hub.connected_ids()
-    with ctx.db.session() as s:
-        held: dict[str, dict[str, str]] = {}
-        for alloc in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))):
-            for place in alloc.assignment or []:
-                for sid in place["slot_ids"]:
-                    held.setdefault(place["agent_id"], {})[sid] = alloc.id
-        agents = list(s.scalars(select(models.Agent).order_by(models.Agent.id)))
-        return {"agents": [shapes.agent(a, held.get(a.id, {}), a.id in connected) for a in agents]}
+    return {"agents": [shapes.agent(*row) for row in agents_service.listing(ctx_of(request))]}
 
 
 def _is_loopback(host: str) -> bool:
@@ -133,18 +121,11 @@ async def _handle(ctx, conn: AgentConnection, msg) -> None:
     elif isinstance(msg, proto.TaskStarted):
         await run_in_threadpool(ctl.task_started, conn.agent_id, msg.allocation_id)
     elif isinstance(msg, proto.TaskLogs):
-        await run_in_threadpool(_store_logs, ctx, conn.agent_id, msg)
+        await run_in_threadpool(agents_service.store_logs, ctx, conn.agent_id, msg.allocation_id, msg.lines)
     elif isinstance(msg, proto.TaskExited):
         await run_in_threadpool(ctl.task_exited, conn.agent_id, msg.allocation_id, msg.exit_code, msg.reason)
     elif isinstance(msg, proto.SpotInterruption):
         await run_in_threadpool(ctl.spot_interruption, conn.agent_id, msg.action, msg.time)
-
-
-def _store_logs(ctx, agent_id: str, msg: proto.TaskLogs) -> None:
-    with ctx.db.session() as s:
-        alloc = s.get(models.Allocation, msg.allocation_id)
-        if alloc is not None:
-            logs.add_task_lines(s, alloc, agent_id, msg.lines)
 
 
 async def _writer(ws: WebSocket, conn: AgentConnection) -> None:

@@ -10,14 +10,12 @@ from pedl.master.api.deps import (
     Caller,
     bearer_token,
     caller,
-    caller_cache,
     ctx_of,
     json_body,
     parse,
 )
 from pedl.master.api.openapi import accepts
 from pedl.master.services import users as users_service
-from pedl.master.services.authz import require_user
 
 router = APIRouter(prefix="/api/v1")
 
@@ -32,22 +30,14 @@ class LoginBody(Body):
 @accepts(LoginBody, errors=(403, 429))  # 403: wrong credentials, as det expects
 def login(request: Request, body: dict = Depends(json_body)) -> dict:
     req = parse(LoginBody, body)
-    ctx = ctx_of(request)
     address = request.client.host if request.client else ""
-    with ctx.db.session() as s:
-        token, user = users_service.login(s, ctx.clock.now(), ctx.config.session_ttl, req.username,
-                                          req.password, req.isHashed, ctx.login_limiter, address)
-        return {"token": token, "user": shapes.user(user)}
+    token, user = users_service.log_in(ctx_of(request), req.username, req.password, req.isHashed, address)
+    return {"token": token, "user": shapes.user(user)}
 
 
 @router.post("/auth/logout")
 def logout(request: Request, who: Caller = Depends(caller), _body: dict = Depends(json_body)) -> dict:
-    require_user(who, "log out")
-    ctx = ctx_of(request)
-    token = bearer_token(request) or ""
-    with ctx.db.session() as s:
-        users_service.logout(s, token)
-    caller_cache(request).drop(token)
+    users_service.log_out(ctx_of(request), who, bearer_token(request) or "")
     return {}
 
 

@@ -15,10 +15,8 @@ from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
 from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts, produces
-from pedl.master.db import models
-from pedl.master.services import checkpoint_download
 from pedl.master.services import checkpoints as checkpoints_service
-from pedl.master.services.storage_roots import allowed_roots, is_path_component
+from pedl.master.services.storage_roots import is_path_component
 
 router = APIRouter(prefix="/api/v1/checkpoints")
 
@@ -109,42 +107,33 @@ def report(request: Request, who: Caller = Depends(caller), body: dict = Depends
     """A trial reports a checkpoint it stored; only its own task token may."""
     data = body if isinstance(body, dict) else {}
     ck = parse(ReportCheckpointBody, data if "checkpoint" in data else {"checkpoint": data}).checkpoint
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        row, exp, trial = checkpoints_service.register(
-            s, who, uuid=ck.uuid, now=ctx.clock.now(), metadata=ck.metadata, resources=ck.resources, state=ck.state,
-            trial_id=(ck.training or {}).get("trialId"), allocation_id=ck.allocationId or None,
-            task_id=ck.taskId or None)
-        return {"checkpoint": shapes.checkpoint(row, exp, trial, None)}
+    shown = checkpoints_service.report(ctx_of(request), who, uuid=ck.uuid, metadata=ck.metadata,
+                                       resources=ck.resources, state=ck.state,
+                                       trial_id=(ck.training or {}).get("trialId"),
+                                       allocation_id=ck.allocationId or None, task_id=ck.taskId or None)
+    return {"checkpoint": shapes.checkpoint(*shown)}
 
 
 @router.get("/{uuid}")
 def describe(uuid: str, request: Request, _: Caller = Depends(caller)) -> dict:
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        c = checkpoints_service.get(s, uuid)
-        trial = s.get(models.Trial, c.trial_id) if c.trial_id else None
-        exp = s.get(models.Experiment, c.experiment_id) if c.experiment_id else None
-        validation = checkpoints_service.validation_metrics_at(s, c.trial_id, c.steps_completed) if c.trial_id else None
-        return {"checkpoint": shapes.checkpoint(c, exp, trial, validation)}
+    return {"checkpoint": shapes.checkpoint(*checkpoints_service.describe(ctx_of(request), uuid))}
 
 
 @router.get("")
 def list_checkpoints(request: Request, _: Caller = Depends(caller), experimentId: int | None = None,
                      trialId: int | None = None, states: list[str] = Query(default_factory=list),
-                     offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX), orderBy: str | None = None) -> dict:
+                     offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
+                     orderBy: str | None = None) -> dict:
     """pedl's own listing (det has none across experiments): filter by experiment, trial and state."""
     bad = [st for st in states if st not in _STATES]
     if bad:
         raise InvalidArgument(f"states: {bad[0]!r} is not one of {sorted(_STATES)}",
                               fields=[{"field": "states", "message": "invalid state"}])
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        rows, total = checkpoints_service.list_page(s, experiment_id=experimentId, trial_id=trialId, states=states,
-                                                    offset=offset, limit=limit,
-                                                    newest_first=orderBy == "ORDER_BY_DESC")
-        out = [shapes.checkpoint(*row) for row in checkpoints_service.with_training(s, rows)]
-        return {"checkpoints": out, "pagination": pagination(offset, limit, total, len(rows))}
+    rows, total = checkpoints_service.listing(ctx_of(request), experiment_id=experimentId, trial_id=trialId,
+                                              states=states, offset=offset, limit=limit,
+                                              newest_first=orderBy == "ORDER_BY_DESC")
+    return {"checkpoints": [shapes.checkpoint(*row) for row in rows],
+            "pagination": pagination(offset, limit, total, len(rows))}
 
 
 @router.get("/{uuid}/download")
@@ -152,14 +141,8 @@ def list_checkpoints(request: Request, _: Caller = Depends(caller), experimentId
 def download(uuid: str, request: Request, _: Caller = Depends(caller)) -> StreamingResponse:
     """The checkpoint's files as an uncompressed tar, streamed from its storage (shared_fs or s3),
     only from inside the master's checkpoint storage roots."""
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        where = checkpoints_service.locate(s, uuid, ctx.config.effective_checkpoint_storage().model_dump(mode="json"))
-    ready = checkpoint_download.prepare(where.uuid, where.storage, allowed_roots(ctx.config),
-                                        report_time=where.report_time, recorded=where.recorded)
-    tar = ready.tar
-    return StreamingResponse(checkpoint_download.tar_stream(ready.storage, where.uuid, tar),
-                             media_type="application/x-tar",
-                             headers={"Content-Length": str(tar.length),
-                                      "Content-Disposition": f'attachment; filename="{where.uuid}.tar"',
-                                      "X-Pedl-Checkpoint-Bytes": str(tar.file_bytes)})
+    got = checkpoints_service.download(ctx_of(request), uuid)
+    return StreamingResponse(got.chunks, media_type="application/x-tar",
+                             headers={"Content-Length": str(got.length),
+                                      "Content-Disposition": f'attachment; filename="{got.uuid}.tar"',
+                                      "X-Pedl-Checkpoint-Bytes": str(got.file_bytes)})

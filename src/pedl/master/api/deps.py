@@ -6,7 +6,6 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Path, Request
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-from sqlalchemy import select
 
 from pedl.config.storable_values import INT64_MAX, value_problems
 from pedl.errors import InvalidArgument, Unauthenticated
@@ -15,8 +14,6 @@ from pedl.master.api.bounded_json import parse_json
 from pedl.master.api.errors import NestedValueError, validation_error
 from pedl.master.caller_cache import Caller, CallerCache
 from pedl.master.context import MasterContext
-from pedl.master.db import models
-from pedl.master.lifecycle import LIVE_ALLOCATION
 from pedl.master.services import users as users_service
 
 M = TypeVar("M", bound=BaseModel)
@@ -75,25 +72,9 @@ def caller(request: Request) -> Caller:
     now = ctx.clock.now()
     who = cache.get(token, now)
     if who is None:
-        who = _resolve(ctx, token)
+        who = users_service.resolve_caller(ctx, token)
         cache.put(token, who, now)
     return who
-
-
-def _resolve(ctx: MasterContext, token: str) -> Caller:
-    with ctx.db.read_session() as s:
-        try:
-            user, sess = users_service.session_for_token(s, ctx.clock.now(), token)
-            return Caller(user, expires_at=sess.expires_at, issued_at=sess.created_at)
-        except Unauthenticated:
-            alloc = s.scalar(select(models.Allocation).where(
-                models.Allocation.session_token_hash == users_service.token_hash(token)))
-            if alloc is None or alloc.state not in LIVE_ALLOCATION:
-                raise
-            user = s.get(models.User, alloc.owner_id)
-            if user is None:
-                raise
-            return Caller(user, alloc.id)
 
 
 async def json_body(request: Request) -> Any:

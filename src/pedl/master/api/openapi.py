@@ -213,7 +213,8 @@ def _register(model: type[BaseModel], schemas: dict[str, Any]) -> str:
 
 def _error_response(status: int) -> dict[str, Any]:
     out: dict[str, Any] = {"description": _DESCRIPTIONS.get(status, HTTPStatus(status).phrase),
-                           "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA}"}}}}
+                           "content": {"application/json": {
+                               "schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA}"}}}}
     if status == 429:
         out["headers"] = {"Retry-After": {"description": "Seconds to wait before trying again.",
                                           "schema": {"type": "integer", "minimum": 1}}}

@@ -4,10 +4,12 @@ times, int64 as strings where the proto says so."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
+
+if TYPE_CHECKING:
+    from pedl.master.db import models
 
 
 def ts(t: float | None) -> str | None:
@@ -87,7 +89,8 @@ def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Tr
 def log_line(row: models.TaskLog) -> dict[str, Any]:
     return {"id": str(row.id), "trialId": row.trial_id or 0, "level": row.level, "message": row.message,
             "log": row.message, "timestamp": ts(row.timestamp), "agentId": row.agent_id or "",
-            "source": row.source, "stdtype": row.stdtype, "taskId": row.task_id, "allocationId": row.allocation_id or ""}
+            "source": row.source, "stdtype": row.stdtype, "taskId": row.task_id,
+            "allocationId": row.allocation_id or ""}
 
 
 def _device(slot: dict[str, Any], index: int) -> dict[str, Any]:

@@ -10,8 +10,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import Field
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from pedl.errors import InvalidArgument
@@ -28,9 +26,7 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
-from pedl.master.db import models
-from pedl.master.lifecycle import TERMINAL_TRIAL
-from pedl.master.services import logs, metrics, trial_reports
+from pedl.master.services import metrics, trial_reports
 from pedl.master.services import trials as trials_service
 
 router = APIRouter(prefix="/api/v1")
@@ -64,47 +60,26 @@ class CompletedOpBody(Body):
     searcherMetric: float | str | None = None
 
 
-def _workloads(s: Session, trial_id: int) -> list[dict[str, Any]]:
-    items: list[tuple[int, int, dict[str, Any]]] = []
-    for m in s.scalars(select(models.Metric).where(models.Metric.trial_id == trial_id)):
-        key = "validation" if m.group == "validation" else "training"
-        items.append((m.steps_completed, 0 if key == "training" else 1, {key: shapes.metrics_workload(m)}))
-    for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == trial_id)):
-        items.append((c.steps_completed, 2, {"checkpoint": shapes.checkpoint_workload(c)}))
-    items.sort(key=lambda x: (x[0], x[1]))
-    return [w for _, _, w in items]
-
-
-
 @router.get("/trials/{trial_id}")
 def get_trial(trial_id: IdPath, request: Request, _: Caller = Depends(caller)) -> dict:
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        t = trials_service.get(s, trial_id)
-        best, latest = trials_service.best_and_latest_validation(s, t)
-        return {"trial": shapes.trial(t, best, latest, trials_service.checkpoint_count(s, t.id),
-                                      trials_service.best_checkpoint(s, t, best))}
+    return {"trial": shapes.trial(*trials_service.describe(ctx_of(request), trial_id))}
 
 
 @router.get("/trials/{trial_id}/workloads")
-def workloads(trial_id: IdPath, request: Request, _: Caller = Depends(caller), offset: int = Query(0, ge=0, le=INT64_MAX),
-              limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        trials_service.get(s, trial_id)
-        items = _workloads(s, trial_id)
-        page = items[offset: offset + limit] if limit else items[offset:]
-        return {"workloads": page, "pagination": pagination(offset, limit, len(items), len(page))}
+def workloads(trial_id: IdPath, request: Request, _: Caller = Depends(caller),
+              offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
+    page, total = trials_service.workloads(ctx_of(request), trial_id, offset, limit)
+    shape = {"training": shapes.metrics_workload, "validation": shapes.metrics_workload,
+             "checkpoint": shapes.checkpoint_workload}
+    return {"workloads": [{key: shape[key](row)} for key, row in page],
+            "pagination": pagination(offset, limit, total, len(page))}
 
 
 @router.get("/trials/{trial_id}/metrics")
 def list_metrics(trial_id: IdPath, request: Request, _: Caller = Depends(caller), group: str | None = None) -> dict:
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        trials_service.get(s, trial_id)
-        return {"metrics": [{"group": m.group, "stepsCompleted": m.steps_completed, "trialRunId": m.trial_run_id,
-                             "reportTime": shapes.ts(m.report_time), "metrics": m.metrics}
-                            for m in metrics.list_metrics(s, trial_id, group)]}
+    rows = trials_service.metrics_of(ctx_of(request), trial_id, group)
+    return {"metrics": [{"group": m.group, "stepsCompleted": m.steps_completed, "trialRunId": m.trial_run_id,
+                         "reportTime": shapes.ts(m.report_time), "metrics": m.metrics} for m in rows]}
 
 
 @router.post("/trials/{trial_id}/metrics")
@@ -165,17 +140,11 @@ def runner_metadata(trial_id: IdPath, request: Request, who: Caller = Depends(ca
 
 @router.post("/trials/{trial_id}/early_exit")
 @accepts(EARLY_EXIT)
-def early_exit(trial_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+def early_exit(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
+               body: dict = Depends(json_body)) -> dict:
     reason = body.get("reason", "unspecified") if isinstance(body, dict) else body
     trial_reports.early_exit(ctx_of(request).controller, who, trial_id, str(reason))
     return {}
-
-
-def _log_query(trial_id: IdPath, after: int, limit: int | None, desc: bool, levels: list[str]):
-    def q(s) -> list[models.TaskLog]:
-        return logs.trial_logs(s, trial_id, after_id=after, limit=limit, newest_first=desc, levels=levels)
-
-    return q
 
 
 @router.get("/trials/{trial_id}/logs")
@@ -185,20 +154,13 @@ async def trial_logs(trial_id: IdPath, request: Request, _: Caller = Depends(cal
                      levels: list[str] = Query(default_factory=list)) -> StreamingResponse:
     ctx = ctx_of(request)
 
-    def check() -> None:
-        with ctx.db.session() as s:
-            trials_service.get(s, trial_id)
-
-    await run_in_threadpool(check)
+    await run_in_threadpool(trials_service.require_exists, ctx, trial_id)
     desc = orderBy == "ORDER_BY_DESC"
 
     def fetch(after: int, lim: int | None) -> tuple[list[dict], int, bool]:
-        with ctx.db.session() as s:
-            rows = _log_query(trial_id, after, lim, desc and not follow, levels)(s)
-            trial = s.get(models.Trial, trial_id)
-            done = trial is None or trial.state in TERMINAL_TRIAL
-            last = max((r.id for r in rows), default=after)
-            return [shapes.log_line(r) for r in rows], last, done
+        rows, last, done = trials_service.log_batch(ctx, trial_id, after_id=after, limit=lim,
+                                                    newest_first=desc and not follow, levels=levels)
+        return [shapes.log_line(r) for r in rows], last, done
 
     async def stream():
         sent, after = 0, 0

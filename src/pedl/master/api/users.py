@@ -19,7 +19,6 @@ from pedl.master.api.deps import (
 )
 from pedl.master.api.openapi import accepts
 from pedl.master.services import users as users_service
-from pedl.master.services.authz import require_user
 
 router = APIRouter(prefix="/api/v1/users")
 
@@ -46,25 +45,19 @@ class PasswordBody(Body):
 
 @router.get("")
 def list_users(request: Request, _: Caller = Depends(caller)) -> dict:
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        rows = users_service.list_users(s)
-        return {"users": [shapes.user(u) for u in rows],
-                "pagination": {"offset": 0, "limit": len(rows), "startIndex": 0, "endIndex": len(rows),
-                               "total": len(rows)}}
+    rows = users_service.all_users(ctx_of(request))
+    return {"users": [shapes.user(u) for u in rows],
+            "pagination": {"offset": 0, "limit": len(rows), "startIndex": 0, "endIndex": len(rows),
+                           "total": len(rows)}}
 
 
 @router.post("")
 @accepts(CreateUserBody, errors=(409,))
 def create_user(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
     req = parse(CreateUserBody, body)
-    ctx = ctx_of(request)
-    with ctx.db.session() as s:
-        actor = require_user(who, "create users")
-        user = users_service.create_user(s, ctx.clock.now(), actor, req.user.username, req.password,
-                                         req.isHashed, admin=req.user.admin, active=req.user.active,
-                                         display_name=req.user.displayName)
-        return {"user": shapes.user(user)}
+    user = users_service.create_by(ctx_of(request), who, req.user.username, req.password, req.isHashed,
+                                   admin=req.user.admin, active=req.user.active, display_name=req.user.displayName)
+    return {"user": shapes.user(user)}
 
 
 @router.post("/{user_id}/password")
@@ -80,13 +73,5 @@ async def set_password(user_id: IdPath, request: Request, who: Caller = Depends(
         password, is_hashed, old = req.password, req.isHashed, req.oldPassword
     ctx = ctx_of(request)
     token = bearer_token(request) or ""
-
-    def work() -> dict:
-        with ctx.db.session() as s:
-            users_service.set_password(s, ctx.clock.now(), who, user_id, password, is_hashed, old_password=old,
-                                       old_is_hashed=is_hashed, current_token=token,
-                                       fresh_login_window=ctx.config.security.fresh_login_window)
-        ctx.caller_cache.drop_user(user_id)  # after the commit: revoked sessions stop at once
-        return {}
-
-    return await run_in_threadpool(work)
+    await run_in_threadpool(users_service.change_password, ctx, who, user_id, password, is_hashed, old, token)
+    return {}

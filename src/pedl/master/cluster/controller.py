@@ -125,7 +125,8 @@ class Controller:
         def fn(s: Session) -> None:
             now = self.now
             for agent in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED.value)):
-                set_agent_state(s, now, agent, AgentState.DISCONNECTED, "master restarted; waiting for the agent to reconnect")
+                set_agent_state(s, now, agent, AgentState.DISCONNECTED,
+                                "master restarted; waiting for the agent to reconnect")
                 agent.disconnected_at = now
             for alloc in s.scalars(select(models.Allocation).where(
                     models.Allocation.state.in_(HELD), models.Allocation.preempt_requested.is_(True))):
@@ -182,7 +183,8 @@ class Controller:
             if alloc.state == A.ASSIGNED.value:
                 self._allocation_ended(s, alloc, None, NOT_STARTED)
             else:
-                self._allocation_ended(s, alloc, None, f"the task was no longer running on agent {agent_id} when it reconnected")
+                self._allocation_ended(s, alloc, None,
+                                       f"the task was no longer running on agent {agent_id} when it reconnected")
         return kill
 
     def _held_on(self, s: Session, agent_id: str) -> list[models.Allocation]:

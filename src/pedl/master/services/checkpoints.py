@@ -16,6 +16,7 @@ from pedl.errors import Forbidden, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import CheckpointState
+from pedl.master.services import checkpoint_download
 from pedl.master.services.storage_roots import allowed_roots, is_path_component, location_problem
 from pedl.master.services.task_access import require_task
 
@@ -58,7 +59,8 @@ def record(s: Session, *, uuid: str, trial: models.Trial | None, alloc_id: str |
         steps = int(steps)
     except (TypeError, ValueError):
         raise InvalidArgument("checkpoint.metadata.steps_completed: must be an integer",
-                              fields=[{"field": "checkpoint.metadata.steps_completed", "message": "not an integer"}]) from None
+                              fields=[{"field": "checkpoint.metadata.steps_completed",
+                                       "message": "not an integer"}]) from None
     size = sum(int(v) for v in resources.values())
     ckpt = models.Checkpoint(uuid=uuid, trial_id=trial.id if trial else None,
                              experiment_id=trial.experiment_id if trial else None, task_id=task_id,
@@ -86,7 +88,8 @@ def for_experiment(s: Session, experiment_id: int) -> list[models.Checkpoint]:
 
 def validation_metrics_at(s: Session, trial_id: int, steps: int) -> dict[str, Any] | None:
     row = s.scalar(select(models.Metric).where(models.Metric.trial_id == trial_id, models.Metric.group == "validation",
-                                               models.Metric.steps_completed == steps).order_by(models.Metric.id.desc()))
+                                               models.Metric.steps_completed == steps)
+                   .order_by(models.Metric.id.desc()))
     return row.metrics if row else None
 
 
@@ -125,7 +128,8 @@ def with_training(s: Session, rows: list[models.Checkpoint]) -> list[
     """Each checkpoint with its experiment, trial and validation metrics, loaded in three queries."""
     trial_ids = {c.trial_id for c in rows if c.trial_id is not None}
     exp_ids = {c.experiment_id for c in rows if c.experiment_id is not None}
-    trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(trial_ids)))} if trial_ids else {}
+    trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(trial_ids)))} \
+        if trial_ids else {}
     exps = {e.id: e for e in s.scalars(select(models.Experiment).where(models.Experiment.id.in_(exp_ids)))} \
         if exp_ids else {}
     validations = validations_at(s, [(c.trial_id, c.steps_completed) for c in rows if c.trial_id is not None])
@@ -183,7 +187,8 @@ def outside_roots(s: Session, config: MasterConfig) -> Iterator[tuple[str, str]]
             storage = dict(recorded)
         else:
             continue
-        key = (json.dumps(storage, sort_keys=True, default=str), json.dumps(recorded or {}, sort_keys=True, default=str))
+        key = (json.dumps(storage, sort_keys=True, default=str),
+               json.dumps(recorded or {}, sort_keys=True, default=str))
         if key not in verdicts:
             verdicts[key] = location_problem(storage, "uuid", roots, recorded=recorded)
         why = verdicts[key]
@@ -205,3 +210,57 @@ def report_outside_roots(ctx: MasterContext) -> int:
         log.warning("%d more checkpoints lie outside the checkpoint storage roots (the first %d are listed above)",
                     len(found) - REPORTED_AT_START, REPORTED_AT_START)
     return len(found)
+
+
+# What the routers call: each opens its own session. A checkpoint comes back as the arguments of
+# api/shapes.checkpoint: (checkpoint, experiment, trial, validation metrics at its step).
+Shown = tuple[models.Checkpoint, models.Experiment | None, models.Trial | None, dict[str, Any] | None]
+
+
+def report(ctx: MasterContext, who: Caller, *, uuid: str, metadata: dict[str, Any], resources: dict[str, int],
+           state: str, trial_id: int | None, allocation_id: str | None, task_id: str | None) -> Shown:
+    """A trial reports a checkpoint it stored; only its own task token may."""
+    with ctx.db.session() as s:
+        row, exp, trial = register(s, who, uuid=uuid, now=ctx.clock.now(), metadata=metadata, resources=resources,
+                                   state=state, trial_id=trial_id, allocation_id=allocation_id, task_id=task_id)
+        return row, exp, trial, None
+
+
+def describe(ctx: MasterContext, uuid: str) -> Shown:
+    with ctx.db.session() as s:
+        c = get(s, uuid)
+        trial = s.get(models.Trial, c.trial_id) if c.trial_id else None
+        exp = s.get(models.Experiment, c.experiment_id) if c.experiment_id else None
+        validation = validation_metrics_at(s, c.trial_id, c.steps_completed) if c.trial_id else None
+        return c, exp, trial, validation
+
+
+def listing(ctx: MasterContext, *, experiment_id: int | None, trial_id: int | None, states: list[str], offset: int,
+            limit: int, newest_first: bool) -> tuple[list[Shown], int]:
+    """One page of checkpoints and the total that match."""
+    with ctx.db.session() as s:
+        rows, total = list_page(s, experiment_id=experiment_id, trial_id=trial_id, states=states, offset=offset,
+                                limit=limit, newest_first=newest_first)
+        return list(with_training(s, rows)), total
+
+
+@dataclass(frozen=True)
+class Download:
+    """A checkpoint's files as an uncompressed tar: its chunks and sizes."""
+
+    uuid: str
+    chunks: Iterator[bytes]
+    length: int
+    file_bytes: int
+
+
+def download(ctx: MasterContext, uuid: str) -> Download:
+    """The checkpoint's files, streamed from its storage (shared_fs or s3), only from inside the
+    master's checkpoint storage roots. The row is read in one short transaction, before streaming."""
+    with ctx.db.session() as s:
+        where = locate(s, uuid, ctx.config.effective_checkpoint_storage().model_dump(mode="json"))
+    ready = checkpoint_download.prepare(where.uuid, where.storage, allowed_roots(ctx.config),
+                                        report_time=where.report_time, recorded=where.recorded)
+    tar = ready.tar
+    return Download(where.uuid, checkpoint_download.tar_stream(ready.storage, where.uuid, tar), tar.length,
+                    tar.file_bytes)

@@ -128,13 +128,17 @@ class SpecRows:
 
     @classmethod
     def load(cls, s: Session, trial_ids: list[int]) -> SpecRows:
-        trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(trial_ids)))} if trial_ids else {}
+        trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(trial_ids)))} \
+            if trial_ids else {}
         exp_ids = {t.experiment_id for t in trials.values()}
-        exps = {e.id: e for e in s.scalars(select(models.Experiment).where(models.Experiment.id.in_(exp_ids)))} if exp_ids else {}
+        exps = {e.id: e for e in s.scalars(select(models.Experiment).where(models.Experiment.id.in_(exp_ids)))} \
+            if exp_ids else {}
         user_ids = {e.owner_id for e in exps.values()}
-        users = {u.id: u for u in s.scalars(select(models.User).where(models.User.id.in_(user_ids)))} if user_ids else {}
+        users = {u.id: u for u in s.scalars(select(models.User).where(models.User.id.in_(user_ids)))} \
+            if user_ids else {}
         uuids = [t.latest_checkpoint for t in trials.values() if t.latest_checkpoint]
-        ckpts = {c.uuid: c for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.uuid.in_(uuids)))} if uuids else {}
+        ckpts = {c.uuid: c for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.uuid.in_(uuids)))} \
+            if uuids else {}
         return cls(trials, exps, users, ckpts)
 
     def user_env(self, exp: models.Experiment) -> dict[str, str]:

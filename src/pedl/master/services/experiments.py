@@ -15,12 +15,14 @@ from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import ExperimentState
 from pedl.master.searcher.limits import check_trial_count
+from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import experiment_flow, model_definitions, storage_roots
-from pedl.master.services.authz import require_owner
+from pedl.master.services.authz import require_owner, require_user
 from pedl.master.services.transitions import record_event
 
 if TYPE_CHECKING:
     from pedl.master.cluster.controller import Controller
+    from pedl.master.context import MasterContext
 
 
 def effective_config(ctl: Controller, cfg: ExperimentConfig) -> dict[str, Any]:
@@ -48,7 +50,8 @@ def effective_config(ctl: Controller, cfg: ExperimentConfig) -> dict[str, Any]:
 
 
 def create(ctl: Controller, s: Session, owner: models.User, *, config_text: str, files: Any, activate: bool,
-           validate_only: bool = False, parent_id: int | None = None, project_id: int | None = None) -> models.Experiment | dict:
+           validate_only: bool = False, parent_id: int | None = None,
+           project_id: int | None = None) -> models.Experiment | dict:
     if not isinstance(config_text, str) or not config_text.strip():
         raise InvalidArgument("config: the experiment config is required (YAML text)",
                               fields=[{"field": "config", "message": "required"}])
@@ -137,3 +140,99 @@ def act(ctl: Controller, who: Caller, experiment_id: int, action: str) -> None:
 
     ctl.run(run)
     ctl.wake()
+
+
+# What the routers call: each opens its own session or takes the cluster lock. An experiment comes
+# back as the arguments of api/shapes.experiment: (experiment, owner's username, number of trials).
+Shown = tuple[models.Experiment, str, int]
+
+
+def _shown(s: Session, exp: models.Experiment, counts: dict[int, int] | None = None) -> Shown:
+    owner = s.get(models.User, exp.owner_id)
+    n = (counts if counts is not None else trial_counts(s, [exp.id])).get(exp.id, 0)
+    return exp, owner.username if owner else "", n
+
+
+def submit(ctl: Controller, who: Caller, *, config_text: str, files: Any, activate: bool, validate_only: bool,
+           parent_id: int | None, project_id: int | None) -> tuple[Shown | None, dict[str, Any]]:
+    """Create an experiment for the caller and wake the loop; returns it (None when only validating)
+    and its effective config."""
+    owner = require_user(who, "create experiments")
+
+    def work(s: Session) -> tuple[Shown | None, dict[str, Any]]:
+        result = create(ctl, s, owner, config_text=config_text, files=files, activate=activate,
+                        validate_only=validate_only, parent_id=parent_id, project_id=project_id)
+        if isinstance(result, dict):  # validate only
+            return None, result
+        return _shown(s, result), result.config
+
+    out = ctl.run(work)
+    ctl.wake()
+    return out
+
+
+def listing(ctx: MasterContext, *, offset: int, limit: int, archived: bool | None, usernames: list[str],
+            states: list[str], newest_first: bool) -> tuple[list[Shown], int]:
+    with ctx.db.session() as s:
+        rows, total = list_page(s, offset=offset, limit=limit, archived=archived, usernames=usernames,
+                                states=states, newest_first=newest_first)
+        counts = trial_counts(s, [e.id for e in rows])
+        return [_shown(s, e, counts) for e in rows], total
+
+
+def describe(ctx: MasterContext, experiment_id: int) -> Shown:
+    with ctx.db.session() as s:
+        return _shown(s, get(s, experiment_id))
+
+
+def trials_page(ctx: MasterContext, experiment_id: int, offset: int, limit: int) -> tuple[list[models.Trial], int]:
+    """One page of the experiment's trials in id order, and how many it has."""
+    with ctx.db.session() as s:
+        get(s, experiment_id)
+        q = select(models.Trial).where(models.Trial.experiment_id == experiment_id)
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = list(s.scalars(q.order_by(models.Trial.id).offset(offset).limit(limit or None)))
+        return rows, total
+
+
+def checkpoints(ctx: MasterContext, experiment_id: int, *, limit: int, by_searcher_metric: bool,
+                newest_first: bool) -> list[checkpoints_service.Shown]:
+    """The experiment's checkpoints with their trials and validation metrics: by searcher metric
+    (best first, those without one last), newest first, or oldest first; the first `limit` (0: all)."""
+    with ctx.db.session() as s:
+        exp = get(s, experiment_id)
+        rows = checkpoints_service.for_experiment(s, experiment_id)
+        trials_by_id = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id))}
+        out = [(c, exp, trials_by_id.get(c.trial_id),
+                checkpoints_service.validation_metrics_at(s, c.trial_id, c.steps_completed) if c.trial_id else None)
+               for c in rows]
+    if by_searcher_metric:
+        searcher = exp.config.get("searcher", {})
+        name, smaller = searcher.get("metric"), searcher.get("smaller_is_better", True)
+
+        def scored(row: checkpoints_service.Shown) -> bool:  # what shapes.checkpoint shows as searcherMetric
+            return row[2] is not None and bool(row[3]) and name in row[3]
+
+        with_metric = [r for r in out if scored(r)]
+        with_metric.sort(key=lambda r: r[3][name], reverse=not smaller)
+        out = with_metric + [r for r in out if not scored(r)]
+    elif newest_first:
+        out.reverse()
+    return out[:limit] if limit else out
+
+
+def events_of(ctx: MasterContext, experiment_id: int, after_id: int) -> list[models.Event]:
+    with ctx.db.session() as s:
+        return events(s, get(s, experiment_id), after_id)
+
+
+def best_validation_metric(ctx: MasterContext, experiment_id: int) -> float:
+    """The best searcher metric any of its trials reported; NotFound before the first."""
+    with ctx.db.session() as s:
+        exp = get(s, experiment_id)
+        smaller = exp.config.get("searcher", {}).get("smaller_is_better", True)
+        agg = func.min if smaller else func.max
+        value = s.scalar(select(agg(models.Trial.best_metric)).where(models.Trial.experiment_id == exp.id))
+    if value is None:
+        raise NotFound("no validation metric reported yet")
+    return value

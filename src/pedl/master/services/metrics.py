@@ -53,7 +53,8 @@ def record(s: Session, trial: models.Trial, *, group: str, steps_completed: int,
     return row
 
 
-def update_best(trial: models.Trial, metric_name: str, smaller_is_better: bool, metrics: dict[str, Any]) -> float | None:
+def update_best(trial: models.Trial, metric_name: str, smaller_is_better: bool,
+                metrics: dict[str, Any]) -> float | None:
     value = metrics.get(metric_name)
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         return None

@@ -108,7 +108,8 @@ def files_to_tgz(files: Any, max_bytes: int | None = None) -> tuple[bytes, int, 
             if total > max_bytes:
                 raise InvalidArgument(
                     f"modelDefinition: the model directory exceeds {_size(max_bytes)} "
-                    f"(limits.max_model_definition_bytes)", fields=[{"field": "modelDefinition", "message": "too large"}])
+                    f"(limits.max_model_definition_bytes)",
+                    fields=[{"field": "modelDefinition", "message": "too large"}])
             info.size = len(data)
             info.mode = (mode & 0o7777) or 0o644
             tar.addfile(info, io.BytesIO(data))

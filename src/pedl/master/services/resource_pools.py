@@ -11,28 +11,12 @@ from pedl.config.master_config import ResourcePoolConfig
 from pedl.errors import NotFound
 from pedl.master.cluster.controller import HELD
 from pedl.master.db import models
-from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle import AgentState, AllocationState
+from pedl.master.services.instances import LIVE_INSTANCE, instance_summary
 
 if TYPE_CHECKING:
     from pedl.master.cluster.controller import Controller
-
-LIVE_INSTANCE = (InstanceState.REQUESTED.value, InstanceState.STARTING.value, InstanceState.RUNNING.value,
-                 InstanceState.TERMINATING.value)
-
-
-def instance_summary(ctl: Controller, row: models.Instance) -> dict[str, Any]:
-    now = ctl.now
-    end = row.terminated_at or now
-    prov = ctl.provisioners.get(row.resource_pool)
-    idle_since = prov.idle_since.get(row.id) if prov else None
-    hours = max(end - row.launched_at, 0.0) / 3600
-    return {"id": row.id, "resourcePool": row.resource_pool, "provider": row.provider,
-            "instanceType": row.instance_type, "spot": row.spot, "state": row.state, "slots": row.slots,
-            "launchedAt": row.launched_at, "registeredAt": row.registered_at, "terminatedAt": row.terminated_at,
-            "terminationReason": row.termination_reason, "interruptedAt": row.interrupted_at,
-            "adopted": row.adopted, "idleSeconds": (now - idle_since) if idle_since is not None else None,
-            "instanceHours": hours, "cost": hours * row.price_per_hour, "pricePerHour": row.price_per_hour}
-
+    from pedl.master.context import MasterContext
 
 def pool_summary(ctl: Controller, s: Session, pool: ResourcePoolConfig) -> dict[str, Any]:
     ctx = ctl.ctx
@@ -95,10 +79,13 @@ def describe(ctl: Controller, s: Session, name: str) -> dict[str, Any]:
     return out
 
 
-def list_instances(ctl: Controller, s: Session, pool: str | None, include_terminated: bool) -> list[dict[str, Any]]:
-    q = select(models.Instance)
-    if pool:
-        q = q.where(models.Instance.resource_pool == pool)
-    if not include_terminated:
-        q = q.where(models.Instance.state.in_(LIVE_INSTANCE))
-    return [instance_summary(ctl, r) for r in s.scalars(q.order_by(models.Instance.launched_at))]
+# What the routers call: each opens its own session.
+
+def summaries(ctx: MasterContext) -> list[dict[str, Any]]:
+    with ctx.db.session() as s:
+        return [pool_summary(ctx.controller, s, p) for p in ctx.config.resource_pools]
+
+
+def describe_pool(ctx: MasterContext, name: str) -> dict[str, Any]:
+    with ctx.db.session() as s:
+        return describe(ctx.controller, s, name)

@@ -1,4 +1,4 @@
-"""Trial queries: describe, workloads (metrics and checkpoints in step order), kill."""
+"""Trial queries: describe, workloads (metrics and checkpoints in step order), metrics, logs, kill."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from pedl.errors import NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, AllocationState, TrialState
-from pedl.master.services import experiment_flow
+from pedl.master.services import experiment_flow, logs, metrics
 from pedl.master.services.authz import require_owner
 from pedl.master.services.transitions import set_trial_state
 
 if TYPE_CHECKING:
     from pedl.master.cluster.controller import Controller
+    from pedl.master.context import MasterContext
 
 
 def get(s: Session, trial_id: int) -> models.Trial:
@@ -80,3 +81,58 @@ def kill_by(ctl: Controller, who: Caller, trial_id: int) -> None:
         kill(ctl, s, trial_id)
 
     ctl.run(run)
+
+
+# What the routers call: each opens its own session.
+
+def describe(ctx: MasterContext, trial_id: int) -> tuple[models.Trial, models.Metric | None, models.Metric | None,
+                                                          int, models.Checkpoint | None]:
+    """The arguments of api/shapes.trial: the trial, its best and latest validations, how many
+    checkpoints it has and its best one."""
+    with ctx.db.session() as s:
+        t = get(s, trial_id)
+        best, latest = best_and_latest_validation(s, t)
+        return t, best, latest, checkpoint_count(s, t.id), best_checkpoint(s, t, best)
+
+
+Workload = tuple[str, "models.Metric | models.Checkpoint"]  # ("training" | "validation" | "checkpoint", row)
+
+
+def workloads(ctx: MasterContext, trial_id: int, offset: int, limit: int) -> tuple[list[Workload], int]:
+    """One page of the trial's metrics and checkpoints in step order (training, validation, then
+    the checkpoint at each step), and how many there are."""
+    with ctx.db.session() as s:
+        get(s, trial_id)
+        items: list[tuple[int, int, Workload]] = []
+        for m in s.scalars(select(models.Metric).where(models.Metric.trial_id == trial_id)):
+            key = "validation" if m.group == "validation" else "training"
+            items.append((m.steps_completed, 0 if key == "training" else 1, (key, m)))
+        for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == trial_id)):
+            items.append((c.steps_completed, 2, ("checkpoint", c)))
+    items.sort(key=lambda x: (x[0], x[1]))
+    rows = [w for _, _, w in items]
+    page = rows[offset: offset + limit] if limit else rows[offset:]
+    return page, len(rows)
+
+
+def metrics_of(ctx: MasterContext, trial_id: int, group: str | None) -> list[models.Metric]:
+    with ctx.db.session() as s:
+        get(s, trial_id)
+        return metrics.list_metrics(s, trial_id, group)
+
+
+def require_exists(ctx: MasterContext, trial_id: int) -> None:
+    """NotFound unless the trial exists."""
+    with ctx.db.session() as s:
+        get(s, trial_id)
+
+
+def log_batch(ctx: MasterContext, trial_id: int, *, after_id: int, limit: int | None, newest_first: bool,
+              levels: list[str]) -> tuple[list[models.TaskLog], int, bool]:
+    """The trial's log lines after `after_id`, the last id among them (else `after_id`), and whether
+    the trial is over (or gone), so a follower can stop."""
+    with ctx.db.session() as s:
+        rows = logs.trial_logs(s, trial_id, after_id=after_id, limit=limit, newest_first=newest_first, levels=levels)
+        trial = s.get(models.Trial, trial_id)
+        done = trial is None or trial.state in TERMINAL_TRIAL
+        return rows, max((r.id for r in rows), default=after_id), done

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -12,9 +13,13 @@ from sqlalchemy.orm import Session
 from pedl.errors import Conflict, Forbidden, InvalidArgument, NotFound, Unauthenticated
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
+from pedl.master.lifecycle import LIVE_ALLOCATION
 from pedl.master.services import passwords
 from pedl.master.services.authz import require_user
 from pedl.master.services.login_limiter import LoginLimiter
+
+if TYPE_CHECKING:
+    from pedl.master.context import MasterContext
 
 log = logging.getLogger(__name__)
 
@@ -137,3 +142,56 @@ def set_password(s: Session, now: float, who: Caller, user_id: int, password: st
     if keep is not None:
         q = q.where(models.UserSession.token_hash != keep)
     s.execute(q)
+
+
+# What the routers call: each opens its own session.
+
+def resolve_caller(ctx: MasterContext, token: str) -> Caller:
+    """Who a bearer token is: a logged-in user, else the owner of the live allocation it was issued to."""
+    with ctx.db.read_session() as s:
+        try:
+            user, sess = session_for_token(s, ctx.clock.now(), token)
+            return Caller(user, expires_at=sess.expires_at, issued_at=sess.created_at)
+        except Unauthenticated:
+            alloc = s.scalar(select(models.Allocation).where(models.Allocation.session_token_hash == token_hash(token)))
+            if alloc is None or alloc.state not in LIVE_ALLOCATION:
+                raise
+            user = s.get(models.User, alloc.owner_id)
+            if user is None:
+                raise
+            return Caller(user, alloc.id)
+
+
+def log_in(ctx: MasterContext, username: str, password: str, is_hashed: bool, address: str) -> tuple[str, models.User]:
+    with ctx.db.session() as s:
+        return login(s, ctx.clock.now(), ctx.config.session_ttl, username, password, is_hashed, ctx.login_limiter,
+                     address)
+
+
+def log_out(ctx: MasterContext, who: Caller, token: str) -> None:
+    require_user(who, "log out")
+    with ctx.db.session() as s:
+        logout(s, token)
+    ctx.caller_cache.drop(token)
+
+
+def all_users(ctx: MasterContext) -> list[models.User]:
+    with ctx.db.session() as s:
+        return list_users(s)
+
+
+def create_by(ctx: MasterContext, who: Caller, username: str, password: str, is_hashed: bool, *, admin: bool,
+              active: bool, display_name: str | None) -> models.User:
+    with ctx.db.session() as s:
+        actor = require_user(who, "create users")
+        return create_user(s, ctx.clock.now(), actor, username, password, is_hashed, admin=admin, active=active,
+                           display_name=display_name)
+
+
+def change_password(ctx: MasterContext, who: Caller, user_id: int, password: str, is_hashed: bool,
+                    old_password: str | None, current_token: str) -> None:
+    with ctx.db.session() as s:
+        set_password(s, ctx.clock.now(), who, user_id, password, is_hashed, old_password=old_password,
+                     old_is_hashed=is_hashed, current_token=current_token,
+                     fresh_login_window=ctx.config.security.fresh_login_window)
+    ctx.caller_cache.drop_user(user_id)  # after the commit: revoked sessions stop at once

@@ -214,7 +214,8 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('metrics', schema=None) as batch_op:
-        batch_op.create_index('ix_metrics_trial_group_steps', ['trial_id', 'metric_group', 'steps_completed'], unique=False)
+        batch_op.create_index('ix_metrics_trial_group_steps', ['trial_id', 'metric_group', 'steps_completed'],
+                              unique=False)
 
     # ### end Alembic commands ###
 
