@@ -36,7 +36,3 @@ class ManualClock:
 
 def to_datetime(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
-
-
-def utcnow(clock: Clock) -> datetime:
-    return to_datetime(clock.now())

@@ -88,6 +88,23 @@ def cluster(tmp_path: Path):
     c.stop()
 
 
+@pytest.fixture
+def make_cluster(tmp_path: Path):
+    """A factory for a started Cluster with a master config (and `db:` fields) of the test's own;
+    every cluster it made is stopped at teardown. A test that also takes `e2e_db` names it before
+    `make_cluster`, so the clusters stop before their database is dropped."""
+    made: list[Cluster] = []
+
+    def make(config: dict | None = None, db: dict | None = None) -> Cluster:
+        c = Cluster(tmp_path, db, config)
+        made.append(c)
+        return c.start()
+
+    yield make
+    for c in reversed(made):
+        c.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_db_cluster(request: pytest.FixtureRequest, tmp_path: Path):
     if request.param == "postgres":

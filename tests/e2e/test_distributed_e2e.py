@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from pedl.devcluster import wait_experiment, wait_for
-from tests.e2e.conftest import Cluster, steps_config
+from tests.e2e.conftest import steps_config
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -137,25 +137,22 @@ def test_one_process_per_slot_on_two_agents_of_two_slots(cluster) -> None:
     assert sorted(ck["metadata"]["steps_completed"] for ck in ckpts) == [100, 200]
 
 
-def test_a_rendezvous_port_busy_outside_pedl_fails_the_run_with_a_message_naming_it(tmp_path) -> None:
+def test_a_rendezvous_port_busy_outside_pedl_fails_the_run_with_a_message_naming_it(make_cluster) -> None:
     """The range holds one port, and another program listens on it: the chief's agent refuses to
     start, and the trial's end reason and logs say why."""
     with socket.socket() as squatter:
         squatter.bind(("0.0.0.0", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        c = Cluster(tmp_path, None, {"rendezvous_port_range": f"{port}-{port}"}).start()
-        try:
-            c.add_agent("a1", slots=1)
-            c.add_agent("a2", slots=1)
-            config = steps_config(max_restarts=0)
-            config["resources"]["slots_per_trial"] = 2
-            exp_id = c.create(config)
-            wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)
-            (trial,) = c.trials(exp_id)
-            logs = c.logs(trial["id"])
-        finally:
-            c.stop()
+        c = make_cluster({"rendezvous_port_range": f"{port}-{port}"})
+        c.add_agent("a1", slots=1)
+        c.add_agent("a2", slots=1)
+        config = steps_config(max_restarts=0)
+        config["resources"]["slots_per_trial"] = 2
+        exp_id = c.create(config)
+        wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)
+        (trial,) = c.trials(exp_id)
+        logs = c.logs(trial["id"])
     assert trial["state"] == "STATE_ERROR"
     assert f"rendezvous port {port} (MASTER_PORT) is in use on this agent" in trial["endReason"], trial
     assert f"task failed to start: rendezvous port {port}" in logs  # the chief agent's line in the trial's logs

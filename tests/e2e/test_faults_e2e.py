@@ -68,49 +68,43 @@ def test_agent_back_after_the_wait_restarts_its_trial(cluster: Cluster) -> None:
     assert steps == list(range(1, 61))
 
 
-def test_master_killed_and_restarted_keeps_everything_and_continues(tmp_path, e2e_db) -> None:
-    c = Cluster(tmp_path, e2e_db, {"agent_reconnect_wait": "30s"}).start()
-    try:
-        c.add_agent("a1")
-        done_id = c.create(steps_config(name="finished", steps=3))
-        wait_experiment(c.master, done_id, {"STATE_COMPLETED"})
-        exp_id = c.create(steps_config(name="running", steps=50, delay=0.1, ckpt_every=10))
-        trial = _running_trial(c, exp_id, 12)
-        before = c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
-        ckpts_before = c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
-        assert ckpts_before
-        c.master.kill()
-        time.sleep(2)  # the trial keeps reporting into the void; the library retries
-        c.master.start()
-        # what was stored survives
-        finished = c.master.api("GET", f"/api/v1/experiments/{done_id}")["experiment"]
-        assert finished["state"] == "STATE_COMPLETED"
-        (done_trial,) = c.trials(done_id)
-        assert "done" in c.logs(done_trial["id"])
-        exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)
-        assert exp["state"] == "STATE_COMPLETED"
-        (after,) = c.trials(exp_id)
-        assert after["restarts"] == 0  # the agent reconnected with its task still running
-        metrics = c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
-        steps = [m["stepsCompleted"] for m in metrics]
-        assert steps == list(range(1, 51))  # reports made while the master was down arrived
-        assert len(metrics) > len(before)
-        uuids = {ck["uuid"] for ck in c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]}
-        assert {ck["uuid"] for ck in ckpts_before} <= uuids
-    finally:
-        c.stop()
+def test_master_killed_and_restarted_keeps_everything_and_continues(e2e_db, make_cluster) -> None:
+    c = make_cluster({"agent_reconnect_wait": "30s"}, db=e2e_db)
+    c.add_agent("a1")
+    done_id = c.create(steps_config(name="finished", steps=3))
+    wait_experiment(c.master, done_id, {"STATE_COMPLETED"})
+    exp_id = c.create(steps_config(name="running", steps=50, delay=0.1, ckpt_every=10))
+    trial = _running_trial(c, exp_id, 12)
+    before = c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
+    ckpts_before = c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+    assert ckpts_before
+    c.master.kill()
+    time.sleep(2)  # the trial keeps reporting into the void; the library retries
+    c.master.start()
+    # what was stored survives
+    finished = c.master.api("GET", f"/api/v1/experiments/{done_id}")["experiment"]
+    assert finished["state"] == "STATE_COMPLETED"
+    (done_trial,) = c.trials(done_id)
+    assert "done" in c.logs(done_trial["id"])
+    exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)
+    assert exp["state"] == "STATE_COMPLETED"
+    (after,) = c.trials(exp_id)
+    assert after["restarts"] == 0  # the agent reconnected with its task still running
+    metrics = c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
+    steps = [m["stepsCompleted"] for m in metrics]
+    assert steps == list(range(1, 51))  # reports made while the master was down arrived
+    assert len(metrics) > len(before)
+    uuids = {ck["uuid"] for ck in c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]}
+    assert {ck["uuid"] for ck in ckpts_before} <= uuids
 
 
-def test_agent_with_a_wrong_token_is_refused_and_logged(tmp_path) -> None:
-    c = Cluster(tmp_path, None, {"agent_token": "right-token"}).start()
-    try:
-        bad = LocalAgent(tmp_path, c.master.url, "intruder", token="wrong-token").start()
-        wait_for(lambda: not bad.alive(), 30, what="the refused agent to exit")
-        assert bad.proc.returncode != 0
-        assert "refused agent connection" in c.master.log_text()
-        agents = c.master.api("GET", "/api/v1/agents")["agents"]
-        assert all(a["id"] != "intruder" for a in agents)
-        c.add_agent("good", token="right-token")
-        bad.stop()
-    finally:
-        c.stop()
+def test_agent_with_a_wrong_token_is_refused_and_logged(tmp_path, make_cluster) -> None:
+    c = make_cluster({"agent_token": "right-token"})
+    bad = LocalAgent(tmp_path, c.master.url, "intruder", token="wrong-token").start()
+    wait_for(lambda: not bad.alive(), 30, what="the refused agent to exit")
+    assert bad.proc.returncode != 0
+    assert "refused agent connection" in c.master.log_text()
+    agents = c.master.api("GET", "/api/v1/agents")["agents"]
+    assert all(a["id"] != "intruder" for a in agents)
+    c.add_agent("good", token="right-token")
+    bad.stop()

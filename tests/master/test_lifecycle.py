@@ -1,4 +1,4 @@
-"""Lifecycle tables: every allowed edge passes, illegal ones raise IllegalTransition (409),
+"""Lifecycle tables: every allowed edge passes, illegal ones raise IllegalTransition (an internal 500),
 terminal states have no exits."""
 
 from __future__ import annotations
@@ -8,20 +8,24 @@ from enum import StrEnum
 
 import pytest
 
-from pedl.errors import HTTP_STATUS, Conflict
+from pedl.errors import HTTP_STATUS, Conflict, ErrorCode
+from pedl.master.db import models
 from pedl.master.lifecycle import (
     _TABLES,
     AGENT_TRANSITIONS,
     ALLOCATION_TRANSITIONS,
     EXPERIMENT_TRANSITIONS,
+    HELD,
     INSTANCE_TRANSITIONS,
     LIVE_ALLOCATION,
+    LIVE_INSTANCE,
     STOPPING_TRIAL,
     TERMINAL_EXPERIMENT,
     TERMINAL_TRIAL,
     TRIAL_TRANSITIONS,
     AgentState,
     AllocationState,
+    CheckpointState,
     ExperimentState,
     IllegalTransition,
     InstanceState,
@@ -29,6 +33,7 @@ from pedl.master.lifecycle import (
     can_transition,
     check_transition,
 )
+from pedl.master.services.transitions import set_checkpoint_state
 
 # every table check_transition knows, so a lifecycle added later is covered here too
 TABLES: dict[type[StrEnum], dict] = dict(_TABLES)
@@ -91,14 +96,15 @@ def test_every_other_transition_is_refused(old: StrEnum, new: StrEnum) -> None:
         (InstanceState.TERMINATING, InstanceState.RUNNING),
     ],
 )
-def test_illegal_sample_is_a_409_conflict_naming_both_states(old: StrEnum, new: StrEnum) -> None:
+def test_illegal_sample_is_an_internal_500_naming_both_states(old: StrEnum, new: StrEnum) -> None:
+    # a refused edge is a master bug, not a user error: user actions are refused before with a Conflict
     with pytest.raises(IllegalTransition) as info:
         check_transition("trial", 42, old, new)
     err = info.value
-    assert isinstance(err, Conflict)
-    assert HTTP_STATUS[err.code] == 409
+    assert not isinstance(err, Conflict)
+    assert err.code == ErrorCode.INTERNAL and HTTP_STATUS[err.code] == 500
     assert "trial 42" in err.message and str(old) in err.message and str(new) in err.message
-    assert err.to_dict()["code"] == 9  # gRPC ABORTED, what det expects for a conflict
+    assert err.to_dict()["code"] == 13  # gRPC INTERNAL
 
 
 @pytest.mark.parametrize(
@@ -149,3 +155,27 @@ def test_staying_in_the_same_state_is_allowed() -> None:
 def test_names_are_determined_proto_names() -> None:
     for enum in (ExperimentState, TrialState):
         assert all(s.value == f"STATE_{s.name}" for s in enum)
+
+
+def test_held_and_live_instance_sets() -> None:
+    assert LIVE_ALLOCATION - {AllocationState.PENDING} == HELD
+    assert set(InstanceState) - {InstanceState.TERMINATED} == LIVE_INSTANCE
+
+
+def test_checkpoint_setter_checks_the_edge_and_records_one_event() -> None:
+    class Recorder:  # the setter only adds rows to the session
+        def __init__(self) -> None:
+            self.added: list = []
+
+        def add(self, row: object) -> None:
+            self.added.append(row)
+
+    s, ckpt = Recorder(), models.Checkpoint(uuid="ck-1", state=CheckpointState.COMPLETED.value)
+    assert set_checkpoint_state(s, 5.0, ckpt, CheckpointState.DELETED, "deleted by garbage collection")
+    assert ckpt.state == "STATE_DELETED"
+    [ev] = s.added
+    assert (ev.entity_type, ev.entity_id, ev.from_state, ev.to_state, ev.message) == (
+        "checkpoint", "ck-1", "STATE_COMPLETED", "STATE_DELETED", "deleted by garbage collection")
+    with pytest.raises(IllegalTransition, match="checkpoint ck-1"):
+        set_checkpoint_state(s, 6.0, ckpt, CheckpointState.COMPLETED)
+    assert ckpt.state == "STATE_DELETED" and len(s.added) == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pedl.errors import Conflict
+from pedl.errors import ErrorCode, PedlError
 
 
 class ExperimentState(StrEnum):
@@ -126,6 +126,8 @@ TERMINAL_EXPERIMENT = {E.COMPLETED, E.CANCELED, E.ERROR}
 TERMINAL_TRIAL = {T.COMPLETED, T.CANCELED, T.ERROR}
 STOPPING_TRIAL = {T.STOPPING_COMPLETED, T.STOPPING_CANCELED, T.STOPPING_ERROR}
 LIVE_ALLOCATION = {A.PENDING, A.ASSIGNED, A.RUNNING, A.TERMINATING}
+HELD = {A.ASSIGNED, A.RUNNING, A.TERMINATING}  # allocations that hold slots on agents
+LIVE_INSTANCE = {N.REQUESTED, N.STARTING, N.RUNNING, N.TERMINATING}
 
 _TABLES = {
     ExperimentState: EXPERIMENT_TRANSITIONS,
@@ -137,8 +139,11 @@ _TABLES = {
 }
 
 
-class IllegalTransition(Conflict):
-    pass
+class IllegalTransition(PedlError):
+    """A refused edge is a bug in the master, not a user error: user actions that do not apply in a
+    state are refused (Conflict) before any transition is tried. The API answers 500 and logs it."""
+
+    code = ErrorCode.INTERNAL
 
 
 def can_transition(old: StrEnum, new: StrEnum) -> bool:

@@ -26,6 +26,7 @@ from pedl.errors import (
     Unauthenticated,
     Unavailable,
 )
+from pedl.master.lifecycle import IllegalTransition
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,12 @@ def routes(app: FastAPI) -> list[APIRoute]:
 def install(app: FastAPI) -> None:
     @app.exception_handler(PedlError)
     async def _pedl(_req: Request, exc: PedlError) -> JSONResponse:
+        return error_response(exc)
+
+    # a bug in the master: log the edge (kind, id, from and to are in the message) and answer 500
+    @app.exception_handler(IllegalTransition)
+    async def _illegal_transition(req: Request, exc: IllegalTransition) -> JSONResponse:
+        log.error("illegal transition on %s %s: %s", req.method, req.url.path, exc.message, exc_info=exc)
         return error_response(exc)
 
     @app.exception_handler(RequestValidationError)

@@ -21,7 +21,7 @@ from pedl.master.cluster.rendezvous import node_envs, pick_port
 from pedl.master.cluster.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
 from pedl.master.cluster.scheduler import plan as schedule_plan
 from pedl.master.db import models
-from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle import HELD, AgentState, AllocationState, InstanceState
 from pedl.master.services import experiment_flow, logs
 from pedl.master.services.transitions import (
     record_event,
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 A = AllocationState
-HELD = (A.ASSIGNED.value, A.RUNNING.value, A.TERMINATING.value)
 
 # exit reasons that are not the task's fault: the trial is queued again without counting a restart
 NOT_STARTED = "start was not delivered to the agent"
@@ -109,12 +108,6 @@ class Controller:
 
     def should_preempt(self, allocation_id: str) -> bool:
         return allocation_id in self._preempt
-
-    def request_preempt(self, allocation_id: str) -> None:
-        self._preempt.add(allocation_id)
-
-    def forget_preempt(self, allocation_id: str) -> None:
-        self._preempt.discard(allocation_id)
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -219,11 +212,6 @@ class Controller:
 
         self.run(fn)
         self.wake_provisioners()
-
-    def heartbeat(self, agent_id: str) -> None:
-        conn = self.ctx.hub.get(agent_id)
-        if conn is not None:
-            conn.last_heartbeat = self.now
 
     # -- task reports --------------------------------------------------------------------------
 

@@ -124,7 +124,6 @@ class Allocation(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     exit_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-    preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)
     kill_requested: Mapped[bool] = mapped_column(Boolean, default=False)
 
 

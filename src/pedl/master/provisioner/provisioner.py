@@ -15,9 +15,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.config.master_config import ResourcePoolConfig
-from pedl.master.cluster.controller import HELD
 from pedl.master.db import models
-from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
 from pedl.master.provisioner.providers.base import (
     CloudError,
     CloudErrorKind,
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 IS = InstanceState
-LIVE_INSTANCE = (IS.REQUESTED.value, IS.STARTING.value, IS.RUNNING.value, IS.TERMINATING.value)
 
 # how long a (type, spot) pair is avoided after a capacity error or an unfulfilled spot request
 UNAVAILABLE_FOR = 600.0

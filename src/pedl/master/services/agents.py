@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from pedl.master.cluster.controller import HELD
 from pedl.master.db import models
+from pedl.master.lifecycle import HELD
 from pedl.master.services import logs
 
 if TYPE_CHECKING:

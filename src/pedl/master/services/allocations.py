@@ -85,5 +85,7 @@ async def wait_preemption(ctx: MasterContext, who: Caller, allocation_id: str, t
 
 
 def ack_preemption(ctx: MasterContext, who: Caller, allocation_id: str) -> None:
+    """det's client acknowledges a preemption; the master only checks the allocation is the caller's
+    own (nothing depends on the acknowledgement)."""
     with ctx.db.session() as s:
-        _own_allocation(s, who, allocation_id).preempt_acked = True
+        _own_allocation(s, who, allocation_id)

@@ -30,10 +30,10 @@ from sqlalchemy.orm import Session
 
 from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
 from pedl.master.db import models
-from pedl.master.lifecycle import TERMINAL_TRIAL, CheckpointState, check_transition
+from pedl.master.lifecycle import TERMINAL_TRIAL, CheckpointState
 from pedl.master.services import checkpoints
 from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
-from pedl.master.services.transitions import record_event
+from pedl.master.services.transitions import record_event, set_checkpoint_state
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -178,10 +178,7 @@ def mark_deleted(s: Session, now: float, experiment_id: int, policy: RetentionPo
         row = s.get(models.Checkpoint, d.uuid)
         if row is None or row.state != C.COMPLETED.value:
             continue
-        check_transition("checkpoint", row.uuid, C(row.state), C.DELETED)
-        row.state = C.DELETED.value
-        record_event(s, now, "checkpoint", row.uuid, f"deleted by garbage collection ({policy.describe()})",
-                     from_state=C.COMPLETED.value, to_state=C.DELETED.value)
+        set_checkpoint_state(s, now, row, C.DELETED, f"deleted by garbage collection ({policy.describe()})")
         changed[d.trial_id].append(row.uuid)
     for trial_id, uuids in changed.items():
         record_event(s, now, "trial", trial_id,

@@ -9,14 +9,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.master.db import models
-from pedl.master.lifecycle import InstanceState
+from pedl.master.lifecycle import LIVE_INSTANCE
 
 if TYPE_CHECKING:
     from pedl.master.cluster.controller import Controller
     from pedl.master.context import MasterContext
-
-LIVE_INSTANCE = (InstanceState.REQUESTED.value, InstanceState.STARTING.value, InstanceState.RUNNING.value,
-                 InstanceState.TERMINATING.value)
 
 
 def instance_summary(ctl: Controller, row: models.Instance) -> dict[str, Any]:

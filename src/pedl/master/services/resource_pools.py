@@ -9,10 +9,9 @@ from sqlalchemy.orm import Session
 
 from pedl.config.master_config import ResourcePoolConfig
 from pedl.errors import NotFound
-from pedl.master.cluster.controller import HELD
 from pedl.master.db import models
-from pedl.master.lifecycle import AgentState, AllocationState
-from pedl.master.services.instances import LIVE_INSTANCE, instance_summary
+from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState
+from pedl.master.services.instances import instance_summary
 
 if TYPE_CHECKING:
     from pedl.master.cluster.controller import Controller

@@ -11,6 +11,7 @@ from pedl.master.db import models
 from pedl.master.lifecycle import (
     AgentState,
     AllocationState,
+    CheckpointState,
     ExperimentState,
     InstanceState,
     TrialState,
@@ -25,13 +26,14 @@ def record_event(s: Session, now: float, entity_type: str, entity_id: object, me
 
 
 def _set(s: Session, now: float, kind: str, row, enum: type[StrEnum], new: StrEnum, reason: str,
-         level: str = "info") -> bool:
+         level: str = "info", ident: object = None) -> bool:
+    ident = row.id if ident is None else ident
     old = enum(row.state)
     if old == new:
         return False
-    check_transition(kind, row.id, old, new)
+    check_transition(kind, ident, old, new)
     row.state = str(new)
-    record_event(s, now, kind, row.id, reason, from_state=str(old), to_state=str(new), level=level)
+    record_event(s, now, kind, ident, reason, from_state=str(old), to_state=str(new), level=level)
     return True
 
 
@@ -58,3 +60,8 @@ def set_agent_state(s: Session, now: float, agent: models.Agent, new: AgentState
 def set_instance_state(s: Session, now: float, inst: models.Instance, new: InstanceState, reason: str = "",
                        level: str = "info") -> bool:
     return _set(s, now, "instance", inst, InstanceState, new, reason, level)
+
+
+def set_checkpoint_state(s: Session, now: float, ckpt: models.Checkpoint, new: CheckpointState,
+                         reason: str = "") -> bool:
+    return _set(s, now, "checkpoint", ckpt, CheckpointState, new, reason, ident=ckpt.uuid)

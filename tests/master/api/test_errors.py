@@ -259,3 +259,22 @@ def test_a_database_that_went_away_is_503_not_500(app, client, admin, monkeypatc
     r = client.get("/api/v1/experiments", headers=admin)
     assert r.status_code == 503
     assert "database" in r.json()["message"]
+
+
+def test_an_illegal_transition_is_a_logged_500(app, client, admin, monkeypatch, caplog) -> None:  # noqa: ANN001
+    """A refused lifecycle edge is a master bug, not the user's: 500, with the edge in the log."""
+    import logging
+
+    from pedl.master.lifecycle import ExperimentState, check_transition
+    from pedl.master.services import experiments as experiments_service
+
+    def bug(*_a, **_k):  # noqa: ANN002, ANN003
+        check_transition("experiment", 7, ExperimentState.COMPLETED, ExperimentState.ACTIVE)
+
+    monkeypatch.setattr(experiments_service, "list_page", bug)
+    with caplog.at_level(logging.ERROR, logger="pedl.master.api.errors"):
+        r = client.get("/api/v1/experiments", headers=admin)
+    assert r.status_code == 500 and r.json()["pedlCode"] == "internal"
+    logged = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "illegal transition" in rec.message]
+    assert logged and "experiment 7" in logged[0].message
+    assert "STATE_COMPLETED" in logged[0].message and "STATE_ACTIVE" in logged[0].message

@@ -29,6 +29,7 @@ from pedl.master.services.checkpoint_gc import (
     metric_value,
     select_deletions,
 )
+from tests.master.factories import legacy_checkpoint
 from tests.master.fakes import FakeAgent, StartedTask, bearer, create_experiment, ctx_of, post
 from tests.support.moto_server import moto_endpoint_fixture, moto_server_fixture  # noqa: F401
 
@@ -463,16 +464,6 @@ def kill_and_end(client: TestClient, user: dict, agent: FakeAgent, exp_id: int, 
         agent.exit(t.allocation_id, None, "killed")
 
 
-def legacy_row(app: FastAPI, task: StartedTask, ckpt_uuid: str, steps: int, storage: dict) -> None:
-    """A checkpoint as registration stored it before issue 8: uuid and storage as the request said."""
-    with ctx_of(app).db.session() as s:
-        trial = s.get(models.Trial, task.trial_id)
-        s.add(models.Checkpoint(uuid=ckpt_uuid, trial_id=trial.id, experiment_id=trial.experiment_id,
-                                task_id=task.task_id, allocation_id=task.allocation_id, state="STATE_COMPLETED",
-                                report_time=float(steps), steps_completed=steps, meta={"steps_completed": steps},
-                                resources={}, storage=storage, size_bytes=0))
-
-
 def test_a_user_cannot_make_gc_delete_a_directory(client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent,
                                                   own_gc: CheckpointGC, running: tuple[int, list[StartedTask]],
                                                   victim: Path) -> None:
@@ -495,8 +486,8 @@ def test_legacy_rows_outside_the_roots_are_left_alone(client: TestClient, app: F
                                                       victim: Path) -> None:
     """Defect 2 with rows stored before the fix: GC neither deletes their files nor marks them."""
     exp_id, (t1, t2) = running
-    legacy_row(app, t1, "data", 0, {"type": "shared_fs", "host_path": str(victim)})
-    legacy_row(app, t1, str(uuid_lib.uuid4()), 10, {"type": "shared_fs", "host_path": str(victim)})
+    legacy_checkpoint(app, t1, "data", {"type": "shared_fs", "host_path": str(victim)}, steps=0)
+    legacy_checkpoint(app, t1, str(uuid_lib.uuid4()), {"type": "shared_fs", "host_path": str(victim)}, steps=10)
     kill_and_end(client, user, agent2, exp_id, [t1, t2])
     outcome = own_gc.collect(exp_id)
     assert outcome.deleted == [] and list(outcome.refused) == ["data"]
@@ -518,8 +509,8 @@ def test_an_experiment_stored_outside_the_roots_is_left_alone(
         exp = s.get(models.Experiment, exp_id)
         exp.config = {**exp.config, "checkpoint_storage": {**exp.config["checkpoint_storage"],
                                                            "host_path": str(victim)}}
-    legacy_row(app, t1, "data", 0, {})
-    legacy_row(app, t1, str(uuid_lib.uuid4()), 10, {})
+    legacy_checkpoint(app, t1, "data", {}, steps=0)
+    legacy_checkpoint(app, t1, str(uuid_lib.uuid4()), {}, steps=10)
     kill_and_end(client, user, agent2, exp_id, [t1, t2])
     outcome = own_gc.collect(exp_id)
     assert outcome.deleted == [] and "checkpoint_storage.host_path" in outcome.refused["data"]

@@ -22,6 +22,7 @@ from pedl.clock import ManualClock
 from pedl.config.master_config import MasterConfig
 from pedl.master.app import create_app
 from pedl.master.db import models
+from tests.master.factories import legacy_checkpoint
 from tests.master.fakes import (
     SINGLE_CONFIG,
     FakeAgent,
@@ -425,16 +426,6 @@ def test_download_reads_s3_checkpoints_from_the_bucket(client: TestClient, user:
 # -- checkpoints stored before issue 8 ------------------------------------------------------------
 
 
-def legacy_row(app: FastAPI, task: StartedTask, ckpt_uuid: str, storage: dict, steps: int = 0) -> None:
-    """A checkpoint as registration stored it before issue 8: uuid and storage as the request said."""
-    with ctx_of(app).db.session() as s:
-        trial = s.get(models.Trial, task.trial_id)
-        s.add(models.Checkpoint(uuid=ckpt_uuid, trial_id=trial.id, experiment_id=trial.experiment_id,
-                                task_id=task.task_id, allocation_id=task.allocation_id, state="STATE_COMPLETED",
-                                report_time=0.0, steps_completed=steps, meta={"steps_completed": steps},
-                                resources={}, storage=storage, size_bytes=0))
-
-
 @pytest.fixture
 def victim(tmp_path: Path) -> Path:
     """A directory of the master's host outside every storage root, holding `important/`."""
@@ -446,7 +437,7 @@ def victim(tmp_path: Path) -> Path:
 
 def test_legacy_checkpoints_outside_the_roots_are_not_served(client: TestClient, app: FastAPI, user: dict,
                                                              task: StartedTask, victim: Path) -> None:
-    legacy_row(app, task, "important", {"type": "shared_fs", "host_path": str(victim)})
+    legacy_checkpoint(app, task, "important", {"type": "shared_fs", "host_path": str(victim)})
     r = client.get("/api/v1/checkpoints/important/download", headers=user)
     assert r.status_code == 403, r.text
     assert "outside" in r.json()["message"] and "storage root" in r.json()["message"]
@@ -458,7 +449,7 @@ def test_an_experiment_stored_outside_the_roots_is_not_served(client: TestClient
     with ctx_of(app).db.session() as s:  # an experiment created before the roots were checked
         exp = s.get(models.Experiment, s.get(models.Trial, task.trial_id).experiment_id)
         exp.config = {**exp.config, "checkpoint_storage": {"type": "shared_fs", "host_path": str(victim)}}
-    legacy_row(app, task, "important", {})
+    legacy_checkpoint(app, task, "important", {})
     r = client.get("/api/v1/checkpoints/important/download", headers=user)
     assert r.status_code == 403, r.text
     assert "checkpoint_storage.host_path" in r.json()["message"] and b"hunter2" not in r.content
@@ -469,7 +460,7 @@ def test_legacy_uuids_that_are_not_a_path_component_are_403_not_500(client: Test
                                                                     task: StartedTask, legacy_uuid: str) -> None:
     from urllib.parse import unquote
 
-    legacy_row(app, task, unquote(legacy_uuid), {})
+    legacy_checkpoint(app, task, unquote(legacy_uuid), {})
     r = client.get(f"/api/v1/checkpoints/{legacy_uuid}/download", headers=user)
     assert r.status_code == 403, r.text
     assert "uuid" in r.json()["message"]
@@ -478,9 +469,9 @@ def test_legacy_uuids_that_are_not_a_path_component_are_403_not_500(client: Test
 def test_legacy_checkpoints_outside_the_roots_are_reported_at_start(
         client: TestClient, app: FastAPI, task: StartedTask, victim: Path, master_config: MasterConfig,
         clock: ManualClock, caplog: pytest.LogCaptureFixture) -> None:
-    legacy_row(app, task, "important", {"type": "shared_fs", "host_path": str(victim)})
-    legacy_row(app, task, "a\\b", {})
-    legacy_row(app, task, uid("fine"), {})
+    legacy_checkpoint(app, task, "important", {"type": "shared_fs", "host_path": str(victim)})
+    legacy_checkpoint(app, task, "a\\b", {})
+    legacy_checkpoint(app, task, uid("fine"), {})
     with caplog.at_level(logging.WARNING), TestClient(create_app(master_config, clock=clock)):
         pass
     warned = [r.getMessage() for r in caplog.records if "storage root" in r.getMessage()]
