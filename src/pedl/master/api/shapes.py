@@ -138,7 +138,7 @@ def allocation_summary(al: models.Allocation, agents_by_id: dict[str, models.Age
     return {"taskId": al.task_id, "allocationId": al.id, "name": al.name, "slotsNeeded": al.slots_needed,
             "registeredTime": ts(al.queued_at), "resources": resources, "resourcePool": al.resource_pool,
             "priority": al.priority, "schedulerType": "priority", "proxyPorts": [],
-            "state": "STATE_QUEUED" if al.state == AllocationState.PENDING.value else al.state}
+            "state": "STATE_QUEUED" if al.state == AllocationState.PENDING else al.state}
 
 
 def event(ev: models.Event) -> dict[str, Any]:

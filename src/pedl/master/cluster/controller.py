@@ -117,7 +117,7 @@ class Controller:
 
         def fn(s: Session) -> None:
             now = self.now
-            for agent in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED.value)):
+            for agent in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED)):
                 set_agent_state(s, now, agent, AgentState.DISCONNECTED,
                                 "master restarted; waiting for the agent to reconnect")
                 agent.disconnected_at = now
@@ -136,19 +136,19 @@ class Controller:
             slots = [sl.model_dump() for sl in reg.slots]
             if agent is None:
                 agent = models.Agent(id=reg.agent_id, hostname=reg.hostname, address=reg.address or remote_host,
-                                     resource_pool=reg.resource_pool, slots=slots, state=AgentState.CONNECTED.value,
+                                     resource_pool=reg.resource_pool, slots=slots, state=AgentState.CONNECTED,
                                      version=reg.version, registered_at=now, last_heartbeat=now)
                 s.add(agent)
                 record_event(s, now, "agent", reg.agent_id,
                              f"registered from {remote_host} with {len(slots)} slot(s) in pool {reg.resource_pool}",
-                             to_state=AgentState.CONNECTED.value)
+                             to_state=AgentState.CONNECTED)
             else:
                 set_agent_state(s, now, agent, AgentState.CONNECTED, f"reconnected from {remote_host}")
                 agent.hostname, agent.address, agent.slots = reg.hostname, reg.address or remote_host, slots
                 agent.resource_pool, agent.version = reg.resource_pool, reg.version
                 agent.last_heartbeat, agent.disconnected_at = now, None
             instance = s.get(models.Instance, reg.agent_id)
-            if instance is not None and instance.state == InstanceState.STARTING.value:
+            if instance is not None and instance.state == InstanceState.STARTING:
                 set_instance_state(s, now, instance, InstanceState.RUNNING, f"agent registered from {remote_host}")
                 instance.registered_at = now
             kill = self._reconcile(s, reg.agent_id, set(reg.running_allocations))
@@ -173,7 +173,7 @@ class Controller:
         for alloc in self._held_on(s, agent_id):
             if alloc.id in running:
                 continue
-            if alloc.state == A.ASSIGNED.value:
+            if alloc.state == A.ASSIGNED:
                 self._allocation_ended(s, alloc, None, NOT_STARTED)
             else:
                 self._allocation_ended(s, alloc, None,
@@ -187,7 +187,7 @@ class Controller:
     def agent_disconnected(self, agent_id: str, reason: str) -> None:
         def fn(s: Session) -> None:
             agent = s.get(models.Agent, agent_id)
-            if agent is not None and agent.state == AgentState.CONNECTED.value:
+            if agent is not None and agent.state == AgentState.CONNECTED:
                 set_agent_state(s, self.now, agent, AgentState.DISCONNECTED, reason, level="warning")
                 agent.disconnected_at = self.now
 
@@ -218,7 +218,7 @@ class Controller:
     def task_started(self, agent_id: str, allocation_id: str) -> None:
         def fn(s: Session) -> None:
             alloc = s.get(models.Allocation, allocation_id)
-            if alloc is None or alloc.state != A.ASSIGNED.value:
+            if alloc is None or alloc.state != A.ASSIGNED:
                 return
             set_allocation_state(s, self.now, alloc, A.RUNNING, f"process started on agent {agent_id}")
             alloc.started_at = self.now
@@ -229,7 +229,7 @@ class Controller:
     def task_exited(self, agent_id: str, allocation_id: str, exit_code: int | None, reason: str) -> None:
         def fn(s: Session) -> None:
             alloc = s.get(models.Allocation, allocation_id)
-            if alloc is None or alloc.state == A.TERMINATED.value:
+            if alloc is None or alloc.state == A.TERMINATED:
                 return
             if agent_id not in _agents_of(alloc):
                 log.warning("agent %s reported exit of %s, which is not assigned to it", agent_id, allocation_id)
@@ -291,15 +291,15 @@ class Controller:
                         keep_failure: bool = False) -> None:
         """End an allocation: drop it if not yet running, else signal its agents. `keep_failure`
         stops the other ranks of a failed distributed allocation without calling it a kill."""
-        if alloc.state == A.PENDING.value:
+        if alloc.state == A.PENDING:
             set_allocation_state(s, self.now, alloc, A.TERMINATED, reason)
             alloc.ended_at, alloc.exit_reason = self.now, reason
             return
-        if alloc.state == A.TERMINATED.value:
+        if alloc.state == A.TERMINATED:
             return
         if not keep_failure:
             alloc.kill_requested = True
-        if alloc.state != A.TERMINATING.value:
+        if alloc.state != A.TERMINATING:
             set_allocation_state(s, self.now, alloc, A.TERMINATING, reason)
         for agent_id in _agents_of(alloc, running_only=True):
             self.queue_message(agent_id, proto.KillTask(allocation_id=alloc.id, reason=reason,
@@ -307,10 +307,10 @@ class Controller:
 
     def preempt_allocation(self, s: Session, alloc: models.Allocation, reason: str) -> None:
         """Ask a running task to checkpoint and exit; a pending one is simply dropped."""
-        if alloc.state == A.PENDING.value:
+        if alloc.state == A.PENDING:
             self.kill_allocation(s, alloc, reason)
             return
-        if alloc.state in (A.ASSIGNED.value, A.RUNNING.value) and not alloc.preempt_requested:
+        if alloc.state in (A.ASSIGNED, A.RUNNING) and not alloc.preempt_requested:
             alloc.preempt_requested = True
             self._preempt.add(alloc.id)
             record_event(s, self.now, "allocation", alloc.id, f"preemption requested: {reason}")
@@ -328,9 +328,9 @@ class Controller:
     def _check_agents(self, s: Session) -> None:
         now, cfg = self.now, self.ctx.config
         connected = self.ctx.hub.connected_ids()
-        for agent in s.scalars(select(models.Agent).where(models.Agent.state != AgentState.GONE.value)):
+        for agent in s.scalars(select(models.Agent).where(models.Agent.state != AgentState.GONE)):
             conn = self.ctx.hub.get(agent.id)
-            if agent.state == AgentState.CONNECTED.value:
+            if agent.state == AgentState.CONNECTED:
                 silent = conn is None or now - conn.last_heartbeat > cfg.agent_heartbeat_timeout
                 if silent:
                     reason = ("no heartbeat for " f"{cfg.agent_heartbeat_timeout:g}s") if conn else "connection lost"
@@ -340,7 +340,7 @@ class Controller:
                         self.ctx.hub.close(agent.id)
                 elif conn is not None:
                     agent.last_heartbeat = conn.last_heartbeat
-            elif agent.state == AgentState.DISCONNECTED.value and agent.id not in connected:
+            elif agent.state == AgentState.DISCONNECTED and agent.id not in connected:
                 since = agent.disconnected_at or now
                 if now - since >= cfg.agent_reconnect_wait:
                     set_agent_state(s, now, agent, AgentState.GONE,
@@ -350,11 +350,11 @@ class Controller:
 
     def _plan_schedule(self, s: Session) -> list[tuple[str, list[tuple[str, list[str]]]]]:
         """Decide placements for every pool from one consistent snapshot (reads only)."""
-        pending = list(s.scalars(select(models.Allocation).where(models.Allocation.state == A.PENDING.value)))
+        pending = list(s.scalars(select(models.Allocation).where(models.Allocation.state == A.PENDING)))
         if not pending:
             return []
         connected = self.ctx.hub.connected_ids()
-        agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED.value))
+        agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED))
                   if a.id in connected and a.enabled and not a.draining]
         held = list(s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))))
         used: dict[str, set[str]] = {}
@@ -401,7 +401,7 @@ class Controller:
                 self._load_rendezvous(s, rows)
             for alloc_id, placements in chunk:
                 alloc = allocs.get(alloc_id)
-                if alloc is not None and alloc.state == A.PENDING.value:  # not killed since the plan
+                if alloc is not None and alloc.state == A.PENDING:  # not killed since the plan
                     self._assign(s, alloc, placements, rows)
 
     def _assign(self, s: Session, alloc: models.Allocation, placements: list[tuple[str, list[str]]],

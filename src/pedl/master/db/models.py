@@ -5,6 +5,7 @@ Times are float seconds since the epoch (the injected clock's unit), rendered as
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -19,9 +20,38 @@ from sqlalchemy import (
     String,
     Text,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+from pedl.master.lifecycle import (
+    AgentState,
+    AllocationState,
+    CheckpointState,
+    ExperimentState,
+    InstanceState,
+    TrialState,
+)
 
 Id = BigInteger().with_variant(Integer(), "sqlite")  # sqlite autoincrements INTEGER only
+
+
+class StateColumn(TypeDecorator[StrEnum]):
+    """A lifecycle state stored as its enum's string value (the column is a plain VARCHAR(40), so no
+    migration) and loaded as the enum member; binds take a member or its string."""
+
+    impl = String(40)
+    cache_ok = True
+
+    def __init__(self, enum: type[StrEnum]) -> None:
+        super().__init__()
+        self.enum = enum
+
+    def process_bind_param(self, value: StrEnum | str | None, dialect: Dialect) -> str | None:
+        return None if value is None else str(value)  # a StrEnum member's str is its value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> StrEnum | None:
+        return None if value is None else self.enum(value)
 
 
 class Base(DeclarativeBase):
@@ -55,7 +85,7 @@ class Experiment(Base):
     name: Mapped[str] = mapped_column(String(512))
     description: Mapped[str] = mapped_column(Text, default="")
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
-    state: Mapped[str] = mapped_column(String(40), index=True)
+    state: Mapped[ExperimentState] = mapped_column(StateColumn(ExperimentState), index=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSON)  # validated, fully defaulted
     original_config: Mapped[str] = mapped_column(Text)  # the text the user sent
     searcher_state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -88,7 +118,7 @@ class Trial(Base):
     task_id: Mapped[str] = mapped_column(String(128), unique=True)
     hparams: Mapped[dict[str, Any]] = mapped_column(JSON)
     seed: Mapped[int] = mapped_column(BigInteger)
-    state: Mapped[str] = mapped_column(String(40), index=True)
+    state: Mapped[TrialState] = mapped_column(StateColumn(TrialState), index=True)
     restarts: Mapped[int] = mapped_column(Integer, default=0)
     run_id: Mapped[int] = mapped_column(Integer, default=0)  # bumps on every (re)start
     start_time: Mapped[float] = mapped_column(Float)
@@ -110,7 +140,7 @@ class Allocation(Base):
     trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"),
                                                  nullable=True, index=True)
     name: Mapped[str] = mapped_column(String(512))
-    state: Mapped[str] = mapped_column(String(40), index=True)
+    state: Mapped[AllocationState] = mapped_column(StateColumn(AllocationState), index=True)
     resource_pool: Mapped[str] = mapped_column(String(255))
     slots_needed: Mapped[int] = mapped_column(Integer)
     priority: Mapped[int] = mapped_column(Integer)
@@ -134,7 +164,7 @@ class Agent(Base):
     address: Mapped[str] = mapped_column(String(255))
     resource_pool: Mapped[str] = mapped_column(String(255))
     slots: Mapped[list[Any]] = mapped_column(JSON)  # [{id, type, brand, uuid}]
-    state: Mapped[str] = mapped_column(String(40))
+    state: Mapped[AgentState] = mapped_column(StateColumn(AgentState))
     version: Mapped[str] = mapped_column(String(64))
     registered_at: Mapped[float] = mapped_column(Float)
     last_heartbeat: Mapped[float] = mapped_column(Float)
@@ -164,7 +194,7 @@ class Checkpoint(Base):
     experiment_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     task_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     allocation_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
-    state: Mapped[str] = mapped_column(String(40))
+    state: Mapped[CheckpointState] = mapped_column(StateColumn(CheckpointState))
     report_time: Mapped[float] = mapped_column(Float)
     steps_completed: Mapped[int] = mapped_column(BigInteger, default=0)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
@@ -215,7 +245,7 @@ class Instance(Base):
     provider: Mapped[str] = mapped_column(String(32))
     instance_type: Mapped[str] = mapped_column(String(64))
     spot: Mapped[bool] = mapped_column(Boolean, default=False)
-    state: Mapped[str] = mapped_column(String(40), index=True)
+    state: Mapped[InstanceState] = mapped_column(StateColumn(InstanceState), index=True)
     slots: Mapped[int] = mapped_column(Integer, default=0)
     price_per_hour: Mapped[float] = mapped_column(Float, default=0.0)
     launch_token: Mapped[str] = mapped_column(String(64), default="")

@@ -115,16 +115,16 @@ class PoolProvisioner:
             if sent is None or now - sent <= TERMINATE_RETRY or ci.id in deciding:
                 continue
             row = s.get(models.Instance, ci.id)
-            if row is not None and row.state == IS.TERMINATING.value:
+            if row is not None and row.state == IS.TERMINATING:
                 decision.terminate.append((ci.id, "terminate sent again: the instance is still there"))
         for inst_id, reason in decision.terminate:
             row = s.get(models.Instance, inst_id)
-            if row is not None and row.state != IS.TERMINATED.value:
+            if row is not None and row.state != IS.TERMINATED:
                 set_instance_state(s, now, row, IS.TERMINATING, reason)
                 row.termination_reason = reason
         for alloc_id, reason in decision.never_fit:
             alloc = s.get(models.Allocation, alloc_id)
-            if alloc is not None and alloc.state == AllocationState.PENDING.value:
+            if alloc is not None and alloc.state == AllocationState.PENDING:
                 experiment_flow.fail_unschedulable(self.ctl, s, alloc, f"pool {self.pool.pool_name}: {reason}")
         return decision
 
@@ -150,18 +150,18 @@ class PoolProvisioner:
                     instance_type=ci.instance_type, spot=ci.spot, slots=self.cfg.slots_of(ci.instance_type),
                     price_per_hour=self.cfg.price_of(ci.instance_type), spot_request_id=ci.spot_request_id,
                     launched_at=ci.launched_at, adopted=True,
-                    state=(IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING).value)
+                    state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING)
                 s.add(row)
                 rows[ci.id] = row
                 record_event(s, now, "instance", ci.id, f"found by tag in pool {self.pool.pool_name}; adopted",
                              to_state=row.state)
                 agent = s.get(models.Agent, ci.id)
-                if agent is not None and agent.state == AgentState.CONNECTED.value:
+                if agent is not None and agent.state == AgentState.CONNECTED:
                     set_instance_state(s, now, row, IS.RUNNING, "its agent is connected")
                     row.registered_at = now
-            elif row.state == IS.REQUESTED.value and ci.state != CloudState.REQUESTED:
+            elif row.state == IS.REQUESTED and ci.state != CloudState.REQUESTED:
                 set_instance_state(s, now, row, IS.STARTING, "spot request fulfilled")
-            if ci.state == CloudState.TERMINATING and row.state != IS.TERMINATING.value:
+            if ci.state == CloudState.TERMINATING and row.state != IS.TERMINATING:
                 set_instance_state(s, now, row, IS.TERMINATING, "the cloud is terminating it")
         for row in rows.values():
             if row.id not in seen:
@@ -190,13 +190,13 @@ class PoolProvisioner:
         interrupted = {r.id for r in rows if r.interrupted_at is not None}
         views = []
         for row in rows:
-            state = {IS.REQUESTED.value: "requested", IS.STARTING.value: "starting", IS.RUNNING.value: "running",
-                     IS.TERMINATING.value: "terminating"}[row.state]
+            state = {IS.REQUESTED: "requested", IS.STARTING: "starting", IS.RUNNING: "running",
+                     IS.TERMINATING: "terminating"}[row.state]
             agent = agents.get(row.id)
             is_busy = row.id in busy
             slots = len(agent.slots) if agent is not None else row.slots
             disconnected = None
-            if state == "running" and (agent is None or agent.state != AgentState.CONNECTED.value
+            if state == "running" and (agent is None or agent.state != AgentState.CONNECTED
                                        or row.id not in connected):
                 disconnected = (agent.disconnected_at if agent is not None and agent.disconnected_at else now)
             if state == "running" and not is_busy:
@@ -210,7 +210,7 @@ class PoolProvisioner:
                 interrupted=row.interrupted_at is not None))
         pending = [PendingTask(aid, slots, queued) for aid, slots, queued in s.execute(
             select(models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at).where(
-                models.Allocation.state == AllocationState.PENDING.value,
+                models.Allocation.state == AllocationState.PENDING,
                 models.Allocation.resource_pool == self.pool.pool_name))]
         # work on an instance the cloud is about to reclaim needs a new home now, not after it
         # checkpoints and leaves: count it as waiting, so the replacement boots meanwhile
@@ -266,10 +266,10 @@ class PoolProvisioner:
                 instance_type=ci.instance_type, spot=ci.spot, slots=request.slots,
                 price_per_hour=self.cfg.price_of(ci.instance_type), launch_token=request.token,
                 spot_request_id=ci.spot_request_id, launched_at=ci.launched_at or now,
-                state=(IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING).value))
+                state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING))
             record_event(s, now, "instance", ci.id,
                          f"launched {ci.instance_type}{' spot' if ci.spot else ''} for pool {self.pool.pool_name}",
-                         to_state=IS.REQUESTED.value if ci.state == CloudState.REQUESTED else IS.STARTING.value)
+                         to_state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING)
 
     def _backoff_delay(self) -> float:
         base = self.cfg.launch_error_backoff * (2 ** max(self.status.consecutive_errors - 1, 0))
@@ -287,7 +287,7 @@ class PoolProvisioner:
         def fn(s: Session) -> None:
             record_event(s, now, "pool", self.pool.pool_name, message, level="warning")
             waiting = {a.trial_id for a in s.scalars(select(models.Allocation).where(
-                models.Allocation.state == AllocationState.PENDING.value,
+                models.Allocation.state == AllocationState.PENDING,
                 models.Allocation.resource_pool == self.pool.pool_name))}
             exp_ids = {t.experiment_id for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(waiting)))}
             for exp_id in exp_ids:

@@ -153,7 +153,7 @@ def plan(s: Session, experiment_id: int, default_storage: Mapping[str, Any] | No
     if not closed:
         return out
     rows = list(s.scalars(select(models.Checkpoint).where(
-        models.Checkpoint.experiment_id == experiment_id, models.Checkpoint.state == C.COMPLETED.value,
+        models.Checkpoint.experiment_id == experiment_id, models.Checkpoint.state == C.COMPLETED,
         models.Checkpoint.trial_id.is_not(None))))
     if not any(r.trial_id in closed for r in rows):
         return out
@@ -176,7 +176,7 @@ def mark_deleted(s: Session, now: float, experiment_id: int, policy: RetentionPo
     changed: dict[int, list[str]] = defaultdict(list)
     for d in deleted:
         row = s.get(models.Checkpoint, d.uuid)
-        if row is None or row.state != C.COMPLETED.value:
+        if row is None or row.state != C.COMPLETED:
             continue
         set_checkpoint_state(s, now, row, C.DELETED, f"deleted by garbage collection ({policy.describe()})")
         changed[d.trial_id].append(row.uuid)
@@ -192,8 +192,8 @@ def experiments_to_sweep(s: Session) -> list[int]:
     collection that was asked for but not done is found again this way."""
     q = (select(models.Checkpoint.experiment_id).distinct()
          .join(models.Trial, models.Trial.id == models.Checkpoint.trial_id)
-         .where(models.Checkpoint.state == C.COMPLETED.value,
-                models.Trial.state.in_([str(t) for t in TERMINAL_TRIAL])))
+         .where(models.Checkpoint.state == C.COMPLETED,
+                models.Trial.state.in_(sorted(TERMINAL_TRIAL))))
     return sorted(e for e in s.scalars(q) if e is not None)
 
 

@@ -156,7 +156,7 @@ def locate(s: Session, uuid: str, default_storage: dict[str, Any]) -> Located:
     master's, for an experiment config without one). NotFound when it is unknown or deleted;
     Forbidden when it belongs to no experiment (only a request said where its files were)."""
     c = get(s, uuid)
-    if c.state == CheckpointState.DELETED.value:
+    if c.state == CheckpointState.DELETED:
         raise NotFound(f"checkpoint {uuid} was deleted (STATE_DELETED); its files are gone")
     exp = s.get(models.Experiment, c.experiment_id) if c.experiment_id is not None else None
     if exp is None:
@@ -172,7 +172,7 @@ def outside_roots(s: Session, config: MasterConfig) -> Iterator[tuple[str, str]]
     enforced. Judged from the configs alone; each distinct pair of storages is resolved once."""
     roots = allowed_roots(config)
     default = config.effective_checkpoint_storage().model_dump(mode="json")
-    live = models.Checkpoint.state != CheckpointState.DELETED.value
+    live = models.Checkpoint.state != CheckpointState.DELETED
     exp_ids = select(models.Checkpoint.experiment_id).where(live).distinct().scalar_subquery()
     exp_configs = dict(s.execute(select(models.Experiment.id, models.Experiment.config)
                                  .where(models.Experiment.id.in_(exp_ids))).all())

@@ -75,14 +75,14 @@ def apply_actions(ctl: Controller, s: Session, exp: models.Experiment, actions: 
     length = cfg.searcher.max_length.units if cfg.searcher.max_length else 0
     for req in actions.create:
         trial = models.Trial(experiment_id=exp.id, request_id=req.request_id, task_id=f"pending-{uuid.uuid4().hex}",
-                             hparams=req.hparams, seed=req.seed, state=T.QUEUED.value, restarts=0, run_id=0,
+                             hparams=req.hparams, seed=req.seed, state=T.QUEUED, restarts=0, run_id=0,
                              start_time=now, total_batches=0, summary_metrics={}, target_length=length)
         s.add(trial)
         s.flush()
         trial.task_id = f"{exp.id}.{trial.id}"
         record_event(s, now, "trial", trial.id, f"created by the {cfg.searcher.name} searcher with {req.hparams}",
-                     to_state=T.QUEUED.value)
-        if exp.state == E.ACTIVE.value:
+                     to_state=T.QUEUED)
+        if exp.state == E.ACTIVE:
             new_allocation(ctl, s, exp, trial)
         else:
             set_trial_state(s, now, trial, T.PAUSED, "experiment is paused")
@@ -104,12 +104,12 @@ def new_allocation(ctl: Controller, s: Session, exp: models.Experiment, trial: m
     trial.run_id += 1
     alloc = models.Allocation(
         id=f"{trial.task_id}.{trial.run_id}", task_id=trial.task_id, trial_id=trial.id,
-        name=f"Trial {trial.id} (Experiment {exp.id})", state=A.PENDING.value, resource_pool=exp.resource_pool,
+        name=f"Trial {trial.id} (Experiment {exp.id})", state=A.PENDING, resource_pool=exp.resource_pool,
         slots_needed=cfg.resources.slots_per_trial, priority=priority, assignment=[], session_token_hash="",
         owner_id=exp.owner_id, queued_at=ctl.now)
     s.add(alloc)
     record_event(s, ctl.now, "allocation", alloc.id,
-                 f"waiting for {alloc.slots_needed} slot(s) in pool {alloc.resource_pool}", to_state=A.PENDING.value)
+                 f"waiting for {alloc.slots_needed} slot(s) in pool {alloc.resource_pool}", to_state=A.PENDING)
     ctl.wake()
     return alloc
 
@@ -160,7 +160,7 @@ def task_spec(ctl: Controller, alloc: models.Allocation, token: str, rows: SpecR
 
 def trial_started(s: Session, now: float, alloc: models.Allocation) -> None:
     trial = s.get(models.Trial, alloc.trial_id) if alloc.trial_id else None
-    if trial is not None and trial.state == T.QUEUED.value:
+    if trial is not None and trial.state == T.QUEUED:
         set_trial_state(s, now, trial, T.RUNNING, f"allocation {alloc.id} started")
 
 
@@ -176,8 +176,8 @@ def allocation_ended(ctl: Controller, s: Session, alloc: models.Allocation, exit
         return
     exp = s.get(models.Experiment, trial.experiment_id)
     cfg = config_of(exp)
-    state = T(trial.state)
-    canceling = exp.state in (E.STOPPING_CANCELED.value, E.CANCELED.value)
+    state = trial.state
+    canceling = exp.state in (E.STOPPING_CANCELED, E.CANCELED)
 
     if state == T.STOPPING_CANCELED or canceling:
         set_trial_state(s, now, trial, T.STOPPING_CANCELED, "killed")
@@ -189,7 +189,7 @@ def allocation_ended(ctl: Controller, s: Session, alloc: models.Allocation, exit
         _complete(ctl, s, exp, trial, "stopped early by the searcher" if state == T.STOPPING_COMPLETED else "completed")
     elif alloc.preempt_requested and exit_code == 0:
         # it checkpointed and left as asked
-        if exp.state == E.PAUSED.value:
+        if exp.state == E.PAUSED:
             set_trial_state(s, now, trial, T.PAUSED, "paused with its experiment")
         else:
             set_trial_state(s, now, trial, T.QUEUED, "preempted; queued again")
@@ -242,7 +242,7 @@ def close_early(ctl: Controller, s: Session, exp: models.Experiment, trial: mode
 
 
 def _requeue(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
-    if exp.state == E.ACTIVE.value:
+    if exp.state == E.ACTIVE:
         set_trial_state(s, ctl.now, trial, T.QUEUED, reason)
         new_allocation(ctl, s, exp, trial)
     else:
@@ -263,7 +263,7 @@ def stop_trial(ctl: Controller, s: Session, exp: models.Experiment, trial: model
     """The searcher is done with a trial: stop it gracefully (preempt) and close it as completed."""
     trial.end_reason = reason  # the API's endReason: why the searcher stopped it
     alloc = live_allocation(s, trial)
-    if alloc is None or alloc.state == A.PENDING.value:
+    if alloc is None or alloc.state == A.PENDING:
         if alloc is not None:
             ctl.kill_allocation(s, alloc, reason)
         _complete(ctl, s, exp, trial, reason)
@@ -275,7 +275,7 @@ def stop_trial(ctl: Controller, s: Session, exp: models.Experiment, trial: model
 def live_allocation(s: Session, trial: models.Trial) -> models.Allocation | None:
     return s.scalar(select(models.Allocation).where(
         models.Allocation.trial_id == trial.id,
-        models.Allocation.state != A.TERMINATED.value).order_by(models.Allocation.queued_at.desc()))
+        models.Allocation.state != A.TERMINATED).order_by(models.Allocation.queued_at.desc()))
 
 
 def on_validation(ctl: Controller, s: Session, trial: models.Trial, value: float, steps: int) -> None:
@@ -302,7 +302,7 @@ def top_up_candidates(s: Session) -> list[tuple[int, str, int | None, int | None
     return [tuple(r) for r in s.execute(  # type: ignore[misc]
         select(X.id, X.resource_pool, X.config[("resources", "slots_per_trial")].as_integer(),
                X.config[("searcher", "max_concurrent_trials")].as_integer())
-        .where(X.state == E.ACTIVE.value, or_(exhausted.is_(None), exhausted.is_(False))).order_by(X.id))]
+        .where(X.state == E.ACTIVE, or_(exhausted.is_(None), exhausted.is_(False))).order_by(X.id))]
 
 
 def top_up(ctl: Controller, s: Session) -> None:
@@ -317,7 +317,7 @@ def top_up(ctl: Controller, s: Session) -> None:
         return
     live = dict(s.execute(select(models.Trial.experiment_id, func.count()).where(
         models.Trial.experiment_id.in_([r[0] for r in rows]),
-        models.Trial.state.not_in([t.value for t in TERMINAL_TRIAL])).group_by(models.Trial.experiment_id)).all())
+        models.Trial.state.not_in(sorted(TERMINAL_TRIAL))).group_by(models.Trial.experiment_id)).all())
     rooms = RoomCalculator(s, ctl.ctx.config)
     wanting = []
     for exp_id, pool, slots_per_trial, max_concurrent in rows:
@@ -350,7 +350,7 @@ def maybe_finish(ctl: Controller, s: Session, exp: models.Experiment) -> None:
         return
     trials = list(s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)))
     live = [t for t in trials if t.state not in TERMINAL_TRIAL]
-    if exp.state == E.STOPPING_CANCELED.value:
+    if exp.state == E.STOPPING_CANCELED:
         if not any(live_allocation(s, t) for t in live):
             for t in live:
                 set_trial_state(s, now, t, T.CANCELED, "experiment killed")
@@ -361,8 +361,8 @@ def maybe_finish(ctl: Controller, s: Session, exp: models.Experiment) -> None:
         return
     state = exp.searcher_state.get("state") or {}
     searcher_done = state.get("exhausted") and not state.get("live")
-    if exp.state in (E.ACTIVE.value, E.STOPPING_COMPLETED.value) and searcher_done and not live:
-        errored = [t for t in trials if t.state == T.ERROR.value]
+    if exp.state in (E.ACTIVE, E.STOPPING_COMPLETED) and searcher_done and not live:
+        errored = [t for t in trials if t.state == T.ERROR]
         if trials and len(errored) == len(trials):
             exp.end_reason = f"all {len(trials)} trial(s) failed; trial {errored[-1].id}: {errored[-1].end_reason}"
             set_experiment_state(s, now, exp, E.ERROR, exp.end_reason)
@@ -380,14 +380,14 @@ def maybe_finish(ctl: Controller, s: Session, exp: models.Experiment) -> None:
 
 
 def kill(ctl: Controller, s: Session, exp: models.Experiment) -> None:
-    if exp.state in TERMINAL_EXPERIMENT or exp.state == E.STOPPING_CANCELED.value:
+    if exp.state in TERMINAL_EXPERIMENT or exp.state == E.STOPPING_CANCELED:
         return
     set_experiment_state(s, ctl.now, exp, E.STOPPING_CANCELED, "kill requested")
     for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
         if trial.state in TERMINAL_TRIAL:
             continue
         alloc = live_allocation(s, trial)
-        if alloc is not None and alloc.state != A.PENDING.value:
+        if alloc is not None and alloc.state != A.PENDING:
             set_trial_state(s, ctl.now, trial, T.STOPPING_CANCELED, "experiment killed")
             ctl.kill_allocation(s, alloc, "experiment killed")
         else:
@@ -399,28 +399,28 @@ def kill(ctl: Controller, s: Session, exp: models.Experiment) -> None:
 
 
 def pause(ctl: Controller, s: Session, exp: models.Experiment) -> None:
-    if exp.state == E.PAUSED.value:
+    if exp.state == E.PAUSED:
         return
     set_experiment_state(s, ctl.now, exp, E.PAUSED, "pause requested")
     for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
         if trial.state in TERMINAL_TRIAL:
             continue
         alloc = live_allocation(s, trial)
-        if alloc is None or alloc.state == A.PENDING.value:
+        if alloc is None or alloc.state == A.PENDING:
             if alloc is not None:
                 ctl.kill_allocation(s, alloc, "experiment paused")
-            if trial.state == T.QUEUED.value:
+            if trial.state == T.QUEUED:
                 set_trial_state(s, ctl.now, trial, T.PAUSED, "experiment paused")
         else:
             ctl.preempt_allocation(s, alloc, "experiment paused")
 
 
 def activate(ctl: Controller, s: Session, exp: models.Experiment) -> None:
-    if exp.state == E.ACTIVE.value:
+    if exp.state == E.ACTIVE:
         return
     set_experiment_state(s, ctl.now, exp, E.ACTIVE, "activated")
     for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
-        if trial.state == T.PAUSED.value:
+        if trial.state == T.PAUSED:
             set_trial_state(s, ctl.now, trial, T.QUEUED, "experiment activated")
             new_allocation(ctl, s, exp, trial)
     maybe_finish(ctl, s, exp)

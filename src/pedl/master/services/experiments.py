@@ -64,7 +64,7 @@ def create(ctl: Controller, s: Session, owner: models.User, *, config_text: str,
     now = ctl.now
     exp = models.Experiment(
         name=cfg.name or "Experiment (unnamed)", description=cfg.description, owner_id=owner.id,
-        state=ExperimentState.ACTIVE.value if activate else ExperimentState.PAUSED.value, config=full,
+        state=ExperimentState.ACTIVE if activate else ExperimentState.PAUSED, config=full,
         original_config=config_text, searcher_state={}, progress=0.0, resource_pool=full["resources"]["resource_pool"],
         start_time=now, archived=False, parent_id=parent_id, project_id=project_id or 1)
     s.add(exp)

@@ -21,14 +21,14 @@ def pool_summary(ctl: Controller, s: Session, pool: ResourcePoolConfig) -> dict[
     ctx = ctl.ctx
     connected = ctx.hub.connected_ids()
     agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.resource_pool == pool.pool_name,
-                                                              models.Agent.state == AgentState.CONNECTED.value))
+                                                              models.Agent.state == AgentState.CONNECTED))
               if a.id in connected]
     allocs = list(s.scalars(select(models.Allocation).where(
         models.Allocation.resource_pool == pool.pool_name,
-        models.Allocation.state.in_((*HELD, AllocationState.PENDING.value)))))
+        models.Allocation.state.in_((*HELD, AllocationState.PENDING)))))
     instances = list(s.scalars(select(models.Instance).where(models.Instance.resource_pool == pool.pool_name,
                                                             models.Instance.state.in_(LIVE_INSTANCE))))
-    queued = [a for a in allocs if a.state == AllocationState.PENDING.value]
+    queued = [a for a in allocs if a.state == AllocationState.PENDING]
     prov = ctl.provisioners.get(pool.pool_name)
     cfg = pool.provider
     out: dict[str, Any] = {

@@ -32,7 +32,7 @@ def _set(s: Session, now: float, kind: str, row, enum: type[StrEnum], new: StrEn
     if old == new:
         return False
     check_transition(kind, ident, old, new)
-    row.state = str(new)
+    row.state = new
     record_event(s, now, kind, ident, reason, from_state=str(old), to_state=str(new), level=level)
     return True
 

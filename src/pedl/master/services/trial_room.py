@@ -32,7 +32,7 @@ def capacity_in_trials(slots: int, slots_per_trial: int, floor: int) -> int:
 
 def registered_slots(s: Session, pool_name: str) -> int:
     rows = s.scalars(select(models.Agent.slots).where(models.Agent.resource_pool == pool_name,
-                                                      models.Agent.state != AgentState.GONE.value))
+                                                      models.Agent.state != AgentState.GONE))
     return sum(len(slots or []) for slots in rows)
 
 

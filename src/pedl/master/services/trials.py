@@ -60,7 +60,7 @@ def kill(ctl: Controller, s: Session, trial_id: int) -> None:
     if trial.state in TERMINAL_TRIAL:
         return
     alloc = experiment_flow.live_allocation(s, trial)
-    if alloc is not None and alloc.state != AllocationState.PENDING.value:
+    if alloc is not None and alloc.state != AllocationState.PENDING:
         set_trial_state(s, ctl.now, trial, TrialState.STOPPING_CANCELED, "trial killed by user")
         ctl.kill_allocation(s, alloc, "trial killed by user")
         return
