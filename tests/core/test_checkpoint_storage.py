@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pedl.common.checkpoint_files import list_directory
 from pedl.common.checkpoint_storage import (
     SharedFSStorage,
     TransferStorage,
-    list_directory,
     storage_from_config,
 )
 from pedl.errors import Forbidden, InvalidArgument

@@ -17,7 +17,8 @@ from typing import Any
 
 from pedl.cli.client import MasterClient
 from pedl.cli.output import err, fmt_bytes, info
-from pedl.common.checkpoint_storage import SharedFSStorage, list_directory
+from pedl.common.checkpoint_files import list_directory
+from pedl.common.checkpoint_storage import SharedFSStorage
 from pedl.errors import InvalidArgument, PedlError
 
 CHUNK = 1024 * 1024

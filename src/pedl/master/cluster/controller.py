@@ -49,6 +49,9 @@ class Controller:
         self.lock = threading.RLock()
         self._outbox: list[tuple[str, BaseModel]] = []
         self._revoked: list[str] = []  # allocations whose task tokens die when this transaction commits
+        # {experiment id: (live trials, capacity)} where a top-up created nothing (adaptive_asha at its
+        # brackets' concurrency): experiment_flow.top_up skips them until one of the two changes
+        self.saturated_experiments: dict[int, tuple[int, int]] = {}
         self._preempt: set[str] = set()
         self._wake: Callable[[], None] = lambda: None
         self._wake_provisioners: Callable[[], None] = lambda: None

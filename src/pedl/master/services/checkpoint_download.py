@@ -7,7 +7,7 @@ refused with 403 naming why). The tar holds regular files and directories only. 
 out, never followed and never stored as links: a link pointing out of the checkpoint would hand
 out a file of the master's host, a dangling one has nothing to send, and `pedl checkpoint
 download` accepts nothing but files and directories. Storage listings skip them
-(checkpoint_storage.list_directory), and files are opened with O_NOFOLLOW on every component, so
+(checkpoint_files.list_directory), and files are opened with O_NOFOLLOW on every component, so
 a link swapped in after the listing ends the stream instead of being read.
 """
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import uuid
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -289,9 +288,6 @@ def on_validation(ctl: Controller, s: Session, trial: models.Trial, value: float
 
 
 TOP_UP_EXPERIMENTS_PER_PASS = 20
-# controller -> {experiment id: (live trials, capacity)} where a top-up created nothing (adaptive_asha
-# at its brackets' concurrency): skipped until one of the two changes, so a pass stays cheap
-_saturated: weakref.WeakKeyDictionary[Controller, dict[int, tuple[int, int]]] = weakref.WeakKeyDictionary()
 
 
 def top_up_candidates(s: Session) -> list[tuple[int, str, int | None, int | None]]:
@@ -310,7 +306,7 @@ def top_up(ctl: Controller, s: Session) -> None:
     instance came up, a batch was cut short): ACTIVE experiments whose searcher is not exhausted.
     Bounded: one light query, at most TOP_UP_EXPERIMENTS_PER_PASS searchers, TRIALS_PER_PASS trials."""
     rows = top_up_candidates(s)
-    saturated = _saturated.setdefault(ctl, {})
+    saturated = ctl.saturated_experiments
     for gone in saturated.keys() - {r[0] for r in rows}:
         del saturated[gone]
     if not rows:
