@@ -25,9 +25,8 @@ from benchmarks.harness import Figure, add_common_args, median, run_main, work_d
 from benchmarks.scheduling_pass import StatementCounter, _NoLoop
 from pedl.clock import SystemClock
 from pedl.config.master_config import MasterConfig
-from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
+from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.cluster.controller import Controller
-from pedl.master.context import MasterContext
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
@@ -35,6 +34,7 @@ from pedl.master.provisioner import provisioner as provisioner_module
 from pedl.master.provisioner.providers.base import CloudInstance, CloudState, LaunchRequest
 from pedl.master.provisioner.provisioner import PoolProvisioner
 from pedl.master.provisioner.scaling_decider import decide
+from pedl.master.wiring import build_context
 
 NAME = "provisioner_pass"
 POOL = "default"
@@ -116,7 +116,7 @@ def populate(ctl: Controller, args: argparse.Namespace, loop: _NoLoop) -> list[C
     slots = 8
     busy = int(args.instances * args.busy)
     ids = [f"i-{n:017x}" for n in range(args.instances)]
-    with ctl.ctx.db.session() as s:
+    with ctl.db.session() as s:
         s.execute(insert(models.Instance), [
             {"id": i, "resource_pool": POOL, "provider": "fake", "instance_type": INSTANCE_TYPE, "spot": False,
              "state": InstanceState.RUNNING.value, "slots": slots, "price_per_hour": 32.773, "launch_token": "",
@@ -141,7 +141,7 @@ def populate(ctl: Controller, args: argparse.Namespace, loop: _NoLoop) -> list[C
             if rows:
                 s.execute(insert(models.Allocation), rows)
     for i in ids:
-        ctl.ctx.hub.attach(AgentConnection(i, "http://master:8080", "10.0.0.1", loop,  # type: ignore[arg-type]
+        ctl.hub.attach(AgentConnection(i, "http://master:8080", "10.0.0.1", loop,  # type: ignore[arg-type]
                                            last_heartbeat=time.time()))
     return [CloudInstance(i, INSTANCE_TYPE, CloudState.RUNNING, now - 3600, address="10.0.0.1") for i in ids]
 
@@ -151,16 +151,14 @@ def one_pass(args: argparse.Namespace, work: Any, profile: bool = False) -> dict
     db = Database(config.database_url())
     try:
         migrate.upgrade(db.engine)
-        ctx = MasterContext(config=config, db=db, clock=SystemClock(), cluster_id="bench", master_id="bench")
-        ctx.hub = AgentHub()
-        ctl = Controller(ctx)
-        ctx.controller = ctl
+        ctx = build_context(config, db, SystemClock(), cluster_id="bench", master_id="bench")
+        ctl = ctx.controller
         loop = _NoLoop()
         cloud = populate(ctl, args, loop)
         provider = FakeProvider(cloud)
         prov = TimedProvisioner(ctl, config.resource_pools[0], provider)  # type: ignore[arg-type]
         prov.phase = {}
-        ctl.provisioners[POOL] = prov
+        ctx.provisioners[POOL] = prov
         statements = StatementCounter(db.engine)
         statements.enable()
         profiler = cProfile.Profile() if profile else None

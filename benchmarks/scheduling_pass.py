@@ -22,10 +22,10 @@ from benchmarks.harness import Figure, add_common_args, median, run_main, work_d
 from pedl.clock import SystemClock
 from pedl.config.experiment_config import parse_experiment_config
 from pedl.config.master_config import MasterConfig
+from pedl.master.caller_cache import CallerCache
 from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
 from pedl.master.cluster.controller import Controller
 from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
-from pedl.master.context import MasterContext
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AgentState, AllocationState, TrialState
@@ -86,8 +86,8 @@ class TimedController(Controller):
     """The real controller, timing the parts of its pass: agent checks, the plan (one read of the
     snapshot and the pure scheduler) and applying the placements in batches."""
 
-    def __init__(self, ctx: MasterContext) -> None:
-        super().__init__(ctx)
+    def __init__(self, **parts: Any) -> None:
+        super().__init__(**parts)
         self.phase: dict[str, float] = {"check_agents": 0.0, "plan": 0.0, "apply": 0.0}
 
     def _timed(self, name: str, fn: Any, *args: Any) -> Any:
@@ -138,12 +138,12 @@ def experiment_yaml(slots: int) -> str:
 def populate(ctl: Controller, args: argparse.Namespace, sizes: list[int], loop: _NoLoop) -> None:
     """1,000 connected agents and 10,000 queued trials with a pending allocation each, in bulk."""
     now = ctl.now
-    db = ctl.ctx.db
+    db = ctl.db
     with db.session() as s:
         ensure_default_users(s, now)
     with db.session() as s:
         owner = s.scalar(select(models.User).where(models.User.username == "determined"))
-        configs = {n: effective_config(ctl, parse_experiment_config(experiment_yaml(n))) for n in set(sizes)}
+        configs = {n: effective_config(ctl.config, parse_experiment_config(experiment_yaml(n))) for n in set(sizes)}
         exps = [{"id": e + 1, "name": f"bench {e + 1}", "description": "", "owner_id": owner.id,
                  "state": "STATE_ACTIVE", "config": configs[sizes[e % len(sizes)]],
                  "original_config": experiment_yaml(sizes[e % len(sizes)]), "searcher_state": {}, "progress": 0.0,
@@ -176,7 +176,7 @@ def populate(ctl: Controller, args: argparse.Namespace, sizes: list[int], loop: 
     for agent in agents:
         connection = AgentConnection(agent["id"], "http://master:8080", "10.0.0.1", loop,  # type: ignore[arg-type]
                                      last_heartbeat=time.time())
-        ctl.ctx.hub.attach(connection)
+        ctl.hub.attach(connection)
 
 
 class Probe(threading.Thread):
@@ -222,10 +222,8 @@ def one_pass(kind: str, args: argparse.Namespace, sizes: list[int], work: Path,
         db = Database(config.database_url())
         try:
             migrate.upgrade(db.engine)
-            ctx = MasterContext(config=config, db=db, clock=SystemClock(), cluster_id="bench", master_id="bench")
-            ctx.hub = AgentHub()
-            ctl = TimedController(ctx)
-            ctx.controller = ctl
+            ctl = TimedController(config=config, db=db, clock=SystemClock(), hub=AgentHub(), caller_cache=CallerCache(),
+                                  cluster_id="bench")
             loop = _NoLoop()
             populate(ctl, args, sizes, loop)
             profiler = cProfile.Profile() if profile else None

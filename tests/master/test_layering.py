@@ -90,3 +90,36 @@ def test_type_only_imports_are_allowed() -> None:
     source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pedl.master.db import models\n"
     assert problems(source, "x.py") == []
     assert problems("from sqlalchemy.exc import OperationalError\n", "x.py") == []
+
+
+MASTER = API.parent
+# who may import the Controller: the context that holds it, the wiring that builds it, and the
+# provisioner, a peer that runs its passes under the Controller's lock. Cluster operations and
+# services take the effects protocol (cluster/effects.py) instead.
+CONTROLLER_IMPORTERS = {"context.py", "wiring.py", "provisioner/provisioner.py"}
+
+
+def controller_importers(root: Path) -> set[str]:
+    found = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "pedl.master.cluster.controller" for n in names) or (
+                    isinstance(node, ast.ImportFrom) and node.module == "pedl.master.cluster"
+                    and any(a.name == "controller" for a in node.names)):
+                found.add(str(path.relative_to(root)))
+    return found
+
+
+def test_only_the_wiring_knows_the_controller() -> None:
+    extra = controller_importers(MASTER) - CONTROLLER_IMPORTERS - {"cluster/controller.py"}
+    assert not extra, f"these modules import the Controller; take cluster/effects.ClusterEffects instead: {extra}"
+
+
+def test_the_controller_check_catches(tmp_path: Path) -> None:
+    (tmp_path / "services").mkdir()
+    (tmp_path / "services" / "a.py").write_text("from pedl.master.cluster.controller import Controller\n")
+    (tmp_path / "b.py").write_text("from pedl.master.cluster import controller\n")
+    (tmp_path / "c.py").write_text("from pedl.master.cluster import effects\n")
+    assert controller_importers(tmp_path) == {"services/a.py", "b.py"}

@@ -32,15 +32,12 @@ from pedl.master.api import (
     trials,
     users,
 )
-from pedl.master.cluster.agent_hub import AgentHub
-from pedl.master.cluster.controller import Controller
 from pedl.master.context import MasterContext
-from pedl.master.db import migrate, models
+from pedl.master.db import migrate
 from pedl.master.db.engine import Database
 from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import users as users_service
-from pedl.master.services.checkpoint_gc import CheckpointGC
-from pedl.master.services.login_limiter import LoginLimiter
+from pedl.master.wiring import attach_checkpoint_gc, build_context
 from pedl.version import __version__
 
 log = logging.getLogger("pedl.master")
@@ -59,15 +56,6 @@ def open_database(config: MasterConfig) -> Database:
         where = f"{config.db.host}:{config.db.port}/{config.db.name}" if config.db else str(config.data_dir)
         raise Unavailable(f"cannot open the database at {where}: {exc.orig}") from None
     return db
-
-
-def _cluster_id(ctx: MasterContext) -> str:
-    with ctx.db.session() as s:
-        row = s.get(models.ClusterInfo, 1)
-        if row is None:
-            row = models.ClusterInfo(id=1, cluster_id=str(uuid.uuid4()), created_at=ctx.clock.now())
-            s.add(row)
-        return row.cluster_id
 
 
 def _default_users(ctx: MasterContext) -> None:
@@ -127,7 +115,7 @@ def start_provisioners(ctx: MasterContext, stop: asyncio.Event) -> list[asyncio.
         if pool.provider is None:
             continue
         prov = PoolProvisioner(ctx.controller, pool, make_provider(pool, ctx))
-        ctx.controller.provisioners[pool.pool_name] = prov
+        ctx.provisioners[pool.pool_name] = prov
         wake = asyncio.Event()
         events.append(wake)
         tasks.append(asyncio.create_task(provisioner_loop(ctx, prov, wake, stop)))
@@ -136,17 +124,12 @@ def start_provisioners(ctx: MasterContext, stop: asyncio.Event) -> list[asyncio.
 
 
 def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database | None = None) -> FastAPI:
-    ctx = MasterContext(config=config, db=db or open_database(config), clock=clock or SystemClock(),
-                        master_id=str(uuid.uuid4()), agent_token=resolve_agent_token(config))
-    ctx.hub = AgentHub()
-    ctx.login_limiter = LoginLimiter(config.security.login_rate_limit)
-    ctx.controller = Controller(ctx)
-    checkpoint_gc = CheckpointGC(ctx)
-    ctx.controller.set_checkpoint_gc(checkpoint_gc.request)
+    ctx = build_context(config, db or open_database(config), clock or SystemClock(), master_id=str(uuid.uuid4()),
+                        agent_token=resolve_agent_token(config))
+    checkpoint_gc = attach_checkpoint_gc(ctx)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        ctx.cluster_id = await asyncio.to_thread(_cluster_id, ctx)
         await asyncio.to_thread(_default_users, ctx)
         await asyncio.to_thread(ctx.controller.startup)
         stop = asyncio.Event()
@@ -164,7 +147,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await t
-            for prov in ctx.controller.provisioners.values():
+            for prov in ctx.provisioners.values():
                 prov.provider.close()
             ctx.db.dispose()
 

@@ -1,4 +1,6 @@
-"""What every part of the running master shares: config, database, clock, agent hub, controller."""
+"""What every part of the running master shares: config, database, clock, agent hub, controller.
+
+Built whole, in one place (master/wiring.py): a context never exists half-wired."""
 
 from __future__ import annotations
 
@@ -8,12 +10,13 @@ from typing import TYPE_CHECKING
 from pedl.clock import Clock
 from pedl.config.master_config import MasterConfig
 from pedl.master.caller_cache import CallerCache
+from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.controller import Controller
 from pedl.master.db.engine import Database
+from pedl.master.services.login_limiter import LoginLimiter
 
 if TYPE_CHECKING:
-    from pedl.master.cluster.agent_hub import AgentHub
-    from pedl.master.cluster.controller import Controller
-    from pedl.master.services.login_limiter import LoginLimiter
+    from pedl.master.provisioner.provisioner import PoolProvisioner
 
 
 @dataclass
@@ -21,10 +24,12 @@ class MasterContext:
     config: MasterConfig
     db: Database
     clock: Clock
+    hub: AgentHub
+    controller: Controller
+    login_limiter: LoginLimiter
+    caller_cache: CallerCache
     cluster_id: str = ""
     master_id: str = ""
-    caller_cache: CallerCache = field(default_factory=CallerCache)
     agent_token: str = ""  # what agents must present (master/agent_token.py); "" admits none
-    hub: AgentHub = field(init=False)
-    controller: Controller = field(init=False)
-    login_limiter: LoginLimiter = field(init=False)
+    # pool name -> its provisioner, for the pools with a provider (filled as the master starts them)
+    provisioners: dict[str, PoolProvisioner] = field(default_factory=dict)

@@ -137,7 +137,7 @@ def test_expired_token_is_401(client: TestClient, clock: ManualClock, master_con
 
 def test_expired_session_row_is_401(app: FastAPI, client: TestClient) -> None:
     from pedl.master.db import models
-    from pedl.master.services.users import token_hash
+    from pedl.master.services.passwords import token_hash
 
     ctx = app.state.ctx
     with ctx.db.session() as s:

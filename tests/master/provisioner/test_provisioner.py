@@ -12,15 +12,14 @@ from pedl.clock import ManualClock
 from pedl.common.agent_protocol import Register, SlotInfo
 from pedl.config.master_config import MasterConfig, ResourcePoolConfig
 from pedl.config.provider_config import AWSProviderConfig
-from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
-from pedl.master.cluster.controller import Controller
-from pedl.master.context import MasterContext
+from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.db import models
 from pedl.master.provisioner.providers.base import CloudErrorKind
 from pedl.master.provisioner.providers.memory import MemoryProvider
 from pedl.master.provisioner.provisioner import PoolProvisioner
 from pedl.master.services import experiments as experiments_service
 from pedl.master.services import users as users_service
+from pedl.master.wiring import build_context
 
 CONFIG = """
 name: p
@@ -45,12 +44,10 @@ def make(master_config: MasterConfig, database, loop, **provider_kw):
                                         "launch_error_backoff": 5, "launch_error_backoff_max": 20, **provider_kw})
     pool = ResourcePoolConfig(pool_name="default", provider=provider_cfg)
     config = master_config.model_copy(update={"resource_pools": [pool]})
-    ctx = MasterContext(config=config, db=database, clock=clock, cluster_id="c1")
-    ctx.hub = AgentHub()
-    ctx.controller = Controller(ctx)
+    ctx = build_context(config, database, clock, cluster_id="c1")
     provider = MemoryProvider(clock)
     prov = PoolProvisioner(ctx.controller, pool, provider)
-    ctx.controller.provisioners["default"] = prov
+    ctx.provisioners["default"] = prov
     with database.session() as s:
         users_service.ensure_default_users(s, clock.now())
     return ctx, prov, provider, clock

@@ -29,6 +29,7 @@ from pedl.master.services.checkpoint_gc import (
     metric_value,
     select_deletions,
 )
+from pedl.master.wiring import attach_checkpoint_gc
 from tests.master.factories import legacy_checkpoint
 from tests.master.fakes import FakeAgent, StartedTask, bearer, create_experiment, ctx_of, post
 from tests.support.moto_server import moto_endpoint_fixture, moto_server_fixture  # noqa: F401
@@ -335,8 +336,7 @@ def test_failed_deletions_stay_completed_and_are_retried(
             super().delete(uuid)
 
     storage = storage_of(app)
-    gc = CheckpointGC(ctx_of(app), storage_for=lambda _cfg: Flaky(storage.host_path))
-    ctx_of(app).controller.set_checkpoint_gc(gc.request)  # instead of the app's worker
+    gc = attach_checkpoint_gc(ctx_of(app), storage_for=lambda _cfg: Flaky(storage.host_path))  # not the app's
     agent2.exit(t1.allocation_id, 0)
     gc.run_pending()
     assert states(app, exp_id)[old] == "STATE_COMPLETED"
@@ -379,8 +379,7 @@ def test_storage_is_deleted_outside_the_cluster_lock(
             super().delete(uuid)
 
     storage = storage_of(app)
-    gc = CheckpointGC(ctx_of(app), storage_for=lambda _cfg: Watching(storage.host_path))
-    ctl.set_checkpoint_gc(gc.request)  # instead of the app's worker
+    gc = attach_checkpoint_gc(ctx_of(app), storage_for=lambda _cfg: Watching(storage.host_path))  # not the app's
     agent2.exit(t1.allocation_id, 0)
     gc.run_pending()
     assert seen == [True]
@@ -453,9 +452,7 @@ def victim(tmp_path: Path) -> Path:
 @pytest.fixture
 def own_gc(app: FastAPI, client: TestClient) -> CheckpointGC:
     """A worker driven by the test alone (the app's own would race it for the collection)."""
-    gc = CheckpointGC(ctx_of(app))
-    ctx_of(app).controller.set_checkpoint_gc(gc.request)
-    return gc
+    return attach_checkpoint_gc(ctx_of(app))
 
 
 def kill_and_end(client: TestClient, user: dict, agent: FakeAgent, exp_id: int, tasks: list[StartedTask]) -> None:

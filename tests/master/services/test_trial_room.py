@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 
 from pedl.config.master_config import MasterConfig, ResourcePoolConfig
 from pedl.config.provider_config import AWSProviderConfig, LocalProviderConfig
-from pedl.master.services import experiment_flow, trial_room
+from pedl.master.services import experiment_progression, trial_room
 from tests.master.fakes import FakeAgent, bearer, ctx_of, file_entry, login, post
 
-TOP_UP = experiment_flow.top_up
+TOP_UP = experiment_progression.top_up
 
 RANDOM = """\
 name: random-exp
@@ -180,7 +180,7 @@ def test_top_up_looks_only_at_active_experiments_that_may_create_more(app: FastA
         wanting = created(client, user, random_config(50, slots=2))
         done = created(client, user, random_config(3))  # all three created: the searcher is exhausted
         paused = create(client, user, random_config(50), activate=False).json()["experiment"]["id"]
-        rows = ctx_of(app).controller.run(experiment_flow.top_up_candidates)
+        rows = ctx_of(app).controller.run(experiment_progression.top_up_candidates)
         assert rows == [(wanting, "default", 2, 0)]
         assert {done, paused}.isdisjoint(r[0] for r in rows)
     finally:
@@ -191,15 +191,15 @@ def test_creation_is_batched_per_request_and_per_pass(app: FastAPI, client: Test
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     ctl = ctx_of(app).controller
     # the master's own control loop runs in the background: keep its top-up passes out, run ours
-    monkeypatch.setattr(experiment_flow, "top_up", lambda _ctl, _s: None)
+    monkeypatch.setattr(experiment_progression, "top_up", lambda _fx, _s, _saturated: None)
     agent = FakeAgent(app, "big", slots=250)
     try:
         exp_id = created(client, user, random_config(1000))
         assert trial_count(client, user, exp_id) == trial_room.TRIALS_PER_PASS
-        ctl.run(lambda s: TOP_UP(ctl, s))
+        ctl.run(lambda s: TOP_UP(ctl, s, ctl.saturated_experiments))
         assert trial_count(client, user, exp_id) == 2 * trial_room.TRIALS_PER_PASS
-        ctl.run(lambda s: TOP_UP(ctl, s))
-        ctl.run(lambda s: TOP_UP(ctl, s))
+        ctl.run(lambda s: TOP_UP(ctl, s, ctl.saturated_experiments))
+        ctl.run(lambda s: TOP_UP(ctl, s, ctl.saturated_experiments))
         assert trial_count(client, user, exp_id) == 250
     finally:
         agent.close()

@@ -42,7 +42,7 @@ class CreateExperimentBody(Body):
 def create(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
     req = parse(CreateExperimentBody, body)
     shown, config = experiments_service.submit(
-        ctx_of(request).controller, who, config_text=req.config, files=req.modelDefinition,
+        ctx_of(request), who, config_text=req.config, files=req.modelDefinition,
         activate=req.activate is not False, validate_only=bool(req.validateOnly), parent_id=req.parentId,
         project_id=req.projectId)
     return {"experiment": shapes.experiment(*shown) if shown else None, "config": config}
@@ -74,7 +74,7 @@ def act(experiment_id: IdPath, action: str, request: Request, who: Caller = Depe
 
     if action not in ("kill", "pause", "activate", "cancel"):
         raise NotFound(f"unknown experiment action {action!r}")
-    experiments_service.act(ctx_of(request).controller, who, experiment_id, "kill" if action == "cancel" else action)
+    experiments_service.act(ctx_of(request), who, experiment_id, "kill" if action == "cancel" else action)
     return {}
 
 

@@ -91,7 +91,7 @@ def report_metrics(trial_id: IdPath, request: Request, who: Caller = Depends(cal
         raise InvalidArgument(f"metrics.trialId: {req.metrics.trialId} does not match the path's trial {trial_id}",
                               fields=[{"field": "metrics.trialId", "message": "does not match the path"}])
     values = metrics.clean_metrics(req.metrics.metrics.avgMetrics, "metrics.metrics.avgMetrics")
-    trial_reports.report_metrics(ctx_of(request).controller, who, trial_id, group=req.group,
+    trial_reports.report_metrics(ctx_of(request), who, trial_id, group=req.group,
                                  steps_completed=req.metrics.stepsCompleted, trial_run_id=req.metrics.trialRunId,
                                  values=values)
     return {}
@@ -104,7 +104,7 @@ def report_progress(trial_id: IdPath, request: Request, who: Caller = Depends(ca
     if isinstance(body, int | float) and not isinstance(body, bool):
         body = {"progress": body}
     req = parse(ProgressBody, body)
-    trial_reports.report_progress(ctx_of(request).controller, who, trial_id, req.progress)
+    trial_reports.report_progress(ctx_of(request), who, trial_id, req.progress)
     return {}
 
 
@@ -113,7 +113,7 @@ def report_progress(trial_id: IdPath, request: Request, who: Caller = Depends(ca
 def completed_operation(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
                         body: dict = Depends(json_body)) -> dict:
     req = parse(CompletedOpBody, body)
-    trial_reports.completed_operation(ctx_of(request).controller, who, trial_id, req.op.get("length"))
+    trial_reports.completed_operation(ctx_of(request), who, trial_id, req.op.get("length"))
     return {}
 
 
@@ -121,20 +121,20 @@ def completed_operation(trial_id: IdPath, request: Request, who: Caller = Depend
 @answers(409)
 def kill_trial(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
                _body: Any = Depends(json_body)) -> dict:
-    trials_service.kill_by(ctx_of(request).controller, who, trial_id)
+    trials_service.kill_by(ctx_of(request), who, trial_id)
     return {}
 
 
 @router.post("/runs/start")
 def run_start(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
-    trial_reports.run_start(ctx_of(request).controller, who)
+    trial_reports.run_start(ctx_of(request), who)
     return {"storageId": 0}
 
 
 @router.post("/trials/{trial_id}/runner/metadata")
 def runner_metadata(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
                     _body: Any = Depends(json_body)) -> dict:
-    trial_reports.runner_metadata(ctx_of(request).controller, who, trial_id)
+    trial_reports.runner_metadata(ctx_of(request), who, trial_id)
     return {}
 
 
@@ -143,7 +143,7 @@ def runner_metadata(trial_id: IdPath, request: Request, who: Caller = Depends(ca
 def early_exit(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
                body: dict = Depends(json_body)) -> dict:
     reason = body.get("reason", "unspecified") if isinstance(body, dict) else body
-    trial_reports.early_exit(ctx_of(request).controller, who, trial_id, str(reason))
+    trial_reports.early_exit(ctx_of(request), who, trial_id, str(reason))
     return {}
 
 

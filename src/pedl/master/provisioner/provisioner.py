@@ -34,7 +34,7 @@ from pedl.master.provisioner.scaling_decider import (
     TypeOffer,
     decide,
 )
-from pedl.master.services import experiment_flow
+from pedl.master.services import experiment_progression
 from pedl.master.services.transitions import record_event, set_instance_state
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class PoolProvisioner:
         for alloc_id, reason in decision.never_fit:
             alloc = s.get(models.Allocation, alloc_id)
             if alloc is not None and alloc.state == AllocationState.PENDING:
-                experiment_flow.fail_unschedulable(self.ctl, s, alloc, f"pool {self.pool.pool_name}: {reason}")
+                experiment_progression.fail_unschedulable(self.ctl, s, alloc, f"pool {self.pool.pool_name}: {reason}")
         return decision
 
     def _sync(self, s: Session, cloud: list[CloudInstance]) -> None:
@@ -173,7 +173,7 @@ class PoolProvisioner:
 
     def _snapshot(self, s: Session) -> tuple[list[InstanceView], list[PendingTask]]:
         now = self.now
-        connected = self.ctl.ctx.hub.connected_ids()
+        connected = self.ctl.hub.connected_ids()
         used: dict[str, int] = {}
         busy: set[str] = set()  # zero-slot tasks make an agent busy without using a slot
         held = list(s.execute(select(models.Allocation.id, models.Allocation.slots_needed,

@@ -10,24 +10,25 @@ from sqlalchemy.orm import Session
 
 from pedl.config.checkpoint_storage import merge_storage
 from pedl.config.experiment_config import ExperimentConfig, parse_experiment_config
+from pedl.config.master_config import MasterConfig
 from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
+from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
 from pedl.master.lifecycle import ExperimentState
 from pedl.master.searcher.limits import check_trial_count
 from pedl.master.services import checkpoints as checkpoints_service
-from pedl.master.services import experiment_flow, model_definitions, storage_roots
+from pedl.master.services import experiment_progression as progression
+from pedl.master.services import model_definitions, storage_roots
 from pedl.master.services.authz import require_owner, require_user
 from pedl.master.services.transitions import record_event
 
 if TYPE_CHECKING:
-    from pedl.master.cluster.controller import Controller
     from pedl.master.context import MasterContext
 
 
-def effective_config(ctl: Controller, cfg: ExperimentConfig) -> dict[str, Any]:
+def effective_config(master: MasterConfig, cfg: ExperimentConfig) -> dict[str, Any]:
     """The fully defaulted config stored on the experiment and handed to trials."""
-    master = ctl.ctx.config
     pool_name = cfg.resources.resource_pool or (
         master.default_compute_resource_pool if cfg.resources.slots_per_trial > 0 else master.default_aux_resource_pool)
     pool = master.pool(pool_name)
@@ -49,19 +50,19 @@ def effective_config(ctl: Controller, cfg: ExperimentConfig) -> dict[str, Any]:
     return data
 
 
-def create(ctl: Controller, s: Session, owner: models.User, *, config_text: str, files: Any, activate: bool,
+def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: str, files: Any, activate: bool,
            validate_only: bool = False, parent_id: int | None = None,
            project_id: int | None = None) -> models.Experiment | dict:
     if not isinstance(config_text, str) or not config_text.strip():
         raise InvalidArgument("config: the experiment config is required (YAML text)",
                               fields=[{"field": "config", "message": "required"}])
-    cfg = parse_experiment_config(config_text, limits=ctl.ctx.config.limits)
-    full = effective_config(ctl, cfg)
-    check_trial_count(cfg, ctl.ctx.config.limits.max_trials_per_experiment)
-    tgz, size, count = model_definitions.files_to_tgz(files, ctl.ctx.config.limits.max_model_definition_bytes)
+    cfg = parse_experiment_config(config_text, limits=fx.config.limits)
+    full = effective_config(fx.config, cfg)
+    check_trial_count(cfg, fx.config.limits.max_trials_per_experiment)
+    tgz, size, count = model_definitions.files_to_tgz(files, fx.config.limits.max_model_definition_bytes)
     if validate_only:
         return full
-    now = ctl.now
+    now = fx.now
     exp = models.Experiment(
         name=cfg.name or "Experiment (unnamed)", description=cfg.description, owner_id=owner.id,
         state=ExperimentState.ACTIVE if activate else ExperimentState.PAUSED, config=full,
@@ -74,7 +75,7 @@ def create(ctl: Controller, s: Session, owner: models.User, *, config_text: str,
     s.add(models.ModelDefinition(experiment_id=exp.id, archive=tgz, size_bytes=size, file_count=count))
     record_event(s, now, "experiment", exp.id, f"created by {owner.username} ({count} files, {size} bytes)",
                  to_state=exp.state)
-    experiment_flow.start_searcher(ctl, s, exp)
+    progression.start_searcher(fx, s, exp)
     return exp
 
 
@@ -123,9 +124,9 @@ _ACTION_FROM = {"pause": {ExperimentState.ACTIVE, ExperimentState.PAUSED},
                 "activate": {ExperimentState.ACTIVE, ExperimentState.PAUSED}}
 
 
-def act(ctl: Controller, who: Caller, experiment_id: int, action: str) -> None:
+def act(ctx: MasterContext, who: Caller, experiment_id: int, action: str) -> None:
     """kill, pause or activate: by the experiment's owner or an admin."""
-    fn = {"kill": experiment_flow.kill, "pause": experiment_flow.pause, "activate": experiment_flow.activate}[action]
+    fn = {"kill": progression.kill, "pause": progression.pause, "activate": progression.activate}[action]
 
     def run(s: Session) -> None:
         exp = get(s, experiment_id)
@@ -136,10 +137,10 @@ def act(ctl: Controller, who: Caller, experiment_id: int, action: str) -> None:
             raise Conflict(f"experiment {experiment_id} is {state}: only "
                            f"{' or '.join(a.removeprefix('STATE_') for a in sorted(allowed))} experiments "
                            f"can be {'paused' if action == 'pause' else 'activated'}")
-        fn(ctl, s, exp)
+        fn(ctx.controller, s, exp)
 
-    ctl.run(run)
-    ctl.wake()
+    ctx.controller.run(run)
+    ctx.controller.wake()
 
 
 # What the routers call: each opens its own session or takes the cluster lock. An experiment comes
@@ -153,21 +154,21 @@ def _shown(s: Session, exp: models.Experiment, counts: dict[int, int] | None = N
     return exp, owner.username if owner else "", n
 
 
-def submit(ctl: Controller, who: Caller, *, config_text: str, files: Any, activate: bool, validate_only: bool,
+def submit(ctx: MasterContext, who: Caller, *, config_text: str, files: Any, activate: bool, validate_only: bool,
            parent_id: int | None, project_id: int | None) -> tuple[Shown | None, dict[str, Any]]:
     """Create an experiment for the caller and wake the loop; returns it (None when only validating)
     and its effective config."""
     owner = require_user(who, "create experiments")
 
     def work(s: Session) -> tuple[Shown | None, dict[str, Any]]:
-        result = create(ctl, s, owner, config_text=config_text, files=files, activate=activate,
+        result = create(ctx.controller, s, owner, config_text=config_text, files=files, activate=activate,
                         validate_only=validate_only, parent_id=parent_id, project_id=project_id)
         if isinstance(result, dict):  # validate only
             return None, result
         return _shown(s, result), result.config
 
-    out = ctl.run(work)
-    ctl.wake()
+    out = ctx.controller.run(work)
+    ctx.controller.wake()
     return out
 
 

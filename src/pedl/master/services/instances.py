@@ -12,14 +12,13 @@ from pedl.master.db import models
 from pedl.master.lifecycle import LIVE_INSTANCE
 
 if TYPE_CHECKING:
-    from pedl.master.cluster.controller import Controller
     from pedl.master.context import MasterContext
 
 
-def instance_summary(ctl: Controller, row: models.Instance) -> dict[str, Any]:
-    now = ctl.now
+def instance_summary(ctx: MasterContext, row: models.Instance) -> dict[str, Any]:
+    now = ctx.clock.now()
     end = row.terminated_at or now
-    prov = ctl.provisioners.get(row.resource_pool)
+    prov = ctx.provisioners.get(row.resource_pool)
     idle_since = prov.idle_since.get(row.id) if prov else None
     hours = max(end - row.launched_at, 0.0) / 3600
     return {"id": row.id, "resourcePool": row.resource_pool, "provider": row.provider,
@@ -30,16 +29,16 @@ def instance_summary(ctl: Controller, row: models.Instance) -> dict[str, Any]:
             "instanceHours": hours, "cost": hours * row.price_per_hour, "pricePerHour": row.price_per_hour}
 
 
-def list_instances(ctl: Controller, s: Session, pool: str | None, include_terminated: bool) -> list[dict[str, Any]]:
+def list_instances(ctx: MasterContext, s: Session, pool: str | None, include_terminated: bool) -> list[dict[str, Any]]:
     q = select(models.Instance)
     if pool:
         q = q.where(models.Instance.resource_pool == pool)
     if not include_terminated:
         q = q.where(models.Instance.state.in_(LIVE_INSTANCE))
-    return [instance_summary(ctl, r) for r in s.scalars(q.order_by(models.Instance.launched_at))]
+    return [instance_summary(ctx, r) for r in s.scalars(q.order_by(models.Instance.launched_at))]
 
 
 def listing(ctx: MasterContext, pool: str | None, include_terminated: bool) -> list[dict[str, Any]]:
     """The instances of one pool or of all, the live ones unless include_terminated."""
     with ctx.db.session() as s:
-        return list_instances(ctx.controller, s, pool, include_terminated)
+        return list_instances(ctx, s, pool, include_terminated)

@@ -1,5 +1,6 @@
 """Password handling compatible with the det CLI, which hashes client-side before sending:
-sha512(salt + plaintext), or "" for an empty password. The master stores argon2 of that value."""
+sha512(salt + plaintext), or "" for an empty password. The master stores argon2 of that value.
+Login session and task tokens are random; the master stores their sha256 (token_hash)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,8 @@ def verify_password(stored_hash: str, normalized: str) -> bool:
         return _hasher.verify(stored_hash, normalized)
     except (VerificationError, InvalidHashError):
         return False
+
+
+def token_hash(token: str) -> str:
+    """What the master stores of a session or task token: its sha256, hex."""
+    return hashlib.sha256(token.encode()).hexdigest()

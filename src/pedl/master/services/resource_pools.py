@@ -14,11 +14,10 @@ from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationSta
 from pedl.master.services.instances import instance_summary
 
 if TYPE_CHECKING:
-    from pedl.master.cluster.controller import Controller
     from pedl.master.context import MasterContext
 
-def pool_summary(ctl: Controller, s: Session, pool: ResourcePoolConfig) -> dict[str, Any]:
-    ctx = ctl.ctx
+
+def pool_summary(ctx: MasterContext, s: Session, pool: ResourcePoolConfig) -> dict[str, Any]:
     connected = ctx.hub.connected_ids()
     agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.resource_pool == pool.pool_name,
                                                               models.Agent.state == AgentState.CONNECTED))
@@ -29,7 +28,7 @@ def pool_summary(ctl: Controller, s: Session, pool: ResourcePoolConfig) -> dict[
     instances = list(s.scalars(select(models.Instance).where(models.Instance.resource_pool == pool.pool_name,
                                                             models.Instance.state.in_(LIVE_INSTANCE))))
     queued = [a for a in allocs if a.state == AllocationState.PENDING]
-    prov = ctl.provisioners.get(pool.pool_name)
+    prov = ctx.provisioners.get(pool.pool_name)
     cfg = pool.provider
     out: dict[str, Any] = {
         "name": pool.pool_name, "description": pool.description,
@@ -64,12 +63,12 @@ def pool_summary(ctl: Controller, s: Session, pool: ResourcePoolConfig) -> dict[
     return out
 
 
-def describe(ctl: Controller, s: Session, name: str) -> dict[str, Any]:
-    pool = ctl.ctx.config.pool(name)
+def describe(ctx: MasterContext, s: Session, name: str) -> dict[str, Any]:
+    pool = ctx.config.pool(name)
     if pool is None:
         raise NotFound(f"resource pool {name!r} not found")
-    out = pool_summary(ctl, s, pool)
-    out["instances"] = [instance_summary(ctl, r) for r in s.scalars(
+    out = pool_summary(ctx, s, pool)
+    out["instances"] = [instance_summary(ctx, r) for r in s.scalars(
         select(models.Instance).where(models.Instance.resource_pool == name,
                                       models.Instance.state.in_(LIVE_INSTANCE)).order_by(models.Instance.launched_at))]
     events = s.scalars(select(models.Event).where(models.Event.entity_type == "pool", models.Event.entity_id == name)
@@ -82,9 +81,9 @@ def describe(ctl: Controller, s: Session, name: str) -> dict[str, Any]:
 
 def summaries(ctx: MasterContext) -> list[dict[str, Any]]:
     with ctx.db.session() as s:
-        return [pool_summary(ctx.controller, s, p) for p in ctx.config.resource_pools]
+        return [pool_summary(ctx, s, p) for p in ctx.config.resource_pools]
 
 
 def describe_pool(ctx: MasterContext, name: str) -> dict[str, Any]:
     with ctx.db.session() as s:
-        return describe(ctx.controller, s, name)
+        return describe(ctx, s, name)

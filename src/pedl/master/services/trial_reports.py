@@ -10,12 +10,12 @@ from sqlalchemy.orm import Session
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL
-from pedl.master.services import experiment_flow, metrics
+from pedl.master.services import experiment_progression, metrics
 from pedl.master.services import trials as trials_service
 from pedl.master.services.task_access import require_task
 
 if TYPE_CHECKING:
-    from pedl.master.cluster.controller import Controller
+    from pedl.master.context import MasterContext
 
 
 def _trial(s: Session, who: Caller, trial_id: int) -> models.Trial:
@@ -24,35 +24,35 @@ def _trial(s: Session, who: Caller, trial_id: int) -> models.Trial:
     return trial
 
 
-def report_metrics(ctl: Controller, who: Caller, trial_id: int, *, group: str, steps_completed: int,
+def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str, steps_completed: int,
                    trial_run_id: int, values: dict[str, Any]) -> None:
     def store(s: Session) -> None:
         trial = _trial(s, who, trial_id)
         metrics.record(s, trial, group=group, steps_completed=steps_completed, trial_run_id=trial_run_id,
-                       report_time=ctl.now, metrics=values)
+                       report_time=ctx.clock.now(), metrics=values)
         if group != "validation":
             return
         exp = s.get(models.Experiment, trial.experiment_id)
         sc = exp.config.get("searcher", {})
         value = metrics.update_best(trial, sc.get("metric", ""), sc.get("smaller_is_better", True), values)
         if value is not None and trial.state not in TERMINAL_TRIAL:
-            experiment_flow.on_validation(ctl, s, trial, value, steps_completed)
+            experiment_progression.on_validation(ctx.controller, s, trial, value, steps_completed)
 
     if group == "validation":
-        ctl.run(store)  # the searcher may act on it, so it runs under the cluster lock
+        ctx.controller.run(store)  # the searcher may act on it, so it runs under the cluster lock
     else:
-        with ctl.ctx.db.session() as s:
+        with ctx.db.session() as s:
             store(s)
 
 
-def report_progress(ctl: Controller, who: Caller, trial_id: int, progress: float) -> None:
-    with ctl.ctx.db.session() as s:
+def report_progress(ctx: MasterContext, who: Caller, trial_id: int, progress: float) -> None:
+    with ctx.db.session() as s:
         trial = _trial(s, who, trial_id)
         trial.summary_metrics = {**(trial.summary_metrics or {}), "progress": progress}
 
 
-def completed_operation(ctl: Controller, who: Caller, trial_id: int, length: Any) -> None:
-    with ctl.ctx.db.session() as s:
+def completed_operation(ctx: MasterContext, who: Caller, trial_id: int, length: Any) -> None:
+    with ctx.db.session() as s:
         trial = _trial(s, who, trial_id)
         if isinstance(length, int) and not isinstance(length, bool) and length > trial.total_batches:
             # never past the searcher's own target: the op cannot claim more than was asked of it
@@ -61,19 +61,19 @@ def completed_operation(ctl: Controller, who: Caller, trial_id: int, length: Any
             trial.total_batches = trial.target_length
 
 
-def early_exit(ctl: Controller, who: Caller, trial_id: int, reason: str) -> None:
-    with ctl.ctx.db.session() as s:
+def early_exit(ctx: MasterContext, who: Caller, trial_id: int, reason: str) -> None:
+    with ctx.db.session() as s:
         trial = _trial(s, who, trial_id)
         trial.end_reason = f"early exit: {reason}"[:1024]
 
 
-def run_start(ctl: Controller, who: Caller) -> None:
+def run_start(ctx: MasterContext, who: Caller) -> None:
     """Determined's harness announces its run; pedl only checks the token is a live task's."""
-    with ctl.ctx.db.read_session() as s:
+    with ctx.db.read_session() as s:
         require_task(s, who)
 
 
-def runner_metadata(ctl: Controller, who: Caller, trial_id: int) -> None:
+def runner_metadata(ctx: MasterContext, who: Caller, trial_id: int) -> None:
     """Determined's harness reports its runner state; pedl keeps nothing of it."""
-    with ctl.ctx.db.read_session() as s:
+    with ctx.db.read_session() as s:
         _trial(s, who, trial_id)

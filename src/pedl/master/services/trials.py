@@ -9,14 +9,16 @@ from sqlalchemy.orm import Session
 
 from pedl.errors import NotFound
 from pedl.master.caller_cache import Caller
+from pedl.master.cluster import allocations
+from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, AllocationState, TrialState
-from pedl.master.services import experiment_flow, logs, metrics
+from pedl.master.services import experiment_progression as progression
+from pedl.master.services import logs, metrics
 from pedl.master.services.authz import require_owner
 from pedl.master.services.transitions import set_trial_state
 
 if TYPE_CHECKING:
-    from pedl.master.cluster.controller import Controller
     from pedl.master.context import MasterContext
 
 
@@ -55,32 +57,32 @@ def best_checkpoint(s: Session, trial: models.Trial, best: models.Metric | None)
     return s.get(models.Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
 
 
-def kill(ctl: Controller, s: Session, trial_id: int) -> None:
+def kill(fx: ClusterEffects, s: Session, trial_id: int) -> None:
     trial = get(s, trial_id)
     if trial.state in TERMINAL_TRIAL:
         return
-    alloc = experiment_flow.live_allocation(s, trial)
+    alloc = allocations.live_allocation(s, trial)
     if alloc is not None and alloc.state != AllocationState.PENDING:
-        set_trial_state(s, ctl.now, trial, TrialState.STOPPING_CANCELED, "trial killed by user")
-        ctl.kill_allocation(s, alloc, "trial killed by user")
+        set_trial_state(s, fx.now, trial, TrialState.STOPPING_CANCELED, "trial killed by user")
+        allocations.kill(fx, s, alloc, "trial killed by user")
         return
     if alloc is not None:
-        ctl.kill_allocation(s, alloc, "trial killed by user")
-    set_trial_state(s, ctl.now, trial, TrialState.CANCELED, "trial killed by user")
-    trial.end_time = ctl.now
-    experiment_flow.close_early(ctl, s, s.get(models.Experiment, trial.experiment_id), trial, "killed")
+        allocations.kill(fx, s, alloc, "trial killed by user")
+    set_trial_state(s, fx.now, trial, TrialState.CANCELED, "trial killed by user")
+    trial.end_time = fx.now
+    progression.close_early(fx, s, s.get(models.Experiment, trial.experiment_id), trial, "killed")
 
 
-def kill_by(ctl: Controller, who: Caller, trial_id: int) -> None:
+def kill_by(ctx: MasterContext, who: Caller, trial_id: int) -> None:
     """A user kills one trial: its experiment's owner or an admin."""
 
     def run(s: Session) -> None:
         trial = get(s, trial_id)
         exp = s.get(models.Experiment, trial.experiment_id)
         require_owner(who, exp.owner_id, f"kill trial {trial_id}")
-        kill(ctl, s, trial_id)
+        kill(ctx.controller, s, trial_id)
 
-    ctl.run(run)
+    ctx.controller.run(run)
 
 
 # What the routers call: each opens its own session.

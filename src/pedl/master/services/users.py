@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ from pedl.master.lifecycle import LIVE_ALLOCATION
 from pedl.master.services import passwords
 from pedl.master.services.authz import require_user
 from pedl.master.services.login_limiter import LoginLimiter
+from pedl.master.services.passwords import token_hash
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -24,10 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_USERS = (("admin", True), ("determined", False))
-
-
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def ensure_default_users(s: Session, now: float) -> list[str]:

@@ -1,19 +1,22 @@
-"""Experiment progression: creating trials from searcher decisions, what a trial's exit means
-(complete, restart from checkpoint, pause, cancel, error), and when the experiment is done.
+"""Experiment progression: creating trials from searcher decisions, what an allocation's end means
+for its trial (complete, restart from checkpoint, pause, cancel, error), when the experiment is
+done, and the user actions kill / pause / activate.
 
-Functions here run inside Controller.run (one transaction, under the cluster lock)."""
+Functions here run inside one transaction under the cluster lock (Controller.run). They reach
+allocations through cluster/allocations.py and everything beyond the transaction through the
+effects protocol (cluster/effects.py), never the Controller itself."""
 
 from __future__ import annotations
 
 import random
 import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from pedl.config.experiment_config import ExperimentConfig
+from pedl.master.cluster import allocations
+from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
 from pedl.master.lifecycle import (
     TERMINAL_EXPERIMENT,
@@ -23,12 +26,8 @@ from pedl.master.lifecycle import (
     TrialState,
 )
 from pedl.master.searcher import SearcherActions, make_searcher
-from pedl.master.services import task_env
 from pedl.master.services.transitions import record_event, set_experiment_state, set_trial_state
 from pedl.master.services.trial_room import TRIALS_PER_PASS, RoomCalculator
-
-if TYPE_CHECKING:
-    from pedl.master.cluster.controller import Controller
 
 A, E, T = AllocationState, ExperimentState, TrialState
 
@@ -44,9 +43,9 @@ def _searcher(exp: models.Experiment, room: int):
                          state=exp.searcher_state.get("state"), room=room)
 
 
-def _room(ctl: Controller, s: Session, exp: models.Experiment, rooms: RoomCalculator | None = None) -> int:
+def _room(fx: ClusterEffects, s: Session, exp: models.Experiment, rooms: RoomCalculator | None = None) -> int:
     """Live trials the experiment may have now: its pool's capacity in trials, a batch at a time."""
-    rooms = rooms or RoomCalculator(s, ctl.ctx.config)
+    rooms = rooms or RoomCalculator(s, fx.config)
     live = len((exp.searcher_state.get("state") or {}).get("live", []))
     return rooms.room(exp.resource_pool, int(exp.config["resources"]["slots_per_trial"]), live)
 
@@ -56,20 +55,20 @@ def _save_searcher(exp: models.Experiment, searcher) -> None:
     exp.progress = searcher.progress()
 
 
-def start_searcher(ctl: Controller, s: Session, exp: models.Experiment) -> None:
+def start_searcher(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
     cfg = config_of(exp)
     seed = cfg.reproducibility.experiment_seed
     if seed is None:
         seed = random.randrange(2**31)
     exp.searcher_state = {"seed": seed, "state": None}
-    searcher = _searcher(exp, _room(ctl, s, exp))
+    searcher = _searcher(exp, _room(fx, s, exp))
     actions = searcher.initial()
     _save_searcher(exp, searcher)
-    apply_actions(ctl, s, exp, actions)
+    apply_actions(fx, s, exp, actions)
 
 
-def apply_actions(ctl: Controller, s: Session, exp: models.Experiment, actions: SearcherActions) -> None:
-    now = ctl.now
+def apply_actions(fx: ClusterEffects, s: Session, exp: models.Experiment, actions: SearcherActions) -> None:
+    now = fx.now
     cfg = config_of(exp)
     length = cfg.searcher.max_length.units if cfg.searcher.max_length else 0
     for req in actions.create:
@@ -82,7 +81,7 @@ def apply_actions(ctl: Controller, s: Session, exp: models.Experiment, actions: 
         record_event(s, now, "trial", trial.id, f"created by the {cfg.searcher.name} searcher with {req.hparams}",
                      to_state=T.QUEUED)
         if exp.state == E.ACTIVE:
-            new_allocation(ctl, s, exp, trial)
+            allocations.new(fx, s, exp, trial)
         else:
             set_trial_state(s, now, trial, T.PAUSED, "experiment is paused")
     reasons = _searcher(exp, 0).stop_reasons() if actions.stop else {}
@@ -91,70 +90,9 @@ def apply_actions(ctl: Controller, s: Session, exp: models.Experiment, actions: 
                                                      models.Trial.request_id == request_id))
         if trial is not None and trial.state not in TERMINAL_TRIAL:
             why = reasons.get(request_id)
-            stop_trial(ctl, s, exp, trial, f"stopped early by the searcher: {why}" if why
+            stop_trial(fx, s, exp, trial, f"stopped early by the searcher: {why}" if why
                        else "stopped early by the searcher")
-    maybe_finish(ctl, s, exp)
-
-
-def new_allocation(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial) -> models.Allocation:
-    cfg = config_of(exp)
-    pool = ctl.ctx.config.pool(exp.resource_pool)
-    priority = cfg.resources.priority or (pool.scheduler.default_priority if pool else 42)
-    trial.run_id += 1
-    alloc = models.Allocation(
-        id=f"{trial.task_id}.{trial.run_id}", task_id=trial.task_id, trial_id=trial.id,
-        name=f"Trial {trial.id} (Experiment {exp.id})", state=A.PENDING, resource_pool=exp.resource_pool,
-        slots_needed=cfg.resources.slots_per_trial, priority=priority, assignment=[], session_token_hash="",
-        owner_id=exp.owner_id, queued_at=ctl.now)
-    s.add(alloc)
-    record_event(s, ctl.now, "allocation", alloc.id,
-                 f"waiting for {alloc.slots_needed} slot(s) in pool {alloc.resource_pool}", to_state=A.PENDING)
-    ctl.wake()
-    return alloc
-
-
-@dataclass
-class SpecRows:
-    """The rows task specs need, loaded for a batch of trials in a few queries."""
-
-    trials: dict[int, models.Trial]
-    experiments: dict[int, models.Experiment]
-    users: dict[int, models.User]
-    checkpoints: dict[str, models.Checkpoint]
-    env: dict[int, dict[str, str]] = field(default_factory=dict)  # experiment id -> user variables
-    agent_addresses: dict[str, str] = field(default_factory=dict)  # for distributed placements
-    ports_in_use: dict[str, set[int]] = field(default_factory=dict)  # chief agent -> rendezvous ports
-
-    @classmethod
-    def load(cls, s: Session, trial_ids: list[int]) -> SpecRows:
-        trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(trial_ids)))} \
-            if trial_ids else {}
-        exp_ids = {t.experiment_id for t in trials.values()}
-        exps = {e.id: e for e in s.scalars(select(models.Experiment).where(models.Experiment.id.in_(exp_ids)))} \
-            if exp_ids else {}
-        user_ids = {e.owner_id for e in exps.values()}
-        users = {u.id: u for u in s.scalars(select(models.User).where(models.User.id.in_(user_ids)))} \
-            if user_ids else {}
-        uuids = [t.latest_checkpoint for t in trials.values() if t.latest_checkpoint]
-        ckpts = {c.uuid: c for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.uuid.in_(uuids)))} \
-            if uuids else {}
-        return cls(trials, exps, users, ckpts)
-
-    def user_env(self, exp: models.Experiment) -> dict[str, str]:
-        if exp.id not in self.env:
-            self.env[exp.id] = config_of(exp).environment.as_dict()
-        return self.env[exp.id]
-
-
-def task_spec(ctl: Controller, alloc: models.Allocation, token: str, rows: SpecRows) -> dict[str, Any]:
-    trial = rows.trials[alloc.trial_id]
-    exp = rows.experiments[trial.experiment_id]
-    owner = rows.users.get(exp.owner_id)
-    ckpt = rows.checkpoints.get(trial.latest_checkpoint) if trial.latest_checkpoint else None
-    env = task_env.trial_env(cluster_id=ctl.ctx.cluster_id, exp=exp, trial=trial, alloc=alloc, session_token=token,
-                             username=owner.username if owner else "", user_env=rows.user_env(exp),
-                             steps_completed=ckpt.steps_completed if ckpt else 0)
-    return {"entrypoint": exp.config["entrypoint"], "env": env}
+    maybe_finish(fx, s, exp)
 
 
 def trial_started(s: Session, now: float, alloc: models.Allocation) -> None:
@@ -167,9 +105,17 @@ def _reached_target(trial: models.Trial) -> bool:
     return trial.target_length > 0 and trial.total_batches >= trial.target_length
 
 
-def allocation_ended(ctl: Controller, s: Session, alloc: models.Allocation, exit_code: int | None, why: str,
-                     counts_as_failure: bool) -> None:
-    now = ctl.now
+def allocation_ended(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_code: int | None,
+                     reason: str) -> None:
+    """An allocation ended (its process exited, was lost, or never started): record it, then decide
+    what that means for its trial and experiment."""
+    why = allocations.terminate(fx, s, alloc, exit_code, reason)
+    _trial_outcome(fx, s, alloc, exit_code, why, counts_as_failure=reason != allocations.NOT_STARTED)
+
+
+def _trial_outcome(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_code: int | None, why: str,
+                   counts_as_failure: bool) -> None:
+    now = fx.now
     trial = s.get(models.Trial, alloc.trial_id) if alloc.trial_id else None
     if trial is None or trial.state in TERMINAL_TRIAL:
         return
@@ -183,42 +129,37 @@ def allocation_ended(ctl: Controller, s: Session, alloc: models.Allocation, exit
         set_trial_state(s, now, trial, T.CANCELED, f"killed; allocation {why}")
         trial.end_time = now
         if not canceling:  # one trial killed: the searcher closes it and may go on
-            close_early(ctl, s, exp, trial, "killed")
+            close_early(fx, s, exp, trial, "killed")
     elif state == T.STOPPING_COMPLETED or (exit_code == 0 and (not alloc.preempt_requested or _reached_target(trial))):
-        _complete(ctl, s, exp, trial, "stopped early by the searcher" if state == T.STOPPING_COMPLETED else "completed")
+        _complete(fx, s, exp, trial, "stopped early by the searcher" if state == T.STOPPING_COMPLETED else "completed")
     elif alloc.preempt_requested and exit_code == 0:
         # it checkpointed and left as asked
         if exp.state == E.PAUSED:
             set_trial_state(s, now, trial, T.PAUSED, "paused with its experiment")
         else:
             set_trial_state(s, now, trial, T.QUEUED, "preempted; queued again")
-            new_allocation(ctl, s, exp, trial)
+            allocations.new(fx, s, exp, trial)
     elif not counts_as_failure:
-        _requeue(ctl, s, exp, trial, f"queued again: {why}")
+        _requeue(fx, s, exp, trial, f"queued again: {why}")
     elif trial.restarts < cfg.max_restarts:
         trial.restarts += 1
         record_event(s, now, "trial", trial.id,
                      f"failed ({why}); restart {trial.restarts} of {cfg.max_restarts}"
                      + (f" from checkpoint {trial.latest_checkpoint}" if trial.latest_checkpoint else ""),
                      level="warning")
-        _requeue(ctl, s, exp, trial, f"restarting after failure: {why}")
+        _requeue(fx, s, exp, trial, f"restarting after failure: {why}")
     else:
         trial.end_reason = f"failed after {trial.restarts} restart(s): {why}"
         set_trial_state(s, now, trial, T.ERROR, trial.end_reason, level="error")
         trial.end_time = now
-        close_early(ctl, s, exp, trial, why)
-    maybe_finish(ctl, s, exp)
+        close_early(fx, s, exp, trial, why)
+    maybe_finish(fx, s, exp)
 
 
-def fail_unschedulable(ctl: Controller, s: Session, alloc: models.Allocation, reason: str) -> None:
+def fail_unschedulable(fx: ClusterEffects, s: Session, alloc: models.Allocation, reason: str) -> None:
     """A task no allowed instance type can ever hold fails at once instead of waiting forever."""
-    from pedl.master.services import logs
-    from pedl.master.services.transitions import set_allocation_state
-
-    now = ctl.now
-    set_allocation_state(s, now, alloc, A.TERMINATED, f"can never be scheduled: {reason}")
-    alloc.ended_at, alloc.exit_reason = now, reason
-    logs.add_master_line(s, now, alloc, f"trial cannot be scheduled: {reason}", level="LOG_LEVEL_ERROR")
+    now = fx.now
+    allocations.fail_unschedulable(fx, s, alloc, reason)
     trial = s.get(models.Trial, alloc.trial_id) if alloc.trial_id else None
     if trial is None or trial.state in TERMINAL_TRIAL:
         return
@@ -227,64 +168,58 @@ def fail_unschedulable(ctl: Controller, s: Session, alloc: models.Allocation, re
     set_trial_state(s, now, trial, T.ERROR, trial.end_reason, level="error")
     trial.end_time = now
     record_event(s, now, "experiment", exp.id, f"trial {trial.id} {trial.end_reason}", level="error")
-    close_early(ctl, s, exp, trial, trial.end_reason)
-    maybe_finish(ctl, s, exp)
+    close_early(fx, s, exp, trial, trial.end_reason)
+    maybe_finish(fx, s, exp)
 
 
-def close_early(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
+def close_early(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     """Tell the searcher a trial ended without finishing (error or kill) and apply what it decides."""
-    ctl.want_checkpoint_gc(exp.id)
-    searcher = _searcher(exp, _room(ctl, s, exp))
+    fx.want_checkpoint_gc(exp.id)
+    searcher = _searcher(exp, _room(fx, s, exp))
     actions = searcher.on_trial_exited_early(trial.request_id, reason)
     _save_searcher(exp, searcher)
-    apply_actions(ctl, s, exp, actions)
+    apply_actions(fx, s, exp, actions)
 
 
-def _requeue(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
+def _requeue(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     if exp.state == E.ACTIVE:
-        set_trial_state(s, ctl.now, trial, T.QUEUED, reason)
-        new_allocation(ctl, s, exp, trial)
+        set_trial_state(s, fx.now, trial, T.QUEUED, reason)
+        allocations.new(fx, s, exp, trial)
     else:
-        set_trial_state(s, ctl.now, trial, T.PAUSED, reason + " (experiment paused)")
+        set_trial_state(s, fx.now, trial, T.PAUSED, reason + " (experiment paused)")
 
 
-def _complete(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
-    set_trial_state(s, ctl.now, trial, T.COMPLETED, reason)
-    trial.end_time = ctl.now
-    ctl.want_checkpoint_gc(exp.id)
-    searcher = _searcher(exp, _room(ctl, s, exp))
+def _complete(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
+    set_trial_state(s, fx.now, trial, T.COMPLETED, reason)
+    trial.end_time = fx.now
+    fx.want_checkpoint_gc(exp.id)
+    searcher = _searcher(exp, _room(fx, s, exp))
     actions = searcher.on_trial_closed(trial.request_id)
     _save_searcher(exp, searcher)
-    apply_actions(ctl, s, exp, actions)
+    apply_actions(fx, s, exp, actions)
 
 
-def stop_trial(ctl: Controller, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
+def stop_trial(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     """The searcher is done with a trial: stop it gracefully (preempt) and close it as completed."""
     trial.end_reason = reason  # the API's endReason: why the searcher stopped it
-    alloc = live_allocation(s, trial)
+    alloc = allocations.live_allocation(s, trial)
     if alloc is None or alloc.state == A.PENDING:
         if alloc is not None:
-            ctl.kill_allocation(s, alloc, reason)
-        _complete(ctl, s, exp, trial, reason)
+            allocations.kill(fx, s, alloc, reason)
+        _complete(fx, s, exp, trial, reason)
         return
-    set_trial_state(s, ctl.now, trial, T.STOPPING_COMPLETED, reason)
-    ctl.preempt_allocation(s, alloc, reason)
+    set_trial_state(s, fx.now, trial, T.STOPPING_COMPLETED, reason)
+    allocations.preempt(fx, s, alloc, reason)
 
 
-def live_allocation(s: Session, trial: models.Trial) -> models.Allocation | None:
-    return s.scalar(select(models.Allocation).where(
-        models.Allocation.trial_id == trial.id,
-        models.Allocation.state != A.TERMINATED).order_by(models.Allocation.queued_at.desc()))
-
-
-def on_validation(ctl: Controller, s: Session, trial: models.Trial, value: float, steps: int) -> None:
+def on_validation(fx: ClusterEffects, s: Session, trial: models.Trial, value: float, steps: int) -> None:
     exp = s.get(models.Experiment, trial.experiment_id)
     if exp is None or exp.state in TERMINAL_EXPERIMENT:
         return
     searcher = _searcher(exp, 0)  # a validation decides stops; trials are created on closes and top-ups
     actions = searcher.on_validation(trial.request_id, value, steps)
     _save_searcher(exp, searcher)
-    apply_actions(ctl, s, exp, actions)
+    apply_actions(fx, s, exp, actions)
 
 
 TOP_UP_EXPERIMENTS_PER_PASS = 20
@@ -301,12 +236,15 @@ def top_up_candidates(s: Session) -> list[tuple[int, str, int | None, int | None
         .where(X.state == E.ACTIVE, or_(exhausted.is_(None), exhausted.is_(False))).order_by(X.id))]
 
 
-def top_up(ctl: Controller, s: Session) -> None:
+def top_up(fx: ClusterEffects, s: Session, saturated: dict[int, tuple[int, int]]) -> None:
     """Create the trials that room allows now that was not there before (an agent registered, an
     instance came up, a batch was cut short): ACTIVE experiments whose searcher is not exhausted.
-    Bounded: one light query, at most TOP_UP_EXPERIMENTS_PER_PASS searchers, TRIALS_PER_PASS trials."""
+    Bounded: one light query, at most TOP_UP_EXPERIMENTS_PER_PASS searchers, TRIALS_PER_PASS trials.
+
+    `saturated` ({experiment id: (live trials, capacity)}, kept by the caller between passes) holds
+    the experiments where a top-up created nothing (adaptive_asha at its brackets' concurrency);
+    they are skipped until one of the two numbers changes."""
     rows = top_up_candidates(s)
-    saturated = ctl.saturated_experiments
     for gone in saturated.keys() - {r[0] for r in rows}:
         del saturated[gone]
     if not rows:
@@ -314,7 +252,7 @@ def top_up(ctl: Controller, s: Session) -> None:
     live = dict(s.execute(select(models.Trial.experiment_id, func.count()).where(
         models.Trial.experiment_id.in_([r[0] for r in rows]),
         models.Trial.state.not_in(sorted(TERMINAL_TRIAL))).group_by(models.Trial.experiment_id)).all())
-    rooms = RoomCalculator(s, ctl.ctx.config)
+    rooms = RoomCalculator(s, fx.config)
     wanting = []
     for exp_id, pool, slots_per_trial, max_concurrent in rows:
         n = live.get(exp_id, 0)
@@ -327,10 +265,10 @@ def top_up(ctl: Controller, s: Session) -> None:
     for n, exp_id, capacity in sorted(wanting)[:TOP_UP_EXPERIMENTS_PER_PASS]:  # the fewest live trials first
         exp = s.get(models.Experiment, exp_id)
         searcher_live = len((exp.searcher_state.get("state") or {}).get("live", []))
-        searcher = _searcher(exp, min(_room(ctl, s, exp, rooms), searcher_live + budget))
+        searcher = _searcher(exp, min(_room(fx, s, exp, rooms), searcher_live + budget))
         actions = searcher.top_up()
         _save_searcher(exp, searcher)
-        apply_actions(ctl, s, exp, actions)
+        apply_actions(fx, s, exp, actions)
         budget -= len(actions.create)
         if actions.create:
             saturated.pop(exp_id, None)
@@ -340,20 +278,20 @@ def top_up(ctl: Controller, s: Session) -> None:
             break
 
 
-def maybe_finish(ctl: Controller, s: Session, exp: models.Experiment) -> None:
-    now = ctl.now
+def maybe_finish(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
+    now = fx.now
     if exp.state in TERMINAL_EXPERIMENT:
         return
     trials = list(s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)))
     live = [t for t in trials if t.state not in TERMINAL_TRIAL]
     if exp.state == E.STOPPING_CANCELED:
-        if not any(live_allocation(s, t) for t in live):
+        if not any(allocations.live_allocation(s, t) for t in live):
             for t in live:
                 set_trial_state(s, now, t, T.CANCELED, "experiment killed")
                 t.end_time = now
             set_experiment_state(s, now, exp, E.CANCELED, "killed")
             exp.end_time = now
-            ctl.want_checkpoint_gc(exp.id)
+            fx.want_checkpoint_gc(exp.id)
         return
     state = exp.searcher_state.get("state") or {}
     searcher_done = state.get("exhausted") and not state.get("live")
@@ -369,54 +307,54 @@ def maybe_finish(ctl: Controller, s: Session, exp: models.Experiment) -> None:
             set_experiment_state(s, now, exp, E.COMPLETED, exp.end_reason or "the searcher finished")
         exp.end_time = now
         exp.progress = 1.0
-        ctl.want_checkpoint_gc(exp.id)
+        fx.want_checkpoint_gc(exp.id)
 
 
 # -- user actions --------------------------------------------------------------------------------
 
 
-def kill(ctl: Controller, s: Session, exp: models.Experiment) -> None:
+def kill(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
     if exp.state in TERMINAL_EXPERIMENT or exp.state == E.STOPPING_CANCELED:
         return
-    set_experiment_state(s, ctl.now, exp, E.STOPPING_CANCELED, "kill requested")
+    set_experiment_state(s, fx.now, exp, E.STOPPING_CANCELED, "kill requested")
     for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
         if trial.state in TERMINAL_TRIAL:
             continue
-        alloc = live_allocation(s, trial)
+        alloc = allocations.live_allocation(s, trial)
         if alloc is not None and alloc.state != A.PENDING:
-            set_trial_state(s, ctl.now, trial, T.STOPPING_CANCELED, "experiment killed")
-            ctl.kill_allocation(s, alloc, "experiment killed")
+            set_trial_state(s, fx.now, trial, T.STOPPING_CANCELED, "experiment killed")
+            allocations.kill(fx, s, alloc, "experiment killed")
         else:
             if alloc is not None:
-                ctl.kill_allocation(s, alloc, "experiment killed")
-            set_trial_state(s, ctl.now, trial, T.CANCELED, "experiment killed")
-            trial.end_time = ctl.now
-    maybe_finish(ctl, s, exp)
+                allocations.kill(fx, s, alloc, "experiment killed")
+            set_trial_state(s, fx.now, trial, T.CANCELED, "experiment killed")
+            trial.end_time = fx.now
+    maybe_finish(fx, s, exp)
 
 
-def pause(ctl: Controller, s: Session, exp: models.Experiment) -> None:
+def pause(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
     if exp.state == E.PAUSED:
         return
-    set_experiment_state(s, ctl.now, exp, E.PAUSED, "pause requested")
+    set_experiment_state(s, fx.now, exp, E.PAUSED, "pause requested")
     for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
         if trial.state in TERMINAL_TRIAL:
             continue
-        alloc = live_allocation(s, trial)
+        alloc = allocations.live_allocation(s, trial)
         if alloc is None or alloc.state == A.PENDING:
             if alloc is not None:
-                ctl.kill_allocation(s, alloc, "experiment paused")
+                allocations.kill(fx, s, alloc, "experiment paused")
             if trial.state == T.QUEUED:
-                set_trial_state(s, ctl.now, trial, T.PAUSED, "experiment paused")
+                set_trial_state(s, fx.now, trial, T.PAUSED, "experiment paused")
         else:
-            ctl.preempt_allocation(s, alloc, "experiment paused")
+            allocations.preempt(fx, s, alloc, "experiment paused")
 
 
-def activate(ctl: Controller, s: Session, exp: models.Experiment) -> None:
+def activate(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
     if exp.state == E.ACTIVE:
         return
-    set_experiment_state(s, ctl.now, exp, E.ACTIVE, "activated")
+    set_experiment_state(s, fx.now, exp, E.ACTIVE, "activated")
     for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
         if trial.state == T.PAUSED:
-            set_trial_state(s, ctl.now, trial, T.QUEUED, "experiment activated")
-            new_allocation(ctl, s, exp, trial)
-    maybe_finish(ctl, s, exp)
+            set_trial_state(s, fx.now, trial, T.QUEUED, "experiment activated")
+            allocations.new(fx, s, exp, trial)
+    maybe_finish(fx, s, exp)

@@ -1,0 +1,149 @@
+"""What agents report, and what their silence means: registration (and reconciling what an agent
+runs with what the database says it should), disconnection, spot interruption notices, task
+started / exited, and the periodic check that turns a silent agent DISCONNECTED and then GONE.
+
+Each function runs inside one transaction under the cluster lock (Controller.run) and reaches
+beyond it through the effects protocol."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.common import agent_protocol as proto
+from pedl.master.cluster import allocations
+from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.effects import ClusterEffects
+from pedl.master.db import models
+from pedl.master.lifecycle import HELD, AgentState, AllocationState, InstanceState
+from pedl.master.services import experiment_progression as progression
+from pedl.master.services.transitions import record_event, set_agent_state, set_allocation_state, set_instance_state
+
+log = logging.getLogger(__name__)
+
+A = AllocationState
+
+
+def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host: str) -> proto.Registered:
+    """An agent (re)connected: record it, mark its instance RUNNING, and reconcile its tasks."""
+    now = fx.now
+    agent = s.get(models.Agent, reg.agent_id)
+    slots = [sl.model_dump() for sl in reg.slots]
+    address = reg.address or remote_host
+    if agent is None:
+        agent = models.Agent(id=reg.agent_id, hostname=reg.hostname, address=address,
+                             resource_pool=reg.resource_pool, slots=slots, state=AgentState.CONNECTED,
+                             version=reg.version, registered_at=now, last_heartbeat=now)
+        s.add(agent)
+        record_event(s, now, "agent", reg.agent_id,
+                     f"registered from {remote_host} with {len(slots)} slot(s) in pool {reg.resource_pool}",
+                     to_state=AgentState.CONNECTED)
+    else:
+        set_agent_state(s, now, agent, AgentState.CONNECTED, f"reconnected from {remote_host}")
+        agent.hostname, agent.address, agent.slots = reg.hostname, address, slots
+        agent.resource_pool, agent.version = reg.resource_pool, reg.version
+        agent.last_heartbeat, agent.disconnected_at = now, None
+    instance = s.get(models.Instance, reg.agent_id)
+    if instance is not None and instance.state == InstanceState.STARTING:
+        set_instance_state(s, now, instance, InstanceState.RUNNING, f"agent registered from {remote_host}")
+        instance.registered_at = now
+    kill = reconcile(fx, s, reg.agent_id, set(reg.running_allocations))
+    return proto.Registered(agent_id=reg.agent_id, heartbeat_interval=fx.config.agent_heartbeat_interval,
+                            kill_unknown=kill)
+
+
+def reconcile(fx: ClusterEffects, s: Session, agent_id: str, running: set[str]) -> list[str]:
+    """Match what the agent says it runs with what the database says it should run: returns the
+    allocations the agent must kill; ends those it no longer runs."""
+    kill = []
+    for alloc_id in running:
+        alloc = s.get(models.Allocation, alloc_id)
+        if alloc is None or alloc.state not in HELD or agent_id not in allocations.agents_of(alloc):
+            kill.append(alloc_id)
+        elif alloc.kill_requested:
+            fx.send(agent_id, proto.KillTask(allocation_id=alloc_id, grace_period=fx.config.task_kill_grace_period,
+                                             reason="killed while the agent was away"))
+    for alloc in allocations.held_on(s, agent_id):
+        if alloc.id in running:
+            continue
+        if alloc.state == A.ASSIGNED:
+            progression.allocation_ended(fx, s, alloc, None, allocations.NOT_STARTED)
+        else:
+            progression.allocation_ended(fx, s, alloc, None,
+                                         f"the task was no longer running on agent {agent_id} when it reconnected")
+    return kill
+
+
+def disconnected(fx: ClusterEffects, s: Session, agent_id: str, reason: str) -> None:
+    agent = s.get(models.Agent, agent_id)
+    if agent is not None and agent.state == AgentState.CONNECTED:
+        set_agent_state(s, fx.now, agent, AgentState.DISCONNECTED, reason, level="warning")
+        agent.disconnected_at = fx.now
+
+
+def spot_interruption(fx: ClusterEffects, s: Session, agent_id: str, action: str, when: str) -> None:
+    """The cloud will reclaim this instance: stop placing work on it and ask its tasks to checkpoint
+    and leave (they queue again, not counted as failures). The caller wakes the provisioners, which
+    count that work as waiting and replace the instance at once."""
+    now = fx.now
+    agent = s.get(models.Agent, agent_id)
+    if agent is not None:
+        agent.draining = True
+    instance = s.get(models.Instance, agent_id)
+    if instance is not None and instance.interrupted_at is None:
+        instance.interrupted_at = now
+    record_event(s, now, "agent", agent_id, f"spot interruption notice ({action} at {when or 'soon'})",
+                 level="warning")
+    for alloc in allocations.held_on(s, agent_id):
+        allocations.preempt(fx, s, alloc, "spot interruption")
+
+
+def task_started(fx: ClusterEffects, s: Session, agent_id: str, allocation_id: str) -> None:
+    alloc = s.get(models.Allocation, allocation_id)
+    if alloc is None or alloc.state != A.ASSIGNED:
+        return
+    now = fx.now
+    set_allocation_state(s, now, alloc, A.RUNNING, f"process started on agent {agent_id}")
+    alloc.started_at = now
+    progression.trial_started(s, now, alloc)
+
+
+def task_exited(fx: ClusterEffects, s: Session, agent_id: str, allocation_id: str, exit_code: int | None,
+                reason: str) -> None:
+    alloc = s.get(models.Allocation, allocation_id)
+    if alloc is None or alloc.state == A.TERMINATED:
+        return
+    if agent_id not in allocations.agents_of(alloc):
+        log.warning("agent %s reported exit of %s, which is not assigned to it", agent_id, allocation_id)
+        return
+    ending = allocations.placement_exited(fx, s, alloc, agent_id, exit_code, reason)
+    if ending is not None:
+        progression.allocation_ended(fx, s, alloc, ending.exit_code, ending.reason)
+
+
+def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub) -> None:
+    """A connected agent silent for agent_heartbeat_timeout is DISCONNECTED; one that stays away for
+    agent_reconnect_wait is GONE, and what it held ends."""
+    now, cfg = fx.now, fx.config
+    connected = hub.connected_ids()
+    for agent in s.scalars(select(models.Agent).where(models.Agent.state != AgentState.GONE)):
+        conn = hub.get(agent.id)
+        if agent.state == AgentState.CONNECTED:
+            silent = conn is None or now - conn.last_heartbeat > cfg.agent_heartbeat_timeout
+            if silent:
+                reason = f"no heartbeat for {cfg.agent_heartbeat_timeout:g}s" if conn else "connection lost"
+                set_agent_state(s, now, agent, AgentState.DISCONNECTED, reason, level="warning")
+                agent.disconnected_at = now
+                if conn is not None:
+                    hub.close(agent.id)
+            elif conn is not None:
+                agent.last_heartbeat = conn.last_heartbeat
+        elif agent.state == AgentState.DISCONNECTED and agent.id not in connected:
+            since = agent.disconnected_at or now
+            if now - since >= cfg.agent_reconnect_wait:
+                set_agent_state(s, now, agent, AgentState.GONE,
+                                f"did not reconnect within {cfg.agent_reconnect_wait:g}s", level="warning")
+                for alloc in allocations.held_on(s, agent.id):
+                    progression.allocation_ended(fx, s, alloc, None, f"agent {agent.id} was lost")

@@ -1,0 +1,138 @@
+"""The scheduling pass: plan placements for every pool from one consistent snapshot (the pure
+scheduler decides; this module loads its input and applies its output), then assign them in short
+batches: a task token, the ASSIGNED state, rendezvous for distributed trials, and StartTask to
+each agent after commit."""
+
+from __future__ import annotations
+
+import secrets
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.common import agent_protocol as proto
+from pedl.master.cluster import allocations
+from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.effects import ClusterEffects
+from pedl.master.cluster.rendezvous import node_envs, pick_port
+from pedl.master.cluster.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
+from pedl.master.cluster.scheduler import plan as schedule_plan
+from pedl.master.db import models
+from pedl.master.lifecycle import HELD, AgentState, AllocationState
+from pedl.master.services.passwords import token_hash
+from pedl.master.services.task_specs import SpecRows, task_spec
+from pedl.master.services.transitions import set_allocation_state
+
+A = AllocationState
+
+# a planned placement: (allocation id, [(agent id, slot ids), ...])
+Placement = tuple[str, list[tuple[str, list[str]]]]
+
+
+def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
+    """Decide placements for every pool (reads, plus the preemptions the scheduler asks for)."""
+    pending = list(s.scalars(select(models.Allocation).where(models.Allocation.state == A.PENDING)))
+    if not pending:
+        return []
+    connected = hub.connected_ids()
+    agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED))
+              if a.id in connected and a.enabled and not a.draining]
+    held = list(s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))))
+    used: dict[str, set[str]] = {}
+    for alloc in held:
+        for place in alloc.assignment or []:
+            used.setdefault(place["agent_id"], set()).update(place["slot_ids"])
+    groups = _experiment_groups(s, [a.trial_id for a in (*pending, *held) if a.trial_id])
+    out: list[Placement] = []
+    for pool in fx.config.resource_pools:
+        pool_agents = [
+            AgentSnapshot(a.id, tuple(sl["id"] for sl in a.slots),
+                          tuple(sl["id"] for sl in a.slots if sl["id"] not in used.get(a.id, set())))
+            for a in agents if a.resource_pool == pool.pool_name]
+        requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *groups.get(a.trial_id, ("", 1.0)))
+                    for a in pending if a.resource_pool == pool.pool_name]
+        if not requests:
+            continue
+        running = [RunningTask(a.id, a.priority,
+                               tuple((p["agent_id"], tuple(p["slot_ids"])) for p in a.assignment or []),
+                               a.started_at or a.assigned_at or 0.0, groups.get(a.trial_id, ("", 1.0))[0],
+                               a.preempt_requested)
+                   for a in held if a.resource_pool == pool.pool_name]
+        sched = pool.scheduler
+        result = schedule_plan(requests, pool_agents, running, scheduler=sched.type, fitting=sched.fitting_policy,
+                               preemption=sched.preemption) if pool_agents else SchedulePlan()
+        out += [(a.allocation_id, a.placements) for a in result.assignments]
+        for victim_id in result.preempt:
+            victim = s.get(models.Allocation, victim_id)
+            if victim is not None:
+                allocations.preempt(fx, s, victim, "preempted for a more urgent trial")
+        if len(result.assignments) < len(requests) and pool.provider is not None:
+            fx.wake_provisioners()
+    return out
+
+
+def apply(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement]) -> None:
+    """Assign a batch of planned placements, loading what the task specs need in a few queries."""
+    with s.no_autoflush:
+        allocs = {a.id: a for a in s.scalars(select(models.Allocation).where(
+            models.Allocation.id.in_([aid for aid, _ in chunk])))}
+        rows = SpecRows.load(s, [a.trial_id for a in allocs.values() if a.trial_id])
+        if any(len(placements) > 1 for _, placements in chunk):
+            _load_rendezvous(s, rows)
+        for alloc_id, placements in chunk:
+            alloc = allocs.get(alloc_id)
+            if alloc is not None and alloc.state == A.PENDING:  # not killed since the plan
+                _assign(fx, s, hub, alloc, placements, rows)
+
+
+def _assign(fx: ClusterEffects, s: Session, hub: AgentHub, alloc: models.Allocation,
+            placements: list[tuple[str, list[str]]], rows: SpecRows) -> None:
+    now = fx.now
+    token = secrets.token_urlsafe(32)
+    alloc.session_token_hash = token_hash(token)
+    alloc.assignment = [{"agent_id": a, "slot_ids": slots} for a, slots in placements]
+    alloc.assigned_at = now
+    where = ", ".join(f"{a}{slots}" for a, slots in placements)
+    set_allocation_state(s, now, alloc, A.ASSIGNED, f"assigned to {where}")
+    spec = task_spec(fx.cluster_id, alloc, token, rows)
+    ranks = _rendezvous(fx, alloc, placements, rows) if len(placements) > 1 else [{}]
+    for (agent_id, slot_ids), rank_env in zip(placements, ranks, strict=True):
+        conn = hub.get(agent_id)
+        base = conn.master_url if conn else ""
+        fx.send(agent_id, proto.StartTask(
+            allocation_id=alloc.id, task_id=alloc.task_id, name=alloc.name, entrypoint=spec["entrypoint"],
+            env={**spec["env"], **rank_env}, slot_ids=slot_ids, session_token=token,
+            context_url=f"{base}/api/v1/tasks/{alloc.task_id}/context_directory"))
+
+
+def _load_rendezvous(s: Session, rows: SpecRows) -> None:
+    """Agent addresses and the rendezvous ports already taken, for distributed placements."""
+    rows.agent_addresses = {a.id: a.address for a in s.scalars(select(models.Agent))}
+    rows.ports_in_use = {}
+    for held in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))):
+        places = held.assignment or []
+        if places and places[0].get("port"):
+            rows.ports_in_use.setdefault(places[0]["agent_id"], set()).add(places[0]["port"])
+
+
+def _rendezvous(fx: ClusterEffects, alloc: models.Allocation, placements: list[tuple[str, list[str]]],
+                rows: SpecRows) -> list[dict[str, str]]:
+    """A rendezvous port on the chief agent, and each node's environment (see rendezvous.py)."""
+    chief = placements[0][0]
+    taken = rows.ports_in_use.setdefault(chief, set())
+    port = pick_port(fx.config.port_range(), taken, seed=alloc.id)
+    if port is None:
+        raise RuntimeError(f"no free rendezvous port on agent {chief} in {fx.config.rendezvous_port_range}")
+    taken.add(port)
+    alloc.assignment = [{**p, "port": port} if i == 0 else p for i, p in enumerate(alloc.assignment)]
+    return node_envs(placements, address=rows.agent_addresses.get(chief, "127.0.0.1"), port=port)
+
+
+def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float]]:
+    """trial id -> (experiment id as the fair-share group, the experiment's weight)."""
+    if not trial_ids:
+        return {}
+    rows = s.execute(select(models.Trial.id, models.Experiment.id, models.Experiment.config)
+                     .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
+                     .where(models.Trial.id.in_(set(trial_ids))))
+    return {tid: (str(eid), float((cfg.get("resources") or {}).get("weight", 1.0))) for tid, eid, cfg in rows}

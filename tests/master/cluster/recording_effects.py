@@ -1,0 +1,100 @@
+"""A ClusterEffects (master/cluster/effects.py) that records what the operations asked for, so that
+the cluster's modules can be tested on a real database without a Controller, a hub or an event loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.clock import ManualClock
+from pedl.config.master_config import MasterConfig
+from pedl.master.cluster.effects import ClusterEffects
+from pedl.master.db import models
+from pedl.master.lifecycle import AgentState
+from pedl.master.services import experiments as experiments_service
+from pedl.master.services import users as users_service
+
+
+@dataclass
+class RecordingEffects:
+    config: MasterConfig
+    clock: ManualClock = field(default_factory=lambda: ManualClock(1_000_000.0))
+    cluster_id: str = "test-cluster"
+    sent: list[tuple[str, BaseModel]] = field(default_factory=list)
+    wakes: int = 0
+    provisioner_wakes: int = 0
+    gc_wanted: list[int] = field(default_factory=list)
+    preempt_signals: set[str] = field(default_factory=set)
+    closed: list[str] = field(default_factory=list)
+
+    @property
+    def now(self) -> float:
+        return self.clock.now()
+
+    def send(self, agent_id: str, msg: BaseModel) -> None:
+        self.sent.append((agent_id, msg))
+
+    def wake(self) -> None:
+        self.wakes += 1
+
+    def wake_provisioners(self) -> None:
+        self.provisioner_wakes += 1
+
+    def want_checkpoint_gc(self, experiment_id: int) -> None:
+        self.gc_wanted.append(experiment_id)
+
+    def signal_preemption(self, allocation_id: str) -> None:
+        self.preempt_signals.add(allocation_id)
+
+    def allocation_closed(self, allocation_id: str) -> None:
+        self.preempt_signals.discard(allocation_id)
+        self.closed.append(allocation_id)
+
+    def sent_types(self, agent_id: str | None = None) -> list[str]:
+        return [m.type for a, m in self.sent if agent_id is None or a == agent_id]
+
+
+def _check_protocol(fx: RecordingEffects) -> ClusterEffects:
+    return fx  # a type checker fails here if RecordingEffects stops implementing the protocol
+
+
+CONFIG = """\
+name: unit
+entrypoint: python3 train.py
+searcher: {name: %(searcher)s, metric: loss, max_length: 10%(extra)s}
+resources: {slots_per_trial: %(slots)d}
+max_restarts: %(restarts)d
+"""
+
+
+def owner(s: Session) -> models.User:
+    users_service.ensure_default_users(s, 0.0)
+    return s.scalar(select(models.User).where(models.User.username == "determined"))
+
+
+def experiment(fx: RecordingEffects, s: Session, *, slots: int = 1, restarts: int = 0, searcher: str = "single",
+               extra: str = "", activate: bool = True) -> models.Experiment:
+    """An experiment created the way the API creates one (its searcher makes its first trials)."""
+    text = CONFIG % {"searcher": searcher, "extra": extra, "slots": slots, "restarts": restarts}
+    return experiments_service.create(fx, s, owner(s), config_text=text, files=[], activate=activate)
+
+
+def trials_of(s: Session, exp: models.Experiment) -> list[models.Trial]:
+    return list(s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id).order_by(models.Trial.id)))
+
+
+def allocations_of(s: Session, trial: models.Trial) -> list[models.Allocation]:
+    return list(s.scalars(select(models.Allocation).where(models.Allocation.trial_id == trial.id)
+                          .order_by(models.Allocation.queued_at, models.Allocation.id)))
+
+
+def agent(s: Session, agent_id: str, *, slots: int = 1, pool: str = "default", now: float = 0.0) -> models.Agent:
+    row = models.Agent(id=agent_id, hostname=agent_id, address="127.0.0.1", resource_pool=pool,
+                       slots=[{"id": f"{agent_id}-{i}", "type": "cpu"} for i in range(slots)],
+                       state=AgentState.CONNECTED, version="test", registered_at=now, last_heartbeat=now)
+    s.add(row)
+    s.flush()
+    return row
