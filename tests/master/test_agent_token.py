@@ -76,7 +76,7 @@ def test_an_empty_file_left_by_a_crash_is_replaced(tmp_path: Path) -> None:
 def test_providers_hand_the_resolved_token_to_their_agents(tmp_path: Path) -> None:
     from pedl.master.app import create_app
     from pedl.master.provisioner.providers import make_provider
-    from pedl.master.provisioner.providers.aws import agent_user_data
+    from pedl.master.provisioner.providers.aws_boot import agent_user_data
 
     aws = {"type": "aws", "region": "us-east-1", "endpoint_url": "http://127.0.0.1:9", "image_id": "ami-1",
            "ssh_key_name": "k", "master_url": "http://10.0.0.1:8080"}

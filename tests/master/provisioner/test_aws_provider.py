@@ -22,10 +22,9 @@ from pedl.master.provisioner.providers.aws import (
     TOKEN_TAG,
     AWSProvider,
     UnlistedOperation,
-    agent_user_data,
-    classify_error,
-    resolve_region,
 )
+from pedl.master.provisioner.providers.aws_boot import agent_user_data, resolve_region
+from pedl.master.provisioner.providers.aws_errors import classify_error
 from pedl.master.provisioner.providers.base import (
     CloudError,
     CloudErrorKind,

@@ -5,33 +5,25 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
-import shlex
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
-import httpx
 from botocore import xform_name
-from botocore.config import Config as BotoConfig
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    CredentialRetrievalError,
-    HTTPClientError,
-    NoCredentialsError,
-    NoRegionError,
-    ParamValidationError,
-    PartialCredentialsError,
 )
-from botocore.exceptions import ConnectionError as BotoConnectionError
-from botocore.parsers import ResponseParserError
 
 from pedl.config.provider_config import AWSProviderConfig
-from pedl.master.provisioner.master_address import imds_get
+from pedl.master.provisioner.providers.aws_boot import (
+    agent_user_data,
+    make_ec2_client,
+    resolve_region,
+)
+from pedl.master.provisioner.providers.aws_errors import NOT_FOUND_CODES, classify_error
 from pedl.master.provisioner.providers.base import (
     CloudError,
     CloudErrorKind,
@@ -55,7 +47,6 @@ TOKEN_TAG = "pedl-launch-token"  # finds a launch again after a crash (idempoten
 # DescribeImages is not in the seeds' IAM policy, so the AMI's own root device name cannot be
 # looked up; /dev/sda1 is the root of Ubuntu and Deep Learning AMIs (Amazon Linux uses /dev/xvda).
 ROOT_DEVICE_NAME = "/dev/sda1"
-DEFAULT_REGION = "us-east-1"
 LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
 STATES = {"pending": CloudState.PENDING, "running": CloudState.RUNNING, "shutting-down": CloudState.TERMINATING,
           "stopping": CloudState.TERMINATING, "stopped": CloudState.TERMINATING}
@@ -63,155 +54,10 @@ FILTER_CHUNK = 100  # ids per filter value list / TerminateInstances call
 REMEMBERED_TOKENS = 512
 USER_DATA_LIMIT = 16 * 1024  # EC2's limit, before base64
 SPOT_VALID_MARGIN = 300.0  # an open request expires by itself this long after pedl would cancel it
-# botocore retries once at most; the provisioner owns backoff (and shows it to users)
-BOTO_CONFIG = BotoConfig(retries={"total_max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=30,
-                         user_agent_extra="pedl")
 
 
 class UnlistedOperation(RuntimeError):
     """A programming error: a call outside the seeds' IAM policy, which a real master cannot make."""
-
-
-# -- errors ------------------------------------------------------------------------------------
-
-CAPACITY_CODES = frozenset({
-    "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-    "InsufficientReservedInstanceCapacity", "InsufficientCapacityOnHost", "SpotMaxPriceTooLow",
-    "capacity-not-available", "capacity-oversubscribed", "price-too-low",
-    # "type X is not supported in this Availability Zone": another type is the way out, as with capacity
-    "Unsupported",
-})
-QUOTA_CODES = frozenset({
-    "InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "SpotInstanceLimitExceeded",
-    "InsufficientFreeAddressesInSubnet", "AddressLimitExceeded", "VolumeLimitExceeded", "MaxIOPSLimitExceeded",
-    "ResourceLimitExceeded", "PendingVerification",
-})
-THROTTLED_CODES = frozenset({
-    "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled", "RequestThrottledException",
-    "TooManyRequestsException", "SlowDown", "PriorRequestNotComplete", "EC2ThrottledException",
-})
-INVALID_CONFIG_CODES = frozenset({
-    "InvalidParameterValue", "InvalidParameterCombination", "InvalidParameter", "MissingParameter",
-    "UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch", "OptInRequired",
-    "AccessDenied", "AccessDeniedException", "UnsupportedOperation", "NoSuchEntity", "InvalidInstanceType",
-    "InvalidBlockDeviceMapping", "InvalidUserData.Malformed", "Blocked",
-})
-INVALID_CONFIG_PREFIXES = ("InvalidAMIID.", "InvalidSubnetID.", "InvalidSubnet", "InvalidGroup.", "InvalidGroupId.",
-                           "InvalidSecurityGroupID.", "InvalidKeyPair.", "InvalidVpcID.", "InvalidNetworkInterface",
-                           "InvalidIamInstanceProfile", "InvalidParameter")
-UNAVAILABLE_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"})
-NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidSpotInstanceRequestID.NotFound"})
-
-
-def classify_error(exc: Exception, operation: str = "") -> CloudError:
-    """The one place where AWS errors become CloudErrors with a kind the provisioner acts on:
-    CAPACITY (try another type or market), QUOTA and THROTTLED (back off), INVALID_CONFIG (a human
-    must fix master.yaml or IAM), UNAVAILABLE (the endpoint), UNKNOWN."""
-    where = f"{operation}: " if operation else ""
-    details: dict[str, Any] = {"operation": operation} if operation else {}
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error", {})
-        code = str(err.get("Code") or "")
-        message = str(err.get("Message") or exc)
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-        details["http_status"] = status
-        request_id = exc.response.get("ResponseMetadata", {}).get("RequestId")
-        if request_id:
-            details["request_id"] = request_id
-        if code in CAPACITY_CODES:
-            kind = CloudErrorKind.CAPACITY
-        elif code in QUOTA_CODES:
-            kind = CloudErrorKind.QUOTA
-        elif code in THROTTLED_CODES:
-            kind = CloudErrorKind.THROTTLED
-        elif code in INVALID_CONFIG_CODES or code.startswith(INVALID_CONFIG_PREFIXES):
-            kind = CloudErrorKind.INVALID_CONFIG
-        elif code in UNAVAILABLE_CODES or status >= 500:
-            kind = CloudErrorKind.UNAVAILABLE
-        else:
-            kind = CloudErrorKind.UNKNOWN
-        return CloudError(kind, where + message, code, details)
-    if isinstance(exc, BotoConnectionError | HTTPClientError | ResponseParserError):
-        # connection refused or reset, DNS, timeouts, a proxy's HTML error page
-        return CloudError(CloudErrorKind.UNAVAILABLE, f"{where}the EC2 endpoint did not answer: {exc}",
-                          type(exc).__name__, details)
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError | CredentialRetrievalError | NoRegionError):
-        return CloudError(CloudErrorKind.INVALID_CONFIG,
-                          f"{where}{exc} (give the master an IAM role, or AWS credentials in its environment)",
-                          type(exc).__name__, details)
-    if isinstance(exc, ParamValidationError):
-        return CloudError(CloudErrorKind.INVALID_CONFIG, f"{where}{exc}", type(exc).__name__, details)
-    return CloudError(CloudErrorKind.UNKNOWN, f"{where}{exc}", type(exc).__name__, details)
-
-
-# -- the agent's boot script -------------------------------------------------------------------
-
-STARTUP_SCRIPT_PATH = "/usr/local/pedl/startup_script"
-
-
-def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, startup_script: str = "",
-                    agent_token: str | None = None) -> str:
-    """The instance's UserData: run the config's startup_script, learn the instance id through
-    IMDSv2, then become `pedl agent run` with that id. The agent token travels in the environment,
-    not in argv (where `ps` would show it)."""
-    lines = ["#!/bin/bash", "# pedl agent bootstrap, written by the pedl master", "set -e -o pipefail"]
-    if startup_script.strip():
-        # a file of its own, as Determined does: it may have its own shebang, and an `exit` in it
-        # must not skip the agent
-        encoded = base64.b64encode(startup_script.encode()).decode()
-        lines += ["mkdir -p /usr/local/pedl",
-                  f"echo {encoded} | base64 --decode > {STARTUP_SCRIPT_PATH}",
-                  f"chmod +x {STARTUP_SCRIPT_PATH}",
-                  STARTUP_SCRIPT_PATH]
-    curl = "curl -sSf --retry 10 --retry-connrefused --retry-delay 1"
-    lines += ["IMDS=http://169.254.169.254",
-              f'IMDS_TOKEN=$({curl} -X PUT "$IMDS/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
-              f'INSTANCE_ID=$({curl} -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/instance-id")']
-    if agent_token:
-        lines.append(f"export PEDL_AGENT_TOKEN={shlex.quote(agent_token)}")
-    argv = ["exec pedl agent run", "--master", shlex.quote(master_url), "--id", '"$INSTANCE_ID"',
-            "--resource-pool", shlex.quote(pool)]
-    if slots > 0:
-        argv += ["--slots", str(slots)]
-    if spot:
-        argv.append("--spot-watch")
-    lines.append(" ".join(argv))
-    return "\n".join(lines) + "\n"
-
-
-# -- region and client -------------------------------------------------------------------------
-
-def resolve_region(configured: str | None) -> str:
-    """The config's region; else the environment's (AWS_REGION, AWS_DEFAULT_REGION, as every AWS
-    SDK does); else the master's own, from instance metadata; else us-east-1, with a warning."""
-    if configured:
-        return configured
-    env = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if env:
-        return env
-    try:
-        region = imds_get("placement/region", timeout=1.0)
-        if region:
-            return region
-    except httpx.HTTPError:
-        pass
-    log.warning("aws provider: no region configured and none found in the environment or the instance "
-                "metadata; using %s", DEFAULT_REGION)
-    return DEFAULT_REGION
-
-
-_session: boto3.session.Session | None = None
-_session_lock = threading.Lock()
-
-
-def make_ec2_client(region: str, endpoint_url: str | None = None) -> Any:
-    """An EC2 client from one shared session: the session caches the service model (loading it
-    takes a third of a second) and the credentials; sessions are not thread-safe, clients are."""
-    global _session
-    with _session_lock:
-        if _session is None:
-            _session = boto3.session.Session()
-        return _session.client("ec2", region_name=region, endpoint_url=endpoint_url, config=BOTO_CONFIG)
 
 
 def _epoch(value: Any, default: float) -> float:
