@@ -30,6 +30,7 @@ from pedl.master.services.transitions import record_event, set_experiment_state,
 from pedl.master.services.trial_room import TRIALS_PER_PASS, RoomCalculator
 
 A, E, T = AllocationState, ExperimentState, TrialState
+STOPPING = (T.STOPPING_CANCELED, T.STOPPING_COMPLETED)
 
 
 def config_of(exp: models.Experiment) -> ExperimentConfig:
@@ -88,7 +89,9 @@ def apply_actions(fx: ClusterEffects, s: Session, exp: models.Experiment, action
     for request_id in actions.stop:
         trial = s.scalar(select(models.Trial).where(models.Trial.experiment_id == exp.id,
                                                      models.Trial.request_id == request_id))
-        if trial is not None and trial.state not in TERMINAL_TRIAL:
+        # a trial already being stopped (killed, or stopped before) goes on as it is: a kill is not
+        # turned into a completion, and its last reports may still reach the searcher
+        if trial is not None and trial.state not in TERMINAL_TRIAL and trial.state not in STOPPING:
             why = reasons.get(request_id)
             stop_trial(fx, s, exp, trial, f"stopped early by the searcher: {why}" if why
                        else "stopped early by the searcher")
