@@ -11,6 +11,8 @@ from sqlalchemy.orm import Session
 
 from pedl.clock import ManualClock
 from pedl.config.master_config import MasterConfig
+from pedl.master.cluster import agent_events, allocations, placement
+from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
 from pedl.master.lifecycle import AgentState
@@ -65,7 +67,7 @@ CONFIG = """\
 name: unit
 entrypoint: python3 train.py
 searcher: {name: %(searcher)s, metric: loss, max_length: 10%(extra)s}
-resources: {slots_per_trial: %(slots)d}
+resources: {slots_per_trial: %(slots)d%(resources)s}
 max_restarts: %(restarts)d
 """
 
@@ -75,10 +77,12 @@ def owner(s: Session) -> models.User:
     return s.scalar(select(models.User).where(models.User.username == "determined"))
 
 
-def experiment(fx: RecordingEffects, s: Session, *, slots: int = 1, restarts: int = 0, searcher: str = "single",
-               extra: str = "", activate: bool = True) -> models.Experiment:
-    """An experiment created the way the API creates one (its searcher makes its first trials)."""
-    text = CONFIG % {"searcher": searcher, "extra": extra, "slots": slots, "restarts": restarts}
+def experiment(fx: ClusterEffects, s: Session, *, slots: int = 1, restarts: int = 0, searcher: str = "single",
+               extra: str = "", resources: str = "", activate: bool = True) -> models.Experiment:
+    """An experiment created the way the API creates one (its searcher makes its first trials).
+    `extra` goes into the searcher's mapping and `resources` into resources', each as ", key: value"."""
+    text = CONFIG % {"searcher": searcher, "extra": extra, "slots": slots, "restarts": restarts,
+                     "resources": resources}
     return experiments_service.create(fx, s, owner(s), config_text=text, files=[], activate=activate)
 
 
@@ -98,3 +102,25 @@ def agent(s: Session, agent_id: str, *, slots: int = 1, pool: str = "default", n
     s.add(row)
     s.flush()
     return row
+
+
+def assign(fx: ClusterEffects, s: Session, alloc: models.Allocation, *agent_ids: str) -> None:
+    """Assign a pending allocation to agents (its slots split evenly, each agent's first free ones) as
+    a scheduling pass does, through placement.apply: ASSIGNED, a task token, StartTask to each agent."""
+    s.flush()  # apply reads the allocation with autoflush off
+    per_agent = alloc.slots_needed // len(agent_ids)
+    places = []
+    for agent_id in agent_ids:
+        used = {slot for held in allocations.held_on(s, agent_id) for p in held.assignment
+                if p["agent_id"] == agent_id for slot in p["slot_ids"]}
+        free = [sl["id"] for sl in s.get(models.Agent, agent_id).slots if sl["id"] not in used]
+        assert len(free) >= per_agent, f"agent {agent_id} has {len(free)} free slot(s), {per_agent} wanted"
+        places.append((agent_id, free[:per_agent]))
+    placement.apply(fx, s, AgentHub(), [(alloc.id, places)])  # no connections: StartTask is only recorded
+
+
+def run_on(fx: ClusterEffects, s: Session, alloc: models.Allocation, *agent_ids: str) -> None:
+    """Assign a pending allocation to agents and report its process started on each: RUNNING."""
+    assign(fx, s, alloc, *agent_ids)
+    for agent_id in agent_ids:
+        agent_events.task_started(fx, s, agent_id, alloc.id)

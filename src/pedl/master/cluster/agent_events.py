@@ -65,7 +65,7 @@ def reconcile(fx: ClusterEffects, s: Session, agent_id: str, running: set[str]) 
         elif alloc.kill_requested:
             fx.send(agent_id, proto.KillTask(allocation_id=alloc_id, grace_period=fx.config.task_kill_grace_period,
                                              reason="killed while the agent was away"))
-    for alloc in allocations.held_on(s, agent_id):
+    for alloc in allocations.held_on(s, agent_id, running_only=True):  # a rank that exited is not missed
         if alloc.id in running:
             continue
         if alloc.state == A.ASSIGNED:
@@ -96,7 +96,7 @@ def spot_interruption(fx: ClusterEffects, s: Session, agent_id: str, action: str
         instance.interrupted_at = now
     record_event(s, now, "agent", agent_id, f"spot interruption notice ({action} at {when or 'soon'})",
                  level="warning")
-    for alloc in allocations.held_on(s, agent_id):
+    for alloc in allocations.held_on(s, agent_id, running_only=True):
         allocations.preempt(fx, s, alloc, "spot interruption")
 
 
@@ -145,5 +145,5 @@ def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub) -> None:
             if now - since >= cfg.agent_reconnect_wait:
                 set_agent_state(s, now, agent, AgentState.GONE,
                                 f"did not reconnect within {cfg.agent_reconnect_wait:g}s", level="warning")
-                for alloc in allocations.held_on(s, agent.id):
+                for alloc in allocations.held_on(s, agent.id, running_only=True):  # ranks that ended lost nothing
                     progression.allocation_ended(fx, s, alloc, None, f"agent {agent.id} was lost")

@@ -39,10 +39,11 @@ def agents_of(alloc: models.Allocation, running_only: bool = False) -> list[str]
     return [p["agent_id"] for p in alloc.assignment or [] if not (running_only and p.get("exited"))]
 
 
-def held_on(s: Session, agent_id: str) -> list[models.Allocation]:
-    """Allocations that hold slots on an agent."""
+def held_on(s: Session, agent_id: str, running_only: bool = False) -> list[models.Allocation]:
+    """Allocations that hold slots on an agent (with `running_only`, those whose process there has
+    not exited: a distributed allocation's rank may end before the others)."""
     rows = s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD)))
-    return [a for a in rows if agent_id in agents_of(a)]
+    return [a for a in rows if agent_id in agents_of(a, running_only)]
 
 
 def live_allocation(s: Session, trial: models.Trial) -> models.Allocation | None:

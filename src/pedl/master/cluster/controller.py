@@ -51,7 +51,8 @@ class Controller:
         self._revoked: list[str] = []  # allocations whose task tokens die when this transaction commits
         # {experiment id: (live trials, capacity)} where a top-up created nothing (experiment_progression.top_up)
         self.saturated_experiments: dict[int, tuple[int, int]] = {}
-        self._preempt: set[str] = set()
+        self._preempt: set[str] = set()  # allocations whose preemption signal is up (as committed)
+        self._preempt_changes: list[tuple[str, bool]] = []  # (allocation, up) applied when this transaction commits
         self._wake: Callable[[], None] = lambda: None
         self._wake_provisioners: Callable[[], None] = lambda: None
 
@@ -82,10 +83,10 @@ class Controller:
         self._want_checkpoint_gc(experiment_id)
 
     def signal_preemption(self, allocation_id: str) -> None:
-        self._preempt.add(allocation_id)
+        self._preempt_changes.append((allocation_id, True))
 
     def allocation_closed(self, allocation_id: str) -> None:
-        self._preempt.discard(allocation_id)
+        self._preempt_changes.append((allocation_id, False))
         self.caller_cache.drop_allocation(allocation_id)  # its session token dies with it
         self._revoked.append(allocation_id)
 
@@ -108,14 +109,21 @@ class Controller:
             try:
                 with self.db.session() as s:
                     result = fn(s)
-            except BaseException:
+            except BaseException:  # the transaction rolled back: so do its effects
                 self._outbox.clear()
                 self._revoked.clear()
+                self._preempt_changes.clear()
                 raise
             self._flush()
         return result
 
     def _flush(self) -> None:
+        changes, self._preempt_changes = self._preempt_changes, []
+        for allocation_id, up in changes:  # the database now says the same (preempt_requested, TERMINATED)
+            if up:
+                self._preempt.add(allocation_id)
+            else:
+                self._preempt.discard(allocation_id)
         revoked, self._revoked = self._revoked, []
         for allocation_id in revoked:  # again after the commit: a lookup during it may have cached the token
             self.caller_cache.drop_allocation(allocation_id)

@@ -5,6 +5,7 @@ each agent after commit."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 
 from sqlalchemy import select
@@ -22,6 +23,8 @@ from pedl.master.lifecycle import HELD, AgentState, AllocationState
 from pedl.master.services.passwords import token_hash
 from pedl.master.services.task_specs import SpecRows, task_spec
 from pedl.master.services.transitions import set_allocation_state
+
+log = logging.getLogger(__name__)
 
 A = AllocationState
 
@@ -87,15 +90,22 @@ def apply(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement])
 
 def _assign(fx: ClusterEffects, s: Session, hub: AgentHub, alloc: models.Allocation,
             placements: list[tuple[str, list[str]]], rows: SpecRows) -> None:
+    port = None
+    if len(placements) > 1:
+        port = _rendezvous_port(fx, alloc, placements[0][0], rows)
+        if port is None:  # it stays PENDING; the rest of the batch goes on
+            return
     now = fx.now
     token = secrets.token_urlsafe(32)
     alloc.session_token_hash = token_hash(token)
-    alloc.assignment = [{"agent_id": a, "slot_ids": slots} for a, slots in placements]
+    alloc.assignment = [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
+                        for i, (a, slots) in enumerate(placements)]
     alloc.assigned_at = now
     where = ", ".join(f"{a}{slots}" for a, slots in placements)
     set_allocation_state(s, now, alloc, A.ASSIGNED, f"assigned to {where}")
     spec = task_spec(fx.cluster_id, alloc, token, rows)
-    ranks = _rendezvous(fx, alloc, placements, rows) if len(placements) > 1 else [{}]
+    ranks = [{}] if port is None else node_envs(
+        placements, address=rows.agent_addresses.get(placements[0][0], "127.0.0.1"), port=port)
     for (agent_id, slot_ids), rank_env in zip(placements, ranks, strict=True):
         conn = hub.get(agent_id)
         base = conn.master_url if conn else ""
@@ -115,17 +125,17 @@ def _load_rendezvous(s: Session, rows: SpecRows) -> None:
             rows.ports_in_use.setdefault(places[0]["agent_id"], set()).add(places[0]["port"])
 
 
-def _rendezvous(fx: ClusterEffects, alloc: models.Allocation, placements: list[tuple[str, list[str]]],
-                rows: SpecRows) -> list[dict[str, str]]:
-    """A rendezvous port on the chief agent, and each node's environment (see rendezvous.py)."""
-    chief = placements[0][0]
+def _rendezvous_port(fx: ClusterEffects, alloc: models.Allocation, chief: str, rows: SpecRows) -> int | None:
+    """A free rendezvous port on the chief agent (see rendezvous.py), taken for the rest of the batch;
+    None when the range is used up there (logged: the allocation waits for a port to be freed)."""
     taken = rows.ports_in_use.setdefault(chief, set())
     port = pick_port(fx.config.port_range(), taken, seed=alloc.id)
     if port is None:
-        raise RuntimeError(f"no free rendezvous port on agent {chief} in {fx.config.rendezvous_port_range}")
+        log.warning("allocation %s waits: no free rendezvous port on agent %s in %s", alloc.id, chief,
+                    fx.config.rendezvous_port_range)
+        return None
     taken.add(port)
-    alloc.assignment = [{**p, "port": port} if i == 0 else p for i, p in enumerate(alloc.assignment)]
-    return node_envs(placements, address=rows.agent_addresses.get(chief, "127.0.0.1"), port=port)
+    return port
 
 
 def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float]]:

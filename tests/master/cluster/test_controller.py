@@ -1,0 +1,304 @@
+"""The Controller, the lock-and-loop shell, built as the master builds it (master/wiring.py): messages
+and revocations leave only with a commit, start-up after a restart, the whole periodic pass with an
+agent connected through a real AgentHub, and the effects it implements."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import select
+
+from pedl.clock import ManualClock
+from pedl.common import agent_protocol as proto
+from pedl.config.master_config import MasterConfig
+from pedl.master.caller_cache import Caller
+from pedl.master.cluster import agent_events, allocations
+from pedl.master.cluster.agent_hub import AgentConnection
+from pedl.master.cluster.controller import Controller
+from pedl.master.cluster.effects import ClusterEffects
+from pedl.master.context import MasterContext
+from pedl.master.db import models
+from pedl.master.db.engine import Database
+from pedl.master.lifecycle import AgentState, AllocationState, ExperimentState, TrialState
+from pedl.master.wiring import attach_checkpoint_gc, build_context
+from tests.master.cluster.recording_effects import agent, allocations_of, experiment, owner, run_on, trials_of
+
+A, G = AllocationState, AgentState
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(1_000_000.0)
+
+
+@pytest.fixture
+def ctx(master_config: MasterConfig, database: Database, clock: ManualClock) -> MasterContext:
+    return build_context(master_config, database, clock, cluster_id="c1")
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    lp = asyncio.new_event_loop()
+    yield lp
+    lp.close()
+
+
+def attach(ctx: MasterContext, loop: asyncio.AbstractEventLoop, agent_id: str) -> AgentConnection:
+    conn = AgentConnection(agent_id=agent_id, master_url="http://m:8080", remote_host="10.0.0.5", loop=loop,
+                           last_heartbeat=ctx.clock.now())
+    ctx.hub.attach(conn)
+    return conn
+
+
+def connect(ctx: MasterContext, loop: asyncio.AbstractEventLoop, agent_id: str) -> AgentConnection:
+    """An agent connected as the agent WebSocket connects one: in the hub, then registered."""
+    conn = attach(ctx, loop, agent_id)
+    ctx.controller.agent_registered(proto.Register(agent_id=agent_id, hostname=agent_id, address="10.0.0.5",
+                                                   slots=[proto.SlotInfo(id="0", type="cuda")]), "10.0.0.5")
+    return conn
+
+
+def delivered(loop: asyncio.AbstractEventLoop, conn: AgentConnection) -> list:
+    """What the hub has handed the connection's writer so far (the loop runs once to deliver it)."""
+    loop.run_until_complete(asyncio.sleep(0))
+    out = []
+    while not conn.queue.empty():
+        out.append(conn.queue.get_nowait())
+    return out
+
+
+def submit(ctx: MasterContext) -> int:
+    ctl = ctx.controller
+    return ctl.run(lambda s: experiment(ctl, s).id)  # type: ignore[return-value]
+
+
+def task_caller(ctx: MasterContext, allocation_id: str) -> Caller:
+    with ctx.db.session() as s:
+        return Caller(owner(s), allocation_id=allocation_id)
+
+
+# -- run ---------------------------------------------------------------------------------------
+
+
+def test_run_delivers_messages_after_the_transaction(ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
+    conn = attach(ctx, loop, "a1")
+    ctl = ctx.controller
+    kill = proto.KillTask(allocation_id="1.1.1", reason="stop", grace_period=2.0)
+    during = []
+
+    def fn(s) -> str:
+        agent(s, "a1")
+        ctl.send("a1", kill)
+        ctl.send("a2", kill)  # not connected: dropped after the commit, not an error
+        during.extend(delivered(loop, conn))
+        return "result"
+
+    assert ctl.run(fn) == "result"
+    assert during == []
+    assert delivered(loop, conn) == [proto.dump(kill)]
+    with ctx.db.session() as s:
+        assert s.get(models.Agent, "a1").state == G.CONNECTED
+    ctl.run(lambda s: None)
+    assert delivered(loop, conn) == []  # delivered once
+
+
+def test_run_drops_messages_and_revocations_when_fn_raises(ctx: MasterContext,
+                                                           loop: asyncio.AbstractEventLoop) -> None:
+    conn = attach(ctx, loop, "a1")
+    ctl = ctx.controller
+
+    def fn(s) -> None:
+        agent(s, "a1")
+        ctl.send("a1", proto.KillTask(allocation_id="1.1.1"))
+        ctl.allocation_closed("1.1.1")
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        ctl.run(fn)
+    token_cached_since = task_caller(ctx, "1.1.1")
+    ctx.caller_cache.put("task-token", token_cached_since, ctx.clock.now())
+    ctl.run(lambda s: None)  # the next transaction carries nothing over from the failed one
+    assert delivered(loop, conn) == []
+    assert ctx.caller_cache.get("task-token", ctx.clock.now()) is token_cached_since
+    with ctx.db.session() as s:
+        assert s.get(models.Agent, "a1") is None
+
+
+def test_a_preemption_signal_raised_in_a_failed_transaction_is_dropped(ctx: MasterContext) -> None:
+    ctl = ctx.controller
+
+    def fn(s) -> None:
+        ctl.signal_preemption("1.1.1")
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError):
+        ctl.run(fn)
+    assert ctl.should_preempt("1.1.1") is False
+
+
+def test_allocation_closed_drops_its_cached_callers_and_its_preemption_signal(ctx: MasterContext) -> None:
+    ctl, cache, now = ctx.controller, ctx.caller_cache, ctx.clock.now()
+    cache.put("closing", task_caller(ctx, "1.1.1"), now)
+    cache.put("other", task_caller(ctx, "1.2.1"), now)
+    ctl.signal_preemption("1.1.1")
+    ctl.allocation_closed("1.1.1")
+    assert cache.get("closing", now) is None and cache.get("other", now) is not None
+    assert ctl.should_preempt("1.1.1") is False
+
+    other = task_caller(ctx, "1.2.1")
+
+    def fn(s) -> None:
+        ctl.allocation_closed("1.2.1")
+        cache.put("other", other, now)  # a lookup during the transaction cached it again
+
+    ctl.run(fn)
+    assert cache.get("other", now) is None  # dropped once more after the commit
+
+
+# -- startup -----------------------------------------------------------------------------------
+
+
+def test_startup_waits_for_agents_to_reconnect_and_reloads_preemptions(
+        ctx: MasterContext, master_config: MasterConfig, database: Database, clock: ManualClock) -> None:
+    ctl = ctx.controller
+    ids: dict[str, str] = {}
+
+    def before_the_restart(s) -> None:
+        agent(s, "a1", slots=3, now=clock.now())
+        agent(s, "a2", now=clock.now())
+        agent_events.disconnected(ctl, s, "a2", "connection closed")
+        preempted, running, ended = (allocations_of(s, trials_of(s, experiment(ctl, s))[0])[0] for _ in range(3))
+        for alloc in (preempted, running, ended):
+            run_on(ctl, s, alloc, "a1")
+        allocations.preempt(ctl, s, preempted, "a more urgent trial")
+        allocations.preempt(ctl, s, ended, "a more urgent trial")
+        allocations.terminate(ctl, s, ended, 0, "")
+        ids.update(preempted=preempted.id, running=running.id, ended=ended.id)
+
+    ctl.run(before_the_restart)
+    away_since = clock.now()
+    clock.advance(100)
+    restarted = build_context(master_config, database, clock, cluster_id="c1").controller
+    assert restarted.should_preempt(ids["preempted"]) is False
+    restarted.startup()
+    assert restarted.should_preempt(ids["preempted"]) is True
+    assert restarted.should_preempt(ids["running"]) is False and restarted.should_preempt(ids["ended"]) is False
+    with database.session() as s:
+        a1, a2 = s.get(models.Agent, "a1"), s.get(models.Agent, "a2")
+        assert (a1.state, a1.disconnected_at) == (G.DISCONNECTED, clock.now())
+        assert (a2.state, a2.disconnected_at) == (G.DISCONNECTED, away_since)
+        last = s.scalars(select(models.Event).where(models.Event.entity_id == "a1").order_by(models.Event.id)).all()[-1]
+        assert (last.to_state, last.message) == (G.DISCONNECTED, "master restarted; waiting for the agent to reconnect")
+        assert s.get(models.Allocation, ids["preempted"]).state == A.RUNNING  # kept while the agent may come back
+
+
+# -- the periodic pass -------------------------------------------------------------------------
+
+
+def test_tick_starts_a_pending_trial_on_an_agent_connected_through_the_hub(
+        ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
+    conn = connect(ctx, loop, "a1")
+    exp_id = submit(ctx)
+    assert delivered(loop, conn) == []
+    ctx.controller.tick()
+    (msg,) = delivered(loop, conn)
+    with ctx.db.session() as s:
+        (trial,) = trials_of(s, s.get(models.Experiment, exp_id))
+        (alloc,) = allocations_of(s, trial)
+    start = proto.MASTER_MESSAGE.validate_python(msg)
+    assert isinstance(start, proto.StartTask)
+    assert (start.allocation_id, start.slot_ids, start.env["DET_CLUSTER_ID"]) == (alloc.id, ["0"], "c1")
+    assert start.context_url == f"http://m:8080/api/v1/tasks/{alloc.task_id}/context_directory"
+    assert (alloc.state, alloc.assignment) == (A.ASSIGNED, [{"agent_id": "a1", "slot_ids": ["0"]}])
+    ctx.controller.tick()
+    assert delivered(loop, conn) == []  # placed once
+
+
+def test_tick_creates_trials_for_room_that_came_and_places_them(
+        master_config: MasterConfig, database: Database, clock: ManualClock, loop: asyncio.AbstractEventLoop) -> None:
+    limits = master_config.limits.model_copy(update={"min_live_trials_per_experiment": 1})
+    ctx = build_context(master_config.model_copy(update={"limits": limits}), database, clock, cluster_id="c1")
+    ctl = ctx.controller
+    exp_id = ctl.run(lambda s: experiment(ctl, s, searcher="random", extra=", max_trials: 2").id)
+    with ctx.db.session() as s:
+        assert len(trials_of(s, s.get(models.Experiment, exp_id))) == 1  # an empty pool has room for one
+    conns = [connect(ctx, loop, agent_id) for agent_id in ("a1", "a2")]
+    ctl.tick()
+    with ctx.db.session() as s:
+        trials = trials_of(s, s.get(models.Experiment, exp_id))
+        allocs = {a.id: a for t in trials for a in allocations_of(s, t)}
+    assert len(trials) == 2 and {a.state for a in allocs.values()} == {A.ASSIGNED}
+    started = {}
+    for conn in conns:
+        (msg,) = delivered(loop, conn)
+        started[msg["allocation_id"]] = conn.agent_id
+    assert started == {alloc_id: a.assignment[0]["agent_id"] for alloc_id, a in allocs.items()}
+    assert sorted(started.values()) == ["a1", "a2"]
+
+
+def test_agent_reports_wake_the_scheduler_and_the_provisioners(ctx: MasterContext,
+                                                               loop: asyncio.AbstractEventLoop) -> None:
+    ctl, wakes = ctx.controller, []
+    ctl.set_waker(lambda: wakes.append("scheduler"))
+    ctl.set_provisioner_waker(lambda: wakes.append("provisioners"))
+    connect(ctx, loop, "a1")
+    assert wakes == ["scheduler"]
+    submit(ctx)  # a new allocation wants placing
+    assert wakes == ["scheduler"] * 2
+    ctl.spot_interruption("a1", "terminate", "")
+    assert wakes[-1] == "provisioners"
+    ctl.task_exited("a1", "no.such.1", 0, "")
+    assert wakes[-1] == "scheduler" and len(wakes) == 4
+
+
+# -- the effects and the wiring ----------------------------------------------------------------
+
+
+def test_the_controller_implements_the_effects_protocol(ctx: MasterContext, clock: ManualClock) -> None:
+    members = {name: value for name, value in vars(ClusterEffects).items() if not name.startswith("_")}
+    assert set(members) == {"now", "config", "cluster_id", "send", "wake", "wake_provisioners",
+                            "want_checkpoint_gc", "signal_preemption", "allocation_closed"}
+    for name, declared in members.items():
+        implemented = inspect.getattr_static(Controller, name)
+        assert isinstance(implemented, property) == isinstance(declared, property), name
+        if not isinstance(declared, property):
+            assert list(inspect.signature(implemented).parameters) == list(inspect.signature(declared).parameters)
+    effects: ClusterEffects = ctx.controller
+    clock.advance(42)
+    assert (effects.now, effects.config, effects.cluster_id) == (clock.now(), ctx.config, "c1")
+
+
+def test_build_context_shares_one_hub_clock_and_caller_cache(master_config: MasterConfig, database: Database,
+                                                             clock: ManualClock) -> None:
+    ctx = build_context(master_config, database, clock, master_id="m1", agent_token="secret")
+    ctl = ctx.controller
+    assert ctl.hub is ctx.hub and ctl.caller_cache is ctx.caller_cache
+    assert ctl.clock is ctx.clock is clock and ctl.db is ctx.db is database and ctl.config is ctx.config
+    assert (ctx.master_id, ctx.agent_token, ctx.provisioners) == ("m1", "secret", {})
+    assert ctx.cluster_id and ctl.cluster_id == ctx.cluster_id  # made on the first start
+    again = build_context(master_config, database, clock)
+    assert again.cluster_id == ctx.cluster_id and again.hub is not ctx.hub  # kept in the database
+
+
+def test_checkpoint_gc_requests_reach_the_attached_collector(ctx: MasterContext, clock: ManualClock,
+                                                            loop: asyncio.AbstractEventLoop) -> None:
+    ctl = ctx.controller
+    ctl.want_checkpoint_gc(99)  # nothing attached yet: dropped
+    gc = attach_checkpoint_gc(ctx)
+    assert gc.pending() == {}
+    connect(ctx, loop, "a1")
+    exp_id = submit(ctx)
+    ctl.tick()
+    with ctx.db.session() as s:
+        (trial,) = trials_of(s, s.get(models.Experiment, exp_id))
+        (alloc,) = allocations_of(s, trial)
+    clock.advance(30)
+    ctl.task_started("a1", alloc.id)
+    ctl.task_exited("a1", alloc.id, 0, "")  # the trial completes, and with it the experiment
+    assert gc.pending() == {exp_id: clock.now()}
+    with ctx.db.session() as s:
+        assert s.get(models.Experiment, exp_id).state == ExperimentState.COMPLETED
+        assert s.get(models.Trial, trial.id).state == TrialState.COMPLETED
