@@ -124,7 +124,7 @@ def create(
     answer = upload(client, body)
     experiment_id = (answer.get("experiment") or {}).get("id")
     say(f"Created experiment {experiment_id}")
-    for warning in answer.get("warnings") or []:
+    for warning in answer.get("warningMessages") or answer.get("warnings") or []:
         warn(str(warning))
     if follow and experiment_id is not None:
         final = follow_experiment(client, int(experiment_id))

@@ -41,11 +41,14 @@ class CreateExperimentBody(Body):
 @accepts(CreateExperimentBody)
 def create(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
     req = parse(CreateExperimentBody, body)
-    shown, config = experiments_service.submit(
+    shown, config, warnings = experiments_service.submit(
         ctx_of(request), who, config_text=req.config, files=req.modelDefinition,
         activate=req.activate is not False, validate_only=bool(req.validateOnly), parent_id=req.parentId,
         project_id=req.projectId)
-    return {"experiment": shapes.experiment(*shown) if shown else None, "config": config}
+    # det prints its own text for the enum; pedl's CLI prints warningMessages, which say what and where
+    return {"experiment": shapes.experiment(*shown) if shown else None, "config": config,
+            "warnings": ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"] if warnings else [],
+            "warningMessages": warnings}
 
 
 @router.get("")
@@ -81,8 +84,9 @@ def act(experiment_id: IdPath, action: str, request: Request, who: Caller = Depe
 @router.get("/{experiment_id}/trials")
 def trials(experiment_id: IdPath, request: Request, _: Caller = Depends(caller),
            offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
-    rows, total = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
-    return {"trials": [shapes.trial(t) for t in rows], "pagination": pagination(offset, limit, total, len(rows))}
+    rows, total, waits = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
+    return {"trials": [shapes.trial(t, wait_reason=waits.get(t.id)) for t in rows],
+            "pagination": pagination(offset, limit, total, len(rows))}
 
 
 @router.get("/{experiment_id}/checkpoints")

@@ -44,7 +44,7 @@ def metrics_workload(m: models.Metric) -> dict[str, Any]:
 
 def trial(t: models.Trial, best_validation: models.Metric | None = None,
           latest_validation: models.Metric | None = None, checkpoint_count: int = 0,
-          best_checkpoint: models.Checkpoint | None = None) -> dict[str, Any]:
+          best_checkpoint: models.Checkpoint | None = None, wait_reason: str | None = None) -> dict[str, Any]:
     out = {
         "id": t.id, "experimentId": t.experiment_id, "hparams": t.hparams, "restarts": t.restarts,
         "startTime": ts(t.start_time), "endTime": ts(t.end_time), "state": t.state,
@@ -60,6 +60,8 @@ def trial(t: models.Trial, best_validation: models.Metric | None = None,
         out["latestValidation"] = metrics_workload(latest_validation)
     if best_checkpoint is not None:
         out["bestCheckpoint"] = checkpoint_workload(best_checkpoint)
+    if wait_reason:
+        out["waitReason"] = wait_reason  # pedl's own: why its queued allocation waits
     return out
 
 
@@ -138,7 +140,8 @@ def allocation_summary(al: models.Allocation, agents_by_id: dict[str, models.Age
     return {"taskId": al.task_id, "allocationId": al.id, "name": al.name, "slotsNeeded": al.slots_needed,
             "registeredTime": ts(al.queued_at), "resources": resources, "resourcePool": al.resource_pool,
             "priority": al.priority, "schedulerType": "priority", "proxyPorts": [],
-            "state": "STATE_QUEUED" if al.state == AllocationState.PENDING else al.state}
+            "state": "STATE_QUEUED" if al.state == AllocationState.PENDING else al.state,
+            "waitReason": al.wait_reason if al.state == AllocationState.PENDING else None}
 
 
 def event(ev: models.Event) -> dict[str, Any]:

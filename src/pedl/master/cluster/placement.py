@@ -8,25 +8,30 @@ from __future__ import annotations
 import logging
 import secrets
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from pedl.common import agent_protocol as proto
-from pedl.master.cluster import allocations
+from pedl.master.cluster import allocations, wait_reasons
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.cluster.rendezvous import node_envs, pick_port
 from pedl.master.cluster.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
 from pedl.master.cluster.scheduler import plan as schedule_plan
+from pedl.master.cluster.wait_reasons import PoolView, WaitKind
 from pedl.master.db import models
-from pedl.master.lifecycle import HELD, AgentState, AllocationState
+from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
 from pedl.master.services.passwords import token_hash
 from pedl.master.services.task_specs import SpecRows, task_spec
-from pedl.master.services.transitions import set_allocation_state
+from pedl.master.services.transitions import record_event, set_allocation_state
 
 log = logging.getLogger(__name__)
 
 A = AllocationState
+
+WAIT_REASON_REFRESH = 30.0  # seconds between rewrites of a wait reason whose kind did not change
+# reasons a user may have to act on (a larger agent, max_instances): warning events
+ATTENTION = frozenset({WaitKind.NO_AGENTS, WaitKind.TOO_LARGE, WaitKind.AT_MAX})
 
 # a planned placement: (allocation id, [(agent id, slot ids), ...])
 Placement = tuple[str, list[tuple[str, list[str]]]]
@@ -46,6 +51,7 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
         for place in alloc.assignment or []:
             used.setdefault(place["agent_id"], set()).update(place["slot_ids"])
     groups = _experiment_groups(s, [a.trial_id for a in (*pending, *held) if a.trial_id])
+    instances = _instance_counts(s) if any(p.provider for p in fx.config.resource_pools) else {}
     out: list[Placement] = []
     for pool in fx.config.resource_pools:
         pool_agents = [
@@ -69,9 +75,49 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
             victim = s.get(models.Allocation, victim_id)
             if victim is not None:
                 allocations.preempt(fx, s, victim, "preempted for a more urgent trial")
-        if len(result.assignments) < len(requests) and pool.provider is not None:
-            fx.wake_provisioners()
+        if len(result.assignments) < len(requests):
+            if pool.provider is not None:
+                fx.wake_provisioners()
+            view = PoolView(pool.pool_name, [len(a.slot_ids) for a in pool_agents],
+                            sum(len(a.free_slot_ids) for a in pool_agents), dynamic=pool.provider is not None,
+                            max_instances=pool.provider.max_instances if pool.provider else 0,
+                            **instances.get(pool.pool_name, {}))
+            placed = {a.allocation_id for a in result.assignments}
+            _record_wait_reasons(fx, s, [a for a in pending if a.resource_pool == pool.pool_name
+                                         and a.id not in placed], view)
     return out
+
+
+def _instance_counts(s: Session) -> dict[str, dict[str, int]]:
+    """pool -> live_instances and booting_instances, for the wait reasons of dynamic pools."""
+    out: dict[str, dict[str, int]] = {}
+    for pool, state, n in s.execute(select(models.Instance.resource_pool, models.Instance.state, func.count())
+                                    .where(models.Instance.state.in_(LIVE_INSTANCE))
+                                    .group_by(models.Instance.resource_pool, models.Instance.state)):
+        counts = out.setdefault(pool, {"live_instances": 0, "booting_instances": 0})
+        counts["live_instances"] += n
+        if state in (InstanceState.REQUESTED, InstanceState.STARTING):
+            counts["booting_instances"] += n
+    return out
+
+
+def _record_wait_reasons(fx: ClusterEffects, s: Session, waiting: list[models.Allocation], pool: PoolView) -> None:
+    """Store why each unplaced allocation waits. A new kind of reason is also a trial event (so
+    `--follow` and the experiment's events show it); the text alone (a count in it) is refreshed at
+    most every WAIT_REASON_REFRESH seconds, so a long queue is not rewritten on every pass."""
+    now = fx.now
+    more_urgent = 0
+    by_priority = sorted(waiting, key=lambda a: (a.priority, a.queued_at, a.id))
+    for i, alloc in enumerate(by_priority):
+        if i and alloc.priority != by_priority[i - 1].priority:
+            more_urgent = i
+        why = wait_reasons.reason(alloc.slots_needed, pool, more_urgent)
+        kind_changed = alloc.wait_kind != why.kind
+        if kind_changed or (alloc.wait_reason != why.text and now - (alloc.wait_since or 0.0) >= WAIT_REASON_REFRESH):
+            alloc.wait_kind, alloc.wait_reason, alloc.wait_since = why.kind, why.text, now
+        if kind_changed and alloc.trial_id is not None:
+            record_event(s, now, "trial", alloc.trial_id, f"waiting: {why.text}",
+                         level="warning" if why.kind in ATTENTION else "info")
 
 
 def apply(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement]) -> None:
@@ -101,6 +147,7 @@ def _assign(fx: ClusterEffects, s: Session, hub: AgentHub, alloc: models.Allocat
     alloc.assignment = [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
                         for i, (a, slots) in enumerate(placements)]
     alloc.assigned_at = now
+    alloc.wait_kind, alloc.wait_reason = None, None
     where = ", ".join(f"{a}{slots}" for a, slots in placements)
     set_allocation_state(s, now, alloc, A.ASSIGNED, f"assigned to {where}")
     spec = task_spec(fx.cluster_id, alloc, token, rows)

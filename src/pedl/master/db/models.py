@@ -155,6 +155,10 @@ class Allocation(Base):
     exit_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     kill_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # why a PENDING allocation waits (cluster/wait_reasons.py), as the last scheduling pass saw it
+    wait_kind: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    wait_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    wait_since: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Agent(Base):

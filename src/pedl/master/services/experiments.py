@@ -14,12 +14,14 @@ from pedl.config.master_config import MasterConfig
 from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.cluster.effects import ClusterEffects
+from pedl.master.cluster.wait_reasons import static_pool_warning
 from pedl.master.db import models
-from pedl.master.lifecycle import ExperimentState
+from pedl.master.lifecycle import AgentState, ExperimentState, TrialState
 from pedl.master.searcher.limits import check_trial_count
 from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import experiment_progression as progression
 from pedl.master.services import model_definitions, storage_roots
+from pedl.master.services import trials as trials_service
 from pedl.master.services.authz import require_owner, require_user
 from pedl.master.services.transitions import record_event
 
@@ -75,8 +77,30 @@ def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: s
     s.add(models.ModelDefinition(experiment_id=exp.id, archive=tgz, size_bytes=size, file_count=count))
     record_event(s, now, "experiment", exp.id, f"created by {owner.username} ({count} files, {size} bytes)",
                  to_state=exp.state)
+    warning = fit_warning(fx, s, exp)
+    if warning:
+        record_event(s, now, "experiment", exp.id, warning, level="warning")
     progression.start_searcher(fx, s, exp)
     return exp
+
+
+def fit_warning(fx: ClusterEffects, s: Session, exp: models.Experiment) -> str | None:
+    """On a pool without a provider, a warning when no agent of the pool (connected or coming back)
+    could ever hold a trial; a dynamic pool launches what fits, or fails the trial at once."""
+    pool = fx.config.pool(exp.resource_pool)
+    if pool is None or pool.provider is not None:
+        return None
+    sizes = [len(a.slots) for a in s.scalars(select(models.Agent).where(
+        models.Agent.resource_pool == exp.resource_pool, models.Agent.state != AgentState.GONE,
+        models.Agent.enabled.is_(True)))]
+    return static_pool_warning(int(exp.config["resources"]["slots_per_trial"]), exp.resource_pool, sizes)
+
+
+def warnings_of(s: Session, exp: models.Experiment) -> list[str]:
+    """The warnings recorded for an experiment at create."""
+    return list(s.scalars(select(models.Event.message).where(
+        models.Event.entity_type == "experiment", models.Event.entity_id == str(exp.id),
+        models.Event.level == "warning").order_by(models.Event.id).limit(10)))
 
 
 def get(s: Session, experiment_id: int) -> models.Experiment:
@@ -155,17 +179,17 @@ def _shown(s: Session, exp: models.Experiment, counts: dict[int, int] | None = N
 
 
 def submit(ctx: MasterContext, who: Caller, *, config_text: str, files: Any, activate: bool, validate_only: bool,
-           parent_id: int | None, project_id: int | None) -> tuple[Shown | None, dict[str, Any]]:
-    """Create an experiment for the caller and wake the loop; returns it (None when only validating)
-    and its effective config."""
+           parent_id: int | None, project_id: int | None) -> tuple[Shown | None, dict[str, Any], list[str]]:
+    """Create an experiment for the caller and wake the loop; returns it (None when only validating),
+    its effective config and the warnings for the user (a trial no agent of a static pool can hold)."""
     owner = require_user(who, "create experiments")
 
-    def work(s: Session) -> tuple[Shown | None, dict[str, Any]]:
+    def work(s: Session) -> tuple[Shown | None, dict[str, Any], list[str]]:
         result = create(ctx.controller, s, owner, config_text=config_text, files=files, activate=activate,
                         validate_only=validate_only, parent_id=parent_id, project_id=project_id)
         if isinstance(result, dict):  # validate only
-            return None, result
-        return _shown(s, result), result.config
+            return None, result, []
+        return _shown(s, result), result.config, warnings_of(s, result)
 
     out = ctx.controller.run(work)
     ctx.controller.wake()
@@ -186,14 +210,15 @@ def describe(ctx: MasterContext, experiment_id: int) -> Shown:
         return _shown(s, get(s, experiment_id))
 
 
-def trials_page(ctx: MasterContext, experiment_id: int, offset: int, limit: int) -> tuple[list[models.Trial], int]:
-    """One page of the experiment's trials in id order, and how many it has."""
+def trials_page(ctx: MasterContext, experiment_id: int, offset: int,
+                limit: int) -> tuple[list[models.Trial], int, dict[int, str]]:
+    """One page of the experiment's trials in id order, how many it has, and why its queued ones wait."""
     with ctx.db.session() as s:
         get(s, experiment_id)
         q = select(models.Trial).where(models.Trial.experiment_id == experiment_id)
         total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
         rows = list(s.scalars(q.order_by(models.Trial.id).offset(offset).limit(limit or None)))
-        return rows, total
+        return rows, total, trials_service.wait_reasons(s, [t.id for t in rows if t.state == TrialState.QUEUED])
 
 
 def checkpoints(ctx: MasterContext, experiment_id: int, *, limit: int, by_searcher_metric: bool,

@@ -88,13 +88,24 @@ def kill_by(ctx: MasterContext, who: Caller, trial_id: int) -> None:
 # What the routers call: each opens its own session.
 
 def describe(ctx: MasterContext, trial_id: int) -> tuple[models.Trial, models.Metric | None, models.Metric | None,
-                                                          int, models.Checkpoint | None]:
+                                                          int, models.Checkpoint | None, str | None]:
     """The arguments of api/shapes.trial: the trial, its best and latest validations, how many
-    checkpoints it has and its best one."""
+    checkpoints it has, its best one and why it waits (when queued)."""
     with ctx.db.session() as s:
         t = get(s, trial_id)
         best, latest = best_and_latest_validation(s, t)
-        return t, best, latest, checkpoint_count(s, t.id), best_checkpoint(s, t, best)
+        return (t, best, latest, checkpoint_count(s, t.id), best_checkpoint(s, t, best),
+                wait_reasons(s, [t.id]).get(t.id))
+
+
+def wait_reasons(s: Session, trial_ids: list[int]) -> dict[int, str]:
+    """trial id -> why its queued allocation waits, for the trials that have one."""
+    if not trial_ids:
+        return {}
+    rows = s.execute(select(models.Allocation.trial_id, models.Allocation.wait_reason).where(
+        models.Allocation.trial_id.in_(trial_ids), models.Allocation.state == AllocationState.PENDING,
+        models.Allocation.wait_reason.is_not(None)))
+    return {tid: why for tid, why in rows}
 
 
 Workload = tuple[str, "models.Metric | models.Checkpoint"]  # ("training" | "validation" | "checkpoint", row)

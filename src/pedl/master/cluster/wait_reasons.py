@@ -1,0 +1,102 @@
+"""Why a queued allocation waits, in words a user can act on. Pure: the scheduling pass gives it the
+pool as it saw it; the reason is stored on the allocation and shown wherever the allocation is.
+
+The reasons, first that applies:
+- a static pool with no usable agent, or none (alone or as whole agents together) large enough;
+- behind N allocations of higher priority in the queue (when the pool's agents could hold it);
+- a dynamic pool: instances booting, the pool at max_instances, or an instance about to be launched;
+- waiting for slots to be freed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class WaitKind(StrEnum):
+    NO_AGENTS = "no_agents"
+    TOO_LARGE = "too_large"
+    BOOTING = "booting"
+    AT_MAX = "at_max"
+    LAUNCHING = "launching"
+    BEHIND = "behind"
+    NO_FREE_SLOTS = "no_free_slots"
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """The pool as the scheduling pass saw it."""
+
+    name: str
+    agent_slots: Sequence[int]  # total slots of each usable agent (connected, enabled, not draining)
+    free_slots: int  # free slots over those agents
+    dynamic: bool = False
+    max_instances: int = 0
+    live_instances: int = 0  # requested, starting or running
+    booting_instances: int = 0  # requested or starting
+
+
+@dataclass(frozen=True)
+class WaitReason:
+    kind: WaitKind
+    text: str
+
+
+def can_ever_fit(need: int, agent_slots: Sequence[int]) -> bool:
+    """Whether `need` slots fit on these agents when all are free: on one agent, or on whole agents
+    whose sizes add up to exactly `need` (how the scheduler places a distributed task)."""
+    if need <= 0:
+        return bool(agent_slots)
+    if any(size >= need for size in agent_slots):
+        return True
+    reachable = 1  # bit i: i slots are the sum of some whole agents
+    for size in agent_slots:
+        if size > 0:
+            reachable |= reachable << size
+            reachable &= (1 << (need + 1)) - 1
+    return bool(reachable >> need & 1)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def reason(need: int, pool: PoolView, ahead_more_urgent: int) -> WaitReason:
+    """Why an allocation of `need` slots in `pool` was not placed in this pass; `ahead_more_urgent`
+    counts the unplaced allocations of the pool with a more urgent priority."""
+    fits = can_ever_fit(need, pool.agent_slots)
+    if not pool.dynamic:
+        if not pool.agent_slots:
+            return WaitReason(WaitKind.NO_AGENTS, f"no agent is connected in pool {pool.name}")
+        if not fits:
+            return WaitReason(WaitKind.TOO_LARGE,
+                              f"no agent in pool {pool.name} is large enough: it needs {_plural(need, 'slot')}, "
+                              f"the largest agent has {max(pool.agent_slots)} and whole agents cannot add up "
+                              f"to {need}")
+    if ahead_more_urgent and fits:
+        return WaitReason(WaitKind.BEHIND,
+                          f"behind {_plural(ahead_more_urgent, 'trial')} of higher priority in pool {pool.name}")
+    if pool.dynamic:
+        if pool.booting_instances:
+            return WaitReason(WaitKind.BOOTING,
+                              f"waiting for {_plural(pool.booting_instances, 'instance')} to boot in pool {pool.name}")
+        if pool.max_instances and pool.live_instances >= pool.max_instances:
+            return WaitReason(WaitKind.AT_MAX, f"pool {pool.name} is at max_instances ({pool.max_instances}); "
+                                               f"waiting for {_plural(need, 'slot')} to be freed")
+        return WaitReason(WaitKind.LAUNCHING, f"waiting for an instance to be launched in pool {pool.name}")
+    return WaitReason(WaitKind.NO_FREE_SLOTS,
+                      f"waiting for {_plural(need, 'free slot')} in pool {pool.name} "
+                      f"({pool.free_slots} of {sum(pool.agent_slots)} free)")
+
+
+def static_pool_warning(need: int, pool_name: str, agent_slots: Sequence[int]) -> str | None:
+    """At create, on a pool without a provider: a warning when no agent registered in the pool could
+    ever hold the trial (None when one could)."""
+    if not agent_slots:
+        return (f"pool {pool_name} has no agents yet: the trials wait until an agent with "
+                f"{_plural(need, 'slot')} registers")
+    if can_ever_fit(need, agent_slots):
+        return None
+    return (f"no agent in pool {pool_name} can hold a trial of {_plural(need, 'slot')} "
+            f"(the largest has {max(agent_slots)}); the trials wait until a larger agent registers")
