@@ -1,11 +1,18 @@
 """The replay, on traces small enough to check by hand: instance-hours, idle time, queueing, gangs,
-jobs that never fit, the 5 s tick of the Determined-style policy, and spot capacity and interruptions."""
+jobs that never fit, the 5 s tick of the Determined-style policy, and spot capacity and interruptions;
+and its cached snapshot checked against the provisioner's full one at every decision."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from pedl.sim import CloudSettings
+from pedl.master.provisioner.snapshot import InstanceFacts, snapshot
+from pedl.sim import CloudSettings, SimPool
+from pedl.sim.cloud import SimInstance
+from pedl.sim.pool import offers_for
+from pedl.sim.replay import Replay
 from tests.sim.scenarios import HOUR, fixed, job, replay
 
 
@@ -166,3 +173,42 @@ def test_the_same_seed_gives_the_same_replay() -> None:
     assert a == b
     c = replay(jobs, spot=True, settings=CloudSettings(seed=8, interruption_rate=0.5)).to_dict()
     assert c["instance_hours"] != a["instance_hours"]
+
+
+def fresh_facts(inst: SimInstance) -> InstanceFacts:
+    """The instance's facts built now, past its cache (left as it was), so a stale cache shows."""
+    cached, inst._facts = inst._facts, None
+    try:
+        return inst.facts()
+    finally:
+        inst._facts = cached
+
+
+class CheckedReplay(Replay):
+    """Takes the provisioner's full snapshot of every instance beside the replay's cached one, and
+    fails on any difference: views, waiting tasks or the idle_since it keeps."""
+
+    snapshots = 0
+
+    def _snapshot(self, now: float):  # noqa: ANN202
+        idle_since = dict(self.idle_since)
+        held = {job_id: task for inst in self.instances.values() for job_id, task in inst.jobs.items()}
+        full = snapshot(now, [fresh_facts(i) for i in self.instances.values()], list(held.values()),
+                        [job.task for job in self.pending.values()], idle_since)
+        cached = super()._snapshot(now)
+        assert cached == full and self.idle_since == idle_since
+        self.snapshots += 1
+        return cached
+
+
+@pytest.mark.parametrize("policy", ["pedl", "determined"])
+def test_the_cached_snapshot_is_the_provisioners_full_snapshot(policy) -> None:
+    rng = random.Random(5)
+    jobs = [job(f"j{k}", k * rng.uniform(0, 900), rng.uniform(0.05, 2.0), gpus=rng.choice([0, 1, 1, 2, 4, 8]))
+            for k in range(150)]
+    pool = SimPool(offers=offers_for(["g5.12xlarge"]), max_instances=8, max_idle=300.0, spot=True)
+    settings = CloudSettings(seed=2, interruption_rate=0.5, spot_capacity_failure=0.2, spot_capacity_wait=300.0)
+    r = CheckedReplay(jobs, pool, settings, policy, 1.0)
+    result = r.run()
+    assert result.jobs_finished == 150 and result.interruptions > 0 and result.jobs_requeued > 0
+    assert r.snapshots == result.decisions

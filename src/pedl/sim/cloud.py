@@ -8,7 +8,9 @@ import random
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pedl.master.lifecycle import InstanceState as Lifecycle
 from pedl.master.provisioner.scaling_decider import InstanceView, TypeOffer
+from pedl.master.provisioner.snapshot import HeldTask, InstanceFacts
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,9 @@ class CloudSettings:
 
 
 class InstanceState(StrEnum):
+    """What happens to a simulated instance, not the master's InstanceState: a spot notice is a state
+    here (the master records it as interrupted_at), and termination is instant (no TERMINATING)."""
+
     REQUESTED = "requested"  # an open spot request, not fulfilled yet (not billed)
     STARTING = "starting"  # launched, booting (billed)
     RUNNING = "running"  # its agent is registered and takes work
@@ -46,9 +51,11 @@ TRANSITIONS: dict[InstanceState, frozenset[InstanceState]] = {
     InstanceState.TERMINATED: frozenset(),
 }
 
-_VIEW_STATE = {InstanceState.REQUESTED: "requested", InstanceState.STARTING: "starting",
-               InstanceState.RUNNING: "running", InstanceState.INTERRUPTED: "running",
-               InstanceState.TERMINATED: "terminating"}
+# the master's record of each: an interrupted instance is RUNNING with interrupted_at set; a terminated
+# one has left the replay's instances, so TERMINATING is only there to make the table total
+_LIFECYCLE = {InstanceState.REQUESTED: Lifecycle.REQUESTED, InstanceState.STARTING: Lifecycle.STARTING,
+              InstanceState.RUNNING: Lifecycle.RUNNING, InstanceState.INTERRUPTED: Lifecycle.RUNNING,
+              InstanceState.TERMINATED: Lifecycle.TERMINATING}
 
 
 class IllegalTransition(RuntimeError):
@@ -70,35 +77,33 @@ class SimInstance:
     interrupt_at: float | None = None  # when the spot notice will come, drawn at launch
     slot_ids: tuple[str, ...] = ()
     free: list[str] = field(default_factory=list)
-    jobs: set[str] = field(default_factory=set)
-    idle_since: float | None = None
+    jobs: dict[str, HeldTask] = field(default_factory=dict)  # job id -> the allocation the master would hold
     busy_since: float | None = None
     busy_seconds: float = 0.0
     history: list[tuple[float, InstanceState, str]] = field(default_factory=list)
-    _view: InstanceView | None = None
+    view: InstanceView | None = None  # from the last snapshot; None after a change
+    _facts: InstanceFacts | None = None
 
     def set_state(self, now: float, state: InstanceState, reason: str = "") -> None:
         if state not in TRANSITIONS[self.state]:
             raise IllegalTransition(f"{self.id}: {self.state} -> {state} is not allowed ({reason})")
         self.state = state
         self.history.append((now, state, reason))
-        self._view = None
+        self._facts = self.view = None
 
     def changed(self) -> None:
-        self._view = None
+        """A job started or ended on it: the next snapshot looks at it again."""
+        self.view = None
 
-    def view(self) -> InstanceView:
-        """The decider's snapshot of this instance, rebuilt only after a change."""
-        if self._view is None:
-            running = self.state in (InstanceState.RUNNING, InstanceState.INTERRUPTED)
-            self._view = InstanceView(
-                self.id, self.instance_type, _VIEW_STATE[self.state],  # type: ignore[arg-type]
+    def facts(self) -> InstanceFacts:
+        """What the provisioner's records would hold about this instance (its agent is always
+        connected here), rebuilt only after a change of state; its jobs are the replay's held tasks."""
+        if self._facts is None:
+            self._facts = InstanceFacts(
+                self.id, self.instance_type, _LIFECYCLE[self.state],
                 launched_at=self.launched_at if self.launched_at is not None else self.requested_at,
-                slots=self.slots, spot=self.spot,
-                free_slots=len(self.free) if running else 0, busy=running and bool(self.jobs),
-                idle_since=self.idle_since if running and not self.jobs else None,
-                interrupted=self.state == InstanceState.INTERRUPTED)
-        return self._view
+                slots=self.slots, spot=self.spot, interrupted=self.state == InstanceState.INTERRUPTED)
+        return self._facts
 
     def billed_seconds(self, end: float) -> float:
         if self.launched_at is None:

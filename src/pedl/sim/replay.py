@@ -1,5 +1,6 @@
 """The discrete-event replay: trace jobs arrive, the production scheduler places them and the
-production scaling decider launches and terminates simulated instances, all on virtual time.
+production scaling decider, fed by the provisioner's own snapshot code, launches and terminates
+simulated instances, all on virtual time.
 
 Time only jumps from event to event (arrival, spot fulfilment, boot, finish, interruption, reclaim,
 decider wake-up), so 149 days of trace cost what their events cost, not 149 days of 5 s ticks.
@@ -15,7 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
-from pedl.master.provisioner.scaling_decider import PendingTask, Policy, decide
+from pedl.master.provisioner.scaling_decider import InstanceView, PendingTask, Policy, decide
+from pedl.master.provisioner.snapshot import HeldTask, snapshot
 from pedl.sim.cloud import CloudSettings, InstanceState, SimInstance, SimulatedCloud, saved_progress
 from pedl.sim.pool import DETERMINED_TICK, SimPool
 from pedl.sim.results import PolicyResult, percentile
@@ -85,6 +87,7 @@ class Replay:
         self.gone: list[SimInstance] = []
         self._all_jobs: dict[str, SimJob] = {}
         self.pending: dict[str, SimJob] = {}  # in queue order
+        self.idle_since: dict[str, float] = {}  # kept by snapshot(), as the provisioner's is
         self._zero_pending = 0
         self._dirty = False  # pending work or free capacity changed since the last scheduling pass
         self._wakes: set[float] = set()
@@ -170,7 +173,7 @@ class Replay:
         if inst.state != InstanceState.STARTING:
             return  # terminated or reclaimed while booting
         inst.set_state(now, InstanceState.RUNNING, "agent registered")
-        inst.ready_at = inst.idle_since = now
+        inst.ready_at = now
         self.running[inst.id] = inst
         self._dirty = True
 
@@ -236,14 +239,17 @@ class Replay:
         if job.started_at is None:
             job.started_at = now
             self.queue_delays.append(now - job.trace.arrival)
+        assert job.task is not None
+        held = HeldTask(job.id, job.task.slots_needed, job.task.queued_at,
+                        tuple([(agent_id, len(slot_ids)) for agent_id, slot_ids in placements]))
         for agent_id, slot_ids in placements:
             inst = self.running[agent_id]
             if slot_ids:
                 taken = set(slot_ids)
                 inst.free = [s for s in inst.free if s not in taken]
             if not inst.jobs:
-                inst.busy_since, inst.idle_since = now, None
-            inst.jobs.add(job.id)
+                inst.busy_since = now
+            inst.jobs[job.id] = held
             inst.changed()
             job.placements.append((inst, list(slot_ids)))
         self._push(now + job.trace.run_time - job.progress, FINISH, (job, job.run_seq))
@@ -252,10 +258,10 @@ class Replay:
         self.used_gpu_seconds += job.trace.slots * (now - job.run_started)
         for inst, slot_ids in job.placements:
             inst.free.extend(slot_ids)
-            inst.jobs.discard(job.id)
+            del inst.jobs[job.id]
             if not inst.jobs and inst.busy_since is not None:
                 inst.busy_seconds += now - inst.busy_since
-                inst.busy_since, inst.idle_since = None, now
+                inst.busy_since = None
             inst.changed()
         job.placements = []
         self._dirty = True
@@ -308,6 +314,7 @@ class Replay:
         inst.terminated_at = now
         del self.instances[inst.id]
         self.running.pop(inst.id, None)
+        self.idle_since.pop(inst.id, None)
         self.gone.append(inst)
 
     # -- deciding ------------------------------------------------------------------------------------
@@ -323,9 +330,8 @@ class Replay:
         self.decisions += 1
         for pair in [p for p, until in self._blocked.items() if until <= now]:
             del self._blocked[pair]
-        d = decide(now, self.policy, [i.view() for i in self.instances.values()],
-                   [job.task for job in self.pending.values()],  # type: ignore[misc]
-                   unavailable=set(self._blocked) or None)
+        views, pending = self._snapshot(now)
+        d = decide(now, self.policy, views, pending, unavailable=set(self._blocked) or None)
         for pair in d.unavailable:
             until = now + self.settings.unavailable_period
             self._blocked[pair] = until
@@ -346,6 +352,22 @@ class Replay:
         if d.next_check_at is not None:
             self._wake(now, d.next_check_at)
         return bool(d.launch or d.terminate)
+
+    def _snapshot(self, now: float) -> tuple[list[InstanceView], list[PendingTask]]:
+        """The provisioner's snapshot, taken again only of the instances that changed since the last
+        one (with the jobs on them); the others' views stand, since nothing in a view moves with time
+        alone but a disconnected agent's, and simulated agents stay connected. An interrupted instance
+        holds no job here (its jobs are queued again at the notice), so no work moves to pending."""
+        stale = [i for i in self.instances.values() if i.view is None]
+        held: dict[str, HeldTask] = {}
+        for inst in stale:
+            held.update(inst.jobs)  # a gang job once
+        views, pending = snapshot(now, [i.facts() for i in stale], held.values(),
+                                  [job.task for job in self.pending.values()],  # type: ignore[misc]
+                                  self.idle_since)
+        for inst, view in zip(stale, views, strict=True):
+            inst.view = view
+        return [i.view for i in self.instances.values()], pending  # type: ignore[misc]
 
     # -- figures -------------------------------------------------------------------------------------
 

@@ -15,11 +15,11 @@ from pedl.config.provider_config import AWSProviderConfig
 from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.db import models
 from pedl.master.provisioner.providers.base import CloudErrorKind
-from pedl.master.provisioner.providers.memory import MemoryProvider
 from pedl.master.provisioner.provisioner import PoolProvisioner
 from pedl.master.services import experiments as experiments_service
 from pedl.master.services import users as users_service
 from pedl.master.wiring import build_context
+from tests.support.memory_provider import MemoryProvider
 
 CONFIG = """
 name: p

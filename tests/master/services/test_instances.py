@@ -12,10 +12,10 @@ from pedl.master.context import MasterContext
 from pedl.master.db import models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import InstanceState
-from pedl.master.provisioner.providers.memory import MemoryProvider
 from pedl.master.provisioner.provisioner import PoolProvisioner
 from pedl.master.services import instances as instances_service
 from pedl.master.wiring import build_context
+from tests.support.memory_provider import MemoryProvider
 
 N = InstanceState
 NOW = 1_000_000.0

@@ -34,6 +34,7 @@ from pedl.master.provisioner.scaling_decider import (
     TypeOffer,
     decide,
 )
+from pedl.master.provisioner.snapshot import HeldTask, InstanceFacts, snapshot
 from pedl.master.services import experiment_progression
 from pedl.master.services.transitions import record_event, set_instance_state
 
@@ -172,52 +173,32 @@ class PoolProvisioner:
                 self.terminate_sent.pop(row.id, None)
 
     def _snapshot(self, s: Session) -> tuple[list[InstanceView], list[PendingTask]]:
-        now = self.now
+        """Load the pool's live instances, their agents and its held and waiting allocations as plain
+        facts; `snapshot` (shared with the simulator) turns them into the decider's input."""
         connected = self.ctl.hub.connected_ids()
-        used: dict[str, int] = {}
-        busy: set[str] = set()  # zero-slot tasks make an agent busy without using a slot
-        held = list(s.execute(select(models.Allocation.id, models.Allocation.slots_needed,
-                                     models.Allocation.queued_at, models.Allocation.assignment).where(
-            models.Allocation.state.in_(HELD), models.Allocation.resource_pool == self.pool.pool_name)))
-        for _, _, _, assignment in held:
-            for place in assignment or []:
-                used[place["agent_id"]] = used.get(place["agent_id"], 0) + len(place["slot_ids"])
-                busy.add(place["agent_id"])
+        held = [HeldTask(aid, slots, queued, tuple((p["agent_id"], len(p["slot_ids"])) for p in assignment or []))
+                for aid, slots, queued, assignment in s.execute(select(
+                    models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at,
+                    models.Allocation.assignment).where(
+                    models.Allocation.state.in_(HELD), models.Allocation.resource_pool == self.pool.pool_name))]
         rows = list(s.scalars(select(models.Instance).where(models.Instance.resource_pool == self.pool.pool_name,
                                                            models.Instance.state.in_(LIVE_INSTANCE))))
         agents = {a.id: a for a in s.scalars(select(models.Agent).where(
             models.Agent.id.in_([r.id for r in rows])))} if rows else {}
-        interrupted = {r.id for r in rows if r.interrupted_at is not None}
-        views = []
+        facts = []
         for row in rows:
-            state = {IS.REQUESTED: "requested", IS.STARTING: "starting", IS.RUNNING: "running",
-                     IS.TERMINATING: "terminating"}[row.state]
             agent = agents.get(row.id)
-            is_busy = row.id in busy
-            slots = len(agent.slots) if agent is not None else row.slots
-            disconnected = None
-            if state == "running" and (agent is None or agent.state != AgentState.CONNECTED
-                                       or row.id not in connected):
-                disconnected = (agent.disconnected_at if agent is not None and agent.disconnected_at else now)
-            if state == "running" and not is_busy:
-                self.idle_since.setdefault(row.id, now)
-            else:
-                self.idle_since.pop(row.id, None)
-            views.append(InstanceView(
-                id=row.id, instance_type=row.instance_type, state=state, launched_at=row.launched_at, slots=slots,
-                spot=row.spot, free_slots=max(slots - used.get(row.id, 0), 0), busy=is_busy,
-                idle_since=self.idle_since.get(row.id), disconnected_since=disconnected,
-                interrupted=row.interrupted_at is not None))
-        pending = [PendingTask(aid, slots, queued) for aid, slots, queued in s.execute(
+            facts.append(InstanceFacts(
+                row.id, row.instance_type, row.state, launched_at=row.launched_at,
+                slots=len(agent.slots) if agent is not None else row.slots, spot=row.spot,
+                interrupted=row.interrupted_at is not None,
+                agent_connected=(agent is not None and agent.state == AgentState.CONNECTED and row.id in connected),
+                agent_disconnected_at=agent.disconnected_at if agent is not None else None))
+        waiting = [PendingTask(aid, slots, queued) for aid, slots, queued in s.execute(
             select(models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at).where(
                 models.Allocation.state == AllocationState.PENDING,
                 models.Allocation.resource_pool == self.pool.pool_name))]
-        # work on an instance the cloud is about to reclaim needs a new home now, not after it
-        # checkpoints and leaves: count it as waiting, so the replacement boots meanwhile
-        for aid, slots, queued, assignment in held:
-            if any(p["agent_id"] in interrupted for p in assignment or []):
-                pending.append(PendingTask(aid, slots, queued))
-        return views, pending
+        return snapshot(self.now, facts, held, waiting, self.idle_since)
 
     # -- doing ---------------------------------------------------------------------------------
 

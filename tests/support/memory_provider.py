@@ -1,6 +1,6 @@
 """An in-memory provider with the full contract (tags, idempotent launch tokens, already-gone is
-success, foreign ids refused) and injectable failures: what provisioner tests and benchmarks use
-where no process or cloud should be involved."""
+success, foreign ids refused) and injectable failures: what the provisioner and instance tests use
+where no process or cloud should be involved. A test fixture, so it lives here and not in src."""
 
 from __future__ import annotations
 
