@@ -146,7 +146,9 @@ def populate(ctl: Controller, args: argparse.Namespace, sizes: list[int], loop: 
         configs = {n: effective_config(ctl.config, parse_experiment_config(experiment_yaml(n))) for n in set(sizes)}
         exps = [{"id": e + 1, "name": f"bench {e + 1}", "description": "", "owner_id": owner.id,
                  "state": "STATE_ACTIVE", "config": configs[sizes[e % len(sizes)]],
-                 "original_config": experiment_yaml(sizes[e % len(sizes)]), "searcher_state": {}, "progress": 0.0,
+                 "original_config": experiment_yaml(sizes[e % len(sizes)]),
+                 # the searchers made all their trials: the pass schedules those, it creates none (top_up)
+                 "searcher_state": {"seed": 0, "state": {"exhausted": True}}, "progress": 0.0,
                  "resource_pool": POOL, "start_time": now, "archived": False, "project_id": 1, "notes": ""}
                 for e in range(args.experiments)]
         s.execute(insert(models.Experiment), exps)
