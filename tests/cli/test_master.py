@@ -72,7 +72,7 @@ def test_info(cli, master: FakeMaster) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == body
     table = cli("master", "info")
-    assert "clusterId" in table.stdout and "c-1" in table.stdout
+    assert "Cluster ID" in table.stdout and "c-1" in table.stdout
 
 
 def test_config(cli, master: FakeMaster) -> None:

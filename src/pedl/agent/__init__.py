@@ -6,5 +6,6 @@
 from pedl.agent.connection import AgentRefused
 from pedl.agent.daemon import Agent, run_agent
 from pedl.agent.options import AgentOptions
+from pedl.agent.work_dir_lock import WorkDirInUse
 
-__all__ = ["Agent", "AgentOptions", "AgentRefused", "run_agent"]
+__all__ = ["Agent", "AgentOptions", "AgentRefused", "WorkDirInUse", "run_agent"]

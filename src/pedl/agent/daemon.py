@@ -33,6 +33,7 @@ from pedl.agent.options import AgentOptions
 from pedl.agent.spot_watch import watch_spot
 from pedl.agent.task_env import TaskHost
 from pedl.agent.task_runtime import READER_DRAIN_S, TaskRuntime
+from pedl.agent.work_dir_lock import lock_work_dir
 from pedl.common.agent_protocol import (
     Heartbeat,
     KillTask,
@@ -296,8 +297,10 @@ class Agent:
 
 
 def run_agent(options: AgentOptions) -> None:
-    """Run an agent until SIGINT/SIGTERM. Raises AgentRefused when the master refuses it."""
-    asyncio.run(_main(options))
+    """Run an agent until SIGINT/SIGTERM. Raises AgentRefused when the master refuses it, and
+    WorkDirInUse, before anything else, when another agent on this host has its work dir."""
+    with lock_work_dir(options.work_path, options.id, default_work_dir=options.work_dir_is_default):
+        asyncio.run(_main(options))
 
 
 async def _main(options: AgentOptions) -> None:

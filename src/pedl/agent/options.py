@@ -18,6 +18,10 @@ IMDS_ENV = "PEDL_IMDS_URL"
 DEFAULT_IMDS_URL = "http://169.254.169.254"
 
 
+def default_work_dir(agent_id: str) -> Path:
+    return Path.home() / ".local" / "share" / "pedl" / "agent" / agent_id
+
+
 @dataclass
 class AgentOptions:
     master_url: str  # http(s)://host:port of the master; the socket URL is derived from it
@@ -43,7 +47,7 @@ class AgentOptions:
         if self.imds_url is None:
             self.imds_url = os.environ.get(IMDS_ENV) or DEFAULT_IMDS_URL
         if self.work_dir is None:
-            self.work_dir = Path.home() / ".local" / "share" / "pedl" / "agent" / self.agent_id
+            self.work_dir = default_work_dir(self.agent_id)
         self.work_dir = Path(self.work_dir).expanduser()
         if self.slots is not None and self.slots < 0:
             raise ValueError(f"slots must be >= 0, got {self.slots}")
@@ -57,3 +61,8 @@ class AgentOptions:
     def work_path(self) -> Path:
         assert isinstance(self.work_dir, Path)  # normalised in __post_init__
         return self.work_dir
+
+    @property
+    def work_dir_is_default(self) -> bool:
+        """The work dir is the one derived from the id: another --id gives another directory."""
+        return self.work_path == default_work_dir(self.id)

@@ -14,12 +14,15 @@ from pedl.cli.state import client_of, state_of
 
 app = typer.Typer(no_args_is_help=True, help="Run or list agents.")
 
+WORK_DIR_IN_USE_EXIT = 2  # another agent on this host has this one's id (and so its work dir)
+
 
 @app.command("run")
 def run(
     ctx: typer.Context,
     master: str | None = typer.Option(None, "--master", "-m", help="master URL (default: the global -m)"),
-    agent_id: str | None = typer.Option(None, "--id", help="agent id (default: the host name)"),
+    agent_id: str | None = typer.Option(
+        None, "--id", help="agent id (default: the host name); each agent on a host needs its own"),
     resource_pool: str = typer.Option("default", "--resource-pool", help="pool to join"),
     slots: int | None = typer.Option(None, "--slots", min=0,
                                      help="CPU slots when no GPU is found (default 1; 0: none)"),
@@ -31,7 +34,8 @@ def run(
         False, "--no-token",
         help="connect without a token; only a development master with "
              "security.allow_unauthenticated_loopback_agents: true accepts this, and only from its own host"),
-    work_dir: Path | None = typer.Option(None, "--work-dir", help="where tasks run"),
+    work_dir: Path | None = typer.Option(
+        None, "--work-dir", help="where tasks run (default: ~/.local/share/pedl/agent/<id>); one agent at a time"),
     spot_watch: bool = typer.Option(False, "--spot-watch",
                                     help="watch instance metadata for the spot interruption notice"),
     imds_url: str | None = typer.Option(None, "--imds-url", envvar="PEDL_IMDS_URL",
@@ -47,6 +51,7 @@ def run(
     from pedl.agent.connection import AgentRefused
     from pedl.agent.daemon import run_agent  # heavy imports only when an agent is run
     from pedl.agent.options import TOKEN_WHERE, AgentOptions
+    from pedl.agent.work_dir_lock import WorkDirError, WorkDirInUse
 
     if no_token and token:
         fail("--no-token and a token (--token or PEDL_AGENT_TOKEN) contradict each other; give one")
@@ -68,6 +73,10 @@ def run(
     try:
         run_agent(options)
     except AgentRefused as exc:
+        fail(str(exc))
+    except WorkDirInUse as exc:
+        fail(str(exc), WORK_DIR_IN_USE_EXIT)
+    except WorkDirError as exc:
         fail(str(exc))
 
 

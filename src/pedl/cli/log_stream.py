@@ -27,12 +27,17 @@ class LinePrinter:
             sys.stdout.flush()
 
     def log(self, record: dict[str, Any], prefix: str = "") -> None:
-        message = str(record.get("message") or "")
-        if not message:
-            return
-        if prefix:
-            message = "".join(f"{prefix}{part}\n" for part in message.rstrip("\n").split("\n"))
-        self.line(message)
+        text = log_text(record, prefix)
+        if text:
+            self.line(text)
+
+
+def log_text(record: dict[str, Any], prefix: str = "") -> str:
+    """The record's message with `prefix` before each of its lines ("" for an empty message)."""
+    message = str(record.get("message") or "")
+    if message and prefix:
+        message = "".join(f"{prefix}{part}\n" for part in message.rstrip("\n").split("\n"))
+    return message
 
 
 def log_id(record: dict[str, Any]) -> int | None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from pedl.cli.output import JsonFlag, fail, print_fields, print_json, say
+from pedl.cli.output import JsonFlag, fail, fmt_enum, print_fields, print_json, say
 from pedl.cli.state import client_of
 from pedl.errors import InvalidArgument, NotFound
 
@@ -57,15 +57,40 @@ def run(
     run_master(cfg)
 
 
+# GET /api/v1/master's fields, as `master info` names them; other fields follow under their own names
+INFO_FIELDS = {"version": "Version", "clusterName": "Cluster name", "clusterId": "Cluster ID",
+               "masterId": "Master ID", "product": "Product", "database": "Database",
+               "resourcePools": "Resource pools", "userManagementEnabled": "User management",
+               "rbacEnabled": "RBAC", "strictJobQueueControl": "Strict job queue control",
+               "telemetryEnabled": "Telemetry", "featureSwitches": "Feature switches"}
+INFO_HIDDEN = frozenset({"hasCustomLogo"})  # the web UI's concern
+
+
+def info_rows(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Labelled rows, enums in words; a field that says nothing (an UNSPECIFIED enum, an empty list) is left out."""
+    rows = []
+    for key in [*INFO_FIELDS, *(k for k in body if k not in INFO_FIELDS and k not in INFO_HIDDEN)]:
+        if key not in body:
+            continue
+        value = body[key]
+        if isinstance(value, str):
+            value = fmt_enum(value) if key != "clusterName" else value or "(none)"
+        elif isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        if value != "":
+            rows.append((INFO_FIELDS.get(key, key), value))
+    return rows
+
+
 @app.command("info")
 def info(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """Show the master's version and ids (GET /api/v1/master)."""
+    """Show the master's version, ids, database and pools (GET /api/v1/master)."""
     client = client_of(ctx)
     body = client.get("/api/v1/master")
     if as_json:
         print_json(body)
         return
-    print_fields([(key, value) for key, value in body.items()], title=f"Master {client.url}")
+    print_fields(info_rows(body), title=f"Master {client.url}")
 
 
 @app.command("config")

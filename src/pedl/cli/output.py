@@ -8,7 +8,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -114,9 +114,31 @@ def fmt_time(value: str | None) -> str:
     return parsed.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def fmt_state(value: str | None) -> str:
-    """`STATE_COMPLETED` -> `COMPLETED`."""
-    return (value or "").removeprefix("STATE_")
+def epoch_seconds(value: str | None) -> float | None:
+    """RFC 3339 from the master -> seconds since the epoch (UTC where it names no zone); None if unparseable."""
+    parsed = parse_time(value)
+    if parsed is None:
+        return None
+    return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)).timestamp()
+
+
+# Determined's wire enums name their type before the value; the longer prefixes come first
+_ENUM_PREFIXES = ("RESOURCE_POOL_TYPE_", "SCHEDULER_TYPE_", "FITTING_POLICY_", "LOG_LEVEL_", "TASK_TYPE_",
+                  "ORDER_BY_", "SORT_BY_", "PRODUCT_", "STATE_", "TYPE_")
+_ENUM = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+def fmt_enum(value: str | None) -> str:
+    """A wire enum for people: `STATE_COMPLETED` -> `COMPLETED`, `LOG_LEVEL_INFO` -> `INFO`, `TYPE_CUDA`
+    -> `CUDA`; `..._UNSPECIFIED` says nothing, so it is "". Other text is kept; `--json` keeps wire values."""
+    text = value or ""
+    if not _ENUM.fullmatch(text):
+        return text
+    prefix = next((p for p in _ENUM_PREFIXES if text.startswith(p) and len(text) > len(p)), "")
+    return "" if text.endswith("UNSPECIFIED") else text.removeprefix(prefix)
+
+
+fmt_state = fmt_enum  # the name most callers use: states are the enums shown most
 
 
 def fmt_bytes(size: float) -> str:

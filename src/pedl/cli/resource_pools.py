@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from pedl.cli.output import JsonFlag, print_fields, print_json, print_table
+from pedl.cli.output import JsonFlag, fail, fmt_enum, print_fields, print_json, print_table, say
 from pedl.cli.state import client_of
 from pedl.config.durations import format_duration
 
@@ -50,7 +50,7 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
 
 def _instance_rows(instances: list[dict[str, Any]]) -> list[list[Any]]:
-    return [[i["id"], i["resourcePool"], i["instanceType"], "spot" if i["spot"] else "on-demand", i["state"],
+    return [[i["id"], i["resourcePool"], i["instanceType"], "spot" if i["spot"] else "on-demand", fmt_enum(i["state"]),
              i["slots"], _ts(i["launchedAt"]), _ts(i["registeredAt"]), _dur(i["idleSeconds"]),
              f"{i['instanceHours']:.2f}", f"${i['cost']:.2f}", i.get("terminationReason") or ""] for i in instances]
 
@@ -87,8 +87,30 @@ def list_instances(ctx: typer.Context, pool: str | None = typer.Option(None, "--
     params: dict[str, Any] = {"all": "true" if all_ else "false"}
     if pool:
         params["resourcePool"] = pool
-    instances = client_of(ctx).get("/api/v1/instances", **params).get("instances") or []
+    client = client_of(ctx)
+    instances = client.get("/api/v1/instances", **params).get("instances") or []
     if as_json:
         print_json(instances)
-        return
-    print_table(INSTANCE_COLUMNS, _instance_rows(instances))
+    elif instances:
+        print_table(INSTANCE_COLUMNS, _instance_rows(instances))
+    else:
+        say(no_instances_note(client.get("/api/v1/resource-pools").get("resourcePools") or [], pool, all_))
+
+
+def no_instances_note(pools: list[dict[str, Any]], pool: str | None, all_: bool) -> str:
+    """Why `instance list` found none: a pool of static agents has no instances (the master launches
+    none for it); a pool with a provider has none now."""
+    by_name = {p["name"]: p for p in pools}
+    dynamic = [p["name"] for p in pools if p.get("provider")]
+    live = "" if all_ else " (--all also lists terminated ones)"
+    static = "the master launches no instances for it; `pedl agent list` shows its agents"
+    if pool is not None:
+        if pool not in by_name:
+            fail(f"no resource pool named {pool!r}; the pools: {', '.join(by_name) or 'none'}")
+        if not by_name[pool].get("provider"):
+            return f"Pool {pool} has static agents only: {static}."
+        return f"No instances in pool {pool}{live}."
+    if not dynamic:
+        return ("Every pool has static agents only (none has a provider), so the master launches no instances; "
+                "`pedl agent list` shows the agents.")
+    return f"No instances in pool{'s' if len(dynamic) > 1 else ''} {', '.join(dynamic)}{live}."

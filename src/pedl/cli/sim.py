@@ -30,8 +30,22 @@ def _fraction(option: str, value: float) -> float:
     return value
 
 
+def _trace(argument: str | None, option: str | None) -> str:
+    """The trace, given as the argument (`pedl sim FILE`) or, as before, with `--trace FILE`."""
+    if argument and option and argument != option:
+        raise InvalidArgument(f"two traces given: {argument} and --trace {option}; give one")
+    trace = argument or option
+    if not trace:
+        raise InvalidArgument("missing the trace: pedl sim TRACE.csv (or --trace TRACE.csv), a pod list CSV")
+    if not Path(trace).is_file():
+        raise InvalidArgument(f"{'TRACE' if argument else '--trace'}: no such file {trace!r}")
+    return trace
+
+
 def sim(
-    trace: str = typer.Option(..., "--trace", help="pod list CSV (the openb format of shared/traces)"),
+    trace_file: str | None = typer.Argument(None, metavar="TRACE",
+                                            help="pod list CSV (the openb format of shared/traces)"),
+    trace_option: str | None = typer.Option(None, "--trace", help="the trace, as an option"),
     instance_type: list[str] = typer.Option(
         [], "--instance-type", help="allowed type; repeat for several, in order of preference [p3.8xlarge]"),
     max_instances: int | None = typer.Option(None, "--max-instances", help="pool bound [200]"),
@@ -58,6 +72,7 @@ def sim(
 ) -> None:
     """Replay a job trace against a simulated cloud with the production scheduler and scaling decider:
     instance-hours, cost, the lower bound, idle time and queueing, for pedl's policy and Determined's."""
+    trace = _trace(trace_file, trace_option)
     from pedl.sim import CloudSettings, parse_window, simulate
     from pedl.sim.pool import default_pool, override, policies_for, pool_from_master_config
 
@@ -85,6 +100,7 @@ def sim(
 
 
 def print_report(report: SimReport) -> None:
+    from pedl.config.durations import format_duration
     from pedl.sim.results import ROWS
 
     console = out()
@@ -95,6 +111,8 @@ def print_report(report: SimReport) -> None:
     rows = []
     for key, label, spec in ROWS:
         rows.append([label, *(spec.format(getattr(report.results[n], key)) for n in names)])
-    title = (f"pedl sim: {', '.join(o.name for o in pool.offers)}, max {pool.max_instances}, "
-             f"idle {pool.max_idle:g}s, {'spot' if pool.spot else 'on-demand'}")
-    print_table(["figure", *names], rows, title=title)
+    # a line of its own: as a table title it would wrap at the (narrow) table's width
+    console.print(f"[bold]pedl sim[/bold]: {escape(', '.join(o.name for o in pool.offers))}, max {pool.max_instances}, "
+                  f"idle {format_duration(round(pool.max_idle))}, {'spot' if pool.spot else 'on-demand'}",
+                  soft_wrap=True)
+    print_table(["figure", *names], rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from pedl.cli.output import JsonFlag, print_json, print_table
+from pedl.cli.output import JsonFlag, fmt_enum, print_json, print_table
 from pedl.cli.state import client_of
 from pedl.cli.tasks import allocation_summaries, allocations_by_container
 
@@ -32,7 +32,7 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                 "draining": slot.get("draining"),
                 "allocationId": alloc.get("allocationId") or ("OCCUPIED" if container else "FREE"),
                 "taskName": alloc.get("name") or "",
-                "type": (device.get("type") or "").removeprefix("TYPE_").lower(),
+                "type": fmt_enum(device.get("type")).lower(),
                 "device": device.get("brand") or "",
             })
     if as_json:

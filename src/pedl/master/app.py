@@ -37,6 +37,7 @@ from pedl.master.db import migrate
 from pedl.master.db.engine import Database
 from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import users as users_service
+from pedl.master.startup_summary import database_summary, pool_summary
 from pedl.master.wiring import attach_checkpoint_gc, build_context
 from pedl.version import __version__
 
@@ -138,7 +139,9 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         await asyncio.to_thread(checkpoints_service.report_outside_roots, ctx)
         gc_task = asyncio.create_task(checkpoint_gc.run_loop(stop))
         log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
-                 "sqlite" if ctx.db.is_sqlite else "postgresql")
+                 database_summary(ctx.config))
+        for pool in ctx.config.resource_pools:
+            log.info("resource pool %s", pool_summary(pool))
         try:
             yield
         finally:

@@ -1,20 +1,74 @@
-"""Run the master: `pedl master run` calls run_master, which serves the app with uvicorn."""
+"""Run the master: `pedl master run` calls run_master, which serves the app with uvicorn and says
+where it listens, and that it stopped and why."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
 
 import uvicorn
 
 from pedl.config.master_config import MasterConfig
 from pedl.errors import PedlError
 
+log = logging.getLogger("pedl.master")
+
+STARTUP_FAILURE = 3  # uvicorn.run's exit status when the app never started serving
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 
 def setup_logging(level: str) -> None:
     logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def listen_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class MasterServer(uvicorn.Server):
+    """uvicorn's server, plus the log lines an operator needs, and a clean exit on SIGINT/SIGTERM."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.stop_signal: str | None = None
+
+    async def startup(self, sockets: list | None = None) -> None:
+        await super().startup(sockets)
+        if not self.started:
+            return
+        # the bound address, not the configured one: `port: 0` picks a free port
+        for server in self.servers:
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                everywhere = " (all interfaces)" if host in ("0.0.0.0", "::") else ""
+                log.info("pedl master listening on %s%s", listen_url(host, port), everywhere)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.stop_signal is None:
+            self.stop_signal = signal.Signals(sig).name
+            log.info("pedl master stopping on %s", self.stop_signal)
+        super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's, without re-raising the signal once shut down: a requested stop that went well
+        ends the process with status 0, not as killed by SIGTERM."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        originals = {sig: signal.signal(sig, self.handle_exit) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
 
 
 def run_master(config: MasterConfig) -> None:
@@ -24,7 +78,11 @@ def run_master(config: MasterConfig) -> None:
     try:
         app = create_app(config)
     except PedlError as exc:
-        logging.getLogger("pedl.master").error("%s", exc.message)
+        log.error("%s", exc.message)
         raise SystemExit(1) from None
-    uvicorn.run(app, host=config.host, port=config.port, log_level="warning", ws_ping_interval=20,
-                ws_ping_timeout=20, timeout_graceful_shutdown=5)
+    server = MasterServer(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                         ws_ping_interval=20, ws_ping_timeout=20, timeout_graceful_shutdown=5))
+    server.run()
+    if not server.started:  # uvicorn has logged why (the port is taken, the lifespan failed)
+        raise SystemExit(STARTUP_FAILURE)
+    log.info("pedl master stopped%s", f" on {server.stop_signal}" if server.stop_signal else "")

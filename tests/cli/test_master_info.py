@@ -1,0 +1,36 @@
+"""`pedl master info` for people: labelled fields, enums in words, nothing that says nothing."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.fake_master import FakeMaster
+
+PEDL_INFO = {"version": "0.1.0", "masterId": "m-1", "clusterId": "c-1", "clusterName": "", "hasCustomLogo": False,
+             "strictJobQueueControl": False, "telemetryEnabled": False, "rbacEnabled": False,
+             "userManagementEnabled": True, "product": "PRODUCT_UNSPECIFIED", "featureSwitches": [],
+             "resourcePools": ["default", "gpu"], "database": "sqlite"}
+
+
+def test_info_shows_no_wire_enum(cli, master: FakeMaster) -> None:
+    master.route("GET", "/api/v1/master", PEDL_INFO)
+    result = cli("master", "info")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "PRODUCT_" not in out and "UNSPECIFIED" not in out and "Product" not in out
+    for label, value in [("Version", "0.1.0"), ("Cluster ID", "c-1"), ("Master ID", "m-1"), ("Database", "sqlite"),
+                         ("Resource pools", "default, gpu"), ("User management", "yes"), ("Cluster name", "(none)")]:
+        line = next(line for line in out.splitlines() if line.strip().startswith(label))
+        assert value in line, (label, out)
+    assert "hasCustomLogo" not in out and "Feature switches" not in out
+
+
+def test_info_names_a_product_and_keeps_unknown_fields(cli, master: FakeMaster) -> None:
+    master.route("GET", "/api/v1/master", {**PEDL_INFO, "product": "PRODUCT_COMMUNITY", "branding": "lab"})
+    out = cli("master", "info").stdout
+    assert "COMMUNITY" in out and "PRODUCT_" not in out and "branding" in out
+
+
+def test_json_keeps_the_wire_values(cli, master: FakeMaster) -> None:
+    master.route("GET", "/api/v1/master", PEDL_INFO)
+    assert json.loads(cli("master", "info", "--json").stdout) == PEDL_INFO
