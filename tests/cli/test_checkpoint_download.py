@@ -205,7 +205,8 @@ def test_unknown_and_deleted_checkpoints_are_errors(cli, master: Master, fs_toke
     was_deleted = str(uuid_lib.uuid4())
     report(master, fs_token, was_deleted, {"f": 1}, state="STATE_DELETED")
     result = cli("checkpoint", "download", was_deleted, "-o", str(tmp_path / "y"))
-    assert result.exit_code == 1 and "was deleted" in result.output
+    assert result.exit_code == 1 and "was deleted by garbage collection" in result.output
+    assert "STATE_" not in result.output  # no wire enum in a human message
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 

@@ -104,7 +104,7 @@ def download_checkpoint(client: MasterClient, checkpoint: dict[str, Any], dest: 
     "streamed from the master")."""
     uuid = checkpoint["uuid"]
     if checkpoint.get("state") == "STATE_DELETED":
-        raise InvalidArgument(f"checkpoint {uuid} was deleted (STATE_DELETED); its files are gone")
+        raise InvalidArgument(f"checkpoint {uuid} was deleted by garbage collection; its files are gone")
     prepare_output(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = dest.parent / f".{dest.name}.partial-{uuid_lib.uuid4().hex[:8]}"

@@ -49,7 +49,7 @@ def test_behind_more_urgent_trials() -> None:
 
 def test_waiting_for_free_slots() -> None:
     why = reason(2, static([2, 2], free=1), 0)
-    assert (why.kind, why.text) == (WaitKind.NO_FREE_SLOTS, "waiting for 2 free slots in pool default (1 of 4 free)")
+    assert (why.kind, why.text) == (WaitKind.NO_FREE_SLOTS, "needs 2 free slots in pool default (1 of 4 free)")
 
 
 def dynamic(agents: list[int], *, live: int = 0, booting: int = 0, max_instances: int = 4) -> PoolView:
@@ -58,11 +58,11 @@ def dynamic(agents: list[int], *, live: int = 0, booting: int = 0, max_instances
 
 
 @pytest.mark.parametrize(("pool", "kind", "text"), [
-    (dynamic([], booting=2, live=2), WaitKind.BOOTING, "waiting for 2 instances to boot in pool gpu"),
+    (dynamic([], booting=2, live=2), WaitKind.BOOTING, "2 instances booting in pool gpu"),
     (dynamic([4, 4], live=2, max_instances=2), WaitKind.AT_MAX,
-     "pool gpu is at max_instances (2); waiting for 4 slots to be freed"),
-    (dynamic([4], live=1), WaitKind.LAUNCHING, "waiting for an instance to be launched in pool gpu"),
-    (dynamic([]), WaitKind.LAUNCHING, "waiting for an instance to be launched in pool gpu"),
+     "pool gpu is at max_instances (2); 4 slots must be freed first"),
+    (dynamic([4], live=1), WaitKind.LAUNCHING, "an instance is to be launched in pool gpu"),
+    (dynamic([]), WaitKind.LAUNCHING, "an instance is to be launched in pool gpu"),
 ])
 def test_dynamic_pool_reasons(pool: PoolView, kind: WaitKind, text: str) -> None:
     why = reason(4, pool, 0)

@@ -80,13 +80,13 @@ def reason(need: int, pool: PoolView, ahead_more_urgent: int) -> WaitReason:
     if pool.dynamic:
         if pool.booting_instances:
             return WaitReason(WaitKind.BOOTING,
-                              f"waiting for {_plural(pool.booting_instances, 'instance')} to boot in pool {pool.name}")
+                              f"{_plural(pool.booting_instances, 'instance')} booting in pool {pool.name}")
         if pool.max_instances and pool.live_instances >= pool.max_instances:
             return WaitReason(WaitKind.AT_MAX, f"pool {pool.name} is at max_instances ({pool.max_instances}); "
-                                               f"waiting for {_plural(need, 'slot')} to be freed")
-        return WaitReason(WaitKind.LAUNCHING, f"waiting for an instance to be launched in pool {pool.name}")
+                                               f"{_plural(need, 'slot')} must be freed first")
+        return WaitReason(WaitKind.LAUNCHING, f"an instance is to be launched in pool {pool.name}")
     return WaitReason(WaitKind.NO_FREE_SLOTS,
-                      f"waiting for {_plural(need, 'free slot')} in pool {pool.name} "
+                      f"needs {_plural(need, 'free slot')} in pool {pool.name} "
                       f"({pool.free_slots} of {sum(pool.agent_slots)} free)")
 
 
