@@ -122,3 +122,11 @@ def test_task_list(cli, master: FakeMaster) -> None:
     assert json.loads(cli("task", "list", "--json").stdout) == TASKS["allocationIdToSummary"]
     table = cli("task", "list").stdout
     assert "task-1" in table and "Trial 1 (Experiment 1)" in table
+
+
+def test_task_list_shows_state_and_why_a_queued_one_waits(cli, master: FakeMaster) -> None:
+    why = "behind 2 trials of higher priority in pool default"
+    queued = {**TASKS["allocationIdToSummary"]["alloc-1"], "state": "STATE_QUEUED", "waitReason": why}
+    master.route("GET", "/api/v1/tasks", {"allocationIdToSummary": {"alloc-1": queued}})
+    table = cli("task", "list").stdout
+    assert "QUEUED" in table and "STATE_QUEUED" not in table and why in table

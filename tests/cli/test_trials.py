@@ -63,3 +63,12 @@ def test_describe(cli, master: FakeMaster) -> None:
         assert text in result.stdout, (text, result.stdout)
     data = json.loads(cli("trial", "describe", "2", "--json").stdout)
     assert data["trial"]["id"] == 2 and len(data["workloads"]) == 1
+
+
+def test_describe_says_why_a_queued_trial_waits(cli, master: FakeMaster) -> None:
+    why = "no agent in pool default is large enough: it needs 3 slots"
+    master.route("GET", "/api/v1/trials/3", {"trial": trial(3, 1, "STATE_QUEUED", waitReason=why)})
+    master.route("GET", "/api/v1/trials/3/workloads", page("workloads", []))
+    result = cli("trial", "describe", "3")
+    assert result.exit_code == 0, result.output
+    assert "Waiting because" in result.stdout and why in result.stdout

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from pedl.cli.client import MasterClient
-from pedl.cli.output import JsonFlag, fmt_time, print_json, print_table
+from pedl.cli.output import JsonFlag, fmt_state, fmt_time, print_json, print_table
 from pedl.cli.state import client_of
 
 app = typer.Typer(no_args_is_help=True, help="List tasks (allocations).")
@@ -34,8 +34,8 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(summaries)
         return
-    rows = [[s.get("taskId"), aid, s.get("name"), s.get("slotsNeeded"), s.get("resourcePool"),
-             fmt_time(s.get("registeredTime")), s.get("priority")]
+    rows = [[s.get("taskId"), aid, s.get("name"), fmt_state(s.get("state")), s.get("slotsNeeded"),
+             s.get("resourcePool"), fmt_time(s.get("registeredTime")), s.get("priority"), s.get("waitReason") or ""]
             for aid, s in sorted(summaries.items(), key=lambda kv: kv[1].get("registeredTime") or "")]
-    print_table(["Task ID", "Allocation ID", "Name", "Slots needed", "Resource pool", "Registered",
-                 "Priority"], rows)
+    print_table(["Task ID", "Allocation ID", "Name", "State", "Slots needed", "Resource pool", "Registered",
+                 "Priority", "Waiting because"], rows)

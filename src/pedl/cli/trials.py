@@ -35,7 +35,9 @@ def describe(ctx: typer.Context, trial_id: int, as_json: JsonFlag = False) -> No
         return
     print_fields([
         ("ID", trial.get("id")), ("Experiment", trial.get("experimentId")),
-        ("State", fmt_state(trial.get("state"))), ("Hyperparameters", trial.get("hparams")),
+        ("State", fmt_state(trial.get("state"))),
+        *([("Waiting because", trial["waitReason"])] if trial.get("waitReason") else []),
+        ("Hyperparameters", trial.get("hparams")),
         ("Started", fmt_time(trial.get("startTime"))), ("Ended", fmt_time(trial.get("endTime"))),
         ("Restarts", trial.get("restarts")), ("Batches", trial.get("totalBatchesProcessed")),
         ("Best validation", _metrics(trial.get("bestValidation"))),
