@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pedl.cli.output import fmt_state
 from pedl.devcluster import Master, pedl_command, wait_experiment, wait_for
 
 EXAMPLE = Path("examples/numpy_mlp")
@@ -65,11 +66,11 @@ def show_instances(master: Master) -> None:
 def summarize(master: Master, exp: dict, work: Path) -> None:
     trials = master.api("GET", f"/api/v1/experiments/{exp['id']}/trials")["trials"]
     metric = exp["config"]["searcher"]["metric"]
-    print(f"\nExperiment {exp['id']} ({exp['name']}): {exp['state']}")
+    print(f"\nExperiment {exp['id']} ({exp['name']}): {fmt_state(exp['state'])}")
     best = None
     for t in trials:
         value = t.get("searcherMetricValue")
-        print(f"  trial {t['id']}: {t['state']:<16} hparams={t['hparams']} best {metric}={value} "
+        print(f"  trial {t['id']}: {fmt_state(t['state']):<10} hparams={t['hparams']} best {metric}={value} "
               f"batches={t['totalBatchesProcessed']} restarts={t['restarts']}")
         if value is not None and (best is None or value < best[1]):
             best = (t["id"], value)
@@ -77,16 +78,26 @@ def summarize(master: Master, exp: dict, work: Path) -> None:
         print(f"Best {metric}: {best[1]:.4f} (trial {best[0]})")
     storage = exp["config"]["checkpoint_storage"]
     ckpts = master.api("GET", f"/api/v1/experiments/{exp['id']}/checkpoints")["checkpoints"]
-    base = Path(storage["host_path"]) / (storage.get("storage_path") or "")
-    print(f"Checkpoints ({len(ckpts)}):")
-    for c in ckpts:
-        print(f"  {base / c['uuid']}  (trial {c['training'].get('trialId')}, "
-              f"batch {c['metadata'].get('steps_completed')})")
+    for line in checkpoint_lines(ckpts, Path(storage["host_path"]) / (storage.get("storage_path") or "")):
+        print(line)
     print("\nWhere to look next:")
     print(f"  master log: {work / 'master.log'}; agent logs: {work / 'master-data' / 'local-instances'}/*.log")
     print("  start your own: pedl master run, then pedl agent run --master http://localhost:8080 --token "
           "\"$(cat ~/.local/share/pedl/agent_token)\" (the token the master created in its data_dir), then")
     print("  pedl experiment create examples/numpy_mlp/grid.yaml examples/numpy_mlp --follow")
+
+
+def checkpoint_lines(ckpts: list[dict], base: Path) -> list[str]:
+    """Each checkpoint with its state; the path only of those whose files are still there (garbage
+    collection deletes all but the ones the experiment's checkpoint_storage keeps)."""
+    deleted = sum(1 for c in ckpts if c.get("state") == "STATE_DELETED")
+    lines = [f"Checkpoints ({len(ckpts)}, {len(ckpts) - deleted} kept, {deleted} deleted by garbage collection):"]
+    for c in sorted(ckpts, key=lambda c: (c["training"].get("trialId") or 0,
+                                          c["metadata"].get("steps_completed") or 0)):
+        where = "files deleted" if c.get("state") == "STATE_DELETED" else str(base / c["uuid"])
+        lines.append(f"  {fmt_state(c.get('state')):<9} trial {c['training'].get('trialId')}, "
+                     f"batch {c['metadata'].get('steps_completed')}: {where}")
+    return lines
 
 
 if __name__ == "__main__":

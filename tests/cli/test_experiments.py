@@ -125,3 +125,26 @@ def test_describe_says_why_trials_ended_early(cli, master: FakeMaster) -> None:
     assert result.exit_code == 0, result.output
     assert "Ended because" in result.stdout
     assert "stopped at rung 1 of 3" in " ".join(result.stdout.split())
+
+
+def test_describe_picks_each_trials_checkpoint_that_still_has_files(cli, master: FakeMaster) -> None:
+    """A trial list without bestCheckpoint (pedl's): the best by searcher metric among a trial's
+    checkpoints not DELETED, else its latest such one; never a deleted one."""
+    master.route("GET", "/api/v1/experiments/1", {"experiment": experiment(1), "config": {
+        "searcher": {"name": "grid", "metric": "loss"}}})
+    master.route("GET", "/api/v1/experiments/1/trials", page("trials", [trial(1), trial(2), trial(3)]))
+
+    def ck(uuid: str, trial_id: int, steps: int, state: str = "STATE_COMPLETED", loss: float | None = None) -> dict:
+        training = {"trialId": trial_id, **({"searcherMetric": loss} if loss is not None else {})}
+        return {"uuid": uuid, "state": state, "metadata": {"steps_completed": steps}, "training": training}
+
+    master.route("GET", "/api/v1/experiments/1/checkpoints", page("checkpoints", [  # best first, unscored last
+        ck("ck-best-deleted", 1, 5, "STATE_DELETED", 0.1), ck("ck-kept", 1, 10, loss=0.2),
+        ck("ck-early", 2, 5), ck("ck-late", 2, 10), ck("ck-gone", 3, 5, "STATE_DELETED")]))
+    result = cli("experiment", "describe", "1")
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("│ ")}
+    assert "ck-kept" in rows["1"] and "ck-late" in rows["2"]
+    assert "ck-" not in rows["3"]
+    (req,) = master.calls("GET", "/api/v1/experiments/1/checkpoints")
+    assert req.q("sortByAttr") == "SORT_BY_SEARCHER_METRIC"

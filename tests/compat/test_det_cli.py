@@ -96,3 +96,49 @@ def test_trial_logs_follow_ends_with_the_trial(det_cluster, tmp_path) -> None:
     cfg.write_text(yaml.safe_dump(steps_config(name="follow", steps=8, delay=0.1)))
     proc = det(det_cluster, "experiment", "create", "--follow-first-trial", str(cfg), str(MODELS / "steps"))
     assert "step 8" in proc.stdout and "done" in proc.stdout
+
+
+def _csv(text: str) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_det_shows_progress_workload_states_and_no_files_of_deleted_checkpoints(det_cluster, tmp_path) -> None:
+    cfg = tmp_path / "ten.yaml"
+    cfg.write_text(yaml.safe_dump(steps_config(name="ten-steps", steps=10)))  # checkpoints at 5 and 10
+    out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
+    exp_id = int(out.strip().split("Created experiment")[-1].split()[0])
+    assert wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
+
+    def states() -> dict[int, str]:
+        got = det_cluster.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+        return {c["metadata"]["steps_completed"]: c["state"] for c in got}
+
+    # garbage collection keeps the trial's best and latest (both the one at 10)
+    wait_for(lambda: states() == {5: "STATE_DELETED", 10: "STATE_COMPLETED"}, 60, what="checkpoint 5 deleted")
+    rows = {int(r["# of Batches"]): r for r in _csv(det(det_cluster, "experiment", "list-checkpoints", str(exp_id),
+                                                        "--csv").stdout)}
+    assert rows[5]["State"].endswith("DELETED") and rows[5]["Resources"] == ""
+    assert rows[10]["State"].endswith("COMPLETED") and "state.json" in rows[10]["Resources"]
+
+    outdir = tmp_path / "described"
+    outdir.mkdir()
+    det(det_cluster, "experiment", "describe", str(exp_id), "--outdir", str(outdir))
+    workloads = {int(r["# of Batches"]): r["State"] for r in _csv((outdir / "workloads.csv").read_text())}
+    assert (workloads[5], workloads[10]) == ("DELETED", "COMPLETED")  # a checkpoint's state at its step
+    assert workloads[1] == ""  # training alone has no state in det 0.38
+    assert "100.0%" in _csv((outdir / "experiments.csv").read_text())[0]["Progress"]
+
+    # a killed experiment keeps the progress it reached
+    cfg.write_text(yaml.safe_dump(steps_config(name="killed-midway", steps=2000, delay=0.02, ckpt_every=1000)))
+    out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
+    kill_id = int(out.strip().split("Created experiment")[-1].split()[0])
+    wait_for(lambda: (det_cluster.trials(kill_id) or [{}])[0].get("totalBatchesProcessed", 0) >= 40, 60,
+             what="the trial to report 40 batches")
+    det(det_cluster, "experiment", "kill", str(kill_id))
+    final = wait_experiment(det_cluster.master, kill_id, {"STATE_CANCELED"}, timeout=60)
+    assert 0.02 <= final["progress"] < 1.0
+    [line] = [line for line in det(det_cluster, "experiment", "list").stdout.splitlines() if "killed-midway" in line]
+    assert f"{final['progress']:.1%}" in line and "CANCELED" in line

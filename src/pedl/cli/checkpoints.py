@@ -22,6 +22,7 @@ from pedl.cli.output import (
 from pedl.cli.state import client_of
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and download checkpoints.")
+DELETED = "STATE_DELETED"  # garbage collection (or a user) removed its files; only the record is left
 
 
 def _state_param(value: str) -> str:
@@ -60,10 +61,10 @@ def list_(ctx: typer.Context,
     rows = []
     for c in checkpoints:
         training = c.get("training") or {}
+        size = "" if c.get("state") == DELETED else fmt_bytes(file_bytes(c.get("resources") or {}))
         rows.append([c.get("uuid"), training.get("experimentId"), training.get("trialId"),
                      (c.get("metadata") or {}).get("steps_completed"), fmt_state(c.get("state")),
-                     training.get("searcherMetric"), fmt_bytes(file_bytes(c.get("resources") or {})),
-                     fmt_time(c.get("reportTime"))])
+                     training.get("searcherMetric"), size, fmt_time(c.get("reportTime"))])
     print_table(["UUID", "Experiment", "Trial", "Steps", "State", "Searcher metric", "Size", "Reported"], rows)
 
 
@@ -77,14 +78,15 @@ def describe(ctx: typer.Context, uuid: str, as_json: JsonFlag = False) -> None:
     training = checkpoint.get("training") or {}
     resources = checkpoint.get("resources") or {}
     size = sum(int(v) for v in resources.values() if str(v).isdigit())
+    deleted = checkpoint.get("state") == DELETED
     print_fields([
         ("UUID", checkpoint.get("uuid")), ("State", fmt_state(checkpoint.get("state"))),
         ("Trial", training.get("trialId")), ("Experiment", training.get("experimentId")),
         ("Reported", fmt_time(checkpoint.get("reportTime"))),
         ("Validation metrics", (training.get("validationMetrics") or {}).get("avgMetrics")),
         ("Metadata", checkpoint.get("metadata")),
-        ("Files", f"{len(resources)} ({fmt_bytes(size)})"),
-        ("Location", where(checkpoint)),
+        ("Files", "none: deleted" if deleted else f"{len(resources)} ({fmt_bytes(size)})"),
+        ("Location", "its files were deleted" if deleted else where(checkpoint)),
     ], title=f"Checkpoint {uuid}")
 
 

@@ -31,6 +31,7 @@ app = typer.Typer(no_args_is_help=True, help="Create, watch and control experime
 app.command("create")(create)
 
 RECENT_EVENTS = 10
+DELETED = "STATE_DELETED"  # a checkpoint whose files garbage collection removed
 
 
 @app.command("list")
@@ -62,6 +63,36 @@ def best_validation(trial: dict[str, Any], metric: str | None) -> Any:
     if metric and isinstance(values, dict) and metric in values:
         return values[metric]
     return trial.get("searcherMetricValue")
+
+
+def kept_checkpoints(client: MasterClient, experiment_id: int, trials: list[dict[str, Any]]) -> dict[Any, str]:
+    """trial id -> uuid of its checkpoint to use: its bestCheckpoint unless deleted, else the best
+    by searcher metric of its checkpoints that still have files, else its latest such one. A
+    master's trial list may carry no bestCheckpoint (pedl's does not: it would cost a metrics scan
+    per trial), so the experiment's checkpoints are read once, only when one is missing."""
+    chosen = {t.get("id"): (t.get("bestCheckpoint") or {}).get("uuid") for t in trials
+              if (t.get("bestCheckpoint") or {}).get("uuid")
+              and (t.get("bestCheckpoint") or {}).get("state") != DELETED}
+    if len(chosen) == len(trials):
+        return chosen
+    try:
+        checkpoints = client.get(f"/api/v1/experiments/{experiment_id}/checkpoints",
+                                 sortByAttr="SORT_BY_SEARCHER_METRIC").get("checkpoints") or []
+    except NotFound:  # a master without the endpoint: show what the trials carry
+        return chosen
+    latest: dict[Any, tuple[int, str]] = {}
+    for c in checkpoints:  # best first, those without the searcher metric last
+        training = c.get("training") or {}
+        trial_id = training.get("trialId")
+        if c.get("state") == DELETED or trial_id is None or not c.get("uuid"):
+            continue
+        if "searcherMetric" in training:
+            chosen.setdefault(trial_id, c["uuid"])
+        steps = (c.get("metadata") or {}).get("steps_completed")
+        steps = steps if isinstance(steps, int) else -1
+        if trial_id not in latest or steps >= latest[trial_id][0]:
+            latest[trial_id] = (steps, c["uuid"])
+    return {**{tid: uuid for tid, (_, uuid) in latest.items()}, **chosen}
 
 
 def experiment_events(client: MasterClient, experiment_id: int) -> list[dict[str, Any]] | None:
@@ -104,11 +135,12 @@ def describe(ctx: typer.Context, experiment_id: int, as_json: JsonFlag = False) 
         ("Outcome", exp.get("endReason") or ""),
     ], title=f"Experiment {experiment_id}")
     # why a trial ended early: stopped by the searcher (and its rung), failed, never fit
+    kept = kept_checkpoints(client, experiment_id, trials) if trials else {}
     print_table(["Trial", "State", "Hyperparameters", f"Best {metric or 'metric'}", "Restarts",
                  "Batches", "Checkpoint", "Ended because"],
                 [[t.get("id"), fmt_state(t.get("state")), cell_text(t.get("hparams")),
                   best_validation(t, metric), t.get("restarts"), t.get("totalBatchesProcessed"),
-                  (t.get("bestCheckpoint") or {}).get("uuid"), t.get("endReason") or ""] for t in trials],
+                  kept.get(t.get("id")), t.get("endReason") or ""] for t in trials],
                 title="Trials")
     if events:
         print_table(["Time", "Entity", "State", "Message"],
@@ -172,6 +204,6 @@ def list_checkpoints(ctx: typer.Context, experiment_id: int, as_json: JsonFlag =
         size = sum(int(v) for v in (c.get("resources") or {}).values() if str(v).isdigit())
         rows.append([training.get("trialId"), (c.get("metadata") or {}).get("steps_completed"),
                      c.get("uuid"), fmt_state(c.get("state")), values.get(metric) if metric else None,
-                     fmt_bytes(size), fmt_time(c.get("reportTime"))])
+                     "" if c.get("state") == DELETED else fmt_bytes(size), fmt_time(c.get("reportTime"))])
     print_table(["Trial", "Steps", "UUID", "State", f"Validation {metric or 'metric'}", "Size",
                  "Reported"], rows)

@@ -127,6 +127,22 @@ def test_checkpoint_shows_in_workloads_and_trial(client: TestClient, user: dict,
     assert ck["state"] in ("STATE_ACTIVE", "STATE_COMPLETED", "STATE_ERROR", "STATE_DELETED")
 
 
+def test_workloads_of_a_step_put_the_ones_with_a_state_first(client: TestClient, user: dict,
+                                                             task: StartedTask) -> None:
+    """det's `experiment describe` merges a step's workloads into one row whose State column is the
+    first one's, and only a checkpoint or a validation has a state."""
+    h = bearer(task.token)
+    for steps in (3, 5):
+        body = {"group": "training", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
+                                                 "metrics": {"avgMetrics": {"loss": 1.0}}}}
+        assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, h).status_code == 200
+    validate(client, task, 5, 0.5)
+    post(client, "/api/v1/checkpoints", det_checkpoint(task, 5), h)
+    work = client.get(f"/api/v1/trials/{task.trial_id}/workloads", headers=user).json()["workloads"]
+    assert [(kind, w[kind]["totalBatches"]) for w in work for kind in w] == [
+        ("training", 3), ("checkpoint", 5), ("validation", 5), ("training", 5)]
+
+
 def test_restart_resumes_from_the_latest_checkpoint(client: TestClient, user: dict, task: StartedTask,
                                                      agent: FakeAgent) -> None:
     body = det_checkpoint(task, 6)

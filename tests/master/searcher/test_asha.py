@@ -366,6 +366,23 @@ def test_progress_counts_closed_trials_against_max_trials() -> None:
     assert s.progress() == pytest.approx(0.5)
 
 
+def test_progress_budget_shrinks_by_what_a_stop_saves() -> None:
+    s = asha(ONE_BRACKET)  # 16 trials of 16 batches, rungs at 1, 4, 16
+    s.initial()
+    assert s.total_length({}) == 16
+    done = {"r0": 1 / 16, "r1": 1 / 16}
+    before = s.progress(done)
+    assert before == pytest.approx(2 / 16 / 16)
+    s.on_validation("r0", 0.5, 1)
+    assert s.on_validation("r1", 0.6, 1).stop == ["r1"]  # it will train 1 batch of its 16
+    assert s.total_length(done) == pytest.approx(15 + 1 / 16)
+    assert s.progress(done) == pytest.approx((2 / 16) / (15 + 1 / 16)) and s.progress(done) > before
+    s.on_trial_exited_early("r2", "boom")  # a failure saves nothing: its length stays in the budget
+    assert s.total_length(done) == pytest.approx(15 + 1 / 16)
+    finished = {f"r{i}": 1.0 for i in range(16)} | {"r1": 1 / 16}
+    assert s.progress(finished) == 1.0
+
+
 # -- config ------------------------------------------------------------------------------------------
 
 

@@ -156,6 +156,18 @@ def test_grid_of_empty_space_is_one_trial() -> None:
     assert len(run_to_end(searcher_for("{name: grid, metric: l}"))) == 1
 
 
+
+def test_progress_is_the_length_done_against_one_length_per_trial() -> None:
+    s = searcher_for("{name: random, metric: l, max_trials: 4}", "lr: {type: double, minval: 0, maxval: 1}")
+    s.initial()
+    assert s.total_length({}) == 4
+    assert s.progress({"r0": 0.5}) == pytest.approx(0.125)
+    assert s.progress({"r0": 1.0, "r1": 0.6, "r2": 3.0, "r3": -1.0}) == pytest.approx(0.65)  # each within 0..1
+    single = searcher_for("{name: single, metric: l}")
+    single.initial()
+    assert single.progress({"r0": 0.6}) == pytest.approx(0.6)
+
+
 # -- random --------------------------------------------------------------------------------------
 
 RANDOM_SPACE = """

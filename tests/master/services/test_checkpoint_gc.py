@@ -293,6 +293,24 @@ def test_deleted_checkpoints_show_as_deleted_over_the_api(
         {old: "STATE_DELETED", new: "STATE_COMPLETED"}
 
 
+def test_a_deleted_checkpoint_offers_no_files_over_the_api(
+        client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, gc: CheckpointGC,
+        running: tuple[int, list[StartedTask]]) -> None:
+    exp_id, (t1, _t2) = running
+    old, new = report(client, app, t1, 2, 0.5), report(client, app, t1, 4, 0.1)
+    agent2.exit(t1.allocation_id, 0)
+    gc.run_pending()
+    by_experiment = client.get(f"/api/v1/experiments/{exp_id}/checkpoints", headers=user).json()["checkpoints"]
+    listed = client.get("/api/v1/checkpoints", params={"experimentId": exp_id}, headers=user).json()["checkpoints"]
+    work = client.get(f"/api/v1/trials/{t1.trial_id}/workloads", headers=user).json()["workloads"]
+    for shown in (by_experiment, listed, [w["checkpoint"] for w in work if "checkpoint" in w]):
+        assert {c["uuid"]: (c["state"], c["resources"]) for c in shown} == {
+            old: ("STATE_DELETED", {}), new: ("STATE_COMPLETED", {"state.json": "13"})}
+    described = client.get(f"/api/v1/checkpoints/{old}", headers=user).json()["checkpoint"]
+    assert (described["state"], described["resources"]) == ("STATE_DELETED", {})
+    assert client.get(f"/api/v1/checkpoints/{old}/download", headers=user).status_code == 404
+
+
 def test_the_background_worker_runs_without_being_driven(
         client: TestClient, app: FastAPI, agent2: FakeAgent, running: tuple[int, list[StartedTask]]) -> None:
     exp_id, (t1, _t2) = running

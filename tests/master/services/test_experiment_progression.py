@@ -245,6 +245,39 @@ def test_pause_drops_pending_runs_preempts_running_ones_and_activate_queues_them
             assert [a.state for a in allocations_of(s, trial)] == [A.TERMINATED, A.PENDING]
 
 
+def test_every_ended_trial_and_experiment_says_why(fx: RecordingEffects, database: Database) -> None:
+    with database.session() as s:
+        exp, trial, alloc = running_single(fx, s)
+        progression.allocation_ended(fx, s, alloc, 0, "")
+        assert (trial.state, trial.end_reason) == (T.COMPLETED, "completed")
+        assert (exp.state, exp.end_reason) == (E.COMPLETED, "the searcher finished: 1 trial(s) completed")
+
+        exp, running, ra, pending, _pa = two_trials(fx, s)
+        progression.kill(fx, s, exp)
+        progression.allocation_ended(fx, s, ra, 137, "killed")
+        assert (running.end_reason, pending.end_reason) == ("experiment killed", "experiment killed")
+        assert (exp.state, exp.end_reason) == (E.CANCELED, "killed")
+
+
+def test_an_error_or_a_kill_keeps_the_progress_reached_and_completion_is_all_of_it(
+        fx: RecordingEffects, database: Database) -> None:
+    with database.session() as s:
+        exp, trial, alloc = running_single(fx, s)  # max_length 10 batches, no restarts
+        trial.total_batches = 4
+        progression.allocation_ended(fx, s, alloc, 1, "boom")
+        assert (exp.state, exp.progress) == (E.ERROR, pytest.approx(0.4))
+
+        exp, running, ra, _pending, _pa = two_trials(fx, s)
+        running.summary_metrics = {"progress": 0.5}
+        progression.kill(fx, s, exp)
+        progression.allocation_ended(fx, s, ra, 137, "killed")
+        assert (exp.state, exp.progress) == (E.CANCELED, pytest.approx(0.25))  # half of one of two trials
+
+        exp, trial, alloc = running_single(fx, s)
+        progression.allocation_ended(fx, s, alloc, 0, "")  # it reported nothing, yet completed
+        assert (exp.state, exp.progress) == (E.COMPLETED, 1.0)
+
+
 # -- a validation lets the searcher stop a trial ---------------------------------------------------
 
 # adaptive_asha in one bracket of 2 rungs (2 and 10 batches): with fewer than `divisor` (4) results

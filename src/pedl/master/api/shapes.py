@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pedl.master.lifecycle import AllocationState
+from pedl.master.lifecycle import AllocationState, CheckpointState
 
 if TYPE_CHECKING:
     from pedl.master.db import models
@@ -65,9 +65,17 @@ def trial(t: models.Trial, best_validation: models.Metric | None = None,
     return out
 
 
+def checkpoint_files(c: models.Checkpoint) -> dict[str, str]:
+    """The checkpoint's files and sizes (int64 as strings); none once it is deleted: they are gone,
+    so nothing offers them for download."""
+    if c.state == CheckpointState.DELETED:
+        return {}
+    return {k: str(v) for k, v in (c.resources or {}).items()}
+
+
 def checkpoint_workload(c: models.Checkpoint) -> dict[str, Any]:
     return {"uuid": c.uuid, "state": c.state, "totalBatches": c.steps_completed, "endTime": ts(c.report_time),
-            "metadata": c.meta, "resources": {k: str(v) for k, v in (c.resources or {}).items()}}
+            "metadata": c.meta, "resources": checkpoint_files(c)}
 
 
 def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Trial | None,
@@ -83,7 +91,7 @@ def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Tr
     meta = dict(c.meta or {})
     meta.setdefault("steps_completed", c.steps_completed)
     return {"uuid": c.uuid, "state": c.state, "metadata": meta,
-            "resources": {k: str(v) for k, v in (c.resources or {}).items()}, "training": training,
+            "resources": checkpoint_files(c), "training": training,
             "reportTime": ts(c.report_time), "taskId": c.task_id or "", "allocationId": c.allocation_id or "",
             "storage": c.storage}
 

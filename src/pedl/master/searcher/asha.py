@@ -33,6 +33,8 @@ How it decides, following Determined's `asha_stopping.go` and `adaptive_asha.go`
   brackets as well; it enters no bracket's size or concurrency, it only delays creation.
 - **Failures.** A trial that exits early (error, kill) is entered at its next rung with no metric,
   ranked worst, so it counts toward n, as in Determined.
+- **Progress** is length, not trial count (Determined counts trials, with 20% overhead): the budget
+  is `max_trials` trial lengths, less the part of `max_length` each stopped trial will never train.
 
 Hyperparameters are sampled as RandomSearcher does (one generator per trial index), so a searcher
 restored from `state()` creates exactly the trials and takes exactly the decisions the original
@@ -45,6 +47,7 @@ import bisect
 import math
 import random
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -152,6 +155,13 @@ class AdaptiveASHASearcher(Searcher):
 
     def total_trials(self) -> int:
         return self.max_trials
+
+    def total_length(self, done: Mapping[str, float]) -> float:
+        """max_trials trial lengths, less what early stopping saved: a trial this searcher stopped
+        trains only the share of max_length it had done when it was stopped (and while it winds
+        down). So progress only grows, and reaches 1 when the last trial closes."""
+        stopped = self._stop_reasons.keys()
+        return self.max_trials - len(stopped) + sum(min(1.0, max(0.0, done.get(r, 0.0))) for r in stopped)
 
     def state(self) -> dict[str, Any]:
         return {**super().state(), "bracket_of": dict(self.bracket_of), "rung_of": dict(self.rung_of),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,8 +111,20 @@ class Searcher:
     def on_trial_exited_early(self, request_id: str, reason: str) -> SearcherActions:
         return self.on_trial_closed(request_id)
 
-    def progress(self) -> float:
-        total = self.total_trials()
-        if not total:
+    # -- progress --
+    def total_length(self, done: Mapping[str, float]) -> float:
+        """The length this search trains in all, in trial lengths (units of searcher.max_length,
+        every trial's target): one per trial it will create. `done` is as in `progress`."""
+        return float(self.total_trials() or 0)
+
+    def progress(self, done: Mapping[str, float] | None = None) -> float:
+        """How far the search is, 0..1: the length its trials completed against `total_length`.
+        `done` maps a created trial's request id to the share of its target it completed (0..1;
+        the master counts a trial that completed as 1). Without it, a closed trial counts as done
+        and a live one as not started."""
+        if done is None:
+            done = dict.fromkeys(self.closed, 1.0)
+        total = self.total_length(done)
+        if total <= 0:
             return 0.0
-        return min(1.0, len(self.closed) / total)
+        return min(1.0, sum(min(1.0, max(0.0, f)) for f in done.values()) / total)

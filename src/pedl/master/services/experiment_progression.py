@@ -26,6 +26,7 @@ from pedl.master.lifecycle import (
     TrialState,
 )
 from pedl.master.searcher import SearcherActions, make_searcher
+from pedl.master.services import search_progress
 from pedl.master.services.transitions import record_event, set_experiment_state, set_trial_state
 from pedl.master.services.trial_room import TRIALS_PER_PASS, RoomCalculator
 
@@ -51,9 +52,9 @@ def _room(fx: ClusterEffects, s: Session, exp: models.Experiment, rooms: RoomCal
     return rooms.room(exp.resource_pool, int(exp.config["resources"]["slots_per_trial"]), live)
 
 
-def _save_searcher(exp: models.Experiment, searcher) -> None:
+def _save_searcher(s: Session, exp: models.Experiment, searcher) -> None:
     exp.searcher_state = {**exp.searcher_state, "state": searcher.state()}
-    exp.progress = searcher.progress()
+    search_progress.recompute(s, exp, searcher)
 
 
 def start_searcher(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
@@ -64,7 +65,7 @@ def start_searcher(fx: ClusterEffects, s: Session, exp: models.Experiment) -> No
     exp.searcher_state = {"seed": seed, "state": None}
     searcher = _searcher(exp, _room(fx, s, exp))
     actions = searcher.initial()
-    _save_searcher(exp, searcher)
+    _save_searcher(s, exp, searcher)
     apply_actions(fx, s, exp, actions)
 
 
@@ -131,6 +132,7 @@ def _trial_outcome(fx: ClusterEffects, s: Session, alloc: models.Allocation, exi
         set_trial_state(s, now, trial, T.STOPPING_CANCELED, "killed")
         set_trial_state(s, now, trial, T.CANCELED, f"killed; allocation {why}")
         trial.end_time = now
+        trial.end_reason = trial.end_reason or ("experiment killed" if canceling else "killed")
         if not canceling:  # one trial killed: the searcher closes it and may go on
             close_early(fx, s, exp, trial, "killed")
     elif state == T.STOPPING_COMPLETED or (exit_code == 0 and (not alloc.preempt_requested or _reached_target(trial))):
@@ -177,10 +179,11 @@ def fail_unschedulable(fx: ClusterEffects, s: Session, alloc: models.Allocation,
 
 def close_early(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     """Tell the searcher a trial ended without finishing (error or kill) and apply what it decides."""
+    trial.end_reason = trial.end_reason or reason
     fx.want_checkpoint_gc(exp.id)
     searcher = _searcher(exp, _room(fx, s, exp))
     actions = searcher.on_trial_exited_early(trial.request_id, reason)
-    _save_searcher(exp, searcher)
+    _save_searcher(s, exp, searcher)
     apply_actions(fx, s, exp, actions)
 
 
@@ -195,10 +198,11 @@ def _requeue(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: mode
 def _complete(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
     set_trial_state(s, fx.now, trial, T.COMPLETED, reason)
     trial.end_time = fx.now
+    trial.end_reason = trial.end_reason or reason  # the searcher's stop keeps its own, more telling reason
     fx.want_checkpoint_gc(exp.id)
     searcher = _searcher(exp, _room(fx, s, exp))
     actions = searcher.on_trial_closed(trial.request_id)
-    _save_searcher(exp, searcher)
+    _save_searcher(s, exp, searcher)
     apply_actions(fx, s, exp, actions)
 
 
@@ -221,7 +225,7 @@ def on_validation(fx: ClusterEffects, s: Session, trial: models.Trial, value: fl
         return
     searcher = _searcher(exp, 0)  # a validation decides stops; trials are created on closes and top-ups
     actions = searcher.on_validation(trial.request_id, value, steps)
-    _save_searcher(exp, searcher)
+    _save_searcher(s, exp, searcher)
     apply_actions(fx, s, exp, actions)
 
 
@@ -270,7 +274,7 @@ def top_up(fx: ClusterEffects, s: Session, saturated: dict[int, tuple[int, int]]
         searcher_live = len((exp.searcher_state.get("state") or {}).get("live", []))
         searcher = _searcher(exp, min(_room(fx, s, exp, rooms), searcher_live + budget))
         actions = searcher.top_up()
-        _save_searcher(exp, searcher)
+        _save_searcher(s, exp, searcher)
         apply_actions(fx, s, exp, actions)
         budget -= len(actions.create)
         if actions.create:
@@ -292,8 +296,11 @@ def maybe_finish(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None
             for t in live:
                 set_trial_state(s, now, t, T.CANCELED, "experiment killed")
                 t.end_time = now
-            set_experiment_state(s, now, exp, E.CANCELED, "killed")
+                t.end_reason = t.end_reason or "experiment killed"
+            exp.end_reason = exp.end_reason or "killed"
+            set_experiment_state(s, now, exp, E.CANCELED, exp.end_reason)
             exp.end_time = now
+            search_progress.recompute(s, exp, _searcher(exp, 0))  # it keeps the progress it reached
             fx.want_checkpoint_gc(exp.id)
         return
     state = exp.searcher_state.get("state") or {}
@@ -303,13 +310,18 @@ def maybe_finish(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None
         if trials and len(errored) == len(trials):
             exp.end_reason = f"all {len(trials)} trial(s) failed; trial {errored[-1].id}: {errored[-1].end_reason}"
             set_experiment_state(s, now, exp, E.ERROR, exp.end_reason)
+            search_progress.recompute(s, exp, _searcher(exp, 0))  # it keeps the progress it reached
         else:
             if errored:
                 exp.end_reason = f"{len(errored)} of {len(trials)} trial(s) failed: " + ", ".join(
                     f"trial {t.id}: {t.end_reason}" for t in errored)
-            set_experiment_state(s, now, exp, E.COMPLETED, exp.end_reason or "the searcher finished")
+            else:
+                canceled = sum(1 for t in trials if t.state == T.CANCELED)
+                exp.end_reason = (f"the searcher finished: {len(trials) - canceled} trial(s) completed"
+                                  + (f", {canceled} killed" if canceled else ""))
+            set_experiment_state(s, now, exp, E.COMPLETED, exp.end_reason)
+            exp.progress = 1.0
         exp.end_time = now
-        exp.progress = 1.0
         fx.want_checkpoint_gc(exp.id)
 
 
@@ -332,6 +344,7 @@ def kill(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
                 allocations.kill(fx, s, alloc, "experiment killed")
             set_trial_state(s, fx.now, trial, T.CANCELED, "experiment killed")
             trial.end_time = fx.now
+            trial.end_reason = trial.end_reason or "experiment killed"
     maybe_finish(fx, s, exp)
 
 

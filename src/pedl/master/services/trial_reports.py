@@ -1,16 +1,17 @@
 """What a running trial reports about itself (metrics, progress, searcher completion, early exit),
-accepted only with the task token of the trial's live allocation."""
+accepted only with the task token of the trial's live allocation. Each report that moves the trial
+on moves its experiment's progress too, in a transaction of its own (search_progress)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy.orm import Session
 
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL
-from pedl.master.services import experiment_progression, metrics
+from pedl.master.services import experiment_progression, metrics, search_progress
 from pedl.master.services import trials as trials_service
 from pedl.master.services.task_access import require_task
 
@@ -26,39 +27,51 @@ def _trial(s: Session, who: Caller, trial_id: int) -> models.Trial:
 
 def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str, steps_completed: int,
                    trial_run_id: int, values: dict[str, Any]) -> None:
-    def store(s: Session) -> None:
+    def store(s: Session) -> search_progress.Nudge | None:
         trial = _trial(s, who, trial_id)
+        before = search_progress.before_report(trial)
         metrics.record(s, trial, group=group, steps_completed=steps_completed, trial_run_id=trial_run_id,
                        report_time=ctx.clock.now(), metrics=values)
         if group != "validation":
-            return
+            return search_progress.measure(s, trial, before)
         exp = s.get(models.Experiment, trial.experiment_id)
         sc = exp.config.get("searcher", {})
         value = metrics.update_best(trial, sc.get("metric", ""), sc.get("smaller_is_better", True), values)
         if value is not None and trial.state not in TERMINAL_TRIAL:
             experiment_progression.on_validation(ctx.controller, s, trial, value, steps_completed)
+            return None  # the searcher moved: the progress was recomputed with this report in it
+        return search_progress.measure(s, trial, before)
 
+    nudge: search_progress.Nudge | None
     if group == "validation":
-        ctx.controller.run(store)  # the searcher may act on it, so it runs under the cluster lock
+        # the searcher may act on it, so it runs under the cluster lock
+        nudge = cast("search_progress.Nudge | None", ctx.controller.run(store))
     else:
         with ctx.db.session() as s:
-            store(s)
+            nudge = store(s)
+    search_progress.apply(ctx.db, nudge)
 
 
 def report_progress(ctx: MasterContext, who: Caller, trial_id: int, progress: float) -> None:
     with ctx.db.session() as s:
         trial = _trial(s, who, trial_id)
+        before = search_progress.before_report(trial)
         trial.summary_metrics = {**(trial.summary_metrics or {}), "progress": progress}
+        nudge = search_progress.measure(s, trial, before)
+    search_progress.apply(ctx.db, nudge)
 
 
 def completed_operation(ctx: MasterContext, who: Caller, trial_id: int, length: Any) -> None:
     with ctx.db.session() as s:
         trial = _trial(s, who, trial_id)
+        before = search_progress.before_report(trial)
         if isinstance(length, int) and not isinstance(length, bool) and length > trial.total_batches:
             # never past the searcher's own target: the op cannot claim more than was asked of it
             trial.total_batches = min(length, trial.target_length) if trial.target_length else length
         elif trial.target_length and trial.total_batches < trial.target_length:
             trial.total_batches = trial.target_length
+        nudge = search_progress.measure(s, trial, before)
+    search_progress.apply(ctx.db, nudge)
 
 
 def early_exit(ctx: MasterContext, who: Caller, trial_id: int, reason: str) -> None:

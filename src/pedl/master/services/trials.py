@@ -112,16 +112,18 @@ Workload = tuple[str, "models.Metric | models.Checkpoint"]  # ("training" | "val
 
 
 def workloads(ctx: MasterContext, trial_id: int, offset: int, limit: int) -> tuple[list[Workload], int]:
-    """One page of the trial's metrics and checkpoints in step order (training, validation, then
-    the checkpoint at each step), and how many there are."""
+    """One page of the trial's metrics and checkpoints in step order (the checkpoint, validation,
+    then training at each step), and how many there are. det's `experiment describe` merges a
+    step's workloads into one row whose State is the first one's: a checkpoint or validation has
+    one, training none, so they come first."""
     with ctx.db.session() as s:
         get(s, trial_id)
         items: list[tuple[int, int, Workload]] = []
         for m in s.scalars(select(models.Metric).where(models.Metric.trial_id == trial_id)):
             key = "validation" if m.group == "validation" else "training"
-            items.append((m.steps_completed, 0 if key == "training" else 1, (key, m)))
+            items.append((m.steps_completed, 2 if key == "training" else 1, (key, m)))
         for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == trial_id)):
-            items.append((c.steps_completed, 2, ("checkpoint", c)))
+            items.append((c.steps_completed, 0, ("checkpoint", c)))
     items.sort(key=lambda x: (x[0], x[1]))
     rows = [w for _, _, w in items]
     page = rows[offset: offset + limit] if limit else rows[offset:]
