@@ -70,7 +70,8 @@ def summarize(master: Master, exp: dict, work: Path) -> None:
     best = None
     for t in trials:
         value = t.get("searcherMetricValue")
-        print(f"  trial {t['id']}: {fmt_state(t['state']):<10} hparams={t['hparams']} best {metric}={value} "
+        shown = "none" if value is None else f"{value:.4f}"
+        print(f"  trial {t['id']}: {fmt_state(t['state']):<10} hparams={t['hparams']} best {metric}={shown} "
               f"batches={t['totalBatchesProcessed']} restarts={t['restarts']}")
         if value is not None and (best is None or value < best[1]):
             best = (t["id"], value)
