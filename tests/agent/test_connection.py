@@ -44,3 +44,17 @@ def test_a_refusal_says_where_the_token_is() -> None:
     assert "missing agent token" in text and "--token" in text and "PEDL_AGENT_TOKEN" in text
     assert "<data_dir>/agent_token" in text
     assert refusal(ConnectionClosedError(Close(1011, "boom"), None)) is None  # others are retried
+
+
+def test_a_version_refusal_names_both_versions_and_the_remedy() -> None:
+    from websockets.exceptions import ConnectionClosedError
+    from websockets.frames import Close
+
+    from pedl.agent.connection import refusal
+    from pedl.common.agent_protocol import CLOSE_VERSION_MISMATCH
+
+    refused = refusal(ConnectionClosedError(Close(CLOSE_VERSION_MISMATCH, "agent pedl 0.0.9, master pedl 0.1.0"), None))
+    assert refused is not None
+    text = str(refused)
+    assert "agent pedl 0.0.9, master pedl 0.1.0" in text
+    assert "pip install pedl==VERSION" in text and "/api/v1/pedl/package" in text

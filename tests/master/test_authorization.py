@@ -132,6 +132,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/master", R, None),
     ("GET", "/api/v1/master/config", ADMIN, None),
     ("GET", "/metrics", R, None),
+    ("GET", "/api/v1/pedl/package", R, None),  # and the agent token (tests/master/api/test_package.py)
     ("GET", "/api/v1/me", R, None),
     ("GET", "/api/v1/users", R, None),
     ("POST", "/api/v1/users", ADMIN, _new_user),

@@ -1,6 +1,7 @@
 """The agent's WebSocket to the master: URL, headers, typed send/receive, and reconnect backoff.
 
-A refusal (close 4401, or a 401/403 handshake answer) becomes `AgentRefused`; retrying cannot help.
+A refusal (close 4401, a version mismatch 4426, or a 401/403 handshake answer) becomes `AgentRefused`;
+retrying cannot help.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from pedl.agent.options import TOKEN_ENV, TOKEN_WHERE
 from pedl.common.agent_protocol import (
     CLOSE_UNAUTHORIZED,
+    CLOSE_VERSION_MISMATCH,
     MASTER_MESSAGE,
     MasterMessage,
 )
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "X-Pedl-Agent-Token"
 AGENTS_WS_PATH = "/agents/ws"
+PACKAGE_PATH = "/api/v1/pedl/package"  # the master's own wheel (master/api/package.py)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # start_task carries the full experiment config
 OPEN_TIMEOUT_S = 10.0
 
@@ -51,6 +54,10 @@ def open_connection(master_url: str, token: str | None) -> connect:
 def refusal(exc: BaseException) -> AgentRefused | None:
     """The `AgentRefused` that `exc` means, if it means one."""
     hint = f"pass the right one with --token or {TOKEN_ENV}: {TOKEN_WHERE}"
+    if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_VERSION_MISMATCH:
+        return AgentRefused(f"the master refused this agent: its version differs ({exc.rcvd.reason}); run the "
+                            f"master's version on this host: `pip install pedl==VERSION`, or the wheel the master "
+                            f"serves at {PACKAGE_PATH} (with the agent token in {TOKEN_HEADER})")
     if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_UNAUTHORIZED:
         return AgentRefused(f"the master refused this agent (close {exc.rcvd.code}: "
                             f"{exc.rcvd.reason or 'unauthorized'}); {hint}")

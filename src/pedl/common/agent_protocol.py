@@ -125,3 +125,4 @@ def dump(msg: BaseModel) -> dict[str, Any]:
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_BAD_REQUEST = 4400
 CLOSE_REPLACED = 4409
+CLOSE_VERSION_MISMATCH = 4426  # the agent's pedl is not the master's version: install the master's

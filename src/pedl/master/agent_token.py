@@ -96,3 +96,8 @@ def _create(path: Path) -> str:
         raise
     os.close(fd)
     return token
+
+
+def offered_token_ok(expected: str, offered: str) -> bool:
+    """Whether an offered agent token is the master's (constant time; no token admits nothing)."""
+    return bool(expected) and bool(offered) and secrets.compare_digest(offered.encode(), expected.encode())

@@ -26,6 +26,7 @@ from pedl.master.api import (
     instances,
     master,
     openapi,
+    package,
     prometheus,
     resource_pools,
     tasks,
@@ -161,7 +162,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     errors.install(app)
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
     for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools, instances,
-                   prometheus):
+                   package, prometheus):
         app.include_router(module.router)
     openapi.install(app)  # after the routers: it corrects the document they produce
 

@@ -15,6 +15,7 @@ from pedl.clock import ManualClock
 from pedl.common import agent_protocol as proto
 from pedl.config.master_config import MasterConfig
 from pedl.master.app import create_app
+from pedl.version import __version__
 from tests.master.fakes import SINGLE_CONFIG, bearer, create_experiment, login
 
 TOKEN = "s3cret-agent-token"
@@ -37,9 +38,9 @@ def token_client(master_config: MasterConfig, clock: ManualClock) -> Iterator[Te
         yield c
 
 
-def register(agent_id: str = "ws-agent", slots: int = 1, pool: str = "default") -> dict:
+def register(agent_id: str = "ws-agent", slots: int = 1, pool: str = "default", version: str = __version__) -> dict:
     return proto.dump(proto.Register(agent_id=agent_id, hostname="host-1", address="10.0.0.5", resource_pool=pool,
-                                     slots=[proto.SlotInfo(id=str(i)) for i in range(slots)], version="1.2.3"))
+                                     slots=[proto.SlotInfo(id=str(i)) for i in range(slots)], version=version))
 
 
 @pytest.mark.parametrize("headers", [{}, {"X-Pedl-Agent-Token": "wrong"}])
@@ -85,7 +86,7 @@ def test_register_and_list(token_client: TestClient, master_config: MasterConfig
         [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
         assert agent["id"] == "ws-agent"
         assert agent["connected"] is True and agent["state"] == "CONNECTED"
-        assert agent["version"] == "1.2.3"
+        assert agent["version"] == __version__
         assert agent["addresses"] == ["10.0.0.5"]
         assert agent["resourcePools"] == ["default"]
         assert sorted(agent["slots"]) == ["0", "1"]
@@ -209,3 +210,14 @@ def test_registered_tells_the_agent_how_long_it_may_stay_cut_off(token_client: T
     assert reply["type"] == "registered"
     assert reply["reconnect_wait"] == master_config.agent_reconnect_wait
     assert reply["kill_grace_period"] == master_config.task_kill_grace_period
+
+
+def test_an_agent_of_another_version_is_refused_naming_both(token_client: TestClient) -> None:
+    with (pytest.raises(WebSocketDisconnect) as info,
+          token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws):
+        ws.send_json(register("old-agent", version="0.0.9"))
+        ws.receive_json()
+    assert info.value.code == proto.CLOSE_VERSION_MISMATCH
+    assert info.value.reason == f"agent pedl 0.0.9, master pedl {__version__}"
+    agents = token_client.get("/api/v1/agents", headers=bearer(login(token_client, "admin"))).json()["agents"]
+    assert "old-agent" not in [a["id"] for a in agents]  # nothing registered

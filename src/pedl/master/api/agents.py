@@ -17,6 +17,7 @@ from pedl.master.api import shapes
 from pedl.master.api.deps import Caller, caller, ctx_of
 from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.services import agents as agents_service
+from pedl.version import __version__
 
 router = APIRouter()
 log = logging.getLogger(__name__)
@@ -72,6 +73,11 @@ async def agent_socket(ws: WebSocket) -> None:
         return
     if not isinstance(first, proto.Register):
         await _close(ws, proto.CLOSE_BAD_REQUEST, "first message must be register")
+        return
+    if first.version != __version__:
+        # a close reason holds 123 bytes: the agent spells out the remedy (agent/connection.py)
+        log.warning("refused agent %s: it runs pedl %s, the master %s", first.agent_id, first.version, __version__)
+        await _close(ws, proto.CLOSE_VERSION_MISMATCH, f"agent pedl {first.version[:32]}, master pedl {__version__}")
         return
     if ctx.config.pool(first.resource_pool) is None:
         log.warning("refused agent %s: unknown resource pool %r", first.agent_id, first.resource_pool)

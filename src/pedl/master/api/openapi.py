@@ -24,6 +24,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _BODY = "__pedl_openapi_body__"
 _MEDIA = "__pedl_openapi_media__"
 _ERRORS = "__pedl_openapi_errors__"
+_AGENT_TOKEN = "__pedl_openapi_agent_token__"
 
 ERROR_SCHEMA = "Error"
 SECURITY = [{"bearer": []}, {"allocationToken": []}]
@@ -74,6 +75,13 @@ def produces(media_type: str, *, errors: Iterable[int] = ()) -> Callable[[F], F]
         return fn
 
     return mark
+
+
+def agent_token_too(fn: F) -> F:
+    """Declare a handler that checks its caller itself: the agent token (X-Pedl-Agent-Token), or else
+    a user's or task's bearer token."""
+    setattr(fn, _AGENT_TOKEN, True)
+    return fn
 
 
 def answers(*statuses: int) -> Callable[[F], F]:
@@ -128,6 +136,8 @@ def build(app: FastAPI) -> dict[str, Any]:
                    "description": "A user's session token from POST /api/v1/auth/login, or a task's token."},
         "allocationToken": {"type": "apiKey", "in": "header", "name": "Grpc-Metadata-x-allocation-token",
                             "description": "A task's token, as `Bearer <token>` (what det's harness sends)."},
+        "agentToken": {"type": "apiKey", "in": "header", "name": "X-Pedl-Agent-Token",
+                       "description": "The master's agent token (data_dir/agent_token), as agents present it."},
     }
     for route in routes(app):
         if not route.include_in_schema:
@@ -147,7 +157,8 @@ def _correct(op: dict[str, Any], route: APIRoute, schemas: dict[str, Any]) -> No
     responses.pop("422", None)
     has_path = "{" in route.path_format
     has_query = any(p.get("in") == "query" for p in op.get("parameters", []))
-    authenticated = _uses(route.dependant, deps.caller)
+    agent_token = getattr(fn, _AGENT_TOKEN, False)
+    authenticated = agent_token or _uses(route.dependant, deps.caller)
     body = getattr(fn, _BODY, None)
     if body is not None:
         op["requestBody"] = _request_body(*body, schemas=schemas)
@@ -165,7 +176,7 @@ def _correct(op: dict[str, Any], route: APIRoute, schemas: dict[str, Any]) -> No
         statuses.add(400)
     if authenticated:
         statuses |= {401, 403}
-        op["security"] = copy.deepcopy(SECURITY)
+        op["security"] = copy.deepcopy(SECURITY) + ([{"agentToken": []}] if agent_token else [])
     if has_path:
         statuses.add(404)
     if body is not None or _uses(route.dependant, deps.json_body):

@@ -1,0 +1,28 @@
+"""GET /api/v1/pedl/package: the wheel of the master's own pedl, for agents' user data to install
+(with the agent token) and for users who want the same version as their master (with a login)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from pedl.master.agent_token import offered_token_ok
+from pedl.master.api.deps import caller, ctx_of
+from pedl.master.api.openapi import agent_token_too, produces
+from pedl.master.services import package as package_service
+
+router = APIRouter(prefix="/api/v1")
+
+AGENT_TOKEN_HEADER = "x-pedl-agent-token"
+
+
+@router.get("/pedl/package")
+@produces("application/octet-stream")
+@agent_token_too
+def pedl_package(request: Request) -> Response:
+    if not offered_token_ok(ctx_of(request).agent_token, request.headers.get(AGENT_TOKEN_HEADER, "")):
+        caller(request)  # else a user or task token; 401 without one
+    wheel = package_service.master_wheel()  # built once, in this worker thread
+    return Response(wheel.data, media_type="application/octet-stream", headers={
+        "Content-Disposition": f'attachment; filename="{wheel.filename}"',
+        "X-Pedl-Package-Sha256": wheel.sha256, "X-Pedl-Version": wheel.filename.split("-")[1]})
