@@ -188,7 +188,8 @@ def test_an_empty_pool_launches_a_tagged_instance_runs_and_terminates_it_when_id
     assert tags[POOL_TAG] == "default"
     attr = c.ec2.describe_instance_attribute(InstanceId=inst["id"], Attribute="userData")
     user_data = base64.b64decode(attr["UserData"]["Value"]).decode()
-    assert f"--master {c.master.url}" in user_data and "--resource-pool default" in user_data
+    assert f"PEDL_MASTER={c.master.url}" in user_data and '--master "$PEDL_MASTER"' in user_data
+    assert "--resource-pool default" in user_data
     assert "--slots 1" in user_data  # g4dn.xlarge: one GPU
 
     exp = c.wait_done(exp_id)

@@ -158,10 +158,11 @@ def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(mot
         assert encoded_startup in script  # the config's startup_script, run from its own file
         assert '-X PUT "$IMDS/latest/api/token"' in script  # IMDSv2 token, then the instance id
         assert 'X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/instance-id"' in script
-        assert script.index(encoded_startup) < script.index("exec pedl agent run")
+        assert script.index(encoded_startup) < script.index('exec "$PEDL_BIN" agent run')
         last = script.strip().splitlines()[-1]
-        assert last == (f'exec pedl agent run --master {MASTER_URL} --id "$INSTANCE_ID" --resource-pool gpu '
+        assert last == ('exec "$PEDL_BIN" agent run --master "$PEDL_MASTER" --id "$INSTANCE_ID" --resource-pool gpu '
                         "--slots 4")
+        assert f"PEDL_MASTER={MASTER_URL}" in script.splitlines()
         assert "export PEDL_AGENT_TOKEN=s3cret" in script  # in the environment, not in argv
         assert "--token" not in script and "--spot-watch" not in script
 
@@ -171,7 +172,7 @@ def test_launch_without_network_interface_profile_or_token(moto_endpoint: str, n
     (created,) = p.launch(request(token="tok-plain"))
     assert ec2.describe_iam_instance_profile_associations()["IamInstanceProfileAssociations"] == []
     script = user_data(ec2, created.id)
-    assert "PEDL_AGENT_TOKEN" not in script and "startup_script" not in script
+    assert "export PEDL_AGENT_TOKEN" not in script and "startup_script" not in script
 
 
 def test_a_startup_script_too_long_for_user_data_is_invalid_config(moto_endpoint: str, net: MotoNetwork) -> None:
@@ -185,7 +186,9 @@ def test_a_startup_script_too_long_for_user_data_is_invalid_config(moto_endpoint
 def test_user_data_quotes_values_and_watches_spot() -> None:
     script = agent_user_data(master_url="http://m:8080", pool="a b", slots=0, spot=True, agent_token="it's")
     last = script.strip().splitlines()[-1]
-    assert last == "exec pedl agent run --master http://m:8080 --id \"$INSTANCE_ID\" --resource-pool 'a b' --spot-watch"
+    assert last == ('exec "$PEDL_BIN" agent run --master "$PEDL_MASTER" --id "$INSTANCE_ID" '
+                    "--resource-pool 'a b' --spot-watch")
+    assert "PEDL_MASTER=http://m:8080" in script.splitlines()
     assert "export PEDL_AGENT_TOKEN='it'\"'\"'s'" in script
 
 
@@ -589,3 +592,12 @@ def test_close_keeps_instances(moto_endpoint: str, net: MotoNetwork, ec2: Any) -
     (a,) = (c.id for c in p.launch(request(1)))
     p.close()
     assert state_of(ec2, a) == "running"
+
+
+def test_user_data_installs_the_masters_version_unless_the_image_has_it() -> None:
+    script = agent_user_data(master_url="http://m:8080/", pool="p", slots=1, spot=False, version="9.8.7")
+    lines = script.splitlines()
+    assert "PEDL_VERSION=9.8.7" in lines and "PEDL_MASTER=http://m:8080" in lines
+    assert '"$PEDL_MASTER/api/v1/pedl/package"' in script and "X-Pedl-Agent-Token" in script
+    assert 'if [ "$installed" != "$PEDL_VERSION" ]; then' in lines
+    assert len(script.encode()) < 16 * 1024 // 4  # leaves room for a startup_script in EC2's 16 KiB

@@ -24,13 +24,48 @@ BOTO_CONFIG = BotoConfig(retries={"total_max_attempts": 2, "mode": "standard"}, 
                          user_agent_extra="pedl")
 
 STARTUP_SCRIPT_PATH = "/usr/local/pedl/startup_script"
+PACKAGE_PATH = "/api/v1/pedl/package"
+
+# Install the master's own pedl unless the image has that version: a stock GPU image (an AWS Deep
+# Learning AMI) needs no custom AMI. The wheel comes from the master (agent token); its dependencies
+# from the image's package index. PEDL_HOME and PEDL_IMDS_URL only exist so tests can sandbox this.
+_INSTALL = """\
+PEDL_HOME=${PEDL_HOME:-/usr/local/pedl}
+PEDL_BIN=$(command -v pedl || true)
+installed=""
+if [ -n "$PEDL_BIN" ]; then
+  PEDL_PY=$(head -n 1 "$PEDL_BIN" | sed 's/^#!//')
+  installed=$("$PEDL_PY" -c 'import pedl.version; print(pedl.version.__version__)' 2>/dev/null || true)
+fi
+if [ "$installed" != "$PEDL_VERSION" ]; then
+  echo "pedl: installing pedl $PEDL_VERSION from the master (the image has ${installed:-none})"
+  PY=""
+  for candidate in python3.13 python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      PY=$candidate; break
+    fi
+  done
+  if [ -z "$PY" ]; then echo "pedl: this image has no Python 3.11 or newer; install one in the pool's startup script" >&2; exit 1; fi
+  mkdir -p "$PEDL_HOME"
+  WHEEL="$PEDL_HOME/pedl-$PEDL_VERSION-py3-none-any.whl"
+  @CURL@ -H "X-Pedl-Agent-Token: ${PEDL_AGENT_TOKEN:-}" "$PEDL_MASTER@PACKAGE@" -o "$WHEEL" || {
+    echo "pedl: could not download pedl $PEDL_VERSION from $PEDL_MASTER@PACKAGE@ (a 401 means a wrong agent token)" >&2
+    exit 1; }
+  "$PY" -m venv --system-site-packages "$PEDL_HOME/venv"
+  "$PEDL_HOME/venv/bin/pip" install --quiet "$WHEEL" || {
+    echo "pedl: could not install pedl $PEDL_VERSION with $PY; its dependencies come from this image's pip index" >&2
+    exit 1; }
+  PEDL_BIN="$PEDL_HOME/venv/bin/pedl"
+fi"""
 
 
 def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, startup_script: str = "",
-                    agent_token: str | None = None) -> str:
+                    agent_token: str | None = None, version: str | None = None) -> str:
     """The instance's UserData: run the config's startup_script, learn the instance id through
-    IMDSv2, then become `pedl agent run` with that id. The agent token travels in the environment,
-    not in argv (where `ps` would show it)."""
+    IMDSv2, install the master's pedl when the image lacks that version, then become `pedl agent run`
+    with that id. The agent token travels in the environment, not in argv (where `ps` would show it)."""
+    from pedl.version import __version__
+
     lines = ["#!/bin/bash", "# pedl agent bootstrap, written by the pedl master", "set -e -o pipefail"]
     if startup_script.strip():
         # a file of its own, as Determined does: it may have its own shebang, and an `exit` in it
@@ -41,12 +76,16 @@ def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, start
                   f"chmod +x {STARTUP_SCRIPT_PATH}",
                   STARTUP_SCRIPT_PATH]
     curl = "curl -sSf --retry 10 --retry-connrefused --retry-delay 1"
-    lines += ["IMDS=http://169.254.169.254",
+    lines += ["IMDS=${PEDL_IMDS_URL:-http://169.254.169.254}",
               f'IMDS_TOKEN=$({curl} -X PUT "$IMDS/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
               f'INSTANCE_ID=$({curl} -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/instance-id")']
     if agent_token:
         lines.append(f"export PEDL_AGENT_TOKEN={shlex.quote(agent_token)}")
-    argv = ["exec pedl agent run", "--master", shlex.quote(master_url), "--id", '"$INSTANCE_ID"',
+    lines += [f"PEDL_VERSION={shlex.quote(version or __version__)}",
+              f"PEDL_MASTER={shlex.quote(master_url.rstrip('/'))}",
+              _INSTALL.replace("@CURL@", "curl -sSf --retry 30 --retry-connrefused --retry-delay 2")
+              .replace("@PACKAGE@", PACKAGE_PATH)]
+    argv = ['exec "$PEDL_BIN" agent run', "--master", '"$PEDL_MASTER"', "--id", '"$INSTANCE_ID"',
             "--resource-pool", shlex.quote(pool)]
     if slots > 0:
         argv += ["--slots", str(slots)]
