@@ -20,6 +20,7 @@ def isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("PEDL_MASTER", "DET_MASTER", "PEDL_USER", "PEDL_MAX_MODEL_DEF_BYTES", "PEDL_AGENT_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("PEDL_CONFIG_PATHS", "")  # `master run` must not find a master.yaml of this machine
     monkeypatch.setattr("pedl.cli.experiment_watch.FOLLOW_INTERVAL", 0.01)
     return config_dir
 

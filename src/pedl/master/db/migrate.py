@@ -1,4 +1,5 @@
-"""Run Alembic migrations programmatically (the master does this at start)."""
+"""Run Alembic migrations programmatically (the master does this at start). A database that a newer
+pedl has migrated, at a revision this pedl does not know, is refused: pedl never downgrades."""
 
 from __future__ import annotations
 
@@ -6,9 +7,18 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
+from pedl.errors import Conflict
+from pedl.version import __version__
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+class DatabaseNewerThanMaster(Conflict):
+    """The database's schema revision is unknown to this pedl: a newer pedl has upgraded it."""
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -18,9 +28,35 @@ def alembic_config(engine: Engine) -> Config:
     return cfg
 
 
+def head_revision(engine: Engine) -> str | None:
+    """The newest schema revision this pedl knows."""
+    return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+
+
+def database_revisions(engine: Engine) -> tuple[str, ...]:
+    """The revisions stamped in the database's alembic_version; () for a database never migrated."""
+    with engine.connect() as conn:
+        return tuple(MigrationContext.configure(conn).get_current_heads())
+
+
+def refuse_unknown_revision(engine: Engine) -> None:
+    """Raise DatabaseNewerThanMaster, naming both revisions, when the database is at a revision this
+    pedl has no migration for (Alembic itself would fail with "Can't locate revision")."""
+    script = ScriptDirectory.from_config(alembic_config(engine))
+    known = {rev.revision for rev in script.walk_revisions()}
+    unknown = [rev for rev in database_revisions(engine) if rev not in known]
+    if unknown:
+        raise DatabaseNewerThanMaster(
+            f"the database is at schema revision {', '.join(unknown)}, which this pedl ({__version__}, newest "
+            f"schema revision {script.get_current_head()}) does not know: a newer pedl has upgraded it. Run that "
+            "newer pedl (or a later one) on this database; pedl does not downgrade a database's schema")
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
+    refuse_unknown_revision(engine)
     command.upgrade(alembic_config(engine), revision)
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
+    refuse_unknown_revision(engine)
     command.downgrade(alembic_config(engine), revision)
