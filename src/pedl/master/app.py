@@ -36,6 +36,7 @@ from pedl.master.api import (
 from pedl.master.context import MasterContext
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
+from pedl.master.observability.request_latency import RequestLatency
 from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import users as users_service
 from pedl.master.startup_summary import database_summary, pool_summary
@@ -161,6 +162,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.state.checkpoint_gc = checkpoint_gc
     errors.install(app)
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
+    app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools, instances,
                    package, prometheus):
         app.include_router(module.router)

@@ -13,6 +13,7 @@ from pedl.master.caller_cache import CallerCache
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.controller import Controller
 from pedl.master.db.engine import Database
+from pedl.master.observability.master_metrics import MasterMetrics
 from pedl.master.services.login_limiter import LoginLimiter
 
 if TYPE_CHECKING:
@@ -33,3 +34,5 @@ class MasterContext:
     agent_token: str = ""  # what agents must present (master/agent_token.py); "" admits none
     # pool name -> its provisioner, for the pools with a provider (filled as the master starts them)
     provisioners: dict[str, PoolProvisioner] = field(default_factory=dict)
+    # this master's Prometheus registry and metrics (the controller's own: master/wiring.py passes it to both)
+    metrics: MasterMetrics = field(default_factory=MasterMetrics)

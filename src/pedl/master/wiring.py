@@ -16,6 +16,8 @@ from pedl.master.cluster.controller import Controller
 from pedl.master.context import MasterContext
 from pedl.master.db import models
 from pedl.master.db.engine import Database
+from pedl.master.observability.master_metrics import MasterMetrics
+from pedl.master.observability.pool_state import PoolStateCollector
 from pedl.master.services.checkpoint_gc import CheckpointGC
 from pedl.master.services.login_limiter import LoginLimiter
 
@@ -31,18 +33,22 @@ def cluster_id_of(db: Database, now: float) -> str:
 
 
 def build_context(config: MasterConfig, db: Database, clock: Clock, *, cluster_id: str | None = None,
-                  master_id: str = "", agent_token: str = "") -> MasterContext:
-    """Every shared part, wired: the controller gets the same hub, clock and caller cache as the rest.
-    `cluster_id` None reads (or makes) the database's."""
+                  master_id: str = "", agent_token: str = "", metrics: MasterMetrics | None = None) -> MasterContext:
+    """Every shared part, wired: the controller gets the same hub, clock, caller cache and metrics as the
+    rest. `cluster_id` None reads (or makes) the database's. `metrics` None makes a registry of this
+    master's own, whose pool gauges read this context at scrape time."""
+    metrics = metrics or MasterMetrics()
     hub = AgentHub()
     caller_cache = CallerCache()
     if cluster_id is None:
         cluster_id = cluster_id_of(db, clock.now())
     controller = Controller(config=config, db=db, clock=clock, hub=hub, caller_cache=caller_cache,
-                            cluster_id=cluster_id)
-    return MasterContext(config=config, db=db, clock=clock, hub=hub, controller=controller,
-                         login_limiter=LoginLimiter(config.security.login_rate_limit), caller_cache=caller_cache,
-                         cluster_id=cluster_id, master_id=master_id, agent_token=agent_token)
+                            cluster_id=cluster_id, metrics=metrics)
+    ctx = MasterContext(config=config, db=db, clock=clock, hub=hub, controller=controller,
+                        login_limiter=LoginLimiter(config.security.login_rate_limit), caller_cache=caller_cache,
+                        cluster_id=cluster_id, master_id=master_id, agent_token=agent_token, metrics=metrics)
+    metrics.registry.register(PoolStateCollector(ctx))
+    return ctx
 
 
 def attach_checkpoint_gc(ctx: MasterContext, storage_for: Callable[[Mapping[str, Any]], CheckpointStorage]

@@ -1,5 +1,6 @@
 """GET /metrics for Prometheus, open to whom master.yaml's `security.metrics_access` says:
-anyone, any logged-in user (a bearer token in the scrape config), or admins only."""
+anyone, any logged-in user (a bearer token in the scrape config), or admins only. It serves this
+master's own registry (master/observability/); README.md lists the metrics."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ router = APIRouter()
 
 @router.get("/metrics", include_in_schema=False)
 def prometheus(request: Request) -> PlainTextResponse:
-    access = ctx_of(request).config.security.metrics_access
+    ctx = ctx_of(request)
+    access = ctx.config.security.metrics_access
     if access != "public":
         who = caller(request)
         if access == "admin":
             require_admin(who, "read /metrics (security.metrics_access: admin)")
-    return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
+    return PlainTextResponse(generate_latest(ctx.metrics.registry).decode(), media_type=CONTENT_TYPE_LATEST)

@@ -26,6 +26,7 @@ from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.db import models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import HELD, AgentState
+from pedl.master.observability.master_metrics import MasterMetrics
 from pedl.master.services import experiment_progression as progression
 from pedl.master.services.transitions import set_agent_state
 
@@ -38,13 +39,14 @@ class Controller:
     """Implements ClusterEffects (cluster/effects.py) for the operations it runs."""
 
     def __init__(self, *, config: MasterConfig, db: Database, clock: Clock, hub: AgentHub, caller_cache: CallerCache,
-                 cluster_id: str) -> None:
+                 cluster_id: str, metrics: MasterMetrics | None = None) -> None:
         self._config = config
         self.db = db
         self.clock = clock
         self.hub = hub
         self.caller_cache = caller_cache
         self._cluster_id = cluster_id
+        self.metrics = metrics or MasterMetrics(process_metrics=False)  # pass durations, launches (provisioners)
         self._want_checkpoint_gc: Callable[[int], None] = lambda _experiment_id: None
         self.lock = threading.RLock()
         self._outbox: list[tuple[str, BaseModel]] = []
@@ -177,6 +179,10 @@ class Controller:
     # -- the periodic pass -------------------------------------------------------------------------
 
     def tick(self) -> None:
+        with self.metrics.timed(self.metrics.scheduling_pass):
+            self._tick()
+
+    def _tick(self) -> None:
         self.run(self._check_agents)
         self.run(self._top_up)  # trials for room that came since
         plan: list[placement.Placement] = self.run(self._plan_schedule)  # type: ignore[assignment]

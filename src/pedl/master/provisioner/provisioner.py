@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from pedl.config.master_config import ResourcePoolConfig
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
+from pedl.master.observability.master_metrics import market
 from pedl.master.provisioner.providers.base import (
     CloudError,
     CloudErrorKind,
@@ -86,7 +87,8 @@ class PoolProvisioner:
 
     def step(self) -> float | None:
         """Run one provisioning pass; return when the decider wants to look again."""
-        with self._lock:
+        metrics = self.ctl.metrics
+        with self._lock, metrics.timed(metrics.provisioner_pass.labels(pool=self.pool.pool_name)):
             try:
                 cloud = self.provider.list_instances()
             except CloudError as exc:
@@ -224,6 +226,7 @@ class PoolProvisioner:
             try:
                 created = self.provider.launch(request)
             except CloudError as exc:
+                self.ctl.metrics.launch_failures.labels(pool=self.pool.pool_name, kind=exc.kind.value).inc()
                 if exc.kind == CloudErrorKind.CAPACITY:
                     # this type (and market) is out: the next pass falls back at once
                     self.unavailable[(launch.instance_type, launch.spot)] = self.now + UNAVAILABLE_FOR
@@ -234,6 +237,9 @@ class PoolProvisioner:
                     self._record_error(exc, f"launching {launch.count} x {launch.instance_type}")
                 return
             self._clear_errors()
+            for ci in created:
+                self.ctl.metrics.launches.labels(pool=self.pool.pool_name, instance_type=ci.instance_type,
+                                                 market=market(ci.spot)).inc()
             self.ctl.run(lambda s, c=created, r=request: self._record_launch(s, c, r))
             log.info("pool %s: launched %s", self.pool.pool_name, ", ".join(c.id for c in created))
 

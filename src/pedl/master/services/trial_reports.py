@@ -49,6 +49,7 @@ def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str
     else:
         with ctx.db.session() as s:
             nudge = store(s)
+    ctx.metrics.metric_report(group)  # counted once stored; a refused report is not ingested
     search_progress.apply(ctx.db, nudge)
 
 

@@ -45,7 +45,10 @@ if [ "$installed" != "$PEDL_VERSION" ]; then
       PY=$candidate; break
     fi
   done
-  if [ -z "$PY" ]; then echo "pedl: this image has no Python 3.11 or newer; install one in the pool's startup script" >&2; exit 1; fi
+  if [ -z "$PY" ]; then
+    echo "pedl: this image has no Python 3.11 or newer; install one in the pool's startup script" >&2
+    exit 1
+  fi
   mkdir -p "$PEDL_HOME"
   WHEEL="$PEDL_HOME/pedl-$PEDL_VERSION-py3-none-any.whl"
   @CURL@ -H "X-Pedl-Agent-Token: ${PEDL_AGENT_TOKEN:-}" "$PEDL_MASTER@PACKAGE@" -o "$WHEEL" || {
