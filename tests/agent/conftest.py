@@ -9,6 +9,7 @@ import asyncio
 import base64
 import io
 import json
+import ssl
 import tarfile
 import threading
 import time
@@ -94,8 +95,9 @@ def context_server() -> Iterator[ContextServer]:
 class FakeMaster:
     """A WebSocket server speaking the master's side of `/agents/ws`, recording what it gets."""
 
-    def __init__(self, heartbeat_interval: float = 0.2) -> None:
+    def __init__(self, heartbeat_interval: float = 0.2, ssl_context: ssl.SSLContext | None = None) -> None:
         self.heartbeat_interval = heartbeat_interval
+        self.ssl_context = ssl_context  # serve wss:// with this certificate
         self.kill_unknown: list[str] = []
         self.reconnect_wait: float | None = None  # None: as a master from before fencing
         self.kill_grace_period: float | None = None
@@ -109,10 +111,10 @@ class FakeMaster:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
-        self._server = await serve(self._handler, "127.0.0.1", self.port)
+        self._server = await serve(self._handler, "127.0.0.1", self.port, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:

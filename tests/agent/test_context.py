@@ -32,14 +32,55 @@ async def test_fetch_errors_name_the_status(context_server: ContextServer) -> No
         await fetch_context(bad, "t1")
 
 
-def test_unpack_nested_files(tmp_path: Path) -> None:
+@pytest.fixture(params=["data_filter", "before_3_11_4"])
+def tar_filter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each unpack test runs with tarfile's "data" filter and as on a Python without it (3.11.2)."""
+    if request.param == "before_3_11_4":
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    return request.param
+
+
+def tgz_of(*members: tuple[tarfile.TarInfo, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as archive:
+        for info, data in members:
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_unpack_drops_setuid_bits(tmp_path: Path, tar_filter: str) -> None:
+    info = tarfile.TarInfo("run.sh")
+    info.mode = 0o4777
+    unpack_context(tgz_of((info, b"#!/bin/sh\n")), tmp_path)
+    mode = (tmp_path / "run.sh").stat().st_mode
+    assert not mode & 0o4000 and not mode & 0o002  # no setuid, nobody else may write it
+
+
+def test_unpack_refuses_devices(tmp_path: Path, tar_filter: str) -> None:
+    info = tarfile.TarInfo("null")
+    info.type = tarfile.CHRTYPE
+    with pytest.raises(ContextError):
+        unpack_context(tgz_of((info, b"")), tmp_path)
+    assert not (tmp_path / "null").exists()
+
+
+def test_unpack_keeps_a_link_inside(tmp_path: Path, tar_filter: str) -> None:
+    link = tarfile.TarInfo("alias.py")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "model.py"
+    unpack_context(tgz_of((tarfile.TarInfo("model.py"), b"x = 1\n"), (link, b"")), tmp_path)
+    assert (tmp_path / "alias.py").read_text() == "x = 1\n"
+
+
+def test_unpack_nested_files(tmp_path: Path, tar_filter: str) -> None:
     unpack_context(make_tgz({"model/def.py": "x = 1\n", "const.yaml": "a: 1\n"}), tmp_path)
     assert (tmp_path / "model/def.py").read_text() == "x = 1\n"
     assert (tmp_path / "const.yaml").exists()
 
 
 @pytest.mark.parametrize("name", ["../escape.txt", "/tmp/absolute.txt", "a/../../escape.txt"])
-def test_unpack_refuses_escaping_paths(tmp_path: Path, name: str) -> None:
+def test_unpack_refuses_escaping_paths(tmp_path: Path, name: str, tar_filter: str) -> None:
     dest = tmp_path / "dest"
     dest.mkdir()
     with pytest.raises(ContextError, match="outside"):
@@ -47,7 +88,7 @@ def test_unpack_refuses_escaping_paths(tmp_path: Path, name: str) -> None:
     assert not (tmp_path / "escape.txt").exists()
 
 
-def test_unpack_refuses_links_out(tmp_path: Path) -> None:
+def test_unpack_refuses_links_out(tmp_path: Path, tar_filter: str) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as archive:
         link = tarfile.TarInfo("passwd")
@@ -66,3 +107,20 @@ def test_unpack_refuses_garbage(tmp_path: Path) -> None:
 def test_empty_context_is_nothing_to_unpack(tmp_path: Path) -> None:
     unpack_context(b"", tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_fetch_over_https_verifies_the_master_and_refuses_a_wrong_ca_at_once(tmp_path: Path) -> None:
+    import base64
+
+    from pedl.common.master_trust import client_ssl_context
+    from tests.support.tls import https_json_server, write_tls_files
+
+    tls = write_tls_files(tmp_path / "tls")
+    body = {"b64Tgz": base64.b64encode(make_tgz({"train.py": "print(1)\n"})).decode()}
+    with https_json_server(tls, body) as (url, paths):
+        tgz = await fetch_context(f"{url}/ctx", "t1", client_ssl_context(tls.ca), tls.ca)
+        with tarfile.open(fileobj=io.BytesIO(tgz)) as archive:
+            assert archive.getnames() == ["train.py"]
+        with pytest.raises(ContextError, match=f"could not be verified against the CA in {tls.other_ca}"):
+            await fetch_context(f"{url}/ctx", "t1", client_ssl_context(tls.other_ca), tls.other_ca)
+    assert paths == ["/ctx"]

@@ -272,3 +272,49 @@ async def test_run_agent_process_exits_nonzero_when_refused(fake_master: FakeMas
     _, stderr = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode != 0
     assert "AgentRefused" in stderr.decode()
+
+
+async def test_over_wss_an_agent_trusting_the_masters_ca_registers_and_hands_it_to_tasks(
+        context_server: ContextServer, tmp_path: Path) -> None:
+    from tests.support.tls import write_tls_files
+
+    tls = write_tls_files(tmp_path / "tls")
+    master = FakeMaster(ssl_context=tls.server_context())
+    await master.start()
+    url = context_server.add("c1", {})
+    try:
+        async with running_agent(_options(master, tmp_path, cert=tls.ca)) as agent:
+            await eventually(lambda: agent.connected, what="registration over wss")
+            await master.send(_start("a1", url, """
+                import os
+                print(os.environ["PEDL_MASTER_CERT"], os.environ["DET_MASTER_CERT_FILE"])
+            """))
+            await eventually(lambda: master.messages("task_exited"), what="task_exited")
+    finally:
+        await master.stop()
+    assert master.messages("register")[0]["agent_id"] == "agent-1"
+    assert _messages(master, "a1") == [f"{tls.ca} {tls.ca}"]
+
+
+@pytest.mark.parametrize("trusts", ["another CA", "the system's CAs"])
+async def test_over_wss_an_agent_refuses_a_master_it_cannot_verify(tmp_path: Path, trusts: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.tls import write_tls_files
+
+    monkeypatch.delenv("PEDL_MASTER_CERT", raising=False)
+    tls = write_tls_files(tmp_path / "tls")
+    master = FakeMaster(ssl_context=tls.server_context())
+    await master.start()
+    cert = tls.other_ca if trusts == "another CA" else None
+    try:
+        agent = Agent(_options(master, tmp_path, cert=cert))
+        with pytest.raises(AgentRefused) as caught:
+            await asyncio.wait_for(agent.run(asyncio.Event()), 30)  # at once: retrying cannot help
+    finally:
+        await master.stop()
+    text = str(caught.value)
+    assert text.startswith(f"the agent refuses the master: the TLS certificate of the master at "
+                           f"wss://127.0.0.1:{master.port}/agents/ws could not be verified against ")
+    assert (f"the CA in {tls.other_ca}" if cert else "the system's CAs") in text
+    assert "--cert FILE or PEDL_MASTER_CERT" in text
+    assert master.sessions == []  # nothing was said to a master it does not trust

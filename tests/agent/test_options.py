@@ -33,3 +33,23 @@ def test_explicit_values_are_kept(tmp_path: Path) -> None:
 def test_negative_slots_are_refused() -> None:
     with pytest.raises(ValueError, match="slots"):
         AgentOptions("http://m", slots=-1)
+
+
+def test_the_master_ca_comes_from_the_option_else_the_environment_as_an_absolute_path(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.support.tls import write_tls_files
+
+    tls = write_tls_files(tmp_path / "tls")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PEDL_MASTER_CERT", raising=False)
+    assert AgentOptions("https://m").cert is None
+    assert AgentOptions("https://m").ssl_context is not None  # the system's CAs
+    assert AgentOptions("http://m").ssl_context is None
+    monkeypatch.setenv("PEDL_MASTER_CERT", "tls/ca.pem")
+    assert AgentOptions("https://m").cert == tls.ca  # tasks run elsewhere: relative would not do
+    assert AgentOptions("https://m", cert=tls.other_ca).cert == tls.other_ca
+
+
+def test_an_unreadable_master_ca_is_refused_at_once(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=f"cannot read the master's CA certificate {tmp_path / 'absent.pem'}"):
+        AgentOptions("https://m", cert=tmp_path / "absent.pem")

@@ -45,3 +45,12 @@ def test_gpu_task_env_lists_its_gpus() -> None:
 def test_argv_of_entrypoints() -> None:
     assert task_argv("python3 train.py --x 1") == ["/bin/sh", "-c", "python3 train.py --x 1"]
     assert task_argv(["python3", "train.py"]) == ["python3", "train.py"]
+
+
+def test_tasks_get_the_agents_master_ca_under_pedl_and_determined_names() -> None:
+    host = TaskHost(master_url="https://m:8443", agent_id="agent-1", work_dir=Path("/w"), slots={},
+                    master_cert=Path("/etc/pedl/ca.pem"))
+    env = task_env(_spec([], {"DET_MASTER_CERT_FILE": "/spoofed.pem"}), host, base={"PEDL_MASTER_CERT": "/old.pem"})
+    assert env["PEDL_MASTER_CERT"] == env["DET_MASTER_CERT_FILE"] == "/etc/pedl/ca.pem"
+    env = task_env(_spec([]), _host([]), base={})
+    assert "PEDL_MASTER_CERT" not in env and "DET_MASTER_CERT_FILE" not in env

@@ -129,3 +129,27 @@ def test_connection_refused_is_unavailable() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(Unavailable, match=f"cannot reach the master at {url}"):
         MasterClient(url).get("/api/v1/agents")
+
+
+def test_an_https_master_is_verified_against_the_given_ca(tmp_path, monkeypatch) -> None:
+    from tests.support.tls import https_json_server, write_tls_files
+
+    monkeypatch.delenv("PEDL_MASTER_CERT", raising=False)
+    tls = write_tls_files(tmp_path / "tls")
+    with https_json_server(tls, {"version": "x"}) as (url, paths):
+        assert MasterClient(url, cert=str(tls.ca)).request("GET", "/info", auth=False) == {"version": "x"}
+        for cert, trusted in ((str(tls.other_ca), f"the CA in {tls.other_ca}"), (None, "the system's CAs")):
+            with pytest.raises(Unavailable) as caught:
+                MasterClient(url, cert=cert).request("GET", "/info", auth=False)
+            assert caught.value.message == (
+                f"the TLS certificate of the master at {url} could not be verified against {trusted} "
+                f"(self-signed certificate in certificate chain): pass the CA certificate that signed the "
+                f"master's with --cert FILE or PEDL_MASTER_CERT")
+    assert paths == ["/info"]
+
+
+def test_an_unreadable_ca_file_is_an_invalid_argument_and_plain_http_ignores_it(tmp_path) -> None:
+    with pytest.raises(InvalidArgument, match=f"cannot read the master's CA certificate {tmp_path / 'x.pem'}"):
+        MasterClient("https://127.0.0.1:1", cert=str(tmp_path / "x.pem"))
+    MasterClient("http://127.0.0.1:1", cert=str(tmp_path / "x.pem")).close()
+

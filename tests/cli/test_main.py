@@ -58,3 +58,19 @@ def test_det_master_env_is_a_fallback(master: FakeMaster, monkeypatch) -> None:
     monkeypatch.setenv("DET_MASTER", master.url)
     result = CliRunner().invoke(app, ["agent", "list", "--json"])
     assert result.exit_code == 0, result.output
+
+
+def test_the_global_cert_option_and_its_variable_verify_an_https_master(tmp_path, monkeypatch) -> None:
+    from tests.support.tls import https_json_server, write_tls_files
+
+    tls = write_tls_files(tmp_path / "tls")
+    with https_json_server(tls, {}) as (url, _):
+        result = CliRunner().invoke(app, ["-m", url, "--cert", str(tls.other_ca), "agent", "list"])
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert result.output.startswith(f"error: the TLS certificate of the master at {url} could not be "
+                                        f"verified against the CA in {tls.other_ca}")
+        monkeypatch.setenv("PEDL_MASTER_CERT", str(tmp_path / "absent.pem"))
+        result = CliRunner().invoke(app, ["-m", url, "agent", "list"])
+        assert result.exit_code == 1
+        assert result.output.strip() == f"error: cannot read the master's CA certificate {tmp_path / 'absent.pem'}: " \
+                                        "No such file or directory"

@@ -83,3 +83,13 @@ def test_pedl_get_cluster_info_reads_the_process_environment(
     info = pedl.get_cluster_info()
     assert info is not None and info.trial is not None
     assert info.trial.hparams == json.loads(task_env("http://m:8080", tmp_path)["DET_HPARAMS"])
+
+
+def test_the_master_ca_comes_from_pedl_then_determined_variables(tmp_path: Path) -> None:
+    env = task_env("https://m:8443", tmp_path)
+    info = get_cluster_info(env)
+    assert info is not None and info.master_cert_file is None
+    info = get_cluster_info({**env, "DET_MASTER_CERT_FILE": "/det/ca.pem"})
+    assert info is not None and info.master_cert_file == "/det/ca.pem"
+    info = get_cluster_info({**env, "DET_MASTER_CERT_FILE": "/det/ca.pem", "PEDL_MASTER_CERT": "/pedl/ca.pem"})
+    assert info is not None and info.master_cert_file == "/pedl/ca.pem"

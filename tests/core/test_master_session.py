@@ -136,3 +136,21 @@ def test_retry_policy_rejects_garbage() -> None:
 
 def test_default_deadline_is_ten_minutes() -> None:
     assert RetryPolicy.from_env({}).deadline_s == 600
+
+
+def test_an_https_master_is_verified_and_a_wrong_ca_fails_at_once_without_retrying(tmp_path) -> None:
+    from tests.support.tls import https_json_server, write_tls_files
+
+    tls = write_tls_files(tmp_path / "tls")
+    slept: list[float] = []
+    with https_json_server(tls, {"preempt": False}) as (url, paths):
+        assert MasterSession(url, TOKEN, retry=FAST, cert_file=str(tls.ca)).get("/x") == {"preempt": False}
+        wrong = MasterSession(url, TOKEN, retry=FAST, cert_file=str(tls.other_ca), sleep=slept.append)
+        with pytest.raises(Unavailable) as caught:
+            wrong.get("/x")
+    assert paths == ["/x"]
+    assert slept == []  # waiting cannot make the certificate trusted
+    assert caught.value.message == (
+        f"GET /x: the TLS certificate of the master at {url} could not be verified against the CA in "
+        f"{tls.other_ca} (self-signed certificate in certificate chain): pass the CA certificate that signed "
+        f"the master's with the agent's --cert FILE (its tasks get it as PEDL_MASTER_CERT)")

@@ -36,10 +36,14 @@ def run_and_stop(master: ManagedProcess) -> str:
         found = LISTENING.search(master.log_text())
         return int(found.group(1)) if found else None
 
-    port = wait_for(listening, 60, what="the master's 'listening on' line")
-    assert httpx.get(f"http://127.0.0.1:{port}/info", timeout=5).status_code == 200
-    master.signal(signal.SIGTERM)
-    assert master.stop(timeout=30) == 0, master.log_text()
+    try:
+        port = wait_for(listening, 60, what="the master's 'listening on' line")
+        assert httpx.get(f"http://127.0.0.1:{port}/info", timeout=5).status_code == 200
+        master.signal(signal.SIGTERM)
+        assert master.stop(timeout=30) == 0, master.log_text()
+    finally:
+        if master.alive():  # a failed wait must not leave the master running after the test
+            master.stop(timeout=5)
     return master.log_text()
 
 
@@ -77,3 +81,22 @@ def test_master_run_on_a_taken_port_exits_nonzero_and_says_so(tmp_path: Path) ->
     log = master.log_text()
     assert code != 0 and "address already in use" in log.lower(), log
     assert "listening on" not in log
+
+
+def test_a_certificate_unusable_at_start_is_one_error_line_and_exit_1(tmp_path: Path, caplog) -> None:
+    from pedl.config.master_config import load_master_config
+    from pedl.master.server import run_master, tls_options
+    from tests.support.tls import write_tls_files
+
+    tls = write_tls_files(tmp_path / "tls")
+    path = tmp_path / "master.yaml"
+    path.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"),
+                                    "security": {"tls": {"cert": str(tls.cert), "key": str(tls.key)}}}))
+    config = load_master_config(path)
+    assert tls_options(config) == {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
+    tls.key.write_text("replaced since the config was checked\n")
+    with pytest.raises(SystemExit) as caught:
+        run_master(config)
+    assert caught.value.code == 1
+    assert f"cannot serve TLS with security.tls (cert {tls.cert}, key {tls.key})" in caplog.text
+    assert not (tmp_path / "data").exists()  # nothing was started

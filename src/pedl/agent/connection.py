@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ValidationError
@@ -21,6 +23,7 @@ from pedl.common.agent_protocol import (
     MASTER_MESSAGE,
     MasterMessage,
 )
+from pedl.common.master_trust import tls_failure, tls_failure_message
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +47,13 @@ def ws_url(master_url: str) -> str:
     return urlunsplit((scheme, parts.netloc, parts.path + AGENTS_WS_PATH, "", ""))
 
 
-def open_connection(master_url: str, token: str | None) -> connect:
-    """An awaitable / async context manager that opens the socket (no automatic reconnects)."""
+def open_connection(master_url: str, token: str | None, ssl_context: ssl.SSLContext | None = None) -> connect:
+    """An awaitable / async context manager that opens the socket (no automatic reconnects).
+    `ssl_context` verifies a wss:// master (None: the system's CAs); ws:// takes none."""
     headers = {TOKEN_HEADER: token} if token else {}
-    return connect(ws_url(master_url), additional_headers=headers, open_timeout=OPEN_TIMEOUT_S,
-                   max_size=MAX_MESSAGE_BYTES)
+    url = ws_url(master_url)
+    tls = {"ssl": ssl_context} if ssl_context is not None and url.startswith("wss://") else {}
+    return connect(url, additional_headers=headers, open_timeout=OPEN_TIMEOUT_S, max_size=MAX_MESSAGE_BYTES, **tls)
 
 
 def refusal(exc: BaseException) -> AgentRefused | None:
@@ -67,6 +72,15 @@ def refusal(exc: BaseException) -> AgentRefused | None:
         return AgentRefused(f"the master refused this agent (HTTP {exc.response.status_code}: missing or "
                             f"wrong agent token); {hint}")
     return None
+
+
+def tls_refusal(exc: BaseException, master_url: str, cert: Path | None) -> AgentRefused | None:
+    """The `AgentRefused` for a master whose TLS certificate this agent cannot verify; None for any
+    other failure."""
+    if not isinstance(tls_failure(exc), ssl.SSLCertVerificationError):
+        return None  # other handshake failures (a master restarting mid-handshake) may pass
+    message = tls_failure_message(exc, ws_url(master_url), cert, hint="--cert FILE or PEDL_MASTER_CERT")
+    return AgentRefused(f"the agent refuses the master: {message}")
 
 
 async def send_message(ws: ClientConnection, msg: BaseModel) -> None:

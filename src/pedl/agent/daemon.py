@@ -25,6 +25,7 @@ from pedl.agent.connection import (
     receive_message,
     refusal,
     send_message,
+    tls_refusal,
     ws_url,
 )
 from pedl.agent.devices import detect_slots
@@ -65,7 +66,8 @@ class Agent:
         self.slots = detect_slots(options.slots) if slots is None else slots
         self.shutdown_grace_period = shutdown_grace_period
         self._host = TaskHost(master_url=options.master_url, agent_id=options.id,
-                              work_dir=options.work_path, slots={s.id: s for s in self.slots})
+                              work_dir=options.work_path, slots={s.id: s for s in self.slots},
+                              master_cert=options.cert_path, ssl_context=options.ssl_context)
         self.tasks: dict[str, TaskRuntime] = {}  # allocation id -> task not yet exited
         self._task_runs: dict[str, asyncio.Task[None]] = {}
         self._outbox: deque[BaseModel] = deque()
@@ -119,14 +121,14 @@ class Agent:
             self._was_registered = False
             self.check_master_contact()  # tasks the master has given away die before we reconnect
             try:
-                ws = await open_connection(self.options.master_url, self.options.token)
+                ws = await open_connection(self.options.master_url, self.options.token, self.options.ssl_context)
                 try:
                     await self._session(ws, backoff)
                 finally:
                     # also on shutdown (cancelled): the master sees "going away", not an error
                     await ws.close(CloseCode.GOING_AWAY, "agent stopping")
             except Exception as exc:
-                refused = refusal(exc)
+                refused = refusal(exc) or tls_refusal(exc, self.options.master_url, self.options.cert_path)
                 if refused is not None:
                     log.error("%s", refused)
                     raise refused from exc

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pedl.common.master_trust import MASTER_CERT_ENV, client_ssl_context
 
 TOKEN_ENV = "PEDL_AGENT_TOKEN"
 # where an operator finds the token a master expects (said by `pedl agent run` and by refusals)
@@ -37,6 +40,10 @@ class AgentOptions:
     spot_watch: bool = False  # poll the metadata service for the spot interruption notice
     imds_url: str | None = None  # None: $PEDL_IMDS_URL, else the link-local address
     spot_poll_interval: float = 5.0
+    # a CA file to verify an https:// master against instead of the system's CAs; None:
+    # $PEDL_MASTER_CERT, if set. Tasks are given it too (PEDL_MASTER_CERT, DET_MASTER_CERT_FILE).
+    cert: Path | str | None = None
+    ssl_context: ssl.SSLContext | None = field(default=None, init=False, repr=False)  # https:// masters only
 
     def __post_init__(self) -> None:
         self.master_url = self.master_url.rstrip("/")
@@ -51,6 +58,13 @@ class AgentOptions:
         self.work_dir = Path(self.work_dir).expanduser()
         if self.slots is not None and self.slots < 0:
             raise ValueError(f"slots must be >= 0, got {self.slots}")
+        if self.cert is None:
+            self.cert = os.environ.get(MASTER_CERT_ENV) or None
+        if self.cert is not None:
+            # absolute: tasks, which run in their own directories, read the same file
+            self.cert = Path(self.cert).expanduser().absolute()
+        if self.master_url.startswith("https://"):
+            self.ssl_context = client_ssl_context(self.cert)  # MasterCertError is a ValueError
 
     @property
     def id(self) -> str:
@@ -61,6 +75,11 @@ class AgentOptions:
     def work_path(self) -> Path:
         assert isinstance(self.work_dir, Path)  # normalised in __post_init__
         return self.work_dir
+
+    @property
+    def cert_path(self) -> Path | None:
+        assert self.cert is None or isinstance(self.cert, Path)  # normalised in __post_init__
+        return self.cert
 
     @property
     def work_dir_is_default(self) -> bool:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from pedl.common.agent_protocol import SlotInfo, StartTask
+from pedl.common.master_trust import DET_MASTER_CERT_ENV, MASTER_CERT_ENV
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,8 @@ class TaskHost:
     agent_id: str
     work_dir: Path
     slots: Mapping[str, SlotInfo]  # by slot id
+    master_cert: Path | None = None  # the CA file the agent verifies the master with; tasks use it too
+    ssl_context: ssl.SSLContext | None = None  # how the agent verifies an https:// master
 
 
 def task_env(spec: StartTask, host: TaskHost,
@@ -37,6 +41,9 @@ def task_env(spec: StartTask, host: TaskHost,
         "DET_SLOT_IDS": json.dumps(_slot_id_list(spec.slot_ids)),
         "CUDA_VISIBLE_DEVICES": ",".join(slot.uuid or slot.id for slot in cuda),
     })
+    if host.master_cert is not None:
+        # pedl.core reads the first, Determined's harness (and det inside a task) the second
+        env[MASTER_CERT_ENV] = env[DET_MASTER_CERT_ENV] = str(host.master_cert)
     # the agent's own interpreter first, so `python3` in an entrypoint has pedl installed
     bin_dir = os.path.dirname(sys.executable)
     env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)

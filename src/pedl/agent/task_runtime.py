@@ -132,7 +132,8 @@ class TaskRuntime:
             await asyncio.to_thread(_fresh_directory, directory)
         except OSError as exc:
             raise TaskSetupError(f"cannot create the task directory {directory}: {exc}") from exc
-        tgz = await fetch_context(self.spec.context_url, self.spec.session_token)
+        tgz = await fetch_context(self.spec.context_url, self.spec.session_token, self._host.ssl_context,
+                                  self._host.master_cert)
         await asyncio.to_thread(unpack_context, tgz, directory)
         return argv
 

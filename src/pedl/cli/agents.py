@@ -40,6 +40,10 @@ def run(
                                     help="watch instance metadata for the spot interruption notice"),
     imds_url: str | None = typer.Option(None, "--imds-url", envvar="PEDL_IMDS_URL",
                                         help="instance metadata service (default http://169.254.169.254)"),
+    cert: Path | None = typer.Option(
+        None, "--cert", metavar="FILE",
+        help="CA certificate (PEM) to verify an https:// master against (default: the global --cert, "
+             "PEDL_MASTER_CERT, else the system's CAs); the agent's tasks are given it too"),
 ) -> None:
     """Run an agent in the foreground until SIGINT/SIGTERM.
 
@@ -67,7 +71,7 @@ def run(
     try:
         options = AgentOptions(master_url=url, agent_id=agent_id, resource_pool=resource_pool,
                                slots=slots, token=token or None, work_dir=work_dir, spot_watch=spot_watch,
-                               imds_url=imds_url)
+                               imds_url=imds_url, cert=cert or state_of(ctx).cert)
     except ValueError as exc:
         fail(str(exc))
     try:

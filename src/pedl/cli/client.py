@@ -1,5 +1,6 @@
 """MasterClient: an HTTP client of the master's /api/v1 API that logs in like `det` and caches tokens.
-Server errors come back as pedl.errors types; a master that cannot be reached is `Unavailable`."""
+Server errors come back as pedl.errors types; a master that cannot be reached, or whose TLS
+certificate cannot be verified, is `Unavailable`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from pedl.cli.auth_store import DEFAULT_USER, AuthStore, salt_and_hash
+from pedl.common.master_trust import MasterCertError, client_ssl_context, tls_failure_message
 from pedl.errors import (
     Forbidden,
     InvalidArgument,
@@ -72,13 +74,21 @@ class MasterClient:
     """One master, one user. The user is `user`, else the master's active user, else `determined`."""
 
     def __init__(self, master: str, *, user: str | None = None, store: AuthStore | None = None,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, cert: str | None = None) -> None:
+        """`cert`: a CA file to verify an https:// master against instead of the system's CAs."""
         self.url = normalize_master_url(master)
         self.store = store or AuthStore()
         self.timeout = timeout
+        self.cert = cert
         self._user = user
         self._token: str | None = None
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        verify: Any = True
+        if self.url.startswith("https://"):
+            try:
+                verify = client_ssl_context(cert)
+            except MasterCertError as exc:
+                raise InvalidArgument(str(exc)) from None
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, verify=verify)
 
     def close(self) -> None:
         self._http.close()
@@ -147,10 +157,17 @@ class MasterClient:
     # -- requests -------------------------------------------------------------------------
 
     def _transport_error(self, exc: httpx.TransportError) -> PedlError:
+        refused = tls_failure_message(exc, self.url, self.cert)
+        if refused is not None:
+            return Unavailable(refused)
         if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
             return Unavailable(f"cannot reach the master at {self.url}")
         if isinstance(exc, httpx.TimeoutException):
             return Unavailable(f"the master at {self.url} did not answer in time")
+        if isinstance(exc, httpx.RemoteProtocolError) and self.url.startswith("http://"):
+            # what a master serving HTTPS does to a plain HTTP request: it hangs up
+            return Unavailable(f"the master at {self.url} closed the connection without an answer; "
+                               "if it serves HTTPS, use an https:// URL")
         return Unavailable(f"lost the connection to the master at {self.url} ({type(exc).__name__})")
 
     def _send(self, method: str, path: str, *, auth: bool, stream: bool = False,

@@ -24,6 +24,7 @@ from pedl.cli import (
 from pedl.cli.client import DEFAULT_MASTER, MASTER_ENV
 from pedl.cli.output import error_line
 from pedl.cli.state import CliState
+from pedl.common.master_trust import MASTER_CERT_ENV
 from pedl.errors import PedlError
 
 
@@ -58,8 +59,11 @@ def _global_options(
                                    help="master URL (host:port is fine)"),
     user: str | None = typer.Option(None, "-u", "--user", envvar="PEDL_USER",
                                     help="act as this user (default: the logged-in user)"),
+    cert: str | None = typer.Option(None, "--cert", envvar=MASTER_CERT_ENV, metavar="FILE",
+                                    help="CA certificate (PEM) to verify an https:// master against, "
+                                         "instead of the system's CAs"),
 ) -> None:
-    ctx.obj = CliState(master=master_url, user=user)
+    ctx.obj = CliState(master=master_url, user=user, cert=cert)
 
 
 app.add_typer(master.app, name="master")

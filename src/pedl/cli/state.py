@@ -1,4 +1,4 @@
-"""Global options shared by every command (`-m/--master`, `-u/--user`), kept on the Typer context.
+"""Global options shared by every command (`-m/--master`, `-u/--user`, `--cert`), kept on the Typer context.
 Commands call `client_of(ctx)` to get the one MasterClient of this invocation."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from pedl.cli.client import DEFAULT_MASTER, MasterClient
 class CliState:
     master: str = DEFAULT_MASTER
     user: str | None = None
+    cert: str | None = None  # CA file for an https:// master; None: the system's CAs
     _client: MasterClient | None = None
 
     def client(self) -> MasterClient:
         if self._client is None:
-            self._client = MasterClient(self.master, user=self.user)
+            self._client = MasterClient(self.master, user=self.user, cert=self.cert)
         return self._client
 
     def close(self) -> None:

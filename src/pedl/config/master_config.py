@@ -14,6 +14,8 @@ from pedl.config.loading import FieldProblems, StrictModel, load_yaml_file
 from pedl.config.provider_config import ProviderConfig, legacy_provisioner
 from pedl.config.security_config import LimitsConfig, SecurityConfig
 
+TLS_DEFAULT_PORT = 8443
+
 
 def default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
@@ -66,7 +68,8 @@ class ResourcePoolConfig(StrictModel):
 
 
 class MasterConfig(StrictModel):
-    port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one")
+    port: int = Field(8080, ge=0, le=65535,
+                      description="HTTP port (8443 when security.tls is set, as in the seeds); 0 picks a free one")
     host: str = Field("0.0.0.0", description="address to bind")
     data_dir: Path = Field(default_factory=default_data_dir)
     db: DatabaseConfig | None = None
@@ -133,6 +136,12 @@ class MasterConfig(StrictModel):
                 problems.append((key, f"no resource pool named {getattr(self, key)!r}"))
         if problems:
             raise FieldProblems(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _tls_port(self) -> MasterConfig:
+        if self.security.tls.enabled and "port" not in self.model_fields_set:
+            self.port = TLS_DEFAULT_PORT
         return self
 
     def port_range(self) -> range:

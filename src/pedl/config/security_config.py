@@ -3,13 +3,14 @@ keep every request's work small. Defaults are safe for a master others can reach
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from pedl.config.checkpoint_storage import parse_storage_root
 from pedl.config.durations import Duration
-from pedl.config.loading import DEFAULT_MAX_CONFIG_BYTES, DEFAULT_MAX_NESTING_DEPTH, StrictModel
+from pedl.config.loading import DEFAULT_MAX_CONFIG_BYTES, DEFAULT_MAX_NESTING_DEPTH, FieldProblems, StrictModel
 
 MiB = 1024 * 1024
 
@@ -24,12 +25,52 @@ class LoginRateLimit(StrictModel):
     window: Duration = Field(60.0, description="length of the sliding window")
 
 
+class TlsConfig(StrictModel):
+    """The master serves HTTPS and WSS with this certificate and key (PEM files), on port 8443
+    unless `port` is set. Both or neither."""
+
+    cert: Path | None = Field(None, description="PEM certificate chain, the server's own first")
+    key: Path | None = Field(None, description="PEM private key of that certificate, unencrypted (mode 0600)")
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert is not None
+
+    @field_validator("cert", "key")
+    @classmethod
+    def _readable(cls, path: Path | None) -> Path | None:
+        if path is None:
+            return None
+        path = path.expanduser()
+        try:
+            path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return path
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsConfig:
+        if (self.cert is None) != (self.key is None):
+            missing = "key" if self.key is None else "cert"
+            raise FieldProblems([(f"security.tls.{missing}", "missing: give both cert and key, or neither")])
+        if self.cert is not None and self.key is not None:
+            from pedl.common.tls import PairError, check_server_pair  # cryptography, only with TLS
+
+            try:
+                check_server_pair(self.cert.read_bytes(), self.key.read_bytes())
+            except PairError as exc:
+                path = self.cert if exc.field == "cert" else self.key
+                raise FieldProblems([(f"security.tls.{exc.field}", f"{path}: {exc.message}")]) from None
+        return self
+
+
 class SecurityConfig(StrictModel):
     allow_unauthenticated_loopback_agents: bool = Field(
         False, description="accept agents on loopback addresses without the agent token (development only)")
     metrics_access: Literal["public", "authenticated", "admin"] = Field(
         "authenticated", description="who may read /metrics: anyone, any logged-in user, or admins")
     login_rate_limit: LoginRateLimit = Field(default_factory=LoginRateLimit)
+    tls: TlsConfig = Field(default_factory=TlsConfig, description="serve HTTPS and WSS: {cert, key}")
     fresh_login_window: Duration = Field(
         300.0, description="a user may change their own password without the old one only with a "
                            "token issued this recently (Determined's clients send no old password)")

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pedl.common.master_trust import master_cert_from_env
+
 
 @dataclass(frozen=True)
 class TrialInfo:
@@ -38,6 +40,9 @@ class ClusterInfo:
     slot_ids: list[int] = field(default_factory=list)
     user: str | None = None
     resources_id: str | None = None
+    # the CA file to verify an https:// master against (None: the system's CAs); agents set
+    # PEDL_MASTER_CERT and DET_MASTER_CERT_FILE, Determined's name
+    master_cert_file: str | None = None
 
 
 def get_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo | None:
@@ -59,6 +64,7 @@ def get_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo | 
         slot_ids=_json(env, "DET_SLOT_IDS", []),
         user=env.get("DET_USER") or None,
         resources_id=env.get("DET_RESOURCES_ID") or None,
+        master_cert_file=master_cert_from_env(env),
     )
 
 

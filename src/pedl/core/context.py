@@ -128,8 +128,9 @@ def _cluster_context(info: ClusterInfo, distributed: DistributedContext,
         raise RuntimeError(f"pedl.core.init() runs in trial tasks; this task is "
                            f"{info.task_type or 'unknown'} (DET_TRIAL_ID is not set)")
     retry = RetryPolicy.from_env()
-    session = MasterSession(info.master_url, info.session_token, retry=retry)
-    watch_session = MasterSession(info.master_url, info.session_token, retry=retry)
+    session = MasterSession(info.master_url, info.session_token, retry=retry, cert_file=info.master_cert_file)
+    watch_session = MasterSession(info.master_url, info.session_token, retry=retry,
+                                  cert_file=info.master_cert_file)
     config = trial.config
     storage = None
     if checkpoint_storage is not None:

@@ -2,7 +2,7 @@
 
 Connection errors and 5xx/429 answers are retried with exponential backoff for up to
 PEDL_REPORT_RETRY_SECONDS, so reports made while the master restarts arrive later; 4xx answers are
-raised at once as pedl errors.
+raised at once as pedl errors, and so is a master whose TLS certificate cannot be verified.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import queue
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -19,12 +20,14 @@ from typing import Any
 
 import httpx
 
+from pedl.common.master_trust import MASTER_CERT_ENV, client_ssl_context, tls_failure, tls_failure_message
 from pedl.errors import PedlError, Unavailable, error_from_response
 
 logger = logging.getLogger("pedl.core")
 
 RETRY_SECONDS_ENV = "PEDL_REPORT_RETRY_SECONDS"
 DEFAULT_RETRY_SECONDS = 600.0
+TASK_CERT_HINT = f"the agent's --cert FILE (its tasks get it as {MASTER_CERT_ENV})"
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,15 @@ class MasterSession:
         timeout_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        cert_file: str | None = None,
     ) -> None:
+        """`cert_file`: the CA to verify an https:// master against (None: the system's CAs)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.master_url = master_url.rstrip("/")
+        self.cert_file = cert_file
         self.retry = retry if retry is not None else RetryPolicy.from_env()
-        self._client = httpx.Client(base_url=self.master_url, headers=headers, timeout=timeout_s)
+        verify = client_ssl_context(cert_file) if self.master_url.startswith("https://") else True
+        self._client = httpx.Client(base_url=self.master_url, headers=headers, timeout=timeout_s, verify=verify)
         # Injected so tests can check the backoff schedule without waiting for it.
         self._sleep = sleep
         self._monotonic = monotonic
@@ -171,6 +178,10 @@ class MasterSession:
             except httpx.TransportError as exc:
                 if self._closed:
                     raise Unavailable(f"{method} {path}: session closed") from exc
+                if isinstance(tls_failure(exc), ssl.SSLCertVerificationError):
+                    # waiting cannot make the certificate trusted
+                    untrusted = tls_failure_message(exc, self.master_url, self.cert_file, hint=TASK_CERT_HINT)
+                    raise Unavailable(f"{method} {path}: {untrusted}") from None
                 failure: PedlError = Unavailable(
                     f"{method} {path}: cannot reach the master at {self.master_url}: "
                     f"{type(exc).__name__}: {exc}")

@@ -1,11 +1,12 @@
-"""Run the master: `pedl master run` calls run_master, which serves the app with uvicorn and says
-where it listens, and that it stopped and why."""
+"""Run the master: `pedl master run` calls run_master, which serves the app with uvicorn (HTTPS and
+WSS with security.tls) and says where it listens, and that it stopped and why."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import signal
+import ssl
 import sys
 import threading
 from collections.abc import Iterator
@@ -28,8 +29,8 @@ def setup_logging(level: str) -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
-def listen_url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def listen_url(host: str, port: int, scheme: str = "http") -> str:
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 class MasterServer(uvicorn.Server):
@@ -44,11 +45,12 @@ class MasterServer(uvicorn.Server):
         if not self.started:
             return
         # the bound address, not the configured one: `port: 0` picks a free port
+        scheme = "https" if self.config.is_ssl else "http"
         for server in self.servers:
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
                 everywhere = " (all interfaces)" if host in ("0.0.0.0", "::") else ""
-                log.info("pedl master listening on %s%s", listen_url(host, port), everywhere)
+                log.info("pedl master listening on %s%s", listen_url(host, port, scheme), everywhere)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.stop_signal is None:
@@ -71,8 +73,23 @@ class MasterServer(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+def tls_options(config: MasterConfig) -> dict[str, str]:
+    """uvicorn's certificate options for security.tls (none without it). The files were checked
+    when the config was loaded; a file changed since is one error line, not a traceback."""
+    tls = config.security.tls
+    if not tls.enabled:
+        return {}
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(tls.cert, tls.key, password=b"")
+    except (OSError, ssl.SSLError) as exc:
+        log.error("cannot serve TLS with security.tls (cert %s, key %s): %s", tls.cert, tls.key, exc)
+        raise SystemExit(1) from None
+    return {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
+
+
 def run_master(config: MasterConfig) -> None:
     setup_logging(config.log_level)
+    certificate = tls_options(config)
     from pedl.master.app import create_app
 
     try:
@@ -81,7 +98,8 @@ def run_master(config: MasterConfig) -> None:
         log.error("%s", exc.message)
         raise SystemExit(1) from None
     server = MasterServer(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                         ws_ping_interval=20, ws_ping_timeout=20, timeout_graceful_shutdown=5))
+                                         ws_ping_interval=20, ws_ping_timeout=20, timeout_graceful_shutdown=5,
+                                         **certificate))
     server.run()
     if not server.started:  # uvicorn has logged why (the port is taken, the lifespan failed)
         raise SystemExit(STARTUP_FAILURE)
