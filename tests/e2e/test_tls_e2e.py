@@ -107,3 +107,29 @@ def test_a_cli_with_the_wrong_ca_or_plain_http_is_refused_saying_so(master: Http
     result = pedl("-m", plain, "agent", "list", env=env)
     assert result.returncode == 1
     assert "if it serves HTTPS, use an https:// URL" in result.stderr, result.stderr
+
+
+def test_dynamic_local_agents_reach_an_https_master_with_its_ca(tls: TlsFiles,
+                                                                tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A pool with a provider over TLS: the master launches its agents with an https:// URL and the
+    CA in its certificate chain (PEDL_MASTER_CERT), and their trial's pedl.core verifies it too."""
+    work = tmp_path_factory.mktemp("tls-dynamic")
+    provider = {"type": "local", "slots_per_instance": 1, "max_instances": 1, "boot_delay": "0.5s",
+                "max_idle_agent_period": "60s"}
+    m = HttpsMaster(work, tls, {**FAST_AGENTS, "resource_pools": [{"pool_name": "default", "provider": provider}],
+                                "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}})
+    m.start()
+    try:
+        config = yaml.safe_dump(steps_config(name="dynamic-over-tls", steps=4))
+        body = {"config": config, "modelDefinition": pack_model_dir(MODELS / "steps"), "activate": True}
+        exp_id = m.api("POST", "/api/v1/experiments", body)["experiment"]["id"]
+        exp = wait_experiment(m, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"})
+        logs = "\n".join(p.read_text() for p in (m.data_dir / "local-instances").glob("*.log"))
+        assert exp["state"] == "STATE_COMPLETED", logs[-3000:]
+        (agent,) = m.api("GET", "/api/v1/agents")["agents"]
+        assert agent["id"].startswith("local-default-")
+        (trial,) = m.api("GET", f"/api/v1/experiments/{exp_id}/trials")["trials"]
+        assert trial["totalBatchesProcessed"] == 4
+    finally:
+        m.stop()
+        m.stop_local_instances()

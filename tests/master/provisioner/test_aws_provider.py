@@ -601,3 +601,14 @@ def test_user_data_installs_the_masters_version_unless_the_image_has_it() -> Non
     assert '"$PEDL_MASTER/api/v1/pedl/package"' in script and "X-Pedl-Agent-Token" in script
     assert 'if [ "$installed" != "$PEDL_VERSION" ]; then' in lines
     assert len(script.encode()) < 16 * 1024 // 4  # leaves room for a startup_script in EC2's 16 KiB
+
+
+def test_user_data_hands_an_https_masters_ca_to_the_agent_and_the_download() -> None:
+    ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    script = agent_user_data(master_url="https://m:8443", pool="p", slots=1, spot=False, master_ca=ca)
+    encoded = base64.b64encode(ca.encode()).decode()
+    lines = script.splitlines()
+    assert f'echo {encoded} | base64 --decode > "$PEDL_HOME/master-ca.pem"' in lines
+    assert 'export PEDL_MASTER_CERT="$PEDL_HOME/master-ca.pem"' in lines  # the agent and its tasks read it
+    assert '${PEDL_MASTER_CERT:+--cacert "$PEDL_MASTER_CERT"}' in script  # the wheel's download verifies too
+    assert "export PEDL_MASTER_CERT" not in agent_user_data(master_url="http://m:8080", pool="p", slots=1, spot=False)

@@ -89,9 +89,10 @@ class AWSProvider:
     name = "aws"
 
     def __init__(self, cfg: AWSProviderConfig, *, pool: str, cluster_id: str, master_url: str,
-                 agent_token: str | None, clock: Any, client: Any = None) -> None:
+                 agent_token: str | None, clock: Any, client: Any = None, master_ca: str | None = None) -> None:
         self.cfg, self.pool, self.cluster_id, self.master_url = cfg, pool, cluster_id, master_url
         self.agent_token, self.clock = agent_token, clock
+        self.master_ca = master_ca  # PEM the agents verify an https:// master against (through user data)
         self.region = resolve_region(cfg.region) if client is None else client.meta.region_name
         self.client = client if client is not None else make_ec2_client(self.region, cfg.endpoint_url)
         self.operations: Counter[str] = Counter()  # API calls made, by operation name
@@ -293,7 +294,7 @@ class AWSProvider:
     def _user_data(self, request: LaunchRequest) -> str:
         script = agent_user_data(master_url=self.master_url, pool=self.pool, slots=request.slots,
                                  spot=request.spot, startup_script=self.cfg.startup_script,
-                                 agent_token=self.agent_token)
+                                 agent_token=self.agent_token, master_ca=self.master_ca)
         if len(script.encode()) > USER_DATA_LIMIT:
             raise CloudError(CloudErrorKind.INVALID_CONFIG,
                              f"startup_script is too long: the instance user data would be {len(script.encode())} "

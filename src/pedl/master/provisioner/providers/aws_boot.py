@@ -30,7 +30,6 @@ PACKAGE_PATH = "/api/v1/pedl/package"
 # Learning AMI) needs no custom AMI. The wheel comes from the master (agent token); its dependencies
 # from the image's package index. PEDL_HOME and PEDL_IMDS_URL only exist so tests can sandbox this.
 _INSTALL = """\
-PEDL_HOME=${PEDL_HOME:-/usr/local/pedl}
 PEDL_BIN=$(command -v pedl || true)
 installed=""
 if [ -n "$PEDL_BIN" ]; then
@@ -51,7 +50,8 @@ if [ "$installed" != "$PEDL_VERSION" ]; then
   fi
   mkdir -p "$PEDL_HOME"
   WHEEL="$PEDL_HOME/pedl-$PEDL_VERSION-py3-none-any.whl"
-  @CURL@ -H "X-Pedl-Agent-Token: ${PEDL_AGENT_TOKEN:-}" "$PEDL_MASTER@PACKAGE@" -o "$WHEEL" || {
+  @CURL@ ${PEDL_MASTER_CERT:+--cacert "$PEDL_MASTER_CERT"} -H "X-Pedl-Agent-Token: ${PEDL_AGENT_TOKEN:-}" \\
+    "$PEDL_MASTER@PACKAGE@" -o "$WHEEL" || {
     echo "pedl: could not download pedl $PEDL_VERSION from $PEDL_MASTER@PACKAGE@ (a 401 means a wrong agent token)" >&2
     exit 1; }
   "$PY" -m venv --system-site-packages "$PEDL_HOME/venv"
@@ -63,10 +63,11 @@ fi"""
 
 
 def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, startup_script: str = "",
-                    agent_token: str | None = None, version: str | None = None) -> str:
+                    agent_token: str | None = None, version: str | None = None, master_ca: str | None = None) -> str:
     """The instance's UserData: run the config's startup_script, learn the instance id through
     IMDSv2, install the master's pedl when the image lacks that version, then become `pedl agent run`
-    with that id. The agent token travels in the environment, not in argv (where `ps` would show it)."""
+    with that id. The agent token travels in the environment, not in argv (where `ps` would show it).
+    `master_ca` (PEM) is what the agent, its tasks and the download verify an https:// master against."""
     from pedl.version import __version__
 
     lines = ["#!/bin/bash", "# pedl agent bootstrap, written by the pedl master", "set -e -o pipefail"]
@@ -84,6 +85,11 @@ def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, start
               f'INSTANCE_ID=$({curl} -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/instance-id")']
     if agent_token:
         lines.append(f"export PEDL_AGENT_TOKEN={shlex.quote(agent_token)}")
+    lines.append("PEDL_HOME=${PEDL_HOME:-/usr/local/pedl}")
+    if master_ca:
+        encoded_ca = base64.b64encode(master_ca.encode()).decode()
+        lines += ['mkdir -p "$PEDL_HOME"', f'echo {encoded_ca} | base64 --decode > "$PEDL_HOME/master-ca.pem"',
+                  'export PEDL_MASTER_CERT="$PEDL_HOME/master-ca.pem"']  # `pedl agent run` and its tasks read it
     lines += [f"PEDL_VERSION={shlex.quote(version or __version__)}",
               f"PEDL_MASTER={shlex.quote(master_url.rstrip('/'))}",
               _INSTALL.replace("@CURL@", "curl -sSf --retry 30 --retry-connrefused --retry-delay 2")

@@ -35,9 +35,10 @@ class LocalProvider:
     name = "local"
 
     def __init__(self, cfg: LocalProviderConfig, *, pool: str, cluster_id: str, data_dir: Path, master_url: str,
-                 agent_token: str | None, clock) -> None:  # noqa: ANN001 - a pedl.clock.Clock
+                 agent_token: str | None, clock, master_cert: Path | None = None) -> None:  # noqa: ANN001 - a Clock
         self.cfg, self.pool, self.cluster_id, self.master_url = cfg, pool, cluster_id, master_url
         self.agent_token, self.clock = agent_token, clock
+        self.master_cert = master_cert  # the CA file agents verify an https:// master against
         self.dir = data_dir / "local-instances"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.registry = self.dir / "registry.json"
@@ -128,6 +129,8 @@ class LocalProvider:
         env = dict(os.environ)
         if self.agent_token:
             env["PEDL_AGENT_TOKEN"] = self.agent_token
+        if self.master_cert is not None:
+            env["PEDL_MASTER_CERT"] = str(self.master_cert)
         log_file = open(self.dir / f"{inst_id}.log", "ab")  # noqa: SIM115 - handed to the child
         try:
             # the id is in argv (and so in /proc/<pid>/cmdline) from the first moment, boot delay or not
