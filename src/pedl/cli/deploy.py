@@ -1,14 +1,37 @@
 """`pedl deploy aws iam-policy` prints the master's minimal IAM policy, the seeds' own: the four EC2
-calls, the three spot calls with --spot, and iam:PassRole on the agents' role when one is given."""
+calls, the three spot calls with --spot, and iam:PassRole on the agents' role when one is given.
+`pedl deploy aws print-template` prints the cluster's CloudFormation template (pedl/deploy/)."""
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import typer
 
+from pedl.cli.deploy_options import (
+    AgentAmi,
+    AgentInstanceTypes,
+    AvailabilityZone,
+    ClusterId,
+    Db,
+    DbSubnetIds,
+    ElasticIp,
+    InboundCidr,
+    Keypair,
+    MasterInstanceType,
+    MaxInstances,
+    Package,
+    Region,
+    Spot,
+    SubnetId,
+    Tls,
+    VpcId,
+    deploy_options,
+)
 from pedl.cli.output import fail, print_json, warn
+from pedl.deploy.options import DEFAULT_INBOUND_CIDR, DEFAULT_MASTER_INSTANCE_TYPE, DEFAULT_MAX_INSTANCES
 
 app = typer.Typer(no_args_is_help=True, help="Deployment helpers.")
 aws_app = typer.Typer(no_args_is_help=True, help="Deploying on AWS.")
@@ -55,3 +78,34 @@ def iam_policy_command(
             warn(f"iam:PassRole applies to roles, not instance profiles: using {agent_role_arn}, the role of "
                  "the same name; give the role's ARN if the profile's role is named differently")
     print_json(iam_policy(spot=spot, agent_role_arn=agent_role_arn))
+
+
+@aws_app.command("print-template")
+def print_template_command(
+    cluster_id: ClusterId,
+    keypair: Keypair,
+    region: Region = None,
+    master_instance_type: MasterInstanceType = DEFAULT_MASTER_INSTANCE_TYPE,
+    agent_instance_types: AgentInstanceTypes = None,
+    max_instances: MaxInstances = DEFAULT_MAX_INSTANCES,
+    spot: Spot = False,
+    agent_ami: AgentAmi = None,
+    db: Db = "embedded",
+    inbound_cidr: InboundCidr = DEFAULT_INBOUND_CIDR,
+    vpc_id: VpcId = None,
+    subnet_id: SubnetId = None,
+    db_subnet_ids: DbSubnetIds = None,
+    availability_zone: AvailabilityZone = None,
+    tls: Tls = False,
+    elastic_ip: ElasticIp = False,
+    package: Package = None,
+) -> None:
+    """Print the CloudFormation template `up` would deploy (YAML), for review or your own tooling."""
+    from pedl.deploy.template import build_template, template_yaml
+
+    options = deploy_options(
+        cluster_id=cluster_id, keypair=keypair, region=region, master_instance_type=master_instance_type,
+        agent_instance_types=agent_instance_types, max_instances=max_instances, spot=spot, agent_ami=agent_ami,
+        db=db, inbound_cidr=inbound_cidr, vpc_id=vpc_id, subnet_id=subnet_id, db_subnet_ids=db_subnet_ids,
+        availability_zone=availability_zone, tls=tls, elastic_ip=elastic_ip, package=package)
+    sys.stdout.write(template_yaml(build_template(options)))
