@@ -5,9 +5,7 @@ driven by a real AgentHub and a manual clock."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
-import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -15,7 +13,6 @@ from pedl.common import agent_protocol as proto
 from pedl.master.cluster import agent_events, allocations
 from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
 from pedl.master.db import models
-from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AgentState, AllocationState, InstanceState, TrialState
 from tests.master.cluster.recording_effects import (
     RecordingEffects,
@@ -28,19 +25,6 @@ from tests.master.cluster.recording_effects import (
 )
 
 A, G, T = AllocationState, AgentState, TrialState
-
-
-@pytest.fixture
-def s(database: Database) -> Iterator[Session]:
-    with database.session() as session:
-        yield session
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
 
 
 def register(agent_id: str = "a1", *, slots: int = 1, running: list[str] | None = None, address: str = "",

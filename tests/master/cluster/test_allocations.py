@@ -3,8 +3,6 @@ exit (placement_exited), terminate, and the lookups held_on, agents_of and live_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -14,7 +12,6 @@ from pedl.config.master_config import ResourcePoolConfig, SchedulerConfig
 from pedl.master.cluster import allocations
 from pedl.master.cluster.allocations import Ending
 from pedl.master.db import models
-from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AllocationState
 from tests.master.cluster.recording_effects import (
     RecordingEffects,
@@ -27,12 +24,6 @@ from tests.master.cluster.recording_effects import (
 )
 
 A = AllocationState
-
-
-@pytest.fixture
-def s(database: Database) -> Iterator[Session]:
-    with database.session() as session:
-        yield session
 
 
 def pending(fx: RecordingEffects, s: Session, **kw) -> models.Allocation:

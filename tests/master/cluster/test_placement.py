@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select
@@ -19,7 +18,6 @@ from pedl.master.cluster import allocations, placement
 from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
 from pedl.master.cluster.rendezvous import pick_port
 from pedl.master.db import models
-from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AgentState, AllocationState
 from pedl.master.services.passwords import token_hash
 from tests.master.cluster.recording_effects import (
@@ -32,19 +30,6 @@ from tests.master.cluster.recording_effects import (
 )
 
 A = AllocationState
-
-
-@pytest.fixture
-def s(database: Database) -> Iterator[Session]:
-    with database.session() as session:
-        yield session
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
 
 
 def hub_of(loop: asyncio.AbstractEventLoop, *agent_ids: str) -> AgentHub:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select
@@ -78,13 +77,6 @@ def test_static_pool_warning_at_create() -> None:
 
 
 # -- the scheduling pass stores them ---------------------------------------------------------------
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    lp = asyncio.new_event_loop()
-    yield lp
-    lp.close()
-
 
 @pytest.fixture
 def hub_with(loop: asyncio.AbstractEventLoop):  # noqa: ANN201 - a factory
