@@ -12,7 +12,13 @@ import pytest
 import yaml
 
 from pedl.deploy.master_config_doc import master_config_yaml
-from pedl.deploy.master_user_data import USER_DATA_LIMIT, fn_sub, master_user_data, placeholders_in
+from pedl.deploy.master_user_data import (
+    USER_DATA_LIMIT,
+    fn_sub,
+    master_user_data,
+    placeholders_in,
+    wheel_key,
+)
 from pedl.deploy.options import DeployOptions
 from pedl.version import __version__
 from tests.deploy.stack_samples import BUCKET, DB_SECRET, ELASTIC_IP, SUBSTITUTIONS, VOLUME, stack_values
@@ -45,13 +51,28 @@ def test_it_writes_the_master_yaml_of_the_deploy(combo: tuple[Any, ...]) -> None
     assert heredoc(rendered(options), "PEDL_MASTER_YAML") == master_config_yaml(options, values)
 
 
-def test_it_installs_the_clis_own_version_into_a_venv() -> None:
-    script = rendered(options_for(False, "embedded", False, False, False, False))
-    assert f"PACKAGE=pedl=={__version__}\n" in script and f"VERSION={__version__}\n" in script
-    assert '"$PY" -m venv "$VENV"' in script and '"$VENV/bin/pip" install --quiet --upgrade "$PACKAGE"' in script
+def test_it_installs_the_clis_own_wheel_from_the_bucket_into_a_venv() -> None:
+    digest = "ab" * 32
+    options = options_for(False, "embedded", False, False, False, False)
+    script = fn_sub(master_user_data(options, wheel_sha256=digest), SUBSTITUTIONS)
+    assert f"VERSION={__version__}\n" in script and f"WHEEL_SHA256={digest}\n" in script
+    assert f"WHEEL_BUCKET={BUCKET}\n" in script
+    assert f"WHEEL_KEY=pedl-cluster/pedl-{__version__}-py3-none-any.whl\n" in script
+    assert wheel_key(__version__) == f"pedl-cluster/pedl-{__version__}-py3-none-any.whl"
+    assert '"$PY" -m venv "$VENV"' in script and "PEDL_FETCH_WHEEL" in script
+    assert "pypi" not in script.lower() and "pedl==" not in script  # another project answers to `pedl` there
+    # a new wheel of the same version (another sha256) is installed too
+    assert '[ "$installed_sha256" != "$WHEEL_SHA256" ]' in script
+    with pytest.raises(ValueError, match="wheel_sha256"):
+        master_user_data(options, wheel_sha256="not-a-digest")
+
+
+def test_package_overrides_the_bucket_s_wheel() -> None:
     override = rendered(options_for(False, "embedded", False, False, False, False,
                                     package="/srv/wheels/pedl-0.1.0-py3-none-any.whl"))
-    assert "PACKAGE=/srv/wheels/pedl-0.1.0-py3-none-any.whl\n" in override
+    assert "PACKAGE=/srv/wheels/pedl-0.1.0-py3-none-any.whl\nWHEEL_SHA256=\n" in override
+    assert '"$VENV/bin/pip" install --quiet --upgrade "$PACKAGE"' in override
+    assert "PEDL_FETCH_WHEEL" not in override and "WHEEL_BUCKET" not in override
     spaced = rendered(options_for(False, "embedded", False, False, False, False, package="pedl @ file:///w/p.whl"))
     assert "PACKAGE='pedl @ file:///w/p.whl'\n" in spaced
 
@@ -92,7 +113,8 @@ def test_it_fits_in_ec2_user_data() -> None:
                             vpc_id="vpc-0123456789abcdef0", subnet_id="subnet-0123456789abcdef0",
                             db_subnet_ids=("subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"))
     long_values = {k: v + "x" * 40 for k, v in SUBSTITUTIONS.items()}
-    assert len(fn_sub(master_user_data(options), long_values).encode()) < USER_DATA_LIMIT
+    script = fn_sub(master_user_data(options, wheel_sha256="f" * 64), long_values)
+    assert len(script.encode()) < USER_DATA_LIMIT
 
 
 def test_fn_sub_as_cloudformation_does_it() -> None:

@@ -5,25 +5,23 @@ inline egress rules, an EC2 volume's tags and an instance's NetworkInterfaces, a
 
 from __future__ import annotations
 
-import ast
 import base64
-import datetime
-import urllib.parse
-from collections.abc import Iterator
-from typing import Any
 
-import boto3
 import pytest
-from moto.core import DEFAULT_ACCOUNT_ID
-from moto.ssm.models import Parameter, ssm_backends
 
 from pedl.deploy import logical_ids as ids
 from pedl.deploy.options import DeployOptions
-from pedl.deploy.template import AGENT_AMI_PARAMETER, MASTER_AMI_PARAMETER, build_template, template_yaml
+from pedl.deploy.template import build_template, template_yaml
+from tests.deploy.moto_cluster import (  # noqa: F401
+    SEED_EC2_ACTIONS,
+    SEED_SPOT_ACTIONS,
+    client,
+    network_fixture,
+    role_policy,
+)
+from tests.deploy.moto_cluster import group_rules as _rules
 from tests.support.moto_server import (  # noqa: F401
-    REGION,
     MotoNetwork,
-    make_network,
     moto_endpoint_fixture,
     moto_server_fixture,
 )
@@ -32,31 +30,6 @@ from tests.support.moto_server import (  # noqa: F401
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")
 
 MOTO_UNSUPPORTED = {"AWS::EC2::SecurityGroupEgress", "AWS::SecretsManager::Secret", "AWS::EC2::EIPAssociation"}
-SEED_EC2_ACTIONS = ["ec2:DescribeInstances", "ec2:TerminateInstances", "ec2:CreateTags", "ec2:RunInstances"]
-SEED_SPOT_ACTIONS = ["ec2:CancelSpotInstanceRequests", "ec2:RequestSpotInstances",
-                     "ec2:DescribeSpotInstanceRequests"]
-
-
-def publish_public_amis(image_id: str) -> None:
-    """The SSM public parameters AWS publishes in every region, which moto lacks (and refuses to
-    create through its API: /aws/ names are reserved), put straight into moto's in-process backend."""
-    parameters = ssm_backends[DEFAULT_ACCOUNT_ID][REGION]._parameters
-    for name in (MASTER_AMI_PARAMETER, AGENT_AMI_PARAMETER):
-        parameters[name].append(Parameter(
-            account_id=DEFAULT_ACCOUNT_ID, name=name, value=image_id, parameter_type="String", description=None,
-            allowed_pattern=None, keyid=None, last_modified_date=datetime.datetime.now(), version=1,
-            data_type="aws:ec2:image"))
-
-
-@pytest.fixture(name="network")
-def network_fixture(moto_endpoint: str) -> Iterator[MotoNetwork]:
-    network = make_network(moto_endpoint)
-    publish_public_amis(network.image_id)
-    yield network
-
-
-def client(endpoint: str, service: str) -> Any:
-    return boto3.client(service, region_name=REGION, endpoint_url=endpoint)
 
 
 def deploy(endpoint: str, options: DeployOptions) -> tuple[dict[str, str], dict[str, str], set[str]]:
@@ -72,24 +45,6 @@ def deploy(endpoint: str, options: DeployOptions) -> tuple[dict[str, str], dict[
     physical = {r["LogicalResourceId"]: r.get("PhysicalResourceId", "") for r in resources if "LogicalResourceId" in r}
     skipped = {r["Type"] for name, r in template["Resources"].items() if name not in physical}
     return outputs, physical, skipped
-
-
-def role_policy(endpoint: str, role: str, name: str) -> dict[str, Any]:
-    document = client(endpoint, "iam").get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"]
-    if isinstance(document, dict):
-        return document
-    # moto keeps a template's inline policy as the Python repr of the document, not as JSON
-    return ast.literal_eval(urllib.parse.unquote(document))
-
-
-def _rules(permissions: list[dict[str, Any]], names: dict[str, str]) -> set[tuple[Any, ...]]:
-    out = set()
-    for p in permissions:
-        for peer in p.get("IpRanges", []):
-            out.add((p["IpProtocol"], p.get("FromPort"), p.get("ToPort"), f"cidr:{peer['CidrIp']}"))
-        for peer in p.get("UserIdGroupPairs", []):
-            out.add((p["IpProtocol"], p.get("FromPort"), p.get("ToPort"), f"sg:{names[peer['GroupId']]}"))
-    return out
 
 
 def test_the_default_stack_on_moto(moto_endpoint: str, network: MotoNetwork) -> None:

@@ -46,6 +46,14 @@ def test_cfn_lint_finds_no_error(combo: tuple[Any, ...]) -> None:
     assert lint_errors(build_template(options_for(*combo))) == []
 
 
+@pytest.mark.parametrize("combo", combinations()[::7], ids=combination_id)
+def test_the_template_up_deploys_passes_too(combo: tuple[Any, ...]) -> None:
+    """As `up` builds it: the master's AMI pinned to an image id, the wheel's sha256 in the user data."""
+    template = build_template(options_for(*combo), master_image_id=AMI, wheel_sha256="0" * 64)
+    assert template["Parameters"][ids.MASTER_IMAGE_PARAM]["Type"] == "AWS::EC2::Image::Id"
+    assert lint_errors(template) == []
+
+
 def test_cfn_lint_does_find_errors() -> None:
     """The check above can fail: a broken template is reported."""
     template = build_template(options_for(False, "rds", False, False, False, False))

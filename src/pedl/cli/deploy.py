@@ -1,6 +1,8 @@
 """`pedl deploy aws iam-policy` prints the master's minimal IAM policy, the seeds' own: the four EC2
-calls, the three spot calls with --spot, and iam:PassRole on the agents' role when one is given.
-`pedl deploy aws print-template` prints the cluster's CloudFormation template (pedl/deploy/)."""
+calls, the three spot calls with --spot, and iam:PassRole on the agents' role when one is given (with
+--deployer, the policy of whoever runs `up` and `down`: pedl/deploy/deployer_policy.py).
+`pedl deploy aws print-template` prints the cluster's CloudFormation template (pedl/deploy/);
+`up`, `down`, `list` and `describe` (cli/deploy_stack.py) make, remove and show the stack."""
 
 from __future__ import annotations
 
@@ -30,12 +32,17 @@ from pedl.cli.deploy_options import (
     VpcId,
     deploy_options,
 )
+from pedl.cli.deploy_stack import describe_command, down_command, list_command, up_command
 from pedl.cli.output import fail, print_json, warn
 from pedl.deploy.options import DEFAULT_INBOUND_CIDR, DEFAULT_MASTER_INSTANCE_TYPE, DEFAULT_MAX_INSTANCES
 
 app = typer.Typer(no_args_is_help=True, help="Deployment helpers.")
 aws_app = typer.Typer(no_args_is_help=True, help="Deploying on AWS.")
 app.add_typer(aws_app, name="aws")
+aws_app.command("up")(up_command)
+aws_app.command("down")(down_command)
+aws_app.command("list")(list_command)
+aws_app.command("describe")(describe_command)
 
 # arn:<partition>:iam::<account>:role/<path/name> or :instance-profile/<path/name>
 _IAM_ARN = re.compile(r"^arn:aws(?:-[a-z]+)*:iam::\d{12}:(?P<kind>role|instance-profile)/[\w+=,.@/-]+$")
@@ -63,8 +70,17 @@ def iam_policy_command(
     agent_role_arn: str | None = typer.Option(
         None, "--agent-role-arn", metavar="ARN",
         help="the agents' IAM role (iam_instance_profile_arn's role): adds iam:PassRole on it"),
+    deployer: bool = typer.Option(
+        False, "--deployer", help="print instead the policy of whoever runs `pedl deploy aws up/down/list/describe`"),
 ) -> None:
-    """Print the IAM policy the master's role needs (JSON)."""
+    """Print the IAM policy the master's role needs (JSON), or with --deployer the deployer's."""
+    if deployer:
+        if spot or agent_role_arn is not None:
+            fail("--deployer: the deployer's policy takes neither --spot nor --agent-role-arn", code=2)
+        from pedl.deploy.deployer_policy import deployer_policy
+
+        print_json(deployer_policy())
+        return
     if agent_role_arn is not None:
         agent_role_arn = agent_role_arn.strip()
         m = _IAM_ARN.match(agent_role_arn)

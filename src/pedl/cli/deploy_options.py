@@ -1,5 +1,6 @@
 """The command-line options of `pedl deploy aws up` and `print-template`, declared once: annotated
-parameter types both commands use, and the DeployOptions they make (a bad option fails naming it)."""
+parameter types both commands use (and `down`, `list`, `describe` their share), and the DeployOptions
+they make (a bad option fails naming it)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ AvailabilityZone = Annotated[str | None, typer.Option(
 Tls = Annotated[bool, typer.Option(
     "--tls", help="serve HTTPS on 8443 with a certificate made on the master at first boot")]
 ElasticIp = Annotated[bool, typer.Option("--elastic-ip", help="give the master an Elastic IP")]
+EndpointUrl = Annotated[str | None, typer.Option(
+    "--endpoint-url", metavar="URL",
+    help="send every AWS call (CloudFormation, EC2, S3, IAM, SSM) to this endpoint: moto or LocalStack")]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
 Package = Annotated[str | None, typer.Option(
     "--package", metavar="SPEC", hidden=True, help="what the master pip-installs instead of pedl==VERSION (tests)")]
 

@@ -1,6 +1,7 @@
 """The master instance's user data: a bash script, embedded in the template through Fn::Sub so that
 stack values (the data volume, the bucket, the database secret) reach it. It installs pedl at the
-deploying CLI's version into a virtual environment, formats (once) and mounts the data volume, writes
+deploying CLI's version into a virtual environment, from the wheel `up` uploads to the cluster's bucket
+(the name `pedl` on PyPI is another project's), formats (once) and mounts the data volume, writes
 master.yaml and enables the master as a systemd service.
 
 cloud-init runs it at first boot. It also installs pedl-boot.service, which runs the instance's then
@@ -33,7 +34,11 @@ from pedl.deploy.template_parts import get_att, placeholder
 DEVICE = "/dev/sdf"  # where the data volume is attached; Nitro instances show it as an NVMe disk instead
 LOG = "/var/log/pedl-boot.log"
 USER_DATA_LIMIT = 16 * 1024  # EC2's limit on user data, before base64
+WHEEL_PREFIX = "pedl-cluster/"  # in the checkpoint bucket, beside the TLS CA (master_boot.CA_KEY)
+WHEEL_WAIT_S = 1800  # how long a booting master waits for `up` to upload the wheel
+WHEEL_POLL_S = 10
 _SUB = re.compile(r"\$\{(!?)([^}]*)\}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 # Bash without `${`: Fn::Sub would take it for one of its own placeholders.
 _SCRIPT = r"""#!/bin/bash
@@ -45,8 +50,7 @@ exec > >(tee -a @LOG@) 2>&1
 echo "pedl boot $(date -u +%FT%TZ): cluster @CLUSTER@, pedl @VERSION@"
 PEDL_HOME=@PEDL_HOME@
 VENV=$PEDL_HOME/venv
-PACKAGE=@PACKAGE@
-VERSION=@VERSION@
+@PACKAGE_VARIABLES@VERSION=@VERSION@
 DATA_DIR=@DATA_DIR@
 SERVICE_USER=@USER@
 CONFIG=@CONFIG@
@@ -78,16 +82,16 @@ if ! PY=$(pick_python); then
   PY=$(pick_python) || { echo "pedl boot: no Python 3.11 or newer with venv on this image" >&2; exit 1; }
 fi
 installed=$("$VENV/bin/python" -c 'import pedl.version; print(pedl.version.__version__)' 2>/dev/null || true)
-if [ "$installed" != "$VERSION" ]; then
-  echo "pedl boot: installing $PACKAGE into $VENV (installed: $installed)"
+installed_sha256=$(cat "$PEDL_HOME/wheel.sha256" 2>/dev/null || true)
+if [ "$installed" != "$VERSION" ] || [ "$installed_sha256" != "$WHEEL_SHA256" ]; then
   "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --upgrade "$PACKAGE"
-  # another project could answer to the name: the package must be this pedl, at this version
+@INSTALL@  # another project could answer to the name: the package must be this pedl, at this version
   installed=$("$VENV/bin/python" -c 'import pedl.deploy.master_boot, pedl.version; print(pedl.version.__version__)' \
     2>/dev/null || true)
   if [ "$installed" != "$VERSION" ]; then
     echo "pedl boot: $PACKAGE did not install pedl $VERSION (found: $installed)" >&2; exit 1
   fi
+  echo "$WHEEL_SHA256" > "$PEDL_HOME/wheel.sha256"
 fi
 
 # 2. the data volume: found by its volume id, formatted only when it holds nothing at all, mounted
@@ -152,10 +156,66 @@ systemctl enable pedl-boot.service
 echo "pedl boot: done; the master runs as pedl-master.service (journalctl -u pedl-master)"
 """
 
+# pip installs a wheel it is given; a requirement or URL of --package (tests) as is
+_INSTALL_PACKAGE = r"""  echo "pedl boot: installing $PACKAGE into $VENV (installed: $installed)"
+  "$VENV/bin/pip" install --quiet --upgrade "$PACKAGE"
+"""
+# the wheel `up` uploads to the bucket, fetched through the instance's role (boto3 in the venv first),
+# waited for (`up` uploads it once the bucket exists) and checked against the sha256 `up` computed
+_INSTALL_WHEEL = r"""  echo "pedl boot: installing pedl $VERSION from the bucket (installed: $installed)"
+  "$VENV/bin/pip" install --quiet --upgrade boto3
+  mkdir -p "$PEDL_HOME/wheels"
+  PACKAGE=$PEDL_HOME/wheels/$(basename "$WHEEL_KEY")
+  "$VENV/bin/python" - "$WHEEL_BUCKET" "$WHEEL_KEY" "$WHEEL_SHA256" "$PACKAGE" "$REGION" @WAIT@ \
+    <<'PEDL_FETCH_WHEEL'
+import hashlib
+import sys
+import time
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+bucket, key, sha256, dest, region, wait, poll = sys.argv[1:8]
+s3 = boto3.client("s3", region_name=region)
+deadline = time.monotonic() + float(wait)
+url = "s3://" + bucket + "/" + key
+while True:
+    try:
+        data = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        found = hashlib.sha256(data).hexdigest()
+        if not sha256 or found == sha256:
+            with open(dest, "wb") as f:
+                f.write(data)
+            print("pedl boot: fetched " + url + " (sha256 " + found + ")", flush=True)
+            break
+        problem = "it has sha256 " + found + ", not " + sha256
+    except (ClientError, BotoCoreError) as exc:
+        problem = str(exc)
+    if time.monotonic() >= deadline:
+        sys.exit("pedl boot: gave up waiting for " + url + " after " + wait + " s (" + problem
+                 + "); run `pedl deploy aws up` again, which uploads it")
+    print("pedl boot: waiting for " + url + ", which `pedl deploy aws up` uploads: " + problem, flush=True)
+    time.sleep(float(poll))
+PEDL_FETCH_WHEEL
+  "$VENV/bin/pip" install --quiet "$PACKAGE"
+  # the same version built from other sources (a development build): replace pedl's own files
+  "$VENV/bin/pip" install --quiet --force-reinstall --no-deps "$PACKAGE"
+"""
+
+
+def wheel_key(version: str) -> str:
+    """Where `up` puts the wheel of pedl `version` in the checkpoint bucket."""
+    from pedl.common.package import wheel_filename
+
+    return WHEEL_PREFIX + wheel_filename(version)
+
 
 def master_user_data(options: DeployOptions, values: StackValues | None = None, *, volume_id: str | None = None,
-                     db_secret: str | None = None, elastic_ip: str | None = None) -> str:
-    """The script, with `${...}` placeholders for Fn::Sub unless sample values are given (tests)."""
+                     db_secret: str | None = None, elastic_ip: str | None = None,
+                     wheel_sha256: str | None = None) -> str:
+    """The script, with `${...}` placeholders for Fn::Sub unless sample values are given (tests).
+    It installs the wheel at wheel_key() in the bucket, checked against `wheel_sha256` when given,
+    or with options.package (tests) that requirement, URL or path instead."""
     placeholders = values is None
     values = values or stack_placeholders(options)
     if placeholders:
@@ -169,12 +229,20 @@ def master_user_data(options: DeployOptions, values: StackValues | None = None, 
         boot_args += f" \\\n  --tls --bucket {_word(values.bucket)}"
         if elastic_ip:
             boot_args += f" --tls-ip {_word(elastic_ip)}"
-    text = _SCRIPT
+    if wheel_sha256 is not None and not _SHA256.fullmatch(wheel_sha256):
+        raise ValueError(f"wheel_sha256: {wheel_sha256!r} is not a hex SHA-256 digest")
+    if options.package:
+        install = _INSTALL_PACKAGE
+        package_variables = f"PACKAGE={shlex.quote(options.package)}\nWHEEL_SHA256=\n"
+    else:
+        install = _INSTALL_WHEEL.replace("@WAIT@", f"{WHEEL_WAIT_S} {WHEEL_POLL_S}")
+        package_variables = (f"WHEEL_BUCKET={_word(values.bucket)}\nWHEEL_KEY={wheel_key(options.pedl_version)}\n"
+                             f"WHEEL_SHA256={wheel_sha256 or ''}\n")
+    text = _SCRIPT.replace("@INSTALL@", install)
     for key, value in {
         "@BOOT_ARGS@": boot_args,
         "@CLUSTER@": options.cluster_id,
         "@VERSION@": options.pedl_version,
-        "@PACKAGE@": shlex.quote(options.package_spec),
         "@PEDL_HOME@": PEDL_HOME,
         "@DATA_DIR@": DATA_DIR,
         "@USER@": SERVICE_USER,
@@ -185,7 +253,8 @@ def master_user_data(options: DeployOptions, values: StackValues | None = None, 
         "@DEVICE@": DEVICE,
         "@XEN_DEVICE@": DEVICE.replace("/dev/sd", "/dev/xvd"),
         "@LOG@": LOG,
-        "@MASTER_YAML@": master_config_yaml(options, values),  # last: its values are not markers
+        "@PACKAGE_VARIABLES@": package_variables,  # with the next, after the markers: values are not markers
+        "@MASTER_YAML@": master_config_yaml(options, values),
     }.items():
         text = text.replace(key, value)
     return text

@@ -4,7 +4,9 @@ database with db=rds, an optional Elastic IP, and outputs. `print-template` prin
 
 AMIs come from SSM public parameters, which CloudFormation resolves in the stack's own region: the
 master runs Ubuntu 24.04 (Python 3.12), the agents the AWS Deep Learning Base GPU AMI (Ubuntu 24.04,
-NVIDIA driver and CUDA installed) unless --agent-ami names one."""
+NVIDIA driver and CUDA installed) unless --agent-ami names one. `up` pins the master's: it resolves the
+parameter once, at the stack's creation, and passes that image id ever after, since a new image would
+replace the master instance while its data volume is attached (an update fails with VolumeInUse)."""
 
 from __future__ import annotations
 
@@ -34,11 +36,15 @@ MASTER_ROOT_GB = 30
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu's
 
 
-def _parameters(options: DeployOptions) -> dict[str, Any]:
+def _parameters(options: DeployOptions, master_image_id: str | None) -> dict[str, Any]:
     params: dict[str, Any] = {
         ids.MASTER_IMAGE_PARAM: {"Type": SSM_IMAGE_TYPE, "Default": MASTER_AMI_PARAMETER,
                                  "Description": "SSM parameter naming the master's AMI (Ubuntu 24.04)"},
     }
+    if master_image_id:
+        params[ids.MASTER_IMAGE_PARAM] = {
+            "Type": "AWS::EC2::Image::Id", "Default": master_image_id,
+            "Description": "the master's AMI (Ubuntu 24.04), pinned when the stack was created"}
     if options.agent_ami:
         params[ids.AGENT_IMAGE_PARAM] = {"Type": "AWS::EC2::Image::Id", "Default": options.agent_ami,
                                          "Description": "the agents' AMI"}
@@ -76,7 +82,7 @@ def _storage(options: DeployOptions) -> dict[str, Any]:
     }
 
 
-def _master(options: DeployOptions) -> dict[str, Any]:
+def _master(options: DeployOptions, wheel_sha256: str | None = None) -> dict[str, Any]:
     instance: dict[str, Any] = {"Type": "AWS::EC2::Instance", "Properties": {
         "ImageId": ref(ids.MASTER_IMAGE_PARAM),
         "InstanceType": options.master_instance_type,
@@ -87,7 +93,8 @@ def _master(options: DeployOptions) -> dict[str, Any]:
         "BlockDeviceMappings": [{"DeviceName": ROOT_DEVICE, "Ebs": {
             "VolumeSize": MASTER_ROOT_GB, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
-        "UserData": {"Fn::Base64": {"Fn::Sub": [master_user_data(options), user_data_variables(options)]}},
+        "UserData": {"Fn::Base64": {"Fn::Sub": [master_user_data(options, wheel_sha256=wheel_sha256),
+                                                user_data_variables(options)]}},
         "Tags": tags(options, f"pedl-{options.cluster_id}-master")}}
     if options.creates_network:
         instance["DependsOn"] = [ids.DEFAULT_ROUTE, ids.SUBNET_ROUTES]  # it installs pedl as it boots
@@ -140,18 +147,20 @@ def _outputs(options: DeployOptions) -> dict[str, Any]:
     return outputs
 
 
-def build_template(options: DeployOptions) -> dict[str, Any]:
-    """The template for these options."""
+def build_template(options: DeployOptions, *, master_image_id: str | None = None,
+                   wheel_sha256: str | None = None) -> dict[str, Any]:
+    """The template for these options. `master_image_id` pins the master's AMI (else the SSM parameter's
+    image at each deploy); `wheel_sha256` is the digest of the wheel `up` uploads, which the master checks."""
     resources: dict[str, Any] = {}
-    for part in (network_resources, security_group_resources, iam_resources, database_resources, _storage,
-                 _master):
+    for part in (network_resources, security_group_resources, iam_resources, database_resources, _storage):
         resources.update(part(options))
+    resources.update(_master(options, wheel_sha256))
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": f"pedl cluster {options.cluster_id} (pedl {options.pedl_version}), made by pedl deploy aws",
         "Metadata": {"pedl": {"cluster_id": options.cluster_id, "version": options.pedl_version, "db": options.db,
                               "spot": options.spot, "tls": options.tls, "elastic_ip": options.elastic_ip}},
-        "Parameters": _parameters(options),
+        "Parameters": _parameters(options, master_image_id),
         "Resources": resources,
         "Outputs": _outputs(options),
     }
