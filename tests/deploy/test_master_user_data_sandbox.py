@@ -1,0 +1,234 @@
+"""The master's user data, rendered as CloudFormation's Fn::Sub renders it and run for real with bash in
+a sandbox: a temporary root that stands for / (every absolute path the script writes is moved under
+it), a fake IMDSv2, moto's S3 holding the wheel of this pedl where `up` puts it, and a PATH whose
+first directory holds recording fakes of what a test cannot run (systemctl, mkfs.ext4, blkid, mount,
+useradd, chown). Everything pedl-related runs for real: the venv, the wheel fetched and checked by its
+sha256, master_boot, `pedl master install-service`; the master.yaml it writes passes
+`pedl master check-config` and starts a master that answers /info.
+
+One pip install per case (dependencies from this machine's pip index), so these are e2e tests."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import socket
+import stat
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import boto3
+import pytest
+
+from pedl.common.package import build_wheel
+from pedl.deploy.master_user_data import fn_sub, master_user_data, wheel_key
+from pedl.version import __version__
+from tests.deploy.stack_samples import BUCKET, REGION, SUBSTITUTIONS, VOLUME
+from tests.deploy.template_samples import options_for
+from tests.e2e.test_agent_user_data_e2e import SANDBOX_PATH, pip_env, sandbox_python
+from tests.support.moto_server import (  # noqa: F401
+    FAKE_AWS_ENV,
+    FakeMetadataServer,
+    metadata_server_fixture,
+    moto_endpoint_fixture,
+    moto_server_fixture,
+)
+
+pytestmark = pytest.mark.e2e
+
+# the absolute paths the script writes (or looks at for the data volume), moved under the sandbox's root
+ROOTED = ("/usr/local/pedl", "/var/lib/pedl", "/etc/systemd/system", "/etc/fstab", "/var/log/pedl-boot.log",
+          "/dev/sdf", "/dev/xvdf", "/dev/disk/by-id")
+_ROOTED = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(p) for p in ROOTED) + r")(?![\w-])")
+INSTALL_SERVICE = 'master install-service --config "$CONFIG"'
+FAKE_UUID = "0b6c1f2e-3d4a-4b5c-8d9e-0f1a2b3c4d5e"
+
+# Each fake appends its argv (one line) to $FAKE_LOG. blkid finds a file system once mkfs.ext4 made one.
+FAKES = {
+    "systemctl": 'case "$1" in is-active) exit 3;; esac',
+    "mkfs.ext4": 'touch "$FAKE_STATE/formatted"',
+    "blkid": '[ -e "$FAKE_STATE/formatted" ] || exit 2\n[ "$1" = -p ] || echo ' + FAKE_UUID,
+    "mount": "",
+    "useradd": "",
+    "chown": "",
+}
+
+
+def block_device() -> str | None:
+    """A block device of this machine for the sandbox's /dev/sdf link to point at: the script tests
+    `-b` before anything else, and only the fakes (never a real mkfs or mount) ever get its name."""
+    for name in sorted(os.listdir("/dev")):
+        path = f"/dev/{name}"
+        if name.startswith("loop") and stat.S_ISBLK(os.stat(path).st_mode):
+            return path
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sandbox:
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.root = work / "root"
+        self.fakes = work / "fakes"
+        self.state = work / "fake-state"
+        self.fake_log = work / "fake-calls.log"
+        for d in (self.root / "etc" / "systemd" / "system", self.root / "var" / "log", self.root / "dev",
+                  self.root / "usr" / "local", self.fakes, self.state, work / "home"):
+            d.mkdir(parents=True)
+        (self.root / "etc" / "fstab").write_text("# sandbox fstab\n")
+        for name, body in FAKES.items():
+            fake = self.fakes / name
+            fake.write_text(f'#!/bin/bash\necho "{name} $*" >> "$FAKE_LOG"\n{body}\n')
+            fake.chmod(0o755)
+
+    def path(self, real: str) -> Path:
+        return self.root / real.lstrip("/")
+
+    def rooted(self, script: str, user: str) -> str:
+        """The script with the sandbox's root in front of each absolute path it writes, the sandbox's
+        unit directory given to install-service (its default is the real one) and this test's user as
+        the master's user (the script gives it the master's files; `pedl` does not exist here)."""
+        text = _ROOTED.sub(lambda m: str(self.root) + m.group(1), script)
+        assert text.count("\nSERVICE_USER=pedl\n") == 1 and text.count(INSTALL_SERVICE) == 1
+        text = text.replace("\nSERVICE_USER=pedl\n", f"\nSERVICE_USER={user}\n")
+        return text.replace(INSTALL_SERVICE, f"master install-service --unit-dir {self.path('/etc/systemd/system')} "
+                                             '--config "$CONFIG"')
+
+    def fake_calls(self) -> list[str]:
+        return self.fake_log.read_text().splitlines() if self.fake_log.exists() else []
+
+
+def pedl_env(home: Path, **more: str) -> dict[str, str]:
+    return {"PATH": SANDBOX_PATH, "HOME": str(home), "LANG": "C.UTF-8", **more}
+
+
+def wait_info(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the master exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/info", timeout=2) as r:
+                return json.loads(r.read())
+        except OSError:
+            time.sleep(0.3)
+    raise AssertionError(f"the master did not answer {url}/info in {timeout:g}s:\n{log.read_text()[-3000:]}")
+
+
+def run_user_data(script: Path, env: dict[str, str]) -> str:
+    """bash runs the script to its end; its output (stdout and stderr: the script tees both)."""
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, cwd=script.parent,
+                          stdin=subprocess.DEVNULL, timeout=540, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-5000:]
+    return out
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["sqlite", "sqlite-tls"])
+def test_the_master_user_data_installs_pedl_and_writes_a_master_yaml_that_starts(
+        tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer, tls: bool) -> None:
+    if sandbox_python() is None:
+        pytest.skip(f"no Python 3.11 or newer on {SANDBOX_PATH}: the user data would stop there")
+    device = block_device()
+    if device is None:
+        pytest.skip("no loop block device on this machine for the sandbox's data volume to point at")
+    sandbox = Sandbox(tmp_path)
+    (sandbox.path("/dev/sdf")).symlink_to(device)
+    metadata_server.ec2.update({"local-ipv4": "127.0.0.1", "local-hostname": "localhost"})
+
+    wheel = build_wheel()
+    s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto_endpoint)
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key=wheel_key(__version__), Body=wheel.data)
+
+    options = options_for(False, "embedded", False, tls, False, False)
+    script = fn_sub(master_user_data(options, wheel_sha256=wheel.sha256), SUBSTITUTIONS)
+    user = getpass.getuser()
+    (tmp_path / "user-data.sh").write_text(sandbox.rooted(script, user))
+    aws = {**FAKE_AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
+    env = {**pedl_env(tmp_path / "home", PATH=f"{sandbox.fakes}:{SANDBOX_PATH}", PEDL_IMDS_URL=metadata_server.url,
+                      PYTHONUNBUFFERED="1", FAKE_LOG=str(sandbox.fake_log), FAKE_STATE=str(sandbox.state)),
+           **aws, **pip_env()}
+    out = run_user_data(tmp_path / "user-data.sh", env)
+    assert f"installing pedl {__version__} from the bucket" in out
+    assert f"fetched s3://{BUCKET}/{wheel_key(__version__)} (sha256 {wheel.sha256})" in out
+
+    # pedl at this version in a venv under the sandbox's /usr/local/pedl, the wheel's sha256 remembered
+    home = sandbox.path("/usr/local/pedl")
+    venv_pedl = home / "venv" / "bin" / "pedl"
+    found = subprocess.run([str(home / "venv" / "bin" / "python"), "-c",
+                            "import pedl, pedl.version; print(pedl.version.__version__, pedl.__file__)"],
+                           capture_output=True, text=True, env=pedl_env(tmp_path / "home"), cwd="/", check=True)
+    version, file = found.stdout.split()
+    assert version == __version__ and Path(file).is_relative_to(home / "venv"), found.stdout
+    assert (home / "wheel.sha256").read_text().strip() == wheel.sha256
+
+    # the data volume: formatted once (nothing was on it), in fstab by its UUID, mounted, given to the user
+    data_dir = sandbox.path("/var/lib/pedl")
+    calls = sandbox.fake_calls()
+    assert f"mkfs.ext4 -q -L pedl-data {device}" in calls
+    assert f"mount {data_dir}" in calls and f"chown {user}:{user} {data_dir}" in calls
+    assert f"UUID={FAKE_UUID} {data_dir} ext4 defaults,nofail 0 2" in sandbox.path("/etc/fstab").read_text()
+    assert VOLUME in script
+
+    # the agent token, made at first boot, readable by the master's user only
+    token = data_dir / "agent_token"
+    token_text = token.read_text()
+    assert token_text.strip() and stat.S_IMODE(token.stat().st_mode) == 0o600
+
+    # the service: the unit written into the sandbox's unit directory and enabled with (fake) systemctl
+    units = sandbox.path("/etc/systemd/system")
+    assert (units / "pedl-master.service").is_file() and (units / "pedl-boot.service").is_file()
+    assert "RequiresMountsFor=" in (units / "pedl-master.service.d" / "data-volume.conf").read_text()
+    assert "systemctl enable --now pedl-master" in calls and "systemctl enable pedl-boot.service" in calls
+    assert str(venv_pedl) in (units / "pedl-master.service").read_text()
+
+    # every later boot runs it again: nothing installed, formatted or made again
+    again = run_user_data(tmp_path / "user-data.sh", env)
+    assert "installing pedl" not in again and "formatting" not in again, again
+    assert sandbox.fake_calls().count(f"mkfs.ext4 -q -L pedl-data {device}") == 1
+    assert token.read_text() == token_text
+    assert sandbox.path("/etc/fstab").read_text().count(f"UUID={FAKE_UUID} ") == 1
+
+    # master.yaml: the installed pedl accepts it and a master starts on it
+    config = home / "etc" / "master.yaml"
+    checked = subprocess.run([str(venv_pedl), "master", "check-config", str(config)], capture_output=True,
+                             text=True, env=pedl_env(tmp_path / "home"), cwd=tmp_path, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    port = free_port()
+    log = tmp_path / "master.log"
+    with open(log, "wb") as f:
+        master = subprocess.Popen([str(venv_pedl), "master", "run", "--config", str(config), "--port", str(port)],
+                                  stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp_path,
+                                  env=pedl_env(tmp_path / "home", PEDL_IMDS_URL=metadata_server.url, **aws))
+    try:
+        if tls:
+            import ssl
+
+            ca = data_dir / "tls" / "ca.crt"
+            assert ("GET", "/latest/meta-data/local-ipv4", True) in metadata_server.requests
+            assert s3.get_object(Bucket=BUCKET, Key="pedl-cluster/ca.crt")["Body"].read() == ca.read_bytes()
+            ctx = ssl.create_default_context(cafile=str(ca))
+            https = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx))
+            urllib.request.install_opener(https)
+            info = wait_info(f"https://127.0.0.1:{port}", master, log, timeout=60)
+        else:
+            info = wait_info(f"http://127.0.0.1:{port}", master, log, timeout=60)
+        assert info["version"] == __version__
+    finally:
+        urllib.request.install_opener(None)
+        master.terminate()
+        try:
+            master.wait(15)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait(5)
