@@ -107,6 +107,11 @@ class Master(ManagedProcess):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def _verify(self) -> Any:
+        """What this client's requests verify the master with (httpx's `verify`): the system CAs;
+        a master serving TLS with its own CA overrides it."""
+        return True
+
     @property
     def agent_token(self) -> str:
         """The token agents must present: the config's agent_token, else the one the master created
@@ -136,7 +141,7 @@ class Master(ManagedProcess):
         def up() -> bool:
             if not self.alive():
                 raise RuntimeError(f"master exited: {self.log_text()[-2000:]}")
-            return httpx.get(f"{self.url}/info", timeout=2).status_code == 200
+            return httpx.get(f"{self.url}/info", timeout=2, verify=self._verify()).status_code == 200
 
         wait_for(up, timeout, what=f"the master on {self.url}")
         self._token = None
@@ -145,14 +150,14 @@ class Master(ManagedProcess):
     # -- a tiny REST client for tests and the demo --
     def token(self, username: str = "determined", password: str = "") -> str:
         if self._token is None:
-            r = httpx.post(f"{self.url}/api/v1/auth/login",
+            r = httpx.post(f"{self.url}/api/v1/auth/login", verify=self._verify(),
                            content=json.dumps({"username": username, "password": password, "isHashed": False}))
             r.raise_for_status()
             self._token = r.json()["token"]
         return self._token
 
     def api(self, method: str, path: str, body: Any = None, expect: int | None = 200, **params: Any) -> Any:
-        r = httpx.request(method, f"{self.url}{path}", params=params or None,
+        r = httpx.request(method, f"{self.url}{path}", params=params or None, verify=self._verify(),
                           content=None if body is None else json.dumps(body),
                           headers={"Authorization": f"Bearer {self.token()}"}, timeout=30)
         if expect is not None and r.status_code != expect:

@@ -14,11 +14,9 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from pedl.common.master_trust import client_ssl_context
 from pedl.common.tls import generate_server_certificate
-from pedl.devcluster import ManagedProcess, Master, wait_for
+from pedl.devcluster import Master
 from tests.support.quiet_http import QuietHTTPServer
 
 
@@ -100,34 +98,3 @@ class HttpsMaster(Master):
 
     def _verify(self) -> ssl.SSLContext:
         return client_ssl_context(self.tls.ca)
-
-    def start(self, timeout: float = 60.0) -> HttpsMaster:
-        ManagedProcess.start(self)
-
-        def up() -> bool:
-            if not self.alive():
-                raise RuntimeError(f"master exited: {self.log_text()[-2000:]}")
-            return httpx.get(f"{self.url}/info", timeout=2, verify=self._verify()).status_code == 200
-
-        wait_for(up, timeout, what=f"the master on {self.url}")
-        self._token = None
-        return self
-
-    def token(self, username: str = "determined", password: str = "") -> str:
-        if self._token is None:
-            r = httpx.post(f"{self.url}/api/v1/auth/login", verify=self._verify(),
-                           content=json.dumps({"username": username, "password": password, "isHashed": False}))
-            r.raise_for_status()
-            self._token = r.json()["token"]
-        return self._token
-
-    def api(self, method: str, path: str, body: Any = None, expect: int | None = 200, **params: Any) -> Any:
-        r = httpx.request(method, f"{self.url}{path}", params=params or None, verify=self._verify(),
-                          content=None if body is None else json.dumps(body),
-                          headers={"Authorization": f"Bearer {self.token()}"}, timeout=30)
-        if expect is not None and r.status_code != expect:
-            raise AssertionError(f"{method} {path} -> {r.status_code}: {r.text[:500]}")
-        try:
-            return r.json()
-        except ValueError:
-            return r.text

@@ -6,10 +6,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from pedl.common.package import own_wheel
 from pedl.master.agent_token import offered_token_ok
 from pedl.master.api.deps import caller, ctx_of
 from pedl.master.api.openapi import agent_token_too, produces
-from pedl.master.services import package as package_service
 
 router = APIRouter(prefix="/api/v1")
 
@@ -22,7 +22,7 @@ AGENT_TOKEN_HEADER = "x-pedl-agent-token"
 def pedl_package(request: Request) -> Response:
     if not offered_token_ok(ctx_of(request).agent_token, request.headers.get(AGENT_TOKEN_HEADER, "")):
         caller(request)  # else a user or task token; 401 without one
-    wheel = package_service.master_wheel()  # built once, in this worker thread
+    wheel = own_wheel()  # built once per process, in this worker thread
     return Response(wheel.data, media_type="application/octet-stream", headers={
         "Content-Disposition": f'attachment; filename="{wheel.filename}"',
         "X-Pedl-Package-Sha256": wheel.sha256, "X-Pedl-Version": wheel.filename.split("-")[1]})

@@ -53,8 +53,11 @@ def effective_config(master: MasterConfig, cfg: ExperimentConfig) -> dict[str, A
 
 
 def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: str, files: Any, activate: bool,
-           validate_only: bool = False, parent_id: int | None = None,
-           project_id: int | None = None) -> models.Experiment | dict:
+           validate_only: bool = False, parent_id: int | None = None, project_id: int | None = None,
+           warnings: list[str] | None = None) -> models.Experiment | dict:
+    """Create the experiment (its searcher makes its first trials), or with `validate_only` return
+    its effective config. What the user should be warned of is recorded as events and, when given,
+    appended to `warnings`."""
     if not isinstance(config_text, str) or not config_text.strip():
         raise InvalidArgument("config: the experiment config is required (YAML text)",
                               fields=[{"field": "config", "message": "required"}])
@@ -80,6 +83,8 @@ def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: s
     warning = fit_warning(fx, s, exp)
     if warning:
         record_event(s, now, "experiment", exp.id, warning, level="warning")
+        if warnings is not None:
+            warnings.append(warning)
     progression.start_searcher(fx, s, exp)
     return exp
 
@@ -94,13 +99,6 @@ def fit_warning(fx: ClusterEffects, s: Session, exp: models.Experiment) -> str |
         models.Agent.resource_pool == exp.resource_pool, models.Agent.state != AgentState.GONE,
         models.Agent.enabled.is_(True)))]
     return static_pool_warning(int(exp.config["resources"]["slots_per_trial"]), exp.resource_pool, sizes)
-
-
-def warnings_of(s: Session, exp: models.Experiment) -> list[str]:
-    """The warnings recorded for an experiment at create."""
-    return list(s.scalars(select(models.Event.message).where(
-        models.Event.entity_type == "experiment", models.Event.entity_id == str(exp.id),
-        models.Event.level == "warning").order_by(models.Event.id).limit(10)))
 
 
 def get(s: Session, experiment_id: int) -> models.Experiment:
@@ -185,11 +183,12 @@ def submit(ctx: MasterContext, who: Caller, *, config_text: str, files: Any, act
     owner = require_user(who, "create experiments")
 
     def work(s: Session) -> tuple[Shown | None, dict[str, Any], list[str]]:
+        warnings: list[str] = []
         result = create(ctx.controller, s, owner, config_text=config_text, files=files, activate=activate,
-                        validate_only=validate_only, parent_id=parent_id, project_id=project_id)
+                        validate_only=validate_only, parent_id=parent_id, project_id=project_id, warnings=warnings)
         if isinstance(result, dict):  # validate only
             return None, result, []
-        return _shown(s, result), result.config, warnings_of(s, result)
+        return _shown(s, result), result.config, warnings
 
     out = ctx.controller.run(work)
     ctx.controller.wake()

@@ -12,7 +12,7 @@ from io import BytesIO
 from pathlib import Path
 
 import pedl
-from pedl.master.services.package import build_wheel, master_wheel, wheel_filename
+from pedl.common.package import build_wheel, own_wheel, wheel_filename
 from pedl.version import __version__
 
 
@@ -22,7 +22,7 @@ def members(data: bytes) -> dict[str, bytes]:
 
 
 def test_the_wheel_holds_the_package_its_data_and_metadata() -> None:
-    wheel = master_wheel()
+    wheel = own_wheel()
     assert wheel.filename == wheel_filename() == f"pedl-{__version__}-py3-none-any.whl"
     files = members(wheel.data)
     package_dir = Path(pedl.__file__).resolve().parent
@@ -38,7 +38,7 @@ def test_the_wheel_holds_the_package_its_data_and_metadata() -> None:
 
 
 def test_the_record_lists_every_member_with_its_hash() -> None:
-    files = members(master_wheel().data)
+    files = members(own_wheel().data)
     dist = f"pedl-{__version__}.dist-info"
     record = dict(line.split(",", 1) for line in files[f"{dist}/RECORD"].decode().splitlines())
     assert set(record) == set(files)
@@ -64,7 +64,7 @@ def test_the_same_sources_give_the_same_bytes(tmp_path: Path) -> None:
 
 
 def test_pip_installs_it_as_the_running_version(tmp_path: Path) -> None:
-    wheel = master_wheel()
+    wheel = own_wheel()
     path = tmp_path / wheel.filename
     path.write_bytes(wheel.data)
     target = tmp_path / "site"
