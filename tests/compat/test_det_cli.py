@@ -1,4 +1,5 @@
-"""The real det CLI (determined==0.38.1, in its own venv) against a pedl master."""
+"""The real det CLI (determined==0.38.1, in its own venv) against a pedl master, once over HTTP and
+once over HTTPS (security.tls), where det trusts the master through its own DET_MASTER_CERT_FILE."""
 
 from __future__ import annotations
 
@@ -12,25 +13,34 @@ import yaml
 
 from pedl.devcluster import wait_experiment, wait_for
 from tests.e2e.conftest import MODELS, Cluster, steps_config
+from tests.support.tls import write_tls_files
 
 pytestmark = [pytest.mark.compat, pytest.mark.e2e]
 DET = Path(__file__).parents[2] / ".venv-det" / "bin" / "det"
 
 
-@pytest.fixture(scope="module")
-def det_cluster(tmp_path_factory):
+@pytest.fixture(scope="module", params=["http", "https"])
+def det_cluster(request, tmp_path_factory):
     if not DET.exists():
         pytest.skip(f"determined==0.38.1 is not installed at {DET} (make det-venv could not install the package)")
-    c = Cluster(tmp_path_factory.mktemp("det"), None).start()
+    work = tmp_path_factory.mktemp(f"det-{request.param}")
+    tls = write_tls_files(work / "tls") if request.param == "https" else None
+    c = Cluster(work, None, tls=tls).start()
     c.add_agent("det-agent-1", slots=2)
     yield c
     c.stop()
 
 
-def det(c: Cluster, *args: str, stdin: str = "", check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DET_DEBUG_CONFIG_PATH": str(c.work / "det-config"), "DET_MASTER": c.master.url}
-    env.pop("DET_USER", None)
-    env.pop("DET_PASS", None)
+def det(c: Cluster, *args: str, stdin: str = "", check: bool = True,
+        cert: Path | None = None) -> subprocess.CompletedProcess:
+    """Runs det against `c`; over HTTPS it trusts `cert`, by default the CA that signed the master's."""
+    # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override the bundle det sets on its session
+    # (psf/requests#3829), so with either set det never uses DET_MASTER_CERT_FILE
+    dropped = ("DET_USER", "DET_PASS", "PEDL_MASTER_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env.update({"DET_DEBUG_CONFIG_PATH": str(c.work / "det-config"), "DET_MASTER": c.master.url})
+    if c.tls:
+        env["DET_MASTER_CERT_FILE"] = str(cert or c.tls.ca)
     proc = subprocess.run([str(DET), "-m", c.master.url, *args], input=stdin, capture_output=True, text=True,
                           env=env, timeout=120)
     if check and proc.returncode != 0:
@@ -142,3 +152,12 @@ def test_det_shows_progress_workload_states_and_no_files_of_deleted_checkpoints(
     assert 0.02 <= final["progress"] < 1.0
     [line] = [line for line in det(det_cluster, "experiment", "list").stdout.splitlines() if "killed-midway" in line]
     assert f"{final['progress']:.1%}" in line and "CANCELED" in line
+
+
+@pytest.mark.parametrize("det_cluster", ["https"], indirect=True)
+def test_det_refuses_a_master_its_ca_did_not_sign(det_cluster) -> None:
+    # det offers to trust the certificate it was sent; answering no, it stops
+    proc = det(det_cluster, "master", "info", stdin="n\n", check=False, cert=det_cluster.tls.other_ca)
+    assert proc.returncode != 0
+    assert "untrusted certificate" in proc.stdout + proc.stderr
+    assert "Unable to verify master certificate" in proc.stderr

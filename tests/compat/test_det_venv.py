@@ -23,7 +23,7 @@ def run_compat_test(tmp_path: Path, *, ci: bool, det_venv: Path) -> subprocess.C
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-rs",
          "--confcutdir", str(ROOT / "tests" / "compat"), "--basetemp", str(tmp_path / "child"),
-         "tests/compat/test_det_cli.py::test_master_info"],
+         "tests/compat/test_det_cli.py::test_master_info[http]"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
 
 

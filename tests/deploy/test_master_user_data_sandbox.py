@@ -10,22 +10,30 @@ One pip install per case (dependencies from this machine's pip index), so these 
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import boto3
+import httpx
 import pytest
 
-from pedl.common.package import build_wheel
+import pedl
+from pedl.common.package import Wheel, build_wheel
 from pedl.deploy.master_user_data import fn_sub, master_user_data, wheel_key
+from pedl.deploy.options import DeployOptions
 from pedl.version import __version__
 from tests.deploy.stack_samples import BUCKET, REGION, SUBSTITUTIONS, VOLUME
 from tests.deploy.template_samples import options_for
@@ -133,47 +141,109 @@ def run_user_data(script: Path, env: dict[str, str]) -> str:
     return out
 
 
+class Boot:
+    """One sandboxed machine: its block device, moto's bucket and the environment its user data runs in."""
+
+    def __init__(self, tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer) -> None:
+        if sandbox_python() is None:
+            pytest.skip(f"no Python 3.11 or newer on {SANDBOX_PATH}: the user data would stop there")
+        device = block_device()
+        if device is None:
+            pytest.skip("no loop block device on this machine for the sandbox's data volume to point at")
+        self.device = device
+        self.work = tmp_path
+        self.sandbox = Sandbox(tmp_path)
+        self.sandbox.path("/dev/sdf").symlink_to(device)
+        metadata_server.ec2.update({"local-ipv4": "127.0.0.1", "local-hostname": "localhost"})
+        self.metadata_server = metadata_server
+        self.s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto_endpoint)
+        self.s3.create_bucket(Bucket=BUCKET)
+        self.user = getpass.getuser()
+        self.aws = {**FAKE_AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
+        self.env = {**pedl_env(tmp_path / "home", PATH=f"{self.sandbox.fakes}:{SANDBOX_PATH}",
+                               PEDL_IMDS_URL=metadata_server.url, PYTHONUNBUFFERED="1",
+                               FAKE_LOG=str(self.sandbox.fake_log), FAKE_STATE=str(self.sandbox.state)),
+                    **self.aws, **pip_env()}
+        self.home = self.sandbox.path("/usr/local/pedl")
+        self.venv_pedl = self.home / "venv" / "bin" / "pedl"
+        self.data_dir = self.sandbox.path("/var/lib/pedl")
+        self.config = self.home / "etc" / "master.yaml"
+
+    def user_data(self, options: DeployOptions, wheel: Wheel) -> str:
+        """The user data `up` would give the master for `options`, with `wheel` uploaded as `up` does."""
+        self.s3.put_object(Bucket=BUCKET, Key=wheel_key(options.pedl_version), Body=wheel.data)
+        script = fn_sub(master_user_data(options, wheel_sha256=wheel.sha256), SUBSTITUTIONS)
+        (self.work / "user-data.sh").write_text(self.sandbox.rooted(script, self.user))
+        return script
+
+    def run(self) -> str:
+        return run_user_data(self.work / "user-data.sh", self.env)
+
+    def installed(self) -> tuple[str, Path]:
+        """The version and the location of the pedl in the sandbox's venv."""
+        found = subprocess.run([str(self.home / "venv" / "bin" / "python"), "-c",
+                                "import pedl, pedl.version; print(pedl.version.__version__, pedl.__file__)"],
+                               capture_output=True, text=True, env=pedl_env(self.work / "home"), cwd="/", check=True)
+        version, file = found.stdout.split()
+        return version, Path(file)
+
+    def check_config(self) -> None:
+        checked = subprocess.run([str(self.venv_pedl), "master", "check-config", str(self.config)],
+                                 capture_output=True, text=True, env=pedl_env(self.work / "home"), cwd=self.work,
+                                 check=False)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    @contextmanager
+    def master(self, tls: bool = False) -> Iterator[tuple[str, dict, Any]]:
+        """The installed pedl's master on the written master.yaml: its URL, its /info and what its
+        HTTPS clients verify it with."""
+        port = free_port()
+        log = self.work / "master.log"
+        with open(log, "ab") as f:
+            proc = subprocess.Popen([str(self.venv_pedl), "master", "run", "--config", str(self.config),
+                                     "--port", str(port)],
+                                    stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.work,
+                                    env=pedl_env(self.work / "home", PEDL_IMDS_URL=self.metadata_server.url,
+                                                 **self.aws))
+        try:
+            verify: Any = True
+            if tls:
+                import ssl
+
+                verify = ssl.create_default_context(cafile=str(self.data_dir / "tls" / "ca.crt"))
+                urllib.request.install_opener(
+                    urllib.request.build_opener(urllib.request.HTTPSHandler(context=verify)))
+            url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+            yield url, wait_info(url, proc, log, timeout=60), verify
+        finally:
+            urllib.request.install_opener(None)
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
 @pytest.mark.parametrize("tls", [False, True], ids=["sqlite", "sqlite-tls"])
 def test_the_master_user_data_installs_pedl_and_writes_a_master_yaml_that_starts(
         tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer, tls: bool) -> None:
-    if sandbox_python() is None:
-        pytest.skip(f"no Python 3.11 or newer on {SANDBOX_PATH}: the user data would stop there")
-    device = block_device()
-    if device is None:
-        pytest.skip("no loop block device on this machine for the sandbox's data volume to point at")
-    sandbox = Sandbox(tmp_path)
-    (sandbox.path("/dev/sdf")).symlink_to(device)
-    metadata_server.ec2.update({"local-ipv4": "127.0.0.1", "local-hostname": "localhost"})
-
+    boot = Boot(tmp_path, moto_endpoint, metadata_server)
+    sandbox, device, user = boot.sandbox, boot.device, boot.user
     wheel = build_wheel()
-    s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto_endpoint)
-    s3.create_bucket(Bucket=BUCKET)
-    s3.put_object(Bucket=BUCKET, Key=wheel_key(__version__), Body=wheel.data)
-
-    options = options_for(False, "embedded", False, tls, False, False)
-    script = fn_sub(master_user_data(options, wheel_sha256=wheel.sha256), SUBSTITUTIONS)
-    user = getpass.getuser()
-    (tmp_path / "user-data.sh").write_text(sandbox.rooted(script, user))
-    aws = {**FAKE_AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
-    env = {**pedl_env(tmp_path / "home", PATH=f"{sandbox.fakes}:{SANDBOX_PATH}", PEDL_IMDS_URL=metadata_server.url,
-                      PYTHONUNBUFFERED="1", FAKE_LOG=str(sandbox.fake_log), FAKE_STATE=str(sandbox.state)),
-           **aws, **pip_env()}
-    out = run_user_data(tmp_path / "user-data.sh", env)
+    script = boot.user_data(options_for(False, "embedded", False, tls, False, False), wheel)
+    out = boot.run()
     assert f"installing pedl {__version__} from the bucket" in out
     assert f"fetched s3://{BUCKET}/{wheel_key(__version__)} (sha256 {wheel.sha256})" in out
 
     # pedl at this version in a venv under the sandbox's /usr/local/pedl, the wheel's sha256 remembered
-    home = sandbox.path("/usr/local/pedl")
-    venv_pedl = home / "venv" / "bin" / "pedl"
-    found = subprocess.run([str(home / "venv" / "bin" / "python"), "-c",
-                            "import pedl, pedl.version; print(pedl.version.__version__, pedl.__file__)"],
-                           capture_output=True, text=True, env=pedl_env(tmp_path / "home"), cwd="/", check=True)
-    version, file = found.stdout.split()
-    assert version == __version__ and Path(file).is_relative_to(home / "venv"), found.stdout
+    home = boot.home
+    version, file = boot.installed()
+    assert version == __version__ and file.is_relative_to(home / "venv"), (version, file)
     assert (home / "wheel.sha256").read_text().strip() == wheel.sha256
 
     # the data volume: formatted once (nothing was on it), in fstab by its UUID, mounted, given to the user
-    data_dir = sandbox.path("/var/lib/pedl")
+    data_dir = boot.data_dir
     calls = sandbox.fake_calls()
     assert f"mkfs.ext4 -q -L pedl-data {device}" in calls
     assert f"mount {data_dir}" in calls and f"chown {user}:{user} {data_dir}" in calls
@@ -190,45 +260,65 @@ def test_the_master_user_data_installs_pedl_and_writes_a_master_yaml_that_starts
     assert (units / "pedl-master.service").is_file() and (units / "pedl-boot.service").is_file()
     assert "RequiresMountsFor=" in (units / "pedl-master.service.d" / "data-volume.conf").read_text()
     assert "systemctl enable --now pedl-master" in calls and "systemctl enable pedl-boot.service" in calls
-    assert str(venv_pedl) in (units / "pedl-master.service").read_text()
+    assert str(boot.venv_pedl) in (units / "pedl-master.service").read_text()
 
     # every later boot runs it again: nothing installed, formatted or made again
-    again = run_user_data(tmp_path / "user-data.sh", env)
+    again = boot.run()
     assert "installing pedl" not in again and "formatting" not in again, again
     assert sandbox.fake_calls().count(f"mkfs.ext4 -q -L pedl-data {device}") == 1
     assert token.read_text() == token_text
     assert sandbox.path("/etc/fstab").read_text().count(f"UUID={FAKE_UUID} ") == 1
 
     # master.yaml: the installed pedl accepts it and a master starts on it
-    config = home / "etc" / "master.yaml"
-    checked = subprocess.run([str(venv_pedl), "master", "check-config", str(config)], capture_output=True,
-                             text=True, env=pedl_env(tmp_path / "home"), cwd=tmp_path, check=False)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    port = free_port()
-    log = tmp_path / "master.log"
-    with open(log, "wb") as f:
-        master = subprocess.Popen([str(venv_pedl), "master", "run", "--config", str(config), "--port", str(port)],
-                                  stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp_path,
-                                  env=pedl_env(tmp_path / "home", PEDL_IMDS_URL=metadata_server.url, **aws))
-    try:
+    boot.check_config()
+    with boot.master(tls) as (_, info, _verify):
         if tls:
-            import ssl
-
             ca = data_dir / "tls" / "ca.crt"
             assert ("GET", "/latest/meta-data/local-ipv4", True) in metadata_server.requests
-            assert s3.get_object(Bucket=BUCKET, Key="pedl-cluster/ca.crt")["Body"].read() == ca.read_bytes()
-            ctx = ssl.create_default_context(cafile=str(ca))
-            https = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx))
-            urllib.request.install_opener(https)
-            info = wait_info(f"https://127.0.0.1:{port}", master, log, timeout=60)
-        else:
-            info = wait_info(f"http://127.0.0.1:{port}", master, log, timeout=60)
+            assert boot.s3.get_object(Bucket=BUCKET, Key="pedl-cluster/ca.crt")["Body"].read() == ca.read_bytes()
         assert info["version"] == __version__
-    finally:
-        urllib.request.install_opener(None)
-        master.terminate()
-        try:
-            master.wait(15)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            master.wait(5)
+
+
+def newer_release(tmp_path: Path) -> tuple[str, Wheel]:
+    """A wheel of this pedl that says it is the next release, as `up` of a newer CLI would upload."""
+    version = f"{__version__}.post1"
+    package = tmp_path / "next-release" / "pedl"
+    shutil.copytree(Path(pedl.__file__).resolve().parent, package,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (package / "version.py").write_text(f'"""The pedl version."""\n\n__version__ = "{version}"\n')
+    return version, build_wheel(package, version=version)
+
+
+def test_an_upgrade_installs_the_new_release_at_the_next_boot_and_keeps_the_data(
+        tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer) -> None:
+    """`up` with a newer CLI changes the master's user data; CloudFormation stops and starts the
+    instance with it (the master stays, and its data volume with it). Its next boot installs the new
+    release and the master it starts migrates and keeps what the old one stored."""
+    boot = Boot(tmp_path, moto_endpoint, metadata_server)
+    options = options_for(False, "embedded", False, False, False, False)
+    boot.user_data(options, build_wheel())
+    boot.run()
+    token_text = (boot.data_dir / "agent_token").read_text()
+    with boot.master() as (url, info, _):
+        assert info["version"] == __version__
+        login = httpx.post(f"{url}/api/v1/auth/login", json={"username": "admin", "password": ""}).json()
+        auth = {"Authorization": f"Bearer {login['token']}"}
+        made = httpx.post(f"{url}/api/v1/users", headers=auth,
+                          json={"user": {"username": "kept-across-upgrades", "active": True}, "password": "pw"})
+        assert made.status_code == 200, made.text
+
+    version, wheel = newer_release(tmp_path)
+    boot.user_data(dataclasses.replace(options, pedl_version=version), wheel)
+    out = boot.run()
+    assert f"installing pedl {version} from the bucket" in out
+    assert boot.installed()[0] == version
+    assert (boot.home / "wheel.sha256").read_text().strip() == wheel.sha256
+    assert boot.sandbox.fake_calls().count(f"mkfs.ext4 -q -L pedl-data {boot.device}") == 1  # the data stays
+    assert (boot.data_dir / "agent_token").read_text() == token_text
+
+    boot.check_config()
+    with boot.master() as (url, info, _):
+        assert info["version"] == version
+        login = httpx.post(f"{url}/api/v1/auth/login", json={"username": "kept-across-upgrades",
+                                                             "password": "pw"})
+        assert login.status_code == 200, login.text

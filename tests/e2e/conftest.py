@@ -12,6 +12,7 @@ import yaml
 from pedl.cli.model_upload import pack_model_dir
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
 from tests.support.databases import fresh_postgres_db
+from tests.support.tls import HttpsMaster, TlsFiles
 
 MODELS = Path(__file__).parent / "models"
 pytestmark = pytest.mark.e2e
@@ -29,13 +30,17 @@ def rendezvous_ports() -> str:
 
 
 class Cluster:
-    def __init__(self, work: Path, db: dict | None, config: dict | None = None) -> None:
+    """A real master and its local agents; with `tls` the master serves HTTPS and the agents trust
+    its CA."""
+
+    def __init__(self, work: Path, db: dict | None, config: dict | None = None, tls: TlsFiles | None = None) -> None:
         self.work = work
+        self.tls = tls
         cfg = {**FAST_AGENTS, "rendezvous_port_range": rendezvous_ports(),
                "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}, **(config or {})}
         if db:
             cfg["db"] = db
-        self.master = Master(work, cfg)
+        self.master = HttpsMaster(work, tls, cfg) if tls else Master(work, cfg)
         self.agents: dict[str, LocalAgent] = {}
 
     def start(self) -> Cluster:
@@ -44,7 +49,10 @@ class Cluster:
 
     def add_agent(self, agent_id: str, slots: int = 1, **kw: Any) -> LocalAgent:
         kw.setdefault("token", self.master.agent_token)
-        agent = LocalAgent(self.work, self.master.url, agent_id, slots=slots, **kw).start()
+        agent = LocalAgent(self.work, self.master.url, agent_id, slots=slots, **kw)
+        if self.tls:
+            agent.argv += ["--cert", str(self.tls.ca)]
+        agent.start()
         self.agents[agent_id] = agent
         wait_for(lambda: agent_connected(self.master, agent_id), 60, what=f"agent {agent_id} to connect")
         return agent
