@@ -129,6 +129,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/info", PUBLIC, None),
     ("POST", "/api/v1/auth/login", PUBLIC,
      lambda w: {"username": "bob", "password": client_hash("pw-bob"), "isHashed": True}),
+    ("POST", "/api/v1/auth/session", PUBLIC, lambda w: {"username": "bob", "password": "pw-bob"}),  # the WebUI's
     ("GET", "/api/v1/master", R, None),
     ("GET", "/api/v1/master/config", ADMIN, None),
     ("GET", "/metrics", R, None),
@@ -172,25 +173,35 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/experiments/{side}/activate", OWNER, None),
     ("POST", "/api/v1/trials/{side_trial}/kill", OWNER, None),
     ("POST", "/api/v1/experiments/{side}/kill", OWNER, None),
+    ("POST", "/api/v1/experiments/{side}/archive", OWNER, None),  # once it has ended
+    ("POST", "/api/v1/experiments/{side}/unarchive", OWNER, None),
+    ("PATCH", "/api/v1/experiments/{side}", OWNER, lambda w: {"description": f"set {next(w.counter)}"}),
     # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions
     ("POST", "/api/v1/users/{alice}/password", OWNER,
      lambda w: {"password": client_hash("pw-alice"), "isHashed": True}),
     ("POST", "/api/v1/auth/logout", USER, None),  # run with fresh logins: see below
+    ("DELETE", "/api/v1/auth/session", USER, None),  # the WebUI's logout: the same, by any token
 ]
 
 
 def _run_matrix(w: World) -> list[str]:
     wrong = []
     for method, path, expected, body in MATRIX:
-        if path == "/api/v1/auth/logout":
+        if (method, path) in (("POST", "/api/v1/auth/logout"), ("DELETE", "/api/v1/auth/session")):
             w.relogin()
         url = path.format(**w.ids)
         for column, want in zip(COLUMNS, expected, strict=True):
             payload = body(w) if body else None
             if method == "GET":
                 r = w.client.get(url, headers=w.tokens[column])
-            else:
+            elif method == "POST" and path == "/api/v1/auth/session":  # a browser's JSON login
+                r = w.client.post(url, json=payload, headers=w.tokens[column])
+            elif method == "POST":
                 r = post(w.client, url, payload, w.tokens[column])
+            else:
+                r = w.client.request(method, url, content=None if payload is None else json.dumps(payload),
+                                     headers=w.tokens[column])
+            w.client.cookies.clear()  # a browser login's cookie must not authenticate the next cells
             if r.status_code != want:
                 wrong.append(f"{method} {path} as {column}: {r.status_code} (expected {want}) {r.text[:160]}")
     return wrong

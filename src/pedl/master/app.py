@@ -21,6 +21,7 @@ from pedl.master.api import (
     auth,
     body_limit,
     checkpoints,
+    conditional,
     errors,
     experiments,
     instances,
@@ -32,6 +33,7 @@ from pedl.master.api import (
     tasks,
     trials,
     users,
+    webui,
 )
 from pedl.master.context import MasterContext
 from pedl.master.db import migrate
@@ -161,11 +163,13 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.state.ctx = ctx
     app.state.checkpoint_gc = checkpoint_gc
     errors.install(app)
+    conditional.install(app)
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools, instances,
                    package, prometheus):
         app.include_router(module.router)
     openapi.install(app)  # after the routers: it corrects the document they produce
+    app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI
 
     return app

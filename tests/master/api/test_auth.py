@@ -15,7 +15,7 @@ from pedl.config.master_config import MasterConfig
 from pedl.master.app import create_app
 from tests.master.fakes import bearer, login, post
 
-OPEN_ROUTES = {("get", "/info"), ("post", "/api/v1/auth/login")}
+OPEN_ROUTES = {("get", "/info"), ("post", "/api/v1/auth/login"), ("post", "/api/v1/auth/session")}
 
 
 def all_routes(app: FastAPI) -> list[tuple[str, str]]:

@@ -60,7 +60,8 @@ def fill_previous_release(conn: Connection, config: MasterConfig) -> None:
            expires_at=T0 + 10 * 86400)
     insert(conn, "cluster_info", id=1, cluster_id="cluster-from-0003", created_at=T0)
     exp_config = effective_config(config, parse_experiment_config(
-        "name: mnist\nentrypoint: python train.py\nsearcher: {name: single, metric: loss, max_length: 10}\n"))
+        "name: mnist\nentrypoint: python train.py\nsearcher: {name: single, metric: loss, max_length: 10}\n"
+        "labels: [prod, mnist]\n"))
     for exp_id, state, live, progress in ((1, "STATE_COMPLETED", [], 1.0), (2, "STATE_ACTIVE", ["r0"], 0.0)):
         insert(conn, "experiments", id=exp_id, name=f"mnist-{exp_id}", description="", owner_id=3, state=state,
                config=exp_config, original_config="name: mnist\n", progress=progress, resource_pool="default",
@@ -146,6 +147,9 @@ def test_previous_release_database_upgrades_with_nothing_lost(isolated_master_co
         assert client.get("/api/v1/master", headers=alice).json()["clusterId"] == "cluster-from-0003"
         exps = {e["id"]: e for e in client.get("/api/v1/experiments", headers=alice).json()["experiments"]}
         assert {i: e["state"] for i, e in exps.items()} == {1: "STATE_COMPLETED", 2: "STATE_ACTIVE"}
+        assert exps[1]["labels"] == ["prod", "mnist"]  # 0005 took them from the config into their column
+        by_label = client.get("/api/v1/experiments", params={"labels": "mnist"}, headers=alice).json()
+        assert [e["id"] for e in by_label["experiments"]] == [1, 2]
         metrics = client.get("/api/v1/trials/1/metrics", headers=alice).json()["metrics"]
         assert [(m["group"], m["stepsCompleted"], m["metrics"]) for m in metrics] == [
             ("training", 5, {"loss": 0.9}), ("training", 10, {"loss": 0.4}),

@@ -1,10 +1,13 @@
-"""Login, logout and the current user."""
+"""Login, logout and the current user: tokens for the CLI, det and the SDK; a cookie session for the
+WebUI (api/browser_session.py)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
+from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
+from pedl.master.api.browser_session import clear_session_cookies, set_session_cookies
 from pedl.master.api.deps import (
     Body,
     Caller,
@@ -44,3 +47,29 @@ def logout(request: Request, who: Caller = Depends(caller), _body: dict = Depend
 @router.get("/me")
 def me(who: Caller = Depends(caller)) -> dict:
     return {"user": shapes.user(who.user)}
+
+
+class SessionBody(Body):
+    username: str
+    password: str = ""
+
+
+@router.post("/auth/session")
+@accepts(SessionBody, errors=(403, 429))
+def open_session(request: Request, response: Response, body: dict = Depends(json_body)) -> dict:
+    """The WebUI's login: the token goes into cookies, never into the page's reach."""
+    # a cross-site form cannot send JSON without a preflight, so a login cannot be forced on a browser
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise InvalidArgument("Content-Type: a browser session is opened with an application/json body")
+    req = parse(SessionBody, body)
+    address = request.client.host if request.client else ""
+    token, user = users_service.log_in(ctx_of(request), req.username, req.password, False, address)
+    set_session_cookies(request, response, token, max_age=int(ctx_of(request).config.session_ttl))
+    return {"user": shapes.user(user)}
+
+
+@router.delete("/auth/session")
+def close_session(request: Request, response: Response, who: Caller = Depends(caller)) -> dict:
+    users_service.log_out(ctx_of(request), who, bearer_token(request) or "")
+    clear_session_cookies(response)
+    return {}

@@ -11,6 +11,7 @@ from pedl.config.storable_values import INT64_MAX, value_problems
 from pedl.errors import InvalidArgument, Unauthenticated
 from pedl.master.api.body_limit import is_model_upload
 from pedl.master.api.bounded_json import parse_json
+from pedl.master.api.browser_session import cookie_token
 from pedl.master.api.errors import NestedValueError, validation_error
 from pedl.master.caller_cache import Caller, CallerCache
 from pedl.master.context import MasterContext
@@ -55,8 +56,9 @@ def _token(request: Request) -> str | None:
 
 
 def bearer_token(request: Request) -> str | None:
-    """The token the request authenticates with (user or task), None without one."""
-    return _token(request)
+    """The token the request authenticates with (user or task; a header, else the WebUI's session
+    cookie), None without one."""
+    return _token(request) or cookie_token(request)
 
 
 def caller_cache(request: Request) -> CallerCache:
@@ -64,7 +66,7 @@ def caller_cache(request: Request) -> CallerCache:
 
 
 def caller(request: Request) -> Caller:
-    token = _token(request)
+    token = bearer_token(request)
     if token is None:
         raise Unauthenticated("authentication required: log in and send 'Authorization: Bearer <token>'")
     ctx = ctx_of(request)

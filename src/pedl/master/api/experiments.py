@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
 
 from pedl.master.api import shapes
+from pedl.master.api.conditional import unless_changed
 from pedl.master.api.deps import (
     INT64_MAX,
     Body,
@@ -20,7 +21,9 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import accepts, answers
+from pedl.master.services import experiment_edits
 from pedl.master.services import experiments as experiments_service
+from pedl.master.services.experiment_listing import ExperimentQuery
 
 INT32_MAX = 2**31 - 1
 
@@ -51,19 +54,26 @@ def create(request: Request, who: Caller = Depends(caller), body: dict = Depends
             "warningMessages": warnings}
 
 
+EXPERIMENT_VIEW = ("experiments", "trials", "users")  # the tables a listed or described experiment shows
+
+
 @router.get("")
-def list_experiments(request: Request, _: Caller = Depends(caller), offset: int = Query(0, ge=0, le=INT64_MAX),
-                     limit: int = Query(0, ge=0, le=INT64_MAX), archived: bool | None = None,
-                     users: list[str] = Query(default_factory=list), states: list[str] = Query(default_factory=list),
+def list_experiments(request: Request, _: Caller = Depends(unless_changed(*EXPERIMENT_VIEW)),
+                     offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
+                     archived: bool | None = None, users: list[str] = Query(default_factory=list),
+                     states: list[str] = Query(default_factory=list), name: str = "",
+                     labels: list[str] = Query(default_factory=list), sortBy: str = "SORT_BY_ID",
                      orderBy: str | None = None) -> dict:
-    rows, total = experiments_service.listing(ctx_of(request), offset=offset, limit=limit, archived=archived,
-                                              usernames=users, states=states, newest_first=orderBy == "ORDER_BY_DESC")
+    query = ExperimentQuery(offset=offset, limit=limit, archived=archived, usernames=users, states=states,
+                            name=name, labels=labels, sort_by=sortBy, newest_first=orderBy == "ORDER_BY_DESC")
+    rows, total = experiments_service.listing(ctx_of(request), query)
     return {"experiments": [shapes.experiment(*row) for row in rows],
             "pagination": pagination(offset, limit, total, len(rows))}
 
 
 @router.get("/{experiment_id}")
-def get_experiment(experiment_id: IdPath, request: Request, _: Caller = Depends(caller)) -> dict:
+def get_experiment(experiment_id: IdPath, request: Request,
+                   _: Caller = Depends(unless_changed(*EXPERIMENT_VIEW))) -> dict:
     shown = experiments_service.describe(ctx_of(request), experiment_id)
     return {"experiment": shapes.experiment(*shown), "config": shown[0].config,
             "jobSummary": {"jobsAhead": 0, "state": "STATE_SCHEDULED"}}
@@ -75,14 +85,34 @@ def act(experiment_id: IdPath, action: str, request: Request, who: Caller = Depe
         _body: Any = Depends(json_body)) -> dict:  # det sends no body; a malformed one is a 400
     from pedl.errors import NotFound
 
+    if action in ("archive", "unarchive"):
+        experiment_edits.set_archived(ctx_of(request), who, experiment_id, action == "archive")
+        return {}
     if action not in ("kill", "pause", "activate", "cancel"):
         raise NotFound(f"unknown experiment action {action!r}")
     experiments_service.act(ctx_of(request), who, experiment_id, "kill" if action == "cancel" else action)
     return {}
 
 
+class PatchExperimentBody(Body):
+    name: str | None = None
+    description: str | None = None
+    notes: str | None = None
+    labels: list[str] | None = None
+
+
+@router.patch("/{experiment_id}")
+@accepts(PatchExperimentBody)
+def patch(experiment_id: IdPath, request: Request, who: Caller = Depends(caller),
+          body: dict = Depends(json_body)) -> dict:
+    req = parse(PatchExperimentBody, body)
+    experiment_edits.edit(ctx_of(request), who, experiment_id, name=req.name, description=req.description,
+                          notes=req.notes, labels=req.labels)
+    return {"experiment": shapes.experiment(*experiments_service.describe(ctx_of(request), experiment_id))}
+
+
 @router.get("/{experiment_id}/trials")
-def trials(experiment_id: IdPath, request: Request, _: Caller = Depends(caller),
+def trials(experiment_id: IdPath, request: Request, _: Caller = Depends(unless_changed("trials", "allocations")),
            offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
     rows, total, waits = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
     return {"trials": [shapes.trial(t, wait_reason=waits.get(t.id)) for t in rows],
@@ -90,7 +120,8 @@ def trials(experiment_id: IdPath, request: Request, _: Caller = Depends(caller),
 
 
 @router.get("/{experiment_id}/checkpoints")
-def checkpoints(experiment_id: IdPath, request: Request, _: Caller = Depends(caller),
+def checkpoints(experiment_id: IdPath, request: Request,
+                _: Caller = Depends(unless_changed("checkpoints", "trials", "metrics")),
                 limit: int = Query(0, ge=0, le=INT64_MAX), sortByAttr: str | None = None,
                 orderBy: str | None = None) -> dict:
     rows = experiments_service.checkpoints(ctx_of(request), experiment_id, limit=limit,

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from pedl.errors import ErrorCode
 from pedl.master.api import deps
+from pedl.master.api.conditional import CONDITIONAL_MARK
 from pedl.master.api.errors import routes
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -179,6 +180,9 @@ def _correct(op: dict[str, Any], route: APIRoute, schemas: dict[str, Any]) -> No
         op["security"] = copy.deepcopy(SECURITY) + ([{"agentToken": []}] if agent_token else [])
     if has_path:
         statuses.add(404)
+    if _conditional(route.dependant):
+        responses["304"] = {"description": "Not Modified: nothing the view shows changed since the ETag sent in "
+                                           "If-None-Match"}
     if body is not None or _uses(route.dependant, deps.json_body):
         statuses |= {400, 413}  # a malformed or oversized body, whether or not the handler reads it
     for status in sorted(statuses):
@@ -198,6 +202,10 @@ def _restrict(schema: dict[str, Any], values: list[str]) -> None:
 
 def _uses(dependant: Dependant, call: Callable[..., Any]) -> bool:
     return dependant.call is call or any(_uses(d, call) for d in dependant.dependencies)
+
+
+def _conditional(dependant: Dependant) -> bool:
+    return getattr(dependant.call, CONDITIONAL_MARK, False) or any(_conditional(d) for d in dependant.dependencies)
 
 
 def _request_body(body: type[BaseModel] | dict[str, Any], bare: dict[str, Any] | None, *,

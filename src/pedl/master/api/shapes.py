@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pedl.master.lifecycle import AllocationState, CheckpointState
+from pedl.master.services.experiment_labels import split as split_labels
+from pedl.master.services.experiment_listing import ExperimentStats
 
 if TYPE_CHECKING:
     from pedl.master.db import models
@@ -23,11 +25,13 @@ def user(u: models.User) -> dict[str, Any]:
             "displayName": u.display_name or "", "remote": False, "modifiedAt": ts(u.modified_at)}
 
 
-def experiment(e: models.Experiment, username: str, num_trials: int) -> dict[str, Any]:
+def experiment(e: models.Experiment, username: str, stats: ExperimentStats) -> dict[str, Any]:
     return {
-        "id": e.id, "name": e.name, "description": e.description, "labels": e.config.get("labels", []),
+        "id": e.id, "name": e.name, "description": e.description, "labels": split_labels(e.labels),
         "archived": e.archived, "config": e.config, "originalConfig": e.original_config,
-        "jobId": f"job-{e.id}", "numTrials": num_trials, "projectId": e.project_id, "projectOwnerId": 1,
+        "jobId": f"job-{e.id}", "numTrials": stats.num_trials, "projectId": e.project_id, "projectOwnerId": 1,
+        "activeTrials": stats.active_trials, "bestTrialSearcherMetric": stats.best_metric,
+        "bestTrialId": stats.best_trial_id,
         "searcherType": e.config.get("searcher", {}).get("name", "single"),
         "searcherMetric": e.config.get("searcher", {}).get("metric", ""),
         "startTime": ts(e.start_time), "endTime": ts(e.end_time), "state": e.state, "username": username,

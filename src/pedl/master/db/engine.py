@@ -9,6 +9,8 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from pedl.master.db.change_counters import ChangeCounters
+
 
 def make_engine(url: str, *, readonly: bool = False) -> Engine:
     if url.startswith("sqlite"):
@@ -48,6 +50,8 @@ class Database:
         self.is_sqlite = url.startswith("sqlite")
         self.engine = make_engine(url)
         self._factory = sessionmaker(self.engine, expire_on_commit=False)
+        self.changes = ChangeCounters()  # what each commit wrote, for conditional reads (ETags)
+        self.changes.attach(self._factory)
         self.read_engine = make_engine(url, readonly=True) if self.is_sqlite else self.engine
         self._read_factory = sessionmaker(self.read_engine, expire_on_commit=False)
 

@@ -98,6 +98,8 @@ class Experiment(Base):
     project_id: Mapped[int] = mapped_column(Integer, default=1)
     notes: Mapped[str] = mapped_column(Text, default="")
     end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # between unit separators ("\x1fa\x1fb\x1f"), so that LIKE matches a whole label (labels.py)
+    labels: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 
 class ModelDefinition(Base):

@@ -19,10 +19,12 @@ from pedl.master.db import models
 from pedl.master.lifecycle import AgentState, ExperimentState, TrialState
 from pedl.master.searcher.limits import check_trial_count
 from pedl.master.services import checkpoints as checkpoints_service
+from pedl.master.services import experiment_listing, model_definitions, storage_roots
 from pedl.master.services import experiment_progression as progression
-from pedl.master.services import model_definitions, storage_roots
 from pedl.master.services import trials as trials_service
 from pedl.master.services.authz import require_owner, require_user
+from pedl.master.services.experiment_labels import joined as joined_labels
+from pedl.master.services.experiment_listing import ExperimentQuery, ExperimentStats
 from pedl.master.services.transitions import record_event
 
 if TYPE_CHECKING:
@@ -72,7 +74,8 @@ def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: s
         name=cfg.name or "Experiment (unnamed)", description=cfg.description, owner_id=owner.id,
         state=ExperimentState.ACTIVE if activate else ExperimentState.PAUSED, config=full,
         original_config=config_text, searcher_state={}, progress=0.0, resource_pool=full["resources"]["resource_pool"],
-        start_time=now, archived=False, parent_id=parent_id, project_id=project_id or 1)
+        start_time=now, archived=False, parent_id=parent_id, project_id=project_id or 1,
+        labels=joined_labels(full.get("labels") or []))
     s.add(exp)
     s.flush()
     if not cfg.name:
@@ -108,28 +111,8 @@ def get(s: Session, experiment_id: int) -> models.Experiment:
     return exp
 
 
-def list_page(s: Session, *, offset: int, limit: int, archived: bool | None, usernames: list[str],
-              states: list[str], newest_first: bool = False) -> tuple[list[models.Experiment], int]:
-    q = select(models.Experiment)
-    if archived is not None:
-        q = q.where(models.Experiment.archived.is_(archived))
-    if usernames:
-        ids = select(models.User.id).where(models.User.username.in_(usernames))
-        q = q.where(models.Experiment.owner_id.in_(ids))
-    if states:
-        q = q.where(models.Experiment.state.in_(states))
-    total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
-    order = models.Experiment.id.desc() if newest_first else models.Experiment.id
-    rows = list(s.scalars(q.order_by(order).offset(offset).limit(limit if limit > 0 else None)))
-    return rows, total
-
-
-def trial_counts(s: Session, experiment_ids: list[int]) -> dict[int, int]:
-    if not experiment_ids:
-        return {}
-    rows = s.execute(select(models.Trial.experiment_id, func.count()).where(
-        models.Trial.experiment_id.in_(experiment_ids)).group_by(models.Trial.experiment_id))
-    return {eid: n for eid, n in rows}
+def list_page(s: Session, query: ExperimentQuery) -> tuple[list[models.Experiment], int]:
+    return experiment_listing.page(s, query)
 
 
 def events(s: Session, exp: models.Experiment, after_id: int = 0, limit: int = 500) -> list[models.Event]:
@@ -167,13 +150,13 @@ def act(ctx: MasterContext, who: Caller, experiment_id: int, action: str) -> Non
 
 # What the routers call: each opens its own session or takes the cluster lock. An experiment comes
 # back as the arguments of api/shapes.experiment: (experiment, owner's username, number of trials).
-Shown = tuple[models.Experiment, str, int]
+Shown = tuple[models.Experiment, str, ExperimentStats]
 
 
-def _shown(s: Session, exp: models.Experiment, counts: dict[int, int] | None = None) -> Shown:
+def _shown(s: Session, exp: models.Experiment, stats: dict[int, ExperimentStats] | None = None) -> Shown:
     owner = s.get(models.User, exp.owner_id)
-    n = (counts if counts is not None else trial_counts(s, [exp.id])).get(exp.id, 0)
-    return exp, owner.username if owner else "", n
+    got = (stats if stats is not None else experiment_listing.stats(s, [exp])).get(exp.id, ExperimentStats())
+    return exp, owner.username if owner else "", got
 
 
 def submit(ctx: MasterContext, who: Caller, *, config_text: str, files: Any, activate: bool, validate_only: bool,
@@ -195,17 +178,15 @@ def submit(ctx: MasterContext, who: Caller, *, config_text: str, files: Any, act
     return out
 
 
-def listing(ctx: MasterContext, *, offset: int, limit: int, archived: bool | None, usernames: list[str],
-            states: list[str], newest_first: bool) -> tuple[list[Shown], int]:
-    with ctx.db.session() as s:
-        rows, total = list_page(s, offset=offset, limit=limit, archived=archived, usernames=usernames,
-                                states=states, newest_first=newest_first)
-        counts = trial_counts(s, [e.id for e in rows])
-        return [_shown(s, e, counts) for e in rows], total
+def listing(ctx: MasterContext, query: ExperimentQuery) -> tuple[list[Shown], int]:
+    with ctx.db.read_session() as s:
+        rows, total = list_page(s, query)
+        stats = experiment_listing.stats(s, rows)
+        return [_shown(s, e, stats) for e in rows], total
 
 
 def describe(ctx: MasterContext, experiment_id: int) -> Shown:
-    with ctx.db.session() as s:
+    with ctx.db.read_session() as s:
         return _shown(s, get(s, experiment_id))
 
 
