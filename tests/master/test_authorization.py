@@ -149,6 +149,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/experiments/{exp}/searcher/best_searcher_validation_metric", R, None),
     ("GET", "/api/v1/trials/{trial}", R, None),
     ("GET", "/api/v1/trials/{trial}/workloads", R, None),
+    ("GET", "/api/v1/trials/{trial}/allocations", R, None),
     ("GET", "/api/v1/trials/{trial}/metrics", R, None),
     ("GET", "/api/v1/trials/{trial}/logs", R, None),
     ("GET", "/api/v1/tasks", R, None),

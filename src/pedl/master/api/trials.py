@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
+from pedl.master.api.conditional import unless_changed
 from pedl.master.api.deps import (
     INT64_MAX,
     Body,
@@ -26,7 +27,7 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
-from pedl.master.services import metrics, trial_reports
+from pedl.master.services import metrics, trial_reports, trial_timeline
 from pedl.master.services import trials as trials_service
 
 router = APIRouter(prefix="/api/v1")
@@ -61,8 +62,16 @@ class CompletedOpBody(Body):
 
 
 @router.get("/trials/{trial_id}")
-def get_trial(trial_id: IdPath, request: Request, _: Caller = Depends(caller)) -> dict:
+def get_trial(trial_id: IdPath, request: Request,
+              _: Caller = Depends(unless_changed("trials", "metrics", "checkpoints", "allocations"))) -> dict:
     return {"trial": shapes.trial(*trials_service.describe(ctx_of(request), trial_id))}
+
+
+@router.get("/trials/{trial_id}/allocations")
+def allocations(trial_id: IdPath, request: Request,
+                _: Caller = Depends(unless_changed("allocations", "instances", "trials"))) -> dict:
+    """pedl's own: the trial's allocations, oldest first, for the WebUI's timeline."""
+    return {"allocations": trial_timeline.timeline(ctx_of(request), trial_id)}
 
 
 @router.get("/trials/{trial_id}/workloads")
