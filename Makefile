@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # e2e tests (collected first under xdist) spread over all of them. Exit status 5 = nothing selected.
 PYTEST_WORKERS ?= 4
 
-.PHONY: venv install install-test install-torch det-venv demo test test-fast lint bench clean postgres-check
+.PHONY: venv install install-test install-torch det-venv demo test test-fast lint bench clean postgres-check webui chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,13 +22,29 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e .
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed webui
+
+# the WebUI: libraries from the npm registry through the lockfile, bundled by esbuild into the package
+WEBUI_OUT := src/pedl/webui/static/index.html
+WEBUI_SRC := $(shell find web/src -type f 2>/dev/null) web/build.mjs web/package-lock.json
+web/node_modules/.package-lock.json: web/package-lock.json
+	@command -v npm >/dev/null || { echo "make webui: npm is missing (apt-get install nodejs npm)"; exit 1; }
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+$(WEBUI_OUT): web/node_modules/.package-lock.json $(WEBUI_SRC)
+	node web/build.mjs
+webui: $(WEBUI_OUT)
+
+# browser tests drive Debian's chromium (never a browser download); as root the target installs it
+chromium:
+	@command -v chromium >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
+	  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	  else echo "chromium is missing: sudo apt-get install chromium (the browser tests skip, or fail under CI)"; fi; }
 
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-install-test: $(VENV)/.installed-test
+install-test: $(VENV)/.installed-test webui
 
 # torch is pinned to the CPU build; a plain `torch` requirement would pull GBs of CUDA packages
 $(VENV)/.installed-torch: $(BIN)/python
@@ -60,7 +76,7 @@ postgres-check:
 	@$(BIN)/python -c "from tests.support.databases import postgres_error as e; m = e(); print(m) if m else None; raise SystemExit(1 if m else 0)" \
 	  || { if [ -n "$$CI" ]; then echo "make test: PostgreSQL must be reachable under CI (start it: pg_ctlcluster --skip-systemctl-redirect \$$(ls /etc/postgresql) main start)"; exit 1; else echo "PostgreSQL unreachable: its tests will be skipped"; fi; }
 
-test: install-test install-torch det-venv postgres-check
+test: install-test install-torch det-venv chromium postgres-check
 	$(BIN)/ruff check src tests
 	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -p no:cacheprovider -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
@@ -75,4 +91,4 @@ bench: install-test
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) $(DET_VENV) .demo build dist *.egg-info
+	rm -rf $(VENV) $(DET_VENV) .demo build dist *.egg-info web/node_modules src/pedl/webui/static

@@ -48,7 +48,7 @@ class WebUI:
             return
         path = scope["path"]
         asset = self.files.get(path)
-        if asset is not None:
+        if asset is not None and asset.is_file():  # a rebuild while the master runs removes old ones
             response = FileResponse(asset, headers=ASSET_HEADERS)
         elif path.startswith("/assets/"):
             await self.not_found(scope, receive, send)  # an old build's file: 404, not the page
