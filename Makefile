@@ -37,7 +37,8 @@ webui: $(WEBUI_OUT)
 # browser tests drive Debian's chromium (never a browser download); as root the target installs it
 chromium:
 	@command -v chromium >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
-	  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } \
+	  || echo "chromium could not be installed: the browser tests skip (and fail under CI)"; \
 	  else echo "chromium is missing: sudo apt-get install chromium (the browser tests skip, or fail under CI)"; fi; }
 
 $(VENV)/.installed-test: $(VENV)/.installed
