@@ -26,6 +26,7 @@ from pedl.master.api import (
     experiments,
     instances,
     master,
+    metric_series,
     openapi,
     package,
     prometheus,
@@ -166,8 +167,8 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     conditional.install(app)
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
-    for module in (master, auth, users, agents, experiments, trials, tasks, checkpoints, resource_pools, instances,
-                   package, prometheus):
+    for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
+                   instances, package, prometheus):
         app.include_router(module.router)
     openapi.install(app)  # after the routers: it corrects the document they produce
     app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI
