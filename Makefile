@@ -6,7 +6,8 @@ DET_VENV ?= .venv-det
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?=
 # most of the suite waits on real processes, so it runs in parallel even on 2 cores; `serial`
-# tests (they restart PostgreSQL) run alone afterwards. Workers take tests 4 at a time, so the long
+# tests (they restart PostgreSQL) run alone afterwards, and the browser tests (Playwright's sync API
+# holds an asyncio loop open in its process) in a pass of their own. Workers take tests 4 at a time, so the long
 # e2e tests (collected first under xdist) spread over all of them. Exit status 5 = nothing selected.
 PYTEST_WORKERS ?= 4
 
@@ -79,7 +80,8 @@ postgres-check:
 
 test: install-test install-torch det-venv chromium postgres-check
 	$(BIN)/ruff check src tests
-	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial and not browser" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m "browser and not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -p no:cacheprovider -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 test-fast: install-test

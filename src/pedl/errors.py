@@ -74,6 +74,11 @@ class PedlError(Exception):
 class InvalidArgument(PedlError):
     code = ErrorCode.INVALID_ARGUMENT
 
+    @classmethod
+    def at(cls, field: str, message: str) -> InvalidArgument:
+        """'<field>: <message>', with the field named in `fields` for clients that point at it."""
+        return cls(f"{field}: {message}", fields=[{"field": field, "message": message}])
+
 
 class Unauthenticated(PedlError):
     code = ErrorCode.UNAUTHENTICATED

@@ -72,8 +72,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 # -- the browser ---------------------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Per module: Playwright's sync API keeps an asyncio loop running in this thread while it is
+    open, and every asyncio test that the same process runs meanwhile fails ("Cannot run the event
+    loop while another loop is running"). `make test` also runs the browser tests in a pass of their
+    own."""
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=TIMEOUT_MS)

@@ -30,9 +30,6 @@ def nesting_depth(text: str) -> int:
     return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
 
 
-def _problem(field: str, message: str) -> InvalidArgument:
-    return InvalidArgument(f"{field}: {message}", fields=[{"field": field, "message": message}])
-
 
 def parse_json(raw: bytes, limits: LimitsConfig, *, check_string_length: bool = True) -> Any:
     """The JSON value of `raw`. Refused with a 400: invalid UTF-8 or JSON, nesting deeper than
@@ -46,7 +43,7 @@ def parse_json(raw: bytes, limits: LimitsConfig, *, check_string_length: bool = 
                               fields=[{"field": "body", "message": "malformed JSON"}]) from None
     max_depth = limits.max_nesting_depth
     if text.count("[") + text.count("{") > max_depth and nesting_depth(text) > max_depth:
-        raise _problem("body", f"JSON nested more than {max_depth} levels deep (limits.max_nesting_depth)")
+        raise InvalidArgument.at("body", f"JSON nested more than {max_depth} levels deep (limits.max_nesting_depth)")
     suspect = False
 
     def parse_int(digits: str) -> int:
@@ -72,7 +69,7 @@ def parse_json(raw: bytes, limits: LimitsConfig, *, check_string_length: bool = 
     try:
         data = json.loads(text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant)
     except RecursionError:  # a depth limit above what the interpreter's stack allows
-        raise _problem("body", "JSON nested too deeply") from None
+        raise InvalidArgument.at("body", "JSON nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError among others
         raise InvalidArgument(f"body: malformed JSON ({exc})",
                               fields=[{"field": "body", "message": "malformed JSON"}]) from None

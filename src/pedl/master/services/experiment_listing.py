@@ -69,11 +69,9 @@ SORTS = {
 
 def check(q: ExperimentQuery) -> None:
     if q.sort_by not in SORTS:
-        raise InvalidArgument(f"sortBy: {q.sort_by!r} is not one of {', '.join(sorted(SORTS))}",
-                              fields=[{"field": "sortBy", "message": "unknown sort"}])
+        raise InvalidArgument.at("sortBy", f"{q.sort_by!r} is not one of {', '.join(sorted(SORTS))}")
     if len(q.name) > NAME_LIMIT:
-        raise InvalidArgument(f"name: at most {NAME_LIMIT} characters",
-                              fields=[{"field": "name", "message": "too long"}])
+        raise InvalidArgument.at("name", f"at most {NAME_LIMIT} characters")
 
 
 def page(s: Session, q: ExperimentQuery) -> tuple[list[models.Experiment], int]:

@@ -65,18 +65,15 @@ class Answer:
     truncated: bool = False  # only its first MAX_TRIALS were read
 
 
-def _bad(field: str, message: str) -> InvalidArgument:
-    return InvalidArgument(f"{field}: {message}", fields=[{"field": field, "message": message}])
-
 
 def check_names(names: Iterable[str]) -> list[str]:
     """The names asked for, without repeats, in the order given."""
     out = list(dict.fromkeys(names))
     if len(out) > MAX_NAMES:
-        raise _bad("names", f"{len(out)} names, more than the limit of {MAX_NAMES}")
+        raise InvalidArgument.at("names", f"{len(out)} names, more than the limit of {MAX_NAMES}")
     for name in out:
         if not name or len(name) > MAX_NAME_LENGTH:
-            raise _bad("names", f"each name must be 1 to {MAX_NAME_LENGTH} characters long")
+            raise InvalidArgument.at("names", f"each name must be 1 to {MAX_NAME_LENGTH} characters long")
     return out
 
 
