@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 from pathlib import Path
 
@@ -87,8 +86,7 @@ def test_two_agents_with_the_default_id_on_one_host_the_second_is_refused(tmp_pa
     third = agents("third", "--id", f"{host}-2")
     wait_for(lambda: started(third), 60, what="the agent with another id to start")
     assert f"work dir {default_dir.parent / f'{host}-2'}" in third.log_text()
-    third.signal(signal.SIGTERM)
-    assert third.stop(30) == 0
+    assert third.stop(30) == 0  # one SIGTERM: a second, once it is shutting down, would end it at once (-15)
 
     # the first one gone, its id is free again
     assert first.stop(30) == 0

@@ -49,6 +49,9 @@ def pip_env() -> dict[str, str]:
     """This machine's pip index settings, which the sandbox's own HOME would otherwise hide: on an
     instance the image's pip configuration is where the dependencies come from."""
     env = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
+    # the sandbox's HOME is new each time: without this every run downloads and builds every
+    # dependency again (minutes each); an instance has no cache, but installs the same packages
+    env.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
     if "PIP_CONFIG_FILE" not in env:
         user_config = next((p for p in PIP_USER_CONFIGS if p.is_file()), None)
         if user_config is not None:
