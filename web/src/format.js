@@ -113,3 +113,27 @@ export function flatten(obj, prefix = "", out = {}) {
   }
   return out;
 }
+
+// a device's memory from MiB: whole GiB from 10 GiB up (an H100's 81,559 MiB is "80 GiB"), one
+// decimal below; "" when unknown
+export function memoryGiB(mib) {
+  const n = Number(mib);
+  if (!mib || !Number.isFinite(n) || n <= 0) return "";
+  const gib = n / 1024;
+  return `${gib >= 10 ? Math.round(gib) : Number(gib.toFixed(1))} GiB`;
+}
+
+// an agent slot's device (Determined's v1Device, with pedl's memoryMib): "NVIDIA A100, 80 GiB",
+// "GPU" without a model, "CPU"
+export function deviceLabel(device) {
+  const d = device || {};
+  const kind = d.type === "TYPE_CUDA" ? "GPU" : "CPU";
+  const name = d.brand && d.brand !== "CPU" ? d.brand : kind;
+  return [name, memoryGiB(d.memoryMib)].filter(Boolean).join(", ");
+}
+
+// an experiment's trials: the total, and how many are live only when some are ("3 (1 active)")
+export function trialCount(total, active) {
+  const n = total ?? 0;
+  return active ? `${n} (${active} active)` : String(n);
+}

@@ -1,7 +1,9 @@
 // Pure helpers of the WebUI (no DOM): `npm test` in web/ (node --test).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { between, bytes, duration, flatten, metric, money, stateClass, stateName } from "../src/format.js";
+import {
+  between, bytes, deviceLabel, duration, flatten, memoryGiB, metric, money, stateClass, stateName, trialCount,
+} from "../src/format.js";
 import { toYaml } from "../src/yaml.js";
 
 test("money has a dollar sign and two decimals", () => {
@@ -34,6 +36,27 @@ test("metrics, bytes, flattened hparams", () => {
   assert.equal(metric(null), "—");
   assert.equal(bytes(1536), "1.5 KiB");
   assert.deepEqual(flatten({ opt: { lr: 0.1, name: "sgd" }, bs: 32 }), { "opt.lr": 0.1, "opt.name": "sgd", bs: 32 });
+});
+
+test("an agent slot's device reads as model and memory", () => {
+  assert.equal(memoryGiB(81559), "80 GiB");
+  assert.equal(memoryGiB(23028), "22 GiB");
+  assert.equal(memoryGiB(8192), "8 GiB");
+  assert.equal(memoryGiB(1536), "1.5 GiB");
+  assert.equal(memoryGiB(0), "");
+  assert.equal(memoryGiB(undefined), "");
+  assert.equal(deviceLabel({ type: "TYPE_CUDA", brand: "NVIDIA H100 80GB HBM3", memoryMib: 81559 }), "NVIDIA H100 80GB HBM3, 80 GiB");
+  assert.equal(deviceLabel({ type: "TYPE_CUDA", brand: "GRID T4-8Q" }), "GRID T4-8Q"); // NVML knew no size
+  assert.equal(deviceLabel({ type: "TYPE_CUDA", brand: "", memoryMib: 16384 }), "GPU, 16 GiB");
+  assert.equal(deviceLabel({ type: "TYPE_CPU", brand: "CPU" }), "CPU");
+  assert.equal(deviceLabel(undefined), "CPU");
+});
+
+test("an experiment's trials: the total, the live ones only when there are some", () => {
+  assert.equal(trialCount(3, 0), "3");
+  assert.equal(trialCount(3, 1), "3 (1 active)");
+  assert.equal(trialCount(3, null), "3"); // a master that does not say
+  assert.equal(trialCount(undefined, undefined), "0");
 });
 
 test("YAML of a config: block style, quoting only where needed", () => {

@@ -41,13 +41,12 @@ def gpu_slots(nvml: ModuleType | None = None) -> list[SlotInfo]:
         found = []
         for index in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
             found.append(SlotInfo(
                 id=str(index),
                 type="cuda",
                 brand=_text(nvml.nvmlDeviceGetName(handle)),
                 uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-                memory_mib=int(memory.total) // (1024 * 1024),
+                memory_mib=_memory_mib(nvml, handle),
             ))
         return found
     except Exception as exc:
@@ -57,6 +56,16 @@ def gpu_slots(nvml: ModuleType | None = None) -> list[SlotInfo]:
         # shutting down a half-initialised NVML can fail; there is nothing left to do then
         with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
+
+
+def _memory_mib(nvml: ModuleType, handle: object) -> int:
+    """The device's total memory in MiB; 0 (unknown) when NVML cannot tell, which costs the slot
+    nothing else."""
+    try:
+        return int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024)
+    except Exception as exc:
+        log.debug("NVML has no memory size for a GPU (%s)", exc)
+        return 0
 
 
 def _text(value: str | bytes) -> str:

@@ -97,6 +97,31 @@ def test_register_and_list(token_client: TestClient, master_config: MasterConfig
                       == "DISCONNECTED")
 
 
+def test_listed_slots_carry_each_gpus_memory_beside_determineds_device_fields(token_client: TestClient) -> None:
+    h = bearer(login(token_client, "determined"))
+    gpus = [proto.SlotInfo(id="0", type="cuda", brand="NVIDIA H100 80GB HBM3", uuid="GPU-a", memory_mib=81559),
+            proto.SlotInfo(id="1", type="cuda", brand="GRID T4-8Q", uuid="GPU-b")]  # NVML told no memory size
+    msg = proto.dump(proto.Register(agent_id="gpu-agent", hostname="host-1", address="10.0.0.5",
+                                    resource_pool="default", slots=gpus, version=__version__))
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(msg)
+        assert ws.receive_json()["type"] == "registered"
+        [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
+    assert agent["slots"]["0"]["device"] == {"id": 0, "type": "TYPE_CUDA", "brand": "NVIDIA H100 80GB HBM3",
+                                             "uuid": "GPU-a", "memoryMib": 81559}
+    assert agent["slots"]["1"]["device"] == {"id": 1, "type": "TYPE_CUDA", "brand": "GRID T4-8Q", "uuid": "GPU-b"}
+    assert agent["slotStats"]["typeStats"]["TYPE_CUDA"]["total"] == 2
+
+
+def test_cpu_slots_carry_no_memory(token_client: TestClient) -> None:
+    h = bearer(login(token_client, "determined"))
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register(slots=1))
+        ws.receive_json()
+        [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
+    assert agent["slots"]["0"]["device"] == {"id": 0, "type": "TYPE_CPU", "brand": "CPU", "uuid": ""}
+
+
 def test_unknown_running_allocations_are_killed_on_register(token_client: TestClient) -> None:
     with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
         msg = register()

@@ -497,3 +497,47 @@ def test_legacy_checkpoints_outside_the_roots_are_reported_at_start(
     with ctx_of(app).db.session() as s:  # reported, never touched
         assert s.scalar(select(models.Checkpoint.state).where(models.Checkpoint.uuid == "important")) == \
             "STATE_COMPLETED"
+
+
+def test_experiment_trials_carry_their_checkpoint_counts(app: FastAPI, client: TestClient, user: dict) -> None:
+    """GET /experiments/{id}/trials counts each trial's checkpoints in one grouped query per page, and
+    a new checkpoint changes the ETag the page polls with."""
+    from sqlalchemy import event
+
+    fake = FakeAgent(app, "agent-2x", slots=2)
+    try:
+        exp = create_experiment(client, user)  # grid: two trials
+        first, second = sorted(fake.start_all(), key=lambda t: t.trial_id)
+        for task, steps in ((first, 1), (first, 2), (second, 1)):
+            assert post(client, "/api/v1/checkpoints", det_checkpoint(task, steps), bearer(task.token)).status_code \
+                == 200
+        url = f"/api/v1/experiments/{exp['id']}/trials"
+        statements: list[str] = []
+        db = ctx_of(app).db
+        engines = {id(e): e for e in (db.engine, db.read_engine)}.values()  # one engine on PostgreSQL
+
+        def seen(_conn, _cursor, statement: str, *_args) -> None:  # noqa: ANN001
+            statements.append(statement)
+
+        for engine in engines:
+            event.listen(engine, "before_cursor_execute", seen)
+        try:
+            r = client.get(url, headers=user)
+        finally:
+            for engine in engines:
+                event.remove(engine, "before_cursor_execute", seen)
+        assert r.status_code == 200, r.text
+        assert {t["id"]: t["checkpointCount"] for t in r.json()["trials"]} == {first.trial_id: 2, second.trial_id: 1}
+        assert len([q for q in statements if "FROM checkpoints" in q]) == 1
+        page = client.get(url, params={"offset": 1, "limit": 1}, headers=user).json()["trials"]
+        assert [(t["id"], t["checkpointCount"]) for t in page] == [(second.trial_id, 1)]
+
+        etag = r.headers["ETag"]
+        assert client.get(url, headers={**user, "If-None-Match": etag}).status_code == 304
+        post(client, "/api/v1/checkpoints", det_checkpoint(second, 3), bearer(second.token))
+        again = client.get(url, headers={**user, "If-None-Match": etag})
+        assert again.status_code == 200
+        assert {t["id"]: t["checkpointCount"] for t in again.json()["trials"]} == {first.trial_id: 2,
+                                                                                   second.trial_id: 2}
+    finally:
+        fake.close()

@@ -5,9 +5,10 @@ unarchive, name, description, notes, labels)."""
 from __future__ import annotations
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from tests.master.fakes import SINGLE_CONFIG, create_experiment, post
+from tests.master.fakes import GRID_CONFIG, SINGLE_CONFIG, FakeAgent, bearer, create_experiment, post
 
 
 def config(name: str, labels: list[str] | None = None) -> str:
@@ -61,6 +62,50 @@ def test_sorting_is_done_by_the_server(client: TestClient, admin: dict, three: d
         assert sorted(got, key=str.lower) == sorted(expected, key=str.lower) and got[-1] == "gamma"
     else:
         assert got == expected
+
+
+@pytest.fixture
+def scored(app: FastAPI, client: TestClient, admin: dict) -> dict[str, int]:
+    """Four experiments whose best searcher metrics are 0.2, 0.5 (smaller is better: not its 0.95)
+    and 0.9 (larger is better: not its 0.1), and one with no validation yet."""
+    grid_larger = GRID_CONFIG.replace("  metric: loss\n", "  metric: loss\n  smaller_is_better: false\n")
+    losses = {"low": [0.2], "mid": [0.5, 0.95], "high": [0.1, 0.9], "none": []}
+    made = {"low": create_experiment(client, admin, config("low")),
+            "mid": create_experiment(client, admin, GRID_CONFIG.replace("name: grid-exp", "name: mid")),
+            "high": create_experiment(client, admin, grid_larger.replace("name: grid-exp", "name: high")),
+            "none": create_experiment(client, admin, config("none"))}
+    fake = FakeAgent(app, "agent-scored", slots=6)
+    try:
+        tasks = {t.trial_id: t for t in fake.start_all()}
+        for name, exp in made.items():
+            trials = client.get(f"/api/v1/experiments/{exp['id']}/trials", headers=admin).json()["trials"]
+            for trial, loss in zip(sorted(t["id"] for t in trials), losses[name], strict=False):
+                body = {"group": "validation", "metrics": {"trialId": trial, "trialRunId": 1, "stepsCompleted": 5,
+                                                           "metrics": {"avgMetrics": {"loss": loss}}}}
+                r = post(client, f"/api/v1/trials/{trial}/metrics", body, bearer(tasks[trial].token))
+                assert r.status_code == 200, r.text
+        yield {name: e["id"] for name, e in made.items()}
+    finally:
+        fake.close()
+
+
+@pytest.mark.parametrize(("order", "expected"), [
+    ("ORDER_BY_ASC", ["low", "mid", "high", "none"]),
+    ("ORDER_BY_DESC", ["high", "mid", "low", "none"]),  # no metric: last either way
+])
+def test_sorting_by_the_best_searcher_metric(client: TestClient, admin: dict, scored: dict, order: str,
+                                             expected: list[str]) -> None:
+    r = client.get("/api/v1/experiments", params={"sortBy": "SORT_BY_SEARCHER_METRIC_VAL", "orderBy": order},
+                   headers=admin)
+    assert r.status_code == 200, r.text
+    rows = r.json()["experiments"]
+    assert [e["name"] for e in rows] == expected
+    best = {"low": 0.2, "mid": 0.5, "high": 0.9}  # what the rows show is what they are sorted by
+    assert [e["bestTrialSearcherMetric"] for e in rows[:3]] == pytest.approx([best[n] for n in expected[:3]])
+    assert rows[3]["bestTrialSearcherMetric"] is None
+    page = client.get("/api/v1/experiments", headers=admin, params={
+        "sortBy": "SORT_BY_SEARCHER_METRIC_VAL", "orderBy": order, "limit": 2, "offset": 1}).json()["experiments"]
+    assert [e["name"] for e in page] == expected[1:3]
 
 
 def test_pages_and_an_unknown_sort(client: TestClient, admin: dict, three: dict) -> None:

@@ -3,7 +3,7 @@
 import { useState } from "preact/hooks";
 import { apiUrl, receivedAt, usePoll } from "../api.js";
 import { ErrorBox, Loading, StateBadge } from "../components.js";
-import { ago, duration, epoch, money } from "../format.js";
+import { ago, deviceLabel, duration, epoch, money } from "../format.js";
 import { html } from "../html.js";
 import { Link } from "../router.js";
 import { DataTable } from "../table.js";
@@ -18,13 +18,6 @@ function slotsOf(agent) {
   return Object.values(agent.slots || {}).sort((a, b) => String(a.id).localeCompare(String(b.id), undefined, { numeric: true }));
 }
 
-function deviceText(slot) {
-  const d = slot.device || {};
-  const mem = d.memoryMib ?? d.memory_mib ?? slot.memoryMib;
-  const kind = d.type === "TYPE_CUDA" ? "GPU" : "CPU";
-  return [d.brand && d.brand !== "CPU" ? d.brand : kind, mem ? `${(mem / 1024).toFixed(0)} GiB` : ""].filter(Boolean).join(" · ");
-}
-
 function agentColumns(tasks) {
   const nameOf = (allocId) => (tasks[allocId] && tasks[allocId].name) || allocId;
   return [
@@ -36,7 +29,7 @@ function agentColumns(tasks) {
       cell: (a) => `${slotsOf(a).filter((s) => s.container).length} / ${slotsOf(a).length}` },
     { id: "devices", header: "Slots", cell: (a) => html`<div class="slots">${slotsOf(a).map((s) => html`<span key=${s.id}
       class=${"slot " + (s.container ? "slot-busy" : "slot-free")} title=${s.container ? `slot ${s.id}: ${nameOf(s.container.id)}` : `slot ${s.id}: free`}>
-      ${s.id}: ${deviceText(s)}</span>`)}</div>` },
+      ${s.id}: ${deviceLabel(s.device)}</span>`)}</div>` },
     { id: "running", header: "Running", cell: (a) => {
       const ids = Object.keys(a.containers || {});
       return ids.length ? html`${ids.map((id) => html`<div key=${id}>${trialLink(nameOf(id))}</div>`)}` : html`<span class="muted">idle</span>`;

@@ -2,7 +2,7 @@
 // server; the URL reproduces the view.
 import { apiUrl, usePoll } from "../api.js";
 import { ErrorBox, ExperimentActions, Labels, Loading, ProgressBar, StateBadge } from "../components.js";
-import { metric } from "../format.js";
+import { metric, trialCount } from "../format.js";
 import { html } from "../html.js";
 import { Link, setQuery, useQuery } from "../router.js";
 import { DataTable } from "../table.js";
@@ -28,6 +28,7 @@ export const SORT_BY = {
   state: "SORT_BY_STATE",
   progress: "SORT_BY_PROGRESS",
   user: "SORT_BY_USER",
+  best: "SORT_BY_SEARCHER_METRIC_VAL",
   trials: "SORT_BY_NUM_TRIALS",
   duration: "SORT_BY_START_TIME",
   pool: "SORT_BY_RESOURCE_POOL",
@@ -79,10 +80,10 @@ const COLUMNS = [
   { id: "state", header: "State", sortable: true, cell: (e) => html`<${StateBadge} state=${e.state} />` },
   { id: "progress", header: "Progress", sortable: true, cell: (e) => html`<${ProgressBar} value=${e.progress} state=${e.state} />` },
   { id: "user", header: "User", sortable: true, value: (e) => e.username },
-  { id: "best", header: "Best metric", className: "num", value: bestOf,
+  { id: "best", header: "Best metric", sortable: true, className: "num", value: bestOf,
     cell: (e) => html`<span title=${e.searcherMetric}>${metric(bestOf(e))}</span>` },
   { id: "trials", header: "Trials", sortable: true, className: "num", value: (e) => e.numTrials,
-    cell: (e) => html`<span title="active / total">${activeTrialsOf(e) ?? "—"} / ${e.numTrials ?? 0}</span>` },
+    cell: (e) => trialCount(e.numTrials, activeTrialsOf(e)) },
   { id: "duration", header: "Duration", sortable: true, className: "num", cell: (e) => html`<${Duration} start=${e.startTime} end=${e.endTime} />` },
   { id: "labels", header: "Labels", cell: (e) => html`<${Labels} labels=${e.labels} />` },
   { id: "pool", header: "Pool", sortable: true, value: (e) => e.resourcePool },

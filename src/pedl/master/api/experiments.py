@@ -112,10 +112,12 @@ def patch(experiment_id: IdPath, request: Request, who: Caller = Depends(caller)
 
 
 @router.get("/{experiment_id}/trials")
-def trials(experiment_id: IdPath, request: Request, _: Caller = Depends(unless_changed("trials", "allocations")),
+def trials(experiment_id: IdPath, request: Request,
+           _: Caller = Depends(unless_changed("trials", "allocations", "checkpoints")),
            offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
-    rows, total, waits = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
-    return {"trials": [shapes.trial(t, wait_reason=waits.get(t.id)) for t in rows],
+    rows, total, waits, counts = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
+    return {"trials": [shapes.trial(t, checkpoint_count=counts.get(t.id, 0), wait_reason=waits.get(t.id))
+                       for t in rows],
             "pagination": pagination(offset, limit, total, len(rows))}
 
 

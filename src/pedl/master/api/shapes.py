@@ -108,8 +108,13 @@ def log_line(row: models.TaskLog) -> dict[str, Any]:
 
 
 def _device(slot: dict[str, Any], index: int) -> dict[str, Any]:
-    return {"id": index, "type": "TYPE_CUDA" if slot.get("type") == "cuda" else "TYPE_CPU",
-            "brand": slot.get("brand") or ("CPU" if slot.get("type") != "cuda" else ""), "uuid": slot.get("uuid", "")}
+    """Determined's v1Device, plus pedl's own memoryMib (the device's total memory) where the agent
+    reported one."""
+    dev = {"id": index, "type": "TYPE_CUDA" if slot.get("type") == "cuda" else "TYPE_CPU",
+           "brand": slot.get("brand") or ("CPU" if slot.get("type") != "cuda" else ""), "uuid": slot.get("uuid", "")}
+    if slot.get("memory_mib"):
+        dev["memoryMib"] = int(slot["memory_mib"])
+    return dev
 
 
 def agent(a: models.Agent, held: dict[str, str], connected: bool) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, Integer, cast, func, select
+from sqlalchemy import ColumnElement, Integer, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from pedl.errors import InvalidArgument
@@ -45,6 +45,20 @@ def _trial_count() -> ColumnElement[int]:
             .correlate(models.Experiment).scalar_subquery())
 
 
+def _best_searcher_metric() -> ColumnElement[float]:
+    """The experiment's best trial searcher metric (what `stats` shows as best_metric): the smallest
+    of its trials' best metrics, the largest when the searcher's smaller_is_better is false; NULL
+    while no trial has one."""
+
+    def over_trials(aggregate: ColumnElement[float]) -> ColumnElement[float]:
+        return select(aggregate).where(models.Trial.experiment_id == models.Experiment.id) \
+            .correlate(models.Experiment).scalar_subquery()
+
+    larger_is_better = models.Experiment.config[("searcher", "smaller_is_better")].as_boolean().is_(False)
+    return case((larger_is_better, over_trials(func.max(models.Trial.best_metric))),
+                else_=over_trials(func.min(models.Trial.best_metric)))
+
+
 def _username() -> ColumnElement[str]:
     return select(models.User.username).where(models.User.id == models.Experiment.owner_id) \
         .correlate(models.Experiment).scalar_subquery()
@@ -64,6 +78,7 @@ SORTS = {
     "SORT_BY_RESOURCE_POOL": lambda: models.Experiment.resource_pool,
     "SORT_BY_FORKED_FROM": lambda: models.Experiment.parent_id,
     "SORT_BY_PROJECT_ID": lambda: models.Experiment.project_id,
+    "SORT_BY_SEARCHER_METRIC_VAL": _best_searcher_metric,
 }
 
 

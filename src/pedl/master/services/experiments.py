@@ -191,14 +191,16 @@ def describe(ctx: MasterContext, experiment_id: int) -> Shown:
 
 
 def trials_page(ctx: MasterContext, experiment_id: int, offset: int,
-                limit: int) -> tuple[list[models.Trial], int, dict[int, str]]:
-    """One page of the experiment's trials in id order, how many it has, and why its queued ones wait."""
+                limit: int) -> tuple[list[models.Trial], int, dict[int, str], dict[int, int]]:
+    """One page of the experiment's trials in id order, how many it has, why its queued ones wait, and
+    how many checkpoints each has (trials without any are absent)."""
     with ctx.db.session() as s:
         get(s, experiment_id)
         q = select(models.Trial).where(models.Trial.experiment_id == experiment_id)
         total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
         rows = list(s.scalars(q.order_by(models.Trial.id).offset(offset).limit(limit or None)))
-        return rows, total, trials_service.wait_reasons(s, [t.id for t in rows if t.state == TrialState.QUEUED])
+        return (rows, total, trials_service.wait_reasons(s, [t.id for t in rows if t.state == TrialState.QUEUED]),
+                trials_service.checkpoint_counts(s, [t.id for t in rows]))
 
 
 def checkpoints(ctx: MasterContext, experiment_id: int, *, limit: int, by_searcher_metric: bool,

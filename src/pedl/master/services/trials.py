@@ -30,7 +30,16 @@ def get(s: Session, trial_id: int) -> models.Trial:
 
 
 def checkpoint_count(s: Session, trial_id: int) -> int:
-    return s.scalar(select(func.count()).where(models.Checkpoint.trial_id == trial_id)) or 0
+    return checkpoint_counts(s, [trial_id]).get(trial_id, 0)
+
+
+def checkpoint_counts(s: Session, trial_ids: list[int]) -> dict[int, int]:
+    """trial id -> how many checkpoints it has, in one grouped query; trials without any are absent."""
+    if not trial_ids:
+        return {}
+    rows = s.execute(select(models.Checkpoint.trial_id, func.count()).where(models.Checkpoint.trial_id.in_(trial_ids))
+                     .group_by(models.Checkpoint.trial_id))
+    return {tid: n for tid, n in rows}
 
 
 def best_and_latest_validation(s: Session, trial: models.Trial) -> tuple[models.Metric | None, models.Metric | None]:
