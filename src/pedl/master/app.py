@@ -41,6 +41,7 @@ from pedl.master.db import migrate
 from pedl.master.db.engine import Database
 from pedl.master.observability.request_latency import RequestLatency
 from pedl.master.services import checkpoints as checkpoints_service
+from pedl.master.services import metric_digests
 from pedl.master.services import users as users_service
 from pedl.master.startup_summary import database_summary, pool_summary
 from pedl.master.wiring import attach_checkpoint_gc, build_context
@@ -143,6 +144,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         prov_tasks = start_provisioners(ctx, stop)
         await asyncio.to_thread(checkpoints_service.report_outside_roots, ctx)
         gc_task = asyncio.create_task(checkpoint_gc.run_loop(stop))
+        digest_task = asyncio.create_task(metric_digests.run_loop(ctx.db, ctx.digest_queue, stop))
         log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
                  database_summary(ctx.config))
         for pool in ctx.config.resource_pools:
@@ -151,7 +153,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
             yield
         finally:
             stop.set()
-            for t in (task, gc_task, *prov_tasks):
+            for t in (task, gc_task, digest_task, *prov_tasks):
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await t

@@ -15,6 +15,7 @@ from pedl.master.cluster.controller import Controller
 from pedl.master.db.engine import Database
 from pedl.master.observability.master_metrics import MasterMetrics
 from pedl.master.services.login_limiter import LoginLimiter
+from pedl.master.services.metric_digests import DigestQueue
 
 if TYPE_CHECKING:
     from pedl.master.provisioner.provisioner import PoolProvisioner
@@ -36,3 +37,5 @@ class MasterContext:
     provisioners: dict[str, PoolProvisioner] = field(default_factory=dict)
     # this master's Prometheus registry and metrics (the controller's own: master/wiring.py passes it to both)
     metrics: MasterMetrics = field(default_factory=MasterMetrics)
+    # the (trial, group) pairs with metric reports not yet in their digests (services/metric_digests.py)
+    digest_queue: DigestQueue = field(default_factory=DigestQueue)

@@ -192,6 +192,41 @@ class Metric(Base):
     __table_args__ = (Index("ix_metrics_trial_group_steps", "trial_id", "metric_group", "steps_completed"),)
 
 
+class MetricDigestMark(Base):
+    """How far a (trial, group)'s digests reach: every report of a step up to through_step is folded
+    into them (services/metric_digests.py). complete is false when names were left undigested (too
+    many, or too long): a name with no digest is then read from the reports themselves."""
+
+    __tablename__ = "metric_digest_marks"
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True)
+    group: Mapped[str] = mapped_column("metric_group", String(64), primary_key=True)
+    through_step: Mapped[int] = mapped_column(BigInteger)
+    complete: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class MetricDigest(Base):
+    """One metric series' digest (services/series_digest.py encodes it), valid with its mark."""
+
+    __tablename__ = "metric_digests"
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True)
+    group: Mapped[str] = mapped_column("metric_group", String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class MetricDigestReset(Base):
+    """A report stored at or before a step already digested (a restarted trial replaying steps): the
+    (trial, group)'s digests that reach from_step are stale until built again."""
+
+    __tablename__ = "metric_digest_resets"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    group: Mapped[str] = mapped_column("metric_group", String(64))
+    from_step: Mapped[int] = mapped_column(BigInteger)
+
+    __table_args__ = (Index("ix_metric_digest_resets_trial_group", "trial_id", "metric_group"),)
+
+
 class Checkpoint(Base):
     __tablename__ = "checkpoints"
     uuid: Mapped[str] = mapped_column(String(64), primary_key=True)

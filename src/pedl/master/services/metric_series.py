@@ -1,5 +1,9 @@
 """Metric series for the WebUI's charts: each (trial, metric name) series of one group, downsampled
-(downsample.py says how) so that an answer stays small however long the training ran.
+so that an answer stays small however long the training ran.
+
+Most series are answered from their digest (metric_digests.py, series_digest.py: each bucket's
+minimum and maximum, kept behind the reports) and the few reports after it. What a digest cannot
+answer is read from the reports themselves and downsampled by downsample.py, as follows.
 
 The database finds the reports and takes the values out of their JSON: one query per batch of trials,
 through the index ix_metrics_trial_group_steps and in its order (trial, step), one row per report with
@@ -19,20 +23,22 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Select, Text, case, cast, func, select
+from sqlalchemy import ColumnElement, Select, Text, and_, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from pedl.errors import InvalidArgument
 from pedl.master.db import models
 from pedl.master.services import experiments as experiments_service
+from pedl.master.services import metric_digests
 from pedl.master.services import trials as trials_service
 from pedl.master.services.downsample import DEFAULT_POINTS, downsample
+from pedl.master.services.series_digest import DIGEST_POINTS, Digest, answer, decode, fold
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -88,18 +94,23 @@ def _latest_report(summary: Any, group: str) -> Any:
 
 def names_seen(s: Session, trial_ids: list[int], group: str) -> tuple[list[str], list[str]]:
     """(every name, the numeric ones) of the group's reports: each trial's latest report (kept in
-    its summary) and the first and last NAME_SAMPLE reports in index order. Cheap however many
-    reports there are; a name reported only in the middle of a run can be missing here, and is
-    still charted when asked for by name."""
+    its summary), the names of its digests, and, for trials not digested yet, the first and last
+    NAME_SAMPLE reports in index order. Cheap however many reports there are; a name reported only in
+    the middle of a run of a trial not digested yet can be missing here, and is still charted when
+    asked for by name."""
     reports = [_latest_report(summary, group) for summary in
                s.scalars(select(models.Trial.summary_metrics).where(models.Trial.id.in_(trial_ids)))]
-    for direction in ("asc", "desc"):
+    K, D = models.MetricDigestMark, models.MetricDigest
+    digested = set(s.scalars(select(K.trial_id).where(K.trial_id.in_(trial_ids), K.group == group)))
+    numeric = set(s.scalars(select(D.name).where(D.trial_id.in_(digested), D.group == group).distinct()
+                            .limit(MAX_LISTED_NAMES))) if digested else set()
+    sampled = [t for t in trial_ids if t not in digested]
+    for direction in ("asc", "desc") if sampled else ():
         order = [getattr(c, direction)() for c in (models.Metric.trial_id, models.Metric.steps_completed)]
-        reports += s.scalars(select(models.Metric.metrics).where(models.Metric.trial_id.in_(trial_ids),
+        reports += s.scalars(select(models.Metric.metrics).where(models.Metric.trial_id.in_(sampled),
                                                                    models.Metric.group == group)
                              .order_by(*order).limit(NAME_SAMPLE))
-    every: set[str] = set()
-    numeric: set[str] = set()
+    every = set(numeric)
     for report in reports:
         if isinstance(report, dict):
             every.update(report)
@@ -212,13 +223,10 @@ def batches(counts: list[tuple[int, int]], per_report: int, budget: int = BATCH_
     return out
 
 
-def read_series(s: Session, trial_ids: list[int], group: str, names: list[str], max_points: int) -> list[Series]:
-    """The series of each trial and name with a number, by trial id, then in `names` order. The
-    trials are read in batches of a bounded number of values (their reports counted on the index
-    alone), and each batch is downsampled before the next is read: memory holds a batch's points,
-    not the experiment's."""
-    if not trial_ids or not names:
-        return []
+def _read_reports(s: Session, trial_ids: list[int], group: str, names: list[str], max_points: int) -> list[Series]:
+    """The series read from the reports themselves. The trials are read in batches of a bounded
+    number of values (their reports counted on the index alone), and each batch is downsampled before
+    the next is read: memory holds a batch's points, not the experiment's."""
     m = models.Metric
     counts = s.execute(select(m.trial_id, func.count()).where(m.trial_id.in_(trial_ids), m.group == group)
                        .group_by(m.trial_id).order_by(m.trial_id)).all()
@@ -231,6 +239,71 @@ def read_series(s: Session, trial_ids: list[int], group: str, names: list[str], 
             for name, (steps, values) in collect(reports, names, numbers).items():
                 kept_steps, kept_values = downsample(steps, values, max_points)
                 out.append(Series(trial_id, name, kept_steps, kept_values, len(steps), len(steps) > max_points))
+    return out
+
+
+TAIL_TRIALS = 200  # trials whose tails one query reads
+
+
+def tail_query(dialect: str, after: dict[int, int], group: str, names: list[str]) -> Select:
+    """points_query for the reports of each trial after its step in `after`."""
+    m = models.Metric
+    return points_query(dialect, list(after), group, names).where(
+        or_(*(and_(m.trial_id == t, m.steps_completed > step) for t, step in after.items())))
+
+
+def _tails(s: Session, marks: metric_digests.Marks, group: str,
+           names: list[str]) -> Iterator[tuple[int, dict[str, tuple[list[int], list[float]]]]]:
+    """Each digested trial's reports after its mark, as collect gives them."""
+    dialect = s.get_bind().dialect.name
+    numbers = _sqlite_numbers if dialect == "sqlite" else _postgres_numbers
+    ids = sorted(marks)
+    for lo in range(0, len(ids), TAIL_TRIALS):
+        chunk = ids[lo:lo + TAIL_TRIALS]
+        rows = s.connection().execute(tail_query(dialect, {t: marks[t][0] for t in chunk}, group, names)).all()
+        found = {trial_id: collect(reports, names, numbers) for trial_id, reports in groupby(rows, key=itemgetter(1))}
+        for trial_id in chunk:
+            yield trial_id, found.get(trial_id, {})
+
+
+def read_series(s: Session, trial_ids: list[int], group: str, names: list[str], max_points: int) -> list[Series]:
+    """The series of each trial and name with a number, by trial id, then in `names` order: from the
+    digests and the reports after them (metric_digests.py) where the digests can answer, from the
+    reports themselves where they cannot (no valid mark yet, a name left out of the digests, a short
+    series the digest no longer holds whole, or more points asked than a digest keeps)."""
+    if not trial_ids or not names:
+        return []
+    out: list[Series] = []
+    from_reports: dict[tuple[str, ...], list[int]] = {}
+    if max_points > DIGEST_POINTS:
+        from_reports[tuple(names)] = trial_ids
+    else:
+        marks = metric_digests.load(s, trial_ids, group, names)
+        undigested = [t for t in trial_ids if t not in marks]
+        if undigested:
+            from_reports[tuple(names)] = undigested
+        for trial_id, tail in _tails(s, marks, group, names):
+            _, complete, stored = marks[trial_id]
+            missing = []
+            for name in names:
+                digest = decode(stored[name]) if name in stored else Digest() if complete else None
+                got = None
+                if digest is not None:
+                    steps, values = tail.get(name, ((), ()))
+                    fold(digest, zip(steps, values, strict=True))  # steps after the mark: after the digest's
+                    if not digest.points:
+                        continue
+                    got = answer(digest, max_points)
+                if got is None:
+                    missing.append(name)
+                else:
+                    out.append(Series(trial_id, name, got[0], got[1], digest.points, digest.points > max_points))
+            if missing:
+                from_reports.setdefault(tuple(missing), []).append(trial_id)
+    for asked, trials in from_reports.items():
+        out += _read_reports(s, sorted(trials), group, list(asked), max_points)
+    order = {name: i for i, name in enumerate(names)}
+    out.sort(key=lambda series: (series.trial_id, order[series.name]))
     return out
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from pedl.errors import InvalidArgument
 from pedl.master.db import models
+from pedl.master.services import metric_digests
 
 GROUPS = ("training", "validation")
 
@@ -40,6 +41,7 @@ def record(s: Session, trial: models.Trial, *, group: str, steps_completed: int,
            report_time: float, metrics: dict[str, Any]) -> models.Metric:
     """Store one report. A report for steps already reported (a restarted trial replaying steps after
     its checkpoint, or a retried POST) replaces the old one, so nothing is counted twice."""
+    reached = metric_digests.note_report(s, trial, group, steps_completed)
     s.execute(delete(models.Metric).where(models.Metric.trial_id == trial.id, models.Metric.group == group,
                                           models.Metric.steps_completed == steps_completed))
     row = models.Metric(trial_id=trial.id, trial_run_id=trial_run_id, group=group, steps_completed=steps_completed,
@@ -48,7 +50,8 @@ def record(s: Session, trial: models.Trial, *, group: str, steps_completed: int,
     if steps_completed > trial.total_batches:
         trial.total_batches = steps_completed
     summary = dict(trial.summary_metrics or {})
-    summary[f"latest_{group}"] = {"steps_completed": steps_completed, "metrics": json_safe(metrics)}
+    summary[f"latest_{group}"] = {"steps_completed": steps_completed, "metrics": json_safe(metrics),
+                                  "max_steps_completed": reached}
     trial.summary_metrics = summary
     return row
 

@@ -50,6 +50,7 @@ def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str
         with ctx.db.session() as s:
             nudge = store(s)
     ctx.metrics.metric_report(group)  # counted once stored; a refused report is not ingested
+    ctx.digest_queue.touch(trial_id, group)
     search_progress.apply(ctx.db, nudge)
 
 

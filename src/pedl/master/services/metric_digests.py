@@ -1,0 +1,285 @@
+"""Metric digests in the database: kept up to date behind the reports, and read for charts.
+
+Every (trial, group) has a digest per metric name (series_digest.py) and a mark: the digests hold
+every report of a step up to the mark's through_step. A chart reads the digests and only the reports
+after the mark (the tail), so a series of a million reports costs one small value and a few rows.
+
+The digester folds reports in the background, a bounded number per transaction, in step order,
+after the mark. It learns of new reports from the report path (DigestQueue.touch) and, when the
+master starts, from the trials' summaries (each holds the latest step of each group). Nothing on the
+report path waits for it, and nothing it writes is needed for a correct answer: a (trial, group)
+with no mark is read from its reports, as is a name left out of its digests.
+
+A report of a step at or before the group's latest (a restarted trial replaying steps after its
+checkpoint, a retried POST) writes a reset: the digests that reach its step are stale from that
+commit on, so reads skip them and the digester builds them again. Resets are rows of their own, not
+deletes of the mark, so the report path and the digester never write the same row: no lock waits
+between them, and no interleaving of their transactions leaves a stale mark looking valid."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Select, and_, delete, exists, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from pedl.master.db import models
+from pedl.master.services.series_digest import Digest, decode, encode, fold
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from pedl.master.db.engine import Database
+
+log = logging.getLogger(__name__)
+
+Marks = dict[int, tuple[int, bool, dict[str, bytes]]]  # trial -> (through_step, complete, {name: digest})
+
+ROWS_PER_TRANSACTION = 20_000  # reports one (trial, group) folds in one transaction
+ROWS_PER_PASS = 100_000  # reports one pass folds, over every (trial, group) waiting
+MAX_DIGESTED_NAMES = 64  # names digested per (trial, group); more are read from the reports
+MAX_NAME_LENGTH = 255
+SWEEP_PAGE = 500  # trials read at a time by the start-up sweep
+PASS_SPACING = 1.0  # seconds between passes while reports keep coming
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# -- the report path ------------------------------------------------------------------------------
+
+
+def reached_step(summary: Any, group: str) -> int | None:
+    """The largest step the trial reported in the group, as its summary keeps it (metrics.record)."""
+    latest = summary.get(f"latest_{group}") if isinstance(summary, dict) else None
+    if not isinstance(latest, dict):
+        return None
+    steps = [v for v in (latest.get("steps_completed"), latest.get("max_steps_completed"))
+             if isinstance(v, int) and not isinstance(v, bool)]
+    return max(steps) if steps else None
+
+
+def note_report(s: Session, trial: models.Trial, group: str, steps_completed: int) -> int:
+    """Called by metrics.record before it stores a report: a step at or before the largest the group
+    reached makes the digests that reach it stale. -> the largest step reached with this report."""
+    reached = reached_step(trial.summary_metrics, group)
+    if reached is None:
+        return steps_completed
+    if steps_completed <= reached:
+        s.add(models.MetricDigestReset(trial_id=trial.id, group=group, from_step=steps_completed))
+    return max(reached, steps_completed)
+
+
+class DigestQueue:
+    """The (trial, group) pairs with reports to digest, in the order first touched. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[int, str], None] = {}
+        self._wake: Callable[[], None] | None = None
+
+    def touch(self, trial_id: int, group: str) -> None:
+        with self._lock:
+            new = (trial_id, group) not in self._pending
+            self._pending[(trial_id, group)] = None
+            wake = self._wake
+        if new and wake is not None:
+            wake()
+
+    def take(self) -> tuple[int, str] | None:
+        with self._lock:
+            if not self._pending:
+                return None
+            key = next(iter(self._pending))
+            del self._pending[key]
+            return key
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def set_waker(self, wake: Callable[[], None] | None) -> None:
+        with self._lock:
+            self._wake = wake
+
+
+# -- the digester ---------------------------------------------------------------------------------
+
+
+def _latest_per_step(rows: list[Any]) -> list[tuple[int, Any]]:
+    """Rows (id, step, report) in (step, id) order -> (step, report), the last row of each step."""
+    out: list[tuple[int, Any]] = []
+    for _, step, report in rows:
+        if out and out[-1][0] == step:
+            out[-1] = (step, report)
+        else:
+            out.append((step, report))
+    return out
+
+
+def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRANSACTION) -> tuple[bool, int]:
+    """Fold up to `limit` reports of the (trial, group) after its mark (all of them, from the first,
+    when it has none or a reset made it stale). -> (caught up, reports read)."""
+    M, D, R = models.Metric, models.MetricDigest, models.MetricDigestReset
+    mark = s.get(models.MetricDigestMark, (trial_id, group))
+    resets = s.execute(select(R.id, R.from_step).where(R.trial_id == trial_id, R.group == group)).all()
+    if mark is not None and any(from_step <= mark.through_step for _, from_step in resets):
+        s.delete(mark)
+        s.flush()
+        mark = None
+    digests: dict[str, models.MetricDigest] = {}
+    if mark is None:
+        s.execute(delete(D).where(D.trial_id == trial_id, D.group == group))
+        complete = True
+    else:
+        digests = {row.name: row for row in s.scalars(select(D).where(D.trial_id == trial_id, D.group == group))}
+        complete = mark.complete
+    query = select(M.id, M.steps_completed, M.metrics).where(M.trial_id == trial_id, M.group == group)
+    if mark is not None:
+        query = query.where(M.steps_completed > mark.through_step)
+    rows = s.execute(query.order_by(M.steps_completed, M.id).limit(limit + 1)).all()
+    more = len(rows) > limit
+    if more:  # the last step may have more rows past the limit (two reports of a step): leave it to the next
+        rows = rows[:limit]
+        last = rows[-1][1]
+        if rows[0][1] != last:
+            rows = [r for r in rows if r[1] != last]
+    points: dict[str, list[tuple[int, float]]] = {}
+    for step, report in _latest_per_step(rows):
+        if not isinstance(report, dict):
+            continue
+        for name, value in report.items():
+            if not _numeric(value):
+                continue
+            series = points.get(name)
+            if series is None:
+                if name not in digests and (not name or len(name) > MAX_NAME_LENGTH
+                                            or len(digests) + len(points) >= MAX_DIGESTED_NAMES):
+                    complete = False
+                    continue
+                series = points[name] = []
+            series.append((step, float(value)))
+    for name, series in points.items():
+        row = digests.get(name)
+        digest = decode(row.data) if row is not None else Digest()
+        fold(digest, series)
+        if row is None:
+            s.add(models.MetricDigest(trial_id=trial_id, group=group, name=name, data=encode(digest)))
+        else:
+            row.data = encode(digest)
+    if rows:
+        if mark is None:
+            s.add(models.MetricDigestMark(trial_id=trial_id, group=group, through_step=rows[-1][1],
+                                          complete=complete))
+        else:
+            mark.through_step, mark.complete = rows[-1][1], complete
+    if resets:
+        s.execute(delete(R).where(R.id.in_([reset_id for reset_id, _ in resets])))
+    return not more, len(rows)
+
+
+def digest_pass(db: Database, queue: DigestQueue, budget: int = ROWS_PER_PASS) -> bool:
+    """Digest what the queue holds, up to `budget` reports. -> whether work is left."""
+    while budget > 0:
+        key = queue.take()
+        if key is None:
+            return False
+        trial_id, group = key
+        try:
+            with db.session() as s:
+                caught_up, read = digest_one(s, trial_id, group, min(budget, ROWS_PER_TRANSACTION))
+        except IntegrityError:  # the trial was deleted meanwhile
+            log.debug("digests of trial %s (%s) not stored: the trial is gone", trial_id, group)
+            continue
+        budget -= max(read, 1)
+        if not caught_up:
+            queue.touch(trial_id, group)
+    return len(queue) > 0
+
+
+def sweep(db: Database, queue: DigestQueue) -> int:
+    """Queue every (trial, group) with a reset, or whose largest reported step is past its mark (or
+    that has none): reports stored before this master started, or before digests existed. -> pairs
+    queued (a pair may count twice)."""
+    T, K, R = models.Trial, models.MetricDigestMark, models.MetricDigestReset
+    queued = 0
+    with db.read_session() as s:
+        for trial_id, group in s.execute(select(R.trial_id, R.group).distinct()):
+            queue.touch(trial_id, group)
+            queued += 1
+    after = 0
+    while True:
+        with db.read_session() as s:
+            trials = s.execute(select(T.id, T.summary_metrics).where(T.id > after).order_by(T.id)
+                               .limit(SWEEP_PAGE)).all()
+            if not trials:
+                return queued
+            ids = [trial_id for trial_id, _ in trials]
+            marks = {(t, g): through for t, g, through in
+                     s.execute(select(K.trial_id, K.group, K.through_step).where(K.trial_id.in_(ids)))}
+        for trial_id, summary in trials:
+            for key in summary or {}:
+                if not key.startswith("latest_"):
+                    continue
+                group = key.removeprefix("latest_")
+                step = reached_step(summary, group)
+                if step is not None and marks.get((trial_id, group), step - 1) < step:
+                    queue.touch(trial_id, group)
+                    queued += 1
+        after = ids[-1]
+
+
+async def run_loop(db: Database, queue: DigestQueue, stop: asyncio.Event) -> None:
+    """The digester: the start-up sweep, then a pass whenever reports arrived, at most one per
+    PASS_SPACING seconds, in a thread."""
+    import asyncio
+
+    wake = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    queue.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
+    try:
+        await asyncio.to_thread(sweep, db, queue)
+    except Exception:  # noqa: BLE001 - reads fall back to the reports; new ones are still digested
+        log.exception("metric digest sweep failed")
+    try:
+        while not stop.is_set():
+            wake.clear()
+            try:
+                await asyncio.to_thread(digest_pass, db, queue)
+            except Exception:  # noqa: BLE001 - keep the digester alive; reads fall back to the reports
+                log.exception("metric digest pass failed")
+            await asyncio.sleep(PASS_SPACING)
+            if not len(queue):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), timeout=60)
+    finally:
+        queue.set_waker(None)
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def load_statement(trial_ids: list[int], group: str, names: list[str]) -> Select:
+    K, D, R = models.MetricDigestMark, models.MetricDigest, models.MetricDigestReset
+    stale = exists().where(R.trial_id == K.trial_id, R.group == K.group, R.from_step <= K.through_step)
+    return (select(K.trial_id, K.through_step, K.complete, D.name, D.data).select_from(K)
+            .outerjoin(D, and_(D.trial_id == K.trial_id, D.group == K.group, D.name.in_(names)))
+            .where(K.trial_id.in_(trial_ids), K.group == group, ~stale))
+
+
+def load(s: Session, trial_ids: list[int], group: str, names: list[str]) -> Marks:
+    """trial -> (through_step, complete, {name: digest bytes}) for the trials with a valid mark, in
+    one statement (one snapshot: a digest and its mark agree)."""
+    out: Marks = {}
+    for trial_id, through, complete, name, data in s.execute(load_statement(trial_ids, group, names)):
+        entry = out.setdefault(trial_id, (through, complete, {}))
+        if name is not None:
+            entry[2][name] = data
+    return out
