@@ -17,6 +17,9 @@ from benchmarks import (
     recovery,
     scheduling_pass,
     task_start_latency,
+    webui_experiment_page,
+    webui_experiments_list,
+    webui_idle_cpu,
 )
 from benchmarks.harness import Figure, report
 
@@ -30,6 +33,9 @@ BENCHMARKS: dict[str, ModuleType] = {
     "asha_vs_random": asha_vs_random,
     "recovery": recovery,
     "harness_overhead": harness_overhead,
+    "webui_experiment_page": webui_experiment_page,
+    "webui_experiments_list": webui_experiments_list,
+    "webui_idle_cpu": webui_idle_cpu,
 }
 
 # a smoke run: every path exercised in well under a minute each
@@ -44,6 +50,9 @@ QUICK_ARGS: dict[str, list[str]] = {
     "asha_vs_random": ["--trials", "32", "--seeds", "3"],
     "recovery": ["--repetitions", "2"],
     "harness_overhead": ["--small-steps", "300", "--large-steps", "40", "--rounds", "1"],
+    "webui_experiment_page": ["--trials", "20", "--training", "2000", "--navigations", "3", "--api-repeat", "2"],
+    "webui_experiments_list": ["--experiments", "500", "--navigations", "3", "--api-repeat", "3"],
+    "webui_idle_cpu": ["--window", "10", "--pages", "1"],
 }
 
 

@@ -163,17 +163,20 @@ def _sqlite_numbers(values: Sequence[int | float | None]) -> list[float | None]:
     return [None if v is None else float(v) for v in values]
 
 
-def points_query(dialect: str, trial_ids: list[int], group: str, names: list[str]) -> Select:
-    """One row per report of the trials' group, in the index's order (trial, step): its id, trial,
-    step and a value (or NULL) per name."""
+def _points(dialect: str, names: list[str]) -> Select:
     m = models.Metric
     if dialect == "sqlite":
         values = [_sqlite_value(name) for name in names]
     else:  # each as the value's JSON text, told apart in Python: cheaper than asking json_typeof
         values = [cast(m.metrics[name], Text) for name in names]
-    return (select(m.id, m.trial_id, m.steps_completed, *values)
-            .where(m.trial_id.in_(trial_ids), m.group == group)
-            .order_by(m.trial_id, m.steps_completed))
+    return select(m.id, m.trial_id, m.steps_completed, *values).order_by(m.trial_id, m.steps_completed)
+
+
+def points_query(dialect: str, trial_ids: list[int], group: str, names: list[str]) -> Select:
+    """One row per report of the trials' group, in the index's order (trial, step): its id, trial,
+    step and a value (or NULL) per name."""
+    m = models.Metric
+    return _points(dialect, names).where(m.trial_id.in_(trial_ids), m.group == group)
 
 
 def latest_per_step(reports: list[Any]) -> list[Any]:
@@ -246,10 +249,12 @@ TAIL_TRIALS = 200  # trials whose tails one query reads
 
 
 def tail_query(dialect: str, after: dict[int, int], group: str, names: list[str]) -> Select:
-    """points_query for the reports of each trial after its step in `after`."""
+    """points_query for the reports of each trial after its step in `after`: an OR of one index range
+    per trial, which both databases read range by range (SQLite's OR optimisation, PostgreSQL's
+    BitmapOr); an IN list beside it would make SQLite scan each trial's whole range instead."""
     m = models.Metric
-    return points_query(dialect, list(after), group, names).where(
-        or_(*(and_(m.trial_id == t, m.steps_completed > step) for t, step in after.items())))
+    return _points(dialect, names).where(
+        or_(*(and_(m.trial_id == t, m.group == group, m.steps_completed > step) for t, step in after.items())))
 
 
 def _tails(s: Session, marks: metric_digests.Marks, group: str,
