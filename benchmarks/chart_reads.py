@@ -106,7 +106,7 @@ def plans(db: Database, trial_ids: list[int]) -> list[str]:
     with db.read_session() as s:
         dialect = s.get_bind().dialect.name
         statements = {"digests": metric_digests.load_statement(trial_ids, "training", ["loss"]),
-                      "tail": metric_series.tail_query(dialect, dict.fromkeys(trial_ids, 1), "training", ["loss"])}
+                      "tail": metric_series.tail_query(dialect, trial_ids, "training", ["loss"])}
         out = []
         for name, stmt in statements.items():
             compiled = stmt.compile(dialect=s.get_bind().dialect, compile_kwargs={"literal_binds": True})

@@ -241,3 +241,20 @@ def test_names_json_paths_cannot_address_are_digested_too(app: FastAPI, client: 
     got = read(app, [t], names, 300)
     for i, name in enumerate(names):
         assert got[(t, name)] == expected([(s, v + i) for s, v in points], 300)
+
+
+def test_a_mark_moved_between_the_two_reads_is_read_from_the_reports(app: FastAPI, client: TestClient,
+                                                                     trials: list[int],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    t = trials[0]
+    points = noisy(3_000, 6)
+    bulk(app, t, [(s, {"loss": v}) for s, v in points[:2_990]])
+    digest_all(app)
+    with ctx_of(app).db.read_session() as s:
+        before = metric_digests.load(s, [t], "training", ["loss"])
+    for step, value in points[2_990:]:
+        record(app, t, step, {"loss": value})
+    digest_all(app)  # the digester commits between the read of the digests and the read of the tail
+    monkeypatch.setattr(metric_digests, "load", lambda *_: before)
+    raw = list(zip(*downsample(*map(list, zip(*points, strict=True)), 300), strict=True))
+    assert read(app, [t], ["loss"], 300)[(t, "loss")] == raw

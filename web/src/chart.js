@@ -4,6 +4,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import uPlot from "uplot";
 import { html } from "./html.js";
 import { metric } from "./format.js";
+import { snapColumns } from "./snap.js";
 
 export const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#c026d3", "#65a30d",
   "#b45309", "#4f46e5", "#db2777", "#0d9488"];
@@ -30,7 +31,7 @@ export function align(series, logScale) {
     return [order.map((i) => xs[i]), order.map((i) => ys[i])];
   });
   if (tables.length === 1) return tables[0];
-  return uPlot.join(tables);
+  return snapColumns(tables) || uPlot.join(tables);
 }
 
 // dots only where a series has few points (a single point draws no line)

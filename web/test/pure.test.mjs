@@ -93,3 +93,22 @@ test("YAML of a config: block style, quoting only where needed", () => {
     "",
   ].join("\n"));
 });
+
+test("snapColumns leaves few distinct steps to uPlot and snaps many, keeping every point in order", async () => {
+  const { snapColumns } = await import("../src/snap.js");
+  assert.equal(snapColumns([[[1, 2, 3], [1, 2, 3]], [[2, 4], [5, 6]]], 10), null);
+  const a = [Array.from({ length: 50 }, (_, i) => i * 2), Array.from({ length: 50 }, (_, i) => i)];
+  const b = [Array.from({ length: 50 }, (_, i) => i * 2 + 1), Array.from({ length: 50 }, (_, i) => -i)];
+  const [xs, ya, yb] = snapColumns([a, b], 20);
+  assert.equal(xs.length, 20);
+  assert.equal(xs[0], 0);
+  assert.equal(xs[19], 99);
+  // more points than columns: a series keeps its first points, in order, one per column
+  assert.deepEqual(ya.filter((y) => y != null), Array.from({ length: 20 }, (_, i) => i));
+  const c = [[0, 10, 11, 12, 99], [5, 1, 2, 3, 4]];
+  const [, yc] = snapColumns([c, a], 20);
+  assert.deepEqual(yc.filter((y) => y != null), [5, 1, 2, 3, 4]); // 10, 11, 12 share a column: nudged right
+  assert.equal(yc[0], 5);
+  assert.equal(yc[19], 4);
+  assert.ok(yc.indexOf(1) < yc.indexOf(2) && yc.indexOf(2) < yc.indexOf(3));
+});

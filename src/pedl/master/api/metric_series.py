@@ -5,10 +5,11 @@ unchanged view answers 304."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from pedl.master.api.conditional import unless_changed
 from pedl.master.api.deps import Caller, IdPath, ctx_of
+from pedl.master.api.json_body import json_body
 from pedl.master.services import metric_series
 from pedl.master.services.downsample import DEFAULT_POINTS, MAX_POINTS, MIN_POINTS
 
@@ -26,19 +27,21 @@ def _shape(answer: metric_series.Answer) -> dict:
                         "total": s.total, "downsampled": s.downsampled} for s in answer.series]}
 
 
-@router.get("/trials/{trial_id}/metric-series")
-def trial_metric_series(trial_id: IdPath, request: Request, group: str = GROUP, names: list[str] = NAMES,
-                        maxPoints: int = MAX_POINTS_QUERY,
-                        _: Caller = Depends(unless_changed("metrics", "trials"))) -> dict:
-    return _shape(metric_series.for_trial(ctx_of(request), trial_id, group=group, names=names, max_points=maxPoints))
+@router.get("/trials/{trial_id}/metric-series", response_model=dict)
+def trial_metric_series(trial_id: IdPath, request: Request, response: Response, group: str = GROUP,
+                        names: list[str] = NAMES, maxPoints: int = MAX_POINTS_QUERY,
+                        _: Caller = Depends(unless_changed("metrics", "trials"))) -> Response:
+    answer = metric_series.for_trial(ctx_of(request), trial_id, group=group, names=names, max_points=maxPoints)
+    return json_body(request, _shape(answer), response.headers)
 
 
-@router.get("/experiments/{experiment_id}/metric-series")
-def experiment_metric_series(experiment_id: IdPath, request: Request, group: str = GROUP, names: list[str] = NAMES,
-                             maxPoints: int = MAX_POINTS_QUERY,
-                             _: Caller = Depends(unless_changed("metrics", "trials", "experiments"))) -> dict:
+@router.get("/experiments/{experiment_id}/metric-series", response_model=dict)
+def experiment_metric_series(experiment_id: IdPath, request: Request, response: Response, group: str = GROUP,
+                             names: list[str] = NAMES, maxPoints: int = MAX_POINTS_QUERY,
+                             _: Caller = Depends(unless_changed("metrics", "trials", "experiments"))) -> Response:
     """Every trial's series, of the experiment's first MAX_TRIALS trials by id: trialCount says how
     many it has, truncated whether some were left out."""
     answer = metric_series.for_experiment(ctx_of(request), experiment_id, group=group, names=names,
                                           max_points=maxPoints)
-    return {**_shape(answer), "trialCount": answer.trial_count, "truncated": answer.truncated}
+    return json_body(request, {**_shape(answer), "trialCount": answer.trial_count, "truncated": answer.truncated},
+                     response.headers)

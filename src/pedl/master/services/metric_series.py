@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Select, Text, and_, case, cast, func, or_, select
+from sqlalchemy import ColumnElement, Select, Text, and_, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from pedl.errors import InvalidArgument
@@ -38,7 +41,7 @@ from pedl.master.services import experiments as experiments_service
 from pedl.master.services import metric_digests
 from pedl.master.services import trials as trials_service
 from pedl.master.services.downsample import DEFAULT_POINTS, downsample
-from pedl.master.services.series_digest import DIGEST_POINTS, Digest, answer, decode, fold
+from pedl.master.services.series_digest import DIGEST_POINTS, Digest, answer, decode, encode, fold, points_of
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -245,30 +248,78 @@ def _read_reports(s: Session, trial_ids: list[int], group: str, names: list[str]
     return out
 
 
-TAIL_TRIALS = 200  # trials whose tails one query reads
+TAIL_TRIALS = 500  # trials whose tails one query reads
 
 
-def tail_query(dialect: str, after: dict[int, int], group: str, names: list[str]) -> Select:
-    """points_query for the reports of each trial after its step in `after`: an OR of one index range
-    per trial, which both databases read range by range (SQLite's OR optimisation, PostgreSQL's
-    BitmapOr); an IN list beside it would make SQLite scan each trial's whole range instead."""
-    m = models.Metric
-    return _points(dialect, names).where(
-        or_(*(and_(m.trial_id == t, m.group == group, m.steps_completed > step) for t, step in after.items())))
+def tail_query(dialect: str, trial_ids: list[int], group: str, names: list[str]) -> Select:
+    """The trials' reports after their marks: points_query's columns, then the mark's step, and a row
+    of NULLs but the trial and the mark for a trial with none (so every mark read here is seen). Both
+    databases run it as one index range of metrics per mark."""
+    m, k = models.Metric, models.MetricDigestMark
+    if dialect == "sqlite":
+        values = [_sqlite_value(name) for name in names]
+    else:
+        values = [cast(m.metrics[name], Text) for name in names]
+    after = and_(m.trial_id == k.trial_id, m.group == k.group, m.steps_completed > k.through_step)
+    return (select(m.id, k.trial_id, m.steps_completed, *values, k.through_step).select_from(k)
+            .outerjoin(m, after).where(k.trial_id.in_(trial_ids), k.group == group)
+            .order_by(k.trial_id, m.steps_completed))
 
 
-def _tails(s: Session, marks: metric_digests.Marks, group: str,
-           names: list[str]) -> Iterator[tuple[int, dict[str, tuple[list[int], list[float]]]]]:
-    """Each digested trial's reports after its mark, as collect gives them."""
+Tail = dict[str, tuple[list[int], list[float]]]
+
+
+def _tails(s: Session, marks: metric_digests.Marks, group: str, names: list[str]) -> Iterator[tuple[int, Tail | None]]:
+    """Each digested trial's reports after its mark, as collect gives them; None for a trial whose
+    mark moved since `marks` was read (the digester committed in between: read it from the reports)."""
     dialect = s.get_bind().dialect.name
     numbers = _sqlite_numbers if dialect == "sqlite" else _postgres_numbers
     ids = sorted(marks)
     for lo in range(0, len(ids), TAIL_TRIALS):
         chunk = ids[lo:lo + TAIL_TRIALS]
-        rows = s.connection().execute(tail_query(dialect, {t: marks[t][0] for t in chunk}, group, names)).all()
-        found = {trial_id: collect(reports, names, numbers) for trial_id, reports in groupby(rows, key=itemgetter(1))}
+        found: dict[int, Tail | None] = {}
+        for trial_id, rows in groupby(s.connection().execute(tail_query(dialect, chunk, group, names)),
+                                      key=itemgetter(1)):
+            rows = list(rows)
+            if rows[0][-1] != marks[trial_id][0]:
+                found[trial_id] = None
+            else:
+                found[trial_id] = collect((r[:-1] for r in rows if r[0] is not None), names, numbers)
         for trial_id in chunk:
-            yield trial_id, found.get(trial_id, {})
+            yield trial_id, found.get(trial_id)  # no row at all: the mark is gone (a reset rebuilt it)
+
+
+ANSWERS_KEPT = 1024  # digest answers kept, each at most DIGEST_POINTS points
+EMPTY_DIGEST = encode(Digest())
+_answers: OrderedDict[tuple[int, int, int], tuple[array, array]] = OrderedDict()
+_answers_lock = threading.Lock()
+
+
+def _digest_answer(data: bytes, tail: tuple[list[int], list[float]] | None,
+                   max_points: int) -> tuple[list[int], list[float], int] | None:
+    """(steps, values, points in the series) from a stored digest and the points after it, or None
+    where the digest cannot answer. The answer of a digest with no points after it is kept (by the
+    digest's content) for the next poll: a finished trial's series are computed once."""
+    key = (hash(data), len(data), max_points)
+    if not tail or not tail[0]:
+        with _answers_lock:
+            kept = _answers.get(key)
+            if kept is not None:
+                _answers.move_to_end(key)
+        if kept is not None:
+            return kept[0].tolist(), kept[1].tolist(), points_of(data)
+    digest = decode(data)
+    if tail:
+        fold(digest, zip(*tail, strict=True))  # steps after the mark: after the digest's
+    got = answer(digest, max_points)
+    if got is None:
+        return None
+    if not tail or not tail[0]:
+        with _answers_lock:
+            _answers[key] = (array("q", got[0]), array("d", got[1]))
+            while len(_answers) > ANSWERS_KEPT:
+                _answers.popitem(last=False)
+    return got[0], got[1], digest.points
 
 
 def read_series(s: Session, trial_ids: list[int], group: str, names: list[str], max_points: int) -> list[Series]:
@@ -289,20 +340,22 @@ def read_series(s: Session, trial_ids: list[int], group: str, names: list[str], 
             from_reports[tuple(names)] = undigested
         for trial_id, tail in _tails(s, marks, group, names):
             _, complete, stored = marks[trial_id]
+            if tail is None:
+                from_reports.setdefault(tuple(names), []).append(trial_id)
+                continue
             missing = []
             for name in names:
-                digest = decode(stored[name]) if name in stored else Digest() if complete else None
-                got = None
-                if digest is not None:
-                    steps, values = tail.get(name, ((), ()))
-                    fold(digest, zip(steps, values, strict=True))  # steps after the mark: after the digest's
-                    if not digest.points:
-                        continue
-                    got = answer(digest, max_points)
+                data = stored.get(name)
+                if data is None and not complete:
+                    missing.append(name)
+                    continue
+                if data is None:
+                    data = EMPTY_DIGEST
+                got = _digest_answer(data, tail.get(name), max_points)
                 if got is None:
                     missing.append(name)
-                else:
-                    out.append(Series(trial_id, name, got[0], got[1], digest.points, digest.points > max_points))
+                elif got[2]:
+                    out.append(Series(trial_id, name, got[0], got[1], got[2], got[2] > max_points))
             if missing:
                 from_reports.setdefault(tuple(missing), []).append(trial_id)
     for asked, trials in from_reports.items():
