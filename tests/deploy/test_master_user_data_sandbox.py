@@ -225,13 +225,16 @@ class Boot:
                 proc.wait(5)
 
 
-@pytest.mark.parametrize("tls", [False, True], ids=["sqlite", "sqlite-tls"])
+@pytest.mark.parametrize("tls", [False, True], ids=["sqlite-then-an-upgrade", "sqlite-tls"])
 def test_the_master_user_data_installs_pedl_and_writes_a_master_yaml_that_starts(
         tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer, tls: bool) -> None:
+    """The first boot and the boots after it; without TLS, then the upgrade to the next release on the
+    same machine (an upgrade boot of its own would install this release once more)."""
     boot = Boot(tmp_path, moto_endpoint, metadata_server)
     sandbox, device, user = boot.sandbox, boot.device, boot.user
     wheel = build_wheel()
-    script = boot.user_data(options_for(False, "embedded", False, tls, False, False), wheel)
+    options = options_for(False, "embedded", False, tls, False, False)
+    script = boot.user_data(options, wheel)
     out = boot.run()
     assert f"installing pedl {__version__} from the bucket" in out
     assert f"fetched s3://{BUCKET}/{wheel_key(__version__)} (sha256 {wheel.sha256})" in out
@@ -271,12 +274,16 @@ def test_the_master_user_data_installs_pedl_and_writes_a_master_yaml_that_starts
 
     # master.yaml: the installed pedl accepts it and a master starts on it
     boot.check_config()
-    with boot.master(tls) as (_, info, _verify):
+    with boot.master(tls) as (url, info, _verify):
         if tls:
             ca = data_dir / "tls" / "ca.crt"
             assert ("GET", "/latest/meta-data/local-ipv4", True) in metadata_server.requests
             assert boot.s3.get_object(Bucket=BUCKET, Key="pedl-cluster/ca.crt")["Body"].read() == ca.read_bytes()
         assert info["version"] == __version__
+        if not tls:
+            store_a_user(url)
+    if not tls:
+        upgrade_keeps_the_data(boot, options, tmp_path)
 
 
 def newer_release(tmp_path: Path) -> tuple[str, Wheel]:
@@ -289,24 +296,19 @@ def newer_release(tmp_path: Path) -> tuple[str, Wheel]:
     return version, build_wheel(package, version=version)
 
 
-def test_an_upgrade_installs_the_new_release_at_the_next_boot_and_keeps_the_data(
-        tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer) -> None:
+def store_a_user(url: str) -> None:
+    login = httpx.post(f"{url}/api/v1/auth/login", json={"username": "admin", "password": ""}).json()
+    auth = {"Authorization": f"Bearer {login['token']}"}
+    made = httpx.post(f"{url}/api/v1/users", headers=auth,
+                      json={"user": {"username": "kept-across-upgrades", "active": True}, "password": "pw"})
+    assert made.status_code == 200, made.text
+
+
+def upgrade_keeps_the_data(boot: Boot, options: DeployOptions, tmp_path: Path) -> None:
     """`up` with a newer CLI changes the master's user data; CloudFormation stops and starts the
     instance with it (the master stays, and its data volume with it). Its next boot installs the new
     release and the master it starts migrates and keeps what the old one stored."""
-    boot = Boot(tmp_path, moto_endpoint, metadata_server)
-    options = options_for(False, "embedded", False, False, False, False)
-    boot.user_data(options, build_wheel())
-    boot.run()
     token_text = (boot.data_dir / "agent_token").read_text()
-    with boot.master() as (url, info, _):
-        assert info["version"] == __version__
-        login = httpx.post(f"{url}/api/v1/auth/login", json={"username": "admin", "password": ""}).json()
-        auth = {"Authorization": f"Bearer {login['token']}"}
-        made = httpx.post(f"{url}/api/v1/users", headers=auth,
-                          json={"user": {"username": "kept-across-upgrades", "active": True}, "password": "pw"})
-        assert made.status_code == 200, made.text
-
     version, wheel = newer_release(tmp_path)
     boot.user_data(dataclasses.replace(options, pedl_version=version), wheel)
     out = boot.run()
