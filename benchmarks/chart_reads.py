@@ -164,15 +164,19 @@ def measure(args: argparse.Namespace) -> list[Figure]:
     return figures
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.chart_reads", description=__doc__)
+    add_common_args(p)
+    p.add_argument("--db", nargs="+", choices=["sqlite", "postgres"], default=["sqlite", "postgres"])
+    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--quick", action="store_true", help="a tenth of the sizes")
+    p.add_argument("--plans", action="store_true", help="print the query plans of a digested read")
+    return p
+
+
 def main(argv: list[str] | None = None) -> list[Figure]:
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_common_args(parser)
-    parser.add_argument("--db", nargs="+", choices=["sqlite", "postgres"], default=["sqlite", "postgres"])
-    parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="a tenth of the sizes")
-    parser.add_argument("--plans", action="store_true", help="print the query plans of a digested read")
-    return run_main(parser, measure, argv)
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":

@@ -90,12 +90,16 @@ def measure(args: argparse.Namespace) -> list[Figure]:
     return figures
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.experiment_create", description=__doc__)
+    p.add_argument("--repeat", type=int, default=5, help="creates per config")
+    p.add_argument("--sqlite-only", action="store_true")
+    add_common_args(p)
+    return p
+
+
 def main(argv: list[str] | None = None) -> list[Figure]:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeat", type=int, default=5, help="creates per config")
-    parser.add_argument("--sqlite-only", action="store_true")
-    add_common_args(parser)
-    return run_main(parser, measure, argv)
+    return run_main(parser(), measure, argv)
 
 
 if __name__ == "__main__":

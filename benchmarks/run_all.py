@@ -9,6 +9,7 @@ from types import ModuleType
 
 from benchmarks import (
     asha_vs_random,
+    chart_reads,
     experiment_create,
     harness_overhead,
     metric_ingestion,
@@ -33,6 +34,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "asha_vs_random": asha_vs_random,
     "recovery": recovery,
     "harness_overhead": harness_overhead,
+    "chart_reads": chart_reads,
     "webui_experiment_page": webui_experiment_page,
     "webui_experiments_list": webui_experiments_list,
     "webui_idle_cpu": webui_idle_cpu,
@@ -50,6 +52,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "asha_vs_random": ["--trials", "32", "--seeds", "3"],
     "recovery": ["--repetitions", "2"],
     "harness_overhead": ["--small-steps", "300", "--large-steps", "40", "--rounds", "1"],
+    "chart_reads": ["--quick", "--repeat", "3", "--db", "sqlite"],
     "webui_experiment_page": ["--trials", "20", "--training", "2000", "--navigations", "3", "--api-repeat", "2"],
     "webui_experiments_list": ["--experiments", "500", "--navigations", "3", "--api-repeat", "3"],
     "webui_idle_cpu": ["--window", "10", "--pages", "1"],

@@ -1,10 +1,10 @@
 // Many series on one chart: uPlot draws aligned data (one x array, a y per series at each x), so
 // series with their own steps make a table of (distinct steps) x (series) cells, nearly all empty:
-// 200 downsampled curves of 600 points are 120,000 columns and 24 million cells. Past MAX_COLUMNS
+// 200 downsampled curves of 400 points are 80,000 columns and 16 million cells. Past MAX_COLUMNS
 // distinct steps the steps are snapped to MAX_COLUMNS equal columns across the charted range (a
 // column is a fraction of a pixel on any screen). A point whose column is taken by the point before
 // it in the same series moves to the next free column, so each series keeps every point, in order.
-export const MAX_COLUMNS = 4000;
+export const MAX_COLUMNS = 2000;
 
 // tables: [[xs, ys], ...] each sorted by x -> [xs, ys1, ys2, ...] or null when they fit unsnapped
 export function snapColumns(tables, maxColumns = MAX_COLUMNS) {

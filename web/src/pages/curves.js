@@ -8,6 +8,15 @@ import { html } from "../html.js";
 
 export const MAX_POINTS = 1000;
 
+// points per trial asked for: fewer as trials add up (200 curves of 500 points are already more than a
+// chart's pixels), in steps, so that a few new trials do not change the URL and refetch every series
+export function pointsPerTrial(trialCount) {
+  if (trialCount <= 100) return MAX_POINTS;
+  if (trialCount <= 250) return 500;
+  if (trialCount <= 500) return 250;
+  return 100;
+}
+
 // the validation metric names the trials reported (their latest report), the searcher's first
 export function validationNames(trials, searcherMetric) {
   const names = new Set(searcherMetric ? [searcherMetric] : []);
@@ -18,9 +27,9 @@ export function validationNames(trials, searcherMetric) {
   return [...names];
 }
 
-export function useExperimentSeries(experimentId, name) {
+export function useExperimentSeries(experimentId, name, trialCount) {
   const url = name
-    ? apiUrl(`/api/v1/experiments/${experimentId}/metric-series`, { group: "validation", names: name, maxPoints: MAX_POINTS })
+    ? apiUrl(`/api/v1/experiments/${experimentId}/metric-series`, { group: "validation", names: name, maxPoints: pointsPerTrial(trialCount || 0) })
     : null;
   return usePoll(url);
 }
@@ -63,7 +72,7 @@ export function LearningCurves({ exp, trials, seriesPoll, name, names, onName, l
     ${seriesPoll.error && !raw ? html`<div class="error-box">Learning curves: ${seriesPoll.error.message}</div>` : null}
     <${LineChart} testid="learning-curves" attrs=${{ "data-points": points, "data-metric": name }} series=${series}
       logScale=${logScale} selected=${selected} onSelect=${onSelect} tooltip=${tooltip} yLabel=${name} />
-    <div class="muted small">${series.length} trial${series.length === 1 ? "" : "s"}${downsampled ? ` · downsampled to at most ${MAX_POINTS} points per trial` : ""} · click a curve to highlight its trial</div>
+    <div class="muted small">${series.length} trial${series.length === 1 ? "" : "s"}${downsampled ? ` · downsampled to at most ${raw.maxPoints} points per trial` : ""} · click a curve to highlight its trial</div>
   </section>`;
 }
 

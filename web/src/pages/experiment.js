@@ -120,7 +120,7 @@ export function ExperimentPage({ id }) {
   const [listed, setListed] = useState([]); // the names the series answers list (every name reported)
   const names = useMemo(() => [...new Set([...validationNames(trials, searcherMetric), ...listed])], [trials, searcherMetric, listed]);
   const name = chosen && names.includes(chosen) ? chosen : names[0] || "";
-  const seriesPoll = useExperimentSeries(exp ? exp.id : null, exp ? name : null);
+  const seriesPoll = useExperimentSeries(exp ? exp.id : null, exp ? name : null, exp ? exp.numTrials : 0);
   const answered = seriesPoll.data && seriesPoll.data.names;
   if (answered && answered.some((n) => !listed.includes(n))) setListed([...new Set([...listed, ...answered])]);
   const hpKeys = useMemo(() => [...new Set((trials || []).flatMap((t) => Object.keys(flatten(t.hparams))))], [trials]);
