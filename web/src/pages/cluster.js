@@ -85,13 +85,17 @@ function instanceColumns(now, since) {
   ];
 }
 
+const CLUSTER_POLL_MS = 1500;
+
 export function ClusterPage() {
   const [showAll, setShowAll] = useState(false);
   const [showGone, setShowGone] = useState(false);
-  const agents = usePoll("/api/v1/agents");
-  const pools = usePoll("/api/v1/resource-pools");
-  const instances = usePoll(apiUrl("/api/v1/instances", { all: showAll ? "true" : "" }));
-  const tasks = usePoll("/api/v1/tasks");
+  // these views have no 304 (part of their state lives in the master's memory): polled every 1.5 s,
+  // which keeps the page under 2 s behind at two thirds of the master's CPU of a 1 s poll
+  const agents = usePoll("/api/v1/agents", CLUSTER_POLL_MS);
+  const pools = usePoll("/api/v1/resource-pools", CLUSTER_POLL_MS);
+  const instances = usePoll(apiUrl("/api/v1/instances", { all: showAll ? "true" : "" }), CLUSTER_POLL_MS);
+  const tasks = usePoll("/api/v1/tasks", CLUSTER_POLL_MS);
   const now = useNow(1000) / 1000;
   const taskMap = (tasks.data && tasks.data.allocationIdToSummary) || {};
   const inst = (instances.data && instances.data.instances) || [];
