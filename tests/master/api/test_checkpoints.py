@@ -22,6 +22,7 @@ from pedl.clock import ManualClock
 from pedl.config.master_config import MasterConfig
 from pedl.master.app import create_app
 from pedl.master.db import models
+from pedl.master.lifecycle import CheckpointState
 from tests.master.factories import legacy_checkpoint
 from tests.master.fakes import (
     SINGLE_CONFIG,
@@ -539,5 +540,11 @@ def test_experiment_trials_carry_their_checkpoint_counts(app: FastAPI, client: T
         assert again.status_code == 200
         assert {t["id"]: t["checkpointCount"] for t in again.json()["trials"]} == {first.trial_id: 2,
                                                                                    second.trial_id: 2}
+        with db.session() as s:  # garbage collection deleted one: it no longer counts
+            s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == first.trial_id,
+                                                      models.Checkpoint.steps_completed == 1)).one().state = \
+                CheckpointState.DELETED
+        counted = client.get(url, headers=user).json()["trials"]
+        assert {t["id"]: t["checkpointCount"] for t in counted} == {first.trial_id: 1, second.trial_id: 2}
     finally:
         fake.close()

@@ -12,7 +12,7 @@ from pedl.master.caller_cache import Caller
 from pedl.master.cluster import allocations
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
-from pedl.master.lifecycle import TERMINAL_TRIAL, AllocationState, TrialState
+from pedl.master.lifecycle import TERMINAL_TRIAL, AllocationState, CheckpointState, TrialState
 from pedl.master.services import experiment_progression as progression
 from pedl.master.services import logs, metrics
 from pedl.master.services.authz import require_owner
@@ -34,11 +34,13 @@ def checkpoint_count(s: Session, trial_id: int) -> int:
 
 
 def checkpoint_counts(s: Session, trial_ids: list[int]) -> dict[int, int]:
-    """trial id -> how many checkpoints it has, in one grouped query; trials without any are absent."""
+    """trial id -> how many checkpoints it has that garbage collection has not deleted, in one grouped
+    query; trials without any are absent."""
     if not trial_ids:
         return {}
-    rows = s.execute(select(models.Checkpoint.trial_id, func.count()).where(models.Checkpoint.trial_id.in_(trial_ids))
-                     .group_by(models.Checkpoint.trial_id))
+    c = models.Checkpoint
+    rows = s.execute(select(c.trial_id, func.count())
+                     .where(c.trial_id.in_(trial_ids), c.state != CheckpointState.DELETED).group_by(c.trial_id))
     return {tid: n for tid, n in rows}
 
 
