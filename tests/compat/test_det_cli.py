@@ -161,3 +161,36 @@ def test_det_refuses_a_master_its_ca_did_not_sign(det_cluster) -> None:
     assert proc.returncode != 0
     assert "untrusted certificate" in proc.stdout + proc.stderr
     assert "Unable to verify master certificate" in proc.stderr
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_edits_an_experiment_and_the_api_shows_it(det_cluster, tmp_path) -> None:
+    """archive, unarchive, set name/description/priority/weight, label add/remove; max-slots refused."""
+    cfg = tmp_path / "edit.yaml"
+    cfg.write_text(yaml.safe_dump(steps_config(name="to-edit", steps=2)))
+    out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
+    exp_id = str(int(out.strip().split("Created experiment")[-1].split()[0]))
+    assert wait_experiment(det_cluster.master, int(exp_id), {"STATE_COMPLETED", "STATE_ERROR"})["state"] == \
+        "STATE_COMPLETED"
+
+    def shown() -> dict:
+        got = det_cluster.master.api("GET", f"/api/v1/experiments/{exp_id}")
+        return {**got["experiment"], "config": got["config"]}
+
+    det(det_cluster, "experiment", "set", "description", exp_id, "what it tried")
+    det(det_cluster, "experiment", "set", "name", exp_id, "renamed-by-det")
+    det(det_cluster, "experiment", "label", "add", exp_id, "keep")
+    det(det_cluster, "experiment", "label", "add", exp_id, "drop")
+    det(det_cluster, "experiment", "label", "remove", exp_id, "drop")
+    det(det_cluster, "experiment", "set", "priority", exp_id, "12")
+    det(det_cluster, "experiment", "set", "weight", exp_id, "2.5")
+    det(det_cluster, "experiment", "archive", exp_id)
+    exp = shown()
+    assert (exp["description"], exp["name"], exp["labels"], exp["archived"]) == ("what it tried", "renamed-by-det",
+                                                                               ["keep"], True)
+    assert exp["config"]["resources"]["priority"] == 12 and exp["config"]["resources"]["weight"] == 2.5
+    det(det_cluster, "experiment", "unarchive", exp_id)
+    assert shown()["archived"] is False
+    refused = det(det_cluster, "experiment", "set", "max-slots", exp_id, "2", check=False)
+    assert refused.returncode != 0 and "maxSlots" in refused.stdout + refused.stderr, refused
+    assert shown()["config"]["resources"].get("max_slots") is None

@@ -179,6 +179,9 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/experiments/{side}/archive", OWNER, None),  # once it has ended
     ("POST", "/api/v1/experiments/{side}/unarchive", OWNER, None),
     ("PATCH", "/api/v1/experiments/{side}", OWNER, lambda w: {"description": f"set {next(w.counter)}"}),
+    ("PATCH", "/api/v1/experiments/{side}", OWNER, lambda w: {"resources": {"priority": 40 + next(w.counter) % 9}}),
+    ("PUT", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
+    ("DELETE", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
     # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions
     ("POST", "/api/v1/users/{alice}/password", OWNER,
      lambda w: {"password": client_hash("pw-alice"), "isHashed": True}),
@@ -226,6 +229,7 @@ def test_every_route_is_in_the_matrix(app: FastAPI) -> None:
 def test_authorization_matrix(client: TestClient, app: FastAPI) -> None:
     world = _world(client, app)
     world.ids["alice"] = json.loads(client.get("/api/v1/me", headers=world.tokens["owner"]).text)["user"]["id"]
+    world.ids["label"] = "matrix"
     wrong = _run_matrix(world)
     assert not wrong, "\n".join(wrong)
 

@@ -1,12 +1,14 @@
 """The experiments listing the WebUI pages through: filters by name, label, state and user, sorting
 on the server, the counts and best metric of each row; and the edits an owner may make (archive,
-unarchive, name, description, notes, labels)."""
+unarchive, name, description, notes, labels, one label at a time as Determined's SDK does, priority
+and weight)."""
 
 from __future__ import annotations
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from tests.master.fakes import GRID_CONFIG, SINGLE_CONFIG, FakeAgent, bearer, create_experiment, post
 
@@ -158,6 +160,11 @@ def test_an_owner_edits_name_description_notes_and_labels(client: TestClient, ad
     ({"labels": ["two\nlines"]}, "labels[0]"),
     ({"labels": "not-a-list"}, "labels"),
     ({"description": "x" * 70_000}, "description"),
+    ({"name": "fine", "resources": {"priority": 0}}, "resources.priority"),
+    ({"resources": {"priority": 100}}, "resources.priority"),
+    ({"resources": {"priority": "high"}}, "resources.priority"),
+    ({"resources": {"weight": 0}}, "resources.weight"),
+    ({"description": "fine", "resources": {"maxSlots": 2}}, "resources.maxSlots"),
 ])
 def test_bad_edits_name_the_field_and_change_nothing(client: TestClient, admin: dict, three: dict, body: dict,
                                                      field: str) -> None:
@@ -166,3 +173,39 @@ def test_bad_edits_name_the_field_and_change_nothing(client: TestClient, admin: 
     r = client.patch(f"/api/v1/experiments/{exp_id}", headers=admin, json=body)
     assert r.status_code == 400 and field in r.json()["message"], r.text
     assert client.get(f"/api/v1/experiments/{exp_id}", headers=admin).json()["experiment"] == before
+
+
+def test_priority_and_weight_change_the_config_and_the_live_allocations(app: FastAPI, client: TestClient,
+                                                                        user: dict) -> None:
+    from pedl.master.db import models
+    from tests.master.fakes import ctx_of
+
+    exp = create_experiment(client, user, GRID_CONFIG)  # two trials; no agent: both wait
+    r = client.patch(f"/api/v1/experiments/{exp['id']}", headers=user,
+                     json={"id": exp["id"], "resources": {"priority": 7, "weight": 2.5}})  # as det sends it
+    assert r.status_code == 200, r.text
+    config = client.get(f"/api/v1/experiments/{exp['id']}", headers=user).json()["config"]
+    assert config["resources"]["priority"] == 7 and config["resources"]["weight"] == 2.5
+    with ctx_of(app).db.read_session() as s:
+        priorities = list(s.scalars(select(models.Allocation.priority).join(
+            models.Trial, models.Trial.id == models.Allocation.trial_id).where(
+            models.Trial.experiment_id == exp["id"])))
+    assert priorities and set(priorities) == {7}
+
+
+def test_one_label_is_added_and_removed_as_the_sdk_does(client: TestClient, admin: dict, user: dict,
+                                                        three: dict) -> None:
+    exp_id = three["Beta-net"]  # labels: nlp
+    url = f"/api/v1/experiments/{exp_id}/labels"
+    r = client.put(f"{url}/vision", headers=user)
+    assert r.status_code == 200 and r.json() == {"labels": ["nlp", "vision"]}, r.text
+    assert client.put(f"{url}/vision", headers=user).json() == {"labels": ["nlp", "vision"]}  # no twice
+    assert set(names(client, admin, labels="vision")) == {"Beta-net", "alpha-net"}
+    r = client.delete(f"{url}/nlp", headers=user)
+    assert r.status_code == 200 and r.json() == {"labels": ["vision"]}, r.text
+    assert client.delete(f"{url}/absent", headers=user).json() == {"labels": ["vision"]}
+    shown = client.get(f"/api/v1/experiments/{exp_id}", headers=user).json()["experiment"]
+    assert shown["labels"] == ["vision"] and shown["config"]["labels"] == ["vision"]
+    assert client.put(f"/api/v1/experiments/{three['gamma']}/labels/x", headers=user).status_code == 403
+    assert client.put(f"{url}/{'x' * 300}", headers=user).status_code == 400
+    assert client.put("/api/v1/experiments/999/labels/x", headers=user).status_code == 404

@@ -94,11 +94,18 @@ def act(experiment_id: IdPath, action: str, request: Request, who: Caller = Depe
     return {}
 
 
+class PatchResources(Body):
+    priority: int | None = None
+    weight: float | None = None
+    maxSlots: int | None = None
+
+
 class PatchExperimentBody(Body):
     name: str | None = None
     description: str | None = None
     notes: str | None = None
     labels: list[str] | None = None
+    resources: PatchResources | None = None
 
 
 @router.patch("/{experiment_id}")
@@ -106,9 +113,23 @@ class PatchExperimentBody(Body):
 def patch(experiment_id: IdPath, request: Request, who: Caller = Depends(caller),
           body: dict = Depends(json_body)) -> dict:
     req = parse(PatchExperimentBody, body)
-    experiment_edits.edit(ctx_of(request), who, experiment_id, name=req.name, description=req.description,
-                          notes=req.notes, labels=req.labels)
+    res = req.resources or PatchResources()
+    experiment_edits.patch(ctx_of(request), who, experiment_id, name=req.name, description=req.description,
+                           notes=req.notes, labels=req.labels, priority=res.priority, weight=res.weight,
+                           max_slots=res.maxSlots)
     return {"experiment": shapes.experiment(*experiments_service.describe(ctx_of(request), experiment_id))}
+
+
+@router.put("/{experiment_id}/labels/{label}")
+def put_label(experiment_id: IdPath, label: str, request: Request, who: Caller = Depends(caller)) -> dict:
+    """Determined's SDK's experiment.add_label."""
+    return {"labels": experiment_edits.change_label(ctx_of(request), who, experiment_id, label, True)}
+
+
+@router.delete("/{experiment_id}/labels/{label}")
+def delete_label(experiment_id: IdPath, label: str, request: Request, who: Caller = Depends(caller)) -> dict:
+    """Determined's SDK's experiment.remove_label."""
+    return {"labels": experiment_edits.change_label(ctx_of(request), who, experiment_id, label, False)}
 
 
 @router.get("/{experiment_id}/trials")

@@ -1,14 +1,19 @@
 """What the owner of an experiment (or an admin) may change besides its state: archive it once it has
-ended, unarchive it, and edit its name, description, notes and labels."""
+ended, unarchive it, edit its name, description, notes and labels, add or remove one label, and change
+its priority and fair-share weight."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from pedl.errors import Conflict, InvalidArgument
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
-from pedl.master.lifecycle import TERMINAL_EXPERIMENT
+from pedl.master.lifecycle import TERMINAL_EXPERIMENT, AllocationState
 from pedl.master.services.authz import require_owner
 from pedl.master.services.experiment_labels import SEP, joined
 from pedl.master.services.experiments import get
@@ -79,3 +84,67 @@ def edit(ctx: MasterContext, who: Caller, experiment_id: int, *, name: str | Non
             config["labels"] = kept
         exp.config = config
         return exp
+
+
+def change_label(ctx: MasterContext, who: Caller, experiment_id: int, label: str, present: bool) -> list[str]:
+    """Add (present) or remove one label; -> the labels after. Adding one it has, or removing one it
+    lacks, changes nothing."""
+    [label] = _labels([label])
+    with ctx.db.session() as s:
+        exp = get(s, experiment_id)
+        require_owner(who, exp.owner_id, f"edit experiment {experiment_id}")
+        labels = [x for x in (exp.config.get("labels") or []) if isinstance(x, str)]
+        kept = _labels([*labels, label] if present and label not in labels else
+                       [x for x in labels if x != label] if not present else labels)
+        if kept != labels:
+            exp.labels = joined(kept)
+            exp.config = {**exp.config, "labels": kept}
+        return kept
+
+
+def set_resources(ctx: MasterContext, who: Caller, experiment_id: int, *, priority: int | None = None,
+                  weight: float | None = None) -> models.Experiment:
+    """Change the experiment's priority (its trials' waiting and running allocations take it at once:
+    the scheduler's next pass orders and preempts by it) and fair-share weight (read by every pass).
+    Runs under the cluster lock, so no pass sees half of it."""
+    _check_resources(priority, weight, None)
+
+    def change(s: Session) -> models.Experiment:
+        exp = get(s, experiment_id)
+        require_owner(who, exp.owner_id, f"edit experiment {experiment_id}")
+        resources = dict(exp.config.get("resources") or {})
+        if priority is not None:
+            resources["priority"] = priority
+            live = select(models.Allocation).join(models.Trial, models.Trial.id == models.Allocation.trial_id).where(
+                models.Trial.experiment_id == experiment_id, models.Allocation.state != AllocationState.TERMINATED)
+            for alloc in s.scalars(live):
+                alloc.priority = priority
+        if weight is not None:
+            resources["weight"] = weight
+        exp.config = {**exp.config, "resources": resources}
+        changes = ", ".join(f"{k} {v}" for k, v in (("priority", priority), ("weight", weight)) if v is not None)
+        record_event(s, ctx.clock.now(), "experiment", exp.id, f"{changes} set by {who.user.username}")
+        return exp
+
+    exp = ctx.controller.run(change)
+    ctx.controller.wake()
+    return exp  # type: ignore[return-value]
+
+
+def _check_resources(priority: int | None, weight: float | None, max_slots: int | None) -> None:
+    if priority is not None and not 1 <= priority <= 99:
+        raise InvalidArgument.at("resources.priority", "from 1 (most urgent) to 99")
+    if weight is not None and not (0 < weight <= 1_000_000 and math.isfinite(weight)):
+        raise InvalidArgument.at("resources.weight", "greater than 0 and at most 1000000")
+    if max_slots is not None:
+        raise InvalidArgument.at("resources.maxSlots", "pedl does not cap an experiment's slots (max_slots) yet")
+
+
+def patch(ctx: MasterContext, who: Caller, experiment_id: int, *, name: str | None = None,
+          description: str | None = None, notes: str | None = None, labels: list[str] | None = None,
+          priority: int | None = None, weight: float | None = None, max_slots: int | None = None) -> None:
+    """PATCH /experiments/{id}: every value checked before anything changes."""
+    _check_resources(priority, weight, max_slots)
+    edit(ctx, who, experiment_id, name=name, description=description, notes=notes, labels=labels)
+    if priority is not None or weight is not None:
+        set_resources(ctx, who, experiment_id, priority=priority, weight=weight)
