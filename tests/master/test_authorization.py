@@ -150,6 +150,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/trials/{trial}", R, None),
     ("GET", "/api/v1/trials/{trial}/workloads", R, None),
     ("GET", "/api/v1/trials/{trial}/allocations", R, None),
+    ("GET", "/api/v1/trials/{trial}/checkpoints?sortByAttr=SORT_BY_SEARCHER_METRIC", R, None),
     ("GET", "/api/v1/trials/{trial}/metric-series?group=training", R, None),
     ("GET", "/api/v1/experiments/{exp}/metric-series?group=validation", R, None),
     ("GET", "/api/v1/trials/{trial}/metrics", R, None),

@@ -548,3 +548,43 @@ def test_experiment_trials_carry_their_checkpoint_counts(app: FastAPI, client: T
         assert {t["id"]: t["checkpointCount"] for t in counted} == {first.trial_id: 1, second.trial_id: 2}
     finally:
         fake.close()
+
+
+def test_a_trials_checkpoints_sort_filter_and_page_as_det_asks(app: FastAPI, client: TestClient, user: dict) -> None:
+    """GET /trials/{id}/checkpoints: `det trial download --best` (searcher metric, best first) and
+    `--latest` (batch number, descending), the SDK's states filter, sortByMetric, and pages."""
+    fake = FakeAgent(app, "agent-ckpt-sort", slots=1)
+    try:
+        create_experiment(client, user, SINGLE_CONFIG)  # searcher metric: loss, smaller is better
+        [task] = fake.start_all()
+        uuids = {}
+        for steps, loss in ((1, 0.5), (2, 0.2), (3, 0.9)):
+            body = det_checkpoint(task, steps)
+            uuids[steps] = body["uuid"]
+            assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
+            validate(client, task, steps, loss)
+        url = f"/api/v1/trials/{task.trial_id}/checkpoints"
+
+        def listed(**params) -> list[int]:
+            r = client.get(url, params=params, headers=user)
+            assert r.status_code == 200, r.text
+            return [c["metadata"]["steps_completed"] for c in r.json()["checkpoints"]]
+
+        assert listed(sortByAttr="SORT_BY_SEARCHER_METRIC") == [2, 1, 3]  # best first
+        assert listed(sortByAttr="SORT_BY_SEARCHER_METRIC", orderBy="ORDER_BY_DESC") == [3, 1, 2]  # values down
+        assert listed(sortByAttr="SORT_BY_BATCH_NUMBER", orderBy="ORDER_BY_DESC", limit=1) == [3]
+        assert listed(sortByMetric="loss", orderBy="ORDER_BY_ASC") == [2, 1, 3]
+        assert listed(offset=1, limit=1) == [2]
+        page = client.get(url, params={"offset": 1, "limit": 1}, headers=user).json()["pagination"]
+        assert page["total"] == 3 and page["offset"] == 1
+        with ctx_of(app).db.session() as s:
+            s.get(models.Checkpoint, uuids[1]).state = CheckpointState.DELETED
+        assert listed(states="STATE_COMPLETED") == [2, 3]
+        assert listed(states=["STATE_COMPLETED", "STATE_DELETED"]) == [1, 2, 3]
+        for params, field in (({"sortByAttr": "SORT_BY_COLOR"}, "sortByAttr"), ({"orderBy": "UP"}, "orderBy"),
+                              ({"states": "STATE_GONE"}, "states")):
+            r = client.get(url, params=params, headers=user)
+            assert r.status_code == 400 and field in r.json()["message"], r.text
+        assert client.get("/api/v1/trials/999/checkpoints", headers=user).status_code == 404
+    finally:
+        fake.close()

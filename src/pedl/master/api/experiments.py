@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
 
 from pedl.master.api import shapes
+from pedl.master.api.checkpoint_query import checkpoint_order, checkpoint_states
 from pedl.master.api.conditional import unless_changed
 from pedl.master.api.deps import (
     INT64_MAX,
@@ -145,13 +146,16 @@ def trials(experiment_id: IdPath, request: Request,
 @router.get("/{experiment_id}/checkpoints")
 def checkpoints(experiment_id: IdPath, request: Request,
                 _: Caller = Depends(unless_changed("checkpoints", "trials", "metrics")),
-                limit: int = Query(0, ge=0, le=INT64_MAX), sortByAttr: str | None = None,
-                orderBy: str | None = None) -> dict:
-    rows = experiments_service.checkpoints(ctx_of(request), experiment_id, limit=limit,
-                                           by_searcher_metric=sortByAttr == "SORT_BY_SEARCHER_METRIC",
-                                           newest_first=orderBy == "ORDER_BY_DESC")
+                offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
+                sortByAttr: str | None = None, orderBy: str | None = None,
+                sortByMetric: str | None = Query(None, max_length=255),
+                states: list[str] = Query(default_factory=list)) -> dict:
+    sort, descending = checkpoint_order(sortByAttr, orderBy)
+    rows, total = experiments_service.checkpoints(ctx_of(request), experiment_id, limit=limit, offset=offset,
+                                                  sort=sort, descending=descending, metric=sortByMetric or None,
+                                                  states=checkpoint_states(states))
     return {"checkpoints": [shapes.checkpoint(*row) for row in rows],
-            "pagination": pagination(0, limit, len(rows), len(rows))}
+            "pagination": pagination(offset, limit, total, len(rows))}
 
 
 @router.get("/{experiment_id}/events")

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
+from pedl.master.api.checkpoint_query import checkpoint_order, checkpoint_states
 from pedl.master.api.conditional import unless_changed
 from pedl.master.api.deps import (
     INT64_MAX,
@@ -27,6 +28,7 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
+from pedl.master.services import experiments as experiments_service
 from pedl.master.services import metrics, trial_reports, trial_timeline
 from pedl.master.services import trials as trials_service
 
@@ -65,6 +67,23 @@ class CompletedOpBody(Body):
 def get_trial(trial_id: IdPath, request: Request,
               _: Caller = Depends(unless_changed("trials", "metrics", "checkpoints", "allocations"))) -> dict:
     return {"trial": shapes.trial(*trials_service.describe(ctx_of(request), trial_id))}
+
+
+@router.get("/trials/{trial_id}/checkpoints")
+def trial_checkpoints(trial_id: IdPath, request: Request,
+                      _: Caller = Depends(unless_changed("checkpoints", "trials", "metrics")),
+                      offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
+                      sortByAttr: str | None = None, orderBy: str | None = None,
+                      sortByMetric: str | None = Query(None, max_length=255),
+                      states: list[str] = Query(default_factory=list)) -> dict:
+    """The trial's checkpoints, as det's `trial download --best/--latest` and the SDK's
+    trial.list_checkpoints() ask for them."""
+    sort, descending = checkpoint_order(sortByAttr, orderBy)
+    rows, total = experiments_service.checkpoints(ctx_of(request), trial_id=trial_id, limit=limit, offset=offset,
+                                                  sort=sort, descending=descending, metric=sortByMetric or None,
+                                                  states=checkpoint_states(states))
+    return {"checkpoints": [shapes.checkpoint(*row) for row in rows],
+            "pagination": pagination(offset, limit, total, len(rows))}
 
 
 @router.get("/trials/{trial_id}/allocations")

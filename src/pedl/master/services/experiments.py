@@ -3,6 +3,7 @@ and the user actions kill / pause / activate, which go through the cluster contr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
@@ -203,30 +204,58 @@ def trials_page(ctx: MasterContext, experiment_id: int, offset: int,
                 trials_service.checkpoint_counts(s, [t.id for t in rows]))
 
 
-def checkpoints(ctx: MasterContext, experiment_id: int, *, limit: int, by_searcher_metric: bool,
-                newest_first: bool) -> list[checkpoints_service.Shown]:
-    """The experiment's checkpoints with their trials and validation metrics: by searcher metric
-    (best first, those without one last), newest first, or oldest first; the first `limit` (0: all)."""
+CHECKPOINT_SORTS = ("report_time", "steps", "searcher_metric", "uuid", "state")
+
+
+def _sorted_checkpoints(exp: models.Experiment, out: list[checkpoints_service.Shown], sort: str,
+                        descending: bool | None, metric: str | None) -> list[checkpoints_service.Shown]:
+    """By a validation metric (`metric`, or the searcher's with sort "searcher_metric"): ascending or
+    descending values as asked, and when not asked the searcher's best first; those without the metric
+    last either way. Else by the attribute, ascending unless descending."""
+    if sort == "searcher_metric" or metric:
+        searcher = exp.config.get("searcher", {})
+        name = metric or searcher.get("metric")
+        if descending is None:
+            descending = not searcher.get("smaller_is_better", True) if not metric else False
+
+        def scored(row: checkpoints_service.Shown) -> bool:  # what shapes.checkpoint shows as searcherMetric
+            value = row[3].get(name) if row[2] is not None and row[3] else None
+            return isinstance(value, int | float) and not isinstance(value, bool)
+
+        with_metric = sorted((r for r in out if scored(r)), key=lambda r: r[3][name], reverse=descending)
+        return with_metric + [r for r in out if not scored(r)]
+    key = {"report_time": lambda r: (r[0].report_time, r[0].steps_completed, r[0].uuid),
+           "steps": lambda r: (r[0].steps_completed, r[0].report_time),
+           "uuid": lambda r: r[0].uuid, "state": lambda r: (r[0].state, r[0].report_time)}[sort]
+    return sorted(out, key=key, reverse=bool(descending))
+
+
+def checkpoints(ctx: MasterContext, experiment_id: int | None = None, *, trial_id: int | None = None,
+                limit: int = 0, offset: int = 0, sort: str = "report_time", descending: bool | None = None,
+                metric: str | None = None, states: Sequence[str] = ()) -> tuple[list[checkpoints_service.Shown], int]:
+    """An experiment's (or one trial's) checkpoints with their trials and validation metrics, of the
+    given states (none given: all), sorted (by searcher metric: best first, those without one last),
+    from `offset`, the first `limit` (0: all). -> (the page, how many there are)."""
+    C = models.Checkpoint
     with ctx.db.session() as s:
-        exp = get(s, experiment_id)
-        rows = checkpoints_service.for_experiment(s, experiment_id)
-        trials_by_id = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id))}
+        if trial_id is not None:
+            trial = trials_service.get(s, trial_id)
+            exp = get(s, trial.experiment_id)
+            query = select(C).where(C.trial_id == trial_id)
+            trials_by_id = {trial.id: trial}
+        else:
+            exp = get(s, experiment_id)  # type: ignore[arg-type]
+            query = select(C).where(C.experiment_id == exp.id)
+            trials_by_id = {t.id: t for t in
+                            s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id))}
+        if states:
+            query = query.where(C.state.in_(list(states)))
+        rows = list(s.scalars(query.order_by(C.report_time)))
         out = [(c, exp, trials_by_id.get(c.trial_id),
                 checkpoints_service.validation_metrics_at(s, c.trial_id, c.steps_completed) if c.trial_id else None)
                for c in rows]
-    if by_searcher_metric:
-        searcher = exp.config.get("searcher", {})
-        name, smaller = searcher.get("metric"), searcher.get("smaller_is_better", True)
-
-        def scored(row: checkpoints_service.Shown) -> bool:  # what shapes.checkpoint shows as searcherMetric
-            return row[2] is not None and bool(row[3]) and name in row[3]
-
-        with_metric = [r for r in out if scored(r)]
-        with_metric.sort(key=lambda r: r[3][name], reverse=not smaller)
-        out = with_metric + [r for r in out if not scored(r)]
-    elif newest_first:
-        out.reverse()
-    return out[:limit] if limit else out
+    out = _sorted_checkpoints(exp, out, sort, descending, metric)
+    return (out[offset:offset + limit] if limit else out[offset:]), len(out)
 
 
 def events_of(ctx: MasterContext, experiment_id: int, after_id: int) -> list[models.Event]:
