@@ -126,3 +126,21 @@ def test_a_deleted_checkpoint_shows_its_state_and_never_its_files(live: Live) ->
     assert "COMPLETED" in new_row and "13 B" in new_row
     [row] = trial_rows(live.cli("experiment", "describe", str(exp_id)))
     assert new in row and old not in row  # the trial's checkpoint is one whose files are there
+
+
+def test_pedl_agent_disable_and_enable(live: Live) -> None:
+    """Admins only; the API shows the change."""
+    def shown() -> tuple[bool, bool]:
+        [agent] = live.http.get("/api/v1/agents", headers=live.user).json()["agents"]
+        return agent["enabled"], agent["draining"]
+
+    refused = live.cli("agent", "disable", "agent-1")  # as determined, not an admin
+    assert refused.exit_code != 0 and "admin" in refused.output and shown() == (True, False)
+    login_admin = CliRunner().invoke(cli_app, ["-m", live.master.url, "user", "login", "admin"], input="\n")
+    assert login_admin.exit_code == 0, login_admin.output
+    assert "draining" in words(live.cli("-u", "admin", "agent", "disable", "--drain", "agent-1"))
+    assert shown() == (False, True)
+    assert "enabled" in words(live.cli("-u", "admin", "agent", "enable", "agent-1"))
+    assert shown() == (True, False)
+    missing = live.cli("-u", "admin", "agent", "enable", "nope")
+    assert missing.exit_code != 0 and "nope" in missing.output

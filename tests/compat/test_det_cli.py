@@ -194,3 +194,17 @@ def test_det_edits_an_experiment_and_the_api_shows_it(det_cluster, tmp_path) -> 
     refused = det(det_cluster, "experiment", "set", "max-slots", exp_id, "2", check=False)
     assert refused.returncode != 0 and "maxSlots" in refused.stdout + refused.stderr, refused
     assert shown()["config"]["resources"].get("max_slots") is None
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_disables_and_enables_an_agent(det_cluster) -> None:
+    def enabled() -> tuple[bool, bool]:
+        [agent] = [a for a in det_cluster.master.api("GET", "/api/v1/agents")["agents"] if a["id"] == "det-agent-1"]
+        return agent["enabled"], agent["draining"]
+
+    refused = det(det_cluster, "-u", "determined", "agent", "disable", "det-agent-1", stdin="\n", check=False)
+    assert refused.returncode != 0 and "admin" in refused.stdout + refused.stderr and enabled() == (True, False)
+    det(det_cluster, "-u", "admin", "agent", "disable", "--drain", "det-agent-1", stdin="\n")  # blank password
+    assert enabled() == (False, True)
+    det(det_cluster, "-u", "admin", "agent", "enable", "det-agent-1", stdin="\n")
+    assert enabled() == (True, False)

@@ -173,6 +173,8 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/checkpoints", TASK, lambda w: _checkpoint_body(str(uuid.uuid4()), w.ids["task_a"])),
     # what users do
     ("POST", "/api/v1/experiments", USER, _experiment),
+    ("POST", "/api/v1/agents/{agent}/disable", ADMIN, lambda w: {"drain": True}),  # its tasks run on
+    ("POST", "/api/v1/agents/{agent}/enable", ADMIN, None),
     ("POST", "/api/v1/experiments/{side}/pause", OWNER, None),
     ("POST", "/api/v1/experiments/{side}/activate", OWNER, None),
     ("POST", "/api/v1/trials/{side_trial}/kill", OWNER, None),
@@ -231,6 +233,7 @@ def test_authorization_matrix(client: TestClient, app: FastAPI) -> None:
     world = _world(client, app)
     world.ids["alice"] = json.loads(client.get("/api/v1/me", headers=world.tokens["owner"]).text)["user"]["id"]
     world.ids["label"] = "matrix"
+    world.ids["agent"] = "agent-1"
     wrong = _run_matrix(world)
     assert not wrong, "\n".join(wrong)
 

@@ -1,4 +1,5 @@
-"""`pedl agent run` starts an agent daemon in this process; `pedl agent list` shows connected agents.
+"""`pedl agent run` starts an agent daemon in this process; `pedl agent list` shows connected agents;
+`pedl agent enable|disable` (admins) let an agent take tasks or stop it taking them.
 The daemon's `--master` is its own option; the global `-m` is used when it is not given."""
 
 from __future__ import annotations
@@ -106,3 +107,20 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                      ", ".join(a.get("addresses") or [])])
     print_table(["Agent ID", "Registered", "Slots", "In use", "Resource pools", "Enabled",
                  "Draining", "Addresses"], rows)
+
+
+@app.command("disable")
+def disable(ctx: typer.Context, agent_id: str = typer.Argument(..., help="the agent's id"),
+            drain: bool = typer.Option(False, "--drain", help="let its running tasks finish; without it they are "
+                                                           "preempted (checkpoint and queue again)")) -> None:
+    """Place no new task on an agent (admins; POST /api/v1/agents/ID/disable)."""
+    agent = client_of(ctx).post(f"/api/v1/agents/{agent_id}/disable", {"drain": drain}).get("agent") or {}
+    typer.echo(f"agent {agent_id} disabled" + (" (draining: its tasks run to their end)" if agent.get("draining")
+                                                else ""))
+
+
+@app.command("enable")
+def enable(ctx: typer.Context, agent_id: str = typer.Argument(..., help="the agent's id")) -> None:
+    """Let an agent take tasks again (admins; POST /api/v1/agents/ID/enable)."""
+    client_of(ctx).post(f"/api/v1/agents/{agent_id}/enable", {})
+    typer.echo(f"agent {agent_id} enabled")

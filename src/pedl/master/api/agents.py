@@ -7,14 +7,16 @@ import contextlib
 import ipaddress
 import logging
 import secrets
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Depends, Path, Request, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from pedl.common import agent_protocol as proto
 from pedl.master.api import shapes
-from pedl.master.api.deps import Caller, caller, ctx_of
+from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
+from pedl.master.api.openapi import accepts
 from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.services import agents as agents_service
 from pedl.version import __version__
@@ -26,6 +28,30 @@ log = logging.getLogger(__name__)
 @router.get("/api/v1/agents")
 def list_agents(request: Request, _: Caller = Depends(caller)) -> dict:
     return {"agents": [shapes.agent(*row) for row in agents_service.listing(ctx_of(request))]}
+
+
+class DisableAgentBody(Body):
+    drain: bool = False
+
+
+AgentId = Annotated[str, Path(min_length=1, max_length=255)]
+
+
+@router.post("/api/v1/agents/{agent_id}/enable")
+def enable_agent(agent_id: AgentId, request: Request, who: Caller = Depends(caller),
+                 _body: Any = Depends(json_body)) -> dict:
+    """det agent enable: admins only."""
+    return {"agent": shapes.agent(*agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=True))}
+
+
+@router.post("/api/v1/agents/{agent_id}/disable")
+@accepts(DisableAgentBody)
+def disable_agent(agent_id: AgentId, request: Request, who: Caller = Depends(caller),
+                  body: Any = Depends(json_body)) -> dict:
+    """det agent disable [--drain]: admins only; without drain its tasks are preempted."""
+    req = parse(DisableAgentBody, body or {})
+    row = agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=False, drain=req.drain)
+    return {"agent": shapes.agent(*row)}
 
 
 def _is_loopback(host: str) -> bool:

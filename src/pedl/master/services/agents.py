@@ -1,15 +1,22 @@
-"""Agents as the API shows them (det agent list / slot list: which allocation holds each slot),
-and the task logs an agent streams in over its socket."""
+"""Agents as the API shows them (det agent list / slot list: which allocation holds each slot), an
+admin enabling or disabling one (det agent enable / disable [--drain]), and the task logs an agent
+streams in over its socket."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from pedl.errors import NotFound
+from pedl.master.caller_cache import Caller
+from pedl.master.cluster import allocations
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD
 from pedl.master.services import logs
+from pedl.master.services.authz import require_admin
+from pedl.master.services.transitions import record_event
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -27,6 +34,30 @@ def listing(ctx: MasterContext) -> list[tuple[models.Agent, dict[str, str], bool
                     held.setdefault(place["agent_id"], {})[sid] = alloc.id
         agents = list(s.scalars(select(models.Agent).order_by(models.Agent.id)))
         return [(a, held.get(a.id, {}), a.id in connected) for a in agents]
+
+
+def set_enabled(ctx: MasterContext, who: Caller, agent_id: str, *, enabled: bool,
+                drain: bool = False) -> tuple[models.Agent, dict[str, str], bool]:
+    """Enable an agent, or disable it: no task is placed on a disabled agent. Without `drain` the
+    tasks it runs are preempted (they checkpoint and queue again, as for a spot interruption, not
+    counted as failures); with `drain` they run to their end. Admins only. -> the listing's row."""
+
+    def change(s: Session) -> None:
+        require_admin(who, f"{'enable' if enabled else 'disable'} agents")
+        agent = s.get(models.Agent, agent_id)
+        if agent is None:
+            raise NotFound(f"agent {agent_id!r} not found")
+        agent.enabled, agent.draining = enabled, (not enabled and drain)
+        verb = "enabled" if enabled else "disabled, its tasks running to their end" if drain else "disabled"
+        record_event(s, ctx.clock.now(), "agent", agent_id, f"{verb} by {who.user.username}")
+        if not enabled and not drain:
+            for alloc in allocations.held_on(s, agent_id, running_only=True):
+                allocations.preempt(ctx.controller, s, alloc, f"agent {agent_id} disabled by {who.user.username}")
+
+    ctx.controller.run(change)
+    ctx.controller.wake()
+    ctx.controller.wake_provisioners()
+    return next(row for row in listing(ctx) if row[0].id == agent_id)
 
 
 def store_logs(ctx: MasterContext, agent_id: str, allocation_id: str, lines: list[Any]) -> None:
