@@ -45,6 +45,7 @@ def det(c: Cluster, *args: str, stdin: str = "", check: bool = True,
                           env=env, timeout=120)
     if check and proc.returncode != 0:
         raise AssertionError(f"det {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    assert "Consider upgrading" not in proc.stderr, proc.stderr  # det's version check: no warning
     return proc
 
 

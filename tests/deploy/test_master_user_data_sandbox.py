@@ -34,7 +34,7 @@ import pedl
 from pedl.common.package import Wheel, build_wheel
 from pedl.deploy.master_user_data import fn_sub, master_user_data, wheel_key
 from pedl.deploy.options import DeployOptions
-from pedl.version import __version__
+from pedl.version import DETERMINED_API_VERSION, __version__
 from tests.deploy.stack_samples import BUCKET, REGION, SUBSTITUTIONS, VOLUME
 from tests.deploy.template_samples import options_for
 from tests.e2e.test_agent_user_data_e2e import SANDBOX_PATH, pip_env, sandbox_python
@@ -279,7 +279,7 @@ def test_the_master_user_data_installs_pedl_and_writes_a_master_yaml_that_starts
             ca = data_dir / "tls" / "ca.crt"
             assert ("GET", "/latest/meta-data/local-ipv4", True) in metadata_server.requests
             assert boot.s3.get_object(Bucket=BUCKET, Key="pedl-cluster/ca.crt")["Body"].read() == ca.read_bytes()
-        assert info["version"] == __version__
+        assert info["pedlVersion"] == __version__ and info["version"] == DETERMINED_API_VERSION
         if not tls:
             store_a_user(url)
     if not tls:
@@ -292,7 +292,8 @@ def newer_release(tmp_path: Path) -> tuple[str, Wheel]:
     package = tmp_path / "next-release" / "pedl"
     shutil.copytree(Path(pedl.__file__).resolve().parent, package,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (package / "version.py").write_text(f'"""The pedl version."""\n\n__version__ = "{version}"\n')
+    text = (package / "version.py").read_text()
+    (package / "version.py").write_text(text.replace(f'__version__ = "{__version__}"', f'__version__ = "{version}"'))
     return version, build_wheel(package, version=version)
 
 
@@ -320,7 +321,7 @@ def upgrade_keeps_the_data(boot: Boot, options: DeployOptions, tmp_path: Path) -
 
     boot.check_config()
     with boot.master() as (url, info, _):
-        assert info["version"] == version
+        assert info["pedlVersion"] == version
         login = httpx.post(f"{url}/api/v1/auth/login", json={"username": "kept-across-upgrades",
                                                              "password": "pw"})
         assert login.status_code == 200, login.text

@@ -154,8 +154,8 @@ def install_service(
 
 
 # GET /api/v1/master's fields, as `master info` names them; other fields follow under their own names
-INFO_FIELDS = {"version": "Version", "clusterName": "Cluster name", "clusterId": "Cluster ID",
-               "masterId": "Master ID", "product": "Product", "database": "Database",
+INFO_FIELDS = {"pedlVersion": "Version", "version": "Determined API", "clusterName": "Cluster name",
+               "clusterId": "Cluster ID", "masterId": "Master ID", "product": "Product", "database": "Database",
                "resourcePools": "Resource pools", "userManagementEnabled": "User management",
                "rbacEnabled": "RBAC", "strictJobQueueControl": "Strict job queue control",
                "telemetryEnabled": "Telemetry", "featureSwitches": "Feature switches"}

@@ -13,6 +13,7 @@ from packaging.version import Version
 from pedl.clock import ManualClock
 from pedl.config.master_config import MasterConfig
 from pedl.master.app import create_app
+from pedl.version import __version__
 from tests.master.fakes import bearer, login, post
 
 OPEN_ROUTES = {("get", "/info"), ("post", "/api/v1/auth/login"), ("post", "/api/v1/auth/session")}
@@ -35,7 +36,8 @@ def test_info_needs_no_auth(client: TestClient) -> None:
     r = client.get("/info")
     assert r.status_code == 200
     body = r.json()
-    Version(body["version"])  # det parses it as PEP 440
+    # det parses it as PEP 440 and warns unless it equals its own 0.38.1; pedl's own version beside it
+    assert Version(body["version"]) == Version("0.38.1") and body["pedlVersion"] == __version__
     assert body["cluster_id"] and body["master_id"]
     assert "cluster_name" in body
 

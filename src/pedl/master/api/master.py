@@ -1,4 +1,5 @@
-"""GET /info (no auth) and GET /api/v1/master."""
+"""GET /info (no auth) and GET /api/v1/master. Both report `version` as the Determined release whose
+API pedl speaks (so det, which warns on any other, stays quiet) and pedl's own as `pedlVersion`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from fastapi import APIRouter, Depends, Request
 
 from pedl.master.api.deps import Caller, caller, ctx_of
 from pedl.master.services.authz import require_admin
-from pedl.version import __version__
+from pedl.version import DETERMINED_API_VERSION, __version__
 
 router = APIRouter()
 
@@ -14,14 +15,15 @@ router = APIRouter()
 @router.get("/info")
 def info(request: Request) -> dict:
     ctx = ctx_of(request)
-    return {"version": __version__, "cluster_id": ctx.cluster_id, "master_id": ctx.master_id,
-            "cluster_name": ctx.config.cluster_name, "product": "pedl"}
+    return {"version": DETERMINED_API_VERSION, "pedlVersion": __version__, "cluster_id": ctx.cluster_id,
+            "master_id": ctx.master_id, "cluster_name": ctx.config.cluster_name, "product": "pedl"}
 
 
 @router.get("/api/v1/master")
 def master_info(request: Request, _: Caller = Depends(caller)) -> dict:
     ctx = ctx_of(request)
-    return {"version": __version__, "masterId": ctx.master_id, "clusterId": ctx.cluster_id,
+    return {"version": DETERMINED_API_VERSION, "pedlVersion": __version__, "masterId": ctx.master_id,
+            "clusterId": ctx.cluster_id,
             "clusterName": ctx.config.cluster_name, "hasCustomLogo": False, "strictJobQueueControl": False,
             "telemetryEnabled": False, "rbacEnabled": False, "userManagementEnabled": True,
             "product": "PRODUCT_UNSPECIFIED", "featureSwitches": [],
