@@ -209,3 +209,44 @@ def test_det_disables_and_enables_an_agent(det_cluster) -> None:
     assert enabled() == (False, True)
     det(det_cluster, "-u", "admin", "agent", "enable", "det-agent-1", stdin="\n")
     assert enabled() == (True, False)
+
+
+SDK_SCRIPT = """
+import json, sys
+from determined.experimental import client
+client.login(master=sys.argv[1], user="determined", password="")
+exp = client.get_experiment(int(sys.argv[2]))
+[trial] = exp.get_trials()
+out = {
+    "training": [(m.steps_completed, m.metrics) for m in trial.iter_metrics("training")],
+    "validation": [(m.steps_completed, m.metrics) for m in trial.iter_metrics("validation")],
+    "streamed": [m.steps_completed for m in client.stream_trials_training_metrics([trial.id])],
+    "checkpoints": [c.uuid for c in trial.list_checkpoints()],
+}
+exp.add_label("from-sdk")
+exp.add_label("gone")
+exp.remove_label("gone")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_determined_sdk_reads_metrics_and_checkpoints_and_labels(det_cluster, tmp_path) -> None:
+    cfg = tmp_path / "sdk.yaml"
+    cfg.write_text(yaml.safe_dump(steps_config(name="for-the-sdk", steps=4)))
+    out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
+    exp_id = int(out.strip().split("Created experiment")[-1].split()[0])
+    assert wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
+    proc = subprocess.run([str(DET.parent / "python"), "-c", SDK_SCRIPT, det_cluster.master.url, str(exp_id)],
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    [trial] = det_cluster.master.api("GET", f"/api/v1/experiments/{exp_id}/trials")["trials"]
+    stored = det_cluster.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics")["metrics"]
+    for group in ("training", "validation"):
+        assert [[m["stepsCompleted"], m["metrics"]] for m in stored if m["group"] == group] == got[group], group
+    assert got["training"] and got["streamed"] == [step for step, _ in got["training"]]
+    api_ckpts = det_cluster.master.api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    assert sorted(got["checkpoints"]) == sorted(c["uuid"] for c in api_ckpts) and got["checkpoints"]
+    assert det_cluster.master.api("GET", f"/api/v1/experiments/{exp_id}")["experiment"]["labels"] == ["from-sdk"]

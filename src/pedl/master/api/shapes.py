@@ -100,6 +100,14 @@ def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Tr
             "storage": c.storage}
 
 
+def metrics_report(m: models.Metric) -> dict:
+    """Determined's v1MetricsReport; its SDK reads a validation report's values from
+    validation_metrics, any other group's from avg_metrics."""
+    key = "validation_metrics" if m.group == "validation" else "avg_metrics"
+    return {"id": str(m.id), "trialId": m.trial_id, "trialRunId": m.trial_run_id, "totalBatches": m.steps_completed,
+            "endTime": ts(m.report_time), "metrics": {key: m.metrics}, "group": m.group, "archived": False}
+
+
 def log_line(row: models.TaskLog) -> dict[str, Any]:
     return {"id": str(row.id), "trialId": row.trial_id or 0, "level": row.level, "message": row.message,
             "log": row.message, "timestamp": ts(row.timestamp), "agentId": row.agent_id or "",

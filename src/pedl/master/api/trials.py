@@ -29,7 +29,7 @@ from pedl.master.api.deps import (
 )
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
 from pedl.master.services import experiments as experiments_service
-from pedl.master.services import metrics, trial_reports, trial_timeline
+from pedl.master.services import metric_reports, metrics, trial_reports, trial_timeline
 from pedl.master.services import trials as trials_service
 
 router = APIRouter(prefix="/api/v1")
@@ -61,6 +61,46 @@ class ProgressBody(Body):
 class CompletedOpBody(Body):
     op: dict[str, Any] = Field(default_factory=dict)
     searcherMetric: float | str | None = None
+
+
+def _stream_metrics(request: Request, trial_ids: list[int], group: str) -> StreamingResponse:
+    ctx = ctx_of(request)
+    ids = metric_reports.check_trials(ctx, trial_ids)
+
+    async def stream():
+        pages = metric_reports.pages(ctx, ids, group)
+        while True:
+            page = await run_in_threadpool(next, pages, None)
+            if page is None:
+                return
+            yield json.dumps({"result": {"metrics": [shapes.metrics_report(m) for m in page]}}) + "\n"
+
+    return StreamingResponse(stream(), media_type="application/x-ndjson")
+
+
+TRIAL_IDS = Query(default_factory=list, description="the trials (repeat the parameter)")
+
+
+@router.get("/trials/metrics/trial_metrics")
+@produces("application/x-ndjson")
+def trials_metrics(request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS,
+                   group: str = Query(min_length=1, max_length=64)) -> StreamingResponse:
+    """Every report of the trials' group (Determined's SDK: trial.iter_metrics(group))."""
+    return _stream_metrics(request, trialIds, group)
+
+
+@router.get("/trials/metrics/training_metrics")
+@produces("application/x-ndjson")
+def trials_training_metrics(request: Request, _: Caller = Depends(caller),
+                            trialIds: list[int] = TRIAL_IDS) -> StreamingResponse:
+    return _stream_metrics(request, trialIds, "training")
+
+
+@router.get("/trials/metrics/validation_metrics")
+@produces("application/x-ndjson")
+def trials_validation_metrics(request: Request, _: Caller = Depends(caller),
+                              trialIds: list[int] = TRIAL_IDS) -> StreamingResponse:
+    return _stream_metrics(request, trialIds, "validation")
 
 
 @router.get("/trials/{trial_id}")
