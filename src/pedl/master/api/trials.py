@@ -82,7 +82,7 @@ TRIAL_IDS = Query(default_factory=list, description="the trials (repeat the para
 
 
 @router.get("/trials/metrics/trial_metrics")
-@produces("application/x-ndjson")
+@produces("application/x-ndjson", errors=(404,))
 def trials_metrics(request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS,
                    group: str = Query(min_length=1, max_length=64)) -> StreamingResponse:
     """Every report of the trials' group (Determined's SDK: trial.iter_metrics(group))."""
@@ -90,14 +90,14 @@ def trials_metrics(request: Request, _: Caller = Depends(caller), trialIds: list
 
 
 @router.get("/trials/metrics/training_metrics")
-@produces("application/x-ndjson")
+@produces("application/x-ndjson", errors=(404,))
 def trials_training_metrics(request: Request, _: Caller = Depends(caller),
                             trialIds: list[int] = TRIAL_IDS) -> StreamingResponse:
     return _stream_metrics(request, trialIds, "training")
 
 
 @router.get("/trials/metrics/validation_metrics")
-@produces("application/x-ndjson")
+@produces("application/x-ndjson", errors=(404,))
 def trials_validation_metrics(request: Request, _: Caller = Depends(caller),
                               trialIds: list[int] = TRIAL_IDS) -> StreamingResponse:
     return _stream_metrics(request, trialIds, "validation")
