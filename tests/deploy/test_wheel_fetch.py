@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -44,14 +43,25 @@ def run_fetch(endpoint: str, bucket: str, dest: Path, wait: float, sha: str = SH
 def test_it_waits_for_the_upload_then_installs_what_up_uploaded(moto_endpoint: str, tmp_path: Path) -> None:
     s3 = client(moto_endpoint, "s3")
     s3.create_bucket(Bucket="pedl-demo-bucket")
-    uploader = threading.Timer(1.0, lambda: s3.put_object(Bucket="pedl-demo-bucket", Key=KEY, Body=DATA))
-    uploader.start()
-    done = run_fetch(moto_endpoint, "pedl-demo-bucket", tmp_path / "pedl.whl", wait=30)
-    uploader.join()
-    assert done.returncode == 0, done.stderr
+    env = {**os.environ, "AWS_ENDPOINT_URL": moto_endpoint, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-", "pedl-demo-bucket", KEY, SHA, str(tmp_path / "pedl.whl"), REGION,
+                             "30", "0.2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(fetch_step())
+    proc.stdin.close()
+    try:
+        first = proc.stdout.readline()  # uploaded only once it has looked and found nothing
+        s3.put_object(Bucket="pedl-demo-bucket", Key=KEY, Body=DATA)
+        rest = proc.stdout.read()
+        err = proc.stderr.read() if proc.stderr else ""
+        proc.wait(60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
     assert (tmp_path / "pedl.whl").read_bytes() == DATA
-    assert f"pedl boot: waiting for s3://pedl-demo-bucket/{KEY}, which `pedl deploy aws up` uploads" in done.stdout
-    assert f"pedl boot: fetched s3://pedl-demo-bucket/{KEY} (sha256 {SHA})" in done.stdout
+    assert first.startswith(f"pedl boot: waiting for s3://pedl-demo-bucket/{KEY}, which `pedl deploy aws up` uploads")
+    assert f"pedl boot: fetched s3://pedl-demo-bucket/{KEY} (sha256 {SHA})" in rest
 
 
 def test_another_wheel_is_never_installed_and_the_wait_is_bounded(moto_endpoint: str, tmp_path: Path) -> None:
