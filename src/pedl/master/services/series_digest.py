@@ -51,11 +51,6 @@ class Digest:
     max_steps: array = field(default_factory=lambda: _filled("q"))
     max_values: array = field(default_factory=lambda: _filled("d", -INF))
 
-    def copy(self) -> Digest:
-        return Digest(self.origin, self.width, self.points, self.last_step, array("q", self.counts),
-                      array("q", self.min_steps), array("d", self.min_values), array("q", self.max_steps),
-                      array("d", self.max_values))
-
 
 def _halve(d: Digest) -> None:
     """Double the width: bucket j becomes old buckets 2j and 2j + 1 together."""
