@@ -41,7 +41,6 @@ def test_reports_stream_in_pages_in_step_order(app: FastAPI, client: TestClient,
     report(app, second, 5, {"loss": 0.5}, "training")
     report(app, first, 2, {"acc": 0.9}, "validation")
     monkeypatch.setattr(metric_reports, "PAGE", 2)
-    monkeypatch.setattr(metric_reports.pages, "__defaults__", (2,))
     pages = stream(client, user, "trial_metrics", trialIds=[second, first], group="training")
     assert [len(p) for p in pages] == [1, 2, 1]  # trial by trial, two reports a page
     flat = [m for p in pages for m in p]

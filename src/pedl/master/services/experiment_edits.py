@@ -94,22 +94,23 @@ def change_label(ctx: MasterContext, who: Caller, experiment_id: int, label: str
         exp = get(s, experiment_id)
         require_owner(who, exp.owner_id, f"edit experiment {experiment_id}")
         labels = [x for x in (exp.config.get("labels") or []) if isinstance(x, str)]
-        kept = _labels([*labels, label] if present and label not in labels else
-                       [x for x in labels if x != label] if not present else labels)
+        if present:
+            kept = labels if label in labels else _labels([*labels, label])
+        else:
+            kept = [x for x in labels if x != label]
         if kept != labels:
             exp.labels = joined(kept)
             exp.config = {**exp.config, "labels": kept}
         return kept
 
 
-def set_resources(ctx: MasterContext, who: Caller, experiment_id: int, *, priority: int | None = None,
-                  weight: float | None = None) -> models.Experiment:
+def _set_resources(ctx: MasterContext, who: Caller, experiment_id: int, *, priority: int | None,
+                   weight: float | None) -> None:
     """Change the experiment's priority (its trials' waiting and running allocations take it at once:
     the scheduler's next pass orders and preempts by it) and fair-share weight (read by every pass).
-    Runs under the cluster lock, so no pass sees half of it."""
-    _check_resources(priority, weight, None)
+    Runs under the cluster lock, so no pass sees half of it. The values are patch's, checked."""
 
-    def change(s: Session) -> models.Experiment:
+    def change(s: Session) -> None:
         exp = get(s, experiment_id)
         require_owner(who, exp.owner_id, f"edit experiment {experiment_id}")
         resources = dict(exp.config.get("resources") or {})
@@ -124,11 +125,9 @@ def set_resources(ctx: MasterContext, who: Caller, experiment_id: int, *, priori
         exp.config = {**exp.config, "resources": resources}
         changes = ", ".join(f"{k} {v}" for k, v in (("priority", priority), ("weight", weight)) if v is not None)
         record_event(s, ctx.clock.now(), "experiment", exp.id, f"{changes} set by {who.user.username}")
-        return exp
 
-    exp = ctx.controller.run(change)
+    ctx.controller.run(change)
     ctx.controller.wake()
-    return exp  # type: ignore[return-value]
 
 
 def _check_resources(priority: int | None, weight: float | None, max_slots: int | None) -> None:
@@ -147,4 +146,4 @@ def patch(ctx: MasterContext, who: Caller, experiment_id: int, *, name: str | No
     _check_resources(priority, weight, max_slots)
     edit(ctx, who, experiment_id, name=name, description=description, notes=notes, labels=labels)
     if priority is not None or weight is not None:
-        set_resources(ctx, who, experiment_id, priority=priority, weight=weight)
+        _set_resources(ctx, who, experiment_id, priority=priority, weight=weight)

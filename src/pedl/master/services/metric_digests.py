@@ -18,6 +18,7 @@ between them, and no interleaving of their transactions leaves a stale mark look
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -33,8 +34,6 @@ from pedl.master.db import models
 from pedl.master.services.series_digest import Digest, decode, encode, fold
 
 if TYPE_CHECKING:
-    import asyncio
-
     from pedl.master.db.engine import Database
 
 log = logging.getLogger(__name__)
@@ -239,8 +238,6 @@ def sweep(db: Database, queue: DigestQueue) -> int:
 async def run_loop(db: Database, queue: DigestQueue, stop: asyncio.Event) -> None:
     """The digester: the start-up sweep, then a pass whenever reports arrived, at most one per
     PASS_SPACING seconds, in a thread."""
-    import asyncio
-
     wake = asyncio.Event()
     loop = asyncio.get_running_loop()
     queue.set_waker(lambda: loop.call_soon_threadsafe(wake.set))

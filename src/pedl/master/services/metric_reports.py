@@ -35,9 +35,10 @@ def check_trials(ctx: MasterContext, trial_ids: list[int]) -> list[int]:
     return ids
 
 
-def pages(ctx: MasterContext, trial_ids: list[int], group: str, page: int = PAGE) -> Iterator[list[models.Metric]]:
-    """The reports, a page at a time, each trial's in step order, trials in the order given."""
+def pages(ctx: MasterContext, trial_ids: list[int], group: str) -> Iterator[list[models.Metric]]:
+    """The reports, PAGE at a time, each trial's in step order, trials in the order given."""
     M = models.Metric
+    page = PAGE
     for trial_id in trial_ids:
         after: tuple[int, int] | None = None
         while True:

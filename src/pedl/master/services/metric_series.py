@@ -166,13 +166,18 @@ def _sqlite_numbers(values: Sequence[int | float | None]) -> list[float | None]:
     return [None if v is None else float(v) for v in values]
 
 
+def _values(dialect: str, names: list[str]) -> list[ColumnElement[Any]]:
+    """A column per name: its value when a number (SQLite), or its JSON text, told apart in Python
+    (PostgreSQL: cheaper than asking json_typeof)."""
+    if dialect == "sqlite":
+        return [_sqlite_value(name) for name in names]
+    return [cast(models.Metric.metrics[name], Text) for name in names]
+
+
 def _points(dialect: str, names: list[str]) -> Select:
     m = models.Metric
-    if dialect == "sqlite":
-        values = [_sqlite_value(name) for name in names]
-    else:  # each as the value's JSON text, told apart in Python: cheaper than asking json_typeof
-        values = [cast(m.metrics[name], Text) for name in names]
-    return select(m.id, m.trial_id, m.steps_completed, *values).order_by(m.trial_id, m.steps_completed)
+    return select(m.id, m.trial_id, m.steps_completed, *_values(dialect, names)).order_by(m.trial_id,
+                                                                                          m.steps_completed)
 
 
 def points_query(dialect: str, trial_ids: list[int], group: str, names: list[str]) -> Select:
@@ -256,12 +261,8 @@ def tail_query(dialect: str, trial_ids: list[int], group: str, names: list[str])
     of NULLs but the trial and the mark for a trial with none (so every mark read here is seen). Both
     databases run it as one index range of metrics per mark."""
     m, k = models.Metric, models.MetricDigestMark
-    if dialect == "sqlite":
-        values = [_sqlite_value(name) for name in names]
-    else:
-        values = [cast(m.metrics[name], Text) for name in names]
     after = and_(m.trial_id == k.trial_id, m.group == k.group, m.steps_completed > k.through_step)
-    return (select(m.id, k.trial_id, m.steps_completed, *values, k.through_step).select_from(k)
+    return (select(m.id, k.trial_id, m.steps_completed, *_values(dialect, names), k.through_step).select_from(k)
             .outerjoin(m, after).where(k.trial_id.in_(trial_ids), k.group == group)
             .order_by(k.trial_id, m.steps_completed))
 
@@ -301,7 +302,8 @@ def _digest_answer(data: bytes, tail: tuple[list[int], list[float]] | None,
     where the digest cannot answer. The answer of a digest with no points after it is kept (by the
     digest's content) for the next poll: a finished trial's series are computed once."""
     key = (hash(data), len(data), max_points)
-    if not tail or not tail[0]:
+    settled = not tail or not tail[0]
+    if settled:
         with _answers_lock:
             kept = _answers.get(key)
             if kept is not None:
@@ -314,7 +316,7 @@ def _digest_answer(data: bytes, tail: tuple[list[int], list[float]] | None,
     got = answer(digest, max_points)
     if got is None:
         return None
-    if not tail or not tail[0]:
+    if settled:
         with _answers_lock:
             _answers[key] = (array("q", got[0]), array("d", got[1]))
             while len(_answers) > ANSWERS_KEPT:
