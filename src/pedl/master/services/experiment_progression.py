@@ -74,12 +74,13 @@ def apply_actions(fx: ClusterEffects, s: Session, exp: models.Experiment, action
     cfg = config_of(exp)
     length = cfg.searcher.max_length.units if cfg.searcher.max_length else 0
     for req in actions.create:
-        trial = models.Trial(experiment_id=exp.id, request_id=req.request_id, task_id=f"pending-{uuid.uuid4().hex}",
+        # Determined's shape, `{experiment id}.{uuid}`, which det accepts as a task id; nothing reads
+        # the trial back out of it (older masters' `{exp}.{trial}` ids stay valid as they are)
+        trial = models.Trial(experiment_id=exp.id, request_id=req.request_id, task_id=f"{exp.id}.{uuid.uuid4()}",
                              hparams=req.hparams, seed=req.seed, state=T.QUEUED, restarts=0, run_id=0,
                              start_time=now, total_batches=0, summary_metrics={}, target_length=length)
         s.add(trial)
         s.flush()
-        trial.task_id = f"{exp.id}.{trial.id}"
         record_event(s, now, "trial", trial.id, f"created by the {cfg.searcher.name} searcher with {req.hparams}",
                      to_state=T.QUEUED)
         if exp.state == E.ACTIVE:
