@@ -164,7 +164,8 @@ def test_an_owner_edits_name_description_notes_and_labels(client: TestClient, ad
     ({"resources": {"priority": 100}}, "resources.priority"),
     ({"resources": {"priority": "high"}}, "resources.priority"),
     ({"resources": {"weight": 0}}, "resources.weight"),
-    ({"description": "fine", "resources": {"maxSlots": 2}}, "resources.maxSlots"),
+    ({"description": "fine", "resources": {"maxSlots": -1}}, "resources.maxSlots"),
+    ({"description": "fine", "resources": {"maxSlots": 0}}, "resources.maxSlots"),  # below slots_per_trial
 ])
 def test_bad_edits_name_the_field_and_change_nothing(client: TestClient, admin: dict, three: dict, body: dict,
                                                      field: str) -> None:

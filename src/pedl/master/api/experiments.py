@@ -117,7 +117,7 @@ def patch(experiment_id: IdPath, request: Request, who: Caller = Depends(caller)
     res = req.resources or PatchResources()
     experiment_edits.patch(ctx_of(request), who, experiment_id, name=req.name, description=req.description,
                            notes=req.notes, labels=req.labels, priority=res.priority, weight=res.weight,
-                           max_slots=res.maxSlots)
+                           max_slots=res.maxSlots if "maxSlots" in res.model_fields_set else ...)
     return {"experiment": shapes.experiment(*experiments_service.describe(ctx_of(request), experiment_id))}
 
 

@@ -84,7 +84,7 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
                             **instances.get(pool.pool_name, {}))
             placed = {a.allocation_id for a in result.assignments}
             _record_wait_reasons(fx, s, [a for a in pending if a.resource_pool == pool.pool_name
-                                         and a.id not in placed], view)
+                                         and a.id not in placed], view, result.capped)
     return out
 
 
@@ -101,17 +101,20 @@ def _instance_counts(s: Session) -> dict[str, dict[str, int]]:
     return out
 
 
-def _record_wait_reasons(fx: ClusterEffects, s: Session, waiting: list[models.Allocation], pool: PoolView) -> None:
-    """Store why each unplaced allocation waits. A new kind of reason is also a trial event (so
-    `--follow` and the experiment's events show it); the text alone (a count in it) is refreshed at
-    most every WAIT_REASON_REFRESH seconds, so a long queue is not rewritten on every pass."""
+def _record_wait_reasons(fx: ClusterEffects, s: Session, waiting: list[models.Allocation], pool: PoolView,
+                         capped: dict[str, tuple[int, int]]) -> None:
+    """Store why each unplaced allocation waits (`capped`: those its experiment's max_slots held back,
+    as the scheduler's plan says). A new kind of reason is also a trial event (so `--follow` and the
+    experiment's events show it); the text alone (a count in it) is refreshed at most every
+    WAIT_REASON_REFRESH seconds, so a long queue is not rewritten on every pass."""
     now = fx.now
     more_urgent = 0
     by_priority = sorted(waiting, key=lambda a: (a.priority, a.queued_at, a.id))
     for i, alloc in enumerate(by_priority):
         if i and alloc.priority != by_priority[i - 1].priority:
             more_urgent = i
-        why = wait_reasons.reason(alloc.slots_needed, pool, more_urgent)
+        why = (wait_reasons.max_slots_reason(alloc.slots_needed, *capped[alloc.id]) if alloc.id in capped
+               else wait_reasons.reason(alloc.slots_needed, pool, more_urgent))
         kind_changed = alloc.wait_kind != why.kind
         if kind_changed or (alloc.wait_reason != why.text and now - (alloc.wait_since or 0.0) >= WAIT_REASON_REFRESH):
             alloc.wait_kind, alloc.wait_reason, alloc.wait_since = why.kind, why.text, now
@@ -185,11 +188,17 @@ def _rendezvous_port(fx: ClusterEffects, alloc: models.Allocation, chief: str, r
     return port
 
 
-def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float]]:
-    """trial id -> (experiment id as the fair-share group, the experiment's weight)."""
+def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float, int | None]]:
+    """trial id -> (experiment id as the fair-share and max_slots group, the experiment's weight, its
+    resources.max_slots)."""
     if not trial_ids:
         return {}
     rows = s.execute(select(models.Trial.id, models.Experiment.id, models.Experiment.config)
                      .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
                      .where(models.Trial.id.in_(set(trial_ids))))
-    return {tid: (str(eid), float((cfg.get("resources") or {}).get("weight", 1.0))) for tid, eid, cfg in rows}
+    out: dict[int, tuple[str, float, int | None]] = {}
+    for tid, eid, cfg in rows:
+        resources = cfg.get("resources") or {}
+        max_slots = resources.get("max_slots")
+        out[tid] = (str(eid), float(resources.get("weight", 1.0)), int(max_slots) if max_slots is not None else None)
+    return out

@@ -1,7 +1,8 @@
 """The scheduler: pure, snapshot in, assignments out. Priority order (lower number first), FIFO
 within a priority, best (or worst) fit over agents, and a task gets all of its slots or none.
 `plan` adds the pool's policy: preemption of less urgent tasks, or max-min fair share across
-groups (experiments) by weight."""
+groups (experiments) by weight, and each group's max_slots: the slots its running and newly placed
+tasks hold together never exceed it (running tasks are never stopped for it; new ones wait)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ class SlotRequest:
     slots_needed: int
     priority: int
     queued_at: float
-    group: str = ""  # the experiment, for fair share
+    group: str = ""  # the experiment, for fair share and max_slots
     weight: float = 1.0
+    max_slots: int | None = None  # the group's cap on the slots it holds at once (None: no cap)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class RunningTask:
 class SchedulePlan:
     assignments: list[Assignment] = field(default_factory=list)
     preempt: list[str] = field(default_factory=list)  # running allocations to preempt
+    # unplaced requests held back by their group's max_slots: allocation id -> (max_slots, slots the
+    # group holds with this plan's placements)
+    capped: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -58,6 +63,29 @@ class Assignment:
 
 def order_requests(requests: list[SlotRequest]) -> list[SlotRequest]:
     return sorted(requests, key=lambda r: (r.priority, r.queued_at, r.allocation_id))
+
+
+class GroupCaps:
+    """Each group's max_slots (as its requests carry it) and the slots it holds: its running tasks'
+    at first, growing as the pass places its requests."""
+
+    def __init__(self, requests: list[SlotRequest], running: list[RunningTask]) -> None:
+        self.limit = {r.group: r.max_slots for r in requests if r.max_slots is not None}
+        self.held: dict[str, int] = defaultdict(int)
+        for task in running:
+            if task.group in self.limit:
+                self.held[task.group] += task.slots
+
+    def allows(self, req: SlotRequest) -> bool:
+        limit = self.limit.get(req.group)
+        return limit is None or req.slots_needed == 0 or self.held[req.group] + req.slots_needed <= limit
+
+    def take(self, req: SlotRequest) -> None:
+        if req.group in self.limit:
+            self.held[req.group] += req.slots_needed
+
+    def capped(self, unplaced: list[SlotRequest]) -> dict[str, tuple[int, int]]:
+        return {r.allocation_id: (self.limit[r.group], self.held[r.group]) for r in unplaced if not self.allows(r)}
 
 
 class _FreeIndex:
@@ -129,9 +157,10 @@ class _FreeIndex:
 
 
 def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
-             fitting: Fitting = "best", *, ordered: bool = False) -> list[Assignment]:
+             fitting: Fitting = "best", *, ordered: bool = False, caps: GroupCaps | None = None) -> list[Assignment]:
     """Place as many requests as fit, in priority/FIFO order; a request that does not fit now
-    is skipped, and later (smaller) ones may still be placed."""
+    is skipped, and later (smaller) ones may still be placed. With `caps`, a request its group's
+    max_slots does not allow is skipped too (and `caps` counts what is placed)."""
     index = _FreeIndex(agents)
     out: list[Assignment] = []
     ordered = list(requests) if ordered else order_requests(requests)
@@ -144,6 +173,8 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
             if agent_id is not None:
                 out.append(Assignment(req.allocation_id, [(agent_id, [])]))
             continue
+        if caps is not None and not caps.allows(req):
+            continue
         if not index.any_free():
             if zero_left == 0:
                 break  # nothing else can be placed
@@ -151,11 +182,14 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
         agent_id = index.pick_one(req.slots_needed, fitting)
         if agent_id is not None:
             out.append(Assignment(req.allocation_id, [(agent_id, index.take(agent_id, req.slots_needed))]))
-            continue
-        whole = index.pick_whole_agents(req.slots_needed)
-        if whole:
+        else:
+            whole = index.pick_whole_agents(req.slots_needed)
+            if not whole:
+                continue
             out.append(Assignment(req.allocation_id,
                                   [(a, index.take(a, index.total[a])) for a in whole]))
+        if caps is not None:
+            caps.take(req)
     return out
 
 
@@ -188,19 +222,20 @@ def plan(requests: list[SlotRequest], agents: list[AgentSnapshot], running: list
          scheduler: Literal["priority", "fair_share"] = "priority", fitting: Fitting = "best",
          preemption: bool = False) -> SchedulePlan:
     ordered = fair_order(requests, running) if scheduler == "fair_share" else order_requests(requests)
-    assignments = schedule(ordered, agents, fitting, ordered=True)
-    result = SchedulePlan(assignments)
+    caps = GroupCaps(requests, running)
+    assignments = schedule(ordered, agents, fitting, ordered=True, caps=caps)
+    placed = {a.allocation_id for a in assignments}
+    result = SchedulePlan(assignments, capped=caps.capped([r for r in ordered if r.allocation_id not in placed]))
     if scheduler != "priority" or not preemption or any(t.preempting for t in running):
         return result  # one round of preemption at a time: wait for the victims to leave
-    placed = {a.allocation_id for a in assignments}
     free: dict[str, int] = {a.id: len(a.free_slot_ids) for a in agents}
     for a in assignments:
         for agent_id, slot_ids in a.placements:
             free[agent_id] -= len(slot_ids)
     taken: set[str] = set()
     for req in ordered:
-        if req.allocation_id in placed or req.slots_needed == 0:
-            continue
+        if req.allocation_id in placed or req.slots_needed == 0 or req.allocation_id in result.capped:
+            continue  # a request its max_slots holds back preempts nothing: it could not take the slots
         victims = _victims(req, free, running, taken)
         if victims:
             result.preempt += victims

@@ -2,6 +2,7 @@
 pool as it saw it; the reason is stored on the allocation and shown wherever the allocation is.
 
 The reasons, first that applies:
+- the experiment's resources.max_slots (`max_slots_reason`: the scheduler held the trial back for it);
 - a static pool with no usable agent, or none (alone or as whole agents together) large enough;
 - behind N allocations of higher priority in the queue (when the pool's agents could hold it);
 - a dynamic pool: instances booting, the pool at max_instances, or an instance about to be launched;
@@ -22,6 +23,7 @@ class WaitKind(StrEnum):
     LAUNCHING = "launching"
     BEHIND = "behind"
     NO_FREE_SLOTS = "no_free_slots"
+    MAX_SLOTS = "max_slots"
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,18 @@ def reason(need: int, pool: PoolView, ahead_more_urgent: int) -> WaitReason:
     return WaitReason(WaitKind.NO_FREE_SLOTS,
                       f"needs {_plural(need, 'free slot')} in pool {pool.name} "
                       f"({pool.free_slots} of {sum(pool.agent_slots)} free)")
+
+
+def max_slots_reason(need: int, max_slots: int, held: int) -> WaitReason:
+    """Why a trial of `need` slots waits when its experiment's max_slots held it back, its trials
+    holding `held` slots."""
+    if need > max_slots:
+        return WaitReason(WaitKind.MAX_SLOTS,
+                          f"the experiment's max_slots ({max_slots}) is less than the trial's {_plural(need, 'slot')}: "
+                          f"raise it (det e set max-slots) for the trial to run")
+    return WaitReason(WaitKind.MAX_SLOTS,
+                      f"waiting on the experiment's max_slots: its trials hold {held} of {max_slots} slot(s), "
+                      f"the trial needs {need}")
 
 
 def static_pool_warning(need: int, pool_name: str, agent_slots: Sequence[int]) -> str | None:

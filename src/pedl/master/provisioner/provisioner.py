@@ -11,10 +11,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from pedl.config.master_config import ResourcePoolConfig
+from pedl.master.cluster.wait_reasons import WaitKind
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
 from pedl.master.observability.master_metrics import market
@@ -196,10 +197,12 @@ class PoolProvisioner:
                 interrupted=row.interrupted_at is not None,
                 agent_connected=(agent is not None and agent.state == AgentState.CONNECTED and row.id in connected),
                 agent_disconnected_at=agent.disconnected_at if agent is not None else None))
+        # a task its experiment's max_slots holds back (as the last scheduling pass saw) is no demand
         waiting = [PendingTask(aid, slots, queued) for aid, slots, queued in s.execute(
             select(models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at).where(
                 models.Allocation.state == AllocationState.PENDING,
-                models.Allocation.resource_pool == self.pool.pool_name))]
+                models.Allocation.resource_pool == self.pool.pool_name,
+                or_(models.Allocation.wait_kind.is_(None), models.Allocation.wait_kind != WaitKind.MAX_SLOTS)))]
         return snapshot(self.now, facts, held, waiting, self.idle_since)
 
     # -- doing ---------------------------------------------------------------------------------

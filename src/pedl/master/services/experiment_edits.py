@@ -1,10 +1,11 @@
 """What the owner of an experiment (or an admin) may change besides its state: archive it once it has
 ended, unarchive it, edit its name, description, notes and labels, add or remove one label, and change
-its priority and fair-share weight."""
+its priority, fair-share weight and max_slots."""
 
 from __future__ import annotations
 
 import math
+from types import EllipsisType
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -26,6 +27,7 @@ NAME_MAX = 512  # the column's length
 TEXT_MAX = 65_536
 LABEL_MAX = 255
 LABELS_MAX = 100
+MAX_SLOTS_MAX = 1_000_000  # as the config's resources.max_slots
 
 
 def set_archived(ctx: MasterContext, who: Caller, experiment_id: int, archived: bool) -> models.Experiment:
@@ -105,15 +107,19 @@ def change_label(ctx: MasterContext, who: Caller, experiment_id: int, label: str
 
 
 def _set_resources(ctx: MasterContext, who: Caller, experiment_id: int, *, priority: int | None,
-                   weight: float | None) -> None:
+                   weight: float | None, max_slots: int | None | EllipsisType = ...) -> None:
     """Change the experiment's priority (its trials' waiting and running allocations take it at once:
-    the scheduler's next pass orders and preempts by it) and fair-share weight (read by every pass).
-    Runs under the cluster lock, so no pass sees half of it. The values are patch's, checked."""
+    the scheduler's next pass orders and preempts by it), fair-share weight (read by every pass) and
+    max_slots (None: no cap; ...: unchanged), which the next pass applies: running trials keep their
+    slots, new ones wait while the experiment holds max_slots. Runs under the cluster lock, so no pass
+    sees half of it. The values are patch's, checked."""
 
     def change(s: Session) -> None:
         exp = get(s, experiment_id)
         require_owner(who, exp.owner_id, f"edit experiment {experiment_id}")
         resources = dict(exp.config.get("resources") or {})
+        if max_slots is not ...:
+            resources["max_slots"] = max_slots
         if priority is not None:
             resources["priority"] = priority
             live = select(models.Allocation).join(models.Trial, models.Trial.id == models.Allocation.trial_id).where(
@@ -123,27 +129,42 @@ def _set_resources(ctx: MasterContext, who: Caller, experiment_id: int, *, prior
         if weight is not None:
             resources["weight"] = weight
         exp.config = {**exp.config, "resources": resources}
-        changes = ", ".join(f"{k} {v}" for k, v in (("priority", priority), ("weight", weight)) if v is not None)
-        record_event(s, ctx.clock.now(), "experiment", exp.id, f"{changes} set by {who.user.username}")
+        changes = [f"{k} {v}" for k, v in (("priority", priority), ("weight", weight)) if v is not None]
+        if max_slots is not ...:
+            changes.append(f"max_slots {'none' if max_slots is None else max_slots}")
+        record_event(s, ctx.clock.now(), "experiment", exp.id, f"{', '.join(changes)} set by {who.user.username}")
 
     ctx.controller.run(change)
     ctx.controller.wake()
 
 
-def _check_resources(priority: int | None, weight: float | None, max_slots: int | None) -> None:
+def _check_resources(priority: int | None, weight: float | None, max_slots: int | None | EllipsisType) -> None:
     if priority is not None and not 1 <= priority <= 99:
         raise InvalidArgument.at("resources.priority", "from 1 (most urgent) to 99")
     if weight is not None and not (0 < weight <= 1_000_000 and math.isfinite(weight)):
         raise InvalidArgument.at("resources.weight", "greater than 0 and at most 1000000")
-    if max_slots is not None:
-        raise InvalidArgument.at("resources.maxSlots", "pedl does not cap an experiment's slots (max_slots) yet")
+    if isinstance(max_slots, int) and not 0 <= max_slots <= MAX_SLOTS_MAX:
+        raise InvalidArgument.at("resources.maxSlots", f"from 0 to {MAX_SLOTS_MAX}, or null for no cap")
+
+
+def _check_max_slots_fits(ctx: MasterContext, experiment_id: int, max_slots: int) -> None:
+    """A cap below one trial's slots would keep every trial waiting for ever."""
+    with ctx.db.read_session() as s:
+        need = int((get(s, experiment_id).config.get("resources") or {}).get("slots_per_trial", 1))
+    if max_slots < need:
+        raise InvalidArgument.at("resources.maxSlots", f"{max_slots} is less than the {need} slot(s) each trial of "
+                                 f"experiment {experiment_id} needs (resources.slots_per_trial)")
 
 
 def patch(ctx: MasterContext, who: Caller, experiment_id: int, *, name: str | None = None,
           description: str | None = None, notes: str | None = None, labels: list[str] | None = None,
-          priority: int | None = None, weight: float | None = None, max_slots: int | None = None) -> None:
-    """PATCH /experiments/{id}: every value checked before anything changes."""
+          priority: int | None = None, weight: float | None = None,
+          max_slots: int | None | EllipsisType = ...) -> None:
+    """PATCH /experiments/{id}: every value checked before anything changes. `max_slots` None removes
+    the cap (det sends null for `det e set max-slots ID None`); ... leaves it as it is."""
     _check_resources(priority, weight, max_slots)
+    if isinstance(max_slots, int):
+        _check_max_slots_fits(ctx, experiment_id, max_slots)
     edit(ctx, who, experiment_id, name=name, description=description, notes=notes, labels=labels)
-    if priority is not None or weight is not None:
-        _set_resources(ctx, who, experiment_id, priority=priority, weight=weight)
+    if priority is not None or weight is not None or max_slots is not ...:
+        _set_resources(ctx, who, experiment_id, priority=priority, weight=weight, max_slots=max_slots)
