@@ -127,7 +127,11 @@ class FakeAgent:
                                        m["session_token"], m))
         return started
 
-    def exit(self, allocation_id: str, exit_code: int | None = 0, reason: str = "") -> None:
+    def exit(self, allocation_id: str, exit_code: int | None = 0, reason: str = "", *, contacted: bool = True) -> None:
+        """The task ends; unless `contacted` is False it called the master first, as every real trial
+        does (one that never did ran off-cluster: services/task_contact.py)."""
+        if contacted:
+            self.ctx.task_contact.note(self.ctx.db, allocation_id, self.ctx.clock.now())
         self.ctx.controller.task_exited(self.agent_id, allocation_id, exit_code, reason)
 
     def close(self) -> None:

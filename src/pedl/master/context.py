@@ -16,6 +16,7 @@ from pedl.master.db.engine import Database
 from pedl.master.observability.master_metrics import MasterMetrics
 from pedl.master.services.login_limiter import LoginLimiter
 from pedl.master.services.metric_digests import DigestQueue
+from pedl.master.services.task_contact import TaskContact
 
 if TYPE_CHECKING:
     from pedl.master.provisioner.provisioner import PoolProvisioner
@@ -39,3 +40,5 @@ class MasterContext:
     metrics: MasterMetrics = field(default_factory=MasterMetrics)
     # the (trial, group) pairs with metric reports not yet in their digests (services/metric_digests.py)
     digest_queue: DigestQueue = field(default_factory=DigestQueue)
+    # which allocations have called the master with their own token (services/task_contact.py)
+    task_contact: TaskContact = field(default_factory=TaskContact)

@@ -120,7 +120,9 @@ def assign(fx: ClusterEffects, s: Session, alloc: models.Allocation, *agent_ids:
 
 
 def run_on(fx: ClusterEffects, s: Session, alloc: models.Allocation, *agent_ids: str) -> None:
-    """Assign a pending allocation to agents and report its process started on each: RUNNING."""
+    """Assign a pending allocation to agents and report its process started on each: RUNNING. The
+    task has called the master, as every real trial does (services/task_contact.py)."""
     assign(fx, s, alloc, *agent_ids)
     for agent_id in agent_ids:
         agent_events.task_started(fx, s, agent_id, alloc.id)
+    alloc.contacted_at = fx.now

@@ -297,6 +297,7 @@ def test_checkpoint_gc_requests_reach_the_attached_collector(ctx: MasterContext,
         (alloc,) = allocations_of(s, trial)
     clock.advance(30)
     ctl.task_started("a1", alloc.id)
+    ctx.task_contact.note(ctx.db, alloc.id, clock.now())  # the trial called the master, as real ones do
     ctl.task_exited("a1", alloc.id, 0, "")  # the trial completes, and with it the experiment
     assert gc.pending() == {exp_id: clock.now()}
     with ctx.db.session() as s:

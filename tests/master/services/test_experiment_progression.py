@@ -32,14 +32,18 @@ def few_live_trials(master_config: MasterConfig) -> RecordingEffects:
     return RecordingEffects(config=master_config.model_copy(update={"limits": limits}))
 
 
-def run(fx: RecordingEffects, s: Session, alloc: models.Allocation, agent_id: str = "a1") -> None:
+def run(fx: RecordingEffects, s: Session, alloc: models.Allocation, agent_id: str = "a1", *,
+        contacted: bool = True) -> None:
     """Place a pending allocation on one slot of `agent_id` and report its process started, the
-    way the scheduling pass and the agent's task_started do."""
+    way the scheduling pass and the agent's task_started do; unless `contacted` is False the task
+    then calls the master, as every trial on the cluster does."""
     s.flush()
     placement.apply(fx, s, AgentHub(), [(alloc.id, [(agent_id, [f"{agent_id}-0"])])])
     assert alloc.state == A.ASSIGNED
     agent_events.task_started(fx, s, agent_id, alloc.id)
     assert alloc.state == A.RUNNING
+    if contacted:
+        alloc.contacted_at = fx.now
 
 
 def live(s: Session, trial: models.Trial) -> models.Allocation:
@@ -79,6 +83,34 @@ def test_exit_0_completes_the_trial_and_the_single_searchers_experiment(fx: Reco
         assert (exp.state, exp.end_time, exp.progress) == (E.COMPLETED, fx.now, 1.0)
         assert exp.id in fx.gc_wanted and set(fx.gc_wanted) == {exp.id}
         assert len(allocations_of(s, trial)) == 1  # nothing queued again
+
+
+def test_exit_0_without_ever_calling_the_master_fails_the_trial_at_once(fx: RecordingEffects,
+                                                                        database: Database) -> None:
+    # Determined's dummy mode: the script found no cluster info, reported nothing, and exited 0
+    with database.session() as s:
+        exp = experiment(fx, s)
+        (trial,) = trials_of(s, exp)
+        alloc = live(s, trial)
+        run(fx, s, alloc, contacted=False)
+        progression.allocation_ended(fx, s, alloc, 0, "")
+        assert trial.state == T.ERROR and trial.restarts == 0  # a restart would end the same way
+        assert "without ever calling the master" in trial.end_reason
+        assert "/run/determined/info" in trial.end_reason
+        assert exp.state == E.ERROR
+        assert len(allocations_of(s, trial)) == 1
+
+
+def test_exit_0_without_a_call_after_earlier_reports_still_completes(fx: RecordingEffects,
+                                                                     database: Database) -> None:
+    # a restarted trial that had reported before keeps the benefit of the doubt
+    with database.session() as s:
+        exp, trial, _ = running_single(fx, s)
+        trial.total_batches = 10
+        alloc = live(s, trial)
+        alloc.contacted_at = None
+        progression.allocation_ended(fx, s, alloc, 0, "")
+        assert trial.state == T.COMPLETED
 
 
 def test_preempted_exit_0_queues_the_trial_again_as_run_2(fx: RecordingEffects, database: Database) -> None:

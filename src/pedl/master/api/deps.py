@@ -66,6 +66,18 @@ def caller_cache(request: Request) -> CallerCache:
 
 
 def caller(request: Request) -> Caller:
+    """The user or task behind the request. A task's call is noted as its contact with the master
+    (services/task_contact.py): its trial then cannot be mistaken for one that ran off-cluster."""
+    who = agent_fetch_caller(request)
+    if who.allocation_id is not None:
+        ctx = ctx_of(request)
+        ctx.task_contact.note(ctx.db, who.allocation_id, ctx.clock.now())
+    return who
+
+
+def agent_fetch_caller(request: Request) -> Caller:
+    """The caller, for a route the agent calls with the task's token before the task runs (the
+    model definition download): not the task's own contact."""
     token = bearer_token(request)
     if token is None:
         raise Unauthenticated("authentication required: log in and send 'Authorization: Bearer <token>'")

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
-from pedl.master.api.deps import Caller, caller, ctx_of, json_body
+from pedl.master.api.deps import Caller, agent_fetch_caller, caller, ctx_of, json_body
 from pedl.master.api.openapi import TASK_LOGS, accepts
 from pedl.master.services import allocations
 from pedl.master.services.logs import LOG_LEVELS
@@ -24,7 +24,7 @@ def list_tasks(request: Request, _: Caller = Depends(caller)) -> dict:
 
 
 @router.get("/tasks/{task_id}/context_directory")
-def context_directory(task_id: str, request: Request, who: Caller = Depends(caller)) -> dict:
+def context_directory(task_id: str, request: Request, who: Caller = Depends(agent_fetch_caller)) -> dict:
     return {"b64Tgz": allocations.context_b64(ctx_of(request), who, task_id)}
 
 

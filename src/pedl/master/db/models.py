@@ -19,6 +19,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -79,6 +80,53 @@ class UserSession(Base):
     expires_at: Mapped[float] = mapped_column(Float)
 
 
+class Workspace(Base):
+    """Determined's workspace: a named set of projects (migration 0007). Workspace 1, Uncategorized,
+    exists in every database and cannot take new projects (immutable, as in Determined)."""
+
+    __tablename__ = "workspaces"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(255))
+    # the name case-folded: names are unique whatever their case (Determined's rule), the same on both databases
+    name_key: Mapped[str] = mapped_column(String(1024), unique=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)  # None: made by the migration
+    immutable: Mapped[bool] = mapped_column(Boolean, default=False)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Project(Base):
+    """Determined's project: experiments belong to one (project 1, Uncategorized, by default). Names
+    are unique within their workspace, whatever their case."""
+
+    __tablename__ = "projects"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    name: Mapped[str] = mapped_column(String(255))
+    name_key: Mapped[str] = mapped_column(String(1024))
+    description: Mapped[str] = mapped_column(Text, default="")
+    key: Mapped[str] = mapped_column(String(16))
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    immutable: Mapped[bool] = mapped_column(Boolean, default=False)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (UniqueConstraint("workspace_id", "name_key"),)
+
+
+class Template(Base):
+    """A named config template (`det template set`): merged under the config of an experiment created
+    with it. Its owner (creator) or an admin changes it."""
+
+    __tablename__ = "templates"
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
 class Experiment(Base):
     __tablename__ = "experiments"
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
@@ -95,11 +143,15 @@ class Experiment(Base):
     end_time: Mapped[float | None] = mapped_column(Float, nullable=True)
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     parent_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    project_id: Mapped[int] = mapped_column(Integer, default=1)
+    # a project (services/projects.py checks it: no foreign key, see migration 0007)
+    project_id: Mapped[int] = mapped_column(Integer, default=1, index=True)
     notes: Mapped[str] = mapped_column(Text, default="")
     end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     # between unit separators ("\x1fa\x1fb\x1f"), so that LIKE matches a whole label (labels.py)
     labels: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # its job's place in its pool's queue among equal priorities (det job update --ahead-of/--behind-of);
+    # None: its submission time, start_time (services/job_queue.py)
+    queue_position: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ModelDefinition(Base):
@@ -157,6 +209,8 @@ class Allocation(Base):
     exit_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     kill_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # first call the task made with its own token; None: it never reached the master (dummy mode)
+    contacted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     # why a PENDING allocation waits (cluster/wait_reasons.py), as the last scheduling pass saw it
     wait_kind: Mapped[str | None] = mapped_column(String(40), nullable=True)
     wait_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -304,3 +358,56 @@ class ClusterInfo(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     cluster_id: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float)
+
+
+# -- the model registry (migration 0008; services/model_registry.py) ------------------------------
+
+
+class RegisteredModel(Base):
+    """A named model of the registry (Determined's model): its versions are checkpoints. The owner
+    (its creator) or an admin changes it; workspace_id is a plain integer (workspace 1 by default)."""
+
+    __tablename__ = "registered_models"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    notes: Mapped[str] = mapped_column(Text, default="")
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    workspace_id: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class ModelLabel(Base):
+    """One label of a model, at its place in the model's list (a row each, so that listings filter on
+    labels and count them in SQL)."""
+
+    __tablename__ = "model_labels"
+    model_id: Mapped[int] = mapped_column(ForeignKey("registered_models.id", ondelete="CASCADE"), primary_key=True)
+    label: Mapped[str] = mapped_column(String(255), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (Index("ix_model_labels_label", "label"),)
+
+
+class ModelVersion(Base):
+    """Version `version` (1, 2, 3... per model) of a registered model: a checkpoint, which checkpoint
+    garbage collection then never deletes."""
+
+    __tablename__ = "model_versions"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("registered_models.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    checkpoint_uuid: Mapped[str] = mapped_column(ForeignKey("checkpoints.uuid"), index=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    comment: Mapped[str] = mapped_column(Text, default="")
+    notes: Mapped[str] = mapped_column(Text, default="")
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    labels: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (UniqueConstraint("model_id", "version", name="uq_model_versions_model_version"),)

@@ -26,7 +26,7 @@ from pedl.master.lifecycle import (
     TrialState,
 )
 from pedl.master.searcher import SearcherActions, make_searcher
-from pedl.master.services import search_progress
+from pedl.master.services import search_progress, task_contact
 from pedl.master.services.transitions import record_event, set_experiment_state, set_trial_state
 from pedl.master.services.trial_room import TRIALS_PER_PASS, RoomCalculator
 
@@ -136,6 +136,8 @@ def _trial_outcome(fx: ClusterEffects, s: Session, alloc: models.Allocation, exi
         trial.end_reason = trial.end_reason or ("experiment killed" if canceling else "killed")
         if not canceling:  # one trial killed: the searcher closes it and may go on
             close_early(fx, s, exp, trial, "killed")
+    elif exit_code == 0 and _ran_off_cluster(alloc, trial):
+        _fail(fx, s, exp, trial, task_contact.OFF_CLUSTER)
     elif state == T.STOPPING_COMPLETED or (exit_code == 0 and (not alloc.preempt_requested or _reached_target(trial))):
         _complete(fx, s, exp, trial, "stopped early by the searcher" if state == T.STOPPING_COMPLETED else "completed")
     elif alloc.preempt_requested and exit_code == 0:
@@ -160,6 +162,22 @@ def _trial_outcome(fx: ClusterEffects, s: Session, alloc: models.Allocation, exi
         trial.end_time = now
         close_early(fx, s, exp, trial, why)
     maybe_finish(fx, s, exp)
+
+
+def _ran_off_cluster(alloc: models.Allocation, trial: models.Trial) -> bool:
+    """Exited 0 having never called the master, and nothing of the trial was ever reported: a
+    restart of a trial that had reported keeps the benefit of the doubt."""
+    return (alloc.contacted_at is None and not alloc.preempt_requested and not alloc.kill_requested
+            and trial.total_batches == 0 and trial.latest_checkpoint is None)
+
+
+def _fail(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
+    """The trial fails at once, without restarts: running it again would end the same way."""
+    trial.end_reason = reason
+    set_trial_state(s, fx.now, trial, T.ERROR, reason, level="error")
+    trial.end_time = fx.now
+    record_event(s, fx.now, "experiment", exp.id, f"trial {trial.id} failed: {reason}", level="error")
+    close_early(fx, s, exp, trial, reason)
 
 
 def fail_unschedulable(fx: ClusterEffects, s: Session, alloc: models.Allocation, reason: str) -> None:
