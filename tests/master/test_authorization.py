@@ -95,6 +95,10 @@ def _world(client: TestClient, app: FastAPI) -> World:
     assert r.status_code == 200, r.text
     ids.update(exp=exp["id"], side=side["id"], side_trial=side_trial["id"], trial=task_a.trial_id,
                task=task_a.task_id, alloc=task_a.allocation_id, ckpt=ckpt, task_a=task_a)
+    # alice's model, with the checkpoint as version 1 (the matrix registers versions 2 and 3)
+    assert post(client, "/api/v1/models", {"name": "alice-model", "labels": ["l"]}, alice).status_code == 200
+    assert post(client, "/api/v1/models/alice-model/versions", {"checkpointUuid": ckpt}, alice).status_code == 200
+    ids.update(model="alice-model", version=1, last_version=3, doomed_model="doomed-model")
     tokens = {"none": {}, "garbage": bearer("not-a-token"), "other": bearer(login(client, "bob", "pw-bob")),
               "owner": alice, "admin": bearer(login(client, "admin", "pw-admin")),
               "task_other": bearer(task_b.token), "task_revoked": bearer(task_c.token),
@@ -120,6 +124,21 @@ def _new_user(w: World) -> dict:
 
 def _experiment(w: World) -> dict:
     return {"activate": False, "config": SINGLE_CONFIG, "modelDefinition": [], "validateOnly": False}
+
+
+def _doomed_model(w: World) -> None:
+    """The model the DELETE row deletes, made again (by alice) before each cell: the owner's cell deletes it."""
+    if w.client.get("/api/v1/models/doomed-model", headers=w.tokens["owner"]).status_code == 404:
+        assert post(w.client, "/api/v1/models", {"name": "doomed-model"}, w.tokens["owner"]).status_code == 200
+
+
+def _last_version(w: World) -> None:
+    """The version the DELETE row deletes, registered again before each cell (the next number is one
+    past the highest, so it comes back under the same number)."""
+    url = "/api/v1/models/{model}/versions".format(**w.ids)
+    if w.client.get(f"{url}/{w.ids['last_version']}", headers=w.tokens["owner"]).status_code == 404:
+        r = post(w.client, url, {"checkpointUuid": w.ids["ckpt"]}, w.tokens["owner"])
+        assert r.json()["modelVersion"]["version"] == w.ids["last_version"], r.text
 
 
 Body = Callable[[World], Any] | None
@@ -162,6 +181,11 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/checkpoints", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}/download", R, None),
+    ("GET", "/api/v1/models", R, None),
+    ("GET", "/api/v1/models/{model}", R, None),
+    ("GET", "/api/v1/models/{model}/versions", R, None),
+    ("GET", "/api/v1/models/{model}/versions/{version}", R, None),
+    ("GET", "/api/v1/model/labels", R, None),
     # what a task reports about itself
     ("POST", "/api/v1/trials/{trial}/metrics", TASK, _metrics),
     ("POST", "/api/v1/trials/{trial}/progress", TASK, lambda w: {"progress": 0.5}),
@@ -188,6 +212,14 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("PATCH", "/api/v1/experiments/{side}", OWNER, lambda w: {"resources": {"priority": 40 + next(w.counter) % 9}}),
     ("PUT", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
     ("DELETE", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
+    ("POST", "/api/v1/models", USER, lambda w: {"name": f"model-{next(w.counter)}"}),
+    ("PATCH", "/api/v1/models/{model}", OWNER, lambda w: {"description": f"set {next(w.counter)}"}),
+    ("POST", "/api/v1/models/{model}/archive", OWNER, None),
+    ("POST", "/api/v1/models/{model}/unarchive", OWNER, None),
+    ("POST", "/api/v1/models/{model}/versions", OWNER, lambda w: {"checkpointUuid": w.ids["ckpt"]}),
+    ("PATCH", "/api/v1/models/{model}/versions/{version}", OWNER, lambda w: {"notes": f"n{next(w.counter)}"}),
+    ("DELETE", "/api/v1/models/{model}/versions/{last_version}", OWNER, _last_version),
+    ("DELETE", "/api/v1/models/{doomed_model}", OWNER, _doomed_model),
     # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions
     ("POST", "/api/v1/users/{alice}/password", OWNER,
      lambda w: {"password": client_hash("pw-alice"), "isHashed": True}),

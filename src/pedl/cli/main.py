@@ -14,6 +14,7 @@ from pedl.cli import (
     deploy,
     experiments,
     master,
+    model_registry,
     resource_pools,
     sim,
     slots,
@@ -76,6 +77,7 @@ app.add_typer(experiments.app, name="e", hidden=True)
 app.add_typer(trials.app, name="trial")
 app.add_typer(trials.app, name="t", hidden=True)
 app.add_typer(checkpoints.app, name="checkpoint")
+app.add_typer(model_registry.app, name="model")
 app.add_typer(deploy.app, name="deploy")
 app.command("sim")(sim.sim)
 app.add_typer(resource_pools.app, name="resource-pool")

@@ -27,6 +27,7 @@ from pedl.master.api import (
     instances,
     master,
     metric_series,
+    model_registry,
     openapi,
     package,
     prometheus,
@@ -170,7 +171,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
-                   instances, package, prometheus):
+                   instances, package, prometheus, model_registry):
         app.include_router(module.router)
     openapi.install(app)  # after the routers: it corrects the document they produce
     app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI

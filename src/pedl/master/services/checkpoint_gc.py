@@ -9,7 +9,8 @@ A checkpoint's directory is its experiment's storage plus its uuid, never what a
 is checked on resolved paths against the master's storage roots just before it is deleted
 (storage_roots.checkpoint_problem); one outside them (stored before the roots were enforced, or a
 directory that is a symlink) is left alone, logged and not marked deleted. Deleting unlinks
-symlinks inside a checkpoint and never follows them.
+symlinks inside a checkpoint and never follows them. A checkpoint registered as a model version
+(services/model_versions.py) is never deleted: neither planned nor, checked again just before, deleted.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from sqlalchemy.orm import Session
 from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, CheckpointState
-from pedl.master.services import checkpoints
+from pedl.master.services import checkpoints, model_versions
 from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
 from pedl.master.services.transitions import record_event, set_checkpoint_state
 
@@ -164,6 +165,7 @@ def plan(s: Session, experiment_id: int, default_storage: Mapping[str, Any] | No
              for r in rows]
     doomed = set(select_deletions(facts, policy, smaller_is_better=bool(searcher.get("smaller_is_better", True)),
                                   closed_trials=closed))
+    doomed -= model_versions.registered_in_experiment(s, experiment_id)  # a model version's: kept for good
     out.deletions = [Deletion(r.uuid, r.trial_id, storage_cfg, dict(r.storage or {}))
                      for r in sorted(rows, key=lambda r: (r.trial_id, r.steps_completed)) if r.uuid in doomed]
     return out
@@ -293,6 +295,8 @@ class CheckpointGC:
                 log.warning("checkpoint garbage collection left checkpoint %s alone: %s", d.uuid, why)
                 outcome.refused[d.uuid] = why
                 continue
+            if self._registered(d.uuid):  # registered as a model version since the plan: kept
+                continue
             key = json.dumps(d.storage, sort_keys=True, default=str)
             try:
                 if key not in storages:
@@ -304,6 +308,10 @@ class CheckpointGC:
             outcome.deleted.append(d.uuid)
             done.append(d)
         return done
+
+    def _registered(self, uuid: str) -> bool:
+        with self.ctx.db.read_session() as s:
+            return model_versions.is_registered(s, uuid)
 
     def _retry_later(self, experiment_id: int, why: str) -> None:
         n = self._failures.get(experiment_id, 0) + 1
