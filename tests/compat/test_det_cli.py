@@ -251,3 +251,124 @@ def test_determined_sdk_reads_metrics_and_checkpoints_and_labels(det_cluster, tm
     api_ckpts = det_cluster.master.api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
     assert sorted(got["checkpoints"]) == sorted(c["uuid"] for c in api_ckpts) and got["checkpoints"]
     assert det_cluster.master.api("GET", f"/api/v1/experiments/{exp_id}")["experiment"]["labels"] == ["from-sdk"]
+
+
+def _completed_run_with_a_deleted_checkpoint(c: Cluster, tmp_path: Path, name: str) -> tuple[int, str, str]:
+    """A 10-step experiment: checkpoints at 5 and 10; garbage collection deletes the one at 5.
+    Returns (experiment id, the kept checkpoint's uuid, the deleted one's)."""
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text(yaml.safe_dump(steps_config(name=name, steps=10)))
+    out = det(c, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
+    exp_id = int(out.strip().split("Created experiment")[-1].split()[0])
+    assert wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
+
+    def by_step() -> dict[int, dict]:
+        got = c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+        return {ck["metadata"]["steps_completed"]: ck for ck in got}
+
+    wait_for(lambda: by_step()[5]["state"] == "STATE_DELETED", 60, what="checkpoint 5 deleted")
+    return exp_id, by_step()[10]["uuid"], by_step()[5]["uuid"]
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_model_registry_and_the_api_agree(det_cluster, tmp_path) -> None:
+    """det model create/list/describe/register-version/list-versions/move/delete; refusals named."""
+    _exp_id, kept, deleted = _completed_run_with_a_deleted_checkpoint(det_cluster, tmp_path, "for-det-models")
+    api = det_cluster.master.api
+
+    det(det_cluster, "model", "create", "det-model", "--description", "made by det")
+    made = json.loads(det(det_cluster, "model", "create", "det-json", "--json").stdout)
+    assert made["name"] == "det-json" and made["archived"] is False
+    assert "det-model" in det(det_cluster, "model", "list").stdout
+    listed = json.loads(det(det_cluster, "model", "list", "--json").stdout)
+    assert sorted(m["name"] for m in listed) == ["det-json", "det-model"]
+    out = det(det_cluster, "model", "register-version", "det-model", kept).stdout
+    assert kept in out
+    described = det(det_cluster, "model", "describe", "det-model").stdout
+    assert "made by det" in described and kept in described
+    assert kept in det(det_cluster, "model", "list-versions", "det-model").stdout
+    versions = json.loads(det(det_cluster, "model", "list-versions", "det-model", "--json").stdout)
+    assert [v["checkpoint"]["uuid"] for v in versions["modelVersions"]] == [kept]
+    by_json = json.loads(det(det_cluster, "model", "register-version", "det-model", kept, "--json").stdout)
+    assert by_json["modelVersion"]["version"] == 2
+    det(det_cluster, "model", "move", "det-model", "-w", "Uncategorized")
+
+    model = api("GET", "/api/v1/models/det-model")["model"]
+    assert (model["description"], model["numVersions"], model["username"], model["workspaceId"]) == (
+        "made by det", 2, "determined", 1)
+    got = api("GET", "/api/v1/models/det-model/versions")["modelVersions"]
+    assert [(v["version"], v["checkpoint"]["uuid"]) for v in got] == [(1, kept), (2, kept)]
+
+    refused = det(det_cluster, "model", "register-version", "det-model", deleted, check=False)
+    assert refused.returncode != 0 and "checkpointUuid" in refused.stdout + refused.stderr, refused
+    for name, words in (("det-model", "already exists"), ("a/b", "'/'")):
+        refused = det(det_cluster, "model", "create", name, check=False)
+        assert refused.returncode != 0 and words in refused.stdout + refused.stderr, refused
+    assert api("GET", "/api/v1/models/det-model/versions")["pagination"]["total"] == 2
+    assert len(api("GET", "/api/v1/models")["models"]) == 2
+
+    det(det_cluster, "model", "delete", "det-json")
+    assert [m["name"] for m in api("GET", "/api/v1/models")["models"]] == ["det-model"]
+
+
+SDK_MODELS_SCRIPT = """
+import json, os, sys, warnings
+from determined.experimental import client
+client.login(master=sys.argv[1], user="determined", password="")
+uuid, outdir = sys.argv[2], sys.argv[3]
+m = client.create_model("sdk-model", description="first", metadata={"a": 1, "b": 2})
+m.add_metadata({"c": 3})
+m.remove_metadata(["a"])
+m.set_labels(["y", "z"])
+m.set_description("second")
+v1 = m.register_version(uuid)
+v1.set_name("one")
+v1.set_notes("the notes")
+m.register_version(uuid).delete()
+m.register_version(uuid)
+got = client.get_model("sdk-model")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", FutureWarning)
+    by_id = client.get_model_by_id(m.model_id)
+    old_style = [v.model_version for v in got.get_versions()]
+one = got.get_version(1)
+path = one.checkpoint.download(os.path.join(outdir, "ckpt"))
+m.archive()
+archived = client.get_model(m.model_id).archived
+m.unarchive()
+doomed = client.create_model("sdk-doomed")
+doomed.delete()
+out = {
+    "id": m.model_id, "by_id": by_id.name, "names": [x.name for x in client.list_models()],
+    "metadata": got.metadata, "labels": got.labels, "description": got.description,
+    "versions": [(v.model_version, v.checkpoint.uuid, v.name, v.notes) for v in got.list_versions()],
+    "old_style": old_style, "latest": got.get_version().model_version, "one": [one.name, one.checkpoint.uuid],
+    "files": sorted(os.listdir(path)), "archived": archived,
+}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_determined_sdk_drives_the_model_registry(det_cluster, tmp_path) -> None:
+    _exp_id, kept, _deleted = _completed_run_with_a_deleted_checkpoint(det_cluster, tmp_path, "for-sdk-models")
+    proc = subprocess.run([str(DET.parent / "python"), "-c", SDK_MODELS_SCRIPT, det_cluster.master.url, kept,
+                           str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    api = det_cluster.master.api
+    model = api("GET", "/api/v1/models/sdk-model")["model"]
+    assert model["id"] == got["id"] and got["by_id"] == "sdk-model"
+    assert (model["metadata"], model["labels"], model["description"], model["archived"]) == (
+        {"b": 2, "c": 3}, ["y", "z"], "second", False)
+    assert (got["metadata"], got["labels"], got["description"], got["archived"]) == (
+        {"b": 2, "c": 3}, ["y", "z"], "second", True)
+    assert "sdk-model" in got["names"] and "sdk-doomed" not in got["names"]
+    assert [m["name"] for m in api("GET", "/api/v1/models", name="sdk-")["models"]] == ["sdk-model"]
+    versions = api("GET", "/api/v1/models/sdk-model/versions", orderBy="ORDER_BY_DESC")["modelVersions"]
+    assert [[v["version"], v["checkpoint"]["uuid"], v["name"], v["notes"]] for v in versions] == got["versions"]
+    assert got["versions"] == [[2, kept, "", ""], [1, kept, "one", "the notes"]]  # version 2 deleted, then again
+    assert got["old_style"] == [2, 1] and got["latest"] == 2 and got["one"] == ["one", kept]
+    files = api("GET", f"/api/v1/checkpoints/{kept}")["checkpoint"]["resources"]
+    assert got["files"] == sorted(files) and got["files"]
