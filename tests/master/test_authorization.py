@@ -99,6 +99,11 @@ def _world(client: TestClient, app: FastAPI) -> World:
     assert post(client, "/api/v1/models", {"name": "alice-model", "labels": ["l"]}, alice).status_code == 200
     assert post(client, "/api/v1/models/alice-model/versions", {"checkpointUuid": ckpt}, alice).status_code == 200
     ids.update(model="alice-model", version=1, last_version=3, doomed_model="doomed-model")
+    # alice's workspace, project and template
+    ws = post(client, "/api/v1/workspaces", {"name": "alice-ws"}, alice).json()["workspace"]["id"]
+    project = post(client, f"/api/v1/workspaces/{ws}/projects", {"name": "alice-project"}, alice).json()["project"]
+    assert post(client, "/api/v1/templates/alice-tpl", {"config": {}}, alice).status_code == 200
+    ids.update(ws=ws, project=project["id"], tpl="alice-tpl", new_tpl="new-tpl", doomed_tpl="doomed-tpl")
     tokens = {"none": {}, "garbage": bearer("not-a-token"), "other": bearer(login(client, "bob", "pw-bob")),
               "owner": alice, "admin": bearer(login(client, "admin", "pw-admin")),
               "task_other": bearer(task_b.token), "task_revoked": bearer(task_c.token),
@@ -141,6 +146,19 @@ def _last_version(w: World) -> None:
         assert r.json()["modelVersion"]["version"] == w.ids["last_version"], r.text
 
 
+def _new_template(w: World) -> dict:
+    """The template the POST row creates, removed (by an admin) before each cell, so each cell makes it."""
+    w.client.delete("/api/v1/templates/{new_tpl}".format(**w.ids), headers=w.tokens["admin"])
+    return {"name": w.ids["new_tpl"], "config": {"max_restarts": 1}}
+
+
+def _doomed_template(w: World) -> None:
+    """The template the DELETE row deletes, made again (by alice) before each cell."""
+    url = "/api/v1/templates/{doomed_tpl}".format(**w.ids)
+    if w.client.get(url, headers=w.tokens["owner"]).status_code == 404:
+        assert post(w.client, url, {"config": {}}, w.tokens["owner"]).status_code == 200
+
+
 Body = Callable[[World], Any] | None
 
 # (method, path, expected per column, body). Paths take {names} from World.ids. Rows run in order.
@@ -181,6 +199,12 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/checkpoints", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}/download", R, None),
+    ("GET", "/api/v1/workspaces", R, None),
+    ("GET", "/api/v1/workspaces/{ws}", R, None),
+    ("GET", "/api/v1/workspaces/{ws}/projects", R, None),
+    ("GET", "/api/v1/projects/{project}", R, None),
+    ("GET", "/api/v1/templates", R, None),
+    ("GET", "/api/v1/templates/{tpl}", R, None),
     ("GET", "/api/v1/models", R, None),
     ("GET", "/api/v1/models/{model}", R, None),
     ("GET", "/api/v1/models/{model}/versions", R, None),
@@ -220,6 +244,11 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("PATCH", "/api/v1/models/{model}/versions/{version}", OWNER, lambda w: {"notes": f"n{next(w.counter)}"}),
     ("DELETE", "/api/v1/models/{model}/versions/{last_version}", OWNER, _last_version),
     ("DELETE", "/api/v1/models/{doomed_model}", OWNER, _doomed_model),
+    ("POST", "/api/v1/workspaces", USER, lambda w: {"name": f"ws-{next(w.counter)}"}),
+    ("POST", "/api/v1/workspaces/{ws}/projects", USER, lambda w: {"name": f"project-{next(w.counter)}"}),
+    ("POST", "/api/v1/templates/{new_tpl}", USER, _new_template),
+    ("PATCH", "/api/v1/templates/{tpl}", OWNER, lambda w: {"max_restarts": next(w.counter) % 5}),
+    ("DELETE", "/api/v1/templates/{doomed_tpl}", OWNER, _doomed_template),
     # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions
     ("POST", "/api/v1/users/{alice}/password", OWNER,
      lambda w: {"password": client_hash("pw-alice"), "isHashed": True}),

@@ -30,12 +30,15 @@ from pedl.master.api import (
     model_registry,
     openapi,
     package,
+    projects,
     prometheus,
     resource_pools,
     tasks,
+    templates,
     trials,
     users,
     webui,
+    workspaces,
 )
 from pedl.master.context import MasterContext
 from pedl.master.db import migrate
@@ -44,6 +47,7 @@ from pedl.master.observability.request_latency import RequestLatency
 from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import metric_digests
 from pedl.master.services import users as users_service
+from pedl.master.services import workspaces as workspaces_service
 from pedl.master.startup_summary import database_summary, pool_summary
 from pedl.master.wiring import attach_checkpoint_gc, build_context
 from pedl.version import __version__
@@ -69,6 +73,7 @@ def open_database(config: MasterConfig) -> Database:
 def _default_users(ctx: MasterContext) -> None:
     with ctx.db.session() as s:
         created = users_service.ensure_default_users(s, ctx.clock.now())
+        workspaces_service.ensure_defaults(s, ctx.clock.now())  # owned by admin, now that it exists
         if created:
             log.warning("created user(s) %s with BLANK passwords", ", ".join(created))
         blank = users_service.users_with_blank_password(s)
@@ -171,7 +176,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
-                   instances, package, prometheus, model_registry):
+                   instances, package, prometheus, model_registry, workspaces, projects, templates):
         app.include_router(module.router)
     openapi.install(app)  # after the routers: it corrects the document they produce
     app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI

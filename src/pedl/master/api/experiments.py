@@ -38,17 +38,17 @@ class CreateExperimentBody(Body):
     validateOnly: bool | None = False
     parentId: int | None = Field(None, ge=0, le=INT32_MAX)  # integer columns on both databases
     projectId: int | None = Field(None, ge=0, le=INT32_MAX)
-    template: str | None = None
+    template: str | None = Field(None, max_length=255)  # a template's name (det template set)
 
 
 @router.post("")
-@accepts(CreateExperimentBody)
+@accepts(CreateExperimentBody, errors=(404,))  # an unknown projectId or template
 def create(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
     req = parse(CreateExperimentBody, body)
     shown, config, warnings = experiments_service.submit(
         ctx_of(request), who, config_text=req.config, files=req.modelDefinition,
         activate=req.activate is not False, validate_only=bool(req.validateOnly), parent_id=req.parentId,
-        project_id=req.projectId)
+        project_id=req.projectId, template=req.template)
     # det prints its own text for the enum; pedl's CLI prints warningMessages, which say what and where
     return {"experiment": shapes.experiment(*shown) if shown else None, "config": config,
             "warnings": ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"] if warnings else [],
@@ -64,9 +64,10 @@ def list_experiments(request: Request, _: Caller = Depends(unless_changed(*EXPER
                      archived: bool | None = None, users: list[str] = Query(default_factory=list),
                      states: list[str] = Query(default_factory=list), name: str = "",
                      labels: list[str] = Query(default_factory=list), sortBy: str = "SORT_BY_ID",
-                     orderBy: str | None = None) -> dict:
+                     orderBy: str | None = None, projectId: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
     query = ExperimentQuery(offset=offset, limit=limit, archived=archived, usernames=users, states=states,
-                            name=name, labels=labels, sort_by=sortBy, newest_first=orderBy == "ORDER_BY_DESC")
+                            name=name, labels=labels, sort_by=sortBy, newest_first=orderBy == "ORDER_BY_DESC",
+                            project_id=projectId)
     rows, total = experiments_service.listing(ctx_of(request), query)
     return {"experiments": [shapes.experiment(*row) for row in rows],
             "pagination": pagination(offset, limit, total, len(rows))}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pedl.master.lifecycle import AllocationState, CheckpointState
 from pedl.master.services.experiment_labels import split as split_labels
 from pedl.master.services.experiment_listing import ExperimentStats
+from pedl.master.services.projects import Placement
 
 if TYPE_CHECKING:
     from pedl.master.db import models
@@ -25,18 +26,22 @@ def user(u: models.User) -> dict[str, Any]:
             "displayName": u.display_name or "", "remote": False, "modifiedAt": ts(u.modified_at)}
 
 
-def experiment(e: models.Experiment, username: str, stats: ExperimentStats) -> dict[str, Any]:
+def experiment(e: models.Experiment, username: str, stats: ExperimentStats,
+               place: Placement | None = None) -> dict[str, Any]:
+    place = place or Placement()
     return {
         "id": e.id, "name": e.name, "description": e.description, "labels": split_labels(e.labels),
         "archived": e.archived, "config": e.config, "originalConfig": e.original_config,
-        "jobId": f"job-{e.id}", "numTrials": stats.num_trials, "projectId": e.project_id, "projectOwnerId": 1,
+        "jobId": f"job-{e.id}", "numTrials": stats.num_trials, "projectId": e.project_id,
+        "projectOwnerId": place.project_owner_id,
         "activeTrials": stats.active_trials, "bestTrialSearcherMetric": stats.best_metric,
         "bestTrialId": stats.best_trial_id,
         "searcherType": e.config.get("searcher", {}).get("name", "single"),
         "searcherMetric": e.config.get("searcher", {}).get("metric", ""),
         "startTime": ts(e.start_time), "endTime": ts(e.end_time), "state": e.state, "username": username,
         "userId": e.owner_id, "progress": e.progress, "resourcePool": e.resource_pool, "forkedFrom": e.parent_id,
-        "notes": e.notes, "projectName": "Uncategorized", "workspaceName": "Uncategorized", "workspaceId": 1,
+        "notes": e.notes, "projectName": place.project_name, "workspaceName": place.workspace_name,
+        "workspaceId": place.workspace_id,
         "parentArchived": False, "unmanaged": False, "endReason": e.end_reason,
     }
 

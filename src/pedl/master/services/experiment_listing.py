@@ -30,6 +30,7 @@ class ExperimentQuery:
     labels: list[str] = field(default_factory=list)  # any of them
     sort_by: str = "SORT_BY_ID"  # Determined's v1GetExperimentsRequestSortBy
     newest_first: bool = False  # ORDER_BY_DESC
+    project_id: int = 0  # 0: every project's
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ def page(s: Session, q: ExperimentQuery) -> tuple[list[models.Experiment], int]:
         stmt = stmt.where(func.lower(models.Experiment.name).contains(q.name.lower(), autoescape=True))
     if q.labels:
         stmt = stmt.where(having_any(q.labels))
+    if q.project_id:
+        stmt = stmt.where(models.Experiment.project_id == q.project_id)
     total = s.scalar(select(func.count()).select_from(stmt.subquery())) or 0
     key = SORTS[q.sort_by]()
     ordered = (key.desc().nulls_last(), models.Experiment.id.desc()) if q.newest_first else (

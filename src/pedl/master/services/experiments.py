@@ -20,7 +20,7 @@ from pedl.master.db import models
 from pedl.master.lifecycle import AgentState, ExperimentState, TrialState
 from pedl.master.searcher.limits import check_trial_count
 from pedl.master.services import checkpoints as checkpoints_service
-from pedl.master.services import experiment_listing, model_definitions, storage_roots
+from pedl.master.services import experiment_listing, model_definitions, projects, storage_roots, templates
 from pedl.master.services import experiment_progression as progression
 from pedl.master.services import trials as trials_service
 from pedl.master.services.authz import require_owner, require_user
@@ -57,15 +57,18 @@ def effective_config(master: MasterConfig, cfg: ExperimentConfig) -> dict[str, A
 
 def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: str, files: Any, activate: bool,
            validate_only: bool = False, parent_id: int | None = None, project_id: int | None = None,
-           warnings: list[str] | None = None) -> models.Experiment | dict:
+           template: str | None = None, warnings: list[str] | None = None) -> models.Experiment | dict:
     """Create the experiment (its searcher makes its first trials), or with `validate_only` return
-    its effective config. What the user should be warned of is recorded as events and, when given,
-    appended to `warnings`."""
+    its effective config. The named template is merged under the config before it is validated; the
+    project is `project_id`, else the config's workspace/project, else project 1. What the user
+    should be warned of is recorded as events and, when given, appended to `warnings`."""
     if not isinstance(config_text, str) or not config_text.strip():
         raise InvalidArgument("config: the experiment config is required (YAML text)",
                               fields=[{"field": "config", "message": "required"}])
-    cfg = parse_experiment_config(config_text, limits=fx.config.limits)
+    config = templates.apply(s, template, config_text, fx.config.limits) if template else config_text
+    cfg = parse_experiment_config(config, limits=fx.config.limits)
     full = effective_config(fx.config, cfg)
+    project = projects.for_experiment(s, project_id, cfg.workspace, cfg.project)
     check_trial_count(cfg, fx.config.limits.max_trials_per_experiment)
     tgz, size, count = model_definitions.files_to_tgz(files, fx.config.limits.max_model_definition_bytes)
     if validate_only:
@@ -75,7 +78,7 @@ def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: s
         name=cfg.name or "Experiment (unnamed)", description=cfg.description, owner_id=owner.id,
         state=ExperimentState.ACTIVE if activate else ExperimentState.PAUSED, config=full,
         original_config=config_text, searcher_state={}, progress=0.0, resource_pool=full["resources"]["resource_pool"],
-        start_time=now, archived=False, parent_id=parent_id, project_id=project_id or 1,
+        start_time=now, archived=False, parent_id=parent_id, project_id=project,
         labels=joined_labels(full.get("labels") or []))
     s.add(exp)
     s.flush()
@@ -150,18 +153,22 @@ def act(ctx: MasterContext, who: Caller, experiment_id: int, action: str) -> Non
 
 
 # What the routers call: each opens its own session or takes the cluster lock. An experiment comes
-# back as the arguments of api/shapes.experiment: (experiment, owner's username, number of trials).
-Shown = tuple[models.Experiment, str, ExperimentStats]
+# back as the arguments of api/shapes.experiment: (experiment, owner's username, number of trials,
+# its project and workspace).
+Shown = tuple[models.Experiment, str, ExperimentStats, projects.Placement]
 
 
-def _shown(s: Session, exp: models.Experiment, stats: dict[int, ExperimentStats] | None = None) -> Shown:
+def _shown(s: Session, exp: models.Experiment, stats: dict[int, ExperimentStats] | None = None,
+           places: dict[int, projects.Placement] | None = None) -> Shown:
     owner = s.get(models.User, exp.owner_id)
     got = (stats if stats is not None else experiment_listing.stats(s, [exp])).get(exp.id, ExperimentStats())
-    return exp, owner.username if owner else "", got
+    place = (places if places is not None else projects.placements(s, {exp.project_id})).get(exp.project_id)
+    return exp, owner.username if owner else "", got, place or projects.Placement()
 
 
 def submit(ctx: MasterContext, who: Caller, *, config_text: str, files: Any, activate: bool, validate_only: bool,
-           parent_id: int | None, project_id: int | None) -> tuple[Shown | None, dict[str, Any], list[str]]:
+           parent_id: int | None, project_id: int | None,
+           template: str | None = None) -> tuple[Shown | None, dict[str, Any], list[str]]:
     """Create an experiment for the caller and wake the loop; returns it (None when only validating),
     its effective config and the warnings for the user (a trial no agent of a static pool can hold)."""
     owner = require_user(who, "create experiments")
@@ -169,7 +176,8 @@ def submit(ctx: MasterContext, who: Caller, *, config_text: str, files: Any, act
     def work(s: Session) -> tuple[Shown | None, dict[str, Any], list[str]]:
         warnings: list[str] = []
         result = create(ctx.controller, s, owner, config_text=config_text, files=files, activate=activate,
-                        validate_only=validate_only, parent_id=parent_id, project_id=project_id, warnings=warnings)
+                        validate_only=validate_only, parent_id=parent_id, project_id=project_id, template=template,
+                        warnings=warnings)
         if isinstance(result, dict):  # validate only
             return None, result, []
         return _shown(s, result), result.config, warnings
@@ -183,7 +191,8 @@ def listing(ctx: MasterContext, query: ExperimentQuery) -> tuple[list[Shown], in
     with ctx.db.read_session() as s:
         rows, total = list_page(s, query)
         stats = experiment_listing.stats(s, rows)
-        return [_shown(s, e, stats) for e in rows], total
+        places = projects.placements(s, {e.project_id for e in rows})
+        return [_shown(s, e, stats, places) for e in rows], total
 
 
 def describe(ctx: MasterContext, experiment_id: int) -> Shown:
