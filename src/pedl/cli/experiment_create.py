@@ -80,6 +80,20 @@ def validate_config(path: Path) -> str:
     return text
 
 
+def read_partial_config(path: Path) -> str:
+    """The config's text when a template completes it: only its YAML is checked here, the master
+    validates it once the template is merged under it."""
+    from pedl.config.loading import parse_yaml_text  # pydantic: load on use
+
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        fail(f"cannot read the experiment config {path}: {exc.strerror}")
+    if not isinstance(parse_yaml_text(text, str(path)), dict):
+        fail(f"the experiment config {path} must be a mapping of config keys")
+    return text
+
+
 def pack(model_dir: Path) -> list[dict[str, Any]]:
     entries = scan_model_dir(model_dir)
     total = check_size(entries, model_dir)
@@ -113,14 +127,18 @@ def create(
     follow: bool = typer.Option(False, "--follow", "-f",
                                 help="stream every trial's logs until the experiment ends"),
     paused: bool = typer.Option(False, "--paused", help="create the experiment without starting it"),
+    project: int | None = typer.Option(None, "--project", "--project-id", min=1,
+                                       help="the id of the project it goes into (pedl project list shows them)"),
+    template: str | None = typer.Option(None, "--template", "-t",
+                                        help="a template (pedl template list) to merge under CONFIG"),
 ) -> None:
     """Create an experiment from CONFIG and the code in MODEL_DIR."""
-    text = validate_config(config)
+    text = read_partial_config(config) if template else validate_config(config)
     files = pack(model_dir)
     client = client_of(ctx)
     # The same fields Determined's `det experiment create` sends.
     body = {"activate": not paused, "config": text, "modelDefinition": files, "parentId": None,
-            "projectId": None, "template": None, "validateOnly": False}
+            "projectId": project, "template": template, "validateOnly": False}
     answer = upload(client, body)
     experiment_id = (answer.get("experiment") or {}).get("id")
     say(f"Created experiment {experiment_id}")

@@ -15,12 +15,15 @@ from pedl.cli import (
     experiments,
     master,
     model_registry,
+    projects,
     resource_pools,
     sim,
     slots,
     tasks,
+    templates,
     trials,
     users,
+    workspaces,
 )
 from pedl.cli.client import DEFAULT_MASTER, MASTER_ENV
 from pedl.cli.output import error_line
@@ -78,6 +81,9 @@ app.add_typer(trials.app, name="trial")
 app.add_typer(trials.app, name="t", hidden=True)
 app.add_typer(checkpoints.app, name="checkpoint")
 app.add_typer(model_registry.app, name="model")
+app.add_typer(workspaces.app, name="workspace")
+app.add_typer(projects.app, name="project")
+app.add_typer(templates.app, name="template")
 app.add_typer(deploy.app, name="deploy")
 app.command("sim")(sim.sim)
 app.add_typer(resource_pools.app, name="resource-pool")

@@ -37,7 +37,7 @@ def test_create_and_get_a_project_with_every_key_det_needs(client: TestClient, u
     r = project(client, user, ws, "Detection", description="boxes", key="det")
     assert r.status_code == 200, r.text
     p = r.json()["project"]
-    assert V1_PROJECT <= set(p)
+    assert set(p) >= V1_PROJECT
     assert (p["name"], p["workspaceId"], p["workspaceName"], p["description"], p["key"], p["username"]) == (
         "Detection", ws, "Vision", "boxes", "DET", "determined")
     assert client.get(f"/api/v1/projects/{p['id']}", headers=admin).json()["project"] == p

@@ -27,7 +27,7 @@ def test_the_default_workspace_is_listed_with_every_key_det_needs(client: TestCl
     body = client.get("/api/v1/workspaces?limit=200&offset=0&orderBy=ORDER_BY_ASC&sortBy=SORT_BY_ID",
                       headers=user).json()
     [ws] = body["workspaces"]
-    assert V1_WORKSPACE <= set(ws)
+    assert set(ws) >= V1_WORKSPACE
     assert (ws["id"], ws["name"], ws["immutable"], ws["numProjects"], ws["username"]) == (
         1, "Uncategorized", True, 1, "admin")
     assert ws["state"] == "WORKSPACE_STATE_UNSPECIFIED"
@@ -38,7 +38,7 @@ def test_create_owns_it_and_a_taken_name_in_any_case_is_a_409(client: TestClient
     r = create(client, user, "Vision")
     assert r.status_code == 200, r.text
     ws = r.json()["workspace"]
-    assert V1_WORKSPACE <= set(ws)
+    assert set(ws) >= V1_WORKSPACE
     assert (ws["name"], ws["username"], ws["immutable"], ws["numProjects"]) == ("Vision", "determined", False, 0)
     assert client.get(f"/api/v1/workspaces/{ws['id']}", headers=admin).json()["workspace"] == ws
     for taken in ("Vision", "vISION", "uncategorized"):
@@ -79,7 +79,8 @@ def test_pages_and_sorting(client: TestClient, user: dict) -> None:
     assert body["pagination"] == {"offset": 1, "limit": 2, "startIndex": 1, "endIndex": 3, "total": 4}
     # no limit, or one too large: a bounded page, which det's and the SDK's paging go on from
     assert client.get("/api/v1/workspaces?limit=100000", headers=user).json()["pagination"]["limit"] == 1000
-    for query, field in (("?sortBy=SORT_BY_COLOR", "sortBy"), ("?orderBy=UP", "orderBy"), ("?archived=maybe", "archived")):
+    for query, field in (("?sortBy=SORT_BY_COLOR", "sortBy"), ("?orderBy=UP", "orderBy"),
+                         ("?archived=maybe", "archived")):
         r = client.get(f"/api/v1/workspaces{query}", headers=user)
         assert r.status_code == 400 and field in r.json()["message"], r.text
 
