@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # e2e tests (collected first under xdist) spread over all of them. Exit status 5 = nothing selected.
 PYTEST_WORKERS ?= 4
 
-.PHONY: venv install install-test install-torch det-venv demo test test-fast lint bench clean postgres-check webui chromium
+.PHONY: venv install install-test install-torch det-venv demo test test-fast lint bench clean postgres-check webui chromium docker
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,23 @@ chromium:
 	  || echo "chromium could not be installed: the browser tests skip (and fail under CI)"; \
 	  else echo "chromium is missing: sudo apt-get install chromium (the browser tests skip, or fail under CI)"; fi; }
 
+# task containers run under Debian's docker.io; their test image is built from Debian packages by debootstrap
+# and `docker import`, never pulled (tests/support/docker.py). As root the target installs both, starts dockerd
+# when no daemon answers, and builds the image. Without them the container tests skip, and under CI they fail.
+DOCKERD_LOG ?= /tmp/pedl-dockerd.log
+DOCKER_MISSING = echo "$(1): the container tests skip (and fail under CI)"; if [ -n "$$CI" ]; then exit 1; fi
+docker: install-test det-venv
+	@{ command -v dockerd >/dev/null && command -v debootstrap >/dev/null; } || { if [ "$$(id -u)" = 0 ]; then \
+	  apt-get install -y -q docker.io debootstrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q docker.io debootstrap >/dev/null; } \
+	  || { $(call DOCKER_MISSING,docker.io and debootstrap could not be installed); }; \
+	  else $(call DOCKER_MISSING,Docker or debootstrap is missing (sudo apt-get install docker.io debootstrap)); fi; }
+	@docker info >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v dockerd >/dev/null; then \
+	  echo "starting dockerd (log: $(DOCKERD_LOG))"; setsid dockerd >>$(DOCKERD_LOG) 2>&1 </dev/null & \
+	  for i in $$(seq 30); do docker info >/dev/null 2>&1 && break; sleep 1; done; fi; \
+	  docker info >/dev/null 2>&1 || { $(call DOCKER_MISSING,no Docker daemon answers (dockerd log: $(DOCKERD_LOG))); }; }
+	@! docker info >/dev/null 2>&1 || $(BIN)/python -m tests.support.docker >/dev/null \
+	  || { $(call DOCKER_MISSING,the task test image could not be built); }
+
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
@@ -56,11 +73,13 @@ $(VENV)/.installed-torch: $(BIN)/python
 install-torch: $(VENV)/.installed-torch
 
 # the real det CLI lives in its own venv: it pins requests<2.32 and pulls packages pedl must not depend on.
+# It is also the task environment of the Determined Core API tests: det.core.init() needs torch (and
+# tensorboard) for its metric writer, as in Determined's own images; torch is the pinned CPU build.
 # Under CI a failed install fails the target: a skipped compatibility suite would hide regressions.
 DET_VENV_MISSING := determined==0.38.1 could not be installed into $(DET_VENV)
 $(DET_VENV)/.installed:
 	$(PYTHON) -m venv $(DET_VENV)
-	$(DET_VENV)/bin/pip install -q determined==0.38.1 \
+	$(DET_VENV)/bin/pip install -q determined==0.38.1 torch==$(TORCH_VERSION) tensorboard \
 	  || { if [ -n "$$CI" ]; then echo "$(DET_VENV_MISSING); under CI the compat tests must run: fix the install"; \
 	       exit 1; else echo "$(DET_VENV_MISSING); the compat tests will skip"; fi; }
 	touch $@
@@ -78,7 +97,7 @@ postgres-check:
 	@$(BIN)/python -c "from tests.support.databases import postgres_error as e; m = e(); print(m) if m else None; raise SystemExit(1 if m else 0)" \
 	  || { if [ -n "$$CI" ]; then echo "make test: PostgreSQL must be reachable under CI (start it: pg_ctlcluster --skip-systemctl-redirect \$$(ls /etc/postgresql) main start)"; exit 1; else echo "PostgreSQL unreachable: its tests will be skipped"; fi; }
 
-test: install-test install-torch det-venv chromium postgres-check
+test: install-test install-torch det-venv chromium postgres-check docker
 	$(BIN)/ruff check src tests
 	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial and not browser" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m "browser and not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]

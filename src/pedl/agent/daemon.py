@@ -7,6 +7,7 @@ Past the master's reconnect wait without word from it, though, the agent kills t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import time
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from websockets.asyncio.client import ClientConnection
 from websockets.frames import CloseCode
 
+from pedl.agent import task_info
 from pedl.agent.connection import (
     AgentRefused,
     Backoff,
@@ -35,6 +37,7 @@ from pedl.agent.spot_watch import watch_spot
 from pedl.agent.task_env import TaskHost
 from pedl.agent.task_runtime import READER_DRAIN_S, TaskRuntime
 from pedl.agent.work_dir_lock import lock_work_dir
+from pedl.common import mount_namespace as task_namespace
 from pedl.common.agent_protocol import (
     Heartbeat,
     KillTask,
@@ -92,6 +95,7 @@ class Agent:
         log.info("pedl agent %s starting: master %s, %d %s slot(s), work dir %s",
                  self.options.id, self.options.master_url, len(self.slots),
                  self.slots[0].type if self.slots else "no", self.options.work_path)
+        await self._probe_task_namespaces()
         link = asyncio.create_task(self._stay_connected())
         watch = asyncio.create_task(self._watch_contact())
         stopped = asyncio.create_task(stop.wait())
@@ -111,6 +115,23 @@ class Agent:
             if spot is not None:
                 spot.cancel()
             await self._shut_down(link)
+
+    async def _probe_task_namespaces(self) -> None:
+        """Whether process tasks can have Determined's fixed paths to themselves (task_namespace.py)."""
+        problem = await asyncio.to_thread(task_namespace.probe)
+        if problem is None:
+            try:
+                await asyncio.to_thread(task_namespace.prepare_mountpoints,
+                                        [task_info.INFO_DIR, task_info.SHARED_FS_DIR])
+            except OSError as exc:
+                problem = f"cannot create {task_info.INFO_DIR} and {task_info.SHARED_FS_DIR}: {exc}"
+        if problem is None:
+            log.info("process tasks get %s and %s in mount namespaces of their own",
+                     task_info.INFO_DIR, task_info.SHARED_FS_DIR)
+        else:
+            log.warning("process tasks get no %s (%s): scripts on Determined's Core API will not find the "
+                        "cluster there; pedl.core scripts are unaffected", task_info.INFO_DIR, problem)
+        self._host = dataclasses.replace(self._host, no_task_namespace=problem)
 
     # connection
 

@@ -27,6 +27,9 @@ class TaskHost:
     slots: Mapping[str, SlotInfo]  # by slot id
     master_cert: Path | None = None  # the CA file the agent verifies the master with; tasks use it too
     ssl_context: ssl.SSLContext | None = None  # how the agent verifies an https:// master
+    # why process tasks cannot get Determined's /run/determined/info in a mount namespace of their
+    # own (task_namespace.probe()); None: they do
+    no_task_namespace: str | None = "not probed"
 
 
 def task_env(spec: StartTask, host: TaskHost,
@@ -44,9 +47,11 @@ def task_env(spec: StartTask, host: TaskHost,
     if host.master_cert is not None:
         # pedl.core reads the first, Determined's harness (and det inside a task) the second
         env[MASTER_CERT_ENV] = env[DET_MASTER_CERT_ENV] = str(host.master_cert)
-    # the agent's own interpreter first, so `python3` in an entrypoint has pedl installed
-    bin_dir = os.path.dirname(sys.executable)
-    env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
+    # the agent's own interpreter first, so `python3` in an entrypoint has pedl installed; a PATH
+    # the experiment sets itself (environment_variables) is taken as it is
+    if "PATH" not in spec.env:
+        bin_dir = os.path.dirname(sys.executable)
+        env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
     # piped Python output is block-buffered by default; users expect their prints to stream
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

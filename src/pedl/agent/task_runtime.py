@@ -17,10 +17,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from pedl.agent import task_info
 from pedl.agent.context import ContextError, fetch_context, unpack_context
 from pedl.agent.rendezvous import rendezvous_port_problem
 from pedl.agent.task_env import TaskHost, task_argv, task_env
 from pedl.agent.task_logs import LogBatcher, pump_lines
+from pedl.common import mount_namespace as task_namespace
 from pedl.common.agent_protocol import StartTask, TaskExited, TaskStarted
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 LEFTOVER_WAIT_S = 1.0  # after the main process exits, how long the rest of its group may linger
 READER_DRAIN_S = 5.0  # output pipes held open by processes outside the group are abandoned then
 POLL_S = 0.05
+INFO_ROOT = ".det-info"  # under the work dir: each task's Determined info files, in a directory of its own
 
 Send = Callable[[BaseModel], None]
 
@@ -99,7 +102,7 @@ class TaskRuntime:
             await asyncio.wait({prepare})
             return self._fail(f"killed before it started ({self._kill_reason})")
         try:
-            argv = prepare.result()
+            argv, env = prepare.result()
         except (ContextError, TaskSetupError) as exc:
             return self._fail(str(exc))
         except Exception as exc:  # a bug here must still end the task for the master
@@ -107,7 +110,7 @@ class TaskRuntime:
             return self._fail(f"internal agent error: {exc!r}")
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=self.directory, env=task_env(self.spec, self._host),
+                *argv, cwd=self.directory, env=env,
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True)
         except OSError as exc:
@@ -118,7 +121,12 @@ class TaskRuntime:
             self._terminate()
         return await self._supervise(self._proc)
 
-    async def _prepare(self) -> list[str]:
+    @property
+    def info_directory(self) -> Path:
+        """Determined's task info files of this task on the host (task_info.py)."""
+        return self._host.work_dir / INFO_ROOT / self.allocation_id
+
+    async def _prepare(self) -> tuple[list[str], dict[str, str]]:
         argv = task_argv(self.spec.entrypoint)
         if not argv:
             raise TaskSetupError("the entrypoint is empty")
@@ -135,7 +143,35 @@ class TaskRuntime:
         tgz = await fetch_context(self.spec.context_url, self.spec.session_token, self._host.ssl_context,
                                   self._host.master_cert)
         await asyncio.to_thread(unpack_context, tgz, directory)
-        return argv
+        env = task_env(self.spec, self._host)
+        return self._determined_paths(argv, env), env  # a few small files: no thread needed
+
+    def _determined_paths(self, argv: list[str], env: dict[str, str]) -> list[str]:
+        """Give the process its own /run/determined/info and /determined_shared_fs (a mount
+        namespace of its own), or say in its log why it cannot have them."""
+        if self._host.no_task_namespace is not None:
+            self._logs.add("agent", f"pedl agent {self._host.agent_id}: no /run/determined/info for this task "
+                                    f"({self._host.no_task_namespace}); a script on Determined's Core API "
+                                    "will not find the cluster")
+            return argv
+        files = task_info.info_files(env, self._gpu_uuids())
+        try:
+            task_info.write_info_dir(self.info_directory, files)
+        except OSError as exc:
+            raise TaskSetupError(f"cannot write the task info files in {self.info_directory}: {exc}") from exc
+        binds = [(str(self.info_directory), task_info.INFO_DIR, True)]
+        shared = task_info.shared_fs_host_path(env)
+        if shared is not None:
+            try:
+                shared.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise TaskSetupError(f"cannot create the checkpoint storage's host_path {shared}: {exc}") from exc
+            binds.append((str(shared), task_info.SHARED_FS_DIR, False))
+        return task_namespace.wrap(argv, binds)
+
+    def _gpu_uuids(self) -> list[str]:
+        slots = [self._host.slots.get(s) for s in self.spec.slot_ids]
+        return [slot.uuid for slot in slots if slot is not None and slot.type == "cuda" and slot.uuid]
 
     async def _supervise(self, proc: asyncio.subprocess.Process) -> int:
         assert proc.stdout is not None and proc.stderr is not None
@@ -198,6 +234,7 @@ class TaskRuntime:
         self._exit(None, reason)
 
     def _exit(self, code: int | None, reason: str) -> None:
+        shutil.rmtree(self.info_directory, ignore_errors=True)  # it holds the task's session token
         self._logs.flush()
         self.exited = True
         self._send(TaskExited(allocation_id=self.allocation_id, exit_code=code, reason=reason))

@@ -159,7 +159,7 @@ def _correct(op: dict[str, Any], route: APIRoute, schemas: dict[str, Any]) -> No
     has_path = "{" in route.path_format
     has_query = any(p.get("in") == "query" for p in op.get("parameters", []))
     agent_token = getattr(fn, _AGENT_TOKEN, False)
-    authenticated = agent_token or _uses(route.dependant, deps.caller) or _uses(route.dependant, deps.agent_fetch_caller)
+    authenticated = agent_token or any(_uses(route.dependant, dep) for dep in (deps.caller, deps.agent_fetch_caller))
     body = getattr(fn, _BODY, None)
     if body is not None:
         op["requestBody"] = _request_body(*body, schemas=schemas)

@@ -21,6 +21,7 @@ from pedl.master.cluster.scheduler import plan as schedule_plan
 from pedl.master.cluster.wait_reasons import PoolView, WaitKind
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
+from pedl.master.services import job_queue
 from pedl.master.services.passwords import token_hash
 from pedl.master.services.task_specs import SpecRows, task_spec
 from pedl.master.services.transitions import record_event, set_allocation_state
@@ -51,6 +52,7 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
         for place in alloc.assignment or []:
             used.setdefault(place["agent_id"], set()).update(place["slot_ids"])
     groups = _experiment_groups(s, [a.trial_id for a in (*pending, *held) if a.trial_id])
+    positions = _queue_positions(s, [a.trial_id for a in pending if a.trial_id])
     instances = _instance_counts(s) if any(p.provider for p in fx.config.resource_pools) else {}
     out: list[Placement] = []
     for pool in fx.config.resource_pools:
@@ -58,7 +60,8 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
             AgentSnapshot(a.id, tuple(sl["id"] for sl in a.slots),
                           tuple(sl["id"] for sl in a.slots if sl["id"] not in used.get(a.id, set())))
             for a in agents if a.resource_pool == pool.pool_name]
-        requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *groups.get(a.trial_id, ("", 1.0)))
+        requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *groups.get(a.trial_id, ("", 1.0)),
+                                position=positions.get(a.trial_id))
                     for a in pending if a.resource_pool == pool.pool_name]
         if not requests:
             continue
@@ -154,8 +157,7 @@ def _assign(fx: ClusterEffects, s: Session, hub: AgentHub, alloc: models.Allocat
     where = ", ".join(f"{a}{slots}" for a, slots in placements)
     set_allocation_state(s, now, alloc, A.ASSIGNED, f"assigned to {where}")
     spec = task_spec(fx.cluster_id, alloc, token, rows)
-    ranks = [{}] if port is None else node_envs(
-        placements, address=rows.agent_addresses.get(placements[0][0], "127.0.0.1"), port=port)
+    ranks = [{}] if port is None else node_envs(placements, addresses=rows.agent_addresses, port=port)
     for (agent_id, slot_ids), rank_env in zip(placements, ranks, strict=True):
         conn = hub.get(agent_id)
         base = conn.master_url if conn else ""
@@ -186,6 +188,16 @@ def _rendezvous_port(fx: ClusterEffects, alloc: models.Allocation, chief: str, r
         return None
     taken.add(port)
     return port
+
+
+def _queue_positions(s: Session, trial_ids: list[int]) -> dict[int, float]:
+    """trial id -> its job's queue position (services/job_queue.py), which orders equal priorities."""
+    if not trial_ids:
+        return {}
+    rows = s.execute(select(models.Trial.id, job_queue.POSITION)
+                     .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
+                     .where(models.Trial.id.in_(set(trial_ids))))
+    return {tid: position for tid, position in rows}
 
 
 def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float, int | None]]:

@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 
-def node_envs(placements: Sequence[tuple[str, Sequence[str]]], *, address: str, port: int) -> list[dict[str, str]]:
-    """One environment per placement (agent id, slot ids); placement 0 is the chief node."""
+def node_envs(placements: Sequence[tuple[str, Sequence[str]]], *, addresses: Mapping[str, str],
+              port: int) -> list[dict[str, str]]:
+    """One environment per placement (agent id, slot ids); placement 0 is the chief node.
+
+    `PEDL_NODE_ADDRS` (every node's address, in rank order) is what the agent writes into
+    Determined's rendezvous.json, and `C10D_PORT` is the port Determined's launcher
+    (`determined.launch.torch_distributed`) gives torch.distributed.run: the chief's MASTER_PORT."""
     nodes = str(len(placements))
     node_slots = json.dumps([len(slot_ids) for _, slot_ids in placements])
+    node_addrs = [addresses.get(agent_id) or "127.0.0.1" for agent_id, _ in placements]
     return [{"RANK": str(rank), "NODE_RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": nodes,
-             "NNODES": nodes, "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": address, "MASTER_PORT": str(port),
-             "PEDL_SLOTS_PER_NODE": str(len(slot_ids)), "PEDL_NODE_SLOTS": node_slots}
+             "NNODES": nodes, "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": node_addrs[0], "MASTER_PORT": str(port),
+             "C10D_PORT": str(port), "PEDL_SLOTS_PER_NODE": str(len(slot_ids)), "PEDL_NODE_SLOTS": node_slots,
+             "PEDL_NODE_ADDRS": json.dumps(node_addrs)}
             for rank, (_, slot_ids) in enumerate(placements)]
 
 

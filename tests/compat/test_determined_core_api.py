@@ -1,0 +1,129 @@
+"""Training scripts on Determined 0.38.1's Core API, unmodified, run on pedl as processes: each task
+gets its own /run/determined/info (a mount namespace of its own) and /determined_shared_fs (the
+checkpoint storage's host_path). The `determined` package is installed in the task environment:
+the experiments put the det venv first on PATH. Results are checked through pedl's API and det."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pedl.common.mount_namespace import probe
+from pedl.devcluster import wait_experiment, wait_for
+from tests.compat.conftest import det_venv
+from tests.e2e.conftest import MODELS, Cluster
+
+pytestmark = [pytest.mark.compat, pytest.mark.e2e]
+DET_MODEL = MODELS / "det_core"
+
+
+@pytest.fixture(scope="module")
+def det_core_cluster(tmp_path_factory):
+    problem = probe()
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"process tasks cannot get /run/determined/info here ({problem}); CI runs as root")
+        pytest.skip(f"process tasks cannot get /run/determined/info here: {problem}")
+    c = Cluster(tmp_path_factory.mktemp("det-core"), None).start()
+    c.add_agent("core-agent", slots=2)
+    yield c
+    c.stop()
+
+
+def det_config(name: str, *, steps: int = 6, searcher: dict | None = None, **hparams) -> dict:
+    venv_bin = det_venv() / "bin"
+    return {"name": name, "entrypoint": "python3 train.py", "max_restarts": 0,
+            "hyperparameters": {"delay": 0.05, "ckpt_every": 3, **hparams},
+            "searcher": searcher or {"name": "single", "metric": "validation_loss", "max_length": {"batches": steps}},
+            "environment": {"environment_variables": [f"PATH={venv_bin}:/usr/local/bin:/usr/bin:/bin"]},
+            "resources": {"slots_per_trial": 1}}
+
+
+def det(c: Cluster, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PEDL_"))}
+    env["DET_DEBUG_CONFIG_PATH"] = str(c.work / "det-config")
+    proc = subprocess.run([str(det_venv() / "bin" / "det"), "-m", c.master.url, *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, f"det {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def training_steps(c: Cluster, trial_id: int) -> list[int]:
+    metrics = c.master.api("GET", f"/api/v1/trials/{trial_id}/metrics", group="training")["metrics"]
+    return [m["stepsCompleted"] for m in metrics]
+
+
+def test_two_determined_trials_on_one_agent_report_and_checkpoint_each_in_its_own_info(det_core_cluster,
+                                                                                     tmp_path) -> None:
+    c = det_core_cluster
+    grid = {"name": "grid", "metric": "validation_loss", "max_length": {"batches": 6}}
+    cfg = det_config("det-core-grid", searcher=grid, delay=0.3)
+    cfg["hyperparameters"]["scale"] = {"type": "categorical", "vals": [1.0, 2.0]}
+    exp_id = c.create(cfg, DET_MODEL)
+    exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180)
+    trials = c.trials(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", [c.logs(t["id"]) for t in trials]
+    assert len(trials) == 2
+    for trial in trials:
+        logs = c.logs(trial["id"])
+        # each task saw the four files, and they named its own trial and allocation
+        seen = re.search(r"info files (\[.*?\]) trial (\d+) allocation (\S+)", logs)
+        assert seen, logs
+        assert json.loads(seen.group(1).replace("'", '"')) == ["cluster.json", "rendezvous.json",
+                                                              "resources.json", "trial.json"]
+        assert int(seen.group(2)) == trial["id"]
+        assert training_steps(c, trial["id"]) == [1, 2, 3, 4, 5, 6]
+        ckpts = c.master.api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+        assert {ck["metadata"]["steps_completed"] for ck in ckpts} >= {6}
+        for ck in ckpts:
+            if ck["state"] == "STATE_COMPLETED":  # on the storage's host path, where pedl looks
+                state = c.work / "ckpts" / ck["uuid"] / "state.json"
+                assert json.loads(state.read_text())["step"] == ck["metadata"]["steps_completed"]
+    # nothing was left on the host's own /run/determined/info
+    assert not any(Path("/run/determined/info").iterdir())
+
+    # det sees the same: the experiment's checkpoints and a download of the best one
+    listed = det(c, "experiment", "list-checkpoints", str(exp_id))
+    kept = [ck for ck in c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+            if ck["state"] == "STATE_COMPLETED"]
+    assert kept and all(ck["uuid"] in listed for ck in kept)
+    out = tmp_path / "download"
+    det(c, "checkpoint", "download", kept[0]["uuid"], "--output-dir", str(out))
+    assert json.loads((out / "state.json").read_text())["step"] == kept[0]["metadata"]["steps_completed"]
+    described = det(c, "trial", "describe", str(trials[0]["id"]))
+    assert "STATE_COMPLETED" in described or "COMPLETED" in described
+
+
+def test_a_determined_trial_pauses_at_a_checkpoint_and_resumes_from_it(det_core_cluster) -> None:
+    c = det_core_cluster
+    exp_id = c.create(det_config("det-core-pause", steps=30, delay=0.2), DET_MODEL)
+    wait_for(lambda: c.trials(exp_id) and "checkpoint" in c.logs(c.trials(exp_id)[0]["id"]), 90,
+             what="the first checkpoint")
+    c.master.api("POST", f"/api/v1/experiments/{exp_id}/pause")
+    wait_for(lambda: c.trials(exp_id)[0]["state"] == "STATE_PAUSED", 60, what="the trial paused")
+    (trial,) = c.trials(exp_id)
+    assert "preempted at step" in c.logs(trial["id"])
+    c.master.api("POST", f"/api/v1/experiments/{exp_id}/activate")
+    exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180)
+    assert exp["state"] == "STATE_COMPLETED", c.logs(trial["id"])
+    logs = c.logs(trial["id"])
+    assert "resumed from" in logs
+    assert training_steps(c, trial["id"]) == list(range(1, 31))  # none lost, none twice
+
+
+def test_a_script_that_never_reaches_the_master_fails_instead_of_completing(det_core_cluster) -> None:
+    c = det_core_cluster
+    cfg = det_config("det-core-offcluster")
+    cfg["entrypoint"] = "python3 -c \"print('training without the cluster')\""
+    exp_id = c.create(cfg, DET_MODEL)
+    exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)
+    assert exp["state"] == "STATE_ERROR"
+    (trial,) = c.trials(exp_id)
+    assert trial["state"] == "STATE_ERROR"
+    detail = c.master.api("GET", f"/api/v1/trials/{trial['id']}")
+    assert "without ever calling the master" in json.dumps(detail)
