@@ -131,6 +131,19 @@ def _experiment(w: World) -> dict:
     return {"activate": False, "config": SINGLE_CONFIG, "modelDefinition": [], "validateOnly": False}
 
 
+def _ended(w: World) -> None:
+    """A fresh ended (killed) single-trial experiment of alice's as {ended}, for the cells that delete
+    or continue one: each cell gets its own."""
+    exp = create_experiment(w.client, w.tokens["owner"], SINGLE_CONFIG, activate=False)
+    assert post(w.client, f"/api/v1/experiments/{exp['id']}/kill", None, w.tokens["owner"]).status_code == 200
+    w.ids["ended"] = exp["id"]
+
+
+def _continued(w: World) -> dict:
+    _ended(w)
+    return {"id": w.ids["ended"], "overrideConfig": "searcher:\n  max_length: 20\n"}
+
+
 def _doomed_model(w: World) -> None:
     """The model the DELETE row deletes, made again (by alice) before each cell: the owner's cell deletes it."""
     if w.client.get("/api/v1/models/doomed-model", headers=w.tokens["owner"]).status_code == 404:
@@ -242,6 +255,8 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/models/{model}/unarchive", OWNER, None),
     ("POST", "/api/v1/models/{model}/versions", OWNER, lambda w: {"checkpointUuid": w.ids["ckpt"]}),
     ("PATCH", "/api/v1/models/{model}/versions/{version}", OWNER, lambda w: {"notes": f"n{next(w.counter)}"}),
+    ("DELETE", "/api/v1/experiments/{ended}", OWNER, _ended),
+    ("POST", "/api/v1/experiments/continue", OWNER, _continued),
     ("DELETE", "/api/v1/models/{model}/versions/{last_version}", OWNER, _last_version),
     ("DELETE", "/api/v1/models/{doomed_model}", OWNER, _doomed_model),
     ("POST", "/api/v1/workspaces", USER, lambda w: {"name": f"ws-{next(w.counter)}"}),
@@ -262,7 +277,6 @@ def _run_matrix(w: World) -> list[str]:
     for method, path, expected, body in MATRIX:
         if (method, path) in (("POST", "/api/v1/auth/logout"), ("DELETE", "/api/v1/auth/session")):
             w.relogin()
-        url = path.format(**w.ids)
         for column, want in zip(COLUMNS, expected, strict=True):
             payload = body(w) if body else None
             if method == "GET":
@@ -271,6 +285,7 @@ def _run_matrix(w: World) -> list[str]:
                 r = w.client.post(url, json=payload, headers=w.tokens[column])
             elif method == "POST":
                 r = post(w.client, url, payload, w.tokens[column])
+            url = path.format(**w.ids)  # after the body: it may make the cell's own target (_ended)
             else:
                 r = w.client.request(method, url, content=None if payload is None else json.dumps(payload),
                                      headers=w.tokens[column])

@@ -1,5 +1,5 @@
 """Lifecycle tables: every allowed edge passes, illegal ones raise IllegalTransition (an internal 500),
-terminal states have no exits."""
+terminal states have no exits but continuing (experiments, trials) and deleting (experiments)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from pedl.master.lifecycle import (
     _TABLES,
     AGENT_TRANSITIONS,
     ALLOCATION_TRANSITIONS,
+    DELETING_EXPERIMENT,
+    ENDED_EXPERIMENT,
     EXPERIMENT_TRANSITIONS,
     HELD,
     INSTANCE_TRANSITIONS,
@@ -79,12 +81,14 @@ def test_every_other_transition_is_refused(old: StrEnum, new: StrEnum) -> None:
 @pytest.mark.parametrize(
     ("old", "new"),
     [
-        (ExperimentState.COMPLETED, ExperimentState.ACTIVE),
-        (ExperimentState.CANCELED, ExperimentState.PAUSED),
+        (ExperimentState.COMPLETED, ExperimentState.PAUSED),
+        (ExperimentState.CANCELED, ExperimentState.STOPPING_CANCELED),
+        (ExperimentState.DELETING, ExperimentState.ACTIVE),
+        (ExperimentState.DELETE_FAILED, ExperimentState.COMPLETED),
         (ExperimentState.STOPPING_CANCELED, ExperimentState.ACTIVE),
         (ExperimentState.PAUSED, ExperimentState.COMPLETED),
         (TrialState.COMPLETED, TrialState.RUNNING),
-        (TrialState.ERROR, TrialState.QUEUED),
+        (TrialState.ERROR, TrialState.RUNNING),
         (TrialState.STOPPING_CANCELED, TrialState.RUNNING),
         (TrialState.PAUSED, TrialState.RUNNING),
         (AllocationState.TERMINATED, AllocationState.RUNNING),
@@ -108,10 +112,7 @@ def test_illegal_sample_is_an_internal_500_naming_both_states(old: StrEnum, new:
 
 
 @pytest.mark.parametrize(
-    "state",
-    [*sorted(TERMINAL_EXPERIMENT), *sorted(TERMINAL_TRIAL), AllocationState.TERMINATED, InstanceState.TERMINATED],
-    ids=lambda s: f"{type(s).__name__}:{s.name}",
-)
+    "state", [AllocationState.TERMINATED, InstanceState.TERMINATED], ids=lambda s: f"{type(s).__name__}:{s.name}")
 def test_terminal_states_have_no_exits(state: StrEnum) -> None:
     assert TABLES[type(state)][state] == set()
     for other in type(state):
@@ -119,9 +120,20 @@ def test_terminal_states_have_no_exits(state: StrEnum) -> None:
             assert not can_transition(state, other)
 
 
-def test_terminal_sets_are_exactly_the_states_without_exits() -> None:
-    assert {s for s, n in EXPERIMENT_TRANSITIONS.items() if not n} == TERMINAL_EXPERIMENT
-    assert {s for s, n in TRIAL_TRANSITIONS.items() if not n} == TERMINAL_TRIAL
+def test_ended_experiments_and_trials_only_continue_or_are_deleted() -> None:
+    for state in ENDED_EXPERIMENT:
+        assert EXPERIMENT_TRANSITIONS[state] == {ExperimentState.ACTIVE, ExperimentState.DELETING}  # continue, delete
+    assert EXPERIMENT_TRANSITIONS[ExperimentState.DELETING] == {ExperimentState.DELETE_FAILED}
+    assert EXPERIMENT_TRANSITIONS[ExperimentState.DELETE_FAILED] == {ExperimentState.DELETING}  # a retry
+    for state in TERMINAL_TRIAL:
+        assert TRIAL_TRANSITIONS[state] == {TrialState.QUEUED}  # its experiment continued: a new run
+
+
+def test_terminal_sets_are_exactly_the_states_that_only_continue_or_delete() -> None:
+    assert TERMINAL_EXPERIMENT == ENDED_EXPERIMENT | DELETING_EXPERIMENT
+    assert {s for s, n in EXPERIMENT_TRANSITIONS.items()
+            if n <= {ExperimentState.ACTIVE} | DELETING_EXPERIMENT} == TERMINAL_EXPERIMENT
+    assert {s for s, n in TRIAL_TRANSITIONS.items() if n == {TrialState.QUEUED}} == TERMINAL_TRIAL
     assert {s for s, n in ALLOCATION_TRANSITIONS.items() if not n} == {AllocationState.TERMINATED}
     assert set(AllocationState) - {AllocationState.TERMINATED} == LIVE_ALLOCATION
 

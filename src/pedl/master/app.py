@@ -49,7 +49,7 @@ from pedl.master.services import metric_digests
 from pedl.master.services import users as users_service
 from pedl.master.services import workspaces as workspaces_service
 from pedl.master.startup_summary import database_summary, pool_summary
-from pedl.master.wiring import attach_checkpoint_gc, build_context
+from pedl.master.wiring import attach_checkpoint_gc, attach_experiment_deletion, build_context
 from pedl.version import __version__
 
 log = logging.getLogger("pedl.master")
@@ -140,6 +140,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     ctx = build_context(config, db or open_database(config), clock or SystemClock(), master_id=str(uuid.uuid4()),
                         agent_token=resolve_agent_token(config))
     checkpoint_gc = attach_checkpoint_gc(ctx)
+    deleter = attach_experiment_deletion(ctx)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -150,6 +151,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         prov_tasks = start_provisioners(ctx, stop)
         await asyncio.to_thread(checkpoints_service.report_outside_roots, ctx)
         gc_task = asyncio.create_task(checkpoint_gc.run_loop(stop))
+        deletion_task = asyncio.create_task(deleter.run_loop(stop))
         digest_task = asyncio.create_task(metric_digests.run_loop(ctx.db, ctx.digest_queue, stop))
         log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
                  database_summary(ctx.config))
@@ -159,7 +161,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
             yield
         finally:
             stop.set()
-            for t in (task, gc_task, digest_task, *prov_tasks):
+            for t in (task, gc_task, deletion_task, digest_task, *prov_tasks):
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await t
@@ -171,6 +173,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
                   description="pedl's REST API, in Determined's /api/v1 dialect.")
     app.state.ctx = ctx
     app.state.checkpoint_gc = checkpoint_gc
+    app.state.experiment_deletion = deleter  # DELETE /api/v1/experiments/{id} wakes it
     errors.install(app)
     conditional.install(app)
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)

@@ -17,6 +17,8 @@ class ExperimentState(StrEnum):
     COMPLETED = "STATE_COMPLETED"
     CANCELED = "STATE_CANCELED"
     ERROR = "STATE_ERROR"
+    DELETING = "STATE_DELETING"  # its files, then its rows, are being deleted (services/experiment_deletion.py)
+    DELETE_FAILED = "STATE_DELETE_FAILED"  # deleting again retries
 
 
 class TrialState(StrEnum):
@@ -73,9 +75,12 @@ EXPERIMENT_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
     E.STOPPING_COMPLETED: {E.COMPLETED, E.STOPPING_CANCELED, E.ERROR},
     E.STOPPING_CANCELED: {E.CANCELED},
     E.STOPPING_ERROR: {E.ERROR, E.STOPPING_CANCELED},
-    E.COMPLETED: set(),
-    E.CANCELED: set(),
-    E.ERROR: set(),
+    # an ended experiment runs again only when continued (det e continue), or is deleted
+    E.COMPLETED: {E.ACTIVE, E.DELETING},
+    E.CANCELED: {E.ACTIVE, E.DELETING},
+    E.ERROR: {E.ACTIVE, E.DELETING},
+    E.DELETING: {E.DELETE_FAILED},  # a finished deletion leaves no row behind
+    E.DELETE_FAILED: {E.DELETING},
 }
 
 TRIAL_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
@@ -86,9 +91,10 @@ TRIAL_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
     T.STOPPING_COMPLETED: {T.COMPLETED, T.ERROR, T.STOPPING_CANCELED, T.CANCELED},
     T.STOPPING_CANCELED: {T.CANCELED},
     T.STOPPING_ERROR: {T.ERROR},
-    T.COMPLETED: set(),
-    T.CANCELED: set(),
-    T.ERROR: set(),
+    # an ended trial gets a new run only when its experiment is continued
+    T.COMPLETED: {T.QUEUED},
+    T.CANCELED: {T.QUEUED},
+    T.ERROR: {T.QUEUED},
 }
 
 ALLOCATION_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
@@ -122,7 +128,9 @@ CHECKPOINT_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
     C.DELETED: set(),
 }
 
-TERMINAL_EXPERIMENT = {E.COMPLETED, E.CANCELED, E.ERROR}
+ENDED_EXPERIMENT = {E.COMPLETED, E.CANCELED, E.ERROR}  # what may be continued or deleted
+DELETING_EXPERIMENT = {E.DELETING, E.DELETE_FAILED}
+TERMINAL_EXPERIMENT = ENDED_EXPERIMENT | DELETING_EXPERIMENT  # nothing of it runs, and nothing starts by itself
 TERMINAL_TRIAL = {T.COMPLETED, T.CANCELED, T.ERROR}
 STOPPING_TRIAL = {T.STOPPING_COMPLETED, T.STOPPING_CANCELED, T.STOPPING_ERROR}
 LIVE_ALLOCATION = {A.PENDING, A.ASSIGNED, A.RUNNING, A.TERMINATING}

@@ -19,6 +19,7 @@ from pedl.master.db.engine import Database
 from pedl.master.observability.master_metrics import MasterMetrics
 from pedl.master.observability.pool_state import PoolStateCollector
 from pedl.master.services.checkpoint_gc import CheckpointGC
+from pedl.master.services.experiment_deletion import ExperimentDeleter
 from pedl.master.services.login_limiter import LoginLimiter
 
 
@@ -57,3 +58,9 @@ def attach_checkpoint_gc(ctx: MasterContext, storage_for: Callable[[Mapping[str,
     gc = CheckpointGC(ctx, storage_for=storage_for)
     ctx.controller.set_checkpoint_gc(gc.request)
     return gc
+
+
+def attach_experiment_deletion(ctx: MasterContext, storage_for: Callable[[Mapping[str, Any]], CheckpointStorage]
+                               = storage_from_config) -> ExperimentDeleter:
+    """The worker that deletes the experiments DELETE /api/v1/experiments/{id} marks DELETING."""
+    return ExperimentDeleter(ctx, storage_for=storage_for)

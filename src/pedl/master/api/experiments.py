@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pedl.master.api import shapes
 from pedl.master.api.checkpoint_query import checkpoint_order, checkpoint_states
@@ -22,7 +23,7 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import accepts, answers
-from pedl.master.services import experiment_edits
+from pedl.master.services import experiment_continuation, experiment_deletion, experiment_edits
 from pedl.master.services import experiments as experiments_service
 from pedl.master.services.experiment_listing import ExperimentQuery
 
@@ -71,6 +72,36 @@ def list_experiments(request: Request, _: Caller = Depends(unless_changed(*EXPER
     rows, total = experiments_service.listing(ctx_of(request), query)
     return {"experiments": [shapes.experiment(*row) for row in rows],
             "pagination": pagination(offset, limit, total, len(rows))}
+
+
+class ContinueExperimentBody(Body):
+    id: int = Field(..., ge=1, le=INT32_MAX)
+    overrideConfig: str | None = None  # YAML text: det's --config k=v and --config-file
+
+
+@router.post("/continue")
+@accepts(ContinueExperimentBody, errors=(404,))  # an unknown experiment id
+def continue_experiment(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    """det e continue: an ended single-trial experiment trains on, its override config applied."""
+    req = parse(ContinueExperimentBody, body)
+    experiment_continuation.continue_by(ctx_of(request), who, req.id, req.overrideConfig)
+    return {"experiment": shapes.experiment(*experiments_service.describe(ctx_of(request), req.id))}
+
+
+def _continue_other_methods(_request: Request) -> None:
+    raise StarletteHTTPException(405)  # not GET/PATCH/DELETE /{experiment_id} with an id of "continue"
+
+
+router.add_route(f"{router.prefix}/continue", _continue_other_methods, methods=["GET", "PATCH", "DELETE"],
+                 include_in_schema=False)
+
+
+@router.delete("/{experiment_id}")
+def delete_experiment(experiment_id: IdPath, request: Request, who: Caller = Depends(caller)) -> dict:
+    """det e delete: DELETING now; a worker of the master deletes its checkpoints, then its rows."""
+    experiment_deletion.request_deletion(ctx_of(request), who, experiment_id,
+                                         request.app.state.experiment_deletion.request)
+    return {}
 
 
 @router.get("/{experiment_id}")
