@@ -372,3 +372,84 @@ def test_determined_sdk_drives_the_model_registry(det_cluster, tmp_path) -> None
     assert got["old_style"] == [2, 1] and got["latest"] == 2 and got["one"] == ["one", kept]
     files = api("GET", f"/api/v1/checkpoints/{kept}")["checkpoint"]["resources"]
     assert got["files"] == sorted(files) and got["files"]
+
+
+WORKSPACE_SDK_SCRIPT = """
+import json, sys
+from determined.experimental import client
+client.login(master=sys.argv[1], user="determined", password="")
+ws = client.get_workspace(sys.argv[2])
+print(json.dumps({"workspaces": [w.name for w in client.list_workspaces()],
+                  "projects": [p.name for p in ws.list_projects()],
+                  "experiments": [e.id for e in ws.get_project(sys.argv[3]).list_experiments()]}))
+"""
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_workspaces_projects_and_templates(det_cluster, tmp_path) -> None:
+    """workspace list/create/describe, project create/list/describe, template set/list/describe/remove,
+    e create --project_id --template; each effect checked through the API."""
+    api = det_cluster.master.api
+
+    def experiments() -> list[dict]:
+        return api("GET", "/api/v1/experiments")["experiments"]
+
+    assert "Uncategorized" in det(det_cluster, "workspace", "list").stdout
+    det(det_cluster, "workspace", "create", "det-ws")
+    [ws] = api("GET", "/api/v1/workspaces", name="det-ws")["workspaces"]
+    assert (ws["name"], ws["username"]) == ("det-ws", "determined")
+    taken = det(det_cluster, "workspace", "create", "DET-WS", check=False)
+    assert taken.returncode != 0 and "exists already" in taken.stdout + taken.stderr
+    assert len(api("GET", "/api/v1/workspaces")["workspaces"]) == 2
+    assert "det-ws" in det(det_cluster, "workspace", "describe", "det-ws").stdout
+
+    det(det_cluster, "project", "create", "det-ws", "det-proj", "--description", "from det")
+    [proj] = api("GET", f"/api/v1/workspaces/{ws['id']}/projects")["projects"]
+    assert (proj["name"], proj["description"], proj["workspaceName"]) == ("det-proj", "from det", "det-ws")
+    assert "det-proj" in det(det_cluster, "project", "list", "det-ws").stdout
+    refused = det(det_cluster, "project", "create", "Uncategorized", "nope", check=False)
+    assert refused.returncode != 0 and "immutable" in refused.stdout + refused.stderr
+
+    tpl = tmp_path / "tpl.yaml"
+    tpl.write_text(yaml.safe_dump({"max_restarts": 0, "labels": ["from-template"]}))
+    det(det_cluster, "template", "set", "det-tpl", str(tpl))  # GET 404, then POST
+    tpl.write_text(yaml.safe_dump({"max_restarts": 4, "labels": ["from-template"],
+                                   "searcher": {"name": "single", "metric": "validation_loss"}}))
+    det(det_cluster, "template", "set", "det-tpl", str(tpl))  # GET, then PATCH
+    assert api("GET", "/api/v1/templates/det-tpl")["template"]["config"]["max_restarts"] == 4
+    listed = det(det_cluster, "template", "list").stdout
+    assert "det-tpl" in listed and "Uncategorized" in listed
+    assert yaml.safe_load(det(det_cluster, "template", "describe", "det-tpl").stdout)["max_restarts"] == 4
+
+    cfg = tmp_path / "partial.yaml"
+    config = steps_config(name="in-a-project", steps=2)
+    del config["searcher"]["name"], config["searcher"]["metric"], config["max_restarts"]  # the template's
+    cfg.write_text(yaml.safe_dump({**config, "labels": ["mine"]}))
+    out = det(det_cluster, "experiment", "create", "--paused", "--project_id", str(proj["id"]),
+              "--template", "det-tpl", str(cfg), str(MODELS / "steps")).stdout
+    exp_id = int(out.strip().split("Created experiment")[-1].split()[0])
+    got = api("GET", f"/api/v1/experiments/{exp_id}")
+    exp = got["experiment"]
+    assert (exp["projectId"], exp["projectName"], exp["workspaceId"], exp["workspaceName"]) == (
+        proj["id"], "det-proj", ws["id"], "det-ws")
+    assert got["config"]["max_restarts"] == 4 and got["config"]["labels"] == ["mine"]  # the experiment's wins
+    assert got["config"]["searcher"]["metric"] == "validation_loss"
+    assert "in-a-project" in det(det_cluster, "project", "describe", "det-ws", "det-proj").stdout
+
+    before = len(experiments())
+    for flags, said in ((["--project_id", "9999", "--template", "det-tpl"], "projectId"),
+                        (["--template", "no-such-tpl"], "no-such-tpl")):
+        proc = det(det_cluster, "experiment", "create", "--paused", *flags, str(cfg), str(MODELS / "steps"),
+                   check=False)
+        assert proc.returncode != 0 and said in proc.stdout + proc.stderr, proc
+    assert len(experiments()) == before
+
+    proc = subprocess.run([str(DET.parent / "python"), "-c", WORKSPACE_SDK_SCRIPT, det_cluster.master.url, "det-ws",
+                           "det-proj"], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "workspaces": ["Uncategorized", "det-ws"], "projects": ["det-proj"], "experiments": [exp_id]}
+
+    det(det_cluster, "template", "remove", "det-tpl")
+    api("GET", "/api/v1/templates/det-tpl", expect=404)

@@ -59,7 +59,8 @@ def create(request: Request, who: Caller = Depends(caller), body: dict = Depends
     for key in UNSUPPORTED:
         if getattr(req, key) not in (None, {}, ""):
             raise InvalidArgument.at(key, "pedl does not keep this per workspace; leave it unset")
-    return {"workspace": workspace(workspaces_service.create(ctx_of(request), who, req.name))}
+    # det iterates namespaceBindings after a create (a Kubernetes namespace per cluster; pedl has none)
+    return {"workspace": workspace(workspaces_service.create(ctx_of(request), who, req.name)), "namespaceBindings": {}}
 
 
 @router.get("/{workspace_id}")
