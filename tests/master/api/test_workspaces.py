@@ -37,6 +37,7 @@ def test_the_default_workspace_is_listed_with_every_key_det_needs(client: TestCl
 def test_create_owns_it_and_a_taken_name_in_any_case_is_a_409(client: TestClient, user: dict, admin: dict) -> None:
     r = create(client, user, "Vision")
     assert r.status_code == 200, r.text
+    assert r.json()["namespaceBindings"] == {}  # det iterates it
     ws = r.json()["workspace"]
     assert set(ws) >= V1_WORKSPACE
     assert (ws["name"], ws["username"], ws["immutable"], ws["numProjects"]) == ("Vision", "determined", False, 0)
