@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from pedl.common.mount_namespace import probe
-from pedl.devcluster import wait_experiment, wait_for
+from pedl.common.mount_namespace import probe, wrap
+from pedl.devcluster import LocalAgent, agent_connected, wait_experiment, wait_for
 from tests.compat.conftest import det_venv
 from tests.e2e.conftest import MODELS, Cluster
 
@@ -127,3 +129,44 @@ def test_a_script_that_never_reaches_the_master_fails_instead_of_completing(det_
     assert trial["state"] == "STATE_ERROR"
     detail = c.master.api("GET", f"/api/v1/trials/{trial['id']}")
     assert "without ever calling the master" in json.dumps(detail)
+
+
+def test_determined_launcher_trains_across_two_agents() -> None:
+    problem = probe()
+    if problem is not None:
+        pytest.skip(f"process tasks cannot get /run/determined/info here: {problem}")
+    # two machines on one host: each agent (and so its tasks) has a /tmp of its own, as separate hosts
+    # do; Determined's launcher keeps a socket at /tmp/pid_server-<allocation id> on every node. The
+    # cluster lives outside /tmp, which the agents' own /tmp hides.
+    work = Path(tempfile.mkdtemp(prefix="pedl-det-dist-", dir="/var/tmp"))
+    c = Cluster(work, None).start()
+    try:
+        for name in ("node-a", "node-b"):
+            own_tmp = work / f"{name}-tmp"
+            own_tmp.mkdir(mode=0o1777)
+            agent = LocalAgent(work, c.master.url, name, slots=2, token=c.master.agent_token)
+            agent.argv = wrap(agent.argv, [(str(own_tmp), "/tmp", False)])
+            agent.start()
+            c.agents[name] = agent
+            wait_for(lambda n=name: agent_connected(c.master, n), 60, what=f"agent {name}")
+        cfg = det_config("det-core-dist", steps=3)
+        cfg["entrypoint"] = "python3 -m determined.launch.torch_distributed -- python3 train.py"
+        cfg["resources"] = {"slots_per_trial": 4}  # two agents of two slots: a world of four
+        exp_id = c.create(cfg, MODELS / "det_dist")
+        exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=240)
+        (trial,) = c.trials(exp_id)
+        logs = c.logs(trial["id"])
+        assert exp["state"] == "STATE_COMPLETED", logs
+        metrics = c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
+        assert [m["stepsCompleted"] for m in metrics] == [1, 2, 3]
+        assert {(m["metrics"]["rank_sum"], m["metrics"]["world_size"]) for m in metrics} == {(6.0, 4.0)}
+        for rank in range(4):
+            assert f"rank {rank} of 4 done on" in logs
+        (ckpt,) = c.master.api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+        stored = c.work / "ckpts" / ckpt["uuid"]
+        assert sorted(p.name for p in stored.iterdir() if p.name.startswith("rank")) == [
+            f"rank{r}.json" for r in range(4)]
+        assert sorted(set(json.loads((stored / "rank0.json").read_text())["agents"])) == ["node-a", "node-b"]
+    finally:
+        c.stop()
+        shutil.rmtree(work, ignore_errors=True)
