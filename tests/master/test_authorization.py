@@ -209,6 +209,10 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/trials/{trial}/metrics", R, None),
     ("GET", "/api/v1/trials/{trial}/logs", R, None),
     ("GET", "/api/v1/tasks", R, None),
+    ("GET", "/api/v1/tasks/{task}", R, None),
+    ("GET", "/api/v1/tasks/{task}/logs", R, None),
+    ("GET", "/api/v1/job-queues-v2", R, None),
+    ("GET", "/api/v1/master/logs", ADMIN, None),  # they name users, hosts and paths
     ("GET", "/api/v1/checkpoints", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}/download", R, None),
@@ -247,16 +251,18 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/experiments/{side}/unarchive", OWNER, None),
     ("PATCH", "/api/v1/experiments/{side}", OWNER, lambda w: {"description": f"set {next(w.counter)}"}),
     ("PATCH", "/api/v1/experiments/{side}", OWNER, lambda w: {"resources": {"priority": 40 + next(w.counter) % 9}}),
+    ("POST", "/api/v1/job-queues", OWNER,
+     lambda w: {"updates": [{"jobId": f"job-{w.ids['side']}", "priority": 40 + next(w.counter) % 9}]}),
     ("PUT", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
     ("DELETE", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
+    ("DELETE", "/api/v1/experiments/{ended}", OWNER, _ended),
+    ("POST", "/api/v1/experiments/continue", OWNER, _continued),
     ("POST", "/api/v1/models", USER, lambda w: {"name": f"model-{next(w.counter)}"}),
     ("PATCH", "/api/v1/models/{model}", OWNER, lambda w: {"description": f"set {next(w.counter)}"}),
     ("POST", "/api/v1/models/{model}/archive", OWNER, None),
     ("POST", "/api/v1/models/{model}/unarchive", OWNER, None),
     ("POST", "/api/v1/models/{model}/versions", OWNER, lambda w: {"checkpointUuid": w.ids["ckpt"]}),
     ("PATCH", "/api/v1/models/{model}/versions/{version}", OWNER, lambda w: {"notes": f"n{next(w.counter)}"}),
-    ("DELETE", "/api/v1/experiments/{ended}", OWNER, _ended),
-    ("POST", "/api/v1/experiments/continue", OWNER, _continued),
     ("DELETE", "/api/v1/models/{model}/versions/{last_version}", OWNER, _last_version),
     ("DELETE", "/api/v1/models/{doomed_model}", OWNER, _doomed_model),
     ("POST", "/api/v1/workspaces", USER, lambda w: {"name": f"ws-{next(w.counter)}"}),
@@ -279,13 +285,13 @@ def _run_matrix(w: World) -> list[str]:
             w.relogin()
         for column, want in zip(COLUMNS, expected, strict=True):
             payload = body(w) if body else None
+            url = path.format(**w.ids)  # after the body: it may make the cell's own target (_ended)
             if method == "GET":
                 r = w.client.get(url, headers=w.tokens[column])
             elif method == "POST" and path == "/api/v1/auth/session":  # a browser's JSON login
                 r = w.client.post(url, json=payload, headers=w.tokens[column])
             elif method == "POST":
                 r = post(w.client, url, payload, w.tokens[column])
-            url = path.format(**w.ids)  # after the body: it may make the cell's own target (_ended)
             else:
                 r = w.client.request(method, url, content=None if payload is None else json.dumps(payload),
                                      headers=w.tokens[column])

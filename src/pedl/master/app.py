@@ -25,7 +25,9 @@ from pedl.master.api import (
     errors,
     experiments,
     instances,
+    jobs,
     master,
+    master_logs,
     metric_series,
     model_registry,
     openapi,
@@ -43,6 +45,7 @@ from pedl.master.api import (
 from pedl.master.context import MasterContext
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
+from pedl.master.observability.master_logs import MasterLogRing
 from pedl.master.observability.request_latency import RequestLatency
 from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import metric_digests
@@ -142,8 +145,11 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     checkpoint_gc = attach_checkpoint_gc(ctx)
     deleter = attach_experiment_deletion(ctx)
 
+    master_log = MasterLogRing()  # the process's log records from start to stop (GET /api/v1/master/logs)
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        master_log.attach()
         await asyncio.to_thread(_default_users, ctx)
         await asyncio.to_thread(ctx.controller.startup)
         stop = asyncio.Event()
@@ -168,10 +174,12 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
             for prov in ctx.provisioners.values():
                 prov.provider.close()
             ctx.db.dispose()
+            master_log.detach()
 
     app = FastAPI(title="pedl master", version=__version__, lifespan=lifespan,
                   description="pedl's REST API, in Determined's /api/v1 dialect.")
     app.state.ctx = ctx
+    app.state.master_logs = master_log
     app.state.checkpoint_gc = checkpoint_gc
     app.state.experiment_deletion = deleter  # DELETE /api/v1/experiments/{id} wakes it
     errors.install(app)
@@ -179,7 +187,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
-                   instances, package, prometheus, model_registry, workspaces, projects, templates):
+                   instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects, templates):
         app.include_router(module.router)
     openapi.install(app)  # after the routers: it corrects the document they produce
     app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI

@@ -1,17 +1,22 @@
-"""Tasks and allocations: the task list, the model definition a task downloads, preemption signals
-(long poll) and logs a task posts itself."""
+"""Tasks and allocations: the task list, a task by its id and its logs (`det task logs [-f]`), the
+model definition a task downloads, preemption signals (long poll) and logs a task posts itself."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
-from pedl.master.api.deps import Caller, agent_fetch_caller, caller, ctx_of, json_body
-from pedl.master.api.openapi import TASK_LOGS, accepts
-from pedl.master.services import allocations
+from pedl.master.api.deps import INT64_MAX, Caller, agent_fetch_caller, caller, ctx_of, json_body
+from pedl.master.api.ndjson_stream import results
+from pedl.master.api.openapi import TASK_LOGS, accepts, produces
+from pedl.master.lifecycle import AllocationState
+from pedl.master.services import allocations, task_logs
 from pedl.master.services.logs import LOG_LEVELS
 
 router = APIRouter(prefix="/api/v1")
@@ -63,3 +68,85 @@ def ack_preemption(allocation_id: str, request: Request, who: Caller = Depends(c
                    _body: Any = Depends(json_body)) -> dict:
     allocations.ack_preemption(ctx_of(request), who, allocation_id)
     return {}
+
+
+# Determined's taskv1State of each allocation state
+TASK_STATE = {AllocationState.PENDING: "STATE_QUEUED", AllocationState.ASSIGNED: "STATE_STARTING",
+              AllocationState.RUNNING: "STATE_RUNNING", AllocationState.TERMINATING: "STATE_TERMINATING",
+              AllocationState.TERMINATED: "STATE_TERMINATED"}
+FILTER_MAX = 100  # values of one log filter
+SEARCH_MAX = 1024
+
+
+@router.get("/tasks/{task_id}")
+def get_task(task_id: str, request: Request, _: Caller = Depends(caller)) -> dict:
+    """Determined's v1GetTaskResponse: a trial's task, and its allocations (one per start)."""
+    trial, allocs = task_logs.describe(ctx_of(request), task_id)
+    return {"task": {
+        "taskId": trial.task_id, "taskType": "TASK_TYPE_TRIAL", "startTime": shapes.ts(trial.start_time),
+        "endTime": shapes.ts(trial.end_time), "trialId": trial.id, "experimentId": trial.experiment_id,
+        "allocations": [{"taskId": a.task_id, "allocationId": a.id, "state": TASK_STATE[a.state],
+                         "isReady": a.state == AllocationState.RUNNING, "slots": a.slots_needed,
+                         "startTime": shapes.ts(a.started_at), "endTime": shapes.ts(a.ended_at),
+                         "exitReason": a.exit_reason, "statusCode": a.exit_code} for a in allocs]}}
+
+
+def _time(name: str, value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgument.at(name, "an RFC 3339 time, such as 2021-10-26T23:17:12Z") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()  # no offset: UTC
+
+
+def _log_filter(allocation_ids: list[str], container_ids: list[str], agent_ids: list[str], rank_ids: list[int],
+                levels: list[str], sources: list[str], stdtypes: list[str], after: str | None, before: str | None,
+                text: str | None, regex: bool) -> task_logs.LogFilter:
+    for name, values in (("allocationIds", allocation_ids), ("containerIds", container_ids), ("agentIds", agent_ids),
+                         ("levels", levels), ("sources", sources), ("stdtypes", stdtypes)):
+        if len(values) > FILTER_MAX:
+            raise InvalidArgument.at(name, f"at most {FILTER_MAX} values")
+    bad = [lv for lv in levels if lv not in LOG_LEVELS]
+    if bad:
+        raise InvalidArgument.at("levels", f"{bad[0]!r} is not one of {', '.join(LOG_LEVELS)}")
+    if rank_ids:
+        raise InvalidArgument.at("rankIds", "pedl does not record the rank of a log line; filter by agentIds")
+    if regex:
+        raise InvalidArgument.at("enableRegex", "pedl searches log text as plain text only")
+    return task_logs.LogFilter(allocation_ids=allocation_ids, container_ids=container_ids, agent_ids=agent_ids,
+                               levels=levels, sources=sources,
+                               stdtypes=stdtypes, after=_time("timestampAfter", after),
+                               before=_time("timestampBefore", before), text=text or "")
+
+
+@router.get("/tasks/{task_id}/logs")
+@produces("application/x-ndjson")
+async def get_task_logs(task_id: str, request: Request, _: Caller = Depends(caller), follow: bool = False,
+                        limit: int = Query(0, ge=0, le=INT64_MAX), orderBy: str | None = None,
+                        allocationIds: list[str] = Query(default_factory=list),
+                        containerIds: list[str] = Query(default_factory=list),
+                        agentIds: list[str] = Query(default_factory=list),
+                        rankIds: list[int] = Query(default_factory=list),
+                        levels: list[str] = Query(default_factory=list),
+                        sources: list[str] = Query(default_factory=list),
+                        stdtypes: list[str] = Query(default_factory=list),
+                        timestampAfter: str | None = None, timestampBefore: str | None = None,
+                        searchText: str | None = Query(None, max_length=SEARCH_MAX),
+                        enableRegex: bool = False) -> StreamingResponse:
+    """Determined's v1TaskLogsResponse lines, oldest first (ORDER_BY_DESC: newest first, det's --tail);
+    with follow, until the task has ended and its last lines are sent."""
+    ctx = ctx_of(request)
+    flt = _log_filter(allocationIds, containerIds, agentIds, rankIds, levels, sources, stdtypes, timestampAfter,
+                      timestampBefore, searchText, enableRegex)
+    await run_in_threadpool(task_logs.require, ctx, task_id)
+    newest_first = orderBy == "ORDER_BY_DESC" and not follow
+
+    async def fetch(cursor: int | None, n: int) -> tuple[list[dict[str, Any]], int | None, bool]:
+        rows, after, done = await run_in_threadpool(task_logs.batch, ctx, task_id, flt, cursor=cursor, limit=n,
+                                                    newest_first=newest_first)
+        return [shapes.log_line(r) for r in rows], after, done
+
+    return StreamingResponse(results(fetch, follow=follow, limit=limit, disconnected=request.is_disconnected),
+                             media_type="application/x-ndjson")

@@ -30,6 +30,9 @@ class SlotRequest:
     group: str = ""  # the experiment, for fair share and max_slots
     weight: float = 1.0
     max_slots: int | None = None  # the group's cap on the slots it holds at once (None: no cap)
+    # the job's place in its pool's queue among equal priorities (`det job update --ahead-of`): the
+    # experiment's queue position, else its submission time; None: the request's own queued_at
+    position: float | None = None
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,13 @@ class Assignment:
     placements: list[tuple[str, list[str]]] = field(default_factory=list)  # (agent_id, slot_ids)
 
 
+def queue_key(r: SlotRequest) -> tuple[int, float, float, str]:
+    """The queue's order: priority, then the job's position, then FIFO."""
+    return r.priority, r.queued_at if r.position is None else r.position, r.queued_at, r.allocation_id
+
+
 def order_requests(requests: list[SlotRequest]) -> list[SlotRequest]:
-    return sorted(requests, key=lambda r: (r.priority, r.queued_at, r.allocation_id))
+    return sorted(requests, key=queue_key)
 
 
 class GroupCaps:

@@ -1,0 +1,84 @@
+"""Tasks by their id (`det task logs`, GET /tasks/{id}): a trial's task, its allocations, and its log
+lines filtered as det asks (allocations, agents, levels, sources, streams, time, text). Any stored
+task id works: `{exp}.{uuid}` (Determined's shape, new trials) and the `{exp}.{trial}` of older ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.errors import NotFound
+from pedl.master.db import models
+from pedl.master.lifecycle import TERMINAL_TRIAL
+from pedl.master.services.trial_timeline import MAX_ALLOCATIONS
+
+if TYPE_CHECKING:
+    from pedl.master.context import MasterContext
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """Each list keeps lines whose value is in it (empty: any); times are seconds since the epoch."""
+
+    allocation_ids: list[str] = field(default_factory=list)
+    container_ids: list[str] = field(default_factory=list)  # pedl's container of an allocation is the allocation
+    agent_ids: list[str] = field(default_factory=list)
+    levels: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    stdtypes: list[str] = field(default_factory=list)
+    after: float | None = None
+    before: float | None = None
+    text: str = ""
+
+
+def _trial(s: Session, task_id: str) -> models.Trial:
+    trial = s.scalar(select(models.Trial).where(models.Trial.task_id == task_id))
+    if trial is None:
+        raise NotFound(f"task {task_id} not found")
+    return trial
+
+
+def describe(ctx: MasterContext, task_id: str) -> tuple[models.Trial, list[models.Allocation]]:
+    """The task's trial and its allocations, oldest first (the first MAX_ALLOCATIONS)."""
+    with ctx.db.read_session() as s:
+        trial = _trial(s, task_id)
+        allocs = list(s.scalars(select(models.Allocation).where(models.Allocation.task_id == task_id)
+                                .order_by(models.Allocation.queued_at, models.Allocation.id).limit(MAX_ALLOCATIONS)))
+        return trial, allocs
+
+
+def require(ctx: MasterContext, task_id: str) -> None:
+    """NotFound unless a task has this id."""
+    with ctx.db.read_session() as s:
+        _trial(s, task_id)
+
+
+def batch(ctx: MasterContext, task_id: str, flt: LogFilter, *, cursor: int | None, limit: int,
+          newest_first: bool) -> tuple[list[models.TaskLog], int | None, bool]:
+    """Up to `limit` matching lines past `cursor` (the last id returned, None at first), the cursor
+    after them, and whether the task has ended (or is gone), so a follower can stop."""
+    q = select(models.TaskLog).where(models.TaskLog.task_id == task_id)
+    if cursor is not None:
+        q = q.where(models.TaskLog.id < cursor if newest_first else models.TaskLog.id > cursor)
+    for column, values in ((models.TaskLog.allocation_id, flt.allocation_ids),
+                           (models.TaskLog.allocation_id, flt.container_ids), (models.TaskLog.agent_id, flt.agent_ids),
+                           (models.TaskLog.level, flt.levels), (models.TaskLog.source, flt.sources),
+                           (models.TaskLog.stdtype, flt.stdtypes)):
+        if values:  # in the query, so `limit` counts matching lines only
+            q = q.where(column.in_(values))
+    if flt.after is not None:
+        q = q.where(models.TaskLog.timestamp > flt.after)
+    if flt.before is not None:
+        q = q.where(models.TaskLog.timestamp < flt.before)
+    if flt.text:
+        q = q.where(models.TaskLog.message.contains(flt.text, autoescape=True))
+    q = q.order_by(models.TaskLog.id.desc() if newest_first else models.TaskLog.id).limit(limit)
+    with ctx.db.read_session() as s:
+        # whether it had ended before the lines are read: a line written meanwhile is not lost
+        trial = s.scalar(select(models.Trial).where(models.Trial.task_id == task_id))
+        done = trial is None or trial.state in TERMINAL_TRIAL
+        rows = list(s.scalars(q))
+    return rows, (rows[-1].id if rows else cursor), done

@@ -1,0 +1,115 @@
+"""A task by its id over the API (`det task logs`): GET /tasks/{id} in Determined's v1Task shape and
+GET /tasks/{id}/logs with det's filters, for task ids of either shape a master has stored."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import update
+
+from pedl.clock import ManualClock
+from pedl.common.agent_protocol import LogLine
+from pedl.master.db import models
+from pedl.master.services import agents as agents_service
+from tests.master.fakes import SINGLE_CONFIG, FakeAgent, bearer, create_experiment, post
+
+# bindings.v1TaskLogsResponse.from_json (determined 0.38.1)
+LOG_KEYS = {"id", "level", "log", "message", "taskId", "timestamp"}
+
+
+def lines(client: TestClient, headers: dict, task_id: str, **params) -> list[dict]:
+    r = client.get(f"/api/v1/tasks/{task_id}/logs", headers=headers, params=params)
+    assert r.status_code == 200, r.text
+    return [json.loads(line)["result"] for line in r.text.splitlines()]
+
+
+def texts(got: list[dict]) -> list[str]:
+    return [ln["message"] for ln in got if ln["source"] != "master"]
+
+
+def running_task(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock):
+    """A running trial's task with lines from its agent (stdout, stderr) and from itself (a warning)."""
+    create_experiment(client, user, SINGLE_CONFIG)
+    [task] = agent.start_all()
+    clock.advance(10)
+    agents_service.store_logs(app.state.ctx, "agent-1", task.allocation_id, [
+        LogLine(timestamp=clock.now(), message="step 1"), LogLine(timestamp=clock.now() + 1, stdtype="stderr",
+                                                                  message="oops")])
+    clock.advance(10)
+    body = {"logs": [{"taskId": task.task_id, "log": "careful", "level": "LOG_LEVEL_WARNING"}]}
+    assert post(client, "/api/v1/task/logs", body, bearer(task.token)).status_code == 200
+    return task
+
+
+def test_task_logs_as_det_reads_them(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent,
+                                     clock: ManualClock) -> None:
+    task = running_task(app, client, user, agent, clock)
+    got = lines(client, user, task.task_id)
+    assert texts(got) == ["step 1\n", "oops\n", "careful\n"]
+    for ln in got:
+        assert set(ln) >= LOG_KEYS and ln["taskId"] == task.task_id
+    assert [int(ln["id"]) for ln in got] == sorted(int(ln["id"]) for ln in got)
+    assert texts(lines(client, user, task.task_id, levels="LOG_LEVEL_WARNING")) == ["careful\n"]
+    assert texts(lines(client, user, task.task_id, stdtypes="stderr")) == ["oops\n"]
+    assert texts(lines(client, user, task.task_id, agentIds="agent-1")) == ["step 1\n", "oops\n"]
+    assert texts(lines(client, user, task.task_id, allocationIds=task.allocation_id, searchText="o")) == ["oops\n"]
+    assert texts(lines(client, user, task.task_id, containerIds="someone-else")) == []
+    assert texts(lines(client, user, task.task_id, searchText="%")) == []  # plain text, not a LIKE pattern
+    tail = lines(client, user, task.task_id, limit=2, orderBy="ORDER_BY_DESC")  # det's --tail 2
+    assert [ln["message"] for ln in tail] == [ln["message"] for ln in got[-2:]][::-1]
+    assert [ln["message"] for ln in lines(client, user, task.task_id, limit=1)] == [got[0]["message"]]
+    start = clock.now() - 5  # between the agent's lines and the task's own
+    after = lines(client, user, task.task_id, timestampAfter="1970-01-01T00:00:00Z")
+    assert after == got
+    mid = datetime.fromtimestamp(start, tz=UTC).isoformat().replace("+00:00", "Z")
+    assert texts(lines(client, user, task.task_id, timestampBefore=mid)) == ["step 1\n", "oops\n"]
+    assert texts(lines(client, user, task.task_id, timestampAfter=mid)) == ["careful\n"]
+
+
+def test_a_followed_stream_ends_once_the_task_has(app: FastAPI, client: TestClient, user: dict,
+                                                  agent: FakeAgent, clock: ManualClock) -> None:
+    task = running_task(app, client, user, agent, clock)
+    agent.exit(task.allocation_id, 0)
+    got = lines(client, user, task.task_id, follow="true")
+    assert texts(got)[:3] == ["step 1\n", "oops\n", "careful\n"]
+
+
+def test_bad_log_filters_are_refused_naming_them(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent,
+                                                 clock: ManualClock) -> None:
+    task = running_task(app, client, user, agent, clock)
+    for params, field in (({"levels": "LOUD"}, "levels"), ({"timestampAfter": "yesterday"}, "timestampAfter"),
+                          ({"rankIds": "0"}, "rankIds"), ({"enableRegex": "true"}, "enableRegex"),
+                          ({"agentIds": [f"a{i}" for i in range(101)]}, "agentIds")):
+        r = client.get(f"/api/v1/tasks/{task.task_id}/logs", headers=user, params=params)
+        assert r.status_code == 400 and r.json()["fields"][0]["field"] == field, (params, r.text)
+    assert client.get("/api/v1/tasks/1.nope/logs", headers=user).status_code == 404
+    assert client.get("/api/v1/tasks/1.nope", headers=user).status_code == 404
+
+
+def test_a_task_in_determineds_shape(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent,
+                                     clock: ManualClock) -> None:
+    task = running_task(app, client, user, agent, clock)
+    got = client.get(f"/api/v1/tasks/{task.task_id}", headers=user).json()["task"]
+    assert (got["taskId"], got["taskType"], got["trialId"], got["endTime"]) == (
+        task.task_id, "TASK_TYPE_TRIAL", task.trial_id, None)
+    [alloc] = got["allocations"]
+    assert (alloc["allocationId"], alloc["taskId"], alloc["state"], alloc["isReady"], alloc["slots"]) == (
+        task.allocation_id, task.task_id, "STATE_RUNNING", True, 1)
+    agent.exit(task.allocation_id, 0)
+    got = client.get(f"/api/v1/tasks/{task.task_id}", headers=user).json()["task"]
+    assert got["endTime"] and got["allocations"][0]["state"] == "STATE_TERMINATED"
+
+
+def test_a_task_id_an_older_master_stored_still_works(app: FastAPI, client: TestClient, user: dict,
+                                                      agent: FakeAgent, clock: ManualClock) -> None:
+    """Trials created before Determined's shape have `{exp}.{trial}` task ids; nothing parses them."""
+    task = running_task(app, client, user, agent, clock)
+    with app.state.ctx.db.session() as s:
+        for table in (models.Trial, models.Allocation, models.TaskLog):
+            s.execute(update(table).where(table.task_id == task.task_id).values(task_id="1.1"))
+    assert texts(lines(client, user, "1.1")) == ["step 1\n", "oops\n", "careful\n"]
+    assert client.get("/api/v1/tasks/1.1", headers=user).json()["task"]["allocations"][0]["allocationId"] == \
+        task.allocation_id
