@@ -291,11 +291,15 @@ def test_det_model_registry_and_the_api_agree(det_cluster, tmp_path) -> None:
     assert [v["checkpoint"]["uuid"] for v in versions["modelVersions"]] == [kept]
     by_json = json.loads(det(det_cluster, "model", "register-version", "det-model", kept, "--json").stdout)
     assert by_json["modelVersion"]["version"] == 2
-    det(det_cluster, "model", "move", "det-model", "-w", "Uncategorized")
+    det(det_cluster, "workspace", "create", "models-ws")
+    ws_id = api("GET", "/api/v1/workspaces", name="models-ws")["workspaces"][0]["id"]
+    det(det_cluster, "model", "move", "det-model", "-w", "models-ws")
+    in_ws = json.loads(det(det_cluster, "model", "list", "-w", "models-ws", "--json").stdout)
+    assert [m["name"] for m in in_ws] == ["det-model"]
 
     model = api("GET", "/api/v1/models/det-model")["model"]
     assert (model["description"], model["numVersions"], model["username"], model["workspaceId"]) == (
-        "made by det", 2, "determined", 1)
+        "made by det", 2, "determined", ws_id)
     got = api("GET", "/api/v1/models/det-model/versions")["modelVersions"]
     assert [(v["version"], v["checkpoint"]["uuid"]) for v in got] == [(1, kept), (2, kept)]
 

@@ -119,6 +119,27 @@ def test_other_bad_fields_are_named(client: TestClient, user: dict) -> None:
                 user).status_code == 200
 
 
+def test_models_live_in_a_workspace(client: TestClient, user: dict) -> None:
+    r = post(client, "/api/v1/workspaces", {"name": "Team"}, user)
+    assert r.status_code == 200, r.text
+    team = r.json()["workspace"]["id"]
+    assert create(client, user, "in-team", workspaceName="team")["workspaceId"] == team  # names match case aside
+    assert create(client, user, "by-id", workspaceId=team)["workspaceId"] == team
+    assert create(client, user, "default")["workspaceId"] == 1
+
+    def names(**params) -> list[str]:
+        return [m["name"] for m in get(client, user, "/api/v1/models", sortBy="SORT_BY_NAME", **params)["models"]]
+
+    assert names(workspaceNames=["Team"]) == ["by-id", "in-team"]
+    assert names(workspaceIds=[1]) == ["default"]
+    assert names(workspaceNames=["nowhere"]) == []
+    moved = send(client, "PATCH", "/api/v1/models/by-id", user, {"workspaceName": "Uncategorized"})
+    assert moved.status_code == 200 and moved.json()["model"]["workspaceId"] == 1
+    r = send(client, "PATCH", "/api/v1/models/by-id", user, {"workspaceName": "Team", "workspaceId": 1})
+    assert r.status_code == 400 and r.json()["fields"][0]["field"] == "workspaceId"
+    assert get(client, user, "/api/v1/models/by-id")["model"]["workspaceId"] == 1
+
+
 def test_listing_filters_sorts_and_pages(client: TestClient, user: dict, admin: dict, clock,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     for i, (name, owner, labels) in enumerate([("beta", user, ["x"]), ("alpha", admin, ["x", "y"]),
@@ -247,6 +268,13 @@ def test_only_completed_checkpoints_register(client: TestClient, app: FastAPI, u
         r = register(client, user, "strict", ckpt)
         assert r.status_code == 400, r.text
         assert r.json()["fields"][0]["field"] == "checkpointUuid" and words in r.json()["message"]
+    deleting = checkpoint(client, task, 3)
+    with ctx_of(app).db.session() as s:
+        s.get(models.Experiment, s.get(models.Checkpoint, deleting).experiment_id).state = "STATE_DELETING"
+    r = register(client, user, "strict", deleting)
+    assert r.status_code == 400 and "being deleted" in r.json()["message"], r.text
+    with ctx_of(app).db.session() as s:
+        s.get(models.Experiment, s.get(models.Checkpoint, deleting).experiment_id).state = "STATE_ACTIVE"
     r = register(client, user, "strict", checkpoint(client, task, 2), modelName="another")
     assert r.status_code == 400 and r.json()["fields"][0]["field"] == "modelName"
     assert get(client, user, "/api/v1/models/strict")["model"]["numVersions"] == 0

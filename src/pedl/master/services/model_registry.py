@@ -1,6 +1,7 @@
 """The model registry's models (Determined's): create, find by name or id, list with det's filters and
-sorts, edit, archive, delete. Any user reads; the owner (its creator) or an admin changes a model.
-Versions are in model_versions.py."""
+sorts, edit, move to another workspace, archive, delete. Any user reads; the owner (its creator) or an
+admin changes a model. A model is in workspace 1 unless a request names another. Versions are in
+model_versions.py."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
+from pedl.master.services import workspaces
 from pedl.master.services.authz import require_owner, require_user
 
 if TYPE_CHECKING:
@@ -27,7 +29,6 @@ LABEL_MAX = 255
 LABELS_MAX = 100
 METADATA_MAX = 64 * 1024  # bytes of JSON: a page of models stays a few MB
 PAGE_MAX = 100  # a larger (or no) limit answers this many; det and the SDK follow `endIndex`
-DEFAULT_WORKSPACE = (1, "Uncategorized")  # Determined's default workspace, which every model is in for now
 
 SORTS = {
     "SORT_BY_UNSPECIFIED": lambda: models.RegisteredModel.id,
@@ -109,16 +110,26 @@ def check_metadata(metadata: dict[str, Any], where: str = "metadata") -> dict[st
     return metadata
 
 
-def workspace_of(workspace_id: int | None, workspace_name: str | None) -> int:
-    """The workspace a request names (by id or name); none named: the default one."""
-    ws_id, ws_name = DEFAULT_WORKSPACE
-    if workspace_id not in (None, 0, ws_id):
-        raise InvalidArgument.at("workspaceId", f"{workspace_id}: models can only be in workspace {ws_id} "
-                                                f"({ws_name!r}) for now")
-    if workspace_name not in (None, "", ws_name):
-        raise InvalidArgument.at("workspaceName", f"{workspace_name!r}: models can only be in workspace "
-                                                  f"{ws_name!r} for now")
-    return ws_id
+def workspace_of(s: Session, workspace_id: int | None, workspace_name: str | None) -> int:
+    """The workspace a request names (by id or name, case aside); none named: the default one. It must
+    exist and not be archived."""
+    if not workspace_id and not workspace_name:
+        return workspaces.DEFAULT_ID
+    if workspace_name:
+        ws = workspaces.by_name(s, workspace_name)
+        if ws is None:
+            raise InvalidArgument.at("workspaceName", f"no workspace named {workspace_name!r}")
+        if workspace_id and workspace_id != ws.id:
+            raise InvalidArgument.at("workspaceId", f"{workspace_id} is not the id of workspace {workspace_name!r}")
+        where = "workspaceName"
+    else:
+        ws = s.get(models.Workspace, workspace_id)
+        if ws is None:
+            raise InvalidArgument.at("workspaceId", f"no workspace {workspace_id}")
+        where = "workspaceId"
+    if ws.archived:
+        raise InvalidArgument.at(where, f"workspace {ws.name!r} is archived")
+    return ws.id
 
 
 # -- reading (in a session) -------------------------------------------------------------------------
@@ -180,8 +191,8 @@ def _filters(q: ModelQuery) -> list[ColumnElement[bool]]:
     if q.workspace_ids:
         where.append(M.workspace_id.in_(q.workspace_ids))
     if q.workspace_names:
-        ws_id, ws_name = DEFAULT_WORKSPACE
-        where.append(M.workspace_id.in_([ws_id] if ws_name in q.workspace_names else []))
+        where.append(M.workspace_id.in_(select(models.Workspace.id).where(
+            models.Workspace.name_key.in_({workspaces.name_key(n) for n in q.workspace_names}))))
     for label in dict.fromkeys(q.labels):  # every label asked for
         where.append(select(models.ModelLabel.model_id).where(
             and_(models.ModelLabel.model_id == M.id, models.ModelLabel.label == label)).exists())
@@ -236,9 +247,9 @@ def create(ctx: MasterContext, who: Caller, *, name: str, description: str | Non
     check_name(name)
     kept = check_labels(labels or [])
     meta = check_metadata(dict(metadata or {}))
-    ws = workspace_of(workspace_id, workspace_name)
     now = ctx.clock.now()
     with ctx.db.session() as s:
+        ws = workspace_of(s, workspace_id, workspace_name)
         _name_free(s, name)
         model = models.RegisteredModel(name=name, description=check_text("description", description or ""),
                                        notes=check_text("notes", notes or ""), meta=meta, owner_id=user.id,
@@ -272,10 +283,10 @@ def patch(ctx: MasterContext, who: Caller, identifier: str, *, name: str | None 
     for where, value in (("description", description), ("notes", notes)):
         if value is not None:
             check_text(where, value)
-    ws = workspace_of(workspace_id, workspace_name) if workspace_id or workspace_name else None
     with ctx.db.session() as s:
         model = find(s, identifier)
         require_owner(who, model.owner_id, f"change model {model.name!r}")
+        ws = workspace_of(s, workspace_id, workspace_name) if workspace_id or workspace_name else None
         if name is not None and name != model.name:
             _name_free(s, name)
             model.name = name

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
-from pedl.master.lifecycle import CheckpointState
+from pedl.master.lifecycle import DELETING_EXPERIMENT, CheckpointState
 from pedl.master.services import checkpoints
 from pedl.master.services.authz import require_owner
 from pedl.master.services.model_registry import (
@@ -91,6 +91,11 @@ def _registrable(s: Session, uuid: str) -> models.Checkpoint:
     if ckpt.state != CheckpointState.COMPLETED:
         raise InvalidArgument.at("checkpointUuid", f"checkpoint {uuid} is {ckpt.state}: only a COMPLETED "
                                                    "checkpoint can be a model version")
+    # locked (PostgreSQL) so that a deletion of the experiment marked meanwhile is seen here
+    exp = s.get(models.Experiment, ckpt.experiment_id, with_for_update=True) if ckpt.experiment_id else None
+    if exp is not None and exp.state in DELETING_EXPERIMENT:
+        raise InvalidArgument.at("checkpointUuid", f"checkpoint {uuid} belongs to experiment {exp.id}, which is "
+                                                   "being deleted")
     return ckpt
 
 
