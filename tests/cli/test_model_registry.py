@@ -21,18 +21,19 @@ def test_create_sends_name_description_labels(cli, master: FakeMaster) -> None:
     result = cli("model", "create", "resnet", "--description", "the good one", "-l", "prod")
     assert result.exit_code == 0, result.output
     (req,) = master.calls("POST", "/api/v1/models")
-    assert req.json == {"name": "resnet", "description": "the good one", "labels": ["prod"]}
+    assert req.json == {"name": "resnet", "description": "the good one", "labels": ["prod"], "workspaceName": None}
     assert "Created model 'resnet' (id 4)" in result.stdout
 
 
 def test_list_sends_filters_and_prints_a_table(cli, master: FakeMaster) -> None:
     master.route("GET", "/api/v1/models", page("models", [MODEL]))
     result = cli("model", "list", "--name", "res", "--label", "prod", "--unarchived", "--sort-by",
-                 "num_versions", "--desc")
+                 "num_versions", "--desc", "-w", "team")
     assert result.exit_code == 0, result.output
     (req,) = master.calls("GET", "/api/v1/models")
-    assert (req.q("name"), req.query["labels"], req.q("archived"), req.q("sortBy"), req.q("orderBy")) == (
-        "res", ["prod"], "false", "SORT_BY_NUM_VERSIONS", "ORDER_BY_DESC")
+    assert (req.q("name"), req.query["labels"], req.q("archived"), req.q("sortBy"), req.q("orderBy"),
+            req.query["workspaceNames"]) == ("res", ["prod"], "false", "SORT_BY_NUM_VERSIONS", "ORDER_BY_DESC",
+                                             ["team"])
     for text in ("resnet", "the good one", "prod", "determined"):
         assert text in result.stdout, text
     assert json.loads(cli("model", "list", "--json").stdout) == [MODEL]
@@ -98,3 +99,11 @@ def test_delete_asks_first(cli, master: FakeMaster) -> None:
     result = cli("model", "delete-version", "resnet", "2", "--yes")
     assert result.exit_code == 0 and "Deleted version 2" in result.stdout
     assert len(master.calls("DELETE", "/api/v1/models/resnet/versions/2")) == 1
+
+
+def test_move(cli, master: FakeMaster) -> None:
+    master.route("PATCH", "/api/v1/models/resnet", {"model": {**MODEL, "workspaceId": 5}})
+    result = cli("model", "move", "resnet", "-w", "team")
+    assert result.exit_code == 0, result.output
+    (req,) = master.calls("PATCH", "/api/v1/models/resnet")
+    assert req.json == {"workspaceName": "team"} and "(id 5)" in result.stdout

@@ -1,4 +1,4 @@
-"""`pedl model create|list|describe|list-versions|register-version|archive|unarchive|delete|delete-version`
+"""`pedl model create|list|describe|list-versions|register-version|move|archive|unarchive|delete|delete-version`
 over /api/v1/models: the model registry, whose versions are checkpoints (`det model` works the same)."""
 
 from __future__ import annotations
@@ -48,13 +48,15 @@ def list_(ctx: typer.Context,
           name: str | None = typer.Option(None, "--name", help="only models whose name contains this"),
           label: list[str] = typer.Option([], "--label", "-l", help="only models with this label; repeatable"),
           archived: bool | None = typer.Option(None, "--archived/--unarchived", help="only archived, or only not"),
+          workspace: list[str] = typer.Option([], "--workspace", "-w", help="only in this workspace; repeatable"),
           sort_by: str = typer.Option("name", "--sort-by", help=f"one of {', '.join(SORTS)}"),
           desc: bool = typer.Option(False, "--desc", help="in descending order"),
           as_json: JsonFlag = False) -> None:
     """List the registry's models (GET /api/v1/models)."""
     if sort_by not in SORTS:
         raise typer.BadParameter(f"{sort_by!r} is not one of {', '.join(SORTS)}", param_hint="--sort-by")
-    params = {"name": name, "labels": label or None, "archived": archived, "sortBy": f"SORT_BY_{sort_by.upper()}",
+    params = {"name": name, "labels": label or None, "archived": archived, "workspaceNames": workspace or None,
+              "sortBy": f"SORT_BY_{sort_by.upper()}",
               "orderBy": "ORDER_BY_DESC" if desc else "ORDER_BY_ASC"}
     found = client_of(ctx).paginate("/api/v1/models", "models", params)
     if as_json:
@@ -70,10 +72,11 @@ def list_(ctx: typer.Context,
 def create(ctx: typer.Context, name: str,
            description: str | None = typer.Option(None, "--description", "-d"),
            label: list[str] = typer.Option([], "--label", "-l", help="a label; repeatable"),
+           workspace: str | None = typer.Option(None, "--workspace", "-w", help="default: Uncategorized"),
            as_json: JsonFlag = False) -> None:
     """Create a model, owned by you (POST /api/v1/models)."""
-    model = client_of(ctx).post("/api/v1/models", {"name": name, "description": description,
-                                                   "labels": label or None}).get("model") or {}
+    model = client_of(ctx).post("/api/v1/models", {"name": name, "description": description, "labels": label or None,
+                                                   "workspaceName": workspace}).get("model") or {}
     if as_json:
         print_json(model)
         return
@@ -122,6 +125,13 @@ def register_version(ctx: typer.Context, name: str, checkpoint_uuid: str,
         return
     say(f"Registered checkpoint {checkpoint_uuid} as version {version.get('version')} of model "
         f"'{(version.get('model') or {}).get('name', name)}'")
+
+
+@app.command("move")
+def move(ctx: typer.Context, name: str, workspace: str = typer.Option(..., "--workspace", "-w")) -> None:
+    """Move a model into another workspace."""
+    model = client_of(ctx).request("PATCH", model_path(name), json={"workspaceName": workspace}).get("model") or {}
+    say(f"Model '{name}' is in workspace {workspace!r} (id {model.get('workspaceId')})")
 
 
 def _set_archived(ctx: typer.Context, name: str, archived: bool) -> None:
