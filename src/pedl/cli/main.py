@@ -13,6 +13,7 @@ from pedl.cli import (
     checkpoints,
     deploy,
     experiments,
+    jobs,
     master,
     model_registry,
     projects,
@@ -74,6 +75,7 @@ app.add_typer(master.app, name="master")
 app.add_typer(agents.app, name="agent")
 app.add_typer(slots.app, name="slot")
 app.add_typer(tasks.app, name="task")
+app.add_typer(jobs.app, name="job")
 app.add_typer(users.app, name="user")
 app.add_typer(experiments.app, name="experiment")
 app.add_typer(experiments.app, name="e", hidden=True)

@@ -1,5 +1,5 @@
 """`pedl master run` starts a master in this process, `check-config` validates a master.yaml and
-`install-service` makes the master a systemd service; `pedl master info|config` ask a running one.
+`install-service` makes the master a systemd service; `pedl master info|config|logs` ask a running one.
 Config problems exit with status 2 (1 for check-config) and name the file and field paths."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from pedl.cli.output import JsonFlag, err, error_line, fail, fmt_enum, print_fields, print_json, say
+from pedl.cli.output import JsonFlag, err, error_line, fail, fmt_enum, fmt_time, print_fields, print_json, say
 from pedl.cli.output import info as note
 from pedl.cli.state import client_of
 from pedl.config.master_config_paths import config_search_paths, find_master_config
@@ -203,3 +203,19 @@ def config_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         import yaml
 
         say(yaml.safe_dump(cfg, sort_keys=False).rstrip())
+
+
+@app.command("logs")
+def logs(
+    ctx: typer.Context,
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing new records until interrupted"),
+    tail: int | None = typer.Option(None, "--tail", min=1, help="only the last N records"),
+) -> None:
+    """Print the master's recent log records (GET /api/v1/master/logs; admins only). The master keeps
+    its last 10,000 records in memory, from its start."""
+    params: dict[str, Any] = {"follow": follow}
+    if tail is not None:
+        params["offset"] = -tail
+    for record in client_of(ctx).stream_ndjson("/api/v1/master/logs", params):
+        entry = record.get("logEntry") or {}
+        say(f"{fmt_time(entry.get('timestamp'))} {fmt_enum(entry.get('level')):<8} {entry.get('message', '')}")
