@@ -1,5 +1,6 @@
 """`pedl experiment list|describe|wait|kill|pause|activate|list-checkpoints` (and `create`, from
-experiment_create.py), over Determined's /api/v1/experiments endpoints."""
+experiment_create.py; `delete`, `continue` and `set`, from experiment_lifecycle.py), over Determined's
+/api/v1/experiments endpoints."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import typer
 
 from pedl.cli.client import MasterClient
 from pedl.cli.experiment_create import create
+from pedl.cli.experiment_lifecycle import continue_, delete, set_app
 from pedl.cli.experiment_watch import COMPLETED, wait_for_experiment
 from pedl.cli.output import (
     JsonFlag,
@@ -29,6 +31,9 @@ from pedl.errors import NotFound
 
 app = typer.Typer(no_args_is_help=True, help="Create, watch and control experiments.")
 app.command("create")(create)
+app.command("delete")(delete)
+app.command("continue")(continue_)
+app.add_typer(set_app, name="set")
 
 RECENT_EVENTS = 10
 DELETED = "STATE_DELETED"  # a checkpoint whose files garbage collection removed

@@ -1,14 +1,17 @@
-"""`pedl trial describe ID` and `pedl trial logs ID [-f] [--tail N]` over /api/v1/trials/{id}.
-Logs print as they arrive; with --tail and -f, following starts after the last line shown."""
+"""`pedl trial describe ID`, `pedl trial logs ID [-f] [--tail N]` and `pedl trial download ID
+--best|--latest` over /api/v1/trials/{id}. Logs print as they arrive; with --tail and -f, following
+starts after the last line shown."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
 
+from pedl.cli.checkpoint_download import download_checkpoint, file_bytes
 from pedl.cli.log_stream import LinePrinter, log_id, stream_trial_logs, tail_trial_logs
-from pedl.cli.output import JsonFlag, fmt_state, fmt_time, print_fields, print_json, print_table
+from pedl.cli.output import JsonFlag, fail, fmt_bytes, fmt_state, fmt_time, print_fields, print_json, print_table, say
 from pedl.cli.state import client_of
 from pedl.errors import NotFound
 
@@ -75,3 +78,40 @@ def logs(
         if not follow:
             return
     stream_trial_logs(client, trial_id, printer.log, follow=follow, after_id=after)
+
+
+def pick_checkpoint(client: Any, trial_id: int, latest: bool) -> dict[str, Any]:
+    """The trial's newest kept checkpoint, or the one of its best searcher metric (the master's order
+    for SORT_BY_SEARCHER_METRIC: best first, those without a validation last)."""
+    query = ({"sortByAttr": "SORT_BY_BATCH_NUMBER", "orderBy": "ORDER_BY_DESC"} if latest
+             else {"sortByAttr": "SORT_BY_SEARCHER_METRIC"})
+    found = client.get(f"/api/v1/trials/{trial_id}/checkpoints", states="STATE_COMPLETED", limit=1,
+                       **query).get("checkpoints") or []
+    if not found:
+        fail(f"trial {trial_id} has no checkpoint whose files are kept")
+    if not latest and "searcherMetric" not in (found[0].get("training") or {}):
+        fail(f"no kept checkpoint of trial {trial_id} has a validation of its searcher metric: use --latest")
+    return found[0]
+
+
+@app.command("download")
+def download(ctx: typer.Context, trial_id: int,
+             best: bool = typer.Option(False, "--best", help="the checkpoint of its best searcher metric"),
+             latest: bool = typer.Option(False, "--latest", help="its newest checkpoint (most steps)"),
+             output: Path | None = typer.Option(None, "--output", "-o",
+                                                help="directory to create (default: ./checkpoints/UUID)"),
+             via_master: bool = typer.Option(False, "--via-master",
+                                             help="stream through the master even if the files are visible here"),
+             ) -> None:
+    """Download the trial's best or latest checkpoint into a new directory."""
+    if best == latest:
+        fail("give exactly one of --best and --latest")
+    client = client_of(ctx)
+    checkpoint = pick_checkpoint(client, trial_id, latest)
+    uuid = checkpoint["uuid"]
+    dest = output if output is not None else Path("checkpoints") / uuid
+    how = download_checkpoint(client, checkpoint, dest, via_master=via_master)
+    resources = checkpoint.get("resources") or {}
+    steps = (checkpoint.get("metadata") or {}).get("steps_completed")
+    say(f"Checkpoint {uuid} of trial {trial_id} at step {steps} ({fmt_bytes(file_bytes(resources))}) "
+        f"is in {dest} ({how})")

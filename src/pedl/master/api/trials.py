@@ -116,9 +116,14 @@ def trial_checkpoints(trial_id: IdPath, request: Request,
                       sortByAttr: str | None = None, orderBy: str | None = None,
                       sortByMetric: str | None = Query(None, max_length=255),
                       states: list[str] = Query(default_factory=list)) -> dict:
-    """The trial's checkpoints, as det's `trial download --best/--latest` and the SDK's
-    trial.list_checkpoints() ask for them."""
+    """The trial's checkpoints in the order Determined's master gives them: by steps unless another
+    sort is asked (the trial's id sorts nothing here), ORDER_BY_DESC reversing it; by the searcher
+    metric the best first unless an order is asked, those without it last. The SDK's
+    trial.top_checkpoint() takes the first. det 0.38.1's `trial download --best/--latest` takes the
+    last downloadable one, as it does against Determined (docs/det-audit-0.38.1.md)."""
     sort, descending = checkpoint_order(sortByAttr, orderBy)
+    if sortByAttr in (None, "", "SORT_BY_UNSPECIFIED", "SORT_BY_TRIAL_ID"):
+        sort = "steps"
     rows, total = experiments_service.checkpoints(ctx_of(request), trial_id=trial_id, limit=limit, offset=offset,
                                                   sort=sort, descending=descending, metric=sortByMetric or None,
                                                   states=checkpoint_states(states))

@@ -51,10 +51,7 @@ def _state(exp: models.Experiment) -> str:
 def registered_versions(s: Session, experiment_id: int) -> list[str]:
     """'<model> version <n> (checkpoint <uuid>)' for the experiment's checkpoints that are model
     versions in the registry: Determined refuses to delete an experiment while any are."""
-    version = getattr(models, "ModelVersion", None)  # the model registry's table, where this master has it
-    model = getattr(models, "RegisteredModel", None)
-    if version is None or model is None:
-        return []
+    version, model = models.ModelVersion, models.RegisteredModel
     rows = s.execute(select(model.name, version.version, version.checkpoint_uuid)
                      .join(model, model.id == version.model_id)
                      .join(models.Checkpoint, models.Checkpoint.uuid == version.checkpoint_uuid)
