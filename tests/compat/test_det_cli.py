@@ -457,3 +457,104 @@ def test_det_workspaces_projects_and_templates(det_cluster, tmp_path) -> None:
 
     det(det_cluster, "template", "remove", "det-tpl")
     api("GET", "/api/v1/templates/det-tpl", expect=404)
+
+
+
+def _created(out: str) -> int:
+    return int(out.strip().split("Created experiment")[-1].split()[0])
+
+
+def _stream(c: Cluster, path: str, token: str | None = None, **params: object) -> list[dict]:
+    """The `result` of each line of an NDJSON answer of the master."""
+    import httpx
+
+    r = httpx.get(f"{c.master.url}{path}", params=params, timeout=60,
+                  headers={"Authorization": f"Bearer {token or c.master.token()}"})
+    assert r.status_code == 200, r.text
+    return [json.loads(line)["result"] for line in r.text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_lists_the_job_queue_and_updates_jobs(det_cluster, tmp_path) -> None:
+    """det job list (which reads the pools first: every v1ResourcePool key), job update -p and
+    --resource-pool, and job update-batch, each checked through the API's queue and configs."""
+    api = det_cluster.master.api
+    cfg = tmp_path / "queued.yaml"
+    ids = []
+    for name in ("q-run", "q-a", "q-b"):  # two slots each on the two-slot agent: one runs, two wait
+        config = steps_config(name=name, steps=5000, delay=0.05, ckpt_every=1000)
+        config["resources"]["slots_per_trial"] = 2
+        cfg.write_text(yaml.safe_dump(config))
+        ids.append(_created(det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout))
+    run, a, b = ids
+    wait_for(lambda: det_cluster.trials(run)[0]["state"] == "STATE_RUNNING", 60, what="the first trial running")
+    ours = {str(i) for i in ids}
+
+    def queue() -> list[tuple[str, str]]:
+        jobs = [j["full"] for j in api("GET", "/api/v1/job-queues-v2")["jobs"]]
+        return [(j["jobId"], j["summary"]["state"]) for j in jobs if j["entityId"] in ours]
+
+    def priority(exp_id: int) -> int:
+        return api("GET", f"/api/v1/experiments/{exp_id}")["config"]["resources"]["priority"]
+
+    listed = json.loads(det(det_cluster, "job", "list", "--json").stdout)["jobs"]
+    assert [(j["jobId"], j["summary"]["state"]) for j in listed if j["entityId"] in ours] == queue() == [
+        (f"job-{run}", "STATE_SCHEDULED"), (f"job-{a}", "STATE_QUEUED"), (f"job-{b}", "STATE_QUEUED")]
+    assert api("GET", f"/api/v1/experiments/{a}")["experiment"]["jobId"] == f"job-{a}"  # one id everywhere
+    assert f"job-{b}" in det(det_cluster, "job", "list").stdout
+
+    det(det_cluster, "job", "update", f"job-{b}", "--priority", "10")
+    assert priority(b) == 10 and queue()[0] == (f"job-{b}", "STATE_QUEUED")  # ahead of all, the running one too
+    det(det_cluster, "job", "update-batch", f"job-{a}.priority=10")
+    assert priority(a) == 10  # the same priority again: submission order decides
+    assert queue() == [(f"job-{a}", "STATE_QUEUED"), (f"job-{b}", "STATE_QUEUED"), (f"job-{run}", "STATE_SCHEDULED")]
+    refused = det(det_cluster, "job", "update", f"job-{a}", "--resource-pool", "nope", check=False)
+    assert refused.returncode != 0 and "resourcePool" in refused.stdout + refused.stderr, refused
+    refused = det(det_cluster, "job", "update", f"job-{run}", "--resource-pool", "default", check=False)
+    assert refused.returncode == 0  # its own pool: nothing to move
+    for exp_id in ids:
+        det(det_cluster, "experiment", "kill", str(exp_id))
+    for exp_id in ids:
+        wait_experiment(det_cluster.master, exp_id, {"STATE_CANCELED"}, timeout=60)
+    assert queue() == []
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_task_logs_by_the_task_id_pedl_gives(det_cluster, tmp_path) -> None:
+    cfg = tmp_path / "task.yaml"
+    cfg.write_text(yaml.safe_dump(steps_config(name="task-logs", steps=30, delay=0.1)))
+    exp_id = _created(det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout)
+    wait_for(lambda: det_cluster.trials(exp_id)[0]["state"] == "STATE_RUNNING", 60, what="the trial running")
+    [trial] = det_cluster.trials(exp_id)
+    task_id = trial["taskId"]
+    assert task_id.startswith(f"{exp_id}.") and len(task_id.split(".", 1)[1]) == 36  # {experiment}.{uuid}
+    assert task_id in det(det_cluster, "task", "list").stdout
+    followed = det(det_cluster, "task", "logs", "-f", task_id).stdout  # it ends with the task
+    assert "step 30" in followed and "done" in followed
+    stored = [ln["message"] for ln in _stream(det_cluster, f"/api/v1/tasks/{task_id}/logs")]
+    assert stored and det(det_cluster, "task", "logs", task_id).stdout.startswith("".join(stored))
+    assert det(det_cluster, "task", "logs", "--tail", "2", task_id).stdout.startswith("".join(stored[-2:]))
+    task = det_cluster.master.api("GET", f"/api/v1/tasks/{task_id}")["task"]
+    assert task["taskId"] == task_id and task["allocations"][0]["state"] == "STATE_TERMINATED"
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_master_logs_for_admins(det_cluster) -> None:
+    import httpx
+
+    refused = det(det_cluster, "-u", "determined", "master", "logs", stdin="\n", check=False)
+    assert refused.returncode != 0 and "admin" in refused.stdout + refused.stderr
+    out = det(det_cluster, "-u", "admin", "master", "logs", stdin="\n").stdout
+    assert "pedl master listening on" in out and " [INFO]: " in out
+    r = httpx.post(f"{det_cluster.master.url}/api/v1/auth/login", timeout=30,
+                   content=json.dumps({"username": "admin", "password": ""}))
+    token = r.json()["token"]
+
+    def newest() -> list[str]:
+        return [e["logEntry"]["message"] for e in _stream(det_cluster, "/api/v1/master/logs", token, offset=-3)]
+
+    before = newest()
+    tail = det(det_cluster, "-u", "admin", "master", "logs", "--tail", "3", stdin="\n").stdout.splitlines()
+    after = newest()
+    # det prints "<time> [<LEVEL>]: <message>"; the master may log a record between two reads
+    assert len(tail) == 3 and [line.split("]: ", 1)[1] for line in tail] in (before, after), (tail, before, after)
