@@ -189,3 +189,14 @@ def test_a_job_moves_to_another_pool_while_none_of_its_trials_runs(
             "default"
     finally:
         agent.close()
+
+
+def test_a_job_names_the_workspace_of_its_experiments_project(client: TestClient, user: dict) -> None:
+    ws = post(client, "/api/v1/workspaces", {"name": "team"}, user).json()["workspace"]
+    project = post(client, f"/api/v1/workspaces/{ws['id']}/projects", {"name": "p", "workspaceId": ws["id"]},
+                   user).json()["project"]
+    body = {"activate": True, "config": SINGLE_CONFIG, "modelDefinition": [], "projectId": project["id"]}
+    exp = post(client, "/api/v1/experiments", body, user).json()["experiment"]
+    plain = create_experiment(client, user, SINGLE_CONFIG)
+    got = {j["entityId"]: j["workspaceId"] for j in jobs(client, user)}
+    assert got == {str(exp["id"]): ws["id"], str(plain["id"]): 1} and ws["id"] != 1

@@ -14,7 +14,7 @@ from pedl.errors import Conflict, InvalidArgument
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD, TERMINAL_EXPERIMENT, AllocationState
-from pedl.master.services import experiment_edits
+from pedl.master.services import experiment_edits, projects
 from pedl.master.services.authz import require_owner
 from pedl.master.services.experiments import get
 from pedl.master.services.job_queue import Job, experiment_of, job_id, queue
@@ -44,7 +44,7 @@ class ShownJob:
     job: Job
     experiment: models.Experiment
     username: str
-    workspace_id: int = 1
+    workspace_id: int
 
 
 def listing(ctx: MasterContext, pool: str | None, states: list[str]) -> list[ShownJob]:
@@ -59,8 +59,10 @@ def listing(ctx: MasterContext, pool: str | None, states: list[str]) -> list[Sho
             models.Experiment.id.in_({j.experiment_id for j in jobs})))} if jobs else {}
         names = {uid: name for uid, name in s.execute(select(models.User.id, models.User.username).where(
             models.User.id.in_({e.owner_id for e in exps.values()})))} if exps else {}
-        return [ShownJob(j, exps[j.experiment_id], names.get(exps[j.experiment_id].owner_id, ""))
-                for j in jobs if j.experiment_id in exps]
+        places = projects.placements(s, {e.project_id for e in exps.values()}) if exps else {}
+        default = projects.Placement()
+        return [ShownJob(j, e, names.get(e.owner_id, ""), places.get(e.project_id, default).workspace_id)
+                for j in jobs if (e := exps.get(j.experiment_id)) is not None]
 
 
 def state_of(job: Job) -> str:
