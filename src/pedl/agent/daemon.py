@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from websockets.asyncio.client import ClientConnection
 from websockets.frames import CloseCode
 
-from pedl.agent import task_info
+from pedl.agent import containers, task_info
 from pedl.agent.connection import (
     AgentRefused,
     Backoff,
@@ -96,6 +96,7 @@ class Agent:
                  self.options.id, self.options.master_url, len(self.slots),
                  self.slots[0].type if self.slots else "no", self.options.work_path)
         await self._probe_task_namespaces()
+        await self._probe_containers()
         link = asyncio.create_task(self._stay_connected())
         watch = asyncio.create_task(self._watch_contact())
         stopped = asyncio.create_task(stop.wait())
@@ -133,6 +134,26 @@ class Agent:
                         "cluster there; pedl.core scripts are unaffected", task_info.INFO_DIR, problem)
         self._host = dataclasses.replace(self._host, no_task_namespace=problem)
 
+    async def _probe_containers(self) -> None:
+        """Whether tasks that name an image can run here; the master places them only on agents
+        that said so in `register`. Containers a killed run of this agent left are removed."""
+        wanted = self.options.container_runtime
+        if wanted == "none":
+            problem: str | None = "started with --container-runtime none"
+        else:
+            problem = await asyncio.to_thread(containers.docker_problem)
+            if problem is not None and wanted == "docker":
+                log.error("--container-runtime docker, but Docker does not answer: %s", problem)
+        if problem is None:
+            left = await containers.remove_leftovers(self.options.id)
+            if left:
+                log.warning("removed %d container(s) a previous run of agent %s left: %s", len(left),
+                            self.options.id, " ".join(left))
+            log.info("tasks that name an image run in Docker containers")
+        else:
+            log.info("tasks that name an image are not for this agent (%s)", problem)
+        self._host = dataclasses.replace(self._host, no_containers=problem)
+
     # connection
 
     async def _stay_connected(self) -> None:
@@ -164,7 +185,8 @@ class Agent:
         await send_message(ws, Register(
             agent_id=self.options.id, hostname=self.options.hostname, address=_address(ws),
             resource_pool=self.options.resource_pool, slots=self.slots, version=__version__,
-            running_allocations=self.held_allocations()))
+            running_allocations=self.held_allocations(),
+            container_runtime="docker" if self._host.no_containers is None else ""))
         registered = await asyncio.wait_for(self._await_registered(ws), REGISTER_TIMEOUT_S)
         backoff.reset()
         self._contact.reconnect_wait = registered.reconnect_wait

@@ -44,6 +44,9 @@ class AgentOptions:
     # $PEDL_MASTER_CERT, if set. Tasks are given it too (PEDL_MASTER_CERT, DET_MASTER_CERT_FILE).
     cert: Path | str | None = None
     ssl_context: ssl.SSLContext | None = field(default=None, init=False, repr=False)  # https:// masters only
+    # "docker": tasks that name an image run in containers (the daemon must answer); "none": such
+    # tasks are not for this agent; None: docker when a daemon answers at start
+    container_runtime: str | None = None
 
     def __post_init__(self) -> None:
         self.master_url = self.master_url.rstrip("/")
@@ -63,6 +66,8 @@ class AgentOptions:
         if self.cert is not None:
             # absolute: tasks, which run in their own directories, read the same file
             self.cert = Path(self.cert).expanduser().absolute()
+        if self.container_runtime not in (None, "docker", "none"):
+            raise ValueError(f"--container-runtime must be docker or none, got {self.container_runtime!r}")
         if self.master_url.startswith("https://"):
             self.ssl_context = client_ssl_context(self.cert)  # MasterCertError is a ValueError
 

@@ -30,12 +30,15 @@ class TaskHost:
     # why process tasks cannot get Determined's /run/determined/info in a mount namespace of their
     # own (task_namespace.probe()); None: they do
     no_task_namespace: str | None = "not probed"
+    no_containers: str | None = "not probed"  # why tasks that name an image cannot run here; None: they can
 
 
 def task_env(spec: StartTask, host: TaskHost,
-             base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """os.environ + start_task.env + what only the agent knows; the agent's values win."""
+             base: Mapping[str, str] | None = None, *, gpu: bool = False) -> dict[str, str]:
+    """os.environ + the experiment's variables of the task's device type + start_task.env + what
+    only the agent knows; the agent's values win."""
     env = dict(os.environ if base is None else base)
+    env.update(spec.device_env.get("gpu" if gpu else "cpu", {}))
     env.update(spec.env)
     cuda = [host.slots[s] for s in spec.slot_ids if s in host.slots and host.slots[s].type == "cuda"]
     env.update({

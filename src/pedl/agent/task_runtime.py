@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pedl.agent import task_info
+from pedl.agent import containers, task_info
 from pedl.agent.context import ContextError, fetch_context, unpack_context
 from pedl.agent.rendezvous import rendezvous_port_problem
 from pedl.agent.task_env import TaskHost, task_argv, task_env
@@ -126,6 +126,11 @@ class TaskRuntime:
         """Determined's task info files of this task on the host (task_info.py)."""
         return self._host.work_dir / INFO_ROOT / self.allocation_id
 
+    @property
+    def env_file(self) -> Path:
+        """A container task's variables, for docker run's --env-file (they hold its session token)."""
+        return self._host.work_dir / INFO_ROOT / f"{self.allocation_id}.env"
+
     async def _prepare(self) -> tuple[list[str], dict[str, str]]:
         argv = task_argv(self.spec.entrypoint)
         if not argv:
@@ -143,8 +148,51 @@ class TaskRuntime:
         tgz = await fetch_context(self.spec.context_url, self.spec.session_token, self._host.ssl_context,
                                   self._host.master_cert)
         await asyncio.to_thread(unpack_context, tgz, directory)
-        env = task_env(self.spec, self._host)
+        if self.spec.container is not None:
+            return await self._container(argv)
+        env = task_env(self.spec, self._host, gpu=self._gpu)
         return self._determined_paths(argv, env), env  # a few small files: no thread needed
+
+    @property
+    def _gpu(self) -> bool:
+        return any(self._host.slots.get(s) is not None and self._host.slots[s].type == "cuda"
+                   for s in self.spec.slot_ids)
+
+    async def _container(self, entrypoint: list[str]) -> tuple[list[str], dict[str, str]]:
+        """`docker run` of the task in its image: the container gets the task's variables (not the
+        agent's own), its model directory, its info files and its storage; the client gets the
+        agent's environment."""
+        spec = self.spec.container
+        assert spec is not None
+        if self._host.no_containers is not None:
+            raise TaskSetupError(f"this task names an image ({spec.image_gpu if self._gpu else spec.image_cpu}) "
+                                 f"but agent {self._host.agent_id} cannot run containers: {self._host.no_containers}")
+        try:
+            image = containers.pick_image(spec, self._gpu)
+            await containers.ensure_image(spec, image, lambda line: self._logs.add("agent", line))
+            env = task_env(self.spec, self._host, base={}, gpu=self._gpu)
+            if "PATH" not in self.spec.env:
+                env.pop("PATH", None)  # the image's own
+            env.pop("CUDA_VISIBLE_DEVICES", None)  # the container sees only its GPUs, numbered from 0
+            files = task_info.info_files(env, self._gpu_uuids())
+            task_info.write_info_dir(self.info_directory, files)
+            env_file = self.env_file
+            containers.write_env_file(env_file, env)
+            shared = task_info.shared_fs_host_path(env)
+            if shared is not None:
+                shared.mkdir(parents=True, exist_ok=True)
+        except containers.ContainerError as exc:
+            raise TaskSetupError(str(exc)) from exc
+        except OSError as exc:
+            raise TaskSetupError(f"cannot prepare the container's files: {exc}") from exc
+        cuda = [self._host.slots[s] for s in self.spec.slot_ids if self._gpu and s in self._host.slots]
+        argv = containers.run_argv(
+            spec=spec, image=image, allocation_id=self.allocation_id, agent_id=self._host.agent_id,
+            task_dir=self.directory, info_dir=self.info_directory, env_file=env_file, entrypoint=entrypoint,
+            gpu_devices=[slot.uuid or slot.id for slot in cuda], shared_fs=shared, master_cert=self._host.master_cert)
+        self._logs.add("agent", f"pedl agent {self._host.agent_id}: running in container "
+                                f"{containers.container_name(self.allocation_id)} of image {image}")
+        return argv, dict(os.environ)
 
     def _determined_paths(self, argv: list[str], env: dict[str, str]) -> list[str]:
         """Give the process its own /run/determined/info and /determined_shared_fs (a mount
@@ -192,6 +240,8 @@ class TaskRuntime:
         for reader in pending:
             reader.cancel()
         reason = self._kill_reason if self._kill_requested.is_set() else ""
+        if self.spec.container is not None:
+            await containers.remove(self.allocation_id)  # --rm misses it when the client was killed
         self._exit(code, reason)
         log.info("task %s exited with %s %s", self.allocation_id, code, reason)
         return code
@@ -215,6 +265,9 @@ class TaskRuntime:
     def _signal_group(self, sig: signal.Signals) -> None:
         if self._proc is None:
             return
+        if sig == signal.SIGKILL and self.spec.container is not None:
+            # the client does not pass SIGKILL on: the daemon must end the container itself
+            self._escalations.add(asyncio.ensure_future(containers.kill(self.allocation_id)))
         # the group id is the leader's pid (new session); a group that is gone needs nothing
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
@@ -235,6 +288,8 @@ class TaskRuntime:
 
     def _exit(self, code: int | None, reason: str) -> None:
         shutil.rmtree(self.info_directory, ignore_errors=True)  # it holds the task's session token
+        if "/" not in self.allocation_id and self.allocation_id not in (".", ".."):
+            self.env_file.unlink(missing_ok=True)  # so does the container's env file
         self._logs.flush()
         self.exited = True
         self._send(TaskExited(allocation_id=self.allocation_id, exit_code=code, reason=reason))

@@ -45,6 +45,10 @@ def run(
         None, "--cert", metavar="FILE",
         help="CA certificate (PEM) to verify an https:// master against (default: the global --cert, "
              "PEDL_MASTER_CERT, else the system's CAs); the agent's tasks are given it too"),
+    container_runtime: str | None = typer.Option(
+        None, "--container-runtime", metavar="docker|none",
+        help="run tasks that name an environment.image in Docker containers (docker), or take none (none); "
+             "default: docker when a Docker daemon answers"),
 ) -> None:
     """Run an agent in the foreground until SIGINT/SIGTERM.
 
@@ -72,7 +76,8 @@ def run(
     try:
         options = AgentOptions(master_url=url, agent_id=agent_id, resource_pool=resource_pool,
                                slots=slots, token=token or None, work_dir=work_dir, spot_watch=spot_watch,
-                               imds_url=imds_url, cert=cert or state_of(ctx).cert)
+                               imds_url=imds_url, cert=cert or state_of(ctx).cert,
+                               container_runtime=container_runtime)
     except ValueError as exc:
         fail(str(exc))
     try:

@@ -36,6 +36,7 @@ class Register(_Msg):
     slots: list[SlotInfo] = Field(default_factory=list)
     version: str = ""
     running_allocations: list[str] = Field(default_factory=list)  # kept across reconnects
+    container_runtime: str = ""  # "docker" when the agent runs tasks that name an image; "" when it cannot
 
 
 class Heartbeat(_Msg):
@@ -105,6 +106,21 @@ class StartTask(_Msg):
     slot_ids: list[str]
     session_token: str
     context_url: str  # GET it with the session token for the model definition (b64 tgz)
+    # the experiment's {cpu, gpu} variables: the agent applies the one of the slots it gave the task
+    device_env: dict[str, dict[str, str]] = Field(default_factory=dict)
+    container: ContainerSpec | None = None  # None: a process; else the task runs in this container
+
+
+class ContainerSpec(_Msg):
+    """A task's container, from its experiment and the master's task_container_defaults."""
+
+    image_cpu: str | None = None
+    image_gpu: str | None = None
+    force_pull: bool = False
+    registry_auth: dict[str, str] | None = None
+    bind_mounts: list[dict[str, Any]] = Field(default_factory=list)  # host_path, container_path, read_only, ...
+    shm_size_bytes: int = 4 * 2**30
+    network_mode: str = "host"
 
 
 class KillTask(_Msg):
@@ -114,6 +130,7 @@ class KillTask(_Msg):
     reason: str = ""
 
 
+StartTask.model_rebuild()
 MasterMessage = Annotated[Registered | StartTask | KillTask, Field(discriminator="type")]
 MASTER_MESSAGE = TypeAdapter(MasterMessage)
 

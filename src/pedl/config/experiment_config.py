@@ -16,6 +16,15 @@ from pedl.config.loading import (
     validate_data,
 )
 from pedl.config.storable_values import INT64_MAX, value_problems
+from pedl.config.task_container import (
+    BindMount,
+    DeviceEnvironment,
+    DeviceImages,
+    RegistryAuth,
+    check_env_list,
+    env_pairs,
+    image_name,
+)
 
 if TYPE_CHECKING:
     from pedl.config.security_config import LimitsConfig
@@ -203,21 +212,20 @@ CheckpointStorageConfig = storage_union(SharedFSStorageConfig, S3StorageConfig)
 
 
 class EnvironmentConfig(StrictModel):
-    environment_variables: list[str] | dict[str, str] = Field(default_factory=list)
+    image: str | DeviceImages | None = Field(
+        None, description="Docker image the task runs in (or {cpu, gpu}); none: a process on the agent")
+    force_pull_image: bool | None = Field(None, description="pull the image even when the agent has it")
+    registry_auth: RegistryAuth | None = None
+    environment_variables: list[str] | dict[str, str] | DeviceEnvironment = Field(default_factory=list)
 
-    @field_validator("environment_variables", mode="after")
-    @classmethod
-    def _pairs(cls, v: list[str] | dict[str, str]) -> list[str] | dict[str, str]:
-        if isinstance(v, list):
-            for item in v:
-                if "=" not in item:
-                    raise ValueError(f"{item!r} is not NAME=VALUE")
-        return v
+    _env = field_validator("environment_variables", mode="after")(lambda cls, v: check_env_list(v))
+    _image = field_validator("image")(lambda cls, v: image_name(v) if isinstance(v, str) else v)
 
     def as_dict(self) -> dict[str, str]:
-        if isinstance(self.environment_variables, dict):
-            return dict(self.environment_variables)
-        return dict(item.split("=", 1) for item in self.environment_variables)
+        """The variables every device type gets ({cpu, gpu} forms: see device_variables)."""
+        if isinstance(self.environment_variables, DeviceEnvironment):
+            return {}
+        return env_pairs(self.environment_variables)
 
 
 class ReproducibilityConfig(StrictModel):
@@ -242,6 +250,11 @@ class ExperimentConfig(StrictModel):
     data: dict[str, Any] = Field(default_factory=dict, description="free-form, passed to the trial")
     workspace: Name | None = None
     project: Name | None = None
+    bind_mounts: list[BindMount] = Field(default_factory=list, description="host directories the task sees")
+    # Determined keys pedl accepts and does not use: scheduling_unit (batches per legacy workload;
+    # the Core API has none) and profiling (Determined's profiler, removed in 0.38)
+    scheduling_unit: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS, description="accepted, unused")
+    profiling: dict[str, Any] | None = Field(None, description="accepted, unused")
 
     _coerce_min_val = field_validator("min_validation_period", "min_checkpoint_period",
                                       mode="before")(_coerce_length)

@@ -13,6 +13,7 @@ from pedl.config.durations import Duration
 from pedl.config.loading import FieldProblems, StrictModel, load_yaml_file
 from pedl.config.provider_config import ProviderConfig, legacy_provisioner
 from pedl.config.security_config import LimitsConfig, SecurityConfig
+from pedl.config.task_container import TaskContainerDefaults
 
 TLS_DEFAULT_PORT = 8443
 
@@ -93,6 +94,8 @@ class MasterConfig(StrictModel):
     default_compute_resource_pool: str = "default"
     default_aux_resource_pool: str = "default"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    task_container_defaults: TaskContainerDefaults = Field(
+        default_factory=TaskContainerDefaults, description="image, mounts and variables every task gets")
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
 

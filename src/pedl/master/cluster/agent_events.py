@@ -35,7 +35,8 @@ def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host:
     if agent is None:
         agent = models.Agent(id=reg.agent_id, hostname=reg.hostname, address=address,
                              resource_pool=reg.resource_pool, slots=slots, state=AgentState.CONNECTED,
-                             version=reg.version, registered_at=now, last_heartbeat=now)
+                             version=reg.version, registered_at=now, last_heartbeat=now,
+                             container_runtime=reg.container_runtime)
         s.add(agent)
         record_event(s, now, "agent", reg.agent_id,
                      f"registered from {remote_host} with {len(slots)} slot(s) in pool {reg.resource_pool}",
@@ -44,6 +45,7 @@ def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host:
         set_agent_state(s, now, agent, AgentState.CONNECTED, f"reconnected from {remote_host}")
         agent.hostname, agent.address, agent.slots = reg.hostname, address, slots
         agent.resource_pool, agent.version = reg.resource_pool, reg.version
+        agent.container_runtime = reg.container_runtime
         agent.last_heartbeat, agent.disconnected_at = now, None
     instance = s.get(models.Instance, reg.agent_id)
     if instance is not None and instance.state == InstanceState.STARTING:

@@ -142,6 +142,15 @@ def apply(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement])
 
 def _assign(fx: ClusterEffects, s: Session, hub: AgentHub, alloc: models.Allocation,
             placements: list[tuple[str, list[str]]], rows: SpecRows) -> None:
+    lacking = _without_containers(fx, s, alloc, placements, rows)
+    if lacking:  # it stays PENDING, saying why; never started half-way on an agent that cannot run it
+        why = (f"its experiment names an environment.image, and agent(s) {', '.join(lacking)} run no "
+               f"containers (start them with Docker, or --container-runtime docker)")
+        if alloc.wait_kind != WaitKind.NEEDS_CONTAINERS:
+            alloc.wait_kind, alloc.wait_reason, alloc.wait_since = WaitKind.NEEDS_CONTAINERS, why, fx.now
+            if alloc.trial_id is not None:
+                record_event(s, fx.now, "trial", alloc.trial_id, f"waiting: {why}", level="warning")
+        return
     port = None
     if len(placements) > 1:
         port = _rendezvous_port(fx, alloc, placements[0][0], rows)
@@ -156,7 +165,7 @@ def _assign(fx: ClusterEffects, s: Session, hub: AgentHub, alloc: models.Allocat
     alloc.wait_kind, alloc.wait_reason = None, None
     where = ", ".join(f"{a}{slots}" for a, slots in placements)
     set_allocation_state(s, now, alloc, A.ASSIGNED, f"assigned to {where}")
-    spec = task_spec(fx.cluster_id, alloc, token, rows)
+    spec = task_spec(fx.cluster_id, alloc, token, rows, fx.config.task_container_defaults)
     ranks = [{}] if port is None else node_envs(placements, addresses=rows.agent_addresses, port=port)
     for (agent_id, slot_ids), rank_env in zip(placements, ranks, strict=True):
         conn = hub.get(agent_id)
@@ -164,7 +173,21 @@ def _assign(fx: ClusterEffects, s: Session, hub: AgentHub, alloc: models.Allocat
         fx.send(agent_id, proto.StartTask(
             allocation_id=alloc.id, task_id=alloc.task_id, name=alloc.name, entrypoint=spec["entrypoint"],
             env={**spec["env"], **rank_env}, slot_ids=slot_ids, session_token=token,
+            device_env=spec["device_env"], container=spec["container"],
             context_url=f"{base}/api/v1/tasks/{alloc.task_id}/context_directory"))
+
+
+def _without_containers(fx: ClusterEffects, s: Session, alloc: models.Allocation,
+                        placements: list[tuple[str, list[str]]], rows: SpecRows) -> list[str]:
+    """The agents of the placement that cannot run the task's container ([] for a process task)."""
+    trial = rows.trials.get(alloc.trial_id) if alloc.trial_id else None
+    exp = rows.experiments.get(trial.experiment_id) if trial else None
+    if exp is None or rows.runtime(exp, fx.config.task_container_defaults).container is None:
+        return []
+    agents = {a.id: a for a in s.scalars(select(models.Agent).where(
+        models.Agent.id.in_([agent_id for agent_id, _ in placements])))}
+    return [agent_id for agent_id, _ in placements
+            if agents.get(agent_id) is None or agents[agent_id].container_runtime != "docker"]
 
 
 def _load_rendezvous(s: Session, rows: SpecRows) -> None:

@@ -24,6 +24,7 @@ class WaitKind(StrEnum):
     BEHIND = "behind"
     NO_FREE_SLOTS = "no_free_slots"
     MAX_SLOTS = "max_slots"
+    NEEDS_CONTAINERS = "needs_containers"
 
 
 @dataclass(frozen=True)

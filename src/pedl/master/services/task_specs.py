@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.config.experiment_config import ExperimentConfig
+from pedl.config.task_container import TaskContainerDefaults, container_spec, task_variables
 from pedl.master.db import models
 from pedl.master.services import task_env
 
@@ -22,7 +23,7 @@ class SpecRows:
     experiments: dict[int, models.Experiment]
     users: dict[int, models.User]
     checkpoints: dict[str, models.Checkpoint]
-    env: dict[int, dict[str, str]] = field(default_factory=dict)  # experiment id -> user variables
+    runtimes: dict[int, TaskRuntimeSpec] = field(default_factory=dict)  # experiment id -> variables, container
     agent_addresses: dict[str, str] = field(default_factory=dict)  # for distributed placements
     ports_in_use: dict[str, set[int]] = field(default_factory=dict)  # chief agent -> rendezvous ports
 
@@ -41,18 +42,32 @@ class SpecRows:
             if uuids else {}
         return cls(trials, exps, users, ckpts)
 
-    def user_env(self, exp: models.Experiment) -> dict[str, str]:
-        if exp.id not in self.env:
-            self.env[exp.id] = ExperimentConfig.model_validate(exp.config).environment.as_dict()
-        return self.env[exp.id]
+    def runtime(self, exp: models.Experiment, defaults: TaskContainerDefaults) -> TaskRuntimeSpec:
+        """The experiment's variables and container, with the master's task_container_defaults."""
+        if exp.id not in self.runtimes:
+            cfg = ExperimentConfig.model_validate(exp.config)
+            plain, by_device = task_variables(defaults, cfg.environment)
+            self.runtimes[exp.id] = TaskRuntimeSpec(plain, by_device,
+                                                    container_spec(defaults, cfg.environment, cfg.bind_mounts))
+        return self.runtimes[exp.id]
 
 
-def task_spec(cluster_id: str, alloc: models.Allocation, token: str, rows: SpecRows) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TaskRuntimeSpec:
+    env: dict[str, str]  # every task of the experiment
+    device_env: dict[str, dict[str, str]]  # {cpu, gpu}: the agent applies the one its slots are
+    container: dict[str, Any] | None  # None: a process
+
+
+def task_spec(cluster_id: str, alloc: models.Allocation, token: str, rows: SpecRows,
+              defaults: TaskContainerDefaults | None = None) -> dict[str, Any]:
     trial = rows.trials[alloc.trial_id]
     exp = rows.experiments[trial.experiment_id]
     owner = rows.users.get(exp.owner_id)
     ckpt = rows.checkpoints.get(trial.latest_checkpoint) if trial.latest_checkpoint else None
+    runtime = rows.runtime(exp, defaults or TaskContainerDefaults())
     env = task_env.trial_env(cluster_id=cluster_id, exp=exp, trial=trial, alloc=alloc, session_token=token,
-                             username=owner.username if owner else "", user_env=rows.user_env(exp),
+                             username=owner.username if owner else "", user_env=runtime.env,
                              steps_completed=ckpt.steps_completed if ckpt else 0)
-    return {"entrypoint": exp.config["entrypoint"], "env": env}
+    return {"entrypoint": exp.config["entrypoint"], "env": env, "device_env": runtime.device_env,
+            "container": runtime.container}

@@ -1,4 +1,5 @@
-"""allocations.contacted_at: when the task first called the master with its own token
+"""allocations.contacted_at: when the task first called the master with its own token;
+agents.container_runtime: "docker" when the agent runs tasks that name an image
 
 Revision ID: 0009
 Revises: 0008
@@ -23,8 +24,12 @@ def upgrade() -> None:
     with op.batch_alter_table('allocations') as batch:
         batch.add_column(sa.Column('contacted_at', sa.Float(), nullable=True))
     op.execute("UPDATE allocations SET contacted_at = COALESCE(started_at, queued_at)")
+    with op.batch_alter_table('agents') as batch:
+        batch.add_column(sa.Column('container_runtime', sa.String(length=16), nullable=False, server_default=''))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('agents') as batch:
+        batch.drop_column('container_runtime')
     with op.batch_alter_table('allocations') as batch:
         batch.drop_column('contacted_at')
