@@ -231,6 +231,7 @@ class Agent(Base):
     disconnected_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    container_runtime: Mapped[str] = mapped_column(String(16), default="", server_default="")  # "docker" or ""
 
 
 class Metric(Base):
