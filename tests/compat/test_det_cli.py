@@ -558,3 +558,138 @@ def test_det_master_logs_for_admins(det_cluster) -> None:
     after = newest()
     # det prints "<time> [<LEVEL>]: <message>"; the master may log a record between two reads
     assert len(tail) == 3 and [line.split("]: ", 1)[1] for line in tail] in (before, after), (tail, before, after)
+
+
+def _det_created(c: Cluster, cfg: Path, *flags: str) -> int:
+    out = det(c, "experiment", "create", *flags, str(cfg), str(MODELS / "steps")).stdout
+    return int(out.strip().split("Created experiment")[-1].split()[0])
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_continues_then_deletes_an_experiment(det_cluster, tmp_path) -> None:
+    """det e continue trains the trial on from its latest checkpoint with the override applied; det e
+    delete answers at once, and the experiment, its checkpoints and their files go."""
+    api = det_cluster.master.api
+    cfg = tmp_path / "cont.yaml"
+    cfg.write_text(yaml.safe_dump({**steps_config(name="to-continue", steps=6, ckpt_every=3),
+                                   "checkpoint_storage": {"save_trial_latest": 5}}))
+    exp_id = _det_created(det_cluster, cfg)
+    assert wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
+    [trial] = det_cluster.trials(exp_id)
+    first = {c["metadata"]["steps_completed"]: c["uuid"]
+             for c in api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]}
+    assert sorted(first) == [3, 6]
+
+    out = det(det_cluster, "experiment", "continue", str(exp_id), "--config", "hyperparameters.steps=9",
+              "--config", "searcher.max_length.batches=9").stdout
+    assert f"Continued experiment {exp_id}" in out
+    final = wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})
+    assert final["state"] == "STATE_COMPLETED"
+    got = api("GET", f"/api/v1/experiments/{exp_id}")
+    assert got["config"]["searcher"]["max_length"]["batches"] == 9
+    assert got["config"]["hyperparameters"]["steps"] == {"type": "const", "val": 9}
+    assert "steps: 6" in got["experiment"]["originalConfig"]  # as the user sent it
+    [trial] = det_cluster.trials(exp_id)
+    assert (trial["state"], trial["restarts"], trial["totalBatchesProcessed"]) == ("STATE_COMPLETED", 0, 9)
+    logs = det(det_cluster, "trial", "logs", str(trial["id"])).stdout
+    assert f"resumed from {first[6]} at step 6" in logs and "step 9" in logs
+    assert logs.count("step 1 pid") == 1  # the new run did not start over
+    after = {c["metadata"]["steps_completed"] for c in api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")[
+        "checkpoints"]}
+    assert after == {3, 6, 9}
+
+    storage = got["config"]["checkpoint_storage"]
+    dirs = [Path(storage["host_path"], storage.get("storage_path") or "", uuid) for uuid in first.values()]
+    assert all(d.is_dir() for d in dirs)
+    out = det(det_cluster, "experiment", "delete", str(exp_id), "--yes").stdout
+    assert f"Deletion of experiment {exp_id} is in progress" in out
+    wait_for(lambda: api("GET", f"/api/v1/experiments/{exp_id}", expect=None).get("code") == 5, 60,
+             what="the experiment deleted")
+    api("GET", f"/api/v1/checkpoints/{first[6]}", expect=404)
+    api("GET", f"/api/v1/trials/{trial['id']}", expect=404)
+    assert not any(d.exists() for d in dirs)
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_refuses_to_delete_or_continue_a_running_experiment(det_cluster, tmp_path) -> None:
+    cfg = tmp_path / "long.yaml"
+    cfg.write_text(yaml.safe_dump(steps_config(name="still-running", steps=4000, delay=0.05, ckpt_every=1000)))
+    exp_id = _det_created(det_cluster, cfg)
+    for args in (("delete", str(exp_id), "--yes"), ("continue", str(exp_id))):
+        proc = det(det_cluster, "experiment", *args, check=False)
+        assert proc.returncode != 0 and "ACTIVE" in proc.stdout + proc.stderr, proc
+    assert det_cluster.master.api("GET", f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_ACTIVE"
+    det(det_cluster, "experiment", "kill", str(exp_id))
+    assert wait_experiment(det_cluster.master, exp_id, {"STATE_CANCELED"}, timeout=60)["state"] == "STATE_CANCELED"
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_set_max_slots_holds_trials_back_until_raised(det_cluster, tmp_path) -> None:
+    """The agent has 2 slots; with max-slots 1 the experiment runs one trial at a time, the other
+    waiting on max_slots; raised to 2, the next scheduling pass starts it."""
+    api = det_cluster.master.api
+    config = steps_config(name="capped", steps=4000, delay=0.05, ckpt_every=1000)
+    config["searcher"] = {"name": "grid", "metric": "validation_loss", "max_length": {"batches": 4000}}
+    config["hyperparameters"]["delay"] = {"type": "categorical", "vals": [0.05, 0.051]}
+    cfg = tmp_path / "capped.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    exp_id = _det_created(det_cluster, cfg, "--paused")
+    det(det_cluster, "experiment", "set", "max-slots", str(exp_id), "1")
+    assert api("GET", f"/api/v1/experiments/{exp_id}")["config"]["resources"]["max_slots"] == 1
+    det(det_cluster, "experiment", "activate", str(exp_id))
+
+    def states() -> list[str]:
+        return sorted(t["state"] for t in det_cluster.trials(exp_id))
+
+    wait_for(lambda: states() == ["STATE_QUEUED", "STATE_RUNNING"], 60, what="one trial running")
+    [waiting] = [t for t in det_cluster.trials(exp_id) if t["state"] == "STATE_QUEUED"]
+    wait_for(lambda: "max_slots" in (api("GET", f"/api/v1/trials/{waiting['id']}")["trial"].get("waitReason") or ""),
+             30, what="the wait reason naming max_slots")
+    assert states() == ["STATE_QUEUED", "STATE_RUNNING"]  # a free slot, and still it waits
+    det(det_cluster, "experiment", "set", "max-slots", str(exp_id), "2")
+    wait_for(lambda: states() == ["STATE_RUNNING", "STATE_RUNNING"], 60, what="both trials running")
+    det(det_cluster, "experiment", "kill", str(exp_id))
+    assert wait_experiment(det_cluster.master, exp_id, {"STATE_CANCELED"}, timeout=60)["state"] == "STATE_CANCELED"
+
+
+DOWNLOAD_SDK_SCRIPT = """
+import json, sys
+from determined.experimental import client
+client.login(master=sys.argv[1], user="determined", password="")
+trial = client.get_trial(int(sys.argv[2]))
+steps = lambda ckpts: [c.metadata["steps_completed"] for c in ckpts]
+print(json.dumps({
+    "top": trial.top_checkpoint().metadata["steps_completed"],
+    "best_first": steps(trial.list_checkpoints()),
+    "newest_first": steps(trial.list_checkpoints(sort_by=client.CheckpointSortBy.BATCH_NUMBER,
+                                                 order_by=client.OrderBy.DESC)),
+}))
+"""
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_det_trial_download_and_the_sdk_read_checkpoints_in_determineds_order(det_cluster, tmp_path) -> None:
+    """Checkpoints at steps 3, 6 and 9 with validation losses 0.01, 3.01 and 6.01 (the best is the
+    oldest). The master lists them as Determined's does: best first for the searcher metric, newest
+    first for steps descending, which the SDK's top_checkpoint() and list_checkpoints() rely on. det
+    0.38.1's `trial download` takes the LAST downloadable checkpoint of that list (a bug of its own:
+    against Determined it does the same), so --best downloads step 9 and --latest step 3; the files it
+    writes are those of the checkpoint it names."""
+    cfg = tmp_path / "three.yaml"
+    cfg.write_text(yaml.safe_dump({**steps_config(name="three-checkpoints", steps=9, ckpt_every=3, val_best_at=3),
+                                   "checkpoint_storage": {"save_trial_latest": 5}}))
+    exp_id = _det_created(det_cluster, cfg)
+    assert wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
+    [trial] = det_cluster.trials(exp_id)
+    proc = subprocess.run([str(DET.parent / "python"), "-c", DOWNLOAD_SDK_SCRIPT, det_cluster.master.url,
+                           str(trial["id"])], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"top": 3, "best_first": [3, 6, 9],
+                                                                 "newest_first": [9, 6, 3]}
+    for flag, step in (("--best", 9), ("--latest", 3)):
+        out = tmp_path / flag.strip("-")
+        printed = det(det_cluster, "trial", "download", str(trial["id"]), flag, "-o", str(out), "-q").stdout
+        assert printed.strip() == str(out)
+        assert json.loads((out / "state.json").read_text()) == {"step": step}, flag
+        assert json.loads((out / "metadata.json").read_text())["steps_completed"] == step
