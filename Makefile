@@ -56,7 +56,7 @@ docker: install-test det-venv
 	  echo "starting dockerd (log: $(DOCKERD_LOG))"; setsid dockerd >>$(DOCKERD_LOG) 2>&1 </dev/null & \
 	  for i in $$(seq 30); do docker info >/dev/null 2>&1 && break; sleep 1; done; fi; \
 	  docker info >/dev/null 2>&1 || { $(call DOCKER_MISSING,no Docker daemon answers (dockerd log: $(DOCKERD_LOG))); }; }
-	@! docker info >/dev/null 2>&1 || $(BIN)/python -m tests.support.docker >/dev/null \
+	@! docker info >/dev/null 2>&1 || $(BIN)/python -m tests.support.docker \
 	  || { $(call DOCKER_MISSING,the task test image could not be built); }
 
 $(VENV)/.installed-test: $(VENV)/.installed

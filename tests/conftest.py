@@ -10,6 +10,7 @@ from pedl.config.master_config import DatabaseConfig, MasterConfig
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
 from tests.support.databases import fresh_postgres_db, postgres_error
+from tests.support.docker import docker_daemon, test_image  # noqa: F401 - fixtures for task containers
 
 _PG_ERROR: str | None = None
 

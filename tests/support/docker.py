@@ -1,0 +1,480 @@
+"""Task containers under a real Docker daemon: the `docker_daemon` and `test_image` fixtures.
+
+The test image is built offline and never pulled from a registry. debootstrap makes a Debian
+bookworm root filesystem from the Debian mirror apt uses. Its python3 is 3.11, like the venvs', so
+their cp311 wheels load. `docker import` turns it into an image, and two layers are added on top:
+- the `determined` 0.38.1 package with all its dependencies, from .venv-det;
+- the packages `pedl.core` imports (httpx and what it requires), from the running venv.
+A third layer adds pedl's source (src/pedl).
+
+The images (each is reused while `docker image inspect` finds it):
+  pedl-test-base:<key>  the debootstrap rootfs, with its tarball cached in ~/.cache/pedl-test-images
+  pedl-test-deps:<key>  the base, plus the site-packages in /usr/local/lib/python3.11/dist-packages
+  pedl-test-task:<key>  the deps, plus src/pedl: the image `test_image` returns
+Each key hashes the inputs of its layer and the key of the layer below. A changed input rebuilds
+from that layer up, so an edit of pedl's source rebuilds only the last layer (seconds). The first
+build takes minutes. `python -m tests.support.docker` builds the image, and `make docker` runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import hashlib
+import importlib.metadata
+import inspect
+import io
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parents[2]
+PEDL_SRC = REPO / "src" / "pedl"
+DET_SITE = REPO / ".venv-det" / "lib" / "python3.11" / "site-packages"
+DETERMINED_VERSION = "0.38.1"
+SUITE = "bookworm"  # its python3 is 3.11: the venvs' compiled wheels load
+PACKAGES = ("python3", "ca-certificates", "procps")
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+SITE_DIR = "usr/local/lib/python3.11/dist-packages"  # on Debian's python3 path; apt never writes it
+IMAGE_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
+# pedl.core's third-party imports; what they require (markers evaluated for 3.11) comes along
+PEDL_CORE_REQUIREMENTS = ("httpx",)
+SKIPPED_DISTRIBUTIONS = {"pip", "setuptools"}  # setuptools' RECORD holds _distutils_hack and its .pth
+# googleapiclient's offline copies of Google's API discovery documents (100 MB); no task uses them
+SKIPPED_PREFIXES = ("googleapiclient/discovery_cache/documents/",)
+SLIMMED = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt",
+           "var/lib/apt/lists")
+
+PRUNE_AFTER_S = 24 * 3600  # the test images of other keys are removed once older than this
+Log = Callable[[str], None]
+
+
+class ImageUnavailable(Exception):
+    """The image cannot be built here (no root, no debootstrap): the tests skip, or fail under CI."""
+
+
+class ImageBuildError(Exception):
+    """A build step failed; the message says which and how."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(os.environ.get("PEDL_TEST_IMAGE_CACHE") or Path(base) / "pedl-test-images")
+
+
+def unknown_image_name() -> str:
+    """An image that exists nowhere. The `.invalid` domain (RFC 2606) never resolves, so even an
+    attempted pull fails at once without reaching a registry."""
+    return f"pedl-test.invalid/no-such-image:{uuid.uuid4().hex[:12]}"
+
+
+def docker_error() -> str | None:
+    """None when a Docker daemon answers, else why not."""
+    if not shutil.which("docker"):
+        return "the docker command is not installed"
+    try:
+        done = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                              text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return "`docker info` did not answer in 30 s"
+    if done.returncode != 0 or not done.stdout.strip():
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return f"`docker info` failed: {lines[-1] if lines else f'exit status {done.returncode}'}"
+    return None
+
+
+# -- the Debian mirror apt uses ---------------------------------------------------------------------
+
+
+def debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
+    """The mirror of apt's sources that serves bookworm (else any Debian release's main suite),
+    from one-line `.list` files and deb822 `.sources` files; $PEDL_TEST_DEBIAN_MIRROR overrides."""
+    if override := os.environ.get("PEDL_TEST_DEBIAN_MIRROR"):
+        return override
+    sources: list[tuple[str, list[str]]] = []  # (uri, suites) in apt's reading order
+    lists = [apt_dir / "sources.list", *sorted((apt_dir / "sources.list.d").glob("*.list"))]
+    for path in lists:
+        if path.is_file():
+            sources += _one_line_sources(path.read_text(errors="replace"))
+    for path in sorted((apt_dir / "sources.list.d").glob("*.sources")):
+        sources += _deb822_sources(path.read_text(errors="replace"))
+    for uri, suites in sources:
+        if SUITE in suites:
+            return uri
+    for uri, suites in sources:  # a newer Debian host: its mirror serves bookworm too
+        if "/debian" in uri and any("-" not in suite for suite in suites):
+            return uri
+    return DEFAULT_MIRROR
+
+
+def _one_line_sources(text: str) -> list[tuple[str, list[str]]]:
+    found = []
+    for line in text.splitlines():
+        match = re.match(r"\s*deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", line.split("#", 1)[0])
+        if match:
+            found.append((match[1].rstrip("/"), [match[2]]))
+    return found
+
+
+def _deb822_sources(text: str) -> list[tuple[str, list[str]]]:
+    found = []
+    for stanza in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        key = None
+        for line in stanza.splitlines():
+            if line.startswith("#"):
+                continue
+            if line[:1].isspace() and key:
+                fields[key] += " " + line.strip()
+            elif ":" in line:
+                key, value = line.split(":", 1)
+                key = key.strip().lower()
+                fields[key] = value.strip()
+        if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes").lower() != "no":
+            found += [(uri.rstrip("/"), fields.get("suites", "").split()) for uri in fields.get("uris", "").split()]
+    return found
+
+
+# -- keys ---------------------------------------------------------------------------------------------
+
+
+def _digest(*parts: str | bytes) -> str:
+    hasher = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        hasher.update(len(data).to_bytes(8, "big") + data)
+    return hasher.hexdigest()[:16]
+
+
+def _pedl_sources() -> dict[str, bytes]:
+    """src/pedl's files, by their path in the image's dist-packages (caches left out). Read once, so
+    that the image holds what its key hashes even while someone edits the tree."""
+    files = {}
+    for path in sorted(PEDL_SRC.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            files[f"pedl/{path.relative_to(PEDL_SRC).as_posix()}"] = path.read_bytes()
+    return files
+
+
+def src_hash(files: dict[str, bytes] | None = None) -> str:
+    files = _pedl_sources() if files is None else files
+    return _digest(*(part for name, data in sorted(files.items()) for part in (name, data)))
+
+
+def base_key() -> str:
+    """The debootstrap recipe: the suite, the packages, and the code that runs it."""
+    return _digest(SUITE, ",".join(PACKAGES), *SLIMMED, *IMAGE_ENV, inspect.getsource(_build_rootfs_tarball))
+
+
+def layer_key(below: str, *inputs: str) -> str:
+    """A layer's key: the key below it, this builder's own text, and the layer's inputs."""
+    return _digest(below, Path(__file__).read_bytes(), *inputs)
+
+
+# -- the site-packages --------------------------------------------------------------------------------
+
+
+def _record_files(dist: importlib.metadata.Distribution) -> dict[str, Path]:
+    """A distribution's installed files by their path in site-packages, from its RECORD."""
+    if dist.files is None:
+        raise ImageBuildError(f"{dist.metadata['Name']} has no RECORD: reinstall it with pip")
+    files = {}
+    for name in dist.files:
+        arcname = name.as_posix()
+        if name.parts[0] == ".." or arcname.startswith(SKIPPED_PREFIXES):  # scripts in bin/, and the skipped
+            continue
+        path = Path(dist.locate_file(name))
+        if path.is_file() or path.is_symlink():
+            files[arcname] = path
+    return files
+
+
+def _pedl_core_distributions() -> list[importlib.metadata.Distribution]:
+    """PEDL_CORE_REQUIREMENTS and what they require, as installed in the running venv."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    todo = [Requirement(name) for name in PEDL_CORE_REQUIREMENTS]
+    while todo:
+        requirement = todo.pop()
+        name = canonicalize_name(requirement.name)
+        if name in found:
+            continue
+        try:
+            found[name] = dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise ImageBuildError(f"{name} (pedl.core needs it) is not installed in {sys.prefix}") from None
+        for text in dist.requires or []:
+            required = Requirement(text)
+            if required.marker is None or required.marker.evaluate({"extra": ""}):
+                todo.append(required)
+    return [found[name] for name in sorted(found)]
+
+
+def site_packages() -> tuple[dict[str, Path], list[str]]:
+    """The image's dist-packages (path there -> file here), and its distributions as name==version.
+
+    Everything installed in .venv-det but pip and setuptools, then pedl.core's requirements from
+    the running venv; a distribution in both comes from the running venv."""
+    installed = importlib.metadata.distributions(path=[str(DET_SITE)])
+    det_dists = {canonicalize_name(d.metadata["Name"]): d for d in installed}
+    determined = det_dists.get("determined")
+    if determined is None or determined.version != DETERMINED_VERSION:
+        found = determined.version if determined else "nothing"
+        raise ImageBuildError(f"{DET_SITE} holds determined {found}, not {DETERMINED_VERSION}: "
+                              "rm -rf .venv-det && make det-venv")
+    chosen = {name: dist for name, dist in det_dists.items() if name not in SKIPPED_DISTRIBUTIONS}
+    chosen.update({canonicalize_name(d.metadata["Name"]): d for d in _pedl_core_distributions()})
+    files: dict[str, Path] = {}
+    for dist in chosen.values():
+        files.update(_record_files(dist))
+    return files, sorted(f"{name}=={dist.version}" for name, dist in chosen.items())
+
+
+# -- docker --------------------------------------------------------------------------------------------
+
+
+def _docker(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise ImageBuildError(f"docker {args[0]} failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done
+
+
+def image_exists(name: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", name], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def _commit_layer(below: str, name: str, files: dict[str, Path] | dict[str, bytes], dest: str) -> None:
+    """Image `name`: image `below` with `files` (path under dest -> file here, or its content)
+    added, by `docker create`, `docker cp` of a tar stream, and `docker commit`."""
+    container = f"pedl-test-build-{uuid.uuid4().hex[:12]}"
+    _docker("create", "--name", container, "--network", "none", below, "true")
+    try:
+        parents = sorted({parent.as_posix() for arcname in files for parent in Path(arcname).parents} - {"."})
+        copy = subprocess.Popen(["docker", "cp", "-", f"{container}:/{dest}"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            with tarfile.open(fileobj=copy.stdin, mode="w|") as tar:
+                for directory in parents:
+                    info = _root_owned(tarfile.TarInfo(directory))
+                    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+                    tar.addfile(info)
+                for arcname, source in sorted(files.items()):
+                    if isinstance(source, bytes):
+                        info = _root_owned(tarfile.TarInfo(arcname))
+                        info.size, info.mode, info.mtime = len(source), 0o644, int(time.time())
+                        tar.addfile(info, io.BytesIO(source))
+                    else:
+                        tar.add(source, arcname=arcname, recursive=False, filter=_root_owned)
+            copy.stdin.close()
+        except BrokenPipeError:
+            pass  # docker cp stopped reading: its status and message say why
+        err = copy.stderr.read()
+        if copy.wait() != 0:
+            raise ImageBuildError(f"docker cp into {below} failed: {err.decode(errors='replace').strip()}")
+        _docker("commit", container, name)
+    finally:
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True)
+
+
+# -- the build ----------------------------------------------------------------------------------------
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a build directory, unmounting first what an interrupted debootstrap left mounted in it."""
+    if not path.exists():
+        return
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(f"{path}/")), reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
+
+
+def _build_rootfs_tarball(tarball: Path, log: Log) -> None:
+    """debootstrap a minimal bookworm with PACKAGES, slimmed, into `tarball`."""
+    if os.geteuid() != 0:
+        raise ImageUnavailable("building the task test image needs root (debootstrap): run `make docker` as root once")
+    if not shutil.which("debootstrap"):
+        raise ImageUnavailable("debootstrap is missing: apt-get install debootstrap (`make docker` does as root)")
+    mirror = debian_mirror()
+    for stale in cache_dir().glob("work-*"):  # an interrupted build's (the build lock is held)
+        _remove_tree(stale)
+    work = cache_dir() / f"work-{os.getpid()}"
+    rootfs = work / "rootfs"
+    debootstrap_log = cache_dir() / "debootstrap.log"
+    log(f"debootstrap {SUITE} with {','.join(PACKAGES)} from {mirror} (a few minutes; log: {debootstrap_log})")
+    try:
+        with debootstrap_log.open("w") as out:
+            done = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE,
+                                   str(rootfs), mirror], stdout=out, stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            tail = debootstrap_log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise ImageBuildError(f"debootstrap failed (exit status {done.returncode}; {debootstrap_log}):\n"
+                                  + "\n".join(tail))
+        for part in SLIMMED:
+            shutil.rmtree(rootfs / part, ignore_errors=True)
+        (rootfs / SITE_DIR).mkdir(parents=True, exist_ok=True)
+        log(f"packing the root filesystem into {tarball}")
+        partial = tarball.with_suffix(".partial")
+        subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."], check=True)
+        partial.rename(tarball)
+    finally:
+        _remove_tree(work)
+
+
+def _ensure_base(log: Log) -> str:
+    key = base_key()
+    name = f"pedl-test-base:{key}"
+    if image_exists(name):
+        return name
+    tarball = cache_dir() / f"base-{key}.tar"
+    if not tarball.exists():
+        _build_rootfs_tarball(tarball, log)
+        for old in cache_dir().glob("base-*.tar"):
+            if old != tarball:
+                old.unlink(missing_ok=True)
+    log(f"docker import {tarball.name} as {name}")
+    changes = [arg for env in IMAGE_ENV for arg in ("--change", f"ENV {env}")]
+    _docker("import", *changes, str(tarball), name)
+    return name
+
+
+def _prune(keep: set[str], log: Log) -> None:
+    """Untag the test images of other keys built over PRUNE_AFTER_S ago (a session that started
+    before the source changed may still use a recent one); `docker rmi` leaves those in use."""
+    listed = subprocess.run(["docker", "image", "ls", "--filter", "reference=pedl-test-*", "--format",
+                             "{{.Repository}}:{{.Tag}}\t{{.CreatedAt}}"], capture_output=True, text=True)
+    now = datetime.datetime.now(datetime.UTC)
+    for line in listed.stdout.splitlines():
+        name, _, created = line.partition("\t")
+        with contextlib.suppress(ValueError):
+            age = now - datetime.datetime.strptime(created[:25], "%Y-%m-%d %H:%M:%S %z")
+            old = name not in keep and age.total_seconds() > PRUNE_AFTER_S
+            if old and subprocess.run(["docker", "rmi", name], capture_output=True).returncode == 0:
+                log(f"removed the old {name}")
+
+
+@contextlib.contextmanager
+def _build_lock() -> Iterator[None]:
+    """One build at a time on this machine (pytest-xdist workers, parallel sessions)."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with (cache_dir() / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def ensure_test_image(log: Log = print) -> str:
+    """The name of the task test image, built first if no image of its key exists."""
+    site_files, dists = site_packages()
+    deps_key = layer_key(base_key(), *dists)
+    src_files = _pedl_sources()
+    name = f"pedl-test-task:{layer_key(deps_key, src_hash(src_files))}"
+    if image_exists(name):
+        return name
+    with _build_lock():
+        if image_exists(name):  # another worker built it while this one waited
+            return name
+        started = time.monotonic()
+        base = _ensure_base(log)
+        deps = f"pedl-test-deps:{deps_key}"
+        if not image_exists(deps):
+            log(f"adding determined {DETERMINED_VERSION} and {len(dists)} distributions as {deps}")
+            _commit_layer(base, deps, site_files, SITE_DIR)
+        log(f"adding src/pedl as {name}")
+        _commit_layer(deps, name, src_files, SITE_DIR)
+        log(f"built {name} in {time.monotonic() - started:.0f} s")
+        _prune({base, deps, name}, log)
+    return name
+
+
+# -- the fixtures ------------------------------------------------------------------------------------------
+
+
+def _unavailable(message: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}\nUnder CI the container tests must run: `make test` provides Docker.", pytrace=False)
+    pytest.skip(message)
+
+
+@contextlib.contextmanager
+def _timeout_paused() -> Iterator[None]:
+    """pytest-timeout arms SIGALRM around each test, its fixtures' setup included. A first build
+    takes minutes and should not count against the test that happens to ask for the image first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    remaining, interval = signal.getitimer(signal.ITIMER_REAL)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        yield
+    finally:
+        if remaining:
+            signal.setitimer(signal.ITIMER_REAL, remaining, interval)
+
+
+@pytest.fixture(scope="session")
+def docker_daemon() -> str:
+    """The docker command, once `docker info` answers. Without Docker the test skips, and under
+    CI it fails."""
+    error = docker_error()
+    if error:
+        _unavailable(f"Docker is not available ({error}): the container tests skip outside CI. "
+                     "`make docker` as root installs Debian's docker.io and starts dockerd.")
+    return shutil.which("docker")
+
+
+@pytest.fixture(scope="session")
+def test_image(docker_daemon: str, pytestconfig: pytest.Config) -> str:
+    """The name of a local image, pedl-test-task:<key>: Debian bookworm's python3 (3.11) with
+    determined 0.38.1 and its dependencies, and pedl (`import determined, pedl.core` works)."""
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+
+    def log(line: str) -> None:  # a build takes minutes: say what it does, past pytest's capture
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            print(f"[pedl test image] {line}", file=sys.stderr, flush=True)
+
+    with _timeout_paused():
+        try:
+            return ensure_test_image(log)
+        except ImageUnavailable as exc:
+            _unavailable(str(exc))
+
+
+def _main(argv: Iterable[str]) -> int:
+    """`python -m tests.support.docker`: build the image (`make docker` runs this) and print its name."""
+    del argv
+    error = docker_error()
+    if error:
+        print(f"Docker is not available: {error}", file=sys.stderr)
+        return 1
+    try:
+        name = ensure_test_image(lambda line: print(f"[pedl test image] {line}", flush=True))
+        print(f"[pedl test image] {name}")
+    except (ImageUnavailable, ImageBuildError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))
