@@ -13,7 +13,8 @@ The images (each is reused while `docker image inspect` finds it):
   pedl-test-task:<key>  the deps, plus src/pedl: the image `test_image` returns
 Each key hashes the inputs of its layer and the key of the layer below. A changed input rebuilds
 from that layer up, so an edit of pedl's source rebuilds only the last layer (seconds). The first
-build takes minutes. `python -m tests.support.docker` builds the image, and `make docker` runs it.
+build takes minutes; under pytest its steps go to ~/.cache/pedl-test-images/build.log too.
+`python -m tests.support.docker` builds the image, and `make docker` runs it.
 """
 
 from __future__ import annotations
@@ -449,7 +450,9 @@ def test_image(docker_daemon: str, pytestconfig: pytest.Config) -> str:
     determined 0.38.1 and its dependencies, and pedl (`import determined, pedl.core` works)."""
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
 
-    def log(line: str) -> None:  # a build takes minutes: say what it does, past pytest's capture
+    def log(line: str) -> None:  # a build takes minutes: say what it does, past pytest's capture,
+        with (cache_dir() / "build.log").open("a") as out:  # and in a file (xdist hides its workers' output)
+            out.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             print(f"[pedl test image] {line}", file=sys.stderr, flush=True)
 
