@@ -93,3 +93,71 @@ def test_an_image_waits_with_a_reason_on_an_agent_without_docker(docker_daemon, 
     (trial,) = c.trials(exp_id)
     assert trial["state"] in ("STATE_QUEUED", "STATE_ACTIVE")
     assert "plain-agent" in reason()
+
+
+def _containers(agent_id: str) -> list[str]:
+    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label=pedl.agent-id={agent_id}"],
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
+def _steps(c, trial_id: int) -> list[int]:
+    metrics = c.master.api("GET", f"/api/v1/trials/{trial_id}/metrics", group="training")["metrics"]
+    return [m["stepsCompleted"] for m in metrics]
+
+
+def _running_in_container(c, exp_id: int, step: int = 3) -> dict:
+    def at_step() -> dict | None:
+        trials = c.trials(exp_id)
+        return trials[0] if trials and "checkpoint" in c.logs(trials[0]["id"]) and \
+            len(_steps(c, trials[0]["id"])) >= step else None
+
+    return wait_for(at_step, 120, what=f"the containerized trial past step {step}")
+
+
+def test_kill_and_pause_reach_a_containerized_trial(docker_daemon, test_image, make_cluster) -> None:
+    c = make_cluster()
+    c.add_agent("docker-faults", slots=1)
+    killed = c.create(container_config("killed-in-a-container", test_image, steps=200,
+                                       hyperparameters={"delay": 0.2, "ckpt_every": 3}), MODELS / "det_core")
+    _running_in_container(c, killed)
+    assert _containers("docker-faults")
+    c.master.api("POST", f"/api/v1/experiments/{killed}/kill")
+    assert wait_experiment(c.master, killed, {"STATE_CANCELED", "STATE_ERROR"}, timeout=90)["state"] == "STATE_CANCELED"
+    wait_for(lambda: _containers("docker-faults") == [], 30, what="the killed trial's container removed")
+
+    paused = c.create(container_config("paused-in-a-container", test_image, steps=20,
+                                       hyperparameters={"delay": 0.2, "ckpt_every": 3}), MODELS / "det_core")
+    trial = _running_in_container(c, paused)
+    c.master.api("POST", f"/api/v1/experiments/{paused}/pause")
+    wait_for(lambda: c.trials(paused)[0]["state"] == "STATE_PAUSED", 90, what="the trial paused")
+    assert "preempted at step" in c.logs(trial["id"])
+    wait_for(lambda: _containers("docker-faults") == [], 30, what="the paused trial's container removed")
+    c.master.api("POST", f"/api/v1/experiments/{paused}/activate")
+    exp = wait_experiment(c.master, paused, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180)
+    assert exp["state"] == "STATE_COMPLETED", c.logs(trial["id"])
+    assert "resumed from" in c.logs(trial["id"])
+    assert _steps(c, trial["id"]) == list(range(1, 21))  # none lost, none twice
+
+
+def test_a_containerized_trial_outlives_a_sigkilled_agent_and_master(docker_daemon, test_image, e2e_db,
+                                                                     make_cluster) -> None:
+    import signal
+
+    # a reconnect wait that outlasts a master restart on a loaded machine (the agent fences itself past it)
+    c = make_cluster({"agent_reconnect_wait": "40s"}, db=e2e_db)
+    agent = c.add_agent("docker-phoenix", slots=1)
+    exp_id = c.create(container_config("outlives-its-agent", test_image, steps=40,
+                                       hyperparameters={"delay": 0.25, "ckpt_every": 5}), MODELS / "det_core")
+    trial = _running_in_container(c, exp_id)
+    agent.signal(signal.SIGKILL)  # the agent dies; its container does not
+    agent.proc.wait(10)
+    assert _containers("docker-phoenix")
+    agent.start()  # back within the master's reconnect wait: it takes the container up again
+    wait_for(lambda: "took up container" in c.logs(trial["id"]), 60, what="the container taken up again")
+    c.restart_master()  # and the master dies too, mid-run
+    exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=240)
+    (trial,) = c.trials(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", c.logs(trial["id"])
+    assert trial["restarts"] == 0  # never restarted: the same container ran it to the end
+    assert _steps(c, trial["id"]) == list(range(1, 41))
+    wait_for(lambda: _containers("docker-phoenix") == [], 30, what="the container removed")

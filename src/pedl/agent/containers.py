@@ -22,6 +22,9 @@ from pedl.common.agent_protocol import ContainerSpec
 WORKDIR = "/run/determined/workdir"  # the model directory, as Determined mounts it
 AGENT_LABEL = "pedl.agent-id"
 ALLOCATION_LABEL = "pedl.allocation-id"
+# the agent's work dir: unique on a host (work_dir_lock.py), so two agents of one id (of two masters,
+# or two test clusters) never take up each other's containers
+WORK_DIR_LABEL = "pedl.work-dir"
 DOCKER_TIMEOUT_S = 60.0
 PULL_TIMEOUT_S = 1800.0
 
@@ -58,7 +61,9 @@ def pick_image(spec: ContainerSpec, gpu: bool) -> str:
     return image
 
 
-async def _docker(*args: str, timeout: float = DOCKER_TIMEOUT_S, config_dir: str | None = None) -> tuple[int, str]:
+async def docker_command(*args: str, timeout: float | None = DOCKER_TIMEOUT_S,
+                         config_dir: str | None = None) -> tuple[int, str]:
+    """Run a docker command: (exit code, its output); None waits for as long as it takes."""
     argv = ["docker", *(["--config", config_dir] if config_dir else []), *args]
     proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -75,7 +80,7 @@ async def ensure_image(spec: ContainerSpec, image: str, progress) -> None:  # no
     """The image is on this host, pulled when missing or when force_pull asks; a failure names the
     image and says what Docker said."""
     if not spec.force_pull:
-        code, _ = await _docker("image", "inspect", "--format", "{{.Id}}", image)
+        code, _ = await docker_command("image", "inspect", "--format", "{{.Id}}", image)
         if code == 0:
             return
     progress(f"pulling image {image}")
@@ -85,7 +90,7 @@ async def ensure_image(spec: ContainerSpec, image: str, progress) -> None:  # no
             entry = {k: v for k, v in spec.registry_auth.items() if k != "serveraddress"}
             Path(config_dir, "config.json").write_text(json.dumps({"auths": {server: entry}}))
             os.chmod(Path(config_dir, "config.json"), 0o600)
-        code, out = await _docker("pull", image, timeout=PULL_TIMEOUT_S,
+        code, out = await docker_command("pull", image, timeout=PULL_TIMEOUT_S,
                                   config_dir=config_dir if spec.registry_auth else None)
     if code != 0:
         last = out.splitlines()[-1] if out else f"exit code {code}"
@@ -103,6 +108,7 @@ def run_argv(*, spec: ContainerSpec, image: str, allocation_id: str, agent_id: s
     """`docker run` for the task: attached, removed at exit, its files mounted, its GPUs passed."""
     argv = ["docker", "run", "--rm", "--init", "--name", container_name(allocation_id),
             "--label", f"{AGENT_LABEL}={agent_id}", "--label", f"{ALLOCATION_LABEL}={allocation_id}",
+            "--label", f"{WORK_DIR_LABEL}={task_dir.parent.resolve()}",
             "--env-file", str(env_file), "--workdir", WORKDIR, "--network", spec.network_mode,
             "--shm-size", str(spec.shm_size_bytes), "--pull", "never",
             "-v", f"{task_dir}:{WORKDIR}"]
@@ -136,18 +142,8 @@ def write_env_file(path: Path, env: Mapping[str, str]) -> None:
 
 
 async def kill(allocation_id: str) -> None:
-    await _docker("kill", container_name(allocation_id))
+    await docker_command("kill", container_name(allocation_id))
 
 
 async def remove(allocation_id: str) -> None:
-    await _docker("rm", "-f", container_name(allocation_id))
-
-
-async def remove_leftovers(agent_id: str) -> list[str]:
-    """Containers a previous run of this agent left (it was killed): their allocations are lost to
-    the master, which restarts them; they must not run twice. Returns their names."""
-    code, out = await _docker("ps", "-aq", "--filter", f"label={AGENT_LABEL}={agent_id}")
-    ids = out.split() if code == 0 else []
-    if ids:
-        await _docker("rm", "-f", *ids)
-    return ids
+    await docker_command("rm", "-f", container_name(allocation_id))

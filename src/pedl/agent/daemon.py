@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from websockets.asyncio.client import ClientConnection
 from websockets.frames import CloseCode
 
-from pedl.agent import containers, task_info
+from pedl.agent import container_reattach, containers, task_info
 from pedl.agent.connection import (
     AgentRefused,
     Backoff,
@@ -145,14 +145,28 @@ class Agent:
             if problem is not None and wanted == "docker":
                 log.error("--container-runtime docker, but Docker does not answer: %s", problem)
         if problem is None:
-            left = await containers.remove_leftovers(self.options.id)
-            if left:
-                log.warning("removed %d container(s) a previous run of agent %s left: %s", len(left),
-                            self.options.id, " ".join(left))
+            await self._take_up_containers()
             log.info("tasks that name an image run in Docker containers")
         else:
             log.info("tasks that name an image are not for this agent (%s)", problem)
         self._host = dataclasses.replace(self._host, no_containers=problem)
+
+    async def _take_up_containers(self) -> None:
+        """Containers an earlier run of this agent started go on as this run's tasks; those that
+        ended meanwhile have their exit reported (the master ignores what it no longer holds)."""
+        for found in await container_reattach.find(self.options.id, self.options.work_path):
+            if found.running:
+                runtime = container_reattach.ReattachedContainer(found, self.options.work_path, self._enqueue)
+                self.tasks[found.allocation_id] = runtime  # type: ignore[assignment]
+                self._task_runs[found.allocation_id] = asyncio.create_task(self._run_task(runtime))  # type: ignore[arg-type]
+                log.warning("agent %s: took up container %s (allocation %s) again", self.options.id, found.name,
+                            found.allocation_id)
+            else:
+                await containers.remove(found.allocation_id)
+                why = "" if found.exit_code is not None else "ended while the agent was away"
+                self._enqueue(TaskExited(allocation_id=found.allocation_id, exit_code=found.exit_code, reason=why))
+                log.warning("agent %s: container %s (allocation %s) ended with %s while the agent was away",
+                            self.options.id, found.name, found.allocation_id, found.exit_code)
 
     # connection
 
