@@ -89,10 +89,10 @@ def test_an_image_waits_with_a_reason_on_an_agent_without_docker(docker_daemon, 
         got = c.master.api("GET", f"/api/v1/trials/{trials[0]['id']}")
         return json.dumps(got)
 
-    wait_for(lambda: "run no containers" in reason(), 60, what="the wait reason")
+    wait_for(lambda: "runs containers" in reason(), 60, what="the wait reason")
     (trial,) = c.trials(exp_id)
     assert trial["state"] in ("STATE_QUEUED", "STATE_ACTIVE")
-    assert "plain-agent" in reason()
+    assert "none of the 1 agent of pool default runs containers" in reason()
 
 
 def _containers(agent_id: str) -> list[str]:

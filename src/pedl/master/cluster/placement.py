@@ -32,7 +32,7 @@ A = AllocationState
 
 WAIT_REASON_REFRESH = 30.0  # seconds between rewrites of a wait reason whose kind did not change
 # reasons a user may have to act on (a larger agent, max_instances): warning events
-ATTENTION = frozenset({WaitKind.NO_AGENTS, WaitKind.TOO_LARGE, WaitKind.AT_MAX})
+ATTENTION = frozenset({WaitKind.NO_AGENTS, WaitKind.TOO_LARGE, WaitKind.AT_MAX, WaitKind.NEEDS_CONTAINERS})
 
 # a planned placement: (allocation id, [(agent id, slot ids), ...])
 Placement = tuple[str, list[tuple[str, list[str]]]]
@@ -53,15 +53,17 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
             used.setdefault(place["agent_id"], set()).update(place["slot_ids"])
     groups = _experiment_groups(s, [a.trial_id for a in (*pending, *held) if a.trial_id])
     positions = _queue_positions(s, [a.trial_id for a in pending if a.trial_id])
+    in_containers = _container_trials(fx, s, [a.trial_id for a in pending if a.trial_id])
     instances = _instance_counts(s) if any(p.provider for p in fx.config.resource_pools) else {}
     out: list[Placement] = []
     for pool in fx.config.resource_pools:
         pool_agents = [
             AgentSnapshot(a.id, tuple(sl["id"] for sl in a.slots),
-                          tuple(sl["id"] for sl in a.slots if sl["id"] not in used.get(a.id, set())))
+                          tuple(sl["id"] for sl in a.slots if sl["id"] not in used.get(a.id, set())),
+                          runs_containers=a.container_runtime == "docker")
             for a in agents if a.resource_pool == pool.pool_name]
         requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *groups.get(a.trial_id, ("", 1.0)),
-                                position=positions.get(a.trial_id))
+                                position=positions.get(a.trial_id), needs_containers=a.trial_id in in_containers)
                     for a in pending if a.resource_pool == pool.pool_name]
         if not requests:
             continue
@@ -83,11 +85,13 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
                 fx.wake_provisioners()
             view = PoolView(pool.pool_name, [len(a.slot_ids) for a in pool_agents],
                             sum(len(a.free_slot_ids) for a in pool_agents), dynamic=pool.provider is not None,
+                            container_agents=sum(1 for a in pool_agents if a.runs_containers),
                             max_instances=pool.provider.max_instances if pool.provider else 0,
                             **instances.get(pool.pool_name, {}))
             placed = {a.allocation_id for a in result.assignments}
             _record_wait_reasons(fx, s, [a for a in pending if a.resource_pool == pool.pool_name
-                                         and a.id not in placed], view, result.capped)
+                                         and a.id not in placed], view, result.capped,
+                                 {a.id for a in pending if a.trial_id in in_containers})
     return out
 
 
@@ -105,7 +109,7 @@ def _instance_counts(s: Session) -> dict[str, dict[str, int]]:
 
 
 def _record_wait_reasons(fx: ClusterEffects, s: Session, waiting: list[models.Allocation], pool: PoolView,
-                         capped: dict[str, tuple[int, int]]) -> None:
+                         capped: dict[str, tuple[int, int]], in_containers: set[str]) -> None:
     """Store why each unplaced allocation waits (`capped`: those its experiment's max_slots held back,
     as the scheduler's plan says). A new kind of reason is also a trial event (so `--follow` and the
     experiment's events show it); the text alone (a count in it) is refreshed at most every
@@ -117,7 +121,8 @@ def _record_wait_reasons(fx: ClusterEffects, s: Session, waiting: list[models.Al
         if i and alloc.priority != by_priority[i - 1].priority:
             more_urgent = i
         why = (wait_reasons.max_slots_reason(alloc.slots_needed, *capped[alloc.id]) if alloc.id in capped
-               else wait_reasons.reason(alloc.slots_needed, pool, more_urgent))
+               else (alloc.id in in_containers and wait_reasons.container_reason(pool))
+               or wait_reasons.reason(alloc.slots_needed, pool, more_urgent))
         kind_changed = alloc.wait_kind != why.kind
         if kind_changed or (alloc.wait_reason != why.text and now - (alloc.wait_since or 0.0) >= WAIT_REASON_REFRESH):
             alloc.wait_kind, alloc.wait_reason, alloc.wait_since = why.kind, why.text, now
@@ -221,6 +226,19 @@ def _queue_positions(s: Session, trial_ids: list[int]) -> dict[int, float]:
                      .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
                      .where(models.Trial.id.in_(set(trial_ids))))
     return {tid: position for tid, position in rows}
+
+
+def _container_trials(fx: ClusterEffects, s: Session, trial_ids: list[int]) -> set[int]:
+    """The trials that run in a container: their experiment, or the master's task_container_defaults,
+    names an image."""
+    if not trial_ids:
+        return set()
+    if fx.config.task_container_defaults.image is not None:
+        return set(trial_ids)
+    rows = s.execute(select(models.Trial.id, models.Experiment.config)
+                     .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
+                     .where(models.Trial.id.in_(set(trial_ids))))
+    return {tid for tid, cfg in rows if (cfg.get("environment") or {}).get("image")}
 
 
 def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float, int | None]]:

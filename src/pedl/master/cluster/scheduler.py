@@ -1,5 +1,6 @@
 """The scheduler: pure, snapshot in, assignments out. Priority order (lower number first), FIFO
-within a priority, best (or worst) fit over agents, and a task gets all of its slots or none.
+within a priority, best (or worst) fit over agents, and a task gets all of its slots or none; a task
+that runs in a container goes only to agents that run containers.
 `plan` adds the pool's policy: preemption of less urgent tasks, or max-min fair share across
 groups (experiments) by weight, and each group's max_slots: the slots its running and newly placed
 tasks hold together never exceed it (running tasks are never stopped for it; new ones wait)."""
@@ -19,6 +20,7 @@ class AgentSnapshot:
     id: str
     slot_ids: tuple[str, ...]
     free_slot_ids: tuple[str, ...]
+    runs_containers: bool = True  # the agent runs tasks that name an image (it has Docker)
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class SlotRequest:
     # the job's place in its pool's queue among equal priorities (`det job update --ahead-of`): the
     # experiment's queue position, else its submission time; None: the request's own queued_at
     position: float | None = None
+    needs_containers: bool = False  # its experiment names an image: only agents with Docker take it
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,10 @@ class _FreeIndex:
         for a in agents:
             self.buckets[len(a.free_slot_ids)][a.id] = None
         self.max_free = max((len(a.free_slot_ids) for a in agents), default=0)
+        self.without_containers = {a.id for a in agents if not a.runs_containers}
+
+    def _ok(self, agent_id: str, containers: bool) -> bool:
+        return not containers or agent_id not in self.without_containers
 
     def _move(self, agent_id: str, old: int, new: int) -> None:
         del self.buckets[old][agent_id]
@@ -118,23 +125,25 @@ class _FreeIndex:
         self._move(agent_id, len(slots), len(slots) - n)
         return taken
 
-    def pick_one(self, need: int, fitting: Fitting) -> str | None:
+    def pick_one(self, need: int, fitting: Fitting, containers: bool = False) -> str | None:
         counts = range(need, self.max_free + 1)
         if fitting == "worst":
             counts = reversed(counts)
         for count in counts:
             bucket = self.buckets.get(count)
             if bucket:
-                return next(iter(bucket))
+                found = next((a for a in bucket if self._ok(a, containers)), None)
+                if found is not None:
+                    return found
         return None
 
-    def pick_whole_agents(self, need: int) -> list[str] | None:
+    def pick_whole_agents(self, need: int, containers: bool = False) -> list[str] | None:
         """The fewest completely free agents whose slots add up to exactly `need` (a bounded
         knapsack over agent sizes, so 3+3 is found for 6 even when a 4-slot agent is free)."""
         by_size: dict[int, list[str]] = defaultdict(list)
         for count in range(1, self.max_free + 1):
             for agent_id in self.buckets.get(count, {}):
-                if self.total[agent_id] == count:
+                if self.total[agent_id] == count and self._ok(agent_id, containers):
                     by_size[count].append(agent_id)
         best: dict[int, list[int]] = {0: []}  # total slots -> the agent sizes used, fewest agents
         for size, ids in sorted(by_size.items(), reverse=True):
@@ -152,12 +161,12 @@ class _FreeIndex:
         pools = {size: list(ids) for size, ids in by_size.items()}
         return [pools[size].pop(0) for size in best[need]]
 
-    def fullest(self) -> str | None:
+    def fullest(self, containers: bool = False) -> str | None:
         """The agent with the fewest free slots (any agent, even one with none free)."""
         for count in range(0, self.max_free + 1):
-            bucket = self.buckets.get(count)
-            if bucket:
-                return next(iter(bucket))
+            found = next((a for a in self.buckets.get(count, {}) if self._ok(a, containers)), None)
+            if found is not None:
+                return found
         return None
 
     def any_free(self) -> bool:
@@ -177,7 +186,7 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
         if req.slots_needed == 0:
             zero_left -= 1
             # zero-slot tasks go on the agent with the fewest free slots (keeps GPUs for GPU work)
-            agent_id = index.fullest()
+            agent_id = index.fullest(req.needs_containers)
             if agent_id is not None:
                 out.append(Assignment(req.allocation_id, [(agent_id, [])]))
             continue
@@ -187,11 +196,11 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
             if zero_left == 0:
                 break  # nothing else can be placed
             continue  # zero-slot requests further down the queue still fit
-        agent_id = index.pick_one(req.slots_needed, fitting)
+        agent_id = index.pick_one(req.slots_needed, fitting, req.needs_containers)
         if agent_id is not None:
             out.append(Assignment(req.allocation_id, [(agent_id, index.take(agent_id, req.slots_needed))]))
         else:
-            whole = index.pick_whole_agents(req.slots_needed)
+            whole = index.pick_whole_agents(req.slots_needed, req.needs_containers)
             if not whole:
                 continue
             out.append(Assignment(req.allocation_id,
@@ -244,18 +253,22 @@ def plan(requests: list[SlotRequest], agents: list[AgentSnapshot], running: list
     for req in ordered:
         if req.allocation_id in placed or req.slots_needed == 0 or req.allocation_id in result.capped:
             continue  # a request its max_slots holds back preempts nothing: it could not take the slots
-        victims = _victims(req, free, running, taken)
+        eligible = None if not req.needs_containers else {a.id for a in agents if a.runs_containers}
+        victims = _victims(req, free, running, taken, eligible)
         if victims:
             result.preempt += victims
             taken.update(victims)
     return result
 
 
-def _victims(req: SlotRequest, free: dict[str, int], running: list[RunningTask], taken: set[str]) -> list[str]:
-    """The fewest least-urgent tasks on one agent whose slots, with the free ones, fit the request."""
+def _victims(req: SlotRequest, free: dict[str, int], running: list[RunningTask], taken: set[str],
+             eligible: set[str] | None = None) -> list[str]:
+    """The fewest least-urgent tasks on one agent (of `eligible`, None: any) whose slots, with the free
+    ones, fit the request."""
     by_agent: dict[str, list[RunningTask]] = defaultdict(list)
     for task in running:
-        if task.priority > req.priority and task.allocation_id not in taken and len(task.placements) == 1:
+        if task.priority > req.priority and task.allocation_id not in taken and len(task.placements) == 1 \
+                and (eligible is None or task.placements[0][0] in eligible):
             by_agent[task.placements[0][0]].append(task)
     best: list[RunningTask] | None = None
     for agent_id, tasks in by_agent.items():

@@ -38,6 +38,7 @@ class PoolView:
     max_instances: int = 0
     live_instances: int = 0  # requested, starting or running
     booting_instances: int = 0  # requested or starting
+    container_agents: int = 0  # of those agents, how many run containers
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,17 @@ def reason(need: int, pool: PoolView, ahead_more_urgent: int) -> WaitReason:
     return WaitReason(WaitKind.NO_FREE_SLOTS,
                       f"needs {_plural(need, 'free slot')} in pool {pool.name} "
                       f"({pool.free_slots} of {sum(pool.agent_slots)} free)")
+
+
+def container_reason(pool: PoolView) -> WaitReason | None:
+    """Why a task that runs in a container waits on a static pool none of whose agents runs
+    containers; None when that is not why."""
+    if pool.dynamic or not pool.agent_slots or pool.container_agents:
+        return None
+    return WaitReason(WaitKind.NEEDS_CONTAINERS,
+                      f"its experiment names an environment.image, and none of the "
+                      f"{_plural(len(pool.agent_slots), 'agent')} of pool {pool.name} runs containers "
+                      f"(start an agent where Docker runs, or with --container-runtime docker)")
 
 
 def max_slots_reason(need: int, max_slots: int, held: int) -> WaitReason:
