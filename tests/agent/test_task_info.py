@@ -63,3 +63,17 @@ def test_the_directory_is_the_tasks_alone_and_starts_fresh(tmp_path: Path) -> No
     assert stat.S_IMODE(d.stat().st_mode) == 0o700
     assert stat.S_IMODE((d / "cluster.json").stat().st_mode) == 0o600  # it holds the session token
     assert json.loads((d / "cluster.json").read_text())["session_token"] == "tok"
+
+
+def test_determined_gets_its_own_storage_keys_and_the_region_as_a_variable() -> None:
+    from pedl.agent.task_info import storage_variables
+
+    storage = {"type": "s3", "bucket": "b", "prefix": "p", "endpoint_url": None, "region": "eu-west-1",
+               "save_trial_latest": 1}
+    env = {**ENV, "DET_EXPERIMENT_CONFIG": json.dumps({"checkpoint_storage": storage})}
+    # Determined builds S3StorageManager(**section): no region
+    assert info_files(env, [])["trial.json"]["config"]["checkpoint_storage"] == {
+        "type": "s3", "bucket": "b", "prefix": "p", "endpoint_url": None, "save_trial_latest": 1}
+    assert storage_variables(env) == {"AWS_DEFAULT_REGION": "eu-west-1"}
+    assert storage_variables({**env, "AWS_REGION": "us-east-2"}) == {}  # the task's own choice stands
+    assert storage_variables(ENV) == {}  # shared_fs

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pedl.agent.task_info import storage_variables
 from pedl.common.agent_protocol import SlotInfo, StartTask
 from pedl.common.master_trust import DET_MASTER_CERT_ENV, MASTER_CERT_ENV
 
@@ -47,6 +48,8 @@ def task_env(spec: StartTask, host: TaskHost,
         "DET_SLOT_IDS": json.dumps(_slot_id_list(spec.slot_ids)),
         "CUDA_VISIBLE_DEVICES": ",".join(slot.uuid or slot.id for slot in cuda),
     })
+    for name, value in storage_variables(env).items():  # Determined's harness reads no region from its config
+        env.setdefault(name, value)
     if host.master_cert is not None:
         # pedl.core reads the first, Determined's harness (and det inside a task) the second
         env[MASTER_CERT_ENV] = env[DET_MASTER_CERT_ENV] = str(host.master_cert)

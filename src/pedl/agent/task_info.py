@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pedl.config.checkpoint_storage import as_determined
+
 INFO_DIR = "/run/determined/info"  # where Determined's harness looks (determined/_info.py)
 SHARED_FS_DIR = "/determined_shared_fs"  # determined.constants.SHARED_FS_CONTAINER_PATH
 
@@ -47,13 +49,23 @@ def info_files(env: Mapping[str, str], gpu_uuids: Sequence[str]) -> dict[str, di
             "experiment_id": int(env.get("DET_EXPERIMENT_ID", "0") or 0),
             "trial_seed": int(env.get("DET_TRIAL_SEED", "0") or 0),
             "hparams": _json(env.get("DET_HPARAMS"), {}),
-            "config": config,
+            "config": as_determined(config),  # the region reaches boto3 as AWS_DEFAULT_REGION (storage_variables)
             "steps_completed": int(env.get("DET_STEPS_COMPLETED", "0") or 0),
             "trial_run_id": int(env.get("DET_TRIAL_RUN_ID", "1") or 1),
             "debug": bool(config.get("debug", False)) if isinstance(config, dict) else False,
             "inter_node_network_interface": env.get("DET_INTER_NODE_NETWORK_INTERFACE") or None,
         }
     return files
+
+
+def storage_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """AWS_DEFAULT_REGION for a task whose S3 storage names a region, unless the task sets it."""
+    config = _json(env.get("DET_EXPERIMENT_CONFIG"), {})
+    storage = config.get("checkpoint_storage") if isinstance(config, dict) else None
+    region = storage.get("region") if isinstance(storage, dict) and storage.get("type") == "s3" else None
+    if region and "AWS_DEFAULT_REGION" not in env and "AWS_REGION" not in env:
+        return {"AWS_DEFAULT_REGION": str(region)}
+    return {}
 
 
 def _rendezvous(env: Mapping[str, str]) -> dict[str, Any]:

@@ -138,3 +138,13 @@ def storage_root_of(storage: dict[str, Any]) -> StorageRoot:
     host = os.path.expanduser(str(storage.get("host_path") or ""))
     sub = os.path.expanduser(str(storage.get("storage_path") or ""))
     return StorageRoot("shared_fs", path=os.path.join(host, sub) if sub else host)
+
+
+def as_determined(config: Any) -> Any:
+    """An experiment config as Determined's clients take it: they build a storage manager with the
+    checkpoint_storage section as keyword arguments, so pedl's S3 `region`, a key Determined does
+    not know, is left out (boto3 reads the region from AWS_DEFAULT_REGION there)."""
+    if not isinstance(config, dict) or not isinstance(config.get("checkpoint_storage"), dict):
+        return config
+    storage = {k: v for k, v in config["checkpoint_storage"].items() if k != "region"}
+    return {**config, "checkpoint_storage": storage}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pedl.config.checkpoint_storage import as_determined
 from pedl.master.lifecycle import AllocationState, CheckpointState
 from pedl.master.services.experiment_labels import split as split_labels
 from pedl.master.services.experiment_listing import ExperimentStats
@@ -92,7 +93,8 @@ def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Tr
     training: dict[str, Any] = {}
     if t is not None and exp is not None:
         metric_name = exp.config.get("searcher", {}).get("metric")
-        training = {"trialId": t.id, "experimentId": exp.id, "experimentConfig": exp.config, "hparams": t.hparams,
+        training = {"trialId": t.id, "experimentId": exp.id, "experimentConfig": as_determined(exp.config),
+                    "hparams": t.hparams,
                     "trainingMetrics": {"avgMetrics": {}},
                     "validationMetrics": {"avgMetrics": validation or {}}}
         if validation and metric_name in validation:
