@@ -185,11 +185,12 @@ class TaskRuntime:
             raise TaskSetupError(str(exc)) from exc
         except OSError as exc:
             raise TaskSetupError(f"cannot prepare the container's files: {exc}") from exc
+        # by NVML index (the slot id), the numbering the NVIDIA container runtime uses too
         cuda = [self._host.slots[s] for s in self.spec.slot_ids if self._gpu and s in self._host.slots]
         argv = containers.run_argv(
             spec=spec, image=image, allocation_id=self.allocation_id, agent_id=self._host.agent_id,
             task_dir=self.directory, info_dir=self.info_directory, env_file=env_file, entrypoint=entrypoint,
-            gpu_devices=[slot.uuid or slot.id for slot in cuda], shared_fs=shared, master_cert=self._host.master_cert)
+            gpu_devices=[slot.id for slot in cuda], shared_fs=shared, master_cert=self._host.master_cert)
         self._logs.add("agent", f"pedl agent {self._host.agent_id}: running in container "
                                 f"{containers.container_name(self.allocation_id)} of image {image}")
         return argv, dict(os.environ)
