@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -144,6 +145,21 @@ def _continued(w: World) -> dict:
     return {"id": w.ids["ended"], "overrideConfig": "searcher:\n  max_length: 20\n"}
 
 
+def _fresh_checkpoint(w: World) -> str:
+    """A checkpoint of alice's (files `weights` and `extra`) for each cell that deletes or trims one."""
+    ckpt = str(uuid.uuid4())
+    path = w.app.state.ctx.config.effective_checkpoint_storage().host_path.rstrip("/") + "/" + ckpt
+    os.makedirs(path)
+    for name in ("weights", "extra"):
+        with open(os.path.join(path, name), "wb") as f:
+            f.write(b"w")
+    body = _checkpoint_body(ckpt, w.ids["task_a"])
+    body["checkpoint"]["resources"] = {"weights": "1", "extra": "1"}
+    r = post(w.client, "/api/v1/checkpoints", body, w.tokens["task_own"])
+    assert r.status_code == 200, r.text
+    return ckpt
+
+
 def _doomed_model(w: World) -> None:
     """The model the DELETE row deletes, made again (by alice) before each cell: the owner's cell deletes it."""
     if w.client.get("/api/v1/models/doomed-model", headers=w.tokens["owner"]).status_code == 404:
@@ -216,6 +232,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/checkpoints", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}/download", R, None),
+    ("GET", "/api/v1/checkpoints/{ckpt}/metrics", R, None),
     ("GET", "/api/v1/workspaces", R, None),
     ("GET", "/api/v1/workspaces/{ws}", R, None),
     ("GET", "/api/v1/workspaces/{ws}/projects", R, None),
@@ -257,6 +274,11 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("DELETE", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
     ("DELETE", "/api/v1/experiments/{ended}", OWNER, _ended),
     ("POST", "/api/v1/experiments/continue", OWNER, _continued),
+    ("POST", "/api/v1/checkpoints/{ckpt}/metadata", OWNER,
+     lambda w: {"checkpoint": {"uuid": w.ids["ckpt"], "metadata": {"steps_completed": 1, "n": next(w.counter)}}}),
+    ("DELETE", "/api/v1/checkpoints", OWNER, lambda w: {"checkpointUuids": [_fresh_checkpoint(w)]}),
+    ("POST", "/api/v1/checkpoints/rm", OWNER,
+     lambda w: {"checkpointUuids": [_fresh_checkpoint(w)], "checkpointGlobs": ["extra"]}),
     ("POST", "/api/v1/models", USER, lambda w: {"name": f"model-{next(w.counter)}"}),
     ("PATCH", "/api/v1/models/{model}", OWNER, lambda w: {"description": f"set {next(w.counter)}"}),
     ("POST", "/api/v1/models/{model}/archive", OWNER, None),

@@ -1,5 +1,5 @@
-"""`pedl checkpoint list|describe|download` over /api/v1/checkpoints. Experiment-wide listings in
-det's shape are also in `pedl experiment list-checkpoints`."""
+"""`pedl checkpoint list|describe|download|delete|rm` over /api/v1/checkpoints. Experiment-wide listings
+in det's shape are also in `pedl experiment list-checkpoints`."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pedl.cli.output import (
 )
 from pedl.cli.state import client_of
 
-app = typer.Typer(no_args_is_help=True, help="List, inspect and download checkpoints.")
+app = typer.Typer(no_args_is_help=True, help="List, inspect, download and delete checkpoints.")
 DELETED = "STATE_DELETED"  # garbage collection (or a user) removed its files; only the record is left
 
 
@@ -106,3 +106,46 @@ def download(ctx: typer.Context, uuid: str,
     resources = checkpoint.get("resources") or {}
     files = sum(1 for name in resources if not name.endswith("/"))
     say(f"Checkpoint {uuid} ({files} files, {fmt_bytes(file_bytes(resources))}) is in {dest} ({how})")
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if not yes and not typer.confirm(question):
+        say("Nothing deleted")
+        raise typer.Exit(1)
+
+
+def _show_outcome(ctx: typer.Context, uuids: list[str]) -> None:
+    client = client_of(ctx)
+    for uuid in uuids:
+        checkpoint = client.get(f"/api/v1/checkpoints/{uuid}").get("checkpoint") or {}
+        resources = checkpoint.get("resources") or {}
+        files = sum(1 for name in resources if not name.endswith("/"))
+        left = "no files left" if checkpoint.get("state") == DELETED else \
+            f"{files} files left ({fmt_bytes(file_bytes(resources))})"
+        say(f"Checkpoint {uuid}: {fmt_state(checkpoint.get('state'))}, {left}")
+
+
+@app.command("delete")
+def delete(ctx: typer.Context, uuids: list[str] = typer.Argument(..., help="the checkpoints (at most 100)"),
+           yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
+    """Delete checkpoints' files from storage; they stay listed as DELETED. A checkpoint registered as a
+    model version is refused (delete the version first)."""
+    _confirm(f"Delete the files of {len(uuids)} checkpoint(s) from storage? This cannot be undone", yes)
+    client_of(ctx).request("DELETE", "/api/v1/checkpoints", json={"checkpointUuids": uuids})
+    _show_outcome(ctx, uuids)
+
+
+@app.command("rm")
+def remove_files(ctx: typer.Context, uuids: list[str] = typer.Argument(..., help="the checkpoints (at most 100)"),
+                 globs: list[str] = typer.Option([], "--glob", "-g",
+                                                 help="files to delete, relative to the checkpoint (`*.pt`, "
+                                                      "`logs`, `**/*.tmp`); repeatable. None: only read again "
+                                                      "what storage holds"),
+                 yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
+    """Delete the files of checkpoints that globs name. A checkpoint with files left is PARTIALLY_DELETED,
+    one with none DELETED."""
+    if globs:
+        _confirm(f"Delete the files matching {', '.join(globs)} from {len(uuids)} checkpoint(s)? "
+                 "This cannot be undone", yes)
+    client_of(ctx).post("/api/v1/checkpoints/rm", {"checkpointUuids": uuids, "checkpointGlobs": globs})
+    _show_outcome(ctx, uuids)

@@ -121,10 +121,11 @@ INSTANCE_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
 
 C = CheckpointState
 CHECKPOINT_TRANSITIONS: dict[StrEnum, set[StrEnum]] = {
-    C.ACTIVE: {C.COMPLETED, C.ERROR, C.DELETED},
-    C.COMPLETED: {C.DELETED},  # garbage collection; a failed deletion stays COMPLETED and is retried
-    C.PARTIALLY_DELETED: {C.DELETED},  # never set by pedl: `det trial describe` cannot show it
-    C.ERROR: {C.DELETED},
+    C.ACTIVE: {C.COMPLETED, C.ERROR, C.DELETED, C.PARTIALLY_DELETED},
+    # garbage collection or a user's delete; a failed deletion stays COMPLETED and is retried
+    C.COMPLETED: {C.DELETED, C.PARTIALLY_DELETED},  # files removed by a user (det checkpoint rm)
+    C.PARTIALLY_DELETED: {C.DELETED},  # `det trial describe` cannot show it: its workloads say COMPLETED
+    C.ERROR: {C.DELETED, C.PARTIALLY_DELETED},
     C.DELETED: set(),
 }
 

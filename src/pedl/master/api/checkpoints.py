@@ -1,20 +1,24 @@
-"""Checkpoints: list, describe, download (a tar stream), and report (from tasks)."""
+"""Checkpoints: list, describe, download (a tar stream), report (from tasks); their metric reports, metadata,
+delete and file removal (Determined's SDK and det checkpoint delete|rm)."""
 
 from __future__ import annotations
 
+import json
 import uuid as uuid_lib
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
+from starlette.concurrency import run_in_threadpool
 
 from pedl.config.storable_values import INT64_MAX
 from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
 from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts, produces
+from pedl.master.services import checkpoint_edits, checkpoint_metrics
 from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services.storage_roots import is_path_component
 
@@ -146,3 +150,91 @@ def download(uuid: str, request: Request, _: Caller = Depends(caller)) -> Stream
                              headers={"Content-Length": str(got.length),
                                       "Content-Disposition": f'attachment; filename="{got.uuid}.tar"',
                                       "X-Pedl-Checkpoint-Bytes": str(got.file_bytes)})
+
+
+# -- what users change (Determined's SDK: add_metadata, remove_metadata, delete, remove_files) -------
+
+
+class CheckpointMetadataIn(Body):
+    """The SDK's v1Checkpoint of PostCheckpointMetadata: only uuid and metadata are read."""
+
+    uuid: str | None = Field(None, max_length=64)
+    metadata: dict[str, Any]
+
+
+class PostCheckpointMetadataBody(Body):
+    checkpoint: CheckpointMetadataIn
+
+
+class DeleteCheckpointsBody(Body):
+    checkpointUuids: list[str]
+
+
+class CheckpointsRemoveFilesBody(Body):
+    checkpointUuids: list[str]
+    checkpointGlobs: list[str] = Field(default_factory=list)
+
+
+@router.post("/{uuid}/metadata")
+@accepts(PostCheckpointMetadataBody)
+def post_metadata(uuid: str, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    """The checkpoint's new metadata, whole (the SDK merges or removes keys itself); its experiment's
+    owner or an admin."""
+    req = parse(PostCheckpointMetadataBody, body).checkpoint
+    if req.uuid and req.uuid != uuid:
+        raise InvalidArgument.at("checkpoint.uuid", f"{req.uuid!r} is not the checkpoint of the path ({uuid})")
+    return {"checkpoint": shapes.checkpoint(*checkpoint_edits.set_metadata(ctx_of(request), who, uuid, req.metadata))}
+
+
+@router.delete("")
+@accepts(DeleteCheckpointsBody, errors=(404, 503))  # an unknown uuid; storage that failed
+def delete_checkpoints(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    """det checkpoint delete, the SDK's checkpoint.delete(): the files go, the checkpoints are
+    STATE_DELETED when this answers."""
+    req = parse(DeleteCheckpointsBody, body)
+    checkpoint_edits.delete(ctx_of(request), who, req.checkpointUuids)
+    return {}
+
+
+@router.post("/rm")
+@accepts(CheckpointsRemoveFilesBody, errors=(404, 503))
+def remove_files(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    """det checkpoint rm, the SDK's remove_files(globs): the files the globs name go; the checkpoint is
+    PARTIALLY_DELETED with the files left (DELETED with none). No globs: what storage holds is read again."""
+    req = parse(CheckpointsRemoveFilesBody, body)
+    checkpoint_edits.remove_files(ctx_of(request), who, req.checkpointUuids, req.checkpointGlobs)
+    return {}
+
+
+TrialSourceInfoType = Literal["TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED", "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
+                              "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING"]
+
+
+@router.get("/{uuid}/metrics")
+def metrics(uuid: str, request: Request, _: Caller = Depends(caller),
+            metricGroup: str | None = Query(None, max_length=64, description="one group; none: every group"),
+            trialSourceInfoType: TrialSourceInfoType | None = Query(  # noqa: ARG001 - see services/checkpoint_metrics
+                None, description="accepted; pedl answers with the reports of the trial that took the checkpoint"),
+            ) -> StreamingResponse:
+    """The SDK's checkpoint.get_metrics(group): `{"metrics": [v1MetricsReport]}`, written a page of
+    reports at a time. With every group, a validation report carries its values under avg_metrics
+    too: the SDK reads avg_metrics of every report when no group is named."""
+    ctx = ctx_of(request)
+    trial_id = checkpoint_metrics.trial_of(ctx, uuid)
+    pages = checkpoint_metrics.pages(ctx, trial_id, metricGroup or None)
+
+    def report(m: Any) -> dict:
+        shown = shapes.metrics_report(m)
+        if not metricGroup:
+            shown["metrics"].setdefault("avg_metrics", m.metrics)
+        return shown
+
+    async def body() -> Any:
+        yield '{"metrics":['
+        sep = ""
+        while (page := await run_in_threadpool(next, pages, None)) is not None:
+            yield sep + ",".join(json.dumps(report(m)) for m in page)
+            sep = ","
+        yield "]}"
+
+    return StreamingResponse(body(), media_type="application/json")

@@ -33,7 +33,7 @@ from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_confi
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, CheckpointState
 from pedl.master.services import checkpoints, model_versions
-from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
+from pedl.master.services.storage_roots import StorageRoots, allowed_roots, checkpoint_problem
 from pedl.master.services.transitions import record_event, set_checkpoint_state
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ def experiments_to_sweep(s: Session) -> list[int]:
     return sorted(e for e in s.scalars(q) if e is not None)
 
 
-# -- the worker -----------------------------------------------------------------------------------
+# -- deleting from storage (no transaction open) -------------------------------------------------
 
 
 @dataclass
@@ -207,6 +207,44 @@ class Outcome:
     deleted: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # uuid -> why; retried
     refused: dict[str, str] = field(default_factory=dict)  # uuid -> why it is outside the roots; left alone
+
+
+def _delete_all(storage: CheckpointStorage, uuid: str) -> None:
+    storage.delete(uuid)
+
+
+def delete_from_storage(deletions: Sequence[Deletion], roots: StorageRoots,
+                        storage_for: Callable[[Mapping[str, Any]], CheckpointStorage], outcome: Outcome, *,
+                        registered: Callable[[str], bool],
+                        act: Callable[[CheckpointStorage, str], None] = _delete_all) -> list[Deletion]:
+    """`act` (by default: delete the whole checkpoint) on each checkpoint's storage, checked against the
+    roots just before (one outside them is left alone, logged, in `outcome.refused`); one `registered`
+    as a model version meanwhile is kept; a failure is noted in `outcome.failed`. -> those done.
+    Garbage collection and a user's delete or file removal (services/checkpoint_edits.py) share it."""
+    storages: dict[str, CheckpointStorage] = {}
+    done = []
+    for d in deletions:
+        why = checkpoint_problem(d.storage, d.uuid, roots, recorded=d.recorded)
+        if why is not None:
+            log.warning("checkpoint %s left alone: %s", d.uuid, why)
+            outcome.refused[d.uuid] = why
+            continue
+        if registered(d.uuid):  # registered as a model version since the plan: kept
+            continue
+        key = json.dumps(d.storage, sort_keys=True, default=str)
+        try:
+            if key not in storages:
+                storages[key] = storage_for(d.storage)
+            act(storages[key], d.uuid)
+        except Exception as exc:  # noqa: BLE001 - report (and retry), whatever the storage raised
+            outcome.failed[d.uuid] = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            continue
+        outcome.deleted.append(d.uuid)
+        done.append(d)
+    return done
+
+
+# -- the worker -----------------------------------------------------------------------------------
 
 
 class CheckpointGC:
@@ -286,28 +324,8 @@ class CheckpointGC:
         return outcome
 
     def _delete(self, deletions: Sequence[Deletion], outcome: Outcome) -> list[Deletion]:
-        storages: dict[str, CheckpointStorage] = {}
-        roots = allowed_roots(self.ctx.config)
-        done = []
-        for d in deletions:
-            why = checkpoint_problem(d.storage, d.uuid, roots, recorded=d.recorded)
-            if why is not None:
-                log.warning("checkpoint garbage collection left checkpoint %s alone: %s", d.uuid, why)
-                outcome.refused[d.uuid] = why
-                continue
-            if self._registered(d.uuid):  # registered as a model version since the plan: kept
-                continue
-            key = json.dumps(d.storage, sort_keys=True, default=str)
-            try:
-                if key not in storages:
-                    storages[key] = self.storage_for(d.storage)
-                storages[key].delete(d.uuid)
-            except Exception as exc:  # noqa: BLE001 - report and retry, whatever the storage raised
-                outcome.failed[d.uuid] = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-                continue
-            outcome.deleted.append(d.uuid)
-            done.append(d)
-        return done
+        return delete_from_storage(deletions, allowed_roots(self.ctx.config), self.storage_for, outcome,
+                                   registered=self._registered)
 
     def _registered(self, uuid: str) -> bool:
         with self.ctx.db.read_session() as s:

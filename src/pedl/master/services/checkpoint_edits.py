@@ -1,0 +1,243 @@
+"""What users change of checkpoints (Determined's SDK and det): metadata (add_metadata/remove_metadata send
+the whole new metadata), delete (DELETE /checkpoints) and remove files by glob (det checkpoint rm, the SDK's
+remove_files). Only the owner of the checkpoint's experiment or an admin may; a checkpoint registered as a
+model version is refused, naming the version.
+
+Deleting and removing files go as checkpoint garbage collection goes (checkpoint_gc.delete_from_storage):
+the checkpoints are read and checked in a short transaction, their storage (shared_fs or S3, inside the
+master's storage roots) is changed with no transaction open, and the rows are marked in another. Unlike
+Determined, which answers at once and does it in a task, the request returns when the files are gone."""
+
+from __future__ import annotations
+
+import uuid as uuid_lib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
+from pedl.errors import Forbidden, InvalidArgument, NotFound, Unavailable
+from pedl.master.caller_cache import Caller
+from pedl.master.db import models
+from pedl.master.lifecycle import CheckpointState
+from pedl.master.services import checkpoints
+from pedl.master.services.authz import require_admin, require_owner, require_user
+from pedl.master.services.checkpoint_file_removal import remove_entries
+from pedl.master.services.checkpoint_gc import Deletion, Outcome, delete_from_storage
+from pedl.master.services.checkpoint_globs import check_globs, doomed
+from pedl.master.services.model_registry import check_metadata
+from pedl.master.services.model_versions import is_registered
+from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
+from pedl.master.services.transitions import record_event, set_checkpoint_state
+
+if TYPE_CHECKING:
+    from pedl.master.context import MasterContext
+
+C = CheckpointState
+MAX_UUIDS = 100  # checkpoints per request: each is storage I/O while the request waits
+StorageFor = Callable[[Mapping[str, Any]], CheckpointStorage]
+
+
+def check_uuids(uuids: Iterable[str], field: str = "checkpointUuids") -> list[str]:
+    """The uuids asked for, canonical and without repeats."""
+    uuids = list(uuids)
+    if not uuids:
+        raise InvalidArgument.at(field, "name at least one checkpoint")
+    if len(uuids) > MAX_UUIDS:
+        raise InvalidArgument.at(field, f"{len(uuids)} checkpoints, more than the limit of {MAX_UUIDS} per request")
+    out = []
+    for i, text in enumerate(uuids):
+        try:
+            out.append(str(uuid_lib.UUID(text)))
+        except (TypeError, ValueError, AttributeError):
+            raise InvalidArgument.at(f"{field}[{i}]", f"{text!r} is not a checkpoint UUID") from None
+    return list(dict.fromkeys(out))
+
+
+def _named(uuids: list[str]) -> str:
+    return f"checkpoint {uuids[0]}" if len(uuids) == 1 else f"checkpoints {', '.join(uuids)}"
+
+
+def _require_editor(s: Session, who: Caller, row: models.Checkpoint, action: str) -> models.Experiment | None:
+    exp = s.get(models.Experiment, row.experiment_id) if row.experiment_id is not None else None
+    if exp is None:
+        require_admin(who, f"{action} checkpoint {row.uuid}, which belongs to no experiment")
+    else:
+        require_owner(who, exp.owner_id, f"{action} checkpoint {row.uuid} (of experiment {exp.id})")
+    return exp
+
+
+def _refuse_registered(s: Session, uuids: list[str], action: str) -> None:
+    """Determined refuses to delete (or remove files of) a model version's checkpoint; so does pedl."""
+    version, model = models.ModelVersion, models.RegisteredModel
+    rows = s.execute(select(version.checkpoint_uuid, model.name, version.version)
+                     .join(model, model.id == version.model_id)
+                     .where(version.checkpoint_uuid.in_(uuids)).order_by(model.name, version.version).limit(6))
+    named = [f"checkpoint {u} is {name!r} version {n}" for u, name, n in rows]
+    if named:
+        more = " and more" if len(named) > 5 else ""
+        raise InvalidArgument(f"cannot {action} a checkpoint registered in the model registry: "
+                              f"{'; '.join(named[:5])}{more}; delete those model versions first",
+                              fields=[{"field": "checkpointUuids", "message": "registered as a model version"}])
+
+
+# -- metadata -----------------------------------------------------------------------------------
+
+
+def set_metadata(ctx: MasterContext, who: Caller, uuid: str, metadata: dict[str, Any]) -> checkpoints.Shown:
+    """Replace the checkpoint's metadata (the SDK sends the whole new one). `steps_completed` is the
+    step the checkpoint was taken at: it may be left out (it is shown anyway), never changed."""
+    check_metadata(metadata, "checkpoint.metadata")
+    with ctx.db.session() as s:
+        require_user(who, "change a checkpoint's metadata")
+        row = checkpoints.get(s, uuid)
+        _require_editor(s, who, row, "change the metadata of")
+        if "steps_completed" in metadata and str(metadata["steps_completed"]) != str(row.steps_completed):
+            raise InvalidArgument.at("checkpoint.metadata.steps_completed",
+                                     f"is the step checkpoint {uuid} was taken at ({row.steps_completed}); "
+                                     "it cannot change")
+        if metadata != row.meta:
+            row.meta = dict(metadata)
+            record_event(s, ctx.clock.now(), "checkpoint", uuid,
+                         f"metadata set by {who.user.username} ({len(metadata)} keys)")
+        s.flush()
+        return checkpoints.with_training(s, [row])[0]
+
+
+# -- deleting files ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Targets:
+    deletions: list[Deletion]  # those that still have files
+    already_deleted: list[str]
+
+
+def _targets(ctx: MasterContext, who: Caller, uuids: list[str], action: str) -> _Targets:
+    """Read and check, in one short transaction: every checkpoint exists (404 naming those that do
+    not), the caller may change each, none is a model version's, and each lies inside the roots."""
+    default = ctx.config.effective_checkpoint_storage().model_dump(mode="json")
+    roots = allowed_roots(ctx.config)
+    with ctx.db.read_session() as s:
+        require_user(who, f"{action} checkpoints")
+        rows = {c.uuid: c for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.uuid.in_(uuids)))}
+        missing = [u for u in uuids if u not in rows]
+        if missing:
+            raise NotFound(f"{_named(missing)} not found")
+        out = _Targets([], [])
+        for uuid in uuids:
+            row = rows[uuid]
+            exp = _require_editor(s, who, row, action)
+            if row.state == C.DELETED:
+                out.already_deleted.append(uuid)
+                continue
+            if exp is None or row.trial_id is None:
+                raise Forbidden(f"cannot {action} checkpoint {uuid}: it belongs to no experiment, so the master "
+                                "does not know where its files are")
+            storage = dict(exp.config.get("checkpoint_storage") or default)
+            why = checkpoint_problem(storage, uuid, roots, recorded=row.storage or {})
+            if why is not None:
+                raise Forbidden(f"cannot {action} checkpoint {uuid}: {why}; the master leaves it alone")
+            out.deletions.append(Deletion(uuid, row.trial_id, storage, dict(row.storage or {})))
+        _refuse_registered(s, [d.uuid for d in out.deletions], action)
+    return out
+
+
+def _registered(ctx: MasterContext) -> Callable[[str], bool]:
+    def check(uuid: str) -> bool:
+        with ctx.db.read_session() as s:
+            return is_registered(s, uuid)
+
+    return check
+
+
+def _mark(ctx: MasterContext, who: Caller, left: dict[str, dict[str, int]], what: str) -> None:
+    """Record what storage now holds of each checkpoint: nothing -> DELETED; other files than stored ->
+    the new files and PARTIALLY_DELETED; the same -> unchanged. A trial whose latest checkpoint lost
+    files resumes from its newest complete one."""
+
+    def mark(s: Session) -> None:
+        now = ctx.clock.now()
+        trials = set()
+        for uuid, files in left.items():
+            row = s.get(models.Checkpoint, uuid)
+            if row is None or row.state == C.DELETED:  # deleted meanwhile (garbage collection): stays so
+                continue
+            if not files:
+                set_checkpoint_state(s, now, row, C.DELETED, f"{what} by {who.user.username}")
+            elif files != {k: int(v) for k, v in (row.resources or {}).items()}:
+                gone = len(set(row.resources or {}) - set(files))
+                row.resources, row.size_bytes = dict(files), sum(files.values())
+                reason = f"{what} by {who.user.username}: {gone} entries removed, {len(files)} left"
+                if not set_checkpoint_state(s, now, row, C.PARTIALLY_DELETED, reason):
+                    record_event(s, now, "checkpoint", uuid, reason)
+            else:
+                continue
+            if row.trial_id is not None:
+                trials.add(row.trial_id)
+        for trial in s.scalars(select(models.Trial).where(models.Trial.id.in_(trials))) if trials else ():
+            _repoint_latest(s, trial)
+
+    ctx.controller.run(mark)
+
+
+def _repoint_latest(s: Session, trial: models.Trial) -> None:
+    latest = s.get(models.Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
+    if latest is None or latest.state == C.COMPLETED:
+        return
+    s.flush()
+    ck = models.Checkpoint
+    trial.latest_checkpoint = s.scalar(select(ck.uuid).where(ck.trial_id == trial.id, ck.state == C.COMPLETED)
+                                       .order_by(ck.steps_completed.desc(), ck.report_time.desc()).limit(1))
+
+
+def _raise_failures(outcome: Outcome, action: str) -> None:
+    problems = {**outcome.refused, **outcome.failed}
+    if not problems:
+        return
+    uuid, why = next(iter(problems.items()))
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    done = f"; done for {_named(outcome.deleted)}" if outcome.deleted else ""
+    raise Unavailable(f"could not {action} checkpoint {uuid}: {why}{more}{done}; try again")
+
+
+def delete(ctx: MasterContext, who: Caller, uuids: list[str], storage_for: StorageFor = storage_from_config) -> None:
+    """Delete the checkpoints' files and mark them DELETED (those already deleted: nothing to do)."""
+    uuids = check_uuids(uuids)
+    targets = _targets(ctx, who, uuids, "delete")
+    outcome = Outcome()
+    done = delete_from_storage(targets.deletions, allowed_roots(ctx.config), storage_for, outcome,
+                               registered=_registered(ctx))
+    _mark(ctx, who, {d.uuid: {} for d in done}, "deleted")
+    _raise_failures(outcome, "delete")
+
+
+def remove_files(ctx: MasterContext, who: Caller, uuids: list[str], globs: list[str],
+                 storage_for: StorageFor = storage_from_config) -> None:
+    """Delete the files of each checkpoint that `globs` name (none: only read what storage holds), then
+    record what is left: nothing -> DELETED, fewer files -> PARTIALLY_DELETED, as Determined does."""
+    uuids, globs = check_uuids(uuids), check_globs(globs)
+    targets = _targets(ctx, who, uuids, "remove files of")
+    left: dict[str, dict[str, int]] = {}
+
+    def act(storage: CheckpointStorage, uuid: str) -> None:
+        before = storage.resources(uuid)
+        names = doomed(before, globs)
+        if names and len(names) == len(before):
+            storage.delete(uuid)
+            left[uuid] = {}
+            return
+        remove_entries(storage, uuid, names)
+        after = storage.resources(uuid) if names else before
+        if not after:
+            storage.delete(uuid)  # an empty directory: gone, as Determined's storage managers leave it
+        left[uuid] = after
+
+    outcome = Outcome()
+    delete_from_storage(targets.deletions, allowed_roots(ctx.config), storage_for, outcome,
+                        registered=_registered(ctx), act=act)
+    _mark(ctx, who, left, f"files removed ({', '.join(globs)})" if globs else "files read again")
+    _raise_failures(outcome, "remove files of")
