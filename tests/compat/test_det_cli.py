@@ -693,3 +693,75 @@ def test_det_trial_download_and_the_sdk_read_checkpoints_in_determineds_order(de
         assert printed.strip() == str(out)
         assert json.loads((out / "state.json").read_text()) == {"step": step}, flag
         assert json.loads((out / "metadata.json").read_text())["steps_completed"] == step
+
+
+CHECKPOINT_SDK_SCRIPT = """
+import json, sys
+from determined.experimental import client
+client.login(master=sys.argv[1], user="determined", password="")
+kept, trimmed, doomed = (client.get_checkpoint(u) for u in sys.argv[2:5])
+out = {group: [(m.steps_completed, m.metrics) for m in kept.get_metrics(group)] for group in ("training", "validation")}
+out["every"] = [(m.group, m.steps_completed) for m in kept.get_metrics()]
+kept.add_metadata({"note": "from-sdk", "score": 0.5})
+kept.remove_metadata(["score"])
+out["metadata"] = kept.metadata
+trimmed.remove_files(["state.json"])
+doomed.delete()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_path) -> None:
+    """Checkpoints at steps 3, 6 and 9. The SDK reads the metric reports behind the one at 9 (those of
+    the trial that took it), adds and removes its metadata, removes state.json from the one at 3 and
+    deletes the one at 6; then det checkpoint rm and delete finish them. Checked through the API and
+    on disk; det trial describe still shows the trial."""
+    api = det_cluster.master.api
+    cfg = tmp_path / "edits.yaml"
+    cfg.write_text(yaml.safe_dump({**steps_config(name="checkpoint-edits", steps=9, ckpt_every=3),
+                                   "checkpoint_storage": {"save_trial_latest": 5}}))
+    exp_id = _det_created(det_cluster, cfg)
+    assert wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
+    [trial] = det_cluster.trials(exp_id)
+    by_step = {c["metadata"]["steps_completed"]: c["uuid"]
+               for c in api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]}
+    assert sorted(by_step) == [3, 6, 9]
+    storage = api("GET", f"/api/v1/experiments/{exp_id}")["config"]["checkpoint_storage"]
+    home = {step: Path(storage["host_path"], storage.get("storage_path") or "", uuid) for step, uuid in by_step.items()}
+    (home[3] / "extra").mkdir()
+    (home[3] / "extra" / "notes.txt").write_text("kept by the SDK's rm, then removed by det's")
+
+    proc = subprocess.run([str(DET.parent / "python"), "-c", CHECKPOINT_SDK_SCRIPT, det_cluster.master.url,
+                           by_step[9], by_step[3], by_step[6]], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    stored = api("GET", f"/api/v1/trials/{trial['id']}/metrics")["metrics"]
+    for group in ("training", "validation"):
+        assert got[group] == [[m["stepsCompleted"], m["metrics"]] for m in stored if m["group"] == group], group
+        assert got[group], group
+    assert got["every"] == [["training", s] for s, _ in got["training"]] + [["validation", s] for s, _ in
+                                                                           got["validation"]]
+    shown = {step: api("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"] for step, uuid in by_step.items()}
+    assert shown[9]["metadata"]["note"] == "from-sdk" and "score" not in shown[9]["metadata"]
+    assert got["metadata"] == {**shown[9]["metadata"]}
+    # remove_files: state.json gone on disk, the rest kept and listed
+    assert not (home[3] / "state.json").exists() and (home[3] / "extra" / "notes.txt").exists()
+    assert shown[3]["state"] == "STATE_PARTIALLY_DELETED"
+    assert "state.json" not in shown[3]["resources"] and "extra/notes.txt" in shown[3]["resources"]
+    assert sorted(shown[3]["resources"]) == sorted(str(p.relative_to(home[3])) + ("/" if p.is_dir() else "")
+                                                   for p in home[3].rglob("*"))
+    # delete: the directory gone, the checkpoint DELETED
+    assert not home[6].exists() and shown[6]["state"] == "STATE_DELETED"
+    det(det_cluster, "trial", "describe", str(trial["id"]))  # a PARTIALLY_DELETED checkpoint does not break it
+
+    out = det(det_cluster, "checkpoint", "rm", by_step[3], "--glob", "extra", "--yes").stdout
+    assert "Removal of files" in out
+    assert not (home[3] / "extra").exists()
+    assert "extra/notes.txt" not in api("GET", f"/api/v1/checkpoints/{by_step[3]}")["checkpoint"]["resources"]
+    out = det(det_cluster, "checkpoint", "delete", f"{by_step[3]},{by_step[9]}", "--yes").stdout
+    assert "Deletion of checkpoints" in out
+    assert not home[3].exists() and not home[9].exists()
+    assert {api("GET", f"/api/v1/checkpoints/{by_step[s]}")["checkpoint"]["state"] for s in (3, 9)} == {
+        "STATE_DELETED"}
