@@ -202,6 +202,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/pedl/package", R, None),  # and the agent token (tests/master/api/test_package.py)
     ("GET", "/api/v1/me", R, None),
     ("GET", "/api/v1/users", R, None),
+    ("GET", "/api/v1/users/{username}/by-username", R, None),
     ("POST", "/api/v1/users", ADMIN, _new_user),
     ("GET", "/api/v1/agents", R, None),
     ("GET", "/api/v1/resource-pools", R, None),
@@ -211,6 +212,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/experiments/{exp}", R, None),
     ("GET", "/api/v1/experiments/{exp}/trials", R, None),
     ("GET", "/api/v1/experiments/{exp}/checkpoints", R, None),
+    ("GET", "/api/v1/experiments/{exp}/model_def", R, None),
     ("GET", "/api/v1/experiments/{exp}/events", R, None),
     ("GET", "/api/v1/experiments/{exp}/searcher/best_searcher_validation_metric", R, None),
     ("GET", "/api/v1/trials/{trial}", R, None),
@@ -272,6 +274,9 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
      lambda w: {"updates": [{"jobId": f"job-{w.ids['side']}", "priority": 40 + next(w.counter) % 9}]}),
     ("PUT", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
     ("DELETE", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
+    ("POST", "/api/v1/experiments/{side}/move", OWNER,  # into alice's project and back, cell by cell
+     lambda w: {"destinationProjectId": w.ids["project"] if next(w.counter) % 2 else 1}),
+    ("DELETE", "/api/v1/experiments/{side}/tensorboard-files", OWNER, None),
     ("DELETE", "/api/v1/experiments/{ended}", OWNER, _ended),
     ("POST", "/api/v1/experiments/continue", OWNER, _continued),
     ("POST", "/api/v1/checkpoints/{ckpt}/metadata", OWNER,
@@ -340,6 +345,7 @@ def test_authorization_matrix(client: TestClient, app: FastAPI) -> None:
     world = _world(client, app)
     world.ids["alice"] = json.loads(client.get("/api/v1/me", headers=world.tokens["owner"]).text)["user"]["id"]
     world.ids["label"] = "matrix"
+    world.ids["username"] = "bob"
     world.ids["agent"] = "agent-1"
     wrong = _run_matrix(world)
     assert not wrong, "\n".join(wrong)

@@ -1,4 +1,4 @@
-"""`pedl experiment list|describe|wait|kill|pause|activate|list-checkpoints` (and `create`, from
+"""`pedl experiment list|describe|wait|kill|pause|activate|move|list-checkpoints` (and `create`, from
 experiment_create.py; `delete`, `continue` and `set`, from experiment_lifecycle.py), over Determined's
 /api/v1/experiments endpoints."""
 
@@ -187,6 +187,19 @@ def pause(ctx: typer.Context, experiment_id: int) -> None:
 def activate(ctx: typer.Context, experiment_id: int) -> None:
     """Activate a paused (or created --paused) experiment."""
     _action(ctx, experiment_id, "activate", "is active")
+
+
+@app.command("move")
+def move(ctx: typer.Context, experiment_id: int,
+         project: int = typer.Option(..., "--project", "--project-id", min=1,
+                                     help="the id of the project it goes into (pedl project list shows them)")) -> None:
+    """Move the experiment into another project (its owner or an admin; not into an archived one)."""
+    client = client_of(ctx)
+    client.post(f"/api/v1/experiments/{experiment_id}/move",
+                {"destinationProjectId": project, "experimentId": experiment_id})
+    exp = client.get(f"/api/v1/experiments/{experiment_id}").get("experiment") or {}
+    say(f"Moved experiment {experiment_id} to project {exp.get('projectId', project)} "
+        f"({exp.get('workspaceName', '?')}/{exp.get('projectName', '?')})")
 
 
 @app.command("list-checkpoints")

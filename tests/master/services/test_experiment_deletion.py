@@ -152,7 +152,7 @@ def test_delete_answers_at_once_then_the_worker_deletes_files_and_rows(
     held.release.set()
     deleter.run_pending()
     assert client.get(f"/api/v1/experiments/{exp_id}", headers=user).status_code == 404
-    assert sorted(held.deleted) == sorted(names)
+    assert sorted(held.deleted) == sorted([*names, str(exp_id)])  # then its TensorBoard directory
     assert not any(storage(app).exists(n) for n in names)
     assert set(rows_left(app, exp_id).values()) == {0}, rows_left(app, exp_id)
     # the other experiment keeps everything

@@ -1,4 +1,5 @@
-"""Experiments: create, list, get, kill / pause / activate, their trials, checkpoints and events."""
+"""Experiments: create, list, get, kill / pause / activate, move, their code, trials, checkpoints, events
+and TensorBoard files."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
 from pedl.master.api.checkpoint_query import checkpoint_order, checkpoint_states
 from pedl.master.api.conditional import unless_changed
@@ -23,7 +25,14 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import accepts, answers
-from pedl.master.services import experiment_continuation, experiment_deletion, experiment_edits
+from pedl.master.services import (
+    experiment_code,
+    experiment_continuation,
+    experiment_deletion,
+    experiment_edits,
+    experiment_moves,
+    tensorboard_files,
+)
 from pedl.master.services import experiments as experiments_service
 from pedl.master.services.experiment_listing import ExperimentQuery
 
@@ -110,6 +119,38 @@ def get_experiment(experiment_id: IdPath, request: Request,
     shown = experiments_service.describe(ctx_of(request), experiment_id)
     return {"experiment": shapes.experiment(*shown), "config": shown[0].config,
             "jobSummary": {"jobsAhead": 0, "state": "STATE_SCHEDULED"}}
+
+
+class MoveExperimentBody(Body):
+    destinationProjectId: int = Field(..., ge=1, le=INT32_MAX)
+    experimentId: int | None = Field(None, ge=1, le=INT32_MAX)  # det repeats the path's
+
+
+@router.post("/{experiment_id}/move")  # before /{experiment_id}/{action}, which would take it
+@accepts(MoveExperimentBody)
+def move(experiment_id: IdPath, request: Request, who: Caller = Depends(caller),
+         body: dict = Depends(json_body)) -> dict:
+    """det e move, the SDK's move_to_project: the experiment goes into project destinationProjectId."""
+    req = parse(MoveExperimentBody, body)
+    if req.experimentId not in (None, experiment_id):
+        raise InvalidArgument.at("experimentId", f"{req.experimentId} is not the experiment of the path "
+                                                 f"({experiment_id})")
+    experiment_moves.move(ctx_of(request), who, experiment_id, req.destinationProjectId)
+    return {}
+
+
+@router.get("/{experiment_id}/model_def")
+def model_def(experiment_id: IdPath, request: Request, who: Caller = Depends(caller)) -> dict:
+    """det e download-model-def, the SDK's download_code: the model directory as a base64 .tar.gz."""
+    return {"b64Tgz": experiment_code.model_definition_b64(ctx_of(request), who, experiment_id)}
+
+
+@router.delete("/{experiment_id}/tensorboard-files")
+@answers(503)  # the storage failed
+def delete_tensorboard_files(experiment_id: IdPath, request: Request, who: Caller = Depends(caller)) -> dict:
+    """det e delete-tb-files, the SDK's delete_tensorboard_files."""
+    tensorboard_files.delete(ctx_of(request), who, experiment_id)
+    return {}
 
 
 @router.post("/{experiment_id}/{action}")

@@ -1,8 +1,8 @@
-"""User listing, creation and password changes."""
+"""User listing, lookup by username, creation and password changes."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
@@ -18,6 +18,7 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import accepts
+from pedl.master.services import user_lookup
 from pedl.master.services import users as users_service
 
 router = APIRouter(prefix="/api/v1/users")
@@ -49,6 +50,13 @@ def list_users(request: Request, _: Caller = Depends(caller)) -> dict:
     return {"users": [shapes.user(u) for u in rows],
             "pagination": {"offset": 0, "limit": len(rows), "startIndex": 0, "endIndex": len(rows),
                            "total": len(rows)}}
+
+
+@router.get("/{username}/by-username")
+def get_by_username(request: Request, username: str = Path(..., min_length=1, max_length=255),
+                    who: Caller = Depends(caller)) -> dict:
+    """Determined's SDK's client.get_user_by_name."""
+    return {"user": shapes.user(user_lookup.by_username(ctx_of(request), who, username))}
 
 
 @router.post("")

@@ -1,6 +1,7 @@
 """Deleting an experiment, as Determined does: DELETE marks an ended experiment DELETING and answers at
 once; a worker of the master then deletes its checkpoints' files (shared_fs or S3, as checkpoint
-garbage collection does) and its rows (services/experiment_purge.py, in bounded transactions).
+garbage collection does), its TensorBoard files (services/tensorboard_files.py) and its rows
+(services/experiment_purge.py, in bounded transactions).
 
 A failure leaves the experiment DELETE_FAILED with the reason (an event, and its endReason); deleting
 it again retries. The worker finds the DELETING experiments when it starts, so a master restarted in
@@ -30,6 +31,7 @@ from pedl.master.services.authz import require_owner
 from pedl.master.services.experiment_purge import purge
 from pedl.master.services.experiments import get
 from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
+from pedl.master.services.tensorboard_files import storage_of as tensorboard_storage
 from pedl.master.services.transitions import record_event, set_experiment_state
 
 if TYPE_CHECKING:
@@ -99,19 +101,22 @@ class CheckpointFiles:
     uuid: str
     storage: dict[str, Any]  # the experiment's checkpoint_storage section: where the files are
     recorded: dict[str, Any] = field(default_factory=dict)  # the row's storage column
+    what: str = ""  # how failures name it; "" for "checkpoint <uuid>"
 
 
-def _files_to_delete(s: Session, experiment_id: int,
-                     default_storage: Mapping[str, Any]) -> list[CheckpointFiles] | None:
-    """The checkpoints whose files may still exist (all but DELETED ones); None when the experiment is
-    gone or no longer DELETING (nothing to do)."""
+def _files_to_delete(s: Session, experiment_id: int, default_storage: Mapping[str, Any],
+                     cluster_id: str) -> list[CheckpointFiles] | None:
+    """The checkpoints whose files may still exist (all but DELETED ones), then the experiment's
+    TensorBoard directory; None when the experiment is gone or no longer DELETING (nothing to do)."""
     exp = s.get(models.Experiment, experiment_id)
     if exp is None or exp.state != E.DELETING:
         return None
     storage = dict(exp.config.get("checkpoint_storage") or default_storage or {})
     rows = s.execute(select(models.Checkpoint.uuid, models.Checkpoint.storage).where(
         models.Checkpoint.experiment_id == experiment_id, models.Checkpoint.state != CheckpointState.DELETED))
-    return [CheckpointFiles(uuid, storage, dict(recorded or {})) for uuid, recorded in rows]
+    tensorboard = CheckpointFiles(str(experiment_id), tensorboard_storage(storage, cluster_id),
+                                  what=f"the TensorBoard directory of experiment {experiment_id}")
+    return [*(CheckpointFiles(uuid, storage, dict(recorded or {})) for uuid, recorded in rows), tensorboard]
 
 
 class ExperimentDeleter:
@@ -151,7 +156,7 @@ class ExperimentDeleter:
         DELETE_FAILED with the reason."""
         default_storage = self.ctx.config.effective_checkpoint_storage().model_dump(mode="json")
         with self.ctx.db.read_session() as s:
-            files = _files_to_delete(s, experiment_id, default_storage)
+            files = _files_to_delete(s, experiment_id, default_storage, self.ctx.cluster_id)
         if files is None:
             return False
         try:
@@ -164,7 +169,7 @@ class ExperimentDeleter:
             log.exception("deleting experiment %s failed", experiment_id)
             self._failed(experiment_id, f"{type(exc).__name__}: {exc}")
             return False
-        log.info("experiment %s deleted: %d checkpoint(s) of files, rows %s", experiment_id, len(files),
+        log.info("experiment %s deleted: %d checkpoint(s) of files, rows %s", experiment_id, len(files) - 1,
                  ", ".join(f"{k} {v}" for k, v in done.items() if v))
         return True
 
@@ -177,7 +182,8 @@ class ExperimentDeleter:
         for f in files:
             why = checkpoint_problem(f.storage, f.uuid, roots, recorded=f.recorded)
             if why is not None:
-                log.warning("deleting experiment %s: checkpoint %s left alone: %s", experiment_id, f.uuid, why)
+                log.warning("deleting experiment %s: %s left alone: %s", experiment_id,
+                            f.what or f"checkpoint {f.uuid}", why)
                 continue
             key = json.dumps(f.storage, sort_keys=True, default=str)
             try:
@@ -186,7 +192,7 @@ class ExperimentDeleter:
                 storages[key].delete(f.uuid)
             except Exception as exc:  # noqa: BLE001 - whatever the storage raised fails the deletion
                 why = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-                failures.append(f"checkpoint {f.uuid}: {why}")
+                failures.append(f"{f.what or f'checkpoint {f.uuid}'}: {why}")
         if not failures:
             return None
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
