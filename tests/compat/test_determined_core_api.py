@@ -133,6 +133,20 @@ def test_a_script_that_never_reaches_the_master_fails_instead_of_completing(det_
     assert "without ever calling the master" in json.dumps(detail)
 
 
+REPO = Path(__file__).resolve().parents[2]  # the checkout, its venvs included
+
+
+def _keep_visible(path: Path, own_tmp: Path) -> list[tuple[str, str, bool]]:
+    """A bind that carries `path` into `own_tmp` when it lies under /tmp (a CI checkout may), so it
+    stays visible once `own_tmp` covers /tmp."""
+    try:
+        inside = path.relative_to("/tmp")
+    except ValueError:
+        return []
+    (own_tmp / inside).mkdir(parents=True, exist_ok=True)
+    return [(str(path), str(own_tmp / inside), False)]
+
+
 def test_determined_launcher_trains_across_two_agents() -> None:
     problem = probe()
     if problem is not None:
@@ -147,7 +161,7 @@ def test_determined_launcher_trains_across_two_agents() -> None:
             own_tmp = work / f"{name}-tmp"
             own_tmp.mkdir(mode=0o1777)
             agent = LocalAgent(work, c.master.url, name, slots=2, token=c.master.agent_token)
-            agent.argv = wrap(agent.argv, [(str(own_tmp), "/tmp", False)])
+            agent.argv = wrap(agent.argv, [*_keep_visible(REPO, own_tmp), (str(own_tmp), "/tmp", False)])
             agent.start()
             c.agents[name] = agent
             wait_for(lambda n=name: agent_connected(c.master, n), 60, what=f"agent {name}")

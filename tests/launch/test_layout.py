@@ -23,7 +23,7 @@ def test_one_node_runs_one_worker_per_slot_on_a_local_rendezvous() -> None:
 
 def test_ranks_follow_the_master_node_environment_with_nodes_of_different_sizes() -> None:
     """2 slots on the chief agent and 3 on the second: ranks 0-1 and 2-4 of 5."""
-    envs = node_envs([("a1", ["0", "1"]), ("a2", ["0", "1", "2"])], address="10.0.0.7", port=29401)
+    envs = node_envs([("a1", ["0", "1"]), ("a2", ["0", "1", "2"])], addresses={"a1": "10.0.0.7"}, port=29401)
     chief = layout_from_env(envs[0])
     second = layout_from_env(envs[1])
     assert [chief.worker_env(i)["RANK"] for i in range(chief.local_size)] == ["0", "1"]
@@ -36,7 +36,7 @@ def test_ranks_follow_the_master_node_environment_with_nodes_of_different_sizes(
 
 
 def test_nproc_per_node_overrides_the_slot_counts_on_every_node() -> None:
-    envs = node_envs([("a1", ["0", "1"]), ("a2", ["0", "1", "2"])], address="h", port=1000)
+    envs = node_envs([("a1", ["0", "1"]), ("a2", ["0", "1", "2"])], addresses={"a1": "h"}, port=1000)
     layout = layout_from_env(envs[1], nproc_per_node=1)
     assert layout.node_sizes == (1, 1) and layout.worker_env(0)["RANK"] == "1"
 

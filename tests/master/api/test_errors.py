@@ -269,7 +269,7 @@ def test_an_illegal_transition_is_a_logged_500(app, client, admin, monkeypatch, 
     from pedl.master.services import experiments as experiments_service
 
     def bug(*_a, **_k):  # noqa: ANN002, ANN003
-        check_transition("experiment", 7, ExperimentState.COMPLETED, ExperimentState.ACTIVE)
+        check_transition("experiment", 7, ExperimentState.COMPLETED, ExperimentState.PAUSED)
 
     monkeypatch.setattr(experiments_service, "list_page", bug)
     with caplog.at_level(logging.ERROR, logger="pedl.master.api.errors"):
@@ -277,4 +277,4 @@ def test_an_illegal_transition_is_a_logged_500(app, client, admin, monkeypatch, 
     assert r.status_code == 500 and r.json()["pedlCode"] == "internal"
     logged = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "illegal transition" in rec.message]
     assert logged and "experiment 7" in logged[0].message
-    assert "STATE_COMPLETED" in logged[0].message and "STATE_ACTIVE" in logged[0].message
+    assert "STATE_COMPLETED" in logged[0].message and "STATE_PAUSED" in logged[0].message
