@@ -194,8 +194,10 @@ def _repoint_latest(s: Session, trial: models.Trial) -> None:
                                        .order_by(ck.steps_completed.desc(), ck.report_time.desc()).limit(1))
 
 
-def _raise_failures(outcome: Outcome, action: str) -> None:
-    problems = {**outcome.refused, **outcome.failed}
+def _raise_failures(outcome: Outcome, targets: _Targets, action: str) -> None:
+    kept = {d.uuid: "it was registered as a model version meanwhile" for d in targets.deletions
+            if d.uuid not in outcome.deleted and d.uuid not in outcome.failed and d.uuid not in outcome.refused}
+    problems = {**outcome.refused, **outcome.failed, **kept}
     if not problems:
         return
     uuid, why = next(iter(problems.items()))
@@ -212,7 +214,7 @@ def delete(ctx: MasterContext, who: Caller, uuids: list[str], storage_for: Stora
     done = delete_from_storage(targets.deletions, allowed_roots(ctx.config), storage_for, outcome,
                                registered=_registered(ctx))
     _mark(ctx, who, {d.uuid: {} for d in done}, "deleted")
-    _raise_failures(outcome, "delete")
+    _raise_failures(outcome, targets, "delete")
 
 
 def remove_files(ctx: MasterContext, who: Caller, uuids: list[str], globs: list[str],
@@ -239,5 +241,7 @@ def remove_files(ctx: MasterContext, who: Caller, uuids: list[str], globs: list[
     outcome = Outcome()
     delete_from_storage(targets.deletions, allowed_roots(ctx.config), storage_for, outcome,
                         registered=_registered(ctx), act=act)
-    _mark(ctx, who, left, f"files removed ({', '.join(globs)})" if globs else "files read again")
-    _raise_failures(outcome, "remove files of")
+    named = ", ".join(globs)
+    named = named if len(named) <= 200 else named[:200] + "..."  # an event names them, within reason
+    _mark(ctx, who, left, f"files removed ({named})" if globs else "files read again")
+    _raise_failures(outcome, targets, "remove files of")
