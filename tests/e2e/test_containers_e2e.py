@@ -40,6 +40,9 @@ def test_a_determined_trial_runs_in_its_image_with_its_mounts(docker_daemon, tes
     assert exp["state"] == "STATE_COMPLETED", logs
     assert "from the host" in logs and "read-only-ok" in logs and not (data / "x").exists()
     assert "running in container pedl-" in logs
+    # the agent said it runs containers; the API (and `pedl agent list`) shows it
+    (listed,) = c.master.api("GET", "/api/v1/agents")["agents"]
+    assert listed["containerRuntime"] == "docker"
     metrics = c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
     assert [m["stepsCompleted"] for m in metrics] == [1, 2, 3, 4, 5, 6]
     ckpts = [ck for ck in c.master.api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
@@ -89,6 +92,8 @@ def test_an_image_waits_with_a_reason_on_an_agent_without_docker(docker_daemon, 
         got = c.master.api("GET", f"/api/v1/trials/{trials[0]['id']}")
         return json.dumps(got)
 
+    agents = {a["id"]: a for a in c.master.api("GET", "/api/v1/agents")["agents"]}
+    assert agents["plain-agent"]["containerRuntime"] == ""
     wait_for(lambda: "runs containers" in reason(), 60, what="the wait reason")
     (trial,) = c.trials(exp_id)
     assert trial["state"] in ("STATE_QUEUED", "STATE_ACTIVE")

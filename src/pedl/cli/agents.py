@@ -109,9 +109,9 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         total, used = slot_counts(a)
         rows.append([a.get("id"), fmt_time(a.get("registeredTime")), total, used,
                      ", ".join(a.get("resourcePools") or []), a.get("enabled"), a.get("draining"),
-                     ", ".join(a.get("addresses") or [])])
+                     ", ".join(a.get("addresses") or []), a.get("containerRuntime") or "-"])
     print_table(["Agent ID", "Registered", "Slots", "In use", "Resource pools", "Enabled",
-                 "Draining", "Addresses"], rows)
+                 "Draining", "Addresses", "Containers"], rows)
 
 
 @app.command("disable")

@@ -158,7 +158,8 @@ def agent(a: models.Agent, held: dict[str, str], connected: bool) -> dict[str, A
             "draining": a.draining, "addresses": [a.address], "label": "",
             "slotStats": {"typeStats": type_stats, "brandStats": brand_stats},
             "state": a.state, "connected": connected, "hostname": a.hostname,
-            "lastHeartbeat": ts(a.last_heartbeat)}
+            "lastHeartbeat": ts(a.last_heartbeat),
+            "containerRuntime": a.container_runtime or ""}  # pedl's: "docker" when it runs image tasks
 
 
 def allocation_summary(al: models.Allocation, agents_by_id: dict[str, models.Agent]) -> dict[str, Any]:
