@@ -765,3 +765,118 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
     assert not home[3].exists() and not home[9].exists()
     assert {api("GET", f"/api/v1/checkpoints/{by_step[s]}")["checkpoint"]["state"] for s in (3, 9)} == {
         "STATE_DELETED"}
+
+
+SDK_EXPERIMENT_SCRIPT = """
+import json, sys
+from determined.experimental import client
+from determined.common.api import errors
+client.login(master=sys.argv[1], user="determined", password="")
+exp = client.get_experiment(int(sys.argv[2]))
+path = exp.download_code(sys.argv[3])
+exp.move_to_project(sys.argv[4], sys.argv[5])
+exp.delete_tensorboard_files()
+me, admin = client.get_user_by_name("determined"), client.get_user_by_name("admin")
+try:
+    client.get_user_by_name("nobody-at-all")
+    missing = ""
+except errors.NotFoundException as e:
+    missing = str(e)
+print(json.dumps({"path": path, "project_id": exp.project_id, "me": [me.user_id, me.username, me.admin],
+                  "admin": [admin.user_id, admin.username, admin.admin], "missing": missing}))
+"""
+
+
+def _model_dir(root: Path) -> Path:
+    """A model directory with a subdirectory, a binary file and a file its .detignore leaves out."""
+    model = root / "model"
+    (model / "sub").mkdir(parents=True)
+    (model / "train.py").write_text((MODELS / "steps" / "train.py").read_text())
+    (model / "sub" / "util.py").write_text("X = 1\n")
+    (model / "sub" / "weights.bin").write_bytes(bytes(range(256)) * 4)
+    (model / "ignored.txt").write_text("not uploaded\n")
+    (model / ".detignore").write_text("ignored.txt\n")
+    return model
+
+
+def _files_of(tgz: Path) -> dict[str, bytes]:
+    import tarfile
+
+    with tarfile.open(tgz, mode="r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+TENSORBOARD_SCRIPT = """
+import json, os, sys
+from determined.tensorboard.build import build
+storage, cluster_id, exp_id, work = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+os.environ["DET_ALLOCATION_ID"] = "compat"
+manager = build(cluster_id, exp_id, "1", {**storage, "base_path": work}, async_upload=False)
+manager.base_path.mkdir(parents=True)
+(manager.base_path / "events.out.tfevents.1700000000.host.1.0").write_bytes(b"event")
+manager.close()  # syncs: copies the file where a trial of the experiment keeps it
+print(manager.shared_fs_base)
+"""
+
+
+def _write_events(c: Cluster, exp_id: int, work: Path) -> Path:
+    """An event file where Determined's own TensorBoard manager puts a trial's (its host_path is what a
+    task sees as /determined_shared_fs); -> the experiment's TensorBoard directory."""
+    storage = c.master.api("GET", f"/api/v1/experiments/{exp_id}")["config"]["checkpoint_storage"]
+    cluster_id = c.master.api("GET", "/api/v1/master")["clusterId"]
+    proc = subprocess.run([str(DET.parent / "python"), "-c", TENSORBOARD_SCRIPT, json.dumps(storage), cluster_id,
+                           str(exp_id), str(work / f"tb-{exp_id}")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    trial_dir = Path(proc.stdout.strip().splitlines()[-1])
+    assert [p.name for p in trial_dir.iterdir()] == ["events.out.tfevents.1700000000.host.1.0"]
+    expected = Path(storage["host_path"], storage.get("storage_path") or "", cluster_id, "tensorboard",
+                    "experiment", str(exp_id))
+    assert trial_dir == expected / "trial" / "1"
+    return expected
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_determined_sdk_downloads_code_moves_deletes_tensorboard_files_and_finds_users(det_cluster, tmp_path) -> None:
+    """The SDK's download_code, move_to_project, delete_tensorboard_files and get_user_by_name, and det e
+    download-model-def, move and delete-tb-files; each effect checked through the API or on disk."""
+    api = det_cluster.master.api
+    model = _model_dir(tmp_path)
+    cfg = tmp_path / "code.yaml"
+    cfg.write_text(yaml.safe_dump(steps_config(name="for-sdk-code", steps=2)))
+    sdk_exp, det_exp = (_created(det(det_cluster, "experiment", "create", "--paused", str(cfg), str(model)).stdout)
+                        for _ in range(2))
+    det(det_cluster, "workspace", "create", "moves-ws")
+    det(det_cluster, "project", "create", "moves-ws", "sdk-target")
+    det(det_cluster, "project", "create", "moves-ws", "det-target")
+    ws_id = api("GET", "/api/v1/workspaces", name="moves-ws")["workspaces"][0]["id"]
+    targets = {p["name"]: p["id"] for p in api("GET", f"/api/v1/workspaces/{ws_id}/projects")["projects"]}
+    doomed, kept = _write_events(det_cluster, sdk_exp, tmp_path), _write_events(det_cluster, det_exp, tmp_path)
+
+    out = tmp_path / "downloaded"
+    proc = subprocess.run([str(DET.parent / "python"), "-c", SDK_EXPERIMENT_SCRIPT, det_cluster.master.url,
+                           str(sdk_exp), str(out), "moves-ws", "sdk-target"], capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    expected = {"train.py": (model / "train.py").read_bytes(), "sub/util.py": b"X = 1\n",
+                "sub/weights.bin": (model / "sub" / "weights.bin").read_bytes()}
+    assert _files_of(Path(got["path"])) == expected  # .detignore and ignored.txt stayed behind
+    exp = api("GET", f"/api/v1/experiments/{sdk_exp}")["experiment"]
+    assert (exp["projectId"], exp["projectName"], exp["workspaceId"]) == (targets["sdk-target"], "sdk-target", ws_id)
+    assert got["project_id"] == targets["sdk-target"]
+    assert not doomed.exists() and (kept / "trial" / "1").is_dir()
+    users = {u["username"]: u for u in api("GET", "/api/v1/users")["users"]}
+    assert got["me"] == [users["determined"]["id"], "determined", False]
+    assert got["admin"] == [users["admin"]["id"], "admin", True]
+    assert "nobody-at-all" in got["missing"]
+
+    det(det_cluster, "experiment", "download-model-def", str(det_exp), "--output-dir", str(tmp_path))
+    assert _files_of(tmp_path / f"experiment_{det_exp}_model_def.tgz") == expected
+    said = det(det_cluster, "experiment", "move", str(det_exp), "moves-ws", "det-target").stdout
+    assert "det-target" in said
+    assert api("GET", f"/api/v1/experiments/{det_exp}")["experiment"]["projectId"] == targets["det-target"]
+    det(det_cluster, "experiment", "delete-tb-files", str(det_exp))
+    assert not kept.exists()
+    det(det_cluster, "-u", "admin", "experiment", "move", str(det_exp), "Uncategorized", "Uncategorized",
+        stdin="\n")  # an admin moves anyone's (blank password)
+    assert api("GET", f"/api/v1/experiments/{det_exp}")["experiment"]["projectId"] == 1
