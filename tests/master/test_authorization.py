@@ -245,6 +245,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/models/{model}", R, None),
     ("GET", "/api/v1/models/{model}/versions", R, None),
     ("GET", "/api/v1/models/{model}/versions/{version}", R, None),
+    ("GET", "/api/v1/models/{model}/versions/{version}/metrics", R, None),
     ("GET", "/api/v1/model/labels", R, None),
     # what a task reports about itself
     ("POST", "/api/v1/trials/{trial}/metrics", TASK, _metrics),
@@ -258,6 +259,9 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/allocations/{alloc}/signals/preemption", TASK, None),
     ("POST", "/api/v1/allocations/{alloc}/signals/ack_preemption", TASK, lambda w: {}),
     ("POST", "/api/v1/checkpoints", TASK, lambda w: _checkpoint_body(str(uuid.uuid4()), w.ids["task_a"])),
+    ("POST", "/api/v1/trial-source-info", TASK, lambda w: {"trialSourceInfo": {
+        "trialId": w.ids["trial"], "checkpointUuid": w.ids["ckpt"],
+        "trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE"}}),
     # what users do
     ("POST", "/api/v1/experiments", USER, _experiment),
     ("POST", "/api/v1/agents/{agent}/disable", ADMIN, lambda w: {"drain": True}),  # its tasks run on

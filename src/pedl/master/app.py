@@ -37,6 +37,7 @@ from pedl.master.api import (
     resource_pools,
     tasks,
     templates,
+    trial_source_infos,
     trials,
     users,
     webui,
@@ -187,7 +188,8 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
-                   instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects, templates):
+                   instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects, templates,
+                   trial_source_infos):
         app.include_router(module.router)
     openapi.install(app)  # after the routers: it corrects the document they produce
     app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI

@@ -329,27 +329,36 @@ def report(client: TestClient, task: StartedTask, group: str, steps: int, values
     assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, bearer(task.token)).status_code == 200
 
 
-def test_metrics_are_the_reports_of_the_trial_that_took_the_checkpoint(client: TestClient, user: dict,
-                                                                       bob: dict, task: StartedTask) -> None:
+def test_metrics_are_the_reports_of_the_trials_that_reported_using_the_checkpoint(
+        client: TestClient, user: dict, bob: dict, task: StartedTask) -> None:
+    """Determined's semantics: not the reports of the trial that took the checkpoint, but those of the
+    trials that called report_task_using_checkpoint (tests/master/api/test_trial_source_infos.py has more)."""
     report(client, task, "training", 1, {"loss": 0.9})
-    report(client, task, "training", 2, {"loss": 0.7})
-    report(client, task, "validation", 2, {"loss": 0.8})
-    report(client, task, "inference", 2, {"acc": 0.5})
-    name = stored(client, task, 2)
+    name = stored(client, task, 1)
     q = "trialSourceInfoType=TRIAL_SOURCE_INFO_TYPE_INFERENCE"
+    assert client.get(f"/api/v1/checkpoints/{name}/metrics?{q}", headers=user).json() == {"metrics": []}
+    other = FakeAgent(client.app, "agent-2")
+    try:
+        create_experiment(client, user, SINGLE_CONFIG)
+        [user_of] = other.start_all()
+        report(client, user_of, "training", 2, {"loss": 0.7})
+        report(client, user_of, "validation", 2, {"loss": 0.8})
+        info = {"trialId": user_of.trial_id, "checkpointUuid": name,
+                "trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE"}
+        assert post(client, "/api/v1/trial-source-info", {"trialSourceInfo": info},
+                    bearer(user_of.token)).status_code == 200
+    finally:
+        other.close()
     r = client.get(f"/api/v1/checkpoints/{name}/metrics?metricGroup=training&{q}", headers=bob)  # any user reads
     assert r.status_code == 200, r.text
     got = r.json()["metrics"]
-    assert [(m["group"], m["totalBatches"], m["metrics"]) for m in got] == [
-        ("training", 1, {"avg_metrics": {"loss": 0.9}}), ("training", 2, {"avg_metrics": {"loss": 0.7}})]
-    assert {m["trialId"] for m in got} == {task.trial_id} and all(m["endTime"] and m["id"] for m in got)
-    r = client.get(f"/api/v1/checkpoints/{name}/metrics?metricGroup=validation", headers=user)
-    assert [m["metrics"] for m in r.json()["metrics"]] == [{"validation_metrics": {"loss": 0.8}}]
+    assert [(m["trialId"], m["group"], m["totalBatches"], m["metrics"]) for m in got] == [
+        (user_of.trial_id, "training", 2, {"avg_metrics": {"loss": 0.7}})]
+    assert all(m["endTime"] and m["id"] for m in got)
     # every group: training, validation, then the others; validations also under avg_metrics
     every = client.get(f"/api/v1/checkpoints/{name}/metrics?{q}", headers=user).json()["metrics"]
-    assert [(m["group"], m["totalBatches"]) for m in every] == [("training", 1), ("training", 2),
-                                                                ("validation", 2), ("inference", 2)]
-    assert every[2]["metrics"] == {"validation_metrics": {"loss": 0.8}, "avg_metrics": {"loss": 0.8}}
+    assert [(m["group"], m["totalBatches"]) for m in every] == [("training", 2), ("validation", 2)]
+    assert every[1]["metrics"] == {"validation_metrics": {"loss": 0.8}, "avg_metrics": {"loss": 0.8}}
 
 
 def test_metrics_refusals(client: TestClient, user: dict, task: StartedTask) -> None:

@@ -3,21 +3,20 @@ delete and file removal (Determined's SDK and det checkpoint delete|rm)."""
 
 from __future__ import annotations
 
-import json
 import uuid as uuid_lib
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
-from starlette.concurrency import run_in_threadpool
 
 from pedl.config.storable_values import INT64_MAX
 from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
 from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts, produces
+from pedl.master.api.trial_source_infos import MetricGroupQuery, SourceTypeQuery, reports_response
 from pedl.master.services import checkpoint_edits, checkpoint_metrics
 from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services.storage_roots import is_path_component
@@ -206,35 +205,11 @@ def remove_files(request: Request, who: Caller = Depends(caller), body: dict = D
     return {}
 
 
-TrialSourceInfoType = Literal["TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED", "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
-                              "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING"]
-
-
 @router.get("/{uuid}/metrics")
-def metrics(uuid: str, request: Request, _: Caller = Depends(caller),
-            metricGroup: str | None = Query(None, max_length=64, description="one group; none: every group"),
-            trialSourceInfoType: TrialSourceInfoType | None = Query(  # noqa: ARG001 - see services/checkpoint_metrics
-                None, description="accepted; pedl answers with the reports of the trial that took the checkpoint"),
-            ) -> StreamingResponse:
-    """The SDK's checkpoint.get_metrics(group): `{"metrics": [v1MetricsReport]}`, written a page of
-    reports at a time. With every group, a validation report carries its values under avg_metrics
-    too: the SDK reads avg_metrics of every report when no group is named."""
+def metrics(uuid: str, request: Request, _: Caller = Depends(caller), metricGroup: MetricGroupQuery = None,
+            trialSourceInfoType: SourceTypeQuery = None) -> StreamingResponse:
+    """The SDK's checkpoint.get_metrics(group): the reports of the trials that reported using the
+    checkpoint (report_task_using_checkpoint), not of the trial that took it."""
     ctx = ctx_of(request)
-    trial_id = checkpoint_metrics.trial_of(ctx, uuid)
-    pages = checkpoint_metrics.pages(ctx, trial_id, metricGroup or None)
-
-    def report(m: Any) -> dict:
-        shown = shapes.metrics_report(m)
-        if not metricGroup:
-            shown["metrics"].setdefault("avg_metrics", m.metrics)
-        return shown
-
-    async def body() -> Any:
-        yield '{"metrics":['
-        sep = ""
-        while (page := await run_in_threadpool(next, pages, None)) is not None:
-            yield sep + ",".join(json.dumps(report(m)) for m in page)
-            sep = ","
-        yield "]}"
-
-    return StreamingResponse(body(), media_type="application/json")
+    linked = checkpoint_metrics.of_checkpoint(ctx, uuid, trialSourceInfoType)
+    return reports_response(checkpoint_metrics.pages(ctx, linked, metricGroup or None), metricGroup or None)

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Boolean,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
@@ -412,3 +413,25 @@ class ModelVersion(Base):
     updated_at: Mapped[float] = mapped_column(Float)
 
     __table_args__ = (UniqueConstraint("model_id", "version", name="uq_model_versions_model_version"),)
+
+
+class TrialSourceInfo(Base):
+    """A trial that reported using a checkpoint (or a model version: model_id and model_version set),
+    Determined's trial source info; the SDK's get_metrics of that checkpoint or version reads its reports.
+    type is INFERENCE or FINE_TUNING. Deleting the version clears model_id and model_version."""
+
+    __tablename__ = "trial_source_infos"
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    checkpoint_uuid: Mapped[str] = mapped_column(ForeignKey("checkpoints.uuid", ondelete="CASCADE"), index=True)
+    type: Mapped[str] = mapped_column(String(16))
+    model_id: Mapped[int | None] = mapped_column(Id, nullable=True)
+    model_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (
+        UniqueConstraint("trial_id", "checkpoint_uuid", "type", name="uq_trial_source_infos_trial_checkpoint_type"),
+        ForeignKeyConstraint(["model_id", "model_version"], ["model_versions.model_id", "model_versions.version"],
+                             ondelete="SET NULL"),
+        Index("ix_trial_source_infos_model_version", "model_id", "model_version"),
+    )

@@ -56,6 +56,10 @@ def purge(db: Database, experiment_id: int) -> dict[str, int]:
                                                    lambda: models.MetricDigestReset.trial_id.in_(trials))
     _delete_per_trials(db, experiment_id, [models.MetricDigest, models.MetricDigestMark])
     done["task_logs"] = _delete_batches(db, models.TaskLog.id, lambda: models.TaskLog.trial_id.in_(trials))
+    # the trials that reported using a checkpoint: those of its trials, and those naming its checkpoints
+    S = models.TrialSourceInfo
+    done["trial_source_infos"] = _delete_batches(db, S.id, lambda: S.trial_id.in_(trials) | S.checkpoint_uuid.in_(
+        select(models.Checkpoint.uuid).where(models.Checkpoint.experiment_id == experiment_id)))
     # events of its trials, allocations and checkpoints, and its own
     allocations = select(A.id).where(A.trial_id.in_(trials))
     checkpoints = select(C.uuid).where(C.experiment_id == experiment_id)

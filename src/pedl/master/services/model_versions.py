@@ -73,7 +73,7 @@ def _views(s: Session, rows: list[models.ModelVersion], model: ModelView) -> lis
     return [VersionView(r, model, names.get(r.owner_id, ""), shown[r.checkpoint_uuid]) for r in rows]
 
 
-def _find_version(s: Session, model: models.RegisteredModel, number: int) -> models.ModelVersion:
+def find_version(s: Session, model: models.RegisteredModel, number: int) -> models.ModelVersion:
     row = s.scalar(select(models.ModelVersion).where(models.ModelVersion.model_id == model.id,
                                                      models.ModelVersion.version == number))
     if row is None:
@@ -136,7 +136,7 @@ def register(ctx: MasterContext, who: Caller, identifier: str, *, checkpoint_uui
 def describe(ctx: MasterContext, identifier: str, number: int) -> VersionView:
     with ctx.db.read_session() as s:
         model = find(s, identifier)
-        return _views(s, [_find_version(s, model, number)], view(s, model))[0]
+        return _views(s, [find_version(s, model, number)], view(s, model))[0]
 
 
 def listing(ctx: MasterContext, identifier: str, *, offset: int = 0, limit: int = 0,
@@ -167,7 +167,7 @@ def patch(ctx: MasterContext, who: Caller, identifier: str, number: int, *, name
     with ctx.db.session() as s:
         model = find(s, identifier)
         require_owner(who, model.owner_id, f"change versions of model {model.name!r}")
-        row = _find_version(s, model, number)
+        row = find_version(s, model, number)
         if checkpoint_uuid is not None and checkpoint_uuid != row.checkpoint_uuid:
             raise InvalidArgument.at("checkpoint.uuid", "a version's checkpoint cannot change; register a new "
                                                         "version instead")
@@ -182,11 +182,12 @@ def patch(ctx: MasterContext, who: Caller, identifier: str, number: int, *, name
 
 def delete(ctx: MasterContext, who: Caller, identifier: str, number: int) -> None:
     """Delete a version; its checkpoint, if no other version holds it, falls back under its
-    experiment's checkpoint policy (a collection is asked for)."""
+    experiment's checkpoint policy (a collection is asked for). The trials that reported using the
+    version keep their link to its checkpoint (the database clears the link's model_id and version)."""
     with ctx.db.session() as s:
         model = find(s, identifier)
         require_owner(who, model.owner_id, f"delete versions of model {model.name!r}")
-        row = _find_version(s, model, number)
+        row = find_version(s, model, number)
         uuid = row.checkpoint_uuid
         s.delete(row)
         model.updated_at = ctx.clock.now()
