@@ -713,10 +713,11 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
 def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_path) -> None:
-    """Checkpoints at steps 3, 6 and 9. The SDK reads the metric reports behind the one at 9 (those of
-    the trial that took it), adds and removes its metadata, removes state.json from the one at 3 and
-    deletes the one at 6; then det checkpoint rm and delete finish them. Checked through the API and
-    on disk; det trial describe still shows the trial."""
+    """Checkpoints at steps 3, 6 and 9. The SDK reads the metric reports behind the one at 9 (none: no
+    trial reported using it, and the reports of the trial that took it are not the checkpoint's, as in
+    Determined; see the trial source info test below), adds and removes its metadata, removes state.json
+    from the one at 3 and deletes the one at 6; then det checkpoint rm and delete finish them. Checked
+    through the API and on disk; det trial describe still shows the trial."""
     api = det_cluster.master.api
     cfg = tmp_path / "edits.yaml"
     cfg.write_text(yaml.safe_dump({**steps_config(name="checkpoint-edits", steps=9, ckpt_every=3),
@@ -737,12 +738,8 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
                           env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    stored = api("GET", f"/api/v1/trials/{trial['id']}/metrics")["metrics"]
-    for group in ("training", "validation"):
-        assert got[group] == [[m["stepsCompleted"], m["metrics"]] for m in stored if m["group"] == group], group
-        assert got[group], group
-    assert got["every"] == [["training", s] for s, _ in got["training"]] + [["validation", s] for s, _ in
-                                                                           got["validation"]]
+    assert api("GET", f"/api/v1/trials/{trial['id']}/metrics")["metrics"]  # the trial's own reports...
+    assert got["training"] == got["validation"] == got["every"] == []  # ...are not the checkpoint's
     shown = {step: api("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"] for step, uuid in by_step.items()}
     assert shown[9]["metadata"]["note"] == "from-sdk" and "score" not in shown[9]["metadata"]
     assert got["metadata"] == {**shown[9]["metadata"]}
@@ -880,3 +877,95 @@ def test_determined_sdk_downloads_code_moves_deletes_tensorboard_files_and_finds
     det(det_cluster, "-u", "admin", "experiment", "move", str(det_exp), "Uncategorized", "Uncategorized",
         stdin="\n")  # an admin moves anyone's (blank password)
     assert api("GET", f"/api/v1/experiments/{det_exp}")["experiment"]["projectId"] == 1
+
+
+TRIAL_SOURCE_SDK_SCRIPT = """
+import json, sys
+from determined.experimental import client
+client.login(master=sys.argv[1], user="determined", password="")
+def shown(reports):
+    return [[m.trial_id, m.group, m.steps_completed, m.metrics] for m in reports]
+ckpt, version_ckpt = client.get_checkpoint(sys.argv[2]), client.get_checkpoint(sys.argv[3])
+version = client.get_model(sys.argv[4]).get_version(int(sys.argv[5]))
+out = {"checkpoint": {g or "every": shown(ckpt.get_metrics(g)) for g in ("training", "validation", None)},
+       "version": {g or "every": shown(version.get_metrics(g)) for g in ("training", "validation", None)},
+       "version_checkpoint": shown(version_ckpt.get_metrics("validation"))}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_determined_sdk_reads_the_metrics_of_the_trials_that_used_a_checkpoint_or_model_version(
+        det_cluster, tmp_path) -> None:
+    """A training run takes checkpoints at steps 2 and 4; the one at 2 becomes version 1 of a model. Two
+    Determined batch-inference scripts (tests/e2e/models/det_inference) run as processes: one reports
+    using the checkpoint at 4 (report_task_using_checkpoint), the other using the model version
+    (report_task_using_model_version); both report metrics. The real SDK's checkpoint.get_metrics and
+    model_version.get_metrics then yield exactly the reports of the trial that used each, as the API
+    stores them, never those of the training trial."""
+    from pedl.common.mount_namespace import probe
+    from tests.compat.conftest import det_venv
+
+    problem = probe()
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"process tasks cannot get /run/determined/info here ({problem}); CI runs as root")
+        pytest.skip(f"process tasks cannot get /run/determined/info here: {problem}")
+    c, api = det_cluster, det_cluster.master.api
+    cfg = tmp_path / "producer.yaml"
+    cfg.write_text(yaml.safe_dump({**steps_config(name="source-producer", steps=4, ckpt_every=2),
+                                   "checkpoint_storage": {"save_trial_latest": 5}}))
+    producer_exp = _det_created(c, cfg)
+    assert wait_experiment(c.master, producer_exp, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
+    [producer] = c.trials(producer_exp)
+    by_step = {ck["metadata"]["steps_completed"]: ck["uuid"]
+               for ck in api("GET", f"/api/v1/trials/{producer['id']}/checkpoints")["checkpoints"]}
+    assert sorted(by_step) == [2, 4]
+    det(c, "model", "create", "inference-model")
+    det(c, "model", "register-version", "inference-model", by_step[2])
+
+    def inference(name: str, **hparams: object) -> int:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({
+            "name": name, "entrypoint": "python3 train.py", "max_restarts": 0, "hyperparameters": hparams,
+            "searcher": {"name": "single", "metric": "accuracy", "max_length": {"batches": 3}},
+            "environment": {"environment_variables": [f"PATH={det_venv() / 'bin'}:/usr/local/bin:/usr/bin:/bin"]},
+            "resources": {"slots_per_trial": 1}}))
+        return _created(det(c, "experiment", "create", str(path), str(MODELS / "det_inference")).stdout)
+
+    by_checkpoint = inference("uses-checkpoint", checkpoint_uuid=by_step[4], scale=1.0)
+    by_version = inference("uses-version", model_name="inference-model", model_version=1, scale=2.0)
+    trial_of = {}
+    for exp_id in (by_checkpoint, by_version):
+        state = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=180)["state"]
+        [trial_of[exp_id]] = c.trials(exp_id)
+        assert state == "STATE_COMPLETED", c.logs(trial_of[exp_id]["id"])
+    a, b = trial_of[by_checkpoint]["id"], trial_of[by_version]["id"]
+
+    proc = subprocess.run([str(DET.parent / "python"), "-c", TRIAL_SOURCE_SDK_SCRIPT, c.master.url, by_step[4],
+                           by_step[2], "inference-model", "1"], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def stored(trial_id: int, *groups: str) -> list[list]:
+        reports = api("GET", f"/api/v1/trials/{trial_id}/metrics")["metrics"]
+        return [[trial_id, g, m["stepsCompleted"], m["metrics"]] for g in groups for m in reports if m["group"] == g]
+
+    for key, trial_id in (("checkpoint", a), ("version", b)):
+        assert got[key]["training"] == stored(trial_id, "training") and len(got[key]["training"]) == 3, key
+        assert got[key]["validation"] == stored(trial_id, "validation") and got[key]["validation"], key
+        assert got[key]["every"] == stored(trial_id, "training", "validation"), key
+    assert got["version"]["validation"][0][3] == {"accuracy": 1.0} and got["checkpoint"]["validation"][0][3] == {
+        "accuracy": 0.5}
+    # the version's checkpoint: the trial that used the version; the training trial's reports in none
+    assert got["version_checkpoint"] == stored(b, "validation")
+    assert producer["id"] not in {r[0] for part in got.values() for rs in (part.values() if isinstance(part, dict)
+                                                                          else [part]) for r in rs}
+    # the API answers what the SDK read
+    shown = api("GET", f"/api/v1/checkpoints/{by_step[4]}/metrics", metricGroup="validation",
+                trialSourceInfoType="TRIAL_SOURCE_INFO_TYPE_INFERENCE")["metrics"]
+    assert [[m["trialId"], m["group"], m["totalBatches"], m["metrics"]["validation_metrics"]] for m in shown] == \
+        got["checkpoint"]["validation"]
+    shown = api("GET", "/api/v1/models/inference-model/versions/1/metrics", metricGroup="validation")["metrics"]
+    assert [m["trialId"] for m in shown] == [b]
