@@ -184,6 +184,8 @@ class ResourcesConfig(StrictModel):
     priority: int | None = Field(None, ge=1, le=99, description="1 is most urgent")
     weight: FiniteFloat = Field(1.0, gt=0, le=1_000_000)
     max_slots: int | None = Field(None, ge=0, le=1_000_000)
+    movable: bool = Field(
+        True, description="false: consolidation never moves this experiment's trials to another instance")
 
 
 class SharedFSStorageConfig(StrictModel):

@@ -6,15 +6,19 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from pedl.config import instance_types
+from pedl.config.consolidation_config import ConsolidationConfig
 from pedl.config.durations import Duration
 from pedl.config.loading import StrictModel
 
 EC2_ALIASES = ("ec2.local-ipv4", "ec2.public-ipv4", "ec2.local-hostname", "ec2.public-hostname")
 GCE_ALIASES = ("gce.internal-ip", "gce.external-ip")
 DEFAULT_MASTER_PORT = 8080
+# The typical spot discount: spot capacity costs about this fraction of the on-demand price. It is the
+# spot price assumed where none is configured, and the simulator's default (`pedl sim --spot-price`).
+DEFAULT_SPOT_FRACTION = 0.35
 _URL = re.compile(r"^(?:(?P<scheme>https?)://)?(?P<host>[^:/\s]+)(?::(?P<port>\d{1,5}))?/?$")
 
 
@@ -45,6 +49,9 @@ class ProviderCommon(StrictModel):
     min_instances: int = Field(0, ge=0)
     launch_error_backoff: Duration = Field(5.0, description="first wait after a failed launch; doubles")
     launch_error_backoff_max: Duration = Field(300.0, description="cap of the launch backoff")
+    consolidation: ConsolidationConfig = Field(
+        default_factory=ConsolidationConfig,
+        description="moving checkpointed trials so that half-empty or on-demand instances can go away")
 
     @field_validator("master_url", mode="after")
     @classmethod
@@ -66,6 +73,30 @@ class NetworkInterface(StrictModel):
     subnet_id: str | None = None
 
 
+Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class InstancePrice(StrictModel):
+    """A type's prices in USD/hour; what is left out comes from the table (spot: a fraction of on-demand)."""
+
+    on_demand: Price | None = Field(None, description="USD/hour on demand; default the table's")
+    spot: Price | None = Field(None, description="USD/hour as spot; default on-demand x DEFAULT_SPOT_FRACTION")
+
+    @model_validator(mode="after")
+    def _some(self) -> InstancePrice:
+        if self.on_demand is None and self.spot is None:
+            raise ValueError("give on_demand, spot or both (or a number: the on-demand price)")
+        return self
+
+
+def _as_price_mapping(v: Any) -> Any:
+    """`type: 1.5` is `type: {on_demand: 1.5}`."""
+    if isinstance(v, dict):
+        return {k: p if isinstance(p, dict | bool) or p is None else {"on_demand": p}
+                for k, p in v.items()}
+    return v
+
+
 class AWSProviderConfig(ProviderCommon):
     type: Literal["aws"]
     region: str | None = Field(None, description="defaults to the master's own region (instance metadata)")
@@ -79,6 +110,10 @@ class AWSProviderConfig(ProviderCommon):
     network_interface: NetworkInterface = Field(default_factory=NetworkInterface)
     security_group: str | None = Field(None, description="seed 000's spelling of network_interface.security_group_id")
     instance_type: str | list[str] = Field("p3.8xlarge", description="a type, or a list in order of preference")
+    instance_type_prices: dict[str, InstancePrice] = Field(
+        default_factory=dict,
+        description="prices of the configured types, overriding the table: a number (on-demand USD/hour) or "
+                    "{on_demand, spot}")
     instance_slots: int | None = Field(None, ge=0, description="slots per instance, overriding the GPU table")
     cpu_slots_allowed: bool = Field(False, description="allow CPU-only types (slots = vCPUs)")
     spot: bool = False
@@ -92,6 +127,20 @@ class AWSProviderConfig(ProviderCommon):
     def _types_nonempty(cls, v: str | list[str]) -> str | list[str]:
         if isinstance(v, list) and not v:
             raise ValueError("give at least one instance type")
+        return v
+
+    _price_mapping = field_validator("instance_type_prices", mode="before")(lambda cls, v: _as_price_mapping(v))
+
+    @field_validator("instance_type_prices", mode="after")
+    @classmethod
+    def _priced_types(cls, v: dict[str, InstancePrice], info: ValidationInfo) -> dict[str, InstancePrice]:
+        configured = info.data.get("instance_type")
+        if configured is None:  # itself invalid: reported on its own
+            return v
+        names = [configured] if isinstance(configured, str) else configured
+        unknown = [k for k in v if k not in names]
+        if unknown:
+            raise ValueError(f"{', '.join(map(repr, unknown))}: not among instance_type ({', '.join(names)})")
         return v
 
     @field_validator("spot_max_price", mode="before")
@@ -130,8 +179,19 @@ class AWSProviderConfig(ProviderCommon):
         return info.gpus if info.gpus else info.vcpus
 
     def price_of(self, name: str) -> float:
+        """On-demand USD/hour: instance_type_prices, else the table (0 for a type it lacks)."""
+        given = self.instance_type_prices.get(name)
+        if given is not None and given.on_demand is not None:
+            return given.on_demand
         info = instance_types.lookup(name)
         return info.price if info else 0.0
+
+    def spot_price_of(self, name: str) -> float:
+        """Expected spot USD/hour: instance_type_prices' spot, else on-demand x DEFAULT_SPOT_FRACTION."""
+        given = self.instance_type_prices.get(name)
+        if given is not None and given.spot is not None:
+            return given.spot
+        return self.price_of(name) * DEFAULT_SPOT_FRACTION
 
 
 class LocalProviderConfig(ProviderCommon):
@@ -141,7 +201,10 @@ class LocalProviderConfig(ProviderCommon):
     boot_delay: Duration = Field(0.0, description="delay before an instance's agent starts, like a boot")
     slots_per_instance: int = Field(1, ge=0)
     instance_type: str = Field("local", description="a label; local instances have one shape")
-    price_per_hour: float = Field(0.0, ge=0, description="for cost figures")
+    price_per_hour: float = Field(0.0, ge=0, allow_inf_nan=False, description="for cost figures")
+    spot_price_per_hour: float | None = Field(
+        None, ge=0, allow_inf_nan=False,
+        description="as spot, for cost figures and the simulator; default price_per_hour x DEFAULT_SPOT_FRACTION")
     max_idle_agent_period: Duration = Field(300.0)
 
     def instance_types(self) -> list[str]:
@@ -152,6 +215,11 @@ class LocalProviderConfig(ProviderCommon):
 
     def price_of(self, name: str) -> float:
         return self.price_per_hour
+
+    def spot_price_of(self, name: str) -> float:
+        if self.spot_price_per_hour is not None:
+            return self.spot_price_per_hour
+        return self.price_per_hour * DEFAULT_SPOT_FRACTION
 
 
 ProviderConfig = Annotated[AWSProviderConfig | LocalProviderConfig, Field(discriminator="type")]

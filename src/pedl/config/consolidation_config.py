@@ -1,0 +1,45 @@
+"""A dynamic pool's `consolidation:` section: when the provisioner may move checkpointed trials to
+other instances so that a half-empty or on-demand instance can go away, and what a move may cost."""
+
+from __future__ import annotations
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from pedl.config.durations import Duration
+from pedl.config.loading import StrictModel
+
+# Fields are declared in the order the cross-field checks need: a field validator sees only the
+# fields declared before it (info.data), and only those that were valid.
+
+
+class ConsolidationConfig(StrictModel):
+    enabled: bool = Field(True, description="move trials so that instances can be terminated")
+    max_moves_per_hour: int = Field(
+        6, ge=0, le=1_000_000, description="the pool's disruption budget: trials moved in any hour")
+    min_saving_per_hour: float = Field(
+        0.5, ge=0, allow_inf_nan=False, description="USD/h; a move that saves less per hour is not made")
+    checkpoint_cost: Duration = Field(60.0, description="expected time a move spends checkpointing the trial")
+    restore_cost: Duration = Field(60.0, description="expected time a moved trial spends restoring")
+    min_trial_runtime_between_moves: Duration = Field(
+        1800.0, description="a trial started or last moved less than this ago is not moved")
+
+    @field_validator("max_moves_per_hour", mode="after")
+    @classmethod
+    def _budget(cls, v: int, info: ValidationInfo) -> int:
+        if v == 0 and info.data.get("enabled"):
+            raise ValueError("0 allows no move while consolidation.enabled is true; set enabled: false")
+        return v
+
+    @field_validator("min_trial_runtime_between_moves", mode="after")
+    @classmethod
+    def _recovered(cls, v: float, info: ValidationInfo) -> float:
+        # a trial moved again before it recovered from its last move would only ever be moving
+        costs = [info.data.get(k) for k in ("checkpoint_cost", "restore_cost")]
+        if None not in costs and v < sum(costs):
+            raise ValueError(f"{v:g}s is shorter than consolidation.checkpoint_cost + consolidation.restore_cost "
+                             f"({sum(costs):g}s): a trial could be moved again before it recovered from its last move")
+        return v
+
+    def move_cost(self) -> float:
+        """Seconds of a trial's progress one move costs: checkpoint, then restore."""
+        return self.checkpoint_cost + self.restore_cost
