@@ -353,6 +353,25 @@ class Instance(Base):
     termination_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     interrupted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     adopted: Mapped[bool] = mapped_column(Boolean, default=False)
+    # the provisioner's clocks (migration 0012), kept here so that a master restart does not reset them:
+    # running with nothing held on it since when, and when its terminate was last sent to the cloud
+    idle_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    terminate_sent_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class PoolProvisioning(Base):
+    """What a pool's provisioner must not forget over a master restart (migration 0012): its launch
+    backoff, its last provider error, and the (instance type, spot) pairs it avoids after capacity
+    failures, as a JSON list of [type, spot, until]. One row per pool with a provider, written when
+    they change (provisioner/pool_provisioning.py)."""
+
+    __tablename__ = "pool_provisioning"
+    resource_pool: Mapped[str] = mapped_column(String(255), primary_key=True)
+    consecutive_errors: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    backoff_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    last_error_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    unavailable: Mapped[list[Any]] = mapped_column(JSON, default=list)
 
 
 class ClusterInfo(Base):

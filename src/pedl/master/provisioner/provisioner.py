@@ -1,14 +1,14 @@
 """One pool's provisioner: reconcile the database with what the cloud reports (by tag), take a
 snapshot, ask the pure scaling decider, record the intent, then make the cloud calls outside any
 transaction. Launch errors back off exponentially with a cap and are shown on the pool and on the
-experiments that wait."""
+experiments that wait. Its clocks and its memory of failures are stored (the instance rows, the pool's
+pool_provisioning row), so a master restart neither resets an idle clock nor forgets a failure."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import or_, select
@@ -19,6 +19,8 @@ from pedl.master.cluster.wait_reasons import WaitKind
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
 from pedl.master.observability.master_metrics import market
+from pedl.master.provisioner import pool_provisioning
+from pedl.master.provisioner.pool_provisioning import PoolStatus
 from pedl.master.provisioner.providers.base import (
     CloudError,
     CloudErrorKind,
@@ -51,26 +53,15 @@ UNAVAILABLE_FOR = 600.0
 TERMINATE_RETRY = 120.0
 
 
-@dataclass
-class PoolStatus:
-    """What `pedl resource-pool describe` shows about provisioning."""
-
-    last_error: str | None = None
-    last_error_at: float | None = None
-    backoff_until: float | None = None
-    consecutive_errors: int = 0
-    pending_slots: int = 0
-    last_decision_at: float | None = None
-
-
 class PoolProvisioner:
     def __init__(self, ctl: Controller, pool: ResourcePoolConfig, provider: Provider) -> None:
         assert pool.provider is not None
         self.ctl, self.pool, self.cfg, self.provider = ctl, pool, pool.provider, provider
-        self.status = PoolStatus()
-        self.unavailable: dict[tuple[str, bool], float] = {}
-        self.idle_since: dict[str, float] = {}
-        self.terminate_sent: dict[str, float] = {}  # instance id -> when terminate was last sent
+        # what a restart must not forget, loaded from the database (_load); the passes write it back
+        self.status: PoolStatus
+        self.unavailable: pool_provisioning.Unavailable  # (type, spot) -> avoided until
+        self.idle_since: dict[str, float]  # instance id -> idle since: a copy of the rows', as of the last pass
+        ctl.run(self._load)
         self._lock = threading.Lock()  # one step at a time per pool
         self.policy = PoolPolicy(
             types=tuple(TypeOffer(t, self.cfg.slots_of(t), self.cfg.price_of(t)) for t in self.cfg.instance_types()),
@@ -83,6 +74,16 @@ class PoolProvisioner:
     @property
     def now(self) -> float:
         return self.ctl.now
+
+    def _load(self, s: Session) -> None:
+        self.status, self.unavailable = pool_provisioning.load(s, self.pool.pool_name, self.now)
+        self.idle_since = {inst_id: since for inst_id, since in s.execute(
+            select(models.Instance.id, models.Instance.idle_since).where(
+                models.Instance.resource_pool == self.pool.pool_name, models.Instance.state.in_(LIVE_INSTANCE),
+                models.Instance.idle_since.is_not(None)))}
+
+    def _save_status(self, s: Session) -> None:
+        pool_provisioning.save(s, self.pool.pool_name, self.status, self.unavailable)
 
     # -- one pass ------------------------------------------------------------------------------
 
@@ -112,20 +113,23 @@ class PoolProvisioner:
                           launch_blocked_until=self.status.backoff_until, unavailable=set(self.unavailable))
         for key in decision.unavailable:
             self.unavailable[key] = now + UNAVAILABLE_FOR
-        # a terminate the cloud did not act on (lost call, stopped instance) is sent again
+        self._save_status(s)
+        # a terminate the cloud did not act on (lost call, stopped instance, a master that stopped
+        # between recording it and sending it) is sent again
         deciding = {i for i, _ in decision.terminate}
         for ci in cloud:
-            sent = self.terminate_sent.get(ci.id)
-            if sent is None or now - sent <= TERMINATE_RETRY or ci.id in deciding:
+            if ci.id in deciding:
                 continue
             row = s.get(models.Instance, ci.id)
-            if row is not None and row.state == IS.TERMINATING:
+            if (row is not None and row.state == IS.TERMINATING and row.terminate_sent_at is not None
+                    and now - row.terminate_sent_at > TERMINATE_RETRY):
                 decision.terminate.append((ci.id, "terminate sent again: the instance is still there"))
         for inst_id, reason in decision.terminate:
             row = s.get(models.Instance, inst_id)
             if row is not None and row.state != IS.TERMINATED:
                 set_instance_state(s, now, row, IS.TERMINATING, reason)
                 row.termination_reason = reason
+                row.terminate_sent_at = now  # _terminate sends it right after this transaction
         for alloc_id, reason in decision.never_fit:
             alloc = s.get(models.Allocation, alloc_id)
             if alloc is not None and alloc.state == AllocationState.PENDING:
@@ -172,8 +176,8 @@ class PoolProvisioner:
                 set_instance_state(s, now, row, IS.TERMINATED,
                                    row.termination_reason or "no longer reported by the provider")
                 row.terminated_at = now
+                row.idle_since = None
                 self.idle_since.pop(row.id, None)
-                self.terminate_sent.pop(row.id, None)
 
     def _snapshot(self, s: Session) -> tuple[list[InstanceView], list[PendingTask]]:
         """Load the pool's live instances, their agents and its held and waiting allocations as plain
@@ -203,7 +207,14 @@ class PoolProvisioner:
                 models.Allocation.state == AllocationState.PENDING,
                 models.Allocation.resource_pool == self.pool.pool_name,
                 or_(models.Allocation.wait_kind.is_(None), models.Allocation.wait_kind != WaitKind.MAX_SLOTS)))]
-        return snapshot(self.now, facts, held, waiting, self.idle_since)
+        # the idle clocks live on the rows: `snapshot` updates a dict of them, the changes go back
+        idle = {row.id: row.idle_since for row in rows if row.idle_since is not None}
+        out = snapshot(self.now, facts, held, waiting, idle)
+        for row in rows:
+            if row.idle_since != idle.get(row.id):
+                row.idle_since = idle.get(row.id)
+        self.idle_since = idle
+        return out
 
     # -- doing ---------------------------------------------------------------------------------
 
@@ -211,8 +222,6 @@ class PoolProvisioner:
         ids = [i for i, _ in decision.terminate]
         if not ids:
             return
-        for inst_id in ids:
-            self.terminate_sent[inst_id] = self.now
         try:
             self.provider.terminate(ids)
         except CloudError as exc:
@@ -248,6 +257,7 @@ class PoolProvisioner:
 
     def _record_launch(self, s: Session, created: list[CloudInstance], request: LaunchRequest) -> None:
         now = self.now
+        self._save_status(s)  # the backoff cleared by this success
         for ci in created:
             if s.get(models.Instance, ci.id) is not None:
                 continue
@@ -275,6 +285,7 @@ class PoolProvisioner:
         log.warning("pool %s: %s", self.pool.pool_name, message)
 
         def fn(s: Session) -> None:
+            self._save_status(s)
             record_event(s, now, "pool", self.pool.pool_name, message, level="warning")
             waiting = {a.trial_id for a in s.scalars(select(models.Allocation).where(
                 models.Allocation.state == AllocationState.PENDING,

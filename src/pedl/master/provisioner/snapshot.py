@@ -44,7 +44,9 @@ def snapshot(now: float, instances: Iterable[InstanceFacts], held: Collection[He
 
     `idle_since` (instance id -> since when) is updated in place: set the first time an instance is
     seen running with nothing held on it, dropped once it is busy or not running. Idleness counts from
-    the first snapshot that sees it, the first moment the provisioner can know it.
+    the first snapshot that sees it, the first moment the provisioner can know it. The provisioner
+    fills the dict from its instance rows and writes the changes back (so a master restart keeps every
+    idle clock); the simulator keeps one dict for the whole replay.
 
     An instance's view depends only on its facts, the held tasks placed on it, its `idle_since` entry
     and `now`, so a snapshot of some instances (with the held tasks on them) gives them the views a
