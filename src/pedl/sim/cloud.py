@@ -80,6 +80,7 @@ class SimInstance:
     jobs: dict[str, HeldTask] = field(default_factory=dict)  # job id -> the allocation the master would hold
     busy_since: float | None = None
     busy_seconds: float = 0.0
+    draining: bool = False  # the move planner empties it: no new work; it goes once its jobs left
     history: list[tuple[float, InstanceState, str]] = field(default_factory=list)
     view: InstanceView | None = None  # from the last snapshot; None after a change
     _facts: InstanceFacts | None = None
@@ -95,6 +96,10 @@ class SimInstance:
         """A job started or ended on it: the next snapshot looks at it again."""
         self.view = None
 
+    def invalidate(self) -> None:
+        """Its facts changed without a change of state (it started draining)."""
+        self._facts = self.view = None
+
     def facts(self) -> InstanceFacts:
         """What the provisioner's records would hold about this instance (its agent is always
         connected here), rebuilt only after a change of state; its jobs are the replay's held tasks."""
@@ -102,7 +107,8 @@ class SimInstance:
             self._facts = InstanceFacts(
                 self.id, self.instance_type, _LIFECYCLE[self.state],
                 launched_at=self.launched_at if self.launched_at is not None else self.requested_at,
-                slots=self.slots, spot=self.spot, interrupted=self.state == InstanceState.INTERRUPTED)
+                # a draining instance, like a reclaimed one, will go: its jobs need a home elsewhere
+                slots=self.slots, spot=self.spot, interrupted=self.state == InstanceState.INTERRUPTED or self.draining)
         return self._facts
 
     def billed_seconds(self, end: float) -> float:

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Literal
 
 from pedl.config import instance_types
+from pedl.config.consolidation_config import ConsolidationConfig
 from pedl.config.master_config import load_master_config
 from pedl.config.provider_config import AWSProviderConfig, LocalProviderConfig
 from pedl.errors import InvalidArgument
 from pedl.master.cluster.scheduler import Fitting
+from pedl.master.provisioner.consolidation import MovePolicy
 from pedl.master.provisioner.scaling_decider import Policy, PoolPolicy, TypeOffer
 
 DEFAULT_INSTANCE_TYPE = "p3.8xlarge"  # 4 GPUs; the openb jobs need up to 8, which gang over two
@@ -33,6 +35,7 @@ class SimPool:
     fitting: Fitting = "best"
     source: str = "options"
     boot_delay: float | None = None  # a local provider's boot_delay, when the pool came from a file
+    moves: MovePolicy = MovePolicy()  # consolidation and spot first (pedl's policy only)
 
     def policy(self, kind: Policy) -> PoolPolicy:
         if kind == "determined":
@@ -51,6 +54,15 @@ class SimPool:
         return {"instance_types": [{"name": o.name, "slots": o.slots, "price": o.price} for o in self.offers],
                 "max_instances": self.max_instances, "min_instances": self.min_instances,
                 "max_idle_s": self.max_idle, "spot": self.spot, "fitting": self.fitting, "source": self.source}
+
+
+def move_policy(config: ConsolidationConfig, boot_delay: float | None = None) -> MovePolicy:
+    """The move planner's policy from a pool's `consolidation:` config."""
+    return MovePolicy(enabled=config.enabled, max_moves_per_hour=config.max_moves_per_hour,
+                      min_runtime_between_moves=config.min_trial_runtime_between_moves,
+                      min_saving_per_hour=config.min_saving_per_hour, checkpoint_cost=config.checkpoint_cost,
+                      restore_cost=config.restore_cost, keep_free_slots=config.keep_free_slots,
+                      boot_time=boot_delay if boot_delay is not None else MovePolicy.boot_time)
 
 
 def offers_for(names: list[str]) -> tuple[TypeOffer, ...]:
@@ -94,6 +106,7 @@ def pool_from_master_config(path: str | Path) -> SimPool:
         else:
             continue
         return SimPool(offers=offers, max_instances=provider.max_instances, min_instances=provider.min_instances,
+                       moves=move_policy(provider.consolidation, boot_delay),
                        max_idle=provider.max_idle_agent_period, max_starting=provider.max_agent_starting_period,
                        fitting=pool.scheduler.fitting_policy, source=f"{path} (pool {pool.pool_name})",
                        boot_delay=boot_delay, **spot)  # type: ignore[arg-type]
@@ -101,9 +114,19 @@ def pool_from_master_config(path: str | Path) -> SimPool:
 
 
 def override(pool: SimPool, *, instance_types_: list[str] | None = None, max_instances: int | None = None,
-             min_instances: int | None = None, max_idle: float | None = None, spot: bool | None = None) -> SimPool:
+             min_instances: int | None = None, max_idle: float | None = None, spot: bool | None = None,
+             consolidation: bool | None = None, checkpoint_cost: float | None = None,
+             restore_cost: float | None = None) -> SimPool:
     """Options given on the command line win over the pool's (default or file) settings."""
     changes: dict[str, object] = {}
+    moves = pool.moves
+    if consolidation is not None:
+        moves = replace(moves, enabled=consolidation)
+    if checkpoint_cost is not None:
+        moves = replace(moves, checkpoint_cost=checkpoint_cost)
+    if restore_cost is not None:
+        moves = replace(moves, restore_cost=restore_cost)
+    changes["moves"] = moves
     if instance_types_:
         changes["offers"] = offers_for(instance_types_)
     if max_instances is not None:

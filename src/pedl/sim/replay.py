@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
+from pedl.master.provisioner.consolidation import HostView, MovePlan, SpotOffer, TaskView, plan_moves
 from pedl.master.provisioner.scaling_decider import InstanceView, PendingTask, Policy, decide
 from pedl.master.provisioner.snapshot import HeldTask, snapshot
 from pedl.sim.cloud import CloudSettings, InstanceState, SimInstance, SimulatedCloud, saved_progress
@@ -26,7 +27,7 @@ from pedl.sim.trace import TraceJob
 PRIORITY = 42  # every trace job at the scheduler's default priority: FIFO
 
 # event kinds, in the order a batch at one instant handles them
-ARRIVE, FULFIL, BOOTED, FINISH, INTERRUPT, RECLAIM, WAKE = range(7)
+ARRIVE, FULFIL, BOOTED, FINISH, INTERRUPT, RECLAIM, MOVED, WAKE = range(8)
 
 
 class JobState(StrEnum):
@@ -56,6 +57,9 @@ class SimJob:
     placements: list[tuple[SimInstance, list[str]]] = field(default_factory=list)
     request: SlotRequest | None = None
     task: PendingTask | None = None
+    moving: bool = False  # checkpointing to move: it leaves its instances when that ends
+    restore_debt: float = 0.0  # seconds its next start spends restoring a move's checkpoint
+    moves: int = 0
 
     @property
     def id(self) -> str:
@@ -97,6 +101,13 @@ class Replay:
         self.never_fit = self.finished = self.interruptions = self.requeued = self.decisions = 0
         self.lost_gpu_seconds = self.used_gpu_seconds = 0.0
         self._billed_now = self.peak_instances = 0
+        # consolidation and spot first (pedl only): the move planner on every change, and at its wake-ups
+        self.moves_policy = pool.moves if policy == "pedl" and pool.moves.enabled else None
+        self.recent_moves: list[float] = []
+        self.moves = 0
+        self.moving_gpu_seconds = 0.0
+        self._moves_dirty = False
+        self.big_job_types: dict[str, int] = {}  # instance types the 8-GPU (and larger) jobs started on
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -109,7 +120,7 @@ class Replay:
             self._push(job.arrival, ARRIVE, job)
         handlers = {ARRIVE: self._on_arrive, FULFIL: self._on_fulfil, BOOTED: self._on_booted,
                     FINISH: self._on_finish, INTERRUPT: self._on_interrupt, RECLAIM: self._on_reclaim,
-                    WAKE: self._on_wake}
+                    MOVED: self._on_moved, WAKE: self._on_wake}
         heap = self._heap
         now = 0.0
         while heap:
@@ -145,6 +156,8 @@ class Replay:
         if self._dirty and self.pending:  # a termination put jobs back in the queue
             self._dirty = False
             self._schedule(now)
+        if self.moves_policy is not None and self._moves_dirty:
+            self._consolidate(now)
 
     def _wake(self, now: float, t: float) -> None:
         if not math.isfinite(t) or t <= now:
@@ -175,7 +188,7 @@ class Replay:
         inst.set_state(now, InstanceState.RUNNING, "agent registered")
         inst.ready_at = now
         self.running[inst.id] = inst
-        self._dirty = True
+        self._dirty = self._moves_dirty = True
 
     def _on_finish(self, now: float, payload: object) -> None:
         job, seq = payload  # type: ignore[misc]
@@ -205,6 +218,21 @@ class Replay:
 
     def _on_wake(self, now: float, _: object) -> None:
         self._wakes.discard(now)
+        self._moves_dirty = True
+
+    def _on_moved(self, now: float, payload: object) -> None:
+        """A moving job's checkpoint is written: it leaves its instances and queues again, its whole
+        run kept (the checkpoint was taken when the move began)."""
+        job, seq = payload  # type: ignore[misc]
+        if job.state != JobState.RUNNING or job.run_seq != seq or not job.moving:
+            return  # it finished or was cut short meanwhile
+        job.moving = False
+        job.progress += now - self.moves_policy.checkpoint_cost - job.run_started  # type: ignore[union-attr]
+        job.restore_debt = self.moves_policy.restore_cost  # type: ignore[union-attr]
+        self.moving_gpu_seconds += job.trace.slots * self.moves_policy.checkpoint_cost  # type: ignore[union-attr]
+        self._release(job, now)
+        job.set_state(JobState.PENDING)
+        self._enqueue(job, now)
 
     # -- jobs ----------------------------------------------------------------------------------------
 
@@ -224,7 +252,8 @@ class Replay:
 
     def _schedule(self, now: float) -> None:
         zero = self._zero_pending > 0
-        agents = [AgentSnapshot(i.id, i.slot_ids, tuple(i.free)) for i in self.running.values() if zero or i.free]
+        agents = [AgentSnapshot(i.id, i.slot_ids, tuple(i.free)) for i in self.running.values()
+                  if (zero or i.free) and not i.draining]
         if not agents:
             return
         requests = [job.request for job in self.pending.values()]
@@ -252,10 +281,16 @@ class Replay:
             inst.jobs[job.id] = held
             inst.changed()
             job.placements.append((inst, list(slot_ids)))
-        self._push(now + job.trace.run_time - job.progress, FINISH, (job, job.run_seq))
+        if job.trace.slots >= 8:
+            for inst, _ in job.placements:
+                self.big_job_types[inst.instance_type] = self.big_job_types.get(inst.instance_type, 0) + 1
+        restore, job.restore_debt = job.restore_debt, 0.0
+        self.moving_gpu_seconds += job.trace.slots * restore
+        self._push(now + job.trace.run_time - job.progress + restore, FINISH, (job, job.run_seq))
 
     def _release(self, job: SimJob, now: float) -> None:
         self.used_gpu_seconds += job.trace.slots * (now - job.run_started)
+        self._moves_dirty = True
         for inst, slot_ids in job.placements:
             inst.free.extend(slot_ids)
             del inst.jobs[job.id]
@@ -269,6 +304,7 @@ class Replay:
     def _requeue(self, job: SimJob, now: float) -> None:
         ran = now - job.run_started
         saved = saved_progress(ran, self.settings.checkpoint_period)
+        job.moving = False
         job.progress += saved
         self.lost_gpu_seconds += job.trace.slots * (ran - saved)
         self._release(job, now)
@@ -317,6 +353,67 @@ class Replay:
         self.idle_since.pop(inst.id, None)
         self.gone.append(inst)
 
+    # -- moving --------------------------------------------------------------------------------------
+
+    def _consolidate(self, now: float) -> None:
+        """The move planner over the pool as the provisioner would see it, carried out: moving jobs
+        checkpoint (MOVED after checkpoint_cost), their instances drain and go once empty, and spot
+        replacements are launched. Only while nothing waits: queued work comes first."""
+        self._moves_dirty = False
+        policy = self.moves_policy
+        assert policy is not None
+        for inst in [i for i in self.instances.values() if i.draining and not i.jobs]:
+            self._terminate(inst, now, "drained: its trials moved to save cost")
+        if self.pending:
+            return
+        hosts, tasks = [], []
+        seen: set[str] = set()
+        for inst in self.instances.values():
+            if inst.state not in (InstanceState.RUNNING, InstanceState.STARTING, InstanceState.REQUESTED):
+                continue
+            ready = inst.state == InstanceState.RUNNING
+            hosts.append(HostView(inst.id, inst.instance_type, inst.slots, len(inst.free) if ready else inst.slots,
+                                  inst.price, inst.spot, ready, inst.draining))
+            for job_id in inst.jobs:
+                if job_id in seen:
+                    continue
+                seen.add(job_id)
+                job = self._all_jobs[job_id]
+                ran = now - job.run_started
+                checkpointed = job.progress > 0 or (0 < self.settings.checkpoint_period <= ran)
+                tasks.append(TaskView(job_id, tuple((i.id, len(slots)) for i, slots in job.placements),
+                                      checkpointed and not job.moving,
+                                      job.trace.run_time - job.progress - ran, job.run_started))
+        offers = []
+        if self.policy.spot:
+            offers = [SpotOffer(o.name, o.slots, o.price * self.settings.spot_price_fraction)
+                      for o in self.policy.types if (o.name, True) not in self._blocked]
+        alive = len([i for i in self.instances.values() if i.state != InstanceState.INTERRUPTED])
+        plan = plan_moves(now, policy, hosts, tasks, recent_moves=self.recent_moves, spot_offers=offers,
+                          max_new_instances=max(self.policy.max_instances - alive, 0))
+        self._carry_out(plan, now)
+
+    def _carry_out(self, plan: MovePlan, now: float) -> None:
+        policy = self.moves_policy
+        assert policy is not None
+        for inst_id, _reason in plan.drain:
+            inst = self.instances[inst_id]
+            inst.draining = True
+            inst.invalidate()
+        for move in plan.moves:
+            job = self._all_jobs[move.allocation_id]
+            job.moving = True
+            job.moves += 1
+            self.moves += 1
+            self.recent_moves.append(now)
+            self._push(now + policy.checkpoint_cost, MOVED, (job, job.run_seq))
+        self.recent_moves = [t for t in self.recent_moves if now - t < 3600.0]
+        for instance_type, count, _reason in plan.launch:
+            for _ in range(count):
+                self._launch(instance_type, True, now)
+        if plan.next_check_at is not None:
+            self._wake(now, plan.next_check_at)
+
     # -- deciding ------------------------------------------------------------------------------------
 
     def _decide(self, now: float) -> None:
@@ -362,11 +459,20 @@ class Replay:
         held: dict[str, HeldTask] = {}
         for inst in stale:
             held.update(inst.jobs)  # a gang job once
-        views, pending = snapshot(now, [i.facts() for i in stale], held.values(),
-                                  [job.task for job in self.pending.values()],  # type: ignore[misc]
-                                  self.idle_since)
+        views, _ = snapshot(now, [i.facts() for i in stale], held.values(), (), self.idle_since)
         for inst, view in zip(stale, views, strict=True):
             inst.view = view
+        pending: list[PendingTask] = [job.task for job in self.pending.values()]  # type: ignore[misc]
+        if any(i.draining for i in self.instances.values()):
+            # the jobs of a draining instance still hold it while they checkpoint: to the decider they
+            # are work that needs a home (as the full snapshot has them, in the order it has them)
+            seen: set[str] = set()
+            for inst in self.instances.values():
+                for job_id, task in inst.jobs.items():
+                    if job_id not in seen:
+                        seen.add(job_id)
+                        if any(i.draining for i, _ in self._all_jobs[job_id].placements):
+                            pending.append(PendingTask(task.allocation_id, task.slots_needed, task.queued_at))
         return [i.view for i in self.instances.values()], pending  # type: ignore[misc]
 
     # -- figures -------------------------------------------------------------------------------------
@@ -378,9 +484,15 @@ class Replay:
         gpu_billed = sum(i.billed_seconds(end) * i.slots for i in everyone)
         hours = billed / 3600.0
         lb = self.lower_bound_hours
+        cost = sum(i.billed_seconds(end) * i.price for i in everyone) / 3600.0
+        # the work the trace asks for, and the least a GPU-hour can cost among the allowed types
+        work = sum(j.trace.slots * j.trace.run_time for j in self._all_jobs.values()
+                   if j.state == JobState.DONE) / 3600.0
+        fraction = self.settings.spot_price_fraction if self.policy.spot else 1.0
+        cheapest = min((o.price * fraction / o.slots for o in self.policy.types if o.slots > 0), default=0.0)
         return PolicyResult(
             policy=self.kind, instance_types=[o.name for o in self.policy.types],
-            instance_hours=hours, cost=sum(i.billed_seconds(end) * i.price for i in everyone) / 3600.0,
+            instance_hours=hours, cost=cost,
             spot_instance_hours=sum(i.billed_seconds(end) for i in everyone if i.spot) / 3600.0,
             lower_bound_instance_hours=lb, cost_ratio=hours / lb if lb > 0 else math.nan,
             idle_instance_hours=(billed - busy) / 3600.0,
@@ -393,4 +505,7 @@ class Replay:
             interruptions=self.interruptions, jobs_requeued=self.requeued,
             lost_work_hours=self.lost_gpu_seconds / 3600.0, gpu_hours_used=self.used_gpu_seconds / 3600.0,
             gpu_utilization=self.used_gpu_seconds / gpu_billed if gpu_billed > 0 else 0.0,
-            peak_instances=self.peak_instances, decisions=self.decisions, virtual_end_s=end, wall_seconds=wall)
+            peak_instances=self.peak_instances, decisions=self.decisions, virtual_end_s=end, wall_seconds=wall,
+            moves=self.moves, moving_gpu_hours=self.moving_gpu_seconds / 3600.0,
+            packed_bound_cost=work * cheapest, cost_per_gpu_hour=cost / work if work > 0 else 0.0,
+            cheapest_gpu_hour_price=cheapest, big_job_types=dict(sorted(self.big_job_types.items())))

@@ -45,6 +45,13 @@ class PolicyResult:
     decisions: int  # scaling-decider calls
     virtual_end_s: float  # virtual time when the last instance went away
     wall_seconds: float
+    moves: int = 0  # trials moved by consolidation or spot first
+    moving_gpu_hours: float = 0.0  # GPU-hours moved trials spent checkpointing and restoring
+    # the second bound: GPU-hours of the trace's work × the cheapest allowed price per GPU-hour (perfect packing)
+    packed_bound_cost: float = 0.0
+    cost_per_gpu_hour: float = 0.0  # cost ÷ GPU-hours of the trace's work
+    cheapest_gpu_hour_price: float = 0.0
+    big_job_types: dict[str, int] | None = None  # instance types the 8-GPU (and larger) jobs started on
 
     def to_dict(self) -> dict[str, object]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -73,6 +80,11 @@ ROWS: list[tuple[str, str, str]] = [
     ("interruptions", "spot interruptions", "{:,}"),
     ("jobs_requeued", "jobs requeued", "{:,}"),
     ("lost_work_hours", "lost work (GPU-hours)", "{:,.1f}"),
+    ("moves", "trials moved", "{:,}"),
+    ("moving_gpu_hours", "  GPU-hours spent moving", "{:,.1f}"),
+    ("packed_bound_cost", "packed bound (USD)", "{:,.0f}"),
+    ("cost_per_gpu_hour", "cost per GPU-hour (USD)", "{:.3f}"),
+    ("cheapest_gpu_hour_price", "  cheapest allowed (USD)", "{:.3f}"),
     ("decisions", "decider calls", "{:,}"),
     ("wall_seconds", "wall time (s)", "{:.2f}"),
 ]
