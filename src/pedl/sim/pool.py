@@ -41,11 +41,12 @@ class SimPool:
         if kind == "determined":
             # One type, slot-sum demand, no fallback from spot, and no timeout on an unfulfilled spot
             # request (Determined has none: the request stays open and counts as booting).
-            return PoolPolicy(types=self.offers[:1], max_instances=self.max_instances,
+            return PoolPolicy(types=self.offers[:1], max_instances=self.max_instances, fitting=self.fitting,
                               min_instances=self.min_instances, max_idle=self.max_idle,
                               max_starting=self.max_starting, spot=self.spot, spot_request_timeout=math.inf,
                               spot_fallback_to_on_demand=False, policy="determined")
         return PoolPolicy(types=self.offers, max_instances=self.max_instances, min_instances=self.min_instances,
+                          fitting=self.fitting,
                           max_idle=self.max_idle, max_starting=self.max_starting, spot=self.spot,
                           spot_request_timeout=self.spot_request_timeout,
                           spot_fallback_to_on_demand=self.spot_fallback_to_on_demand, policy="pedl")

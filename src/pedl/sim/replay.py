@@ -252,7 +252,7 @@ class Replay:
 
     def _schedule(self, now: float) -> None:
         zero = self._zero_pending > 0
-        agents = [AgentSnapshot(i.id, i.slot_ids, tuple(i.free)) for i in self.running.values()
+        agents = [AgentSnapshot(i.id, i.slot_ids, tuple(i.free), spot=i.spot) for i in self.running.values()
                   if (zero or i.free) and not i.draining]
         if not agents:
             return

@@ -239,3 +239,11 @@ def test_priority_order_holds_when_everything_competes_for_one_slot() -> None:
     out = schedule(requests, [agent("a", 1)])
     winner = min(requests, key=lambda r: (r.priority, r.queued_at))
     assert order(out) == [winner.allocation_id]
+
+
+def test_a_partly_used_agent_goes_before_a_whole_one_with_the_same_room() -> None:
+    # both have 2 free; the whole 2-slot agent is kept for the gang of 6 (4 + 2) behind
+    agents = [agent("whole2", 2), agent("used4", 4, free=2), agent("whole4", 4)]
+    out = placed(schedule([req("t", 2, queued_at=1), req("g", 6, queued_at=2)], agents))
+    assert [a for a, _ in out["t"]] == ["used4"]
+    assert sorted(a for a, _ in out["g"]) == ["whole2", "whole4"]

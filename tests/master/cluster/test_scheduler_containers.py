@@ -60,3 +60,9 @@ def test_the_wait_reason_names_the_pool_without_container_agents() -> None:
     assert container_reason(PoolView("gpu", [4], 4, container_agents=1)) is None
     assert container_reason(PoolView("gpu", [], 0)) is None  # no agents at all: the usual reason says so
     assert container_reason(PoolView("dyn", [4], 4, dynamic=True)) is None
+
+
+def test_a_process_task_takes_an_agent_without_docker_before_an_equal_one_with_it() -> None:
+    agents = [agent("docker", 2, docker=True), agent("plain", 2, docker=False)]
+    out = schedule([req("proc", 2, image=False, queued_at=0), req("img", 2, image=True, queued_at=1)], agents)
+    assert where(out) == {"proc": ["plain"], "img": ["docker"]}

@@ -54,13 +54,17 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
     groups = _experiment_groups(s, [a.trial_id for a in (*pending, *held) if a.trial_id])
     positions = _queue_positions(s, [a.trial_id for a in pending if a.trial_id])
     in_containers = _container_trials(fx, s, [a.trial_id for a in pending if a.trial_id])
-    instances = _instance_counts(s) if any(p.provider for p in fx.config.resource_pools) else {}
+    dynamic = any(p.provider for p in fx.config.resource_pools)
+    instances = _instance_counts(s) if dynamic else {}
+    # agents on spot instances take work first: it costs a fraction of on-demand
+    spot = set(s.scalars(select(models.Instance.id).where(
+        models.Instance.spot.is_(True), models.Instance.state.in_(LIVE_INSTANCE)))) if dynamic else set()
     out: list[Placement] = []
     for pool in fx.config.resource_pools:
         pool_agents = [
             AgentSnapshot(a.id, tuple(sl["id"] for sl in a.slots),
                           tuple(sl["id"] for sl in a.slots if sl["id"] not in used.get(a.id, set())),
-                          runs_containers=a.container_runtime == "docker")
+                          runs_containers=a.container_runtime == "docker", spot=a.id in spot)
             for a in agents if a.resource_pool == pool.pool_name]
         requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *groups.get(a.trial_id, ("", 1.0)),
                                 position=positions.get(a.trial_id), needs_containers=a.trial_id in in_containers)

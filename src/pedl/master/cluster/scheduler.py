@@ -1,6 +1,7 @@
 """The scheduler: pure, snapshot in, assignments out. Priority order (lower number first), FIFO
-within a priority, best (or worst) fit over agents, and a task gets all of its slots or none; a task
-that runs in a container goes only to agents that run containers.
+within a priority, best (or worst) fit over agents (spot agents first), and a task gets all of its
+slots or none; a task that runs in a container goes only to agents that run containers. The fit
+itself is fit.SlotBins, which the scaling decider uses too.
 `plan` adds the pool's policy: preemption of less urgent tasks, or max-min fair share across
 groups (experiments) by weight, and each group's max_slots: the slots its running and newly placed
 tasks hold together never exceed it (running tasks are never stopped for it; new ones wait)."""
@@ -12,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
 
-Fitting = Literal["best", "worst"]
+from pedl.master.cluster.fit import Fitting, SlotBins
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class AgentSnapshot:
     slot_ids: tuple[str, ...]
     free_slot_ids: tuple[str, ...]
     runs_containers: bool = True  # the agent runs tasks that name an image (it has Docker)
+    spot: bool = False  # a spot instance's agent: placement fills it before on-demand agents
 
 
 @dataclass(frozen=True)
@@ -99,86 +101,17 @@ class GroupCaps:
         return {r.allocation_id: (self.limit[r.group], self.held[r.group]) for r in unplaced if not self.allows(r)}
 
 
-class _FreeIndex:
-    """Agents bucketed by free-slot count, so each fit is a walk over at most max-slots buckets
-    instead of over every agent (1,000 agents × 10,000 requests stays fast)."""
-
-    def __init__(self, agents: list[AgentSnapshot]) -> None:
-        self.free: dict[str, list[str]] = {a.id: list(a.free_slot_ids) for a in agents}
-        self.total: dict[str, int] = {a.id: len(a.slot_ids) for a in agents}
-        self.buckets: dict[int, dict[str, None]] = defaultdict(dict)  # dict keeps insertion order
-        for a in agents:
-            self.buckets[len(a.free_slot_ids)][a.id] = None
-        self.max_free = max((len(a.free_slot_ids) for a in agents), default=0)
-        self.without_containers = {a.id for a in agents if not a.runs_containers}
-
-    def _ok(self, agent_id: str, containers: bool) -> bool:
-        return not containers or agent_id not in self.without_containers
-
-    def _move(self, agent_id: str, old: int, new: int) -> None:
-        del self.buckets[old][agent_id]
-        self.buckets[new][agent_id] = None
-
-    def take(self, agent_id: str, n: int) -> list[str]:
-        slots = self.free[agent_id]
-        taken, self.free[agent_id] = slots[:n], slots[n:]
-        self._move(agent_id, len(slots), len(slots) - n)
-        return taken
-
-    def pick_one(self, need: int, fitting: Fitting, containers: bool = False) -> str | None:
-        counts = range(need, self.max_free + 1)
-        if fitting == "worst":
-            counts = reversed(counts)
-        for count in counts:
-            bucket = self.buckets.get(count)
-            if bucket:
-                found = next((a for a in bucket if self._ok(a, containers)), None)
-                if found is not None:
-                    return found
-        return None
-
-    def pick_whole_agents(self, need: int, containers: bool = False) -> list[str] | None:
-        """The fewest completely free agents whose slots add up to exactly `need` (a bounded
-        knapsack over agent sizes, so 3+3 is found for 6 even when a 4-slot agent is free)."""
-        by_size: dict[int, list[str]] = defaultdict(list)
-        for count in range(1, self.max_free + 1):
-            for agent_id in self.buckets.get(count, {}):
-                if self.total[agent_id] == count and self._ok(agent_id, containers):
-                    by_size[count].append(agent_id)
-        best: dict[int, list[int]] = {0: []}  # total slots -> the agent sizes used, fewest agents
-        for size, ids in sorted(by_size.items(), reverse=True):
-            grown = dict(best)
-            for total, used in best.items():
-                for k in range(1, len(ids) + 1):
-                    reached = total + k * size
-                    if reached > need:
-                        break
-                    if reached not in grown or len(used) + k < len(grown[reached]):
-                        grown[reached] = used + [size] * k
-            best = grown
-        if need not in best:
-            return None
-        pools = {size: list(ids) for size, ids in by_size.items()}
-        return [pools[size].pop(0) for size in best[need]]
-
-    def fullest(self, containers: bool = False) -> str | None:
-        """The agent with the fewest free slots (any agent, even one with none free)."""
-        for count in range(0, self.max_free + 1):
-            found = next((a for a in self.buckets.get(count, {}) if self._ok(a, containers)), None)
-            if found is not None:
-                return found
-        return None
-
-    def any_free(self) -> bool:
-        return any(self.buckets.get(c) for c in range(1, self.max_free + 1))
-
-
 def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
              fitting: Fitting = "best", *, ordered: bool = False, caps: GroupCaps | None = None) -> list[Assignment]:
     """Place as many requests as fit, in priority/FIFO order; a request that does not fit now
     is skipped, and later (smaller) ones may still be placed. With `caps`, a request its group's
-    max_slots does not allow is skipped too (and `caps` counts what is placed)."""
-    index = _FreeIndex(agents)
+    max_slots does not allow is skipped too (and `caps` counts what is placed). Spot agents are
+    filled before on-demand ones (see fit.SlotBins)."""
+    bins: SlotBins[str] = SlotBins()
+    free_ids: dict[str, list[str]] = {}
+    for a in agents:
+        bins.add(a.id, len(a.slot_ids), len(a.free_slot_ids), preferred=a.spot, capable=a.runs_containers)
+        free_ids[a.id] = list(a.free_slot_ids)
     out: list[Assignment] = []
     ordered = list(requests) if ordered else order_requests(requests)
     zero_left = sum(1 for r in ordered if r.slots_needed == 0)
@@ -186,25 +119,25 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
         if req.slots_needed == 0:
             zero_left -= 1
             # zero-slot tasks go on the agent with the fewest free slots (keeps GPUs for GPU work)
-            agent_id = index.fullest(req.needs_containers)
+            agent_id = bins.fullest(capable_only=req.needs_containers)
             if agent_id is not None:
                 out.append(Assignment(req.allocation_id, [(agent_id, [])]))
             continue
         if caps is not None and not caps.allows(req):
             continue
-        if not index.any_free():
+        if bins.free_total == 0:
             if zero_left == 0:
                 break  # nothing else can be placed
             continue  # zero-slot requests further down the queue still fit
-        agent_id = index.pick_one(req.slots_needed, fitting, req.needs_containers)
-        if agent_id is not None:
-            out.append(Assignment(req.allocation_id, [(agent_id, index.take(agent_id, req.slots_needed))]))
-        else:
-            whole = index.pick_whole_agents(req.slots_needed, req.needs_containers)
-            if not whole:
-                continue
-            out.append(Assignment(req.allocation_id,
-                                  [(a, index.take(a, index.total[a])) for a in whole]))
+        placed = bins.place(req.slots_needed, fitting, capable_only=req.needs_containers)
+        if placed is None:
+            continue
+        assignment = Assignment(req.allocation_id)
+        for agent_id, n in placed:
+            ids = free_ids[agent_id]
+            assignment.placements.append((agent_id, ids[:n]))
+            free_ids[agent_id] = ids[n:]
+        out.append(assignment)
         if caps is not None:
             caps.take(req)
     return out

@@ -64,7 +64,9 @@ class PoolProvisioner:
         ctl.run(self._load)
         self._lock = threading.Lock()  # one step at a time per pool
         self.policy = PoolPolicy(
-            types=tuple(TypeOffer(t, self.cfg.slots_of(t), self.cfg.price_of(t)) for t in self.cfg.instance_types()),
+            types=tuple(TypeOffer(t, self.cfg.slots_of(t), self.cfg.price_of(t), spot_price=self.cfg.spot_price_of(t))
+                        for t in self.cfg.instance_types()),
+            fitting=pool.scheduler.fitting_policy,
             max_instances=self.cfg.max_instances, min_instances=self.cfg.min_instances,
             max_idle=self.cfg.max_idle_agent_period, max_starting=self.cfg.max_agent_starting_period,
             max_disconnected=self.cfg.max_disconnected_period, spot=getattr(self.cfg, "spot", False),

@@ -1,9 +1,10 @@
 """The scaling decider: pure, state in, decisions out, time passed in. It decides which instances
 to launch and terminate for one pool, and which waiting tasks can never fit.
 
-pedl's policy bin-packs the waiting tasks (first-fit decreasing, a task's slots kept whole) onto
-free slots, then onto instances already booting, then onto new instances of the first allowed
-type. The Determined-style baseline divides the slot sum by one type's slots, as Determined does.
+pedl's policy places the waiting tasks with the scheduler's own fit model (fit.SlotBins) onto free
+slots as the scheduler would, then onto instances already booting, then packs the rest (largest
+first, a task's slots kept whole) onto new instances of the type that costs least per hour for
+them. The Determined-style baseline divides the slot sum by one type's slots, as Determined does.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pedl.master.cluster.fit import Fitting, SlotBins
+
 Policy = Literal["pedl", "determined"]
 
 
@@ -19,7 +22,8 @@ Policy = Literal["pedl", "determined"]
 class TypeOffer:
     name: str
     slots: int
-    price: float = 0.0
+    price: float = 0.0  # on-demand USD per hour; 0: unknown
+    spot_price: float | None = None  # USD per hour on the spot market; None: `price`
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class PoolPolicy:
     spot_request_timeout: float = 120.0
     spot_fallback_to_on_demand: bool = True
     policy: Policy = "pedl"
+    fitting: Fitting = "best"  # the pool's scheduler fitting policy, to foresee its placements
 
 
 @dataclass
@@ -93,13 +98,12 @@ def _fits(task_slots: int, offer: TypeOffer, max_instances: int) -> int:
 
 
 def _choose(policy: PoolPolicy, blocked: set[tuple[str, bool]]) -> tuple[TypeOffer, bool] | None:
-    """The first allowed (type, spot) pair: spot first when configured, then on-demand of the same
-    type (fallback), then the next type."""
-    for offer in policy.types:
-        if policy.spot and (offer.name, True) not in blocked:
-            return offer, True
-        if (not policy.spot or policy.spot_fallback_to_on_demand) and (offer.name, False) not in blocked:
-            return offer, False
+    """For min_instances, which no demand shapes: the first allowed type in list order, spot first
+    when configured (any spot type before on-demand)."""
+    for spot in _markets(policy):
+        for offer in policy.types:
+            if (offer.name, spot) not in blocked:
+                return offer, spot
     return None
 
 
@@ -193,102 +197,132 @@ def decide(now: float, policy: PoolPolicy, instances: list[InstanceView], pendin
     return d
 
 
-class _Bins:
-    """Free slots per bin, bucketed by free count, so each placement is a walk over at most
-    max-slots buckets (10,000 tasks on 1,000 instances stay fast). Best fit: the fullest bin
-    that still has room."""
-
-    def __init__(self) -> None:
-        self.free: dict[object, int] = {}
-        self.buckets: dict[int, dict[object, None]] = {}
-        self.max_free = 0
-
-    def add(self, key: object, free: int) -> None:
-        self.free[key] = free
-        self.buckets.setdefault(free, {})[key] = None
-        self.max_free = max(self.max_free, free)
-
-    def set(self, key: object, free: int) -> None:
-        del self.buckets[self.free[key]][key]
-        self.add(key, free)
-
-    def place(self, need: int) -> object | None:
-        for count in range(need, self.max_free + 1):
-            bucket = self.buckets.get(count)
-            if bucket:
-                key = next(iter(bucket))
-                self.set(key, count - need)
-                return key
-        return None
-
-
 def _packed_demand(policy: PoolPolicy, usable: list[InstanceView], pending: list[PendingTask], d: Decision,
                    blocked: set[tuple[str, bool]], claimed: set[str], room: int) -> list[tuple[TypeOffer, bool, int]]:
-    """First-fit decreasing over: free slots of running agents, booting instances, new instances
-    (at most `room` of them)."""
-    existing = _Bins()
-    whole: dict[int, list[str]] = {}  # slots -> wholly free instances, for gang tasks
+    """Where the waiting tasks go: onto the running agents' free slots as the scheduler's next pass
+    would place them, then onto booting instances (wholly free bins of their size) the same way, then
+    onto new instances (at most `room` of them), all through the scheduler's fit model."""
+    largest_first = sorted(pending, key=lambda t: (-t.slots_needed, t.queued_at, t.allocation_id))
+    fits = {need: _fits_some_type(need, policy) for need in {t.slots_needed for t in pending}}
+    running: SlotBins[str] = SlotBins()
+    booting: SlotBins[str] = SlotBins()
     for inst in usable:
         if inst.state == "running" and inst.disconnected_since is None:
-            free = inst.free_slots
+            running.add(inst.id, inst.slots, inst.free_slots, preferred=inst.spot)
         elif inst.state in ("starting", "requested"):
-            free = inst.slots
+            booting.add(inst.id, inst.slots, inst.slots, preferred=inst.spot)
+    # the scheduler's order (FIFO; the decider does not see priorities): what fits now is no demand
+    queue = sorted(pending, key=lambda t: (t.queued_at, t.allocation_id))
+    left = _claim(_claim(queue, running, policy.fitting, claimed), booting, policy.fitting, claimed)
+    waiting = {t.allocation_id for t in left}
+    unplaced = [t for t in largest_first if t.allocation_id in waiting]
+    d.never_fit += [(t.allocation_id, _never_fit_reason(t.slots_needed, policy)) for t in unplaced
+                    if not fits[t.slots_needed]]
+    return _new_capacity([t for t in unplaced if fits[t.slots_needed]], policy, blocked, room)
+
+
+def _claim(tasks: list[PendingTask], bins: SlotBins[str], fitting: Fitting, claimed: set[str]) -> list[PendingTask]:
+    """Place the tasks in order on the bins (claiming the instances they use); the ones left over."""
+    left: list[PendingTask] = []
+    if not len(bins):
+        return list(tasks)
+    for task in tasks:
+        placed = None if task.slots_needed > 0 and bins.free_total == 0 else bins.place(task.slots_needed, fitting)
+        if placed is None:
+            left.append(task)
         else:
+            claimed.update(key for key, _ in placed)
+    return left
+
+
+def _new_capacity(tasks: list[PendingTask], policy: PoolPolicy, blocked: set[tuple[str, bool]],
+                  room: int) -> list[tuple[TypeOffer, bool, int]]:
+    """New instances for tasks that nothing holds, largest need first: a task first fills room left
+    in instances this decision opens; each need opens the (type, market) that costs least for its
+    tasks (see _cheapest), and the room its instances leave serves smaller tasks."""
+    opened: SlotBins[int] = SlotBins()
+    counts: dict[tuple[str, bool], int] = {}
+    used = 0
+    i = 0
+    while i < len(tasks):
+        need = tasks[i].slots_needed
+        j = i
+        while j < len(tasks) and tasks[j].slots_needed == need:
+            j += 1
+        same_need, i = j - i, j
+        if need > 0 and opened.free_total < need and used >= room:
+            continue  # nothing holds this need and nothing more may open
+        waiting = sum(1 for _ in range(same_need) if opened.place(need) is None)
+        if not waiting or used >= room:
             continue
-        existing.add(inst.id, free)
-        if inst.slots > 0 and free == inst.slots:
-            whole.setdefault(inst.slots, []).append(inst.id)
-    new = _Bins()
-    new_count: dict[tuple[str, bool], int] = {}
-    choice = _choose(policy, blocked)
-    offers = {o.name: o for o in policy.types}
-    for task in sorted(pending, key=lambda t: (-t.slots_needed, t.queued_at, t.allocation_id)):
-        need = task.slots_needed
-        fits_any = [o for o in policy.types if _fits(need, o, policy.max_instances)]
-        if not fits_any:
-            largest = max((o.slots for o in policy.types), default=0)
-            d.never_fit.append((task.allocation_id,
-                                f"needs {need} slot(s); no allowed instance type fits it "
-                                f"(types: {', '.join(f'{o.name}={o.slots}' for o in policy.types)}; largest "
-                                f"{largest}, at most {policy.max_instances} instance(s))"))
-            continue
-        key = existing.place(need) if need <= existing.max_free else None
-        if key is not None:
-            claimed.add(key)  # type: ignore[arg-type]
-            continue
-        if need > 0 and _claim_whole(need, whole, existing, claimed):
-            continue
-        if new.place(need) is not None:
-            continue
-        if choice is None or sum(new_count.values()) >= room:
-            continue  # no type available right now, or no room: wait
+        choice = _cheapest(need, waiting, policy, blocked, room - used)
+        if choice is None:
+            continue  # no allowed (type, market) right now: wait
         offer, spot = choice
-        count = _fits(need, offer, policy.max_instances)
-        if count == 0:
-            offer = fits_any[0]
-            count = _fits(need, offer, policy.max_instances)
-            spot = policy.spot and (offer.name, True) not in blocked
-        if sum(new_count.values()) + count > room:
-            continue
-        new_count[(offer.name, spot)] = new_count.get((offer.name, spot), 0) + count
-        if count == 1:
-            new.add(("new", len(new.free)), offer.slots - need)
-    return [(offers[name], spot, n) for (name, spot), n in new_count.items()]
+        per_task = _fits(need, offer, policy.max_instances)  # instances one task takes of it
+        for _ in range(waiting):
+            if opened.place(need) is not None:
+                continue
+            if used + per_task > room:
+                break
+            for _ in range(per_task):
+                opened.add(len(opened), offer.slots, offer.slots)
+            used += per_task
+            counts[(offer.name, spot)] = counts.get((offer.name, spot), 0) + per_task
+            opened.place(need)
+    offers = {o.name: o for o in policy.types}
+    return [(offers[name], spot, n) for (name, spot), n in counts.items()]
 
 
-def _claim_whole(need: int, whole: dict[int, list[str]], existing: _Bins, claimed: set[str]) -> bool:
-    """A gang task takes several wholly free instances of one size (running or booting)."""
-    for size in sorted(whole, reverse=True):
-        if need % size:
+def _hourly(offer: TypeOffer, spot: bool) -> float:
+    return offer.spot_price if spot and offer.spot_price is not None else offer.price
+
+
+def _markets(policy: PoolPolicy) -> list[bool]:
+    """Spot first when configured; on-demand only without spot, or as its fallback."""
+    return ([True] if policy.spot else []) + ([False] if not policy.spot or policy.spot_fallback_to_on_demand else [])
+
+
+def _cheapest(need: int, tasks: int, policy: PoolPolicy, blocked: set[tuple[str, bool]],
+              room: int) -> tuple[TypeOffer, bool] | None:
+    """The (type, market) for `tasks` tasks of `need` slots each: of the first market (spot, then
+    on-demand) with an allowed type that fits them, the type that holds the most of them within
+    `room` new instances, then the one whose packing costs least per hour (instances x price), then
+    the first listed. Prices are compared only when every candidate has one (else list order)."""
+    for spot in _markets(policy):
+        options = [o for o in policy.types if (o.name, spot) not in blocked and _fits(need, o, policy.max_instances)]
+        if not options:
             continue
-        ids = [i for i in whole[size] if existing.free.get(i) == size]
-        if len(ids) >= need // size:
-            for inst_id in ids[: need // size]:
-                existing.set(inst_id, 0)
-                claimed.add(inst_id)
-            whole[size] = [i for i in whole[size] if existing.free.get(i) == size]
-            return True
-    return False
+        priced = all(_hourly(o, spot) > 0 for o in options)
+
+        def rank(indexed: tuple[int, TypeOffer], spot: bool = spot, priced: bool = priced) -> tuple[int, float, int]:
+            index, offer = indexed
+            if need == 0:
+                held, instances = (tasks, 1) if room else (0, 0)
+            elif need <= offer.slots:
+                per_instance = offer.slots // need
+                held = min(tasks, room * per_instance)
+                instances = -(-held // per_instance)
+            else:
+                per_task = need // offer.slots
+                held = min(tasks, room // per_task)
+                instances = held * per_task
+            cost = instances * _hourly(offer, spot) if priced else 0.0
+            return -held, round(cost, 9), index
+
+        return min(enumerate(options), key=rank)[1], spot
+    return None
+
+
+def _fits_some_type(need: int, policy: PoolPolicy) -> bool:
+    return any(_fits(need, o, policy.max_instances) for o in policy.types)
+
+
+def _never_fit_reason(need: int, policy: PoolPolicy) -> str:
+    largest = max((o.slots for o in policy.types), default=0)
+    return (f"needs {need} slot(s); no allowed instance type fits it "
+            f"(types: {', '.join(f'{o.name}={o.slots}' for o in policy.types)}; largest "
+            f"{largest}, at most {policy.max_instances} instance(s))")
 
 
 def _determined_demand(policy: PoolPolicy, usable: list[InstanceView], pending: list[PendingTask],
