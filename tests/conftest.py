@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
 from pedl.config.master_config import DatabaseConfig, MasterConfig
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
-from tests.support.databases import fresh_postgres_db, postgres_error
+from tests.support.databases import fresh_postgres_db, migrated_sqlite_template, postgres_error
 from tests.support.docker import docker_daemon, test_image  # noqa: F401 - fixtures for task containers
 
 _PG_ERROR: str | None = None
@@ -70,9 +71,12 @@ def _empty_postgres(db: dict) -> None:
 
 @pytest.fixture
 def master_config(db_kind: str, tmp_path, request: pytest.FixtureRequest) -> MasterConfig:
-    """A master config on an empty database of the parametrized kind."""
+    """A master config on an empty database of the parametrized kind (already migrated to head)."""
     if db_kind == "sqlite":
-        yield MasterConfig(data_dir=tmp_path / "master", port=0)
+        config = MasterConfig(data_dir=tmp_path / "master", port=0)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(migrated_sqlite_template(), config.data_dir / "pedl.db")
+        yield config
         return
     db = request.getfixturevalue("shared_postgres_db")
     _empty_postgres(db)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import yaml
 
 from pedl.cli.model_upload import pack_model_dir
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
-from tests.support.databases import fresh_postgres_db
+from tests.support.databases import fresh_postgres_db, migrated_sqlite_template
 from tests.support.tls import HttpsMaster, TlsFiles
 
 MODELS = Path(__file__).parent / "models"
@@ -41,9 +42,14 @@ class Cluster:
         if db:
             cfg["db"] = db
         self.master = HttpsMaster(work, tls, cfg) if tls else Master(work, cfg)
+        self.sqlite = "db" not in cfg
         self.agents: dict[str, LocalAgent] = {}
 
     def start(self) -> Cluster:
+        if self.sqlite and not (self.master.data_dir / "pedl.db").exists():
+            # a copy of a migrated database: the master's migrations would spend most of a second on fsyncs
+            self.master.data_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(migrated_sqlite_template(), self.master.data_dir / "pedl.db")
         self.master.start()
         return self
 
