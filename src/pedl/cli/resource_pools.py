@@ -71,12 +71,30 @@ def describe(ctx: typer.Context, name: str = typer.Argument(..., help="pool name
                   ("Slots used / available", f"{pool['slotsUsed']}/{pool['slotsAvailable']}"),
                   ("Queued tasks", pool["queuedTasks"]), ("Pending slots", pool["pendingSlots"]),
                   ("Instances", pool["numInstances"]), ("Last provisioning error", prov.get("lastError") or "none"),
-                  ("Launches held back until", _ts(prov.get("backoffUntil")) or "-")], title=f"Resource pool {name}")
+                  ("Launches held back until", _ts(prov.get("backoffUntil")) or "-"),
+                  *_cost_fields(pool)], title=f"Resource pool {name}")
     if pool.get("instances"):
         print_table(INSTANCE_COLUMNS, _instance_rows(pool["instances"]), title="Instances")
+    if pool.get("draining"):
+        print_table(["Instance", "Draining since", "Why"], [[d["instanceId"], _ts(d["since"]), d["reason"] or ""]
+                                                          for d in pool["draining"]], title="Planned moves: draining")
+    if pool.get("moves"):
+        print_table(["Time", "Trial", "From", "To", "Saves $/h", "Why"],
+                    [[_ts(m["at"]), m["trialId"] if m["trialId"] is not None else "-", ",".join(m["from"]),
+                      ",".join(m["to"]), f"{m['savingPerHour']:.2f}", m["reason"]] for m in pool["moves"]],
+                    title="Recent moves")
     if pool.get("recentEvents"):
         print_table(["Time", "Level", "Event"], [[_ts(e["time"]), e["level"], e["message"]]
                                                  for e in pool["recentEvents"]], title="Recent provisioning events")
+
+
+def _cost_fields(pool: dict) -> list[tuple[str, object]]:
+    cost = pool.get("cost")
+    if not cost:
+        return []
+    bound = cost["lowerBoundPerHour"]
+    ratio = f" ({cost['perHour'] / bound:.2f}x)" if bound > 0 else ""
+    return [("Cost per hour / lower bound", f"${cost['perHour']:.2f} / ${bound:.2f}{ratio}")]
 
 
 @instances_app.command("list")

@@ -59,13 +59,16 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
     # agents on spot instances take work first: it costs a fraction of on-demand
     spot = set(s.scalars(select(models.Instance.id).where(
         models.Instance.spot.is_(True), models.Instance.state.in_(LIVE_INSTANCE)))) if dynamic else set()
+    # an instance the move planner empties takes no new work
+    draining = set(s.scalars(select(models.Instance.id).where(
+        models.Instance.draining_since.is_not(None), models.Instance.state.in_(LIVE_INSTANCE)))) if dynamic else set()
     out: list[Placement] = []
     for pool in fx.config.resource_pools:
         pool_agents = [
             AgentSnapshot(a.id, tuple(sl["id"] for sl in a.slots),
                           tuple(sl["id"] for sl in a.slots if sl["id"] not in used.get(a.id, set())),
                           runs_containers=a.container_runtime == "docker", spot=a.id in spot)
-            for a in agents if a.resource_pool == pool.pool_name]
+            for a in agents if a.resource_pool == pool.pool_name and a.id not in draining]
         requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *groups.get(a.trial_id, ("", 1.0)),
                                 position=positions.get(a.trial_id), needs_containers=a.trial_id in in_containers)
                     for a in pending if a.resource_pool == pool.pool_name]

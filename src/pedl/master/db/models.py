@@ -357,6 +357,28 @@ class Instance(Base):
     # running with nothing held on it since when, and when its terminate was last sent to the cloud
     idle_since: Mapped[float | None] = mapped_column(Float, nullable=True)
     terminate_sent_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the move planner empties it (migration 0013): no new work goes there; it ends once empty
+    draining_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    drain_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class TrialMove(Base):
+    """A trial moved by consolidation or spot first (migration 0013): from which instances, to which
+    (where it fitted when planned), and what it saves. The pool's disruption budget is counted from
+    these rows."""
+
+    __tablename__ = "trial_moves"
+    __table_args__ = (Index("ix_trial_moves_resource_pool_planned_at", "resource_pool", "planned_at"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    resource_pool: Mapped[str] = mapped_column(String(255))
+    allocation_id: Mapped[str] = mapped_column(String(160), index=True)
+    trial_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    source: Mapped[str] = mapped_column(Text)  # instance ids, comma-separated
+    target: Mapped[str] = mapped_column(Text)
+    saving_per_hour: Mapped[float] = mapped_column(Float)
+    saving: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str] = mapped_column(Text)
+    planned_at: Mapped[float] = mapped_column(Float)
 
 
 class PoolProvisioning(Base):

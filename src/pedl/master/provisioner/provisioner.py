@@ -19,7 +19,8 @@ from pedl.master.cluster.wait_reasons import WaitKind
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
 from pedl.master.observability.master_metrics import market
-from pedl.master.provisioner import pool_provisioning
+from pedl.master.provisioner import moves, pool_provisioning
+from pedl.master.provisioner.consolidation import MovePlan
 from pedl.master.provisioner.pool_provisioning import PoolStatus
 from pedl.master.provisioner.providers.base import (
     CloudError,
@@ -61,6 +62,7 @@ class PoolProvisioner:
         self.status: PoolStatus
         self.unavailable: pool_provisioning.Unavailable  # (type, spot) -> avoided until
         self.idle_since: dict[str, float]  # instance id -> idle since: a copy of the rows', as of the last pass
+        self.last_moves: MovePlan | None = None  # the move planner's last plan (None: it did not run)
         ctl.run(self._load)
         self._lock = threading.Lock()  # one step at a time per pool
         self.policy = PoolPolicy(
@@ -115,6 +117,9 @@ class PoolProvisioner:
                           launch_blocked_until=self.status.backoff_until, unavailable=set(self.unavailable))
         for key in decision.unavailable:
             self.unavailable[key] = now + UNAVAILABLE_FOR
+        # consolidation and spot first: drains, moves (preemptions), spot replacements, drained instances ended
+        self.last_moves = moves.consolidate(self.ctl, s, self.pool.pool_name, self.cfg, decision,
+                                            set(self.unavailable), self.ctl.hub.connected_ids())
         self._save_status(s)
         # a terminate the cloud did not act on (lost call, stopped instance, a master that stopped
         # between recording it and sending it) is sent again
@@ -200,7 +205,8 @@ class PoolProvisioner:
             facts.append(InstanceFacts(
                 row.id, row.instance_type, row.state, launched_at=row.launched_at,
                 slots=len(agent.slots) if agent is not None else row.slots, spot=row.spot,
-                interrupted=row.interrupted_at is not None,
+                # a draining instance, like one the cloud reclaims, goes away: no capacity for new work
+                interrupted=row.interrupted_at is not None or row.draining_since is not None,
                 agent_connected=(agent is not None and agent.state == AgentState.CONNECTED and row.id in connected),
                 agent_disconnected_at=agent.disconnected_at if agent is not None else None))
         # a task its experiment's max_slots holds back (as the last scheduling pass saw) is no demand

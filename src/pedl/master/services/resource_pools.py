@@ -11,6 +11,7 @@ from pedl.config.master_config import ResourcePoolConfig
 from pedl.errors import NotFound
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState
+from pedl.master.provisioner import moves
 from pedl.master.services.instances import instance_summary
 
 if TYPE_CHECKING:
@@ -74,7 +75,30 @@ def describe(ctx: MasterContext, s: Session, name: str) -> dict[str, Any]:
     events = s.scalars(select(models.Event).where(models.Event.entity_type == "pool", models.Event.entity_id == name)
                        .order_by(models.Event.id.desc()).limit(20))
     out["recentEvents"] = [{"time": e.time, "level": e.level, "message": e.message} for e in events]
+    if pool.provider is not None:
+        out["moves"] = moves.recent_moves(s, name)
+        out["draining"] = [{"instanceId": r.id, "since": r.draining_since, "reason": r.drain_reason}
+                           for r in s.scalars(select(models.Instance).where(
+                               models.Instance.resource_pool == name, models.Instance.state.in_(LIVE_INSTANCE),
+                               models.Instance.draining_since.is_not(None)))]
+        out["cost"] = pool_cost(pool, list(s.scalars(select(models.Instance).where(
+            models.Instance.resource_pool == name, models.Instance.state.in_(LIVE_INSTANCE)))), out["slotsUsed"])
     return out
+
+
+def pool_cost(pool: ResourcePoolConfig, instances: list[models.Instance], slots_used: int) -> dict[str, float]:
+    """What the pool's instances cost per hour now, against the least its held slots could cost: each
+    at the cheapest allowed price per slot-hour (spot prices in a spot pool), perfectly packed."""
+    cfg = pool.provider
+    assert cfg is not None
+    spot_pool = getattr(cfg, "spot", False)
+
+    def price(name: str, spot: bool) -> float:
+        return cfg.spot_price_of(name) if spot else cfg.price_of(name)
+
+    per_hour = sum(price(r.instance_type, r.spot) for r in instances)
+    per_slot = [price(t, spot_pool) / cfg.slots_of(t) for t in cfg.instance_types() if cfg.slots_of(t) > 0]
+    return {"perHour": round(per_hour, 4), "lowerBoundPerHour": round(min(per_slot, default=0.0) * slots_used, 4)}
 
 
 # What the routers call: each opens its own session.

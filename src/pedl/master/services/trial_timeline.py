@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from pedl.master.db import models
+from pedl.master.provisioner.moves import moves_of_trial
 from pedl.master.services.trials import get
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ def timeline(ctx: MasterContext, trial_id: int) -> list[dict[str, Any]]:
         agent_ids = {p["agent_id"] for al in rows for p in (al.assignment or [])}
         instances = {i.id: i for i in s.scalars(select(models.Instance).where(models.Instance.id.in_(agent_ids)))} \
             if agent_ids else {}
+        moved = moves_of_trial(s, trial_id)
     out = []
     for al in rows:
         places = [{"agentId": p["agent_id"], "slots": len(p.get("slot_ids", [])),
@@ -41,5 +43,6 @@ def timeline(ctx: MasterContext, trial_id: int) -> list[dict[str, Any]]:
                     "queuedAt": al.queued_at, "startedAt": al.started_at, "endedAt": al.ended_at,
                     "exitCode": al.exit_code, "exitReason": al.exit_reason, "preempted": al.preempt_requested,
                     "killed": al.kill_requested, "spotInterrupted": interrupted,
-                    "waitReason": al.wait_reason, "places": places})
+                    "waitReason": al.wait_reason, "places": places,
+                    "moved": moved.get(al.id)})  # "moved from instance X to Y to save $Z/h", when it was
     return out
