@@ -156,7 +156,9 @@ def test_without_checkpoints_an_interrupted_job_starts_over() -> None:
 def test_pedl_falls_back_to_on_demand_when_spot_has_no_capacity() -> None:
     settings = fixed(spot_capacity_failure=1.0, interruption_rate=0.0)
     pedl = replay([job("a", 0, 1.0)], spot=True, settings=settings)
-    assert (pedl.launches, pedl.spot_launches, pedl.spot_requests_cancelled) == (2, 1, 1)
+    # one on-demand fallback; after each unavailable period pedl asks for spot again (spot first), and each
+    # request, never fulfilled here, is cancelled at its timeout and costs nothing
+    assert pedl.launches - pedl.spot_launches == 1 and pedl.spot_requests_cancelled == pedl.spot_launches >= 1
     assert pedl.queue_max_s == pytest.approx(120.0)  # the spot request timeout, then an on-demand boot of 0 s
     assert pedl.cost == pytest.approx(1.006)  # the cancelled request cost nothing
     det = replay([job("a", 0, 1.0)], spot=True, settings=settings, policy="determined")

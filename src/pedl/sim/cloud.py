@@ -81,6 +81,7 @@ class SimInstance:
     busy_since: float | None = None
     busy_seconds: float = 0.0
     draining: bool = False  # the move planner empties it: no new work; it goes once its jobs left
+    cordoned: bool = False  # spot first: on-demand while spot capacity is there takes no new work
     history: list[tuple[float, InstanceState, str]] = field(default_factory=list)
     view: InstanceView | None = None  # from the last snapshot; None after a change
     _facts: InstanceFacts | None = None
@@ -108,7 +109,8 @@ class SimInstance:
                 self.id, self.instance_type, _LIFECYCLE[self.state],
                 launched_at=self.launched_at if self.launched_at is not None else self.requested_at,
                 # a draining instance, like a reclaimed one, will go: its jobs need a home elsewhere
-                slots=self.slots, spot=self.spot, interrupted=self.state == InstanceState.INTERRUPTED or self.draining)
+                slots=self.slots, spot=self.spot, interrupted=self.state == InstanceState.INTERRUPTED or self.draining,
+                cordoned=self.cordoned)
         return self._facts
 
     def billed_seconds(self, end: float) -> float:

@@ -253,7 +253,7 @@ class Replay:
     def _schedule(self, now: float) -> None:
         zero = self._zero_pending > 0
         agents = [AgentSnapshot(i.id, i.slot_ids, tuple(i.free), spot=i.spot) for i in self.running.values()
-                  if (zero or i.free) and not i.draining]
+                  if (zero or i.free) and not i.draining and not i.cordoned]
         if not agents:
             return
         requests = [job.request for job in self.pending.values()]
@@ -362,8 +362,8 @@ class Replay:
         self._moves_dirty = False
         policy = self.moves_policy
         assert policy is not None
-        for inst in [i for i in self.instances.values() if i.draining and not i.jobs]:
-            self._terminate(inst, now, "drained: its trials moved to save cost")
+        for inst in [i for i in self.instances.values() if (i.draining or i.cordoned) and not i.jobs]:
+            self._terminate(inst, now, "drained: its trials moved or ended")
         if self.pending:
             return
         hosts, tasks = [], []
@@ -396,6 +396,12 @@ class Replay:
     def _carry_out(self, plan: MovePlan, now: float) -> None:
         policy = self.moves_policy
         assert policy is not None
+        cordon = {inst_id for inst_id, _ in plan.cordon}
+        for inst in self.instances.values():
+            if inst.cordoned != (inst.id in cordon):
+                inst.cordoned = inst.id in cordon
+                inst.invalidate()
+                self._dirty = True  # capacity changed for the scheduler
         for inst_id, _reason in plan.drain:
             inst = self.instances[inst_id]
             inst.draining = True

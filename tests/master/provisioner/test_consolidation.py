@@ -127,6 +127,12 @@ def test_spot_first_asks_for_a_replacement_then_moves_onto_it() -> None:
     od = host("od", 3)
     plan = plan_moves(NOW, P, [od], [task("t", ("od", 1))], spot_offers=offers, max_new_instances=5)
     assert plan.moves == [] and [(t, n) for t, n, _ in plan.launch] == [("p3.8xlarge", 1)]
+    # while spot capacity is there, the on-demand instance takes no new work (nothing cordoned without it)
+    assert [c for c, _ in plan.cordon] == ["od"] and "new work goes to spot" in plan.cordon[0][1]
+    assert plan_moves(NOW, P, [od], [task("t", ("od", 1))], max_new_instances=5).cordon == []
+    # a trial that cannot move yet: no replacement now, and a look again when it can
+    young = plan_moves(NOW, P, [od], [task("t", ("od", 1), since=NOW - 60)], spot_offers=offers, max_new_instances=5)
+    assert young.launch == [] and young.next_check_at == NOW - 60 + 1800
     assert "on-demand instance od" in plan.launch[0][2]
     # while the replacement boots, it is not asked for again
     booting = host("sir-1", 4, spot=True, price=12.24 * 0.35, ready=False)
@@ -151,3 +157,15 @@ def test_the_pool_keeps_free_slots_for_new_work() -> None:
     plan = plan_moves(NOW, keep, hosts, tasks)
     assert [d[0] for d in plan.drain] == ["c"]
     assert plan_moves(NOW, MovePolicy(keep_free_slots=4), hosts, tasks).drain == []
+
+
+def test_a_gang_on_an_on_demand_instance_gets_whole_spot_replacements() -> None:
+    offers = [SpotOffer("p3.8xlarge", 4, 12.24 * 0.35)]
+    gang = task("g", ("od", 4), ("sp", 4))  # half on an on-demand fallback, half on spot
+    hosts = [host("od", 0), host("sp", 0, spot=True, price=12.24 * 0.35)]
+    plan = plan_moves(NOW, P, hosts, [gang], spot_offers=offers, max_new_instances=5)
+    assert [(t, n) for t, n, _ in plan.launch] == [("p3.8xlarge", 2)]
+    # with two wholly free spot instances ready, the gang moves whole and both its old instances go
+    ready = [host("s1", 4, spot=True, price=12.24 * 0.35), host("s2", 4, spot=True, price=12.24 * 0.35)]
+    plan = plan_moves(NOW, P, hosts + ready, [gang], spot_offers=offers, max_new_instances=5)
+    assert [(m.allocation_id, sorted(m.target)) for m in plan.moves] == [("g", ["s1", "s2"])]

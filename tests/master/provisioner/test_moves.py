@@ -153,3 +153,35 @@ def test_the_budget_counts_moves_made_before_a_restart(master_config, database, 
     fresh.step()
     assert allocation_of(fresh_ctx, a).preempt_requested or allocation_of(fresh_ctx, b).preempt_requested
     assert len(launches(provider)) == 2  # nothing launched for a move onto an instance already there
+
+
+def test_spot_first_cordons_the_on_demand_fallback_while_spot_capacity_is_back(master_config, database, loop) -> None:
+    """Spot had no capacity: the trial runs on an on-demand fallback. Once spot may be tried again, the
+    fallback takes no new work (new trials go to spot) and a spot replacement is asked for its trial."""
+    from pedl.master.provisioner.providers.base import CloudErrorKind
+    from pedl.master.provisioner.provisioner import UNAVAILABLE_FOR
+
+    ctx, prov, provider, clock = make(master_config, database, loop, instance_slots=2, max_idle_agent_period=600,
+                                      spot=True, consolidation=MOVES)
+    provider.fail_next_launch(CloudErrorKind.CAPACITY)
+    a = submit(ctx, "a")
+    prov.step()  # the spot launch finds no capacity
+    prov.step()  # so the pass falls back to on-demand
+    [fallback] = [r for r in rows(ctx).values() if not r.spot]
+    register(ctx, loop, fallback.id, slots=2)
+    ctx.controller.tick()
+    start(ctx, a)
+    assert rows(ctx)[fallback.id].cordoned_since is None  # spot is still avoided: the fallback takes work
+    advance(ctx, clock, UNAVAILABLE_FOR + 1)
+    progress(ctx, a, 100)
+    prov.step()
+    assert rows(ctx)[fallback.id].cordoned_since == clock.now()
+    # a new trial waits for spot instead of taking the fallback's free slot
+    b = submit(ctx, "b")
+    ctx.controller.tick()
+    assert allocation_of(ctx, b).assignment == []
+    prov.step()
+    spot_launches = [req for req in launches(provider) if req.spot]
+    assert len(spot_launches) >= 2  # the first, refused; then capacity for the waiting trial
+    with ctx.db.session() as s:
+        assert resource_pools.describe(ctx, s, "default")["cost"]["perHour"] > 0

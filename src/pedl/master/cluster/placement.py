@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from pedl.common import agent_protocol as proto
@@ -61,7 +61,8 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
         models.Instance.spot.is_(True), models.Instance.state.in_(LIVE_INSTANCE)))) if dynamic else set()
     # an instance the move planner empties takes no new work
     draining = set(s.scalars(select(models.Instance.id).where(
-        models.Instance.draining_since.is_not(None), models.Instance.state.in_(LIVE_INSTANCE)))) if dynamic else set()
+        or_(models.Instance.draining_since.is_not(None), models.Instance.cordoned_since.is_not(None)),
+        models.Instance.state.in_(LIVE_INSTANCE)))) if dynamic else set()
     out: list[Placement] = []
     for pool in fx.config.resource_pools:
         pool_agents = [

@@ -360,6 +360,8 @@ class Instance(Base):
     # the move planner empties it (migration 0013): no new work goes there; it ends once empty
     draining_since: Mapped[float | None] = mapped_column(Float, nullable=True)
     drain_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # spot first: an on-demand instance takes no new work while spot capacity is available (its trials stay)
+    cordoned_since: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class TrialMove(Base):

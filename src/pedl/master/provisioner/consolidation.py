@@ -85,6 +85,8 @@ class MovePlan:
     moves: list[Move] = field(default_factory=list)
     drain: list[tuple[str, str]] = field(default_factory=list)  # (instance id, reason): take no new work
     launch: list[tuple[str, int, str]] = field(default_factory=list)  # (type, count, reason): spot replacements
+    # on-demand instances that take no new work while spot capacity is there (all others take work)
+    cordon: list[tuple[str, str]] = field(default_factory=list)
     next_check_at: float | None = None  # when a trial not movable now becomes movable
 
 
@@ -119,15 +121,24 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
         ready_at = task.since + policy.min_runtime_between_moves
         return ready_at if ready_at > now else None
 
+    cordoned: set[str] = set()
+    if spot_offers:
+        # spot first: while spot capacity is there, an on-demand instance takes no new work; its trials
+        # finish there, or move to spot once they can
+        for h in hosts:
+            if not h.spot and not h.draining:
+                cordoned.add(h.id)
+                plan.cordon.append((h.id, "on-demand while spot capacity is available: new work goes to spot"))
     candidates = []
-    pool_free0 = sum(h.free for h in hosts if h.ready and not h.draining)
+    pool_free0 = sum(h.free for h in hosts if h.ready and not h.draining and h.id not in cordoned)
     for h in hosts:
         own = on[h.id]
         if not own or h.draining or not h.ready:
             continue
         used_here = h.slots - h.free
         # cheap bounds first: the others' free slots must hold its trials and leave keep_free_slots
-        if pool_free0 - h.free < used_here or pool_free0 - h.slots < policy.keep_free_slots:
+        own_free, own_slots = (0, 0) if h.id in cordoned else (h.free, h.slots)
+        if pool_free0 - own_free < used_here or pool_free0 - own_slots < policy.keep_free_slots:
             continue
         if any(not t.movable or t.remaining is None for t in own):
             continue
@@ -144,11 +155,11 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
         own = on[host_id]
         if len(own) > budget or any(any(hid in emptied for hid, _ in t.placements) for t in own):
             continue
-        pool_free = sum(free[h.id] for h in hosts if h.ready and not h.draining and h.id not in emptied)
-        if pool_free - sum(h.slots for h in [source]) < policy.keep_free_slots:
+        pool_free = sum(free[h.id] for h in hosts if h.ready and not h.draining and h.id not in emptied | cordoned)
+        if pool_free - (0 if host_id in cordoned else source.slots) < policy.keep_free_slots:
             continue
         undo = dict(free)
-        placed = _place_all(own, source, hosts, free, emptied | {host_id} | _gang_hosts(own), policy)
+        placed = _place_all(own, source, hosts, free, emptied | cordoned | {host_id} | _gang_hosts(own), policy)
         if placed is None:
             continue
         # a gang that leaves may empty its other instances too: they go with the source
@@ -262,6 +273,7 @@ def _ask_for_spot(now: float, policy: MovePolicy, hosts: Sequence[HostView], on:
     (the cheapest spot type that holds them on one instance) when that pays for its boot and the move.
     The replacement starts empty; once it is ready, the next plan moves the trials onto it."""
     launches: dict[str, int] = {}
+    by_id = {h.id: h for h in hosts}
     # spot instances still booting, empty: replacements asked for earlier, counted before asking again
     coming = {h.id: h.free for h in hosts if h.spot and not h.ready and not h.draining and not on[h.id]}
     for h in sorted((h for h in hosts if not h.spot and h.ready and not h.draining and h.id not in skip),
@@ -269,29 +281,43 @@ def _ask_for_spot(now: float, policy: MovePolicy, hosts: Sequence[HostView], on:
         own = on[h.id]
         if not own or len(own) > budget or sum(launches.values()) >= max_new:
             continue
-        if any(not t.movable or t.remaining is None or waiting_for(t) is not None for t in own):
+        if any(not t.movable or t.remaining is None for t in own):
             continue
-        if any(len(t.placements) > 1 for t in own):
-            continue  # a gang over several instances is replaced by the consolidation of those
-        need = sum(t.slots for t in own)
+        later = [w for w in map(waiting_for, own) if w is not None]
+        if later:  # look again when they can move
+            plan.next_check_at = min([*later, *([plan.next_check_at] if plan.next_check_at else [])])
+            continue
+        need = sum(t.slots for t in own)  # a gang's slots on other instances too: it moves whole
         booting = next((hid for hid, room in coming.items() if room >= need), None)
         if booting is not None:
             coming[booting] -= need
             continue
-        fitting = [o for o in offers if o.slots >= need]
-        if not fitting:
+        if sum(coming.values()) >= need and any(len(t.placements) > 1 for t in own):
+            for hid in list(coming):  # a gang takes wholly free instances
+                coming[hid] = 0
             continue
-        offer = min(fitting, key=lambda o: (o.price, o.slots))
+        # one instance that holds them, or whole instances of one type for a single gang
+        shapes = [(o, 1) for o in offers if o.slots >= need]
+        if len(own) == 1:
+            shapes += [(o, need // o.slots) for o in offers if 0 < o.slots < need and need % o.slots == 0]
+        shapes = [(o, k) for o, k in shapes if sum(launches.values()) + k <= max_new]
+        if not shapes:
+            continue
+        offer, count = min(shapes, key=lambda ok: (ok[0].price * ok[1], ok[1]))
         horizon = max(t.remaining or 0.0 for t in own)
         # the trials run on here while the replacement boots, then checkpoint and leave
         left = horizon - policy.boot_time
-        cost = (h.price * (policy.boot_time + policy.checkpoint_cost)
-                + offer.price * (policy.boot_time + left + policy.checkpoint_cost + policy.restore_cost)) / HOUR
-        saving = h.price * horizon / HOUR - cost
-        rate = h.price - offer.price
+        # what leaves: this instance, and a gang's other instances when the gang is all they hold
+        leaving = h.price + sum(by_id[hid].price for t in own for hid, _ in t.placements
+                                if hid != h.id and hid in by_id and all(o in own for o in on[hid]))
+        new_price = offer.price * count
+        cost = (leaving * (policy.boot_time + policy.checkpoint_cost)
+                + new_price * (policy.boot_time + left + policy.checkpoint_cost + policy.restore_cost)) / HOUR
+        saving = leaving * horizon / HOUR - cost
+        rate = leaving - new_price
         if saving <= 0 or rate < policy.min_saving_per_hour:
             continue
-        launches[offer.instance_type] = launches.get(offer.instance_type, 0) + 1
+        launches[offer.instance_type] = launches.get(offer.instance_type, 0) + count
         budget -= len(own)
-        plan.launch.append((offer.instance_type, 1, f"a spot replacement for on-demand instance {h.id}: "
-                                                    f"saves ${rate:.2f}/h once its trial(s) move"))
+        plan.launch.append((offer.instance_type, count, f"a spot replacement for on-demand instance {h.id}: "
+                                                        f"saves ${rate:.2f}/h once its trial(s) move"))

@@ -44,11 +44,12 @@ def move_policy(cfg: ProviderConfig) -> MovePolicy:
 
 
 def drained_and_empty(s: Session, pool: str, held_on: dict[str, int]) -> list[tuple[str, str]]:
-    """Draining instances of the pool that hold nothing any more: they end now."""
+    """Draining or cordoned instances of the pool that hold nothing any more: they end now."""
     rows = s.scalars(select(models.Instance).where(
         models.Instance.resource_pool == pool, models.Instance.state == InstanceState.RUNNING,
-        models.Instance.draining_since.is_not(None)))
-    return [(r.id, f"drained: {r.drain_reason or 'its trials moved'}") for r in rows if r.id not in held_on]
+        or_(models.Instance.draining_since.is_not(None), models.Instance.cordoned_since.is_not(None))))
+    return [(r.id, f"drained: {r.drain_reason}" if r.draining_since is not None
+             else "on-demand and empty while spot capacity is available") for r in rows if r.id not in held_on]
 
 
 def remaining_seconds(trial: models.Trial, now: float) -> float | None:
@@ -79,6 +80,9 @@ def consolidate(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, 
             decision.terminate.append((inst_id, reason))
     policy = move_policy(cfg)
     if not policy.enabled:
+        for row in s.scalars(select(models.Instance).where(models.Instance.resource_pool == pool,
+                                                           models.Instance.cordoned_since.is_not(None))):
+            row.cordoned_since = None  # consolidation switched off: every instance takes work
         return None
     waiting = s.scalar(select(func.count()).select_from(models.Allocation).where(
         models.Allocation.state == AllocationState.PENDING, models.Allocation.resource_pool == pool,
@@ -111,7 +115,7 @@ def consolidate(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, 
     alive = len([h for h in hosts if not h.draining])
     plan = plan_moves(now, policy, hosts, tasks, recent_moves=recent, spot_offers=offers,
                       max_new_instances=max(cfg.max_instances - alive - sum(n.count for n in decision.launch), 0))
-    _carry_out(fx, s, pool, cfg, plan, held, decision)
+    _carry_out(fx, s, pool, cfg, plan, held, decision, hosts)
     return plan
 
 
@@ -138,8 +142,19 @@ def _tasks(s: Session, running: list[models.Allocation], now: float) -> list[Tas
 
 
 def _carry_out(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, plan: MovePlan,
-               held: list[models.Allocation], decision: Decision) -> None:
+               held: list[models.Allocation], decision: Decision, hosts: list[HostView]) -> None:
     now = fx.now
+    cordon = dict(plan.cordon)
+    for host in hosts:  # the plan says which on-demand instances take no new work now; the others take it
+        row = s.get(models.Instance, host.id)
+        if row is None:
+            continue
+        if host.id in cordon and row.cordoned_since is None:
+            row.cordoned_since = now
+            record_event(s, now, "instance", host.id, f"cordoned: {cordon[host.id]}")
+        elif host.id not in cordon and row.cordoned_since is not None:
+            row.cordoned_since = None
+            record_event(s, now, "instance", host.id, "takes new work again: no spot capacity")
     for inst_id, reason in plan.drain:
         row = s.get(models.Instance, inst_id)
         if row is not None and row.draining_since is None:

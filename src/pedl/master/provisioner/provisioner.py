@@ -207,6 +207,7 @@ class PoolProvisioner:
                 slots=len(agent.slots) if agent is not None else row.slots, spot=row.spot,
                 # a draining instance, like one the cloud reclaims, goes away: no capacity for new work
                 interrupted=row.interrupted_at is not None or row.draining_since is not None,
+                cordoned=row.cordoned_since is not None,
                 agent_connected=(agent is not None and agent.state == AgentState.CONNECTED and row.id in connected),
                 agent_disconnected_at=agent.disconnected_at if agent is not None else None))
         # a task its experiment's max_slots holds back (as the last scheduling pass saw) is no demand

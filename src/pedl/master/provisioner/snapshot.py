@@ -24,6 +24,8 @@ class InstanceFacts:
     slots: int  # its agent's slots once it registered, else the launch's
     spot: bool = False
     interrupted: bool = False  # a spot interruption notice arrived
+    # it takes no new work (spot first: on-demand while spot capacity is there); its trials stay on it
+    cordoned: bool = False
     agent_connected: bool = True  # its agent is registered and connected now
     agent_disconnected_at: float | None = None  # when its agent was seen to go, if recorded
 
@@ -75,7 +77,8 @@ def snapshot(now: float, instances: Iterable[InstanceFacts], held: Collection[He
         # positional, in InstanceView's field order: a third cheaper, and a replay builds thousands
         views.append(InstanceView(
             facts.id, facts.instance_type, state, facts.launched_at, facts.slots,  # type: ignore[arg-type]
-            facts.spot, max(facts.slots - (held_slots or 0), 0), held_slots is not None, idle, disconnected,
+            facts.spot, 0 if facts.cordoned else max(facts.slots - (held_slots or 0), 0), held_slots is not None,
+            idle, disconnected,
             facts.interrupted))
     pending = list(waiting)
     # work on an instance the cloud is about to reclaim needs a new home now, not after it

@@ -1,4 +1,4 @@
-"""instances.draining_since and drain_reason; trial_moves: consolidation and spot first move trials
+"""instances.draining_since, drain_reason and cordoned_since; trial_moves: consolidation and spot first move trials
 
 Revision ID: 0013
 Revises: 0012
@@ -8,6 +8,7 @@ The provisioner's move planner (provisioner/consolidation.py) empties an instanc
 checkpointed trials through the preemption path: the instance drains (no new work), each move is
 recorded (the pool's disruption budget is counted from these rows, so a restart does not reset it;
 `pedl resource-pool describe` and the trial's timeline show them), and the instance ends once empty.
+Spot first cordons an on-demand instance while spot capacity is available: it takes no new work.
 """
 
 import sqlalchemy as sa
@@ -23,6 +24,7 @@ def upgrade() -> None:
     with op.batch_alter_table('instances') as batch:
         batch.add_column(sa.Column('draining_since', sa.Float(), nullable=True))
         batch.add_column(sa.Column('drain_reason', sa.Text(), nullable=True))
+        batch.add_column(sa.Column('cordoned_since', sa.Float(), nullable=True))
     op.create_table('trial_moves',
                     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
                     sa.Column('resource_pool', sa.String(length=255), nullable=False),
@@ -44,5 +46,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table('trial_moves')
     with op.batch_alter_table('instances') as batch:
+        batch.drop_column('cordoned_since')
         batch.drop_column('drain_reason')
         batch.drop_column('draining_since')
