@@ -120,6 +120,8 @@ class PoolProvisioner:
         # consolidation and spot first: drains, moves (preemptions), spot replacements, drained instances ended
         self.last_moves = moves.consolidate(self.ctl, s, self.pool.pool_name, self.cfg, decision,
                                             set(self.unavailable), self.ctl.hub.connected_ids())
+        if self.last_moves is not None and self.last_moves.next_check_at is not None:
+            decision.wake_at(self.last_moves.next_check_at)  # when a trial becomes movable
         self._save_status(s)
         # a terminate the cloud did not act on (lost call, stopped instance, a master that stopped
         # between recording it and sending it) is sent again
