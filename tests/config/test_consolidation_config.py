@@ -67,7 +67,7 @@ def test_every_dynamic_pool_has_consolidation_defaults(tmp_path: Path, base: str
     assert c == ConsolidationConfig()
     assert (c.enabled, c.max_moves_per_hour, c.min_trial_runtime_between_moves, c.min_saving_per_hour,
             c.checkpoint_cost, c.restore_cost) == (True, 6, 1800.0, 0.5, 60.0, 60.0)
-    assert c.move_cost() == 120.0
+    assert (c.checkpoint_cost + c.restore_cost) == 120.0
 
 
 def test_consolidation_values_and_durations(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_consolidation_values_and_durations(tmp_path: Path) -> None:
         restore_cost: 90s
     """))).consolidation
     assert (c.max_moves_per_hour, c.min_trial_runtime_between_moves, c.min_saving_per_hour) == (2, 3600.0, 0.0)
-    assert (c.checkpoint_cost, c.restore_cost, c.move_cost()) == (120.0, 90.0, 210.0)
+    assert (c.checkpoint_cost, c.restore_cost, (c.checkpoint_cost + c.restore_cost)) == (120.0, 90.0, 210.0)
 
 
 def test_disabled_consolidation_may_allow_no_move(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_runtime_between_moves_may_equal_the_move_cost(tmp_path: Path) -> None:
         checkpoint_cost: 1m
         restore_cost: 1m
     """))).consolidation
-    assert c.min_trial_runtime_between_moves == c.move_cost() == 120.0
+    assert c.min_trial_runtime_between_moves == (c.checkpoint_cost + c.restore_cost) == 120.0
 
 
 def test_consolidation_dumps_durations_as_text() -> None:

@@ -42,7 +42,3 @@ class ConsolidationConfig(StrictModel):
             raise ValueError(f"{v:g}s is shorter than consolidation.checkpoint_cost + consolidation.restore_cost "
                              f"({sum(costs):g}s): a trial could be moved again before it recovered from its last move")
         return v
-
-    def move_cost(self) -> float:
-        """Seconds of a trial's progress one move costs: checkpoint, then restore."""
-        return self.checkpoint_cost + self.restore_cost

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Literal
 
 from pedl.config import instance_types
-from pedl.config.consolidation_config import ConsolidationConfig
 from pedl.config.master_config import load_master_config
 from pedl.config.provider_config import AWSProviderConfig, LocalProviderConfig
 from pedl.errors import InvalidArgument
 from pedl.master.cluster.scheduler import Fitting
-from pedl.master.provisioner.consolidation import MovePolicy
+from pedl.master.provisioner.consolidation import MovePolicy, policy_from_config
 from pedl.master.provisioner.scaling_decider import Policy, PoolPolicy, TypeOffer
 
 DEFAULT_INSTANCE_TYPE = "p3.8xlarge"  # 4 GPUs; the openb jobs need up to 8, which gang over two
@@ -55,15 +54,6 @@ class SimPool:
         return {"instance_types": [{"name": o.name, "slots": o.slots, "price": o.price} for o in self.offers],
                 "max_instances": self.max_instances, "min_instances": self.min_instances,
                 "max_idle_s": self.max_idle, "spot": self.spot, "fitting": self.fitting, "source": self.source}
-
-
-def move_policy(config: ConsolidationConfig, boot_delay: float | None = None) -> MovePolicy:
-    """The move planner's policy from a pool's `consolidation:` config."""
-    return MovePolicy(enabled=config.enabled, max_moves_per_hour=config.max_moves_per_hour,
-                      min_runtime_between_moves=config.min_trial_runtime_between_moves,
-                      min_saving_per_hour=config.min_saving_per_hour, checkpoint_cost=config.checkpoint_cost,
-                      restore_cost=config.restore_cost, keep_free_slots=config.keep_free_slots,
-                      boot_time=boot_delay if boot_delay is not None else MovePolicy.boot_time)
 
 
 def offers_for(names: list[str]) -> tuple[TypeOffer, ...]:
@@ -107,7 +97,7 @@ def pool_from_master_config(path: str | Path) -> SimPool:
         else:
             continue
         return SimPool(offers=offers, max_instances=provider.max_instances, min_instances=provider.min_instances,
-                       moves=move_policy(provider.consolidation, boot_delay),
+                       moves=policy_from_config(provider.consolidation, boot_delay),
                        max_idle=provider.max_idle_agent_period, max_starting=provider.max_agent_starting_period,
                        fitting=pool.scheduler.fitting_policy, source=f"{path} (pool {pool.pool_name})",
                        boot_delay=boot_delay, **spot)  # type: ignore[arg-type]

@@ -12,63 +12,22 @@ import heapq
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
-from enum import StrEnum
 
 from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
 from pedl.master.provisioner.consolidation import HostView, MovePlan, SpotOffer, TaskView, plan_moves
 from pedl.master.provisioner.scaling_decider import InstanceView, PendingTask, Policy, decide
 from pedl.master.provisioner.snapshot import HeldTask, snapshot
 from pedl.sim.cloud import CloudSettings, InstanceState, SimInstance, SimulatedCloud, saved_progress
+from pedl.sim.figures import policy_result
+from pedl.sim.jobs import JobState, SimJob
 from pedl.sim.pool import DETERMINED_TICK, SimPool
-from pedl.sim.results import PolicyResult, percentile
+from pedl.sim.results import PolicyResult
 from pedl.sim.trace import TraceJob
 
 PRIORITY = 42  # every trace job at the scheduler's default priority: FIFO
 
 # event kinds, in the order a batch at one instant handles them
 ARRIVE, FULFIL, BOOTED, FINISH, INTERRUPT, RECLAIM, MOVED, WAKE = range(8)
-
-
-class JobState(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-    NEVER_FIT = "never_fit"
-
-
-JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    JobState.PENDING: frozenset({JobState.RUNNING, JobState.NEVER_FIT}),
-    # finished; or cut short (spot interruption, instance terminated) and queued again
-    JobState.RUNNING: frozenset({JobState.DONE, JobState.PENDING}),
-    JobState.DONE: frozenset(),
-    JobState.NEVER_FIT: frozenset(),
-}
-
-
-@dataclass(eq=False)
-class SimJob:
-    trace: TraceJob
-    state: JobState = JobState.PENDING
-    progress: float = 0.0  # run time saved in checkpoints
-    started_at: float | None = None  # first start
-    run_started: float = 0.0
-    run_seq: int = 0  # tells a live finish event from one of a run cut short
-    placements: list[tuple[SimInstance, list[str]]] = field(default_factory=list)
-    request: SlotRequest | None = None
-    task: PendingTask | None = None
-    moving: bool = False  # checkpointing to move: it leaves its instances when that ends
-    restore_debt: float = 0.0  # seconds its next start spends restoring a move's checkpoint
-    moves: int = 0
-
-    @property
-    def id(self) -> str:
-        return self.trace.id
-
-    def set_state(self, state: JobState) -> None:
-        if state not in JOB_TRANSITIONS[self.state]:
-            raise RuntimeError(f"job {self.id}: {self.state} -> {state} is not allowed")
-        self.state = state
 
 
 class Replay:
@@ -131,7 +90,7 @@ class Replay:
             self._step(now)
             if self._settled():
                 break
-        return self._result(now, time.perf_counter() - started)
+        return policy_result(self, now, time.perf_counter() - started)
 
     def _settled(self) -> bool:
         """Every job finished or dropped, and the pool down to what min_instances keeps, idle: the
@@ -409,7 +368,6 @@ class Replay:
         for move in plan.moves:
             job = self._all_jobs[move.allocation_id]
             job.moving = True
-            job.moves += 1
             self.moves += 1
             self.recent_moves.append(now)
             self._push(now + policy.checkpoint_cost, MOVED, (job, job.run_seq))
@@ -480,38 +438,3 @@ class Replay:
                         if any(i.draining for i, _ in self._all_jobs[job_id].placements):
                             pending.append(PendingTask(task.allocation_id, task.slots_needed, task.queued_at))
         return [i.view for i in self.instances.values()], pending  # type: ignore[misc]
-
-    # -- figures -------------------------------------------------------------------------------------
-
-    def _result(self, end: float, wall: float) -> PolicyResult:
-        everyone = self.gone + list(self.instances.values())
-        billed = sum(i.billed_seconds(end) for i in everyone)
-        busy = sum(i.busy_seconds + (end - i.busy_since if i.busy_since is not None else 0.0) for i in everyone)
-        gpu_billed = sum(i.billed_seconds(end) * i.slots for i in everyone)
-        hours = billed / 3600.0
-        lb = self.lower_bound_hours
-        cost = sum(i.billed_seconds(end) * i.price for i in everyone) / 3600.0
-        # the work the trace asks for, and the least a GPU-hour can cost among the allowed types
-        work = sum(j.trace.slots * j.trace.run_time for j in self._all_jobs.values()
-                   if j.state == JobState.DONE) / 3600.0
-        fraction = self.settings.spot_price_fraction if self.policy.spot else 1.0
-        cheapest = min((o.price * fraction / o.slots for o in self.policy.types if o.slots > 0), default=0.0)
-        return PolicyResult(
-            policy=self.kind, instance_types=[o.name for o in self.policy.types],
-            instance_hours=hours, cost=cost,
-            spot_instance_hours=sum(i.billed_seconds(end) for i in everyone if i.spot) / 3600.0,
-            lower_bound_instance_hours=lb, cost_ratio=hours / lb if lb > 0 else math.nan,
-            idle_instance_hours=(billed - busy) / 3600.0,
-            boot_instance_hours=sum(i.boot_seconds(end) for i in everyone) / 3600.0,
-            queue_p50_s=percentile(self.queue_delays, 50), queue_p95_s=percentile(self.queue_delays, 95),
-            queue_max_s=max(self.queue_delays, default=0.0),
-            launches=self.launches, spot_launches=self.spot_launches, spot_requests_cancelled=self.spot_cancelled,
-            jobs=len(self.trace_jobs), jobs_finished=self.finished, jobs_never_fit=self.never_fit,
-            jobs_unfinished=len(self.trace_jobs) - self.finished - self.never_fit,
-            interruptions=self.interruptions, jobs_requeued=self.requeued,
-            lost_work_hours=self.lost_gpu_seconds / 3600.0, gpu_hours_used=self.used_gpu_seconds / 3600.0,
-            gpu_utilization=self.used_gpu_seconds / gpu_billed if gpu_billed > 0 else 0.0,
-            peak_instances=self.peak_instances, decisions=self.decisions, virtual_end_s=end, wall_seconds=wall,
-            moves=self.moves, moving_gpu_hours=self.moving_gpu_seconds / 3600.0,
-            packed_bound_cost=work * cheapest, cost_per_gpu_hour=cost / work if work > 0 else 0.0,
-            cheapest_gpu_hour_price=cheapest, big_job_types=dict(sorted(self.big_job_types.items())))

@@ -5,7 +5,6 @@ Times are float seconds since the epoch (the injected clock's unit), rendered as
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -22,42 +21,16 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.orm import Mapped, mapped_column
 
+from pedl.master.db.base import Base, Id, StateColumn  # noqa: F401 - the shared declarative base, as models.Base
 from pedl.master.lifecycle import (
     AgentState,
     AllocationState,
     CheckpointState,
     ExperimentState,
-    InstanceState,
     TrialState,
 )
-
-Id = BigInteger().with_variant(Integer(), "sqlite")  # sqlite autoincrements INTEGER only
-
-
-class StateColumn(TypeDecorator[StrEnum]):
-    """A lifecycle state stored as its enum's string value (the column is a plain VARCHAR(40), so no
-    migration) and loaded as the enum member; binds take a member or its string."""
-
-    impl = String(40)
-    cache_ok = True
-
-    def __init__(self, enum: type[StrEnum]) -> None:
-        super().__init__()
-        self.enum = enum
-
-    def process_bind_param(self, value: StrEnum | str | None, dialect: Dialect) -> str | None:
-        return None if value is None else str(value)  # a StrEnum member's str is its value
-
-    def process_result_value(self, value: str | None, dialect: Dialect) -> StrEnum | None:
-        return None if value is None else self.enum(value)
-
-
-class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
 class User(Base):
@@ -333,71 +306,6 @@ class Event(Base):
     __table_args__ = (Index("ix_events_entity", "entity_type", "entity_id", "id"),)
 
 
-class Instance(Base):
-    """A cloud (or local) instance the master launched or adopted: what it cost and why it ended."""
-
-    __tablename__ = "instances"
-    id: Mapped[str] = mapped_column(String(255), primary_key=True)  # provider id (i-..., sir-..., local-...)
-    resource_pool: Mapped[str] = mapped_column(String(255), index=True)
-    provider: Mapped[str] = mapped_column(String(32))
-    instance_type: Mapped[str] = mapped_column(String(64))
-    spot: Mapped[bool] = mapped_column(Boolean, default=False)
-    state: Mapped[InstanceState] = mapped_column(StateColumn(InstanceState), index=True)
-    slots: Mapped[int] = mapped_column(Integer, default=0)
-    price_per_hour: Mapped[float] = mapped_column(Float, default=0.0)
-    launch_token: Mapped[str] = mapped_column(String(64), default="")
-    spot_request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    launched_at: Mapped[float] = mapped_column(Float)
-    registered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    terminated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    termination_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    interrupted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    adopted: Mapped[bool] = mapped_column(Boolean, default=False)
-    # the provisioner's clocks (migration 0012), kept here so that a master restart does not reset them:
-    # running with nothing held on it since when, and when its terminate was last sent to the cloud
-    idle_since: Mapped[float | None] = mapped_column(Float, nullable=True)
-    terminate_sent_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # the move planner empties it (migration 0013): no new work goes there; it ends once empty
-    draining_since: Mapped[float | None] = mapped_column(Float, nullable=True)
-    drain_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    # spot first: an on-demand instance takes no new work while spot capacity is available (its trials stay)
-    cordoned_since: Mapped[float | None] = mapped_column(Float, nullable=True)
-
-
-class TrialMove(Base):
-    """A trial moved by consolidation or spot first (migration 0013): from which instances, to which
-    (where it fitted when planned), and what it saves. The pool's disruption budget is counted from
-    these rows."""
-
-    __tablename__ = "trial_moves"
-    __table_args__ = (Index("ix_trial_moves_resource_pool_planned_at", "resource_pool", "planned_at"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    resource_pool: Mapped[str] = mapped_column(String(255))
-    allocation_id: Mapped[str] = mapped_column(String(160), index=True)
-    trial_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
-    source: Mapped[str] = mapped_column(Text)  # instance ids, comma-separated
-    target: Mapped[str] = mapped_column(Text)
-    saving_per_hour: Mapped[float] = mapped_column(Float)
-    saving: Mapped[float] = mapped_column(Float)
-    reason: Mapped[str] = mapped_column(Text)
-    planned_at: Mapped[float] = mapped_column(Float)
-
-
-class PoolProvisioning(Base):
-    """What a pool's provisioner must not forget over a master restart (migration 0012): its launch
-    backoff, its last provider error, and the (instance type, spot) pairs it avoids after capacity
-    failures, as a JSON list of [type, spot, until]. One row per pool with a provider, written when
-    they change (provisioner/pool_provisioning.py)."""
-
-    __tablename__ = "pool_provisioning"
-    resource_pool: Mapped[str] = mapped_column(String(255), primary_key=True)
-    consecutive_errors: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    backoff_until: Mapped[float | None] = mapped_column(Float, nullable=True)
-    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    last_error_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    unavailable: Mapped[list[Any]] = mapped_column(JSON, default=list)
-
-
 class ClusterInfo(Base):
     __tablename__ = "cluster_info"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -478,3 +386,8 @@ class TrialSourceInfo(Base):
                              ondelete="SET NULL"),
         Index("ix_trial_source_infos_model_version", "model_id", "model_version"),
     )
+
+
+# the provisioner's tables live in their own module; imported here so that `models.Instance` and
+# Base.metadata hold them as they hold every other table
+from pedl.master.db.provisioning_models import Instance, PoolProvisioning, TrialMove  # noqa: E402, F401

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pedl.config.consolidation_config import ConsolidationConfig
 
 HOUR = 3600.0
 
@@ -30,6 +34,15 @@ class MovePolicy:
     boot_time: float = 90.0  # expected boot of a replacement instance
     # free slots the pool keeps after its moves, so that new work starts without waiting for a boot
     keep_free_slots: int = 8
+
+
+def policy_from_config(config: ConsolidationConfig, boot_time: float | None = None) -> MovePolicy:
+    """The planner's policy from a pool's `consolidation:` section (and its expected boot time)."""
+    return MovePolicy(enabled=config.enabled, max_moves_per_hour=config.max_moves_per_hour,
+                      min_runtime_between_moves=config.min_trial_runtime_between_moves,
+                      min_saving_per_hour=config.min_saving_per_hour, checkpoint_cost=config.checkpoint_cost,
+                      restore_cost=config.restore_cost, keep_free_slots=config.keep_free_slots,
+                      boot_time=MovePolicy.boot_time if boot_time is None else boot_time)
 
 
 @dataclass(frozen=True)

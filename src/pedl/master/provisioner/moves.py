@@ -21,10 +21,10 @@ from pedl.master.provisioner.consolidation import (
     HOUR,
     HostView,
     MovePlan,
-    MovePolicy,
     SpotOffer,
     TaskView,
     plan_moves,
+    policy_from_config,
 )
 from pedl.master.provisioner.scaling_decider import Decision, Launch
 from pedl.master.services.transitions import record_event
@@ -33,14 +33,6 @@ if TYPE_CHECKING:
     from pedl.master.cluster.effects import ClusterEffects
 
 RECENT_MOVES_SHOWN = 20
-
-
-def move_policy(cfg: ProviderConfig) -> MovePolicy:
-    c = cfg.consolidation
-    return MovePolicy(enabled=c.enabled, max_moves_per_hour=c.max_moves_per_hour,
-                      min_runtime_between_moves=c.min_trial_runtime_between_moves,
-                      min_saving_per_hour=c.min_saving_per_hour, checkpoint_cost=c.checkpoint_cost,
-                      restore_cost=c.restore_cost, keep_free_slots=c.keep_free_slots)
 
 
 def drained_and_empty(s: Session, pool: str, held_on: dict[str, int]) -> list[tuple[str, str]]:
@@ -78,7 +70,7 @@ def consolidate(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, 
     for inst_id, reason in drained_and_empty(s, pool, held_on):
         if inst_id not in ending:
             decision.terminate.append((inst_id, reason))
-    policy = move_policy(cfg)
+    policy = policy_from_config(cfg.consolidation)
     if not policy.enabled:
         for row in s.scalars(select(models.Instance).where(models.Instance.resource_pool == pool,
                                                            models.Instance.cordoned_since.is_not(None))):
