@@ -16,6 +16,8 @@ from pedl.config.loading import StrictModel
 EC2_ALIASES = ("ec2.local-ipv4", "ec2.public-ipv4", "ec2.local-hostname", "ec2.public-hostname")
 GCE_ALIASES = ("gce.internal-ip", "gce.external-ip")
 DEFAULT_MASTER_PORT = 8080
+# how long a (type, spot) pair is avoided after a capacity error or an unfulfilled spot request, by default
+DEFAULT_CAPACITY_RETRY = 600.0
 # The typical spot discount: spot capacity costs about this fraction of the on-demand price. It is the
 # spot price assumed where none is configured, and the simulator's default (`pedl sim --spot-price`).
 DEFAULT_SPOT_FRACTION = 0.35
@@ -49,6 +51,10 @@ class ProviderCommon(StrictModel):
     min_instances: int = Field(0, ge=0)
     launch_error_backoff: Duration = Field(5.0, description="first wait after a failed launch; doubles")
     launch_error_backoff_max: Duration = Field(300.0, description="cap of the launch backoff")
+    capacity_retry_period: Duration = Field(
+        DEFAULT_CAPACITY_RETRY, gt=0,
+        description="how long a type (spot or on-demand) is avoided after a capacity error or an unfulfilled spot "
+                    "request; spot is asked for again after it")
     consolidation: ConsolidationConfig = Field(
         default_factory=ConsolidationConfig,
         description="moving checkpointed trials so that half-empty or on-demand instances can go away")

@@ -22,7 +22,7 @@ class CloudSettings:
     interruption_notice: float = 120.0  # the two-minute notice: the instance is gone this long after
     spot_capacity_failure: float = 0.05  # chance a spot request finds no capacity and stays open
     spot_capacity_wait: float = 1800.0  # mean wait before such an open request is fulfilled after all
-    # a (type, spot) marked unavailable is avoided this long (as provisioner.UNAVAILABLE_FOR)
+    # a (type, spot) marked unavailable is avoided this long (as the provider's capacity_retry_period)
     unavailable_period: float = 600.0
     checkpoint_period: float = 1800.0  # jobs checkpoint every this much run time; 0 = never
     seed: int = 0

@@ -158,8 +158,8 @@ def test_the_budget_counts_moves_made_before_a_restart(master_config, database, 
 def test_spot_first_cordons_the_on_demand_fallback_while_spot_capacity_is_back(master_config, database, loop) -> None:
     """Spot had no capacity: the trial runs on an on-demand fallback. Once spot may be tried again, the
     fallback takes no new work (new trials go to spot) and a spot replacement is asked for its trial."""
+    from pedl.config.provider_config import DEFAULT_CAPACITY_RETRY as UNAVAILABLE_FOR
     from pedl.master.provisioner.providers.base import CloudErrorKind
-    from pedl.master.provisioner.provisioner import UNAVAILABLE_FOR
 
     ctx, prov, provider, clock = make(master_config, database, loop, instance_slots=2, max_idle_agent_period=600,
                                       spot=True, consolidation=MOVES)

@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 IS = InstanceState
 
-# how long a (type, spot) pair is avoided after a capacity error or an unfulfilled spot request
-UNAVAILABLE_FOR = 600.0
 TERMINATE_RETRY = 120.0
 
 
@@ -116,7 +114,7 @@ class PoolProvisioner:
         decision = decide(now, self.policy, views, pending,
                           launch_blocked_until=self.status.backoff_until, unavailable=set(self.unavailable))
         for key in decision.unavailable:
-            self.unavailable[key] = now + UNAVAILABLE_FOR
+            self.unavailable[key] = now + self.cfg.capacity_retry_period
         # consolidation and spot first: drains, moves (preemptions), spot replacements, drained instances ended
         self.last_moves = moves.consolidate(self.ctl, s, self.pool.pool_name, self.cfg, decision,
                                             set(self.unavailable), self.ctl.hub.connected_ids())
@@ -252,7 +250,7 @@ class PoolProvisioner:
                 self.ctl.metrics.launch_failures.labels(pool=self.pool.pool_name, kind=exc.kind.value).inc()
                 if exc.kind == CloudErrorKind.CAPACITY:
                     # this type (and market) is out: the next pass falls back at once
-                    self.unavailable[(launch.instance_type, launch.spot)] = self.now + UNAVAILABLE_FOR
+                    self.unavailable[(launch.instance_type, launch.spot)] = self.now + self.cfg.capacity_retry_period
                     self._record_error(exc, f"launching {launch.count} x {launch.instance_type}"
                                             f"{' (spot)' if launch.spot else ''}", backoff=False)
                     self.ctl.wake_provisioners()
