@@ -1,6 +1,6 @@
 """Consolidation and price configuration: a pool's `consolidation:` (defaults, bad values refused
-naming their full path), `instance_type_prices` and spot prices, and an experiment's
-`resources.movable`."""
+naming their full path), `instance_type_prices` and spot prices, the local provider's spot keys, and
+an experiment's `resources.movable`."""
 
 from __future__ import annotations
 
@@ -213,6 +213,27 @@ def test_local_spot_price(tmp_path: Path) -> None:
     assert p.spot_price_of("local") == 0.25
     out = refused(tmp_path, LOCAL + "      spot_price_per_hour: -1\n")
     assert list(out) == ["resource_pools[0].provider.spot_price_per_hour"]
+
+
+def test_local_spot_defaults_and_values(tmp_path: Path) -> None:
+    p = provider(load(tmp_path, LOCAL))
+    assert isinstance(p, LocalProviderConfig)
+    assert (p.spot, p.spot_fallback_to_on_demand) == (False, True)
+    p = provider(load(tmp_path, LOCAL + "      spot: true\n      spot_fallback_to_on_demand: false\n"))
+    assert isinstance(p, LocalProviderConfig)
+    assert (p.spot, p.spot_fallback_to_on_demand) == (True, False)
+
+
+@pytest.mark.parametrize(("line", "field", "words"), [
+    ("spot: sometimes", "spot", "valid boolean"),
+    ("spot_fallback_to_on_demand: later", "spot_fallback_to_on_demand", "valid boolean"),
+    ("spot_request_timeout: 2m", "spot_request_timeout", "unknown key"),  # a local spot launch is never a request
+    ("spot_max_price: '0.5'", "spot_max_price", "unknown key"),
+])
+def test_bad_local_spot_value_names_the_field(tmp_path: Path, line: str, field: str, words: str) -> None:
+    out = refused(tmp_path, LOCAL + f"      {line}\n")
+    assert list(out) == [f"resource_pools[0].provider.{field}"]
+    assert words in out[f"resource_pools[0].provider.{field}"]
 
 
 # --- resources.movable ---

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from pedl.master.provisioner.consolidation import MovePolicy
 from pedl.master.provisioner.snapshot import InstanceFacts, snapshot
 from pedl.sim import CloudSettings, SimPool
 from pedl.sim.cloud import SimInstance
@@ -137,8 +138,9 @@ def test_spot_is_priced_as_a_fraction_of_on_demand() -> None:
 
 
 def test_interrupted_jobs_resume_from_their_last_checkpoint() -> None:
+    # the Determined-style policy does nothing at the notice: its jobs go on from their periodic checkpoint
     settings = fixed(interruption_rate=2.0, spot_capacity_failure=0.0, checkpoint_period=1800.0, seed=3)
-    r = replay([job("long", 0, 10.0)], spot=True, settings=settings)
+    r = replay([job("long", 0, 10.0)], spot=True, settings=settings, policy="determined")
     assert r.interruptions > 0 and r.jobs_requeued == r.interruptions
     assert r.jobs_finished == 1
     assert 0 < r.lost_work_hours <= r.interruptions * 0.5  # at most one checkpoint period each
@@ -148,9 +150,24 @@ def test_interrupted_jobs_resume_from_their_last_checkpoint() -> None:
 
 def test_without_checkpoints_an_interrupted_job_starts_over() -> None:
     settings = fixed(interruption_rate=1.0, spot_capacity_failure=0.0, checkpoint_period=0.0, seed=1)
-    r = replay([job("a", 0, 2.0)], spot=True, settings=settings)
-    assert r.interruptions > 0
+    r = replay([job("a", 0, 2.0)], spot=True, settings=settings, policy="determined")
+    assert r.interruptions > 0 and r.lost_work_hours > 0
     assert r.gpu_hours_used == pytest.approx(2.0 + r.lost_work_hours)
+
+
+def test_pedl_checkpoints_at_the_spot_notice_and_loses_nothing() -> None:
+    """pedl's agents see the two-minute notice and their trials checkpoint and leave: no work is lost,
+    each resumption pays the restore; a checkpoint that would outlast the notice saves nothing."""
+    settings = fixed(interruption_rate=2.0, spot_capacity_failure=0.0, checkpoint_period=1800.0, seed=3)
+    moves = MovePolicy(checkpoint_cost=2.0, restore_cost=3.0)
+    r = replay([job("long", 0, 10.0)], spot=True, settings=settings, moves=moves)
+    assert r.interruptions > 0 and r.jobs_requeued == r.interruptions and r.jobs_finished == 1
+    assert r.lost_work_hours == 0.0
+    # the job ran its 10 hours once, plus a restore after each notice
+    assert r.gpu_hours_used == pytest.approx(10.0 + r.interruptions * 3.0 / HOUR)
+    slow = replay([job("long", 0, 10.0)], spot=True, settings=settings,
+                  moves=MovePolicy(checkpoint_cost=150.0, restore_cost=3.0, min_runtime_between_moves=1800.0))
+    assert slow.interruptions > 0 and slow.lost_work_hours > 0
 
 
 def test_pedl_falls_back_to_on_demand_when_spot_has_no_capacity() -> None:

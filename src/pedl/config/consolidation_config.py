@@ -23,8 +23,8 @@ class ConsolidationConfig(StrictModel):
     min_trial_runtime_between_moves: Duration = Field(
         1800.0, description="a trial started or last moved less than this ago is not moved")
     keep_free_slots: int = Field(
-        8, ge=0, le=1_000_000, description="free slots the pool keeps after its moves, so that new work starts "
-                                           "without waiting for a boot")
+        0, ge=0, le=1_000_000, description="free slots the pool keeps after its moves, so that new work starts "
+                                           "without waiting for a boot (the queue's tail against cost)")
 
     @field_validator("max_moves_per_hour", mode="after")
     @classmethod

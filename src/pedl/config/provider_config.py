@@ -211,6 +211,9 @@ class LocalProviderConfig(ProviderCommon):
     spot_price_per_hour: float | None = Field(
         None, ge=0, allow_inf_nan=False,
         description="as spot, for cost figures and the simulator; default price_per_hour x DEFAULT_SPOT_FRACTION")
+    spot: bool = Field(False, description="launch spot instances first (the local spot market: spot-capacity in "
+                                          "<data_dir>/local-instances says whether there is capacity)")
+    spot_fallback_to_on_demand: bool = Field(True, description="launch on demand while spot capacity is unavailable")
     max_idle_agent_period: Duration = Field(300.0)
 
     def instance_types(self) -> list[str]:

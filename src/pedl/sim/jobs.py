@@ -34,13 +34,18 @@ class SimJob:
     state: JobState = JobState.PENDING
     progress: float = 0.0  # run time saved in checkpoints
     started_at: float | None = None  # first start
-    run_started: float = 0.0
+    run_started: float = 0.0  # this run's start (billed GPU time counts from here)
+    trained_from: float = 0.0  # this run's start after its restore: progress counts from here
     run_seq: int = 0  # tells a live finish event from one of a run cut short
     placements: list[tuple[SimInstance, list[str]]] = field(default_factory=list)
     request: SlotRequest | None = None
     task: PendingTask | None = None
     moving: bool = False  # checkpointing to move: it leaves its instances when that ends
     restore_debt: float = 0.0  # seconds its next start spends restoring a move's checkpoint
+
+    def trained(self, now: float) -> float:
+        """Seconds of training in this run so far (its restore is none)."""
+        return max(now - self.trained_from, 0.0)
 
     @property
     def id(self) -> str:

@@ -93,7 +93,8 @@ def pool_from_master_config(path: str | Path) -> SimPool:
             boot_delay = None
         elif isinstance(provider, LocalProviderConfig):
             offers = (TypeOffer(provider.instance_type, provider.slots_per_instance, provider.price_per_hour),)
-            spot, boot_delay = {}, provider.boot_delay
+            spot, boot_delay = {"spot": provider.spot, "spot_fallback_to_on_demand":
+                                provider.spot_fallback_to_on_demand}, provider.boot_delay
         else:
             continue
         return SimPool(offers=offers, max_instances=provider.max_instances, min_instances=provider.min_instances,

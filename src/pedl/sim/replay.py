@@ -67,6 +67,10 @@ class Replay:
         self.moving_gpu_seconds = 0.0
         self._moves_dirty = False
         self.big_job_types: dict[str, int] = {}  # instance types the 8-GPU (and larger) jobs started on
+        # pedl's agents watch for the spot notice, and their trials checkpoint and leave (one that outlasts
+        # the notice saves nothing); Determined's lose what they ran since their last periodic checkpoint
+        cost = pool.moves.checkpoint_cost
+        self.notice_checkpoint = cost if policy == "pedl" and cost < settings.interruption_notice else None
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -167,7 +171,7 @@ class Replay:
             inst.set_state(now, InstanceState.INTERRUPTED, "spot interruption notice")
             del self.running[inst.id]
             for job_id in list(inst.jobs):
-                self._requeue(self._all_jobs[job_id], now)
+                self._requeue(self._all_jobs[job_id], now, notice=self.notice_checkpoint)
             self._push(now + self.settings.interruption_notice, RECLAIM, inst)
 
     def _on_reclaim(self, now: float, inst: object) -> None:
@@ -185,10 +189,10 @@ class Replay:
         job, seq = payload  # type: ignore[misc]
         if job.state != JobState.RUNNING or job.run_seq != seq or not job.moving:
             return  # it finished or was cut short meanwhile
-        job.moving = False
-        job.progress += now - self.moves_policy.checkpoint_cost - job.run_started  # type: ignore[union-attr]
-        job.restore_debt = self.moves_policy.restore_cost  # type: ignore[union-attr]
-        self.moving_gpu_seconds += job.trace.slots * self.moves_policy.checkpoint_cost  # type: ignore[union-attr]
+        job.moving, moves = False, self.pool.moves
+        job.progress += job.trained(now - moves.checkpoint_cost)
+        job.restore_debt = moves.restore_cost
+        self.moving_gpu_seconds += job.trace.slots * moves.checkpoint_cost
         self._release(job, now)
         job.set_state(JobState.PENDING)
         self._enqueue(job, now)
@@ -244,6 +248,7 @@ class Replay:
             for inst, _ in job.placements:
                 self.big_job_types[inst.instance_type] = self.big_job_types.get(inst.instance_type, 0) + 1
         restore, job.restore_debt = job.restore_debt, 0.0
+        job.trained_from = now + restore
         self.moving_gpu_seconds += job.trace.slots * restore
         self._push(now + job.trace.run_time - job.progress + restore, FINISH, (job, job.run_seq))
 
@@ -260,9 +265,13 @@ class Replay:
         job.placements = []
         self._dirty = True
 
-    def _requeue(self, job: SimJob, now: float) -> None:
-        ran = now - job.run_started
-        saved = saved_progress(ran, self.settings.checkpoint_period)
+    def _requeue(self, job: SimJob, now: float, notice: float | None = None) -> None:
+        """Cut a run short and queue it again: with `notice` (a checkpoint's time) it keeps its whole run."""
+        ran = job.trained(now)
+        saved = ran if notice is not None else saved_progress(ran, self.settings.checkpoint_period)
+        if notice is not None:
+            job.restore_debt = self.pool.moves.restore_cost
+            self.moving_gpu_seconds += job.trace.slots * notice
         job.moving = False
         job.progress += saved
         self.lost_gpu_seconds += job.trace.slots * (ran - saved)
@@ -323,8 +332,9 @@ class Replay:
         assert policy is not None
         for inst in [i for i in self.instances.values() if (i.draining or i.cordoned) and not i.jobs]:
             self._terminate(inst, now, "drained: its trials moved or ended")
-        if self.pending:
-            return
+        room = any(i.free and not (i.draining or i.cordoned) for i in self.running.values())
+        if self.pending or not (room or (self.policy.spot and any(not i.spot for i in self.instances.values()))):
+            return  # no trial could move anywhere, and no on-demand instance to replace with spot
         hosts, tasks = [], []
         seen: set[str] = set()
         for inst in self.instances.values():
@@ -338,7 +348,7 @@ class Replay:
                     continue
                 seen.add(job_id)
                 job = self._all_jobs[job_id]
-                ran = now - job.run_started
+                ran = job.trained(now)
                 checkpointed = job.progress > 0 or (0 < self.settings.checkpoint_period <= ran)
                 tasks.append(TaskView(job_id, tuple((i.id, len(slots)) for i, slots in job.placements),
                                       checkpointed and not job.moving,

@@ -87,9 +87,12 @@ def test_registration_makes_a_starting_instance_running(fx: RecordingEffects, s:
     starting = instance(s, "i-1", InstanceState.STARTING)
     terminating = instance(s, "i-2", InstanceState.TERMINATING)
     agent_events.registered(fx, s, register("i-1"), "10.0.0.5")
+    assert fx.provisioner_wakes == 1  # new capacity of a dynamic pool: its provisioner looks at once
     agent_events.registered(fx, s, register("i-2"), "10.0.0.6")
     assert (starting.state, starting.registered_at) == (InstanceState.RUNNING, fx.now)
     assert (terminating.state, terminating.registered_at) == (InstanceState.TERMINATING, None)
+    agent_events.registered(fx, s, register("static"), "10.0.0.7")
+    assert fx.provisioner_wakes == 2  # a static agent is no instance: no provisioner to wake
 
 
 def test_reconcile_returns_unknown_foreign_and_ended_allocations_to_kill(fx: RecordingEffects, s: Session) -> None:
@@ -229,6 +232,20 @@ def test_task_exited_ends_the_allocation_and_completes_the_trial(fx: RecordingEf
     agent_events.task_exited(fx, s, "a1", alloc.id, 0, "")
     assert (alloc.state, alloc.exit_code, alloc.exit_reason) == (A.TERMINATED, 0, "exited with code 0")
     assert trial.state == T.COMPLETED and fx.closed == [alloc.id]
+
+
+def test_a_task_leaving_a_draining_instance_wakes_the_provisioner(fx: RecordingEffects, s: Session) -> None:
+    """A draining (or cordoned) instance ends once empty: its provisioner looks at once, not at its next tick."""
+    for inst_id in ("i-drain", "i-plain"):
+        instance(s, inst_id, InstanceState.RUNNING)
+        agent(s, inst_id)
+    s.get(models.Instance, "i-drain").draining_since = fx.now
+    for inst_id in ("i-plain", "i-drain"):
+        _, alloc = trial_with_allocation(fx, s)
+        run_on(fx, s, alloc, inst_id)
+        before = fx.provisioner_wakes
+        agent_events.task_exited(fx, s, inst_id, alloc.id, 0, "")
+        assert fx.provisioner_wakes - before == (1 if inst_id == "i-drain" else 0)
 
 
 def test_task_exited_from_an_unknown_or_other_agent_is_ignored(fx: RecordingEffects, s: Session) -> None:

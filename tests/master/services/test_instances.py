@@ -63,7 +63,8 @@ def test_a_summary_costs_its_hours_at_its_price_and_idles_since_the_provisioner_
             "id": "i-running", "resourcePool": "default", "provider": "aws", "instanceType": "g4dn.xlarge",
             "spot": False, "state": "RUNNING", "slots": 1, "launchedAt": NOW - 2 * HOUR,
             "registeredAt": NOW - 1.5 * HOUR, "terminatedAt": None, "terminationReason": None,
-            "interruptedAt": None, "adopted": False, "idleSeconds": 90.0, "instanceHours": 2.0, "cost": 1.0,
+            "interruptedAt": None, "drainingSince": None, "drainReason": None, "cordonedSince": None,
+            "adopted": False, "idleSeconds": 90.0, "instanceHours": 2.0, "cost": 1.0,
             "pricePerHour": 0.5}
 
 

@@ -51,6 +51,8 @@ def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host:
     if instance is not None and instance.state == InstanceState.STARTING:
         set_instance_state(s, now, instance, InstanceState.RUNNING, f"agent registered from {remote_host}")
         instance.registered_at = now
+    if instance is not None:
+        fx.wake_provisioners()  # new capacity: a move may now have somewhere to go
     kill = reconcile(fx, s, reg.agent_id, set(reg.running_allocations))
     return proto.Registered(agent_id=reg.agent_id, heartbeat_interval=fx.config.agent_heartbeat_interval,
                             kill_unknown=kill)
@@ -123,6 +125,9 @@ def task_exited(fx: ClusterEffects, s: Session, agent_id: str, allocation_id: st
     ending = allocations.placement_exited(fx, s, alloc, agent_id, exit_code, reason)
     if ending is not None:
         progression.allocation_ended(fx, s, alloc, ending.exit_code, ending.reason)
+    instance = s.get(models.Instance, agent_id)
+    if instance is not None and (instance.draining_since is not None or instance.cordoned_since is not None):
+        fx.wake_provisioners()  # a draining or cordoned instance may be empty now: it ends at once
 
 
 def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub) -> None:

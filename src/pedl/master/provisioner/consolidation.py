@@ -33,7 +33,7 @@ class MovePolicy:
     restore_cost: float = 60.0  # seconds a moved trial spends restoring on its new host
     boot_time: float = 90.0  # expected boot of a replacement instance
     # free slots the pool keeps after its moves, so that new work starts without waiting for a boot
-    keep_free_slots: int = 8
+    keep_free_slots: int = 0
 
 
 def policy_from_config(config: ConsolidationConfig, boot_time: float | None = None) -> MovePolicy:

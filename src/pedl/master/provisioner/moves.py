@@ -70,7 +70,8 @@ def consolidate(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, 
     for inst_id, reason in drained_and_empty(s, pool, held_on):
         if inst_id not in ending:
             decision.terminate.append((inst_id, reason))
-    policy = policy_from_config(cfg.consolidation)
+    ending = {i for i, _ in decision.terminate}  # with the drained ones: the planner sees them no more
+    policy = policy_from_config(cfg.consolidation, getattr(cfg, "boot_delay", None))  # a local pool's boot
     if not policy.enabled:
         for row in s.scalars(select(models.Instance).where(models.Instance.resource_pool == pool,
                                                            models.Instance.cordoned_since.is_not(None))):
@@ -107,7 +108,7 @@ def consolidate(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, 
     alive = len([h for h in hosts if not h.draining])
     plan = plan_moves(now, policy, hosts, tasks, recent_moves=recent, spot_offers=offers,
                       max_new_instances=max(cfg.max_instances - alive - sum(n.count for n in decision.launch), 0))
-    _carry_out(fx, s, pool, cfg, plan, held, decision, hosts)
+    _carry_out(fx, s, pool, cfg, plan, held, decision, hosts, spot_available=bool(offers))
     return plan
 
 
@@ -134,19 +135,21 @@ def _tasks(s: Session, running: list[models.Allocation], now: float) -> list[Tas
 
 
 def _carry_out(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, plan: MovePlan,
-               held: list[models.Allocation], decision: Decision, hosts: list[HostView]) -> None:
+               held: list[models.Allocation], decision: Decision, hosts: list[HostView], *,
+               spot_available: bool) -> None:
     now = fx.now
     cordon = dict(plan.cordon)
     for host in hosts:  # the plan says which on-demand instances take no new work now; the others take it
         row = s.get(models.Instance, host.id)
-        if row is None:
-            continue
+        if row is None or host.draining:
+            continue  # a draining instance takes no new work either way; its cordon stays on its record
         if host.id in cordon and row.cordoned_since is None:
             row.cordoned_since = now
             record_event(s, now, "instance", host.id, f"cordoned: {cordon[host.id]}")
         elif host.id not in cordon and row.cordoned_since is not None:
             row.cordoned_since = None
-            record_event(s, now, "instance", host.id, "takes new work again: no spot capacity")
+            record_event(s, now, "instance", host.id, "takes new work again" if spot_available
+                         else "takes new work again: spot capacity is unavailable")
     for inst_id, reason in plan.drain:
         row = s.get(models.Instance, inst_id)
         if row is not None and row.draining_since is None:

@@ -163,7 +163,7 @@ class PoolProvisioner:
                 row = models.Instance(
                     id=ci.id, resource_pool=self.pool.pool_name, provider=self.provider.name,
                     instance_type=ci.instance_type, spot=ci.spot, slots=self.cfg.slots_of(ci.instance_type),
-                    price_per_hour=self.cfg.price_of(ci.instance_type), spot_request_id=ci.spot_request_id,
+                    price_per_hour=self._price(ci), spot_request_id=ci.spot_request_id,
                     launched_at=ci.launched_at, adopted=True,
                     state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING)
                 s.add(row)
@@ -273,12 +273,16 @@ class PoolProvisioner:
             s.add(models.Instance(
                 id=ci.id, resource_pool=self.pool.pool_name, provider=self.provider.name,
                 instance_type=ci.instance_type, spot=ci.spot, slots=request.slots,
-                price_per_hour=self.cfg.price_of(ci.instance_type), launch_token=request.token,
+                price_per_hour=self._price(ci), launch_token=request.token,
                 spot_request_id=ci.spot_request_id, launched_at=ci.launched_at or now,
                 state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING))
             record_event(s, now, "instance", ci.id,
                          f"launched {ci.instance_type}{' spot' if ci.spot else ''} for pool {self.pool.pool_name}",
                          to_state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING)
+
+    def _price(self, ci: CloudInstance) -> float:
+        """What the instance costs per hour: its type's spot price when it is spot."""
+        return self.cfg.spot_price_of(ci.instance_type) if ci.spot else self.cfg.price_of(ci.instance_type)
 
     def _backoff_delay(self) -> float:
         base = self.cfg.launch_error_backoff * (2 ** max(self.status.consecutive_errors - 1, 0))

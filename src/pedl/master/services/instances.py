@@ -25,6 +25,9 @@ def instance_summary(ctx: MasterContext, row: models.Instance) -> dict[str, Any]
             "instanceType": row.instance_type, "spot": row.spot, "state": row.state, "slots": row.slots,
             "launchedAt": row.launched_at, "registeredAt": row.registered_at, "terminatedAt": row.terminated_at,
             "terminationReason": row.termination_reason, "interruptedAt": row.interrupted_at,
+            # consolidation: draining (no new work, ends once empty); cordoned (an on-demand fallback
+            # that takes no new work while spot capacity is available)
+            "drainingSince": row.draining_since, "drainReason": row.drain_reason, "cordonedSince": row.cordoned_since,
             "adopted": row.adopted, "idleSeconds": (now - idle_since) if idle_since is not None else None,
             "instanceHours": hours, "cost": hours * row.price_per_hour, "pricePerHour": row.price_per_hour}
 

@@ -1,7 +1,15 @@
 """The local provider: each "instance" is a `pedl agent run --id <instance id>` process the master
 starts on this machine, after an optional boot delay. The registry file in the data directory
 plays the role of the cloud's tags: only instances listed there, under this cluster and pool, are
-ours, and they are found again after a master restart."""
+ours, and they are found again after a master restart.
+
+It has a spot market, for pools with `spot: true` and for tests: a spot launch makes instances that
+the registry and `list_instances` mark spot. The file `<data_dir>/local-instances/spot-capacity`
+says whether there is spot capacity. It holds one word: `unavailable` means none, and a spot launch
+then fails as EC2's does (a capacity error, InsufficientInstanceCapacity) and starts nothing;
+`available`, like no file at all, means there is; anything else fails the launch as invalid config.
+It is read at each spot launch, so writing it opens or closes the market while the master runs.
+Running spot instances are never interrupted."""
 
 from __future__ import annotations
 
@@ -13,6 +21,7 @@ import shlex
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -29,6 +38,9 @@ from pedl.master.provisioner.providers.base import (
 
 log = logging.getLogger(__name__)
 KILL_GRACE = 15.0
+ARGV_WAIT = 1.0  # seconds a new instance's process has to show its argv (it takes microseconds)
+SPOT_CAPACITY_FILE = "spot-capacity"
+SPOT_MARKET_WORDS = ("available", "unavailable")
 
 
 class LocalProvider:
@@ -42,6 +54,7 @@ class LocalProvider:
         self.dir = data_dir / "local-instances"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.registry = self.dir / "registry.json"
+        self.spot_capacity = self.dir / SPOT_CAPACITY_FILE  # the spot market: see the module docstring
         self._lock = threading.Lock()
         self._children: dict[str, subprocess.Popen] = {}
         self._by_token: dict[str, list[CloudInstance]] = {}
@@ -66,11 +79,7 @@ class LocalProvider:
         child = self._children.get(inst_id)
         if child is not None:
             return child.poll() is None
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return False
-        return inst_id in cmdline  # guards against a reused pid
+        return inst_id in _cmdline(pid)  # guards against a reused pid
 
     # -- the contract --------------------------------------------------------------------------
 
@@ -90,7 +99,8 @@ class LocalProvider:
                 booted = now >= e["launched_at"] + self.cfg.boot_delay
                 state = CloudState.TERMINATING if e.get("terminating") else (
                     CloudState.RUNNING if booted else CloudState.PENDING)
-                out.append(CloudInstance(inst_id, e["instance_type"], state, e["launched_at"], address="127.0.0.1"))
+                out.append(CloudInstance(inst_id, e["instance_type"], state, e["launched_at"],
+                                         spot=bool(e.get("spot", False)), address="127.0.0.1"))
             if changed:
                 self._save(data)
             return out
@@ -99,6 +109,10 @@ class LocalProvider:
         with self._lock:
             if request.token in self._by_token:
                 return self._by_token[request.token]
+            if request.spot and not self._spot_capacity():
+                raise CloudError(CloudErrorKind.CAPACITY,
+                                 f"there is no spot capacity for {request.count} x {request.instance_type} "
+                                 f"({self.spot_capacity} says unavailable)", code="InsufficientInstanceCapacity")
             data = self._load()
             created = []
             for _ in range(request.count):
@@ -109,12 +123,27 @@ class LocalProvider:
                     raise CloudError(CloudErrorKind.UNAVAILABLE, f"cannot start a local agent: {exc}") from exc
                 now = self.clock.now()
                 data[inst_id] = {"pid": pid, "pool": self.pool, "cluster_id": self.cluster_id, "launched_at": now,
-                                 "instance_type": request.instance_type, "token": request.token}
+                                 "instance_type": request.instance_type, "token": request.token,
+                                 "spot": request.spot}
                 created.append(CloudInstance(inst_id, request.instance_type, CloudState.PENDING, now,
-                                             address="127.0.0.1"))
+                                             spot=request.spot, address="127.0.0.1"))
             self._save(data)
             self._by_token[request.token] = created
             return created
+
+    def _spot_capacity(self) -> bool:
+        """Whether the spot market file allows a spot launch now (no file: it does)."""
+        try:
+            text = self.spot_capacity.read_text()
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            raise CloudError(CloudErrorKind.UNAVAILABLE, f"cannot read {self.spot_capacity}: {exc}") from exc
+        word = text.strip().lower()
+        if word not in SPOT_MARKET_WORDS:
+            raise CloudError(CloudErrorKind.INVALID_CONFIG,
+                             f"{self.spot_capacity}: {text.strip()[:40]!r} is neither 'available' nor 'unavailable'")
+        return word == "available"
 
     def _spawn(self, inst_id: str) -> int:
         argv = [*pedl_command(), "agent", "run", "--master", self.master_url, "--id", inst_id,
@@ -139,6 +168,12 @@ class LocalProvider:
                                      start_new_session=True)
         finally:
             log_file.close()
+        # Popen returns once the exec is under way, a moment before /proc shows the new argv: wait for
+        # it, so that the registry never lists a pid whose cmdline (what a restarted master checks, in
+        # _alive) does not name its instance yet
+        deadline = time.monotonic() + ARGV_WAIT
+        while inst_id not in _cmdline(child.pid) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
         self._children[inst_id] = child
         return child.pid
 
@@ -174,3 +209,11 @@ class LocalProvider:
 
     def close(self) -> None:
         """The master is stopping: its local instances keep running, as cloud instances would."""
+
+
+def _cmdline(pid: int) -> str:
+    """The process's argv as one line; empty when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
