@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pedl.master.lifecycle import InstanceState as Lifecycle
+from pedl.master.provisioner.consolidation import HostView
 from pedl.master.provisioner.scaling_decider import InstanceView, TypeOffer
 from pedl.master.provisioner.snapshot import HeldTask, InstanceFacts
 
@@ -84,6 +85,7 @@ class SimInstance:
     cordoned: bool = False  # spot first: on-demand while spot capacity is there takes no new work
     history: list[tuple[float, InstanceState, str]] = field(default_factory=list)
     view: InstanceView | None = None  # from the last snapshot; None after a change
+    host: HostView | None = None  # as the move planner sees it; None after a change
     _facts: InstanceFacts | None = None
 
     def set_state(self, now: float, state: InstanceState, reason: str = "") -> None:
@@ -91,15 +93,23 @@ class SimInstance:
             raise IllegalTransition(f"{self.id}: {self.state} -> {state} is not allowed ({reason})")
         self.state = state
         self.history.append((now, state, reason))
-        self._facts = self.view = None
+        self._facts = self.view = self.host = None
 
     def changed(self) -> None:
         """A job started or ended on it: the next snapshot looks at it again."""
-        self.view = None
+        self.view = self.host = None
 
     def invalidate(self) -> None:
         """Its facts changed without a change of state (it started draining)."""
-        self._facts = self.view = None
+        self._facts = self.view = self.host = None
+
+    def host_view(self) -> HostView:
+        """The move planner's view of it, rebuilt only after a change."""
+        if self.host is None:
+            ready = self.state == InstanceState.RUNNING
+            self.host = HostView(self.id, self.instance_type, self.slots, len(self.free) if ready else self.slots,
+                                 self.price, self.spot, ready, self.draining)
+        return self.host
 
     def facts(self) -> InstanceFacts:
         """What the provisioner's records would hold about this instance (its agent is always

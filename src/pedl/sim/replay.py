@@ -14,7 +14,7 @@ import math
 import time
 
 from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
-from pedl.master.provisioner.consolidation import HostView, MovePlan, SpotOffer, TaskView, plan_moves
+from pedl.master.provisioner.consolidation import MovePlan, SpotOffer, TaskView, plan_moves
 from pedl.master.provisioner.scaling_decider import InstanceView, PendingTask, Policy, decide
 from pedl.master.provisioner.snapshot import HeldTask, snapshot
 from pedl.sim.cloud import CloudSettings, InstanceState, SimInstance, SimulatedCloud, saved_progress
@@ -340,9 +340,7 @@ class Replay:
         for inst in self.instances.values():
             if inst.state not in (InstanceState.RUNNING, InstanceState.STARTING, InstanceState.REQUESTED):
                 continue
-            ready = inst.state == InstanceState.RUNNING
-            hosts.append(HostView(inst.id, inst.instance_type, inst.slots, len(inst.free) if ready else inst.slots,
-                                  inst.price, inst.spot, ready, inst.draining))
+            hosts.append(inst.host_view())
             for job_id in inst.jobs:
                 if job_id in seen:
                     continue
@@ -358,6 +356,8 @@ class Replay:
             offers = [SpotOffer(o.name, o.slots, o.price * self.settings.spot_price_fraction)
                       for o in self.policy.types if (o.name, True) not in self._blocked]
         alive = len([i for i in self.instances.values() if i.state != InstanceState.INTERRUPTED])
+        if not (offers or any(t.movable for t in tasks) or any(i.cordoned for i in self.instances.values())):
+            return  # no trial can move yet, and no cordon to set or lift
         plan = plan_moves(now, policy, hosts, tasks, recent_moves=self.recent_moves, spot_offers=offers,
                           max_new_instances=max(self.policy.max_instances - alive, 0))
         self._carry_out(plan, now)

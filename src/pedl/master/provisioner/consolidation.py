@@ -13,6 +13,7 @@ or was started or moved less than `min_runtime_between_moves` ago, never moves. 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -148,12 +149,12 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
         own = on[h.id]
         if not own or h.draining or not h.ready:
             continue
-        used_here = h.slots - h.free
+        if any(not t.movable or t.remaining is None for t in own):
+            continue
+        need = sum(t.slots for t in own)  # a gang's slots on its other instances too: it moves whole
         # cheap bounds first: the others' free slots must hold its trials and leave keep_free_slots
         own_free, own_slots = (0, 0) if h.id in cordoned else (h.free, h.slots)
-        if pool_free0 - own_free < used_here or pool_free0 - own_slots < policy.keep_free_slots:
-            continue
-        if any(not t.movable or t.remaining is None for t in own):
+        if pool_free0 - own_free < need or pool_free0 - own_slots < policy.keep_free_slots:
             continue
         later = [w for w in map(waiting_for, own) if w is not None]
         if later:
@@ -161,6 +162,7 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
             continue
         used = sum(n for t in own for hid, n in t.placements if hid == h.id)
         candidates.append((used, -h.price, h.id))
+    pool_free: int | None = None  # the pool's free slots and its targets' prices: again after each move
     for _, _, host_id in sorted(candidates):
         if budget <= 0:
             break
@@ -168,8 +170,16 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
         own = on[host_id]
         if len(own) > budget or any(any(hid in emptied for hid, _ in t.placements) for t in own):
             continue
-        pool_free = sum(free[h.id] for h in hosts if h.ready and not h.draining and h.id not in emptied | cordoned)
+        if pool_free is None:
+            open_hosts = [h for h in hosts if h.ready and not h.draining and h.id not in emptied | cordoned]
+            pool_free = sum(free[h.id] for h in open_hosts)
+            busy_min, idle_min = _target_prices(open_hosts, free, on, busy_targets)
         if pool_free - (0 if host_id in cordoned else source.slots) < policy.keep_free_slots:
+            continue
+        # nowhere to go at a lower price per slot, and no idle instance cheaper than what would leave
+        leaving = source.price + sum(by_id[hid].price for t in own for hid, _ in t.placements
+                                     if hid != host_id and hid in by_id)
+        if busy_min > source.price / max(source.slots, 1) + 1e-9 and idle_min >= leaving:
             continue
         undo = dict(free)
         placed = _place_all(own, source, hosts, free, emptied | cordoned | {host_id} | _gang_hosts(own), policy)
@@ -194,6 +204,7 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
             for hid in targets:
                 kept_until[hid] = max(kept_until[hid], (task.remaining or 0.0) + policy.restore_cost)
         budget -= len(own)
+        pool_free = None
         for host in freed:
             if host.id not in emptied:
                 emptied.add(host.id)
@@ -202,6 +213,23 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
         _ask_for_spot(now, policy, hosts, on, emptied | busy_targets, spot_offers, max_new_instances, budget,
                       plan, waiting_for)
     return plan
+
+
+def _target_prices(open_hosts: list[HostView], free: dict[str, int], on: dict[str, list[TaskView]],
+                   busy: set[str]) -> tuple[float, float]:
+    """(the lowest price per slot of an instance with room and work of its own, the lowest price of
+    an idle one): a move goes to the one at no higher price per slot, or empties onto the other."""
+    busy_min = idle_min = math.inf
+    for h in open_hosts:
+        if free[h.id] <= 0:
+            continue
+        if on[h.id] or h.id in busy:
+            busy_min = min(busy_min, h.price / max(h.slots, 1))
+            if free[h.id] == h.slots:  # wholly free yet busy (zero-slot work): a gang's target at any price
+                idle_min = 0.0
+        else:
+            idle_min = min(idle_min, h.price)
+    return busy_min, idle_min
 
 
 def _place_all(own: list[TaskView], source: HostView, hosts: Sequence[HostView], free: dict[str, int],
