@@ -96,6 +96,19 @@ class FakeMaster:
                     and (path is None or re.fullmatch(path, r.path))
                     and (not ok or r.status == 200)]
 
+    def metric_reports(self, trial_id: int = 3) -> list[dict[str, Any]]:
+        """The trial's metric reports the master took, in order: single reports, and each entry of a
+        batch in Determined's single-report shape."""
+        out: list[dict[str, Any]] = []
+        for c in self.calls("POST", rf"/api/v1/trials/{trial_id}/metrics(/batch)?"):
+            if c.path.endswith("/batch"):
+                out += [{"group": e["group"], "metrics": {"trialId": trial_id, **{k: v for k, v in e.items()
+                                                                                  if k != "group"}}}
+                        for e in c.body["reports"]]
+            else:
+                out.append(c.body)
+        return out
+
     def wait_for_request(self, method: str, path: str) -> None:
         with self._cond:
             while not any(r.method == method and re.fullmatch(path, r.path) for r in self.requests):
@@ -151,6 +164,8 @@ class FakeMaster:
         if method == "POST" and re.fullmatch(
                 r"/api/v1/trials/\d+/(metrics|progress|searcher/completed_operation)", path):
             return 200, {}
+        if method == "POST" and re.fullmatch(r"/api/v1/trials/\d+/metrics/batch", path):
+            return 200, {"stored": len(body["reports"])}
         if method == "POST" and re.fullmatch(r"/api/v1/allocations/[^/]+/signals/ack_preemption", path):
             return 200, {}
         return 404, {"code": "not_found", "message": f"no route {method} {path}"}

@@ -181,7 +181,7 @@ def test_two_ranks_on_a_cluster_report_once(fake_master: FakeMaster, tmp_path: P
     assert chief["restored"] == other["restored"] == "written by rank 0"
     assert chief["preempt"] is other["preempt"] is False
 
-    metrics = [c.body for c in fake_master.calls("POST", "/api/v1/trials/3/metrics")]
+    metrics = fake_master.metric_reports()
     assert [(m["group"], m["metrics"]["metrics"]["avgMetrics"]) for m in metrics] == [
         ("training", {"loss": 0.0}), ("validation", {"validation_loss": 0.5})]
     progress = [c.body["progress"] for c in fake_master.calls("POST", "/api/v1/trials/3/progress")]
@@ -248,7 +248,7 @@ def test_ddp_example_on_a_cluster_reports_once_per_step(fake_master: FakeMaster,
     outs = launch(["train.py"], world=2, cwd=model_dir, env=env)
     assert len(set(final_hashes(outs))) == 1
 
-    metrics = [c.body for c in fake_master.calls("POST", "/api/v1/trials/3/metrics")]
+    metrics = fake_master.metric_reports()
     steps = [(m["group"], m["metrics"]["stepsCompleted"]) for m in metrics]
     assert [s for g, s in steps if g == "training"] == [25, 40]
     assert [s for g, s in steps if g == "validation"] == [10, 20, 30, 40]

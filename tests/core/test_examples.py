@@ -106,7 +106,7 @@ def test_numpy_mlp_on_cluster_reports_everything(fake_master: FakeMaster, tmp_pa
     run_example(model_dir, env=task_env(fake_master.url, host_path, max_length=60))
 
     assert all(r.headers.get("authorization") == f"Bearer {TOKEN}" for r in fake_master.requests)
-    metrics = [c.body for c in fake_master.calls("POST", "/api/v1/trials/3/metrics")]
+    metrics = fake_master.metric_reports()
     training = [m["metrics"]["stepsCompleted"] for m in metrics if m["group"] == "training"]
     validation = [m for m in metrics if m["group"] == "validation"]
     assert training == [50, 60]
@@ -145,7 +145,7 @@ def test_numpy_mlp_on_cluster_preempted_then_resumed(fake_master: FakeMaster, tm
                                                   latest_checkpoint=checkpoint["uuid"]))
         assert f"resumed from checkpoint {checkpoint['uuid']} at batch 1" in out
         assert second.calls("GET", f"/api/v1/checkpoints/{checkpoint['uuid']}")
-        steps = [c.body["metrics"]["stepsCompleted"] for c in second.calls("POST", "/api/v1/trials/3/metrics")]
+        steps = [r["metrics"]["stepsCompleted"] for r in second.metric_reports()]
         assert steps[0] == 10 and steps[-1] == 60
         assert len(second.calls("POST", "/api/v1/trials/3/searcher/completed_operation")) == 1
     finally:
@@ -158,7 +158,7 @@ def test_numpy_mlp_on_cluster_waits_out_a_master_that_answers_503(
     fake_master.fail("POST", "/api/v1/trials/3/metrics", 503, 503)
     fake_master.fail("POST", "/api/v1/checkpoints", 502)
     run_example(model_dir, env=task_env(fake_master.url, tmp_path / "shared", max_length=20))
-    steps = [c.body["metrics"]["stepsCompleted"] for c in fake_master.calls("POST", "/api/v1/trials/3/metrics")]
+    steps = [r["metrics"]["stepsCompleted"] for r in fake_master.metric_reports()]
     assert steps == [10, 20, 20]  # validation 10, training 20, validation 20: all delivered, in order
     assert len(fake_master.calls("POST", "/api/v1/checkpoints")) == 1
 

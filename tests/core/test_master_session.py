@@ -154,3 +154,88 @@ def test_an_https_master_is_verified_and_a_wrong_ca_fails_at_once_without_retryi
         f"GET /x: the TLS certificate of the master at {url} could not be verified against the CA in "
         f"{tls.other_ca} (self-signed certificate in certificate chain): pass the CA certificate that signed "
         f"the master's with the agent's --cert FILE (its tasks get it as PEDL_MASTER_CERT)")
+
+
+# -- the background sender's batches ---------------------------------------------------------------
+
+BATCH = METRICS + "/batch"
+
+
+def queue_reports(session: MasterSession, steps: range) -> None:
+    for step in steps:
+        session.post_in_background(METRICS, {"single": step}, batch=(BATCH, {"step": step}))
+
+
+def sent_steps(fake_master: FakeMaster) -> list[list[int]]:
+    """Each request that carried reports: a single one as [step], a batch as its steps."""
+    return [[e["step"] for e in c.body["reports"]] if c.path == BATCH else [c.body["single"]]
+            for c in fake_master.calls("POST", rf"{METRICS}(/batch)?")]
+
+
+def hold_the_sender(session: MasterSession, first: int) -> threading.Event:
+    """Queue report `first` and return once the sender has it in flight; its request waits until the
+    returned event is set (a slow master), so what is queued meanwhile waits behind it."""
+    entered, gate, real = threading.Event(), threading.Event(), session._send_with_retries
+
+    def slow(*args, **kwargs):
+        entered.set()
+        gate.wait(10)
+        return real(*args, **kwargs)
+
+    session._send_with_retries = slow  # type: ignore[method-assign]
+    queue_reports(session, range(first, first + 1))
+    assert entered.wait(10)
+    session._send_with_retries = real  # type: ignore[method-assign]
+    return gate
+
+
+def test_what_queues_while_a_report_is_in_flight_goes_out_as_one_batch(fake_master: FakeMaster) -> None:
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    gate = hold_the_sender(session, 1)
+    queue_reports(session, range(2, 51))
+    gate.set()
+    session.flush()
+    # the first went alone (Determined's single report); the 49 queued behind it in one request
+    assert sent_steps(fake_master) == [[1], list(range(2, 51))]
+
+
+def test_batches_keep_the_order_of_other_background_posts(fake_master: FakeMaster) -> None:
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    gate = hold_the_sender(session, 1)
+    queue_reports(session, range(2, 4))
+    session.post_in_background("/api/v1/trials/3/progress", {"progress": 0.5})
+    queue_reports(session, range(4, 7))
+    gate.set()
+    session.flush()
+    order = [c.path for c in fake_master.calls("POST")]
+    assert order == [METRICS, BATCH, "/api/v1/trials/3/progress", BATCH]
+    assert sent_steps(fake_master) == [[1], [2, 3], [4, 5, 6]]
+
+
+def test_a_batch_is_bounded_in_reports_and_bytes(fake_master: FakeMaster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("pedl.core.master_session.BATCH_REPORTS", 10)
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    gate = hold_the_sender(session, 1)
+    queue_reports(session, range(2, 26))
+    gate.set()
+    session.flush()
+    assert [len(b) for b in sent_steps(fake_master)] == [1, 10, 10, 4]
+    monkeypatch.setattr("pedl.core.master_session.BATCH_REPORTS", 1000)
+    monkeypatch.setattr("pedl.core.master_session.BATCH_BYTES", 3 * len('{"step": 100}'))
+    fake_master.requests.clear()
+    gate = hold_the_sender(session, 100)
+    queue_reports(session, range(101, 108))
+    gate.set()
+    session.flush()
+    assert sent_steps(fake_master) == [[100], [101, 102, 103], [104, 105, 106], [107]]
+
+
+def test_a_batch_the_master_answers_503_is_sent_again_whole(fake_master: FakeMaster) -> None:
+    fake_master.fail("POST", BATCH, 503)
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    gate = hold_the_sender(session, 1)
+    queue_reports(session, range(2, 6))
+    gate.set()
+    session.flush()
+    assert [c.status for c in fake_master.calls("POST", BATCH, ok=False)] == [503, 200]
+    assert sent_steps(fake_master) == [[1], [2, 3, 4, 5]]

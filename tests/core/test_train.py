@@ -59,7 +59,7 @@ def test_reports_arrive_in_order(fake_master: FakeMaster, on_cluster: Path) -> N
     with pedl.core.init() as core:
         for step in (10, 20, 30):
             core.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
-    assert [c.body["metrics"]["stepsCompleted"] for c in fake_master.calls("POST", METRICS)] == [10, 20, 30]
+    assert [r["metrics"]["stepsCompleted"] for r in fake_master.metric_reports()] == [10, 20, 30]
 
 
 def test_progress_body(fake_master: FakeMaster, on_cluster: Path) -> None:

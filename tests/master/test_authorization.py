@@ -249,6 +249,8 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/model/labels", R, None),
     # what a task reports about itself
     ("POST", "/api/v1/trials/{trial}/metrics", TASK, _metrics),
+    ("POST", "/api/v1/trials/{trial}/metrics/batch", TASK, lambda w: {"reports": [
+        {"group": "training", "stepsCompleted": 2, "trialRunId": 1, "metrics": {"avgMetrics": {"loss": 1.0}}}]}),
     ("POST", "/api/v1/trials/{trial}/progress", TASK, lambda w: {"progress": 0.5}),
     ("POST", "/api/v1/trials/{trial}/searcher/completed_operation", TASK, lambda w: {"op": {"length": 1}}),
     ("POST", "/api/v1/trials/{trial}/runner/metadata", TASK, lambda w: {}),

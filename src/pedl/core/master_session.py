@@ -56,6 +56,19 @@ def _retryable_status(status: int) -> bool:
 
 
 BACKGROUND_QUEUE = 10_000  # reports queued before report calls wait (backpressure)
+# a batch the sender coalesces: at most this many reports (the master's metric_batches.MAX_REPORTS)
+# and about this many bytes (well inside the master's 4 MiB request body limit)
+BATCH_REPORTS = 1000
+BATCH_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Queued:
+    path: str
+    body: Any
+    batch_path: str | None = None  # consecutive items with the same batch path go out as one request
+    entry: Any = None  # this item's place in that batch's "reports"
+    size: int = 0
 
 
 class MasterSession:
@@ -90,7 +103,7 @@ class MasterSession:
         self._closed = False
         # reports that need no answer go out from one background thread, in order, so a training
         # loop does not wait a round trip per report (Determined does the same)
-        self._outbox: queue.Queue[tuple[str, Any] | None] = queue.Queue(maxsize=BACKGROUND_QUEUE)
+        self._outbox: queue.Queue[_Queued | None] = queue.Queue(maxsize=BACKGROUND_QUEUE)
         self._sender: threading.Thread | None = None
         self._background_error: PedlError | None = None
 
@@ -101,15 +114,20 @@ class MasterSession:
     def post(self, path: str, body: Any, *, timeout_s: float | None = None, retry: bool = True) -> Any:
         return self.request("POST", path, body=body, timeout_s=timeout_s, retry=retry)
 
-    def post_in_background(self, path: str, body: Any) -> None:
+    def post_in_background(self, path: str, body: Any, *, batch: tuple[str, Any] | None = None) -> None:
         """Queue a POST whose answer nobody reads. Reports keep their order, every synchronous
-        call waits for the queue first, and a failure is raised by the next call or `flush()`."""
+        call waits for the queue first, and a failure is raised by the next call or `flush()`.
+
+        With `batch` (a batch route's path, this report's entry in it), the reports queued one after
+        another with the same batch path when the sender wakes go out as one POST of
+        {"reports": [entry, ...]}: everything queued, up to BATCH_REPORTS and about BATCH_BYTES."""
         self._raise_background_error()
-        json.dumps(body, allow_nan=False)  # a body that cannot be sent fails here, in the caller
+        # a body that cannot be sent fails here, in the caller
+        size = len(json.dumps(batch[1] if batch is not None else body, allow_nan=False))
         if self._sender is None:
             self._sender = threading.Thread(target=self._send_loop, name="pedl-reports", daemon=True)
             self._sender.start()
-        self._outbox.put((path, body))
+        self._outbox.put(_Queued(path, body, *(batch or (None, None)), size=size))
 
     def flush(self) -> None:
         """Wait until every background report has been delivered (or has failed)."""
@@ -123,12 +141,29 @@ class MasterSession:
             raise error
 
     def _send_loop(self) -> None:
+        carried: list[_Queued | None] = []  # taken from the queue, but not of the batch before it
         while True:
-            item = self._outbox.get()
+            item = carried.pop() if carried else self._outbox.get()
+            taken = 1
             try:
                 if item is None:
                     return
-                path, body = item
+                path, body = item.path, item.body
+                if item.batch_path is not None:
+                    entries, size = [item.entry], item.size
+                    while len(entries) < BATCH_REPORTS:
+                        try:
+                            nxt = self._outbox.get_nowait()
+                        except queue.Empty:
+                            break
+                        if nxt is None or nxt.batch_path != item.batch_path or size + nxt.size > BATCH_BYTES:
+                            carried.append(nxt)
+                            break
+                        entries.append(nxt.entry)
+                        size += nxt.size
+                        taken += 1
+                    if len(entries) > 1:
+                        path, body = item.batch_path, {"reports": entries}
                 try:
                     self.request("POST", path, body=body, _flush=False)
                 except PedlError as exc:
@@ -136,7 +171,8 @@ class MasterSession:
                     if self._background_error is None:
                         self._background_error = exc
             finally:
-                self._outbox.task_done()
+                for _ in range(taken):
+                    self._outbox.task_done()
 
     def request(self, method: str, path: str, *, body: Any = None,
                 params: Mapping[str, Any] | None = None, timeout_s: float | None = None,

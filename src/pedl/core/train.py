@@ -19,8 +19,11 @@ VALIDATION = "validation"
 class TrainContext(abc.ABC):
     """Reports metrics; `MasterTrainContext` on the cluster, `LocalTrainContext` off it.
 
-    Reports are sent synchronously and in order; while the master is unreachable a report blocks
-    and retries (see master_session.RetryPolicy).
+    Reports go out in order from a background sender, which sends what has queued up meanwhile as one
+    batch (one request, stored at once). Every call that needs an answer (storing a checkpoint, the
+    searcher's operations, report_completed, the preemption check) and closing the context wait for
+    the queued reports first; while the master is unreachable the sender retries (see
+    master_session.RetryPolicy), and a report that failed for good is raised by the next call.
 
     With several workers only the chief (rank 0) reports: on the others every report_* call checks
     its arguments and then does nothing, so all ranks can run the same code. Metrics of other
@@ -79,17 +82,17 @@ class MasterTrainContext(TrainContext):
 
     def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
                       encoded: dict[str, Any], batch_metrics: list[Any]) -> None:
-        body = {
-            "metrics": {
-                "trialId": self._trial.trial_id,
-                "trialRunId": self._trial.trial_run_id,
-                "stepsCompleted": steps_completed,
-                "reportTime": rfc3339_now(),
-                "metrics": {"avgMetrics": encoded, "batchMetrics": batch_metrics},
-            },
-            "group": group,
+        report = {
+            "trialRunId": self._trial.trial_run_id,
+            "stepsCompleted": steps_completed,
+            "reportTime": rfc3339_now(),
+            "metrics": {"avgMetrics": encoded, "batchMetrics": batch_metrics},
         }
-        self._session.post_in_background(f"/api/v1/trials/{self._trial.trial_id}/metrics", body)
+        trial_id = self._trial.trial_id
+        # alone, Determined's single report; queued behind others, one entry of a batch (one request)
+        self._session.post_in_background(
+            f"/api/v1/trials/{trial_id}/metrics", {"metrics": {"trialId": trial_id, **report}, "group": group},
+            batch=(f"/api/v1/trials/{trial_id}/metrics/batch", {"group": group, **report}))
 
     def _send_progress(self, progress: float) -> None:
         self._session.post_in_background(f"/api/v1/trials/{self._trial.trial_id}/progress",

@@ -29,7 +29,7 @@ from pedl.master.api.deps import (
 )
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
 from pedl.master.services import experiments as experiments_service
-from pedl.master.services import metric_reports, metrics, trial_reports, trial_timeline
+from pedl.master.services import metric_batches, metric_reports, metrics, trial_reports, trial_timeline
 from pedl.master.services import trials as trials_service
 
 router = APIRouter(prefix="/api/v1")
@@ -51,6 +51,18 @@ class TrialMetrics(Body):
 class ReportMetricsBody(Body):
     metrics: TrialMetrics
     group: str = Field("training", min_length=1, max_length=64)
+
+
+class BatchedReport(Body):
+    group: str = Field("training", min_length=1, max_length=64)
+    stepsCompleted: int = Field(..., ge=0, le=INT64_MAX)
+    trialRunId: int = Field(0, ge=0, le=INT64_MAX)
+    reportTime: str | None = None
+    metrics: MetricsInner
+
+
+class MetricBatchBody(Body):
+    reports: list[BatchedReport] = Field(..., min_length=1, max_length=metric_batches.MAX_REPORTS)
 
 
 class ProgressBody(Body):
@@ -168,6 +180,17 @@ def report_metrics(trial_id: IdPath, request: Request, who: Caller = Depends(cal
                                  steps_completed=req.metrics.stepsCompleted, trial_run_id=req.metrics.trialRunId,
                                  values=values)
     return {}
+
+
+@router.post("/trials/{trial_id}/metrics/batch")
+@accepts(MetricBatchBody)
+def report_metric_batch(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
+                        body: dict = Depends(json_body)) -> dict:
+    """pedl's own: the reports pedl.core queued, at most MAX_REPORTS, stored at once and each at most once."""
+    req = parse(MetricBatchBody, body)
+    reports = [metric_batches.Report(r.group, r.stepsCompleted, r.trialRunId, metrics.clean_metrics(
+        r.metrics.avgMetrics, f"reports[{i}].metrics.avgMetrics")) for i, r in enumerate(req.reports)]
+    return {"stored": metric_batches.store(ctx_of(request), who, trial_id, reports)}
 
 
 @router.post("/trials/{trial_id}/progress")

@@ -76,6 +76,18 @@ def note_report(s: Session, trial: models.Trial, group: str, steps_completed: in
     return max(reached, steps_completed)
 
 
+def note_reports(s: Session, trial: models.Trial, group: str, steps: list[int]) -> int:
+    """note_report for several reports of the group stored in one transaction: the digests can only
+    have reached steps reported before them, so one reset from the earliest step at or before the
+    largest already reached is all they need. -> the largest step reached with them."""
+    reached = reached_step(trial.summary_metrics, group)
+    if reached is not None:
+        stale = [step for step in steps if step <= reached]
+        if stale:
+            s.add(models.MetricDigestReset(trial_id=trial.id, group=group, from_step=min(stale)))
+    return max([*steps, *([reached] if reached is not None else [])])
+
+
 class DigestQueue:
     """The (trial, group) pairs with reports to digest, in the order first touched. Thread-safe."""
 

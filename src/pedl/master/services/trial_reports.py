@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from pedl.master.context import MasterContext
 
 
-def _trial(s: Session, who: Caller, trial_id: int) -> models.Trial:
+def trial_for_report(s: Session, who: Caller, trial_id: int) -> models.Trial:
+    """The trial, for a report made with the task token of its live allocation (404 before 403)."""
     trial = trials_service.get(s, trial_id)  # 404 before 403: the trial id is not a secret
     require_task(s, who, trial_id=trial_id)
     return trial
@@ -28,7 +29,7 @@ def _trial(s: Session, who: Caller, trial_id: int) -> models.Trial:
 def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str, steps_completed: int,
                    trial_run_id: int, values: dict[str, Any]) -> None:
     def store(s: Session) -> search_progress.Nudge | None:
-        trial = _trial(s, who, trial_id)
+        trial = trial_for_report(s, who, trial_id)
         before = search_progress.before_report(trial)
         metrics.record(s, trial, group=group, steps_completed=steps_completed, trial_run_id=trial_run_id,
                        report_time=ctx.clock.now(), metrics=values)
@@ -56,7 +57,7 @@ def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str
 
 def report_progress(ctx: MasterContext, who: Caller, trial_id: int, progress: float) -> None:
     with ctx.db.session() as s:
-        trial = _trial(s, who, trial_id)
+        trial = trial_for_report(s, who, trial_id)
         before = search_progress.before_report(trial)
         trial.summary_metrics = {**(trial.summary_metrics or {}), "progress": progress}
         nudge = search_progress.measure(s, trial, before)
@@ -65,7 +66,7 @@ def report_progress(ctx: MasterContext, who: Caller, trial_id: int, progress: fl
 
 def completed_operation(ctx: MasterContext, who: Caller, trial_id: int, length: Any) -> None:
     with ctx.db.session() as s:
-        trial = _trial(s, who, trial_id)
+        trial = trial_for_report(s, who, trial_id)
         before = search_progress.before_report(trial)
         if isinstance(length, int) and not isinstance(length, bool) and length > trial.total_batches:
             # never past the searcher's own target: the op cannot claim more than was asked of it
@@ -78,7 +79,7 @@ def completed_operation(ctx: MasterContext, who: Caller, trial_id: int, length: 
 
 def early_exit(ctx: MasterContext, who: Caller, trial_id: int, reason: str) -> None:
     with ctx.db.session() as s:
-        trial = _trial(s, who, trial_id)
+        trial = trial_for_report(s, who, trial_id)
         trial.end_reason = f"early exit: {reason}"[:1024]
 
 
@@ -91,4 +92,4 @@ def run_start(ctx: MasterContext, who: Caller) -> None:
 def runner_metadata(ctx: MasterContext, who: Caller, trial_id: int) -> None:
     """Determined's harness reports its runner state; pedl keeps nothing of it."""
     with ctx.db.read_session() as s:
-        _trial(s, who, trial_id)
+        trial_for_report(s, who, trial_id)

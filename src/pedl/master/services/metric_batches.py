@@ -1,0 +1,109 @@
+"""A batch of one trial's metric reports, as pedl.core's background sender coalesces what it has
+queued: checked whole, then stored in one transaction with one bulk insert.
+
+A report's identity is (trial, group, steps_completed), and the master stores each at most once: a
+report for steps already stored (a retried batch after a timeout, a master killed in the middle of
+one, a trial restarted from its checkpoint replaying steps) replaces the stored one, and a batch that
+names the same steps twice keeps the last. The transaction makes a batch all or nothing, so a retry
+neither loses nor doubles a report. The summary, the digests' marks and the searcher see the reports
+as if they had come one by one, in the batch's order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import delete, insert
+from sqlalchemy.orm import Session
+
+from pedl.errors import InvalidArgument
+from pedl.master.caller_cache import Caller
+from pedl.master.db import models
+from pedl.master.lifecycle import TERMINAL_TRIAL
+from pedl.master.services import experiment_progression, metric_digests, metrics, search_progress
+from pedl.master.services.trial_reports import trial_for_report
+
+if TYPE_CHECKING:
+    from pedl.master.context import MasterContext
+
+MAX_REPORTS = 1000  # reports per batch: the sender sends at most this many at once
+
+
+@dataclass(frozen=True)
+class Report:
+    group: str
+    steps_completed: int
+    trial_run_id: int
+    values: dict[str, Any]
+
+
+def check_size(count: int) -> None:
+    if count == 0:
+        raise InvalidArgument.at("reports", "the batch is empty: give at least one report")
+    if count > MAX_REPORTS:
+        raise InvalidArgument.at("reports", f"{count} reports, more than the limit of {MAX_REPORTS} per batch")
+
+
+def store(ctx: MasterContext, who: Caller, trial_id: int, reports: list[Report]) -> int:
+    """Store the batch; -> how many distinct reports it held. Validation reports move the searcher,
+    so a batch with any runs under the cluster lock; a training-only batch does not take it."""
+    check_size(len(reports))
+    latest: dict[tuple[str, int], Report] = {}
+    for r in reports:  # the last of a (group, steps) wins, at its last place in the batch
+        latest.pop((r.group, r.steps_completed), None)
+        latest[(r.group, r.steps_completed)] = r
+    unique = list(latest.values())
+
+    def run(s: Session) -> search_progress.Nudge | None:
+        trial = trial_for_report(s, who, trial_id)
+        before = search_progress.before_report(trial)
+        _insert(s, trial, unique, ctx.clock.now())
+        moved = _validations(ctx, s, trial, [r for r in unique if r.group == "validation"])
+        return None if moved else search_progress.measure(s, trial, before)
+
+    if any(r.group == "validation" for r in unique):
+        nudge = cast("search_progress.Nudge | None", ctx.controller.run(run))
+    else:
+        with ctx.db.session() as s:
+            nudge = run(s)
+    for r in unique:
+        ctx.metrics.metric_report(r.group)  # counted once stored
+    for group in {r.group for r in unique}:
+        ctx.digest_queue.touch(trial_id, group)
+    search_progress.apply(ctx.db, nudge)
+    return len(unique)
+
+
+def _insert(s: Session, trial: models.Trial, reports: list[Report], now: float) -> None:
+    M = models.Metric
+    summary = dict(trial.summary_metrics or {})
+    by_group: dict[str, list[Report]] = {}
+    for r in reports:
+        by_group.setdefault(r.group, []).append(r)
+    for group, rows in by_group.items():
+        reached = metric_digests.note_reports(s, trial, group, [r.steps_completed for r in rows])
+        s.execute(delete(M).where(M.trial_id == trial.id, M.group == group,
+                                  M.steps_completed.in_([r.steps_completed for r in rows])))
+        last = rows[-1]
+        summary[f"latest_{group}"] = {"steps_completed": last.steps_completed,
+                                      "metrics": metrics.json_safe(last.values), "max_steps_completed": reached}
+    s.execute(insert(M), [{"trial_id": trial.id, "trial_run_id": r.trial_run_id, "group": r.group,
+                           "steps_completed": r.steps_completed, "report_time": now,
+                           "metrics": metrics.json_safe(r.values)} for r in reports])
+    trial.total_batches = max(trial.total_batches, *(r.steps_completed for r in reports))
+    trial.summary_metrics = summary
+
+
+def _validations(ctx: MasterContext, s: Session, trial: models.Trial, reports: list[Report]) -> bool:
+    """The searcher's metric of each validation report, in order; -> whether the searcher moved."""
+    if not reports:
+        return False
+    exp = s.get(models.Experiment, trial.experiment_id)
+    sc = (exp.config if exp is not None else {}).get("searcher", {})
+    moved = False
+    for r in reports:
+        value = metrics.update_best(trial, sc.get("metric", ""), sc.get("smaller_is_better", True), r.values)
+        if value is not None and trial.state not in TERMINAL_TRIAL:
+            experiment_progression.on_validation(ctx.controller, s, trial, value, r.steps_completed)
+            moved = True
+    return moved
