@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sqlite3
 import threading
@@ -21,9 +22,14 @@ from psycopg.types.json import Json
 
 from benchmarks.harness import MODELS, Figure, add_common_args, run_main, work_dir
 from pedl.cli.model_upload import pack_model_dir
+from pedl.core.cluster_info import TrialInfo
+from pedl.core.master_session import MasterSession
+from pedl.core.train import MasterTrainContext
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_experiment, wait_for
+from pedl.errors import PedlError
 
 NAME = "metric_ingestion"
+CLIENTS = {"batched": "reporters through pedl.core", "single": "clients of the single-report route"}
 INSERT = ("INSERT INTO metrics (trial_id, trial_run_id, metric_group, steps_completed, report_time, metrics) "
           "VALUES ({p}, {p}, {p}, {p}, {p}, {p})")
 
@@ -127,9 +133,49 @@ def cpu_seconds(pid: int) -> float | None:
 # -- the concurrent clients ------------------------------------------------------------------------
 
 
+def _reporter(url: str, token: str, info: TrialInfo, steps: range, metric_keys: int, go: Any, failed: Any) -> None:
+    """One trial's training loop: a report per step through pedl.core, then wait for the master."""
+    session = MasterSession(url, token)
+    train = MasterTrainContext(session, info)
+    values = payload(metric_keys, 1)
+    go.wait()
+    try:
+        for step in steps:
+            train.report_training_metrics(steps_completed=step, metrics=values)
+        session.flush()
+    except PedlError:
+        with failed.get_lock():
+            failed.value += 1
+    finally:
+        session.close()
+
+
+def report_concurrently(url: str, token: str, trial_id: int, run_id: int, threads: int, per_thread: int,
+                        first_step: int, metric_keys: int) -> tuple[int, int, float]:
+    """(reported, failed, seconds): `threads` reporter processes, each as a trial's training loop
+    reports through pedl.core (a background sender that batches what queues up), as fast as it
+    can; the time runs until every reporter's reports are acknowledged."""
+    ctx = multiprocessing.get_context("fork")
+    go, failed = ctx.Event(), ctx.Value("i", 0)
+    info = TrialInfo(trial_id=trial_id, experiment_id=0, trial_seed=0, hparams={}, config={}, steps_completed=0,
+                     trial_run_id=run_id)
+    workers = [ctx.Process(target=_reporter, args=(url, token, info, range(first_step + t * per_thread,
+                                                                          first_step + (t + 1) * per_thread),
+                                                   metric_keys, go, failed)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    time.sleep(0.5)  # every reporter imported and waiting
+    started = time.perf_counter()
+    go.set()
+    for w in workers:
+        w.join()
+    return threads * per_thread, failed.value, time.perf_counter() - started
+
+
 def post_concurrently(url: str, token: str, trial_id: int, run_id: int, threads: int, per_thread: int,
                       first_step: int, metric_keys: int) -> tuple[int, int, float]:
-    """(acknowledged, failed, seconds): `threads` clients, each with its own keep-alive connection."""
+    """(acknowledged, failed, seconds): `threads` clients of Determined's single-report route, each
+    with its own keep-alive connection, one report per request."""
     barrier = threading.Barrier(threads + 1)
     acked = [0] * threads
     failed = [0] * threads
@@ -190,7 +236,8 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
             trial_id, run_id = handoff["trial_id"], handoff["trial_run_id"]
             serial_rate = handoff["reports"] / handoff["seconds"]
             master_cpu = cpu_seconds(master.pid)
-            acked, failed, seconds = post_concurrently(
+            send = report_concurrently if args.mode == "batched" else post_concurrently
+            acked, failed, seconds = send(
                 master.url, handoff["token"], trial_id, run_id, args.threads, args.reports_per_thread,
                 first_step=handoff["reports"] + 1, metric_keys=args.metric_keys)
             if master_cpu is not None:
@@ -216,8 +263,8 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
     return [
         Figure(NAME, f"{db_name}: trial script, serial reports/s", serial_rate, "reports/s",
                f"{handoff['reports']} reports through pedl.core, one in flight"),
-        Figure(NAME, f"{db_name}: {args.threads} concurrent clients, reports/s", concurrent_rate, "reports/s",
-               f"{acked} acknowledged, {failed} refused, in {seconds:.1f}s"),
+        Figure(NAME, f"{db_name}: {args.threads} concurrent {CLIENTS[args.mode]}, reports/s", concurrent_rate,
+               "reports/s", f"{acked} reported, {failed} failed, in {seconds:.1f}s"),
         *([Figure(NAME, f"{db_name}: master CPU per report", 1000 * master_cpu / max(acked, 1), "ms",
                   f"master process busy {100 * master_cpu / seconds:.0f}% of one core during the concurrent run")]
           if master_cpu is not None else []),
@@ -252,8 +299,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.metric_ingestion", description=__doc__)
     p.add_argument("--db", nargs="+", choices=["sqlite", "postgres"], default=["sqlite", "postgres"])
     p.add_argument("--serial-reports", type=int, default=1000, help="reports the trial script makes (default 1000)")
-    p.add_argument("--threads", type=int, default=8, help="concurrent HTTP clients (default 8)")
-    p.add_argument("--reports-per-thread", type=int, default=300, help="reports each client posts (default 300)")
+    p.add_argument("--mode", choices=list(CLIENTS), default="batched",
+                   help="batched: reporters through pedl.core, whose sender batches (default); single: "
+                        "Determined's one-report-per-request route")
+    p.add_argument("--threads", type=int, default=8, help="concurrent reporters (default 8)")
+    p.add_argument("--reports-per-thread", type=int, default=5000,
+                   help="reports each reporter makes (default 5000; 300 fits --mode single)")
     p.add_argument("--metric-keys", type=int, default=8, help="metrics per report (default 8)")
     p.add_argument("--raw-rows", type=int, default=20000, help="rows in the raw executemany (default 20000)")
     p.add_argument("--raw-rows-committed", type=int, default=2000,

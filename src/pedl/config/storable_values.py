@@ -29,7 +29,7 @@ def _text_problem(text: str, max_length: int | None) -> str | None:
         return "contains a NUL character"
     if max_length is not None and len(text) > max_length:
         return f"is {len(text)} characters long, more than the limit of {max_length}"
-    if _SURROGATE.search(text):  # only escapes (JSON or YAML "\ud800") make one; no encoding takes it
+    if not text.isascii() and _SURROGATE.search(text):  # only escapes (JSON or YAML "\ud800") make one
         return "contains a lone surrogate (not valid Unicode text)"
     return None
 
@@ -39,15 +39,19 @@ def value_problems(data: Any, *, max_string_length: int | None = None, path: str
     """(field path, message) for values no database column or JSON document takes the same way on
     SQLite and PostgreSQL: strings with a NUL character or a lone surrogate (or longer than
     `max_string_length`), non-finite floats, integers beyond 64 bits, binary data. Keys are checked
-    like strings. Nested pydantic models are skipped: they check their own fields. At most `limit`."""
+    like strings. Nested pydantic models are skipped: they check their own fields. At most `limit`.
+
+    A value's path is spelled out only for a problem: each value on the stack keeps its container's
+    place and its key, so the walk over a clean body builds no path strings."""
+    if data is None or isinstance(data, bool) or (type(data) is float and math.isfinite(data)):
+        return []  # the common scalars, at once
     problems: list[tuple[str, str]] = []
-    stack: list[tuple[str, Any]] = [(path, data)]
+    # (value, its place): None for the root, else (the container's place, the key)
+    stack: list[tuple[Any, Any]] = [(data, None)]
     while stack and len(problems) < limit:
-        where, value = stack.pop()
+        value, place = stack.pop()
         if isinstance(value, str):
             problem = _text_problem(value, max_string_length)
-        elif isinstance(value, bytes):  # YAML's !!binary: no JSON document holds it as it is
-            problem = "is binary data (!!binary), not text"
         elif isinstance(value, float):
             problem = None if math.isfinite(value) else "must be a finite number"
         elif isinstance(value, int) and not isinstance(value, bool):
@@ -57,13 +61,26 @@ def value_problems(data: Any, *, max_string_length: int | None = None, path: str
             for key, item in reversed(list(value.items())):
                 key_problem = _text_problem(key, max_string_length) if isinstance(key, str) else None
                 if key_problem:
-                    problems.append((where or "<root>", f"a key {key_problem}"))
-                stack.append((_join(where, key), item))
+                    problems.append((_spell(path, place) or "<root>", f"a key {key_problem}"))
+                stack.append((item, (place, key)))
         elif isinstance(value, list | tuple | set | frozenset):
             problem = None
-            stack.extend((_join(where, i), item) for i, item in reversed(list(enumerate(value))))
+            stack.extend((item, (place, i)) for i, item in reversed(list(enumerate(value))))
+        elif isinstance(value, bytes):  # YAML's !!binary: no JSON document holds it as it is
+            problem = "is binary data (!!binary), not text"
         else:
             problem = None
         if problem:
-            problems.append((where or "<root>", problem))
+            problems.append((_spell(path, place) or "<root>", problem))
     return problems[:limit]
+
+
+def _spell(path: str, place: Any) -> str:
+    """The path of a value from its place: its containers' keys, outermost first, after `path`."""
+    keys = []
+    while place is not None:
+        place, key = place
+        keys.append(key)
+    for key in reversed(keys):
+        path = _join(path, key)
+    return path

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from pedl.master.db import models
-from pedl.master.services import metric_batches
+from pedl.master.services import metric_batches, metric_digests
 from tests.master.fakes import GRID_CONFIG, FakeAgent, StartedTask, create_experiment, ctx_of, post, task_header
 
 
@@ -62,11 +62,6 @@ def test_a_batch_is_stored_once_in_any_order_and_the_last_of_a_step_wins(app: Fa
         # the summary has the batch's last report, as if they had come one by one
         assert trial.summary_metrics["latest_training"] == {"steps_completed": 6, "metrics": {"loss": 0.6},
                                                             "max_steps_completed": 6}
-        # steps at or before the largest reached by earlier requests make the digests stale from the
-        # earliest of them (within one batch, order does not matter: it is stored at once)
-        resets = sorted(s.scalars(select(models.MetricDigestReset.from_step).where(
-            models.MetricDigestReset.trial_id == task.trial_id)))
-        assert resets == [1, 4]
     # the other trial is untouched
     assert stored(app, tasks[1].trial_id) == []
 
@@ -88,6 +83,10 @@ def test_validation_reports_in_a_batch_move_the_searcher(app: FastAPI, client: T
     ([entry(1, 0.1), {**entry(2, 0.2), "metrics": {"avgMetrics": [1, 2]}}], "reports[1].metrics.avgMetrics"),
     ([entry(1, 0.1), {**entry(2, 0.2), "group": ""}], "reports[1].group"),
     ([{"group": "training", "trialRunId": 1, "metrics": {"avgMetrics": {}}}], "reports[0].stepsCompleted"),
+    # values both databases store alike, checked once over the whole batch
+    ([entry(1, 0.1), {**entry(2, 0.2), "metrics": {"avgMetrics": {"note": "a\x00b"}}}],
+     "reports[1].metrics.avgMetrics.note"),
+    ([entry(1, 0.1), {**entry(2, 0.2), "trialRunId": 2**70}], "reports[1].trialRunId"),
 ])
 def test_a_bad_batch_is_refused_whole_with_the_field_named(app: FastAPI, client: TestClient,
                                                            tasks: list[StartedTask], reports: list[dict],
@@ -108,3 +107,26 @@ def test_only_the_trials_own_task_token_may_send_a_batch(app: FastAPI, client: T
                 task_header(mine.token)).status_code == 404
     with ctx_of(app).db.session() as s:
         assert s.scalar(select(func.count()).select_from(models.Metric)) == 0
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.added: list[Any] = []
+
+    def add(self, row: Any) -> None:
+        self.added.append(row)
+
+
+@pytest.mark.parametrize(("reached", "steps", "stale_from", "now_reached"), [
+    (None, [3, 1, 2, 5, 4], None, 5),  # nothing digested yet: order within the batch does not matter
+    (5, [6, 7], None, 7),
+    (5, [1, 2, 3, 5, 4], 1, 5),  # a retried batch: the digests are stale from its first step
+    (5, [7, 4, 6], 4, 7),  # a trial replaying steps from its checkpoint at 3
+])
+def test_a_batch_makes_the_digests_stale_from_its_earliest_step_already_reached(
+        reached: int | None, steps: list[int], stale_from: int | None, now_reached: int) -> None:
+    summary = {} if reached is None else {"latest_training": {"steps_completed": reached}}
+    trial = models.Trial(id=7, summary_metrics=summary)
+    s = Recorder()
+    assert metric_digests.note_reports(s, trial, "training", steps) == now_reached  # type: ignore[arg-type]
+    assert [r.from_step for r in s.added] == ([] if stale_from is None else [stale_from])

@@ -20,12 +20,14 @@ from pedl.master.api.deps import (
     INT64_MAX,
     Body,
     Caller,
+    CheckedBody,
     IdPath,
     caller,
     ctx_of,
     json_body,
     pagination,
     parse,
+    parse_checked,
 )
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
 from pedl.master.services import experiments as experiments_service
@@ -53,15 +55,20 @@ class ReportMetricsBody(Body):
     group: str = Field("training", min_length=1, max_length=64)
 
 
-class BatchedReport(Body):
+class BatchedMetrics(CheckedBody):
+    avgMetrics: dict[str, Any]
+    batchMetrics: list[Any] | None = None
+
+
+class BatchedReport(CheckedBody):
     group: str = Field("training", min_length=1, max_length=64)
     stepsCompleted: int = Field(..., ge=0, le=INT64_MAX)
     trialRunId: int = Field(0, ge=0, le=INT64_MAX)
     reportTime: str | None = None
-    metrics: MetricsInner
+    metrics: BatchedMetrics
 
 
-class MetricBatchBody(Body):
+class MetricBatchBody(CheckedBody):
     reports: list[BatchedReport] = Field(..., min_length=1, max_length=metric_batches.MAX_REPORTS)
 
 
@@ -187,7 +194,7 @@ def report_metrics(trial_id: IdPath, request: Request, who: Caller = Depends(cal
 def report_metric_batch(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
                         body: dict = Depends(json_body)) -> dict:
     """pedl's own: the reports pedl.core queued, at most MAX_REPORTS, stored at once and each at most once."""
-    req = parse(MetricBatchBody, body)
+    req = parse_checked(MetricBatchBody, body)
     reports = [metric_batches.Report(r.group, r.stepsCompleted, r.trialRunId, metrics.clean_metrics(
         r.metrics.avgMetrics, f"reports[{i}].metrics.avgMetrics")) for i, r in enumerate(req.reports)]
     return {"stored": metric_batches.store(ctx_of(request), who, trial_id, reports)}

@@ -87,9 +87,10 @@ def _insert(s: Session, trial: models.Trial, reports: list[Report], now: float) 
         last = rows[-1]
         summary[f"latest_{group}"] = {"steps_completed": last.steps_completed,
                                       "metrics": metrics.json_safe(last.values), "max_steps_completed": reached}
-    s.execute(insert(M), [{"trial_id": trial.id, "trial_run_id": r.trial_run_id, "group": r.group,
-                           "steps_completed": r.steps_completed, "report_time": now,
-                           "metrics": metrics.json_safe(r.values)} for r in reports])
+    # a Core insert of the table: one executemany, without the ORM's per-row bookkeeping
+    s.execute(insert(M.__table__), [{"trial_id": trial.id, "trial_run_id": r.trial_run_id, "metric_group": r.group,
+                                     "steps_completed": r.steps_completed, "report_time": now,
+                                     "metrics": metrics.json_safe(r.values)} for r in reports])
     trial.total_batches = max(trial.total_batches, *(r.steps_completed for r in reports))
     trial.summary_metrics = summary
 

@@ -44,7 +44,10 @@ def pages(ctx: MasterContext, trial_ids: list[int], group: str) -> Iterator[list
         while True:
             query = select(M).where(M.trial_id == trial_id, M.group == group)
             if after is not None:
-                query = query.where(or_(M.steps_completed > after[0],
+                # the first condition bounds the index range; the OR alone left PostgreSQL scanning
+                # every earlier report of the trial on each page
+                query = query.where(M.steps_completed >= after[0],
+                                    or_(M.steps_completed > after[0],
                                         and_(M.steps_completed == after[0], M.id > after[1])))
             with ctx.db.read_session() as s:
                 rows = list(s.scalars(query.order_by(M.steps_completed, M.id).limit(page)))
