@@ -225,6 +225,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/trials/{trial}/metric-series?group=training", R, None),
     ("GET", "/api/v1/experiments/{exp}/metric-series?group=validation", R, None),
     ("GET", "/api/v1/trials/{trial}/metrics", R, None),
+    ("GET", "/api/v1/trials/{trial}/metrics/csv?group=training", R, None),
     ("GET", "/api/v1/trials/{trial}/logs", R, None),
     ("GET", "/api/v1/tasks", R, None),
     ("GET", "/api/v1/tasks/{task}", R, None),

@@ -1,6 +1,6 @@
-"""`pedl trial describe ID`, `pedl trial logs ID [-f] [--tail N]` and `pedl trial download ID
---best|--latest` over /api/v1/trials/{id}. Logs print as they arrive; with --tail and -f, following
-starts after the last line shown."""
+"""`pedl trial describe ID`, `pedl trial logs ID [-f] [--tail N]`, `pedl trial download ID
+--best|--latest` and `pedl trial export-metrics ID` over /api/v1/trials/{id}. Logs print as they
+arrive; with --tail and -f, following starts after the last line shown."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 
 from pedl.cli.checkpoint_download import download_checkpoint, file_bytes
 from pedl.cli.log_stream import LinePrinter, log_id, stream_trial_logs, tail_trial_logs
+from pedl.cli.metric_export import export_metrics
 from pedl.cli.output import JsonFlag, fail, fmt_bytes, fmt_state, fmt_time, print_fields, print_json, print_table, say
 from pedl.cli.state import client_of
 from pedl.errors import NotFound
@@ -115,3 +116,15 @@ def download(ctx: typer.Context, trial_id: int,
     steps = (checkpoint.get("metadata") or {}).get("steps_completed")
     say(f"Checkpoint {uuid} of trial {trial_id} at step {steps} ({fmt_bytes(file_bytes(resources))}) "
         f"is in {dest} ({how})")
+
+
+@app.command("export-metrics")
+def export_metrics_command(
+    ctx: typer.Context, trial_id: int,
+    group: str | None = typer.Option(None, "--group", help="only this metric group (default: every group)"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="file to write (default: stdout)"),
+) -> None:
+    """Export every metric report of a trial, unsampled, as CSV: a column per metric name."""
+    written = export_metrics(client_of(ctx), trial_id, group=group, output=output)
+    if output is not None and str(output) != "-":
+        say(f"Wrote {fmt_bytes(written)} of trial {trial_id}'s metrics to {output}")

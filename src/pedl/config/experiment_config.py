@@ -15,6 +15,7 @@ from pedl.config.loading import (
     parse_yaml_text,
     validate_data,
 )
+from pedl.config.metrics_retention import ExperimentMetricsRetention
 from pedl.config.storable_values import INT64_MAX, value_problems
 from pedl.config.task_container import (
     BindMount,
@@ -253,6 +254,8 @@ class ExperimentConfig(StrictModel):
     workspace: Name | None = None
     project: Name | None = None
     bind_mounts: list[BindMount] = Field(default_factory=list, description="host directories the task sees")
+    metrics_retention: ExperimentMetricsRetention | None = Field(
+        None, description="pedl's: thin this experiment's old training reports (instead of the master's setting)")
     # Determined keys pedl accepts and does not use: scheduling_unit (batches per legacy workload;
     # the Core API has none) and profiling (Determined's profiler, removed in 0.38)
     scheduling_unit: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS, description="accepted, unused")

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from pedl.config.checkpoint_storage import S3Location, storage_union
 from pedl.config.durations import Duration
 from pedl.config.loading import FieldProblems, StrictModel, load_yaml_file
+from pedl.config.metrics_retention import MetricsRetentionConfig
 from pedl.config.provider_config import ProviderConfig, legacy_provisioner
 from pedl.config.security_config import LimitsConfig, SecurityConfig
 from pedl.config.task_container import TaskContainerDefaults
@@ -98,6 +99,8 @@ class MasterConfig(StrictModel):
         default_factory=TaskContainerDefaults, description="image, mounts and variables every task gets")
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    metrics_retention: MetricsRetentionConfig | None = Field(
+        None, description="thin old training reports of every experiment (each may set its own); none: keep all")
 
     @field_validator("data_dir", mode="after")
     @classmethod

@@ -28,6 +28,7 @@ from pedl.master.api import (
     jobs,
     master,
     master_logs,
+    metric_export,
     metric_series,
     model_registry,
     openapi,
@@ -49,7 +50,7 @@ from pedl.master.db.engine import Database
 from pedl.master.observability.master_logs import MasterLogRing
 from pedl.master.observability.request_latency import RequestLatency
 from pedl.master.services import checkpoints as checkpoints_service
-from pedl.master.services import metric_digests
+from pedl.master.services import metric_digests, metric_retention
 from pedl.master.services import users as users_service
 from pedl.master.services import workspaces as workspaces_service
 from pedl.master.startup_summary import database_summary, pool_summary
@@ -160,6 +161,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         gc_task = asyncio.create_task(checkpoint_gc.run_loop(stop))
         deletion_task = asyncio.create_task(deleter.run_loop(stop))
         digest_task = asyncio.create_task(metric_digests.run_loop(ctx.db, ctx.digest_queue, stop))
+        retention_task = asyncio.create_task(metric_retention.run_loop(ctx, stop))  # deletes only where configured
         log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
                  database_summary(ctx.config))
         for pool in ctx.config.resource_pools:
@@ -168,7 +170,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
             yield
         finally:
             stop.set()
-            for t in (task, gc_task, deletion_task, digest_task, *prov_tasks):
+            for t in (task, gc_task, deletion_task, digest_task, retention_task, *prov_tasks):
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await t
@@ -189,7 +191,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
                    instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects, templates,
-                   trial_source_infos):
+                   trial_source_infos, metric_export):
         app.include_router(module.router)
     openapi.install(app)  # after the routers: it corrects the document they produce
     app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI
