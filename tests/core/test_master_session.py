@@ -239,3 +239,15 @@ def test_a_batch_the_master_answers_503_is_sent_again_whole(fake_master: FakeMas
     session.flush()
     assert [c.status for c in fake_master.calls("POST", BATCH, ok=False)] == [503, 200]
     assert sent_steps(fake_master) == [[1], [2, 3, 4, 5]]
+
+
+def test_an_entry_json_cannot_encode_fails_the_next_call_and_the_others_still_go(fake_master: FakeMaster) -> None:
+    session = MasterSession(fake_master.url, TOKEN, retry=FAST)
+    gate = hold_the_sender(session, 1)
+    session.post_in_background(METRICS, {"single": 2, "v": float("nan")}, batch=(BATCH, {"step": float("nan")}))
+    queue_reports(session, range(3, 5))
+    gate.set()
+    with pytest.raises(PedlError, match="cannot send the report"):
+        session.flush()
+    assert sent_steps(fake_master) == [[1], [3, 4]]  # not JSON: it failed alone, the rest went on
+    session.close()

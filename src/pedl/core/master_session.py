@@ -68,7 +68,6 @@ class _Queued:
     body: Any
     batch_path: str | None = None  # consecutive items with the same batch path go out as one request
     entry: Any = None  # this item's place in that batch's "reports"
-    size: int = 0
 
 
 class MasterSession:
@@ -122,12 +121,13 @@ class MasterSession:
         another with the same batch path when the sender wakes go out as one POST of
         {"reports": [entry, ...]}: everything queued, up to BATCH_REPORTS and about BATCH_BYTES."""
         self._raise_background_error()
-        # a body that cannot be sent fails here, in the caller
-        size = len(json.dumps(batch[1] if batch is not None else body, allow_nan=False))
+        if batch is None:
+            json.dumps(body, allow_nan=False)  # a body that cannot be sent fails here, in the caller
+        # (a batch entry is JSON already: the sender encodes it, once, off the caller's loop)
         if self._sender is None:
             self._sender = threading.Thread(target=self._send_loop, name="pedl-reports", daemon=True)
             self._sender.start()
-        self._outbox.put(_Queued(path, body, *(batch or (None, None)), size=size))
+        self._outbox.put(_Queued(path, body, *(batch or (None, None))))
 
     def flush(self) -> None:
         """Wait until every background report has been delivered (or has failed)."""
@@ -148,24 +148,30 @@ class MasterSession:
             try:
                 if item is None:
                     return
-                path, body = item.path, item.body
-                if item.batch_path is not None:
-                    entries, size = [item.entry], item.size
-                    while len(entries) < BATCH_REPORTS:
+                path, body, raw = item.path, item.body, None
+                first = _encode(item.entry) if item.batch_path is not None else None
+                if first is not None:
+                    parts, size = [first], len(first)
+                    while len(parts) < BATCH_REPORTS:
                         try:
                             nxt = self._outbox.get_nowait()
                         except queue.Empty:
                             break
-                        if nxt is None or nxt.batch_path != item.batch_path or size + nxt.size > BATCH_BYTES:
+                        part = _encode(nxt.entry) if nxt is not None and nxt.batch_path == item.batch_path else None
+                        if part is None or size + len(part) > BATCH_BYTES:
                             carried.append(nxt)
                             break
-                        entries.append(nxt.entry)
-                        size += nxt.size
+                        parts.append(part)
+                        size += len(part)
                         taken += 1
-                    if len(entries) > 1:
-                        path, body = item.batch_path, {"reports": entries}
+                    if len(parts) > 1:
+                        path, raw = item.batch_path, b'{"reports":[' + b",".join(parts) + b"]}"
                 try:
-                    self.request("POST", path, body=body, _flush=False)
+                    self.request("POST", path, body=body, _flush=False, _raw=raw)
+                except (TypeError, ValueError) as exc:  # a body json cannot encode: nothing to retry
+                    logger.error("a background report could not be sent: %s", exc)
+                    if self._background_error is None:
+                        self._background_error = PedlError(f"POST {path}: cannot send the report: {exc}")
                 except PedlError as exc:
                     logger.error("a background report failed: %s", exc.message)
                     if self._background_error is None:
@@ -176,13 +182,14 @@ class MasterSession:
 
     def request(self, method: str, path: str, *, body: Any = None,
                 params: Mapping[str, Any] | None = None, timeout_s: float | None = None,
-                retry: bool = True, _flush: bool = True) -> Any:
-        """Send one call; return the parsed JSON answer (None for an empty one)."""
+                retry: bool = True, _flush: bool = True, _raw: bytes | None = None) -> Any:
+        """Send one call; return the parsed JSON answer (None for an empty one). `_raw`: the body,
+        encoded already (the sender's batches)."""
         if _flush:
             self.flush()  # what was queued before this call reaches the master before it
-        content = None
-        headers = {}
-        if body is not None:
+        content = _raw
+        headers = {"Content-Type": "application/json"} if _raw is not None else {}
+        if body is not None and _raw is None:
             content = json.dumps(body, allow_nan=False).encode()
             headers["Content-Type"] = "application/json"
         kwargs: dict[str, Any] = {"params": params, "content": content, "headers": headers}
@@ -240,6 +247,15 @@ class MasterSession:
                 logger.warning("%s; retrying for up to %.0f s more", failure.message, remaining)
             self._sleep(min(delay, remaining))
             delay = min(delay * 2, policy.max_s)
+
+
+def _encode(entry: Any) -> bytes | None:
+    """A batch entry as JSON; None for one that cannot be (it then goes out on its own, and fails
+    there as any unsendable body does)."""
+    try:
+        return json.dumps(entry, allow_nan=False, separators=(",", ":")).encode()
+    except (TypeError, ValueError):
+        return None
 
 
 def _parse_body(response: httpx.Response) -> Any:

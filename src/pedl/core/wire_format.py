@@ -16,15 +16,21 @@ def to_json_value(value: Any, *, where: str = "value") -> Any:
     """A JSON-safe copy of `value`; `where` names the offending key in errors."""
     if value is None or isinstance(value, bool | str | int):
         return value
-    if isinstance(value, float):
-        return encode_float(value)
+    if type(value) is float:
+        return value if math.isfinite(value) else encode_float(value)
     if isinstance(value, Mapping):
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError(f"{where}: keys must be strings, got {key!r}")
-            out[key] = to_json_value(item, where=f"{where}.{key}")
+            # a report's values are mostly plain floats: those need no recursion and no path
+            if type(item) is float and math.isfinite(item):
+                out[key] = item
+            else:
+                out[key] = to_json_value(item, where=f"{where}.{key}")
         return out
+    if isinstance(value, float):  # a float subclass (numpy.float64)
+        return encode_float(float(value))
     if isinstance(value, list | tuple):
         return [to_json_value(item, where=f"{where}[{i}]") for i, item in enumerate(value)]
     # numpy / torch: arrays and tensors have tolist(), scalars have item().
