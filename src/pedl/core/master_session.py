@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import ssl
 import threading
 import time
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 
 from pedl.common.master_trust import MASTER_CERT_ENV, client_ssl_context, tls_failure, tls_failure_message
+from pedl.core.outbox import Empty, Outbox
 from pedl.errors import PedlError, Unavailable, error_from_response
 
 logger = logging.getLogger("pedl.core")
@@ -102,7 +102,7 @@ class MasterSession:
         self._closed = False
         # reports that need no answer go out from one background thread, in order, so a training
         # loop does not wait a round trip per report (Determined does the same)
-        self._outbox: queue.Queue[_Queued | None] = queue.Queue(maxsize=BACKGROUND_QUEUE)
+        self._outbox: Outbox[_Queued | None] = Outbox(maxsize=BACKGROUND_QUEUE)
         self._sender: threading.Thread | None = None
         self._background_error: PedlError | None = None
 
@@ -144,7 +144,6 @@ class MasterSession:
         carried: list[_Queued | None] = []  # taken from the queue, but not of the batch before it
         while True:
             item = carried.pop() if carried else self._outbox.get()
-            taken = 1
             try:
                 if item is None:
                     return
@@ -155,7 +154,7 @@ class MasterSession:
                     while len(parts) < BATCH_REPORTS:
                         try:
                             nxt = self._outbox.get_nowait()
-                        except queue.Empty:
+                        except Empty:
                             break
                         part = _encode(nxt.entry) if nxt is not None and nxt.batch_path == item.batch_path else None
                         if part is None or size + len(part) > BATCH_BYTES:
@@ -163,7 +162,6 @@ class MasterSession:
                             break
                         parts.append(part)
                         size += len(part)
-                        taken += 1
                     if len(parts) > 1:
                         path, raw = item.batch_path, b'{"reports":[' + b",".join(parts) + b"]}"
                 try:
@@ -177,8 +175,8 @@ class MasterSession:
                     if self._background_error is None:
                         self._background_error = exc
             finally:
-                for _ in range(taken):
-                    self._outbox.task_done()
+                if not carried:  # a carried item is still held: done once it is sent
+                    self._outbox.done()
 
     def request(self, method: str, path: str, *, body: Any = None,
                 params: Mapping[str, Any] | None = None, timeout_s: float | None = None,
