@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.exc import OperationalError
 from starlette.websockets import WebSocketDisconnect
 
 from pedl.clock import ManualClock
 from pedl.common import agent_protocol as proto
 from pedl.config.master_config import MasterConfig
+from pedl.master.api import agents as agents_api
 from pedl.master.app import create_app
+from pedl.master.services import agents as agents_service
 from pedl.version import __version__
 from tests.master.fakes import SINGLE_CONFIG, bearer, create_experiment, login
 
@@ -246,3 +249,60 @@ def test_an_agent_of_another_version_is_refused_naming_both(token_client: TestCl
     assert info.value.reason == f"agent pedl 0.0.9, master pedl {__version__}"
     agents = token_client.get("/api/v1/agents", headers=bearer(login(token_client, "admin"))).json()["agents"]
     assert "old-agent" not in [a["id"] for a in agents]  # nothing registered
+
+
+# -- a database outage must not lose what agents send (PostgreSQL restart under a running trial) ---
+
+
+def _database_down_once(original: Callable) -> tuple[Callable, list[str]]:
+    """`original`, except that its first call fails as a lost PostgreSQL connection does."""
+    calls: list[str] = []
+
+    def flaky(*args: object) -> object:
+        calls.append("try")
+        if len(calls) == 1:
+            raise OperationalError("INSERT ...", {}, Exception("server closed the connection unexpectedly"))
+        return original(*args)
+
+    return flaky, calls
+
+
+@pytest.mark.parametrize("failing", ["store_logs", "task_exited"])
+def test_a_message_the_database_could_not_take_is_retried_on_the_same_connection(
+        token_client: TestClient, monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """Before, the socket's catch-all dropped the agent's connection; the agent had already
+    removed the message from its outbox, so the log lines (or the exit code) were lost."""
+    monkeypatch.setattr(agents_api, "DB_RETRY_FIRST_S", 0.0)
+    h = bearer(login(token_client, "determined"))
+    exp = create_experiment(token_client, h, SINGLE_CONFIG)
+    ctl = token_client.app.state.ctx.controller  # type: ignore[attr-defined]
+    if failing == "store_logs":
+        flaky, calls = _database_down_once(agents_service.store_logs)
+        monkeypatch.setattr(agents_service, "store_logs", flaky)
+    else:
+        flaky, calls = _database_down_once(ctl.task_exited)
+        monkeypatch.setattr(ctl, "task_exited", flaky)
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register())
+        assert ws.receive_json()["type"] == "registered"
+        start = proto.MASTER_MESSAGE.validate_python(ws.receive_json())
+        assert isinstance(start, proto.StartTask)
+        trial_id = int(start.env["DET_TRIAL_ID"])
+        ws.send_json(proto.dump(proto.TaskStarted(allocation_id=start.allocation_id, pid=4242)))
+        ws.send_json(proto.dump(proto.TaskLogs(allocation_id=start.allocation_id, lines=[
+            proto.LogLine(timestamp=1.0, stdtype="stdout", message="said during the outage")])))
+        body = {"group": "validation", "metrics": {"trialId": trial_id, "trialRunId": 1, "stepsCompleted": 10,
+                                                   "metrics": {"avgMetrics": {"loss": 0.5}}}}
+        r = token_client.post(f"/api/v1/trials/{trial_id}/metrics", content=json.dumps(body),
+                              headers={"Grpc-Metadata-x-allocation-token": f"Bearer {start.session_token}"})
+        assert r.status_code == 200
+        ws.send_json(proto.dump(proto.TaskExited(allocation_id=start.allocation_id, exit_code=0)))
+        assert eventually(lambda: token_client.get(f"/api/v1/experiments/{exp['id']}", headers=h)
+                          .json()["experiment"]["state"] == "STATE_COMPLETED")
+        # the exit code arrived (0: completed, not "no longer running") and the agent stayed connected
+        [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
+        assert agent["connected"] is True and agent["state"] == "CONNECTED"
+    assert calls == ["try", "try"]
+    text = token_client.get(f"/api/v1/trials/{trial_id}/logs?follow=false", headers=h).text
+    messages = [json.loads(line)["result"]["message"] for line in text.splitlines()]
+    assert messages == ["said during the outage\n"]  # stored once

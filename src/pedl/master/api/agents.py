@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
+from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from pedl.common import agent_protocol as proto
@@ -23,6 +24,11 @@ from pedl.version import __version__
 
 router = APIRouter()
 log = logging.getLogger(__name__)
+
+# While the database is away (a PostgreSQL restart), a message the master cannot store yet is
+# retried in place, first after DB_RETRY_FIRST_S, backing off to DB_RETRY_MAX_S.
+DB_RETRY_FIRST_S = 0.5
+DB_RETRY_MAX_S = 5.0
 
 
 @router.get("/api/v1/agents")
@@ -132,7 +138,7 @@ async def agent_socket(ws: WebSocket) -> None:
             except ValidationError as exc:
                 log.warning("agent %s sent a bad message: %s", first.agent_id, exc)
                 continue
-            await _handle(ctx, conn, msg)
+            await _handle_until_stored(ctx, conn, msg)
     except WebSocketDisconnect:
         pass
     except Exception:  # noqa: BLE001 - a broken socket must not take the master down
@@ -143,6 +149,32 @@ async def agent_socket(ws: WebSocket) -> None:
         if ctx.hub.detach(conn):
             await run_in_threadpool(ctl.agent_disconnected, first.agent_id, "connection closed")
             ctl.wake()
+
+
+async def _handle_until_stored(ctx, conn: AgentConnection, msg) -> None:  # noqa: ANN001 - a MasterContext
+    """Handle one agent message, retrying while the database is unavailable. The agent drops a
+    message from its outbox once it is written to the socket and the protocol has no acks, so
+    dropping the connection here (as the catch-all below would) loses it for good: a TaskExited
+    becomes "no longer running" with no exit code at the next register, and log lines vanish.
+    Each try runs in a transaction that rolls back on failure, so a retry stores the message once;
+    only a failure inside COMMIT itself (the outcome unknown) can store log lines twice, while a
+    second TaskExited / TaskStarted is ignored. Later messages from this agent wait behind this one
+    (TCP keeps their order); the socket reads nothing meanwhile."""
+    delay = DB_RETRY_FIRST_S
+    while True:
+        try:
+            await _handle(ctx, conn, msg)
+            return
+        except OperationalError as exc:
+            log.warning("database unavailable while handling %s from agent %s; retrying in %.1f s: %s",
+                        msg.type, conn.agent_id, delay,
+                        str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, DB_RETRY_MAX_S)
+        if ctx.hub.get(conn.agent_id) is conn:
+            # the agent is still there, only unread: the heartbeat check that runs once the
+            # database is back must not take the wait for silence and close this socket
+            conn.last_heartbeat = ctx.clock.now()
 
 
 async def _handle(ctx, conn: AgentConnection, msg) -> None:
