@@ -38,7 +38,7 @@ from pedl.master.provisioner.providers.base import (
 
 log = logging.getLogger(__name__)
 KILL_GRACE = 15.0
-ARGV_WAIT = 1.0  # seconds a new instance's process has to show its argv (it takes microseconds)
+ARGV_POLLS = 1000  # looks, 1 ms apart, for a new instance's process to show its argv (it takes microseconds)
 SPOT_CAPACITY_FILE = "spot-capacity"
 SPOT_MARKET_WORDS = ("available", "unavailable")
 
@@ -171,8 +171,9 @@ class LocalProvider:
         # Popen returns once the exec is under way, a moment before /proc shows the new argv: wait for
         # it, so that the registry never lists a pid whose cmdline (what a restarted master checks, in
         # _alive) does not name its instance yet
-        deadline = time.monotonic() + ARGV_WAIT
-        while inst_id not in _cmdline(child.pid) and child.poll() is None and time.monotonic() < deadline:
+        for _ in range(ARGV_POLLS):
+            if inst_id in _cmdline(child.pid) or child.poll() is not None:
+                break
             time.sleep(0.001)
         self._children[inst_id] = child
         return child.pid
