@@ -1,5 +1,9 @@
 """Metric ingestion: training-metric reports per second a real master stores, on SQLite and on
-PostgreSQL, against what a plain executemany puts into the same `metrics` table of the same database."""
+PostgreSQL, against what a plain executemany puts into the same `metrics` table of the same database.
+
+One experiment of --threads trials (a grid over an index), on one agent with a slot each. Each trial
+reports --serial-reports through pedl.core, then hands its token over; then a reporter process per
+trial reports as that trial's training loop would, all at once: --threads concurrent trials."""
 
 from __future__ import annotations
 
@@ -150,18 +154,19 @@ def _reporter(url: str, token: str, info: TrialInfo, steps: range, metric_keys: 
         session.close()
 
 
-def report_concurrently(url: str, token: str, trial_id: int, run_id: int, threads: int, per_thread: int,
-                        first_step: int, metric_keys: int) -> tuple[int, int, float]:
-    """(reported, failed, seconds): `threads` reporter processes, each as a trial's training loop
-    reports through pedl.core (a background sender that batches what queues up), as fast as it
-    can; the time runs until every reporter's reports are acknowledged."""
+def report_concurrently(url: str, trials: list[dict], per_thread: int, metric_keys: int) -> tuple[int, int, float]:
+    """(reported, failed, seconds): a reporter process per trial (its handoff), each as the trial's
+    training loop reports through pedl.core (a background sender that batches what queues up), as
+    fast as it can, from the step after the trial's own; the time runs until every reporter's
+    reports are acknowledged."""
     ctx = multiprocessing.get_context("fork")
     go, failed = ctx.Event(), ctx.Value("i", 0)
-    info = TrialInfo(trial_id=trial_id, experiment_id=0, trial_seed=0, hparams={}, config={}, steps_completed=0,
-                     trial_run_id=run_id)
-    workers = [ctx.Process(target=_reporter, args=(url, token, info, range(first_step + t * per_thread,
-                                                                          first_step + (t + 1) * per_thread),
-                                                   metric_keys, go, failed)) for t in range(threads)]
+    workers = []
+    for h in trials:
+        info = TrialInfo(trial_id=h["trial_id"], experiment_id=0, trial_seed=0, hparams={}, config={},
+                         steps_completed=0, trial_run_id=h["trial_run_id"])
+        steps = range(h["reports"] + 1, h["reports"] + 1 + per_thread)
+        workers.append(ctx.Process(target=_reporter, args=(url, h["token"], info, steps, metric_keys, go, failed)))
     for w in workers:
         w.start()
     time.sleep(0.5)  # every reporter imported and waiting
@@ -169,22 +174,24 @@ def report_concurrently(url: str, token: str, trial_id: int, run_id: int, thread
     go.set()
     for w in workers:
         w.join()
-    return threads * per_thread, failed.value, time.perf_counter() - started
+    return len(trials) * per_thread, failed.value, time.perf_counter() - started
 
 
-def post_concurrently(url: str, token: str, trial_id: int, run_id: int, threads: int, per_thread: int,
-                      first_step: int, metric_keys: int) -> tuple[int, int, float]:
-    """(acknowledged, failed, seconds): `threads` clients of Determined's single-report route, each
+def post_concurrently(url: str, trials: list[dict], per_thread: int, metric_keys: int) -> tuple[int, int, float]:
+    """(acknowledged, failed, seconds): a client of Determined's single-report route per trial, each
     with its own keep-alive connection, one report per request."""
+    threads = len(trials)
     barrier = threading.Barrier(threads + 1)
     acked = [0] * threads
     failed = [0] * threads
 
     def client(t: int) -> None:
+        h = trials[t]
+        token, trial_id, run_id = h["token"], h["trial_id"], h["trial_run_id"]
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
             bodies = []
             for j in range(per_thread):
-                step = first_step + t * per_thread + j
+                step = h["reports"] + 1 + j
                 bodies.append(json.dumps({"metrics": {
                     "trialId": trial_id, "trialRunId": run_id, "stepsCompleted": step,
                     "metrics": {"avgMetrics": payload(metric_keys, step), "batchMetrics": []}},
@@ -213,6 +220,7 @@ def post_concurrently(url: str, token: str, trial_id: int, run_id: int, threads:
 
 def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
     files = pack_model_dir(MODELS / "reporter")
+    n = args.threads
     with work_dir(f"metrics-{kind}", args.keep) as work, database(kind, work) as (db, store_of):
         out = work / "handoff"
         out.mkdir()
@@ -220,26 +228,25 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
         if db:
             cfg["db"] = db
         master = Master(work, cfg).start()
-        agent = LocalAgent(work, master.url, "agent-0", token=master.agent_token).start()
+        agent = LocalAgent(work, master.url, "agent-0", slots=n, token=master.agent_token).start()
         try:
             wait_for(lambda: agent_connected(master, "agent-0"), 60, what="the agent to connect")
             config = {"name": "metric-ingestion", "entrypoint": "python3 train.py", "max_restarts": 0,
                       "hyperparameters": {"reports": args.serial_reports, "metric_keys": args.metric_keys,
-                                          "out_dir": str(out), "wait_s": 600},
-                      "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}},
+                                          "out_dir": str(out), "wait_s": 600,
+                                          "index": {"type": "categorical", "vals": list(range(n))}},
+                      "searcher": {"name": "grid", "metric": "loss", "max_length": {"batches": 1},
+                                   "max_concurrent_trials": n},
                       "resources": {"slots_per_trial": 1}}
             exp_id = master.api("POST", "/api/v1/experiments", {"config": yaml.safe_dump(config),
                                                                 "modelDefinition": files})["experiment"]["id"]
-            handoff_path = out / "handoff.json"
-            wait_for(handoff_path.exists, 600, interval=0.1, what="the trial's serial reports")
-            handoff = json.loads(handoff_path.read_text())
-            trial_id, run_id = handoff["trial_id"], handoff["trial_run_id"]
-            serial_rate = handoff["reports"] / handoff["seconds"]
+            wait_for(lambda: len(list(out.glob("handoff-*.json"))) >= n, 600, interval=0.1,
+                     what=f"the serial reports of {n} trials")
+            trials = [json.loads(p.read_text()) for p in sorted(out.glob("handoff-*.json"))]
+            serial_rates = sorted(h["reports"] / h["seconds"] for h in trials)
             master_cpu = cpu_seconds(master.pid)
             send = report_concurrently if args.mode == "batched" else post_concurrently
-            acked, failed, seconds = send(
-                master.url, handoff["token"], trial_id, run_id, args.threads, args.reports_per_thread,
-                first_step=handoff["reports"] + 1, metric_keys=args.metric_keys)
+            acked, failed, seconds = send(master.url, trials, args.reports_per_thread, args.metric_keys)
             if master_cpu is not None:
                 master_cpu = cpu_seconds(master.pid) - master_cpu
             (out / "release").touch()
@@ -248,22 +255,24 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
             agent.stop()
             master.stop()
         store = store_of()
-        stored = store.count(trial_id)
-        expected = handoff["reports"] + acked
+        stored = sum(store.count(h["trial_id"]) for h in trials)
+        expected = sum(h["reports"] for h in trials) + acked
         concurrent_rate = acked / seconds
-        next_step = expected + 1_000_000
-        raw_many = store.executemany(trial_id, run_id, next_step, args.raw_rows, args.metric_keys)
-        raw_each = store.row_per_commit(trial_id, run_id, next_step + args.raw_rows, args.raw_rows_committed,
-                                        args.metric_keys)
-        after = store.count(trial_id)
+        first = trials[0]
+        next_step = first["reports"] + args.reports_per_thread + 1_000_000
+        raw_many = store.executemany(first["trial_id"], first["trial_run_id"], next_step, args.raw_rows,
+                                     args.metric_keys)
+        raw_each = store.row_per_commit(first["trial_id"], first["trial_run_id"], next_step + args.raw_rows,
+                                        args.raw_rows_committed, args.metric_keys)
+        after = sum(store.count(h["trial_id"]) for h in trials)
     if after != stored + args.raw_rows + args.raw_rows_committed:
-        expected = stored + args.raw_rows + args.raw_rows_committed
-        print(f"warning: {kind}: the raw inserts left {after} rows, expected {expected}")
+        print(f"warning: {kind}: the raw inserts left {after} rows, expected "
+              f"{stored + args.raw_rows + args.raw_rows_committed}")
     db_name = "SQLite" if kind == "sqlite" else "PostgreSQL"
     return [
-        Figure(NAME, f"{db_name}: trial script, serial reports/s", serial_rate, "reports/s",
-               f"{handoff['reports']} reports through pedl.core, one in flight"),
-        Figure(NAME, f"{db_name}: {args.threads} concurrent {CLIENTS[args.mode]}, reports/s", concurrent_rate,
+        Figure(NAME, f"{db_name}: trial script, serial reports/s (median of {n})", serial_rates[n // 2], "reports/s",
+               f"{trials[0]['reports']} reports each through pedl.core, one in flight, the {n} trials at once"),
+        Figure(NAME, f"{db_name}: {n} concurrent trials, {CLIENTS[args.mode]}, reports/s", concurrent_rate,
                "reports/s", f"{acked} reported, {failed} failed, in {seconds:.1f}s"),
         *([Figure(NAME, f"{db_name}: master CPU per report", 1000 * master_cpu / max(acked, 1), "ms",
                   f"master process busy {100 * master_cpu / seconds:.0f}% of one core during the concurrent run")]
@@ -302,9 +311,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=list(CLIENTS), default="batched",
                    help="batched: reporters through pedl.core, whose sender batches (default); single: "
                         "Determined's one-report-per-request route")
-    p.add_argument("--threads", type=int, default=8, help="concurrent reporters (default 8)")
-    p.add_argument("--reports-per-thread", type=int, default=5000,
-                   help="reports each reporter makes (default 5000; 300 fits --mode single)")
+    p.add_argument("--threads", type=int, default=8, help="concurrent trials, a reporter each (default 8)")
+    p.add_argument("--reports-per-thread", type=int, default=20000,
+                   help="reports each reporter makes (default 20000; 300 fits --mode single)")
     p.add_argument("--metric-keys", type=int, default=8, help="metrics per report (default 8)")
     p.add_argument("--raw-rows", type=int, default=20000, help="rows in the raw executemany (default 20000)")
     p.add_argument("--raw-rows-committed", type=int, default=2000,

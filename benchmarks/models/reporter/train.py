@@ -1,6 +1,6 @@
 """A trial that reports training metrics through pedl.core as fast as it can (one report in flight at
 a time, as a training loop does), notes the rate, then hands its session token to the benchmark
-and waits until the benchmark is done posting with it."""
+(in handoff-<trial id>.json) and waits until the benchmark is done posting with it."""
 
 import json
 import os
@@ -24,8 +24,9 @@ with pedl.core.init() as core:
     print(f"{reports} reports in {seconds:.2f}s: {reports / seconds:.0f} reports/s", flush=True)
     handoff = {"reports": reports, "seconds": seconds, "token": info.session_token,
                "trial_id": info.trial.trial_id, "trial_run_id": info.trial.trial_run_id}
-    (out / "handoff.json.tmp").write_text(json.dumps(handoff))
-    os.replace(out / "handoff.json.tmp", out / "handoff.json")
+    name = f"handoff-{info.trial.trial_id}.json"
+    (out / f"{name}.tmp").write_text(json.dumps(handoff))
+    os.replace(out / f"{name}.tmp", out / name)
     deadline = time.monotonic() + float(hp["wait_s"])
     while not (out / "release").exists() and time.monotonic() < deadline:
         time.sleep(0.05)

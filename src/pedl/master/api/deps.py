@@ -118,6 +118,11 @@ async def json_body(request: Request) -> Any:
                       check_string_length=not is_model_upload(request.method, request.url.path))
 
 
+async def raw_body(request: Request) -> bytes:
+    """The body's bytes, for a route that parses its own (the metric batch's lean path)."""
+    return await request.body()
+
+
 def parse(model: type[M], data: Any) -> M:
     if not isinstance(data, dict):
         raise InvalidArgument("body: must be a JSON object", fields=[{"field": "body", "message": "must be an object"}])

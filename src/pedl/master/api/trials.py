@@ -13,22 +13,22 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from pedl.errors import InvalidArgument
-from pedl.master.api import shapes
+from pedl.master.api import metric_batch_body, shapes
 from pedl.master.api.checkpoint_query import checkpoint_order, checkpoint_states
 from pedl.master.api.conditional import unless_changed
 from pedl.master.api.deps import (
     INT64_MAX,
     Body,
     Caller,
-    CheckedBody,
     IdPath,
     caller,
     ctx_of,
     json_body,
     pagination,
     parse,
-    parse_checked,
+    raw_body,
 )
+from pedl.master.api.metric_batch_body import MetricBatchBody
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
 from pedl.master.services import experiments as experiments_service
 from pedl.master.services import metric_batches, metric_reports, metrics, trial_reports, trial_timeline
@@ -53,23 +53,6 @@ class TrialMetrics(Body):
 class ReportMetricsBody(Body):
     metrics: TrialMetrics
     group: str = Field("training", min_length=1, max_length=64)
-
-
-class BatchedMetrics(CheckedBody):
-    avgMetrics: dict[str, Any]
-    batchMetrics: list[Any] | None = None
-
-
-class BatchedReport(CheckedBody):
-    group: str = Field("training", min_length=1, max_length=64)
-    stepsCompleted: int = Field(..., ge=0, le=INT64_MAX)
-    trialRunId: int = Field(0, ge=0, le=INT64_MAX)
-    reportTime: str | None = None
-    metrics: BatchedMetrics
-
-
-class MetricBatchBody(CheckedBody):
-    reports: list[BatchedReport] = Field(..., min_length=1, max_length=metric_batches.MAX_REPORTS)
 
 
 class ProgressBody(Body):
@@ -192,12 +175,10 @@ def report_metrics(trial_id: IdPath, request: Request, who: Caller = Depends(cal
 @router.post("/trials/{trial_id}/metrics/batch")
 @accepts(MetricBatchBody)
 def report_metric_batch(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
-                        body: dict = Depends(json_body)) -> dict:
+                        raw: bytes = Depends(raw_body)) -> dict:
     """pedl's own: the reports pedl.core queued, at most MAX_REPORTS, stored at once and each at most once."""
-    req = parse_checked(MetricBatchBody, body)
-    reports = [metric_batches.Report(r.group, r.stepsCompleted, r.trialRunId, metrics.clean_metrics(
-        r.metrics.avgMetrics, f"reports[{i}].metrics.avgMetrics")) for i, r in enumerate(req.reports)]
-    return {"stored": metric_batches.store(ctx_of(request), who, trial_id, reports)}
+    ctx = ctx_of(request)
+    return {"stored": metric_batches.store(ctx, who, trial_id, metric_batch_body.parse(raw, ctx.config.limits))}
 
 
 @router.post("/trials/{trial_id}/progress")

@@ -63,5 +63,5 @@ class MasterMetrics:
         finally:
             histogram.observe(max(self.timer() - start, 0.0))
 
-    def metric_report(self, group: str) -> None:
-        self.metric_reports.labels(group=group if group in METRIC_GROUPS else "other").inc()
+    def metric_report(self, group: str, count: int = 1) -> None:
+        self.metric_reports.labels(group=group if group in METRIC_GROUPS else "other").inc(count)

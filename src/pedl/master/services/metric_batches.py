@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import delete, insert
+import orjson
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from pedl.errors import InvalidArgument
@@ -31,6 +32,9 @@ MAX_REPORTS = 1000  # reports per batch: the sender sends at most this many at o
 
 @dataclass(frozen=True)
 class Report:
+    """One report of a batch; `values` as stored: JSON, a non-finite float as "NaN", "Infinity" or
+    "-Infinity" (the strings trials send)."""
+
     group: str
     steps_completed: int
     trial_run_id: int
@@ -52,7 +56,7 @@ def store(ctx: MasterContext, who: Caller, trial_id: int, reports: list[Report])
     for r in reports:  # the last of a (group, steps) wins, at its last place in the batch
         latest.pop((r.group, r.steps_completed), None)
         latest[(r.group, r.steps_completed)] = r
-    unique = list(latest.values())
+    unique = list(latest.values()) if len(latest) < len(reports) else reports
 
     def run(s: Session) -> search_progress.Nudge | None:
         trial = trial_for_report(s, who, trial_id)
@@ -61,15 +65,17 @@ def store(ctx: MasterContext, who: Caller, trial_id: int, reports: list[Report])
         moved = _validations(ctx, s, trial, [r for r in unique if r.group == "validation"])
         return None if moved else search_progress.measure(s, trial, before)
 
-    if any(r.group == "validation" for r in unique):
+    by_group: dict[str, list[Report]] = {}
+    for r in unique:
+        by_group.setdefault(r.group, []).append(r)
+    if "validation" in by_group:
         nudge = cast("search_progress.Nudge | None", ctx.controller.run(run))
     else:
         with ctx.db.session() as s:
             nudge = run(s)
-    for r in unique:
-        ctx.metrics.metric_report(r.group)  # counted once stored
-    for group in {r.group for r in unique}:
-        ctx.digest_queue.touch(trial_id, group)
+    for group, rows in by_group.items():  # stored: counted, and handed to the digester as they are
+        ctx.metrics.metric_report(group, len(rows))
+        ctx.digest_queue.feed(trial_id, group, [(r.steps_completed, r.values) for r in rows])
     search_progress.apply(ctx.db, nudge)
     return len(unique)
 
@@ -77,22 +83,30 @@ def store(ctx: MasterContext, who: Caller, trial_id: int, reports: list[Report])
 def _insert(s: Session, trial: models.Trial, reports: list[Report], now: float) -> None:
     M = models.Metric
     summary = dict(trial.summary_metrics or {})
-    by_group: dict[str, list[Report]] = {}
+    by_group: dict[str, list[int]] = {}
     for r in reports:
-        by_group.setdefault(r.group, []).append(r)
-    for group, rows in by_group.items():
-        reached = metric_digests.note_reports(s, trial, group, [r.steps_completed for r in rows])
-        s.execute(delete(M).where(M.trial_id == trial.id, M.group == group,
-                                  M.steps_completed.in_([r.steps_completed for r in rows])))
-        last = rows[-1]
-        summary[f"latest_{group}"] = {"steps_completed": last.steps_completed,
-                                      "metrics": metrics.json_safe(last.values), "max_steps_completed": reached}
-    # a Core insert of the table: one executemany, without the ORM's per-row bookkeeping
-    s.execute(insert(M.__table__), [{"trial_id": trial.id, "trial_run_id": r.trial_run_id, "metric_group": r.group,
-                                     "steps_completed": r.steps_completed, "report_time": now,
-                                     "metrics": metrics.json_safe(r.values)} for r in reports])
+        by_group.setdefault(r.group, []).append(r.steps_completed)
+    for group, steps in by_group.items():
+        before = metric_digests.reached_step(summary, group)
+        reached = metric_digests.note_reports(s, trial, group, steps)
+        if before is None or min(steps) <= before:  # past the group's largest step nothing is stored yet
+            s.execute(delete(M).where(M.trial_id == trial.id, M.group == group, M.steps_completed.in_(steps)))
+        last = next(r for r in reversed(reports) if r.group == group)
+        summary[f"latest_{group}"] = {"steps_completed": last.steps_completed, "metrics": last.values,
+                                      "max_steps_completed": reached}
+    # one executemany of the driver, the values already JSON text: neither the ORM's per-row
+    # bookkeeping nor the JSON type's per-row encoding
+    dumps = orjson.dumps
+    s.connection().exec_driver_sql(_insert_sql(s), [
+        (trial.id, r.trial_run_id, r.group, r.steps_completed, now, dumps(r.values).decode()) for r in reports])
     trial.total_batches = max(trial.total_batches, *(r.steps_completed for r in reports))
     trial.summary_metrics = summary
+
+
+def _insert_sql(s: Session) -> str:
+    mark = "?" if s.get_bind().dialect.paramstyle == "qmark" else "%s"
+    return (f"INSERT INTO metrics (trial_id, trial_run_id, metric_group, steps_completed, report_time, metrics) "
+            f"VALUES ({', '.join([mark] * 6)})")
 
 
 def _validations(ctx: MasterContext, s: Session, trial: models.Trial, reports: list[Report]) -> bool:

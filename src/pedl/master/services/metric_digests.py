@@ -24,9 +24,10 @@ import logging
 import math
 import threading
 from collections.abc import Callable
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, and_, delete, exists, select
+from sqlalchemy import Select, and_, delete, exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Marks = dict[int, tuple[int, bool, dict[str, bytes]]]  # trial -> (through_step, complete, {name: digest})
+Points = list[tuple[int, Any]]  # (steps_completed, report values)
 
 ROWS_PER_TRANSACTION = 20_000  # reports one (trial, group) folds in one transaction
 ROWS_PER_PASS = 100_000  # reports one pass folds, over every (trial, group) waiting
@@ -46,6 +48,7 @@ MAX_DIGESTED_NAMES = 64  # names digested per (trial, group); more are read from
 MAX_NAME_LENGTH = 255
 SWEEP_PAGE = 500  # trials read at a time by the start-up sweep
 PASS_SPACING = 1.0  # seconds between passes while reports keep coming
+MAX_FED = 50_000  # reports the batch path hands the digester, in all, before it reads them back instead
 
 
 def _numeric(value: Any) -> bool:
@@ -89,11 +92,17 @@ def note_reports(s: Session, trial: models.Trial, group: str, steps: list[int]) 
 
 
 class DigestQueue:
-    """The (trial, group) pairs with reports to digest, in the order first touched. Thread-safe."""
+    """The (trial, group) pairs with reports to digest, in the order first touched, and the reports
+    the batch path stored since a pair was last taken (`feed`), so that the digester folds them
+    without reading them back. Thread-safe. What is fed is only a shortcut: digest_one uses it when
+    the database holds exactly those reports after the mark, and reads the reports otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_fed: int = MAX_FED) -> None:
         self._lock = threading.Lock()
         self._pending: dict[tuple[int, str], None] = {}
+        self._fed: dict[tuple[int, str], Points] = {}
+        self._fed_count = 0
+        self._max_fed = max_fed
         self._wake: Callable[[], None] | None = None
 
     def touch(self, trial_id: int, group: str) -> None:
@@ -104,6 +113,23 @@ class DigestQueue:
         if new and wake is not None:
             wake()
 
+    def feed(self, trial_id: int, group: str, points: Points) -> None:
+        """Reports of the pair just committed, as (steps, values), then touch it. Past max_fed
+        reports held in all, the pair's are dropped; past ROWS_PER_TRANSACTION for the pair, its
+        oldest (the digester reads what it misses from the database)."""
+        key = (trial_id, group)
+        with self._lock:
+            held = self._fed.setdefault(key, [])
+            held.extend(points)
+            self._fed_count += len(points)
+            if len(held) > ROWS_PER_TRANSACTION:
+                self._fed_count -= len(held) - ROWS_PER_TRANSACTION
+                del held[:len(held) - ROWS_PER_TRANSACTION]
+            if self._fed_count > self._max_fed:
+                self._fed_count -= len(held)
+                del self._fed[key]
+        self.touch(trial_id, group)
+
     def take(self) -> tuple[int, str] | None:
         with self._lock:
             if not self._pending:
@@ -111,6 +137,14 @@ class DigestQueue:
             key = next(iter(self._pending))
             del self._pending[key]
             return key
+
+    def claim(self, key: tuple[int, str]) -> Points | None:
+        """What was fed for the pair since it was last claimed (None: nothing, or it was dropped)."""
+        with self._lock:
+            points = self._fed.pop(key, None)
+            if points is not None:
+                self._fed_count -= len(points)
+            return points
 
     def __len__(self) -> int:
         with self._lock:
@@ -124,9 +158,9 @@ class DigestQueue:
 # -- the digester ---------------------------------------------------------------------------------
 
 
-def _latest_per_step(rows: list[Any]) -> list[tuple[int, Any]]:
+def _latest_per_step(rows: list[Any]) -> Points:
     """Rows (id, step, report) in (step, id) order -> (step, report), the last row of each step."""
-    out: list[tuple[int, Any]] = []
+    out: Points = []
     for _, step, report in rows:
         if out and out[-1][0] == step:
             out[-1] = (step, report)
@@ -135,9 +169,32 @@ def _latest_per_step(rows: list[Any]) -> list[tuple[int, Any]]:
     return out
 
 
-def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRANSACTION) -> tuple[bool, int]:
+def _fed_after(fed: Points, after: int) -> Points | None:
+    """The fed reports past step `after`, in step order; None when a step is there twice (which of
+    them the database kept is for the database to say)."""
+    points = sorted((p for p in fed if p[0] > after), key=itemgetter(0))
+    if any(a[0] == b[0] for a, b in zip(points, points[1:], strict=False)):
+        return None
+    return points
+
+
+def _stored_exactly(s: Session, trial_id: int, group: str, points: Points, after: int | None = None) -> bool:
+    """Whether the database holds one report for each of these steps and none between them (nor
+    between step `after` and them): else a report stored by another path, or not fed yet, or deleted
+    since, sends the digester to the reports."""
+    M = models.Metric
+    low = M.steps_completed >= points[0][0] if after is None else M.steps_completed > after
+    stored = s.scalar(select(func.count()).select_from(M).where(
+        M.trial_id == trial_id, M.group == group, low, M.steps_completed <= points[-1][0]))
+    return stored == len(points)
+
+
+def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRANSACTION,
+               fed: Points | None = None) -> tuple[bool, int]:
     """Fold up to `limit` reports of the (trial, group) after its mark (all of them, from the first,
-    when it has none or a reset made it stale). -> (caught up, reports read)."""
+    when it has none or a reset made it stale), read from the database, and then the `fed` reports
+    past them when the database holds just those (and no reset is pending). -> (caught up, reports
+    folded)."""
     M, D, R = models.Metric, models.MetricDigest, models.MetricDigestReset
     mark = s.get(models.MetricDigestMark, (trial_id, group))
     resets = s.execute(select(R.id, R.from_step).where(R.trial_id == trial_id, R.group == group)).all()
@@ -145,6 +202,8 @@ def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRAN
         s.delete(mark)
         s.flush()
         mark = None
+    after = mark.through_step if mark is not None else -1
+    fed_points = _fed_after(fed, after) if fed and not resets else None
     digests: dict[str, models.MetricDigest] = {}
     if mark is None:
         s.execute(delete(D).where(D.trial_id == trial_id, D.group == group))
@@ -152,9 +211,14 @@ def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRAN
     else:
         digests = {row.name: row for row in s.scalars(select(D).where(D.trial_id == trial_id, D.group == group))}
         complete = mark.complete
-    query = select(M.id, M.steps_completed, M.metrics).where(M.trial_id == trial_id, M.group == group)
-    if mark is not None:
-        query = query.where(M.steps_completed > mark.through_step)
+    if fed_points and _stored_exactly(s, trial_id, group, fed_points, after):  # the common case: no read
+        complete = _fold(s, trial_id, group, digests, fed_points, complete)
+        _mark(s, mark, trial_id, group, fed_points[-1][0], complete)
+        return True, len(fed_points)
+    query = select(M.id, M.steps_completed, M.metrics).where(M.trial_id == trial_id, M.group == group,
+                                                              M.steps_completed > after)
+    if fed_points:  # what was stored before the fed reports (a feed that lost its oldest), then them
+        query = query.where(M.steps_completed < fed_points[0][0])
     rows = s.execute(query.order_by(M.steps_completed, M.id).limit(limit + 1)).all()
     more = len(rows) > limit
     if more:  # the last step may have more rows past the limit (two reports of a step): leave it to the next
@@ -162,22 +226,48 @@ def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRAN
         last = rows[-1][1]
         if rows[0][1] != last:
             rows = [r for r in rows if r[1] != last]
-    points: dict[str, list[tuple[int, float]]] = {}
-    for step, report in _latest_per_step(rows):
+    points = _latest_per_step(rows)
+    if fed_points:
+        if not more and _stored_exactly(s, trial_id, group, fed_points):
+            points += fed_points
+        else:
+            more = True  # the rest is read from the database next time
+    complete = _fold(s, trial_id, group, digests, points, complete)
+    if points:
+        _mark(s, mark, trial_id, group, points[-1][0], complete)
+    if resets:
+        s.execute(delete(R).where(R.id.in_([reset_id for reset_id, _ in resets])))
+    return not more, len(points)
+
+
+def _mark(s: Session, mark: models.MetricDigestMark | None, trial_id: int, group: str, through: int,
+          complete: bool) -> None:
+    if mark is None:
+        s.add(models.MetricDigestMark(trial_id=trial_id, group=group, through_step=through, complete=complete))
+    else:
+        mark.through_step, mark.complete = through, complete
+
+
+def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.MetricDigest], points: Points,
+          complete: bool) -> bool:
+    """Fold the (step, report) points into the pair's digests, adding a digest per new name (up to
+    MAX_DIGESTED_NAMES). -> whether every numeric name is digested."""
+    series_of: dict[str, list[tuple[int, float]]] = {}
+    for step, report in points:
         if not isinstance(report, dict):
             continue
         for name, value in report.items():
             if not _numeric(value):
                 continue
-            series = points.get(name)
+            series = series_of.get(name)
             if series is None:
                 if name not in digests and (not name or len(name) > MAX_NAME_LENGTH
-                                            or len(digests) + len(points) >= MAX_DIGESTED_NAMES):
+                                            or len(digests) + len(series_of) >= MAX_DIGESTED_NAMES):
                     complete = False
                     continue
-                series = points[name] = []
+                series = series_of[name] = []
             series.append((step, float(value)))
-    for name, series in points.items():
+    for name, series in series_of.items():
         row = digests.get(name)
         digest = decode(row.data) if row is not None else Digest()
         fold(digest, series)
@@ -185,15 +275,7 @@ def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRAN
             s.add(models.MetricDigest(trial_id=trial_id, group=group, name=name, data=encode(digest)))
         else:
             row.data = encode(digest)
-    if rows:
-        if mark is None:
-            s.add(models.MetricDigestMark(trial_id=trial_id, group=group, through_step=rows[-1][1],
-                                          complete=complete))
-        else:
-            mark.through_step, mark.complete = rows[-1][1], complete
-    if resets:
-        s.execute(delete(R).where(R.id.in_([reset_id for reset_id, _ in resets])))
-    return not more, len(rows)
+    return complete
 
 
 def digest_pass(db: Database, queue: DigestQueue, budget: int = ROWS_PER_PASS) -> bool:
@@ -205,7 +287,7 @@ def digest_pass(db: Database, queue: DigestQueue, budget: int = ROWS_PER_PASS) -
         trial_id, group = key
         try:
             with db.session() as s:
-                caught_up, read = digest_one(s, trial_id, group, min(budget, ROWS_PER_TRANSACTION))
+                caught_up, read = digest_one(s, trial_id, group, min(budget, ROWS_PER_TRANSACTION), queue.claim(key))
         except IntegrityError:  # the trial was deleted meanwhile
             log.debug("digests of trial %s (%s) not stored: the trial is gone", trial_id, group)
             continue

@@ -1,0 +1,165 @@
+"""The batch path hands what it stored to the digester (DigestQueue.feed), which folds it without
+reading the reports back, but only when the database holds exactly those reports after the mark: a
+report stored by the single-report route, a replayed step or a dropped feed sends it to the reports,
+and the digests come out the same either way (on both databases)."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+
+from pedl.master.db import models
+from pedl.master.services import metric_digests, metric_series
+from pedl.master.services.series_digest import Digest, answer, decode, fold
+from tests.master.fakes import GRID_CONFIG, FakeAgent, StartedTask, create_experiment, ctx_of, post, task_header
+
+
+@pytest.fixture
+def task(app: FastAPI, client: TestClient, user: dict) -> Iterator[StartedTask]:
+    agent = FakeAgent(app, "agent-fed", slots=2)
+    create_experiment(client, user, GRID_CONFIG)
+    started = sorted(agent.start_all(), key=lambda t: t.trial_id)
+    yield started[0]
+    agent.close()
+
+
+@pytest.fixture
+def queue(app: FastAPI, client: TestClient) -> metric_digests.DigestQueue:
+    """A queue of the test's own: the app's background digester keeps the one it started with."""
+    ctx_of(app).digest_queue = fresh = metric_digests.DigestQueue()
+    return fresh
+
+
+def send_batch(client: TestClient, task: StartedTask, points: list[tuple[int, float]]) -> None:
+    reports = [{"group": "training", "stepsCompleted": step, "trialRunId": 1,
+                "metrics": {"avgMetrics": {"loss": value, "note": "text"}, "batchMetrics": []}}
+               for step, value in points]
+    r = post(client, f"/api/v1/trials/{task.trial_id}/metrics/batch", {"reports": reports}, task_header(task.token))
+    assert r.status_code == 200, r.text
+
+
+def send_one(client: TestClient, task: StartedTask, step: int, value: float) -> None:
+    body = {"metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": step,
+                        "metrics": {"avgMetrics": {"loss": value}, "batchMetrics": []}}, "group": "training"}
+    r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, task_header(task.token))
+    assert r.status_code == 200, r.text
+
+
+def digest(app: FastAPI, queue: metric_digests.DigestQueue) -> list[str]:
+    """Passes until nothing waits; -> the statements of this thread that read report values back."""
+    reads: list[str] = []
+    me = threading.get_ident()
+
+    def watch(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if threading.get_ident() == me and statement.lstrip().upper().startswith("SELECT") \
+                and "metrics.metrics" in statement:
+            reads.append(statement)
+
+    engine = ctx_of(app).db.engine
+    event.listen(engine, "before_cursor_execute", watch)
+    try:
+        while metric_digests.digest_pass(ctx_of(app).db, queue):
+            pass
+    finally:
+        event.remove(engine, "before_cursor_execute", watch)
+    return reads
+
+
+def chart(app: FastAPI, trial_id: int, max_points: int = 40) -> list[tuple[int, float]]:
+    with ctx_of(app).db.read_session() as s:
+        (series,) = metric_series.read_series(s, [trial_id], "training", ["loss"], max_points)
+    return list(zip(series.steps, series.values, strict=True))
+
+
+def from_digest(app: FastAPI, trial_id: int) -> tuple[int, list[tuple[int, float]]]:
+    """(the mark's step, the stored digest's answer) for the trial's loss."""
+    with ctx_of(app).db.read_session() as s:
+        mark = s.get(models.MetricDigestMark, (trial_id, "training"))
+        row = s.get(models.MetricDigest, (trial_id, "training", "loss"))
+        assert mark is not None and row is not None
+        steps, values = answer(decode(row.data), 40)
+        return mark.through_step, list(zip(steps, values, strict=True))
+
+
+def expected(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    d = Digest()
+    fold(d, sorted(points))
+    steps, values = answer(d, 40)
+    return list(zip(steps, values, strict=True))
+
+
+def noisy(first: int, n: int, seed: int) -> list[tuple[int, float]]:
+    rng = random.Random(seed)
+    return [(step, rng.gauss(0, 1)) for step in range(first, first + n)]
+
+
+def test_batches_are_folded_from_what_was_fed_without_reading_the_reports(
+        app: FastAPI, client: TestClient, task: StartedTask, queue: metric_digests.DigestQueue) -> None:
+    points = noisy(1, 1500, seed=1)
+    points[700] = (points[700][0], 50.0)  # a spike the digest must keep
+    for i in range(0, 1500, 500):
+        send_batch(client, task, points[i:i + 500])
+    assert digest(app, queue) == []
+    through, answered = from_digest(app, task.trial_id)
+    assert through == 1500
+    assert answered == expected(points)
+    assert (701, 50.0) in answered
+    # the next batch folds onto the mark, still without a read
+    more = noisy(1501, 300, seed=2)
+    send_batch(client, task, more)
+    assert digest(app, queue) == []
+    assert from_digest(app, task.trial_id) == (1800, expected(points + more))
+    assert chart(app, task.trial_id) == expected(points + more)
+
+
+@pytest.mark.parametrize("between", ["single_report", "replayed_steps", "feed_dropped"])
+def test_what_was_not_fed_sends_the_digester_to_the_reports_and_the_digests_agree(
+        app: FastAPI, client: TestClient, task: StartedTask, queue: metric_digests.DigestQueue, between: str) -> None:
+    first = noisy(1, 400, seed=3)
+    send_batch(client, task, first)
+    assert digest(app, queue) == []
+    stored = dict(first)
+    if between == "single_report":  # stored by Determined's route: not fed
+        send_one(client, task, 401, 7.0)
+        stored[401] = 7.0
+        later = noisy(402, 200, seed=4)
+    elif between == "replayed_steps":  # a trial restarted from its checkpoint at step 300
+        later = noisy(301, 300, seed=5)
+    else:  # the feed was over its bound and dropped
+        later = noisy(401, 200, seed=6)
+        queue._max_fed = 0
+    send_batch(client, task, later)
+    stored.update(dict(later))
+    assert digest(app, queue) != []  # read back
+    through, answered = from_digest(app, task.trial_id)
+    assert through == max(stored)
+    assert answered == expected(list(stored.items()))
+    # and once caught up, the next batch is folded from the feed again
+    queue._max_fed = metric_digests.MAX_FED
+    tail = noisy(max(stored) + 1, 100, seed=7)
+    send_batch(client, task, tail)
+    stored.update(dict(tail))
+    assert digest(app, queue) == []
+    assert from_digest(app, task.trial_id)[1] == expected(list(stored.items()))
+
+
+def test_the_feed_keeps_the_newest_reports_of_a_pair_and_drops_pairs_past_the_total() -> None:
+    queue = metric_digests.DigestQueue(max_fed=metric_digests.ROWS_PER_TRANSACTION + 5)
+    n = metric_digests.ROWS_PER_TRANSACTION
+    queue.feed(1, "training", [(step, {"loss": 1.0}) for step in range(1, n + 6)])
+    held = queue.claim((1, "training"))
+    assert held is not None and len(held) == n and held[0][0] == 6  # the oldest five went
+    assert queue.claim((1, "training")) is None
+    queue.feed(1, "training", [(1, {})] * 8)
+    queue.feed(2, "training", [(1, {})] * n)  # past the total: this pair's feed is dropped, not the other's
+    assert queue.claim((2, "training")) is None
+    assert len(queue.claim((1, "training")) or []) == 8
+    assert queue.take() == (1, "training") and queue.take() == (2, "training") and queue.take() is None
+    assert len(queue) == 0
