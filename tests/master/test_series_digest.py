@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pedl.master.services import series_digest
 from pedl.master.services.series_digest import BUCKETS, Digest, answer, decode, encode, fold
 
 
@@ -168,3 +169,26 @@ def _full() -> bytes:
 def test_decode_refuses_damaged_bytes(data):
     with pytest.raises(ValueError):
         decode(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(series_strategy, st.integers(min_value=0, max_value=300))
+def test_folding_by_buckets_gives_the_digest_folding_one_by_one_gives(points, head):
+    """The numpy fold (many points at once) against the one-by-one fold, onto a digest that already
+    holds some points, with many ties (few value levels)."""
+    by_buckets, one_by_one = Digest(), Digest()
+    for d in (by_buckets, one_by_one):
+        series_digest._fold_each(d, points[:head])
+    folded = series_digest._fold_many(by_buckets, points[head:]) if points[head:] else True
+    assert folded
+    series_digest._fold_each(one_by_one, points[head:])
+    assert by_buckets == one_by_one
+
+
+def test_points_out_of_order_fold_nothing_by_buckets_and_raise_at_the_first():
+    d = Digest()
+    points = [(step, 1.0) for step in range(100)]
+    points[50] = (10, 1.0)
+    assert series_digest._fold_many(d, points) is False and d == Digest()
+    with pytest.raises(ValueError, match="step 10 is not after"):
+        fold(d, points)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
 from pedl.common.master_trust import MASTER_CERT_ENV, client_ssl_context, tls_failure, tls_failure_message
 from pedl.core.outbox import Empty, Outbox
@@ -251,8 +252,11 @@ def _encode(entry: Any) -> bytes | None:
     """A batch entry as JSON; None for one that cannot be (it then goes out on its own, and fails
     there as any unsendable body does)."""
     try:
-        return json.dumps(entry, allow_nan=False, separators=(",", ":")).encode()
-    except (TypeError, ValueError):
+        raw = orjson.dumps(entry)
+        if b"null" in raw:  # orjson writes NaN and Infinity as null, where JSON has no way to say them
+            json.dumps(entry, allow_nan=False)
+        return raw
+    except (TypeError, ValueError):  # a type JSON lacks, an integer past 64 bits, a non-finite float
         return None
 
 

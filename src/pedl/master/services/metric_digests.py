@@ -257,7 +257,13 @@ def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.Metri
         if not isinstance(report, dict):
             continue
         for name, value in report.items():
-            if not _numeric(value):
+            kind = type(value)
+            if kind is float:  # the common value, checked inline: finite (inf - inf and NaN - NaN are NaN)
+                if value - value != 0.0:
+                    continue
+            elif kind is int or _numeric(value):  # or a subclass of int or float (not bool)
+                value = float(value)
+            else:
                 continue
             series = series_of.get(name)
             if series is None:
@@ -266,7 +272,7 @@ def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.Metri
                     complete = False
                     continue
                 series = series_of[name] = []
-            series.append((step, float(value)))
+            series.append((step, value))
     for name, series in series_of.items():
         row = digests.get(name)
         digest = decode(row.data) if row is not None else Digest()

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 
+import numpy as np
+
 BUCKETS = 1024
 DIGEST_POINTS = 2 * BUCKETS  # the most points an answer from a digest can have
 
@@ -65,6 +67,7 @@ def _halve(d: Digest) -> None:
         max_steps[j], max_values[j] = max_steps[hi], max_values[hi]
     half = BUCKETS // 2
     counts[half:] = _filled("q")[half:]
+    min_steps[half:] = max_steps[half:] = _filled("q")[half:]  # an empty bucket is all zero steps, however made
     min_values[half:] = _filled("d", INF)[half:]
     max_values[half:] = _filled("d", -INF)[half:]
     d.width *= 2
@@ -72,7 +75,18 @@ def _halve(d: Digest) -> None:
 
 def fold(d: Digest, points: Iterable[tuple[int, float]]) -> None:
     """Fold (step, value) points (finite values) into the digest, in increasing step order, each step
-    after the digest's last (a ValueError otherwise: an earlier step needs a digest built again)."""
+    after the digest's last (a ValueError otherwise: an earlier step needs a digest built again).
+    Many points at once are folded by whole buckets (numpy), a few one by one: the same digest."""
+    points = points if isinstance(points, list) else list(points)
+    if len(points) >= VECTOR_POINTS and _fold_many(d, points):
+        return
+    _fold_each(d, points)
+
+
+VECTOR_POINTS = 64  # from this many points on, folding by buckets is the cheaper
+
+
+def _fold_each(d: Digest, points: list[tuple[int, float]]) -> None:
     counts, min_steps, min_values = d.counts, d.min_steps, d.min_values
     max_steps, max_values = d.max_steps, d.max_values
     last = d.last_step
@@ -93,6 +107,46 @@ def fold(d: Digest, points: Iterable[tuple[int, float]]) -> None:
         d.points += 1
         last = step
     d.last_step = last
+
+
+def _fold_many(d: Digest, points: list[tuple[int, float]]) -> bool:
+    """Fold points in increasing step order after the digest's last, bucket by bucket: widen first
+    to the width the last point needs (a digest is what folding every point at its final width
+    gives), then each bucket's earliest minimum and latest maximum of the new points against what it
+    held (held points are all earlier). -> False, folding nothing, for points out of order (the
+    one-by-one fold raises at the first of them)."""
+    steps = np.fromiter((p[0] for p in points), dtype=np.int64, count=len(points))
+    values = np.fromiter((p[1] for p in points), dtype=np.float64, count=len(points))
+    if (d.last_step is not None and steps[0] <= d.last_step) or not (steps[1:] > steps[:-1]).all():
+        return False
+    if d.origin is None:
+        d.origin = int(steps[0])
+    while (int(steps[-1]) - d.origin) // d.width >= BUCKETS:
+        _halve(d)
+    index = (steps - d.origin) // d.width  # non-decreasing
+    starts = np.flatnonzero(np.concatenate(([True], index[1:] != index[:-1])))
+    sizes = np.diff(np.append(starts, len(points)))
+    segment = np.repeat(np.arange(len(starts)), sizes)
+    buckets = index[starts]
+    low = np.minimum.reduceat(values, starts)
+    high = np.maximum.reduceat(values, starts)
+    at_low = np.flatnonzero(values == low[segment])  # each segment's first of these is its earliest minimum
+    first_low = at_low[np.unique(segment[at_low], return_index=True)[1]]
+    at_high = np.flatnonzero(values == high[segment])[::-1]  # reversed: the first found is the latest
+    last_high = at_high[np.unique(segment[at_high], return_index=True)[1]]
+    counts = np.frombuffer(d.counts, dtype=np.int64)
+    min_steps, min_values = np.frombuffer(d.min_steps, dtype=np.int64), np.frombuffer(d.min_values)
+    max_steps, max_values = np.frombuffer(d.max_steps, dtype=np.int64), np.frombuffer(d.max_values)
+    new_low = low < min_values[buckets]  # a held minimum is earlier: it keeps a tie
+    min_steps[buckets[new_low]] = steps[first_low[new_low]]
+    min_values[buckets[new_low]] = low[new_low]
+    new_high = high >= max_values[buckets]  # a held maximum is earlier: a new one takes a tie
+    max_steps[buckets[new_high]] = steps[last_high[new_high]]
+    max_values[buckets[new_high]] = high[new_high]
+    counts[buckets] += sizes
+    d.points += len(points)
+    d.last_step = int(steps[-1])
+    return True
 
 
 def _used(d: Digest) -> int:
