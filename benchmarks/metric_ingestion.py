@@ -31,6 +31,7 @@ from pedl.core.master_session import MasterSession
 from pedl.core.train import MasterTrainContext
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_experiment, wait_for
 from pedl.errors import PedlError
+from pedl.master.services import metric_digests
 
 NAME = "metric_ingestion"
 CLIENTS = {"batched": "reporters through pedl.core", "single": "clients of the single-report route"}
@@ -123,6 +124,17 @@ def database(kind: str, work: Path) -> Iterator[tuple[dict | None, Callable[[], 
 
     with fresh_postgres_db() as db:
         yield db, lambda: postgres_store(db)
+
+
+def resident_mib(pid: int) -> float | None:
+    """The process's resident set size in MiB (VmRSS); None off Linux."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -231,6 +243,7 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
         agent = LocalAgent(work, master.url, "agent-0", slots=n, token=master.agent_token).start()
         try:
             wait_for(lambda: agent_connected(master, "agent-0"), 60, what="the agent to connect")
+            rss_started = resident_mib(master.pid)
             config = {"name": "metric-ingestion", "entrypoint": "python3 train.py", "max_restarts": 0,
                       "hyperparameters": {"reports": args.serial_reports, "metric_keys": args.metric_keys,
                                           "out_dir": str(out), "wait_s": 600,
@@ -249,6 +262,8 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
             acked, failed, seconds = send(master.url, trials, args.reports_per_thread, args.metric_keys)
             if master_cpu is not None:
                 master_cpu = cpu_seconds(master.pid) - master_cpu
+            time.sleep(2 * metric_digests.PASS_SPACING)  # the digester's last pass, then its memory
+            rss_after = resident_mib(master.pid)
             (out / "release").touch()
             wait_experiment(master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=120)
         finally:
@@ -277,6 +292,10 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
         *([Figure(NAME, f"{db_name}: master CPU per report", 1000 * master_cpu / max(acked, 1), "ms",
                   f"master process busy {100 * master_cpu / seconds:.0f}% of one core during the concurrent run")]
           if master_cpu is not None else []),
+        *([Figure(NAME, f"{db_name}: master resident memory, started / after the reports", rss_after / rss_started,
+                  "ratio",
+                  f"{rss_started:.0f} MiB with the agent connected, {rss_after:.0f} MiB after {stored:,} rows")]
+          if rss_started and rss_after else []),
         Figure(NAME, f"{db_name}: rows stored / reports acknowledged", stored, "rows",
                f"expected {expected}" + (" (match)" if stored == expected else " (MISMATCH)")),
         Figure(NAME, f"{db_name}: raw executemany rows/s", raw_many, "rows/s",

@@ -7,6 +7,7 @@ scalars and arrays become plain Python values.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -51,8 +52,18 @@ def encode_float(x: float) -> float | str:
     return x
 
 
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
+
+
 def rfc3339_now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    """Now, as RFC 3339 in UTC with microseconds. A trial stamps every report, so the date and time
+    of day are formatted once a second and only the fraction each call."""
+    global _second
+    micros = time.time_ns() // 1000
+    seconds, fraction = divmod(micros, 1_000_000)
+    if _second[0] != seconds:
+        _second = (seconds, datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{fraction:06d}Z"
 
 
 def format_metrics(metrics: Mapping[str, Any]) -> str:
