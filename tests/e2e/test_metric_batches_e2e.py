@@ -8,8 +8,10 @@ import contextlib
 import os
 import pwd
 import shutil
+import sqlite3
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +35,7 @@ MASTER_CONFIG = {"agent_reconnect_wait": "30s"}
 PG_BIN_ROOT = Path("/usr/lib/postgresql")
 # the statements a batch waits in when the test holds what they need (services/metric_batches.py):
 # the batch's own insert, in its transaction; the experiment's progress nudge, once it committed
-BATCH_INSERT, PROGRESS_NUDGE = "DELETE FROM metrics", "UPDATE experiments SET progress"
+BATCH_INSERT, PROGRESS_NUDGE = "COPY metrics", "UPDATE experiments SET progress"  # the batch's rows on PostgreSQL
 
 
 def fast_reports_config() -> dict:
@@ -111,19 +113,36 @@ def batch_waiting(db: dict, lock_sql: str, statement: str) -> Iterator[None]:
         holder.close()
 
 
+@contextlib.contextmanager
+def sqlite_write_lock(path: Path) -> Iterator[sqlite3.Connection]:
+    """Holds the SQLite database's write lock, so that the master's next batch waits for it, in the
+    middle of the stream: the trial reports faster than a poll can catch it otherwise."""
+    holder = sqlite3.connect(path, isolation_level=None, timeout=30)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        time.sleep(0.5)  # the sender's next batch reaches the lock and waits
+        yield holder
+    finally:
+        holder.rollback()
+        holder.close()
+
+
 @pytest.mark.parametrize("e2e_db", ["sqlite", "postgres"], indirect=True)
 def test_reports_survive_a_master_sigkill_once_each(e2e_db, make_cluster) -> None:
     c = make_cluster(MASTER_CONFIG, db=e2e_db)
     c.add_agent("a1")
     exp_id, trial_id = start_reporting(c)
     # on PostgreSQL the kill lands after a batch committed and before its answer, so the batch is
-    # sent again and must replace, not double; on SQLite, which has no such hold, wherever the
-    # sender happens to be (in a batch or between two)
-    held = batch_waiting(e2e_db, f"SELECT 1 FROM experiments WHERE id = {exp_id} FOR UPDATE", PROGRESS_NUDGE) \
-        if e2e_db else contextlib.nullcontext()
-    with held:
-        before = stored_up_to(c, exp_id)
-        c.master.kill()
+    # sent again and must replace, not double; on SQLite while a batch waits for the write lock
+    if e2e_db:
+        with batch_waiting(e2e_db, f"SELECT 1 FROM experiments WHERE id = {exp_id} FOR UPDATE", PROGRESS_NUDGE):
+            before = stored_up_to(c, exp_id)
+            c.master.kill()
+    else:
+        with sqlite_write_lock(c.master.data_dir / "pedl.db") as holder:  # the API would wait on it too
+            before = holder.execute("SELECT max(steps_completed) FROM metrics WHERE trial_id = ? "
+                                    "AND metric_group = 'training'", (trial_id,)).fetchone()[0]
+            c.master.kill()
     c.master.start()
     assert FAULT_AT <= before < STEPS, f"the master was killed after step {before}, not mid-stream"
     check_every_step_stored_once(c, exp_id, trial_id)

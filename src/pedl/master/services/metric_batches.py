@@ -94,19 +94,23 @@ def _insert(s: Session, trial: models.Trial, reports: list[Report], now: float) 
         last = next(r for r in reversed(reports) if r.group == group)
         summary[f"latest_{group}"] = {"steps_completed": last.steps_completed, "metrics": last.values,
                                       "max_steps_completed": reached}
-    # one executemany of the driver, the values already JSON text: neither the ORM's per-row
-    # bookkeeping nor the JSON type's per-row encoding
+    # the values already JSON text, in the driver's fastest bulk form (COPY on PostgreSQL, one
+    # executemany on SQLite): neither the ORM's per-row bookkeeping nor the JSON type's encoding
     dumps = orjson.dumps
-    s.connection().exec_driver_sql(_insert_sql(s), [
-        (trial.id, r.trial_run_id, r.group, r.steps_completed, now, dumps(r.values).decode()) for r in reports])
+    rows = [(trial.id, r.trial_run_id, r.group, r.steps_completed, now, dumps(r.values).decode()) for r in reports]
+    connection = s.connection()
+    if connection.dialect.name == "postgresql":
+        with connection.connection.driver_connection.cursor() as cursor, cursor.copy(
+                f"COPY metrics ({COLUMNS}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+    else:
+        connection.exec_driver_sql(f"INSERT INTO metrics ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
     trial.total_batches = max(trial.total_batches, *(r.steps_completed for r in reports))
     trial.summary_metrics = summary
 
 
-def _insert_sql(s: Session) -> str:
-    mark = "?" if s.get_bind().dialect.paramstyle == "qmark" else "%s"
-    return (f"INSERT INTO metrics (trial_id, trial_run_id, metric_group, steps_completed, report_time, metrics) "
-            f"VALUES ({', '.join([mark] * 6)})")
+COLUMNS = "trial_id, trial_run_id, metric_group, steps_completed, report_time, metrics"
 
 
 def _validations(ctx: MasterContext, s: Session, trial: models.Trial, reports: list[Report]) -> bool:
