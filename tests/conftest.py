@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 
@@ -57,16 +58,30 @@ def shared_postgres_db():
         yield db
 
 
+@functools.cache
+def _empty_postgres_sql() -> str:
+    """One statement that empties every table and restarts every sequence, as TRUNCATE ... RESTART
+    IDENTITY would, but by DELETE: TRUNCATE gives each of the 25 tables and their indexes new files
+    (~0.1 s in all, per test), while a test leaves a few rows in a few tables. The ACCESS EXCLUSIVE
+    locks, taken first, wait (as TRUNCATE's do) for anything a previous test left running on the
+    database; children are deleted before their parents; setval(.., false) is a restarted sequence."""
+    from pedl.master.db.models import Base
+
+    tables = [f'"{t.name}"' for t in Base.metadata.sorted_tables]
+    deletes = "".join(f"DELETE FROM {t}; " for t in reversed(tables))
+    return (f"DO $$ BEGIN LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE; {deletes}"
+            "PERFORM setval(format('%I.%I', schemaname, sequencename)::regclass, 1, false) FROM pg_sequences "
+            "WHERE schemaname = current_schema() AND last_value IS NOT NULL; END $$")
+
+
 def _empty_postgres(db: dict) -> None:
     import psycopg
 
-    from pedl.master.db.models import Base
     from tests.support.databases import pg_admin_dsn
 
-    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
     with psycopg.connect(pg_admin_dsn(db["name"]), autocommit=True) as conn:
         conn.execute("SET lock_timeout = '20s'")
-        conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+        conn.execute(_empty_postgres_sql())
 
 
 @pytest.fixture

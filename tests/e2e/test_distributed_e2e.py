@@ -17,6 +17,7 @@ from tests.e2e.conftest import steps_config
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).parents[2] / "examples"
+DDP_PAUSED_BATCHES = 1200
 
 
 def log_lines(c, trial_id: int) -> list[dict]:
@@ -81,7 +82,9 @@ def test_paused_ddp_trial_stops_every_rank_together_and_resumes(cluster) -> None
     cluster.add_agent("a1", slots=1)
     cluster.add_agent("a2", slots=1)
     config = yaml.safe_load((EXAMPLES / "torch_ddp" / "distributed.yaml").read_text())
-    config["searcher"]["max_length"] = {"batches": 3000}  # long enough to pause in the middle
+    # long enough to pause in the middle: the pause is sent after the first checkpoint (batch 100)
+    # and every rank asks should_preempt at every batch
+    config["searcher"]["max_length"] = {"batches": DDP_PAUSED_BATCHES}
     exp_id = cluster.create(config, EXAMPLES / "torch_ddp")
     wait_for(lambda: cluster.trials(exp_id) and "rank 1 checkpoint" in cluster.logs(cluster.trials(exp_id)[0]["id"]),
              120, what="the first checkpoint of the distributed trial")
@@ -94,7 +97,7 @@ def test_paused_ddp_trial_stops_every_rank_together_and_resumes(cluster) -> None
     stopped = dict(re.findall(r"^rank (\d) preempted at batch (\d+);", logs, re.M))
     assert set(stopped) == {"0", "1"} and stopped["0"] == stopped["1"], logs[-3000:]
     batch = int(stopped["0"])
-    assert batch < 3000
+    assert batch < DDP_PAUSED_BATCHES
 
     cluster.master.api("POST", f"/api/v1/experiments/{exp_id}/activate")
     exp = wait_experiment(cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=240)
@@ -104,10 +107,11 @@ def test_paused_ddp_trial_stops_every_rank_together_and_resumes(cluster) -> None
     assert trial["restarts"] == 0  # a pause is not a failure
     for r in (0, 1):
         assert re.search(rf"^rank {r} resumed from checkpoint \S+ at batch {batch}$", logs, re.M), logs[-3000:]
-    hashes = dict(re.findall(r"^rank (\d) done at batch 3000: .* final parameter hash (\w+)$", logs, re.M))
+    hashes = dict(re.findall(rf"^rank (\d) done at batch {DDP_PAUSED_BATCHES}: .* final parameter hash (\w+)$",
+                             logs, re.M))
     assert set(hashes) == {"0", "1"} and hashes["0"] == hashes["1"], hashes
     training = cluster.master.api("GET", f"/api/v1/trials/{trial_id}/metrics", group="training")["metrics"]
-    assert [m["stepsCompleted"] for m in training] == list(range(25, 3001, 25))
+    assert [m["stepsCompleted"] for m in training] == list(range(25, DDP_PAUSED_BATCHES + 1, 25))
 
 
 def test_one_process_per_slot_on_two_agents_of_two_slots(cluster) -> None:

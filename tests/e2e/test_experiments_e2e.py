@@ -100,7 +100,7 @@ def test_pause_checkpoints_and_activate_resumes(cluster) -> None:
     from pedl.devcluster import wait_for
 
     cluster.add_agent("a1")
-    exp_id = cluster.create(steps_config(steps=60, delay=0.1, ckpt_every=2))
+    exp_id = cluster.create(steps_config(steps=60, delay=0.1, ckpt_every=2, resumed_delay=0.01))
     wait_for(lambda: "step 3" in cluster.logs(cluster.trials(exp_id)[0]["id"]), 60, what="steps")
     cluster.master.api("POST", f"/api/v1/experiments/{exp_id}/pause")
     wait_for(lambda: cluster.trials(exp_id)[0]["state"] == "STATE_PAUSED", 60, what="trial paused")

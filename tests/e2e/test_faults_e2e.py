@@ -47,9 +47,11 @@ def test_agent_back_within_the_wait_keeps_its_trial(cluster: Cluster) -> None:
     assert len(pids) == 1  # one process ran the whole trial
 
 
-def test_agent_back_after_the_wait_restarts_its_trial(cluster: Cluster) -> None:
+def test_agent_back_after_the_wait_restarts_its_trial(make_cluster) -> None:
+    # a wait shorter than the default 8 s (+ 3 s of heartbeat timeout): only being past it matters
+    cluster = make_cluster({"agent_reconnect_wait": "3s", "agent_heartbeat_timeout": "2s"})
     agent = cluster.add_agent("a1")
-    exp_id = cluster.create(steps_config(steps=60, delay=0.1, ckpt_every=5))
+    exp_id = cluster.create(steps_config(steps=60, delay=0.1, ckpt_every=5, resumed_delay=0.01))
     _running_trial(cluster, exp_id, 7)
     agent.signal(signal.SIGSTOP)
     try:

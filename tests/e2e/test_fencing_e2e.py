@@ -16,6 +16,7 @@ from tests.e2e.conftest import MODELS, Cluster
 pytestmark = pytest.mark.e2e
 
 QUIET_AT, TOTAL = 10, 40
+RECONNECT_WAIT = 4
 
 
 def _agent_state(c: Cluster, agent_id: str) -> str:
@@ -44,8 +45,9 @@ def _orphan_reports(progress: Path) -> list[tuple[int, int, str]]:
             (line.split() for line in progress.read_text().splitlines() if line.count(" ") == 2)]
 
 
-def test_a_frozen_agent_kills_its_old_run_and_the_master_refuses_it(any_db_cluster: Cluster, tmp_path: Path) -> None:
-    c = any_db_cluster
+def test_a_frozen_agent_kills_its_old_run_and_the_master_refuses_it(e2e_db, make_cluster, tmp_path: Path) -> None:
+    # a reconnect wait of 4 s rather than the default 8 s: a1 is frozen past it either way
+    c = make_cluster({"agent_reconnect_wait": f"{RECONNECT_WAIT}s"}, db=e2e_db)
     wake, progress = tmp_path / "wake", tmp_path / "orphan-reports"
     a1 = c.add_agent("a1")
     exp_id = c.create({
@@ -81,7 +83,7 @@ def test_a_frozen_agent_kills_its_old_run_and_the_master_refuses_it(any_db_clust
     after_kill = _orphan_reports(progress)
     wait_for(lambda: _agent_state(c, "a1") == "CONNECTED", 60, what="a1 to reconnect")
     a1_log = a1.log_text()
-    assert "killing 1 task(s)" in a1_log and "reconnect wait of 8 s" in a1_log
+    assert "killing 1 task(s)" in a1_log and f"reconnect wait of {RECONNECT_WAIT} s" in a1_log
     # the kill came first: before a1 registered again
     assert a1_log.count("registered with the master") == 2
     assert a1_log.index("killing 1 task(s)") < a1_log.rindex("registered with the master")

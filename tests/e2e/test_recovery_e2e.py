@@ -21,7 +21,7 @@ def _pids(c: Cluster, trial_id: int) -> list[str]:
 def test_a_sigkilled_agent_trial_restarts_elsewhere_from_its_checkpoint(e2e_db, make_cluster) -> None:
     c = make_cluster({"agent_reconnect_wait": "3s", "agent_heartbeat_timeout": "2s"}, db=e2e_db)
     doomed = c.add_agent("doomed")
-    exp_id = c.create(steps_config(steps=60, delay=0.1, ckpt_every=5))
+    exp_id = c.create(steps_config(steps=60, delay=0.1, ckpt_every=5, resumed_delay=0.01))
     wait_for(lambda: "step 12 " in c.logs(c.trials(exp_id)[0]["id"]), 60, what="the trial at step 12")
     c.add_agent("spare")
     first_pid = int(_pids(c, c.trials(exp_id)[0]["id"])[0])
@@ -50,7 +50,8 @@ def _log_lines(c: Cluster, trial_id: int) -> list[dict]:
 def test_pause_and_kill_survive_a_master_restart(e2e_db, make_cluster) -> None:
     c = make_cluster({"agent_reconnect_wait": "30s"}, db=e2e_db)
     c.add_agent("a1", slots=2)
-    paused = c.create(steps_config(name="to-pause", steps=400, delay=0.05, ckpt_every=5))
+    # 400 steps of 0.05 s leave the pause ample time to land; resumed, the rest runs 10x faster
+    paused = c.create(steps_config(name="to-pause", steps=400, delay=0.05, ckpt_every=5, resumed_delay=0.005))
     killed = c.create(steps_config(name="to-kill", steps=4000, delay=0.05, ckpt_every=1000))
     for exp_id in (paused, killed):
         wait_for(lambda e=exp_id: "step 3 " in c.logs(c.trials(e)[0]["id"]), 60, what="trials running")

@@ -1,9 +1,11 @@
 """TLS for tests: a CA and a server certificate for 127.0.0.1 and localhost written to files (made by
 pedl.common.tls, as a deploy makes them), another CA that did not sign it, a small HTTPS server, and
-a real master serving HTTPS."""
+a real master serving HTTPS (or plain HTTP, with the test's calls to it verifying as httpx does by
+default, on one SSL context)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 import threading
@@ -80,6 +82,22 @@ def https_json_server(files: TlsFiles, body: Any) -> Iterator[tuple[str, list[st
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@functools.cache
+def _default_verify() -> ssl.SSLContext:
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
+class HttpMaster(Master):
+    """devcluster's Master, whose test-side calls (start, token, api) share the SSL context that httpx
+    builds for `verify=True`: built afresh for every call (loading the CA bundle), it costs ~30 ms of
+    CPU per request, and the e2e tests poll their masters several times a second."""
+
+    def _verify(self) -> ssl.SSLContext:
+        return _default_verify()
 
 
 class HttpsMaster(Master):

@@ -13,6 +13,9 @@ info = pedl.get_cluster_info()
 hp = info.trial.hparams
 total = int(hp.get("steps", 10))
 delay = float(hp.get("delay", 0.05))
+# the delay once resumed from a checkpoint: a test whose fault needs a slow first run (time to pause,
+# to kill an agent) need not wait as long for the resumed run to finish
+resumed_delay = float(hp.get("resumed_delay", delay))
 ckpt_every = int(hp.get("ckpt_every", 5))
 fail_at = int(hp.get("fail_at", -1))  # exit 3 at this step when not resumed from a checkpoint
 always_fail = bool(hp.get("always_fail", False))
@@ -24,6 +27,7 @@ with pedl.core.init() as core:
         with core.checkpoint.restore_path(info.latest_checkpoint) as path:
             step = json.loads((path / "state.json").read_text())["step"]
         print(f"resumed from {info.latest_checkpoint} at step {step}", flush=True)
+        delay = resumed_delay
     if always_fail:
         print("failing on purpose", file=sys.stderr, flush=True)
         sys.exit(4)
