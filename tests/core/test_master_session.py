@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -251,3 +252,17 @@ def test_an_entry_json_cannot_encode_fails_the_next_call_and_the_others_still_go
         session.flush()
     assert sent_steps(fake_master) == [[1], [3, 4]]  # not JSON: it failed alone, the rest went on
     session.close()
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_batch_entries_encode_alike_with_orjson_or_without(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    """A task image that carries pedl.core without orjson encodes with the stdlib's json: the same
+    JSON, and the same refusals (NaN, a type JSON lacks)."""
+    from pedl.core import master_session
+
+    if not fast:
+        monkeypatch.setattr(master_session, "orjson", None)
+    entry = {"group": "training", "stepsCompleted": 3, "metrics": {"avgMetrics": {"loss": 0.25, "x": None}}}
+    assert json.loads(master_session._encode(entry)) == entry
+    assert master_session._encode({"v": float("nan")}) is None
+    assert master_session._encode({"v": object()}) is None

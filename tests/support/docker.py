@@ -53,7 +53,7 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SITE_DIR = "usr/local/lib/python3.11/dist-packages"  # on Debian's python3 path; apt never writes it
 IMAGE_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
 # pedl.core's third-party imports; what they require (markers evaluated for 3.11) comes along
-PEDL_CORE_REQUIREMENTS = ("httpx",)
+PEDL_CORE_REQUIREMENTS = ("httpx", "orjson")
 SKIPPED_DISTRIBUTIONS = {"pip", "setuptools"}  # setuptools' RECORD holds _distutils_hack and its .pth
 # googleapiclient's offline copies of Google's API discovery documents (100 MB); no task uses them
 SKIPPED_PREFIXES = ("googleapiclient/discovery_cache/documents/",)

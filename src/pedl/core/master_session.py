@@ -18,7 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import orjson
+
+try:  # pip installs pedl with orjson; a task image that only carries pedl.core's source may lack it
+    import orjson
+except ImportError:  # pragma: no cover - the stdlib's json below, slower
+    orjson = None  # type: ignore[assignment]
 
 from pedl.common.master_trust import MASTER_CERT_ENV, client_ssl_context, tls_failure, tls_failure_message
 from pedl.core.outbox import Empty, Outbox
@@ -252,6 +256,8 @@ def _encode(entry: Any) -> bytes | None:
     """A batch entry as JSON; None for one that cannot be (it then goes out on its own, and fails
     there as any unsendable body does)."""
     try:
+        if orjson is None:
+            return json.dumps(entry, allow_nan=False, separators=(",", ":")).encode()
         raw = orjson.dumps(entry)
         if b"null" in raw:  # orjson writes NaN and Infinity as null, where JSON has no way to say them
             json.dumps(entry, allow_nan=False)
