@@ -120,3 +120,24 @@ def test_a_registry_entry_from_before_spot_is_on_demand(provider: LocalProvider,
     del data[inst.id]["spot"]
     provider.registry.write_text(json.dumps(data))
     assert [(i.id, i.spot) for i in make(tmp_path, clock).list_instances()] == [(inst.id, False)]
+
+
+def test_a_restarted_master_finds_an_instance_by_its_process_start_time(provider: LocalProvider, tmp_path: Path,
+                                                                        clock: ManualClock) -> None:
+    (inst,) = provider.launch(LaunchRequest("local", 1, False, "t1", 1))
+    assert isinstance(registry(provider)[inst.id]["started"], int)
+    assert [i.id for i in make(tmp_path, clock).list_instances()] == [inst.id]
+
+
+def test_a_pid_that_now_names_another_process_is_not_an_instance(provider: LocalProvider, tmp_path: Path,
+                                                                 clock: ManualClock) -> None:
+    (inst,) = provider.launch(LaunchRequest("local", 1, False, "t1", 1))
+    data = registry(provider)
+    real = dict(data[inst.id])
+    data[inst.id]["started"] += 1  # the same pid, started at another time: a reused pid
+    provider.registry.write_text(json.dumps(data))
+    assert make(tmp_path, clock).list_instances() == []
+    data = {inst.id: real} | {"local-default-old": {**real, "started": None}}
+    del data["local-default-old"]["started"]  # an entry from before start times: its argv must name it
+    provider.registry.write_text(json.dumps(data))
+    assert [i.id for i in make(tmp_path, clock).list_instances()] == [inst.id]

@@ -21,7 +21,6 @@ import shlex
 import signal
 import subprocess
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -38,7 +37,6 @@ from pedl.master.provisioner.providers.base import (
 
 log = logging.getLogger(__name__)
 KILL_GRACE = 15.0
-ARGV_POLLS = 1000  # looks, 1 ms apart, for a new instance's process to show its argv (it takes microseconds)
 SPOT_CAPACITY_FILE = "spot-capacity"
 SPOT_MARKET_WORDS = ("available", "unavailable")
 
@@ -75,11 +73,17 @@ class LocalProvider:
     def _ours(self, entry: dict) -> bool:
         return entry.get("cluster_id") == self.cluster_id and entry.get("pool") == self.pool
 
-    def _alive(self, inst_id: str, pid: int) -> bool:
+    def _alive(self, inst_id: str, entry: dict) -> bool:
+        """Whether the instance's process still runs. A pid alone could name another process by now
+        (pids are reused), so the process must also have the start time recorded at launch; an entry
+        from before start times were recorded is checked by its argv, which names the instance."""
         child = self._children.get(inst_id)
         if child is not None:
             return child.poll() is None
-        return inst_id in _cmdline(pid)  # guards against a reused pid
+        pid = entry["pid"]
+        if "started" in entry:
+            return _start_time(pid) == entry["started"]
+        return inst_id in _cmdline(pid)
 
     # -- the contract --------------------------------------------------------------------------
 
@@ -91,7 +95,7 @@ class LocalProvider:
             for inst_id, e in list(data.items()):
                 if not self._ours(e):
                     continue
-                if not self._alive(inst_id, e["pid"]):
+                if not self._alive(inst_id, e):
                     del data[inst_id]
                     self._children.pop(inst_id, None)
                     changed = True
@@ -118,12 +122,12 @@ class LocalProvider:
             for _ in range(request.count):
                 inst_id = f"local-{self.pool}-{uuid.uuid4().hex[:10]}"
                 try:
-                    pid = self._spawn(inst_id)
+                    pid, started = self._spawn(inst_id)
                 except OSError as exc:
                     raise CloudError(CloudErrorKind.UNAVAILABLE, f"cannot start a local agent: {exc}") from exc
                 now = self.clock.now()
-                data[inst_id] = {"pid": pid, "pool": self.pool, "cluster_id": self.cluster_id, "launched_at": now,
-                                 "instance_type": request.instance_type, "token": request.token,
+                data[inst_id] = {"pid": pid, "started": started, "pool": self.pool, "cluster_id": self.cluster_id,
+                                 "launched_at": now, "instance_type": request.instance_type, "token": request.token,
                                  "spot": request.spot}
                 created.append(CloudInstance(inst_id, request.instance_type, CloudState.PENDING, now,
                                              spot=request.spot, address="127.0.0.1"))
@@ -145,7 +149,8 @@ class LocalProvider:
                              f"{self.spot_capacity}: {text.strip()[:40]!r} is neither 'available' nor 'unavailable'")
         return word == "available"
 
-    def _spawn(self, inst_id: str) -> int:
+    def _spawn(self, inst_id: str) -> tuple[int, int | None]:
+        """Start the instance's process: its pid and its start time (what `_alive` checks)."""
         argv = [*pedl_command(), "agent", "run", "--master", self.master_url, "--id", inst_id,
                 "--slots", str(self.cfg.slots_per_instance), "--resource-pool", self.pool,
                 "--work-dir", str(self.dir / inst_id)]
@@ -168,15 +173,10 @@ class LocalProvider:
                                      start_new_session=True)
         finally:
             log_file.close()
-        # Popen returns once the exec is under way, a moment before /proc shows the new argv: wait for
-        # it, so that the registry never lists a pid whose cmdline (what a restarted master checks, in
-        # _alive) does not name its instance yet
-        for _ in range(ARGV_POLLS):
-            if inst_id in _cmdline(child.pid) or child.poll() is not None:
-                break
-            time.sleep(0.001)
         self._children[inst_id] = child
-        return child.pid
+        # the start time is the fork's, fixed before Popen returns (the new argv shows in /proc a
+        # moment after, which is why argv is not what identifies the process)
+        return child.pid, _start_time(child.pid)
 
     def terminate(self, ids: list[str]) -> None:
         with self._lock:
@@ -190,19 +190,18 @@ class LocalProvider:
                 if not self._ours(e):
                     raise ForeignInstance(f"{inst_id} belongs to another cluster or pool")
                 e["terminating"] = True
-                pid = e["pid"]
-                if self._alive(inst_id, pid):
+                if self._alive(inst_id, e):
                     with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(pid, signal.SIGTERM)
-                    timer = threading.Timer(KILL_GRACE, self._kill_hard, args=(inst_id, pid))
+                        os.killpg(e["pid"], signal.SIGTERM)
+                    timer = threading.Timer(KILL_GRACE, self._kill_hard, args=(inst_id, dict(e)))
                     timer.daemon = True
                     timer.start()
             self._save(data)
 
-    def _kill_hard(self, inst_id: str, pid: int) -> None:
-        if self._alive(inst_id, pid):
+    def _kill_hard(self, inst_id: str, entry: dict) -> None:
+        if self._alive(inst_id, entry):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+                os.killpg(entry["pid"], signal.SIGKILL)
         child = self._children.get(inst_id)
         if child is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -218,3 +217,16 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def _start_time(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (field 22 of /proc/<pid>/stat); None when
+    there is no such process or it has exited (a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": the state is field 3
+    if not fields or fields[0] == b"Z":
+        return None
+    return int(fields[19])
