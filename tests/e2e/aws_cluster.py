@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from pedl.common.ports import free_port
-from pedl.devcluster import wait_experiment, wait_for
+from pedl.devcluster import Master, wait_experiment, wait_for
 from tests.e2e.conftest import Cluster
 from tests.support.cloud_twin import CloudTwin
 from tests.support.ec2_fault_proxy import EC2FaultProxy
@@ -30,7 +30,6 @@ from tests.support.moto_server import (
     reset_moto,
     running_moto_server,
 )
-from tests.support.tls import HttpMaster
 
 TAG_KEY, TAG_VALUE = "pedl-e2e", "agents"
 POOL_TAG = "pedl-resource-pool"
@@ -63,7 +62,7 @@ class AWSCluster(Cluster):
         super().__init__(work, None, cfg)
         written = yaml.safe_load(self.master.config_path.read_text())
         written.pop("port")
-        self.master = HttpMaster(work, written, port=port)
+        self.master = Master(work, written, port=port)
         self.proxy, self.net = proxy, net
         self.ec2 = ec2_client(moto_url)
         self.twin = CloudTwin(moto_url, url, work, tag_key=TAG_KEY, tag_value=TAG_VALUE)

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from pedl.cli.model_upload import pack_model_dir
-from pedl.devcluster import LocalAgent, agent_connected, wait_for
+from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
 from tests.support.databases import fresh_postgres_db, migrated_sqlite_template
-from tests.support.tls import HttpMaster, HttpsMaster, TlsFiles
+from tests.support.tls import HttpsMaster, TlsFiles
 
 MODELS = Path(__file__).parent / "models"
 pytestmark = pytest.mark.e2e
@@ -41,7 +41,7 @@ class Cluster:
                "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}, **(config or {})}
         if db:
             cfg["db"] = db
-        self.master = HttpsMaster(work, tls, cfg) if tls else HttpMaster(work, cfg)
+        self.master = HttpsMaster(work, tls, cfg) if tls else Master(work, cfg)
         self.sqlite = "db" not in cfg
         self.agents: dict[str, LocalAgent] = {}
 

@@ -1,7 +1,6 @@
 """TLS for tests: a CA and a server certificate for 127.0.0.1 and localhost written to files (made by
 pedl.common.tls, as a deploy makes them), another CA that did not sign it, a small HTTPS server, and
-a real master serving HTTPS (or plain HTTP, with the test's calls to it verifying as httpx does by
-default, on one SSL context)."""
+a real master serving HTTPS, whose test-side calls trust that CA (one SSL context a master)."""
 
 from __future__ import annotations
 
@@ -84,22 +83,6 @@ def https_json_server(files: TlsFiles, body: Any) -> Iterator[tuple[str, list[st
         httpd.server_close()
 
 
-@functools.cache
-def _default_verify() -> ssl.SSLContext:
-    import httpx
-
-    return httpx.create_ssl_context()
-
-
-class HttpMaster(Master):
-    """devcluster's Master, whose test-side calls (start, token, api) share the SSL context that httpx
-    builds for `verify=True`: built afresh for every call (loading the CA bundle), it costs ~30 ms of
-    CPU per request, and the e2e tests poll their masters several times a second."""
-
-    def _verify(self) -> ssl.SSLContext:
-        return _default_verify()
-
-
 class HttpsMaster(Master):
     """devcluster's Master (a real `pedl master run`) serving HTTPS with `tls`'s certificate; the
     test's own calls to it (start, token, api) trust its CA."""
@@ -114,5 +97,9 @@ class HttpsMaster(Master):
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
-    def _verify(self) -> ssl.SSLContext:
+    @functools.cached_property
+    def _client_context(self) -> ssl.SSLContext:
         return client_ssl_context(self.tls.ca)
+
+    def _verify(self) -> ssl.SSLContext:
+        return self._client_context
