@@ -58,16 +58,17 @@ def store(ctx: MasterContext, who: Caller, trial_id: int, reports: list[Report])
         latest[(r.group, r.steps_completed)] = r
     unique = list(latest.values()) if len(latest) < len(reports) else reports
 
-    def run(s: Session) -> search_progress.Nudge | None:
-        trial = trial_for_report(s, who, trial_id)
-        before = search_progress.before_report(trial)
-        _insert(s, trial, unique, ctx.clock.now())
-        moved = _validations(ctx, s, trial, [r for r in unique if r.group == "validation"])
-        return None if moved else search_progress.measure(s, trial, before)
-
     by_group: dict[str, list[Report]] = {}
     for r in unique:
         by_group.setdefault(r.group, []).append(r)
+
+    def run(s: Session) -> search_progress.Nudge | None:
+        trial = trial_for_report(s, who, trial_id)
+        before = search_progress.before_report(trial)
+        _insert(s, trial, unique, by_group, ctx.clock.now())
+        moved = _validations(ctx, s, trial, by_group.get("validation", []))
+        return None if moved else search_progress.measure(s, trial, before)
+
     if "validation" in by_group:
         nudge = cast("search_progress.Nudge | None", ctx.controller.run(run))
     else:
@@ -80,18 +81,18 @@ def store(ctx: MasterContext, who: Caller, trial_id: int, reports: list[Report])
     return len(unique)
 
 
-def _insert(s: Session, trial: models.Trial, reports: list[Report], now: float) -> None:
+def _insert(s: Session, trial: models.Trial, reports: list[Report], by_group: dict[str, list[Report]],
+            now: float) -> None:
+    """Store `reports` (`by_group` holds the same reports by group, in batch order)."""
     M = models.Metric
     summary = dict(trial.summary_metrics or {})
-    by_group: dict[str, list[int]] = {}
-    for r in reports:
-        by_group.setdefault(r.group, []).append(r.steps_completed)
-    for group, steps in by_group.items():
+    for group, group_reports in by_group.items():
+        steps = [r.steps_completed for r in group_reports]
         before = metric_digests.reached_step(summary, group)
         reached = metric_digests.note_reports(s, trial, group, steps)
         if before is None or min(steps) <= before:  # past the group's largest step nothing is stored yet
             s.execute(delete(M).where(M.trial_id == trial.id, M.group == group, M.steps_completed.in_(steps)))
-        last = next(r for r in reversed(reports) if r.group == group)
+        last = group_reports[-1]
         summary[f"latest_{group}"] = {"steps_completed": last.steps_completed, "metrics": last.values,
                                       "max_steps_completed": reached}
     # the values already JSON text, in the driver's fastest bulk form (COPY on PostgreSQL, one
