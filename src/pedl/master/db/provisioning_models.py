@@ -44,9 +44,9 @@ class Instance(Base):
 
 
 class TrialMove(Base):
-    """A trial moved by consolidation or spot first (migration 0013): from which instances, to which
-    (where it fitted when planned), and what it saves. The pool's disruption budget is counted from
-    these rows."""
+    """A trial moved by consolidation, spot first or a yield to new work (migrations 0013, 0014): from
+    which instances, to which (where it fitted when planned), and what it saves. The pool's disruption
+    budget is counted from these rows."""
 
     __tablename__ = "trial_moves"
     __table_args__ = (Index("ix_trial_moves_resource_pool_planned_at", "resource_pool", "planned_at"),)
@@ -60,6 +60,8 @@ class TrialMove(Base):
     saving: Mapped[float] = mapped_column(Float)
     reason: Mapped[str] = mapped_column(Text)
     planned_at: Mapped[float] = mapped_column(Float)
+    # a yield (migration 0014): the waiting allocation the trial gave its slots to
+    yield_to: Mapped[str | None] = mapped_column(String(160), nullable=True)
 
 
 class PoolProvisioning(Base):
