@@ -66,7 +66,8 @@ def test_every_dynamic_pool_has_consolidation_defaults(tmp_path: Path, base: str
     c = provider(load(tmp_path, base)).consolidation
     assert c == ConsolidationConfig()
     assert (c.enabled, c.max_moves_per_hour, c.min_trial_runtime_between_moves, c.min_saving_per_hour,
-            c.checkpoint_cost, c.restore_cost) == (True, 6, 1800.0, 0.5, 60.0, 60.0)
+            c.checkpoint_cost, c.restore_cost) == (True, 20, 1800.0, 0.5, 60.0, 60.0)
+    assert (c.yield_to_new_work, c.min_remaining_to_yield) == (True, 3600.0)
     assert (c.checkpoint_cost + c.restore_cost) == 120.0
 
 
@@ -77,8 +78,11 @@ def test_consolidation_values_and_durations(tmp_path: Path) -> None:
         min_saving_per_hour: 0
         checkpoint_cost: 2m
         restore_cost: 90s
+        yield_to_new_work: false
+        min_remaining_to_yield: 2h
     """))).consolidation
     assert (c.max_moves_per_hour, c.min_trial_runtime_between_moves, c.min_saving_per_hour) == (2, 3600.0, 0.0)
+    assert (c.yield_to_new_work, c.min_remaining_to_yield) == (False, 7200.0)
     assert (c.checkpoint_cost, c.restore_cost, (c.checkpoint_cost + c.restore_cost)) == (120.0, 90.0, 210.0)
 
 
@@ -116,6 +120,8 @@ PATH = "resource_pools[0].provider.consolidation"
     ("restore_cost: '-1s'", "restore_cost", "invalid duration"),
     ("checkpoint_cost: soon", "checkpoint_cost", "invalid duration"),
     ("enabled: sometimes", "enabled", "valid boolean"),
+    ("yield_to_new_work: maybe", "yield_to_new_work", "valid boolean"),
+    ("min_remaining_to_yield: -1", "min_remaining_to_yield", "cannot be negative"),
     ("max_moves: 3", "max_moves", "unknown key"),
 ])
 @pytest.mark.parametrize("base", [AWS, LOCAL])

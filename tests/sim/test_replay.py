@@ -5,6 +5,7 @@ and its cached snapshot checked against the provisioner's full one at every deci
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -231,3 +232,21 @@ def test_the_cached_snapshot_is_the_provisioners_full_snapshot(policy) -> None:
     result = r.run()
     assert result.jobs_finished == 150 and result.interruptions > 0 and result.jobs_requeued > 0
     assert r.snapshots == result.decisions
+
+
+def test_a_long_trial_yields_its_gpu_to_new_work_and_waits_for_the_boot_itself() -> None:
+    """A new job arrives while the only GPU runs a long checkpointed trial: the trial checkpoints (2 s)
+    and the new job starts on its GPU; the trial resumes on the instance booting for the new job."""
+    jobs = [job("long", 0, 10.0), job("new", 2 * HOUR, 1.0)]
+    moves = MovePolicy(checkpoint_cost=2.0, restore_cost=3.0)
+    r = replay(jobs, settings=fixed(boot_delay=90.0), moves=moves)
+    assert (r.yields, r.moves, r.jobs_finished) == (1, 1, 2)
+    assert r.queue_p50_s == pytest.approx(2.0) and r.queue_max_s == pytest.approx(90.0)  # the long job's own boot
+    assert r.yield_wait_gpu_hours == pytest.approx(88.0 / HOUR)  # from its checkpoint to the boot's end
+    # both ran their whole length once, plus the move's checkpoint and restore
+    assert r.gpu_hours_used == pytest.approx(11.0 + 5.0 / HOUR)
+    off = replay(jobs, settings=fixed(boot_delay=90.0), moves=replace(moves, yield_to_new_work=False))
+    assert (off.yields, off.moves) == (0, 0) and off.queue_p50_s == pytest.approx(90.0)
+    # a trial expected to end soon does not yield: the new job waits for the boot
+    short = replay([job("long", 0, 2.5), job("new", 2 * HOUR, 1.0)], settings=fixed(boot_delay=90.0), moves=moves)
+    assert short.yields == 0 and short.queue_p50_s == pytest.approx(90.0)

@@ -108,7 +108,7 @@ class SimInstance:
         if self.host is None:
             ready = self.state == InstanceState.RUNNING
             self.host = HostView(self.id, self.instance_type, self.slots, len(self.free) if ready else self.slots,
-                                 self.price, self.spot, ready, self.draining)
+                                 self.price, self.spot, ready, self.draining, self.launched_at)
         return self.host
 
     def facts(self) -> InstanceFacts:

@@ -41,6 +41,7 @@ def policy_result(replay: Any, end: float, wall: float) -> PolicyResult:
         lost_work_hours=replay.lost_gpu_seconds / 3600.0, gpu_hours_used=replay.used_gpu_seconds / 3600.0,
         gpu_utilization=replay.used_gpu_seconds / gpu_billed if gpu_billed > 0 else 0.0,
         peak_instances=replay.peak_instances, decisions=replay.decisions, virtual_end_s=end, wall_seconds=wall,
-        moves=replay.moves, moving_gpu_hours=replay.moving_gpu_seconds / 3600.0,
+        moves=replay.moves, moving_gpu_hours=replay.moving_gpu_seconds / 3600.0, yields=replay.yields,
+        yield_wait_gpu_hours=replay.yield_wait_gpu_seconds / 3600.0,
         packed_bound_cost=work * cheapest, cost_per_gpu_hour=cost / work if work > 0 else 0.0,
         cheapest_gpu_hour_price=cheapest, big_job_types=dict(sorted(replay.big_job_types.items())))

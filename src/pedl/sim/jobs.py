@@ -42,6 +42,8 @@ class SimJob:
     task: PendingTask | None = None
     moving: bool = False  # checkpointing to move: it leaves its instances when that ends
     restore_debt: float = 0.0  # seconds its next start spends restoring a move's checkpoint
+    yielding: bool = False  # it moves (or moved and waits) to give its slots to new work
+    yielded_at: float | None = None  # when it left its slots to new work and queued again
 
     def trained(self, now: float) -> float:
         """Seconds of training in this run so far (its restore is none)."""

@@ -12,11 +12,13 @@ import heapq
 import itertools
 import math
 import time
+from dataclasses import replace
 
 from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
 from pedl.master.provisioner.consolidation import MovePlan, SpotOffer, TaskView, plan_moves
 from pedl.master.provisioner.scaling_decider import InstanceView, PendingTask, Policy, decide
 from pedl.master.provisioner.snapshot import HeldTask, snapshot
+from pedl.master.provisioner.yielding import WaitingTask, plan_yields
 from pedl.sim.cloud import CloudSettings, InstanceState, SimInstance, SimulatedCloud, saved_progress
 from pedl.sim.figures import policy_result
 from pedl.sim.jobs import JobState, SimJob
@@ -61,9 +63,13 @@ class Replay:
         self.lost_gpu_seconds = self.used_gpu_seconds = 0.0
         self._billed_now = self.peak_instances = 0
         # consolidation and spot first (pedl only): the move planner on every change, and at its wake-ups
-        self.moves_policy = pool.moves if policy == "pedl" and pool.moves.enabled else None
+        # (expecting the cloud's median boot, as the live provisioner expects its provider's)
+        self.moves_policy = replace(pool.moves, boot_time=settings.boot_delay) \
+            if policy == "pedl" and pool.moves.enabled else None
         self.recent_moves: list[float] = []
-        self.moves = 0
+        self.moves = self.yields = 0
+        self.yield_wait_gpu_seconds = 0.0
+        self._fresh_waiting = 0  # queued jobs that never ran: new work that a long trial may yield to
         self.moving_gpu_seconds = 0.0
         self._moves_dirty = False
         self.big_job_types: dict[str, int] = {}  # instance types the 8-GPU (and larger) jobs started on
@@ -119,6 +125,8 @@ class Replay:
         if self._dirty and self.pending:  # a termination put jobs back in the queue
             self._dirty = False
             self._schedule(now)
+        if self.moves_policy is not None and self._fresh_waiting:
+            self._yield(now)
         if self.moves_policy is not None and self._moves_dirty:
             self._consolidate(now)
 
@@ -195,6 +203,8 @@ class Replay:
         self.moving_gpu_seconds += job.trace.slots * moves.checkpoint_cost
         self._release(job, now)
         job.set_state(JobState.PENDING)
+        if job.yielding:
+            job.yielding, job.yielded_at = False, now
         self._enqueue(job, now)
 
     # -- jobs ----------------------------------------------------------------------------------------
@@ -206,12 +216,16 @@ class Replay:
         self.pending[job.id] = job
         if slots == 0:
             self._zero_pending += 1
+        elif job.started_at is None:
+            self._fresh_waiting += 1
         self._dirty = True
 
     def _unqueue(self, job: SimJob) -> None:
         del self.pending[job.id]
         if job.trace.slots == 0:
             self._zero_pending -= 1
+        elif job.started_at is None:
+            self._fresh_waiting -= 1
 
     def _schedule(self, now: float) -> None:
         zero = self._zero_pending > 0
@@ -231,6 +245,9 @@ class Replay:
         if job.started_at is None:
             job.started_at = now
             self.queue_delays.append(now - job.trace.arrival)
+        if job.yielded_at is not None:
+            self.yield_wait_gpu_seconds += job.trace.slots * (now - job.yielded_at)
+            job.yielded_at = None
         assert job.task is not None
         held = HeldTask(job.id, job.task.slots_needed, job.task.queued_at,
                         tuple([(agent_id, len(slot_ids)) for agent_id, slot_ids in placements]))
@@ -272,7 +289,7 @@ class Replay:
         if notice is not None:
             job.restore_debt = self.pool.moves.restore_cost
             self.moving_gpu_seconds += job.trace.slots * notice
-        job.moving = False
+        job.moving = job.yielding = False
         job.progress += saved
         self.lost_gpu_seconds += job.trace.slots * (ran - saved)
         self._release(job, now)
@@ -361,6 +378,38 @@ class Replay:
         plan = plan_moves(now, policy, hosts, tasks, recent_moves=self.recent_moves, spot_offers=offers,
                           max_new_instances=max(self.policy.max_instances - alive, 0))
         self._carry_out(plan, now)
+
+    def _yield(self, now: float) -> None:
+        """Long checkpointed trials give their slots to new work that waits for a boot (yielding.py)."""
+        policy = self.moves_policy
+        assert policy is not None
+        if not any(i.state == InstanceState.STARTING for i in self.instances.values()):
+            return
+        hosts = [i.host_view() for i in self.instances.values()
+                 if i.state in (InstanceState.RUNNING, InstanceState.STARTING)]
+        tasks, leaving = [], {}
+        for inst in self.running.values():
+            if inst.draining or inst.cordoned:
+                continue
+            for job_id in inst.jobs:
+                job = self._all_jobs[job_id]
+                if job.moving:
+                    leaving[inst.id] = leaving.get(inst.id, 0) + job.trace.slots
+                    continue
+                if len(job.placements) != 1:
+                    continue
+                ran = job.trained(now)
+                checkpointed = job.progress > 0 or (0 < self.settings.checkpoint_period <= ran)
+                tasks.append(TaskView(job_id, ((inst.id, job.trace.slots),), checkpointed,
+                                      job.trace.run_time - job.progress - ran, job.run_started))
+        waiting = [WaitingTask(j.id, j.trace.slots, j.started_at is None) for j in self.pending.values()]
+        for move in plan_yields(now, policy, hosts, tasks, waiting, recent_moves=self.recent_moves, leaving=leaving):
+            job = self._all_jobs[move.allocation_id]
+            job.moving = job.yielding = True
+            self.moves += 1
+            self.yields += 1
+            self.recent_moves.append(now)
+            self._push(now + policy.checkpoint_cost, MOVED, (job, job.run_seq))
 
     def _carry_out(self, plan: MovePlan, now: float) -> None:
         policy = self.moves_policy

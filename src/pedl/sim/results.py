@@ -45,7 +45,9 @@ class PolicyResult:
     decisions: int  # scaling-decider calls
     virtual_end_s: float  # virtual time when the last instance went away
     wall_seconds: float
-    moves: int = 0  # trials moved by consolidation or spot first
+    moves: int = 0  # trials moved by consolidation or spot first, or yielding to new work
+    yields: int = 0  # the moves that gave a long trial's slots to new work waiting for a boot
+    yield_wait_gpu_hours: float = 0.0  # GPU-hours the yielding trials waited to run again (the wait they took on)
     moving_gpu_hours: float = 0.0  # GPU-hours moved trials spent checkpointing and restoring
     # the second bound: GPU-hours of the trace's work × the cheapest allowed price per GPU-hour (perfect packing)
     packed_bound_cost: float = 0.0
@@ -81,6 +83,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("jobs_requeued", "jobs requeued", "{:,}"),
     ("lost_work_hours", "lost work (GPU-hours)", "{:,.1f}"),
     ("moves", "trials moved", "{:,}"),
+    ("yields", "  of which yielded to new work", "{:,}"),
+    ("yield_wait_gpu_hours", "  GPU-hours they waited to resume", "{:,.1f}"),
     ("moving_gpu_hours", "  GPU-hours spent moving", "{:,.1f}"),
     ("packed_bound_cost", "packed bound (USD)", "{:,.0f}"),
     ("cost_per_gpu_hour", "cost per GPU-hour (USD)", "{:.3f}"),

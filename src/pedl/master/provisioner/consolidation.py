@@ -27,7 +27,7 @@ HOUR = 3600.0
 @dataclass(frozen=True)
 class MovePolicy:
     enabled: bool = True
-    max_moves_per_hour: int = 6
+    max_moves_per_hour: int = 20
     min_runtime_between_moves: float = 1800.0
     min_saving_per_hour: float = 0.5  # USD/h
     checkpoint_cost: float = 60.0  # seconds a move spends checkpointing (the source still runs)
@@ -35,6 +35,10 @@ class MovePolicy:
     boot_time: float = 90.0  # expected boot of a replacement instance
     # free slots the pool keeps after its moves, so that new work starts without waiting for a boot
     keep_free_slots: int = 0
+    # a long checkpointed trial gives its slots to new work waiting for a boot (yielding.py), if it
+    # is expected to run at least this much longer
+    yield_to_new_work: bool = True
+    min_remaining_to_yield: float = 3600.0
 
 
 def policy_from_config(config: ConsolidationConfig, boot_time: float | None = None) -> MovePolicy:
@@ -43,6 +47,7 @@ def policy_from_config(config: ConsolidationConfig, boot_time: float | None = No
                       min_runtime_between_moves=config.min_trial_runtime_between_moves,
                       min_saving_per_hour=config.min_saving_per_hour, checkpoint_cost=config.checkpoint_cost,
                       restore_cost=config.restore_cost, keep_free_slots=config.keep_free_slots,
+                      yield_to_new_work=config.yield_to_new_work, min_remaining_to_yield=config.min_remaining_to_yield,
                       boot_time=MovePolicy.boot_time if boot_time is None else boot_time)
 
 
@@ -58,6 +63,7 @@ class HostView:
     spot: bool = False
     ready: bool = True  # running with a connected agent: it can take a moved trial now
     draining: bool = False  # already being emptied by an earlier move
+    launched_at: float | None = None  # when a booting one was launched: it is expected ready boot_time later
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ class TaskView:
     movable: bool  # it has checkpointed at least once and its experiment allows moves
     remaining: float | None  # expected seconds of work left; None: unknown (never moved)
     since: float  # when it started on its current instances (its last move, or its start)
+    priority: int = 42  # the scheduler's (lower is more urgent): it yields only to work as urgent
 
     @property
     def slots(self) -> int:
@@ -92,6 +99,7 @@ class Move:
     saving_per_hour: float  # USD/h the pool spends less once the source is gone
     saving: float  # USD over the trial's expected remaining time, costs deducted
     reason: str
+    yield_to: str | None = None  # the waiting work it gives its slots to (yielding.py), for a yield
 
 
 @dataclass
