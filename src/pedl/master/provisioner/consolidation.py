@@ -134,8 +134,6 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
                 on[host_id].append(task)
     by_id = {h.id: h for h in hosts}
     free = {h.id: h.free for h in hosts}
-    # each host's own tasks keep it until the longest ends: moving onto it costs only beyond that
-    kept_until = {h.id: max((t.remaining or 0.0 for t in on[h.id]), default=0.0) for h in hosts}
     busy_targets: set[str] = set()  # hosts that receive in this plan: not emptied in it
     emptied: set[str] = set()
 
@@ -171,6 +169,9 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
         used = sum(n for t in own for hid, n in t.placements if hid == h.id)
         candidates.append((used, -h.price, h.id))
     pool_free: int | None = None  # the pool's free slots and its targets' prices: again after each move
+    # each host's own tasks keep it until the longest ends: moving onto it costs only beyond that
+    kept_until = {h.id: max((t.remaining or 0.0 for t in on[h.id]), default=0.0) for h in hosts} \
+        if candidates else {}
     for _, _, host_id in sorted(candidates):
         if budget <= 0:
             break
