@@ -202,6 +202,8 @@ def _packed_demand(policy: PoolPolicy, usable: list[InstanceView], pending: list
     """Where the waiting tasks go: onto the running agents' free slots as the scheduler's next pass
     would place them, then onto booting instances (wholly free bins of their size) the same way, then
     onto new instances (at most `room` of them), all through the scheduler's fit model."""
+    if not pending:
+        return []  # no demand: no bins to build (most passes of a quiet pool)
     largest_first = sorted(pending, key=lambda t: (-t.slots_needed, t.queued_at, t.allocation_id))
     fits = {need: _fits_some_type(need, policy) for need in {t.slots_needed for t in pending}}
     running: SlotBins[str] = SlotBins()
