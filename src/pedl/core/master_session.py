@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -67,10 +67,9 @@ BATCH_REPORTS = 1000
 BATCH_BYTES = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class _Queued:
+class _Queued(NamedTuple):  # a tuple: made once per report, on the training loop's thread
     path: str
-    body: Any
+    body: Any  # or a function that makes it (a batch entry's single form, made only if sent alone)
     batch_path: str | None = None  # consecutive items with the same batch path go out as one request
     entry: Any = None  # this item's place in that batch's "reports"
 
@@ -124,8 +123,10 @@ class MasterSession:
 
         With `batch` (a batch route's path, this report's entry in it), the reports queued one after
         another with the same batch path when the sender wakes go out as one POST of
-        {"reports": [entry, ...]}: everything queued, up to BATCH_REPORTS and about BATCH_BYTES."""
-        self._raise_background_error()
+        {"reports": [entry, ...]}: everything queued, up to BATCH_REPORTS and about BATCH_BYTES; `body`
+        may then be a function that makes the single form, called only if the report goes alone."""
+        if self._background_error is not None:
+            self._raise_background_error()
         if batch is None:
             json.dumps(body, allow_nan=False)  # a body that cannot be sent fails here, in the caller
         # (a batch entry is JSON already: the sender encodes it, once, off the caller's loop)
@@ -169,6 +170,8 @@ class MasterSession:
                         size += len(part)
                     if len(parts) > 1:
                         path, raw = item.batch_path, b'{"reports":[' + b",".join(parts) + b"]}"
+                if raw is None and callable(body):
+                    body = body()
                 try:
                     self.request("POST", path, body=body, _flush=False, _raw=raw)
                 except (TypeError, ValueError) as exc:  # a body json cannot encode: nothing to retry

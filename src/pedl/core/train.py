@@ -79,6 +79,8 @@ class MasterTrainContext(TrainContext):
         super().__init__(distributed=distributed)
         self._session = session
         self._trial = trial
+        self._single_path = f"/api/v1/trials/{trial.trial_id}/metrics"
+        self._batch_path = f"/api/v1/trials/{trial.trial_id}/metrics/batch"
 
     def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
                       encoded: dict[str, Any], batch_metrics: list[Any]) -> None:
@@ -89,10 +91,11 @@ class MasterTrainContext(TrainContext):
             "metrics": {"avgMetrics": encoded, "batchMetrics": batch_metrics},
         }
         trial_id = self._trial.trial_id
-        # alone, Determined's single report; queued behind others, one entry of a batch (one request)
+        # alone, Determined's single report (made only then); queued behind others, one entry of a batch
+        # (one request)
         self._session.post_in_background(
-            f"/api/v1/trials/{trial_id}/metrics", {"metrics": {"trialId": trial_id, **report}, "group": group},
-            batch=(f"/api/v1/trials/{trial_id}/metrics/batch", {"group": group, **report}))
+            self._single_path, lambda: {"metrics": {"trialId": trial_id, **report}, "group": group},
+            batch=(self._batch_path, {"group": group, **report}))
 
     def _send_progress(self, progress: float) -> None:
         self._session.post_in_background(f"/api/v1/trials/{self._trial.trial_id}/progress",
