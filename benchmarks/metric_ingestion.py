@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -124,6 +125,32 @@ def database(kind: str, work: Path) -> Iterator[tuple[dict | None, Callable[[], 
 
     with fresh_postgres_db() as db:
         yield db, lambda: postgres_store(db)
+
+
+class RssSampler:
+    """Samples a process's resident size in the background while the block runs (its growth curve:
+    a plateau, or growth with what was stored)."""
+
+    EVERY = 5.0
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.samples = pid, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.EVERY):
+            value = resident_mib(self.pid)
+            if value is not None:
+                self.samples.append(value)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def resident_mib(pid: int) -> float | None:
@@ -259,7 +286,10 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
             serial_rates = sorted(h["reports"] / h["seconds"] for h in trials)
             master_cpu = cpu_seconds(master.pid)
             send = report_concurrently if args.mode == "batched" else post_concurrently
-            acked, failed, seconds = send(master.url, trials, args.reports_per_thread, args.metric_keys)
+            with RssSampler(master.pid) as rss:
+                acked, failed, seconds = send(master.url, trials, args.reports_per_thread, args.metric_keys)
+            print(f"{kind}: master resident MiB while reporting, every {RssSampler.EVERY:g} s: "
+                  f"{' '.join(f'{v:.0f}' for v in rss.samples)}", file=sys.stderr)
             if master_cpu is not None:
                 master_cpu = cpu_seconds(master.pid) - master_cpu
             time.sleep(2 * metric_digests.PASS_SPACING)  # the digester's last pass, then its memory
