@@ -1,24 +1,27 @@
-"""One scheduling pass with 1,000 agents of 8 slots and 10,000 waiting trials: the pure scheduler
-function, then the controller's whole pass (tick) against a real database, SQLite and PostgreSQL."""
+"""The scheduling pass, against a real database (SQLite and PostgreSQL), in three shapes:
+- the large pass: 1,000 agents of 8 slots and 10,000 waiting trials (8,000 placed);
+- one new trial with 1,000 idle agents, and one new trial with the agents' slots all but full of
+  running trials (each after a first pass, as a master runs them: one pass per new experiment);
+and what a concurrent API request waits meanwhile: GET /api/v1/me through the app, a request that
+takes the cluster lock, and one that opens a writing session. Also the pure scheduler function alone.
+It prints figures; it asserts nothing."""
 
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import pstats
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from sqlalchemy import event, func, insert, select
 
-from benchmarks.harness import Figure, add_common_args, median, run_main, work_dir
+from benchmarks.harness import Figure, add_common_args, median, percentile, run_main, work_dir
 from pedl.clock import SystemClock
 from pedl.config.experiment_config import parse_experiment_config
 from pedl.config.master_config import MasterConfig
@@ -30,6 +33,7 @@ from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AgentState, AllocationState, TrialState
 from pedl.master.services.experiments import effective_config
+from pedl.master.services.passwords import client_hash
 from pedl.master.services.users import ensure_default_users
 
 NAME = "scheduling_pass"
@@ -83,28 +87,61 @@ class _NoLoop:
 
 
 class TimedController(Controller):
-    """The real controller, timing the parts of its pass: agent checks, the plan (one read of the
-    snapshot and the pure scheduler) and applying the placements in batches."""
+    """The real controller, timing the parts of its pass (agent checks, top-up, the plan: snapshot
+    read and pure decision, outside the lock; applying the placements in batches) and how long each
+    of the pass's transactions holds the cluster lock."""
+
+    PHASES = ("check_agents", "top_up", "plan", "apply")
 
     def __init__(self, **parts: Any) -> None:
         super().__init__(**parts)
-        self.phase: dict[str, float] = {"check_agents": 0.0, "plan": 0.0, "apply": 0.0}
+        self.phase: dict[str, float] = dict.fromkeys(self.PHASES, 0.0)
+        self.cpu: dict[str, float] = dict.fromkeys(self.PHASES, 0.0)  # the pass thread's CPU time
+        self.holds: list[float] = []
+        self.pass_thread: int | None = None
+        self.pass_cpu = 0.0
+
+    def reset(self) -> None:
+        self.phase = dict.fromkeys(self.PHASES, 0.0)
+        self.cpu = dict.fromkeys(self.PHASES, 0.0)
+        self.holds = []
+
+    def run(self, fn: Callable[[Any], object]) -> object:
+        if threading.get_ident() != self.pass_thread:
+            return super().run(fn)
+        with self.lock:  # reentrant: the time from taking the lock to delivering the messages
+            started = time.perf_counter()
+            try:
+                return super().run(fn)
+            finally:
+                self.holds.append(time.perf_counter() - started)
 
     def _timed(self, name: str, fn: Any, *args: Any) -> Any:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return fn(*args)
         finally:
             self.phase[name] += time.perf_counter() - started
+            self.cpu[name] += time.thread_time() - cpu
 
     def _check_agents(self, s) -> None:  # noqa: ANN001
         self._timed("check_agents", super()._check_agents, s)
 
-    def _plan_schedule(self, s):  # noqa: ANN001, ANN202
-        return self._timed("plan", super()._plan_schedule, s)
+    def _top_up(self, s) -> None:  # noqa: ANN001
+        self._timed("top_up", super()._top_up, s)
 
-    def _apply(self, s, chunk) -> None:  # noqa: ANN001
-        self._timed("apply", super()._apply, s, chunk)
+    def _plan_schedule(self):  # noqa: ANN202
+        return self._timed("plan", super()._plan_schedule)
+
+    def _apply(self, s, decided, chunk, cache) -> None:  # noqa: ANN001
+        self._timed("apply", super()._apply, s, decided, chunk, cache)
+
+    def timed_tick(self) -> float:
+        self.pass_thread = threading.get_ident()
+        started, cpu = time.perf_counter(), time.thread_time()
+        self.tick()
+        self.pass_cpu = time.thread_time() - cpu
+        return time.perf_counter() - started
 
 
 class StatementCounter:
@@ -135,8 +172,23 @@ def experiment_yaml(slots: int) -> str:
         "resources": {"slots_per_trial": slots}})
 
 
-def populate(ctl: Controller, args: argparse.Namespace, sizes: list[int], loop: _NoLoop) -> None:
-    """1,000 connected agents and 10,000 queued trials with a pending allocation each, in bulk."""
+@dataclass
+class Cluster:
+    """A populated database with its controller and connected agents."""
+
+    ctl: TimedController
+    db: Database
+    config: MasterConfig
+    loop: _NoLoop
+    owner_id: int
+    next_trial: int
+    sizes: list[int]
+
+
+def populate(ctl: TimedController, args: argparse.Namespace, sizes: list[int], *, pending: int,
+             running: int) -> Cluster:
+    """args.agents connected agents, `pending` queued trials with a pending allocation each, and
+    `running` running trials filling the agents' slots in order, in bulk."""
     now = ctl.now
     db = ctl.db
     with db.session() as s:
@@ -153,21 +205,29 @@ def populate(ctl: Controller, args: argparse.Namespace, sizes: list[int], loop: 
                 for e in range(args.experiments)]
         s.execute(insert(models.Experiment), exps)
         trials, allocs = [], []
-        for t in range(args.trials):
+        for t in range(pending + running):
             exp = t % args.experiments + 1
             trial_id = t + 1
             task_id = f"{exp}.{trial_id}"
+            runs = t < running
             trials.append({"id": trial_id, "experiment_id": exp, "request_id": f"r{trial_id}", "task_id": task_id,
-                           "hparams": {"lr": 0.01}, "seed": t, "state": TrialState.QUEUED.value, "restarts": 0,
+                           "hparams": {"lr": 0.01}, "seed": t,
+                           "state": (TrialState.RUNNING if runs else TrialState.QUEUED).value, "restarts": 0,
                            "run_id": 1, "start_time": now, "total_batches": 0, "summary_metrics": {},
                            "target_length": 100})
-            allocs.append({"id": f"{task_id}.1", "task_id": task_id, "trial_id": trial_id,
-                           "name": f"Trial {trial_id} (Experiment {exp})", "state": AllocationState.PENDING.value,
-                           "resource_pool": POOL, "slots_needed": sizes[(exp - 1) % len(sizes)], "priority": 42,
-                           "assignment": [], "session_token_hash": "", "owner_id": owner.id,
-                           "queued_at": now - args.trials + t})
-        s.execute(insert(models.Trial), trials)
-        s.execute(insert(models.Allocation), allocs)
+            alloc = {"id": f"{task_id}.1", "task_id": task_id, "trial_id": trial_id,
+                     "name": f"Trial {trial_id} (Experiment {exp})",
+                     "state": (AllocationState.RUNNING if runs else AllocationState.PENDING).value,
+                     "resource_pool": POOL, "slots_needed": sizes[(exp - 1) % len(sizes)], "priority": 42,
+                     "assignment": [], "session_token_hash": "", "owner_id": owner.id,
+                     "queued_at": now - (pending + running) + t, "assigned_at": None, "started_at": None}
+            if runs:  # one slot each, the agents' slots in order
+                place = {"agent_id": f"agent-{t // args.slots:05d}", "slot_ids": [str(t % args.slots)]}
+                alloc.update(slots_needed=1, assigned_at=now, started_at=now, assignment=[place])
+            allocs.append(alloc)
+        if trials:
+            s.execute(insert(models.Trial), trials)
+            s.execute(insert(models.Allocation), allocs)
         agents = [{"id": f"agent-{i:05d}", "hostname": f"host-{i}", "address": "10.0.0.1", "resource_pool": POOL,
                    "slots": [{"id": str(j), "type": "cuda", "brand": "bench", "uuid": f"GPU-{i}-{j}",
                               "memory_mib": 81920} for j in range(args.slots)],
@@ -175,39 +235,130 @@ def populate(ctl: Controller, args: argparse.Namespace, sizes: list[int], loop: 
                    "last_heartbeat": now, "enabled": True, "draining": False}
                   for i in range(args.agents)]
         s.execute(insert(models.Agent), agents)
+        owner_id = owner.id
+    loop = _NoLoop()
     for agent in agents:
         connection = AgentConnection(agent["id"], "http://master:8080", "10.0.0.1", loop,  # type: ignore[arg-type]
-                                     last_heartbeat=time.time())
+                                     last_heartbeat=now)
         ctl.hub.attach(connection)
+    return Cluster(ctl, db, ctl.config, loop, owner_id, pending + running + 1, sizes)
 
 
-class Probe(threading.Thread):
-    """What an API request meets while the pass runs: `delay` seconds into it, time how long `fn`
-    takes (a request needing the controller lock, or any request's database session)."""
+def add_trial(c: Cluster) -> None:
+    """One new 1-slot trial of experiment 1, queued as a new experiment's first trial is."""
+    now, trial_id = c.ctl.now, c.next_trial
+    c.next_trial += 1
+    task_id = f"1.{trial_id}"
+    with c.db.session() as s:
+        s.execute(insert(models.Trial), [{
+            "id": trial_id, "experiment_id": 1, "request_id": f"r{trial_id}", "task_id": task_id,
+            "hparams": {"lr": 0.01}, "seed": trial_id, "state": TrialState.QUEUED.value, "restarts": 0, "run_id": 1,
+            "start_time": now, "total_batches": 0, "summary_metrics": {}, "target_length": 100}])
+        s.execute(insert(models.Allocation), [{
+            "id": f"{task_id}.1", "task_id": task_id, "trial_id": trial_id, "name": f"Trial {trial_id} (Experiment 1)",
+            "state": AllocationState.PENDING.value, "resource_pool": POOL, "slots_needed": 1, "priority": 42,
+            "assignment": [], "session_token_hash": "", "owner_id": c.owner_id, "queued_at": now}])
 
-    def __init__(self, fn: Callable[[], object], delay: float) -> None:
-        super().__init__(daemon=True)
-        self.fn, self.delay = fn, delay
-        self.waited: float | None = None
-        self.error = ""
 
-    def run(self) -> None:
-        time.sleep(self.delay)
+# -- what concurrent requests wait -----------------------------------------------------------------
+
+
+@dataclass
+class Probe:
+    """One kind of request, made again and again while the passes run: (start, seconds) of each."""
+
+    name: str
+    fn: Callable[[], object]
+    samples: list[tuple[float, float]] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def call(self) -> None:
         started = time.perf_counter()
         try:
             self.fn()
         except Exception as exc:  # noqa: BLE001 - e.g. SQLite's "database is locked"; reported
-            self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
-        self.waited = time.perf_counter() - started
+            self.errors[f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"] += 1
+        self.samples.append((started, time.perf_counter() - started))
+
+    def during(self, windows: list[tuple[float, float]]) -> list[float]:
+        """The durations of the requests that overlapped a pass."""
+        return [d for s, d in self.samples if any(s < b and s + d > a for a, b in windows)]
+
+    def outside(self, windows: list[tuple[float, float]]) -> list[float]:
+        return [d for s, d in self.samples if not any(s < b and s + d > a for a, b in windows)]
 
 
-def _session_probe(db: Database) -> None:
-    with db.session() as s:
+class Prober:
+    """A thread per probe, each making its request every `interval` seconds until stopped."""
+
+    def __init__(self, probes: list[Probe], interval: float) -> None:
+        self.probes, self.interval = probes, interval
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._loop, args=(p,), daemon=True) for p in probes]
+
+    def _loop(self, probe: Probe) -> None:
+        while not self.stop.is_set():
+            probe.call()
+            self.stop.wait(self.interval)
+
+    def __enter__(self) -> Prober:
+        for t in self.threads:
+            t.start()
+        time.sleep(max(0.3, 10 * self.interval))  # requests alone first: the baseline
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        time.sleep(2 * self.interval)
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+
+class ApiProbe:
+    """GET /api/v1/me through the master's app (its routes, middleware and auth; no lifespan, so no
+    control loop of its own), as a logged-in user, over httpx's ASGI transport in a loop of its own."""
+
+    def __init__(self, config: MasterConfig, db: Database) -> None:
+        import asyncio
+
+        import httpx
+
+        from pedl.master.app import create_app
+
+        self._loop = asyncio.new_event_loop()
+        app = create_app(config, clock=SystemClock(), db=db)
+        self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://master")
+        r = self._run(self._client.post("/api/v1/auth/login", json={
+            "username": "determined", "password": client_hash(""), "isHashed": True}))
+        r.raise_for_status()
+        self._headers = {"Authorization": f"Bearer {r.json()['token']}"}
+
+    def _run(self, coro: Any) -> Any:
+        return self._loop.run_until_complete(coro)
+
+    def __call__(self) -> None:
+        r = self._run(self._client.get("/api/v1/me", headers=self._headers))
+        if r.status_code != 200:
+            raise RuntimeError(f"GET /api/v1/me answered {r.status_code}")
+
+    def close(self) -> None:
+        self._run(self._client.aclose())
+        self._loop.close()
+
+
+def _write_session(db: Database) -> None:
+    with db.session() as s:  # on SQLite: BEGIN IMMEDIATE, SQLite's write lock
         s.execute(select(1))
 
 
+def probes_for(ctl: TimedController, api: ApiProbe) -> list[Probe]:
+    return [Probe("GET /api/v1/me through the app", api),
+            Probe("a request taking the cluster lock", lambda: ctl.run(lambda _s: None)),
+            Probe("a request opening a writing session", lambda: _write_session(ctl.db))]
+
+
 @contextmanager
-def database(kind: str, work: Path) -> Iterator[dict | None]:
+def database(kind: str) -> Iterator[dict | None]:
     if kind == "sqlite":
         yield None
         return
@@ -217,93 +368,180 @@ def database(kind: str, work: Path) -> Iterator[dict | None]:
         yield db
 
 
-def one_pass(kind: str, args: argparse.Namespace, sizes: list[int], work: Path,
-             profile: bool) -> tuple[float, dict[str, float], int, int, str, dict[str, Probe], str]:
-    with database(kind, work) as db_cfg:
+@contextmanager
+def cluster(kind: str, args: argparse.Namespace, sizes: list[int], work: Path, *, pending: int,
+            running: int) -> Iterator[tuple[Cluster, ApiProbe]]:
+    with database(kind) as db_cfg:
         config = MasterConfig(data_dir=work / "data", db=db_cfg)
         db = Database(config.database_url())
+        api = None
         try:
             migrate.upgrade(db.engine)
-            ctl = TimedController(config=config, db=db, clock=SystemClock(), hub=AgentHub(), caller_cache=CallerCache(),
-                                  cluster_id="bench")
-            loop = _NoLoop()
-            populate(ctl, args, sizes, loop)
-            profiler = cProfile.Profile() if profile else None
-            statements = StatementCounter(db.engine)
-            statements.enable()
-            probes = {"lock": Probe(lambda: ctl.run(lambda _s: None), args.probe_delay),
-                      "session": Probe(lambda: _session_probe(db), args.probe_delay)}
-            for probe in probes.values():
-                probe.start()
-            started = time.perf_counter()
-            if profiler:
-                profiler.enable()
-            ctl.tick()
-            if profiler:
-                profiler.disable()
-            elapsed = time.perf_counter() - started
-            statements.enable(False)
-            for probe in probes.values():
-                probe.join()
-            with db.session() as s:
-                placed = s.scalar(select(func.count()).select_from(models.Allocation).where(
-                    models.Allocation.state == AllocationState.ASSIGNED.value)) or 0
-            text = ""
-            if profiler:
-                out = io.StringIO()
-                pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
-                text = out.getvalue()
-            return elapsed, dict(ctl.phase), placed, loop.sent, statements.summary(), probes, text
+            ctl = TimedController(config=config, db=db, clock=SystemClock(), hub=AgentHub(),
+                                  caller_cache=CallerCache(), cluster_id="bench")
+            c = populate(ctl, args, sizes, pending=pending, running=running)
+            api = ApiProbe(config, db)
+            yield c, api
         finally:
+            if api is not None:
+                api.close()
             db.dispose()
             if kind == "sqlite":
                 for p in (work / "data").glob("pedl.db*"):
                     p.unlink()
 
 
+def _profiled(args: argparse.Namespace, fn: Callable[[], float], title: str) -> float:
+    if not args.profile:
+        return fn()
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.0005)
+    profiler.start()
+    try:
+        return fn()
+    finally:
+        profiler.stop()
+        print(f"--- pyinstrument: {title} ---")
+        print(profiler.output_text(unicode=False, color=False, show_all=False))
+
+
+@dataclass
+class Passes:
+    """What a series of passes measured."""
+
+    times: list[float] = field(default_factory=list)
+    windows: list[tuple[float, float]] = field(default_factory=list)
+    holds: list[float] = field(default_factory=list)
+    phases: list[dict[str, float]] = field(default_factory=list)
+    placed: int = 0
+    sent: int = 0
+    statements: str = ""
+
+    def add(self, ctl: TimedController, fn: Callable[[], float]) -> None:
+        ctl.reset()
+        started = time.perf_counter()
+        self.times.append(fn())
+        self.windows.append((started, time.perf_counter()))
+        self.holds += ctl.holds
+        self.phases.append(dict(ctl.phase))
+
+
+def _assigned(db: Database) -> int:
+    with db.session() as s:
+        return s.scalar(select(func.count()).select_from(models.Allocation).where(
+            models.Allocation.state == AllocationState.ASSIGNED)) or 0
+
+
+def measure_large(kind: str, args: argparse.Namespace, sizes: list[int], work: Path,
+                  probes: list[list[Probe]]) -> Passes:
+    out = Passes()
+    for i in range(args.repeat):
+        with cluster(kind, args, sizes, work, pending=args.trials, running=0) as (c, api):
+            ps = probes_for(c.ctl, api)
+            statements = StatementCounter(c.db.engine)
+            with Prober(ps, args.probe_interval):
+                statements.enable()
+                out.add(c.ctl, lambda first=i == 0: _profiled(args if first else argparse.Namespace(profile=False),
+                                                             c.ctl.timed_tick, f"{kind}: the large pass"))
+                statements.enable(False)
+            probes.append(ps)
+            out.placed, out.sent, out.statements = _assigned(c.db), c.loop.sent, statements.summary()
+    return out
+
+
+def measure_one_new(kind: str, args: argparse.Namespace, work: Path, *, running: int,
+                    probes: list[list[Probe]]) -> Passes:
+    """args.repeat_small passes, each after one new trial arrived; a first pass before them."""
+    out = Passes()
+    with cluster(kind, args, [1], work, pending=0, running=running) as (c, api):
+        c.ctl.pass_thread = threading.get_ident()
+        c.ctl.tick()  # the heartbeats as the connections have them: a running master's steady state
+        ps = probes_for(c.ctl, api)
+        statements = StatementCounter(c.db.engine)
+        with Prober(ps, args.probe_interval):
+            for i in range(args.repeat_small):
+                add_trial(c)
+                statements.enable()
+                out.add(c.ctl, lambda first=i == 0: _profiled(args if first else argparse.Namespace(profile=False),
+                                                             c.ctl.timed_tick, f"{kind}: one new trial, "
+                                                             f"{running:,} running"))
+                statements.enable(False)
+                time.sleep(args.probe_interval)
+        probes.append(ps)
+        out.placed, out.sent = _assigned(c.db), c.loop.sent
+        out.statements = statements.summary()
+    return out
+
+
+def _wait_figures(db_name: str, what: str, probes: list[list[Probe]],
+                  windows: list[tuple[float, float]]) -> list[Figure]:
+    out = []
+    for j in range(len(probes[0])):
+        during = [d for ps in probes for d in ps[j].during(windows)]
+        alone = [d for ps in probes for d in ps[j].outside(windows)]
+        errors = Counter()
+        for ps in probes:
+            errors.update(ps[j].errors)
+        name = probes[0][j].name
+        if not during:
+            out.append(Figure(NAME, f"{db_name}, {what}: {name}", 0.0, "ms", "no request overlapped a pass"))
+            continue
+        detail = (f"max of {len(during)} requests overlapping the passes; p50 {1000 * median(during):.1f} ms, "
+                  f"p90 {1000 * percentile(during, 90):.1f} ms; alone p50 {1000 * median(alone or [0.0]):.1f} ms")
+        if errors:
+            detail += "; errors: " + "; ".join(f"{n}× {e}" for e, n in errors.items())
+        out.append(Figure(NAME, f"{db_name}, {what}: {name} takes", 1000 * max(during), "ms", detail))
+    return out
+
+
 def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int]) -> list[Figure]:
-    runs: list[tuple[float, dict[str, float], int, int]] = []
-    statements = ""
-    probes: list[dict[str, Probe]] = []
-    with work_dir(f"sched-{kind}", args.keep) as work:
-        for i in range(args.repeat):
-            elapsed, phase, placed, sent, statements, probe, text = one_pass(kind, args, sizes, work,
-                                                                              args.profile and i == 0)
-            probes.append(probe)
-            runs.append((elapsed, phase, placed, sent))
-            if text:
-                print(f"--- cProfile of one {kind} pass ---\n{text}")
     db_name = "SQLite" if kind == "sqlite" else "PostgreSQL"
-    totals = [r[0] for r in runs]
-    check = median([r[1].get("check_agents", 0.0) for r in runs])
-    plan = median([r[1].get("plan", 0.0) for r in runs])
-    apply = median([r[1].get("apply", 0.0) for r in runs])
-    total = median(totals)
-    placed, sent = runs[0][2], runs[0][3]
-    shape = f"{args.agents:,} agents×{args.slots}, {args.trials:,} pending in {args.experiments} experiments"
-    return [
-        Figure(NAME, f"{db_name}: controller.tick(), trials of {label(sizes)} slot(s)", 1000 * total, "ms",
-               f"median of {args.repeat} (fresh database each); {shape}; {placed:,} placed, {sent:,} start_task sent"),
-        Figure(NAME, f"{db_name}: … of which _check_agents", 1000 * check, "ms",
-               "heartbeat bookkeeping of every agent"),
-        Figure(NAME, f"{db_name}: … of which planning", 1000 * plan, "ms",
-               "one snapshot read (pending, agents, held allocations) and the pure scheduler"),
-        Figure(NAME, f"{db_name}: … of which applying", 1000 * apply, "ms",
-               "placements in batches: bulk row loads, tokens, events, task specs (before each commit)"),
-        Figure(NAME, f"{db_name}: … of which commits + sending", 1000 * (total - check - plan - apply), "ms",
-               "the transactions' flush/commit and handing start_task to connections"),
-        _probe_figure(db_name, "a request needing the controller lock waits", [p["lock"] for p in probes], args),
-        _probe_figure(db_name, "a request's database session waits", [p["session"] for p in probes], args),
-        Figure(NAME, f"{db_name}: per placed trial", 1000 * total / max(placed, 1), "ms",
-               f"SQL statements in the pass: {statements}"),
-    ]
-
-
-def _probe_figure(db_name: str, what: str, probes: list[Probe], args: argparse.Namespace) -> Figure:
-    waited = median([p.waited or 0.0 for p in probes])
-    errors = sorted({p.error for p in probes if p.error})
-    detail = f"started {args.probe_delay:g}s into the pass; " + ("; ".join(errors) if errors else "succeeded")
-    return Figure(NAME, f"{db_name}: {what}", 1000 * waited, "ms", detail)
+    figures: list[Figure] = []
+    with work_dir(f"sched-{kind}", args.keep) as work:
+        if "large" in args.shapes:
+            probes: list[list[Probe]] = []
+            big = measure_large(kind, args, sizes, work, probes)
+            total = median(big.times)
+            phase = {p: median([ph[p] for ph in big.phases]) for p in TimedController.PHASES}
+            shape = f"{args.agents:,} agents×{args.slots}, {args.trials:,} pending in {args.experiments} experiments"
+            figures += [
+                Figure(NAME, f"{db_name}: the large pass, controller.tick(), trials of {label(sizes)} slot(s)",
+                       1000 * total, "ms",
+                       f"median of {args.repeat} (fresh database each; min {1000 * min(big.times):.0f}, max "
+                       f"{1000 * max(big.times):.0f}); {shape}; {big.placed:,} placed, {big.sent:,} start_task sent"),
+                Figure(NAME, f"{db_name}: … of which check_agents / top_up (under the lock)",
+                       1000 * (phase["check_agents"] + phase["top_up"]), "ms",
+                       f"{1000 * phase['check_agents']:.1f} / {1000 * phase['top_up']:.1f} ms"),
+                Figure(NAME, f"{db_name}: … of which planning (outside the lock)", 1000 * phase["plan"], "ms",
+                       "the snapshot read in one read-only transaction and the pure decision"),
+                Figure(NAME, f"{db_name}: … of which applying (under the lock)", 1000 * phase["apply"], "ms",
+                       "batches of placements: checks, tokens, task specs, bulk writes (commits excluded)"),
+                Figure(NAME, f"{db_name}: … the rest (commits, sending, wait reasons)",
+                       1000 * (total - sum(phase.values())), "ms", ""),
+                Figure(NAME, f"{db_name}: the large pass's longest transaction under the lock", 1000 * max(big.holds),
+                       "ms", f"{len(big.holds) // args.repeat} transactions a pass; p50 "
+                             f"{1000 * median(big.holds):.1f} ms"),
+                Figure(NAME, f"{db_name}: … per placed trial", 1000 * total / max(big.placed, 1), "ms",
+                       f"SQL statements in the pass: {big.statements}"),
+            ]
+            figures += _wait_figures(db_name, "during the large pass", probes, big.windows)
+        for running, shape in ((0, "idle"), (args.agents * args.slots - args.repeat_small, "busy")):
+            if shape not in args.shapes:
+                continue
+            probes = []
+            small = measure_one_new(kind, args, work, running=running, probes=probes)
+            what = f"one new trial, {args.agents:,} agents, {running:,} trials running"
+            figures += [
+                Figure(NAME, f"{db_name}: {what}", 1000 * median(small.times), "ms",
+                       f"median of {args.repeat_small} passes (p90 {1000 * percentile(small.times, 90):.1f}, "
+                       f"max {1000 * max(small.times):.1f} ms), a trial each; {small.placed} placed; "
+                       f"plan {1000 * median([p['plan'] for p in small.phases]):.1f} ms, check_agents "
+                       f"{1000 * median([p['check_agents'] for p in small.phases]):.1f} ms; SQL statements in the "
+                       f"last: {small.statements}"),
+            ]
+            figures += _wait_figures(db_name, f"during those passes ({shape})", probes, small.windows)
+    return figures
 
 
 def measure(args: argparse.Namespace) -> list[Figure]:
@@ -325,21 +563,28 @@ def measure(args: argparse.Namespace) -> list[Figure]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.scheduling_pass", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.scheduling_pass", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--agents", type=int, default=1000, help="agents (default 1000)")
     p.add_argument("--slots", type=int, default=8, help="slots per agent (default 8)")
-    p.add_argument("--trials", type=int, default=10000, help="waiting trials (default 10000)")
+    p.add_argument("--trials", type=int, default=10000, help="waiting trials of the large pass (default 10000)")
     p.add_argument("--experiments", type=int, default=100, help="experiments the trials belong to (default 100)")
     p.add_argument("--trial-slots", nargs="+", default=["1", "1,2,4,8,16", "0"],
                    help="scenarios for the pure function: comma lists of slots_per_trial, cycled over the "
-                        "trials; the first is also the controller's (default: 1  1,2,4,8,16  0)")
+                        "trials; the first is also the large pass's (default: 1  1,2,4,8,16  0)")
     p.add_argument("--repeat-pure", type=int, default=5, help="runs of the pure function (default 5)")
-    p.add_argument("--repeat", type=int, default=3, help="controller passes, each on a fresh database (default 3)")
+    p.add_argument("--repeat", type=int, default=3, help="large passes, each on a fresh database (default 3)")
+    p.add_argument("--repeat-small", type=int, default=20,
+                   help="one-new-trial passes per shape (default 20); the busy shape leaves that many slots free")
+    p.add_argument("--shapes", nargs="*", choices=["large", "idle", "busy"], default=["large", "idle", "busy"],
+                   help="controller passes to time: the large pass, one new trial on idle agents, one new trial "
+                        "on busy agents (default: all)")
     p.add_argument("--db", nargs="*", choices=["sqlite", "postgres"], default=["sqlite", "postgres"],
-                   help="databases for the controller pass; none to time only the pure function")
-    p.add_argument("--probe-delay", type=float, default=0.5,
-                   help="seconds into the pass at which the probes make their requests (default 0.5)")
-    p.add_argument("--profile", action="store_true", help="print a cProfile of the first controller pass")
+                   help="databases for the controller passes; none to time only the pure function")
+    p.add_argument("--probe-interval", type=float, default=0.02,
+                   help="seconds between one probe's requests during the passes (default 0.02)")
+    p.add_argument("--profile", action="store_true",
+                   help="print a pyinstrument profile of the first pass of each shape")
     add_common_args(p)
     return p
 

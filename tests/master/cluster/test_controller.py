@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from pedl.clock import ManualClock
 from pedl.common import agent_protocol as proto
 from pedl.config.master_config import MasterConfig
 from pedl.master.caller_cache import Caller
-from pedl.master.cluster import agent_events, allocations
+from pedl.master.cluster import agent_events, allocations, placement
+from pedl.master.cluster import controller as controller_module
 from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.cluster.controller import Controller
 from pedl.master.cluster.effects import ClusterEffects
@@ -303,3 +305,89 @@ def test_checkpoint_gc_requests_reach_the_attached_collector(ctx: MasterContext,
     with ctx.db.session() as s:
         assert s.get(models.Experiment, exp_id).state == ExperimentState.COMPLETED
         assert s.get(models.Trial, trial.id).state == TrialState.COMPLETED
+
+
+# -- the pass: planned outside the lock, written in batches ---------------------------------------
+
+
+def connect_agents(ctx: MasterContext, loop: asyncio.AbstractEventLoop, n: int) -> dict[str, AgentConnection]:
+    return {f"a{i}": connect(ctx, loop, f"a{i}") for i in range(n)}
+
+
+def test_a_pass_larger_than_a_batch_assigns_each_placement_once_in_several_transactions(
+        ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(controller_module, "SCHEDULE_BATCH", 2)
+    conns = connect_agents(ctx, loop, 5)
+    for _ in range(6):
+        submit(ctx)  # one trial each; one of the six finds no slot
+    ctl = ctx.controller
+    transactions = []
+    run = ctl.run
+    monkeypatch.setattr(ctl, "run", lambda fn: transactions.append(fn) or run(fn))
+    ctl.tick()
+    assert len(transactions) >= 2 + 3  # check_agents, top_up, then three batches of placements at least
+    with ctx.db.session() as s:
+        allocs = s.scalars(select(models.Allocation)).all()
+        assigned = [a for a in allocs if a.state == A.ASSIGNED]
+        assert len(assigned) == 5 and [a.state for a in allocs].count(A.PENDING) == 1
+        slots = [(p["agent_id"], slot) for a in assigned for p in a.assignment for slot in p["slot_ids"]]
+        assert sorted(slots) == [(f"a{i}", "0") for i in range(5)]  # every slot once
+        assert len({a.session_token_hash for a in assigned}) == 5
+        events = s.scalars(select(models.Event.entity_id).where(models.Event.to_state == A.ASSIGNED)).all()
+        assert sorted(events) == sorted(a.id for a in assigned)
+    for conn in conns.values():
+        (msg,) = delivered(loop, conn)
+        assert msg["type"] == "start_task" and msg["allocation_id"] in {a.id for a in assigned}
+
+
+def test_the_pass_plans_without_the_cluster_lock_or_the_database_write_lock(
+        ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
+    connect(ctx, loop, "a1")
+    submit(ctx)
+    ctl = ctx.controller
+    waited: list[bool] = []
+
+    def others_go_on() -> None:
+        ctl.run(lambda s: None)  # a request that takes the cluster lock
+        with ctx.db.session() as s:  # one that writes (SQLite: BEGIN IMMEDIATE)
+            s.execute(update(models.Agent).where(models.Agent.id == "nobody").values(hostname="x"))
+
+    decide = placement.decide
+
+    def deciding(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        other = threading.Thread(target=others_go_on, daemon=True)
+        other.start()
+        other.join(timeout=10)
+        waited.append(other.is_alive())
+        return decide(*args, **kw)
+
+    monkeypatch.setattr(placement, "decide", deciding)
+    ctl.tick()
+    assert waited == [False]
+    with ctx.db.session() as s:
+        assert [a.state for a in s.scalars(select(models.Allocation))] == [A.ASSIGNED]
+
+
+def test_what_changed_between_the_plan_and_its_batch_counts(
+        ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
+    conns = connect_agents(ctx, loop, 3)
+    for _ in range(3):
+        submit(ctx)
+    ctl = ctx.controller
+    decide = placement.decide
+    on: dict[str, str] = {}
+
+    def decide_then_change(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        decided = decide(*args, **kw)
+        on.update({places[0][0]: aid for aid, places in decided.placements})
+        ctl.run(lambda s: allocations.kill(ctl, s, s.get(models.Allocation, on["a0"]), "killed by its user"))
+        ctl.agent_disconnected("a1", "connection closed")
+        return decided
+
+    monkeypatch.setattr(placement, "decide", decide_then_change)
+    ctl.tick()
+    with ctx.db.session() as s:
+        got = {aid: s.get(models.Allocation, aid).state for aid in on.values()}
+    assert got == {on["a0"]: A.TERMINATED, on["a1"]: A.PENDING, on["a2"]: A.ASSIGNED}
+    assert [m["allocation_id"] for m in delivered(loop, conns["a2"])] == [on["a2"]]
+    assert delivered(loop, conns["a0"]) == delivered(loop, conns["a1"]) == []

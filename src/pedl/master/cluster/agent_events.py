@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from pedl.common import agent_protocol as proto
@@ -132,25 +132,41 @@ def task_exited(fx: ClusterEffects, s: Session, agent_id: str, allocation_id: st
 
 def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub) -> None:
     """A connected agent silent for agent_heartbeat_timeout is DISCONNECTED; one that stays away for
-    agent_reconnect_wait is GONE, and what it held ends."""
+    agent_reconnect_wait is GONE, and what it held ends. Every pass runs this over every agent, so
+    it reads columns and writes the heartbeats that moved in one executemany; only an agent whose
+    state changes is loaded as an object."""
     now, cfg = fx.now, fx.config
     connected = hub.connected_ids()
-    for agent in s.scalars(select(models.Agent).where(models.Agent.state != AgentState.GONE)):
-        conn = hub.get(agent.id)
-        if agent.state == AgentState.CONNECTED:
+    s.flush()  # read below by column: what this session changed must be in the database
+    T = models.Agent.__table__
+    beats: list[dict[str, object]] = []
+    for agent_id, state, last_heartbeat, disconnected_at in s.execute(
+            select(T.c.id, T.c.state, T.c.last_heartbeat, T.c.disconnected_at)
+            .where(T.c.state != AgentState.GONE)).all():
+        conn = hub.get(agent_id)
+        if state == AgentState.CONNECTED:
             silent = conn is None or now - conn.last_heartbeat > cfg.agent_heartbeat_timeout
             if silent:
+                agent = s.get(models.Agent, agent_id)
                 reason = f"no heartbeat for {cfg.agent_heartbeat_timeout:g}s" if conn else "connection lost"
                 set_agent_state(s, now, agent, AgentState.DISCONNECTED, reason, level="warning")
                 agent.disconnected_at = now
                 if conn is not None:
-                    hub.close(agent.id)
-            elif conn is not None:
-                agent.last_heartbeat = conn.last_heartbeat
-        elif agent.state == AgentState.DISCONNECTED and agent.id not in connected:
-            since = agent.disconnected_at or now
+                    hub.close(agent_id)
+            elif conn.last_heartbeat != last_heartbeat:
+                beats.append({"b_id": agent_id, "last_heartbeat": conn.last_heartbeat})
+        elif state == AgentState.DISCONNECTED and agent_id not in connected:
+            since = disconnected_at or now
             if now - since >= cfg.agent_reconnect_wait:
+                agent = s.get(models.Agent, agent_id)
                 set_agent_state(s, now, agent, AgentState.GONE,
                                 f"did not reconnect within {cfg.agent_reconnect_wait:g}s", level="warning")
-                for alloc in allocations.held_on(s, agent.id, running_only=True):  # ranks that ended lost nothing
-                    progression.allocation_ended(fx, s, alloc, None, f"agent {agent.id} was lost")
+                for alloc in allocations.held_on(s, agent_id, running_only=True):  # ranks that ended lost nothing
+                    progression.allocation_ended(fx, s, alloc, None, f"agent {agent_id} was lost")
+    if beats:
+        s.execute(update(T).where(T.c.id == bindparam("b_id")), beats)
+        if len(s.identity_map):  # objects of those agents in this session are stale now
+            moved = {b["b_id"] for b in beats}
+            for obj in list(s.identity_map.values()):
+                if isinstance(obj, models.Agent) and obj.id in moved:
+                    s.expire(obj, ["last_heartbeat"])

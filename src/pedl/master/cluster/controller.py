@@ -5,7 +5,12 @@ out after the commit and are dropped on a rollback.
 What the operations do lives in their own modules, which take the effects protocol
 (cluster/effects.py) this class implements, never the Controller: cluster/agent_events.py (what
 agents report), cluster/allocations.py (new, kill, preempt, ended), cluster/placement.py (the
-scheduling pass) and services/experiment_progression.py (trials, the searcher, experiments)."""
+scheduling pass) and services/experiment_progression.py (trials, the searcher, experiments).
+
+The scheduling pass reads its snapshot and decides outside the lock (a read-only transaction, so
+not holding SQLite's write lock either), then writes its decision under the lock in batches, each
+checked against the rows as they are then. Passes run one at a time (`_pass_lock`) and only a pass
+assigns slots, so slots a pass's snapshot saw free are still free when it assigns them."""
 
 from __future__ import annotations
 
@@ -21,18 +26,22 @@ from pedl.clock import Clock
 from pedl.common import agent_protocol as proto
 from pedl.config.master_config import MasterConfig
 from pedl.master.caller_cache import CallerCache
-from pedl.master.cluster import agent_events, placement
+from pedl.master.cluster import agent_events, pass_snapshot, placement
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.db import models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import HELD, AgentState
 from pedl.master.observability.master_metrics import MasterMetrics
 from pedl.master.services import experiment_progression as progression
+from pedl.master.services.task_specs import SpecCache
 from pedl.master.services.transitions import set_agent_state
 
 log = logging.getLogger(__name__)
 
+# placements (wait reasons) written per transaction: each holds the lock, and SQLite's write lock,
+# for a few milliseconds, so API requests and agent reports interleave with a large pass
 SCHEDULE_BATCH = 250
+WAIT_BATCH = 1000
 
 
 class Controller:
@@ -49,6 +58,8 @@ class Controller:
         self.metrics = metrics or MasterMetrics(process_metrics=False)  # pass durations, launches (provisioners)
         self._want_checkpoint_gc: Callable[[int], None] = lambda _experiment_id: None
         self.lock = threading.RLock()
+        self._pass_lock = threading.Lock()  # one scheduling pass at a time
+        self._slot_ids = pass_snapshot.SlotIdsCache()  # the agents' slot ids, from one pass to the next
         self._outbox: list[tuple[str, BaseModel]] = []
         self._revoked: list[str] = []  # allocations whose task tokens die when this transaction commits
         # {experiment id: (live trials, capacity)} where a top-up created nothing (experiment_progression.top_up)
@@ -183,14 +194,20 @@ class Controller:
             self._tick()
 
     def _tick(self) -> None:
-        self.run(self._check_agents)
-        self.run(self._top_up)  # trials for room that came since
-        plan: list[placement.Placement] = self.run(self._plan_schedule)  # type: ignore[assignment]
-        # apply in short transactions, so API requests and agent reports interleave with a big pass
-        for i in range(0, len(plan), SCHEDULE_BATCH):
-            self.run(lambda s, chunk=plan[i:i + SCHEDULE_BATCH]: self._apply(s, chunk))
+        with self._pass_lock:
+            self.run(self._check_agents)
+            self.run(self._top_up)  # trials for room that came since
+            decided = self._plan_schedule()  # outside the lock
+            if decided.preempt or decided.wake_provisioners:
+                self.run(lambda s: placement.preempt(self, s, decided))
+            cache = SpecCache()  # the experiments' parsed configs, from one batch to the next
+            for i in range(0, len(decided.placements), SCHEDULE_BATCH):
+                chunk = decided.placements[i:i + SCHEDULE_BATCH]
+                self.run(lambda s, chunk=chunk: self._apply(s, decided, chunk, cache))
+            for i in range(0, len(decided.waits), WAIT_BATCH):
+                self.run(lambda s, chunk=decided.waits[i:i + WAIT_BATCH]: placement.record_waits(s, decided.now, chunk))
 
-    # the pass's steps, each one transaction (methods, so benchmarks/scheduling_pass.py can time them)
+    # the pass's steps (methods, so benchmarks/scheduling_pass.py can time them)
 
     def _check_agents(self, s: Session) -> None:
         agent_events.check_agents(self, s, self.hub)
@@ -198,8 +215,11 @@ class Controller:
     def _top_up(self, s: Session) -> None:
         progression.top_up(self, s, self.saturated_experiments)
 
-    def _plan_schedule(self, s: Session) -> list[placement.Placement]:
-        return placement.plan(self, s, self.hub)
+    def _plan_schedule(self) -> placement.PassPlan:
+        """The snapshot, read without the lock, and the decision on it."""
+        snap = pass_snapshot.read(self.db, self.config, self.hub, self._slot_ids)
+        return placement.decide(self.config, snap, self.now)
 
-    def _apply(self, s: Session, chunk: list[placement.Placement]) -> None:
-        placement.apply(self, s, self.hub, chunk)
+    def _apply(self, s: Session, decided: placement.PassPlan, chunk: list[placement.Placement],
+               cache: SpecCache) -> None:
+        placement.apply_planned(self, s, self.hub, decided, chunk, cache)

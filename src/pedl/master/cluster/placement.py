@@ -1,128 +1,144 @@
-"""The scheduling pass: plan placements for every pool from one consistent snapshot (the pure
-scheduler decides; this module loads its input and applies its output), then assign them in short
-batches: a task token, the ASSIGNED state, rendezvous for distributed trials, and StartTask to
-each agent after commit."""
+"""The scheduling pass: decide placements for every pool from one snapshot (pass_snapshot.py reads
+it; the pure scheduler decides), then write the decision: preemptions, why each unplaced allocation
+waits, and the assignments themselves (assignment.py), in short batches.
+
+The Controller reads the snapshot and decides outside the cluster lock, then writes under it, batch
+by batch; every write checks the rows as they are then (see `record_waits` and assignment.assign).
+`plan` does all of it but the assignments in the caller's one transaction."""
 
 from __future__ import annotations
 
-import logging
-import secrets
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from pedl.common import agent_protocol as proto
-from pedl.master.cluster import allocations, wait_reasons
+from pedl.config.master_config import MasterConfig
+from pedl.master.cluster import allocations, assignment, pass_snapshot, wait_reasons, wait_records
 from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.assignment import Candidate, Placement
 from pedl.master.cluster.effects import ClusterEffects
-from pedl.master.cluster.rendezvous import node_envs, pick_port
+from pedl.master.cluster.pass_snapshot import PassSnapshot, PendingRow
 from pedl.master.cluster.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
 from pedl.master.cluster.scheduler import plan as schedule_plan
 from pedl.master.cluster.wait_reasons import PoolView, WaitKind
+from pedl.master.cluster.wait_records import WaitUpdate
 from pedl.master.db import models
-from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
-from pedl.master.services import job_queue
-from pedl.master.services.passwords import token_hash
-from pedl.master.services.task_specs import SpecRows, task_spec
-from pedl.master.services.transitions import record_event, set_allocation_state
-
-log = logging.getLogger(__name__)
-
-A = AllocationState
+from pedl.master.services.task_specs import SpecCache
 
 WAIT_REASON_REFRESH = 30.0  # seconds between rewrites of a wait reason whose kind did not change
 # reasons a user may have to act on (a larger agent, max_instances): warning events
 ATTENTION = frozenset({WaitKind.NO_AGENTS, WaitKind.TOO_LARGE, WaitKind.AT_MAX, WaitKind.NEEDS_CONTAINERS})
 
-# a planned placement: (allocation id, [(agent id, slot ids), ...])
-Placement = tuple[str, list[tuple[str, list[str]]]]
+__all__ = ["Placement", "PassPlan", "apply", "apply_planned", "decide", "plan", "preempt", "record_waits"]
+
+
+@dataclass
+class PassPlan:
+    now: float
+    placements: list[Placement] = field(default_factory=list)
+    planned: dict[str, Candidate] = field(default_factory=dict)  # the placed allocations as the snapshot saw them
+    preempt: list[str] = field(default_factory=list)
+    waits: list[WaitUpdate] = field(default_factory=list)
+    wake_provisioners: bool = False
 
 
 def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
-    """Decide placements for every pool (reads, plus the preemptions the scheduler asks for)."""
-    pending = list(s.scalars(select(models.Allocation).where(models.Allocation.state == A.PENDING)))
-    if not pending:
-        return []
-    connected = hub.connected_ids()
-    agents = [a for a in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED))
-              if a.id in connected and a.enabled and not a.draining]
-    held = list(s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))))
-    used: dict[str, set[str]] = {}
-    for alloc in held:
-        for place in alloc.assignment or []:
-            used.setdefault(place["agent_id"], set()).update(place["slot_ids"])
-    groups = _experiment_groups(s, [a.trial_id for a in (*pending, *held) if a.trial_id])
-    positions = _queue_positions(s, [a.trial_id for a in pending if a.trial_id])
-    in_containers = _container_trials(fx, s, [a.trial_id for a in pending if a.trial_id])
-    dynamic = any(p.provider for p in fx.config.resource_pools)
-    instances = _instance_counts(s) if dynamic else {}
-    # agents on spot instances take work first: it costs a fraction of on-demand
-    spot = set(s.scalars(select(models.Instance.id).where(
-        models.Instance.spot.is_(True), models.Instance.state.in_(LIVE_INSTANCE)))) if dynamic else set()
-    # an instance the move planner empties takes no new work
-    draining = set(s.scalars(select(models.Instance.id).where(
-        or_(models.Instance.draining_since.is_not(None), models.Instance.cordoned_since.is_not(None)),
-        models.Instance.state.in_(LIVE_INSTANCE)))) if dynamic else set()
-    out: list[Placement] = []
-    for pool in fx.config.resource_pools:
-        pool_agents = [
-            AgentSnapshot(a.id, tuple(sl["id"] for sl in a.slots),
-                          tuple(sl["id"] for sl in a.slots if sl["id"] not in used.get(a.id, set())),
-                          runs_containers=a.container_runtime == "docker", spot=a.id in spot)
-            for a in agents if a.resource_pool == pool.pool_name and a.id not in draining]
-        requests = [SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *groups.get(a.trial_id, ("", 1.0)),
-                                position=positions.get(a.trial_id), needs_containers=a.trial_id in in_containers)
-                    for a in pending if a.resource_pool == pool.pool_name]
-        if not requests:
+    """Decide placements for every pool from the session's view and record the rest of the decision
+    (preemptions, wait reasons) in its transaction; `apply` assigns what it returns."""
+    s.flush()
+    decided = decide(fx.config, pass_snapshot.load(s, fx.config, hub), fx.now)
+    preempt(fx, s, decided)
+    record_waits(s, decided.now, decided.waits)
+    return decided.placements
+
+
+def apply(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement],
+          cache: SpecCache | None = None) -> None:
+    """Assign a batch of placements whose allocations are still PENDING (assignment.py)."""
+    assignment.assign(fx, s, hub, chunk, cache=cache)
+
+
+def apply_planned(fx: ClusterEffects, s: Session, hub: AgentHub, decided: PassPlan, chunk: list[Placement],
+                  cache: SpecCache) -> None:
+    """Assign a batch of the pass's placements, planned outside the lock (assignment.assign checks
+    them against the rows as they are now)."""
+    assignment.assign(fx, s, hub, chunk, planned=decided.planned, cache=cache)
+
+
+def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
+    """Pure: the snapshot in, the pass's decision out."""
+    out = PassPlan(now)
+    if not snap.pending:
+        return out
+    used: dict[str, set[str]] = defaultdict(set)
+    for held in snap.held:
+        for place in held.assignment:
+            used[place["agent_id"]].update(place["slot_ids"])
+    pending_by_pool, agents_by_pool, held_by_pool = defaultdict(list), defaultdict(list), defaultdict(list)
+    for row in snap.pending:
+        pending_by_pool[row.resource_pool].append(row)
+    for a in snap.agents:
+        taken = used.get(a.id, ())
+        agents_by_pool[a.resource_pool].append(AgentSnapshot(
+            a.id, a.slot_ids, tuple(sl for sl in a.slot_ids if sl not in taken) if taken else a.slot_ids,
+            runs_containers=a.runs_containers, spot=a.id in snap.spot))
+    for held in snap.held:
+        held_by_pool[held.resource_pool].append(held)
+    exps = snap.experiments
+    for pool in config.resource_pools:
+        pending = pending_by_pool.get(pool.pool_name)
+        if not pending:
             continue
-        running = [RunningTask(a.id, a.priority,
-                               tuple((p["agent_id"], tuple(p["slot_ids"])) for p in a.assignment or []),
-                               a.started_at or a.assigned_at or 0.0, groups.get(a.trial_id, ("", 1.0))[0],
-                               a.preempt_requested)
-                   for a in held if a.resource_pool == pool.pool_name]
+        pool_agents = agents_by_pool.get(pool.pool_name, [])
+        requests = []
+        for a in pending:
+            x = exps.get(a.experiment_id) if a.experiment_id is not None else None
+            requests.append(SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *_group(a.experiment_id, x),
+                                        position=x.position if x else None, needs_containers=bool(x and x.image)))
+        running = [RunningTask(h.id, h.priority, tuple((p["agent_id"], tuple(p["slot_ids"])) for p in h.assignment),
+                               h.since, str(h.experiment_id) if h.experiment_id in exps else "", h.preempt_requested)
+                   for h in held_by_pool.get(pool.pool_name, [])]
         sched = pool.scheduler
         result = schedule_plan(requests, pool_agents, running, scheduler=sched.type, fitting=sched.fitting_policy,
                                preemption=sched.preemption) if pool_agents else SchedulePlan()
-        out += [(a.allocation_id, a.placements) for a in result.assignments]
-        for victim_id in result.preempt:
-            victim = s.get(models.Allocation, victim_id)
-            if victim is not None:
-                allocations.preempt(fx, s, victim, "preempted for a more urgent trial")
+        by_id = {a.id: a for a in pending} if result.assignments else {}
+        for a in result.assignments:
+            out.placements.append((a.allocation_id, a.placements))
+            row = by_id[a.allocation_id]
+            out.planned[row.id] = Candidate(row.id, row.task_id, row.trial_id, row.name, row.resource_pool,
+                                            row.wait_kind)
+        out.preempt += result.preempt
         if len(result.assignments) < len(requests):
-            if pool.provider is not None:
-                fx.wake_provisioners()
+            out.wake_provisioners |= pool.provider is not None
             view = PoolView(pool.pool_name, [len(a.slot_ids) for a in pool_agents],
                             sum(len(a.free_slot_ids) for a in pool_agents), dynamic=pool.provider is not None,
                             container_agents=sum(1 for a in pool_agents if a.runs_containers),
                             max_instances=pool.provider.max_instances if pool.provider else 0,
-                            **instances.get(pool.pool_name, {}))
+                            **snap.instances.get(pool.pool_name, {}))
             placed = {a.allocation_id for a in result.assignments}
-            _record_wait_reasons(fx, s, [a for a in pending if a.resource_pool == pool.pool_name
-                                         and a.id not in placed], view, result.capped,
-                                 {a.id for a in pending if a.trial_id in in_containers})
+            in_containers = {r.allocation_id for r in requests if r.needs_containers}
+            out.waits += _wait_reasons(now, [a for a in pending if a.id not in placed], view, result.capped,
+                                       in_containers)
     return out
 
 
-def _instance_counts(s: Session) -> dict[str, dict[str, int]]:
-    """pool -> live_instances and booting_instances, for the wait reasons of dynamic pools."""
-    out: dict[str, dict[str, int]] = {}
-    for pool, state, n in s.execute(select(models.Instance.resource_pool, models.Instance.state, func.count())
-                                    .where(models.Instance.state.in_(LIVE_INSTANCE))
-                                    .group_by(models.Instance.resource_pool, models.Instance.state)):
-        counts = out.setdefault(pool, {"live_instances": 0, "booting_instances": 0})
-        counts["live_instances"] += n
-        if state in (InstanceState.REQUESTED, InstanceState.STARTING):
-            counts["booting_instances"] += n
-    return out
+def _group(experiment_id: int | None, x: pass_snapshot.ExperimentSettings | None) -> tuple[Any, ...]:
+    """(group, weight, max_slots) of a request: its experiment's, or none."""
+    if x is None:
+        return "", 1.0
+    return str(experiment_id), x.weight, x.max_slots
 
 
-def _record_wait_reasons(fx: ClusterEffects, s: Session, waiting: list[models.Allocation], pool: PoolView,
-                         capped: dict[str, tuple[int, int]], in_containers: set[str]) -> None:
-    """Store why each unplaced allocation waits (`capped`: those its experiment's max_slots held back,
-    as the scheduler's plan says). A new kind of reason is also a trial event (so `--follow` and the
-    experiment's events show it); the text alone (a count in it) is refreshed at most every
-    WAIT_REASON_REFRESH seconds, so a long queue is not rewritten on every pass."""
-    now = fx.now
+def _wait_reasons(now: float, waiting: list[PendingRow], pool: PoolView, capped: dict[str, tuple[int, int]],
+                  in_containers: set[str]) -> list[WaitUpdate]:
+    """Why each unplaced allocation waits (`capped`: those its experiment's max_slots held back, as
+    the scheduler's plan says), where that changed. A new kind of reason is also a trial event (so
+    `--follow` and the experiment's events show it); the text alone (a count in it) is refreshed at
+    most every WAIT_REASON_REFRESH seconds, so a long queue is not rewritten on every pass."""
+    out = []
     more_urgent = 0
     by_priority = sorted(waiting, key=lambda a: (a.priority, a.queued_at, a.id))
     for i, alloc in enumerate(by_priority):
@@ -133,133 +149,28 @@ def _record_wait_reasons(fx: ClusterEffects, s: Session, waiting: list[models.Al
                or wait_reasons.reason(alloc.slots_needed, pool, more_urgent))
         kind_changed = alloc.wait_kind != why.kind
         if kind_changed or (alloc.wait_reason != why.text and now - (alloc.wait_since or 0.0) >= WAIT_REASON_REFRESH):
-            alloc.wait_kind, alloc.wait_reason, alloc.wait_since = why.kind, why.text, now
-        if kind_changed and alloc.trial_id is not None:
-            record_event(s, now, "trial", alloc.trial_id, f"waiting: {why.text}",
-                         level="warning" if why.kind in ATTENTION else "info")
-
-
-def apply(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement]) -> None:
-    """Assign a batch of planned placements, loading what the task specs need in a few queries."""
-    with s.no_autoflush:
-        allocs = {a.id: a for a in s.scalars(select(models.Allocation).where(
-            models.Allocation.id.in_([aid for aid, _ in chunk])))}
-        rows = SpecRows.load(s, [a.trial_id for a in allocs.values() if a.trial_id])
-        if any(len(placements) > 1 for _, placements in chunk):
-            _load_rendezvous(s, rows)
-        for alloc_id, placements in chunk:
-            alloc = allocs.get(alloc_id)
-            if alloc is not None and alloc.state == A.PENDING:  # not killed since the plan
-                _assign(fx, s, hub, alloc, placements, rows)
-
-
-def _assign(fx: ClusterEffects, s: Session, hub: AgentHub, alloc: models.Allocation,
-            placements: list[tuple[str, list[str]]], rows: SpecRows) -> None:
-    lacking = _without_containers(fx, s, alloc, placements, rows)
-    if lacking:  # it stays PENDING, saying why; never started half-way on an agent that cannot run it
-        why = (f"its experiment names an environment.image, and agent(s) {', '.join(lacking)} run no "
-               f"containers (start them with Docker, or --container-runtime docker)")
-        if alloc.wait_kind != WaitKind.NEEDS_CONTAINERS:
-            alloc.wait_kind, alloc.wait_reason, alloc.wait_since = WaitKind.NEEDS_CONTAINERS, why, fx.now
-            if alloc.trial_id is not None:
-                record_event(s, fx.now, "trial", alloc.trial_id, f"waiting: {why}", level="warning")
-        return
-    port = None
-    if len(placements) > 1:
-        port = _rendezvous_port(fx, alloc, placements[0][0], rows)
-        if port is None:  # it stays PENDING; the rest of the batch goes on
-            return
-    now = fx.now
-    token = secrets.token_urlsafe(32)
-    alloc.session_token_hash = token_hash(token)
-    alloc.assignment = [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
-                        for i, (a, slots) in enumerate(placements)]
-    alloc.assigned_at = now
-    alloc.wait_kind, alloc.wait_reason = None, None
-    where = ", ".join(f"{a}{slots}" for a, slots in placements)
-    set_allocation_state(s, now, alloc, A.ASSIGNED, f"assigned to {where}")
-    spec = task_spec(fx.cluster_id, alloc, token, rows, fx.config.task_container_defaults)
-    ranks = [{}] if port is None else node_envs(placements, addresses=rows.agent_addresses, port=port)
-    for (agent_id, slot_ids), rank_env in zip(placements, ranks, strict=True):
-        conn = hub.get(agent_id)
-        base = conn.master_url if conn else ""
-        fx.send(agent_id, proto.StartTask(
-            allocation_id=alloc.id, task_id=alloc.task_id, name=alloc.name, entrypoint=spec["entrypoint"],
-            env={**spec["env"], **rank_env}, slot_ids=slot_ids, session_token=token,
-            device_env=spec["device_env"], container=spec["container"],
-            context_url=f"{base}/api/v1/tasks/{alloc.task_id}/context_directory"))
-
-
-def _without_containers(fx: ClusterEffects, s: Session, alloc: models.Allocation,
-                        placements: list[tuple[str, list[str]]], rows: SpecRows) -> list[str]:
-    """The agents of the placement that cannot run the task's container ([] for a process task)."""
-    trial = rows.trials.get(alloc.trial_id) if alloc.trial_id else None
-    exp = rows.experiments.get(trial.experiment_id) if trial else None
-    if exp is None or rows.runtime(exp, fx.config.task_container_defaults).container is None:
-        return []
-    agents = {a.id: a for a in s.scalars(select(models.Agent).where(
-        models.Agent.id.in_([agent_id for agent_id, _ in placements])))}
-    return [agent_id for agent_id, _ in placements
-            if agents.get(agent_id) is None or agents[agent_id].container_runtime != "docker"]
-
-
-def _load_rendezvous(s: Session, rows: SpecRows) -> None:
-    """Agent addresses and the rendezvous ports already taken, for distributed placements."""
-    rows.agent_addresses = {a.id: a.address for a in s.scalars(select(models.Agent))}
-    rows.ports_in_use = {}
-    for held in s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD))):
-        places = held.assignment or []
-        if places and places[0].get("port"):
-            rows.ports_in_use.setdefault(places[0]["agent_id"], set()).add(places[0]["port"])
-
-
-def _rendezvous_port(fx: ClusterEffects, alloc: models.Allocation, chief: str, rows: SpecRows) -> int | None:
-    """A free rendezvous port on the chief agent (see rendezvous.py), taken for the rest of the batch;
-    None when the range is used up there (logged: the allocation waits for a port to be freed)."""
-    taken = rows.ports_in_use.setdefault(chief, set())
-    port = pick_port(fx.config.port_range(), taken, seed=alloc.id)
-    if port is None:
-        log.warning("allocation %s waits: no free rendezvous port on agent %s in %s", alloc.id, chief,
-                    fx.config.rendezvous_port_range)
-        return None
-    taken.add(port)
-    return port
-
-
-def _queue_positions(s: Session, trial_ids: list[int]) -> dict[int, float]:
-    """trial id -> its job's queue position (services/job_queue.py), which orders equal priorities."""
-    if not trial_ids:
-        return {}
-    rows = s.execute(select(models.Trial.id, job_queue.POSITION)
-                     .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
-                     .where(models.Trial.id.in_(set(trial_ids))))
-    return {tid: position for tid, position in rows}
-
-
-def _container_trials(fx: ClusterEffects, s: Session, trial_ids: list[int]) -> set[int]:
-    """The trials that run in a container: their experiment, or the master's task_container_defaults,
-    names an image."""
-    if not trial_ids:
-        return set()
-    if fx.config.task_container_defaults.image is not None:
-        return set(trial_ids)
-    rows = s.execute(select(models.Trial.id, models.Experiment.config)
-                     .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
-                     .where(models.Trial.id.in_(set(trial_ids))))
-    return {tid for tid, cfg in rows if (cfg.get("environment") or {}).get("image")}
-
-
-def _experiment_groups(s: Session, trial_ids: list[int]) -> dict[int, tuple[str, float, int | None]]:
-    """trial id -> (experiment id as the fair-share and max_slots group, the experiment's weight, its
-    resources.max_slots)."""
-    if not trial_ids:
-        return {}
-    rows = s.execute(select(models.Trial.id, models.Experiment.id, models.Experiment.config)
-                     .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
-                     .where(models.Trial.id.in_(set(trial_ids))))
-    out: dict[int, tuple[str, float, int | None]] = {}
-    for tid, eid, cfg in rows:
-        resources = cfg.get("resources") or {}
-        max_slots = resources.get("max_slots")
-        out[tid] = (str(eid), float(resources.get("weight", 1.0)), int(max_slots) if max_slots is not None else None)
+            level = ("warning" if why.kind in ATTENTION else "info") if kind_changed and alloc.trial_id is not None \
+                else None
+            out.append(WaitUpdate(alloc.id, alloc.resource_pool, alloc.trial_id, alloc.wait_kind, why.kind, why.text,
+                                  level))
     return out
+
+
+def preempt(fx: ClusterEffects, s: Session, decided: PassPlan) -> None:
+    """The preemptions the scheduler asked for (each checks the allocation's state as it is now), and
+    a wake-up for the provisioners when a pool with a provider could not place everything."""
+    for victim_id in decided.preempt:
+        victim = s.get(models.Allocation, victim_id)
+        if victim is not None:
+            allocations.preempt(fx, s, victim, "preempted for a more urgent trial")
+    if decided.wake_provisioners:
+        fx.wake_provisioners()
+
+
+def record_waits(s: Session, now: float, waits: Sequence[WaitUpdate]) -> None:
+    """Store the wait reasons (and their events) of the allocations still PENDING in the pool they
+    were decided for with the kind the snapshot saw; any other has moved on and the next pass looks
+    again."""
+    if waits:
+        s.flush()
+        assignment.expire_allocations(s, wait_records.store(s, now, waits))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from pedl.master.db import models
 
-
-def trial_env(*, cluster_id: str, exp: models.Experiment, trial: models.Trial, alloc: models.Allocation,
+def trial_env(*, cluster_id: str, experiment_id: int, config_json: str, trial: Any, alloc: Any,
               session_token: str, username: str, user_env: dict[str, str], steps_completed: int) -> dict[str, str]:
+    """`trial` and `alloc`: rows or models with the columns used here; `config_json` is the
+    experiment's config as JSON text (encoded once per experiment by the caller)."""
     env = dict(user_env)
     env.update({
         "DET_CLUSTER_ID": cluster_id,
@@ -18,10 +19,10 @@ def trial_env(*, cluster_id: str, exp: models.Experiment, trial: models.Trial, a
         "DET_SESSION_TOKEN": session_token,
         "DET_TASK_TYPE": "TRIAL",
         "DET_TRIAL_ID": str(trial.id),
-        "DET_EXPERIMENT_ID": str(exp.id),
+        "DET_EXPERIMENT_ID": str(experiment_id),
         "DET_TRIAL_SEED": str(trial.seed),
         "DET_HPARAMS": json.dumps(trial.hparams),
-        "DET_EXPERIMENT_CONFIG": json.dumps(exp.config),
+        "DET_EXPERIMENT_CONFIG": config_json,
         "DET_STEPS_COMPLETED": str(steps_completed),
         "DET_TRIAL_RUN_ID": str(trial.run_id),
         "DET_LATEST_CHECKPOINT": trial.latest_checkpoint or "",

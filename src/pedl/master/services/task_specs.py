@@ -1,55 +1,110 @@
 """Task specs: what a trial's process is started with (entrypoint and DET_* environment), built
-from rows loaded for a whole batch of placements in a few queries."""
+from rows loaded for a whole batch of placements in a few column queries (no ORM objects)."""
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from pedl.config.experiment_config import ExperimentConfig
 from pedl.config.task_container import TaskContainerDefaults, container_spec, task_variables
+from pedl.master.cluster.bulk_rows import dialect_of, in_list
+from pedl.master.cluster.json_columns import as_text, loads
 from pedl.master.db import models
 from pedl.master.services import task_env
+
+TRIAL = models.Trial.__table__
+EXPERIMENT = models.Experiment.__table__
+USER = models.User.__table__
+CHECKPOINT = models.Checkpoint.__table__
+
+
+@functools.cache
+def _queries(dialect: str) -> tuple[Select[Any], ...]:
+    """(trials, experiments, users, checkpoint steps) by a list of ids (the `ids` parameter)."""
+    return (select(TRIAL.c.id, TRIAL.c.experiment_id, TRIAL.c.seed, as_text(TRIAL.c.hparams), TRIAL.c.run_id,
+                   TRIAL.c.latest_checkpoint).where(in_list(TRIAL.c.id, dialect)),
+            select(EXPERIMENT.c.id, EXPERIMENT.c.owner_id, as_text(EXPERIMENT.c.config))
+            .where(in_list(EXPERIMENT.c.id, dialect)),
+            select(USER.c.id, USER.c.username).where(in_list(USER.c.id, dialect)),
+            select(CHECKPOINT.c.uuid, CHECKPOINT.c.steps_completed).where(in_list(CHECKPOINT.c.uuid, dialect)))
+
+
+class TrialRow(NamedTuple):
+    id: int
+    experiment_id: int
+    seed: int
+    hparams: dict[str, Any]
+    run_id: int
+    latest_checkpoint: str | None
+
+
+class ExperimentRow(NamedTuple):
+    id: int
+    owner_id: int
+    config: dict[str, Any]
+    config_json: str  # DET_EXPERIMENT_CONFIG
+
+
+@dataclass
+class SpecCache:
+    """What a pass keeps between its batches: each experiment's parsed config and runtime, reused
+    while the stored config text is the same (a config edited between batches is read again)."""
+
+    experiments: dict[int, tuple[str, ExperimentRow]] = field(default_factory=dict)
+    runtimes: dict[int, tuple[str, TaskRuntimeSpec]] = field(default_factory=dict)
+
+    def experiment(self, eid: int, owner_id: int, text: str) -> ExperimentRow:
+        cached = self.experiments.get(eid)
+        if cached is None or cached[0] != text or cached[1].owner_id != owner_id:
+            config = loads(text)
+            cached = (text, ExperimentRow(eid, owner_id, config, json.dumps(config)))
+            self.experiments[eid] = cached
+        return cached[1]
 
 
 @dataclass
 class SpecRows:
     """The rows task specs need, loaded for a batch of trials in a few queries."""
 
-    trials: dict[int, models.Trial]
-    experiments: dict[int, models.Experiment]
-    users: dict[int, models.User]
-    checkpoints: dict[str, models.Checkpoint]
-    runtimes: dict[int, TaskRuntimeSpec] = field(default_factory=dict)  # experiment id -> variables, container
+    trials: dict[int, TrialRow]
+    experiments: dict[int, ExperimentRow]
+    usernames: dict[int, str]  # user id -> username
+    checkpoint_steps: dict[str, int]  # checkpoint uuid -> steps_completed
+    cache: SpecCache = field(default_factory=lambda: SpecCache())
     agent_addresses: dict[str, str] = field(default_factory=dict)  # for distributed placements
     ports_in_use: dict[str, set[int]] = field(default_factory=dict)  # chief agent -> rendezvous ports
 
     @classmethod
-    def load(cls, s: Session, trial_ids: list[int]) -> SpecRows:
-        trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(trial_ids)))} \
-            if trial_ids else {}
+    def load(cls, s: Session, trial_ids: list[int], cache: SpecCache | None = None) -> SpecRows:
+        cache = cache or SpecCache()
+        q_trials, q_experiments, q_users, q_steps = _queries(dialect_of(s))
+        trials = {tid: TrialRow(tid, eid, seed, loads(hparams), run_id, ckpt) for tid, eid, seed, hparams, run_id, ckpt
+                  in s.execute(q_trials, {"ids": list(trial_ids)})} if trial_ids else {}
         exp_ids = {t.experiment_id for t in trials.values()}
-        exps = {e.id: e for e in s.scalars(select(models.Experiment).where(models.Experiment.id.in_(exp_ids)))} \
-            if exp_ids else {}
+        exps = {eid: cache.experiment(eid, owner_id, text) for eid, owner_id, text in
+                s.execute(q_experiments, {"ids": list(exp_ids)})} if exp_ids else {}
         user_ids = {e.owner_id for e in exps.values()}
-        users = {u.id: u for u in s.scalars(select(models.User).where(models.User.id.in_(user_ids)))} \
-            if user_ids else {}
-        uuids = [t.latest_checkpoint for t in trials.values() if t.latest_checkpoint]
-        ckpts = {c.uuid: c for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.uuid.in_(uuids)))} \
-            if uuids else {}
-        return cls(trials, exps, users, ckpts)
+        users = dict(s.execute(q_users, {"ids": list(user_ids)}).all()) if user_ids else {}
+        uuids = {t.latest_checkpoint for t in trials.values() if t.latest_checkpoint}
+        steps = dict(s.execute(q_steps, {"ids": list(uuids)}).all()) if uuids else {}
+        return cls(trials, exps, users, steps, cache)
 
-    def runtime(self, exp: models.Experiment, defaults: TaskContainerDefaults) -> TaskRuntimeSpec:
+    def runtime(self, exp: ExperimentRow, defaults: TaskContainerDefaults) -> TaskRuntimeSpec:
         """The experiment's variables and container, with the master's task_container_defaults."""
-        if exp.id not in self.runtimes:
+        cached = self.cache.runtimes.get(exp.id)
+        if cached is None or cached[0] != exp.config_json:
             cfg = ExperimentConfig.model_validate(exp.config)
             plain, by_device = task_variables(defaults, cfg.environment)
-            self.runtimes[exp.id] = TaskRuntimeSpec(plain, by_device,
-                                                    container_spec(defaults, cfg.environment, cfg.bind_mounts))
-        return self.runtimes[exp.id]
+            cached = (exp.config_json, TaskRuntimeSpec(plain, by_device,
+                                                       container_spec(defaults, cfg.environment, cfg.bind_mounts)))
+            self.cache.runtimes[exp.id] = cached
+        return cached[1]
 
 
 @dataclass(frozen=True)
@@ -59,15 +114,16 @@ class TaskRuntimeSpec:
     container: dict[str, Any] | None  # None: a process
 
 
-def task_spec(cluster_id: str, alloc: models.Allocation, token: str, rows: SpecRows,
+def task_spec(cluster_id: str, alloc: Any, token: str, rows: SpecRows,
               defaults: TaskContainerDefaults | None = None) -> dict[str, Any]:
+    """`alloc`: an Allocation or a row with its id, task_id and trial_id."""
     trial = rows.trials[alloc.trial_id]
     exp = rows.experiments[trial.experiment_id]
-    owner = rows.users.get(exp.owner_id)
-    ckpt = rows.checkpoints.get(trial.latest_checkpoint) if trial.latest_checkpoint else None
+    steps = rows.checkpoint_steps.get(trial.latest_checkpoint, 0) if trial.latest_checkpoint else 0
     runtime = rows.runtime(exp, defaults or TaskContainerDefaults())
-    env = task_env.trial_env(cluster_id=cluster_id, exp=exp, trial=trial, alloc=alloc, session_token=token,
-                             username=owner.username if owner else "", user_env=runtime.env,
-                             steps_completed=ckpt.steps_completed if ckpt else 0)
+    env = task_env.trial_env(cluster_id=cluster_id, experiment_id=exp.id, config_json=exp.config_json, trial=trial,
+                             alloc=alloc, session_token=token, username=rows.usernames.get(exp.owner_id, ""),
+                             user_env=runtime.env, steps_completed=steps)
     return {"entrypoint": exp.config["entrypoint"], "env": env, "device_env": runtime.device_env,
             "container": runtime.container}
+

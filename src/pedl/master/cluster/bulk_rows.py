@@ -1,0 +1,88 @@
+"""A batch of rows as a table inside one statement, passed as one JSON parameter (`rows`): json_each
+on SQLite, json_to_recordset on PostgreSQL. An UPDATE ... FROM or INSERT ... SELECT over a batch is
+then one statement the database runs as a join, where an executemany costs SQLAlchemy and the driver
+a round of parameter processing per row (and PostgreSQL a statement per row).
+
+The statements are SQLAlchemy constructs on the real tables, built once per dialect (building one
+costs about what SQLite takes to run it over a batch) and run through the session, so what a
+session wrote is counted as usual (db/change_counters.py)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from sqlalchemy import JSON, Float, Integer, String, Table, any_, bindparam, column, func, insert, select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import ColumnElement, Executable, FromClause
+from sqlalchemy.types import TypeEngine
+
+# the columns of a batch: (name, type), the type String, Float, Integer or JSON
+Columns = tuple[tuple[str, type[TypeEngine[Any]]], ...]
+TEXT, FLOAT, INTEGER, JSON_VALUE = String, Float, Integer, JSON
+
+
+def dialect_of(s: Session) -> str:
+    return s.get_bind().dialect.name
+
+
+def rows_table(dialect: str, columns: Columns, name: str = "v") -> FromClause:
+    """The rows of the `rows` parameter (see `encode`) as a FROM clause with `columns`; a JSON
+    column's value is stored as JSON (its text on SQLite)."""
+    if dialect == "postgresql":
+        records = func.json_to_recordset(bindparam("rows", type_=String).cast(JSON))
+        return records.table_valued(*(column(n, t()) for n, t in columns)).render_derived(name, with_types=True)
+    each = func.json_each(bindparam("rows", type_=String)).table_valued("value")
+    # materialized: joined as a subquery, SQLite may scan it once per row of the other table
+    return select(*(func.json_extract(each.c.value, f"$[{i}]").label(n) for i, (n, _) in enumerate(columns))) \
+        .select_from(each).cte(name).prefix_with("MATERIALIZED")
+
+
+def in_list(column_: ColumnElement[Any], dialect: str, name: str = "ids") -> ColumnElement[bool]:
+    """`column_` is one of the list passed as parameter `name`. On PostgreSQL one array parameter
+    (= ANY): an IN of hundreds of parameters is a new statement text each time, which psycopg then
+    parses in Python (it caches only short ones)."""
+    if dialect == "postgresql":
+        return column_ == any_(bindparam(name, type_=ARRAY(column_.type)))
+    return column_.in_(bindparam(name, expanding=True))
+
+
+def by_key(column_: ColumnElement[Any], dialect: str) -> list[ColumnElement[bool]]:
+    """For an UPDATE ... FROM the rows joined on `column_` (a primary key): on PostgreSQL also
+    `column_` = ANY(the `ids` parameter), so the table is read by its key whatever the planner thinks
+    of the rows' count (it takes json_to_recordset for 100 rows, and then hashes a whole table for a
+    batch of a few hundred); see `params`."""
+    return [in_list(column_, dialect)] if dialect == "postgresql" else []
+
+
+def params(dialect: str, columns: Columns, rows: Sequence[Sequence[Any]], **more: Any) -> dict[str, Any]:
+    """The parameters of a statement over the rows: `rows`, `ids` (the first column, for `by_key`)
+    on PostgreSQL, and `more`."""
+    out = {"rows": encode(dialect, columns, rows), **more}
+    if dialect == "postgresql":
+        out["ids"] = [row[0] for row in rows]
+    return out
+
+
+def encode(dialect: str, columns: Columns, rows: Sequence[Sequence[Any]]) -> str:
+    """The `rows` parameter: tuples in `columns` order, as JSON (objects for json_to_recordset)."""
+    if dialect == "postgresql":
+        names = [n for n, _ in columns]
+        return orjson.dumps([dict(zip(names, row, strict=True)) for row in rows]).decode()
+    return orjson.dumps(rows).decode()
+
+
+def insert_rows(s: Session, table: Table, columns: Columns, rows: Sequence[Sequence[Any]]) -> None:
+    """INSERT INTO table (columns) SELECT ... FROM the rows: one statement for the whole batch."""
+    if rows:
+        dialect = dialect_of(s)
+        s.execute(_insert(table, columns, dialect), {"rows": encode(dialect, columns, rows)})
+
+
+@functools.cache
+def _insert(table: Table, columns: Columns, dialect: str) -> Executable:
+    src = rows_table(dialect, columns)
+    return insert(table).from_select([n for n, _ in columns], select(*(src.c[n] for n, _ in columns)))

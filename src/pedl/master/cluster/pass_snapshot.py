@@ -1,0 +1,183 @@
+"""What a scheduling pass reads: the pending allocations, the usable agents, the allocations holding
+slots and the experiments' scheduling settings, as plain columns (no ORM objects, JSON parsed once).
+
+`read` takes it in one read-only transaction, outside the cluster lock and without SQLite's write
+lock, so API requests and agent reports go on while a large pass is planned (see placement.py for
+what is checked again under the lock before anything is written)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from pedl.config.master_config import MasterConfig
+from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.bulk_rows import dialect_of, in_list
+from pedl.master.cluster.json_columns import as_text, loads
+from pedl.master.db import models
+from pedl.master.db.engine import Database
+from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
+from pedl.master.services import job_queue
+
+ALLOC = models.Allocation.__table__
+AGENT = models.Agent.__table__
+TRIAL = models.Trial.__table__
+
+
+class PendingRow(NamedTuple):
+    id: str
+    task_id: str
+    trial_id: int | None
+    name: str
+    experiment_id: int | None
+    resource_pool: str
+    slots_needed: int
+    priority: int
+    queued_at: float
+    wait_kind: str | None
+    wait_reason: str | None
+    wait_since: float | None
+
+
+class HeldRow(NamedTuple):
+    id: str
+    experiment_id: int | None
+    resource_pool: str
+    priority: int
+    assignment: list[dict[str, Any]]
+    since: float  # started_at, else assigned_at
+    preempt_requested: bool
+
+
+class AgentRow(NamedTuple):
+    id: str
+    resource_pool: str
+    slot_ids: tuple[str, ...]
+    runs_containers: bool
+
+
+class ExperimentSettings(NamedTuple):
+    weight: float  # fair share
+    max_slots: int | None
+    position: float  # its job's queue position (services/job_queue.py)
+    image: bool  # its trials run in a container
+
+
+class SlotIdsCache:
+    """Each agent's slot ids by its slots column as last read: an agent's slots change only when it
+    registers again, and parsing 1,000 agents' slots is most of a one-trial pass's snapshot. Holds
+    the agents of the last read only."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def read(self, rows: Iterable[tuple[str, str, str, str]]) -> list[tuple[str, str, tuple[str, ...], str]]:
+        """(id, pool, slots text, runtime) rows -> (id, pool, slot ids, runtime)."""
+        seen: dict[str, tuple[str, tuple[str, ...]]] = {}
+        out = []
+        for aid, pool, text, runtime in rows:
+            cached = self._ids.get(aid)
+            if cached is None or cached[0] != text:
+                cached = (text, tuple(sl["id"] for sl in loads(text) or []))
+            seen[aid] = cached
+            out.append((aid, pool, cached[1], runtime))
+        self._ids = seen
+        return out
+
+
+@dataclass
+class PassSnapshot:
+    pending: list[PendingRow] = field(default_factory=list)
+    # connected (in the database and in the hub), enabled, not draining, not on an instance being emptied
+    agents: list[AgentRow] = field(default_factory=list)
+    held: list[HeldRow] = field(default_factory=list)
+    experiments: dict[int, ExperimentSettings] = field(default_factory=dict)
+    spot: set[str] = field(default_factory=set)  # agents on live spot instances
+    instances: dict[str, dict[str, int]] = field(default_factory=dict)  # pool -> live/booting counts
+    dynamic: bool = False  # some pool has a provider
+
+
+def read(db: Database, config: MasterConfig, hub: AgentHub, slot_ids: SlotIdsCache | None = None) -> PassSnapshot:
+    """The snapshot in one read-only transaction (REPEATABLE READ on PostgreSQL, where each statement
+    would otherwise see its own; SQLite's read transaction is one snapshot already)."""
+    with db.read_session() as s:
+        if not db.is_sqlite:
+            s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        return load(s, config, hub, slot_ids)
+
+
+def load(s: Session, config: MasterConfig, hub: AgentHub, slot_ids: SlotIdsCache | None = None) -> PassSnapshot:
+    """Everything the pass decides on; nothing but the pending allocations when there are none."""
+    pending = [PendingRow(*r) for r in s.execute(
+        select(ALLOC.c.id, ALLOC.c.task_id, ALLOC.c.trial_id, ALLOC.c.name, TRIAL.c.experiment_id,
+               ALLOC.c.resource_pool, ALLOC.c.slots_needed,
+               ALLOC.c.priority, ALLOC.c.queued_at, ALLOC.c.wait_kind, ALLOC.c.wait_reason, ALLOC.c.wait_since)
+        .select_from(ALLOC.outerjoin(TRIAL, TRIAL.c.id == ALLOC.c.trial_id))
+        .where(ALLOC.c.state == AllocationState.PENDING))]
+    if not pending:
+        return PassSnapshot()
+    snap = PassSnapshot(pending=pending, dynamic=any(p.provider for p in config.resource_pools))
+    snap.held = [HeldRow(aid, exp_id, pool, priority, loads(assignment) or [], started or assigned or 0.0,
+                         bool(preempting))
+                 for aid, exp_id, pool, priority, assignment, started, assigned, preempting in s.execute(
+                     select(ALLOC.c.id, TRIAL.c.experiment_id, ALLOC.c.resource_pool, ALLOC.c.priority,
+                            as_text(ALLOC.c.assignment), ALLOC.c.started_at, ALLOC.c.assigned_at,
+                            ALLOC.c.preempt_requested)
+                     .select_from(ALLOC.outerjoin(TRIAL, TRIAL.c.id == ALLOC.c.trial_id))
+                     .where(ALLOC.c.state.in_(HELD)))]
+    draining: set[str] = set()
+    if snap.dynamic:
+        snap.instances = _instance_counts(s)
+        # agents on spot instances take work first: it costs a fraction of on-demand
+        snap.spot = set(s.scalars(select(models.Instance.id).where(
+            models.Instance.spot.is_(True), models.Instance.state.in_(LIVE_INSTANCE))))
+        # an instance the move planner empties takes no new work
+        draining = set(s.scalars(select(models.Instance.id).where(
+            or_(models.Instance.draining_since.is_not(None), models.Instance.cordoned_since.is_not(None)),
+            models.Instance.state.in_(LIVE_INSTANCE))))
+    connected = hub.connected_ids()
+    rows = s.execute(select(AGENT.c.id, AGENT.c.resource_pool, as_text(AGENT.c.slots), AGENT.c.container_runtime)
+                     .where(AGENT.c.state == AgentState.CONNECTED, AGENT.c.enabled.is_(True),
+                            AGENT.c.draining.is_(False))).all()
+    snap.agents = [AgentRow(aid, pool, ids, runtime == "docker")
+                   for aid, pool, ids, runtime in (slot_ids or SlotIdsCache()).read(rows)
+                   if aid in connected and aid not in draining]
+    snap.experiments = _experiments(s, config, {r.experiment_id for r in (*pending, *snap.held)} - {None})
+    return snap
+
+
+def _experiments(s: Session, config: MasterConfig, ids: Iterable[int | None]) -> dict[int, ExperimentSettings]:
+    """Each experiment's weight and max_slots (resources), queue position and whether it runs in a
+    container (its environment.image, or the master's task_container_defaults)."""
+    ids = sorted(i for i in ids if i is not None)
+    if not ids:
+        return {}
+    X = models.Experiment
+    default_image = config.task_container_defaults.image is not None
+    out: dict[int, ExperimentSettings] = {}
+    for eid, text, position in s.execute(select(X.id, as_text(X.config), job_queue.POSITION)
+                                         .where(in_list(X.id, dialect_of(s))), {"ids": ids}):
+        cfg = loads(text) or {}
+        resources = cfg.get("resources") or {}
+        max_slots = resources.get("max_slots")
+        out[eid] = ExperimentSettings(float(resources.get("weight", 1.0)),
+                                      int(max_slots) if max_slots is not None else None, position,
+                                      default_image or bool((cfg.get("environment") or {}).get("image")))
+    return out
+
+
+def _instance_counts(s: Session) -> dict[str, dict[str, int]]:
+    """pool -> live_instances and booting_instances, for the wait reasons of dynamic pools."""
+    out: dict[str, dict[str, int]] = {}
+    for pool, state, n in s.execute(select(models.Instance.resource_pool, models.Instance.state, func.count())
+                                    .where(models.Instance.state.in_(LIVE_INSTANCE))
+                                    .group_by(models.Instance.resource_pool, models.Instance.state)):
+        counts = out.setdefault(pool, {"live_instances": 0, "booting_instances": 0})
+        counts["live_instances"] += n
+        if state in (InstanceState.REQUESTED, InstanceState.STARTING):
+            counts["booting_instances"] += n
+    return out
