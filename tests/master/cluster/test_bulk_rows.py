@@ -58,7 +58,8 @@ def test_an_update_from_the_rows_touches_and_returns_only_the_rows_that_join(s: 
     rows = [("a", "default", "ta", place), ("elsewhere", "default", "te", []), ("gone", "default", "tg", [])]
     dialect = dialect_of(s)
     v = rows_table(dialect, columns)
-    stmt = (update(ALLOC).where(ALLOC.c.id == v.c.id, ALLOC.c.resource_pool == v.c.pool, *by_key(ALLOC.c.id, dialect))
+    stmt = (update(ALLOC).where(ALLOC.c.id == v.c.id, ALLOC.c.resource_pool == v.c.pool,
+                                *by_key(ALLOC.c.id, dialect, (ALLOC.c.state, A.PENDING)))
             .values(session_token_hash=v.c.token, assignment=v.c.assignment).returning(ALLOC.c.id))
     assert s.execute(stmt, params(dialect, columns, rows)).scalars().all() == ["a"]
     got = {r.id: (r.session_token_hash, r.assignment) for r in s.execute(select(models.Allocation))

@@ -9,10 +9,11 @@ agents are no longer usable. Those wait for the next pass."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import logging
 import secrets
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import Select, bindparam, select, update
@@ -39,6 +40,8 @@ A = AllocationState
 ALLOC = models.Allocation.__table__
 AGENT = models.Agent.__table__
 EVENT = models.Event.__table__
+
+TOKEN_BYTES = 32  # a task token's randomness (secrets.token_urlsafe's default)
 
 # a planned placement: (allocation id, [(agent id, slot ids), ...])
 Placement = tuple[str, list[tuple[str, list[str]]]]
@@ -80,6 +83,9 @@ def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placem
         _load_rendezvous(s, rows, {agent_id for _, places in todo for agent_id, _ in places})
     in_containers, runtimes = _container_runtimes(fx, s, todo, rows)
     now, defaults = fx.now, fx.config.task_container_defaults
+    for row, _ in todo[:1]:  # every one of the batch takes this edge
+        check_transition("allocation", row.id, A.PENDING, A.ASSIGNED)
+    tokens = _tokens(len(todo))
     assigned: list[tuple[Any, ...]] = []  # (id, pool, token hash, assignment, event message)
     starts: dict[str, list[tuple[str, proto.StartTask]]] = {}
     waits: list[WaitUpdate] = []
@@ -98,8 +104,7 @@ def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placem
             port = _rendezvous_port(fx, row.id, places[0][0], rows)
             if port is None:  # it stays PENDING; the rest of the batch goes on
                 continue
-        check_transition("allocation", row.id, A.PENDING, A.ASSIGNED)
-        token = secrets.token_urlsafe(32)
+        token = next(tokens)
         assigned.append((row.id, row.resource_pool, token_hash(token),
                          [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
                           for i, (a, slots) in enumerate(places)],
@@ -142,10 +147,17 @@ ASSIGN_COLUMNS = (("id", TEXT), ("pool", TEXT), ("token_hash", TEXT), ("assignme
 @functools.cache
 def _assign_statement(dialect: str) -> Executable:
     v = rows_table(dialect, ASSIGN_COLUMNS)
-    return (update(ALLOC).where(ALLOC.c.id == v.c.id, ALLOC.c.state == A.PENDING, ALLOC.c.resource_pool == v.c.pool,
-                                *by_key(ALLOC.c.id, dialect))
+    return (update(ALLOC).where(ALLOC.c.id == v.c.id, ALLOC.c.resource_pool == v.c.pool,
+                                *by_key(ALLOC.c.id, dialect, (ALLOC.c.state, A.PENDING)))
             .values(state=A.ASSIGNED, session_token_hash=v.c.token_hash, assignment=v.c.assignment,
                     assigned_at=bindparam("now"), wait_kind=None, wait_reason=None).returning(ALLOC.c.id))
+
+
+def _tokens(n: int) -> Iterator[str]:
+    """n task tokens, each as secrets.token_urlsafe(32) makes one, from one read of the OS's random source."""
+    raw = secrets.token_bytes(TOKEN_BYTES * n)
+    for i in range(0, len(raw), TOKEN_BYTES):
+        yield base64.urlsafe_b64encode(raw[i:i + TOKEN_BYTES]).rstrip(b"=").decode("ascii")
 
 
 def expire_allocations(s: Session, ids: Collection[str]) -> None:

@@ -50,12 +50,17 @@ def in_list(column_: ColumnElement[Any], dialect: str, name: str = "ids") -> Col
     return column_.in_(bindparam(name, expanding=True))
 
 
-def by_key(column_: ColumnElement[Any], dialect: str) -> list[ColumnElement[bool]]:
-    """For an UPDATE ... FROM the rows joined on `column_` (a primary key): on PostgreSQL also
-    `column_` = ANY(the `ids` parameter), so the table is read by its key whatever the planner thinks
-    of the rows' count (it takes json_to_recordset for 100 rows, and then hashes a whole table for a
-    batch of a few hundred); see `params`."""
-    return [in_list(column_, dialect)] if dialect == "postgresql" else []
+def by_key(key: ColumnElement[Any], dialect: str,
+           *conditions: tuple[ColumnElement[Any], Any]) -> list[ColumnElement[bool]]:
+    """The WHERE of an UPDATE ... FROM the rows joined on `key` (a primary key), with `conditions`
+    ((column, value): column = value) on the rows updated. On PostgreSQL the table is read by its
+    key: `key` = ANY(the `ids` parameter, see `params`), and the conditions' columns are wrapped so
+    that their indexes are not used; else the planner, which takes json_to_recordset for 100 rows and
+    may think few rows match a condition (ix_allocations_state after a burst of new ones), reads every
+    row matching it and tests each against the array, one by one in a prepared statement's plan."""
+    if dialect != "postgresql":
+        return [column_ == value for column_, value in conditions]
+    return [in_list(key, dialect), *(func.coalesce(column_, value) == value for column_, value in conditions)]
 
 
 def params(dialect: str, columns: Columns, rows: Sequence[Sequence[Any]], **more: Any) -> dict[str, Any]:

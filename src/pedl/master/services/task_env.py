@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
-def trial_env(*, cluster_id: str, experiment_id: int, config_json: str, trial: Any, alloc: Any,
+def trial_env(*, cluster_id: str, experiment_id: int, config_json: str, trial: Any, hparams_json: str, alloc: Any,
               session_token: str, username: str, user_env: dict[str, str], steps_completed: int) -> dict[str, str]:
-    """`trial` and `alloc`: rows or models with the columns used here; `config_json` is the
-    experiment's config as JSON text (encoded once per experiment by the caller)."""
+    """`trial` and `alloc`: rows or models with the columns used here; `config_json` and
+    `hparams_json`: the experiment's config and the trial's hyperparameters as JSON text (encoded once
+    per experiment, and as stored, by the caller)."""
     env = dict(user_env)
     env.update({
         "DET_CLUSTER_ID": cluster_id,
@@ -21,7 +21,7 @@ def trial_env(*, cluster_id: str, experiment_id: int, config_json: str, trial: A
         "DET_TRIAL_ID": str(trial.id),
         "DET_EXPERIMENT_ID": str(experiment_id),
         "DET_TRIAL_SEED": str(trial.seed),
-        "DET_HPARAMS": json.dumps(trial.hparams),
+        "DET_HPARAMS": hparams_json,
         "DET_EXPERIMENT_CONFIG": config_json,
         "DET_STEPS_COMPLETED": str(steps_completed),
         "DET_TRIAL_RUN_ID": str(trial.run_id),

@@ -39,7 +39,7 @@ class TrialRow(NamedTuple):
     id: int
     experiment_id: int
     seed: int
-    hparams: dict[str, Any]
+    hparams_json: str  # as stored: the JSON column's encoding, json.dumps (DET_HPARAMS)
     run_id: int
     latest_checkpoint: str | None
 
@@ -84,8 +84,7 @@ class SpecRows:
     def load(cls, s: Session, trial_ids: list[int], cache: SpecCache | None = None) -> SpecRows:
         cache = cache or SpecCache()
         q_trials, q_experiments, q_users, q_steps = _queries(dialect_of(s))
-        trials = {tid: TrialRow(tid, eid, seed, loads(hparams), run_id, ckpt) for tid, eid, seed, hparams, run_id, ckpt
-                  in s.execute(q_trials, {"ids": list(trial_ids)})} if trial_ids else {}
+        trials = {r[0]: TrialRow(*r) for r in s.execute(q_trials, {"ids": list(trial_ids)})} if trial_ids else {}
         exp_ids = {t.experiment_id for t in trials.values()}
         exps = {eid: cache.experiment(eid, owner_id, text) for eid, owner_id, text in
                 s.execute(q_experiments, {"ids": list(exp_ids)})} if exp_ids else {}
@@ -122,8 +121,9 @@ def task_spec(cluster_id: str, alloc: Any, token: str, rows: SpecRows,
     steps = rows.checkpoint_steps.get(trial.latest_checkpoint, 0) if trial.latest_checkpoint else 0
     runtime = rows.runtime(exp, defaults or TaskContainerDefaults())
     env = task_env.trial_env(cluster_id=cluster_id, experiment_id=exp.id, config_json=exp.config_json, trial=trial,
-                             alloc=alloc, session_token=token, username=rows.usernames.get(exp.owner_id, ""),
-                             user_env=runtime.env, steps_completed=steps)
+                             hparams_json=trial.hparams_json, alloc=alloc, session_token=token,
+                             username=rows.usernames.get(exp.owner_id, ""), user_env=runtime.env,
+                             steps_completed=steps)
     return {"entrypoint": exp.config["entrypoint"], "env": env, "device_env": runtime.device_env,
             "container": runtime.container}
 
