@@ -239,3 +239,41 @@ def test_a_batch_goes_on_past_an_allocation_that_waits_for_a_port(fx: RecordingE
     placement.apply(fx, s, AgentHub(), chunk)
     assert [a.state for a in (first, second, third)] == [
         AllocationState.ASSIGNED, AllocationState.PENDING, AllocationState.ASSIGNED]
+
+
+# -- running tasks the decision reads -----------------------------------------------------------
+
+
+def grid(fx: RecordingEffects, s: Session, resources: str = "") -> list[models.Allocation]:
+    """An experiment of three one-slot trials (a grid); their pending allocations."""
+    from pedl.master.services import experiments as experiments_service
+    from tests.master.cluster.recording_effects import owner
+
+    text = ("name: g\nentrypoint: python3 train.py\nsearcher: {name: grid, metric: loss, max_length: 10}\n"
+            "hyperparameters: {lr: {type: categorical, vals: [1, 2, 3]}}\n" + resources)
+    exp = experiments_service.create(fx, s, owner(s), config_text=text, files=[], activate=True)
+    return [a for t in trials_of(s, exp) for a in allocations_of(s, t)]
+
+
+def test_running_trials_count_against_their_experiments_max_slots(
+        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    agent(s, "a1", slots=4)
+    first, *rest = grid(fx, s, "resources: {max_slots: 1}\n")
+    run_on(fx, s, first, "a1")
+    free = pending(fx, s)
+    assert [aid for aid, _ in placement.plan(fx, s, hub_of(loop, "a1"))] == [free.id]
+    assert [a.wait_kind for a in rest] == ["max_slots", "max_slots"]
+
+
+def test_fair_share_counts_what_each_experiment_runs(
+        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    pool = ResourcePoolConfig(pool_name="default", scheduler=SchedulerConfig(type="fair_share"))
+    fx.config = fx.config.model_copy(update={"resource_pools": [pool]})
+    agent(s, "a1", slots=3)
+    busy, other, waiting = grid(fx, s)
+    run_on(fx, s, busy, "a1")
+    run_on(fx, s, other, "a1")
+    newcomer = pending(fx, s)
+    planned = placement.plan(fx, s, hub_of(loop, "a1"))
+    assert [aid for aid, _ in planned] == [newcomer.id]  # before the experiment that runs two already
+    assert waiting.state == A.PENDING

@@ -98,10 +98,18 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
             x = exps.get(a.experiment_id) if a.experiment_id is not None else None
             requests.append(SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *_group(a.experiment_id, x),
                                         position=x.position if x else None, needs_containers=bool(x and x.image)))
-        running = [RunningTask(h.id, h.priority, tuple((p["agent_id"], tuple(p["slot_ids"])) for p in h.assignment),
-                               h.since, str(h.experiment_id) if h.experiment_id in exps else "", h.preempt_requested)
-                   for h in held_by_pool.get(pool.pool_name, [])]
         sched = pool.scheduler
+        # what the scheduler reads of running tasks: their groups' usage (fair share), victims
+        # (preemption), and the slots held in groups with a max_slots; free slots come from `used`
+        everyone = sched.type == "fair_share" or sched.preemption
+        capped = {r.group for r in requests if r.max_slots is not None}
+        running = []
+        for h in held_by_pool.get(pool.pool_name, []):
+            group = str(h.experiment_id) if h.experiment_id in exps else ""
+            if everyone or group in capped:
+                running.append(RunningTask(h.id, h.priority, tuple((p["agent_id"], tuple(p["slot_ids"]))
+                                                                   for p in h.assignment),
+                                           h.since, group, h.preempt_requested))
         result = schedule_plan(requests, pool_agents, running, scheduler=sched.type, fitting=sched.fitting_policy,
                                preemption=sched.preemption) if pool_agents else SchedulePlan()
         by_id = {a.id: a for a in pending} if result.assignments else {}
