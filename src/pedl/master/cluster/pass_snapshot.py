@@ -21,6 +21,7 @@ from pedl.master.cluster.json_columns import as_text, loads
 from pedl.master.db import models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
+from pedl.master.provisioner import moves
 from pedl.master.services import job_queue
 
 ALLOC = models.Allocation.__table__
@@ -99,6 +100,9 @@ class PassSnapshot:
     spot: set[str] = field(default_factory=set)  # agents on live spot instances
     instances: dict[str, dict[str, int]] = field(default_factory=dict)  # pool -> live/booting counts
     dynamic: bool = False  # some pool has a provider
+    # pending allocations that resume a trial which yielded its slots to new work: they queue from their
+    # own arrival, behind that work, not at their experiment's place (provisioner/yielding.py)
+    behind: set[str] = field(default_factory=set)
 
 
 def read(db: Database, config: MasterConfig, hub: AgentHub, slot_ids: SlotIdsCache | None = None) -> PassSnapshot:
@@ -132,6 +136,7 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, slot_ids: SlotIdsCache
     draining: set[str] = set()
     if snap.dynamic:
         snap.instances = _instance_counts(s)
+        snap.behind = moves.resumes_yield(s, pending)
         # agents on spot instances take work first: it costs a fraction of on-demand
         snap.spot = set(s.scalars(select(models.Instance.id).where(
             models.Instance.spot.is_(True), models.Instance.state.in_(LIVE_INSTANCE))))

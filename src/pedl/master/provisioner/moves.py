@@ -2,14 +2,17 @@
 plan and carry it out inside the provisioner's pass. An instance to empty drains (the scheduler places
 nothing new there); each trial to move is asked to checkpoint and leave through the preemption path,
 so it is placed again from its checkpoint; a drained instance ends once nothing is held on it; spot
-replacements join the pass's launches. Every move is a `trial_moves` row (the budget, counted over the
-last hour, survives a restart) and an event on the trial and its experiment."""
+replacements join the pass's launches. While work waits, the only moves are yields (yielding.py): a
+long trial gives its slots to new work waiting for a boot, and its next allocation queues behind that
+work (`resumes_yield`). Every move is a `trial_moves` row (the budget, counted over the last hour,
+survives a restart) and an event on the trial and its experiment."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from pedl.config.provider_config import ProviderConfig
@@ -27,12 +30,14 @@ from pedl.master.provisioner.consolidation import (
     policy_from_config,
 )
 from pedl.master.provisioner.scaling_decider import Decision, Launch
+from pedl.master.provisioner.yielding import WaitingTask, plan_yields
 from pedl.master.services.transitions import record_event
 
 if TYPE_CHECKING:
     from pedl.master.cluster.effects import ClusterEffects
 
 RECENT_MOVES_SHOWN = 20
+IN_CHUNK = 500  # ids per IN (...) list
 
 
 def drained_and_empty(s: Session, pool: str, held_on: dict[str, int]) -> list[tuple[str, str]]:
@@ -57,8 +62,11 @@ def remaining_seconds(trial: models.Trial, now: float) -> float | None:
 
 
 def consolidate(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, decision: Decision,
-                blocked: set[tuple[str, bool]], connected: set[str]) -> MovePlan | None:
-    """Plan and carry out the pool's moves in the provisioner's transaction (its cloud calls follow)."""
+                blocked: set[tuple[str, bool]], connected: set[str], *,
+                scheduler: str = "priority") -> MovePlan | None:
+    """Plan and carry out the pool's moves in the provisioner's transaction (its cloud calls follow).
+    While work waits, only yields to new work (in a pool whose scheduler queues by priority and
+    arrival, so that the freed slots go where they were freed for)."""
     now = fx.now
     held = list(s.scalars(select(models.Allocation).where(models.Allocation.state.in_(HELD),
                                                           models.Allocation.resource_pool == pool)))
@@ -77,10 +85,8 @@ def consolidate(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, 
                                                            models.Instance.cordoned_since.is_not(None))):
             row.cordoned_since = None  # consolidation switched off: every instance takes work
         return None
-    waiting = s.scalar(select(func.count()).select_from(models.Allocation).where(
-        models.Allocation.state == AllocationState.PENDING, models.Allocation.resource_pool == pool,
-        or_(models.Allocation.wait_kind.is_(None), models.Allocation.wait_kind != WaitKind.MAX_SLOTS)))
-    if waiting:
+    waiting = _waiting(s, pool)
+    if waiting and not (policy.yield_to_new_work and scheduler == "priority"):
         return None  # queued work comes first; moves wait for a quiet pool
     rows = list(s.scalars(select(models.Instance).where(models.Instance.resource_pool == pool,
                                                        models.Instance.state.in_(LIVE_INSTANCE))))
@@ -95,12 +101,23 @@ def consolidate(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, 
         slots = len(agent.slots) if agent is not None else row.slots
         price = cfg.spot_price_of(row.instance_type) if row.spot else row.price_per_hour
         hosts.append(HostView(row.id, row.instance_type, slots, max(slots - held_on.get(row.id, 0), 0) if ready
-                              else slots, price, row.spot, ready, row.draining_since is not None))
+                              else slots, price, row.spot, ready, row.draining_since is not None, row.launched_at))
     if not hosts:
         return None
     tasks = _tasks(s, [a for a in held if a.state == AllocationState.RUNNING], now)
     recent = list(s.scalars(select(models.TrialMove.planned_at).where(
         models.TrialMove.resource_pool == pool, models.TrialMove.planned_at > now - HOUR)))
+    if waiting:
+        open_hosts = {h.id for h in hosts if h.ready and not h.draining}
+        leaving: dict[str, int] = {}  # slots that moves under way will free where new work may go
+        for alloc in held:
+            if alloc.preempt_requested:
+                for place in alloc.assignment or []:
+                    if place["agent_id"] in open_hosts:
+                        leaving[place["agent_id"]] = leaving.get(place["agent_id"], 0) + len(place["slot_ids"])
+        plan = MovePlan(moves=plan_yields(now, policy, hosts, tasks, waiting, recent_moves=recent, leaving=leaving))
+        _record_moves(fx, s, pool, plan, held)
+        return plan
     offers = []
     if getattr(cfg, "spot", False):
         offers = [SpotOffer(t, cfg.slots_of(t), cfg.spot_price_of(t)) for t in cfg.instance_types()
@@ -130,7 +147,7 @@ def _tasks(s: Session, running: list[models.Allocation], now: float) -> list[Tas
         movable = (trial.latest_checkpoint is not None and movable_exp.get(trial.experiment_id, True)
                    and not alloc.preempt_requested and not alloc.kill_requested)
         out.append(TaskView(alloc.id, placements, movable, remaining_seconds(trial, now),
-                            alloc.started_at or alloc.assigned_at or now))
+                            alloc.started_at or alloc.assigned_at or now, alloc.priority))
     return out
 
 
@@ -155,6 +172,15 @@ def _carry_out(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, p
         if row is not None and row.draining_since is None:
             row.draining_since, row.drain_reason = now, reason
             record_event(s, now, "instance", inst_id, f"draining: {reason}")
+    _record_moves(fx, s, pool, plan, held)
+    for instance_type, count, reason in plan.launch:
+        decision.launch.append(Launch(instance_type, count, True, cfg.slots_of(instance_type)))
+        record_event(s, now, "pool", pool, reason)
+
+
+def _record_moves(fx: ClusterEffects, s: Session, pool: str, plan: MovePlan, held: list[models.Allocation]) -> None:
+    """Each planned move: its row, an event on the trial, and the preemption that carries it out."""
+    now = fx.now
     by_id = {a.id: a for a in held}
     for move in plan.moves:
         alloc = by_id.get(move.allocation_id)
@@ -163,13 +189,40 @@ def _carry_out(fx: ClusterEffects, s: Session, pool: str, cfg: ProviderConfig, p
         s.add(models.TrialMove(resource_pool=pool, allocation_id=alloc.id, trial_id=alloc.trial_id,
                                source=",".join(move.source), target=",".join(move.target),
                                saving_per_hour=move.saving_per_hour, saving=move.saving, reason=move.reason,
-                               planned_at=now))
+                               planned_at=now, yield_to=move.yield_to))
         if alloc.trial_id is not None:
             record_event(s, now, "trial", alloc.trial_id, move.reason)
         allocations.preempt(fx, s, alloc, move.reason)
-    for instance_type, count, reason in plan.launch:
-        decision.launch.append(Launch(instance_type, count, True, cfg.slots_of(instance_type)))
-        record_event(s, now, "pool", pool, reason)
+
+
+def _waiting(s: Session, pool: str) -> list[WaitingTask]:
+    """The pool's queued work that the provisioner serves (not what its experiment's max_slots holds
+    back), in priority and arrival order; a trial with a checkpoint has something to resume from, so
+    it is not new work."""
+    A = models.Allocation
+    rows = s.execute(select(A.id, A.slots_needed, A.priority, models.Trial.latest_checkpoint)
+                     .outerjoin(models.Trial, models.Trial.id == A.trial_id)
+                     .where(A.state == AllocationState.PENDING, A.resource_pool == pool,
+                            or_(A.wait_kind.is_(None), A.wait_kind != WaitKind.MAX_SLOTS))
+                     .order_by(A.priority, A.queued_at, A.id)).all()
+    return [WaitingTask(alloc_id, slots, checkpoint is None, priority)
+            for alloc_id, slots, priority, checkpoint in rows]
+
+
+def resumes_yield(s: Session, pending: Sequence[Any]) -> set[str]:
+    """The pending allocations that resume a trial whose previous allocation yielded its slots to new
+    work: they queue from their own arrival, behind that work, not at their experiment's place.
+    (A trial's allocations are named task.run, run counting from 1: allocations.new.)"""
+    previous: dict[str, str] = {}
+    for alloc in pending:
+        task_id, _, run = alloc.id.rpartition(".")
+        if alloc.trial_id is not None and run.isdigit() and int(run) > 1:
+            previous[f"{task_id}.{int(run) - 1}"] = alloc.id
+    ids, out = list(previous), set()
+    for i in range(0, len(ids), IN_CHUNK):
+        out.update(previous[a] for a in s.scalars(select(models.TrialMove.allocation_id).where(
+            models.TrialMove.allocation_id.in_(ids[i:i + IN_CHUNK]), models.TrialMove.yield_to.is_not(None))))
+    return out
 
 
 def recent_moves(s: Session, pool: str) -> list[dict[str, Any]]:

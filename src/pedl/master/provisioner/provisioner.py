@@ -117,7 +117,8 @@ class PoolProvisioner:
             self.unavailable[key] = now + self.cfg.capacity_retry_period
         # consolidation and spot first: drains, moves (preemptions), spot replacements, drained instances ended
         self.last_moves = moves.consolidate(self.ctl, s, self.pool.pool_name, self.cfg, decision,
-                                            set(self.unavailable), self.ctl.hub.connected_ids())
+                                            set(self.unavailable), self.ctl.hub.connected_ids(),
+                                            scheduler=self.pool.scheduler.type)
         if self.last_moves is not None and self.last_moves.next_check_at is not None:
             decision.wake_at(self.last_moves.next_check_at)  # when a trial becomes movable
         self._save_status(s)
