@@ -97,7 +97,8 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
         for a in pending:
             x = exps.get(a.experiment_id) if a.experiment_id is not None else None
             requests.append(SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *_group(a.experiment_id, x),
-                                        position=x.position if x else None, needs_containers=bool(x and x.image)))
+                                        position=x.position if x and a.id not in snap.behind else None,
+                                        needs_containers=bool(x and x.image)))
         sched = pool.scheduler
         # what the scheduler reads of running tasks: their groups' usage (fair share), victims
         # (preemption), and the slots held in groups with a max_slots; free slots come from `used`
