@@ -9,6 +9,7 @@ It prints figures; it asserts nothing."""
 from __future__ import annotations
 
 import argparse
+import gc
 import threading
 import time
 from collections import Counter
@@ -87,11 +88,11 @@ class _NoLoop:
 
 
 class TimedController(Controller):
-    """The real controller, timing the parts of its pass (agent checks, top-up, the plan: snapshot
-    read and pure decision, outside the lock; applying the placements in batches) and how long each
-    of the pass's transactions holds the cluster lock."""
+    """The real controller, timing the parts of its pass (agent checks, top-up; the plan: snapshot
+    read and pure decision, and preparing each batch of placements, outside the lock; writing the
+    batches under it) and how long each of the pass's transactions holds the cluster lock."""
 
-    PHASES = ("check_agents", "top_up", "plan", "apply")
+    PHASES = ("check_agents", "top_up", "plan", "prepare", "apply")
 
     def __init__(self, **parts: Any) -> None:
         super().__init__(**parts)
@@ -133,8 +134,11 @@ class TimedController(Controller):
     def _plan_schedule(self):  # noqa: ANN202
         return self._timed("plan", super()._plan_schedule)
 
-    def _apply(self, s, decided, chunk, cache) -> None:  # noqa: ANN001
-        self._timed("apply", super()._apply, s, decided, chunk, cache)
+    def _prepare(self, decided, chunk, cache):  # noqa: ANN001, ANN202
+        return self._timed("prepare", super()._prepare, decided, chunk, cache)
+
+    def _apply(self, s, ready) -> None:  # noqa: ANN001
+        self._timed("apply", super()._apply, s, ready)
 
     def timed_tick(self) -> float:
         self.pass_thread = threading.get_ident()
@@ -381,7 +385,14 @@ def cluster(kind: str, args: argparse.Namespace, sizes: list[int], work: Path, *
                                   caller_cache=CallerCache(), cluster_id="bench")
             c = populate(ctl, args, sizes, pending=pending, running=running)
             api = ApiProbe(config, db)
-            yield c, api
+            if args.gc_freeze:  # as a master that froze its heap once started: full collections skip it
+                gc.collect()
+                gc.freeze()
+            try:
+                yield c, api
+            finally:
+                if args.gc_freeze:
+                    gc.unfreeze()
         finally:
             if api is not None:
                 api.close()
@@ -406,14 +417,41 @@ def _profiled(args: argparse.Namespace, fn: Callable[[], float], title: str) -> 
         print(profiler.output_text(unicode=False, color=False, show_all=False))
 
 
+class GcPauses:
+    """The garbage collector's collections while enabled: (generation, seconds) of each. A full
+    collection stops every thread of the process, API requests' too."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._started = 0.0
+        self.on = False
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self.on:
+            self.pauses.append((info["generation"], time.perf_counter() - self._started))
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._seen)
+
+    def summary(self) -> str:
+        full = [d for g, d in self.pauses if g == 2]
+        return (f"GC: {len(self.pauses)} collections, {1000 * sum(d for _, d in self.pauses):.0f} ms in all; "
+                f"{len(full)} full, longest {1000 * max(full, default=0.0):.0f} ms")
+
+
 @dataclass
 class Passes:
     """What a series of passes measured."""
 
     times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # the pass thread's CPU time
     windows: list[tuple[float, float]] = field(default_factory=list)
     holds: list[float] = field(default_factory=list)
     phases: list[dict[str, float]] = field(default_factory=list)
+    gc: GcPauses = field(default_factory=GcPauses)
     placed: int = 0
     sent: int = 0
     statements: str = ""
@@ -421,8 +459,13 @@ class Passes:
     def add(self, ctl: TimedController, fn: Callable[[], float]) -> None:
         ctl.reset()
         started = time.perf_counter()
-        self.times.append(fn())
+        self.gc.on = True
+        try:
+            self.times.append(fn())
+        finally:
+            self.gc.on = False
         self.windows.append((started, time.perf_counter()))
+        self.cpu.append(ctl.pass_cpu)
         self.holds += ctl.holds
         self.phases.append(dict(ctl.phase))
 
@@ -447,6 +490,7 @@ def measure_large(kind: str, args: argparse.Namespace, sizes: list[int], work: P
                 statements.enable(False)
             probes.append(ps)
             out.placed, out.sent, out.statements = _assigned(c.db), c.loop.sent, statements.summary()
+    out.gc.close()
     return out
 
 
@@ -471,6 +515,7 @@ def measure_one_new(kind: str, args: argparse.Namespace, work: Path, *, running:
         probes.append(ps)
         out.placed, out.sent = _assigned(c.db), c.loop.sent
         out.statements = statements.summary()
+    out.gc.close()
     return out
 
 
@@ -509,14 +554,17 @@ def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int]) ->
                 Figure(NAME, f"{db_name}: the large pass, controller.tick(), trials of {label(sizes)} slot(s)",
                        1000 * total, "ms",
                        f"median of {args.repeat} (fresh database each; min {1000 * min(big.times):.0f}, max "
-                       f"{1000 * max(big.times):.0f}); {shape}; {big.placed:,} placed, {big.sent:,} start_task sent"),
+                       f"{1000 * max(big.times):.0f}); {shape}; {big.placed:,} placed, {big.sent:,} start_task sent; "
+                       f"the pass thread's CPU {1000 * median(big.cpu):.0f} ms; {big.gc.summary()}"),
                 Figure(NAME, f"{db_name}: … of which check_agents / top_up (under the lock)",
                        1000 * (phase["check_agents"] + phase["top_up"]), "ms",
                        f"{1000 * phase['check_agents']:.1f} / {1000 * phase['top_up']:.1f} ms"),
                 Figure(NAME, f"{db_name}: … of which planning (outside the lock)", 1000 * phase["plan"], "ms",
                        "the snapshot read in one read-only transaction and the pure decision"),
-                Figure(NAME, f"{db_name}: … of which applying (under the lock)", 1000 * phase["apply"], "ms",
-                       "batches of placements: checks, tokens, task specs, bulk writes (commits excluded)"),
+                Figure(NAME, f"{db_name}: … of which preparing the batches (outside the lock)", 1000 * phase["prepare"],
+                       "ms", "batches of 250 placements: usable agents, task spec rows, tokens, specs, StartTask"),
+                Figure(NAME, f"{db_name}: … of which writing the batches (under the lock)", 1000 * phase["apply"],
+                       "ms", "one UPDATE ... RETURNING and one INSERT of events a batch (commits excluded)"),
                 Figure(NAME, f"{db_name}: … the rest (commits, sending, wait reasons)",
                        1000 * (total - sum(phase.values())), "ms", ""),
                 Figure(NAME, f"{db_name}: the large pass's longest transaction under the lock", 1000 * max(big.holds),
@@ -537,8 +585,9 @@ def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int]) ->
                        f"median of {args.repeat_small} passes (p90 {1000 * percentile(small.times, 90):.1f}, "
                        f"max {1000 * max(small.times):.1f} ms), a trial each; {small.placed} placed; "
                        f"plan {1000 * median([p['plan'] for p in small.phases]):.1f} ms, check_agents "
-                       f"{1000 * median([p['check_agents'] for p in small.phases]):.1f} ms; SQL statements in the "
-                       f"last: {small.statements}"),
+                       f"{1000 * median([p['check_agents'] for p in small.phases]):.1f} ms; CPU "
+                       f"{1000 * median(small.cpu):.1f} ms; {small.gc.summary()}; SQL statements in the passes: "
+                       f"{small.statements}"),
             ]
             figures += _wait_figures(db_name, f"during those passes ({shape})", probes, small.windows)
     return figures
@@ -583,6 +632,9 @@ def parser() -> argparse.ArgumentParser:
                    help="databases for the controller passes; none to time only the pure function")
     p.add_argument("--probe-interval", type=float, default=0.02,
                    help="seconds between one probe's requests during the passes (default 0.02)")
+    p.add_argument("--gc-freeze", action="store_true",
+                   help="gc.freeze() the process's heap before the passes, as a master could once started "
+                        "(full collections then scan only what came since)")
     p.add_argument("--profile", action="store_true",
                    help="print a pyinstrument profile of the first pass of each shape")
     add_common_args(p)

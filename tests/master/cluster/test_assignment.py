@@ -118,3 +118,16 @@ def test_apply_without_a_plan_reads_the_allocations_itself(fx: RecordingEffects,
     s.flush()
     assignment.assign(fx, s, AgentHub(), [(alloc.id, [("a1", ["a1-0"])]), ("no.such.1", [("a1", ["a1-0"])])])
     assert alloc.state == A.ASSIGNED and [aid for aid in started(fx)] == [alloc.id]
+
+
+def test_an_allocation_killed_between_prepare_and_write_is_not_assigned(
+        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    hub = hub_of(loop, "a1", "a2")
+    decided, on = two_planned(fx, s, hub)
+    ready = assignment.prepare(fx, s, hub, decided.placements, planned=decided.planned)
+    assert sorted(ready.starts) == sorted(on.values()) and fx.sent == []  # nothing written or sent yet
+    allocations.kill(fx, s, s.get(models.Allocation, on["a1"]), "experiment killed")
+    s.flush()
+    assert assignment.write(fx, s, ready) == {on["a2"]}
+    assert states(s) == {on["a1"]: A.TERMINATED, on["a2"]: A.ASSIGNED}
+    assert started(fx) == {on["a2"]: "a2"} and assigned_events(s) == [on["a2"]]

@@ -1,7 +1,8 @@
 """Assigning planned placements, a batch per transaction, in bulk: a task token each, ASSIGNED with
 its event, a rendezvous port for a trial spread over several agents, and StartTask to each agent
 (sent once the batch commits). The batch's rows are read and written as columns, in one statement
-per kind of write, never as ORM objects one by one.
+per kind of write, never as ORM objects one by one. `prepare` does the reads and the work (tokens,
+task specs, messages), `write` the writes: the pass holds the lock for the second only.
 
 A placement is assigned only while its allocation is still PENDING; `assign` with `planned` (the
 pass, planned outside the lock) also skips one whose allocation moved to another pool or whose
@@ -14,6 +15,7 @@ import functools
 import logging
 import secrets
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from sqlalchemy import Select, bindparam, select, update
@@ -58,14 +60,32 @@ class Candidate(NamedTuple):
     wait_kind: str | None
 
 
+@dataclass
+class Prepared:
+    """A batch made ready to write: the rows to assign (id, pool, token hash, assignment, event
+    message), the StartTask messages of each, and the wait reasons of those that cannot start."""
+
+    assigned: list[tuple[Any, ...]] = field(default_factory=list)
+    starts: dict[str, list[tuple[str, proto.StartTask]]] = field(default_factory=dict)
+    waits: list[WaitUpdate] = field(default_factory=list)
+
+
 def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placement], *,
-           planned: Mapping[str, Candidate] | None = None, cache: SpecCache | None = None) -> None:
-    """Assign a batch of placements in the session's transaction. `planned`: the pass's snapshot of
-    the allocations, which it planned outside the lock; their agents must still be usable, and the
-    write itself checks that each is still PENDING in that pool. Without it the allocations are
-    read here. `cache` carries the experiments' parsed configs from one batch of a pass to the next."""
+           planned: Mapping[str, Candidate] | None = None, cache: SpecCache | None = None) -> set[str]:
+    """Assign a batch of placements in the session's transaction: `prepare` and `write` in one."""
+    return write(fx, s, prepare(fx, s, hub, chunk, planned=planned, cache=cache))
+
+
+def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placement], *,
+            planned: Mapping[str, Candidate] | None = None, cache: SpecCache | None = None) -> Prepared:
+    """Reads and work for a batch, no writes: the pass runs this outside the lock, in a read-only
+    transaction, and only `write` under it. `planned`: the pass's snapshot of the allocations, planned
+    outside the lock; their agents must still be usable, and `write` checks that each is still
+    PENDING in that pool. Without it the allocations are read here. `cache` carries the
+    experiments' parsed configs from one batch of a pass to the next."""
+    out = Prepared()
     if not chunk:
-        return
+        return out
     s.flush()  # what this session changed (a kill since the plan) counts in the reads below
     if planned is None:
         found = {r.id: Candidate(*r) for r in s.execute(
@@ -77,18 +97,15 @@ def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placem
         todo = [(planned[aid], places) for aid, places in chunk
                 if all(usable.get(agent_id) == planned[aid].resource_pool for agent_id, _ in places)]
     if not todo:
-        return
+        return out
     rows = SpecRows.load(s, [row.trial_id for row, _ in todo if row.trial_id], cache)
     if any(len(places) > 1 for _, places in todo):
         _load_rendezvous(s, rows, {agent_id for _, places in todo for agent_id, _ in places})
     in_containers, runtimes = _container_runtimes(fx, s, todo, rows)
-    now, defaults = fx.now, fx.config.task_container_defaults
+    defaults = fx.config.task_container_defaults
     for row, _ in todo[:1]:  # every one of the batch takes this edge
         check_transition("allocation", row.id, A.PENDING, A.ASSIGNED)
     tokens = _tokens(len(todo))
-    assigned: list[tuple[Any, ...]] = []  # (id, pool, token hash, assignment, event message)
-    starts: dict[str, list[tuple[str, proto.StartTask]]] = {}
-    waits: list[WaitUpdate] = []
     for row, places in todo:
         lacking = [agent_id for agent_id, _ in places if runtimes[agent_id] != "docker"] if row.id in in_containers \
             else []
@@ -96,8 +113,8 @@ def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placem
             why = (f"its experiment names an environment.image, and agent(s) {', '.join(lacking)} run no "
                    f"containers (start them with Docker, or --container-runtime docker)")
             if row.wait_kind != WaitKind.NEEDS_CONTAINERS:
-                waits.append(WaitUpdate(row.id, row.resource_pool, row.trial_id, row.wait_kind,
-                                        WaitKind.NEEDS_CONTAINERS, why, "warning"))
+                out.waits.append(WaitUpdate(row.id, row.resource_pool, row.trial_id, row.wait_kind,
+                                            WaitKind.NEEDS_CONTAINERS, why, "warning"))
             continue
         port = None
         if len(places) > 1:
@@ -105,13 +122,13 @@ def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placem
             if port is None:  # it stays PENDING; the rest of the batch goes on
                 continue
         token = next(tokens)
-        assigned.append((row.id, row.resource_pool, token_hash(token),
-                         [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
-                          for i, (a, slots) in enumerate(places)],
-                         "assigned to " + ", ".join(f"{a}{slots}" for a, slots in places)))
+        out.assigned.append((row.id, row.resource_pool, token_hash(token),
+                             [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
+                              for i, (a, slots) in enumerate(places)],
+                             "assigned to " + ", ".join(f"{a}{slots}" for a, slots in places)))
         spec = task_spec(fx.cluster_id, row, token, rows, defaults)
         ranks = [{}] if port is None else node_envs(places, addresses=rows.agent_addresses, port=port)
-        messages = starts[row.id] = []
+        messages = out.starts[row.id] = []
         for (agent_id, slot_ids), rank_env in zip(places, ranks, strict=True):
             conn = hub.get(agent_id)
             base = conn.master_url if conn else ""
@@ -120,16 +137,24 @@ def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placem
                 env={**spec["env"], **rank_env} if rank_env else spec["env"], slot_ids=slot_ids,
                 session_token=token, device_env=spec["device_env"], container=spec["container"],
                 context_url=f"{base}/api/v1/tasks/{row.task_id}/context_directory")))
-    done = _write_assigned(s, now, assigned)
+    return out
+
+
+def write(fx: ClusterEffects, s: Session, prepared: Prepared) -> set[str]:
+    """Write a prepared batch in the session's transaction (the pass: under the lock): ASSIGNED, the
+    token hash and the assignment in one statement that takes only allocations still PENDING in the
+    pool they were placed for, their events, StartTask for those; the wait reasons. Returns the
+    allocations assigned."""
+    now = fx.now
+    done = _write_assigned(s, now, prepared.assigned)
     for allocation_id in done:
-        for agent_id, msg in starts[allocation_id]:
+        for agent_id, msg in prepared.starts[allocation_id]:
             fx.send(agent_id, msg)
-    expire_allocations(s, done | wait_records.store(s, now, waits))
+    expire_allocations(s, done | wait_records.store(s, now, prepared.waits))
+    return done
 
 
 def _write_assigned(s: Session, now: float, assigned: list[tuple[Any, ...]]) -> set[str]:
-    """ASSIGNED, the token hash and the assignment, in one statement that checks each allocation is
-    still PENDING in the pool it was placed for; its event for each one written. Returns those."""
     if not assigned:
         return set()
     dialect = dialect_of(s)

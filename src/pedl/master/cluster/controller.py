@@ -8,8 +8,9 @@ agents report), cluster/allocations.py (new, kill, preempt, ended), cluster/plac
 scheduling pass) and services/experiment_progression.py (trials, the searcher, experiments).
 
 The scheduling pass reads its snapshot and decides outside the lock (a read-only transaction, so
-not holding SQLite's write lock either), then writes its decision under the lock in batches, each
-checked against the rows as they are then. Passes run one at a time (`_pass_lock`) and only a pass
+not holding SQLite's write lock either), and makes each batch of assignments ready there too (task
+specs, tokens, messages); it takes the lock only to write a batch, checked against the rows as they
+are then. Passes run one at a time (`_pass_lock`) and only a pass
 assigns slots, so slots a pass's snapshot saw free are still free when it assigns them."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pedl.clock import Clock
 from pedl.common import agent_protocol as proto
 from pedl.config.master_config import MasterConfig
 from pedl.master.caller_cache import CallerCache
-from pedl.master.cluster import agent_events, pass_snapshot, placement
+from pedl.master.cluster import agent_events, assignment, pass_snapshot, placement
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.db import models
 from pedl.master.db.engine import Database
@@ -202,8 +203,8 @@ class Controller:
                 self.run(lambda s: placement.preempt(self, s, decided))
             cache = SpecCache()  # the experiments' parsed configs, from one batch to the next
             for i in range(0, len(decided.placements), SCHEDULE_BATCH):
-                chunk = decided.placements[i:i + SCHEDULE_BATCH]
-                self.run(lambda s, chunk=chunk: self._apply(s, decided, chunk, cache))
+                ready = self._prepare(decided, decided.placements[i:i + SCHEDULE_BATCH], cache)  # outside the lock
+                self.run(lambda s, ready=ready: self._apply(s, ready))
             for i in range(0, len(decided.waits), WAIT_BATCH):
                 self.run(lambda s, chunk=decided.waits[i:i + WAIT_BATCH]: placement.record_waits(s, decided.now, chunk))
 
@@ -220,6 +221,11 @@ class Controller:
         snap = pass_snapshot.read(self.db, self.config, self.hub, self._slot_ids)
         return placement.decide(self.config, snap, self.now)
 
-    def _apply(self, s: Session, decided: placement.PassPlan, chunk: list[placement.Placement],
-               cache: SpecCache) -> None:
-        placement.apply_planned(self, s, self.hub, decided, chunk, cache)
+    def _prepare(self, decided: placement.PassPlan, chunk: list[placement.Placement],
+                 cache: SpecCache) -> assignment.Prepared:
+        """A batch's reads and work (tokens, task specs, messages), in a read-only transaction."""
+        with self.db.read_session() as s:
+            return placement.prepare_planned(self, s, self.hub, decided, chunk, cache)
+
+    def _apply(self, s: Session, ready: assignment.Prepared) -> None:
+        assignment.write(self, s, ready)

@@ -32,7 +32,8 @@ WAIT_REASON_REFRESH = 30.0  # seconds between rewrites of a wait reason whose ki
 # reasons a user may have to act on (a larger agent, max_instances): warning events
 ATTENTION = frozenset({WaitKind.NO_AGENTS, WaitKind.TOO_LARGE, WaitKind.AT_MAX, WaitKind.NEEDS_CONTAINERS})
 
-__all__ = ["Placement", "PassPlan", "apply", "apply_planned", "decide", "plan", "preempt", "record_waits"]
+__all__ = ["Placement", "PassPlan", "apply", "apply_planned", "decide", "plan", "prepare_planned", "preempt",
+           "record_waits"]
 
 
 @dataclass
@@ -61,10 +62,17 @@ def apply(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement],
     assignment.assign(fx, s, hub, chunk, cache=cache)
 
 
+def prepare_planned(fx: ClusterEffects, s: Session, hub: AgentHub, decided: PassPlan, chunk: list[Placement],
+                    cache: SpecCache) -> assignment.Prepared:
+    """Make a batch of the pass's placements ready to write (assignment.prepare: reads, tokens, task
+    specs), without the lock, in a read-only session."""
+    return assignment.prepare(fx, s, hub, chunk, planned=decided.planned, cache=cache)
+
+
 def apply_planned(fx: ClusterEffects, s: Session, hub: AgentHub, decided: PassPlan, chunk: list[Placement],
                   cache: SpecCache) -> None:
-    """Assign a batch of the pass's placements, planned outside the lock (assignment.assign checks
-    them against the rows as they are now)."""
+    """Assign a batch of the pass's placements, planned outside the lock, in one transaction (what
+    assignment.assign checks against the rows as they are now)."""
     assignment.assign(fx, s, hub, chunk, planned=decided.planned, cache=cache)
 
 
