@@ -150,10 +150,17 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
                 cordoned.add(h.id)
                 plan.cordon.append((h.id, "on-demand while spot capacity is available: new work goes to spot"))
     candidates = []
-    pool_free0 = sum(h.free for h in hosts if h.ready and not h.draining and h.id not in cordoned)
+    open0 = [h for h in hosts if h.ready and not h.draining and h.id not in cordoned]
+    pool_free0 = sum(h.free for h in open0)
+    # where a trial could go now: a host with work and room at a lower price per slot, or an idle one
+    # cheaper than what would leave; a source that neither allows is no candidate (the loop below
+    # checks the same again after each move, when targets have filled up)
+    busy_min0, idle_min0 = _target_prices(open0, free, on, set())
     for h in hosts:
         own = on[h.id]
         if not own or h.draining or not h.ready:
+            continue
+        if busy_min0 > h.price / max(h.slots, 1) + 1e-9 and idle_min0 >= _leaving(h, own, by_id):
             continue
         if any(not t.movable or t.remaining is None for t in own):
             continue
@@ -186,9 +193,7 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
         if pool_free - (0 if host_id in cordoned else source.slots) < policy.keep_free_slots:
             continue
         # nowhere to go at a lower price per slot, and no idle instance cheaper than what would leave
-        leaving = source.price + sum(by_id[hid].price for t in own for hid, _ in t.placements
-                                     if hid != host_id and hid in by_id)
-        if busy_min > source.price / max(source.slots, 1) + 1e-9 and idle_min >= leaving:
+        if busy_min > source.price / max(source.slots, 1) + 1e-9 and idle_min >= _leaving(source, own, by_id):
             continue
         undo = dict(free)
         placed = _place_all(own, source, hosts, free, emptied | cordoned | {host_id} | _gang_hosts(own), policy)
@@ -222,6 +227,15 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
         _ask_for_spot(now, policy, hosts, on, emptied | busy_targets, spot_offers, max_new_instances, budget,
                       plan, waiting_for)
     return plan
+
+
+def _leaving(source: HostView, own: list[TaskView], by_id: dict[str, HostView]) -> float:
+    """USD/h that leaves with the source's trials: the source, and the other instances of its gangs."""
+    total = source.price
+    for t in own:
+        if len(t.placements) > 1:  # most trials run on one instance: nothing else leaves with them
+            total += sum(by_id[hid].price for hid, _ in t.placements if hid != source.id and hid in by_id)
+    return total
 
 
 def _target_prices(open_hosts: list[HostView], free: dict[str, int], on: dict[str, list[TaskView]],
