@@ -208,9 +208,11 @@ def _packed_demand(policy: PoolPolicy, usable: list[InstanceView], pending: list
     fits = {need: _fits_some_type(need, policy) for need in {t.slots_needed for t in pending}}
     running: SlotBins[str] = SlotBins()
     booting: SlotBins[str] = SlotBins()
+    zero = any(t.slots_needed == 0 for t in pending)  # only a task of no slots goes on a full agent
     for inst in usable:
         if inst.state == "running" and inst.disconnected_since is None:
-            running.add(inst.id, inst.slots, inst.free_slots, preferred=inst.spot)
+            if inst.free_slots or zero:
+                running.add(inst.id, inst.slots, inst.free_slots, preferred=inst.spot)
         elif inst.state in ("starting", "requested"):
             booting.add(inst.id, inst.slots, inst.slots, preferred=inst.spot)
     # the scheduler's order (FIFO; the decider does not see priorities): what fits now is no demand
