@@ -14,6 +14,7 @@ from pedl.master.cluster.bulk_rows import (
     TEXT,
     by_key,
     dialect_of,
+    id_list,
     in_list,
     insert_rows,
     params,
@@ -70,5 +71,6 @@ def test_an_update_from_the_rows_touches_and_returns_only_the_rows_that_join(s: 
 @pytest.mark.parametrize("ids", [[], ["b"], ["a", "c", "missing"]])
 def test_in_list_matches_as_in_would(s: Session, ids: list[str]) -> None:
     pending(s, "a", "b", "c")
-    query = select(ALLOC.c.id).where(in_list(ALLOC.c.id, dialect_of(s))).order_by(ALLOC.c.id)
-    assert s.execute(query, {"ids": ids}).scalars().all() == sorted(set(ids) - {"missing"})
+    dialect = dialect_of(s)
+    query = select(ALLOC.c.id).where(in_list(ALLOC.c.id, dialect)).order_by(ALLOC.c.id)
+    assert s.execute(query, {"ids": id_list(dialect, ids)}).scalars().all() == sorted(set(ids) - {"missing"})

@@ -25,7 +25,17 @@ from sqlalchemy.sql import Executable
 from pedl.common import agent_protocol as proto
 from pedl.master.cluster import wait_records
 from pedl.master.cluster.agent_hub import AgentHub
-from pedl.master.cluster.bulk_rows import JSON_VALUE, TEXT, by_key, dialect_of, in_list, insert_rows, params, rows_table
+from pedl.master.cluster.bulk_rows import (
+    JSON_VALUE,
+    TEXT,
+    by_key,
+    dialect_of,
+    id_list,
+    in_list,
+    insert_rows,
+    params,
+    rows_table,
+)
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.cluster.json_columns import as_text, loads
 from pedl.master.cluster.rendezvous import node_envs, pick_port
@@ -201,7 +211,8 @@ def _usable_agents(s: Session, hub: AgentHub, agent_ids: set[str]) -> dict[str, 
     if not agent_ids:
         return {}
     connected = hub.connected_ids()
-    return {aid: pool for aid, pool in s.execute(_usable_agents_query(dialect_of(s)), {"ids": list(agent_ids)})
+    dialect = dialect_of(s)
+    return {aid: pool for aid, pool in s.execute(_usable_agents_query(dialect), {"ids": id_list(dialect, agent_ids)})
             if aid in connected}
 
 
@@ -227,16 +238,18 @@ def _container_runtimes(fx: ClusterEffects, s: Session, todo: list[tuple[Any, li
             wanted.update(agent_id for agent_id, _ in places)
     if not wanted:
         return in_containers, {}
-    found = dict(s.execute(select(AGENT.c.id, AGENT.c.container_runtime).where(in_list(AGENT.c.id, dialect_of(s))),
-                           {"ids": list(wanted)}).all())
+    dialect = dialect_of(s)
+    found = dict(s.execute(select(AGENT.c.id, AGENT.c.container_runtime).where(in_list(AGENT.c.id, dialect)),
+                           {"ids": id_list(dialect, wanted)}).all())
     return in_containers, {agent_id: found.get(agent_id) or "" for agent_id in wanted}
 
 
 def _load_rendezvous(s: Session, rows: SpecRows, agent_ids: set[str]) -> None:
     """The placements' agents' addresses and the rendezvous ports already taken, for distributed
     placements."""
-    rows.agent_addresses = dict(s.execute(select(AGENT.c.id, AGENT.c.address).where(in_list(AGENT.c.id, dialect_of(s))),
-                                          {"ids": list(agent_ids)}).all())
+    dialect = dialect_of(s)
+    rows.agent_addresses = dict(s.execute(select(AGENT.c.id, AGENT.c.address).where(in_list(AGENT.c.id, dialect)),
+                                          {"ids": id_list(dialect, agent_ids)}).all())
     rows.ports_in_use = {}
     for (text,) in s.execute(select(as_text(ALLOC.c.assignment)).where(ALLOC.c.state.in_(HELD))):
         if not text or '"port"' not in text:

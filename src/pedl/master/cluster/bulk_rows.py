@@ -10,7 +10,7 @@ session wrote is counted as usual (db/change_counters.py)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -42,12 +42,18 @@ def rows_table(dialect: str, columns: Columns, name: str = "v") -> FromClause:
 
 
 def in_list(column_: ColumnElement[Any], dialect: str, name: str = "ids") -> ColumnElement[bool]:
-    """`column_` is one of the list passed as parameter `name`. On PostgreSQL one array parameter
-    (= ANY): an IN of hundreds of parameters is a new statement text each time, which psycopg then
-    parses in Python (it caches only short ones)."""
+    """`column_` is one of the list passed as parameter `name` (its value made by `id_list`): one
+    parameter whatever the list's length, an array on PostgreSQL (= ANY), JSON on SQLite (IN
+    json_each). An IN of hundreds of parameters costs SQLAlchemy a rewrite of the statement at every
+    execution, and psycopg a parse of the new text (it caches only short ones)."""
     if dialect == "postgresql":
         return column_ == any_(bindparam(name, type_=ARRAY(column_.type)))
-    return column_.in_(bindparam(name, expanding=True))
+    return column_.in_(select(func.json_each(bindparam(name, type_=String)).table_valued("value").c.value))
+
+
+def id_list(dialect: str, values: Iterable[Any]) -> Any:
+    """The value of an `in_list` parameter."""
+    return list(values) if dialect == "postgresql" else orjson.dumps(list(values)).decode()
 
 
 def by_key(key: ColumnElement[Any], dialect: str,

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from pedl.config.master_config import MasterConfig
 from pedl.master.cluster.agent_hub import AgentHub
-from pedl.master.cluster.bulk_rows import dialect_of, in_list
+from pedl.master.cluster.bulk_rows import dialect_of, id_list, in_list
 from pedl.master.cluster.json_columns import as_text, loads
 from pedl.master.db import models
 from pedl.master.db.engine import Database
@@ -164,8 +164,9 @@ def _experiments(s: Session, config: MasterConfig, ids: Iterable[int | None]) ->
     X = models.Experiment
     default_image = config.task_container_defaults.image is not None
     out: dict[int, ExperimentSettings] = {}
+    dialect = dialect_of(s)
     for eid, text, position in s.execute(select(X.id, as_text(X.config), job_queue.POSITION)
-                                         .where(in_list(X.id, dialect_of(s))), {"ids": ids}):
+                                         .where(in_list(X.id, dialect)), {"ids": id_list(dialect, ids)}):
         cfg = loads(text) or {}
         resources = cfg.get("resources") or {}
         max_slots = resources.get("max_slots")

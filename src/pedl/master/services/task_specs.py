@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from pedl.config.experiment_config import ExperimentConfig
 from pedl.config.task_container import TaskContainerDefaults, container_spec, task_variables
-from pedl.master.cluster.bulk_rows import dialect_of, in_list
+from pedl.master.cluster.bulk_rows import dialect_of, id_list, in_list
 from pedl.master.cluster.json_columns import as_text, loads
 from pedl.master.db import models
 from pedl.master.services import task_env
@@ -83,15 +83,17 @@ class SpecRows:
     @classmethod
     def load(cls, s: Session, trial_ids: list[int], cache: SpecCache | None = None) -> SpecRows:
         cache = cache or SpecCache()
-        q_trials, q_experiments, q_users, q_steps = _queries(dialect_of(s))
-        trials = {r[0]: TrialRow(*r) for r in s.execute(q_trials, {"ids": list(trial_ids)})} if trial_ids else {}
+        dialect = dialect_of(s)
+        q_trials, q_experiments, q_users, q_steps = _queries(dialect)
+        trials = {r[0]: TrialRow(*r) for r in s.execute(q_trials, {"ids": id_list(dialect, trial_ids)})} \
+            if trial_ids else {}
         exp_ids = {t.experiment_id for t in trials.values()}
         exps = {eid: cache.experiment(eid, owner_id, text) for eid, owner_id, text in
-                s.execute(q_experiments, {"ids": list(exp_ids)})} if exp_ids else {}
+                s.execute(q_experiments, {"ids": id_list(dialect, exp_ids)})} if exp_ids else {}
         user_ids = {e.owner_id for e in exps.values()}
-        users = dict(s.execute(q_users, {"ids": list(user_ids)}).all()) if user_ids else {}
+        users = dict(s.execute(q_users, {"ids": id_list(dialect, user_ids)}).all()) if user_ids else {}
         uuids = {t.latest_checkpoint for t in trials.values() if t.latest_checkpoint}
-        steps = dict(s.execute(q_steps, {"ids": list(uuids)}).all()) if uuids else {}
+        steps = dict(s.execute(q_steps, {"ids": id_list(dialect, uuids)}).all()) if uuids else {}
         return cls(trials, exps, users, steps, cache)
 
     def runtime(self, exp: ExperimentRow, defaults: TaskContainerDefaults) -> TaskRuntimeSpec:
