@@ -99,7 +99,7 @@ class FakeMaster:
         body = req.json or {}
         user = body.get("username")
         if user not in self.passwords or body.get("password") != salt_and_hash(self.passwords[user]):
-            return 403, {"message": "invalid credentials", "error": {"error": "invalid credentials"}}
+            return 401, {"message": "invalid credentials", "error": {"error": "invalid credentials"}}
         return {"token": self.issue_token(user), "user": self.user(user)}
 
     def _me(self, req: Recorded) -> Reply:

@@ -59,6 +59,10 @@ def test_master_info(det_cluster) -> None:
 def test_user_login_and_whoami(det_cluster) -> None:
     det(det_cluster, "user", "login", "determined", stdin="\n")
     assert "determined" in det(det_cluster, "user", "whoami").stdout
+    # a wrong password is a 401, which det reports as Determined's own master makes it report it
+    wrong = det(det_cluster, "user", "login", "admin", stdin="wrong\n", check=False)
+    assert wrong.returncode != 0 and "Invalid username/password combination" in wrong.stdout + wrong.stderr
+    assert "determined" in det(det_cluster, "user", "whoami").stdout  # the earlier login still holds
 
 
 def test_agent_and_slot_list(det_cluster) -> None:

@@ -105,12 +105,15 @@ def test_login_body_without_content_type(client: TestClient) -> None:
     ("username", "password"),
     [("admin", "wrong"), ("determined", "x"), ("nobody", ""), ("", "")],
 )
-def test_wrong_credentials_are_403_invalid_credentials(client: TestClient, username: str, password: str) -> None:
+def test_wrong_credentials_are_401_invalid_credentials(client: TestClient, username: str, password: str) -> None:
+    """Determined answers Unauthenticated (det: UnauthenticatedException, "Invalid username/password
+    combination"); an unknown user and a wrong password look the same."""
     from pedl.master.services.passwords import client_hash
 
     r = post(client, "/api/v1/auth/login", {"username": username, "password": client_hash(password), "isHashed": True})
-    assert r.status_code == 403
+    assert r.status_code == 401
     assert r.json()["message"] == "invalid credentials"
+    assert "token" not in r.json()
 
 
 def test_tokens_are_distinct_per_login(client: TestClient) -> None:

@@ -45,10 +45,10 @@ def test_change_password_det_style_bare_json_string(client: TestClient, user: di
     me = user_id(client, user, "determined")
     r = post(client, f"/api/v1/users/{me}/password", client_hash("n3w-Pass"), user)
     assert r.status_code == 200, r.text
-    assert login_status(client, "determined", "") == 403
+    assert login_status(client, "determined", "") == 401
     assert login_status(client, "determined", "n3w-Pass") == 200  # det: hashed client side
     assert login_status(client, "determined", "n3w-Pass", hashed=False) == 200  # plain text
-    assert login_status(client, "determined", "wrong") == 403
+    assert login_status(client, "determined", "wrong") == 401
 
 
 @pytest.mark.parametrize("hashed", [True, False])
@@ -58,13 +58,13 @@ def test_change_password_object_body(client: TestClient, user: dict, hashed: boo
     r = post(client, f"/api/v1/users/{me}/password", {"password": sent, "isHashed": hashed}, user)
     assert r.status_code == 200, r.text
     assert login_status(client, "determined", "abc-123") == 200
-    assert login_status(client, "determined", "") == 403
+    assert login_status(client, "determined", "") == 401
 
 
 def test_set_back_to_blank(client: TestClient, admin: dict) -> None:
     me = user_id(client, admin, "admin")
     post(client, f"/api/v1/users/{me}/password", client_hash("x"), admin)
-    assert login_status(client, "admin", "") == 403
+    assert login_status(client, "admin", "") == 401
     post(client, f"/api/v1/users/{me}/password", "", admin)
     assert login_status(client, "admin", "") == 200
 
@@ -129,7 +129,7 @@ def test_failed_logins_are_rate_limited_per_user(client: TestClient, clock: Manu
                                                  master_config: MasterConfig) -> None:
     limit = master_config.security.login_rate_limit
     for _ in range(limit.failures_per_user):
-        assert login_status(client, "determined", "wrong") == 403
+        assert login_status(client, "determined", "wrong") == 401
     r = post(client, "/api/v1/auth/login", {"username": "determined", "password": "", "isHashed": True})
     assert r.status_code == 429, "even the right password waits: the limit is checked first"
     assert 1 <= int(r.headers["Retry-After"]) <= limit.window
@@ -141,7 +141,7 @@ def test_failed_logins_are_rate_limited_per_user(client: TestClient, clock: Manu
 def test_failed_logins_are_rate_limited_per_address(client: TestClient, master_config: MasterConfig) -> None:
     limit = master_config.security.login_rate_limit
     for i in range(limit.failures_per_address):
-        assert login_status(client, f"nobody-{i}", "x") == 403
+        assert login_status(client, f"nobody-{i}", "x") == 401
     r = post(client, "/api/v1/auth/login", {"username": "admin", "password": "", "isHashed": True})
     assert r.status_code == 429
     assert int(r.headers["Retry-After"]) >= 1
@@ -167,7 +167,7 @@ def test_create_user_with_plaintext_password(client: TestClient, admin: dict) ->
 def test_non_admin_cannot_create_users(client: TestClient, user: dict) -> None:
     r = post(client, "/api/v1/users", {"user": {"username": "mallory"}, "password": ""}, user)
     assert r.status_code == 403
-    assert login_status(client, "mallory", "") == 403
+    assert login_status(client, "mallory", "") == 401
 
 
 def test_duplicate_user_is_409(client: TestClient, admin: dict) -> None:
@@ -189,4 +189,6 @@ def test_bad_usernames_are_400(client: TestClient, admin: dict, username: str) -
 def test_inactive_user_cannot_log_in(client: TestClient, admin: dict) -> None:
     post(client, "/api/v1/users", {"user": {"username": "dave", "active": False}}, admin)
     r = post(client, "/api/v1/auth/login", {"username": "dave", "password": "", "isHashed": True})
-    assert r.status_code == 403
+    assert r.status_code == 403, r.text  # as Determined: the right password of a deactivated user is forbidden
+    assert "user is not active" in r.json()["message"]  # the text det's users match on
+    assert login_status(client, "dave", "wrong") == 401  # a wrong password says nothing about the account

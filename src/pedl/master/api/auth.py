@@ -30,7 +30,7 @@ class LoginBody(Body):
 
 
 @router.post("/auth/login")
-@accepts(LoginBody, errors=(403, 429))  # 403: wrong credentials, as det expects
+@accepts(LoginBody, errors=(401, 403, 429))  # as Determined: 401 wrong credentials, 403 a deactivated user
 def login(request: Request, body: dict = Depends(json_body)) -> dict:
     req = parse(LoginBody, body)
     address = request.client.host if request.client else ""
@@ -55,7 +55,7 @@ class SessionBody(Body):
 
 
 @router.post("/auth/session")
-@accepts(SessionBody, errors=(403, 429))
+@accepts(SessionBody, errors=(401, 403, 429))
 def open_session(request: Request, response: Response, body: dict = Depends(json_body)) -> dict:
     """The WebUI's login: the token goes into cookies, never into the page's reach."""
     # a cross-site form cannot send JSON without a preflight, so a login cannot be forced on a browser

@@ -44,7 +44,9 @@ def users_with_blank_password(s: Session) -> list[str]:
 
 def login(s: Session, now: float, ttl: float, username: str, password: str, is_hashed: bool,
           limiter: LoginLimiter | None = None, address: str = "") -> tuple[str, models.User]:
-    """A new login token; failures count towards the per-user and per-address rate limits."""
+    """A new login token; failures count towards the per-user and per-address rate limits.
+    As Determined: wrong credentials are Unauthenticated (401, `invalid credentials`), a deactivated
+    user's right password Forbidden (403, `user is not active`); a lockout is TooManyRequests (429)."""
     if limiter is not None:
         limiter.check(username, address, now)
     user = s.scalar(select(models.User).where(models.User.username == username))
@@ -52,9 +54,9 @@ def login(s: Session, now: float, ttl: float, username: str, password: str, is_h
     if user is None or not passwords.verify_password(user.password_hash, normalized):
         if limiter is not None:
             limiter.failed(username, address, now)
-        raise Forbidden("invalid credentials")
+        raise Unauthenticated("invalid credentials")
     if not user.active:
-        raise Forbidden(f"user {username!r} is deactivated")
+        raise Forbidden(f"user is not active: {username!r} was deactivated by an admin")
     if limiter is not None:
         limiter.succeeded(username)
     token = secrets.token_urlsafe(32)
