@@ -56,6 +56,27 @@ def test_master_info(det_cluster) -> None:
     assert info["clusterId"] and info["version"]
 
 
+UNAUTH_MASTER_SCRIPT = """
+import json, sys
+from determined.common import api
+from determined.common.api import bindings
+info = bindings.get_GetMaster(api.UnauthSession(sys.argv[1], cert=None))
+print(json.dumps({"clusterId": info.clusterId, "version": info.version}))
+"""
+
+
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
+def test_determined_sdk_reads_the_master_without_logging_in(det_cluster) -> None:
+    """The 0.38.1 SDK asks for GET /api/v1/master with no token before it logs in (Determined answers it)."""
+    proc = subprocess.run([str(DET.parent / "python"), "-c", UNAUTH_MASTER_SCRIPT, det_cluster.master.url],
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    info = det_cluster.master.api("GET", "/info")
+    assert got == {"clusterId": info["cluster_id"], "version": "0.38.1"}
+
+
 def test_user_login_and_whoami(det_cluster) -> None:
     det(det_cluster, "user", "login", "determined", stdin="\n")
     assert "determined" in det(det_cluster, "user", "whoami").stdout

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from pedl.config.master_config import MasterConfig
 from pedl.master.app import create_app
 
-PUBLIC = {("get", "/info"), ("post", "/api/v1/auth/login"), ("post", "/api/v1/auth/session")}
+PUBLIC = {("get", "/info"), ("get", "/api/v1/master"), ("post", "/api/v1/auth/login"),
+          ("post", "/api/v1/auth/session")}
 
 
 @pytest.fixture(scope="module")

@@ -155,8 +155,8 @@ def install_service(
 
 # GET /api/v1/master's fields, as `master info` names them; other fields follow under their own names
 INFO_FIELDS = {"pedlVersion": "Version", "version": "Determined API", "clusterName": "Cluster name",
-               "clusterId": "Cluster ID", "masterId": "Master ID", "product": "Product", "database": "Database",
-               "resourcePools": "Resource pools", "userManagementEnabled": "User management",
+               "clusterId": "Cluster ID", "masterId": "Master ID", "product": "Product",
+               "userManagementEnabled": "User management",
                "rbacEnabled": "RBAC", "strictJobQueueControl": "Strict job queue control",
                "telemetryEnabled": "Telemetry", "featureSwitches": "Feature switches"}
 INFO_HIDDEN = frozenset({"hasCustomLogo"})  # the web UI's concern
@@ -180,9 +180,9 @@ def info_rows(body: dict[str, Any]) -> list[tuple[str, Any]]:
 
 @app.command("info")
 def info(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """Show the master's version, ids, database and pools (GET /api/v1/master)."""
+    """Show the master's version, ids and cluster name (GET /api/v1/master; no login needed)."""
     client = client_of(ctx)
-    body = client.get("/api/v1/master")
+    body = client.request("GET", "/api/v1/master", auth=False)
     if as_json:
         print_json(body)
         return

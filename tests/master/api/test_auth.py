@@ -16,7 +16,8 @@ from pedl.master.app import create_app
 from pedl.version import __version__
 from tests.master.fakes import bearer, login, post
 
-OPEN_ROUTES = {("get", "/info"), ("post", "/api/v1/auth/login"), ("post", "/api/v1/auth/session")}
+OPEN_ROUTES = {("get", "/info"), ("get", "/api/v1/master"), ("post", "/api/v1/auth/login"),
+               ("post", "/api/v1/auth/session")}
 
 
 def all_routes(app: FastAPI) -> list[tuple[str, str]]:
@@ -165,6 +166,12 @@ def test_tokens_survive_a_master_restart(master_config: MasterConfig) -> None:
         assert c.get("/api/v1/me", headers=bearer(token)).status_code == 200
 
 
+# GET /api/v1/master's fields: Determined's GetMasterResponse, and pedl's own version (as /info has it)
+MASTER_FIELDS = {"version", "pedlVersion", "masterId", "clusterId", "clusterName", "hasCustomLogo",
+                 "strictJobQueueControl", "telemetryEnabled", "rbacEnabled", "userManagementEnabled", "product",
+                 "featureSwitches"}
+
+
 def test_master_info_shape(client: TestClient, user: dict) -> None:
     r = client.get("/api/v1/master", headers=user)
     assert r.status_code == 200
@@ -173,6 +180,21 @@ def test_master_info_shape(client: TestClient, user: dict) -> None:
                       ("strictJobQueueControl", bool), ("version", str)):
         assert isinstance(body[key], kind), key
     assert body["clusterId"] == client.get("/info").json()["cluster_id"]
+    assert body["telemetryEnabled"] is False
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS)
+def test_master_info_needs_no_token_and_tells_a_stranger_nothing_more(client: TestClient, user: dict,
+                                                                       admin: dict, headers: dict) -> None:
+    """As in Determined (the 0.38.1 SDK asks before it logs in): the same answer to anyone, whatever
+    token comes with it, and only the fields above: no pools, database, paths or users."""
+    r = client.get("/api/v1/master", headers=headers)
+    assert r.status_code == 200, r.text
+    assert set(r.json()) == MASTER_FIELDS
+    assert r.json() == client.get("/api/v1/master", headers=user).json()
+    assert r.json() == client.get("/api/v1/master", headers=admin).json()
+    info = client.get("/info").json()
+    assert (r.json()["masterId"], r.json()["version"]) == (info["master_id"], info["version"])
 
 
 def test_master_config_is_admin_only(client: TestClient, user: dict, admin: dict) -> None:

@@ -1,5 +1,7 @@
-"""GET /info (no auth) and GET /api/v1/master. Both report `version` as the Determined release whose
-API pedl speaks (so det, which warns on any other, stays quiet) and pedl's own as `pedlVersion`."""
+"""GET /info and GET /api/v1/master, both without a token as in Determined (its 0.38.1 SDK asks for the
+master before it logs in). Both report `version` as the Determined release whose API pedl speaks (so
+det, which warns on any other, stays quiet) and pedl's own as `pedlVersion`; nothing else that a
+stranger could not already learn from /info."""
 
 from __future__ import annotations
 
@@ -20,15 +22,15 @@ def info(request: Request) -> dict:
 
 
 @router.get("/api/v1/master")
-def master_info(request: Request, _: Caller = Depends(caller)) -> dict:
+def master_info(request: Request) -> dict:
+    """Determined's GetMasterResponse, the same to every caller (no token is read): the pools and the
+    database are for logged-in users (GET /api/v1/resource-pools) and admins (/api/v1/master/config)."""
     ctx = ctx_of(request)
     return {"version": DETERMINED_API_VERSION, "pedlVersion": __version__, "masterId": ctx.master_id,
             "clusterId": ctx.cluster_id,
             "clusterName": ctx.config.cluster_name, "hasCustomLogo": False, "strictJobQueueControl": False,
             "telemetryEnabled": False, "rbacEnabled": False, "userManagementEnabled": True,
-            "product": "PRODUCT_UNSPECIFIED", "featureSwitches": [],
-            "resourcePools": [p.pool_name for p in ctx.config.resource_pools],
-            "database": "sqlite" if ctx.db.is_sqlite else "postgresql"}
+            "product": "PRODUCT_UNSPECIFIED", "featureSwitches": []}
 
 
 @router.get("/api/v1/master/config")
