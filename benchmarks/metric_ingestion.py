@@ -273,7 +273,10 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
             rss_started = resident_mib(master.pid)
             config = {"name": "metric-ingestion", "entrypoint": "python3 train.py", "max_restarts": 0,
                       "hyperparameters": {"reports": args.serial_reports, "metric_keys": args.metric_keys,
-                                          "out_dir": str(out), "wait_s": 600,
+                                          "out_dir": str(out),
+                                          # the trials stay up (their tokens valid) while the reporters
+                                          # send for them: at least 1,000 reports/s in all is assumed
+                                          "wait_s": max(600.0, n * args.reports_per_thread / 1000),
                                           "index": {"type": "categorical", "vals": list(range(n))}},
                       "searcher": {"name": "grid", "metric": "loss", "max_length": {"batches": 1},
                                    "max_concurrent_trials": n},
