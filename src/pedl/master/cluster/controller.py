@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # placements (wait reasons) written per transaction: each holds the lock, and SQLite's write lock,
 # for a few milliseconds, so API requests and agent reports interleave with a large pass
 SCHEDULE_BATCH = 250
-WAIT_BATCH = 1000
+WAIT_BATCH = 500
 
 
 class Controller:
