@@ -87,3 +87,16 @@ def test_the_snapshot_is_read_while_another_transaction_holds_the_write_lock(
         writer.rollback()
     (snap,) = got
     assert len(snap.pending) == 1 and [a.id for a in snap.agents] == ["a1"]  # as committed before the write
+
+
+def test_without_fair_share_preemption_or_max_slots_only_the_held_slots_are_read(
+        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    agent(s, "a1", slots=3)
+    agent(s, "a2", slots=2)
+    for agent_ids in (("a1",), ("a1", "a2")):
+        run_on(fx, s, allocations_of(s, trials_of(s, experiment(fx, s, slots=2))[0])[0], *agent_ids)
+    experiment(fx, s)
+    s.flush()
+    snap = pass_snapshot.load(s, fx.config, hub_of(loop, "a1", "a2"))
+    assert snap.held == []  # the scheduler reads no running task here
+    assert dict(snap.used) == {"a1": {"a1-0", "a1-1", "a1-2"}, "a2": {"a2-0"}}

@@ -7,6 +7,7 @@ what is checked again under the lock before anything is written)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -95,7 +96,8 @@ class PassSnapshot:
     pending: list[PendingRow] = field(default_factory=list)
     # connected (in the database and in the hub), enabled, not draining, not on an instance being emptied
     agents: list[AgentRow] = field(default_factory=list)
-    held: list[HeldRow] = field(default_factory=list)
+    held: list[HeldRow] = field(default_factory=list)  # read only where the scheduler reads running tasks
+    used: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # agent -> held slot ids
     experiments: dict[int, ExperimentSettings] = field(default_factory=dict)
     spot: set[str] = field(default_factory=set)  # agents on live spot instances
     instances: dict[str, dict[str, int]] = field(default_factory=dict)  # pool -> live/booting counts
@@ -125,14 +127,27 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, slot_ids: SlotIdsCache
     if not pending:
         return PassSnapshot()
     snap = PassSnapshot(pending=pending, dynamic=any(p.provider for p in config.resource_pools))
-    snap.held = [HeldRow(aid, exp_id, pool, priority, loads(assignment) or [], started or assigned or 0.0,
-                         bool(preempting))
-                 for aid, exp_id, pool, priority, assignment, started, assigned, preempting in s.execute(
-                     select(ALLOC.c.id, TRIAL.c.experiment_id, ALLOC.c.resource_pool, ALLOC.c.priority,
-                            as_text(ALLOC.c.assignment), ALLOC.c.started_at, ALLOC.c.assigned_at,
-                            ALLOC.c.preempt_requested)
-                     .select_from(ALLOC.outerjoin(TRIAL, TRIAL.c.id == ALLOC.c.trial_id))
-                     .where(ALLOC.c.state.in_(HELD)))]
+    snap.experiments = _experiments(s, config, {r.experiment_id for r in pending})
+    # the scheduler reads running tasks for fair share, preemption and max_slots (placement.decide);
+    # otherwise only the slots they hold, read as one string: thousands of rows cost more to fetch
+    if any(p.scheduler.type == "fair_share" or p.scheduler.preemption for p in config.resource_pools) \
+            or any(x.max_slots is not None for x in snap.experiments.values()):
+        snap.held = [HeldRow(aid, exp_id, pool, priority, loads(assignment) or [], started or assigned or 0.0,
+                             bool(preempting))
+                     for aid, exp_id, pool, priority, assignment, started, assigned, preempting in s.execute(
+                         select(ALLOC.c.id, TRIAL.c.experiment_id, ALLOC.c.resource_pool, ALLOC.c.priority,
+                                as_text(ALLOC.c.assignment), ALLOC.c.started_at, ALLOC.c.assigned_at,
+                                ALLOC.c.preempt_requested)
+                         .select_from(ALLOC.outerjoin(TRIAL, TRIAL.c.id == ALLOC.c.trial_id))
+                         .where(ALLOC.c.state.in_(HELD)))]
+        places = [place for h in snap.held for place in h.assignment]
+        snap.experiments |= _experiments(s, config, {h.experiment_id for h in snap.held} - snap.experiments.keys())
+    else:
+        held = s.scalar(select(func.aggregate_strings(as_text(ALLOC.c.assignment), ",")).where(
+            ALLOC.c.state.in_(HELD)))
+        places = [place for assignment in (loads(f"[{held}]") if held else []) for place in assignment or []]
+    for place in places:
+        snap.used[place["agent_id"]].update(place["slot_ids"])
     draining: set[str] = set()
     if snap.dynamic:
         snap.instances = _instance_counts(s)
@@ -151,7 +166,6 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, slot_ids: SlotIdsCache
     snap.agents = [AgentRow(aid, pool, ids, runtime == "docker")
                    for aid, pool, ids, runtime in (slot_ids or SlotIdsCache()).read(rows)
                    if aid in connected and aid not in draining]
-    snap.experiments = _experiments(s, config, {r.experiment_id for r in (*pending, *snap.held)} - {None})
     return snap
 
 

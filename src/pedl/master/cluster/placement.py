@@ -81,10 +81,7 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
     out = PassPlan(now)
     if not snap.pending:
         return out
-    used: dict[str, set[str]] = defaultdict(set)
-    for held in snap.held:
-        for place in held.assignment:
-            used[place["agent_id"]].update(place["slot_ids"])
+    used = snap.used
     pending_by_pool, agents_by_pool, held_by_pool = defaultdict(list), defaultdict(list), defaultdict(list)
     for row in snap.pending:
         pending_by_pool[row.resource_pool].append(row)
