@@ -391,3 +391,12 @@ def test_what_changed_between_the_plan_and_its_batch_counts(
     assert got == {on["a0"]: A.TERMINATED, on["a1"]: A.PENDING, on["a2"]: A.ASSIGNED}
     assert [m["allocation_id"] for m in delivered(loop, conns["a2"])] == [on["a2"]]
     assert delivered(loop, conns["a0"]) == delivered(loop, conns["a1"]) == []
+
+
+def test_batches_shrink_where_writing_one_holds_the_lock_long_and_grow_back() -> None:
+    full, target = controller_module.SCHEDULE_BATCH, controller_module.BATCH_LOCK_TARGET
+    assert controller_module._next_batch(full, target / 2) == full  # never past SCHEDULE_BATCH
+    assert controller_module._next_batch(full, target * 2) == full // 2
+    assert controller_module._next_batch(full, target * 100) == full // 10  # a tenth at least
+    assert controller_module._next_batch(full // 10, target / 4) == full // 10 * 4
+    assert controller_module._next_batch(full, 0.0) == full

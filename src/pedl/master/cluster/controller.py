@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from pydantic import BaseModel
@@ -40,9 +41,18 @@ from pedl.master.services.transitions import set_agent_state
 log = logging.getLogger(__name__)
 
 # placements (wait reasons) written per transaction: each holds the lock, and SQLite's write lock,
-# for a few milliseconds, so API requests and agent reports interleave with a large pass
+# for a few milliseconds, so API requests and agent reports interleave with a large pass. The
+# placements' batches shrink (to a tenth at least) where writing one holds the lock longer than
+# BATCH_LOCK_TARGET seconds (PostgreSQL writes a row in ~4 times SQLite's time), and grow back.
 SCHEDULE_BATCH = 250
+BATCH_LOCK_TARGET = 0.02
 WAIT_BATCH = 500
+
+
+def _next_batch(size: int, held: float) -> int:
+    """The next batch's size, for the lock held `held` seconds by one of `size` placements."""
+    wanted = size * BATCH_LOCK_TARGET / held if held > 0 else SCHEDULE_BATCH
+    return max(max(SCHEDULE_BATCH // 10, 1), min(SCHEDULE_BATCH, round(wanted)))
 
 
 class Controller:
@@ -202,9 +212,12 @@ class Controller:
             if decided.preempt or decided.wake_provisioners:
                 self.run(lambda s: placement.preempt(self, s, decided))
             cache = SpecCache()  # the experiments' parsed configs, from one batch to the next
-            for i in range(0, len(decided.placements), SCHEDULE_BATCH):
-                ready = self._prepare(decided, decided.placements[i:i + SCHEDULE_BATCH], cache)  # outside the lock
+            i, size = 0, SCHEDULE_BATCH
+            while i < len(decided.placements):
+                ready = self._prepare(decided, decided.placements[i:i + size], cache)  # outside the lock
+                started = time.perf_counter()
                 self.run(lambda s, ready=ready: self._apply(s, ready))
+                i, size = i + size, _next_batch(size, time.perf_counter() - started)
             for i in range(0, len(decided.waits), WAIT_BATCH):
                 self.run(lambda s, chunk=decided.waits[i:i + WAIT_BATCH]: placement.record_waits(s, decided.now, chunk))
 
