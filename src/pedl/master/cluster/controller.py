@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 # placements' batches shrink (to a tenth at least) where writing one holds the lock longer than
 # BATCH_LOCK_TARGET seconds (PostgreSQL writes a row in ~4 times SQLite's time), and grow back.
 SCHEDULE_BATCH = 250
-BATCH_LOCK_TARGET = 0.02
+BATCH_LOCK_TARGET = 0.03
 WAIT_BATCH = 500
 
 
