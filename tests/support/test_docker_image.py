@@ -31,15 +31,22 @@ def test_an_image_is_reused_and_a_source_change_rebuilds_only_its_layer(
     again: list[str] = []
     assert docker.ensure_test_image(again.append) == name
     assert again == []
-    (src / "core" / "__init__.py").write_text((src / "core" / "__init__.py").read_text() + "\nCHANGED = 1\n")
+    # a change no earlier run made: an image left by a failed run must not stand in for the rebuild
+    mark = uuid.uuid4().hex
+    init = src / "core" / "__init__.py"
+    init.write_text(init.read_text() + f"\nCHANGED = {mark!r}\n")
     changed: list[str] = []
     rebuilt = docker.ensure_test_image(changed.append)
-    assert rebuilt != name and rebuilt.startswith("pedl-test-task:")
-    assert [step.split(" as ")[0] for step in changed if step.startswith("adding")] == ["adding src/pedl"]
-    done = subprocess.run(["docker", "run", "--rm", "--network", "none", rebuilt, "python3", "-c",
-                           "import pedl.core; print(pedl.core.CHANGED)"], capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip() == "1", done.stderr
-    subprocess.run(["docker", "rmi", rebuilt], capture_output=True)
+    try:
+        assert rebuilt != name and rebuilt.startswith("pedl-test-task:")
+        assert [step.split(" as ")[0] for step in changed if step.startswith("adding")] == ["adding src/pedl"]
+        done = subprocess.run(["docker", "run", "--rm", "--network", "none", rebuilt, "python3", "-c",
+                               "import pedl.core; print(pedl.core.CHANGED)"], capture_output=True, text=True,
+                              timeout=120)
+        assert done.stdout.strip() == mark, done.stderr
+    finally:
+        if rebuilt != name:
+            subprocess.run(["docker", "rmi", rebuilt], capture_output=True)
 
 
 def test_old_images_of_other_keys_are_removed(test_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
