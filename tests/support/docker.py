@@ -2,7 +2,8 @@
 
 The test image is built offline and never pulled from a registry. debootstrap makes a Debian
 bookworm root filesystem from the Debian mirror apt uses. Its python3 is 3.11, like the venvs', so
-their cp311 wheels load. `docker import` turns it into an image, and two layers are added on top:
+their cp311 wheels load. `docker import` turns it into an image (tests/support/docker_base.py), and
+two layers are added on top:
 - the `determined` 0.38.1 package with all its dependencies, from .venv-det;
 - the packages `pedl.core` imports (httpx and what it requires), from the running venv.
 A third layer adds pedl's source (src/pedl).
@@ -14,20 +15,17 @@ The images (each is reused while `docker image inspect` finds it):
 Each key hashes the inputs of its layer and the key of the layer below. A changed input rebuilds
 from that layer up, so an edit of pedl's source rebuilds only the last layer (seconds). The first
 build takes minutes; under pytest its steps go to ~/.cache/pedl-test-images/build.log too.
-`python -m tests.support.docker` builds the image, and `make docker` runs it.
+`python -m tests.support.docker` builds the image, and `make docker` runs it (after
+`python3 -m tests.support.docker_base`, which needs no venv, has built the base).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
-import hashlib
 import importlib.metadata
-import inspect
 import io
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -36,45 +34,39 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.support import docker_base
+from tests.support.docker_base import (
+    SITE_DIR,
+    ImageBuildError,
+    ImageUnavailable,
+    Log,
+    _build_lock,
+    _digest,
+    _docker,
+    _ensure_base,
+    base_key,
+    cache_dir,
+    image_exists,
+)
+
 REPO = Path(__file__).resolve().parents[2]
 PEDL_SRC = REPO / "src" / "pedl"
 DET_SITE = REPO / ".venv-det" / "lib" / "python3.11" / "site-packages"
 DETERMINED_VERSION = "0.38.1"
-SUITE = "bookworm"  # its python3 is 3.11: the venvs' compiled wheels load
-PACKAGES = ("python3", "ca-certificates", "procps")
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
-SITE_DIR = "usr/local/lib/python3.11/dist-packages"  # on Debian's python3 path; apt never writes it
-IMAGE_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
 # pedl.core's third-party imports; what they require (markers evaluated for 3.11) comes along
 PEDL_CORE_REQUIREMENTS = ("httpx", "orjson")
 SKIPPED_DISTRIBUTIONS = {"pip", "setuptools"}  # setuptools' RECORD holds _distutils_hack and its .pth
 # googleapiclient's offline copies of Google's API discovery documents (100 MB); no task uses them
 SKIPPED_PREFIXES = ("googleapiclient/discovery_cache/documents/",)
-SLIMMED = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt",
-           "var/lib/apt/lists")
 
 PRUNE_AFTER_S = 24 * 3600  # the test images of other keys are removed once older than this
-Log = Callable[[str], None]
-
-
-class ImageUnavailable(Exception):
-    """The image cannot be built here (no root, no debootstrap): the tests skip, or fail under CI."""
-
-
-class ImageBuildError(Exception):
-    """A build step failed; the message says which and how."""
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(os.environ.get("PEDL_TEST_IMAGE_CACHE") or Path(base) / "pedl-test-images")
 
 
 def unknown_image_name() -> str:
@@ -98,67 +90,7 @@ def docker_error() -> str | None:
     return None
 
 
-# -- the Debian mirror apt uses ---------------------------------------------------------------------
-
-
-def debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
-    """The mirror of apt's sources that serves bookworm (else any Debian release's main suite),
-    from one-line `.list` files and deb822 `.sources` files; $PEDL_TEST_DEBIAN_MIRROR overrides."""
-    if override := os.environ.get("PEDL_TEST_DEBIAN_MIRROR"):
-        return override
-    sources: list[tuple[str, list[str]]] = []  # (uri, suites) in apt's reading order
-    lists = [apt_dir / "sources.list", *sorted((apt_dir / "sources.list.d").glob("*.list"))]
-    for path in lists:
-        if path.is_file():
-            sources += _one_line_sources(path.read_text(errors="replace"))
-    for path in sorted((apt_dir / "sources.list.d").glob("*.sources")):
-        sources += _deb822_sources(path.read_text(errors="replace"))
-    for uri, suites in sources:
-        if SUITE in suites:
-            return uri
-    for uri, suites in sources:  # a newer Debian host: its mirror serves bookworm too
-        if "/debian" in uri and any("-" not in suite for suite in suites):
-            return uri
-    return DEFAULT_MIRROR
-
-
-def _one_line_sources(text: str) -> list[tuple[str, list[str]]]:
-    found = []
-    for line in text.splitlines():
-        match = re.match(r"\s*deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", line.split("#", 1)[0])
-        if match:
-            found.append((match[1].rstrip("/"), [match[2]]))
-    return found
-
-
-def _deb822_sources(text: str) -> list[tuple[str, list[str]]]:
-    found = []
-    for stanza in re.split(r"\n\s*\n", text):
-        fields: dict[str, str] = {}
-        key = None
-        for line in stanza.splitlines():
-            if line.startswith("#"):
-                continue
-            if line[:1].isspace() and key:
-                fields[key] += " " + line.strip()
-            elif ":" in line:
-                key, value = line.split(":", 1)
-                key = key.strip().lower()
-                fields[key] = value.strip()
-        if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes").lower() != "no":
-            found += [(uri.rstrip("/"), fields.get("suites", "").split()) for uri in fields.get("uris", "").split()]
-    return found
-
-
 # -- keys ---------------------------------------------------------------------------------------------
-
-
-def _digest(*parts: str | bytes) -> str:
-    hasher = hashlib.sha256()
-    for part in parts:
-        data = part.encode() if isinstance(part, str) else part
-        hasher.update(len(data).to_bytes(8, "big") + data)
-    return hasher.hexdigest()[:16]
 
 
 def _pedl_sources() -> dict[str, bytes]:
@@ -176,14 +108,9 @@ def src_hash(files: dict[str, bytes] | None = None) -> str:
     return _digest(*(part for name, data in sorted(files.items()) for part in (name, data)))
 
 
-def base_key() -> str:
-    """The debootstrap recipe: the suite, the packages, and the code that runs it."""
-    return _digest(SUITE, ",".join(PACKAGES), *SLIMMED, *IMAGE_ENV, inspect.getsource(_build_rootfs_tarball))
-
-
 def layer_key(below: str, *inputs: str) -> str:
-    """A layer's key: the key below it, this builder's own text, and the layer's inputs."""
-    return _digest(below, Path(__file__).read_bytes(), *inputs)
+    """A layer's key: the key below it, the builders' own text, and the layer's inputs."""
+    return _digest(below, Path(__file__).read_bytes(), Path(docker_base.__file__).read_bytes(), *inputs)
 
 
 # -- the site-packages --------------------------------------------------------------------------------
@@ -247,18 +174,6 @@ def site_packages() -> tuple[dict[str, Path], list[str]]:
 # -- docker --------------------------------------------------------------------------------------------
 
 
-def _docker(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise ImageBuildError(f"docker {args[0]} failed: {done.stderr.strip() or done.stdout.strip()}")
-    return done
-
-
-def image_exists(name: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", name], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
-
-
 def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
@@ -301,65 +216,6 @@ def _commit_layer(below: str, name: str, files: dict[str, Path] | dict[str, byte
 # -- the build ----------------------------------------------------------------------------------------
 
 
-def _remove_tree(path: Path) -> None:
-    """Remove a build directory, unmounting first what an interrupted debootstrap left mounted in it."""
-    if not path.exists():
-        return
-    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-    for mount in sorted((m for m in mounts if m.startswith(f"{path}/")), reverse=True):
-        subprocess.run(["umount", "-l", mount], capture_output=True)
-    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
-
-
-def _build_rootfs_tarball(tarball: Path, log: Log) -> None:
-    """debootstrap a minimal bookworm with PACKAGES, slimmed, into `tarball`."""
-    if os.geteuid() != 0:
-        raise ImageUnavailable("building the task test image needs root (debootstrap): run `make docker` as root once")
-    if not shutil.which("debootstrap"):
-        raise ImageUnavailable("debootstrap is missing: apt-get install debootstrap (`make docker` does as root)")
-    mirror = debian_mirror()
-    for stale in cache_dir().glob("work-*"):  # an interrupted build's (the build lock is held)
-        _remove_tree(stale)
-    work = cache_dir() / f"work-{os.getpid()}"
-    rootfs = work / "rootfs"
-    debootstrap_log = cache_dir() / "debootstrap.log"
-    log(f"debootstrap {SUITE} with {','.join(PACKAGES)} from {mirror} (a few minutes; log: {debootstrap_log})")
-    try:
-        with debootstrap_log.open("w") as out:
-            done = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE,
-                                   str(rootfs), mirror], stdout=out, stderr=subprocess.STDOUT)
-        if done.returncode != 0:
-            tail = debootstrap_log.read_text(errors="replace").strip().splitlines()[-5:]
-            raise ImageBuildError(f"debootstrap failed (exit status {done.returncode}; {debootstrap_log}):\n"
-                                  + "\n".join(tail))
-        for part in SLIMMED:
-            shutil.rmtree(rootfs / part, ignore_errors=True)
-        (rootfs / SITE_DIR).mkdir(parents=True, exist_ok=True)
-        log(f"packing the root filesystem into {tarball}")
-        partial = tarball.with_suffix(".partial")
-        subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."], check=True)
-        partial.rename(tarball)
-    finally:
-        _remove_tree(work)
-
-
-def _ensure_base(log: Log) -> str:
-    key = base_key()
-    name = f"pedl-test-base:{key}"
-    if image_exists(name):
-        return name
-    tarball = cache_dir() / f"base-{key}.tar"
-    if not tarball.exists():
-        _build_rootfs_tarball(tarball, log)
-        for old in cache_dir().glob("base-*.tar"):
-            if old != tarball:
-                old.unlink(missing_ok=True)
-    log(f"docker import {tarball.name} as {name}")
-    changes = [arg for env in IMAGE_ENV for arg in ("--change", f"ENV {env}")]
-    _docker("import", *changes, str(tarball), name)
-    return name
-
-
 def _prune(keep: set[str], log: Log) -> None:
     """Untag the test images of other keys built over PRUNE_AFTER_S ago (a session that started
     before the source changed may still use a recent one); `docker rmi` leaves those in use."""
@@ -373,15 +229,6 @@ def _prune(keep: set[str], log: Log) -> None:
             old = name not in keep and age.total_seconds() > PRUNE_AFTER_S
             if old and subprocess.run(["docker", "rmi", name], capture_output=True).returncode == 0:
                 log(f"removed the old {name}")
-
-
-@contextlib.contextmanager
-def _build_lock() -> Iterator[None]:
-    """One build at a time on this machine (pytest-xdist workers, parallel sessions)."""
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with (cache_dir() / "build.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def ensure_test_image(log: Log = print) -> str:

@@ -1,15 +1,17 @@
-"""The task test image and the Docker fixtures (tests/support/docker.py)."""
+"""The task test image and the Docker fixtures (tests/support/docker.py, docker_base.py)."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.support import docker
+from tests.support import docker, docker_base
 
 
 def test_the_image_runs_determined_and_pedl_core_offline(test_image: str) -> None:
@@ -20,6 +22,7 @@ def test_the_image_runs_determined_and_pedl_core_offline(test_image: str) -> Non
     assert done.stdout.split() == ["0.38.1", "3.11"]
 
 
+@pytest.mark.slow
 def test_an_image_is_reused_and_a_source_change_rebuilds_only_its_layer(
         test_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "pedl"  # a copy: others may edit src/pedl while this runs
@@ -96,22 +99,32 @@ def test_a_changed_input_changes_the_key() -> None:
     assert docker.base_key() == docker.base_key()
 
 
+def test_the_base_builder_needs_only_the_standard_library() -> None:
+    """`make test` runs it with the system's python3 while the venvs are still installing."""
+    tree = ast.parse(Path(docker_base.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
 def test_the_mirror_is_apts_bookworm_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PEDL_TEST_DEBIAN_MIRROR", raising=False)
     (tmp_path / "sources.list.d").mkdir()
-    assert docker.debian_mirror(tmp_path) == docker.DEFAULT_MIRROR
+    assert docker_base.debian_mirror(tmp_path) == docker_base.DEFAULT_MIRROR
     (tmp_path / "sources.list.d" / "debian.sources").write_text(
         "Types: deb\n# a comment\nURIs: http://security.example/debian-security\nSuites: bookworm-security\n"
         "Components: main\n\nTypes: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n\n"
         "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n")
     (tmp_path / "sources.list.d" / "other.list.disabled").write_text("deb http://off.example/debian bookworm main\n")
-    assert docker.debian_mirror(tmp_path) == "http://mirror.example/debian"
+    assert docker_base.debian_mirror(tmp_path) == "http://mirror.example/debian"
     (tmp_path / "sources.list").write_text(
         "# deb http://old.example/debian bookworm main\n"
         "deb [arch=amd64 signed-by=/k.gpg] http://list.example/debian bookworm main\n")
-    assert docker.debian_mirror(tmp_path) == "http://list.example/debian"
+    assert docker_base.debian_mirror(tmp_path) == "http://list.example/debian"
     monkeypatch.setenv("PEDL_TEST_DEBIAN_MIRROR", "http://override.example/debian")
-    assert docker.debian_mirror(tmp_path) == "http://override.example/debian"
+    assert docker_base.debian_mirror(tmp_path) == "http://override.example/debian"
 
 
 def test_a_newer_debian_hosts_mirror_serves_bookworm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,7 +132,7 @@ def test_a_newer_debian_hosts_mirror_serves_bookworm(tmp_path: Path, monkeypatch
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list").write_text("deb http://security.example/debian-security trixie-security main\n"
                                            "deb http://mirror.example/debian trixie main\n")
-    assert docker.debian_mirror(tmp_path) == "http://mirror.example/debian"
+    assert docker_base.debian_mirror(tmp_path) == "http://mirror.example/debian"
 
 
 def test_without_docker_the_tests_skip_and_under_ci_they_fail(monkeypatch: pytest.MonkeyPatch) -> None:
