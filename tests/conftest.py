@@ -7,10 +7,12 @@ import os
 import shutil
 
 import pytest
+from argon2 import PasswordHasher
 
 from pedl.config.master_config import DatabaseConfig, MasterConfig
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
+from pedl.master.services import passwords
 from tests.support.databases import fresh_postgres_db, migrated_sqlite_template, postgres_error
 from tests.support.docker import docker_daemon, test_image  # noqa: F401 - fixtures for task containers
 
@@ -25,13 +27,33 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                     "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", returncode=3)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: a test of tens of seconds or more that is neither e2e nor compat; "
+                                       "pytest-xdist hands it out first")
+
+
+def _start_order(item: pytest.Item) -> int:
+    if item.get_closest_marker("slow"):
+        return 0
+    return 1 if item.get_closest_marker("e2e") or item.get_closest_marker("compat") else 2
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, hand out the long end-to-end tests first, so that the short ones fill
-    the workers at the end instead of one e2e test running alone while the others idle. (With
-    xdist's default chunking the first worker would get all of them: make test passes
-    --maxschedchunk 4.)"""
+    """Under pytest-xdist, hand out the long tests first (those marked slow, the longest, then the
+    end-to-end ones), so that the short ones fill the workers at the end instead of one long test
+    running alone while the others idle. (With xdist's default chunking the first worker would get
+    all of them: make test passes --maxschedchunk 4.)"""
     if os.environ.get("PYTEST_XDIST_WORKER"):  # workers collect; the controller only hands out indices
-        items.sort(key=lambda item: 0 if item.get_closest_marker("e2e") or item.get_closest_marker("compat") else 1)
+        items.sort(key=_start_order)
+
+
+@pytest.fixture(autouse=True)
+def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Argon2 with production costs takes ~0.25 s of CPU per hash, and a master in this process
+    hashes two default users' passwords and verifies them on start, and one per login; these tests
+    are not about the key derivation, so use minimal costs (masters in processes of their own, as
+    the e2e tests start them, keep the production costs)."""
+    monkeypatch.setattr(passwords, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
 
 
 def require_postgres() -> None:

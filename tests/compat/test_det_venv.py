@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
+pytestmark = pytest.mark.slow  # child pytest sessions and venvs: tens of seconds
 
 
 def run_compat_test(tmp_path: Path, *, ci: bool, det_venv: Path) -> subprocess.CompletedProcess:

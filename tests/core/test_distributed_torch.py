@@ -17,6 +17,7 @@ from .fake_master import FakeMaster, free_port, task_env
 from .test_examples import copy_example, stored_checkpoints
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # process worlds that train for seconds to tens of seconds
 
 TORCH_VARS = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "NNODES",
               "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PEDL_SLOTS_PER_NODE",

@@ -84,6 +84,7 @@ min_checkpoint_period: {batches: 50}
 """
 
 
+@pytest.mark.slow
 def test_torch_mlp_off_cluster_trains_and_resumes(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     model_dir = copy_example("torch_mlp", tmp_path)

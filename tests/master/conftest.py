@@ -6,22 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from argon2 import PasswordHasher
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from pedl.clock import ManualClock
 from pedl.config.master_config import MasterConfig
 from pedl.master.app import create_app
-from pedl.master.services import passwords
 from tests.master.fakes import FakeAgent, bearer, login
-
-
-@pytest.fixture(autouse=True)
-def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Argon2 with production costs takes ~0.15 s per hash and the master hashes on every start
-    and login; these tests are about the API, not the key derivation, so use minimal costs."""
-    monkeypatch.setattr(passwords, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
 
 
 @pytest.fixture

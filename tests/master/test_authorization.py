@@ -348,6 +348,7 @@ def test_every_route_is_in_the_matrix(app: FastAPI) -> None:
     assert not missing, f"routes without a row in the authorization matrix: {sorted(missing)}"
 
 
+@pytest.mark.slow
 def test_authorization_matrix(client: TestClient, app: FastAPI) -> None:
     world = _world(client, app)
     world.ids["alice"] = json.loads(client.get("/api/v1/me", headers=world.tokens["owner"]).text)["user"]["id"]

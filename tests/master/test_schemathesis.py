@@ -42,6 +42,8 @@ from pedl.config.master_config import MasterConfig
 from tests.master.fakes import SINGLE_CONFIG, file_entry
 from tests.support.live_master import LiveMaster
 
+pytestmark = pytest.mark.slow  # minutes each: handed out first under pytest-xdist
+
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
           "response_schema_conformance,ignored_auth,unsupported_method,allow_header_conformance")
 # Per operation: the whole test stays near 90 s on both databases. A fixed seed keeps the suite

@@ -55,6 +55,7 @@ def test_a_newer_database_is_refused_naming_both_revisions(isolated_master_confi
         db.dispose()
 
 
+@pytest.mark.slow
 def test_master_run_on_a_newer_database_exits_with_the_message(tmp_path) -> None:
     config = MasterConfig(data_dir=tmp_path / "data", port=0)
     config.data_dir.mkdir()
