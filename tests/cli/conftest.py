@@ -26,6 +26,13 @@ def isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def db_kind() -> str:
+    """The CLI tests against a real master app check what the CLI sends and shows: SQLite only. What
+    the master stores, on both databases, is checked by tests/master against the same routes."""
+    return "sqlite"
+
+
+@pytest.fixture
 def master() -> Iterator[FakeMaster]:
     fake = FakeMaster().start()
     yield fake

@@ -16,6 +16,12 @@ PAGE = b"<!doctype html><title>pedl</title><script src=/assets/app-1a2b.js></scr
 
 
 @pytest.fixture
+def db_kind() -> str:
+    """Serving files reads no row: SQLite only (the conftest's runs every test on both databases)."""
+    return "sqlite"
+
+
+@pytest.fixture
 def built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "static"
     (root / "assets").mkdir(parents=True)
