@@ -21,7 +21,7 @@ from pedl.sim.cloud import CloudSettings, InstanceState, SimInstance, SimulatedC
 from pedl.sim.figures import policy_result
 from pedl.sim.jobs import JobState, SimJob
 from pedl.sim.pool import DETERMINED_TICK, SimPool
-from pedl.sim.replay_moves import consolidate, yield_to_new_work
+from pedl.sim.replay_moves import ReplayMoves
 from pedl.sim.results import PolicyResult
 from pedl.sim.trace import TraceJob
 
@@ -31,7 +31,7 @@ PRIORITY = 42  # every trace job at the scheduler's default priority: FIFO
 ARRIVE, FULFIL, BOOTED, FINISH, INTERRUPT, RECLAIM, MOVED, WAKE = range(8)
 
 
-class Replay:
+class Replay(ReplayMoves):
     """One policy over one trace. `run()` returns the figures; the replay is not reusable."""
 
     def __init__(self, jobs: list[TraceJob], pool: SimPool, settings: CloudSettings, policy: Policy,
@@ -125,9 +125,9 @@ class Replay:
             self._dirty = False
             self._schedule(now)
         if self.moves_policy is not None and self._fresh_waiting:
-            yield_to_new_work(self, now)
+            self._yield(now)
         if self.moves_policy is not None and self._moves_dirty:
-            consolidate(self, now)
+            self._consolidate(now)
 
     def _wake(self, now: float, t: float) -> None:
         if not math.isfinite(t) or t <= now:
