@@ -3,6 +3,7 @@ the cluster's modules can be tested on a real database without a Controller, a h
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session
 from pedl.clock import ManualClock
 from pedl.config.master_config import MasterConfig
 from pedl.master.cluster import agent_events, allocations, placement
-from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
 from pedl.master.lifecycle import AgentState
@@ -126,3 +127,11 @@ def run_on(fx: ClusterEffects, s: Session, alloc: models.Allocation, *agent_ids:
     for agent_id in agent_ids:
         agent_events.task_started(fx, s, agent_id, alloc.id)
     alloc.contacted_at = fx.now
+
+
+def hub_of(loop: asyncio.AbstractEventLoop, *agent_ids: str) -> AgentHub:
+    """A hub with a live connection for each agent, reaching the master at http://m:8080."""
+    hub = AgentHub()
+    for agent_id in agent_ids:
+        hub.attach(AgentConnection(agent_id=agent_id, master_url="http://m:8080", remote_host="10.0.0.5", loop=loop))
+    return hub

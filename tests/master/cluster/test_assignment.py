@@ -12,21 +12,21 @@ from sqlalchemy.orm import Session
 
 from pedl.common import agent_protocol as proto
 from pedl.master.cluster import allocations, assignment, pass_snapshot, placement
-from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
+from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
 from pedl.master.services.passwords import token_hash
 from pedl.master.services.task_specs import SpecCache
-from tests.master.cluster.recording_effects import RecordingEffects, agent, allocations_of, experiment, trials_of
+from tests.master.cluster.recording_effects import (
+    RecordingEffects,
+    agent,
+    allocations_of,
+    experiment,
+    hub_of,
+    trials_of,
+)
 
 A = AllocationState
-
-
-def hub_of(loop: asyncio.AbstractEventLoop, *agent_ids: str) -> AgentHub:
-    hub = AgentHub()
-    for agent_id in agent_ids:
-        hub.attach(AgentConnection(agent_id=agent_id, master_url="http://m", remote_host="10.0.0.5", loop=loop))
-    return hub
 
 
 def two_planned(fx: RecordingEffects, s: Session, hub: AgentHub) -> tuple[placement.PassPlan, dict[str, str]]:

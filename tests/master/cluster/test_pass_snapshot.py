@@ -11,7 +11,6 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from pedl.master.cluster import pass_snapshot
-from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
 from pedl.master.db import models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AgentState
@@ -20,16 +19,10 @@ from tests.master.cluster.recording_effects import (
     agent,
     allocations_of,
     experiment,
+    hub_of,
     run_on,
     trials_of,
 )
-
-
-def hub_of(loop: asyncio.AbstractEventLoop, *agent_ids: str) -> AgentHub:
-    hub = AgentHub()
-    for agent_id in agent_ids:
-        hub.attach(AgentConnection(agent_id=agent_id, master_url="http://m", remote_host="10.0.0.5", loop=loop))
-    return hub
 
 
 def test_the_snapshot_holds_the_pending_the_usable_agents_and_the_held_slots(

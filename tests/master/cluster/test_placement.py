@@ -15,7 +15,7 @@ from pedl.common import agent_protocol as proto
 from pedl.config.master_config import ResourcePoolConfig, SchedulerConfig
 from pedl.config.provider_config import AWSProviderConfig
 from pedl.master.cluster import allocations, placement
-from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
+from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.rendezvous import pick_port
 from pedl.master.db import models
 from pedl.master.lifecycle import AgentState, AllocationState
@@ -25,19 +25,12 @@ from tests.master.cluster.recording_effects import (
     agent,
     allocations_of,
     experiment,
+    hub_of,
     run_on,
     trials_of,
 )
 
 A = AllocationState
-
-
-def hub_of(loop: asyncio.AbstractEventLoop, *agent_ids: str) -> AgentHub:
-    """A hub with a live connection for each agent, reaching the master at http://m:8080."""
-    hub = AgentHub()
-    for agent_id in agent_ids:
-        hub.attach(AgentConnection(agent_id=agent_id, master_url="http://m:8080", remote_host="10.0.0.5", loop=loop))
-    return hub
 
 
 def pending(fx: RecordingEffects, s: Session, **kw) -> models.Allocation:
