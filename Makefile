@@ -17,7 +17,7 @@ SETUP_JOBS ?= 4
 PIP = flock $(VENV)/.pip-lock $(BIN)/pip
 APT_GET = flock /tmp/pedl-apt.lock apt-get
 
-.PHONY: venv install install-test install-torch det-venv demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
+.PHONY: venv install install-test install-torch det-venv det-e2e demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
 	docker docker-base
 
 $(BIN)/python:
@@ -102,6 +102,12 @@ det-venv: $(DET_VENV)/.installed
 	@if [ -n "$$CI" ] && [ ! -x $(DET_VENV)/bin/det ]; then \
 	  echo "$(DET_VENV)/bin/det is missing; under CI the compat tests must run: rm -rf $(DET_VENV) && make det-venv"; \
 	  exit 1; fi
+
+# Determined's own e2e suite (../shared/determined-e2e-0.38.1, run by its run.sh) against a fresh pedl master
+# and one local agent; not part of `make test`. DET_E2E_ARGS go to pytest (`-k test_users` picks one file).
+DET_E2E_ARGS ?=
+det-e2e: install det-venv
+	$(BIN)/python tools/det_e2e.py $(DET_E2E_ARGS)
 
 demo: install
 	$(BIN)/python -m pedl.demo

@@ -1,0 +1,116 @@
+"""Runs Determined 0.38.1's own end-to-end suite (the e2e_cpu tests of its run.sh FILES) against a
+fresh pedl master on SQLite with one local agent, and prints passed/failed/skipped per file.
+
+    python tools/det_e2e.py [--suite DIR] [--det-venv DIR] [--slots N] [--keep] [PYTEST ARGS...]
+
+The suite is an outside conformance check: it is run here, never copied into pedl. As on Determined's
+CI cluster, trials import `determined`: the agent's tasks get the det venv first on PATH (the master's
+task_container_defaults), and experiments may keep checkpoints under /tmp, as the suite's configs ask.
+run.sh always names every file of FILES: select one file's tests with `-k test_users`. Exit status:
+run.sh's (pytest's). With --keep the work directory (master and agent logs, junit.xml) stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
+
+REPO = Path(__file__).resolve().parents[1]
+OUTCOMES = ("passed", "failed", "error", "skipped")
+WORST_LAST = ("passed", "skipped", "error", "failed")
+
+
+def master_config(work: Path, det_venv: Path) -> dict:
+    return {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "checkpoints")},
+            "security": {"checkpoint_storage_roots": ["/tmp"]},
+            "task_container_defaults": {
+                "environment_variables": [f"PATH={det_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"]}}
+
+
+def outcome(case: ET.Element) -> str:
+    for tag in ("failure", "error", "skipped"):
+        if case.find(tag) is not None:
+            return "failed" if tag == "failure" else tag
+    return "passed"
+
+
+def per_file(junit: Path) -> dict[str, Counter]:
+    """Outcomes by test file; a test reported twice (a failed call, then an error in teardown) counts
+    once, by its worst outcome."""
+    worst: dict[tuple[str, str], str] = {}
+    for case in ET.parse(junit).iter("testcase"):
+        key = (case.get("file") or case.get("classname", "?"), case.get("name", "?"))
+        worst[key] = max(outcome(case), worst.get(key, "passed"), key=WORST_LAST.index)
+    files: dict[str, Counter] = {}
+    for (file, _), got in worst.items():
+        files.setdefault(file, Counter())[got] += 1
+    return files
+
+
+def print_table(files: dict[str, Counter], seconds: float) -> None:
+    total: Counter = Counter()
+    width = max([len(f) for f in files] + [5])
+    print(f"\n{'file':<{width}}  " + "  ".join(f"{o:>7}" for o in OUTCOMES))
+    for file in sorted(files):
+        total.update(files[file])
+        print(f"{file:<{width}}  " + "  ".join(f"{files[file][o]:>7}" for o in OUTCOMES))
+    print(f"{'total':<{width}}  " + "  ".join(f"{total[o]:>7}" for o in OUTCOMES))
+    print(f"{sum(total.values())} tests in {seconds:.0f} s")
+
+
+def run(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    work = Path(tempfile.mkdtemp(prefix="pedl-det-e2e-"))
+    master = Master(work, master_config(work, args.det_venv))
+    agent: LocalAgent | None = None
+    try:
+        master.start()
+        agent = LocalAgent(work, master.url, "e2e-agent", slots=args.slots, token=master.agent_token).start()
+        wait_for(lambda: agent_connected(master, "e2e-agent"), 60, what="the agent to connect")
+        print(f"pedl master {master.url}, agent e2e-agent ({args.slots} slot), work dir {work}", flush=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PEDL_"))}
+        env["XDG_CONFIG_HOME"] = str(work / "det-config")
+        junit = work / "junit.xml"
+        started = time.monotonic()
+        rc = subprocess.call([str(args.suite / "run.sh"), "127.0.0.1", str(master.port), "-o", "junit_family=xunit1",
+                              f"--junitxml={junit}", *pytest_args], env=env)
+        if junit.exists():
+            print_table(per_file(junit), time.monotonic() - started)
+        return rc
+    finally:
+        if agent is not None:
+            agent.stop()
+        master.stop()
+        if args.keep:
+            print(f"logs kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--suite", type=Path, default=Path(os.environ.get(
+        "PEDL_DET_E2E", REPO.parent / "shared" / "determined-e2e-0.38.1")), help="the suite with run.sh")
+    parser.add_argument("--det-venv", type=Path, default=REPO / ".venv-det",
+                        help="a venv with determined==0.38.1, first on the tasks' PATH")
+    parser.add_argument("--slots", type=int, default=1, help="the agent's slots (the suite expects 1)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory and its logs")
+    args, pytest_args = parser.parse_known_args()
+    for need in (args.suite / "run.sh", args.det_venv / "bin" / "python3"):
+        if not need.exists():
+            parser.error(f"{need} is missing (--suite / --det-venv; `make det-venv` makes the det venv)")
+    args.det_venv = args.det_venv.resolve()
+    return run(args, pytest_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
