@@ -313,17 +313,7 @@ def test_image(docker_daemon: str, pytestconfig: pytest.Config) -> str:
 def _main(argv: Iterable[str]) -> int:
     """`python -m tests.support.docker`: build the image (`make docker` runs this) and print its name."""
     del argv
-    error = docker_error()
-    if error:
-        print(f"Docker is not available: {error}", file=sys.stderr)
-        return 1
-    try:
-        name = ensure_test_image(lambda line: print(f"[pedl test image] {line}", flush=True))
-        print(f"[pedl test image] {name}")
-    except (ImageUnavailable, ImageBuildError) as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    return 0
+    return docker_base.build_command(ensure_test_image, docker_error())
 
 
 if __name__ == "__main__":

@@ -206,19 +206,24 @@ def ensure_base(log: Log = print) -> str:
         return _ensure_base(log)
 
 
-def _main(argv: Iterable[str]) -> int:
-    """`python3 -m tests.support.docker_base`: build the base image (`make docker` runs this first)."""
-    del argv
-    if not shutil.which("docker"):
-        print("Docker is not available: the docker command is not installed", file=sys.stderr)
+def build_command(build: Callable[[Log], str], unavailable: str | None) -> int:
+    """The command line of an image builder: build, print each step and the image's name; 1 on failure."""
+    if unavailable:
+        print(f"Docker is not available: {unavailable}", file=sys.stderr)
         return 1
     try:
-        name = ensure_base(lambda line: print(f"[pedl test image] {line}", flush=True))
+        name = build(lambda line: print(f"[pedl test image] {line}", flush=True))
         print(f"[pedl test image] {name}")
     except (ImageUnavailable, ImageBuildError) as exc:
         print(exc, file=sys.stderr)
         return 1
     return 0
+
+
+def _main(argv: Iterable[str]) -> int:
+    """`python3 -m tests.support.docker_base`: build the base image (`make docker` runs this first)."""
+    del argv
+    return build_command(ensure_base, None if shutil.which("docker") else "the docker command is not installed")
 
 
 if __name__ == "__main__":
