@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -33,6 +32,3 @@ class ManualClock:
     def set(self, t: float) -> None:
         self._t = t
 
-
-def to_datetime(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, tz=UTC)

@@ -116,14 +116,5 @@ def files_to_tgz(files: Any, max_bytes: int | None = None) -> tuple[bytes, int, 
     return buf.getvalue(), total, len(files)
 
 
-def tgz_to_files(tgz: bytes) -> list[dict[str, Any]]:
-    """The inverse, for GET .../model_def_tree style answers (paths and sizes only)."""
-    out = []
-    with tarfile.open(fileobj=io.BytesIO(tgz), mode="r:gz") as tar:
-        for m in tar.getmembers():
-            out.append({"path": m.name, "isDir": m.isdir(), "size": m.size})
-    return out
-
-
 def b64_tgz(tgz: bytes) -> str:
     return base64.b64encode(tgz).decode()

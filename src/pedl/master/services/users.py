@@ -68,10 +68,6 @@ def logout(s: Session, token: str) -> None:
     s.execute(delete(models.UserSession).where(models.UserSession.token_hash == token_hash(token)))
 
 
-def user_for_token(s: Session, now: float, token: str) -> models.User:
-    return session_for_token(s, now, token)[0]
-
-
 def session_for_token(s: Session, now: float, token: str) -> tuple[models.User, models.UserSession]:
     """The user a login token belongs to and its session row (issued and expiry times)."""
     sess = s.scalar(select(models.UserSession).where(models.UserSession.token_hash == token_hash(token)))
