@@ -10,7 +10,7 @@ import threading
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from pedl.master.cluster import pass_snapshot
+from pedl.master.cluster import known_agents, pass_snapshot
 from pedl.master.db import models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AgentState
@@ -56,7 +56,7 @@ def test_nothing_pending_reads_nothing_else(fx: RecordingEffects, s: Session, lo
 
 
 def test_slot_ids_are_parsed_again_when_an_agent_registers_other_slots_and_gone_agents_are_dropped() -> None:
-    cache = pass_snapshot.SlotIdsCache()
+    cache = known_agents.SlotIdsCache()
     one, two = '[{"id": "0"}]', '[{"id": "0"}, {"id": "1"}]'
     assert cache.read([("a1", "p", one, ""), ("a2", "p", one, "docker")]) == [
         ("a1", "p", ("0",), ""), ("a2", "p", ("0",), "docker")]

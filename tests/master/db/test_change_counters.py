@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import delete, insert, select, update
 
 from pedl.master.db import models
-from pedl.master.db.change_counters import ChangeCounters
+from pedl.master.db.change_counters import QUIET, ChangeCounters
 from pedl.master.db.engine import Database
 
 
@@ -52,6 +52,27 @@ def test_a_rollback_and_a_read_bump_nothing(database: Database) -> None:
     with database.read_session() as s:
         s.scalars(select(models.User)).all()
     assert database.changes.versions(["users"]) == before
+
+
+def test_quiet_writes_bump_the_version_but_not_the_loud_version(database: Database) -> None:
+    with database.session() as s:
+        s.add(_user("quiet"))
+    quiet = update(models.User).where(models.User.username == "quiet").values(display_name="Q")
+    (version,), loud = database.changes.versions(["users"]), database.changes.loud_version("users")
+    with database.session() as s:
+        s.execute(quiet, execution_options=QUIET)
+    assert (database.changes.versions(["users"]), database.changes.loud_version("users")) == ((version + 1,), loud)
+    with database.session() as s:  # any other write in the same transaction makes it loud
+        s.execute(quiet, execution_options=QUIET)
+        s.get(models.User, s.scalar(select(models.User.id).where(models.User.username == "quiet"))).active = False
+    assert (database.changes.versions(["users"]), database.changes.loud_version("users")) == ((version + 2,), loud + 1)
+    with database.session() as s:
+        s.execute(quiet.values(display_name="R"))
+    assert database.changes.loud_version("users") == loud + 2
+    with pytest.raises(RuntimeError), database.session() as s:
+        s.execute(quiet.values(display_name="S"))
+        raise RuntimeError("abort")
+    assert database.changes.loud_version("users") == loud + 2
 
 
 def test_tags_follow_the_tables_the_caller_and_the_boot() -> None:

@@ -38,6 +38,7 @@ from pedl.master.cluster.bulk_rows import (
 )
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.cluster.json_columns import as_text, loads
+from pedl.master.cluster.known_agents import KnownAgents
 from pedl.master.cluster.rendezvous import node_envs, pick_port
 from pedl.master.cluster.wait_reasons import WaitKind
 from pedl.master.cluster.wait_records import WaitUpdate
@@ -87,12 +88,14 @@ def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placem
 
 
 def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placement], *,
-            planned: Mapping[str, Candidate] | None = None, cache: SpecCache | None = None) -> Prepared:
+            planned: Mapping[str, Candidate] | None = None, cache: SpecCache | None = None,
+            known: KnownAgents | None = None) -> Prepared:
     """Reads and work for a batch, no writes: the pass runs this outside the lock, in a read-only
     transaction, and only `write` under it. `planned`: the pass's snapshot of the allocations, planned
     outside the lock; their agents must still be usable, and `write` checks that each is still
     PENDING in that pool. Without it the allocations are read here. `cache` carries the
-    experiments' parsed configs from one batch of a pass to the next."""
+    experiments' parsed configs from one batch of a pass to the next, `known` the agents' rows
+    (cluster/known_agents.py), read again only where they changed."""
     out = Prepared()
     if not chunk:
         return out
@@ -103,7 +106,8 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                    ALLOC.c.wait_kind).where(ALLOC.c.id.in_([aid for aid, _ in chunk]), ALLOC.c.state == A.PENDING))}
         todo = [(found[aid], places) for aid, places in chunk if aid in found]  # not killed since the plan
     else:
-        usable = _usable_agents(s, hub, {agent_id for _, places in chunk for agent_id, _ in places})
+        agent_ids = {agent_id for _, places in chunk for agent_id, _ in places}
+        usable = known.usable(s, hub, agent_ids) if known is not None else _usable_agents(s, hub, agent_ids)
         todo = [(planned[aid], places) for aid, places in chunk
                 if all(usable.get(agent_id) == planned[aid].resource_pool for agent_id, _ in places)]
     if not todo:

@@ -30,6 +30,7 @@ from pedl.config.master_config import MasterConfig
 from pedl.master.caller_cache import CallerCache
 from pedl.master.cluster import agent_events, assignment, pass_snapshot, placement
 from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.known_agents import KnownAgents
 from pedl.master.db import models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import HELD, AgentState
@@ -70,7 +71,7 @@ class Controller:
         self._want_checkpoint_gc: Callable[[int], None] = lambda _experiment_id: None
         self.lock = threading.RLock()
         self._pass_lock = threading.Lock()  # one scheduling pass at a time
-        self._slot_ids = pass_snapshot.SlotIdsCache()  # the agents' slot ids, from one pass to the next
+        self._agents = KnownAgents(db.changes)  # the agents' rows, from one pass to the next
         self._outbox: list[tuple[str, BaseModel]] = []
         self._revoked: list[str] = []  # allocations whose task tokens die when this transaction commits
         # {experiment id: (live trials, capacity)} where a top-up created nothing (experiment_progression.top_up)
@@ -206,7 +207,11 @@ class Controller:
 
     def _tick(self) -> None:
         with self._pass_lock:
-            self.run(self._check_agents)
+            try:
+                self.run(self._check_agents)
+            except BaseException:  # its heartbeats were not written after all
+                self._agents.forget()
+                raise
             self.run(self._top_up)  # trials for room that came since
             decided = self._plan_schedule()  # outside the lock
             if decided.preempt or decided.wake_provisioners:
@@ -224,21 +229,21 @@ class Controller:
     # the pass's steps (methods, so benchmarks/scheduling_pass.py can time them)
 
     def _check_agents(self, s: Session) -> None:
-        agent_events.check_agents(self, s, self.hub)
+        agent_events.check_agents(self, s, self.hub, self._agents)
 
     def _top_up(self, s: Session) -> None:
         progression.top_up(self, s, self.saturated_experiments)
 
     def _plan_schedule(self) -> placement.PassPlan:
         """The snapshot, read without the lock, and the decision on it."""
-        snap = pass_snapshot.read(self.db, self.config, self.hub, self._slot_ids)
+        snap = pass_snapshot.read(self.db, self.config, self.hub, self._agents)
         return placement.decide(self.config, snap, self.now)
 
     def _prepare(self, decided: placement.PassPlan, chunk: list[placement.Placement],
                  cache: SpecCache) -> assignment.Prepared:
         """A batch's reads and work (tokens, task specs, messages), in a read-only transaction."""
         with self.db.read_session() as s:
-            return placement.prepare_planned(self, s, self.hub, decided, chunk, cache)
+            return placement.prepare_planned(self, s, self.hub, decided, chunk, cache, self._agents)
 
     def _apply(self, s: Session, ready: assignment.Prepared) -> None:
         assignment.write(self, s, ready)

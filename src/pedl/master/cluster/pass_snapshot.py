@@ -19,14 +19,14 @@ from pedl.config.master_config import MasterConfig
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.bulk_rows import dialect_of, id_list, in_list
 from pedl.master.cluster.json_columns import as_text, loads
+from pedl.master.cluster.known_agents import KnownAgents, read_agents
 from pedl.master.db import models
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AllocationState, InstanceState
 from pedl.master.provisioner import moves
 from pedl.master.services import job_queue
 
 ALLOC = models.Allocation.__table__
-AGENT = models.Agent.__table__
 TRIAL = models.Trial.__table__
 
 
@@ -69,28 +69,6 @@ class ExperimentSettings(NamedTuple):
     image: bool  # its trials run in a container
 
 
-class SlotIdsCache:
-    """Each agent's slot ids by its slots column as last read: an agent's slots change only when it
-    registers again, and parsing 1,000 agents' slots is most of a one-trial pass's snapshot. Holds
-    the agents of the last read only."""
-
-    def __init__(self) -> None:
-        self._ids: dict[str, tuple[str, tuple[str, ...]]] = {}
-
-    def read(self, rows: Iterable[tuple[str, str, str, str]]) -> list[tuple[str, str, tuple[str, ...], str]]:
-        """(id, pool, slots text, runtime) rows -> (id, pool, slot ids, runtime)."""
-        seen: dict[str, tuple[str, tuple[str, ...]]] = {}
-        out = []
-        for aid, pool, text, runtime in rows:
-            cached = self._ids.get(aid)
-            if cached is None or cached[0] != text:
-                cached = (text, tuple(sl["id"] for sl in loads(text) or []))
-            seen[aid] = cached
-            out.append((aid, pool, cached[1], runtime))
-        self._ids = seen
-        return out
-
-
 @dataclass
 class PassSnapshot:
     pending: list[PendingRow] = field(default_factory=list)
@@ -107,16 +85,17 @@ class PassSnapshot:
     behind: set[str] = field(default_factory=set)
 
 
-def read(db: Database, config: MasterConfig, hub: AgentHub, slot_ids: SlotIdsCache | None = None) -> PassSnapshot:
+def read(db: Database, config: MasterConfig, hub: AgentHub, known: KnownAgents | None = None) -> PassSnapshot:
     """The snapshot in one read-only transaction (REPEATABLE READ on PostgreSQL, where each statement
-    would otherwise see its own; SQLite's read transaction is one snapshot already)."""
+    would otherwise see its own; SQLite's read transaction is one snapshot already). `known`: the
+    agents' rows kept from the last pass (cluster/known_agents.py), read again where they changed."""
     with db.read_session() as s:
         if not db.is_sqlite:
             s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        return load(s, config, hub, slot_ids)
+        return load(s, config, hub, known)
 
 
-def load(s: Session, config: MasterConfig, hub: AgentHub, slot_ids: SlotIdsCache | None = None) -> PassSnapshot:
+def load(s: Session, config: MasterConfig, hub: AgentHub, known: KnownAgents | None = None) -> PassSnapshot:
     """Everything the pass decides on; nothing but the pending allocations when there are none."""
     pending = [PendingRow(*r) for r in s.execute(
         select(ALLOC.c.id, ALLOC.c.task_id, ALLOC.c.trial_id, ALLOC.c.name, TRIAL.c.experiment_id,
@@ -160,12 +139,9 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, slot_ids: SlotIdsCache
             or_(models.Instance.draining_since.is_not(None), models.Instance.cordoned_since.is_not(None)),
             models.Instance.state.in_(LIVE_INSTANCE))))
     connected = hub.connected_ids()
-    rows = s.execute(select(AGENT.c.id, AGENT.c.resource_pool, as_text(AGENT.c.slots), AGENT.c.container_runtime)
-                     .where(AGENT.c.state == AgentState.CONNECTED, AGENT.c.enabled.is_(True),
-                            AGENT.c.draining.is_(False))).all()
-    snap.agents = [AgentRow(aid, pool, ids, runtime == "docker")
-                   for aid, pool, ids, runtime in (slot_ids or SlotIdsCache()).read(rows)
-                   if aid in connected and aid not in draining]
+    agents = known.rows(s) if known is not None else read_agents(s)
+    snap.agents = [AgentRow(a.id, a.resource_pool, a.slot_ids, a.container_runtime == "docker")
+                   for a in agents.values() if a.usable and a.id in connected and a.id not in draining]
     return snap
 
 

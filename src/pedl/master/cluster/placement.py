@@ -20,6 +20,7 @@ from pedl.master.cluster import allocations, assignment, pass_snapshot, wait_rea
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.assignment import Candidate, Placement
 from pedl.master.cluster.effects import ClusterEffects
+from pedl.master.cluster.known_agents import KnownAgents
 from pedl.master.cluster.pass_snapshot import PassSnapshot, PendingRow
 from pedl.master.cluster.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
 from pedl.master.cluster.scheduler import plan as schedule_plan
@@ -63,10 +64,10 @@ def apply(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement],
 
 
 def prepare_planned(fx: ClusterEffects, s: Session, hub: AgentHub, decided: PassPlan, chunk: list[Placement],
-                    cache: SpecCache) -> assignment.Prepared:
+                    cache: SpecCache, known: KnownAgents | None = None) -> assignment.Prepared:
     """Make a batch of the pass's placements ready to write (assignment.prepare: reads, tokens, task
     specs), without the lock, in a read-only session."""
-    return assignment.prepare(fx, s, hub, chunk, planned=decided.planned, cache=cache)
+    return assignment.prepare(fx, s, hub, chunk, planned=decided.planned, cache=cache, known=known)
 
 
 def apply_planned(fx: ClusterEffects, s: Session, hub: AgentHub, decided: PassPlan, chunk: list[Placement],

@@ -1,7 +1,11 @@
 """A counter per table, bumped by every committed session that wrote to it. Readers that poll (the
 WebUI) turn the counters of the tables a view reads into an ETag, so an unchanged view costs the
 master a dictionary lookup instead of a query. The counters live in this master's memory: a restart
-starts them over under a new boot id, so no ETag from before it can match."""
+starts them over under a new boot id, so no ETag from before it can match.
+
+Each table also has a loud version, which a write made with QUIET does not bump: the agents'
+heartbeats, which the scheduling pass writes every pass, are in the ETags but leave its cache of the
+agents' rows (cluster/known_agents.py) valid."""
 
 from __future__ import annotations
 
@@ -14,18 +18,32 @@ from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 _PENDING = "pedl_changed_tables"
+_LOUD = "pedl_loudly_changed_tables"
+
+# execution options of a write that changes nothing a cache keyed on the loud version keeps
+QUIET = {"pedl_quiet": True}
 
 
 class ChangeCounters:
     def __init__(self) -> None:
         self.boot = uuid.uuid4().hex[:12]
         self._versions: dict[str, int] = {}
+        self._loud: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def bump(self, tables: Iterable[str]) -> None:
+    def bump(self, tables: Iterable[str], loud: Iterable[str] | None = None) -> None:
+        """`loud`: those of `tables` written otherwise than QUIET (all of them by default)."""
+        tables = tuple(tables)
         with self._lock:
             for table in tables:
                 self._versions[table] = self._versions.get(table, 0) + 1
+            for table in tables if loud is None else loud:
+                self._loud[table] = self._loud.get(table, 0) + 1
+
+    def loud_version(self, table: str) -> int:
+        """Bumped by every commit that wrote `table` otherwise than QUIET."""
+        with self._lock:
+            return self._loud.get(table, 0)
 
     def versions(self, tables: Iterable[str]) -> tuple[int, ...]:
         with self._lock:
@@ -41,7 +59,7 @@ class ChangeCounters:
         through Session.execute, bumped once the transaction commits (a rollback bumps nothing)."""
         event.listen(factory, "after_flush", _after_flush)
         event.listen(factory, "do_orm_execute", _do_orm_execute)
-        event.listen(factory, "after_commit", lambda s: self.bump(s.info.pop(_PENDING, ())))
+        event.listen(factory, "after_commit", lambda s: self.bump(s.info.pop(_PENDING, ()), s.info.pop(_LOUD, ())))
         event.listen(factory, "after_rollback", _forget)
         event.listen(factory, "after_soft_rollback", lambda s, _previous: _forget(s))
 
@@ -50,12 +68,17 @@ def _pending(session: Session) -> set[str]:
     return session.info.setdefault(_PENDING, set())
 
 
+def _loud(session: Session) -> set[str]:
+    return session.info.setdefault(_LOUD, set())
+
+
 def _after_flush(session: Session, _context: Any) -> None:
-    pending = _pending(session)
+    pending, loud = _pending(session), _loud(session)
     for obj in (*session.new, *session.dirty, *session.deleted):
         table = getattr(obj, "__tablename__", None)
         if table:
             pending.add(table)
+            loud.add(table)
 
 
 def _do_orm_execute(state: ORMExecuteState) -> None:
@@ -64,7 +87,10 @@ def _do_orm_execute(state: ORMExecuteState) -> None:
         name = getattr(table, "name", None)
         if name:
             _pending(state.session).add(name)
+            if not state.execution_options.get("pedl_quiet"):
+                _loud(state.session).add(name)
 
 
 def _forget(session: Session) -> None:
     session.info.pop(_PENDING, None)
+    session.info.pop(_LOUD, None)
