@@ -33,6 +33,7 @@ from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AgentState, AllocationState, TrialState
+from pedl.master.server import tune_gc
 from pedl.master.services.experiments import effective_config
 from pedl.master.services.passwords import client_hash
 from pedl.master.services.users import ensure_default_users
@@ -395,14 +396,16 @@ def cluster(kind: str, args: argparse.Namespace, sizes: list[int], work: Path, *
                                   caller_cache=CallerCache(), cluster_id="bench")
             c = populate(ctl, args, sizes, pending=pending, running=running)
             api = ApiProbe(config, db)
-            if args.gc_freeze:  # as a master that froze its heap once started: full collections skip it
-                gc.collect()
-                gc.freeze()
+            thresholds = gc.get_threshold()
+            if args.master_gc:  # as the master sets it once started: the heap frozen, fewer young collections
+                tune_gc()
+            if args.gc_threshold:
+                gc.set_threshold(args.gc_threshold, *thresholds[1:])
             try:
                 yield c, api
             finally:
-                if args.gc_freeze:
-                    gc.unfreeze()
+                gc.unfreeze()
+                gc.set_threshold(*thresholds)
         finally:
             if api is not None:
                 api.close()
@@ -643,9 +646,14 @@ def parser() -> argparse.ArgumentParser:
                    help="databases for the controller passes; none to time only the pure function")
     p.add_argument("--probe-interval", type=float, default=0.02,
                    help="seconds between one probe's requests during the passes (default 0.02)")
-    p.add_argument("--gc-freeze", action="store_true",
-                   help="gc.freeze() the process's heap before the passes, as a master could once started "
-                        "(full collections then scan only what came since)")
+    p.add_argument("--master-gc", action=argparse.BooleanOptionalAction, default=True,
+                   help="set the garbage collector before the passes as the master does once started "
+                        "(server.tune_gc: the heap frozen, so full collections scan only what came since, and "
+                        "a young collection every 50,000 allocations; default on, --no-master-gc for Python's "
+                        "defaults)")
+    p.add_argument("--gc-threshold", type=int, default=0,
+                   help="the garbage collector's first threshold instead (allocations between young "
+                        "collections; Python's default 700)")
     p.add_argument("--profile", action="store_true",
                    help="print a pyinstrument profile of the first pass of each shape")
     add_common_args(p)
