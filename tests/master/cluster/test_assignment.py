@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from pedl.common import agent_protocol as proto
 from pedl.master.cluster import allocations, assignment, pass_snapshot, placement
 from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.wait_records import WaitUpdate
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
 from pedl.master.services.passwords import token_hash
@@ -131,3 +132,20 @@ def test_an_allocation_killed_between_prepare_and_write_is_not_assigned(
     assert assignment.write(fx, s, ready) == {on["a2"]}
     assert states(s) == {on["a1"]: A.TERMINATED, on["a2"]: A.ASSIGNED}
     assert started(fx) == {on["a2"]: "a2"} and assigned_events(s) == [on["a2"]]
+
+
+def test_a_prepared_batch_is_written_in_parts_and_only_on_agents_still_usable() -> None:
+    def row(aid: str, pool: str, *agents: str) -> tuple:
+        return (aid, pool, "hash", [{"agent_id": a, "slot_ids": ["0"]} for a in agents], "assigned")
+
+    waits = [WaitUpdate("w", "default", None, None, "NO_ROOM", "why", None)]
+    ready = assignment.Prepared([row("x", "default", "a1"), row("y", "default", "a1", "a2"), row("z", "gpu", "a3")],
+                                {"x": [], "y": [], "z": []}, waits)
+    assert ready.agent_ids() == {"a1", "a2", "a3"}
+    first = ready.take(2)
+    assert ([r[0] for r in first.assigned], set(first.starts), first.waits) == (["x", "y"], {"x", "y"}, waits)
+    assert ([r[0] for r in ready.assigned], ready.waits) == (["z"], [])
+    usable = first.on_usable({"a1": "default", "a2": "gpu"})  # a2 moved to another pool
+    assert ([r[0] for r in usable.assigned], set(usable.starts), usable.waits) == (["x"], {"x"}, waits)
+    assert first.on_usable({"a1": "default", "a2": "default"}) is first
+    assert ready.on_usable({}).assigned == []

@@ -393,6 +393,29 @@ def test_what_changed_between_the_plan_and_its_batch_counts(
     assert delivered(loop, conns["a0"]) == delivered(loop, conns["a1"]) == []
 
 
+def test_an_agent_disabled_after_its_batch_was_prepared_is_not_assigned_to(
+        ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(controller_module, "SCHEDULE_BATCH", 1)
+    conns = connect_agents(ctx, loop, 2)
+    for _ in range(2):
+        submit(ctx)
+    ctl = ctx.controller
+    prepare = ctl._prepare
+
+    def prepare_then_disable(decided, chunk, cache):  # noqa: ANN001, ANN202
+        ready = prepare(decided, chunk, cache)
+        ctl.run(lambda s: s.execute(update(models.Agent).where(models.Agent.id == "a1").values(enabled=False)))
+        return ready
+
+    monkeypatch.setattr(ctl, "_prepare", prepare_then_disable)
+    ctl.tick()
+    with ctx.db.session() as s:
+        allocs = s.scalars(select(models.Allocation)).all()
+    assert sorted(a.state for a in allocs) == [A.ASSIGNED, A.PENDING]
+    assert [p["agent_id"] for a in allocs for p in a.assignment] == ["a0"]
+    assert delivered(loop, conns["a1"]) == [] and len(delivered(loop, conns["a0"])) == 1
+
+
 def test_batches_shrink_where_writing_one_holds_the_lock_long_and_grow_back() -> None:
     full, target = controller_module.SCHEDULE_BATCH, controller_module.BATCH_LOCK_TARGET
     assert controller_module._next_batch(full, target / 2) == full  # never past SCHEDULE_BATCH

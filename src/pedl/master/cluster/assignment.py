@@ -80,6 +80,24 @@ class Prepared:
     starts: dict[str, list[tuple[str, proto.StartTask]]] = field(default_factory=dict)
     waits: list[WaitUpdate] = field(default_factory=list)
 
+    def take(self, n: int) -> Prepared:
+        """The next n rows to assign, and the wait reasons with the first, removed from this batch
+        (the pass prepares more placements at a time than it writes in one transaction)."""
+        rows, self.assigned = self.assigned[:n], self.assigned[n:]
+        waits, self.waits = self.waits, []
+        return Prepared(rows, {row[0]: self.starts.pop(row[0]) for row in rows}, waits)
+
+    def agent_ids(self) -> set[str]:
+        return {place["agent_id"] for row in self.assigned for place in row[3]}
+
+    def on_usable(self, usable: Mapping[str, str]) -> Prepared:
+        """Only the rows whose agents may all still take work in the row's pool (`usable`: agent id ->
+        pool); the others stay PENDING for the next pass."""
+        rows = [row for row in self.assigned if all(usable.get(place["agent_id"]) == row[1] for place in row[3])]
+        if len(rows) == len(self.assigned):
+            return self
+        return Prepared(rows, {row[0]: self.starts[row[0]] for row in rows}, self.waits)
+
 
 def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placement], *,
            planned: Mapping[str, Candidate] | None = None, cache: SpecCache | None = None) -> set[str]:

@@ -10,8 +10,9 @@ scheduling pass) and services/experiment_progression.py (trials, the searcher, e
 The scheduling pass reads its snapshot and decides outside the lock (a read-only transaction, so
 not holding SQLite's write lock either), and makes each batch of assignments ready there too (task
 specs, tokens, messages); it takes the lock only to write a batch, checked against the rows as they
-are then. Passes run one at a time (`_pass_lock`) and only a pass
-assigns slots, so slots a pass's snapshot saw free are still free when it assigns them."""
+are then (each allocation still PENDING in its pool, each agent still usable). Passes run one at a
+time (`_pass_lock`) and only a pass assigns slots, so slots a pass's snapshot saw free are still
+free when it assigns them."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ log = logging.getLogger(__name__)
 # placements' batches shrink (to a tenth at least) where writing one holds the lock longer than
 # BATCH_LOCK_TARGET seconds (PostgreSQL writes a row in ~4 times SQLite's time), and grow back.
 SCHEDULE_BATCH = 250
+# placements made ready (task spec rows, tokens, messages) in one read transaction outside the lock,
+# then written in batches as above: a read transaction and its queries cost PostgreSQL a few round
+# trips whatever their size, and its write batches are small
+PREPARE_BATCH = 1000
 BATCH_LOCK_TARGET = 0.03
 WAIT_BATCH = 500
 
@@ -217,12 +222,15 @@ class Controller:
             if decided.preempt or decided.wake_provisioners:
                 self.run(lambda s: placement.preempt(self, s, decided))
             cache = SpecCache()  # the experiments' parsed configs, from one batch to the next
-            i, size = 0, SCHEDULE_BATCH
-            while i < len(decided.placements):
-                ready = self._prepare(decided, decided.placements[i:i + size], cache)  # outside the lock
-                started = time.perf_counter()
-                self.run(lambda s, ready=ready: self._apply(s, ready))
-                i, size = i + size, _next_batch(size, time.perf_counter() - started)
+            size = SCHEDULE_BATCH
+            for i in range(0, len(decided.placements), PREPARE_BATCH):
+                ready = self._prepare(decided, decided.placements[i:i + PREPARE_BATCH], cache)  # outside the lock
+                while ready.assigned or ready.waits:
+                    part = ready.take(size)
+                    started = time.perf_counter()
+                    self.run(lambda s, part=part: self._apply(s, part))
+                    if len(part.assigned) == size:
+                        size = _next_batch(size, time.perf_counter() - started)
             for i in range(0, len(decided.waits), WAIT_BATCH):
                 self.run(lambda s, chunk=decided.waits[i:i + WAIT_BATCH]: placement.record_waits(s, decided.now, chunk))
 
@@ -246,4 +254,6 @@ class Controller:
             return placement.prepare_planned(self, s, self.hub, decided, chunk, cache, self._agents)
 
     def _apply(self, s: Session, ready: assignment.Prepared) -> None:
-        assignment.write(self, s, ready)
+        """Write a batch whose agents may all still take work now (the agents' rows as kept: a dictionary
+        lookup each, unless something changed them since they were read)."""
+        assignment.write(self, s, ready.on_usable(self._agents.usable(s, self.hub, ready.agent_ids())))
