@@ -7,14 +7,17 @@ beyond it through the effects protocol."""
 
 from __future__ import annotations
 
+import functools
 import logging
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import Executable
 
 from pedl.common import agent_protocol as proto
 from pedl.master.cluster import allocations
 from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.bulk_rows import FLOAT, TEXT, by_key, dialect_of, params, rows_table
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.cluster.known_agents import KnownAgents, read_agents
 from pedl.master.db import models
@@ -26,6 +29,7 @@ from pedl.master.services.transitions import record_event, set_agent_state, set_
 log = logging.getLogger(__name__)
 
 A = AllocationState
+AGENT = models.Agent.__table__
 
 
 def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host: str) -> proto.Registered:
@@ -136,12 +140,11 @@ def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub, known: KnownAgen
     """A connected agent silent for agent_heartbeat_timeout is DISCONNECTED; one that stays away for
     agent_reconnect_wait is GONE, and what it held ends. Every pass runs this over every agent, so
     it reads columns (`known`: the rows kept from the last pass, read again only where something
-    but heartbeats changed) and writes the heartbeats that moved in one executemany, QUIET (they
+    but heartbeats changed) and writes the heartbeats that moved in one statement, QUIET (they
     leave `known` valid); only an agent whose state changes is loaded as an object."""
     now, cfg = fx.now, fx.config
     connected = hub.connected_ids()
     s.flush()  # read below by column: what this session changed must be in the database
-    T = models.Agent.__table__
     beats: dict[str, float] = {}
     rows = known.rows(s).values() if known is not None else read_agents(s).values()
     for agent_id, state, last_heartbeat, disconnected_at, *_ in rows:
@@ -166,8 +169,8 @@ def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub, known: KnownAgen
                 for alloc in allocations.held_on(s, agent_id, running_only=True):  # ranks that ended lost nothing
                     progression.allocation_ended(fx, s, alloc, None, f"agent {agent_id} was lost")
     if beats:
-        s.execute(update(T).where(T.c.id == bindparam("b_id")),
-                  [{"b_id": agent_id, "last_heartbeat": beat} for agent_id, beat in beats.items()],
+        dialect = dialect_of(s)
+        s.execute(_beats_statement(dialect), params(dialect, BEAT_COLUMNS, list(beats.items())),
                   execution_options=QUIET)
         if known is not None:
             known.beats_written(beats)
@@ -175,3 +178,14 @@ def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub, known: KnownAgen
             for obj in list(s.identity_map.values()):
                 if isinstance(obj, models.Agent) and obj.id in beats:
                     s.expire(obj, ["last_heartbeat"])
+
+
+BEAT_COLUMNS = (("id", TEXT), ("beat", FLOAT))
+
+
+@functools.cache
+def _beats_statement(dialect: str) -> Executable:
+    """UPDATE agents SET last_heartbeat FROM the rows (id, beat): one statement, where an executemany
+    was a statement per agent on PostgreSQL (200 a pass with 1,000 agents beating every 5 s)."""
+    v = rows_table(dialect, BEAT_COLUMNS)
+    return update(AGENT).where(AGENT.c.id == v.c.id, *by_key(AGENT.c.id, dialect)).values(last_heartbeat=v.c.beat)
