@@ -576,7 +576,7 @@ def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int]) ->
                 Figure(NAME, f"{db_name}: … of which planning (outside the lock)", 1000 * phase["plan"], "ms",
                        "the snapshot read in one read-only transaction and the pure decision"),
                 Figure(NAME, f"{db_name}: … of which preparing the batches (outside the lock)", 1000 * phase["prepare"],
-                       "ms", "batches of 250 placements: usable agents, task spec rows, tokens, specs, StartTask"),
+                       "ms", "1,000 placements at a time: task spec rows, tokens, specs, StartTask"),
                 Figure(NAME, f"{db_name}: … of which writing the batches (under the lock)", 1000 * phase["apply"],
                        "ms", "one UPDATE ... RETURNING and one INSERT of events a batch (commits excluded)"),
                 Figure(NAME, f"{db_name}: … the rest (commits, sending, wait reasons)",

@@ -54,18 +54,22 @@ def test_insert_of_no_rows_writes_nothing(s: Session) -> None:
 def test_an_update_from_the_rows_touches_and_returns_only_the_rows_that_join(s: Session) -> None:
     pending(s, "a", "b", "c")
     pending(s, "elsewhere", pool="other")
+    pending(s, "taken")
+    s.execute(update(ALLOC).where(ALLOC.c.id == "taken").values(state=A.ASSIGNED))  # no longer PENDING
     columns = (("id", TEXT), ("pool", TEXT), ("token", TEXT), ("assignment", JSON_VALUE))
     place = [{"agent_id": "x", "slot_ids": ["0", "1"], "port": 29400}]
-    rows = [("a", "default", "ta", place), ("elsewhere", "default", "te", []), ("gone", "default", "tg", [])]
+    rows = [("a", "default", "ta", place), ("elsewhere", "default", "te", []), ("gone", "default", "tg", []),
+            ("taken", "default", "tt", [])]
     dialect = dialect_of(s)
-    v = rows_table(dialect, columns)
+    still_pending = ((ALLOC.c.state, A.PENDING),)
+    v = rows_table(dialect, columns, conditions=still_pending)
     stmt = (update(ALLOC).where(ALLOC.c.id == v.c.id, ALLOC.c.resource_pool == v.c.pool,
-                                *by_key(ALLOC.c.id, dialect, (ALLOC.c.state, A.PENDING)))
+                                *by_key(ALLOC.c.id, dialect, *still_pending, rows=v))
             .values(session_token_hash=v.c.token, assignment=v.c.assignment).returning(ALLOC.c.id))
     assert s.execute(stmt, params(dialect, columns, rows)).scalars().all() == ["a"]
     got = {r.id: (r.session_token_hash, r.assignment) for r in s.execute(select(models.Allocation))
            .scalars()}
-    assert got == {"a": ("ta", place), "b": ("", []), "c": ("", []), "elsewhere": ("", [])}
+    assert got == {"a": ("ta", place), "b": ("", []), "c": ("", []), "elsewhere": ("", []), "taken": ("", [])}
 
 
 @pytest.mark.parametrize("ids", [[], ["b"], ["a", "c", "missing"]])

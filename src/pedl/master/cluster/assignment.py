@@ -203,9 +203,10 @@ ASSIGN_COLUMNS = (("id", TEXT), ("pool", TEXT), ("token_hash", TEXT), ("assignme
 
 @functools.cache
 def _assign_statement(dialect: str) -> Executable:
-    v = rows_table(dialect, ASSIGN_COLUMNS)
+    pending = ((ALLOC.c.state, A.PENDING),)
+    v = rows_table(dialect, ASSIGN_COLUMNS, conditions=pending)
     return (update(ALLOC).where(ALLOC.c.id == v.c.id, ALLOC.c.resource_pool == v.c.pool,
-                                *by_key(ALLOC.c.id, dialect, (ALLOC.c.state, A.PENDING)))
+                                *by_key(ALLOC.c.id, dialect, *pending, rows=v))
             .values(state=A.ASSIGNED, session_token_hash=v.c.token_hash, assignment=v.c.assignment,
                     assigned_at=bindparam("now"), wait_kind=None, wait_reason=None).returning(ALLOC.c.id))
 

@@ -50,8 +50,9 @@ def store(s: Session, now: float, waits: Sequence[WaitUpdate]) -> set[str]:
 
 @functools.cache
 def _update(dialect: str) -> Executable:
-    v = rows_table(dialect, WAIT_COLUMNS)
+    pending = ((ALLOC.c.state, AllocationState.PENDING),)
+    v = rows_table(dialect, WAIT_COLUMNS, conditions=pending)
     return (update(ALLOC).where(ALLOC.c.id == v.c.id, ALLOC.c.resource_pool == v.c.pool,
                                 ALLOC.c.wait_kind.is_not_distinct_from(v.c.seen),
-                                *by_key(ALLOC.c.id, dialect, (ALLOC.c.state, AllocationState.PENDING)))
+                                *by_key(ALLOC.c.id, dialect, *pending, rows=v))
             .values(wait_kind=v.c.kind, wait_reason=v.c.text, wait_since=bindparam("now")).returning(ALLOC.c.id))
