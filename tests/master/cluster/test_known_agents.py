@@ -9,12 +9,12 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, event, select, update
 
 from pedl.clock import ManualClock
 from pedl.common import agent_protocol as proto
 from pedl.config.master_config import MasterConfig
-from pedl.master.cluster import agent_events
+from pedl.master.cluster import agent_events, pass_snapshot
 from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.cluster.known_agents import KnownAgents
 from pedl.master.context import MasterContext
@@ -206,3 +206,27 @@ def test_the_next_pass_sees_a_new_a_disabled_a_draining_a_changed_and_a_removed_
     submit(ctx, 3)
     ctl.tick()
     assert assigned(ctx) == {"a1": 3, "a2": 2, "a3": 2}
+
+
+def test_the_snapshot_reads_the_agents_first_so_no_commit_falls_between_its_snapshot_and_their_version(
+        fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop) -> None:
+    """Read after the transaction's snapshot was taken, the agents could be older than the version
+    recorded with them: a registration committed in between would go unseen until the next change."""
+    with database.session() as s:
+        agent(s, "a1")
+        experiment(fx, s)
+    known = KnownAgents(database.changes)
+    statements: list[str] = []
+    engine = database.read_engine
+
+    def seen(_conn, _cursor, statement, *_args) -> None:  # noqa: ANN001
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        snap = pass_snapshot.read(database, fx.config, hub_of(loop, "a1"), known)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert [a.id for a in snap.agents] == ["a1"]
+    queries = [q for q in statements if q.lstrip().upper().startswith(("SELECT", "WITH"))]
+    assert "FROM agents" in queries[0], queries[0]

@@ -80,7 +80,9 @@ def read_agents(s: Session, slot_ids: SlotIdsCache | None = None) -> dict[str, K
 
 class KnownAgents:
     """The agents not GONE, as committed, while the agents table's loud version is the one read with
-    them. `rows` must be called in a transaction that has written no agent yet: it may read them."""
+    them. `rows` may read them, so it must be the first statement of its transaction: a transaction
+    that already has its snapshot could read rows older than the version it records (a registration
+    committed in between would go unseen until the next change), or see its own uncommitted writes."""
 
     def __init__(self, changes: ChangeCounters) -> None:
         self._changes = changes

@@ -97,6 +97,8 @@ def read(db: Database, config: MasterConfig, hub: AgentHub, known: KnownAgents |
 
 def load(s: Session, config: MasterConfig, hub: AgentHub, known: KnownAgents | None = None) -> PassSnapshot:
     """Everything the pass decides on; nothing but the pending allocations when there are none."""
+    # first: the rows kept must be as new as their version, which a snapshot taken before could miss
+    kept = known.rows(s) if known is not None else None
     pending = [PendingRow(*r) for r in s.execute(
         select(ALLOC.c.id, ALLOC.c.task_id, ALLOC.c.trial_id, ALLOC.c.name, TRIAL.c.experiment_id,
                ALLOC.c.resource_pool, ALLOC.c.slots_needed,
@@ -139,7 +141,7 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, known: KnownAgents | N
             or_(models.Instance.draining_since.is_not(None), models.Instance.cordoned_since.is_not(None)),
             models.Instance.state.in_(LIVE_INSTANCE))))
     connected = hub.connected_ids()
-    agents = known.rows(s) if known is not None else read_agents(s)
+    agents = kept if kept is not None else read_agents(s)
     snap.agents = [AgentRow(a.id, a.resource_pool, a.slot_ids, a.container_runtime == "docker")
                    for a in agents.values() if a.usable and a.id in connected and a.id not in draining]
     return snap
