@@ -1,11 +1,12 @@
 """Runs Determined 0.38.1's own end-to-end suite (the e2e_cpu tests of its run.sh FILES) against a
-fresh pedl master on SQLite with one local agent, and prints passed/failed/skipped per file.
+fresh pedl master on SQLite with one local agent, and prints passed/failed/error/skipped per file.
 
     python tools/det_e2e.py [--suite DIR] [--det-venv DIR] [--slots N] [--keep] [PYTEST ARGS...]
 
 The suite is an outside conformance check: it is run here, never copied into pedl. As on Determined's
 CI cluster, trials import `determined`: the agent's tasks get the det venv first on PATH (the master's
 task_container_defaults), and experiments may keep checkpoints under /tmp, as the suite's configs ask.
+The suite is ../shared/determined-e2e-0.38.1 beside the checkout unless --suite or PEDL_DET_E2E names another.
 run.sh always names every file of FILES: select one file's tests with `-k test_users`. Exit status:
 run.sh's (pytest's). With --keep the work directory (master and agent logs, junit.xml) stays.
 """
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         master.start()
         agent = LocalAgent(work, master.url, "e2e-agent", slots=args.slots, token=master.agent_token).start()
         wait_for(lambda: agent_connected(master, "e2e-agent"), 60, what="the agent to connect")
-        print(f"pedl master {master.url}, agent e2e-agent ({args.slots} slot), work dir {work}", flush=True)
+        print(f"pedl master {master.url}, agent e2e-agent with {args.slots} slot(s), work dir {work}", flush=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PEDL_"))}
         env["XDG_CONFIG_HOME"] = str(work / "det-config")
         junit = work / "junit.xml"
