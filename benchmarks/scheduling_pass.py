@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
 import threading
 import time
 from collections import Counter
@@ -33,7 +34,7 @@ from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
 from pedl.master.lifecycle import AgentState, AllocationState, TrialState
-from pedl.master.server import tune_gc
+from pedl.master.server import tune_runtime
 from pedl.master.services.experiments import effective_config
 from pedl.master.services.passwords import client_hash
 from pedl.master.services.users import ensure_default_users
@@ -396,16 +397,19 @@ def cluster(kind: str, args: argparse.Namespace, sizes: list[int], work: Path, *
                                   caller_cache=CallerCache(), cluster_id="bench")
             c = populate(ctl, args, sizes, pending=pending, running=running)
             api = ApiProbe(config, db)
-            thresholds = gc.get_threshold()
-            if args.master_gc:  # as the master sets it once started: the heap frozen, fewer young collections
-                tune_gc()
+            thresholds, interval = gc.get_threshold(), sys.getswitchinterval()
+            if args.master_runtime:  # as the master sets it once started (server.tune_runtime)
+                tune_runtime()
             if args.gc_threshold:
                 gc.set_threshold(args.gc_threshold, *thresholds[1:])
+            if args.switch_interval:
+                sys.setswitchinterval(args.switch_interval)
             try:
                 yield c, api
             finally:
                 gc.unfreeze()
                 gc.set_threshold(*thresholds)
+                sys.setswitchinterval(interval)
         finally:
             if api is not None:
                 api.close()
@@ -646,11 +650,14 @@ def parser() -> argparse.ArgumentParser:
                    help="databases for the controller passes; none to time only the pure function")
     p.add_argument("--probe-interval", type=float, default=0.02,
                    help="seconds between one probe's requests during the passes (default 0.02)")
-    p.add_argument("--master-gc", action=argparse.BooleanOptionalAction, default=True,
-                   help="set the garbage collector before the passes as the master does once started "
-                        "(server.tune_gc: the heap frozen, so full collections scan only what came since, and "
-                        "a young collection every 50,000 allocations; default on, --no-master-gc for Python's "
-                        "defaults)")
+    p.add_argument("--master-runtime", action=argparse.BooleanOptionalAction, default=True,
+                   help="set the interpreter before the passes as the master does once started "
+                        "(server.tune_runtime: the heap frozen, so full collections scan only what came since, "
+                        "a young collection every 50,000 allocations, a GIL switch interval of 1 ms; default "
+                        "on, --no-master-runtime for Python's defaults)")
+    p.add_argument("--switch-interval", type=float, default=0.0,
+                   help="the GIL switch interval instead (seconds a running thread keeps the GIL while "
+                        "another waits; Python's default 0.005)")
     p.add_argument("--gc-threshold", type=int, default=0,
                    help="the garbage collector's first threshold instead (allocations between young "
                         "collections; Python's default 700)")

@@ -26,22 +26,29 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # allocations (net, of objects the collector tracks) between two young collections; Python's default is 700
 YOUNG_COLLECTION_EVERY = 50_000
+# seconds a running thread keeps the GIL while another waits for it; Python's default is 0.005
+SWITCH_INTERVAL = 0.001
 
 
-def tune_gc() -> None:
-    """The garbage collector for a master that has started (benchmarks/scheduling_pass.py measured
-    both on a large pass):
-    - what it holds by then (FastAPI's routes, pydantic's schemas, SQLAlchemy's mappers and statement
-      caches, the config) lives as long as the process, and each full collection scanned all of it,
-      every thread stopped (API requests too): 150-390 ms each, two to four in a large pass. Frozen
-      (the permanent generation), full collections skip it: ~30 ms;
-    - at 700 allocations a collection, a large pass made ~530 young collections, and objects alive
-      for a batch (rows, messages) were collected again and again as they aged: 120 ms of a pass,
-      12 ms at YOUNG_COLLECTION_EVERY (a young collection then takes ~6 ms). Garbage in reference
-      cycles lives a little longer; reference counting frees the rest at once as before."""
+def tune_runtime() -> None:
+    """The interpreter for a master that has started, so that API requests wait little while a
+    scheduling pass runs in a worker thread (benchmarks/scheduling_pass.py measured each, on a large
+    pass, both databases, a 2-core machine):
+    - what the master holds by then (FastAPI's routes, pydantic's schemas, SQLAlchemy's mappers and
+      statement caches, the config) lives as long as the process, and each full collection scanned
+      all of it, every thread stopped: 150-390 ms each, two to four in a large pass. Frozen (the
+      permanent generation), full collections skip it: ~30 ms, and they became rare;
+    - at 700 allocations a collection, a large pass made ~530 young collections, and what lived for a
+      batch (rows, messages) was scanned again and again as it aged: 120 ms of a pass; 12-25 ms at
+      YOUNG_COLLECTION_EVERY, in pauses of ~8 ms. Garbage in reference cycles lives a little longer;
+      reference counting frees the rest at once as before;
+    - a request thread woken by its I/O waits for the GIL until the pass thread's interval ends:
+      several times 5 ms per request. At SWITCH_INTERVAL the longest GET /api/v1/me during a large
+      pass on PostgreSQL was 22 ms, 45-50 ms at Python's default; the pass took as long."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
+    sys.setswitchinterval(SWITCH_INTERVAL)
 
 
 def setup_logging(level: str) -> None:
@@ -65,7 +72,7 @@ class MasterServer(uvicorn.Server):
         await super().startup(sockets)
         if not self.started:
             return
-        tune_gc()  # the lifespan has run: what is loaded now stays
+        tune_runtime()  # the lifespan has run: what is loaded now stays
         # the bound address, not the configured one: `port: 0` picks a free port
         scheme = "https" if self.config.is_ssl else "http"
         for server in self.servers:
