@@ -120,17 +120,17 @@ def test_a_determined_trial_pauses_at_a_checkpoint_and_resumes_from_it(det_core_
     assert training_steps(c, trial["id"]) == list(range(1, 31))  # none lost, none twice
 
 
-def test_a_script_that_never_reaches_the_master_fails_instead_of_completing(det_core_cluster) -> None:
+def test_a_script_that_never_reaches_the_master_completes_and_its_log_says_so(det_core_cluster) -> None:
     c = det_core_cluster
     cfg = det_config("det-core-offcluster")
     cfg["entrypoint"] = "python3 -c \"print('training without the cluster')\""
     exp_id = c.create(cfg, DET_MODEL)
     exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)
-    assert exp["state"] == "STATE_ERROR"
+    assert exp["state"] == "STATE_COMPLETED"
     (trial,) = c.trials(exp_id)
-    assert trial["state"] == "STATE_ERROR"
-    detail = c.master.api("GET", f"/api/v1/trials/{trial['id']}")
-    assert "without ever calling the master" in json.dumps(detail)
+    assert trial["state"] == "STATE_COMPLETED"
+    logs = c.logs(trial["id"])
+    assert "training without the cluster" in logs and "without ever calling the master" in logs
 
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout, its venvs included

@@ -85,20 +85,23 @@ def test_exit_0_completes_the_trial_and_the_single_searchers_experiment(fx: Reco
         assert len(allocations_of(s, trial)) == 1  # nothing queued again
 
 
-def test_exit_0_without_ever_calling_the_master_fails_the_trial_at_once(fx: RecordingEffects,
-                                                                        database: Database) -> None:
-    # Determined's dummy mode: the script found no cluster info, reported nothing, and exited 0
+def test_exit_0_without_ever_calling_the_master_completes_with_a_log_line_saying_so(fx: RecordingEffects,
+                                                                                  database: Database) -> None:
+    # as Determined: a script with no Core API (or in its dummy mode) reported nothing and exited 0
     with database.session() as s:
         exp = experiment(fx, s)
         (trial,) = trials_of(s, exp)
         alloc = live(s, trial)
         run(fx, s, alloc, contacted=False)
         progression.allocation_ended(fx, s, alloc, 0, "")
-        assert trial.state == T.ERROR and trial.restarts == 0  # a restart would end the same way
-        assert "without ever calling the master" in trial.end_reason
-        assert "/run/determined/info" in trial.end_reason
-        assert exp.state == E.ERROR
+        assert trial.state == T.COMPLETED and trial.restarts == 0
+        assert trial.end_reason == "completed without ever calling the master"
+        assert exp.state == E.COMPLETED
         assert len(allocations_of(s, trial)) == 1
+        lines = list(s.scalars(select(models.TaskLog).where(models.TaskLog.trial_id == trial.id)))
+        assert [(line.level, "without ever calling the master" in line.message) for line in lines] == [
+            ("LOG_LEVEL_WARNING", True)]
+        assert "/run/determined/info" in lines[0].message
 
 
 def test_exit_0_without_a_call_after_earlier_reports_still_completes(fx: RecordingEffects,

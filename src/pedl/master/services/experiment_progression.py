@@ -26,7 +26,7 @@ from pedl.master.lifecycle import (
     TrialState,
 )
 from pedl.master.searcher import SearcherActions, make_searcher
-from pedl.master.services import search_progress, task_contact
+from pedl.master.services import logs, search_progress, task_contact
 from pedl.master.services.transitions import record_event, set_experiment_state, set_trial_state
 from pedl.master.services.trial_room import TRIALS_PER_PASS, RoomCalculator
 
@@ -137,7 +137,10 @@ def _trial_outcome(fx: ClusterEffects, s: Session, alloc: models.Allocation, exi
         if not canceling:  # one trial killed: the searcher closes it and may go on
             close_early(fx, s, exp, trial, "killed")
     elif exit_code == 0 and _ran_off_cluster(alloc, trial):
-        _fail(fx, s, exp, trial, task_contact.OFF_CLUSTER)
+        # Determined completes it; its log says why nothing of it shows (dummy mode, or no Core API at all)
+        logs.add_master_line(s, now, alloc, task_contact.NEVER_REPORTED, level="LOG_LEVEL_WARNING")
+        record_event(s, now, "trial", trial.id, task_contact.NEVER_REPORTED, level="warning")
+        _complete(fx, s, exp, trial, "completed without ever calling the master")
     elif state == T.STOPPING_COMPLETED or (exit_code == 0 and (not alloc.preempt_requested or _reached_target(trial))):
         _complete(fx, s, exp, trial, "stopped early by the searcher" if state == T.STOPPING_COMPLETED else "completed")
     elif alloc.preempt_requested and exit_code == 0:
@@ -169,15 +172,6 @@ def _ran_off_cluster(alloc: models.Allocation, trial: models.Trial) -> bool:
     restart of a trial that had reported keeps the benefit of the doubt."""
     return (alloc.contacted_at is None and not alloc.preempt_requested and not alloc.kill_requested
             and trial.total_batches == 0 and trial.latest_checkpoint is None)
-
-
-def _fail(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Trial, reason: str) -> None:
-    """The trial fails at once, without restarts: running it again would end the same way."""
-    trial.end_reason = reason
-    set_trial_state(s, fx.now, trial, T.ERROR, reason, level="error")
-    trial.end_time = fx.now
-    record_event(s, fx.now, "experiment", exp.id, f"trial {trial.id} failed: {reason}", level="error")
-    close_early(fx, s, exp, trial, reason)
 
 
 def fail_unschedulable(fx: ClusterEffects, s: Session, alloc: models.Allocation, reason: str) -> None:

@@ -1,5 +1,5 @@
 """When a task first called the master with its own token: a trial that exits 0 without ever having
-done so ran off-cluster (Determined's dummy mode), and must not end COMPLETED with nothing reported.
+done so completes, as in Determined, and its log says that nothing of it reached the master.
 
 The first call of each allocation costs one UPDATE; later ones a set lookup. The set is per master
 process, so after a restart the first call writes again, which changes nothing (the UPDATE only
@@ -37,10 +37,10 @@ class TaskContact:
             self._seen.add(allocation_id)
 
 
-OFF_CLUSTER = (
-    "the trial's process exited 0 without ever calling the master: it ran off-cluster. A script on "
-    "Determined's Core API does this when det.get_cluster_info() is None (its harness found no "
-    "/run/determined/info) and det.core.init() hands back dummy contexts, so nothing it reported "
-    "reached pedl. Run the agent as root (tasks get /run/determined/info in a mount namespace of their "
-    "own) or give the experiment an environment.image on an agent with Docker; a pedl.core script "
-    "reports through DET_* variables and needs neither")
+NEVER_REPORTED = (
+    "the trial's process exited 0 without ever calling the master, so nothing it reported reached pedl; "
+    "completed as Determined does. A script that does not use the Core API does this; so does one whose "
+    "det.get_cluster_info() is None (its harness found no /run/determined/info) and whose det.core.init() "
+    "hands back dummy contexts. For the latter, run the agent as root (tasks get /run/determined/info in a "
+    "mount namespace of their own) or give the experiment an environment.image on an agent with Docker; a "
+    "pedl.core script reports through DET_* variables and needs neither")
