@@ -142,6 +142,21 @@ def test_grid_nested_hyperparameters_keep_their_shape() -> None:
         (n, lr, layers) for n in ("adam", "sgd") for lr in (0.1, 0.2) for layers in (1, 2)}
 
 
+@pytest.mark.parametrize("searcher", ["{name: single, metric: l, max_length: 1}", "{name: grid, metric: l}",
+                                      "{name: random, metric: l, max_trials: 2, max_length: 1}",
+                                      "{name: adaptive_asha, metric: l, max_trials: 2, max_length: 4}"])
+def test_an_empty_hyperparameter_group_is_kept_in_every_trials_hparams(searcher: str) -> None:
+    # Determined keeps it: the noop model reads hparams["actions"] with no actions configured
+    s = searcher_for(searcher, """
+        actions: {}
+        opt:
+          inner: {}
+          lr: 0.1
+    """)
+    for request in s.initial().create:
+        assert request.hparams == {"actions": {}, "opt": {"inner": {}, "lr": 0.1}}
+
+
 def test_grid_creates_every_point_then_shuts_down() -> None:
     s = searcher_for("{name: grid, metric: l}", "c: {type: categorical, vals: [1, 2, 3, 4]}")
     actions = s.initial()

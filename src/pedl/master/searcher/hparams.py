@@ -3,6 +3,7 @@ point i is decoded from its index (mixed radix, the last hyperparameter varying 
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 from collections.abc import Iterator, Sequence
@@ -59,6 +60,12 @@ def axis(hp: Any) -> Axis:
     raise TypeError(f"unknown hyperparameter {hp!r}")
 
 
+def _groups(space: dict[str, Any]) -> dict[str, Any]:
+    """The groups of `space` as empty nested dicts: a point keeps a group that has no
+    hyperparameters (`actions: {}`) as Determined does, so a trial reading hparams["actions"] finds it."""
+    return {key: _groups(value) for key, value in space.items() if isinstance(value, dict)}
+
+
 def grid_size(space: dict[str, Any]) -> int:
     """How many points the grid of `space` has (nested groups included), in O(hyperparameters)."""
     return math.prod(axis(hp).size for _, hp in iter_hparams(space))
@@ -72,6 +79,7 @@ class Grid(Sequence[dict[str, Any]]):
         self._paths = [path for path, _ in leaves]
         self._axes = [axis(hp) for _, hp in leaves]
         self._size = math.prod(a.size for a in self._axes)
+        self._groups = _groups(space)
 
     @property
     def size(self) -> int:
@@ -97,7 +105,7 @@ class Grid(Sequence[dict[str, Any]]):
         for a in reversed(self._axes):
             index, j = divmod(index, a.size)
             digits.append(j)
-        point: dict[str, Any] = {}
+        point = copy.deepcopy(self._groups)
         for path, a, j in zip(self._paths, self._axes, reversed(digits), strict=True):
             _set_path(point, path, a.value(j))
         return point
@@ -132,7 +140,7 @@ def _set_path(tree: dict[str, Any], path: str, value: Any) -> None:
 
 
 def sample(space: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    point: dict[str, Any] = {}
+    point = _groups(space)
     for path, hp in iter_hparams(space):
         _set_path(point, path, _sample(hp, rng))
     return point
