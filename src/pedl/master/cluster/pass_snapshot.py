@@ -96,7 +96,8 @@ def read(db: Database, config: MasterConfig, hub: AgentHub, known: KnownAgents |
 
 
 def load(s: Session, config: MasterConfig, hub: AgentHub, known: KnownAgents | None = None) -> PassSnapshot:
-    """Everything the pass decides on; nothing but the pending allocations when there are none."""
+    """Everything the pass decides on; nothing but the pending allocations when there are none (and
+    the agents first, where `known` must read them again)."""
     # first: the rows kept must be as new as their version, which a snapshot taken before could miss
     kept = known.rows(s) if known is not None else None
     pending = [PendingRow(*r) for r in s.execute(
