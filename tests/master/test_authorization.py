@@ -205,6 +205,9 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/users/{username}/by-username", R, None),
     ("POST", "/api/v1/users", ADMIN, _new_user),
     ("GET", "/api/v1/agents", R, None),
+    ("GET", "/api/v1/agents/{agent}", R, None),
+    ("GET", "/api/v1/agents/{agent}/slots", R, None),
+    ("GET", "/api/v1/agents/{agent}/slots/0", R, None),
     ("GET", "/api/v1/resource-pools", R, None),
     ("GET", "/api/v1/resource-pools/default", R, None),
     ("GET", "/api/v1/instances", R, None),
@@ -228,6 +231,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/trials/{trial}/metrics/csv?group=training", R, None),
     ("GET", "/api/v1/trials/{trial}/logs", R, None),
     ("GET", "/api/v1/tasks", R, None),
+    ("GET", "/tasks", R, None),  # Determined's legacy map of /api/v1/tasks' allocationIdToSummary
     ("GET", "/api/v1/tasks/{task}", R, None),
     ("GET", "/api/v1/tasks/{task}/logs", R, None),
     ("GET", "/api/v1/job-queues-v2", R, None),
@@ -269,6 +273,8 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/experiments", USER, _experiment),
     ("POST", "/api/v1/agents/{agent}/disable", ADMIN, lambda w: {"drain": True}),  # its tasks run on
     ("POST", "/api/v1/agents/{agent}/enable", ADMIN, None),
+    ("POST", "/api/v1/agents/{agent}/slots/2/disable", ADMIN, lambda w: {"drain": True}),  # its task runs on
+    ("POST", "/api/v1/agents/{agent}/slots/2/enable", ADMIN, None),
     ("POST", "/api/v1/experiments/{side}/pause", OWNER, None),
     ("POST", "/api/v1/experiments/{side}/activate", OWNER, None),
     ("POST", "/api/v1/trials/{side_trial}/kill", OWNER, None),
@@ -341,7 +347,8 @@ def test_every_route_is_in_the_matrix(app: FastAPI) -> None:
     routes.add(("GET", "/metrics"))  # served outside the OpenAPI document (Prometheus text)
 
     def shape(path: str) -> str:  # compare paths by shape: {trial_id} and {trial} are one parameter
-        return "/".join("{}" if part.startswith("{") or part in ("default",) else part for part in path.split("/"))
+        return "/".join("{}" if part.startswith("{") or part in ("default",) or part.isdigit() else part
+                        for part in path.split("/"))
 
     missing = {(m, p) for m, p in routes if (m, shape(p)) not in {(lm, shape(lp)) for lm, lp in listed}}
     missing = {(m, p) for m, p in missing if p != "/api/v1/experiments/{experiment_id}/{action}"}

@@ -193,6 +193,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
                    instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects, templates,
                    trial_source_infos, metric_export):
         app.include_router(module.router)
+    app.include_router(tasks.legacy_router)
     openapi.install(app)  # after the routers: it corrects the document they produce
     app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI
 

@@ -18,7 +18,7 @@ from pedl.config.master_config import MasterConfig
 from pedl.master.api import agents as agents_api
 from pedl.master.app import create_app
 from pedl.master.services import agents as agents_service
-from pedl.version import __version__
+from pedl.version import DETERMINED_API_VERSION, __version__
 from tests.master.fakes import SINGLE_CONFIG, bearer, create_experiment, login
 
 TOKEN = "s3cret-agent-token"
@@ -89,7 +89,7 @@ def test_register_and_list(token_client: TestClient, master_config: MasterConfig
         [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
         assert agent["id"] == "ws-agent"
         assert agent["connected"] is True and agent["state"] == "CONNECTED"
-        assert agent["version"] == __version__
+        assert (agent["version"], agent["pedlVersion"]) == (DETERMINED_API_VERSION, __version__)
         assert agent["addresses"] == ["10.0.0.5"]
         assert agent["resourcePools"] == ["default"]
         assert sorted(agent["slots"]) == ["0", "1"]

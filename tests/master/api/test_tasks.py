@@ -62,6 +62,15 @@ def test_agent_list_shows_the_running_task(client: TestClient, user: dict, agent
     assert list(a["containers"]) == [task.allocation_id]
 
 
+def test_legacy_tasks_route_is_the_map_alone(client: TestClient, user: dict, agent: FakeAgent) -> None:
+    create_experiment(client, user, SINGLE_CONFIG)
+    agent.start_all()
+    r = client.get("/tasks", headers=user)
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json", r.text
+    assert r.json() == summaries(client, user) and len(r.json()) == 1
+    assert client.get("/tasks").status_code == 401
+
+
 def test_finished_allocations_leave_the_list(client: TestClient, user: dict, agent: FakeAgent) -> None:
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()

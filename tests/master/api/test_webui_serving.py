@@ -68,6 +68,9 @@ def test_the_masters_own_paths_are_unchanged(ui_client: TestClient) -> None:
     assert r.status_code == 404 and r.json()["code"] == 5  # the API's JSON 404, not the page
     assert ui_client.post("/experiments").status_code == 404  # only GETs get the page
     assert ui_client.get("/api/v1/experiments").status_code == 401
+    # Determined's /api-less JSON routes that det's e2e suite reads: JSON, never the page
+    assert ui_client.get("/tasks").status_code == 401
+    assert ui_client.get("/tasks/x").status_code == 404
 
 
 def test_an_install_without_the_built_ui_says_how_to_build_it(master_config: MasterConfig, tmp_path: Path,

@@ -15,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from pedl.common import agent_protocol as proto
+from pedl.errors import NotFound
 from pedl.master.api import shapes
 from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts
@@ -58,6 +59,50 @@ def disable_agent(agent_id: AgentId, request: Request, who: Caller = Depends(cal
     req = parse(DisableAgentBody, body or {})
     row = agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=False, drain=req.drain)
     return {"agent": shapes.agent(*row)}
+
+
+@router.get("/api/v1/agents/{agent_id}")
+def get_agent(agent_id: AgentId, request: Request, _: Caller = Depends(caller)) -> dict:
+    return {"agent": shapes.agent(*agents_service.one(ctx_of(request), agent_id))}
+
+
+@router.get("/api/v1/agents/{agent_id}/slots")
+def get_slots(agent_id: AgentId, request: Request, _: Caller = Depends(caller)) -> dict:
+    return {"slots": list(shapes.agent(*agents_service.one(ctx_of(request), agent_id))["slots"].values())}
+
+
+SlotId = Annotated[str, Path(min_length=1, max_length=64)]
+
+
+@router.get("/api/v1/agents/{agent_id}/slots/{slot_id}")
+def get_slot(agent_id: AgentId, slot_id: SlotId, request: Request, _: Caller = Depends(caller)) -> dict:
+    return {"slot": _slot(agents_service.one(ctx_of(request), agent_id), slot_id)}
+
+
+@router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/enable")
+def enable_slot(agent_id: AgentId, slot_id: SlotId, request: Request, who: Caller = Depends(caller),
+                _body: Any = Depends(json_body)) -> dict:
+    """det slot enable: admins only."""
+    row = agents_service.set_slot_enabled(ctx_of(request), who, agent_id, slot_id, enabled=True)
+    return {"slot": _slot(row, slot_id)}
+
+
+@router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/disable")
+@accepts(DisableAgentBody)
+def disable_slot(agent_id: AgentId, slot_id: SlotId, request: Request, who: Caller = Depends(caller),
+                 body: Any = Depends(json_body)) -> dict:
+    """det slot disable: admins only; without drain the task holding the slot is preempted (the body's
+    agentId and slotId, which det leaves unset, are ignored: the path names the slot)."""
+    req = parse(DisableAgentBody, body or {})
+    row = agents_service.set_slot_enabled(ctx_of(request), who, agent_id, slot_id, enabled=False, drain=req.drain)
+    return {"slot": _slot(row, slot_id)}
+
+
+def _slot(row: tuple, slot_id: str) -> dict:
+    slot = shapes.agent(*row)["slots"].get(slot_id)
+    if slot is None:
+        raise NotFound(f"slotId: agent {row[0].id!r} has no slot {slot_id!r}")
+    return slot
 
 
 def _is_loopback(host: str) -> bool:

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from pedl.config.checkpoint_storage import as_determined
 from pedl.master.lifecycle import AllocationState, CheckpointState
+from pedl.master.services import agent_user_groups
 from pedl.master.services.experiment_labels import split as split_labels
 from pedl.master.services.experiment_listing import ExperimentStats
 from pedl.master.services.projects import Placement
+from pedl.version import DETERMINED_API_VERSION
 
 if TYPE_CHECKING:
     from pedl.master.db import models
@@ -24,7 +26,8 @@ def ts(t: float | None) -> str | None:
 
 def user(u: models.User) -> dict[str, Any]:
     return {"id": u.id, "username": u.username, "admin": u.admin, "active": u.active,
-            "displayName": u.display_name or "", "remote": False, "modifiedAt": ts(u.modified_at)}
+            "displayName": u.display_name or "", "remote": False, "modifiedAt": ts(u.modified_at),
+            "agentUserGroup": agent_user_groups.shape(agent_user_groups.of_user(u))}
 
 
 def experiment(e: models.Experiment, username: str, stats: ExperimentStats,
@@ -39,7 +42,7 @@ def experiment(e: models.Experiment, username: str, stats: ExperimentStats,
         "bestTrialId": stats.best_trial_id,
         "searcherType": e.config.get("searcher", {}).get("name", "single"),
         "searcherMetric": e.config.get("searcher", {}).get("metric", ""),
-        "startTime": ts(e.start_time), "endTime": ts(e.end_time), "state": e.state, "username": username,
+        "startTime": ts(e.start_time), "endTime": ts(e.end_time), "state": stats.state or e.state, "username": username,
         "userId": e.owner_id, "progress": e.progress, "resourcePool": e.resource_pool, "forkedFrom": e.parent_id,
         "notes": e.notes, "projectName": place.project_name, "workspaceName": place.workspace_name,
         "workspaceId": place.workspace_id,
@@ -141,7 +144,9 @@ def agent(a: models.Agent, held: dict[str, str], connected: bool) -> dict[str, A
     brand_stats: dict[str, dict[str, int]] = {}
     for i, sl in enumerate(a.slots or []):
         dev = _device(sl, i)
-        slot_json: dict[str, Any] = {"id": sl["id"], "enabled": a.enabled, "draining": a.draining, "device": dev}
+        enabled, draining = a.enabled and sl.get("enabled", True), a.draining or sl.get("draining", False)
+        slot_json: dict[str, Any] = {"id": sl["id"], "enabled": enabled, "draining": draining, "device": dev,
+                                     "container": None}  # Determined sends a free slot's container as null
         alloc_id = held.get(sl["id"])
         if alloc_id:
             container = {"id": alloc_id, "state": "STATE_RUNNING", "permissionDenied": False, "devices": [dev]}
@@ -151,9 +156,12 @@ def agent(a: models.Agent, held: dict[str, str], connected: bool) -> dict[str, A
         for stats, key in ((type_stats, dev["type"]), (brand_stats, dev["brand"])):
             st = stats.setdefault(key, {"disabled": 0, "draining": 0, "total": 0, "states": {}})
             st["total"] += 1
-            st["disabled"] += 0 if a.enabled else 1
-            st["draining"] += 1 if a.draining else 0
-    return {"id": a.id, "version": a.version, "registeredTime": ts(a.registered_at), "slots": slots,
+            st["disabled"] += 0 if enabled else 1
+            st["draining"] += 1 if draining else 0
+    # `version` is the Determined API version the master speaks (det's tests compare it with their
+    # own); the agent's pedl version is `pedlVersion`, as on /api/v1/master
+    return {"id": a.id, "version": DETERMINED_API_VERSION, "pedlVersion": a.version,
+            "registeredTime": ts(a.registered_at), "slots": slots,
             "containers": containers, "resourcePools": [a.resource_pool], "enabled": a.enabled,
             "draining": a.draining, "addresses": [a.address], "label": "",
             "slotStats": {"typeStats": type_stats, "brandStats": brand_stats},

@@ -22,10 +22,24 @@ from pedl.master.services.logs import LOG_LEVELS
 router = APIRouter(prefix="/api/v1")
 
 
+# Determined's master also serves the map alone at /tasks, outside /api/v1 (its e2e suite polls it)
+legacy_router = APIRouter()
+
+
 @router.get("/tasks")
 def list_tasks(request: Request, _: Caller = Depends(caller)) -> dict:
+    return {"allocationIdToSummary": _summaries(request)}
+
+
+@legacy_router.get("/tasks")
+def list_tasks_legacy(request: Request, _: Caller = Depends(caller)) -> dict:
+    """Allocation id -> summary, as /api/v1/tasks' allocationIdToSummary."""
+    return _summaries(request)
+
+
+def _summaries(request: Request) -> dict[str, Any]:
     allocs, agents = allocations.live_summaries(ctx_of(request))
-    return {"allocationIdToSummary": {a.id: shapes.allocation_summary(a, agents) for a in allocs}}
+    return {a.id: shapes.allocation_summary(a, agents) for a in allocs}
 
 
 @router.get("/tasks/{task_id}/context_directory")

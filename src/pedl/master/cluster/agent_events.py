@@ -49,7 +49,7 @@ def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host:
                      to_state=AgentState.CONNECTED)
     else:
         set_agent_state(s, now, agent, AgentState.CONNECTED, f"reconnected from {remote_host}")
-        agent.hostname, agent.address, agent.slots = reg.hostname, address, slots
+        agent.hostname, agent.address, agent.slots = reg.hostname, address, _keep_slot_flags(agent.slots, slots)
         agent.resource_pool, agent.version = reg.resource_pool, reg.version
         agent.container_runtime = reg.container_runtime
         agent.last_heartbeat, agent.disconnected_at = now, None
@@ -62,6 +62,12 @@ def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host:
     kill = reconcile(fx, s, reg.agent_id, set(reg.running_allocations))
     return proto.Registered(agent_id=reg.agent_id, heartbeat_interval=fx.config.agent_heartbeat_interval,
                             kill_unknown=kill)
+
+
+def _keep_slot_flags(old: list[dict] | None, new: list[dict]) -> list[dict]:
+    """A slot an admin disabled stays disabled when its agent registers again (as the agent does)."""
+    flags = {sl["id"]: {k: sl[k] for k in ("enabled", "draining") if k in sl} for sl in old or []}
+    return [{**sl, **flags.get(sl["id"], {})} for sl in new]
 
 
 def reconcile(fx: ClusterEffects, s: Session, agent_id: str, running: set[str]) -> list[str]:

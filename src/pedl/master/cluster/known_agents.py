@@ -41,9 +41,9 @@ class KnownAgent(NamedTuple):
 
 
 class SlotIdsCache:
-    """Each agent's slot ids by its slots column as last read: an agent's slots change only when it
-    registers again, and parsing 1,000 agents' slots is most of reading them. Holds the agents of the
-    last read only."""
+    """Each agent's enabled slot ids by its slots column as last read: an agent's slots change only when
+    it registers again or an admin enables or disables one, and parsing 1,000 agents' slots is most of
+    reading them. Holds the agents of the last read only."""
 
     def __init__(self) -> None:
         self._ids: dict[str, tuple[str, tuple[str, ...]]] = {}
@@ -55,7 +55,8 @@ class SlotIdsCache:
         for aid, pool, text, runtime in rows:
             cached = self._ids.get(aid)
             if cached is None or cached[0] != text:
-                cached = (text, tuple(sl["id"] for sl in loads(text) or []))
+                # a slot an admin disabled (det slot disable) is not the scheduler's to place on
+                cached = (text, tuple(sl["id"] for sl in loads(text) or [] if sl.get("enabled", True)))
             seen[aid] = cached
             out.append((aid, pool, cached[1], runtime))
         self._ids = seen
