@@ -96,6 +96,16 @@ class Registered(_Msg):
     kill_grace_period: float | None = None  # SIGTERM to SIGKILL for those kills; None: KillTask's default
 
 
+class AgentUserGroup(_Msg):
+    """Who a task runs as on the agent (Determined's agent user group): its process's uid and gid, or
+    the container's --user; the names are those the task sees (`id -u -n`)."""
+
+    uid: int
+    gid: int
+    user: str
+    group: str
+
+
 class StartTask(_Msg):
     type: Literal["start_task"] = "start_task"
     allocation_id: str
@@ -109,6 +119,8 @@ class StartTask(_Msg):
     # the experiment's {cpu, gpu} variables: the agent applies the one of the slots it gave the task
     device_env: dict[str, dict[str, str]] = Field(default_factory=dict)
     container: ContainerSpec | None = None  # None: a process; else the task runs in this container
+    # the owner's agent user group, else the master's security.default_task; None: the agent's own user
+    run_as: AgentUserGroup | None = None
 
 
 class ContainerSpec(_Msg):

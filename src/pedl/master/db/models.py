@@ -43,6 +43,12 @@ class User(Base):
     display_name: Mapped[str | None] = mapped_column(String(255), nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     modified_at: Mapped[float] = mapped_column(Float)
+    # Determined's agent user group (migration 0016): the uid/gid and names the user's tasks run as
+    # on the agents; all four set, or none (then the agent's default)
+    agent_uid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    agent_gid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    agent_user: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    agent_group: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
 class UserSession(Base):

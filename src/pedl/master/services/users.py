@@ -6,14 +6,15 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from pedl.common.agent_protocol import AgentUserGroup
 from pedl.errors import Conflict, Forbidden, InvalidArgument, NotFound, Unauthenticated
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import LIVE_ALLOCATION
-from pedl.master.services import passwords
+from pedl.master.services import agent_user_groups, passwords
 from pedl.master.services.authz import require_user
 from pedl.master.services.login_limiter import LoginLimiter
 from pedl.master.services.passwords import token_hash
@@ -81,8 +82,20 @@ def session_for_token(s: Session, now: float, token: str) -> tuple[models.User, 
     return user, sess
 
 
-def list_users(s: Session) -> list[models.User]:
-    return list(s.scalars(select(models.User).order_by(models.User.id)))
+def list_users(s: Session, *, active: bool | None = None, admin: bool | None = None,
+               name: str = "") -> list[models.User]:
+    """Determined's GetUsers filters: by state, by admin rights, and by a part of the username or
+    display name (any case)."""
+    q = select(models.User).order_by(models.User.id)
+    if active is not None:
+        q = q.where(models.User.active.is_(active))
+    if admin is not None:
+        q = q.where(models.User.admin.is_(admin))
+    if name:
+        part = name.lower()
+        q = q.where(func.lower(models.User.username).contains(part, autoescape=True)
+                    | func.lower(func.coalesce(models.User.display_name, "")).contains(part, autoescape=True))
+    return list(s.scalars(q))
 
 
 def get_user(s: Session, user_id: int) -> models.User:
@@ -92,19 +105,27 @@ def get_user(s: Session, user_id: int) -> models.User:
     return user
 
 
-def create_user(s: Session, now: float, actor: models.User, username: str, password: str, is_hashed: bool,
-                admin: bool = False, active: bool = True, display_name: str | None = None) -> models.User:
-    if not actor.admin:
-        raise Forbidden("only an admin can create users")
+def check_username(username: str | None, field: str) -> str:
+    """A new username, stripped: 1-255 characters without spaces or control characters."""
     username = (username or "").strip()
     if not username or len(username) > 255 or any(c.isspace() or not c.isprintable() for c in username):
-        raise InvalidArgument("user.username: must be 1-255 characters without spaces or control characters",
-                              fields=[{"field": "user.username", "message": "invalid username"}])
+        raise InvalidArgument(f"{field}: must be 1-255 characters without spaces or control characters",
+                              fields=[{"field": field, "message": "invalid username"}])
+    return username
+
+
+def create_user(s: Session, now: float, actor: models.User, username: str, password: str, is_hashed: bool,
+                admin: bool = False, active: bool = True, display_name: str | None = None,
+                agent_user_group: AgentUserGroup | None = None) -> models.User:
+    if not actor.admin:
+        raise Forbidden("only an admin can create users")
+    username = check_username(username, "user.username")
     if s.scalar(select(models.User).where(models.User.username == username)) is not None:
         raise Conflict(f"user {username!r} already exists")
     user = models.User(username=username, admin=admin, active=active, display_name=display_name,
                        password_hash=passwords.hash_password(passwords.normalize(password or "", is_hashed)),
                        created_at=now, modified_at=now)
+    agent_user_groups.store(user, agent_user_group)
     s.add(user)
     s.flush()
     return user
@@ -169,17 +190,23 @@ def log_out(ctx: MasterContext, who: Caller, token: str) -> None:
     ctx.caller_cache.drop(token)
 
 
-def all_users(ctx: MasterContext) -> list[models.User]:
+def all_users(ctx: MasterContext, *, active: bool | None = None, admin: bool | None = None,
+              name: str = "") -> list[models.User]:
     with ctx.db.session() as s:
-        return list_users(s)
+        return list_users(s, active=active, admin=admin, name=name)
 
 
 def create_by(ctx: MasterContext, who: Caller, username: str, password: str, is_hashed: bool, *, admin: bool,
-              active: bool, display_name: str | None) -> models.User:
+              active: bool, display_name: str | None, agent_user_group: AgentUserGroup | None = None) -> models.User:
     with ctx.db.session() as s:
         actor = require_user(who, "create users")
         return create_user(s, ctx.clock.now(), actor, username, password, is_hashed, admin=admin, active=active,
-                           display_name=display_name)
+                           display_name=display_name, agent_user_group=agent_user_group)
+
+
+def user_by_id(ctx: MasterContext, user_id: int) -> models.User:
+    with ctx.db.read_session() as s:
+        return get_user(s, user_id)
 
 
 def change_password(ctx: MasterContext, who: Caller, user_id: int, password: str, is_hashed: bool,
