@@ -203,6 +203,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/me", R, None),
     ("GET", "/api/v1/users", R, None),
     ("GET", "/api/v1/users/{username}/by-username", R, None),
+    ("GET", "/api/v1/users/{alice}", R, None),
     ("POST", "/api/v1/users", ADMIN, _new_user),
     ("GET", "/api/v1/agents", R, None),
     ("GET", "/api/v1/agents/{agent}", R, None),
@@ -311,6 +312,10 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("PATCH", "/api/v1/templates/{tpl}", OWNER, lambda w: {"max_restarts": next(w.counter) % 5}),
     ("DELETE", "/api/v1/templates/{doomed_tpl}", OWNER, _doomed_template),
     # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions
+    # a user edits their own display name; linking an agent user is for admins, even one's own
+    ("PATCH", "/api/v1/users/{alice}", OWNER, lambda w: {"displayName": f"Alice {next(w.counter)}"}),
+    ("PATCH", "/api/v1/users/{alice}", ADMIN, lambda w: {"agentUserGroup": {
+        "agentUid": 1000 + next(w.counter), "agentGid": 1000, "agentUser": "alice", "agentGroup": "alice"}}),
     ("POST", "/api/v1/users/{alice}/password", OWNER,
      lambda w: {"password": client_hash("pw-alice"), "isHashed": True}),
     ("POST", "/api/v1/auth/logout", USER, None),  # run with fresh logins: see below
