@@ -236,6 +236,8 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/tasks/{task}", R, None),
     ("GET", "/api/v1/tasks/{task}/logs", R, None),
     ("GET", "/api/v1/job-queues-v2", R, None),
+    ("GET", "/api/v1/resources/allocation/raw?timestampAfter=2023-01-01T00:00:00Z&timestampBefore=2024-01-01T00:00:00Z",
+     USER, None),  # a user's own, an admin's everyone's
     ("GET", "/api/v1/master/logs", ADMIN, None),  # they name users, hosts and paths
     ("GET", "/api/v1/checkpoints", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}", R, None),
