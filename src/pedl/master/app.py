@@ -33,7 +33,6 @@ from pedl.master.api import (
     model_registry,
     openapi,
     package,
-    project_experiments,
     projects,
     prometheus,
     resource_allocation,
@@ -192,8 +191,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
-                   instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects,
-                   project_experiments, templates,
+                   instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects, templates,
                    trial_source_infos, metric_export, resource_allocation):
         app.include_router(module.router)
     app.include_router(tasks.legacy_router)
