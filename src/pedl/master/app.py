@@ -33,6 +33,7 @@ from pedl.master.api import (
     model_registry,
     openapi,
     package,
+    project_experiments,
     projects,
     prometheus,
     resource_allocation,
@@ -191,7 +192,8 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.add_middleware(body_limit.BodyLimit, limits=config.limits)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
-                   instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects, templates,
+                   instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects,
+                   project_experiments, templates,
                    trial_source_infos, metric_export, resource_allocation):
         app.include_router(module.router)
     app.include_router(tasks.legacy_router)

@@ -41,7 +41,9 @@ def test_create_owns_it_and_a_taken_name_in_any_case_is_a_409(client: TestClient
     ws = r.json()["workspace"]
     assert set(ws) >= V1_WORKSPACE
     assert (ws["name"], ws["username"], ws["immutable"], ws["numProjects"]) == ("Vision", "determined", False, 0)
-    assert client.get(f"/api/v1/workspaces/{ws['id']}", headers=admin).json()["workspace"] == ws
+    assert ws["pinned"] is True  # Determined pins a new workspace for its creator
+    assert client.get(f"/api/v1/workspaces/{ws['id']}", headers=user).json()["workspace"] == ws
+    assert client.get(f"/api/v1/workspaces/{ws['id']}", headers=admin).json()["workspace"] == {**ws, "pinned": False}
     for taken in ("Vision", "vISION", "uncategorized"):
         r = create(client, admin, taken)
         assert r.status_code == 409, r.text
@@ -52,7 +54,10 @@ def test_create_owns_it_and_a_taken_name_in_any_case_is_a_409(client: TestClient
 def test_bad_names_and_unsupported_settings_are_a_400_and_store_nothing(client: TestClient, user: dict) -> None:
     for body, field in (({"name": ""}, "name"), ({"name": "x" * 256}, "name"), ({}, "name"),
                         ({"name": "ok", "defaultComputePool": "gpu"}, "defaultComputePool"),
-                        ({"name": "ok", "checkpointStorageConfig": {"type": "shared_fs"}}, "checkpointStorageConfig")):
+                        ({"name": "ok", "checkpointStorageConfig": {"type": "shared_fs", "host_path": "/etc"}},
+                         "checkpointStorageConfig.host_path"),
+                        ({"name": "ok", "checkpointStorageConfig": {"type": "gcs"}}, "checkpointStorageConfig"),
+                        ({"name": "ok", "checkpointStorageConfig": "x"}, "checkpointStorageConfig")):
         r = post(client, "/api/v1/workspaces", body, user)
         assert r.status_code == 400, (body, r.text)
         assert field in r.json()["message"], r.text
@@ -67,7 +72,8 @@ def test_det_looks_workspaces_up_by_name(client: TestClient, user: dict) -> None
     assert names(client, user, "?nameCaseSensitive=vision") == []
     assert names(client, user, "?name=Visio") == []  # a whole name, not a part
     assert names(client, user, "?users=determined") == ["Audio", "Vision"]
-    assert names(client, user, "?pinned=true") == []
+    assert names(client, user, "?pinned=true") == ["Audio", "Vision"]  # pinned for their creator
+    assert names(client, user, "?pinned=false") == ["Uncategorized"]
 
 
 def test_pages_and_sorting(client: TestClient, user: dict) -> None:

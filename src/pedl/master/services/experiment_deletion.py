@@ -62,6 +62,37 @@ def registered_versions(s: Session, experiment_id: int) -> list[str]:
     return [f"{name!r} version {n} (checkpoint {uuid})" for name, n, uuid in rows]
 
 
+def mark_deleting(s: Session, now: float, who: Caller, exp: models.Experiment) -> bool:
+    """Mark an ended experiment DELETING (False: it is already); refuse one that has not ended, still has a
+    task or has registered checkpoints, naming why. The caller checked the caller may delete it."""
+    experiment_id = exp.id
+    if exp.state == E.DELETING:
+        return False
+    if exp.state not in ENDED_EXPERIMENT and exp.state != E.DELETE_FAILED:
+        raise InvalidArgument(f"experiment {experiment_id} is {_state(exp)}: only an experiment that has ended "
+                              "(COMPLETED, CANCELED or ERROR) can be deleted; kill it first")
+    live = s.scalar(select(models.Allocation.id).join(models.Trial, models.Trial.id == models.Allocation.trial_id)
+                    .where(models.Trial.experiment_id == experiment_id,
+                           models.Allocation.state.in_(sorted(LIVE_ALLOCATION))).limit(1))
+    if live is not None:
+        raise InvalidArgument(f"experiment {experiment_id} still has a task that has not exited ({live}); "
+                              "delete it once the task has ended")
+    registered = registered_versions(s, experiment_id)
+    if registered:
+        more = " and more" if len(registered) > NAMED else ""
+        raise InvalidArgument(f"experiment {experiment_id} cannot be deleted: its checkpoints are registered as "
+                              f"model versions: {', '.join(registered[:NAMED])}{more}; delete those versions first")
+    set_experiment_state(s, now, exp, E.DELETING, f"deletion requested by {who.user.username}")
+    return True
+
+
+def mark_all(s: Session, now: float, who: Caller, exps: list[models.Experiment]) -> list[int]:
+    """Mark every one DELETING (all or none: the first refusal raises) -> the ids the worker must purge."""
+    for exp in exps:
+        mark_deleting(s, now, who, exp)
+    return [exp.id for exp in exps]
+
+
 def request_deletion(ctx: MasterContext, who: Caller, experiment_id: int, wake: Callable[[int], None]) -> None:
     """Mark the experiment DELETING for its owner or an admin, then `wake` the worker. Only an ended
     experiment (COMPLETED, CANCELED, ERROR), or one whose deletion failed, is deleted; asking again
@@ -70,24 +101,7 @@ def request_deletion(ctx: MasterContext, who: Caller, experiment_id: int, wake: 
     def mark(s: Session) -> bool:
         exp = get(s, experiment_id)
         require_owner(who, exp.owner_id, f"delete experiment {experiment_id}")
-        if exp.state == E.DELETING:
-            return False
-        if exp.state not in ENDED_EXPERIMENT and exp.state != E.DELETE_FAILED:
-            raise InvalidArgument(f"experiment {experiment_id} is {_state(exp)}: only an experiment that has ended "
-                                  "(COMPLETED, CANCELED or ERROR) can be deleted; kill it first")
-        live = s.scalar(select(models.Allocation.id).join(models.Trial, models.Trial.id == models.Allocation.trial_id)
-                        .where(models.Trial.experiment_id == experiment_id,
-                               models.Allocation.state.in_(sorted(LIVE_ALLOCATION))).limit(1))
-        if live is not None:
-            raise InvalidArgument(f"experiment {experiment_id} still has a task that has not exited ({live}); "
-                                  "delete it once the task has ended")
-        registered = registered_versions(s, experiment_id)
-        if registered:
-            more = " and more" if len(registered) > NAMED else ""
-            raise InvalidArgument(f"experiment {experiment_id} cannot be deleted: its checkpoints are registered as "
-                                  f"model versions: {', '.join(registered[:NAMED])}{more}; delete those versions first")
-        set_experiment_state(s, ctx.clock.now(), exp, E.DELETING, f"deletion requested by {who.user.username}")
-        return True
+        return mark_deleting(s, ctx.clock.now(), who, exp)
 
     if ctx.controller.run(mark):
         wake(experiment_id)

@@ -23,6 +23,7 @@ from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import experiment_listing, model_definitions, projects, storage_roots, templates
 from pedl.master.services import experiment_progression as progression
 from pedl.master.services import trials as trials_service
+from pedl.master.services import workspace_storage as workspace_storage_of
 from pedl.master.services.authz import require_owner, require_user
 from pedl.master.services.experiment_labels import joined as joined_labels
 from pedl.master.services.experiment_listing import ExperimentQuery, ExperimentStats
@@ -32,8 +33,10 @@ if TYPE_CHECKING:
     from pedl.master.context import MasterContext
 
 
-def effective_config(master: MasterConfig, cfg: ExperimentConfig) -> dict[str, Any]:
-    """The fully defaulted config stored on the experiment and handed to trials."""
+def effective_config(master: MasterConfig, cfg: ExperimentConfig,
+                     workspace_storage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fully defaulted config stored on the experiment and handed to trials. Its checkpoint_storage is
+    its own over its workspace's (when that has one) over the master's."""
     pool_name = cfg.resources.resource_pool or (
         master.default_compute_resource_pool if cfg.resources.slots_per_trial > 0 else master.default_aux_resource_pool)
     pool = master.pool(pool_name)
@@ -49,7 +52,7 @@ def effective_config(master: MasterConfig, cfg: ExperimentConfig) -> dict[str, A
     data["resources"]["resource_pool"] = pool_name
     data["resources"]["priority"] = cfg.resources.priority or pool.scheduler.default_priority
     data["checkpoint_storage"] = merge_storage(
-        master.effective_checkpoint_storage().model_dump(mode="json"),
+        workspace_storage_of.base_for(master, workspace_storage),
         cfg.checkpoint_storage.model_dump(mode="json") if cfg.checkpoint_storage is not None else None)
     storage_roots.confine_experiment_storage(master, data["checkpoint_storage"])
     return data
@@ -67,8 +70,8 @@ def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: s
                               fields=[{"field": "config", "message": "required"}])
     config = templates.apply(s, template, config_text, fx.config.limits) if template else config_text
     cfg = parse_experiment_config(config, limits=fx.config.limits)
-    full = effective_config(fx.config, cfg)
     project = projects.for_experiment(s, project_id, cfg.workspace, cfg.project)
+    full = effective_config(fx.config, cfg, workspace_storage_of.of_project(s, project))
     check_trial_count(cfg, fx.config.limits.max_trials_per_experiment)
     tgz, size, count = model_definitions.files_to_tgz(files, fx.config.limits.max_model_definition_bytes)
     if validate_only:

@@ -36,6 +36,7 @@ class Shown:
     num_active_experiments: int = 0
     num_runs: int = 0
     last_experiment_started_at: float | None = None
+    archived: bool = False  # its own flag, or its workspace's
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,9 @@ def _shown(s: Session, rows: list[models.Project]) -> list[Shown]:
     """The rows with their workspaces, owners and counts, in four queries whatever the number of rows."""
     E = models.Experiment
     ids = [p.id for p in rows]
-    names = dict(s.execute(select(models.Workspace.id, models.Workspace.name).where(
-        models.Workspace.id.in_({p.workspace_id for p in rows}))).all())
+    places = {wid: (name, archived) for wid, name, archived in s.execute(
+        select(models.Workspace.id, models.Workspace.name, models.Workspace.archived).where(
+            models.Workspace.id.in_({p.workspace_id for p in rows})))}
     owners = dict(s.execute(select(models.User.id, models.User.username).where(
         models.User.id.in_({p.owner_id for p in rows if p.owner_id is not None}))).all())
     active = func.sum(cast(E.state == ExperimentState.ACTIVE, Integer))
@@ -118,8 +120,9 @@ def _shown(s: Session, rows: list[models.Project]) -> list[Shown]:
     out = []
     for p in rows:
         n, a, last = counts.get(p.id, (0, 0, None))
-        out.append(Shown(p, names.get(p.workspace_id, ""), owners.get(p.owner_id, "") if p.owner_id else "",
-                         n, a, runs.get(p.id, 0), last))
+        ws_name, ws_archived = places.get(p.workspace_id, ("", False))
+        out.append(Shown(p, ws_name, owners.get(p.owner_id, "") if p.owner_id else "",
+                         n, a, runs.get(p.id, 0), last, p.archived or ws_archived))
     return out
 
 
@@ -158,7 +161,9 @@ def listing(ctx: MasterContext, q: ProjectQuery) -> tuple[list[Shown], int, int]
     if q.name:
         stmt = stmt.where(P.name_key == name_key(q.name))
     if q.archived is not None:
-        stmt = stmt.where(P.archived.is_(q.archived))
+        archived = P.archived.is_(True) | P.workspace_id.in_(
+            select(models.Workspace.id).where(models.Workspace.archived.is_(True)))
+        stmt = stmt.where(archived if q.archived else ~archived)
     if q.usernames:
         stmt = stmt.where(P.owner_id.in_(select(models.User.id).where(models.User.username.in_(q.usernames))))
     if q.user_ids:
@@ -201,7 +206,9 @@ def for_experiment(s: Session, project_id: int | None, workspace: str | None, pr
         if named is None:
             raise InvalidArgument.at("project", f"workspace {ws.name!r} has no project named {project!r}")
     if not project_id:  # det sends null without --project_id
-        return named.id if named is not None else DEFAULT_ID
+        chosen = named or get(s, DEFAULT_ID)
+        _open_for_launches(s, chosen, "project" if named is not None else "projectId")
+        return chosen.id
     given = s.get(models.Project, project_id)
     if given is None:
         raise NotFound(f"projectId: project {project_id} not found",
@@ -209,4 +216,13 @@ def for_experiment(s: Session, project_id: int | None, workspace: str | None, pr
     if named is not None and named.id != given.id:
         raise InvalidArgument.at("projectId", f"project {project_id} is not the config's project "
                                               f"{workspace}/{project} (project {named.id})")
+    _open_for_launches(s, given, "projectId")
     return given.id
+
+
+def _open_for_launches(s: Session, project: models.Project, where: str) -> None:
+    """Determined launches nothing into an archived project or workspace."""
+    ws = s.get(models.Workspace, project.workspace_id)
+    if project.archived or (ws is not None and ws.archived):
+        what = f"project {project.name!r}" if project.archived else f"workspace {ws.name!r}"  # type: ignore[union-attr]
+        raise InvalidArgument.at(where, f"{what} is archived and takes no new experiments; unarchive it first")

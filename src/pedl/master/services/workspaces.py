@@ -4,9 +4,9 @@ project and experiment counts. Names are unique whatever their case, as in Deter
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import false, func, select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -14,6 +14,7 @@ from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.services.authz import require_user
+from pedl.master.services.workspace_storage import checked_storage
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -106,11 +107,15 @@ class Shown:
     username: str = ""
     num_projects: int = 0
     num_experiments: int = 0
+    pinned: bool = False  # by the caller
 
 
-def _shown(s: Session, rows: list[models.Workspace]) -> list[Shown]:
-    """The rows with their owners and counts, in three queries whatever the number of rows."""
+def _shown(s: Session, rows: list[models.Workspace], viewer: int = 0) -> list[Shown]:
+    """The rows with their owners, counts and whether `viewer` pinned them, in four queries whatever the
+    number of rows."""
     ids = [w.id for w in rows]
+    pins = set(s.scalars(select(models.WorkspacePin.workspace_id).where(
+        models.WorkspacePin.user_id == viewer, models.WorkspacePin.workspace_id.in_(ids))))
     owners = {uid: name for uid, name in s.execute(select(models.User.id, models.User.username).where(
         models.User.id.in_({w.owner_id for w in rows if w.owner_id is not None})))}
     projects = dict(s.execute(select(models.Project.workspace_id, func.count()).where(
@@ -120,22 +125,26 @@ def _shown(s: Session, rows: list[models.Workspace]) -> list[Shown]:
         .join(models.Experiment, models.Experiment.project_id == models.Project.id)
         .where(models.Project.workspace_id.in_(ids)).group_by(models.Project.workspace_id)).all())
     return [Shown(w, owners.get(w.owner_id, "") if w.owner_id is not None else "", projects.get(w.id, 0),
-                  experiments.get(w.id, 0)) for w in rows]
+                  experiments.get(w.id, 0), w.id in pins) for w in rows]
 
 
-def create(ctx: MasterContext, who: Caller, name: str) -> Shown:
-    """A new workspace owned by the caller; a name another workspace has (in any case) is a 409."""
+def create(ctx: MasterContext, who: Caller, name: str, storage: dict[str, Any] | None = None) -> Shown:
+    """A new workspace owned by the caller, with the checkpoint storage given (checked as an experiment's);
+    a name another workspace has (in any case) is a 409."""
     owner = require_user(who, "create workspaces")
     checked_name(name, "name")
+    stored = checked_storage(ctx.config, storage) if storage is not None else None
     try:
         with ctx.db.session() as s:
             if by_name(s, name) is not None:
                 raise _taken(name)
             ws = models.Workspace(name=name, name_key=name_key(name), owner_id=owner.id, immutable=False,
-                                  archived=False, created_at=ctx.clock.now())
+                                  archived=False, created_at=ctx.clock.now(), checkpoint_storage=stored)
             s.add(ws)
             s.flush()
-            return _shown(s, [ws])[0]
+            s.add(models.WorkspacePin(workspace_id=ws.id, user_id=owner.id))  # Determined pins it for its creator
+            s.flush()
+            return _shown(s, [ws], owner.id)[0]
     except IntegrityError:  # another request took the name between the check and the insert
         raise _taken(name) from None
 
@@ -152,7 +161,8 @@ class WorkspaceQuery:
     name: str | None = None  # whole name, any case
     name_case_sensitive: str | None = None  # whole name, this case
     archived: bool | None = None
-    pinned: bool | None = None  # pedl pins nothing: true finds none
+    pinned: bool | None = None  # pinned by the caller (true) or not (false)
+    viewer: int = 0  # the caller's user id
     usernames: list[str] = field(default_factory=list)
     user_ids: list[int] = field(default_factory=list)
     sort_by: str | None = None
@@ -174,8 +184,9 @@ def listing(ctx: MasterContext, q: WorkspaceQuery) -> tuple[list[Shown], int, in
         stmt = stmt.where(W.name == q.name_case_sensitive)
     if q.archived is not None:
         stmt = stmt.where(W.archived.is_(q.archived))
-    if q.pinned:
-        stmt = stmt.where(false())
+    if q.pinned is not None:
+        pinned = W.id.in_(select(models.WorkspacePin.workspace_id).where(models.WorkspacePin.user_id == q.viewer))
+        stmt = stmt.where(pinned if q.pinned else ~pinned)
     if q.usernames:
         stmt = stmt.where(W.owner_id.in_(select(models.User.id).where(models.User.username.in_(q.usernames))))
     if q.user_ids:
@@ -184,9 +195,9 @@ def listing(ctx: MasterContext, q: WorkspaceQuery) -> tuple[list[Shown], int, in
         total = s.scalar(select(func.count()).select_from(stmt.subquery())) or 0
         order = (key.desc(), W.id.desc()) if descending else (key.asc(), W.id.asc())
         rows = list(s.scalars(stmt.order_by(*order).offset(q.offset).limit(limit)))
-        return _shown(s, rows), total, limit
+        return _shown(s, rows, q.viewer), total, limit
 
 
-def describe(ctx: MasterContext, workspace_id: int) -> Shown:
+def describe(ctx: MasterContext, workspace_id: int, viewer: int = 0) -> Shown:
     with ctx.db.read_session() as s:
-        return _shown(s, [get(s, workspace_id)])[0]
+        return _shown(s, [get(s, workspace_id)], viewer)[0]

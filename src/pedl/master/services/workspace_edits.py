@@ -1,0 +1,105 @@
+"""What a workspace's creator (or an admin) changes, as in Determined without RBAC: its name and
+checkpoint storage (PATCH), archiving it with its projects, pins, and deleting it with its projects and
+experiments. Uncategorized (immutable) is refused all of these, naming why."""
+
+from __future__ import annotations
+
+from types import EllipsisType
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from pedl.errors import InvalidArgument
+from pedl.master.caller_cache import Caller
+from pedl.master.db import models
+from pedl.master.services import experiment_deletion
+from pedl.master.services.authz import require_owner, require_user
+from pedl.master.services.workspace_storage import checked_storage
+from pedl.master.services.workspaces import Shown, _shown, _taken, by_name, checked_name, get, name_key
+
+if TYPE_CHECKING:
+    from pedl.master.context import MasterContext
+
+MAX_DELETED_EXPERIMENTS = 1000  # a workspace with more is emptied project by project (bounded work per request)
+
+
+def _editable(s: Session, who: Caller, workspace_id: int, action: str) -> models.Workspace:
+    """The workspace, when the caller created it or is an admin (403 otherwise) and it is not the default."""
+    ws = get(s, workspace_id)
+    require_owner(who, ws.owner_id or 0, f"change workspace {workspace_id}")
+    if ws.immutable:
+        raise InvalidArgument(f"workspace {ws.name!r} is the default workspace (immutable): it cannot {action}")
+    return ws
+
+
+def patch(ctx: MasterContext, who: Caller, workspace_id: int, *, name: str | None,
+          storage: dict[str, Any] | None | EllipsisType = ...) -> Shown:
+    """Rename it and/or set its checkpoint storage (None: reset; ...: unchanged). An archived workspace
+    is not edited (as in Determined)."""
+    if name is not None:
+        checked_name(name, "name")
+    stored = checked_storage(ctx.config, storage) if isinstance(storage, dict) else storage
+    try:
+        with ctx.db.session() as s:
+            ws = _editable(s, who, workspace_id, "be edited")
+            if ws.archived:
+                raise InvalidArgument(f"workspace {ws.name!r} is archived: unarchive it to edit it")
+            if name is not None and name != ws.name:
+                other = by_name(s, name)
+                if other is not None and other.id != ws.id:
+                    raise _taken(name)
+                ws.name, ws.name_key = name, name_key(name)
+            if stored is not ...:
+                ws.checkpoint_storage = stored
+            s.flush()
+            return _shown(s, [ws], who.user.id)[0]
+    except IntegrityError:
+        raise _taken(name or "") from None
+
+
+def set_archived(ctx: MasterContext, who: Caller, workspace_id: int, archived: bool) -> None:
+    """Archive or unarchive it. Its projects show as archived while it is (services/projects.py), keeping
+    their own flag for when it is unarchived."""
+    with ctx.db.session() as s:
+        ws = _editable(s, who, workspace_id, "be archived" if archived else "be unarchived")
+        if ws.archived == archived:
+            raise InvalidArgument(f"workspace {ws.name!r} is {'already' if archived else 'not'} archived")
+        ws.archived = archived
+
+
+def pin(ctx: MasterContext, who: Caller, workspace_id: int, pinned: bool) -> None:
+    """Pin it for the caller (any user who sees it), or unpin it; a repeat changes nothing."""
+    user = require_user(who, "pin workspaces")
+    with ctx.db.session() as s:
+        get(s, workspace_id)
+        row = s.get(models.WorkspacePin, (workspace_id, user.id))
+        if pinned and row is None:
+            s.add(models.WorkspacePin(workspace_id=workspace_id, user_id=user.id))
+        elif not pinned and row is not None:
+            s.delete(row)
+
+
+def remove(ctx: MasterContext, who: Caller, workspace_id: int, wake: Any) -> bool:
+    """Delete it with its projects, pins and templates; its experiments (each must have ended) are marked
+    DELETING and removed by the master's deletion worker. -> completed: True when none had to be."""
+    def work(s: Session) -> list[int]:
+        ws = _editable(s, who, workspace_id, "be deleted")
+        project_ids = list(s.scalars(select(models.Project.id).where(models.Project.workspace_id == ws.id)))
+        exps = list(s.scalars(select(models.Experiment).where(models.Experiment.project_id.in_(project_ids))
+                              .order_by(models.Experiment.id).limit(MAX_DELETED_EXPERIMENTS + 1)))
+        if len(exps) > MAX_DELETED_EXPERIMENTS:
+            raise InvalidArgument(f"workspace {ws.name!r} has more than {MAX_DELETED_EXPERIMENTS} experiments: "
+                                  "delete its projects one by one first")
+        marked = experiment_deletion.mark_all(s, ctx.clock.now(), who, exps)
+        s.execute(delete(models.WorkspacePin).where(models.WorkspacePin.workspace_id == ws.id))
+        s.execute(delete(models.Template).where(models.Template.workspace_id == ws.id))
+        s.execute(delete(models.Project).where(models.Project.id.in_(project_ids)))
+        s.delete(ws)
+        return marked
+
+    marked = ctx.controller.run(work)
+    for experiment_id in marked:
+        wake(experiment_id)
+    return not marked
