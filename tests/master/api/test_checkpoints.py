@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from pedl.clock import ManualClock
 from pedl.config.master_config import MasterConfig
+from pedl.master.api import shapes
 from pedl.master.app import create_app
 from pedl.master.db import models
 from pedl.master.lifecycle import CheckpointState
@@ -236,6 +237,10 @@ def test_the_storage_recorded_is_the_experiments(client: TestClient, user: dict,
     c = describe(client, user, body["uuid"])
     assert c["storage"] == c["training"]["experimentConfig"]["checkpoint_storage"]
     assert c["storage"]["host_path"] == str(ctx_of(client.app).config.data_dir / "checkpoints")
+    # Determined's storageId: one number per distinct storage config, the same on every read
+    assert isinstance(c["storageId"], int) and 0 < c["storageId"] < 2**31
+    assert c["storageId"] == describe(client, user, body["uuid"])["storageId"] == shapes.storage_id(c["storage"])
+    assert shapes.storage_id({**c["storage"], "storage_path": "elsewhere"}) != c["storageId"]
 
 
 def test_a_task_token_of_another_trial_cannot_register(client: TestClient, task: StartedTask,

@@ -3,6 +3,8 @@ times, int64 as strings where the proto says so."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +111,14 @@ def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Tr
     return {"uuid": c.uuid, "state": c.state, "metadata": meta,
             "resources": checkpoint_files(c), "training": training,
             "reportTime": ts(c.report_time), "taskId": c.task_id or "", "allocationId": c.allocation_id or "",
-            "storage": c.storage}
+            "storage": c.storage, "storageId": storage_id(c.storage)}
+
+
+def storage_id(storage: dict[str, Any] | None) -> int:
+    """Determined numbers each distinct checkpoint storage config (a row of its own); pedl keeps the
+    config on the checkpoint, so the same config always gets the same positive 31-bit number."""
+    text = json.dumps(storage or {}, sort_keys=True, separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") >> 1 or 1
 
 
 def metrics_report(m: models.Metric) -> dict:
