@@ -21,7 +21,7 @@ from pedl.errors import InvalidArgument
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL
-from pedl.master.services import experiment_progression, metric_digests, metrics, search_progress
+from pedl.master.services import experiment_progression, metric_digests, metric_summaries, metrics, search_progress
 from pedl.master.services.trial_reports import trial_for_report
 
 if TYPE_CHECKING:
@@ -86,9 +86,15 @@ def _insert(s: Session, trial: models.Trial, reports: list[Report], by_group: di
     """Store `reports` (`by_group` holds the same reports by group, in batch order)."""
     M = models.Metric
     summary = dict(trial.summary_metrics or {})
+    rebuild = []  # groups whose aggregates are read back from their rows once these are stored
     for group, group_reports in by_group.items():
         steps = [r.steps_completed for r in group_reports]
         before = metric_digests.reached_step(summary, group)
+        key = metric_summaries.key(group)
+        if before is not None and (min(steps) <= before or key not in summary):
+            rebuild.append(group)
+        else:
+            summary[key] = metric_summaries.fold_all([r.values for r in group_reports], summary.get(key))
         reached = metric_digests.note_reports(s, trial, group, steps)
         if before is None or min(steps) <= before:  # past the group's largest step nothing is stored yet
             s.execute(delete(M).where(M.trial_id == trial.id, M.group == group, M.steps_completed.in_(steps)))
@@ -108,6 +114,8 @@ def _insert(s: Session, trial: models.Trial, reports: list[Report], by_group: di
     else:
         connection.exec_driver_sql(f"INSERT INTO metrics ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
     trial.total_batches = max(trial.total_batches, *(r.steps_completed for r in reports))
+    for group in rebuild:
+        summary[metric_summaries.key(group)] = metric_summaries.rebuild(s, trial.id, group)
     trial.summary_metrics = summary
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from pedl.errors import InvalidArgument
 from pedl.master.db import models
-from pedl.master.services import metric_digests
+from pedl.master.services import metric_digests, metric_summaries
 
 GROUPS = ("training", "validation")
 
@@ -41,6 +41,7 @@ def record(s: Session, trial: models.Trial, *, group: str, steps_completed: int,
            report_time: float, metrics: dict[str, Any]) -> models.Metric:
     """Store one report. A report for steps already reported (a restarted trial replaying steps after
     its checkpoint, or a retried POST) replaces the old one, so nothing is counted twice."""
+    before = metric_digests.reached_step(trial.summary_metrics, group)
     reached = metric_digests.note_report(s, trial, group, steps_completed)
     s.execute(delete(models.Metric).where(models.Metric.trial_id == trial.id, models.Metric.group == group,
                                           models.Metric.steps_completed == steps_completed))
@@ -52,6 +53,12 @@ def record(s: Session, trial: models.Trial, *, group: str, steps_completed: int,
     summary = dict(trial.summary_metrics or {})
     summary[f"latest_{group}"] = {"steps_completed": steps_completed, "metrics": json_safe(metrics),
                                   "max_steps_completed": reached}
+    key = metric_summaries.key(group)
+    if before is not None and (steps_completed <= before or key not in summary):
+        s.flush()  # a replaced step, or reports from before the aggregates were kept: from the rows
+        summary[key] = metric_summaries.rebuild(s, trial.id, group)
+    else:
+        summary[key] = metric_summaries.fold(summary.get(key), row.metrics)
     trial.summary_metrics = summary
     return row
 

@@ -1,0 +1,94 @@
+"""A trial's summaryMetrics aggregates as Determined keeps them (avg_metrics, validation_metrics, a
+custom group's name): folded per report, rebuilt from the rows when a step is replaced or when a
+group's reports predate them; single reports and batches agree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from pedl.master.db import models
+from pedl.master.services import metric_summaries
+from tests.master.fakes import SINGLE_CONFIG, FakeAgent, StartedTask, create_experiment, ctx_of, post, task_header
+
+
+def test_fold_counts_sums_and_keeps_the_last() -> None:
+    agg = metric_summaries.fold_all([{"x": 1, "s": "a"}, {"x": 3.5, "s": "b", "b": True}, {"x": -2}])
+    assert agg["x"] == {"count": 3, "sum": 2.5, "min": -2, "max": 3.5, "mean": 2.5 / 3, "last": -2, "type": "number"}
+    assert agg["s"] == {"count": 2, "last": "b", "type": "string"}
+    assert agg["b"] == {"count": 1, "last": True, "type": "boolean"}
+
+
+def test_fold_leaves_its_input_alone_and_takes_json_safe_non_finite_values() -> None:
+    first = metric_summaries.fold(None, {"x": 1})
+    second = metric_summaries.fold(first, {"x": "Infinity"})
+    assert first["x"]["count"] == 1
+    assert second["x"] == {"count": 2, "sum": "Infinity", "min": 1, "max": "Infinity", "mean": "Infinity",
+                           "last": "Infinity", "type": "number"}
+
+
+@pytest.mark.parametrize(("group", "key"), [("training", "avg_metrics"), ("validation", "validation_metrics"),
+                                            ("abc", "abc")])
+def test_the_key_is_determineds(group: str, key: str) -> None:
+    assert metric_summaries.key(group) == key
+
+
+@pytest.fixture
+def task(app: FastAPI, client: TestClient, user: dict) -> Iterator[StartedTask]:
+    agent = FakeAgent(app, "agent-summaries", slots=1)
+    create_experiment(client, user, SINGLE_CONFIG)
+    [started] = agent.start_all()
+    yield started
+    agent.close()
+
+
+def report(client: TestClient, task: StartedTask, group: str, step: int, value: float) -> None:
+    body = {"group": group, "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": step,
+                                        "metrics": {"avgMetrics": {"x": value}}}}
+    r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, task_header(task.token))
+    assert r.status_code == 200, r.text
+
+
+def summary(client: TestClient, user: dict, trial_id: int) -> dict:
+    return client.get(f"/api/v1/trials/{trial_id}", headers=user).json()["trial"]["summaryMetrics"]
+
+
+def test_reports_fold_into_each_groups_aggregates(client: TestClient, user: dict, task: StartedTask) -> None:
+    for step in range(1, 11):
+        report(client, task, "training", step, float(step))
+    report(client, task, "validation", 10, 0.5)
+    report(client, task, "abc", 3, 7.0)
+    got = summary(client, user, task.trial_id)
+    assert got["avg_metrics"]["x"] == {"count": 10, "sum": 55.0, "min": 1.0, "max": 10.0, "mean": 5.5, "last": 10.0,
+                                       "type": "number"}
+    assert got["validation_metrics"]["x"]["count"] == 1 and got["abc"]["x"]["last"] == 7.0
+    report(client, task, "training", 10, 100.0)  # a replaced step: counted once, with its new value
+    assert summary(client, user, task.trial_id)["avg_metrics"]["x"] == {
+        "count": 10, "sum": 145.0, "min": 1.0, "max": 100.0, "mean": 14.5, "last": 100.0, "type": "number"}
+
+
+def test_a_batch_agrees_with_single_reports(client: TestClient, user: dict, task: StartedTask) -> None:
+    reports = [{"group": "training", "stepsCompleted": s, "trialRunId": 1, "metrics": {"avgMetrics": {"x": s}}}
+               for s in (1, 2, 3)]
+    path = f"/api/v1/trials/{task.trial_id}/metrics/batch"
+    assert post(client, path, {"reports": reports}, task_header(task.token)).status_code == 200
+    assert summary(client, user, task.trial_id)["avg_metrics"]["x"]["count"] == 3
+    again = [{**reports[2], "metrics": {"avgMetrics": {"x": 30}}},
+             {"group": "training", "stepsCompleted": 4, "trialRunId": 1, "metrics": {"avgMetrics": {"x": 4}}}]
+    assert post(client, path, {"reports": again}, task_header(task.token)).status_code == 200
+    assert summary(client, user, task.trial_id)["avg_metrics"]["x"] == {
+        "count": 4, "sum": 37, "min": 1, "max": 30, "mean": 9.25, "last": 4, "type": "number"}
+
+
+def test_reports_from_before_the_aggregates_are_read_back_once(app: FastAPI, client: TestClient, user: dict,
+                                                                task: StartedTask) -> None:
+    report(client, task, "training", 1, 1.0)
+    report(client, task, "training", 2, 2.0)
+    with ctx_of(app).db.session() as s:  # as a trial stored before they were kept
+        trial = s.get(models.Trial, task.trial_id)
+        trial.summary_metrics = {k: v for k, v in trial.summary_metrics.items() if k != "avg_metrics"}
+    report(client, task, "training", 3, 3.0)
+    assert summary(client, user, task.trial_id)["avg_metrics"]["x"]["count"] == 3
