@@ -45,6 +45,14 @@ def wait_state(c: Cluster, exp_id: int, state: str, timeout: float = 60) -> None
     wait_for(lambda: exp_state(c, exp_id) == state, timeout, interval=0.3, what=f"experiment {exp_id} {state}")
 
 
+# an active experiment is reported by how far its trials got, as Determined 0.38.1 does
+ACTIVE = {"STATE_ACTIVE", "STATE_QUEUED", "STATE_PULLING", "STATE_STARTING", "STATE_RUNNING"}
+
+
+def wait_active(c: Cluster, exp_id: int, timeout: float = 60) -> None:
+    wait_for(lambda: exp_state(c, exp_id) in ACTIVE, timeout, interval=0.3, what=f"experiment {exp_id} active")
+
+
 def first_trial(c: Cluster, exp_id: int) -> dict:
     return wait_for(lambda: c.trials(exp_id)[0], 60, what=f"experiment {exp_id}'s first trial")
 
@@ -134,7 +142,7 @@ def test_a_running_experiment_appears_in_the_list_and_completes_without_a_reload
     expect(row).to_be_visible()
     expect(row.locator("td[data-col=name]")).to_contain_text("live-list")
     expect(row.locator("td[data-col=user]")).to_contain_text("determined")
-    expect(row.locator("td[data-col=state]")).to_have_text(state_re("ACTIVE|RUNNING"))
+    expect(row.locator("td[data-col=state]")).to_have_text(state_re("ACTIVE|QUEUED|STARTING|RUNNING"))
     expect(row.locator("td[data-col=state]")).to_have_text(state_re("COMPLETED"), timeout=SLOW_MS)
     assert exp_state(cluster, exp_id) == "STATE_COMPLETED"
     assert page.evaluate("window.__sameDocument") is True, "the experiments page reloaded"
@@ -190,7 +198,7 @@ def test_a_trials_logs_follow_it_while_it_prints(cluster: Cluster, page) -> None
     lines = page.locator("[data-testid=trial-logs] .log-line")
     expect(lines.filter(has_text=re.compile(r"\bstep 2 pid \d+"))).to_have_count(1, timeout=SLOW_MS)
     assert lines.filter(has_text=re.compile(r"\bstep 60 pid")).count() == 0, "the trial had already ended"
-    assert exp_state(cluster, exp_id) == "STATE_ACTIVE"
+    assert exp_state(cluster, exp_id) in ACTIVE
     expect(lines.filter(has_text=re.compile(r"\bstep 60 pid \d+"))).to_have_count(1, timeout=SLOW_MS)
     steps = [int(m.group(1)) for text in lines.all_inner_texts() if (m := re.search(r"\bstep (\d+) pid", text))]
     assert steps == list(range(1, 61)), f"each step's line once, in order; got {steps}"
@@ -230,13 +238,13 @@ def test_pause_and_activate_from_the_ui(cluster: Cluster, page) -> None:
         login(page, cluster.master.url, "determined")
         page.goto(f"{cluster.master.url}/experiments/{exp_id}")
         badge = page.locator("[data-testid=experiment-state]")
-        expect(badge).to_have_text(state_re("ACTIVE|RUNNING"))
+        expect(badge).to_have_text(state_re("ACTIVE|QUEUED|STARTING|RUNNING"))
 
         page.locator("button[data-action=pause]").first.click()  # asked, then declined
         expect(page.locator("[data-testid=confirm]")).to_be_visible()
         page.locator("[data-testid=confirm-no]").click()
         expect(page.locator("[data-testid=confirm]")).to_be_hidden()
-        assert exp_state(cluster, exp_id) == "STATE_ACTIVE"
+        assert exp_state(cluster, exp_id) in ACTIVE
 
         page.locator("button[data-action=pause]").first.click()
         confirm(page)
@@ -245,8 +253,8 @@ def test_pause_and_activate_from_the_ui(cluster: Cluster, page) -> None:
 
         page.locator("button[data-action=activate]").first.click()
         confirm(page)
-        wait_state(cluster, exp_id, "STATE_ACTIVE")
-        expect(badge).to_have_text(state_re("ACTIVE|RUNNING"))
+        wait_active(cluster, exp_id)
+        expect(badge).to_have_text(state_re("ACTIVE|QUEUED|STARTING|RUNNING"))
     finally:
         kill(cluster, exp_id)
 
@@ -258,14 +266,14 @@ def test_another_users_pause_is_refused_with_a_toast(cluster: Cluster, page) -> 
     try:
         login(page, cluster.master.url, other, "pw-bob")
         page.goto(f"{cluster.master.url}/experiments/{exp_id}")
-        expect(page.locator("[data-testid=experiment-state]")).to_have_text(state_re("ACTIVE|RUNNING"))
+        expect(page.locator("[data-testid=experiment-state]")).to_have_text(state_re("ACTIVE|QUEUED|STARTING|RUNNING"))
         page.locator("button[data-action=pause]").first.click()
         confirm(page)
         toast = page.locator("[data-testid=toast-error]")
         expect(toast).to_be_visible()
         expect(toast).to_contain_text(re.compile(r"owner|forbidden|403", re.I))  # the master's reason
-        assert exp_state(cluster, exp_id) == "STATE_ACTIVE"
-        expect(page.locator("[data-testid=experiment-state]")).to_have_text(state_re("ACTIVE|RUNNING"))
+        assert exp_state(cluster, exp_id) in ACTIVE
+        expect(page.locator("[data-testid=experiment-state]")).to_have_text(state_re("ACTIVE|QUEUED|STARTING|RUNNING"))
     finally:
         kill(cluster, exp_id)
 

@@ -1,7 +1,7 @@
 // Shared pieces: state badges, progress bars, toasts, the confirmation dialog, experiment actions.
 import { useEffect, useRef } from "preact/hooks";
 import { mutate } from "./api.js";
-import { percent, stateClass, stateName, TERMINAL } from "./format.js";
+import { ACTIVE, percent, stateClass, stateName, TERMINAL } from "./format.js";
 import { html } from "./html.js";
 import { Link } from "./router.js";
 import { confirm, confirmation, dismissToast, masterDown, toastError, toastInfo, toasts, useStore } from "./store.js";
@@ -92,7 +92,7 @@ const ACTIONS = {
 // which actions an experiment offers in its state (the master still has the last word)
 export function actionsFor(exp) {
   const out = [];
-  if (exp.state === "STATE_ACTIVE") out.push("pause");
+  if (ACTIVE.has(exp.state)) out.push("pause");
   if (exp.state === "STATE_PAUSED") out.push("activate");
   if (!TERMINAL.has(exp.state) && !["STATE_STOPPING_CANCELED", "STATE_STOPPING_ERROR"].includes(exp.state)) out.push("kill");
   out.push(exp.archived ? "unarchive" : "archive");

@@ -12,11 +12,13 @@ export function stateClass(state) {
   if (["COMPLETED"].includes(s)) return "st-completed";
   if (["ERROR", "STOPPING_ERROR", "GONE", "DISCONNECTED"].includes(s)) return "st-error";
   if (["CANCELED", "STOPPING_CANCELED", "DELETED", "TERMINATED", "TERMINATING"].includes(s)) return "st-canceled";
-  if (["PAUSED", "QUEUED", "PENDING", "REQUESTED", "STARTING", "PARTIALLY_DELETED"].includes(s)) return "st-waiting";
+  if (["PAUSED", "QUEUED", "PENDING", "REQUESTED", "PULLING", "STARTING", "PARTIALLY_DELETED"].includes(s)) return "st-waiting";
   return "st-other";
 }
 
 export const TERMINAL = new Set(["STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR"]);
+// an active experiment is reported by how far its trials got (Determined's substates of ACTIVE)
+export const ACTIVE = new Set(["STATE_ACTIVE", "STATE_QUEUED", "STATE_PULLING", "STATE_STARTING", "STATE_RUNNING"]);
 
 // seconds since the epoch, from an RFC 3339 string or a number of seconds
 export function epoch(t) {

@@ -138,6 +138,25 @@ LIVE_ALLOCATION = {A.PENDING, A.ASSIGNED, A.RUNNING, A.TERMINATING}
 HELD = {A.ASSIGNED, A.RUNNING, A.TERMINATING}  # allocations that hold slots on agents
 LIVE_INSTANCE = {N.REQUESTED, N.STARTING, N.RUNNING, N.TERMINATING}
 
+# An ACTIVE experiment is reported as Determined 0.38.1 reports it, by how far the furthest of its
+# trials' live allocations got: QUEUED, STARTING (pedl's agents pull an image while starting, so
+# PULLING is never reported), RUNNING. Derived on read from the allocations, never stored: the
+# table above stays the lifecycle, and "active" filters match all four (they are its substates).
+ACTIVE_SUBSTATES = ("STATE_QUEUED", "STATE_PULLING", "STATE_STARTING", "STATE_RUNNING")
+_ACTIVE_AS = {A.PENDING: "STATE_QUEUED", A.ASSIGNED: "STATE_STARTING", A.RUNNING: "STATE_RUNNING",
+              A.TERMINATING: "STATE_RUNNING"}  # a trial being stopped still runs
+RUN_PROGRESS = {A.PENDING: 1, A.ASSIGNED: 2, A.RUNNING: 3, A.TERMINATING: 3}  # how far, to take the furthest
+_BY_PROGRESS = {1: A.PENDING, 2: A.ASSIGNED, 3: A.RUNNING}
+
+
+def reported_experiment_state(stored: ExperimentState, furthest: int | None) -> str:
+    """What the API shows for an experiment `stored` in this state whose trials' live allocations got
+    as far as `furthest` (a RUN_PROGRESS value; None: it has none, e.g. between two trials)."""
+    if stored != E.ACTIVE or not furthest:
+        return stored
+    return _ACTIVE_AS[_BY_PROGRESS[furthest]]
+
+
 _TABLES = {
     ExperimentState: EXPERIMENT_TRANSITIONS,
     TrialState: TRIAL_TRANSITIONS,

@@ -65,7 +65,7 @@ def test_create_makes_queued_trials_with_allocations(client: TestClient, user: d
     exp = body["experiment"]
     for key in REQUIRED_EXPERIMENT_FIELDS:
         assert key in exp and exp[key] is not None, key
-    assert exp["state"] == "STATE_ACTIVE"
+    assert exp["state"] == "STATE_QUEUED"  # active, as Determined reports it while no trial has started
     assert exp["name"] == "grid-exp"
     assert exp["searcherType"] == "grid"
     assert exp["username"] == "determined"
@@ -335,7 +335,7 @@ def test_pause_then_activate_requeues(client: TestClient, user: dict) -> None:
     assert post(client, f"/api/v1/experiments/{exp['id']}/pause", None, user).status_code == 200
 
     assert post(client, f"/api/v1/experiments/{exp['id']}/activate", None, user).status_code == 200
-    assert experiment(client, user, exp["id"])["state"] == "STATE_ACTIVE"
+    assert experiment(client, user, exp["id"])["state"] == "STATE_QUEUED"  # active, its trials queued
     assert {t["state"] for t in trials_of(client, user, exp["id"])} == {"STATE_QUEUED"}
     after = tasks(client, user)
     assert len(after) == 2 and not (set(after) & before)  # new allocations

@@ -65,7 +65,8 @@ def create(request: Request, who: Caller = Depends(caller), body: dict = Depends
             "warningMessages": warnings}
 
 
-EXPERIMENT_VIEW = ("experiments", "trials", "users")  # the tables a listed or described experiment shows
+# the tables a listed or described experiment shows (an active one's state is its allocations')
+EXPERIMENT_VIEW = ("experiments", "trials", "users", "allocations")
 
 
 @router.get("")

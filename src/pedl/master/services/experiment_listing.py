@@ -1,17 +1,25 @@
 """The experiments listing: filters (state, user, label, name, archived), sorting on the server,
-pages, and each listed experiment's trial counts and best searcher metric, in a bounded number of
-queries per page whatever the number of experiments."""
+pages, and each listed experiment's trial counts, best searcher metric and reported state (an active
+one's QUEUED / STARTING / RUNNING), in a bounded number of queries per page whatever the number of
+experiments."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, Integer, case, cast, func, select
+from sqlalchemy import ColumnElement, Integer, and_, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from pedl.errors import InvalidArgument
 from pedl.master.db import models
-from pedl.master.lifecycle import TrialState
+from pedl.master.lifecycle import (
+    ACTIVE_SUBSTATES,
+    LIVE_ALLOCATION,
+    RUN_PROGRESS,
+    ExperimentState,
+    TrialState,
+    reported_experiment_state,
+)
 from pedl.master.services.experiment_labels import having_any
 
 ACTIVE_TRIAL_STATES = (TrialState.QUEUED, TrialState.RUNNING, TrialState.STOPPING_COMPLETED,
@@ -39,6 +47,7 @@ class ExperimentStats:
     active_trials: int = 0
     best_metric: float | None = None
     best_trial_id: int | None = None
+    state: str | None = None  # what the API reports (lifecycle.reported_experiment_state); None: the stored one
 
 
 def _trial_count() -> ColumnElement[int]:
@@ -58,6 +67,32 @@ def _best_searcher_metric() -> ColumnElement[float]:
     larger_is_better = models.Experiment.config[("searcher", "smaller_is_better")].as_boolean().is_(False)
     return case((larger_is_better, over_trials(func.max(models.Trial.best_metric))),
                 else_=over_trials(func.min(models.Trial.best_metric)))
+
+
+def _progress() -> ColumnElement[int]:
+    """How far the furthest live allocation of a trial of the experiment got (lifecycle.RUN_PROGRESS)."""
+    A = models.Allocation
+    return case(*((A.state == state, rank) for state, rank in RUN_PROGRESS.items()), else_=0)
+
+
+def _furthest() -> ColumnElement[int]:
+    A = models.Allocation
+    return (select(func.max(_progress())).select_from(A).join(models.Trial, models.Trial.id == A.trial_id)
+            .where(models.Trial.experiment_id == models.Experiment.id, A.state.in_(LIVE_ALLOCATION))
+            .correlate(models.Experiment).scalar_subquery())
+
+
+def _in_states(states: list[str]) -> ColumnElement[bool]:
+    """The experiments reported in one of `states`: STATE_ACTIVE takes every active one (the others
+    of ACTIVE_SUBSTATES are its substates), a substate those whose allocations got that far."""
+    stored = [st for st in states if st not in ACTIVE_SUBSTATES]
+    wanted = {rank for rank in set(RUN_PROGRESS.values())
+              if reported_experiment_state(ExperimentState.ACTIVE, rank) in states}
+    conditions = [models.Experiment.state.in_(stored)]
+    if wanted and ExperimentState.ACTIVE not in stored:
+        conditions.append(and_(models.Experiment.state == ExperimentState.ACTIVE,
+                               func.coalesce(_furthest(), 0).in_(sorted(wanted))))
+    return or_(*conditions)
 
 
 def _username() -> ColumnElement[str]:
@@ -95,11 +130,17 @@ def page(s: Session, q: ExperimentQuery) -> tuple[list[models.Experiment], int]:
     stmt = select(models.Experiment)
     if q.archived is not None:
         stmt = stmt.where(models.Experiment.archived.is_(q.archived))
+    if q.archived is False and not q.project_id:
+        # as Determined: unarchived means in an unarchived project of an unarchived workspace too, unless
+        # the listing is one project's
+        P, W = models.Project, models.Workspace
+        shelved = select(P.id).join(W, W.id == P.workspace_id).where(P.archived.is_(True) | W.archived.is_(True))
+        stmt = stmt.where(models.Experiment.project_id.notin_(shelved))
     if q.usernames:
         stmt = stmt.where(models.Experiment.owner_id.in_(
             select(models.User.id).where(models.User.username.in_(q.usernames))))
     if q.states:
-        stmt = stmt.where(models.Experiment.state.in_(q.states))
+        stmt = stmt.where(_in_states(q.states))
     if q.name:
         stmt = stmt.where(func.lower(models.Experiment.name).contains(q.name.lower(), autoescape=True))
     if q.labels:
@@ -114,9 +155,22 @@ def page(s: Session, q: ExperimentQuery) -> tuple[list[models.Experiment], int]:
     return rows, total
 
 
+def furthest(s: Session, experiment_ids: list[int]) -> dict[int, int]:
+    """How far the furthest live allocation of each experiment's trials got (RUN_PROGRESS), in one
+    grouped query; experiments without a live allocation are absent."""
+    if not experiment_ids:
+        return {}
+    A = models.Allocation
+    return {eid: rank for eid, rank in s.execute(
+        select(models.Trial.experiment_id, func.max(_progress())).select_from(A)
+        .join(models.Trial, models.Trial.id == A.trial_id)
+        .where(models.Trial.experiment_id.in_(experiment_ids), A.state.in_(LIVE_ALLOCATION))
+        .group_by(models.Trial.experiment_id))}
+
+
 def stats(s: Session, experiments: list[models.Experiment]) -> dict[int, ExperimentStats]:
-    """Trial counts (all, active) and the best trial by searcher metric of each experiment, in two
-    queries."""
+    """Trial counts (all, active), the best trial by searcher metric and the reported state of each
+    experiment, in at most three queries."""
     if not experiments:
         return {}
     ids = [e.id for e in experiments]
@@ -132,6 +186,9 @@ def stats(s: Session, experiments: list[models.Experiment]) -> dict[int, Experim
         held = best.get(eid)
         if held is None or (value < held[0] if smaller[eid] else value > held[0]):
             best[eid] = (value, tid)
-    return {eid: ExperimentStats(num_trials=counts.get(eid, (0, 0))[0], active_trials=counts.get(eid, (0, 0))[1],
-                                 best_metric=best[eid][0] if eid in best else None,
-                                 best_trial_id=best[eid][1] if eid in best else None) for eid in ids}
+    progress = furthest(s, [e.id for e in experiments if e.state == ExperimentState.ACTIVE])
+    return {e.id: ExperimentStats(num_trials=counts.get(e.id, (0, 0))[0], active_trials=counts.get(e.id, (0, 0))[1],
+                                  best_metric=best[e.id][0] if e.id in best else None,
+                                  best_trial_id=best[e.id][1] if e.id in best else None,
+                                  state=reported_experiment_state(e.state, progress.get(e.id)))
+            for e in experiments}
