@@ -31,8 +31,16 @@ from pedl.master.api.deps import (
 from pedl.master.api.metric_batch_body import MetricBatchBody
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
 from pedl.master.services import experiments as experiments_service
-from pedl.master.services import metric_batches, metric_reports, metrics, trial_reports, trial_timeline
+from pedl.master.services import (
+    metric_batches,
+    metric_reports,
+    metrics,
+    trial_reports,
+    trial_time_series,
+    trial_timeline,
+)
 from pedl.master.services import trials as trials_service
+from pedl.master.services.downsample import DEFAULT_POINTS, MAX_POINTS, MIN_POINTS
 
 router = APIRouter(prefix="/api/v1")
 
@@ -103,6 +111,32 @@ def trials_training_metrics(request: Request, _: Caller = Depends(caller),
 def trials_validation_metrics(request: Request, _: Caller = Depends(caller),
                               trialIds: list[int] = TRIAL_IDS) -> StreamingResponse:
     return _stream_metrics(request, trialIds, "validation")
+
+
+METRIC_TYPES = {"training": "METRIC_TYPE_TRAINING", "validation": "METRIC_TYPE_VALIDATION",
+                "profiling": "METRIC_TYPE_PROFILING"}  # any other group: METRIC_TYPE_UNSPECIFIED
+
+
+@router.get("/trials/time-series")  # before /trials/{trial_id}, which would take it
+def compare_trials(request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS,
+                   metricIds: list[str] = Query(default_factory=list, description="group.metric_name, repeated"),
+                   metricNames: list[str] = Query(default_factory=list), group: str | None = Query(None, max_length=64),
+                   maxDatapoints: int = Query(DEFAULT_POINTS, ge=MIN_POINTS, le=MAX_POINTS),
+                   startBatches: int | None = Query(None, ge=0), endBatches: int | None = Query(None, ge=0)) -> dict:
+    """Determined's CompareTrials: each trial with its series downsampled to maxDatapoints points. The
+    metrics are metricIds ("group.name"), or metricNames of `group` (training by default)."""
+    groups = trial_time_series.parse_metric_ids(metricIds)
+    if metricNames:
+        named = groups.setdefault(group or "training", [])
+        named += [n for n in dict.fromkeys(metricNames) if n not in named]
+    if not groups:
+        raise InvalidArgument.at("metricIds", "name at least one metric, as group.metric_name")
+    found = trial_time_series.compare(ctx_of(request), trialIds, groups, max_points=maxDatapoints,
+                                      start_batches=startBatches, end_batches=endBatches)
+    return {"trials": [{"trial": shapes.trial(t), "metrics": [
+        {"group": g.group, "type": METRIC_TYPES.get(g.group, "METRIC_TYPE_UNSPECIFIED"),
+         "data": [{"batches": step, "time": shapes.ts(when), "values": values, "epoch": None}
+                  for step, when, values in g.points]} for g in per_group]} for t, per_group in found]}
 
 
 @router.get("/trials/{trial_id}")

@@ -1,5 +1,6 @@
 """What a running trial reports about itself (metrics, progress, searcher completion, early exit),
-accepted only with the task token of the trial's live allocation. Each report that moves the trial
+accepted only with the task token of the trial's live allocation (metrics also from a user who may
+edit the experiment, as in Determined). Each report that moves the trial
 on moves its experiment's progress too, in a transaction of its own (search_progress)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL
 from pedl.master.services import experiment_progression, metrics, search_progress
 from pedl.master.services import trials as trials_service
+from pedl.master.services.authz import require_owner
 from pedl.master.services.task_access import require_task
 
 if TYPE_CHECKING:
@@ -28,8 +30,16 @@ def trial_for_report(s: Session, who: Caller, trial_id: int) -> models.Trial:
 
 def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str, steps_completed: int,
                    trial_run_id: int, values: dict[str, Any]) -> None:
+    """From the task token of the trial's live allocation, or, as Determined allows (its SDK on a
+    paused experiment, trialRunId 0), from a user who may edit the trial's experiment."""
+
     def store(s: Session) -> search_progress.Nudge | None:
-        trial = trial_for_report(s, who, trial_id)
+        if who.allocation_id is None:
+            trial = trials_service.get(s, trial_id)
+            exp = s.get(models.Experiment, trial.experiment_id)
+            require_owner(who, exp.owner_id, f"report metrics of trial {trial_id}")
+        else:
+            trial = trial_for_report(s, who, trial_id)
         before = search_progress.before_report(trial)
         metrics.record(s, trial, group=group, steps_completed=steps_completed, trial_run_id=trial_run_id,
                        report_time=ctx.clock.now(), metrics=values)
@@ -39,7 +49,7 @@ def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str
         sc = exp.config.get("searcher", {})
         value = metrics.update_best(trial, sc.get("metric", ""), sc.get("smaller_is_better", True), values)
         if value is not None and trial.state not in TERMINAL_TRIAL:
-            experiment_progression.on_validation(ctx.controller, s, trial, value, steps_completed)
+            experiment_progression.on_validation(ctx.controller, s, trial, value, steps_completed, values)
             return None  # the searcher moved: the progress was recomputed with this report in it
         return search_progress.measure(s, trial, before)
 
