@@ -139,7 +139,7 @@ def _coerce_length(v: Any) -> Any:
     return v
 
 
-_ASHA_ONLY = ("divisor", "max_rungs", "mode")
+_ASHA_ONLY = ("divisor", "max_rungs", "mode", "time_metric", "max_time")
 
 
 class SearcherConfig(StrictModel):
@@ -157,19 +157,38 @@ class SearcherConfig(StrictModel):
     max_rungs: int = Field(5, ge=1, le=100, description="adaptive_asha: rungs of the most aggressive bracket")
     mode: Literal["aggressive", "standard", "conservative"] = Field(
         "standard", description="adaptive_asha: which brackets run (aggressive: one, conservative: all)")
+    # Determined 0.38's replacement of max_length: rungs measured by a metric of the validation reports
+    time_metric: str | None = Field(None, min_length=1, max_length=MAX_NAME_LENGTH, description=(
+        "adaptive_asha: the validation metric that measures a trial's training (e.g. batches); with max_time"))
+    max_time: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS, description=(
+        "adaptive_asha: the time_metric value a trial that is never stopped trains to; with time_metric"))
     source_trial_id: int | None = Field(None, ge=0, le=INT64_MAX)
     source_checkpoint_uuid: str | None = Field(None, max_length=64)
 
     _coerce = field_validator("max_length", mode="before")(_coerce_length)
+
+    @property
+    def trial_length(self) -> int:
+        """What a trial trains to in batches-or-max_length's units (its target): max_length, or
+        max_time when the time metric is batches; 0 when the trial decides (another time metric)."""
+        if self.max_length is not None:
+            return self.max_length.units
+        return self.max_time if self.time_metric == "batches" and self.max_time else 0
 
     @model_validator(mode="after")
     def _needs(self) -> SearcherConfig:
         if self.name == "random" and self.max_trials is None:
             raise ValueError("max_trials is required for the random searcher")
         problems: list[tuple[str, str]] = []
+        if (self.time_metric is None) != (self.max_time is None):
+            missing = "max_time" if self.max_time is None else "time_metric"
+            problems.append((f"searcher.{missing}", "time_metric and max_time are given together"))
         if self.name == "adaptive_asha":
             problems += [(f"searcher.{key}", "required for the adaptive_asha searcher")
-                         for key in ("max_trials", "max_length") if getattr(self, key) is None]
+                         for key in ("max_trials",) if getattr(self, key) is None]
+            if self.max_length is None and self.time_metric is None and self.max_time is None:
+                problems.append(("searcher.max_length", "the adaptive_asha searcher needs time_metric and "
+                                 "max_time (or the deprecated max_length)"))
         else:
             # compared with the defaults, not model_fields_set: stored configs are full dumps
             problems += [(f"searcher.{key}", "only for the adaptive_asha searcher") for key in _ASHA_ONLY

@@ -36,6 +36,11 @@ How it decides, following Determined's `asha_stopping.go` and `adaptive_asha.go`
 - **Progress** is length, not trial count (Determined counts trials, with 20% overhead): the budget
   is `max_trials` trial lengths, less the part of `max_length` each stopped trial will never train.
 
+**Time.** With Determined 0.38's `time_metric` / `max_time` in place of `max_length`, a trial's
+place on the rungs is the value of `time_metric` in its validation report, not the report's
+steps_completed, and the rungs are laid out over `max_time`. A report without a finite number there
+changes the trial's best metric but not its rung.
+
 Hyperparameters are sampled as RandomSearcher does (one generator per trial index), so a searcher
 restored from `state()` creates exactly the trials and takes exactly the decisions the original
 would have.
@@ -130,8 +135,9 @@ class AdaptiveASHASearcher(Searcher):
 
     def __init__(self, space: dict[str, Any], *, max_trials: int, max_length: int, divisor: float = 4,
                  max_rungs: int = 5, mode: Mode = "standard", metric: str = "metric", unit: str = "batches",
-                 **kw: Any) -> None:
+                 time_metric: str | None = None, **kw: Any) -> None:
         super().__init__(**kw)
+        self.time_metric = time_metric
         self.space = space
         self.max_trials = max_trials
         self.divisor = divisor
@@ -212,16 +218,29 @@ class AdaptiveASHASearcher(Searcher):
         table.insert(index, [request_id, metric])
         return index
 
-    def on_validation(self, request_id: str, metric: float, steps: int) -> SearcherActions:
+    def _time(self, steps: int, metrics: Mapping[str, Any] | None) -> float | None:
+        """How far the trial has trained, in the rungs' units: the time metric's value when there is one."""
+        if self.time_metric is None:
+            return steps
+        value = (metrics or {}).get(self.time_metric)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            return None
+        return value
+
+    def on_validation(self, request_id: str, metric: float, steps: int,
+                      metrics: Mapping[str, Any] | None = None) -> SearcherActions:
         if math.isfinite(metric):
             super().on_validation(request_id, metric, steps)
         if request_id not in self.live or request_id in self._stop_reasons or request_id not in self.bracket_of:
+            return SearcherActions()
+        time = self._time(steps, metrics)
+        if time is None:
             return SearcherActions()
         b = self.bracket_of[request_id]
         bracket = self.brackets[b]
         rung = self.rung_of[request_id]
         value = metric if math.isfinite(metric) else None  # stored as JSON: no NaN or Infinity
-        while rung < bracket.num_rungs and steps >= bracket.rung_lengths[rung]:
+        while rung < bracket.num_rungs and time >= bracket.rung_lengths[rung]:
             table = self.rungs[b][rung]
             index = self._insert(table, request_id, value)
             rung += 1

@@ -95,7 +95,9 @@ class Searcher:
         """Create the trials that `room` allows now (after the pool grew)."""
         return self._fill()
 
-    def on_validation(self, request_id: str, metric: float, steps: int) -> SearcherActions:
+    def on_validation(self, request_id: str, metric: float, steps: int,
+                      metrics: Mapping[str, Any] | None = None) -> SearcherActions:
+        """`steps`: the report's steps_completed; `metrics`: the whole report (a time_metric's value)."""
         prev = self.best.get(request_id)
         better = prev is None or (metric < prev if self.smaller_is_better else metric > prev)
         if better:

@@ -23,8 +23,13 @@ def make_searcher(config: ExperimentConfig, seed: int, state: dict[str, Any] | N
     if sc.name == "random":
         return RandomSearcher(config.hyperparameters, sc.max_trials or 1, **common)
     if sc.name == "adaptive_asha":
-        if sc.max_trials is None or sc.max_length is None:
-            raise ValueError("adaptive_asha needs searcher.max_trials and searcher.max_length")
+        if sc.max_trials is None or (sc.max_length is None and (sc.time_metric is None or sc.max_time is None)):
+            raise ValueError("adaptive_asha needs searcher.max_trials and time_metric with max_time (or max_length)")
+        if sc.time_metric is not None and sc.max_time is not None:  # Determined 0.38: rungs by a reported metric
+            return AdaptiveASHASearcher(config.hyperparameters, max_trials=sc.max_trials, max_length=sc.max_time,
+                                        divisor=sc.divisor, max_rungs=sc.max_rungs, mode=sc.mode, metric=sc.metric,
+                                        unit=sc.time_metric, time_metric=sc.time_metric, **common)
+        assert sc.max_length is not None
         return AdaptiveASHASearcher(config.hyperparameters, max_trials=sc.max_trials, max_length=sc.max_length.units,
                                     divisor=sc.divisor, max_rungs=sc.max_rungs, mode=sc.mode, metric=sc.metric,
                                     unit=sc.max_length.unit, **common)

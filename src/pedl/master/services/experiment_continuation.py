@@ -119,7 +119,7 @@ def continue_experiment(fx: ClusterEffects, s: Session, who: Caller, experiment_
     set_experiment_state(s, now, exp, ExperimentState.ACTIVE, f"continued by {who.user.username} (changed: {changed})")
 
     trial.hparams = request.hparams
-    trial.target_length = cfg.searcher.max_length.units if cfg.searcher.max_length else 0
+    trial.target_length = cfg.searcher.trial_length
     trial.latest_checkpoint = _latest_checkpoint(s, trial)
     trial.restarts, trial.end_time, trial.end_reason = 0, None, None
     # the progress it reported was of the target it had

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
@@ -72,7 +74,7 @@ def start_searcher(fx: ClusterEffects, s: Session, exp: models.Experiment) -> No
 def apply_actions(fx: ClusterEffects, s: Session, exp: models.Experiment, actions: SearcherActions) -> None:
     now = fx.now
     cfg = config_of(exp)
-    length = cfg.searcher.max_length.units if cfg.searcher.max_length else 0
+    length = cfg.searcher.trial_length
     for req in actions.create:
         # Determined's shape, `{experiment id}.{uuid}`, which det accepts as a task id; nothing reads
         # the trial back out of it (older masters' `{exp}.{trial}` ids stay valid as they are)
@@ -232,12 +234,14 @@ def stop_trial(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: mo
     allocations.preempt(fx, s, alloc, reason)
 
 
-def on_validation(fx: ClusterEffects, s: Session, trial: models.Trial, value: float, steps: int) -> None:
+def on_validation(fx: ClusterEffects, s: Session, trial: models.Trial, value: float, steps: int,
+                  metrics: Mapping[str, Any] | None = None) -> None:
+    """`metrics`: the whole validation report (a searcher with a time_metric reads its time there)."""
     exp = s.get(models.Experiment, trial.experiment_id)
     if exp is None or exp.state in TERMINAL_EXPERIMENT:
         return
     searcher = _searcher(exp, 0)  # a validation decides stops; trials are created on closes and top-ups
-    actions = searcher.on_validation(trial.request_id, value, steps)
+    actions = searcher.on_validation(trial.request_id, value, steps, metrics)
     _save_searcher(s, exp, searcher)
     apply_actions(fx, s, exp, actions)
 

@@ -132,6 +132,6 @@ def _validations(ctx: MasterContext, s: Session, trial: models.Trial, reports: l
     for r in reports:
         value = metrics.update_best(trial, sc.get("metric", ""), sc.get("smaller_is_better", True), r.values)
         if value is not None and trial.state not in TERMINAL_TRIAL:
-            experiment_progression.on_validation(ctx.controller, s, trial, value, r.steps_completed)
+            experiment_progression.on_validation(ctx.controller, s, trial, value, r.steps_completed, r.values)
             moved = True
     return moved

@@ -39,7 +39,10 @@ def share(total_batches: int, target_length: int, reported: Any, by_batches: boo
 
 
 def lengths_in_batches(config: dict[str, Any]) -> bool:
-    length = (config.get("searcher") or {}).get("max_length")
+    searcher = config.get("searcher") or {}
+    length = searcher.get("max_length")
+    if length is None:  # Determined 0.38's time_metric: in batches when that is the metric
+        return searcher.get("time_metric") == "batches" and bool(searcher.get("max_time"))
     return isinstance(length, dict) and length.get("batches") is not None
 
 

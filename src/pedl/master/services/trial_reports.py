@@ -49,7 +49,7 @@ def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str
         sc = exp.config.get("searcher", {})
         value = metrics.update_best(trial, sc.get("metric", ""), sc.get("smaller_is_better", True), values)
         if value is not None and trial.state not in TERMINAL_TRIAL:
-            experiment_progression.on_validation(ctx.controller, s, trial, value, steps_completed)
+            experiment_progression.on_validation(ctx.controller, s, trial, value, steps_completed, values)
             return None  # the searcher moved: the progress was recomputed with this report in it
         return search_progress.measure(s, trial, before)
 
