@@ -16,6 +16,7 @@ class ErrorCode(StrEnum):
     PAYLOAD_TOO_LARGE = "payload_too_large"
     TOO_MANY_REQUESTS = "too_many_requests"
     UNAVAILABLE = "unavailable"
+    BAD_GATEWAY = "bad_gateway"
     INTERNAL = "internal"
 
 
@@ -28,6 +29,7 @@ HTTP_STATUS = {
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.TOO_MANY_REQUESTS: 429,
     ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.BAD_GATEWAY: 502,
     ErrorCode.INTERNAL: 500,
 }
 
@@ -41,12 +43,14 @@ GRPC_CODE = {
     ErrorCode.PAYLOAD_TOO_LARGE: 3,  # INVALID_ARGUMENT, as grpc-gateway maps a too-large message
     ErrorCode.TOO_MANY_REQUESTS: 8,  # RESOURCE_EXHAUSTED
     ErrorCode.UNAVAILABLE: 14,
+    ErrorCode.BAD_GATEWAY: 14,  # UNAVAILABLE: the service behind the master did not answer
     ErrorCode.INTERNAL: 13,
 }
 
 HTTP_REASON = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
                409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Entity",
-               429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+               429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
+               503: "Service Unavailable"}
 
 
 class PedlError(Exception):
@@ -115,8 +119,14 @@ class Unavailable(PedlError):
     code = ErrorCode.UNAVAILABLE
 
 
+class BadGateway(PedlError):
+    """A service the master relays to (a task's notebook) failed or did not answer."""
+
+    code = ErrorCode.BAD_GATEWAY
+
+
 _BY_CODE = {cls.code: cls for cls in (InvalidArgument, Unauthenticated, Forbidden, NotFound, Conflict,
-                                      PayloadTooLarge, TooManyRequests, Unavailable)}
+                                      PayloadTooLarge, TooManyRequests, Unavailable, BadGateway)}
 
 
 def error_from_response(status: int, body: Any) -> PedlError:
@@ -132,5 +142,5 @@ def error_from_response(status: int, body: Any) -> PedlError:
     if cls is None:
         cls = {400: InvalidArgument, 422: InvalidArgument, 401: Unauthenticated, 403: Forbidden,
                404: NotFound, 409: Conflict, 413: PayloadTooLarge, 429: TooManyRequests,
-               503: Unavailable}.get(status, PedlError)
+               502: BadGateway, 503: Unavailable}.get(status, PedlError)
     return cls(message, fields=fields)

@@ -13,6 +13,7 @@ from pedl.config.durations import Duration
 from pedl.config.loading import FieldProblems, StrictModel, load_yaml_file
 from pedl.config.metrics_retention import MetricsRetentionConfig
 from pedl.config.provider_config import ProviderConfig, legacy_provisioner
+from pedl.config.proxy_config import ProxyConfig
 from pedl.config.security_config import LimitsConfig, SecurityConfig
 from pedl.config.task_container import TaskContainerDefaults
 
@@ -99,6 +100,7 @@ class MasterConfig(StrictModel):
         default_factory=TaskContainerDefaults, description="image, mounts and variables every task gets")
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    proxy: ProxyConfig = Field(default_factory=ProxyConfig, description="bounds on the proxy to tasks' services")
     metrics_retention: MetricsRetentionConfig | None = Field(
         None, description="thin old training reports of every experiment (each may set its own); none: keep all")
 

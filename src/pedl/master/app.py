@@ -36,6 +36,8 @@ from pedl.master.api import (
     project_experiments,
     projects,
     prometheus,
+    proxy,
+    proxy_websocket,
     resource_allocation,
     resource_pools,
     tasks,
@@ -46,6 +48,7 @@ from pedl.master.api import (
     webui,
     workspaces,
 )
+from pedl.master.api.proxy_relays import ProxyRelays
 from pedl.master.context import MasterContext
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
@@ -187,14 +190,15 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.state.master_logs = master_log
     app.state.checkpoint_gc = checkpoint_gc
     app.state.experiment_deletion = deleter  # DELETE /api/v1/experiments/{id} wakes it
+    app.state.proxy_relays = ProxyRelays(ctx, config.proxy)  # /proxy/{task_id}/: its relays and their bounds
     errors.install(app)
     conditional.install(app)
-    app.add_middleware(body_limit.BodyLimit, limits=config.limits)
+    app.add_middleware(body_limit.BodyLimit, limits=config.limits, proxy_body_bytes=config.proxy.max_request_body_bytes)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
                    instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects,
                    project_experiments, templates,
-                   trial_source_infos, metric_export, resource_allocation):
+                   trial_source_infos, metric_export, resource_allocation, proxy, proxy_websocket):
         app.include_router(module.router)
     app.include_router(tasks.legacy_router)
     openapi.install(app)  # after the routers: it corrects the document they produce

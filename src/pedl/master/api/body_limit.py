@@ -15,16 +15,19 @@ if TYPE_CHECKING:
     from pedl.config.security_config import LimitsConfig
 
 MODEL_UPLOAD = ("POST", "/api/v1/experiments")  # an experiment create, with its model definition
+PROXY_PREFIX = "/proxy/"  # a task's service (api/proxy.py): streamed through, never held whole
 
 
 def is_model_upload(method: str, path: str) -> bool:
     return (method, path.rstrip("/")) == MODEL_UPLOAD
 
 
-def body_limit(limits: LimitsConfig, method: str, path: str) -> tuple[int, str]:
+def body_limit(limits: LimitsConfig, method: str, path: str, proxy_body_bytes: int | None = None) -> tuple[int, str]:
     """The most bytes a request's body may have, and the setting that says so. A model upload is
     base64 (4/3 of the files) in JSON, with the config beside it and an ordinary body's allowance
-    for the rest."""
+    for the rest. A body for a task's service through the proxy has the proxy's own bound."""
+    if proxy_body_bytes is not None and path.startswith(PROXY_PREFIX):
+        return proxy_body_bytes, "proxy.max_request_body_bytes"
     if is_model_upload(method, path):
         allowed = limits.max_model_definition_bytes * 4 // 3 + limits.max_config_bytes + limits.max_request_body_bytes
         return allowed, "limits.max_model_definition_bytes"
@@ -51,9 +54,10 @@ class _TooLarge(Exception):
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, limits: LimitsConfig) -> None:
+    def __init__(self, app: ASGIApp, limits: LimitsConfig, proxy_body_bytes: int | None = None) -> None:
         self.app = app
         self.limits = limits
+        self.proxy_body_bytes = proxy_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -63,7 +67,7 @@ class BodyLimit:
         if problem is not None:
             await _answer(problem, scope, receive, send)
             return
-        limit, setting = body_limit(self.limits, scope["method"], scope["path"])
+        limit, setting = body_limit(self.limits, scope["method"], scope["path"], self.proxy_body_bytes)
         too_large = PayloadTooLarge(f"body: the request body is larger than {limit} bytes ({setting})",
                                     fields=[{"field": "body", "message": f"larger than {limit} bytes"}])
         declared = dict(scope.get("headers") or []).get(b"content-length")

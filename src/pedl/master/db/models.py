@@ -206,6 +206,8 @@ class Allocation(Base):
     wait_kind: Mapped[str | None] = mapped_column(String(40), nullable=True)
     wait_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     wait_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the port the task's service listens on, on its (chief) agent: the target of /proxy/{task_id}/
+    proxy_port: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Agent(Base):

@@ -1,0 +1,120 @@
+"""Where the master's proxy at /proxy/{task_id}/ connects, and who may pass it: the live allocation
+of the task, on the address its agent registered with and the port the task registered itself.
+
+Nothing of the target comes from the request but the task id: the host is the agent's, the port the
+task's own (registered with its task token). `decide` is pure; `resolve` reads one snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from pedl.errors import Forbidden, NotFound, Unavailable
+from pedl.master.caller_cache import Caller
+from pedl.master.context import MasterContext
+from pedl.master.db import models
+from pedl.master.lifecycle import LIVE_ALLOCATION, AgentState, AllocationState
+from pedl.master.services.task_access import require_task
+
+MIN_PORT = 1024  # a task's service listens as the task's user: never on a privileged port
+
+TASK_TOKEN_REFUSED = ("a task token does not pass the proxy: it is for people (the task's owner or an admin) "
+                      "with their login token or the WebUI's session; a task reaches its own service directly")
+
+
+@dataclass(frozen=True)
+class AllocationView:
+    """What the decision needs of a task's newest allocation."""
+
+    id: str
+    task_id: str
+    owner_id: int
+    state: AllocationState
+    agent_id: str | None  # the chief's (placement 0), None before it is assigned
+    proxy_port: int | None
+
+
+@dataclass(frozen=True)
+class AgentView:
+    address: str
+    state: AgentState
+
+
+@dataclass(frozen=True)
+class ProxyTarget:
+    allocation_id: str
+    task_id: str
+    owner_id: int
+    host: str
+    port: int
+
+
+def not_found(task_id: str) -> NotFound:
+    # the same words for a task that does not exist and one the caller may not reach: no leak
+    return NotFound(f"task {task_id} not found")
+
+
+ADMIN_BROWSER_REFUSED = (
+    "an admin opens another user's service with a login token (Authorization: Bearer), not the WebUI's "
+    "session: the service's pages run in the master's origin, where they could act with an admin's session")
+
+
+def decide(task_id: str, user_id: int, admin: bool, alloc: AllocationView | None,
+           agent: AgentView | None, *, browser: bool = False) -> ProxyTarget:
+    """The target of `task_id` for this user, or the error to answer. `browser`: the caller came with
+    the WebUI's session cookie, which passes for the task's owner only."""
+    if alloc is None or not (admin or alloc.owner_id == user_id):
+        raise not_found(task_id)
+    if browser and alloc.owner_id != user_id:
+        raise Forbidden(ADMIN_BROWSER_REFUSED)
+    if alloc.state not in LIVE_ALLOCATION:
+        raise NotFound(f"task {task_id} has ended; its service is gone")
+    if alloc.state == AllocationState.PENDING or alloc.agent_id is None:
+        raise Unavailable(f"task {task_id} is waiting for resources; its service is not running yet")
+    if agent is None or not agent.address:
+        raise Unavailable(f"the agent of task {task_id} ({alloc.agent_id}) has no address the master can reach")
+    if agent.state != AgentState.CONNECTED:
+        raise Unavailable(f"the agent of task {task_id} ({alloc.agent_id}) is not connected; try again when it "
+                          "is back")
+    if alloc.proxy_port is None:
+        raise Unavailable(f"task {task_id} has not registered the port of its service yet (it does so once it "
+                          "listens); try again shortly")
+    return ProxyTarget(alloc.id, alloc.task_id, alloc.owner_id, agent.address, alloc.proxy_port)
+
+
+def _view(alloc: models.Allocation) -> AllocationView:
+    placements = alloc.assignment or []
+    agent_id = placements[0].get("agent_id") if placements and isinstance(placements[0], dict) else None
+    return AllocationView(alloc.id, alloc.task_id, alloc.owner_id, alloc.state, agent_id, alloc.proxy_port)
+
+
+def resolve(ctx: MasterContext, who: Caller, task_id: str, *, browser: bool = False) -> ProxyTarget:
+    """Where /proxy/{task_id}/ goes for this caller: the task's newest allocation (a live one first)."""
+    if who.allocation_id is not None:
+        raise Forbidden(TASK_TOKEN_REFUSED)
+    with ctx.db.read_session() as s:
+        allocs = s.scalars(select(models.Allocation).where(models.Allocation.task_id == task_id)
+                           .order_by(models.Allocation.queued_at.desc()).limit(50)).all()
+        alloc = next((a for a in allocs if a.state in LIVE_ALLOCATION), allocs[0] if allocs else None)
+        view = _view(alloc) if alloc is not None else None
+        agent_row = s.get(models.Agent, view.agent_id) if view is not None and view.agent_id else None
+        agent = AgentView(agent_row.address, agent_row.state) if agent_row is not None else None
+    return decide(task_id, who.user.id, who.user.admin, view, agent, browser=browser)
+
+
+def register_port(ctx: MasterContext, who: Caller, allocation_id: str, port: int) -> None:
+    """The task tells where its service listens on its agent; only its own live allocation's token."""
+    with ctx.db.session() as s:
+        alloc = require_task(s, who, allocation_id=allocation_id)
+        alloc.proxy_port = port
+
+
+def ended(ctx: MasterContext, allocation_ids: set[str]) -> set[str]:
+    """Which of these allocations are no longer live (or no longer exist)."""
+    if not allocation_ids:
+        return set()
+    with ctx.db.read_session() as s:
+        live = set(s.scalars(select(models.Allocation.id).where(
+            models.Allocation.id.in_(allocation_ids), models.Allocation.state.in_(LIVE_ALLOCATION))).all())
+    return allocation_ids - live
