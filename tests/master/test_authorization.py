@@ -37,6 +37,9 @@ OWNER = (401, 401, 403, 403, 401, 403, 200, 200)  # the owner or an admin, never
 USER = (401, 401, 200, 403, 401, 403, 200, 200)  # any logged-in user, never a task
 ADMIN = (401, 401, 403, 403, 401, 403, 403, 200)
 ANY_TASK = (401, 401, 403, 200, 401, 200, 403, 403)  # any live task
+# the proxy to a task's service: its owner or an admin (503 here: the task registered no port yet); another
+# user gets the 404 of an unknown task; task tokens never pass
+PROXY = (401, 401, 404, 403, 401, 403, 503, 503)
 TASK_OR_OWNER = (401, 401, 403, 403, 401, 200, 200, 200)  # that allocation's task token, the owner or an admin
 
 
@@ -238,6 +241,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/tasks/{task}", R, None),
     ("GET", "/api/v1/tasks/{task}/logs", R, None),
     ("GET", "/api/v1/job-queues-v2", R, None),
+    ("GET", "/proxy/{task}/", PROXY, None),  # every method and WebSocket alike (tests/master/api/test_proxy.py)
     ("GET", "/api/v1/resources/allocation/raw?timestampAfter=2023-01-01T00:00:00Z&timestampBefore=2024-01-01T00:00:00Z",
      USER, None),  # a user's own, an admin's everyone's
     ("GET", "/api/v1/master/logs", ADMIN, None),  # they name users, hosts and paths
@@ -270,6 +274,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/task/logs", TASK, lambda w: {"logs": [{"taskId": w.ids["task"], "log": "line"}]}),
     ("GET", "/api/v1/allocations/{alloc}/signals/preemption", TASK, None),
     ("POST", "/api/v1/allocations/{alloc}/signals/ack_preemption", TASK, lambda w: {}),
+    ("POST", "/api/v1/allocations/{alloc}/proxy_port", TASK, lambda w: {"port": 20000 + next(w.counter)}),
     ("POST", "/api/v1/checkpoints", TASK, lambda w: _checkpoint_body(str(uuid.uuid4()), w.ids["task_a"])),
     ("POST", "/api/v1/trial-source-info", TASK, lambda w: {"trialSourceInfo": {
         "trialId": w.ids["trial"], "checkpointUuid": w.ids["ckpt"],
