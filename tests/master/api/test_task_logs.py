@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from pedl.clock import ManualClock
 from pedl.common.agent_protocol import LogLine
@@ -113,3 +113,41 @@ def test_a_task_id_an_older_master_stored_still_works(app: FastAPI, client: Test
     assert texts(lines(client, user, "1.1")) == ["step 1\n", "oops\n", "careful\n"]
     assert client.get("/api/v1/tasks/1.1", headers=user).json()["task"]["allocations"][0]["allocationId"] == \
         task.allocation_id
+
+
+NUL_LINE = "Logs\x00Can\x00Have\x00Null\x00Bytes"
+
+
+def test_nul_bytes_come_back_as_printed_through_every_log_route(app: FastAPI, client: TestClient, user: dict,
+                                                                 agent: FakeAgent, clock: ManualClock) -> None:
+    create_experiment(client, user, SINGLE_CONFIG)
+    [task] = agent.start_all()
+    printed = [NUL_LINE, "keeps \ufdd0 and \ufdd0\ufdd2 as printed", "\x00"]
+    agents_service.store_logs(app.state.ctx, "agent-1", task.allocation_id,
+                              [LogLine(timestamp=clock.now() + i, message=m) for i, m in enumerate(printed)])
+    want = [m + "\n" for m in printed]
+    assert texts(lines(client, user, task.task_id)) == want
+    assert texts(lines(client, user, task.task_id, limit=1, orderBy="ORDER_BY_DESC")) == want[-1:]  # tail
+    assert texts(lines(client, user, task.task_id, searchText="Have")) == want[:1]
+    r = client.get(f"/api/v1/trials/{task.trial_id}/logs", headers=user)
+    assert r.status_code == 200, r.text
+    trial_lines = [json.loads(line)["result"] for line in r.text.splitlines()]
+    assert [ln["message"] for ln in trial_lines if ln["message"] in want] == want
+    agent.exit(task.allocation_id, 0)
+    r = client.get(f"/api/v1/trials/{task.trial_id}/logs", headers=user, params={"follow": "true"})
+    assert NUL_LINE in [json.loads(line)["result"]["message"].rstrip("\n") for line in r.text.splitlines()]
+    with app.state.ctx.db.session() as s:  # stored escaped: PostgreSQL text holds no NUL
+        stored = [m for (m,) in s.execute(select(models.TaskLog.message)) if "Bytes" in m]
+    assert stored and "\x00" not in stored[0]
+
+
+def test_lines_stored_before_the_escape_read_as_stored(app: FastAPI, client: TestClient, user: dict,
+                                                       agent: FakeAgent, clock: ManualClock) -> None:
+    create_experiment(client, user, SINGLE_CONFIG)
+    [task] = agent.start_all()
+    with app.state.ctx.db.session() as s:  # a NUL the old master had replaced, and a lone escape char
+        for text in ("Logs\ufffdCan\n", "odd \ufdd0 char\n"):
+            s.add(models.TaskLog(task_id=task.task_id, trial_id=task.trial_id, allocation_id=task.allocation_id,
+                                 timestamp=clock.now(), level="LOG_LEVEL_INFO", stdtype="stdout", source="task",
+                                 message=text))
+    assert texts(lines(client, user, task.task_id)) == ["Logs\ufffdCan\n", "odd \ufdd0 char\n"]

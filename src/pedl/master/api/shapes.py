@@ -13,6 +13,7 @@ from pedl.master.lifecycle import AllocationState, CheckpointState
 from pedl.master.services import agent_user_groups
 from pedl.master.services.experiment_labels import split as split_labels
 from pedl.master.services.experiment_listing import ExperimentStats
+from pedl.master.services.logs import readable
 from pedl.master.services.projects import Placement
 from pedl.version import DETERMINED_API_VERSION
 
@@ -65,7 +66,7 @@ def trial(t: models.Trial, best_validation: models.Metric | None = None,
         "startTime": ts(t.start_time), "endTime": ts(t.end_time), "state": t.state,
         "totalBatchesProcessed": t.total_batches, "summaryMetrics": t.summary_metrics or {},
         "taskId": t.task_id, "taskIds": [t.task_id], "searcherMetricValue": t.best_metric,
-        "checkpointCount": checkpoint_count, "warmStartCheckpointUuid": "",
+        "checkpointCount": checkpoint_count, "warmStartCheckpointUuid": t.warm_start_checkpoint or "",
         "latestCheckpointUuid": t.latest_checkpoint or "",
         "endReason": t.end_reason, "runnerState": "",
     }
@@ -130,8 +131,9 @@ def metrics_report(m: models.Metric) -> dict:
 
 
 def log_line(row: models.TaskLog) -> dict[str, Any]:
-    return {"id": str(row.id), "trialId": row.trial_id or 0, "level": row.level, "message": row.message,
-            "log": row.message, "timestamp": ts(row.timestamp), "agentId": row.agent_id or "",
+    message = readable(row.message)  # NULs come back as the task printed them (services/logs.py)
+    return {"id": str(row.id), "trialId": row.trial_id or 0, "level": row.level, "message": message,
+            "log": message, "timestamp": ts(row.timestamp), "agentId": row.agent_id or "",
             "source": row.source, "stdtype": row.stdtype, "taskId": row.task_id,
             "allocationId": row.allocation_id or ""}
 

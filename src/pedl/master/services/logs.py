@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
@@ -13,9 +15,27 @@ LOG_LEVELS = ("LOG_LEVEL_UNSPECIFIED", "LOG_LEVEL_TRACE", "LOG_LEVEL_DEBUG", "LO
               "LOG_LEVEL_WARNING", "LOG_LEVEL_ERROR", "LOG_LEVEL_CRITICAL")
 
 
+# PostgreSQL text holds no NUL: a NUL is stored as ESC + U+FDD2 and a literal ESC as ESC + U+FDD1.
+# ESC is U+FDD0, a Unicode noncharacter (reserved for a program's internal use), so text stored before
+# the escape (where a NUL had become U+FFFD) reads back as it was stored.
+_ESC = "\ufdd0"
+_UNESCAPED = {"\ufdd1": _ESC, "\ufdd2": "\x00"}
+_ESCAPED = re.compile("\ufdd0([\ufdd1\ufdd2])")
+
+
 def storable(text: str) -> str:
-    """A task prints what it likes; PostgreSQL stores no NUL and no lone surrogate in text."""
-    return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+    """A task prints what it likes; PostgreSQL stores no NUL and no lone surrogate in text. NULs are
+    escaped (`readable` gives them back); a lone surrogate becomes "?"."""
+    if _ESC in text:
+        text = text.replace(_ESC, _ESC + "\ufdd1")
+    if "\x00" in text:
+        text = text.replace("\x00", _ESC + "\ufdd2")
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def readable(stored: str) -> str:
+    """A stored line as the task printed it."""
+    return _ESCAPED.sub(lambda m: _UNESCAPED[m.group(1)], stored) if _ESC in stored else stored
 
 
 def add_master_line(s: Session, now: float, alloc: models.Allocation, message: str,

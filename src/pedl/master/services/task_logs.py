@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from pedl.errors import NotFound
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL
+from pedl.master.services import logs
 from pedl.master.services.trial_timeline import MAX_ALLOCATIONS
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def batch(ctx: MasterContext, task_id: str, flt: LogFilter, *, cursor: int | Non
     if flt.before is not None:
         q = q.where(models.TaskLog.timestamp < flt.before)
     if flt.text:
-        q = q.where(models.TaskLog.message.contains(flt.text, autoescape=True))
+        q = q.where(models.TaskLog.message.contains(logs.storable(flt.text), autoescape=True))  # as stored
     q = q.order_by(models.TaskLog.id.desc() if newest_first else models.TaskLog.id).limit(limit)
     with ctx.db.read_session() as s:
         # whether it had ended before the lines are read: a line written meanwhile is not lost
