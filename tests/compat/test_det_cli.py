@@ -238,6 +238,22 @@ def test_det_disables_and_enables_an_agent(det_cluster) -> None:
     assert enabled() == (True, False)
 
 
+def test_det_disables_and_enables_a_slot(det_cluster) -> None:
+    def slot(slot_id: str) -> dict:
+        [row] = [r for r in json.loads(det(det_cluster, "slot", "list", "--json").stdout)
+                 if r["agent_id"] == "det-agent-1" and r["slot_id"] == slot_id]
+        return row
+
+    refused = det(det_cluster, "-u", "determined", "slot", "disable", "det-agent-1", "1", stdin="\n", check=False)
+    assert refused.returncode != 0 and "Forbidden" in refused.stdout + refused.stderr  # det's wording of a 403
+    assert slot("1")["enabled"] is True and slot("1")["allocation_id"] == "FREE"
+    out = det(det_cluster, "-u", "admin", "slot", "disable", "det-agent-1", "1", stdin="\n").stdout
+    assert "Disabled slot 1 of agent det-agent-1" in out
+    assert (slot("1")["enabled"], slot("0")["enabled"]) == (False, True)
+    det(det_cluster, "-u", "admin", "slot", "enable", "det-agent-1", "1", stdin="\n")
+    assert slot("1")["enabled"] is True
+
+
 SDK_SCRIPT = """
 import json, sys
 from determined.experimental import client
