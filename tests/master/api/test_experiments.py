@@ -121,6 +121,8 @@ def test_validate_only_stores_nothing(client: TestClient, user: dict) -> None:
     r = post(client, "/api/v1/experiments", create_body(validateOnly=True), user)
     assert r.status_code == 200
     assert r.json()["config"]["searcher"]["name"] == "grid"
+    # Determined's empty experiment, which det's --test-mode parses (every field it requires)
+    assert (r.json()["experiment"]["id"], r.json()["experiment"]["state"]) == (0, "STATE_UNSPECIFIED")
     assert experiment_total(client, user) == 0
 
 

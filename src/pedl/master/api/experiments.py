@@ -51,6 +51,15 @@ class CreateExperimentBody(Body):
     template: str | None = Field(None, max_length=255)  # a template's name (det template set)
 
 
+# What Determined answers a validateOnly create with: an empty experiment (every field its zero value),
+# which det parses before `det e create --test-mode` goes on to create the test experiment
+VALIDATED_ONLY = {"id": 0, "name": "", "description": "", "labels": [], "archived": False, "config": None,
+                  "originalConfig": "", "jobId": "", "numTrials": 0, "projectId": 0, "projectOwnerId": 0,
+                  "searcherType": "", "startTime": "0001-01-01T00:00:00Z", "state": "STATE_UNSPECIFIED",
+                  "username": "", "userId": 0, "progress": 0.0, "resourcePool": "", "notes": "",
+                  "unmanaged": False}
+
+
 @router.post("")
 @accepts(CreateExperimentBody, errors=(404,))  # an unknown projectId or template
 def create(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
@@ -60,7 +69,7 @@ def create(request: Request, who: Caller = Depends(caller), body: dict = Depends
         activate=req.activate is not False, validate_only=bool(req.validateOnly), parent_id=req.parentId,
         project_id=req.projectId, template=req.template)
     # det prints its own text for the enum; pedl's CLI prints warningMessages, which say what and where
-    return {"experiment": shapes.experiment(*shown) if shown else None, "config": config,
+    return {"experiment": shapes.experiment(*shown) if shown else dict(VALIDATED_ONLY), "config": config,
             "warnings": ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"] if warnings else [],
             "warningMessages": warnings}
 

@@ -174,6 +174,8 @@ class Trial(Base):
     summary_metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     target_length: Mapped[int] = mapped_column(BigInteger, default=0)
+    # searcher.source_trial_id / source_checkpoint_uuid, resolved at creation (services/warm_start.py)
+    warm_start_checkpoint: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Allocation(Base):

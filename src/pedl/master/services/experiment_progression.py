@@ -80,7 +80,8 @@ def apply_actions(fx: ClusterEffects, s: Session, exp: models.Experiment, action
         # the trial back out of it (older masters' `{exp}.{trial}` ids stay valid as they are)
         trial = models.Trial(experiment_id=exp.id, request_id=req.request_id, task_id=f"{exp.id}.{uuid.uuid4()}",
                              hparams=req.hparams, seed=req.seed, state=T.QUEUED, restarts=0, run_id=0,
-                             start_time=now, total_batches=0, summary_metrics={}, target_length=length)
+                             start_time=now, total_batches=0, summary_metrics={}, target_length=length,
+                             warm_start_checkpoint=cfg.searcher.source_checkpoint_uuid)
         s.add(trial)
         s.flush()
         record_event(s, now, "trial", trial.id, f"created by the {cfg.searcher.name} searcher with {req.hparams}",

@@ -20,7 +20,14 @@ from pedl.master.db import models
 from pedl.master.lifecycle import AgentState, ExperimentState, TrialState
 from pedl.master.searcher.limits import check_trial_count
 from pedl.master.services import checkpoints as checkpoints_service
-from pedl.master.services import experiment_listing, model_definitions, projects, storage_roots, templates
+from pedl.master.services import (
+    experiment_listing,
+    model_definitions,
+    projects,
+    storage_roots,
+    templates,
+    warm_start,
+)
 from pedl.master.services import experiment_progression as progression
 from pedl.master.services import trials as trials_service
 from pedl.master.services import workspace_storage as workspace_storage_of
@@ -73,6 +80,9 @@ def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: s
     project = projects.for_experiment(s, project_id, cfg.workspace, cfg.project)
     full = effective_config(fx.config, cfg, workspace_storage_of.of_project(s, project))
     check_trial_count(cfg, fx.config.limits.max_trials_per_experiment)
+    warm = warm_start.resolve(s, full["searcher"])
+    if warm is not None:  # resolved now, as Determined does: the source trial may checkpoint again later
+        full["searcher"]["source_checkpoint_uuid"] = warm
     tgz, size, count = model_definitions.files_to_tgz(files, fx.config.limits.max_model_definition_bytes)
     if validate_only:
         return full

@@ -25,7 +25,8 @@ def trial_env(*, cluster_id: str, experiment_id: int, config_json: str, trial: A
         "DET_EXPERIMENT_CONFIG": config_json,
         "DET_STEPS_COMPLETED": str(steps_completed),
         "DET_TRIAL_RUN_ID": str(trial.run_id),
-        "DET_LATEST_CHECKPOINT": trial.latest_checkpoint or "",
+        # a warm-started trial's runs start from the source checkpoint until it has one of its own
+        "DET_LATEST_CHECKPOINT": trial.latest_checkpoint or getattr(trial, "warm_start_checkpoint", None) or "",
         "DET_USER": username,
     })
     return env

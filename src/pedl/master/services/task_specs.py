@@ -28,7 +28,7 @@ CHECKPOINT = models.Checkpoint.__table__
 def _queries(dialect: str) -> tuple[Select[Any], ...]:
     """(trials, experiments, users, checkpoint steps) by a list of ids (the `ids` parameter)."""
     return (select(TRIAL.c.id, TRIAL.c.experiment_id, TRIAL.c.seed, as_text(TRIAL.c.hparams), TRIAL.c.run_id,
-                   TRIAL.c.latest_checkpoint).where(in_list(TRIAL.c.id, dialect)),
+                   TRIAL.c.latest_checkpoint, TRIAL.c.warm_start_checkpoint).where(in_list(TRIAL.c.id, dialect)),
             select(EXPERIMENT.c.id, EXPERIMENT.c.owner_id, as_text(EXPERIMENT.c.config))
             .where(in_list(EXPERIMENT.c.id, dialect)),
             select(USER.c.id, USER.c.username).where(in_list(USER.c.id, dialect)),
@@ -42,6 +42,7 @@ class TrialRow(NamedTuple):
     hparams_json: str  # as stored: the JSON column's encoding, json.dumps (DET_HPARAMS)
     run_id: int
     latest_checkpoint: str | None
+    warm_start_checkpoint: str | None  # DET_LATEST_CHECKPOINT until the trial has its own
 
 
 class ExperimentRow(NamedTuple):
