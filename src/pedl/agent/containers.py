@@ -104,8 +104,11 @@ def _registry_of(image: str) -> str:
 
 def run_argv(*, spec: ContainerSpec, image: str, allocation_id: str, agent_id: str, task_dir: Path,
              info_dir: Path | None, env_file: Path, entrypoint: Sequence[str], gpu_devices: Sequence[str],
-             shared_fs: Path | None, master_cert: Path | None) -> list[str]:
-    """`docker run` for the task: attached, removed at exit, its files mounted, its GPUs passed."""
+             shared_fs: Path | None, master_cert: Path | None, user: tuple[int, int] | None = None,
+             accounts: Path | None = None) -> list[str]:
+    """`docker run` for the task: attached, removed at exit, its files mounted, its GPUs passed;
+    as `user` (uid, gid) when given, with `accounts` (a directory holding passwd and group) over
+    the image's /etc/passwd and /etc/group, so the names resolve."""
     argv = ["docker", "run", "--rm", "--init", "--name", container_name(allocation_id),
             "--label", f"{AGENT_LABEL}={agent_id}", "--label", f"{ALLOCATION_LABEL}={allocation_id}",
             "--label", f"{WORK_DIR_LABEL}={task_dir.parent.resolve()}",
@@ -124,7 +127,32 @@ def run_argv(*, spec: ContainerSpec, image: str, allocation_id: str, agent_id: s
         argv += ["-v", f"{mount['host_path']}:{mount['container_path']}:{','.join(options)}"]
     if gpu_devices:
         argv += ["--gpus", f"\"device={','.join(gpu_devices)}\""]
+    if user is not None:
+        argv += ["--user", f"{user[0]}:{user[1]}"]
+    if accounts is not None:
+        argv += ["-v", f"{accounts / 'passwd'}:/etc/passwd:ro", "-v", f"{accounts / 'group'}:/etc/group:ro"]
     return [*argv, image, *entrypoint]
+
+
+async def image_accounts(image: str, into: Path) -> tuple[str, str]:
+    """The image's own /etc/passwd and /etc/group (copied out of a container created, never
+    started, and removed); ContainerError says why not."""
+    code, out = await docker_command("create", "--pull", "never", image, "/pedl-never-started")
+    if code:
+        raise ContainerError(f"docker create {image}: {out}")
+    cid = out.splitlines()[-1].strip()
+    try:
+        texts = []
+        for name in ("passwd", "group"):
+            dest = into / f"image-{name}"
+            code, out = await docker_command("cp", f"{cid}:/etc/{name}", str(dest))
+            if code:
+                raise ContainerError(f"docker cp {image}:/etc/{name}: {out}")
+            texts.append(dest.read_text(errors="replace"))
+            dest.unlink()
+        return texts[0], texts[1]
+    finally:
+        await docker_command("rm", "-f", cid)
 
 
 def write_env_file(path: Path, env: Mapping[str, str]) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pedl.agent import containers, task_info
+from pedl.agent import containers, run_as, task_info
 from pedl.agent.context import ContextError, fetch_context, unpack_context
 from pedl.agent.rendezvous import rendezvous_port_problem
 from pedl.agent.task_env import TaskHost, task_argv, task_env
@@ -53,6 +53,8 @@ class TaskRuntime:
         self._kill_deadline: float | None = None  # monotonic time of the SIGKILL
         self._escalations: set[asyncio.Task[None]] = set()
         self.exited = False  # task_exited has been handed to `send`
+        self._user: run_as.ProcessUser | None = None  # a process task's user, when the agent changes it
+        self._popen_user: dict[str, object] = {}  # Popen's user/group/extra_groups, when not wrapped
 
     @property
     def allocation_id(self) -> str:
@@ -112,7 +114,7 @@ class TaskRuntime:
             self._proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=self.directory, env=env,
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, **self._popen_user)
         except OSError as exc:
             return self._fail(f"cannot run {argv[0]!r}: {exc.strerror or exc}")
         self._send(TaskStarted(allocation_id=self.allocation_id, pid=self._proc.pid))
@@ -141,6 +143,10 @@ class TaskRuntime:
         busy = rendezvous_port_problem(self.spec.env)
         if busy:
             raise TaskSetupError(busy)
+        if self.spec.container is None:  # Docker changes a container's user whoever the agent is
+            refused = run_as.refusal(self.spec.run_as, self._host.agent_id, os.geteuid(), os.getegid())
+            if refused:
+                raise TaskSetupError(refused)
         try:
             await asyncio.to_thread(_fresh_directory, directory)
         except OSError as exc:
@@ -151,7 +157,14 @@ class TaskRuntime:
         if self.spec.container is not None:
             return await self._container(argv)
         env = task_env(self.spec, self._host, gpu=self._gpu)
-        return self._determined_paths(argv, env), env  # a few small files: no thread needed
+        if self.spec.run_as is not None and os.geteuid() == 0:
+            self._user = run_as.process_user(self.spec.run_as, directory)
+            env.update(self._user.env)
+            for note in self._user.notes:
+                self._logs.add("agent", f"pedl agent {self._host.agent_id}: {note}")
+            await asyncio.to_thread(run_as.give_tree, directory, self._user.uid, self._user.gid)
+        argv = self._determined_paths(argv, env)  # a few small files: no thread needed
+        return argv, env
 
     @property
     def _gpu(self) -> bool:
@@ -187,25 +200,63 @@ class TaskRuntime:
             raise TaskSetupError(f"cannot prepare the container's files: {exc}") from exc
         # by NVML index (the slot id), the numbering the NVIDIA container runtime uses too
         cuda = [self._host.slots[s] for s in self.spec.slot_ids if self._gpu and s in self._host.slots]
+        user, accounts = await self._container_user(image)
         argv = containers.run_argv(
             spec=spec, image=image, allocation_id=self.allocation_id, agent_id=self._host.agent_id,
             task_dir=self.directory, info_dir=self.info_directory, env_file=env_file, entrypoint=entrypoint,
-            gpu_devices=[slot.id for slot in cuda], shared_fs=shared, master_cert=self._host.master_cert)
+            gpu_devices=[slot.id for slot in cuda], shared_fs=shared, master_cert=self._host.master_cert,
+            user=user, accounts=accounts)
         self._logs.add("agent", f"pedl agent {self._host.agent_id}: running in container "
                                 f"{containers.container_name(self.allocation_id)} of image {image}")
         return argv, dict(os.environ)
 
+    @property
+    def accounts_directory(self) -> Path:
+        """A container task's /etc/passwd and /etc/group, with its user and group added."""
+        return self._host.work_dir / INFO_ROOT / f"{self.allocation_id}.etc"
+
+    async def _container_user(self, image: str) -> tuple[tuple[int, int] | None, Path | None]:
+        """`--user uid:gid` for a task that runs as its owner's agent user group, its files given
+        to that user, and the image's account files with the user and group added (Determined adds
+        them too); without those the task runs all the same, and its log says why names do not
+        resolve."""
+        group = self.spec.run_as
+        if group is None:
+            return None, None
+        if os.geteuid() == 0:
+            await asyncio.to_thread(run_as.give_tree, self.directory, group.uid, group.gid)
+            await asyncio.to_thread(run_as.give_tree, self.info_directory, group.uid, group.gid)
+        accounts = self.accounts_directory
+        try:
+            await asyncio.to_thread(_fresh_directory, accounts)
+            passwd, groups = await containers.image_accounts(image, accounts)
+            passwd, groups = run_as.passwd_lines(passwd, groups, group, containers.WORKDIR)
+            (accounts / "passwd").write_text(passwd)
+            (accounts / "group").write_text(groups)
+            os.chmod(accounts, 0o755)
+        except (OSError, containers.ContainerError) as exc:
+            self._logs.add("agent", f"pedl agent {self._host.agent_id}: the container runs as uid {group.uid}, "
+                                    f"gid {group.gid}, but its /etc/passwd and /etc/group could not name them "
+                                    f"{group.user!r} and {group.group!r}: {exc}")
+            return (group.uid, group.gid), None
+        return (group.uid, group.gid), accounts
+
     def _determined_paths(self, argv: list[str], env: dict[str, str]) -> list[str]:
         """Give the process its own /run/determined/info and /determined_shared_fs (a mount
         namespace of its own), or say in its log why it cannot have them."""
+        user = self._user
         if self._host.no_task_namespace is not None:
             self._logs.add("agent", f"pedl agent {self._host.agent_id}: no /run/determined/info for this task "
                                     f"({self._host.no_task_namespace}); a script on Determined's Core API "
                                     "will not find the cluster")
+            if user is not None:
+                self._popen_user = {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
             return argv
         files = task_info.info_files(env, self._gpu_uuids())
         try:
             task_info.write_info_dir(self.info_directory, files)
+            if user is not None:
+                run_as.give_tree(self.info_directory, user.uid, user.gid)
         except OSError as exc:
             raise TaskSetupError(f"cannot write the task info files in {self.info_directory}: {exc}") from exc
         binds = [(str(self.info_directory), task_info.INFO_DIR, True)]
@@ -216,7 +267,8 @@ class TaskRuntime:
             except OSError as exc:
                 raise TaskSetupError(f"cannot create the checkpoint storage's host_path {shared}: {exc}") from exc
             binds.append((str(shared), task_info.SHARED_FS_DIR, False))
-        return task_namespace.wrap(argv, binds)
+        ids = None if user is None else (user.uid, user.gid, user.groups)
+        return task_namespace.wrap(argv, binds, user=ids)
 
     def _gpu_uuids(self) -> list[str]:
         slots = [self._host.slots.get(s) for s in self.spec.slot_ids]
@@ -291,6 +343,7 @@ class TaskRuntime:
         shutil.rmtree(self.info_directory, ignore_errors=True)  # it holds the task's session token
         if "/" not in self.allocation_id and self.allocation_id not in (".", ".."):
             self.env_file.unlink(missing_ok=True)  # so does the container's env file
+            shutil.rmtree(self.accounts_directory, ignore_errors=True)
         self._logs.flush()
         self.exited = True
         self._send(TaskExited(allocation_id=self.allocation_id, exit_code=code, reason=reason))

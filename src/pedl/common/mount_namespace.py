@@ -62,12 +62,26 @@ def prepare_mountpoints(targets: Sequence[str]) -> None:
         Path(target).mkdir(parents=True, exist_ok=True, mode=MOUNTPOINTS_MODE)
 
 
-def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str, bool]]) -> list[str]:
-    """The command line that runs `argv` with `binds` in a namespace of its own."""
+def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str, bool]],
+         user: tuple[int, int, Sequence[int]] | None = None) -> list[str]:
+    """The command line that runs `argv` with `binds` in a namespace of its own, and then, when
+    `user` (uid, gid, supplementary gids) is given, as that user: mounting needs root, so the
+    wrapper changes user only after it."""
     out = [sys.executable, "-I", "-m", "pedl.common.mount_namespace"]
     for source, target, read_only in binds:
         out += ["--bind-ro" if read_only else "--bind", source, target]
+    if user is not None:
+        uid, gid, groups = user
+        out += ["--user", f"{uid}:{gid}:{','.join(str(g) for g in groups)}"]
     return [*out, "--", *argv]
+
+
+def become(spec: str) -> None:
+    """Drop to `uid:gid:g1,g2,...` for good: supplementary groups, then the group, then the user."""
+    uid, gid, groups = spec.split(":")
+    os.setgroups([int(g) for g in groups.split(",") if g])
+    os.setgid(int(gid))
+    os.setuid(int(uid))
 
 
 def probe() -> str | None:
@@ -86,28 +100,38 @@ def probe() -> str | None:
     return None
 
 
-def _parse(args: list[str]) -> tuple[list[tuple[str, str, bool]], list[str]]:
+def _parse(args: list[str]) -> tuple[list[tuple[str, str, bool]], str | None, list[str]]:
     binds: list[tuple[str, str, bool]] = []
+    user = None
     while args and args[0] != "--":
         flag = args.pop(0)
+        if flag == "--user" and args:
+            user = args.pop(0)
+            continue
         if flag not in ("--bind", "--bind-ro") or len(args) < 2:
-            raise NamespaceError(f"usage: --bind[-ro] SRC DST ... -- ARGV (got {flag!r})")
+            raise NamespaceError(f"usage: --bind[-ro] SRC DST ... [--user UID:GID:GIDS] -- ARGV (got {flag!r})")
         binds.append((args.pop(0), args.pop(0), flag == "--bind-ro"))
     if not args:
         raise NamespaceError("usage: --bind[-ro] SRC DST ... -- ARGV (no --)")
     argv = args[1:]
     if not argv:
         raise NamespaceError("no command after --")
-    return binds, argv
+    return binds, user, argv
 
 
 def main(args: list[str]) -> int:
     try:
-        binds, argv = _parse(list(args))
+        binds, user, argv = _parse(list(args))
         enter(binds)
     except NamespaceError as exc:
         print(f"pedl task namespace: {exc}", file=sys.stderr)
         return 126
+    if user is not None:
+        try:
+            become(user)
+        except (OSError, ValueError) as exc:
+            print(f"pedl task namespace: cannot become {user}: {exc}", file=sys.stderr)
+            return 126
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:

@@ -64,6 +64,19 @@ class TlsConfig(StrictModel):
         return self
 
 
+POSIX_NAME = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,253}\$?$"
+
+
+class DefaultTaskUser(StrictModel):
+    """Determined's security.default_task: who the tasks of users not linked with an agent user
+    (`det user link-with-agent-user`) run as on the agents."""
+
+    user: str = Field(..., pattern=POSIX_NAME, description="the user name tasks see (`id -u -n`)")
+    uid: int = Field(..., ge=0, le=2**31 - 1)
+    group: str = Field(..., pattern=POSIX_NAME, description="the group name tasks see (`id -g -n`)")
+    gid: int = Field(..., ge=0, le=2**31 - 1)
+
+
 class SecurityConfig(StrictModel):
     allow_unauthenticated_loopback_agents: bool = Field(
         False, description="accept agents on loopback addresses without the agent token (development only)")
@@ -71,6 +84,10 @@ class SecurityConfig(StrictModel):
         "authenticated", description="who may read /metrics: anyone, any logged-in user, or admins")
     login_rate_limit: LoginRateLimit = Field(default_factory=LoginRateLimit)
     tls: TlsConfig = Field(default_factory=TlsConfig, description="serve HTTPS and WSS: {cert, key}")
+    default_task: DefaultTaskUser | None = Field(
+        None, description="who the tasks of users without an agent user group run as: {user, uid, group, gid}; "
+                          "unset, they run as the agent's own user (root for an agent running as root, "
+                          "which is Determined's default)")
     fresh_login_window: Duration = Field(
         300.0, description="a user may change their own password without the old one only with a "
                            "token issued this recently (Determined's clients send no old password)")

@@ -266,3 +266,29 @@ def test_nobody_else_changes_a_users_password(client: TestClient, admin: dict, a
 def test_patch_unknown_user_is_404_and_task_tokens_are_refused(client: TestClient, admin: dict) -> None:
     assert patch(client, 9999, {"displayName": "x"}, admin).status_code == 404
     assert client.patch("/api/v1/users/1", content="{}").status_code == 401
+
+
+def test_a_linked_users_tasks_start_as_their_agent_user(client: TestClient, admin: dict, alice: int,
+                                                       alice_headers: dict, agent) -> None:
+    from tests.master.fakes import SINGLE_CONFIG, create_experiment
+
+    assert patch(client, alice, {"agentUserGroup": GROUP}, admin).status_code == 200
+    create_experiment(client, alice_headers, SINGLE_CONFIG)
+    (task,) = agent.start_all()
+    assert task.message["run_as"] == {"uid": 1000, "gid": 1001, "user": "username", "group": "groupname"}
+
+
+def test_unlinked_users_tasks_run_as_the_agents_user_or_the_default_task(
+        client: TestClient, app, admin: dict, alice_headers: dict, agent) -> None:
+    from pedl.config.security_config import DefaultTaskUser
+    from tests.master.fakes import SINGLE_CONFIG, create_experiment
+
+    create_experiment(client, alice_headers, SINGLE_CONFIG)
+    (task,) = agent.start_all()
+    assert task.message["run_as"] is None  # the agent's own user
+    agent.exit(task.allocation_id, 0)
+    app.state.ctx.config.security.default_task = DefaultTaskUser(user="nobody", uid=65534, group="nogroup",
+                                                                 gid=65534)
+    create_experiment(client, alice_headers, SINGLE_CONFIG)
+    (task,) = agent.start_all()
+    assert task.message["run_as"] == {"uid": 65534, "gid": 65534, "user": "nobody", "group": "nogroup"}

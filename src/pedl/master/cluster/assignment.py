@@ -45,7 +45,7 @@ from pedl.master.cluster.wait_records import WaitUpdate
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD, AgentState, AllocationState, check_transition
 from pedl.master.services.passwords import token_hash
-from pedl.master.services.task_specs import SpecCache, SpecRows, task_spec
+from pedl.master.services.task_specs import SpecCache, SpecRows, run_as_default, task_spec
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,7 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
         _load_rendezvous(s, rows, {agent_id for _, places in todo for agent_id, _ in places})
     in_containers, runtimes = _container_runtimes(fx, s, todo, rows)
     defaults = fx.config.task_container_defaults
+    default_run_as = run_as_default(fx.config.security.default_task)
     for row, _ in todo[:1]:  # every one of the batch takes this edge
         check_transition("allocation", row.id, A.PENDING, A.ASSIGNED)
     tokens = _tokens(len(todo))
@@ -158,7 +159,7 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                              [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
                               for i, (a, slots) in enumerate(places)],
                              "assigned to " + ", ".join(f"{a}{slots}" for a, slots in places)))
-        spec = task_spec(fx.cluster_id, row, token, rows, defaults)
+        spec = task_spec(fx.cluster_id, row, token, rows, defaults, default_run_as=default_run_as)
         ranks = [{}] if port is None else node_envs(places, addresses=rows.agent_addresses, port=port)
         messages = out.starts[row.id] = []
         for (agent_id, slot_ids), rank_env in zip(places, ranks, strict=True):
@@ -168,6 +169,7 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                 allocation_id=row.id, task_id=row.task_id, name=row.name, entrypoint=spec["entrypoint"],
                 env={**spec["env"], **rank_env} if rank_env else spec["env"], slot_ids=slot_ids,
                 session_token=token, device_env=spec["device_env"], container=spec["container"],
+                run_as=spec["run_as"],
                 context_url=f"{base}/api/v1/tasks/{row.task_id}/context_directory")))
     return out
 

@@ -11,7 +11,9 @@ from typing import Any, NamedTuple
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
+from pedl.common.agent_protocol import AgentUserGroup
 from pedl.config.experiment_config import ExperimentConfig
+from pedl.config.security_config import DefaultTaskUser
 from pedl.config.task_container import TaskContainerDefaults, container_spec, task_variables
 from pedl.master.cluster.bulk_rows import dialect_of, id_list, in_list
 from pedl.master.cluster.json_columns import as_text, loads
@@ -26,12 +28,14 @@ CHECKPOINT = models.Checkpoint.__table__
 
 @functools.cache
 def _queries(dialect: str) -> tuple[Select[Any], ...]:
-    """(trials, experiments, users, checkpoint steps) by a list of ids (the `ids` parameter)."""
+    """(trials, experiments, users with their agent user groups, checkpoint steps) by a list of ids
+    (the `ids` parameter)."""
     return (select(TRIAL.c.id, TRIAL.c.experiment_id, TRIAL.c.seed, as_text(TRIAL.c.hparams), TRIAL.c.run_id,
                    TRIAL.c.latest_checkpoint, TRIAL.c.warm_start_checkpoint).where(in_list(TRIAL.c.id, dialect)),
             select(EXPERIMENT.c.id, EXPERIMENT.c.owner_id, as_text(EXPERIMENT.c.config))
             .where(in_list(EXPERIMENT.c.id, dialect)),
-            select(USER.c.id, USER.c.username).where(in_list(USER.c.id, dialect)),
+            select(USER.c.id, USER.c.username, USER.c.agent_uid, USER.c.agent_gid, USER.c.agent_user,
+                   USER.c.agent_group).where(in_list(USER.c.id, dialect)),
             select(CHECKPOINT.c.uuid, CHECKPOINT.c.steps_completed).where(in_list(CHECKPOINT.c.uuid, dialect)))
 
 
@@ -76,6 +80,7 @@ class SpecRows:
     trials: dict[int, TrialRow]
     experiments: dict[int, ExperimentRow]
     usernames: dict[int, str]  # user id -> username
+    agent_groups: dict[int, AgentUserGroup]  # user id -> the agent user group it is linked with
     checkpoint_steps: dict[str, int]  # checkpoint uuid -> steps_completed
     cache: SpecCache = field(default_factory=lambda: SpecCache())
     agent_addresses: dict[str, str] = field(default_factory=dict)  # for distributed placements
@@ -92,10 +97,15 @@ class SpecRows:
         exps = {eid: cache.experiment(eid, owner_id, text) for eid, owner_id, text in
                 s.execute(q_experiments, {"ids": id_list(dialect, exp_ids)})} if exp_ids else {}
         user_ids = {e.owner_id for e in exps.values()}
-        users = dict(s.execute(q_users, {"ids": id_list(dialect, user_ids)}).all()) if user_ids else {}
+        users: dict[int, str] = {}
+        groups: dict[int, AgentUserGroup] = {}
+        for uid, username, *group in (s.execute(q_users, {"ids": id_list(dialect, user_ids)}) if user_ids else ()):
+            users[uid] = username
+            if None not in group:
+                groups[uid] = AgentUserGroup(uid=group[0], gid=group[1], user=group[2], group=group[3])
         uuids = {t.latest_checkpoint for t in trials.values() if t.latest_checkpoint}
         steps = dict(s.execute(q_steps, {"ids": id_list(dialect, uuids)}).all()) if uuids else {}
-        return cls(trials, exps, users, steps, cache)
+        return cls(trials, exps, users, groups, steps, cache)
 
     def runtime(self, exp: ExperimentRow, defaults: TaskContainerDefaults) -> TaskRuntimeSpec:
         """The experiment's variables and container, with the master's task_container_defaults."""
@@ -116,9 +126,19 @@ class TaskRuntimeSpec:
     container: dict[str, Any] | None  # None: a process
 
 
+def run_as_default(default_task: DefaultTaskUser | None) -> AgentUserGroup | None:
+    """security.default_task as the agent is told it; None: tasks run as the agent's own user."""
+    if default_task is None:
+        return None
+    return AgentUserGroup(uid=default_task.uid, gid=default_task.gid, user=default_task.user,
+                          group=default_task.group)
+
+
 def task_spec(cluster_id: str, alloc: Any, token: str, rows: SpecRows,
-              defaults: TaskContainerDefaults | None = None) -> dict[str, Any]:
-    """`alloc`: an Allocation or a row with its id, task_id and trial_id."""
+              defaults: TaskContainerDefaults | None = None, *,
+              default_run_as: AgentUserGroup | None = None) -> dict[str, Any]:
+    """`alloc`: an Allocation or a row with its id, task_id and trial_id. The task runs as its
+    owner's agent user group, else as `default_run_as` (security.default_task)."""
     trial = rows.trials[alloc.trial_id]
     exp = rows.experiments[trial.experiment_id]
     steps = rows.checkpoint_steps.get(trial.latest_checkpoint, 0) if trial.latest_checkpoint else 0
@@ -128,5 +148,5 @@ def task_spec(cluster_id: str, alloc: Any, token: str, rows: SpecRows,
                              username=rows.usernames.get(exp.owner_id, ""), user_env=runtime.env,
                              steps_completed=steps)
     return {"entrypoint": exp.config["entrypoint"], "env": env, "device_env": runtime.device_env,
-            "container": runtime.container}
+            "container": runtime.container, "run_as": rows.agent_groups.get(exp.owner_id, default_run_as)}
 

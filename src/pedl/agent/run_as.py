@@ -1,0 +1,95 @@
+"""Who a task runs as (its owner's agent user group, Determined's `det user link-with-agent-user`):
+the checks and arguments for a process task (uid, gid, groups, HOME) and a container task
+(`--user uid:gid`, and /etc/passwd and /etc/group that name them). Pure but for the account lookups."""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+from dataclasses import dataclass
+from pathlib import Path
+
+from pedl.common.agent_protocol import AgentUserGroup
+
+
+def refusal(run_as: AgentUserGroup | None, agent_id: str, euid: int, egid: int) -> str | None:
+    """Why this agent cannot run the task as `run_as`, or None. Only root changes user; an agent
+    running as the very uid and gid asked for runs the task as itself."""
+    if run_as is None or euid == 0 or (run_as.uid, run_as.gid) == (euid, egid):
+        return None
+    return (f"the task must run as agent user {run_as.user} (uid {run_as.uid}, gid {run_as.gid}, its owner's "
+            f"agent user group), but agent {agent_id} runs as uid {euid}, not root, and cannot change user; "
+            "run the agent as root, or unlink the user (det user link-with-agent-user)")
+
+
+@dataclass(frozen=True)
+class ProcessUser:
+    """What a process task is spawned with: Popen's user, group and extra_groups; its variables."""
+
+    uid: int
+    gid: int
+    groups: list[int]
+    env: dict[str, str]
+    notes: list[str]  # for the task's log: the names the host does not know as the group says
+
+
+def process_user(run_as: AgentUserGroup, task_dir: Path) -> ProcessUser:
+    """The process's ids, supplementary groups (the host's for that user, else none) and HOME, USER
+    and LOGNAME. As on Determined's agents, the names come from the host: a uid or gid the host
+    has no account for runs all the same, and the log says `id -u -n` will not find the name."""
+    notes = []
+    home = str(task_dir)
+    groups = [run_as.gid]
+    try:
+        entry = pwd.getpwuid(run_as.uid)
+    except KeyError:
+        notes.append(f"this host has no user with uid {run_as.uid}: the task runs as uid {run_as.uid} but "
+                     f"`id -u -n` will not find the name {run_as.user!r} (create the user on the agent's host, "
+                     f"e.g. useradd -u {run_as.uid} {run_as.user})")
+    else:
+        if entry.pw_name != run_as.user:
+            notes.append(f"uid {run_as.uid} is {entry.pw_name!r} on this host, not {run_as.user!r}")
+        if entry.pw_dir and os.path.isdir(entry.pw_dir):  # nobody's is /nonexistent: the task dir then
+            home = entry.pw_dir
+        groups = sorted(set(os.getgrouplist(entry.pw_name, run_as.gid)))
+    try:
+        group = grp.getgrgid(run_as.gid)
+    except KeyError:
+        notes.append(f"this host has no group with gid {run_as.gid}: `id -g -n` will not find the name "
+                     f"{run_as.group!r} (e.g. groupadd -g {run_as.gid} {run_as.group})")
+    else:
+        if group.gr_name != run_as.group:
+            notes.append(f"gid {run_as.gid} is {group.gr_name!r} on this host, not {run_as.group!r}")
+    env = {"HOME": home, "USER": run_as.user, "LOGNAME": run_as.user}
+    return ProcessUser(run_as.uid, run_as.gid, groups, env, notes)
+
+
+def give_tree(root: Path, uid: int, gid: int) -> None:
+    """Make `root` and everything under it (the task's unpacked model directory, its info files)
+    the task user's, so it can work in its own directory. Links are changed, not followed."""
+    os.chown(root, uid, gid, follow_symlinks=False)
+    for parent, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(parent, name), uid, gid, follow_symlinks=False)
+
+
+def passwd_lines(passwd: str, group: str, run_as: AgentUserGroup, home: str) -> tuple[str, str]:
+    """A container image's /etc/passwd and /etc/group naming the task's user and group as the
+    link says, as Determined's agent does: an image entry with that name or that id gives way to
+    the linked one (the task runs as that id whatever the image calls it); an identical one stays."""
+    passwd = _with_entry(passwd, run_as.user, run_as.uid, f"{run_as.user}:x:{run_as.uid}:{run_as.gid}::{home}:/bin/sh")
+    group = _with_entry(group, run_as.group, run_as.gid, f"{run_as.group}:x:{run_as.gid}:")
+    return passwd, group
+
+
+def _with_entry(text: str, name: str, id_: int, line: str) -> str:
+    kept = []
+    for old in text.splitlines():
+        fields = old.split(":")
+        if len(fields) > 2 and not old.startswith("#") and (fields[0] == name or fields[2] == str(id_)):
+            if fields[0] == name and fields[2] == str(id_):
+                return text  # the image has it already
+            continue
+        kept.append(old)
+    return "".join(f"{old}\n" for old in kept) + line + "\n"

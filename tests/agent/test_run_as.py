@@ -1,0 +1,147 @@
+"""Who a task runs as (its owner's agent user group): the refusal of a non-root agent, the
+process's ids and HOME, the container's --user and account files, and real tasks as uid 65534."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+import pytest
+
+from pedl.agent import run_as
+from pedl.agent.containers import run_argv
+from pedl.agent.task_env import TaskHost
+from pedl.agent.task_runtime import TaskRuntime
+from pedl.common.agent_protocol import AgentUserGroup, ContainerSpec, SlotInfo, StartTask
+from pedl.common.mount_namespace import probe, wrap
+
+from .conftest import ContextServer
+from .test_task_runtime import Recorder
+
+NOBODY = AgentUserGroup(uid=65534, gid=65534, user="nobody", group="nogroup")
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root runs tasks as another user")
+NS_PROBLEM = probe()
+
+
+def test_only_root_changes_user_and_a_non_root_agent_says_so() -> None:
+    assert run_as.refusal(None, "a1", 1000, 1000) is None
+    assert run_as.refusal(NOBODY, "a1", 0, 0) is None
+    assert run_as.refusal(AgentUserGroup(uid=1000, gid=1000, user="me", group="me"), "a1", 1000, 1000) is None
+    why = run_as.refusal(NOBODY, "a1", 1000, 1000)
+    assert why is not None and "nobody (uid 65534, gid 65534" in why and "agent a1 runs as uid 1000" in why
+    assert "root" in why
+
+
+def test_a_known_account_gives_its_groups_and_home(tmp_path: Path) -> None:
+    me = pwd.getpwuid(os.getuid())
+    group = AgentUserGroup(uid=me.pw_uid, gid=me.pw_gid, user=me.pw_name, group="whatever")
+    user = run_as.process_user(group, tmp_path)
+    assert (user.uid, user.gid) == (me.pw_uid, me.pw_gid)
+    assert me.pw_gid in user.groups
+    assert user.env["USER"] == user.env["LOGNAME"] == me.pw_name
+    assert user.env["HOME"] == (me.pw_dir if os.path.isdir(me.pw_dir) else str(tmp_path))
+
+
+def test_an_unknown_uid_runs_with_a_note_naming_the_user(tmp_path: Path) -> None:
+    uid = next(u for u in range(43210, 43300) if not _exists(u))
+    user = run_as.process_user(AgentUserGroup(uid=uid, gid=uid, user="someuser", group="somegroup"), tmp_path)
+    assert user.groups == [uid] and user.env["HOME"] == str(tmp_path)
+    assert any(f"no user with uid {uid}" in n and "'someuser'" in n for n in user.notes)
+    assert any(f"no group with gid {uid}" in n and "'somegroup'" in n for n in user.notes)
+
+
+def _exists(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+def test_the_account_files_get_the_user_and_group_unless_the_image_has_them() -> None:
+    passwd, group = run_as.passwd_lines("root:x:0:0:root:/root:/bin/bash\n", "root:x:0:\n",
+                                        AgentUserGroup(uid=200, gid=300, user="someuser", group="somegroup"),
+                                        "/run/determined/workdir")
+    assert passwd.splitlines()[-1] == "someuser:x:200:300::/run/determined/workdir:/bin/sh"
+    assert group.splitlines()[-1] == "somegroup:x:300:"
+    same, same_group = run_as.passwd_lines(passwd, group, AgentUserGroup(uid=200, gid=300, user="someuser",
+                                                                         group="somegroup"), "/w")
+    assert (same, same_group) == (passwd, group)
+    # an image entry with that name or id gives way: `id -u -n` names the linked user
+    passwd, group = run_as.passwd_lines("root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n",
+                                        "root:x:0:\nnogroup:x:65534:\n", AgentUserGroup(
+                                            uid=65534, gid=65534, user="det-nobody", group="det-nobody"), "/w")
+    assert passwd == "root:x:0:0::/root:/bin/sh\ndet-nobody:x:65534:65534::/w:/bin/sh\n"
+    assert group == "root:x:0:\ndet-nobody:x:65534:\n"
+
+
+def test_a_container_runs_as_the_user_with_its_account_files() -> None:
+    argv = run_argv(spec=ContainerSpec(image_cpu="img"), image="img", allocation_id="1.a", agent_id="a1",
+                    task_dir=Path("/w/1.a"), info_dir=None, env_file=Path("/w/1.a.env"), entrypoint=["id"],
+                    gpu_devices=[], shared_fs=None, master_cert=None, user=(200, 300), accounts=Path("/w/1.a.etc"))
+    assert argv[argv.index("--user") + 1] == "200:300"
+    mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
+    assert "/w/1.a.etc/passwd:/etc/passwd:ro" in mounts and "/w/1.a.etc/group:/etc/group:ro" in mounts
+    assert argv[-2:] == ["img", "id"]
+    plain = run_argv(spec=ContainerSpec(image_cpu="img"), image="img", allocation_id="1.a", agent_id="a1",
+                     task_dir=Path("/w/1.a"), info_dir=None, env_file=Path("/w/1.a.env"), entrypoint=["id"],
+                     gpu_devices=[], shared_fs=None, master_cert=None)
+    assert "--user" not in plain
+
+
+def test_the_namespace_wrapper_changes_user_after_mounting() -> None:
+    argv = wrap(["id"], [("/a", "/b", True)], user=(65534, 65534, [65534, 100]))
+    assert argv[argv.index("--user") + 1] == "65534:65534:65534,100"
+    assert argv.index("--user") < argv.index("--") and argv[-1] == "id"
+    assert "--user" not in wrap(["id"], [])
+
+
+def _task(tmp_path: Path, url: str, group: AgentUserGroup | None, namespace: str | None) -> tuple[TaskRuntime,
+                                                                                                 Recorder]:
+    spec = StartTask(allocation_id="alloc-1", task_id="task-1", name="cmd", env={"DET_TRIAL_ID": "1"},
+                     entrypoint="echo $(id -u):$(id -g):$(id -G):$HOME:$USER; touch mine && ls -n mine",
+                     slot_ids=["0"], session_token="tok", context_url=url, run_as=group)
+    host = TaskHost(master_url="http://127.0.0.1:9", agent_id="agent-1", work_dir=tmp_path / "work",
+                    slots={"0": SlotInfo(id="0")}, no_task_namespace=namespace)
+    (tmp_path / "work").mkdir(exist_ok=True)
+    recorder = Recorder()
+    return TaskRuntime(spec, host, recorder), recorder
+
+
+@as_root
+@pytest.mark.parametrize("namespace", [None, "off"], ids=["namespace", "plain"])
+async def test_a_process_task_runs_as_its_agent_user(tmp_path: Path, context_server: ContextServer,
+                                                     namespace: str | None) -> None:
+    if namespace is None and NS_PROBLEM is not None:
+        pytest.skip(f"no mount namespaces here: {NS_PROBLEM}")
+    url = context_server.add("c1", {"model_def.py": "x = 1\n"})
+    runtime, rec = _task(tmp_path, url, NOBODY, namespace)
+    assert await runtime.run() == 0, rec.lines()
+    out = rec.lines("stdout")
+    assert out[0] == f"65534:65534:65534:{runtime.directory}:nobody", out  # nobody's home does not exist
+    assert " 65534 65534 " in out[1]  # it owns what it writes in its own directory
+    assert (runtime.directory / "model_def.py").stat().st_uid == 65534
+
+
+@as_root
+async def test_an_unknown_uid_runs_and_its_log_says_the_name_is_missing(tmp_path: Path,
+                                                                       context_server: ContextServer) -> None:
+    uid = next(u for u in range(43210, 43300) if not _exists(u))
+    url = context_server.add("c1", {})
+    runtime, rec = _task(tmp_path, url, AgentUserGroup(uid=uid, gid=uid, user="someuser", group="somegroup"),
+                         "off")
+    assert await runtime.run() == 0, rec.lines()
+    assert rec.lines("stdout")[0].startswith(f"{uid}:{uid}:{uid}:")
+    assert any(f"no user with uid {uid}" in line for line in rec.lines("agent"))
+
+
+async def test_a_non_root_agent_fails_a_task_that_must_change_user(tmp_path: Path, context_server: ContextServer,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "getegid", lambda: 1000)
+    url = context_server.add("c1", {})
+    runtime, rec = _task(tmp_path, url, NOBODY, "off")
+    assert await runtime.run() is None
+    assert rec.of("task_started") == []
+    assert "agent agent-1 runs as uid 1000, not root" in rec.exited["reason"]
