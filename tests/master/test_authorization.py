@@ -192,6 +192,34 @@ def _doomed_template(w: World) -> None:
         assert post(w.client, url, {"config": {}}, w.tokens["owner"]).status_code == 200
 
 
+def _doomed_workspace(w: World) -> None:
+    """The workspace the DELETE row deletes (with a project), made again (by alice) before each cell."""
+    owner = w.tokens["owner"]
+    if "doomed_ws" not in w.ids or w.client.get("/api/v1/workspaces/{doomed_ws}".format(**w.ids),
+                                                headers=owner).status_code == 404:
+        r = post(w.client, "/api/v1/workspaces", {"name": f"doomed-ws-{next(w.counter)}"}, owner)
+        w.ids["doomed_ws"] = r.json()["workspace"]["id"]
+        post(w.client, "/api/v1/workspaces/{doomed_ws}/projects".format(**w.ids), {"name": "p"}, owner)
+
+
+def _doomed_project(w: World) -> None:
+    """The project the DELETE row deletes, made again (by alice, in her workspace) before each cell."""
+    owner = w.tokens["owner"]
+    if "doomed_project" not in w.ids or w.client.get("/api/v1/projects/{doomed_project}".format(**w.ids),
+                                                     headers=owner).status_code == 404:
+        r = post(w.client, "/api/v1/workspaces/{ws}/projects".format(**w.ids),
+                 {"name": f"doomed-project-{next(w.counter)}"}, owner)
+        w.ids["doomed_project"] = r.json()["project"]["id"]
+
+
+def _project_move(w: World) -> dict:
+    """Alice's project goes to her second workspace and back, cell by cell."""
+    if "ws2" not in w.ids:
+        r = post(w.client, "/api/v1/workspaces", {"name": "alice-ws-2"}, w.tokens["owner"])
+        w.ids["ws2"] = r.json()["workspace"]["id"]
+    return {"destinationWorkspaceId": w.ids["ws2"] if next(w.counter) % 2 else w.ids["ws"]}
+
+
 Body = Callable[[World], Any] | None
 
 # (method, path, expected per column, body). Paths take {names} from World.ids. Rows run in order.
@@ -320,6 +348,32 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/templates/{new_tpl}", USER, _new_template),
     ("PATCH", "/api/v1/templates/{tpl}", OWNER, lambda w: {"max_restarts": next(w.counter) % 5}),
     ("DELETE", "/api/v1/templates/{doomed_tpl}", OWNER, _doomed_template),
+    # workspaces and projects: their creator or an admin edits them; any user pins; bulk actions answer
+    # 200 to any user, with an error per experiment the caller may not change (Determined's results)
+    ("PATCH", "/api/v1/workspaces/{ws}", OWNER, lambda w: {"name": f"alice-ws-{next(w.counter)}"}),
+    ("POST", "/api/v1/workspaces/{ws}/archive", OWNER, None),
+    ("POST", "/api/v1/workspaces/{ws}/unarchive", OWNER, None),
+    ("POST", "/api/v1/workspaces/{ws}/pin", USER, None),
+    ("POST", "/api/v1/workspaces/{ws}/unpin", USER, None),
+    ("DELETE", "/api/v1/workspaces/{doomed_ws}", OWNER, _doomed_workspace),
+    ("PATCH", "/api/v1/projects/{project}", OWNER, lambda w: {"description": f"d{next(w.counter)}"}),
+    ("POST", "/api/v1/projects/{project}/archive", OWNER, None),
+    ("POST", "/api/v1/projects/{project}/unarchive", OWNER, None),
+    ("POST", "/api/v1/projects/{project}/move", OWNER, _project_move),
+    ("POST", "/api/v1/projects/{project}/notes", OWNER, lambda w: {"name": "n", "contents": "c"}),
+    ("PUT", "/api/v1/projects/{project}/notes", OWNER, lambda w: {"notes": [{"name": "n", "contents": "c"}]}),
+    ("DELETE", "/api/v1/projects/{doomed_project}", OWNER, _doomed_project),
+    ("GET", "/api/v1/projects/{project}/columns", R, None),
+    ("GET", "/api/v1/projects/{project}/experiments/metric-ranges", R, None),
+    ("POST", "/api/v1/projects/{project}/experiments/kill", USER, lambda w: {"experimentIds": []}),
+    ("POST", "/api/v1/projects/{project}/experiments/cancel", USER, lambda w: {"experimentIds": []}),
+    ("POST", "/api/v1/projects/{project}/experiments/pause", USER, lambda w: {"experimentIds": [w.ids["side"]]}),
+    ("POST", "/api/v1/projects/{project}/experiments/activate", USER, lambda w: {"experimentIds": []}),
+    ("POST", "/api/v1/projects/{project}/experiments/archive", USER, lambda w: {"experimentIds": []}),
+    ("POST", "/api/v1/projects/{project}/experiments/unarchive", USER, lambda w: {"experimentIds": []}),
+    ("DELETE", "/api/v1/projects/{project}/experiments/delete", USER, lambda w: {"experimentIds": []}),
+    ("POST", "/api/v1/projects/{project}/experiments/move", USER,
+     lambda w: {"experimentIds": [], "destinationProjectId": 1}),
     # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions
     # a user edits their own display name; linking an agent user is for admins, even one's own
     ("PATCH", "/api/v1/users/{alice}", OWNER, lambda w: {"displayName": f"Alice {next(w.counter)}"}),

@@ -86,10 +86,17 @@ def mark_deleting(s: Session, now: float, who: Caller, exp: models.Experiment) -
     return True
 
 
-def mark_all(s: Session, now: float, who: Caller, exps: list[models.Experiment]) -> list[int]:
-    """Mark every one DELETING (all or none: the first refusal raises) -> the ids the worker must purge."""
+def mark_all(s: Session, now: float, who: Caller, exps: list[models.Experiment], *, orphan_to: int = 0,
+             why: str = "") -> list[int]:
+    """Mark every one DELETING (all or none: the first refusal raises) -> the ids the worker must purge.
+    With `orphan_to` (their project is being deleted) they move to that project meanwhile: a project id
+    left dangling could be taken by a new project (SQLite reuses the highest id), and one whose deletion
+    fails stays where its owner can see it and delete it again."""
     for exp in exps:
         mark_deleting(s, now, who, exp)
+        if orphan_to and exp.project_id != orphan_to:
+            exp.project_id = orphan_to
+            record_event(s, now, "experiment", exp.id, f"moved to project {orphan_to} while it is deleted: {why}")
     return [exp.id for exp in exps]
 
 

@@ -76,9 +76,7 @@ def set_archived(ctx: MasterContext, who: Caller, project_id: int, archived: boo
     with ctx.db.session() as s:
         project = _editable(s, who, project_id, "be archived" if archived else "be unarchived")
         _workspace_open(s, project, "be archived" if archived else "be unarchived")
-        if project.archived == archived:
-            raise InvalidArgument(f"project {project.name!r} is {'already' if archived else 'not'} archived")
-        project.archived = archived
+        project.archived = archived  # a repeat changes nothing
 
 
 def move(ctx: MasterContext, who: Caller, project_id: int, workspace_id: int) -> None:
@@ -130,8 +128,9 @@ def set_notes(ctx: MasterContext, who: Caller, project_id: int, notes: list[Any]
 
 
 def remove(ctx: MasterContext, who: Caller, project_id: int, wake: Callable[[int], None]) -> bool:
-    """Delete it; its experiments (each must have ended) are marked DELETING and removed by the master's
-    deletion worker. -> completed: True when there were none."""
+    """Delete it; its experiments (each must have ended) are marked DELETING, moved to Uncategorized
+    meanwhile (experiment_deletion.mark_all) and removed by the master's deletion worker. -> completed:
+    True when there were none."""
 
     def work(s: Session) -> list[int]:
         project = _editable(s, who, project_id, "be deleted")
@@ -140,7 +139,8 @@ def remove(ctx: MasterContext, who: Caller, project_id: int, wake: Callable[[int
         if len(exps) > MAX_DELETED_EXPERIMENTS:
             raise InvalidArgument(f"project {project.name!r} has more than {MAX_DELETED_EXPERIMENTS} experiments: "
                                   "delete some of them first")
-        marked = experiment_deletion.mark_all(s, ctx.clock.now(), who, exps)
+        marked = experiment_deletion.mark_all(s, ctx.clock.now(), who, exps, orphan_to=workspaces.DEFAULT_ID,
+                                              why=f"its project {project.name!r} was deleted")
         s.delete(project)
         return marked
 

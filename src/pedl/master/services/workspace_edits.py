@@ -17,7 +17,7 @@ from pedl.master.db import models
 from pedl.master.services import experiment_deletion
 from pedl.master.services.authz import require_owner, require_user
 from pedl.master.services.workspace_storage import checked_storage
-from pedl.master.services.workspaces import Shown, _shown, _taken, by_name, checked_name, get, name_key
+from pedl.master.services.workspaces import DEFAULT_ID, Shown, _shown, _taken, by_name, checked_name, get, name_key
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -64,9 +64,7 @@ def set_archived(ctx: MasterContext, who: Caller, workspace_id: int, archived: b
     their own flag for when it is unarchived."""
     with ctx.db.session() as s:
         ws = _editable(s, who, workspace_id, "be archived" if archived else "be unarchived")
-        if ws.archived == archived:
-            raise InvalidArgument(f"workspace {ws.name!r} is {'already' if archived else 'not'} archived")
-        ws.archived = archived
+        ws.archived = archived  # a repeat changes nothing
 
 
 def pin(ctx: MasterContext, who: Caller, workspace_id: int, pinned: bool) -> None:
@@ -83,7 +81,8 @@ def pin(ctx: MasterContext, who: Caller, workspace_id: int, pinned: bool) -> Non
 
 def remove(ctx: MasterContext, who: Caller, workspace_id: int, wake: Any) -> bool:
     """Delete it with its projects, pins and templates; its experiments (each must have ended) are marked
-    DELETING and removed by the master's deletion worker. -> completed: True when none had to be."""
+    DELETING, moved to Uncategorized meanwhile (experiment_deletion.mark_all) and removed by the master's
+    deletion worker. -> completed: True when none had to be."""
     def work(s: Session) -> list[int]:
         ws = _editable(s, who, workspace_id, "be deleted")
         project_ids = list(s.scalars(select(models.Project.id).where(models.Project.workspace_id == ws.id)))
@@ -92,7 +91,8 @@ def remove(ctx: MasterContext, who: Caller, workspace_id: int, wake: Any) -> boo
         if len(exps) > MAX_DELETED_EXPERIMENTS:
             raise InvalidArgument(f"workspace {ws.name!r} has more than {MAX_DELETED_EXPERIMENTS} experiments: "
                                   "delete its projects one by one first")
-        marked = experiment_deletion.mark_all(s, ctx.clock.now(), who, exps)
+        marked = experiment_deletion.mark_all(s, ctx.clock.now(), who, exps, orphan_to=DEFAULT_ID,
+                                              why=f"its workspace {ws.name!r} was deleted")
         s.execute(delete(models.WorkspacePin).where(models.WorkspacePin.workspace_id == ws.id))
         s.execute(delete(models.Template).where(models.Template.workspace_id == ws.id))
         s.execute(delete(models.Project).where(models.Project.id.in_(project_ids)))
