@@ -35,9 +35,15 @@ def _service_module():
 
 
 @pytest.fixture
-def world(master_config: MasterConfig) -> Iterator[SimpleNamespace]:
+def proxy_overrides() -> dict:
+    """`proxy:` settings of the test's master; a test parametrizes this to change them."""
+    return {}
+
+
+@pytest.fixture
+def world(master_config: MasterConfig, proxy_overrides: dict) -> Iterator[SimpleNamespace]:
     config = master_config.model_copy(update={"proxy": master_config.proxy.model_copy(
-        update={"max_relays_per_task": 3, "end_check_interval": 0.1})})
+        update={"max_relays_per_task": 3, "end_check_interval": 0.1, **proxy_overrides})})
     service = _service_module()
     sock, port = service.listen("127.0.0.1")
     srv, thread = service.serve_in_thread(sock)
@@ -247,6 +253,31 @@ def test_the_relay_closes_when_the_task_ends(world) -> None:
     assert code == 1001 and "ended" in reason
     r = world.client.get(world.url, headers=world.alice)
     assert r.status_code == 404 and "ended" in r.json()["message"]
+
+
+@pytest.mark.parametrize("proxy_overrides", [{"max_request_body_bytes": 4096}])
+def test_a_body_over_the_proxys_bound_is_413_naming_it(world) -> None:
+    assert _register(world).status_code == 200
+    r = world.client.post(world.url + "upload", content=(b"x" * 1024 for _ in range(8)), headers=world.alice)
+    assert r.status_code == 413 and "proxy.max_request_body_bytes" in r.json()["message"]
+    r = world.client.post(world.url + "upload", content=b"x" * 4096, headers=world.alice)
+    assert r.status_code == 200 and r.json()["bytes"] == 4096  # the API's 4 MiB bound is not the proxy's
+
+
+@pytest.mark.parametrize("proxy_overrides", [{"idle_timeout": 0.3}])
+def test_an_idle_websocket_is_closed(world) -> None:
+    assert _register(world).status_code == 200
+
+    async def run() -> tuple:
+        async with connect(_ws_url(world), additional_headers=world.alice) as ws:
+            await ws.send("one")
+            assert await ws.recv() == "one"
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()  # nothing more is sent either way
+            return ws.close_code, ws.close_reason
+
+    code, reason = asyncio.run(run())
+    assert code == 1001 and "proxy.idle_timeout" in reason
 
 
 def test_no_env_proxy_is_used(world, monkeypatch) -> None:
