@@ -118,3 +118,39 @@ def test_list_users(cli, master: FakeMaster) -> None:
     assert [u["username"] for u in json.loads(result.stdout)] == ["admin", "determined"]
     table = cli("user", "list")
     assert "admin" in table.stdout and "Username" in table.stdout
+
+
+def test_list_users_shows_their_agent_user(cli, master: FakeMaster) -> None:
+    linked = {**master.user("admin"), "agentUserGroup": {"agentUid": 200, "agentGid": 300, "agentUser": "someuser",
+                                                         "agentGroup": "somegroup"}}
+    master.route("GET", "/api/v1/users", page("users", [linked, master.user("determined")]))
+    table = cli("user", "list")
+    assert table.exit_code == 0, table.output
+    assert "someuser(200):somegroup(300)" in table.stdout
+
+
+def _users_with_ids(master: FakeMaster) -> None:
+    master.route("GET", "/api/v1/users", page("users", [{**master.user("admin"), "id": 1},
+                                                         {**master.user("bob"), "id": 7}]))
+    master.route("PATCH", "/api/v1/users/7", lambda req: {"user": {**master.user("bob"), "id": 7}})
+
+
+def test_edit_sends_only_the_fields_given(cli, master: FakeMaster) -> None:
+    _users_with_ids(master)
+    result = cli("user", "edit", "bob", "--display-name", "Bob B", "--inactive")
+    assert result.exit_code == 0, result.output
+    (req,) = master.calls("PATCH", "/api/v1/users/7")
+    assert req.json == {"displayName": "Bob B", "active": False}
+    assert cli("user", "edit", "bob").exit_code == 1  # nothing to change
+
+
+def test_link_with_agent_user_needs_all_four_or_unlink(cli, master: FakeMaster) -> None:
+    _users_with_ids(master)
+    result = cli("user", "link-with-agent-user", "bob", "--agent-uid", "200", "--agent-gid", "300",
+                 "--agent-user", "someuser", "--agent-group", "somegroup")
+    assert result.exit_code == 0, result.output
+    assert master.calls("PATCH", "/api/v1/users/7")[0].json == {"agentUserGroup": {
+        "agentUid": 200, "agentGid": 300, "agentUser": "someuser", "agentGroup": "somegroup"}}
+    assert cli("user", "link-with-agent-user", "bob", "--agent-uid", "200").exit_code == 1
+    assert cli("user", "link-with-agent-user", "bob", "--unlink").exit_code == 0
+    assert master.calls("PATCH", "/api/v1/users/7")[-1].json == {"agentUserGroup": {}}

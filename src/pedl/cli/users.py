@@ -1,5 +1,6 @@
-"""`pedl user login|logout|whoami|change-password|create|list`, with Determined's hashed passwords.
-Tokens live in the auth store; `login` makes the user the master's active user."""
+"""`pedl user login|logout|whoami|change-password|create|list|edit|link-with-agent-user`, with
+Determined's hashed passwords. Tokens live in the auth store; `login` makes the user the master's
+active user."""
 
 from __future__ import annotations
 
@@ -104,11 +105,61 @@ def create(
 
 @app.command("list")
 def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """List users (GET /api/v1/users)."""
+    """List users (GET /api/v1/users) with the agent user each one's tasks run as."""
     users = client_of(ctx).paginate("/api/v1/users", "users")
     if as_json:
         print_json(users)
         return
-    print_table(["ID", "Username", "Display name", "Admin", "Active", "Last login"],
+    print_table(["ID", "Username", "Display name", "Admin", "Active", "Agent user", "Last login"],
                 [[u.get("id"), u.get("username"), u.get("displayName"), u.get("admin"),
-                  u.get("active"), fmt_time(u.get("lastAuthAt"))] for u in users])
+                  u.get("active"), _agent_user(u.get("agentUserGroup")), fmt_time(u.get("lastAuthAt"))]
+                 for u in users])
+
+
+def _agent_user(group: dict | None) -> str:
+    if not group:
+        return ""
+    return f"{group.get('agentUser')}({group.get('agentUid')}):{group.get('agentGroup')}({group.get('agentGid')})"
+
+
+@app.command("edit")
+def edit(
+    ctx: typer.Context,
+    username: str = typer.Argument(...),
+    new_username: str | None = typer.Option(None, "--username", help="rename the user (admins)"),
+    display_name: str | None = typer.Option(None, "--display-name", help="'' clears it"),
+    active: bool | None = typer.Option(None, "--active/--inactive", help="(admins) let the user log in, or not"),
+    admin: bool | None = typer.Option(None, "--admin/--no-admin", help="(admins) grant or remove admin rights"),
+) -> None:
+    """Change a user's fields (PATCH /api/v1/users/ID): admins any user's, a user their own display name."""
+    client = client_of(ctx)
+    body = {k: v for k, v in (("username", new_username), ("displayName", display_name), ("active", active),
+                              ("admin", admin)) if v is not None}
+    if not body:
+        fail("nothing to change: give --username, --display-name, --active/--inactive or --admin/--no-admin")
+    client.request("PATCH", f"/api/v1/users/{user_id_of(client, username)}", json=body)
+    say(f"Changed {', '.join(body)} of '{username}'")
+
+
+@app.command("link-with-agent-user")
+def link_with_agent_user(
+    ctx: typer.Context,
+    username: str = typer.Argument(...),
+    agent_uid: int | None = typer.Option(None, "--agent-uid", help="the uid the user's tasks run as"),
+    agent_gid: int | None = typer.Option(None, "--agent-gid", help="the gid the user's tasks run as"),
+    agent_user: str | None = typer.Option(None, "--agent-user", help="the user name tasks see (id -u -n)"),
+    agent_group: str | None = typer.Option(None, "--agent-group", help="the group name tasks see (id -g -n)"),
+    unlink: bool = typer.Option(False, "--unlink", help="run the user's tasks as the agents' default again"),
+) -> None:
+    """Admins: link a user with the uid, gid, user and group its tasks run as on the agents."""
+    client = client_of(ctx)
+    values = {"agentUid": agent_uid, "agentGid": agent_gid, "agentUser": agent_user, "agentGroup": agent_group}
+    if unlink:
+        group: dict = {}
+    elif any(v is None for v in values.values()):
+        fail("give --agent-uid, --agent-gid, --agent-user and --agent-group (or --unlink)")
+    else:
+        group = values
+    client.request("PATCH", f"/api/v1/users/{user_id_of(client, username)}", json={"agentUserGroup": group})
+    say(f"Unlinked '{username}'" if unlink else
+        f"Linked '{username}' with agent user {agent_user} ({agent_uid}) and group {agent_group} ({agent_gid})")
