@@ -264,10 +264,12 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/trials/time-series?trialIds={trial}&metricIds=validation.loss", R, None),
     ("GET", "/api/v1/trials/{trial}/metrics/csv?group=training", R, None),
     ("GET", "/api/v1/trials/{trial}/logs", R, None),
+    ("GET", "/api/v1/trials/{trial}/logs/fields", R, None),
     ("GET", "/api/v1/tasks", R, None),
     ("GET", "/tasks", R, None),  # Determined's legacy map of /api/v1/tasks' allocationIdToSummary
     ("GET", "/api/v1/tasks/{task}", R, None),
     ("GET", "/api/v1/tasks/{task}/logs", R, None),
+    ("GET", "/api/v1/tasks/{task}/logs/fields", R, None),
     ("GET", "/api/v1/job-queues-v2", R, None),
     ("GET", "/proxy/{task}/", PROXY, None),  # every method and WebSocket alike (tests/master/api/test_proxy.py)
     ("GET", "/api/v1/resources/allocation/raw?timestampAfter=2023-01-01T00:00:00Z&timestampBefore=2024-01-01T00:00:00Z",

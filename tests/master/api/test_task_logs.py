@@ -81,7 +81,7 @@ def test_bad_log_filters_are_refused_naming_them(app: FastAPI, client: TestClien
                                                  clock: ManualClock) -> None:
     task = running_task(app, client, user, agent, clock)
     for params, field in (({"levels": "LOUD"}, "levels"), ({"timestampAfter": "yesterday"}, "timestampAfter"),
-                          ({"rankIds": "0"}, "rankIds"), ({"enableRegex": "true"}, "enableRegex"),
+                          ({"rankIds": list(range(101))}, "rankIds"), ({"enableRegex": "true"}, "enableRegex"),
                           ({"agentIds": [f"a{i}" for i in range(101)]}, "agentIds")):
         r = client.get(f"/api/v1/tasks/{task.task_id}/logs", headers=user, params=params)
         assert r.status_code == 400 and r.json()["fields"][0]["field"] == field, (params, r.text)
@@ -151,3 +151,28 @@ def test_lines_stored_before_the_escape_read_as_stored(app: FastAPI, client: Tes
                                  timestamp=clock.now(), level="LOG_LEVEL_INFO", stdtype="stdout", source="task",
                                  message=text))
     assert texts(lines(client, user, task.task_id)) == ["Logs\ufffdCan\n", "odd \ufdd0 char\n"]
+
+
+def test_log_fields_and_determineds_rank_filters_on_task_and_trial_routes(
+        app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock) -> None:
+    task = running_task(app, client, user, agent, clock)
+    agent.exit(task.allocation_id, 0)
+    for base in (f"/api/v1/tasks/{task.task_id}/logs", f"/api/v1/trials/{task.trial_id}/logs"):
+        for follow in ("false", "true"):  # follow: sent once, and the stream ends
+            r = client.get(base + "/fields", headers=user, params={"follow": follow})
+            assert r.status_code == 200, r.text
+            [line] = r.text.splitlines()
+            fields = json.loads(line)["result"]
+            assert fields["agentIds"] == ["agent-1"] and fields["containerIds"] == [task.allocation_id]
+            assert fields["rankIds"] == [] and {"agent", "task", "master"} >= set(fields["sources"]) >= {"task"}
+            assert set(fields["stdtypes"]) >= {"stdout", "stderr"}
+        # each field's value filters to some lines, as det's e2e suite checks
+        for key in ("agentIds", "containerIds", "sources", "stdtypes"):
+            r = client.get(base, headers=user, params={key: fields[key][0]})
+            assert r.status_code == 200 and r.text.splitlines(), (base, key, r.text)
+        every = client.get(base, headers=user).text.splitlines()
+        assert client.get(base, headers=user, params={"rankIds": -1}).text.splitlines() == every  # "no rank"
+        assert client.get(base, headers=user, params={"rankIds": -2}).text == ""  # nonsense: nothing
+        assert client.get(base, headers=user, params={"rankIds": 0}).text == ""  # pedl records no rank
+    assert client.get("/api/v1/tasks/nope/logs/fields", headers=user).status_code == 404
+    assert client.get("/api/v1/trials/999999/logs/fields", headers=user).status_code == 404

@@ -3,7 +3,6 @@ model definition a task downloads, preemption signals (long poll) and logs a tas
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -13,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Caller, agent_fetch_caller, caller, ctx_of, json_body
+from pedl.master.api.log_filters import log_fields_stream, log_filter
 from pedl.master.api.ndjson_stream import results
 from pedl.master.api.openapi import TASK_LOGS, accepts, produces
 from pedl.master.lifecycle import AllocationState
@@ -88,7 +88,6 @@ def ack_preemption(allocation_id: str, request: Request, who: Caller = Depends(c
 TASK_STATE = {AllocationState.PENDING: "STATE_QUEUED", AllocationState.ASSIGNED: "STATE_STARTING",
               AllocationState.RUNNING: "STATE_RUNNING", AllocationState.TERMINATING: "STATE_TERMINATING",
               AllocationState.TERMINATED: "STATE_TERMINATED"}
-FILTER_MAX = 100  # values of one log filter
 SEARCH_MAX = 1024
 
 
@@ -105,34 +104,12 @@ def get_task(task_id: str, request: Request, _: Caller = Depends(caller)) -> dic
                          "exitReason": a.exit_reason, "statusCode": a.exit_code} for a in allocs]}}
 
 
-def _time(name: str, value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidArgument.at(name, "an RFC 3339 time, such as 2021-10-26T23:17:12Z") from None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()  # no offset: UTC
-
-
-def _log_filter(allocation_ids: list[str], container_ids: list[str], agent_ids: list[str], rank_ids: list[int],
-                levels: list[str], sources: list[str], stdtypes: list[str], after: str | None, before: str | None,
-                text: str | None, regex: bool) -> task_logs.LogFilter:
-    for name, values in (("allocationIds", allocation_ids), ("containerIds", container_ids), ("agentIds", agent_ids),
-                         ("levels", levels), ("sources", sources), ("stdtypes", stdtypes)):
-        if len(values) > FILTER_MAX:
-            raise InvalidArgument.at(name, f"at most {FILTER_MAX} values")
-    bad = [lv for lv in levels if lv not in LOG_LEVELS]
-    if bad:
-        raise InvalidArgument.at("levels", f"{bad[0]!r} is not one of {', '.join(LOG_LEVELS)}")
-    if rank_ids:
-        raise InvalidArgument.at("rankIds", "pedl does not record the rank of a log line; filter by agentIds")
-    if regex:
-        raise InvalidArgument.at("enableRegex", "pedl searches log text as plain text only")
-    return task_logs.LogFilter(allocation_ids=allocation_ids, container_ids=container_ids, agent_ids=agent_ids,
-                               levels=levels, sources=sources,
-                               stdtypes=stdtypes, after=_time("timestampAfter", after),
-                               before=_time("timestampBefore", before), text=text or "")
+@router.get("/tasks/{task_id}/logs/fields")
+@produces("application/x-ndjson")
+async def get_task_log_fields(task_id: str, request: Request, _: Caller = Depends(caller),
+                              follow: bool = False) -> StreamingResponse:
+    """Determined's v1TaskLogsFieldsResponse: the values each log filter may take, sent once."""
+    return await log_fields_stream(ctx_of(request), task_id)
 
 
 @router.get("/tasks/{task_id}/logs")
@@ -152,7 +129,7 @@ async def get_task_logs(task_id: str, request: Request, _: Caller = Depends(call
     """Determined's v1TaskLogsResponse lines, oldest first (ORDER_BY_DESC: newest first, det's --tail);
     with follow, until the task has ended and its last lines are sent."""
     ctx = ctx_of(request)
-    flt = _log_filter(allocationIds, containerIds, agentIds, rankIds, levels, sources, stdtypes, timestampAfter,
+    flt = log_filter(allocationIds, containerIds, agentIds, rankIds, levels, sources, stdtypes, timestampAfter,
                       timestampBefore, searchText, enableRegex)
     await run_in_threadpool(task_logs.require, ctx, task_id)
     newest_first = orderBy == "ORDER_BY_DESC" and not follow

@@ -3,7 +3,6 @@ makes (metrics, progress, searcher completion)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -28,13 +27,16 @@ from pedl.master.api.deps import (
     parse,
     raw_body,
 )
+from pedl.master.api.log_filters import log_fields_stream, log_filter
 from pedl.master.api.metric_batch_body import MetricBatchBody
+from pedl.master.api.ndjson_stream import results
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
 from pedl.master.services import experiments as experiments_service
 from pedl.master.services import (
     metric_batches,
     metric_reports,
     metrics,
+    task_logs,
     trial_reports,
     trial_time_series,
     trial_timeline,
@@ -265,41 +267,39 @@ def early_exit(trial_id: IdPath, request: Request, who: Caller = Depends(caller)
     return {}
 
 
+@router.get("/trials/{trial_id}/logs/fields")
+@produces("application/x-ndjson")
+async def trial_log_fields(trial_id: IdPath, request: Request, _: Caller = Depends(caller),
+                           follow: bool = False) -> StreamingResponse:
+    """Determined's v1TrialLogsFieldsResponse: the values each log filter may take, sent once."""
+    ctx = ctx_of(request)
+    return await log_fields_stream(ctx, await run_in_threadpool(trials_service.task_id_of, ctx, trial_id))
+
+
 @router.get("/trials/{trial_id}/logs")
 @produces("application/x-ndjson")
 async def trial_logs(trial_id: IdPath, request: Request, _: Caller = Depends(caller), follow: bool = False,
                      limit: int = Query(0, ge=0, le=INT64_MAX), orderBy: str | None = None,
-                     levels: list[str] = Query(default_factory=list)) -> StreamingResponse:
+                     agentIds: list[str] = Query(default_factory=list),
+                     containerIds: list[str] = Query(default_factory=list),
+                     rankIds: list[int] = Query(default_factory=list),
+                     levels: list[str] = Query(default_factory=list),
+                     sources: list[str] = Query(default_factory=list),
+                     stdtypes: list[str] = Query(default_factory=list),
+                     timestampAfter: str | None = None, timestampBefore: str | None = None,
+                     searchText: str | None = Query(None, max_length=1024)) -> StreamingResponse:
+    """The lines of the trial's task (as GET /tasks/{taskId}/logs, with its filters): oldest first,
+    ORDER_BY_DESC newest first; with follow, until the trial has ended and its last lines are sent."""
     ctx = ctx_of(request)
+    flt = log_filter([], containerIds, agentIds, rankIds, levels, sources, stdtypes, timestampAfter,
+                     timestampBefore, searchText, False)
+    task_id = await run_in_threadpool(trials_service.task_id_of, ctx, trial_id)
+    newest_first = orderBy == "ORDER_BY_DESC" and not follow
 
-    await run_in_threadpool(trials_service.require_exists, ctx, trial_id)
-    desc = orderBy == "ORDER_BY_DESC"
+    async def fetch(cursor: int | None, n: int) -> tuple[list[dict[str, Any]], int | None, bool]:
+        rows, after, done = await run_in_threadpool(task_logs.batch, ctx, task_id, flt, cursor=cursor, limit=n,
+                                                    newest_first=newest_first)
+        return [shapes.log_line(r) for r in rows], after, done
 
-    def fetch(after: int, lim: int | None) -> tuple[list[dict], int, bool]:
-        rows, last, done = trials_service.log_batch(ctx, trial_id, after_id=after, limit=lim,
-                                                    newest_first=desc and not follow, levels=levels)
-        return [shapes.log_line(r) for r in rows], last, done
-
-    async def stream():
-        sent, after = 0, 0
-        while True:
-            lim = (limit - sent) if limit else 1000
-            lines, after_new, done = await run_in_threadpool(fetch, after, lim)
-            for line in lines:
-                yield json.dumps({"result": line}) + "\n"
-            sent += len(lines)
-            after = after_new
-            if limit and sent >= limit:
-                return
-            if not follow:
-                if lines and not desc and len(lines) == lim:
-                    continue
-                return
-            if done and not lines:
-                return
-            if not lines:
-                if await request.is_disconnected():
-                    return
-                await asyncio.sleep(0.25)
-
-    return StreamingResponse(stream(), media_type="application/x-ndjson")
+    return StreamingResponse(results(fetch, follow=follow, limit=limit, disconnected=request.is_disconnected),
+                             media_type="application/x-ndjson")

@@ -1,10 +1,11 @@
-"""Task logs: lines shipped by agents and written by the master, read back for `trial logs`."""
+"""Task logs as they are stored: lines shipped by agents, posted by tasks and written by the master
+(read back by services/task_logs.py)."""
 
 from __future__ import annotations
 
 import re
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from pedl.common.agent_protocol import LogLine
@@ -61,14 +62,3 @@ def add_api_lines(s: Session, task_id: str, trial_id: int | None, entries: list[
     for ts, level, text in entries:
         s.add(models.TaskLog(task_id=task_id, trial_id=trial_id, timestamp=ts, level=level, stdtype="stdout",
                              source="task", message=text if text.endswith("\n") else text + "\n"))
-
-
-def trial_logs(s: Session, trial_id: int, after_id: int = 0, limit: int | None = None,
-               newest_first: bool = False, levels: list[str] | None = None) -> list[models.TaskLog]:
-    q = select(models.TaskLog).where(models.TaskLog.trial_id == trial_id, models.TaskLog.id > after_id)
-    if levels:  # filtered in the query, so `limit` counts matching lines only
-        q = q.where(models.TaskLog.level.in_(levels))
-    q = q.order_by(models.TaskLog.id.desc() if newest_first else models.TaskLog.id)
-    if limit:
-        q = q.limit(limit)
-    return list(s.scalars(q))

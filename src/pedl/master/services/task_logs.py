@@ -33,6 +33,7 @@ class LogFilter:
     after: float | None = None
     before: float | None = None
     text: str = ""
+    no_lines: bool = False  # a filter no line can match (a rank: pedl records none)
 
 
 def _trial(s: Session, task_id: str) -> models.Trial:
@@ -81,5 +82,22 @@ def batch(ctx: MasterContext, task_id: str, flt: LogFilter, *, cursor: int | Non
         # whether it had ended before the lines are read: a line written meanwhile is not lost
         trial = s.scalar(select(models.Trial).where(models.Trial.task_id == task_id))
         done = trial is None or trial.state in TERMINAL_TRIAL
-        rows = list(s.scalars(q))
+        rows = [] if flt.no_lines else list(s.scalars(q))
     return rows, (rows[-1].id if rows else cursor), done
+
+
+def fields(ctx: MasterContext, task_id: str) -> dict[str, list]:
+    """Determined's v1TaskLogsFieldsResponse: the distinct values of the task's lines that its log
+    filters take (at most FIELD_VALUES each). pedl records no rank, so rankIds is empty."""
+    L = models.TaskLog
+    out: dict[str, list] = {"rankIds": []}
+    with ctx.db.read_session() as s:
+        _trial(s, task_id)
+        for key, column in (("allocationIds", L.allocation_id), ("agentIds", L.agent_id),
+                            ("containerIds", L.allocation_id), ("sources", L.source), ("stdtypes", L.stdtype)):
+            out[key] = sorted(v for v in s.scalars(select(column).where(L.task_id == task_id, column.is_not(None))
+                                                   .distinct().limit(FIELD_VALUES)) if v)
+    return out
+
+
+FIELD_VALUES = 100

@@ -14,7 +14,7 @@ from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, AllocationState, CheckpointState, TrialState
 from pedl.master.services import experiment_progression as progression
-from pedl.master.services import logs, metrics
+from pedl.master.services import metrics
 from pedl.master.services.authz import require_owner
 from pedl.master.services.transitions import set_trial_state
 
@@ -153,12 +153,7 @@ def require_exists(ctx: MasterContext, trial_id: int) -> None:
         get(s, trial_id)
 
 
-def log_batch(ctx: MasterContext, trial_id: int, *, after_id: int, limit: int | None, newest_first: bool,
-              levels: list[str]) -> tuple[list[models.TaskLog], int, bool]:
-    """The trial's log lines after `after_id`, the last id among them (else `after_id`), and whether
-    the trial is over (or gone), so a follower can stop."""
-    with ctx.db.session() as s:
-        rows = logs.trial_logs(s, trial_id, after_id=after_id, limit=limit, newest_first=newest_first, levels=levels)
-        trial = s.get(models.Trial, trial_id)
-        done = trial is None or trial.state in TERMINAL_TRIAL
-        return rows, max((r.id for r in rows), default=after_id), done
+def task_id_of(ctx: MasterContext, trial_id: int) -> str:
+    """The trial's task id (its log lines are the task's); NotFound for an unknown trial."""
+    with ctx.db.read_session() as s:
+        return get(s, trial_id).task_id

@@ -1,0 +1,54 @@
+"""The log filters of GET /api/v1/tasks/{id}/logs and /trials/{id}/logs as Determined takes them, and
+their logs/fields routes (the values each filter may take)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from pedl.errors import InvalidArgument
+from pedl.master.services import task_logs
+from pedl.master.services.logs import LOG_LEVELS
+
+FILTER_MAX = 100  # values of one log filter
+
+
+async def log_fields_stream(ctx, task_id: str) -> StreamingResponse:  # noqa: ANN001 - a MasterContext
+    """One NDJSON line with the task's fields (follow or not: they are read once, and the stream ends)."""
+    fields = await run_in_threadpool(task_logs.fields, ctx, task_id)
+    return StreamingResponse(iter([json.dumps({"result": fields}) + "\n"]), media_type="application/x-ndjson")
+
+
+def _time(name: str, value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgument.at(name, "an RFC 3339 time, such as 2021-10-26T23:17:12Z") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()  # no offset: UTC
+
+
+def log_filter(allocation_ids: list[str], container_ids: list[str], agent_ids: list[str], rank_ids: list[int],
+                levels: list[str], sources: list[str], stdtypes: list[str], after: str | None, before: str | None,
+                text: str | None, regex: bool) -> task_logs.LogFilter:
+    for name, values in (("allocationIds", allocation_ids), ("containerIds", container_ids), ("agentIds", agent_ids),
+                         ("levels", levels), ("sources", sources), ("stdtypes", stdtypes)):
+        if len(values) > FILTER_MAX:
+            raise InvalidArgument.at(name, f"at most {FILTER_MAX} values")
+    bad = [lv for lv in levels if lv not in LOG_LEVELS]
+    if bad:
+        raise InvalidArgument.at("levels", f"{bad[0]!r} is not one of {', '.join(LOG_LEVELS)}")
+    if len(rank_ids) > FILTER_MAX:
+        raise InvalidArgument.at("rankIds", f"at most {FILTER_MAX} values")
+    if regex:
+        raise InvalidArgument.at("enableRegex", "pedl searches log text as plain text only")
+    return task_logs.LogFilter(allocation_ids=allocation_ids, container_ids=container_ids, agent_ids=agent_ids,
+                               levels=levels, sources=sources,
+                               stdtypes=stdtypes, after=_time("timestampAfter", after),
+                               before=_time("timestampBefore", before), text=text or "",
+                               # pedl records no rank: every line is one "with no rank" (Determined's -1)
+                               no_lines=bool(rank_ids) and -1 not in rank_ids)
