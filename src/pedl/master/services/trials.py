@@ -147,12 +147,6 @@ def metrics_of(ctx: MasterContext, trial_id: int, group: str | None) -> list[mod
         return metrics.list_metrics(s, trial_id, group)
 
 
-def require_exists(ctx: MasterContext, trial_id: int) -> None:
-    """NotFound unless the trial exists."""
-    with ctx.db.session() as s:
-        get(s, trial_id)
-
-
 def task_id_of(ctx: MasterContext, trial_id: int) -> str:
     """The trial's task id (its log lines are the task's); NotFound for an unknown trial."""
     with ctx.db.read_session() as s:
