@@ -79,6 +79,9 @@ def test_before_the_port_is_registered_the_proxy_answers_503(world) -> None:
 
 def test_get_passes_the_whole_path_and_drops_credentials_and_hop_headers(world) -> None:
     assert _register(world).status_code == 200
+    summary = world.client.get("/api/v1/tasks", headers=world.alice).json()["allocationIdToSummary"]
+    assert summary[world.task.allocation_id]["proxyPorts"] == [
+        {"port": world.port, "proxyTcp": False, "serviceId": world.task.task_id, "unauthenticated": False}]
     r = world.client.get(world.url + "api/a%2Fb/c?x=1&y=%20", headers={**world.alice, "Connection": "x-gone",
                                                                          "X-Gone": "1", "X-Kept": "2",
                                                                          "Cookie": f"{SESSION_COOKIE}=s; jup=1"})

@@ -181,6 +181,13 @@ def agent(a: models.Agent, held: dict[str, str], connected: bool) -> dict[str, A
             "containerRuntime": a.container_runtime or ""}  # pedl's: "docker" when it runs image tasks
 
 
+def _proxy_ports(al: models.Allocation) -> list[dict[str, Any]]:
+    """The service port the task registered (reached through /proxy/{task_id}/), as det task list shows it."""
+    if al.proxy_port is None:
+        return []
+    return [{"port": al.proxy_port, "proxyTcp": False, "serviceId": al.task_id, "unauthenticated": False}]
+
+
 def allocation_summary(al: models.Allocation, agents_by_id: dict[str, models.Agent]) -> dict[str, Any]:
     resources = []
     for place in al.assignment or []:
@@ -193,7 +200,7 @@ def allocation_summary(al: models.Allocation, agents_by_id: dict[str, models.Age
                           "exited": None})
     return {"taskId": al.task_id, "allocationId": al.id, "name": al.name, "slotsNeeded": al.slots_needed,
             "registeredTime": ts(al.queued_at), "resources": resources, "resourcePool": al.resource_pool,
-            "priority": al.priority, "schedulerType": "priority", "proxyPorts": [],
+            "priority": al.priority, "schedulerType": "priority", "proxyPorts": _proxy_ports(al),
             "state": "STATE_QUEUED" if al.state == AllocationState.PENDING else al.state,
             "waitReason": al.wait_reason if al.state == AllocationState.PENDING else None}
 
