@@ -292,3 +292,12 @@ def test_unlinked_users_tasks_run_as_the_agents_user_or_the_default_task(
     create_experiment(client, alice_headers, SINGLE_CONFIG)
     (task,) = agent.start_all()
     assert task.message["run_as"] == {"uid": 65534, "gid": 65534, "user": "nobody", "group": "nogroup"}
+
+
+def test_an_admin_cannot_lock_themselves_out(client: TestClient, admin: dict) -> None:
+    me = client.get("/api/v1/me", headers=admin).json()["user"]["id"]
+    for body, field in (({"active": False}, "active"), ({"admin": False}, "admin")):
+        r = patch(client, me, body, admin)
+        assert r.status_code == 400 and field in r.json()["message"]
+    assert client.get("/api/v1/me", headers=admin).json()["user"]["admin"] is True
+    assert patch(client, me, {"active": True, "admin": True}, admin).status_code == 200  # no change: fine

@@ -93,6 +93,11 @@ def patch_user(s: Session, now: float, who: Caller, user_id: int, edit: UserEdit
         raise Forbidden(refusal)
     if edit.remote:
         raise InvalidArgument.at("remote", "pedl has no external identity provider: users log in with passwords")
+    # pedl's guard (Determined has none): an admin locking themselves out could leave no admin at all
+    if actor.id == target.id and edit.active is False:
+        raise InvalidArgument.at("active", "you cannot deactivate yourself; another admin can")
+    if actor.id == target.id and edit.admin is False and target.admin:
+        raise InvalidArgument.at("admin", "you cannot remove your own admin rights; another admin can")
     own_password = edit.password is not None and actor.id == target.id and not actor.admin
     if own_password and (who.issued_at is None or now - who.issued_at > fresh_login_window):
         raise Forbidden(f"changing your own password needs a login made in the last {fresh_login_window:g} s "
