@@ -127,6 +127,21 @@ def test_the_answer_is_streamed_to_the_browser(world) -> None:
         assert b"".join(chunks) == b"second-half"
 
 
+def test_an_answer_in_flight_ends_when_the_task_ends(world) -> None:
+    assert _register(world).status_code == 200
+    world.service.GATE.clear()
+    try:
+        with world.client.stream("GET", world.url + "halves", headers=world.alice) as r:
+            chunks = r.iter_raw()
+            assert next(chunks) == b"first-half;"
+            world.agent.exit(world.task.allocation_id, 0)  # the service still holds its second half
+            # the master cuts the answer off (an incomplete body, not one that looks whole)
+            with pytest.raises(httpx.RemoteProtocolError):
+                b"".join(chunks)
+    finally:
+        world.service.GATE.set()
+
+
 def _wait_until(check, timeout: float = 30.0) -> bool:
     done = threading.Event()
     for _ in range(int(timeout / 0.02)):

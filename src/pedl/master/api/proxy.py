@@ -117,6 +117,8 @@ class UpstreamResponse(Response):
             async with self.relays.open(self.target, self.user_id) as relay:
                 await self._relay(relay, scope, receive, send_tracked)
         except PedlError as exc:
+            # once the answer has started nothing more can be said: returning without its end makes the
+            # server cut the connection, so the browser sees an incomplete body, not one that looks whole
             if not started:
                 await error_response(exc)(scope, receive, send)
 
