@@ -254,6 +254,33 @@ def test_relays_are_capped_per_task(world) -> None:
     assert asyncio.run(run()) == 429
 
 
+@pytest.mark.parametrize("proxy_overrides", [{"max_relays_per_user": 2}])
+def test_relays_are_capped_per_user(world) -> None:
+    assert _register(world).status_code == 200
+
+    async def run() -> tuple[int, bytes]:
+        sockets = [await connect(_ws_url(world), additional_headers=world.alice) for _ in range(2)]
+        try:
+            await connect(_ws_url(world), additional_headers=world.alice)
+        except InvalidStatus as exc:
+            return exc.response.status_code, exc.response.body
+        finally:
+            for s in sockets:
+                await s.close()
+        return 101, b""
+
+    status, body = asyncio.run(run())
+    assert status == 429 and b"max_relays_per_user" in body
+    assert world.client.get(world.url, headers=world.admin).status_code == 200  # another user's count
+
+
+@pytest.mark.parametrize("proxy_overrides", [{"max_header_bytes": 1024}])
+def test_headers_over_the_bound_are_refused(world) -> None:
+    assert _register(world).status_code == 200
+    r = world.client.get(world.url, headers={**world.alice, "X-Big": "b" * 2000})
+    assert r.status_code == 400 and "proxy.max_header_bytes" in r.json()["message"]
+
+
 def test_the_relay_closes_when_the_task_ends(world) -> None:
     assert _register(world).status_code == 200
 
