@@ -92,7 +92,7 @@ def test_refusals_name_the_field_and_change_nothing(client: TestClient, user: di
     ids = [experiment(client, user, 1).json()["experiment"]["id"] for _ in range(3)]
     for body, field in (({"experimentIds": list(range(1, experiment_bulk.MAX_IDS + 2))}, "experimentIds"),
                         ({"experimentIds": ids, "projectId": 5}, "projectId"),
-                        ({"experimentIds": "x"}, "experimentIds"),
+                        ({"experimentIds": "x"}, "experimentIds"), ({"experimentIds": [2**40]}, "experimentIds"),
                         ({"experimentIds": [], "filters": {"name": 3}}, "filters.name")):
         r = bulk(client, user, "activate", body)
         assert r.status_code == 400 and field in r.json()["message"], (body, r.text)

@@ -120,7 +120,7 @@ def test_checkpoint_storage_is_checked_kept_reset_and_used_by_its_experiments(ap
     for given, field in (({"type": "shared_fs", "host_path": "/etc"}, "checkpointStorageConfig.host_path"),
                          ({"type": "shared_fs", "host_path": root + "/../.."}, "checkpointStorageConfig.host_path"),
                          ({"type": "shared_fs", "bucket": "b"}, "checkpointStorageConfig"),
-                         ({"type": "azure"}, "checkpointStorageConfig")):
+                         ({"type": "azure"}, "checkpointStorageConfig"), ([], "checkpointStorageConfig")):
         r = patch(client, user, ws["id"], {"checkpointStorageConfig": given})
         assert r.status_code == 400 and r.json()["message"].startswith(field), (given, r.text)
         r = post(client, "/api/v1/workspaces", {"name": "Bad", "checkpointStorageConfig": given}, user)

@@ -17,6 +17,7 @@ from pedl.master.services.experiment_bulk import BulkFilters
 
 router = APIRouter(prefix="/api/v1/projects")
 INT32_MAX = 2**31 - 1
+Id32 = Annotated[int, Field(ge=-INT32_MAX, le=INT32_MAX)]  # experiment and user ids are integer columns
 
 
 class FiltersBody(Body):
@@ -27,15 +28,15 @@ class FiltersBody(Body):
     labels: list[str] | None = Field(None, max_length=100)
     archived: bool | None = None
     states: list[str] | None = Field(None, max_length=20)
-    userIds: list[int] | None = Field(None, max_length=1000)
+    userIds: list[Id32] | None = Field(None, max_length=1000)
     projectId: int | None = Field(None, ge=-1, le=INT32_MAX)
-    excludedExperimentIds: list[int] | None = Field(None, max_length=experiment_bulk.MAX_IDS)
+    excludedExperimentIds: list[Id32] | None = Field(None, max_length=experiment_bulk.MAX_IDS)
 
 
 class BulkBody(Body):
     """Determined's v1{Kill,Pause,...}ExperimentsRequest; projectId -1 (as the SDK sends): any project."""
 
-    experimentIds: list[int] = Field(default_factory=list)  # capped in the service, naming the field
+    experimentIds: list[Id32] = Field(default_factory=list)  # capped in the service, naming the field
     projectId: int | None = Field(None, ge=-1, le=INT64_MAX)
     filters: FiltersBody | None = None
 

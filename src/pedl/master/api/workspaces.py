@@ -77,7 +77,8 @@ def list_workspaces(request: Request, who: Caller = Depends(caller),
 def create(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
     req = parse(CreateWorkspaceBody, body)
     refuse_unsupported(req)
-    shown = workspaces_service.create(ctx_of(request), who, req.name, req.checkpointStorageConfig or None)
+    storage = req.checkpointStorageConfig
+    shown = workspaces_service.create(ctx_of(request), who, req.name, None if storage in (None, {}) else storage)
     # det iterates namespaceBindings after a create (a Kubernetes namespace per cluster; pedl has none)
     return {"workspace": workspace(shown), "namespaceBindings": {}}
 
@@ -96,7 +97,7 @@ def patch(workspace_id: IdPath, request: Request, who: Caller = Depends(caller),
     refuse_unsupported(req)
     storage = req.checkpointStorageConfig
     shown = workspace_edits.patch(ctx_of(request), who, workspace_id, name=req.name,
-                                  storage=... if storage is None else (storage or None))
+                                  storage=... if storage is None else (None if storage == {} else storage))
     return {"workspace": workspace(shown)}
 
 

@@ -40,7 +40,7 @@ def patch(ctx: MasterContext, who: Caller, workspace_id: int, *, name: str | Non
     is not edited (as in Determined)."""
     if name is not None:
         checked_name(name, "name")
-    stored = checked_storage(ctx.config, storage) if isinstance(storage, dict) else storage
+    stored = storage if storage is None or storage is ... else checked_storage(ctx.config, storage)
     try:
         with ctx.db.session() as s:
             ws = _editable(s, who, workspace_id, "be edited")
