@@ -28,12 +28,21 @@ MAX_NOTE = 65_536  # characters of a note's contents
 MAX_DELETED_EXPERIMENTS = 1000  # bounded work per request: a larger project is emptied first
 
 
-def _editable(s: Session, who: Caller, project_id: int, action: str) -> models.Project:
-    """The project, when the caller created it or is an admin (403 otherwise) and it is not the default."""
+def _editable(s: Session, who: Caller, project_id: int, action: str, *,
+              immutable_first: bool = False) -> models.Project:
+    """The project, when the caller created it or is an admin (403 otherwise) and it is not the default
+    (400). Determined answers an edit of the default project with the 400 whoever asks, and its archive,
+    move or deletion by a non-admin with the 403: `immutable_first` is the former order."""
     project = get(s, project_id)
+
+    def refuse_default() -> None:
+        if project.immutable:
+            raise InvalidArgument(f"project {project.name!r} is the default project (immutable): it cannot {action}")
+
+    if immutable_first:
+        refuse_default()
     require_owner(who, project.owner_id or 0, f"change project {project_id}")
-    if project.immutable:
-        raise InvalidArgument(f"project {project.name!r} is the default project (immutable): it cannot {action}")
+    refuse_default()
     return project
 
 
@@ -53,7 +62,7 @@ def patch(ctx: MasterContext, who: Caller, project_id: int, *, name: str | None,
         raise InvalidArgument.at("description", f"at most {MAX_NOTE} characters")
     try:
         with ctx.db.session() as s:
-            project = _editable(s, who, project_id, "be edited")
+            project = _editable(s, who, project_id, "be edited", immutable_first=True)
             if project.archived:
                 raise InvalidArgument(f"project {project.name!r} is archived: unarchive it to edit it")
             ws = _workspace_open(s, project, "be edited")

@@ -25,12 +25,21 @@ if TYPE_CHECKING:
 MAX_DELETED_EXPERIMENTS = 1000  # a workspace with more is emptied project by project (bounded work per request)
 
 
-def _editable(s: Session, who: Caller, workspace_id: int, action: str) -> models.Workspace:
-    """The workspace, when the caller created it or is an admin (403 otherwise) and it is not the default."""
+def _editable(s: Session, who: Caller, workspace_id: int, action: str, *,
+              immutable_first: bool = False) -> models.Workspace:
+    """The workspace, when the caller created it or is an admin (403 otherwise) and it is not the default
+    (400). Determined answers an edit of the default workspace with the 400 whoever asks, and its archive
+    or deletion by a non-admin with the 403: `immutable_first` is the former order."""
     ws = get(s, workspace_id)
+
+    def refuse_default() -> None:
+        if ws.immutable:
+            raise InvalidArgument(f"workspace {ws.name!r} is the default workspace (immutable): it cannot {action}")
+
+    if immutable_first:
+        refuse_default()
     require_owner(who, ws.owner_id or 0, f"change workspace {workspace_id}")
-    if ws.immutable:
-        raise InvalidArgument(f"workspace {ws.name!r} is the default workspace (immutable): it cannot {action}")
+    refuse_default()
     return ws
 
 
@@ -43,7 +52,7 @@ def patch(ctx: MasterContext, who: Caller, workspace_id: int, *, name: str | Non
     stored = storage if storage is None or storage is ... else checked_storage(ctx.config, storage)
     try:
         with ctx.db.session() as s:
-            ws = _editable(s, who, workspace_id, "be edited")
+            ws = _editable(s, who, workspace_id, "be edited", immutable_first=True)
             if ws.archived:
                 raise InvalidArgument(f"workspace {ws.name!r} is archived: unarchive it to edit it")
             if name is not None and name != ws.name:
