@@ -41,8 +41,11 @@ async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None
         target = await run_in_threadpool(lambda: proxy_targets.resolve(ctx, who, task_id, browser=browser))
         async with proxy_relays(websocket).open(target, who.user.id) as relay:
             upstream = await _connect(websocket, target, ctx.config.proxy)
-            await websocket.accept(subprotocol=upstream.subprotocol)
-            await _relay(websocket, upstream, relay, ctx.config.proxy)
+            try:
+                await websocket.accept(subprotocol=upstream.subprotocol)
+                await _relay(websocket, upstream, relay, ctx.config.proxy)
+            finally:
+                await upstream.close()  # at once if the browser left before the accept; else already closed
     except PedlError as exc:
         await _deny(websocket, exc)
 
