@@ -158,3 +158,17 @@ def test_delete_takes_its_projects_and_ended_experiments(client: TestClient, use
     assert client.get(f"/api/v1/projects/{pid}", headers=user).status_code == 404
     state = client.get(f"/api/v1/experiments/{exp['id']}", headers=user)
     assert state.status_code == 404 or state.json()["experiment"]["state"] == "STATE_DELETING"
+
+
+def test_names_sort_whatever_their_case(client: TestClient, user: dict) -> None:
+    """det's test_workspace_org: _TestPatched, _TestWS, Uncategorized (and _TestEarly, _TestPatchedProject,
+    _TestPRJ for projects) on both databases."""
+    for name in ("_TestWS", "_TestPatched"):
+        workspace(client, user, name)
+    listed = client.get("/api/v1/workspaces?sortBy=SORT_BY_NAME", headers=user).json()["workspaces"]
+    assert [w["name"] for w in listed] == ["_TestPatched", "_TestWS", "Uncategorized"]
+    ws = listed[0]["id"]
+    for name in ("_TestPRJ", "_TestPatchedProject", "_TestEarly"):
+        project(client, user, ws, name)
+    listed = client.get(f"/api/v1/workspaces/{ws}/projects?sortBy=SORT_BY_NAME", headers=user).json()["projects"]
+    assert [p["name"] for p in listed] == ["_TestEarly", "_TestPatchedProject", "_TestPRJ"]

@@ -145,7 +145,8 @@ def _last_started():  # noqa: ANN202 - a column expression
 
 
 SORTS = {"SORT_BY_UNSPECIFIED": lambda: models.Project.id, "SORT_BY_ID": lambda: models.Project.id,
-         "SORT_BY_NAME": lambda: models.Project.name, "SORT_BY_DESCRIPTION": lambda: models.Project.description,
+         "SORT_BY_NAME": lambda: func.lower(models.Project.name),  # any case, the same on both databases
+         "SORT_BY_DESCRIPTION": lambda: models.Project.description,
          "SORT_BY_CREATION_TIME": lambda: models.Project.created_at,
          "SORT_BY_LAST_EXPERIMENT_START_TIME": _last_started}
 

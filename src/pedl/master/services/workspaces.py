@@ -170,7 +170,7 @@ class WorkspaceQuery:
 
 
 SORTS = {"SORT_BY_UNSPECIFIED": lambda: models.Workspace.id, "SORT_BY_ID": lambda: models.Workspace.id,
-         "SORT_BY_NAME": lambda: models.Workspace.name}
+         "SORT_BY_NAME": lambda: func.lower(models.Workspace.name)}  # any case, the same on both databases
 
 
 def listing(ctx: MasterContext, q: WorkspaceQuery) -> tuple[list[Shown], int, int]:
