@@ -120,6 +120,7 @@ METRIC_TYPES = {"training": "METRIC_TYPE_TRAINING", "validation": "METRIC_TYPE_V
 
 
 @router.get("/trials/time-series")  # before /trials/{trial_id}, which would take it
+@answers(404)  # a trial of trialIds that does not exist
 def compare_trials(request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS,
                    metricIds: list[str] = Query(default_factory=list, description="group.metric_name, repeated"),
                    metricNames: list[str] = Query(default_factory=list), group: str | None = Query(None, max_length=64),
