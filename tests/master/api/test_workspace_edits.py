@@ -172,3 +172,13 @@ def test_names_sort_whatever_their_case(client: TestClient, user: dict) -> None:
         project(client, user, ws, name)
     listed = client.get(f"/api/v1/workspaces/{ws}/projects?sortBy=SORT_BY_NAME", headers=user).json()["projects"]
     assert [p["name"] for p in listed] == ["_TestEarly", "_TestPatchedProject", "_TestPRJ"]
+
+
+def test_delete_takes_its_registered_models(client: TestClient, user: dict) -> None:
+    ws = workspace(client, user, "Models")
+    r = post(client, "/api/v1/models", {"name": "in-ws", "labels": ["l"], "workspaceId": ws["id"]}, user)
+    assert r.status_code == 200, r.text
+    assert post(client, "/api/v1/models", {"name": "elsewhere"}, user).status_code == 200
+    assert client.delete(f"/api/v1/workspaces/{ws['id']}", headers=user).json() == {"completed": True}
+    names = [m["name"] for m in client.get("/api/v1/models", headers=user).json()["models"]]
+    assert names == ["elsewhere"]

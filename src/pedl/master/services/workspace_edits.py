@@ -89,11 +89,14 @@ def pin(ctx: MasterContext, who: Caller, workspace_id: int, pinned: bool) -> Non
 
 
 def remove(ctx: MasterContext, who: Caller, workspace_id: int, wake: Any) -> bool:
-    """Delete it with its projects, pins and templates; its experiments (each must have ended) are marked
-    DELETING, moved to Uncategorized meanwhile (experiment_deletion.mark_all) and removed by the master's
-    deletion worker. -> completed: True when none had to be."""
+    """Delete it with its projects, pins, templates and registered models; its experiments (each must
+    have ended) are marked DELETING, moved to Uncategorized meanwhile (experiment_deletion.mark_all) and
+    removed by the master's deletion worker. -> completed: True when none had to be."""
+    released: set[int] = set()
+
     def work(s: Session) -> list[int]:
         ws = _editable(s, who, workspace_id, "be deleted")
+        released.update(_delete_models(s, ws))  # first: their versions would keep its experiments
         project_ids = list(s.scalars(select(models.Project.id).where(models.Project.workspace_id == ws.id)))
         exps = list(s.scalars(select(models.Experiment).where(models.Experiment.project_id.in_(project_ids))
                               .order_by(models.Experiment.id).limit(MAX_DELETED_EXPERIMENTS + 1)))
@@ -111,4 +114,25 @@ def remove(ctx: MasterContext, who: Caller, workspace_id: int, wake: Any) -> boo
     marked = ctx.controller.run(work)
     for experiment_id in marked:
         wake(experiment_id)
+    for experiment_id in sorted(released - set(marked)):
+        ctx.controller.want_checkpoint_gc(experiment_id)  # as services/model_registry.delete does
     return not marked
+
+
+def _delete_models(s: Session, ws: models.Workspace) -> set[int]:
+    """Delete the workspace's registered models with their versions and labels (as Determined does with
+    the workspace) -> the experiments whose checkpoints the versions held."""
+    M = models.RegisteredModel
+    ids = list(s.scalars(select(M.id).where(M.workspace_id == ws.id).limit(MAX_DELETED_EXPERIMENTS + 1)))
+    if len(ids) > MAX_DELETED_EXPERIMENTS:
+        raise InvalidArgument(f"workspace {ws.name!r} holds more than {MAX_DELETED_EXPERIMENTS} models: delete "
+                              "some of them first")
+    if not ids:
+        return set()
+    held = set(s.scalars(select(models.Checkpoint.experiment_id).join(
+        models.ModelVersion, models.ModelVersion.checkpoint_uuid == models.Checkpoint.uuid)
+        .where(models.ModelVersion.model_id.in_(ids), models.Checkpoint.experiment_id.is_not(None))))
+    s.execute(delete(models.ModelVersion).where(models.ModelVersion.model_id.in_(ids)))
+    s.execute(delete(models.ModelLabel).where(models.ModelLabel.model_id.in_(ids)))
+    s.execute(delete(M).where(M.id.in_(ids)))
+    return held
