@@ -12,7 +12,7 @@ from argon2 import PasswordHasher
 from pedl.config.master_config import DatabaseConfig, MasterConfig
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
-from pedl.master.services import passwords
+from pedl.master.services import passwords, workspaces
 from tests.support.databases import fresh_postgres_db, migrated_sqlite_template, postgres_error
 from tests.support.docker import docker_daemon, test_image  # noqa: F401 - fixtures for task containers
 
@@ -135,5 +135,10 @@ def database(master_config: MasterConfig) -> Database:
     master_config.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(master_config.database_url())
     migrate.upgrade(db.engine)
+    # what migration 0007 seeds (Uncategorized): a shared PostgreSQL database is emptied between tests,
+    # table by table, and a master puts it back at start; a test of the services has no master
+    with db.session() as s:
+        workspaces.ensure_defaults(s, 0.0)
+        s.commit()
     yield db
     db.dispose()
