@@ -10,7 +10,9 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 
-Id = BigInteger().with_variant(Integer(), "sqlite")  # sqlite autoincrements INTEGER only
+# sqlite autoincrements INTEGER only; the tables whose ids users see also have SQLite's AUTOINCREMENT
+# (migration 0019), so that a deleted row's id is never handed out again
+Id = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class StateColumn(TypeDecorator[StrEnum]):

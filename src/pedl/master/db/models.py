@@ -73,12 +73,12 @@ class Workspace(Base):
     immutable: Mapped[bool] = mapped_column(Boolean, default=False)
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[float] = mapped_column(Float)
-    # Determined's checkpointStorageConfig, as given (migration 0017): under the config of its experiments
+    # Determined's checkpointStorageConfig, as given (migration 0015): under the config of its experiments
     checkpoint_storage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class WorkspacePin(Base):
-    """A workspace a user pinned (migration 0017); Determined pins a new workspace for its creator."""
+    """A workspace a user pinned (migration 0015); Determined pins a new workspace for its creator."""
 
     __tablename__ = "workspace_pins"
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"), primary_key=True)
@@ -100,7 +100,7 @@ class Project(Base):
     immutable: Mapped[bool] = mapped_column(Boolean, default=False)
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[float] = mapped_column(Float)
-    notes: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)  # [{name, contents}] (migration 0017)
+    notes: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)  # [{name, contents}] (migration 0015)
 
     __table_args__ = (UniqueConstraint("workspace_id", "name_key"),)
 

@@ -1,7 +1,7 @@
 """users.agent_uid/agent_gid/agent_user/agent_group: the agent user group a user's tasks run as
 
 Revision ID: 0016
-Revises: 0017
+Revises: 0015
 Create Date: 2026-11-27 14:40:00.000000
 
 Determined's `det user link-with-agent-user` (PATCH /api/v1/users/{id} with agentUserGroup): an
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0016'
-down_revision = '0017'
+down_revision = '0015'
 branch_labels = None
 depends_on = None
 

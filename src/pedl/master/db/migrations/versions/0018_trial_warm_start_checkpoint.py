@@ -2,7 +2,7 @@
 names searcher.source_trial_id or source_checkpoint_uuid (Determined's warm start)
 
 Revision ID: 0018
-Revises: 0019
+Revises: 0017
 Create Date: 2026-11-27 14:55:00.000000
 
 Resolved once, when the experiment is created (a source trial's latest completed checkpoint then);
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0018'
-down_revision = '0019'
+down_revision = '0017'
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """allocations.proxy_port: the port a task's service (a notebook, a TensorBoard) listens on, which the
 master's proxy at /proxy/{task_id}/ relays to on the agent of the allocation
 
-Revision ID: 0019
+Revision ID: 0017
 Revises: 0016
 Create Date: 2026-11-27 14:40:00.000000
 
@@ -12,7 +12,7 @@ always the address the allocation's agent registered with, never one a request n
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0019'
+revision = '0017'
 down_revision = '0016'
 branch_labels = None
 depends_on = None

@@ -1,6 +1,6 @@
 """workspaces.checkpoint_storage, workspace_pins, projects.notes: what det edits on workspaces and projects
 
-Revision ID: 0017
+Revision ID: 0015
 Revises: 0014
 Create Date: 2026-11-27 14:30:00.000000
 
@@ -13,7 +13,7 @@ keeps its notes ([{name, contents}]).
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0017'
+revision = '0015'
 down_revision = '0014'
 branch_labels = None
 depends_on = None
