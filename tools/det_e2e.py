@@ -5,7 +5,8 @@ fresh pedl master on SQLite with one local agent, and prints passed/failed/error
 
 The suite is an outside conformance check: it is run here, never copied into pedl. As on Determined's
 CI cluster, trials import `determined`: the agent's tasks get the det venv first on PATH (the master's
-task_container_defaults), and experiments may keep checkpoints under /tmp, as the suite's configs ask.
+task_container_defaults), and experiments may keep checkpoints under /tmp and ~/.cache/determined, as the
+suite's configs ask.
 The suite is ../shared/determined-e2e-0.38.1 beside the checkout unless --suite or PEDL_DET_E2E names another.
 run.sh always names every file of FILES: select one file's tests with `-k test_users`. Exit status:
 run.sh's (pytest's). With --keep the work directory (master and agent logs, junit.xml) stays.
@@ -33,7 +34,9 @@ WORST_LAST = ("passed", "skipped", "error", "failed")
 
 def master_config(work: Path, det_venv: Path) -> dict:
     return {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "checkpoints")},
-            "security": {"checkpoint_storage_roots": ["/tmp"]},
+            # where the suite's configs keep checkpoints, as on Determined's CI: /tmp, and the cache
+            # directory of the user running it (test_non_root_experiment)
+            "security": {"checkpoint_storage_roots": ["/tmp", str(Path.home() / ".cache" / "determined")]},
             "task_container_defaults": {
                 "environment_variables": [f"PATH={det_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"]}}
 
