@@ -39,8 +39,8 @@ def tune_runtime() -> None:
       all of it, every thread stopped: 150-390 ms each, two to four in a large pass. Frozen (the
       permanent generation), full collections skip it: ~30 ms, and they became rare;
     - at 700 allocations a collection, a large pass made ~530 young collections, and what lived for a
-      batch (rows, messages) was scanned again and again as it aged: 120 ms of a pass; 12-25 ms at
-      YOUNG_COLLECTION_EVERY, in pauses of ~8 ms. Garbage in reference cycles lives a little longer;
+      batch (rows, messages) was scanned again and again as it aged: 120 ms of a pass; 12-43 ms at
+      YOUNG_COLLECTION_EVERY, in pauses of 4-14 ms. Garbage in reference cycles lives a little longer;
       reference counting frees the rest at once as before;
     - a request thread woken by its I/O waits for the GIL until the pass thread's interval ends:
       several times 5 ms per request. At SWITCH_INTERVAL the longest GET /api/v1/me during a large
