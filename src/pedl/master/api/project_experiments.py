@@ -67,61 +67,24 @@ def _run(action: str, project_id: int, request: Request, who: Caller, body: dict
 ProjectPath = Annotated[int, Path(ge=-1, le=INT64_MAX)]
 
 
-@router.post("/{project_id}/experiments/kill")
-@accepts(BulkBody)
-def kill(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-         body: dict = Depends(json_body)) -> dict:
-    return _run("kill", project_id, request, who, body, BulkBody)
+def _bulk_route(action: str, model: type[BulkBody], method: str = "POST", doc: str | None = None) -> None:
+    """One route of the bulk actions: POST (DELETE for delete) .../experiments/{action}."""
+
+    @accepts(model)
+    def endpoint(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
+                 body: dict = Depends(json_body)) -> dict:
+        return _run(action, project_id, request, who, body, model)
+
+    endpoint.__name__ = endpoint.__qualname__ = action
+    endpoint.__doc__ = doc
+    router.add_api_route(f"/{{project_id}}/experiments/{action}", endpoint, methods=[method])
 
 
-@router.post("/{project_id}/experiments/cancel")
-@accepts(BulkBody)
-def cancel(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-           body: dict = Depends(json_body)) -> dict:
-    return _run("cancel", project_id, request, who, body, BulkBody)
-
-
-@router.post("/{project_id}/experiments/pause")
-@accepts(BulkBody)
-def pause(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-          body: dict = Depends(json_body)) -> dict:
-    return _run("pause", project_id, request, who, body, BulkBody)
-
-
-@router.post("/{project_id}/experiments/activate")
-@accepts(BulkBody)
-def activate(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-             body: dict = Depends(json_body)) -> dict:
-    return _run("activate", project_id, request, who, body, BulkBody)
-
-
-@router.post("/{project_id}/experiments/archive")
-@accepts(BulkBody)
-def archive(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-            body: dict = Depends(json_body)) -> dict:
-    return _run("archive", project_id, request, who, body, BulkBody)
-
-
-@router.post("/{project_id}/experiments/unarchive")
-@accepts(BulkBody)
-def unarchive(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-              body: dict = Depends(json_body)) -> dict:
-    return _run("unarchive", project_id, request, who, body, BulkBody)
-
-
-@router.delete("/{project_id}/experiments/delete")
-@accepts(BulkBody)
-def delete(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-           body: dict = Depends(json_body)) -> dict:
-    """Each experiment (ended) goes DELETING; the master's worker deletes it (as DELETE /experiments/{id})."""
-    return _run("delete", project_id, request, who, body, BulkBody)
-
-
-@router.post("/{project_id}/experiments/move")
-@accepts(MoveBody)
-def move(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-         body: dict = Depends(json_body)) -> dict:
-    return _run("move", project_id, request, who, body, MoveBody)
+for _action in ("kill", "cancel", "pause", "activate", "archive", "unarchive"):
+    _bulk_route(_action, BulkBody)
+_bulk_route("delete", BulkBody, "DELETE",
+            "Each experiment (ended) goes DELETING; the master's worker deletes it (as DELETE /experiments/{id}).")
+_bulk_route("move", MoveBody)
 
 
 TABLE_TYPES = ("TABLE_TYPE_UNSPECIFIED", "TABLE_TYPE_EXPERIMENT", "TABLE_TYPE_RUN")
