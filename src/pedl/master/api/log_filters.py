@@ -1,15 +1,18 @@
-"""The log filters of GET /api/v1/tasks/{id}/logs and /trials/{id}/logs as Determined takes them, and
-their logs/fields routes (the values each filter may take)."""
+"""The log filters of GET /api/v1/tasks/{id}/logs and /trials/{id}/logs as Determined takes them, the
+stream both answer with, and their logs/fields routes (the values each filter may take)."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from pedl.errors import InvalidArgument
+from pedl.master.api import shapes
+from pedl.master.api.ndjson_stream import results
 from pedl.master.services import task_logs
 from pedl.master.services.logs import LOG_LEVELS
 
@@ -20,6 +23,21 @@ async def log_fields_stream(ctx, task_id: str) -> StreamingResponse:  # noqa: AN
     """One NDJSON line with the task's fields (follow or not: they are read once, and the stream ends)."""
     fields = await run_in_threadpool(task_logs.fields, ctx, task_id)
     return StreamingResponse(iter([json.dumps({"result": fields}) + "\n"]), media_type="application/x-ndjson")
+
+
+def log_stream(ctx, task_id: str, flt: task_logs.LogFilter, *, order_by: str | None, follow: bool,  # noqa: ANN001
+               limit: int | None, disconnected) -> StreamingResponse:  # noqa: ANN001 - request.is_disconnected
+    """The task's lines as Determined's NDJSON log stream: oldest first, ORDER_BY_DESC newest first; with
+    follow, until the task has ended and its last lines are sent."""
+    newest_first = order_by == "ORDER_BY_DESC" and not follow
+
+    async def fetch(cursor: int | None, n: int) -> tuple[list[dict[str, Any]], int | None, bool]:
+        rows, after, done = await run_in_threadpool(task_logs.batch, ctx, task_id, flt, cursor=cursor, limit=n,
+                                                    newest_first=newest_first)
+        return [shapes.log_line(r) for r in rows], after, done
+
+    return StreamingResponse(results(fetch, follow=follow, limit=limit, disconnected=disconnected),
+                             media_type="application/x-ndjson")
 
 
 def _time(name: str, value: str | None) -> float | None:

@@ -12,8 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Caller, agent_fetch_caller, caller, ctx_of, json_body
-from pedl.master.api.log_filters import log_fields_stream, log_filter
-from pedl.master.api.ndjson_stream import results
+from pedl.master.api.log_filters import log_fields_stream, log_filter, log_stream
 from pedl.master.api.openapi import TASK_LOGS, accepts, produces
 from pedl.master.lifecycle import AllocationState
 from pedl.master.services import allocations, task_logs
@@ -132,12 +131,5 @@ async def get_task_logs(task_id: str, request: Request, _: Caller = Depends(call
     flt = log_filter(allocationIds, containerIds, agentIds, rankIds, levels, sources, stdtypes, timestampAfter,
                       timestampBefore, searchText, enableRegex)
     await run_in_threadpool(task_logs.require, ctx, task_id)
-    newest_first = orderBy == "ORDER_BY_DESC" and not follow
-
-    async def fetch(cursor: int | None, n: int) -> tuple[list[dict[str, Any]], int | None, bool]:
-        rows, after, done = await run_in_threadpool(task_logs.batch, ctx, task_id, flt, cursor=cursor, limit=n,
-                                                    newest_first=newest_first)
-        return [shapes.log_line(r) for r in rows], after, done
-
-    return StreamingResponse(results(fetch, follow=follow, limit=limit, disconnected=request.is_disconnected),
-                             media_type="application/x-ndjson")
+    return log_stream(ctx, task_id, flt, order_by=orderBy, follow=follow, limit=limit,
+                      disconnected=request.is_disconnected)

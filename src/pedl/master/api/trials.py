@@ -27,16 +27,14 @@ from pedl.master.api.deps import (
     parse,
     raw_body,
 )
-from pedl.master.api.log_filters import log_fields_stream, log_filter
+from pedl.master.api.log_filters import log_fields_stream, log_filter, log_stream
 from pedl.master.api.metric_batch_body import MetricBatchBody
-from pedl.master.api.ndjson_stream import results
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
 from pedl.master.services import experiments as experiments_service
 from pedl.master.services import (
     metric_batches,
     metric_reports,
     metrics,
-    task_logs,
     trial_reports,
     trial_time_series,
     trial_timeline,
@@ -295,12 +293,5 @@ async def trial_logs(trial_id: IdPath, request: Request, _: Caller = Depends(cal
     flt = log_filter([], containerIds, agentIds, rankIds, levels, sources, stdtypes, timestampAfter,
                      timestampBefore, searchText, False)
     task_id = await run_in_threadpool(trials_service.task_id_of, ctx, trial_id)
-    newest_first = orderBy == "ORDER_BY_DESC" and not follow
-
-    async def fetch(cursor: int | None, n: int) -> tuple[list[dict[str, Any]], int | None, bool]:
-        rows, after, done = await run_in_threadpool(task_logs.batch, ctx, task_id, flt, cursor=cursor, limit=n,
-                                                    newest_first=newest_first)
-        return [shapes.log_line(r) for r in rows], after, done
-
-    return StreamingResponse(results(fetch, follow=follow, limit=limit, disconnected=request.is_disconnected),
-                             media_type="application/x-ndjson")
+    return log_stream(ctx, task_id, flt, order_by=orderBy, follow=follow, limit=limit,
+                      disconnected=request.is_disconnected)
