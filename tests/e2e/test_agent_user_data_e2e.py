@@ -190,7 +190,7 @@ def test_a_stock_image_installs_the_masters_pedl_and_runs_a_trial(tmp_path: Path
         assert ("PUT", "/latest/api/token", False) in imds.requests
         assert ("GET", "/latest/meta-data/instance-id", True) in imds.requests
         (agent,) = [a for a in c.master.api("GET", "/api/v1/agents")["agents"] if a["id"] == INSTANCE_ID]
-        assert agent["resourcePools"] == [POOL] and agent["version"] == __version__
+        assert agent["resourcePools"] == [POOL] and agent["pedlVersion"] == __version__
 
         exp_id = c.create(steps_config(steps=3, delay=0.01))
         exp = wait_experiment(c.master, exp_id, DONE, timeout=180)

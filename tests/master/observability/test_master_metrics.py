@@ -115,8 +115,12 @@ def test_launches_and_launch_failures_by_kind(provisioned) -> None:
     assert value(m, "pedl_provisioner_pass_seconds_sum", pool="gpu") == pytest.approx(1.5)
 
 
-def test_metric_reports_are_counted_by_group_once_stored(client: TestClient, user: dict, agent) -> None:
+def test_metric_reports_are_counted_by_group_once_stored(client: TestClient, user: dict, admin: dict, agent) -> None:
     create_experiment(client, user, SINGLE_CONFIG)
+    # a user who may not edit the experiment (its owner and admins may report, as in Determined)
+    r = post(client, "/api/v1/users", {"user": {"username": "mallory", "admin": False, "active": True}}, admin)
+    assert r.status_code == 200, r.text
+    mallory = bearer(login(client, "mallory"))
     [task] = agent.start_all()
     m = client.app.state.ctx.metrics
 
@@ -129,7 +133,7 @@ def test_metric_reports_are_counted_by_group_once_stored(client: TestClient, use
     assert report(task, "training", 2) == 200
     assert report(task, "validation", 2) == 200
     assert report(task, "inference", 2) == 200  # a group of the trial's own: one bounded label for all such
-    assert report(task, "training", 3, user) == 403  # refused: not ingested, not counted
+    assert report(task, "training", 3, mallory) == 403  # refused: not ingested, not counted
     assert value(m, "pedl_metric_reports_total", group="training") == 2
     assert value(m, "pedl_metric_reports_total", group="validation") == 1
     assert value(m, "pedl_metric_reports_total", group="other") == 1

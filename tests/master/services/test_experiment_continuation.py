@@ -147,7 +147,8 @@ def test_what_determined_refuses_is_refused(client: TestClient, user: dict, admi
     running = create_experiment(client, user, SINGLE_CONFIG)
     fake.start_all()
     r = cont(client, user, running["id"])
-    assert r.status_code == 400 and "ACTIVE" in r.json()["message"] and "ended" in r.json()["message"]
+    # named as the API shows it: the trial runs on the fake agent
+    assert r.status_code == 400 and "is RUNNING" in r.json()["message"] and "ended" in r.json()["message"]
 
     grid = create_experiment(client, user, GRID_CONFIG, activate=False)
     assert post(client, f"/api/v1/experiments/{grid['id']}/kill", None, user).status_code == 200

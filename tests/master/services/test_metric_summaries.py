@@ -22,6 +22,13 @@ def test_fold_counts_sums_and_keeps_the_last() -> None:
     assert agg["b"] == {"count": 1, "last": True, "type": "boolean"}
 
 
+def test_a_number_after_an_object_or_a_list_starts_the_arithmetic_afresh() -> None:
+    agg = metric_summaries.fold_all([{"x": {"a": 1}, "y": [1, 2]}, {"x": 2, "y": 5}])
+    assert agg["x"] == {"count": 1, "sum": 2, "min": 2, "max": 2, "mean": 2.0, "last": 2, "type": "number"}
+    assert metric_summaries.fold(None, {"y": [1]})["y"] == {"count": 1, "last": [1], "type": "array"}
+    assert metric_summaries.fold(None, {"y": {}})["y"]["type"] == "object"
+
+
 def test_fold_leaves_its_input_alone_and_takes_json_safe_non_finite_values() -> None:
     first = metric_summaries.fold(None, {"x": 1})
     second = metric_summaries.fold(first, {"x": "Infinity"})

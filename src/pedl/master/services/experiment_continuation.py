@@ -24,6 +24,7 @@ from pedl.master.lifecycle import ENDED_EXPERIMENT, CheckpointState, ExperimentS
 from pedl.master.searcher import make_searcher
 from pedl.master.services import search_progress
 from pedl.master.services.authz import require_owner
+from pedl.master.services.experiment_listing import reported_state
 from pedl.master.services.experiments import effective_config, get
 from pedl.master.services.transitions import set_experiment_state, set_trial_state
 
@@ -86,7 +87,7 @@ def continue_experiment(fx: ClusterEffects, s: Session, who: Caller, experiment_
     """Inside Controller.run: check, merge, and queue the trial's new run."""
     exp = get(s, experiment_id)
     require_owner(who, exp.owner_id, f"continue experiment {experiment_id}")
-    state = exp.state.removeprefix("STATE_")
+    state = reported_state(s, exp).removeprefix("STATE_")
     if exp.state not in ENDED_EXPERIMENT:
         raise InvalidArgument(f"experiment {experiment_id} is {state}: only an experiment that has ended "
                               "(COMPLETED, CANCELED or ERROR) can be continued")

@@ -28,6 +28,7 @@ from pedl.master.db import models
 from pedl.master.lifecycle import DELETING_EXPERIMENT, ENDED_EXPERIMENT, LIVE_ALLOCATION, CheckpointState
 from pedl.master.lifecycle import ExperimentState as E
 from pedl.master.services.authz import require_owner
+from pedl.master.services.experiment_listing import reported_state
 from pedl.master.services.experiment_purge import purge
 from pedl.master.services.experiments import get
 from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
@@ -46,8 +47,9 @@ NAMED = 5  # registered checkpoints an error names
 # -- the request (DELETE /api/v1/experiments/{id}) ------------------------------------------------
 
 
-def _state(exp: models.Experiment) -> str:
-    return exp.state.removeprefix("STATE_")
+def _state(s: Session, exp: models.Experiment) -> str:
+    """As the API shows it: an ACTIVE experiment is QUEUED, STARTING or RUNNING there."""
+    return reported_state(s, exp).removeprefix("STATE_")
 
 
 def registered_versions(s: Session, experiment_id: int) -> list[str]:
@@ -69,7 +71,7 @@ def mark_deleting(s: Session, now: float, who: Caller, exp: models.Experiment) -
     if exp.state == E.DELETING:
         return False
     if exp.state not in ENDED_EXPERIMENT and exp.state != E.DELETE_FAILED:
-        raise InvalidArgument(f"experiment {experiment_id} is {_state(exp)}: only an experiment that has ended "
+        raise InvalidArgument(f"experiment {experiment_id} is {_state(s, exp)}: only an experiment that has ended "
                               "(COMPLETED, CANCELED or ERROR) can be deleted; kill it first")
     live = s.scalar(select(models.Allocation.id).join(models.Trial, models.Trial.id == models.Allocation.trial_id)
                     .where(models.Trial.experiment_id == experiment_id,

@@ -168,6 +168,13 @@ def furthest(s: Session, experiment_ids: list[int]) -> dict[int, int]:
         .group_by(models.Trial.experiment_id))}
 
 
+def reported_state(s: Session, exp: models.Experiment) -> str:
+    """The state the API shows for one experiment (an ACTIVE one as far as its trials got)."""
+    if exp.state != ExperimentState.ACTIVE:
+        return exp.state
+    return reported_experiment_state(exp.state, furthest(s, [exp.id]).get(exp.id))
+
+
 def stats(s: Session, experiments: list[models.Experiment]) -> dict[int, ExperimentStats]:
     """Trial counts (all, active), the best trial by searcher metric and the reported state of each
     experiment, in at most three queries."""

@@ -33,9 +33,14 @@ def _number(value: Any) -> float | int | None:
 
 
 def _type(value: Any) -> str:
+    """The type of a value that is not a number (those take the arithmetic path)."""
     if isinstance(value, bool):
         return "boolean"
-    return "string" if isinstance(value, str) else "number" if value is not None else "null"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _json(value: float | int) -> Any:
