@@ -142,7 +142,7 @@ def _csv(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def test_det_shows_progress_workload_states_and_no_files_of_deleted_checkpoints(det_cluster, tmp_path) -> None:
+def test_det_shows_progress_workload_states_and_the_files_deleted_checkpoints_had(det_cluster, tmp_path) -> None:
     cfg = tmp_path / "ten.yaml"
     cfg.write_text(yaml.safe_dump(steps_config(name="ten-steps", steps=10)))  # checkpoints at 5 and 10
     out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
@@ -157,7 +157,8 @@ def test_det_shows_progress_workload_states_and_no_files_of_deleted_checkpoints(
     wait_for(lambda: states() == {5: "STATE_DELETED", 10: "STATE_COMPLETED"}, 60, what="checkpoint 5 deleted")
     rows = {int(r["# of Batches"]): r for r in _csv(det(det_cluster, "experiment", "list-checkpoints", str(exp_id),
                                                         "--csv").stdout)}
-    assert rows[5]["State"].endswith("DELETED") and rows[5]["Resources"] == ""
+    # as Determined's, a DELETED checkpoint keeps listing the files it had; its state says they are gone
+    assert rows[5]["State"].endswith("DELETED") and "state.json" in rows[5]["Resources"]
     assert rows[10]["State"].endswith("COMPLETED") and "state.json" in rows[10]["Resources"]
 
     outdir = tmp_path / "described"

@@ -148,12 +148,13 @@ def test_delete_removes_the_files_and_marks_the_checkpoints_deleted(client: Test
     first, second, kept = stored(client, task, 2), stored(client, task, 4), stored(client, task, 6)
     trial = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]
     assert trial["latestCheckpointUuid"] == kept
+    listed = {name: shown(client, user, name)["resources"] for name in (first, kept)}
     r = delete(client, user, first, kept)
     assert r.status_code == 200 and r.json() == {}, r.text
     for name in (first, kept):
         assert not storage.path_of(name).exists()
-        c = shown(client, user, name)
-        assert c["state"] == "STATE_DELETED" and c["resources"] == {}
+        c = shown(client, user, name)  # as Determined's, it keeps listing the files it had
+        assert c["state"] == "STATE_DELETED" and c["resources"] == listed[name] != {}
     assert storage.path_of(second).is_dir() and shown(client, user, second)["state"] == "STATE_COMPLETED"
     # the trial would resume from its newest checkpoint that still has its files
     trial = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]
@@ -241,6 +242,36 @@ def test_remove_files_without_globs_reads_storage_again(client: TestClient, user
     c = shown(client, user, name)
     assert c["state"] == "STATE_PARTIALLY_DELETED" and "optimizer.pt" not in c["resources"]
     assert c["resources"]["model.pt"] == "100"
+
+
+def test_checkpoint_sizes_count_the_files_left(client: TestClient, user: dict, task: StartedTask) -> None:
+    """A trial's checkpointCount and totalCheckpointSize and its experiment's checkpointCount and
+    checkpointSize (described and listed) count each checkpoint's files left and nothing of a DELETED
+    one, as Determined's (det's e2e test_checkpoint_partial_delete); a conditional GET sees the change."""
+    a, b = stored(client, task, 2), stored(client, task, 4)
+    full = sum(int(v) for v in shown(client, user, a)["resources"].values())
+    exp_id = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]["experimentId"]
+
+    def totals() -> set[tuple[int, str]]:
+        trial = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]
+        [in_page] = client.get(f"/api/v1/experiments/{exp_id}/trials", headers=user).json()["trials"]
+        exp = client.get(f"/api/v1/experiments/{exp_id}", headers=user).json()["experiment"]
+        [listed] = client.get("/api/v1/experiments", headers=user).json()["experiments"]
+        return {(trial["checkpointCount"], trial["totalCheckpointSize"]),
+                (in_page["checkpointCount"], in_page["totalCheckpointSize"]),
+                (exp["checkpointCount"], exp["checkpointSize"]), (listed["checkpointCount"], listed["checkpointSize"])}
+
+    assert totals() == {(2, str(2 * full))}
+    etag = client.get(f"/api/v1/experiments/{exp_id}", headers=user).headers["ETag"]
+    assert rm(client, user, [a], ["*.pt"]).status_code == 200  # 150 bytes of model.pt and optimizer.pt go
+    r = client.get(f"/api/v1/experiments/{exp_id}", headers={**user, "If-None-Match": etag})
+    assert r.status_code == 200 and r.json()["experiment"]["checkpointSize"] == str(2 * full - 150)
+    (storage_of(client).path_of(b) / "metadata.json").unlink()  # 2 bytes gone behind the master's back
+    assert rm(client, user, [b], []).status_code == 200
+    assert totals() == {(2, str(2 * full - 152))}
+    assert delete(client, user, a).status_code == 200
+    assert totals() == {(1, str(full - 2))}
+    assert shown(client, user, a)["resources"] == {"logs/": "0", "logs/events.txt": "10", "metadata.json": "2"}
 
 
 @pytest.mark.parametrize(("globs", "field", "words"), [

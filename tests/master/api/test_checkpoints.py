@@ -555,6 +555,47 @@ def test_experiment_trials_carry_their_checkpoint_counts(app: FastAPI, client: T
         fake.close()
 
 
+def test_listed_experiments_carry_their_checkpoint_totals_in_one_query(app: FastAPI, client: TestClient,
+                                                                       user: dict) -> None:
+    """GET /experiments: each experiment's checkpointCount and checkpointSize (int64 as a string:
+    the bytes of its checkpoints not DELETED), in one grouped query for the page whatever its size."""
+    from sqlalchemy import event
+
+    fake = FakeAgent(app, "agent-2x", slots=2)
+    try:
+        ids = [create_experiment(client, user, SINGLE_CONFIG)["id"] for _ in range(3)]
+        tasks = {t.trial_id: t for t in fake.start_all()}
+        first, second = (tasks[t] for t in sorted(tasks))
+        for task, steps in ((first, 1), (first, 2), (second, 1)):
+            assert post(client, "/api/v1/checkpoints", det_checkpoint(task, steps), bearer(task.token)).status_code \
+                == 200
+        with ctx_of(app).db.session() as s:  # garbage collection deleted one: it no longer counts
+            s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == second.trial_id)).one().state = \
+                CheckpointState.DELETED
+        statements: list[str] = []
+        db = ctx_of(app).db
+        engines = {id(e): e for e in (db.engine, db.read_engine)}.values()
+
+        def seen(_conn, _cursor, statement: str, *_args) -> None:  # noqa: ANN001
+            statements.append(statement)
+
+        for engine in engines:
+            event.listen(engine, "before_cursor_execute", seen)
+        try:
+            r = client.get("/api/v1/experiments", headers=user)
+        finally:
+            for engine in engines:
+                event.remove(engine, "before_cursor_execute", seen)
+        assert r.status_code == 200, r.text
+        assert {e["id"]: (e["checkpointCount"], e["checkpointSize"]) for e in r.json()["experiments"]} == {
+            ids[0]: (2, str(2 * 1051)), ids[1]: (0, "0"), ids[2]: (0, "0")}
+        assert len([q for q in statements if "FROM checkpoints" in q]) == 1
+        shown = client.get(f"/api/v1/experiments/{ids[0]}", headers=user).json()["experiment"]
+        assert (shown["checkpointCount"], shown["checkpointSize"]) == (2, "2102")
+    finally:
+        fake.close()
+
+
 def test_a_trials_checkpoints_sort_filter_and_page_as_det_asks(app: FastAPI, client: TestClient, user: dict) -> None:
     """GET /trials/{id}/checkpoints: `det trial download --best` (searcher metric, best first) and
     `--latest` (batch number, descending), the SDK's states filter, sortByMetric, and pages."""

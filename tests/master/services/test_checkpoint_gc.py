@@ -293,11 +293,15 @@ def test_deleted_checkpoints_show_as_deleted_over_the_api(
         {old: "STATE_DELETED", new: "STATE_COMPLETED"}
 
 
-def test_a_deleted_checkpoint_offers_no_files_over_the_api(
+def test_a_deleted_checkpoint_keeps_its_file_list_but_counts_in_no_size_and_is_not_served(
         client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, gc: CheckpointGC,
         running: tuple[int, list[StartedTask]]) -> None:
+    """As Determined's: a DELETED checkpoint still lists the files it had (its state says they are
+    gone); the trial's and experiment's checkpoint count and size leave it out."""
     exp_id, (t1, _t2) = running
     old, new = report(client, app, t1, 2, 0.5), report(client, app, t1, 4, 0.1)
+    trial = client.get(f"/api/v1/trials/{t1.trial_id}", headers=user).json()["trial"]
+    assert (trial["checkpointCount"], trial["totalCheckpointSize"]) == (2, "26")
     agent2.exit(t1.allocation_id, 0)
     gc.run_pending()
     by_experiment = client.get(f"/api/v1/experiments/{exp_id}/checkpoints", headers=user).json()["checkpoints"]
@@ -305,10 +309,14 @@ def test_a_deleted_checkpoint_offers_no_files_over_the_api(
     work = client.get(f"/api/v1/trials/{t1.trial_id}/workloads", headers=user).json()["workloads"]
     for shown in (by_experiment, listed, [w["checkpoint"] for w in work if "checkpoint" in w]):
         assert {c["uuid"]: (c["state"], c["resources"]) for c in shown} == {
-            old: ("STATE_DELETED", {}), new: ("STATE_COMPLETED", {"state.json": "13"})}
+            old: ("STATE_DELETED", {"state.json": "13"}), new: ("STATE_COMPLETED", {"state.json": "13"})}
     described = client.get(f"/api/v1/checkpoints/{old}", headers=user).json()["checkpoint"]
-    assert (described["state"], described["resources"]) == ("STATE_DELETED", {})
+    assert (described["state"], described["resources"]) == ("STATE_DELETED", {"state.json": "13"})
     assert client.get(f"/api/v1/checkpoints/{old}/download", headers=user).status_code == 404
+    trial = client.get(f"/api/v1/trials/{t1.trial_id}", headers=user).json()["trial"]
+    assert (trial["checkpointCount"], trial["totalCheckpointSize"]) == (1, "13")
+    exp = client.get(f"/api/v1/experiments/{exp_id}", headers=user).json()["experiment"]
+    assert (exp["checkpointCount"], exp["checkpointSize"]) == (1, "13")
 
 
 def test_the_background_worker_runs_without_being_driven(

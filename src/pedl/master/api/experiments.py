@@ -34,6 +34,7 @@ from pedl.master.services import (
     tensorboard_files,
 )
 from pedl.master.services import experiments as experiments_service
+from pedl.master.services.checkpoint_totals import NONE as NO_CHECKPOINTS
 from pedl.master.services.experiment_listing import ExperimentQuery
 
 INT32_MAX = 2**31 - 1
@@ -74,8 +75,9 @@ def create(request: Request, who: Caller = Depends(caller), body: dict = Depends
             "warningMessages": warnings}
 
 
-# the tables a listed or described experiment shows (an active one's state is its allocations')
-EXPERIMENT_VIEW = ("experiments", "trials", "users", "allocations")
+# the tables a listed or described experiment shows (an active one's state is its allocations', its
+# checkpointCount and checkpointSize its checkpoints')
+EXPERIMENT_VIEW = ("experiments", "trials", "users", "allocations", "checkpoints")
 
 
 @router.get("")
@@ -220,8 +222,8 @@ def delete_label(experiment_id: IdPath, label: str, request: Request, who: Calle
 def trials(experiment_id: IdPath, request: Request,
            _: Caller = Depends(unless_changed("trials", "allocations", "checkpoints")),
            offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
-    rows, total, waits, counts = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
-    return {"trials": [shapes.trial(t, checkpoint_count=counts.get(t.id, 0), wait_reason=waits.get(t.id))
+    rows, total, waits, kept = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
+    return {"trials": [shapes.trial(t, checkpoints=kept.get(t.id, NO_CHECKPOINTS), wait_reason=waits.get(t.id))
                        for t in rows],
             "pagination": pagination(offset, limit, total, len(rows))}
 

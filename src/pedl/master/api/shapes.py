@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from pedl.config.checkpoint_storage import as_determined
 from pedl.master.lifecycle import AllocationState, CheckpointState
 from pedl.master.services import agent_user_groups
+from pedl.master.services.checkpoint_totals import NONE as NO_CHECKPOINTS
+from pedl.master.services.checkpoint_totals import CheckpointTotals
 from pedl.master.services.experiment_labels import split as split_labels
 from pedl.master.services.experiment_listing import ExperimentStats
 from pedl.master.services.logs import readable
@@ -50,6 +52,7 @@ def experiment(e: models.Experiment, username: str, stats: ExperimentStats,
         "notes": e.notes, "projectName": place.project_name, "workspaceName": place.workspace_name,
         "workspaceId": place.workspace_id,
         "parentArchived": False, "unmanaged": False, "endReason": e.end_reason,
+        "checkpointCount": stats.checkpoints.count, "checkpointSize": str(stats.checkpoints.size),
     }
 
 
@@ -59,14 +62,15 @@ def metrics_workload(m: models.Metric) -> dict[str, Any]:
 
 
 def trial(t: models.Trial, best_validation: models.Metric | None = None,
-          latest_validation: models.Metric | None = None, checkpoint_count: int = 0,
+          latest_validation: models.Metric | None = None, checkpoints: CheckpointTotals = NO_CHECKPOINTS,
           best_checkpoint: models.Checkpoint | None = None, wait_reason: str | None = None) -> dict[str, Any]:
     out = {
         "id": t.id, "experimentId": t.experiment_id, "hparams": t.hparams, "restarts": t.restarts,
         "startTime": ts(t.start_time), "endTime": ts(t.end_time), "state": t.state,
         "totalBatchesProcessed": t.total_batches, "summaryMetrics": t.summary_metrics or {},
         "taskId": t.task_id, "taskIds": [t.task_id], "searcherMetricValue": t.best_metric,
-        "checkpointCount": checkpoint_count, "warmStartCheckpointUuid": t.warm_start_checkpoint or "",
+        "checkpointCount": checkpoints.count, "totalCheckpointSize": str(checkpoints.size),
+        "warmStartCheckpointUuid": t.warm_start_checkpoint or "",
         "latestCheckpointUuid": t.latest_checkpoint or "",
         "endReason": t.end_reason, "runnerState": "",
     }
@@ -82,10 +86,10 @@ def trial(t: models.Trial, best_validation: models.Metric | None = None,
 
 
 def checkpoint_files(c: models.Checkpoint) -> dict[str, str]:
-    """The checkpoint's files and sizes (int64 as strings); none once it is deleted: they are gone,
-    so nothing offers them for download."""
-    if c.state == CheckpointState.DELETED:
-        return {}
+    """The checkpoint's files and sizes (int64 as strings). A DELETED one keeps listing the files it
+    last had, as Determined's does (det's e2e test_checkpoint_partial_delete expects them); its state
+    says they are gone (det and the WebUI download only COMPLETED and PARTIALLY_DELETED ones, and the
+    master serves what storage holds) and it counts in no checkpoint size."""
     return {k: str(v) for k, v in (c.resources or {}).items()}
 
 

@@ -20,6 +20,9 @@ from pedl.master.lifecycle import (
     TrialState,
     reported_experiment_state,
 )
+from pedl.master.services import checkpoint_totals
+from pedl.master.services.checkpoint_totals import NONE as NO_CHECKPOINTS
+from pedl.master.services.checkpoint_totals import CheckpointTotals
 from pedl.master.services.experiment_labels import having_any
 
 ACTIVE_TRIAL_STATES = (TrialState.QUEUED, TrialState.RUNNING, TrialState.STOPPING_COMPLETED,
@@ -48,6 +51,7 @@ class ExperimentStats:
     best_metric: float | None = None
     best_trial_id: int | None = None
     state: str | None = None  # what the API reports (lifecycle.reported_experiment_state); None: the stored one
+    checkpoints: CheckpointTotals = NO_CHECKPOINTS  # its trials' checkpoints not DELETED, and their bytes
 
 
 def _trial_count() -> ColumnElement[int]:
@@ -176,8 +180,8 @@ def reported_state(s: Session, exp: models.Experiment) -> str:
 
 
 def stats(s: Session, experiments: list[models.Experiment]) -> dict[int, ExperimentStats]:
-    """Trial counts (all, active), the best trial by searcher metric and the reported state of each
-    experiment, in at most three queries."""
+    """Trial counts (all, active), the best trial by searcher metric, the reported state and the
+    checkpoint totals of each experiment, in at most four queries."""
     if not experiments:
         return {}
     ids = [e.id for e in experiments]
@@ -194,8 +198,10 @@ def stats(s: Session, experiments: list[models.Experiment]) -> dict[int, Experim
         if held is None or (value < held[0] if smaller[eid] else value > held[0]):
             best[eid] = (value, tid)
     progress = furthest(s, [e.id for e in experiments if e.state == ExperimentState.ACTIVE])
+    kept = checkpoint_totals.of_experiments(s, ids)
     return {e.id: ExperimentStats(num_trials=counts.get(e.id, (0, 0))[0], active_trials=counts.get(e.id, (0, 0))[1],
                                   best_metric=best[e.id][0] if e.id in best else None,
                                   best_trial_id=best[e.id][1] if e.id in best else None,
-                                  state=reported_experiment_state(e.state, progress.get(e.id)))
+                                  state=reported_experiment_state(e.state, progress.get(e.id)),
+                                  checkpoints=kept.get(e.id, NO_CHECKPOINTS))
             for e in experiments}

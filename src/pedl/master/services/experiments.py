@@ -19,8 +19,8 @@ from pedl.master.cluster.wait_reasons import static_pool_warning
 from pedl.master.db import models
 from pedl.master.lifecycle import AgentState, ExperimentState, TrialState
 from pedl.master.searcher.limits import check_trial_count
-from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import (
+    checkpoint_totals,
     experiment_listing,
     model_definitions,
     projects,
@@ -28,6 +28,7 @@ from pedl.master.services import (
     templates,
     warm_start,
 )
+from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services import experiment_progression as progression
 from pedl.master.services import trials as trials_service
 from pedl.master.services import workspace_storage as workspace_storage_of
@@ -213,17 +214,17 @@ def describe(ctx: MasterContext, experiment_id: int) -> Shown:
         return _shown(s, get(s, experiment_id))
 
 
-def trials_page(ctx: MasterContext, experiment_id: int, offset: int,
-                limit: int) -> tuple[list[models.Trial], int, dict[int, str], dict[int, int]]:
+def trials_page(ctx: MasterContext, experiment_id: int, offset: int, limit: int) -> tuple[
+        list[models.Trial], int, dict[int, str], dict[int, checkpoint_totals.CheckpointTotals]]:
     """One page of the experiment's trials in id order, how many it has, why its queued ones wait, and
-    how many checkpoints each has (trials without any are absent)."""
+    how many checkpoints each has and their bytes (trials without any are absent)."""
     with ctx.db.session() as s:
         get(s, experiment_id)
         q = select(models.Trial).where(models.Trial.experiment_id == experiment_id)
         total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
         rows = list(s.scalars(q.order_by(models.Trial.id).offset(offset).limit(limit or None)))
         return (rows, total, trials_service.wait_reasons(s, [t.id for t in rows if t.state == TrialState.QUEUED]),
-                trials_service.checkpoint_counts(s, [t.id for t in rows]))
+                checkpoint_totals.of_trials(s, [t.id for t in rows]))
 
 
 CHECKPOINT_SORTS = ("report_time", "steps", "searcher_metric", "uuid", "state")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.errors import NotFound
@@ -12,9 +12,9 @@ from pedl.master.caller_cache import Caller
 from pedl.master.cluster import allocations
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
-from pedl.master.lifecycle import TERMINAL_TRIAL, AllocationState, CheckpointState, TrialState
+from pedl.master.lifecycle import TERMINAL_TRIAL, AllocationState, TrialState
+from pedl.master.services import checkpoint_totals, metrics
 from pedl.master.services import experiment_progression as progression
-from pedl.master.services import metrics
 from pedl.master.services.authz import require_owner
 from pedl.master.services.transitions import set_trial_state
 
@@ -27,21 +27,6 @@ def get(s: Session, trial_id: int) -> models.Trial:
     if trial is None:
         raise NotFound(f"trial {trial_id} not found")
     return trial
-
-
-def checkpoint_count(s: Session, trial_id: int) -> int:
-    return checkpoint_counts(s, [trial_id]).get(trial_id, 0)
-
-
-def checkpoint_counts(s: Session, trial_ids: list[int]) -> dict[int, int]:
-    """trial id -> how many checkpoints it has that garbage collection has not deleted, in one grouped
-    query; trials without any are absent."""
-    if not trial_ids:
-        return {}
-    c = models.Checkpoint
-    rows = s.execute(select(c.trial_id, func.count())
-                     .where(c.trial_id.in_(trial_ids), c.state != CheckpointState.DELETED).group_by(c.trial_id))
-    return {tid: n for tid, n in rows}
 
 
 def best_and_latest_validation(s: Session, trial: models.Trial) -> tuple[models.Metric | None, models.Metric | None]:
@@ -98,15 +83,16 @@ def kill_by(ctx: MasterContext, who: Caller, trial_id: int) -> None:
 
 # What the routers call: each opens its own session.
 
-def describe(ctx: MasterContext, trial_id: int) -> tuple[models.Trial, models.Metric | None, models.Metric | None,
-                                                          int, models.Checkpoint | None, str | None]:
+def describe(ctx: MasterContext, trial_id: int) -> tuple[
+        models.Trial, models.Metric | None, models.Metric | None, checkpoint_totals.CheckpointTotals,
+        models.Checkpoint | None, str | None]:
     """The arguments of api/shapes.trial: the trial, its best and latest validations, how many
-    checkpoints it has, its best one and why it waits (when queued)."""
+    checkpoints it has and their bytes, its best one and why it waits (when queued)."""
     with ctx.db.session() as s:
         t = get(s, trial_id)
         best, latest = best_and_latest_validation(s, t)
-        return (t, best, latest, checkpoint_count(s, t.id), best_checkpoint(s, t, best),
-                wait_reasons(s, [t.id]).get(t.id))
+        return (t, best, latest, checkpoint_totals.of_trials(s, [t.id]).get(t.id, checkpoint_totals.NONE),
+                best_checkpoint(s, t, best), wait_reasons(s, [t.id]).get(t.id))
 
 
 def wait_reasons(s: Session, trial_ids: list[int]) -> dict[int, str]:
