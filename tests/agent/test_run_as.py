@@ -97,11 +97,11 @@ def test_the_namespace_wrapper_changes_user_after_mounting() -> None:
     assert "--user" not in wrap(["id"], [])
 
 
-def _task(tmp_path: Path, url: str, group: AgentUserGroup | None, namespace: str | None) -> tuple[TaskRuntime,
-                                                                                                 Recorder]:
+def _task(tmp_path: Path, url: str, group: AgentUserGroup | None, namespace: str | None,
+          entrypoint: str = "echo $(id -u):$(id -g):$(id -G):$HOME:$USER; touch mine && ls -n mine",
+          ) -> tuple[TaskRuntime, Recorder]:
     spec = StartTask(allocation_id="alloc-1", task_id="task-1", name="cmd", env={"DET_TRIAL_ID": "1"},
-                     entrypoint="echo $(id -u):$(id -g):$(id -G):$HOME:$USER; touch mine && ls -n mine",
-                     slot_ids=["0"], session_token="tok", context_url=url, run_as=group)
+                     entrypoint=entrypoint, slot_ids=["0"], session_token="tok", context_url=url, run_as=group)
     host = TaskHost(master_url="http://127.0.0.1:9", agent_id="agent-1", work_dir=tmp_path / "work",
                     slots={"0": SlotInfo(id="0")}, no_task_namespace=namespace)
     (tmp_path / "work").mkdir(exist_ok=True)
@@ -119,9 +119,54 @@ async def test_a_process_task_runs_as_its_agent_user(tmp_path: Path, context_ser
     runtime, rec = _task(tmp_path, url, NOBODY, namespace)
     assert await runtime.run() == 0, rec.lines()
     out = rec.lines("stdout")
-    assert out[0] == f"65534:65534:65534:{runtime.directory}:nobody", out  # nobody's home does not exist
+    # nobody's home does not exist: its directory is, where the task sees it
+    home = "/run/determined/workdir" if namespace is None else runtime.directory
+    assert out[0] == f"65534:65534:65534:{home}:nobody", out
     assert " 65534 65534 " in out[1]  # it owns what it writes in its own directory
     assert (runtime.directory / "model_def.py").stat().st_uid == 65534
+
+
+def test_the_first_directory_a_user_cannot_enter_is_named(tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o700)
+    inner = tmp_path / "work" / "alloc-1"
+    assert run_as.blocked_at(inner, 0, []) is None  # root enters anything
+    assert run_as.blocked_at(inner, 65534, [65534]) in (tmp_path, *tmp_path.parents)
+    os.chmod(tmp_path, 0o701)  # others may enter it now: what stops them is above it, if anything
+    assert run_as.blocked_at(inner, 65534, [65534]) in (None, inner.parent, *tmp_path.parents)
+
+
+@as_root
+async def test_a_task_of_another_user_works_in_its_directory_at_determineds_path(
+        tmp_path: Path, context_server: ContextServer) -> None:
+    """A root agent's work dir is one other users cannot enter (the default is under /root; here
+    tmp_path is 0700), so a linked user's task could not reach its HOME (its directory, when the
+    account has none) by absolute path: det in the task failed making $HOME/.config. In its
+    namespace it works in its directory at /run/determined/workdir, as in Determined's containers."""
+    if NS_PROBLEM is not None:
+        pytest.skip(f"no mount namespaces here: {NS_PROBLEM}")
+    os.chmod(tmp_path, 0o700)
+    assert run_as.blocked_at(tmp_path / "work" / "alloc-1", 65534, [65534]) is not None
+    url = context_server.add("c1", {"model_def.py": "x = 1\n"})
+    script = ('mkdir -p "$HOME/.config/determined" && echo token > "$HOME/.config/determined/auth.json" && '
+              'echo "$(/bin/pwd -P):$PWD:$HOME" && cat "$PWD/model_def.py"')
+    runtime, rec = _task(tmp_path, url, NOBODY, None, entrypoint=script)
+    assert await runtime.run() == 0, rec.lines()
+    assert rec.lines("stdout") == ["/run/determined/workdir:/run/determined/workdir:/run/determined/workdir",
+                                   "x = 1"]
+    written = runtime.directory / ".config" / "determined" / "auth.json"
+    assert written.read_text() == "token\n" and written.stat().st_uid == 65534
+    assert not any("cannot enter" in line for line in rec.lines("agent"))
+
+
+@as_root
+async def test_without_a_namespace_the_log_says_the_task_directory_is_out_of_reach(
+        tmp_path: Path, context_server: ContextServer) -> None:
+    os.chmod(tmp_path, 0o700)
+    url = context_server.add("c1", {})
+    runtime, rec = _task(tmp_path, url, NOBODY, "off")
+    assert await runtime.run() == 0, rec.lines()
+    assert any("uid 65534 cannot enter" in line and str(runtime.directory) in line and "--work-dir" in line
+               for line in rec.lines("agent")), rec.lines("agent")
 
 
 @as_root

@@ -123,7 +123,7 @@ class Agent:
         if problem is None:
             try:
                 await asyncio.to_thread(task_namespace.prepare_mountpoints,
-                                        [task_info.INFO_DIR, task_info.SHARED_FS_DIR])
+                                        [task_info.INFO_DIR, task_info.SHARED_FS_DIR, containers.WORKDIR])
             except OSError as exc:
                 problem = f"cannot create {task_info.INFO_DIR} and {task_info.SHARED_FS_DIR}: {exc}"
         if problem is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,12 +35,14 @@ class ProcessUser:
     notes: list[str]  # for the task's log: the names the host does not know as the group says
 
 
-def process_user(run_as: AgentUserGroup, task_dir: Path) -> ProcessUser:
+def process_user(run_as: AgentUserGroup, task_home: Path) -> ProcessUser:
     """The process's ids, supplementary groups (the host's for that user, else none) and HOME, USER
     and LOGNAME. As on Determined's agents, the names come from the host: a uid or gid the host
-    has no account for runs all the same, and the log says `id -u -n` will not find the name."""
+    has no account for runs all the same, and the log says `id -u -n` will not find the name.
+    HOME is the account's home where it exists, else `task_home` (the task's own directory, as the
+    task sees it: Determined's /run/determined/workdir in its namespace)."""
     notes = []
-    home = str(task_dir)
+    home = str(task_home)
     groups = [run_as.gid]
     try:
         entry = pwd.getpwuid(run_as.uid)
@@ -63,6 +66,22 @@ def process_user(run_as: AgentUserGroup, task_dir: Path) -> ProcessUser:
             notes.append(f"gid {run_as.gid} is {group.gr_name!r} on this host, not {run_as.group!r}")
     env = {"HOME": home, "USER": run_as.user, "LOGNAME": run_as.user}
     return ProcessUser(run_as.uid, run_as.gid, groups, env, notes)
+
+
+def blocked_at(path: Path, uid: int, groups: list[int]) -> Path | None:
+    """The first directory on the way to `path` that uid (with these groups) may not enter, or None.
+    A task reaches its files by relative paths whatever this says; HOME and absolute paths need it."""
+    if uid == 0:
+        return None
+    for directory in reversed([path, *path.parents]):
+        try:
+            st = os.stat(directory)
+        except OSError:
+            return directory
+        bit = stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid in groups else stat.S_IXOTH
+        if not st.st_mode & bit:
+            return directory
+    return None
 
 
 def give_tree(root: Path, uid: int, gid: int) -> None:

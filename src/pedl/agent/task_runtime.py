@@ -158,9 +158,18 @@ class TaskRuntime:
             return await self._container(argv)
         env = task_env(self.spec, self._host, gpu=self._gpu)
         if self.spec.run_as is not None and os.geteuid() == 0:
-            self._user = run_as.process_user(self.spec.run_as, directory)
+            # in its namespace the task works in its directory at Determined's /run/determined/workdir,
+            # which the user reaches whoever may enter the agent's work dir (a root agent's is in /root)
+            home = Path(containers.WORKDIR) if self._host.no_task_namespace is None else directory
+            self._user = run_as.process_user(self.spec.run_as, home)
             env.update(self._user.env)
-            for note in self._user.notes:
+            blocked = None if self._host.no_task_namespace is None else \
+                run_as.blocked_at(directory, self._user.uid, self._user.groups)
+            notes = [*self._user.notes] if blocked is None else [*self._user.notes, (
+                f"uid {self._user.uid} cannot enter {blocked}, so the task reaches its directory {directory} "
+                f"(HOME={self._user.env['HOME']}) only by relative paths; give the agent a --work-dir every user "
+                "can enter, or run it where it can have mount namespaces")]
+            for note in notes:
                 self._logs.add("agent", f"pedl agent {self._host.agent_id}: {note}")
             await asyncio.to_thread(run_as.give_tree, directory, self._user.uid, self._user.gid)
         argv = self._determined_paths(argv, env)  # a few small files: no thread needed
@@ -267,8 +276,15 @@ class TaskRuntime:
             except OSError as exc:
                 raise TaskSetupError(f"cannot create the checkpoint storage's host_path {shared}: {exc}") from exc
             binds.append((str(shared), task_info.SHARED_FS_DIR, False))
-        ids = None if user is None else (user.uid, user.gid, user.groups)
-        return task_namespace.wrap(argv, binds, user=ids)
+        if user is None:
+            return task_namespace.wrap(argv, binds)
+        try:
+            Path(containers.WORKDIR).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TaskSetupError(f"cannot create {containers.WORKDIR}: {exc}") from exc
+        binds.append((str(self.directory), containers.WORKDIR, False))
+        env["PWD"] = containers.WORKDIR
+        return task_namespace.wrap(argv, binds, user=(user.uid, user.gid, user.groups), chdir=containers.WORKDIR)
 
     def _gpu_uuids(self) -> list[str]:
         slots = [self._host.slots.get(s) for s in self.spec.slot_ids]

@@ -63,16 +63,18 @@ def prepare_mountpoints(targets: Sequence[str]) -> None:
 
 
 def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str, bool]],
-         user: tuple[int, int, Sequence[int]] | None = None) -> list[str]:
+         user: tuple[int, int, Sequence[int]] | None = None, chdir: str | None = None) -> list[str]:
     """The command line that runs `argv` with `binds` in a namespace of its own, and then, when
     `user` (uid, gid, supplementary gids) is given, as that user: mounting needs root, so the
-    wrapper changes user only after it."""
+    wrapper changes user only after it. `chdir`: the directory it then works in (a bind's target)."""
     out = [sys.executable, "-I", "-m", "pedl.common.mount_namespace"]
     for source, target, read_only in binds:
         out += ["--bind-ro" if read_only else "--bind", source, target]
     if user is not None:
         uid, gid, groups = user
         out += ["--user", f"{uid}:{gid}:{','.join(str(g) for g in groups)}"]
+    if chdir is not None:
+        out += ["--chdir", chdir]
     return [*out, "--", *argv]
 
 
@@ -100,37 +102,45 @@ def probe() -> str | None:
     return None
 
 
-def _parse(args: list[str]) -> tuple[list[tuple[str, str, bool]], str | None, list[str]]:
+def _parse(args: list[str]) -> tuple[list[tuple[str, str, bool]], dict[str, str], list[str]]:
     binds: list[tuple[str, str, bool]] = []
-    user = None
+    options: dict[str, str] = {}  # --user, --chdir
     while args and args[0] != "--":
         flag = args.pop(0)
-        if flag == "--user" and args:
-            user = args.pop(0)
+        if flag in ("--user", "--chdir") and args:
+            options[flag] = args.pop(0)
             continue
         if flag not in ("--bind", "--bind-ro") or len(args) < 2:
-            raise NamespaceError(f"usage: --bind[-ro] SRC DST ... [--user UID:GID:GIDS] -- ARGV (got {flag!r})")
+            raise NamespaceError("usage: --bind[-ro] SRC DST ... [--user UID:GID:GIDS] [--chdir DIR] -- ARGV "
+                                 f"(got {flag!r})")
         binds.append((args.pop(0), args.pop(0), flag == "--bind-ro"))
     if not args:
         raise NamespaceError("usage: --bind[-ro] SRC DST ... -- ARGV (no --)")
     argv = args[1:]
     if not argv:
         raise NamespaceError("no command after --")
-    return binds, user, argv
+    return binds, options, argv
 
 
 def main(args: list[str]) -> int:
     try:
-        binds, user, argv = _parse(list(args))
+        binds, options, argv = _parse(list(args))
         enter(binds)
     except NamespaceError as exc:
         print(f"pedl task namespace: {exc}", file=sys.stderr)
         return 126
+    user, chdir = options.get("--user"), options.get("--chdir")
     if user is not None:
         try:
             become(user)
         except (OSError, ValueError) as exc:
             print(f"pedl task namespace: cannot become {user}: {exc}", file=sys.stderr)
+            return 126
+    if chdir is not None:
+        try:
+            os.chdir(chdir)
+        except OSError as exc:
+            print(f"pedl task namespace: cannot work in {chdir}: {exc.strerror or exc}", file=sys.stderr)
             return 126
     try:
         os.execvp(argv[0], argv)
