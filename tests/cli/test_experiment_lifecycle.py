@@ -59,7 +59,7 @@ def test_continue_with_config_and_config_file(live: Live, tmp_path: Path) -> Non
     [task] = live.agent.start_all()  # its trial's new run
     assert json.loads(task.message["env"]["DET_EXPERIMENT_CONFIG"])["searcher"]["max_length"]["batches"] == 40
     again = live.cli("experiment", "continue", str(exp_id))
-    assert again.exit_code != 0 and "ACTIVE" in again.output
+    assert again.exit_code != 0 and "is RUNNING:" in again.output  # as the API shows it: its run started
 
 
 def test_delete_asks_first_unless_told_yes(live: Live) -> None:  # noqa: F811
