@@ -17,6 +17,7 @@ free when it assigns them."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -52,11 +53,11 @@ SCHEDULE_BATCH = 250
 # trips whatever their size, and its write batches are small
 PREPARE_BATCH = 1000
 BATCH_LOCK_TARGET = 0.03
-# what the pass sleeps between two of its transactions (0: it only lets go of the GIL). The lock is not
-# fair: the pass thread, still running, took it again before a request woken by its release could run,
-# and a request waited several batches under a large pass, 70-77 ms where a batch held the lock 21 ms
-# at most (12-15 ms since)
-HANDOFF = 0.0
+# Between two of its transactions the pass lets go of the GIL (os.sched_yield releases it; no clock is
+# read or slept on). The lock is not fair: the pass thread, still running, took it again before a request
+# woken by its release could run, and a request waited several batches under a large pass, 70-77 ms where
+# a batch held the lock 21 ms at most (12-15 ms since)
+hand_off = os.sched_yield
 WAIT_BATCH = 500
 
 
@@ -236,10 +237,10 @@ class Controller:
                     self.run(lambda s, part=part: self._apply(s, part))
                     if len(part.assigned) == size:
                         size = _next_batch(size, time.perf_counter() - started)
-                    time.sleep(HANDOFF)
+                    hand_off()
             for i in range(0, len(decided.waits), WAIT_BATCH):
                 self.run(lambda s, chunk=decided.waits[i:i + WAIT_BATCH]: placement.record_waits(s, decided.now, chunk))
-                time.sleep(HANDOFF)
+                hand_off()
 
     # the pass's steps (methods, so benchmarks/scheduling_pass.py can time them)
 
