@@ -123,7 +123,7 @@ class FakeAgent:
                 self.inbox.append(m)
                 continue
             self.ctx.controller.task_started(self.agent_id, m["allocation_id"])
-            started.append(StartedTask(m["allocation_id"], m["task_id"], int(m["env"]["DET_TRIAL_ID"]),
+            started.append(StartedTask(m["allocation_id"], m["task_id"], int(m["env"].get("DET_TRIAL_ID", 0)),
                                        m["session_token"], m))
         return started
 

@@ -220,6 +220,34 @@ def _project_move(w: World) -> dict:
     return {"destinationWorkspaceId": w.ids["ws2"] if next(w.counter) % 2 else w.ids["ws"]}
 
 
+def _live_task(w: World, plural: str) -> None:
+    """A fresh live task of alice's of this kind as {ntsc}, for the cells that kill one: each cell gets its own."""
+    r = post(w.client, f"/api/v1/{plural}", {"config": {"entrypoint": "sleep 1000", "resources": {"slots": 0}}},
+             w.tokens["owner"])
+    assert r.status_code == 200, r.text
+    w.ids["ntsc"] = r.json()[plural[:-1]]["id"]
+
+
+def _alices_task(w: World, plural: str) -> None:
+    """Alice's live task of this kind that the read and priority rows act on, as {ntsc}."""
+    key = f"ntsc_{plural}"
+    if key not in w.ids:
+        _live_task(w, plural)
+        w.ids[key] = w.ids["ntsc"]
+    w.ids["ntsc"] = w.ids[key]
+
+
+def _ntsc_rows(plural: str) -> list[tuple[str, str, tuple[int, ...], Any]]:
+    return [
+        ("POST", f"/api/v1/{plural}", USER, lambda w: {"config": {"entrypoint": "true", "resources": {"slots": 0}}}),
+        ("GET", f"/api/v1/{plural}", R, lambda w: _alices_task(w, plural)),
+        ("GET", f"/api/v1/{plural}/{{ntsc}}", R, lambda w: _alices_task(w, plural)),
+        ("POST", f"/api/v1/{plural}/{{ntsc}}/set_priority", OWNER,
+         lambda w: _alices_task(w, plural) or {"priority": 10 + next(w.counter) % 9}),
+        ("POST", f"/api/v1/{plural}/{{ntsc}}/kill", OWNER, lambda w: _live_task(w, plural)),
+    ]
+
+
 Body = Callable[[World], Any] | None
 
 # (method, path, expected per column, body). Paths take {names} from World.ids. Rows run in order.
@@ -311,6 +339,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
         "trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE"}}),
     # what users do
     ("POST", "/api/v1/experiments", USER, _experiment),
+    *_ntsc_rows("commands"), *_ntsc_rows("notebooks"), *_ntsc_rows("shells"), *_ntsc_rows("tensorboards"),
     ("POST", "/api/v1/agents/{agent}/disable", ADMIN, lambda w: {"drain": True}),  # its tasks run on
     ("POST", "/api/v1/agents/{agent}/enable", ADMIN, None),
     ("POST", "/api/v1/agents/{agent}/slots/2/disable", ADMIN, lambda w: {"drain": True}),  # its task runs on

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
@@ -40,6 +40,7 @@ MAX_SEED = 2**31 - 1  # trial seeds are derived from it modulo 2**31
 Int64 = Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(max_length=MAX_NAME_LENGTH)]
+M = TypeVar("M", bound=StrictModel)
 
 
 class ConstHP(StrictModel):
@@ -356,6 +357,12 @@ def parse_experiment_config(text_or_data: str | dict[str, Any], source: str = "e
     hyperparameter values, environment variables) is refused naming its path, the same on SQLite
     and PostgreSQL."""
     data = parse_yaml_text(text_or_data, source, limits=limits) if isinstance(text_or_data, str) else text_or_data
+    return validate_checked(ExperimentConfig, data, source, limits)
+
+
+def validate_checked(model: type[M], data: Any, source: str, limits: LimitsConfig | None) -> M:
+    """`data` as `model`, every value checked first (value_problems), each problem listed once with
+    its field."""
     max_string = limits.max_string_length if limits is not None else None
     if max_string is None:
         from pedl.config.security_config import LimitsConfig  # imports config.loading: load on use
@@ -367,7 +374,7 @@ def parse_experiment_config(text_or_data: str | dict[str, Any], source: str = "e
         lines = "; ".join(f"{p['field']}: {p['message']}" for p in fields)
         raise ConfigError(f"invalid {source}: {lines}", fields=fields)
     try:
-        config = validate_data(ExperimentConfig, data, source)
+        config = validate_data(model, data, source)
     except ConfigError as exc:  # listed with the value problems, once per field
         named = {p["field"] for p in fields}
         fields += [p for p in exc.fields if p["field"] not in named]

@@ -31,6 +31,7 @@ from pedl.master.api import (
     metric_export,
     metric_series,
     model_registry,
+    ntsc,
     openapi,
     package,
     project_experiments,
@@ -198,7 +199,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
                    instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects,
                    project_experiments, templates,
-                   trial_source_infos, metric_export, resource_allocation, proxy, proxy_websocket):
+                   trial_source_infos, metric_export, resource_allocation, proxy, proxy_websocket, ntsc):
         app.include_router(module.router)
     app.include_router(tasks.legacy_router)
     openapi.install(app)  # after the routers: it corrects the document they produce

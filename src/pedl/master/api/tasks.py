@@ -15,7 +15,7 @@ from pedl.master.api.deps import INT64_MAX, Caller, agent_fetch_caller, caller, 
 from pedl.master.api.log_filters import log_fields_stream, log_filter, log_stream
 from pedl.master.api.openapi import TASK_LOGS, accepts, produces
 from pedl.master.lifecycle import AllocationState
-from pedl.master.services import allocations, task_logs
+from pedl.master.services import allocations, task_kinds, task_logs
 from pedl.master.services.logs import LOG_LEVELS
 
 router = APIRouter(prefix="/api/v1")
@@ -92,15 +92,22 @@ SEARCH_MAX = 1024
 
 @router.get("/tasks/{task_id}")
 def get_task(task_id: str, request: Request, _: Caller = Depends(caller)) -> dict:
-    """Determined's v1GetTaskResponse: a trial's task, and its allocations (one per start)."""
-    trial, allocs = task_logs.describe(ctx_of(request), task_id)
-    return {"task": {
-        "taskId": trial.task_id, "taskType": "TASK_TYPE_TRIAL", "startTime": shapes.ts(trial.start_time),
-        "endTime": shapes.ts(trial.end_time), "trialId": trial.id, "experimentId": trial.experiment_id,
-        "allocations": [{"taskId": a.task_id, "allocationId": a.id, "state": TASK_STATE[a.state],
-                         "isReady": a.state == AllocationState.RUNNING, "slots": a.slots_needed,
-                         "startTime": shapes.ts(a.started_at), "endTime": shapes.ts(a.ended_at),
-                         "exitReason": a.exit_reason, "statusCode": a.exit_code} for a in allocs]}}
+    """Determined's v1GetTaskResponse: a trial's task (or a command's, notebook's, shell's or
+    TensorBoard's), and its allocations (one per start)."""
+    task, allocs = task_logs.describe(ctx_of(request), task_id)
+    if task_logs.is_generic(task):
+        ended = allocs[-1].ended_at if allocs and allocs[-1].state == AllocationState.TERMINATED else None
+        head = {"taskId": task.id, "taskType": f"TASK_TYPE_{task.kind.upper()}",
+                "startTime": shapes.ts(task.start_time), "endTime": shapes.ts(ended)}
+        ready = {a.id: task_kinds.is_ready(task.kind, a) for a in allocs}
+    else:
+        head = {"taskId": task.task_id, "taskType": "TASK_TYPE_TRIAL", "startTime": shapes.ts(task.start_time),
+                "endTime": shapes.ts(task.end_time), "trialId": task.id, "experimentId": task.experiment_id}
+        ready = {a.id: a.state == AllocationState.RUNNING for a in allocs}
+    return {"task": {**head, "allocations": [
+        {"taskId": a.task_id, "allocationId": a.id, "state": TASK_STATE[a.state], "isReady": ready[a.id],
+         "slots": a.slots_needed, "startTime": shapes.ts(a.started_at), "endTime": shapes.ts(a.ended_at),
+         "exitReason": a.exit_reason, "statusCode": a.exit_code} for a in allocs]}}
 
 
 @router.get("/tasks/{task_id}/logs/fields")

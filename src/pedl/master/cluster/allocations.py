@@ -72,6 +72,23 @@ def new(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Tr
     return alloc
 
 
+def new_generic(fx: ClusterEffects, s: Session, task: models.GenericTask) -> models.Allocation:
+    """Queue a command's, notebook's, shell's or TensorBoard's one run: a PENDING allocation in the pool
+    of its (effective) config."""
+    resources = task.config["resources"]
+    now = fx.now
+    alloc = models.Allocation(
+        id=f"{task.id}.1", task_id=task.id, trial_id=None, name=task.description, state=A.PENDING,
+        resource_pool=resources["resource_pool"], slots_needed=int(resources["slots"]),
+        priority=int(resources["priority"]), assignment=[], session_token_hash="", owner_id=task.owner_id,
+        queued_at=now)
+    s.add(alloc)
+    record_event(s, now, "allocation", alloc.id,
+                 f"waiting for {alloc.slots_needed} slot(s) in pool {alloc.resource_pool}", to_state=A.PENDING)
+    fx.wake()
+    return alloc
+
+
 def kill(fx: ClusterEffects, s: Session, alloc: models.Allocation, reason: str, *, keep_failure: bool = False) -> None:
     """End an allocation: drop it if not yet running, else signal its agents. `keep_failure`
     stops the other ranks of a failed distributed allocation without calling it a kill."""

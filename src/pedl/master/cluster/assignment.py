@@ -44,6 +44,7 @@ from pedl.master.cluster.wait_reasons import WaitKind
 from pedl.master.cluster.wait_records import WaitUpdate
 from pedl.master.db import models
 from pedl.master.lifecycle import HELD, AgentState, AllocationState, check_transition
+from pedl.master.services import generic_task_specs
 from pedl.master.services.passwords import token_hash
 from pedl.master.services.task_specs import SpecCache, SpecRows, run_as_default, task_spec
 
@@ -130,7 +131,8 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                 if all(usable.get(agent_id) == planned[aid].resource_pool for agent_id, _ in places)]
     if not todo:
         return out
-    rows = SpecRows.load(s, [row.trial_id for row, _ in todo if row.trial_id], cache)
+    rows = SpecRows.load(s, [row.trial_id for row, _ in todo if row.trial_id], cache,
+                         [row.task_id for row, _ in todo if row.trial_id is None])
     if any(len(places) > 1 for _, places in todo):
         _load_rendezvous(s, rows, {agent_id for _, places in todo for agent_id, _ in places})
     in_containers, runtimes = _container_runtimes(fx, s, todo, rows)
@@ -258,7 +260,9 @@ def _container_runtimes(fx: ClusterEffects, s: Session, todo: list[tuple[Any, li
     for row, places in todo:
         trial = rows.trials.get(row.trial_id) if row.trial_id else None
         exp = rows.experiments.get(trial.experiment_id) if trial else None
-        if exp is not None and rows.runtime(exp, defaults).container is not None:
+        generic = rows.generic.tasks.get(row.task_id) if row.trial_id is None else None
+        if (exp is not None and rows.runtime(exp, defaults).container is not None) or \
+                (generic is not None and generic_task_specs.container_of(generic, defaults) is not None):
             in_containers.add(row.id)
             wanted.update(agent_id for agent_id, _ in places)
     if not wanted:

@@ -212,6 +212,27 @@ class Allocation(Base):
     proxy_port: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
+class GenericTask(Base):
+    """A command, notebook, shell or TensorBoard (Determined's NTSC tasks; migration 0020), owned by the
+    user who started it and run by one allocation (Allocation.task_id is its id, trial_id is None):
+    its state and times are that allocation's."""
+
+    __tablename__ = "generic_tasks"
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # command | notebook | shell | tensorboard
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    workspace_id: Mapped[int] = mapped_column(Integer, index=True)  # deleting a workspace kills its tasks
+    description: Mapped[str] = mapped_column(String(512))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # as it runs: the defaults and the template applied
+    context: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # a gzipped tar of its files
+    experiment_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)  # a TensorBoard's
+    trial_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    secrets: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # a shell's key pair
+    start_time: Mapped[float] = mapped_column(Float)
+    # the last time its service was used (the proxy, or the task's own report): idle_timeout counts from it
+    last_activity: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
 class Agent(Base):
     __tablename__ = "agents"
     id: Mapped[str] = mapped_column(String(255), primary_key=True)

@@ -31,12 +31,16 @@ def live_summaries(ctx: MasterContext) -> tuple[list[models.Allocation], dict[st
 
 
 def context_directory(ctx: MasterContext, who: Caller, task_id: str) -> bytes:
-    """The gzipped model definition of the task's experiment, for that task only."""
+    """The gzipped model definition of the task's experiment (a generic task's own files), for that
+    task only."""
     with ctx.db.read_session() as s:
         trial = s.scalar(select(models.Trial).where(models.Trial.task_id == task_id))
-        if trial is None:
+        generic = s.get(models.GenericTask, task_id) if trial is None and len(task_id) <= 128 else None
+        if trial is None and generic is None:
             raise NotFound(f"task {task_id} not found")
         require_task(s, who, task_id=task_id)
+        if generic is not None:
+            return generic.context or b""
         md = s.get(models.ModelDefinition, trial.experiment_id)
         return md.archive if md else b""
 

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from pedl.errors import NotFound
 from pedl.master.db import models
-from pedl.master.lifecycle import TERMINAL_TRIAL
+from pedl.master.lifecycle import LIVE_ALLOCATION, TERMINAL_TRIAL
 from pedl.master.services import logs
 from pedl.master.services.trial_timeline import MAX_ALLOCATIONS
 
@@ -36,17 +36,35 @@ class LogFilter:
     no_lines: bool = False  # a filter no line can match (a rank: pedl records none)
 
 
-def _trial(s: Session, task_id: str) -> models.Trial:
+def _task(s: Session, task_id: str) -> models.Trial | models.GenericTask:
+    """The trial whose task this is, or the command, notebook, shell or TensorBoard of this id."""
     trial = s.scalar(select(models.Trial).where(models.Trial.task_id == task_id))
-    if trial is None:
+    if trial is not None:
+        return trial
+    generic = s.get(models.GenericTask, task_id) if len(task_id) <= 128 else None
+    if generic is None:
         raise NotFound(f"task {task_id} not found")
-    return trial
+    return generic
 
 
-def describe(ctx: MasterContext, task_id: str) -> tuple[models.Trial, list[models.Allocation]]:
-    """The task's trial and its allocations, oldest first (the first MAX_ALLOCATIONS)."""
+def is_generic(task: models.Trial | models.GenericTask) -> bool:
+    """Whether `describe` found a command, notebook, shell or TensorBoard (else a trial)."""
+    return isinstance(task, models.GenericTask)
+
+
+def _ended(s: Session, task_id: str) -> bool:
+    """Whether the task is over (or gone): its trial has ended, or a generic task's allocation has."""
+    trial = s.scalar(select(models.Trial).where(models.Trial.task_id == task_id))
+    if trial is not None:
+        return trial.state in TERMINAL_TRIAL
+    return s.scalar(select(models.Allocation.id).where(models.Allocation.task_id == task_id,
+                                                       models.Allocation.state.in_(LIVE_ALLOCATION)).limit(1)) is None
+
+
+def describe(ctx: MasterContext, task_id: str) -> tuple[models.Trial | models.GenericTask, list[models.Allocation]]:
+    """The task's trial (or generic task) and its allocations, oldest first (the first MAX_ALLOCATIONS)."""
     with ctx.db.read_session() as s:
-        trial = _trial(s, task_id)
+        trial = _task(s, task_id)
         allocs = list(s.scalars(select(models.Allocation).where(models.Allocation.task_id == task_id)
                                 .order_by(models.Allocation.queued_at, models.Allocation.id).limit(MAX_ALLOCATIONS)))
         return trial, allocs
@@ -55,7 +73,7 @@ def describe(ctx: MasterContext, task_id: str) -> tuple[models.Trial, list[model
 def require(ctx: MasterContext, task_id: str) -> None:
     """NotFound unless a task has this id."""
     with ctx.db.read_session() as s:
-        _trial(s, task_id)
+        _task(s, task_id)
 
 
 def batch(ctx: MasterContext, task_id: str, flt: LogFilter, *, cursor: int | None, limit: int,
@@ -80,8 +98,7 @@ def batch(ctx: MasterContext, task_id: str, flt: LogFilter, *, cursor: int | Non
     q = q.order_by(models.TaskLog.id.desc() if newest_first else models.TaskLog.id).limit(limit)
     with ctx.db.read_session() as s:
         # whether it had ended before the lines are read: a line written meanwhile is not lost
-        trial = s.scalar(select(models.Trial).where(models.Trial.task_id == task_id))
-        done = trial is None or trial.state in TERMINAL_TRIAL
+        done = _ended(s, task_id)
         rows = [] if flt.no_lines else list(s.scalars(q))
     return rows, (rows[-1].id if rows else cursor), done
 
@@ -92,7 +109,7 @@ def fields(ctx: MasterContext, task_id: str) -> dict[str, list]:
     L = models.TaskLog
     out: dict[str, list] = {"rankIds": []}
     with ctx.db.read_session() as s:
-        _trial(s, task_id)
+        _task(s, task_id)
         for key, column in (("allocationIds", L.allocation_id), ("agentIds", L.agent_id),
                             ("containerIds", L.allocation_id), ("sources", L.source), ("stdtypes", L.stdtype)):
             out[key] = sorted(v for v in s.scalars(select(column).where(L.task_id == task_id, column.is_not(None))

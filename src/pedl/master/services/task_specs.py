@@ -18,7 +18,8 @@ from pedl.config.task_container import TaskContainerDefaults, container_spec, ta
 from pedl.master.cluster.bulk_rows import dialect_of, id_list, in_list
 from pedl.master.cluster.json_columns import as_text, loads
 from pedl.master.db import models
-from pedl.master.services import task_env
+from pedl.master.services import generic_task_specs, task_env
+from pedl.master.services.generic_task_specs import GenericRows
 
 TRIAL = models.Trial.__table__
 EXPERIMENT = models.Experiment.__table__
@@ -83,12 +84,15 @@ class SpecRows:
     agent_groups: dict[int, AgentUserGroup]  # user id -> the agent user group it is linked with
     checkpoint_steps: dict[str, int]  # checkpoint uuid -> steps_completed
     cache: SpecCache = field(default_factory=lambda: SpecCache())
+    generic: GenericRows = field(default_factory=lambda: GenericRows({}, {}, {}))  # commands, notebooks, ...
     agent_addresses: dict[str, str] = field(default_factory=dict)  # for distributed placements
     ports_in_use: dict[str, set[int]] = field(default_factory=dict)  # chief agent -> rendezvous ports
 
     @classmethod
-    def load(cls, s: Session, trial_ids: list[int], cache: SpecCache | None = None) -> SpecRows:
+    def load(cls, s: Session, trial_ids: list[int], cache: SpecCache | None = None,
+             generic_task_ids: list[str] | None = None) -> SpecRows:
         cache = cache or SpecCache()
+        generic = GenericRows.load(s, generic_task_ids or [])
         dialect = dialect_of(s)
         q_trials, q_experiments, q_users, q_steps = _queries(dialect)
         trials = {r[0]: TrialRow(*r) for r in s.execute(q_trials, {"ids": id_list(dialect, trial_ids)})} \
@@ -105,7 +109,7 @@ class SpecRows:
                 groups[uid] = AgentUserGroup(uid=group[0], gid=group[1], user=group[2], group=group[3])
         uuids = {t.latest_checkpoint for t in trials.values() if t.latest_checkpoint}
         steps = dict(s.execute(q_steps, {"ids": id_list(dialect, uuids)}).all()) if uuids else {}
-        return cls(trials, exps, users, groups, steps, cache)
+        return cls(trials, exps, users, groups, steps, cache, generic)
 
     def runtime(self, exp: ExperimentRow, defaults: TaskContainerDefaults) -> TaskRuntimeSpec:
         """The experiment's variables and container, with the master's task_container_defaults."""
@@ -139,6 +143,9 @@ def task_spec(cluster_id: str, alloc: Any, token: str, rows: SpecRows,
               default_run_as: AgentUserGroup | None = None) -> dict[str, Any]:
     """`alloc`: an Allocation or a row with its id, task_id and trial_id. The task runs as its
     owner's agent user group, else as `default_run_as` (security.default_task)."""
+    if alloc.trial_id is None:  # a command, notebook, shell or TensorBoard
+        return generic_task_specs.spec(cluster_id, alloc, token, rows.generic, defaults or TaskContainerDefaults(),
+                                       default_run_as)
     trial = rows.trials[alloc.trial_id]
     exp = rows.experiments[trial.experiment_id]
     steps = rows.checkpoint_steps.get(trial.latest_checkpoint, 0) if trial.latest_checkpoint else 0

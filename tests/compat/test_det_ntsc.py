@@ -1,0 +1,42 @@
+"""The real det CLI (0.38.1) runs commands on a pedl cluster (a master and a local agent, real
+processes): det cmd run prints the command's output, det cmd list/logs/kill work on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pedl.devcluster import wait_for
+from tests.compat.test_det_cli import DET, det
+from tests.e2e.conftest import Cluster
+
+pytestmark = [pytest.mark.compat, pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module")
+def ntsc_cluster(tmp_path_factory):
+    if not DET.exists():
+        pytest.skip(f"determined==0.38.1 is not installed at {DET}")
+    c = Cluster(tmp_path_factory.mktemp("det-ntsc"), None).start()
+    c.add_agent("ntsc-agent-1", slots=1)
+    yield c
+    c.stop()
+
+
+def test_det_cmd_run_prints_the_output_and_the_logs_keep_it(ntsc_cluster, tmp_path) -> None:
+    c = ntsc_cluster
+    (tmp_path / "note.txt").write_text("from the context\n")
+    out = det(c, "cmd", "run", "--context", str(tmp_path), "sh", "-c", "echo hi; cat note.txt").stdout
+    assert "hi" in out.splitlines() and "from the context" in out, out
+    # it has ended, so det lists it no more
+    assert det(c, "cmd", "list", "-a", "-q").stdout.strip() == ""
+
+
+def test_det_cmd_list_logs_and_kill_a_running_command(ntsc_cluster) -> None:
+    c = ntsc_cluster
+    cmd_id = det(c, "cmd", "run", "-d", "sh", "-c", "echo started; sleep 600").stdout.strip()
+    assert cmd_id in det(c, "cmd", "list", "-q").stdout
+    wait_for(lambda: "started" in det(c, "cmd", "logs", cmd_id).stdout, timeout=60, what="the command's output")
+    det(c, "cmd", "kill", cmd_id)
+    wait_for(lambda: cmd_id not in det(c, "cmd", "list", "-q").stdout, timeout=60, what="the command to end")
+    state = c.master.api("GET", f"/api/v1/commands/{cmd_id}")["command"]["state"]
+    assert state == "STATE_TERMINATED"

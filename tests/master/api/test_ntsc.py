@@ -1,0 +1,104 @@
+"""Commands, notebooks, shells and TensorBoards over the API (Determined's NTSC routes), with a fake
+agent: launch, what the agent is asked to start, list, describe, kill, priority, workspaces, and the
+errors bad input gets."""
+
+from __future__ import annotations
+
+import base64
+import io
+import tarfile
+
+from fastapi.testclient import TestClient
+
+from tests.master.fakes import FakeAgent, bearer, file_entry, login, post
+
+
+def launch(client: TestClient, headers: dict, kind: str = "commands", **body) -> dict:
+    r = post(client, f"/api/v1/{kind}", body, headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_command_runs_its_entrypoint_with_its_files_as_a_task_of_its_own(client: TestClient, user: dict,
+                                                                          agent: FakeAgent) -> None:
+    out = launch(client, user, config={"entrypoint": ["echo", "hi"], "description": "say hi"},
+                 files=[file_entry("data.txt", b"payload")])
+    cmd = out["command"]
+    assert cmd["description"] == "say hi" and cmd["state"] == "STATE_QUEUED" and cmd["username"] == "determined"
+    assert out["config"]["resources"] == {**out["config"]["resources"], "slots": 1, "resource_pool": "default"}
+    [task] = agent.start_all()
+    assert task.task_id == cmd["id"] and task.allocation_id == f"{cmd['id']}.1"
+    msg = task.message
+    assert msg["entrypoint"] == ["echo", "hi"]
+    assert msg["env"]["DET_TASK_TYPE"] == "COMMAND" and msg["env"]["DET_TASK_ID"] == cmd["id"]
+    assert "DET_TRIAL_ID" not in msg["env"]
+    # the task downloads its own files with its token
+    r = client.get(f"/api/v1/tasks/{cmd['id']}/context_directory", headers=bearer(task.token))
+    assert r.status_code == 200, r.text
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r.json()["b64Tgz"]))) as tar:
+        assert tar.extractfile("data.txt").read() == b"payload"
+    got = client.get(f"/api/v1/commands/{cmd['id']}", headers=user).json()["command"]
+    assert got["state"] == "STATE_RUNNING" and got["isReady"] is True
+    task_view = client.get(f"/api/v1/tasks/{cmd['id']}", headers=user).json()["task"]
+    assert task_view["taskType"] == "TASK_TYPE_COMMAND" and task_view["allocations"][0]["isReady"] is True
+    assert task_view["endTime"] is None
+    agent.exit(task.allocation_id, 0)
+    task_view = client.get(f"/api/v1/tasks/{cmd['id']}", headers=user).json()["task"]
+    assert task_view["endTime"] is not None
+    assert client.get(f"/api/v1/commands/{cmd['id']}", headers=user).json()["command"]["state"] == "STATE_TERMINATED"
+    # an ended task leaves the list
+    assert client.get("/api/v1/commands", headers=user).json()["commands"] == []
+
+
+def test_lists_are_by_kind_and_filter_by_user_and_workspace(client: TestClient, user: dict, admin: dict) -> None:
+    mine = launch(client, user, config={"entrypoint": "sleep 100"})["command"]["id"]
+    theirs = launch(client, admin, config={"entrypoint": "sleep 100"})["command"]["id"]
+    nb = launch(client, user, "notebooks")["notebook"]
+    assert nb["serviceAddress"] == f"/proxy/{nb['id']}/" and nb["description"].startswith("JupyterLab (")
+    listed = client.get("/api/v1/commands", headers=user).json()["commands"]
+    assert {c["id"] for c in listed} == {mine, theirs}  # anyone may list, as in Determined
+    only = client.get("/api/v1/commands", params={"users": ["determined"]}, headers=user).json()["commands"]
+    assert [c["id"] for c in only] == [mine]
+    assert [n["id"] for n in client.get("/api/v1/notebooks", headers=user).json()["notebooks"]] == [nb["id"]]
+    assert client.get("/api/v1/commands", params={"workspaceId": 999}, headers=user).status_code == 404
+    # a task of one kind is not found as another
+    assert client.get(f"/api/v1/notebooks/{mine}", headers=user).status_code == 404
+
+
+def test_only_the_owner_or_an_admin_kills_or_reprioritises(client: TestClient, user: dict, admin: dict) -> None:
+    cmd = launch(client, user, config={"entrypoint": "sleep 100"})["command"]["id"]
+    post(client, "/api/v1/users", {"user": {"username": "eve", "active": True}, "password": ""}, admin)
+    eve = bearer(login(client, "eve"))
+    assert post(client, f"/api/v1/commands/{cmd}/kill", None, eve).status_code == 403
+    assert post(client, f"/api/v1/commands/{cmd}/set_priority", {"priority": 5}, eve).status_code == 403
+    r = post(client, f"/api/v1/commands/{cmd}/set_priority", {"priority": 5}, user)
+    assert r.status_code == 200, r.text
+    assert client.get(f"/api/v1/commands/{cmd}", headers=user).json()["config"]["resources"]["priority"] == 5
+    r = post(client, f"/api/v1/commands/{cmd}/kill", None, admin)
+    assert r.status_code == 200 and r.json()["command"]["state"] == "STATE_TERMINATED", r.text
+    assert post(client, f"/api/v1/commands/{cmd}/set_priority", {"priority": 5}, user).status_code == 409
+
+
+def test_bad_input_is_refused_naming_the_field(client: TestClient, user: dict) -> None:
+    cases = [
+        ({"config": {"entrypoint": "x", "resources": {"slots": -1}}}, "resources.slots"),
+        ({"config": {"entrypoint": "x", "resources": {"resource_pool": "nope"}}}, "resource_pool"),
+        ({"config": {"entrypoint": "x", "no_such_key": 1}}, "no_such_key"),
+        ({"config": {"entrypoint": "x", "idle_timeout": "soon"}}, "idle_timeout"),
+        ({"config": {"entrypoint": "x"}, "files": [{"path": "../escape", "type": 48, "content": ""}]}, "files[0].path"),
+        ({"config": {"entrypoint": "x"}, "workspaceId": 12345}, "workspaceId"),
+        ({"config": {"entrypoint": "x"}, "templateName": "missing"}, "templateName"),
+    ]
+    for body, field in cases:
+        r = post(client, "/api/v1/commands", body, user)
+        assert r.status_code in (400, 404), (body, r.text)
+        assert field in r.text, (field, r.text)
+    assert client.get("/api/v1/commands", headers=user).json()["commands"] == []  # nothing was started
+
+
+def test_no_task_starts_in_an_archived_workspace(client: TestClient, user: dict) -> None:
+    ws = post(client, "/api/v1/workspaces", {"name": "ws-a"}, user).json()["workspace"]["id"]
+    assert launch(client, user, config={"entrypoint": "true"}, workspaceId=ws)["command"]["workspaceId"] == ws
+    assert post(client, f"/api/v1/workspaces/{ws}/archive", None, user).status_code == 200
+    r = post(client, "/api/v1/notebooks", {"workspaceId": ws}, user)
+    assert r.status_code == 404 and "archived" in r.text
