@@ -35,11 +35,13 @@ _NOUNS = ("owl", "lynx", "heron", "otter", "finch", "bison", "koala", "marten", 
 
 @dataclass(frozen=True)
 class Prepared:
-    """What a kind adds to a task at launch: a TensorBoard's experiments and trials, a shell's keys."""
+    """What a kind adds to a task at launch: a TensorBoard's experiments and trials (and its files), a
+    shell's keys."""
 
     experiment_ids: tuple[int, ...] = ()
     trial_ids: tuple[int, ...] = ()
     secrets: dict[str, Any] = field(default_factory=dict)
+    files: tuple[dict[str, Any], ...] = ()  # added to the task's context (Determined's v1File shape)
 
 
 def default_slots(kind: str) -> int:
