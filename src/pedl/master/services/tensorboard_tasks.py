@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from pedl.config.task_config import TaskConfig
 from pedl.errors import InvalidArgument, NotFound
 from pedl.master.db import models
-from pedl.master.services.task_kinds import Prepared, launched
+from pedl.master.services.task_kind_parts import Prepared, launched
 
 MAX_EXPERIMENTS = 100  # experimentIds of one TensorBoard
 MAX_TRIALS = 100  # trialIds of one TensorBoard (Determined: "at most 100 trials ... per TensorBoard")
