@@ -65,21 +65,30 @@ def report(rid: int, steps: int, group: str, **values: float) -> dict[str, Any]:
 def test_a_trial_with_event_files_in_storage_is_shown_from_them_and_the_others_from_metrics(tmp_path: Path) -> None:
     root = tmp_path / "storage"
     stored = root / CLUSTER / "tensorboard" / "experiment" / "7" / "trial" / "11"
-    EventFile(str(stored), 5.0).flush()
+    f = EventFile(str(stored), 5.0)
+    f.write(6.0, 3, {"Determined/x": 2.0})
+    f.flush()
     master = FakeMaster({(12, "training"): [report(1, 1, "training", loss=0.5), report(2, 2, "training", loss=0.25)],
                          (12, "validation"): [report(3, 2, "validation", validation_loss=0.75)]})
     plan = {"experiments": [{"id": 7, "storage_root": str(root), "trials": [11, 12]},
                             {"id": 8, "storage_root": None, "trials": [13]}]}
-    spec, writers = runs(plan, CLUSTER, master, str(tmp_path / "out"))
-    assert spec == [f"experiment/7/trial/11:{stored}",
-                    f"experiment/7/trial/12:{tmp_path / 'out' / 'experiment/7/trial/12'}",
-                    f"experiment/8/trial/13:{tmp_path / 'out' / 'experiment/8/trial/13'}"]
+    out = tmp_path / "out"
+    writers = runs(plan, CLUSTER, master, str(out))
     assert [w.trial_id for w in writers] == [12, 13]
     assert 11 not in {t for t, _ in master.asked}
-    written = tmp_path / "out" / "experiment/7/trial/12"
+    assert (out / "experiment/7/trial/11").resolve() == stored.resolve()
+    assert scalars(out / "experiment/7/trial/11") == {"Determined/x": [(3, 6.0, 2.0)]}
+    written = out / "experiment/7/trial/12"
     assert [(s, v) for s, _, v in scalars(written / "training")["Determined/loss"]] == [(1, 0.5), (2, 0.25)]
     assert [(s, v) for s, _, v in scalars(written / "validation")["Determined/validation_loss"]] == [(2, 0.75)]
-    assert (tmp_path / "out" / "experiment/8/trial/13").is_dir()  # nothing reported yet: an empty run
+    assert (out / "experiment/8/trial/13").is_dir()  # nothing reported yet: an empty run
+    # TensorBoard finds every run below the one log directory, the linked one too
+    from tensorboard.backend.event_processing import io_wrapper
+
+    found = {str(Path(d).relative_to(out)) for d in io_wrapper.GetLogdirSubdirectories(str(out))}
+    assert found == {"experiment/7/trial/11", "experiment/7/trial/12/training", "experiment/7/trial/12/validation"}
+    # a storage root without files for the trial, or without the cluster id: from the metrics
+    assert [w.trial_id for w in runs(plan, "", master, str(tmp_path / "again"))] == [11, 12, 13]
 
 
 def test_a_refresh_writes_only_the_new_reports(tmp_path: Path) -> None:
@@ -90,15 +99,3 @@ def test_a_refresh_writes_only_the_new_reports(tmp_path: Path) -> None:
     assert writer.catch_up() == 1
     assert writer.catch_up() == 0
     assert [(s, v) for s, _, v in scalars(tmp_path / "training")["Determined/loss"]] == [(1, 1.0), (2, 0.5)]
-
-
-def test_a_path_with_the_specs_separators_goes_through_a_link(tmp_path: Path) -> None:
-    root = tmp_path / "a,b:c"
-    stored = root / CLUSTER / "tensorboard" / "experiment" / "1" / "trial" / "2"
-    EventFile(str(stored), 5.0).flush()
-    plan = {"experiments": [{"id": 1, "storage_root": str(root), "trials": [2]}]}
-    [entry], _ = runs(plan, CLUSTER, FakeMaster({}), str(tmp_path / "out"))
-    name, path = entry.split(":", 1)
-    assert name == "experiment/1/trial/2" and "," not in path and ":" not in path
-    assert Path(path).resolve() == stored.resolve()
-

@@ -8,7 +8,8 @@ The standard library only, like service_launcher.py beside it (.pedl/ in the tas
     python3 .pedl/tensorboard_runs.py --plan .pedl/tensorboard.json -- python3 -m tensorboard.main ...
 
 The plan (written by the master at launch) is {"experiments": [{"id", "storage_root", "trials"}]};
-each trial becomes the run "experiment/<id>/trial/<id>" through --logdir_spec. Tags are those of
+each trial is the directory experiment/<id>/trial/<id> of the --logdir given to TensorBoard (a link
+to its files in storage, or .../training and .../validation written here). Tags are those of
 Determined's metric writer: "Determined/<name>" for training, "Determined/val_<name>" for validation.
 """
 
@@ -208,40 +209,35 @@ def has_files(directory: str) -> bool:
     return any(files for _root, _dirs, files in os.walk(directory))
 
 
-def runs(plan: dict[str, Any], cluster_id: str, master: Master, out_dir: str) -> tuple[list[str], list[TrialWriter]]:
-    """The --logdir_spec entries (name:path) and the writers of the trials shown from stored metrics."""
-    spec: list[str] = []
+def runs(plan: dict[str, Any], cluster_id: str, master: Master, out_dir: str) -> list[TrialWriter]:
+    """Lays out the TensorBoard log directory, one run directory per trial, experiment/<id>/trial/<id>:
+    a link to the trial's event files in checkpoint storage, or the files written here from its stored
+    metrics; returns the writers of the latter."""
     writers: list[TrialWriter] = []
     for exp in plan.get("experiments", []):
         exp_id = int(exp["id"])
-        for trial_id in exp.get("trials", []):
-            name = f"experiment/{exp_id}/trial/{int(trial_id)}"
+        for trial_id in (int(t) for t in exp.get("trials", [])):
+            name = f"experiment/{exp_id}/trial/{trial_id}"
+            path = os.path.join(out_dir, name)
             stored = None
             if exp.get("storage_root") and cluster_id:
                 stored = os.path.join(exp["storage_root"], cluster_id, "tensorboard", "experiment", str(exp_id),
-                                      "trial", str(int(trial_id)))
+                                      "trial", str(trial_id))
             if stored is not None and os.path.isdir(stored) and has_files(stored):
                 print(f"pedl: {name}: the event files in {stored}", flush=True)
-                path = stored
-            else:
-                path = os.path.join(out_dir, name)
-                os.makedirs(path, exist_ok=True)
-                writer = TrialWriter(master, int(trial_id), path)
-                try:
-                    count = writer.catch_up()
-                    print(f"pedl: {name}: {count} reports written as event files from the stored metrics",
-                          flush=True)
-                except OSError as exc:  # the refresh tries again
-                    print(f"pedl: {name}: cannot read the stored metrics yet ({exc})", file=sys.stderr, flush=True)
-                writers.append(writer)
-            if "," in path or ":" in path:  # --logdir_spec separators: through a link of our own
-                link = os.path.join(out_dir, "links", f"{exp_id}-{int(trial_id)}")
-                os.makedirs(os.path.dirname(link), exist_ok=True)
-                if not os.path.islink(link):
-                    os.symlink(path, link)
-                path = link
-            spec.append(f"{name}:{os.path.abspath(path)}")
-    return spec, writers
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                if not os.path.islink(path):
+                    os.symlink(stored, path)  # TensorBoard follows it as it walks the log directory
+                continue
+            os.makedirs(path, exist_ok=True)
+            writer = TrialWriter(master, trial_id, path)
+            try:
+                count = writer.catch_up()
+                print(f"pedl: {name}: {count} reports written as event files from the stored metrics", flush=True)
+            except OSError as exc:  # the refresh tries again
+                print(f"pedl: {name}: cannot read the stored metrics yet ({exc})", file=sys.stderr, flush=True)
+            writers.append(writer)
+    return writers
 
 
 def refresh(master: Master, writers: list[TrialWriter], stop: threading.Event) -> None:
@@ -267,8 +263,10 @@ def main(argv: list[str]) -> int:
         plan = json.load(f)
     command = argv[argv.index("--") + 1:]
     master = Master(os.environ["DET_MASTER"], os.environ["DET_SESSION_TOKEN"])
-    spec, writers = runs(plan, os.environ.get("DET_CLUSTER_ID", ""), master, os.path.abspath(OUT_DIR))
-    proc = subprocess.Popen([*command, "--logdir_spec", ",".join(spec)])  # noqa: S603 - the master's argv
+    out_dir = os.path.abspath(OUT_DIR)
+    os.makedirs(out_dir, exist_ok=True)
+    writers = runs(plan, os.environ.get("DET_CLUSTER_ID", ""), master, out_dir)
+    proc = subprocess.Popen([*command, "--logdir", out_dir])  # noqa: S603 - the master's argv
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
     stop = threading.Event()

@@ -106,7 +106,7 @@ def entrypoint(task: Any) -> list[str]:
 
 
 def argv(task_id: str, extra: list[str]) -> list[str]:
-    """tensorboard_runs.py adds --logdir_spec; the flags are TensorBoard 2.x's (Determined's launcher
-    gives the same path prefix, --bind_all and --load_fast=false)."""
+    """tensorboard_runs.py adds --logdir; the flags are TensorBoard 2.x's (Determined's launcher gives the
+    same path prefix, --bind_all and --load_fast=false)."""
     return ["python3", RUNS_PATH, "--plan", PLAN_PATH, "--", "python3", "-m", "tensorboard.main",
             "--port", "{port}", "--bind_all", f"--path_prefix=/proxy/{task_id}", "--load_fast=false", *extra]
