@@ -126,3 +126,23 @@ def test_the_storage_root_of_shared_fs_only() -> None:
     assert storage_root({"checkpoint_storage": {"host_path": "/data/"}}) == "/data"
     assert storage_root({"checkpoint_storage": {"type": "s3", "bucket": "b"}}) is None
     assert storage_root({}) is None
+
+
+def test_it_runs_as_its_experiments_do(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent) -> None:
+    config = SINGLE_CONFIG + ("environment: {environment_variables: [FROM_EXP=1]}\n"
+                              "bind_mounts: [{host_path: /data, container_path: /data}, "
+                              "{host_path: /srv, container_path: /mine}]\n")
+    exp = create_experiment(client, user, config, activate=False)
+    root = storage_root({"checkpoint_storage": ctx_of(app).config.effective_checkpoint_storage().model_dump()})
+    status, body = launch(client, user, experimentIds=[exp["id"]],
+                          config={"bind_mounts": [{"host_path": "/elsewhere", "container_path": "/mine"}]})
+    assert status == 200, body
+    assert body["config"]["environment"]["environment_variables"] == ["FROM_EXP=1"]
+    assert [(m["host_path"], m["container_path"], m["read_only"]) for m in body["config"]["bind_mounts"]] == [
+        ("/elsewhere", "/mine", False), ("/data", "/data", False), (root, root, True)]
+    [task] = agent.start_all()
+    assert task.message["env"]["FROM_EXP"] == "1"
+    # an environment of the request's own is kept
+    status, body = launch(client, user, experimentIds=[exp["id"]],
+                          config={"environment": {"environment_variables": ["MINE=2"]}})
+    assert status == 200 and body["config"]["environment"]["environment_variables"] == ["MINE=2"], body

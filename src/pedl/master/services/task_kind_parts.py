@@ -19,6 +19,7 @@ class Prepared:
     trial_ids: tuple[int, ...] = ()
     secrets: dict[str, Any] = field(default_factory=dict)
     files: tuple[dict[str, Any], ...] = ()  # added to the task's context (Determined's v1File shape)
+    config: dict[str, Any] = field(default_factory=dict)  # top-level keys of the task's config, replaced
 
 
 def launched(options: list[str], argv: list[str]) -> list[str]:

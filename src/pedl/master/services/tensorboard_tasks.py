@@ -15,6 +15,7 @@ import posixpath
 from importlib import resources
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -63,7 +64,35 @@ def prepare(s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tup
     plan = {"experiments": [{"id": e, "storage_root": storage_root(exps[e].config), "trials": shown[e]}
                             for e in exp_ids]}
     return Prepared(tuple(exp_ids), tuple(tr_ids), files=(_file(PLAN_PATH, json.dumps(plan).encode()),
-                                                          _file(RUNS_PATH, _runs_source())))
+                                                          _file(RUNS_PATH, _runs_source())),
+                    config=inherited(cfg, [exps[e] for e in exp_ids]))
+
+
+def inherited(cfg: TaskConfig, exps: list[models.Experiment]) -> dict[str, Any]:
+    """What a TensorBoard takes from its experiments, as Determined's does: the first one's environment
+    (its image and variables) unless the request gives one, and their bind mounts after the request's;
+    plus each shared_fs storage read-only at its own path, so that in a container too the event files
+    are where the plan says (a process task reads the host's paths as they are)."""
+    mounts = [m.model_dump(mode="json") for m in cfg.bind_mounts]
+    taken = {m["container_path"] for m in mounts}
+    extra = [m for exp in exps for m in (exp.config or {}).get("bind_mounts") or []]
+    extra += [{"host_path": root, "container_path": root, "read_only": True}
+              for root in dict.fromkeys(storage_root(exp.config) for exp in exps)
+              if root and ":" not in root and "," not in root]  # a path docker -v cannot take is not mounted
+    for mount in extra:
+        if mount["container_path"] not in taken:
+            taken.add(mount["container_path"])
+            mounts.append(mount)
+    data: dict[str, Any] = {"bind_mounts": mounts}
+    if "environment" not in cfg.model_fields_set and exps:
+        data["environment"] = (exps[0].config or {}).get("environment") or {}
+    try:
+        checked = TaskConfig.model_validate({**cfg.model_dump(mode="json"), **data})
+    except ValidationError as exc:  # an experiment stored before a check it would now fail
+        problem = exc.errors()[0].get("msg")
+        raise InvalidArgument.at("config", f"the experiments' environment or bind mounts do not fit a TensorBoard "
+                                           f"({problem}); give them in the config") from None
+    return checked.model_dump(mode="json", include=set(data))
 
 
 def _not_found(field: str, message: str) -> NotFound:
