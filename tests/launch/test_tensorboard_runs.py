@@ -50,10 +50,12 @@ class FakeMaster:
     def __init__(self, reports: dict[tuple[int, str], list[dict[str, Any]]]) -> None:
         self.reports_of = reports
         self.asked: list[tuple[int, str]] = []
+        self.starts: list[int] = []
 
-    def reports(self, trial_id: int, group: str) -> Iterator[dict[str, Any]]:
+    def reports(self, trial_id: int, group: str, start_batches: int = 0) -> Iterator[dict[str, Any]]:
         self.asked.append((trial_id, group))
-        yield from self.reports_of.get((trial_id, group), [])
+        self.starts.append(start_batches)
+        yield from (r for r in self.reports_of.get((trial_id, group), []) if r["totalBatches"] >= start_batches)
 
 
 def report(rid: int, steps: int, group: str, **values: float) -> dict[str, Any]:
@@ -95,7 +97,10 @@ def test_a_refresh_writes_only_the_new_reports(tmp_path: Path) -> None:
     master = FakeMaster({(5, "training"): [report(1, 1, "training", loss=1.0)]})
     writer = TrialWriter(master, 5, str(tmp_path))
     assert writer.catch_up() == 1
-    master.reports_of[(5, "training")].append(report(2, 2, "training", loss=0.5))
-    assert writer.catch_up() == 1
+    master.reports_of[(5, "training")] += [report(2, 1, "training", loss=0.75), report(3, 2, "training", loss=0.5)]
+    master.starts.clear()
+    assert writer.catch_up() == 2
+    assert master.starts == [1, 0]  # from the last step written (its later reports too); nothing validated yet
     assert writer.catch_up() == 0
-    assert [(s, v) for s, _, v in scalars(tmp_path / "training")["Determined/loss"]] == [(1, 1.0), (2, 0.5)]
+    assert [(s, v) for s, _, v in scalars(tmp_path / "training")["Determined/loss"]] == [(1, 1.0), (1, 0.75),
+                                                                                          (2, 0.5)]

@@ -153,9 +153,11 @@ class Master:
         with self._open(f"/api/v1/trials/{trial_id}") as resp:
             return json.load(resp)["trial"]["state"]
 
-    def reports(self, trial_id: int, group: str) -> Iterator[dict[str, Any]]:
-        """The trial's reports of the group in step order, one page of the master's at a time."""
-        with self._open("/api/v1/trials/metrics/trial_metrics", [("trialIds", trial_id), ("group", group)]) as resp:
+    def reports(self, trial_id: int, group: str, start_batches: int = 0) -> Iterator[dict[str, Any]]:
+        """The trial's reports of the group in step order (from `start_batches` steps on), one page of the
+        master's at a time."""
+        params = [("trialIds", trial_id), ("group", group), ("startBatches", start_batches)]
+        with self._open("/api/v1/trials/metrics/trial_metrics", params) as resp:
             for line in resp:
                 if line.strip():
                     yield from json.loads(line)["result"]["metrics"]
@@ -185,7 +187,7 @@ class TrialWriter:
         written = 0
         for group in GROUPS:
             after = self._after.get(group, (-1, -1))
-            for rep in self.master.reports(self.trial_id, group):
+            for rep in self.master.reports(self.trial_id, group, max(after[0], 0)):
                 key = (int(rep.get("totalBatches") or 0), int(rep.get("id") or 0))
                 if key <= after:
                     continue
