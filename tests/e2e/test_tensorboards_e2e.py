@@ -1,7 +1,8 @@
 """A TensorBoard end to end (issue 17), on a real master and local agent with TensorBoard from PyPI: it
 shows a pedl.core trial from the metrics the master stored, and another trial from the event files
 Determined's Core API would have written to checkpoint storage; read through the master's proxy, its
-scalars are what the trials reported. Another user cannot reach it."""
+scalars are what the trials reported. Another user cannot reach it. A trial still running when it
+starts shows its later reports too."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from pedl.devcluster import wait_experiment, wait_for
 from pedl.launch.tensorboard_runs import EventFile
-from tests.e2e.conftest import MODELS
+from tests.e2e.conftest import MODELS, steps_config
 from tests.e2e.test_proxy_e2e import _login
 
 pytestmark = pytest.mark.e2e
@@ -56,13 +57,7 @@ def test_a_tensorboard_shows_the_trials_scalars_through_the_proxy(cluster) -> No
     assert tb["description"] == f"TensorBoard (Experiment {from_metrics}, {from_storage})"
     task_id = tb["id"]
 
-    def ready() -> bool:
-        task = c.master.api("GET", f"/api/v1/tasks/{task_id}")["task"]
-        allocations = task["allocations"]
-        assert not task["endTime"], task_logs(c, task_id)[-3000:]
-        return bool(allocations) and allocations[0]["isReady"]
-
-    wait_for(ready, 120, interval=0.5, what="the TensorBoard to be ready")
+    wait_ready(c, task_id)
     base = f"{c.master.url}/proxy/{task_id}/"
     owner = {"Authorization": f"Bearer {c.master.token()}"}
     metrics_run = f"experiment/{from_metrics}/trial/{metrics_trial['id']}"
@@ -111,3 +106,45 @@ def test_a_tensorboard_shows_the_trials_scalars_through_the_proxy(cluster) -> No
     c.master.api("POST", f"/api/v1/tensorboards/{task_id}/kill")
     wait_for(lambda: c.master.api("GET", f"/api/v1/tensorboards/{task_id}")["tensorboard"]["state"]
              == "STATE_TERMINATED", 60, what="the TensorBoard to end")
+
+
+def wait_ready(c, task_id: str) -> None:
+    def ready() -> bool:
+        task = c.master.api("GET", f"/api/v1/tasks/{task_id}")["task"]
+        assert not task["endTime"], task_logs(c, task_id)[-3000:]
+        return bool(task["allocations"]) and task["allocations"][0]["isReady"]
+
+    wait_for(ready, 120, interval=0.5, what="the TensorBoard to be ready")
+
+
+def test_a_running_trials_later_reports_reach_the_tensorboard(cluster, tmp_path) -> None:
+    c = cluster
+    c.add_agent("a1")
+    release = tmp_path / "release"
+    total = 60
+    exp_id = c.create(steps_config("tb-live", steps=total, delay=1.0, ckpt_every=20, release=str(release)),
+                      MODELS / "held")
+    wait_for(lambda: (c.trials(exp_id) or [{}])[0].get("totalBatchesProcessed", 0) >= 2, 120,
+             what="the trial's first reports")
+    [trial] = c.trials(exp_id)
+    env = {"environment_variables": ["PEDL_TENSORBOARD_REFRESH_SECONDS=0.5"]}
+    tb = c.master.api("POST", "/api/v1/tensorboards", {"experimentIds": [exp_id], "config": {"environment": env}})
+    task_id = tb["tensorboard"]["id"]
+    wait_ready(c, task_id)
+    base = f"{c.master.url}/proxy/{task_id}/data/plugin/scalars/scalars"
+    owner = {"Authorization": f"Bearer {c.master.token()}"}
+    run = f"experiment/{exp_id}/trial/{trial['id']}"
+
+    def loss() -> list[tuple[int, float]]:
+        r = httpx.get(base, params={"run": f"{run}/training", "tag": "Determined/loss"}, headers=owner)
+        return [(step, value) for _wall, step, value in r.json()] if r.status_code == 200 else []
+
+    early = wait_for(loss, 60, interval=0.5, what="the first reports in TensorBoard")
+    assert 2 <= len(early) < total
+    release.touch()
+    wait_experiment(c.master, exp_id, {"STATE_COMPLETED"})
+    wait_for(lambda: len(loss()) == total, 60, interval=0.5, what="every report in TensorBoard")
+    assert loss() == [(s, 1.0 / s) for s in range(1, total + 1)]
+    r = httpx.get(base, params={"run": f"{run}/validation", "tag": "Determined/validation_loss"}, headers=owner)
+    assert [(step, value) for _wall, step, value in r.json()] == [(s, 1.0 / s) for s in (20, 40, 60)]
+    c.master.api("POST", f"/api/v1/tensorboards/{task_id}/kill")

@@ -35,7 +35,7 @@ from service_launcher import _ssl_context  # noqa: E402 - shipped beside this fi
 
 GROUPS = ("training", "validation")
 OUT_DIR = "tensorboard"  # under the task's directory
-REFRESH_SECONDS = 30.0
+REFRESH_SECONDS = float(os.environ.get("PEDL_TENSORBOARD_REFRESH_SECONDS") or 30.0)  # running trials, this often
 TERMINAL = {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"}
 
 
