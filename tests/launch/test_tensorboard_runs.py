@@ -4,6 +4,8 @@ where there are some, else files written from its stored metrics, each report on
 
 from __future__ import annotations
 
+import threading
+import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.util import tensor_util
 
+from pedl.launch import tensorboard_runs
 from pedl.launch.tensorboard_runs import EventFile, TrialWriter, crc32c, runs, tags
 
 CLUSTER = "c0ffee00-0000-4000-8000-000000000000"
@@ -51,6 +54,15 @@ class FakeMaster:
         self.reports_of = reports
         self.asked: list[tuple[int, str]] = []
         self.starts: list[int] = []
+        self.states: dict[int, list[Any]] = {}
+
+    def trial_state(self, trial_id: int) -> str:
+        state = self.states[trial_id].pop(0)
+        if isinstance(state, Exception):
+            raise state
+        if state == "STATE_COMPLETED":  # its last report came before it ended
+            self.reports_of[(trial_id, "training")].append(report(9, 9, "training", loss=0.125))
+        return state
 
     def reports(self, trial_id: int, group: str, start_batches: int = 0) -> Iterator[dict[str, Any]]:
         self.asked.append((trial_id, group))
@@ -104,3 +116,15 @@ def test_a_refresh_writes_only_the_new_reports(tmp_path: Path) -> None:
     assert writer.catch_up() == 0
     assert [(s, v) for s, _, v in scalars(tmp_path / "training")["Determined/loss"]] == [(1, 1.0), (1, 0.75),
                                                                                           (2, 0.5)]
+
+
+def test_the_refresh_follows_running_trials_until_they_end(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(tensorboard_runs, "REFRESH_SECONDS", 0.0)
+    master = FakeMaster({(1, "training"): [report(1, 1, "training", loss=1.0)], (2, "training"): []})
+    gone = urllib.error.HTTPError("http://master/api/v1/trials/2", 404, "trial 2 not found", None, None)  # type: ignore[arg-type]
+    master.states = {1: ["STATE_RUNNING", OSError("master away"), "STATE_COMPLETED"], 2: [gone]}
+    writers = [TrialWriter(master, 1, str(tmp_path / "1")), TrialWriter(master, 2, str(tmp_path / "2"))]
+    assert writers[0].catch_up() == 1
+    tensorboard_runs.refresh(master, writers, threading.Event())  # returns once no trial is left to follow
+    assert master.states == {1: [], 2: []}
+    assert [(s, v) for s, _, v in scalars(tmp_path / "1" / "training")["Determined/loss"]] == [(1, 1.0), (9, 0.125)]

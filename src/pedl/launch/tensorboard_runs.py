@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -236,7 +237,7 @@ def runs(plan: dict[str, Any], cluster_id: str, master: Master, out_dir: str) ->
             try:
                 count = writer.catch_up()
                 print(f"pedl: {name}: {count} reports written as event files from the stored metrics", flush=True)
-            except OSError as exc:  # the refresh tries again
+            except (OSError, ValueError, KeyError) as exc:  # the refresh tries again
                 print(f"pedl: {name}: cannot read the stored metrics yet ({exc})", file=sys.stderr, flush=True)
             writers.append(writer)
     return writers
@@ -250,7 +251,10 @@ def refresh(master: Master, writers: list[TrialWriter], stop: threading.Event) -
             try:
                 ended = master.trial_state(writer.trial_id) in TERMINAL
                 writer.catch_up()
-            except OSError as exc:
+            except urllib.error.HTTPError as exc:
+                ended = exc.code == 404  # deleted with its experiment: nothing more will come
+                print(f"pedl: cannot refresh trial {writer.trial_id} ({exc})", file=sys.stderr, flush=True)
+            except (OSError, ValueError, KeyError) as exc:  # the master away, or a garbled answer: next time
                 print(f"pedl: cannot refresh trial {writer.trial_id} ({exc}); retrying", file=sys.stderr, flush=True)
                 continue
             if ended:
