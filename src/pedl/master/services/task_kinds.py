@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -20,8 +19,8 @@ from sqlalchemy.orm import Session
 from pedl.config.task_config import TaskConfig
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
+from pedl.master.services.task_kind_parts import LAUNCHER_PATH, Prepared, launched  # noqa: F401 - re-exported
 
-LAUNCHER_PATH = ".pedl/service_launcher.py"
 SERVICES = ("notebook", "shell", "tensorboard")
 NAMES = {"command": "Command", "notebook": "JupyterLab", "shell": "Shell", "tensorboard": "TensorBoard"}
 # Determined's docker-style names: "Command (mildly-brave-owl)"
@@ -31,15 +30,6 @@ _ADJECTIVES = ("amber", "brave", "civil", "eager", "fluent", "golden", "humble",
                "mellow", "noble", "polite", "rapid", "steady", "vivid")
 _NOUNS = ("owl", "lynx", "heron", "otter", "finch", "bison", "koala", "marten", "ibex", "wren", "gecko",
           "panda", "raven", "tapir", "yak", "zebu")
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What a kind adds to a task at launch: a TensorBoard's experiments and trials, a shell's keys."""
-
-    experiment_ids: tuple[int, ...] = ()
-    trial_ids: tuple[int, ...] = ()
-    secrets: dict[str, Any] = field(default_factory=dict)
 
 
 def default_slots(kind: str) -> int:
@@ -106,8 +96,3 @@ def environment(task: Any) -> dict[str, str]:
     """Variables the kind adds to its task's environment."""
     module = _module(task.kind)
     return module.environment(task) if module is not None and hasattr(module, "environment") else {}
-
-
-def launched(options: list[str], argv: list[str]) -> list[str]:
-    return ["python3", LAUNCHER_PATH, *options, "--", *argv]
-
