@@ -3,6 +3,7 @@ worker's pass over a notebook started on a fake agent with a manual clock."""
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from pedl.clock import ManualClock
@@ -91,9 +92,10 @@ def test_an_unused_notebook_is_killed_after_its_idle_timeout(app, client: TestCl
     assert "notebook idle for 11m (idle_timeout 10m): killing it" in logs
 
 
-def test_a_notebook_without_idle_timeout_is_never_idle(app, client: TestClient, user: dict, agent: FakeAgent,
-                                                       clock: ManualClock) -> None:
-    r = post(client, "/api/v1/notebooks", {}, user)
+@pytest.mark.parametrize(("kind", "config"), [("notebooks", {}), ("shells", {"idle_timeout": "1m"})])
+def test_never_idle_without_idle_timeout_nor_a_shell(app, client: TestClient, user: dict, agent: FakeAgent,
+                                                     clock: ManualClock, kind: str, config: dict) -> None:
+    r = post(client, f"/api/v1/{kind}", {"config": config}, user)
     assert r.status_code == 200, r.text
     (task,) = agent.start_all()
     assert post(client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": 20001},

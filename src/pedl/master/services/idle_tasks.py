@@ -1,4 +1,4 @@
-"""Ends notebooks, shells and TensorBoards left unused for their idle_timeout. `decide` is pure (the
+"""Ends notebooks and TensorBoards left unused for their idle_timeout. `decide` is pure (the
 time comes in); the worker reads the running services, kills those it names, and sleeps until the
 next one could fall idle (at most CHECK_SECONDS).
 
@@ -33,6 +33,9 @@ ALLOC = models.Allocation
 CHECK_SECONDS = 5.0  # the longest the worker sleeps: a task launched meanwhile waits at most this long more
 MIN_SPACING = 0.5
 MAX_CHECKED = 10_000  # services read per pass, the longest unused first (bounded work)
+# the kinds whose use the master sees (relayed HTTP and WebSocket, a notebook's own reports), as
+# Determined's idle_timeout; a shell's SSH sessions pass no relay that could say it is in use
+IDLE_KINDS = ("notebook", "tensorboard")
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def _view(task: Any, alloc: Any) -> IdleView | None:
 
 def running_services(s: Session) -> list[IdleView]:
     rows = s.execute(select(G, ALLOC).join(ALLOC, ALLOC.task_id == G.id)
-                     .where(ALLOC.state == AllocationState.RUNNING, ALLOC.trial_id.is_(None),
+                     .where(G.kind.in_(IDLE_KINDS), ALLOC.state == AllocationState.RUNNING, ALLOC.trial_id.is_(None),
                             ALLOC.proxy_port.is_not(None))
                      .order_by(G.last_activity).limit(MAX_CHECKED)).all()
     return [v for task, alloc in rows if (v := _view(task, alloc)) is not None]

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from pedl.config.durations import parse_duration
 from pedl.config.task_config import TaskConfig
 from pedl.master.db import models
-from pedl.master.services.task_kinds import Prepared
+from pedl.master.services.task_prepared import Prepared
 
 NOTEBOOK_LAUNCHER = ".pedl/notebook_launcher.py"
 TOKEN_KEY = "jupyter_token"

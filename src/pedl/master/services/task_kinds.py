@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -20,6 +19,7 @@ from sqlalchemy.orm import Session
 from pedl.config.task_config import TaskConfig
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
+from pedl.master.services.task_prepared import Prepared  # kept importable from here too
 
 LAUNCHER_PATH = ".pedl/service_launcher.py"
 SERVICES = ("notebook", "shell", "tensorboard")
@@ -31,15 +31,6 @@ _ADJECTIVES = ("amber", "brave", "civil", "eager", "fluent", "golden", "humble",
                "mellow", "noble", "polite", "rapid", "steady", "vivid")
 _NOUNS = ("owl", "lynx", "heron", "otter", "finch", "bison", "koala", "marten", "ibex", "wren", "gecko",
           "panda", "raven", "tapir", "yak", "zebu")
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What a kind adds to a task at launch: a TensorBoard's experiments and trials, a shell's keys."""
-
-    experiment_ids: tuple[int, ...] = ()
-    trial_ids: tuple[int, ...] = ()
-    secrets: dict[str, Any] = field(default_factory=dict)
 
 
 def default_slots(kind: str) -> int:
