@@ -73,6 +73,9 @@ def test_a_notebook_through_the_proxy(cluster) -> None:
     owner = {"Authorization": f"Bearer {c.master.token()}"}
     r = httpx.get(base + "api/status", headers=owner)
     assert r.status_code == 200 and "started" in r.json(), r.text
+    # the page Determined's test_notebook_proxy asks for: Jupyter sends it on to JupyterLab's
+    r = httpx.get(base, headers=owner, follow_redirects=True, timeout=60)
+    assert r.status_code == 200 and r.url.path == f"/proxy/{task_id}/lab" and "JupyterLab" in r.text, r.text[:500]
 
     # a cell runs on a kernel, over the kernel WebSocket relayed by the master
     r = httpx.post(base + "api/kernels", headers=owner, json={"name": "python3"}, timeout=60)
