@@ -98,3 +98,21 @@ def test_a_trials_service_gets_no_token(app, client: TestClient, user: dict, age
                 bearer(task.token)).status_code == 200
     r = client.get(f"/proxy/{task.task_id}/x", headers=user)
     assert r.status_code == 200 and "authorization" not in r.json()["headers"], r.text
+
+
+def test_messages_over_the_proxys_websocket_are_use(app, client: TestClient, user: dict, agent: FakeAgent,
+                                                    clock: ManualClock, echo: int) -> None:
+    nb = post(client, "/api/v1/notebooks", {}, user).json()["notebook"]["id"]
+    (task,) = agent.start_all()
+    assert post(client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": echo},
+                bearer(task.token)).status_code == 200
+    with client.websocket_connect(f"/proxy/{nb}/ws", headers=user) as ws:
+        advance(clock, agent, 30)
+        ws.send_text("hello")
+        assert ws.receive_text() == "hello"
+        assert _last_activity(app, nb) == clock.now()
+        used = clock.now()
+        advance(clock, agent, 3)
+        ws.send_text("again")  # within the throttle
+        assert ws.receive_text() == "again"
+        assert _last_activity(app, nb) == used
