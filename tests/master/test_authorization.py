@@ -339,6 +339,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/allocations/{alloc}/signals/preemption", TASK, None),
     ("POST", "/api/v1/allocations/{alloc}/signals/ack_preemption", TASK, lambda w: {}),
     ("POST", "/api/v1/allocations/{alloc}/proxy_port", TASK, lambda w: {"port": 20000 + next(w.counter)}),
+    ("POST", "/api/v1/allocations/{alloc}/activity", TASK, lambda w: {}),
     ("POST", "/api/v1/checkpoints", TASK, lambda w: _checkpoint_body(str(uuid.uuid4()), w.ids["task_a"])),
     ("POST", "/api/v1/trial-source-info", TASK, lambda w: {"trialSourceInfo": {
         "trialId": w.ids["trial"], "checkpointUuid": w.ids["ckpt"],

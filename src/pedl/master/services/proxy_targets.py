@@ -6,7 +6,7 @@ task's own (registered with its task token). `decide` is pure; `resolve` reads o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import select
 
@@ -15,6 +15,7 @@ from pedl.master.caller_cache import Caller
 from pedl.master.context import MasterContext
 from pedl.master.db import models
 from pedl.master.lifecycle import LIVE_ALLOCATION, AgentState, AllocationState
+from pedl.master.services import task_kinds
 from pedl.master.services.task_access import require_task
 
 MIN_PORT = 1024  # a task's service listens as the task's user: never on a privileged port
@@ -48,6 +49,7 @@ class ProxyTarget:
     owner_id: int
     host: str
     port: int
+    headers: tuple[tuple[str, str], ...] = ()  # added to every relayed request (a notebook's token)
 
 
 def not_found(task_id: str) -> NotFound:
@@ -100,7 +102,10 @@ def resolve(ctx: MasterContext, who: Caller, task_id: str, *, browser: bool = Fa
         view = _view(alloc) if alloc is not None else None
         agent_row = s.get(models.Agent, view.agent_id) if view is not None and view.agent_id else None
         agent = AgentView(agent_row.address, agent_row.state) if agent_row is not None else None
-    return decide(task_id, who.user.id, who.user.admin, view, agent, browser=browser)
+        target = decide(task_id, who.user.id, who.user.admin, view, agent, browser=browser)
+        generic = s.get(models.GenericTask, task_id) if alloc is not None and alloc.trial_id is None else None
+        headers = tuple(task_kinds.proxy_headers(generic)) if generic is not None else ()
+    return replace(target, headers=headers) if headers else target
 
 
 def register_port(ctx: MasterContext, who: Caller, allocation_id: str, port: int) -> None:
@@ -108,6 +113,9 @@ def register_port(ctx: MasterContext, who: Caller, allocation_id: str, port: int
     with ctx.db.session() as s:
         alloc = require_task(s, who, allocation_id=allocation_id)
         alloc.proxy_port = port
+        task = s.get(models.GenericTask, alloc.task_id) if alloc.trial_id is None else None
+        if task is not None:
+            task.last_activity = ctx.clock.now()  # the idle clock starts when the service answers
 
 
 def ended(ctx: MasterContext, allocation_ids: set[str]) -> set[str]:

@@ -81,8 +81,10 @@ def context_files(kind: str) -> list[dict[str, Any]]:
     if kind not in SERVICES:
         return []
     source = resources.files("pedl.launch").joinpath("service_launcher.py").read_bytes()
+    module = _module(kind)
+    own = module.context_files() if hasattr(module, "context_files") else []
     return [{"path": ".pedl", "type": 53, "mode": 0o755},
-            {"path": LAUNCHER_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(source).decode()}]
+            {"path": LAUNCHER_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(source).decode()}, *own]
 
 
 def entrypoint(task: Any) -> str | list[str]:
@@ -96,3 +98,10 @@ def environment(task: Any) -> dict[str, str]:
     """Variables the kind adds to its task's environment."""
     module = _module(task.kind)
     return module.environment(task) if module is not None and hasattr(module, "environment") else {}
+
+
+def proxy_headers(task: Any) -> list[tuple[str, str]]:
+    """Headers the master's proxy adds to what it relays to the task's service (a notebook's token)."""
+    module = _module(task.kind)
+    return module.proxy_headers(task) if module is not None and hasattr(module, "proxy_headers") else []
+
