@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pedl.master.services.task_kinds import launched
+from pedl.master.services.task_launch import launched
 
 
 def entrypoint(task: Any) -> list[str]:
