@@ -51,6 +51,9 @@ def sshd_config(directory: str, user: str, *, root: bool) -> str:
         "PrintMotd no",
         "X11Forwarding no",
         "Subsystem sftp internal-sftp",
+        # a session whose client is gone (its tunnel cut without a close) ends within a minute
+        "ClientAliveInterval 15",
+        "ClientAliveCountMax 4",
     ]
     if root:
         lines.append("PermitRootLogin prohibit-password")
