@@ -114,3 +114,49 @@ def test_a_shell_opens_over_ssh_through_the_master_with_its_key_only(cluster, tm
              what="the shell to end")
     out = ssh(c.master.url, sid, me, shell["privateKey"], "echo hi", tmp_path)
     assert out.returncode != 0 and "tunnel refused: HTTP 404" in out.stderr, out.stderr
+
+
+
+def _login_account() -> pwd.struct_passwd | None:
+    """A non-root account of this host with a login shell (PostgreSQL's, a developer's): nobody and
+    root are no use, as systemd's NSS module reports both locked, which sshd refuses without PAM."""
+    for entry in sorted(pwd.getpwall(), key=lambda e: e.pw_uid):
+        if 100 <= entry.pw_uid < 65534 and entry.pw_shell.endswith(("/sh", "/bash")) and os.path.exists(entry.pw_shell):
+            return entry
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root agent runs tasks as another user")
+def test_a_linked_users_shell_runs_sshd_as_that_user(cluster, tmp_path) -> None:
+    """Not root: sshd runs as the owner's agent user and takes the shell's key for that user only."""
+    require_openssh()
+    account = _login_account()
+    if account is None:
+        pytest.skip("this host has no non-root account with a login shell to run the shell as")
+    c = cluster
+    c.add_agent("a1")
+    admin = {"Authorization": f"Bearer {_login(c.master.url, 'admin')}"}
+    group = {"agentUid": account.pw_uid, "agentGid": account.pw_gid, "agentUser": account.pw_name,
+             "agentGroup": "staff"}
+    body = {"user": {"username": "carol", "admin": False, "active": True, "agentUserGroup": group}, "password": "",
+            "isHashed": False}
+    httpx.post(f"{c.master.url}/api/v1/users", content=json.dumps(body), headers=admin).raise_for_status()
+    carol = {"Authorization": f"Bearer {_login(c.master.url, 'carol')}"}
+    r = httpx.post(f"{c.master.url}/api/v1/shells", content="{}", headers=carol)
+    r.raise_for_status()
+    shell = r.json()["shell"]
+    sid = shell["id"]
+    assert shell["agentUserGroup"]["user"] == account.pw_name
+    wait_for(lambda: c.master.api("GET", f"/api/v1/tasks/{sid}")["task"]["allocations"][0]["isReady"], 90,
+             what="the shell's sshd to listen")
+    logs = _logs(c, sid)
+    assert f"sshd accepts the shell's key for user {account.pw_name}" in logs and "Server listening on" in logs, logs
+
+    out = ssh(c.master.url, sid, account.pw_name, shell["privateKey"], "echo hi $(id -u) $DET_TASK_ID", tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["hi", str(account.pw_uid), sid]
+    wrong, _ = key_pair()
+    out = ssh(c.master.url, sid, account.pw_name, wrong, "echo hi", tmp_path)
+    assert out.returncode == 255 and "Permission denied (publickey)" in out.stderr, out.stderr
+    out = ssh(c.master.url, sid, "root", shell["privateKey"], "echo hi", tmp_path)  # the key, another user
+    assert out.returncode == 255 and "Permission denied (publickey)" in out.stderr, out.stderr
