@@ -13,7 +13,7 @@ from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts, answers
 from pedl.master.api.tasks import TASK_STATE
-from pedl.master.services import generic_tasks, task_kinds
+from pedl.master.services import generic_tasks, shell_tasks, task_kinds
 from pedl.master.services.generic_tasks import LaunchRequest, Shown
 
 INT32_MAX = 2**31 - 1
@@ -61,6 +61,7 @@ def shown(item: Shown, who: Caller | None = None) -> dict[str, Any]:
         mine = who is not None and who.user is not None and (who.user.admin or who.user.id == t.owner_id)
         secrets = t.secrets or {}
         out.update(publicKey=secrets.get("public_key", ""), addresses=[],
+                   agentUserGroup=shell_tasks.login_user(item.run_as),
                    **({"privateKey": secrets.get("private_key", "")} if mine else {}))
     return out
 

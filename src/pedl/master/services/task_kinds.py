@@ -76,8 +76,14 @@ def service_address(kind: str, task_id: str) -> str | None:
     return f"/proxy/{task_id}/" if kind in ("notebook", "tensorboard") else None
 
 
+def proxied_as_tcp(kind: str) -> bool:
+    """A shell's sshd is a TCP stream: the proxy bridges a WebSocket to it (det's ssh tunnel)."""
+    return kind == "shell"
+
+
 def context_files(kind: str) -> list[dict[str, Any]]:
-    """Files the master adds to a task's context (Determined's v1File shape): the service launcher."""
+    """Files the master adds to a task's context (Determined's v1File shape): the service launcher and
+    the kind's own (a shell's sshd runner)."""
     if kind not in SERVICES:
         return []
     source = resources.files("pedl.launch").joinpath("service_launcher.py").read_bytes()
