@@ -1,0 +1,90 @@
+"""`pedl cmd run|list|logs|kill` against real processes (a master and a local agent): run prints the
+command's output with its context files and exits with its code, and a detached command is listed,
+logged and killed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pedl.devcluster import pedl_command, wait_for
+from tests.e2e.conftest import Cluster
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def ntsc_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("pedl-ntsc"), None).start()
+    try:
+        c.add_agent("cmd-agent-1", slots=1)
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def pedl(ntsc_cluster: Cluster, tmp_path: Path):
+    env = {**os.environ, "PEDL_CONFIG_DIR": str(tmp_path / "cli"), "COLUMNS": "250"}
+    for name in ("PEDL_MASTER", "DET_MASTER", "PEDL_USER"):
+        env.pop(name, None)
+
+    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([*pedl_command(), "-m", ntsc_cluster.master.url, *args], capture_output=True,
+                              text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+    return run
+
+
+def test_cmd_run_prints_the_output_of_the_command_with_its_context(pedl, tmp_path: Path) -> None:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "note.txt").write_text("from the context\n")
+    done = pedl("cmd", "run", "-c", str(ctx), "sh", "-c", "echo hi; cat note.txt")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["hi", "from the context"], done.stdout
+    assert "Launched command" in done.stderr
+    # it has ended: not listed any more
+    assert pedl("cmd", "list", "--json").stdout.strip() == "[]"
+
+
+def test_cmd_run_exits_with_the_commands_code(pedl) -> None:
+    done = pedl("cmd", "run", "sh", "-c", "echo failing >&2; exit 3")
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert "failing" in done.stdout and "exited with code 3" in done.stderr
+
+
+def test_a_detached_command_is_listed_logged_and_killed(pedl, ntsc_cluster: Cluster) -> None:
+    started = pedl("cmd", "run", "-d", "--config", "description=sleeper", "sh", "-c", "echo started; sleep 600")
+    assert started.returncode == 0, started.stderr
+    cmd_id = started.stdout.strip()
+    listed = pedl("cmd", "list")
+    assert cmd_id in listed.stdout and "sleeper" in listed.stdout, listed.stdout
+    wait_for(lambda: "started" in pedl("cmd", "logs", cmd_id).stdout, 60, what="the command's output")
+    killed = pedl("cmd", "kill", cmd_id[:8])  # a unique prefix names it
+    assert killed.returncode == 0 and f"Killed command {cmd_id}" in killed.stdout, killed.stderr
+    wait_for(lambda: cmd_id not in pedl("cmd", "list", "-a").stdout, 60, what="the command to end")
+    assert ntsc_cluster.master.api("GET", f"/api/v1/commands/{cmd_id}")["command"]["state"] == "STATE_TERMINATED"
+    # its logs stay, and following an ended command's logs returns at once
+    followed = pedl("cmd", "logs", "-f", cmd_id)
+    assert followed.returncode == 0 and "started" in followed.stdout
+
+
+def test_bad_arguments_name_the_argument(pedl, tmp_path: Path) -> None:
+    cases = [
+        (("cmd", "run"), "CMD"),
+        (("cmd", "run", "--config", "nonsense", "true"), "--config"),
+        (("cmd", "run", "--context", str(tmp_path / "missing"), "true"), "--context"),
+        (("cmd", "run", "--config-file", str(tmp_path / "missing.yaml"), "true"), "--config-file"),
+        (("cmd", "run", "--workspace", "no-such-workspace", "true"), "--workspace"),
+        (("cmd", "run", "--config", "resources.slots=-1", "true"), "resources.slots"),
+        (("cmd", "kill", "ffffffff"), "ffffffff"),
+    ]
+    for args, named in cases:
+        done = pedl(*args)
+        assert done.returncode != 0 and named in done.stderr, (args, done.stdout, done.stderr)
+    assert pedl("cmd", "list", "--json").stdout.strip() == "[]"  # nothing was started
