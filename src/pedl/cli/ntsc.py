@@ -187,11 +187,14 @@ class Progress:
             self._status.__exit__(*exc)
 
 
-def wait_for(client: MasterClient, kind: Kind, task_id: str, until: Callable[[dict[str, Any]], bool],
-             sleep: Callable[[float], None] | None = None) -> dict[str, Any]:
+def pause(seconds: float) -> None:
+    """Between two reads of a waited-for task (tests replace it to act in between)."""
+    time.sleep(seconds)
+
+
+def wait_for(client: MasterClient, kind: Kind, task_id: str, until: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """Poll the task until `until(item)` or it has ended, showing its state (and why it waits while
     queued); returns the last item read."""
-    pause = sleep or time.sleep
     with Progress() as progress:
         while True:
             item = describe(client, kind, task_id)

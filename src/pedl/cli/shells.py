@@ -37,7 +37,7 @@ DEFAULT_SSH_USER = "root"  # as det: the shell's agentUserGroup.user where the m
 def proxy_command(client: MasterClient, cert: str | None) -> str:
     """ssh's ProxyCommand: this Python running `pedl shell tunnel %h` (ssh puts the host, the shell's
     id, for %h) against the same master, as the same user."""
-    argv = [sys.executable, "-m", "pedl.cli.main", "-m", client.url, "-u", client.username]
+    argv = [sys.executable, "-m", "pedl.cli.main", "--master", client.url, "--user", client.username]
     if cert:
         argv += ["--cert", str(Path(cert).resolve())]
     quoted = [shlex.quote(a.replace("%", "%%")) for a in argv]  # ssh expands %-tokens in ProxyCommand
@@ -63,9 +63,11 @@ def write_key(path: Path, key: str) -> None:
 @contextlib.contextmanager
 def key_file(shell: dict[str, Any], keep: bool) -> Iterator[Path]:
     """The key in a private temporary directory removed afterwards, or, kept, under the config directory."""
-    key = shell.get("privateKey")
-    if not key:
+    if "privateKey" not in shell:
         fail(f"the master sent no private key for shell {shell.get('id')}: only its owner (or an admin) opens it")
+    key = str(shell["privateKey"] or "")
+    if not key:
+        fail(f"the master holds no ssh key for shell {shell.get('id')}")
     if keep:
         path = config_dir() / "shell" / str(shell["id"]) / "key"
         write_key(path, key)
