@@ -67,3 +67,27 @@ def test_the_page_loads_at_its_address_and_refuses_another_users_kill(cluster: C
     expect(row).to_have_count(1)
     assert command_state(cluster, cmd_id) == "STATE_RUNNING"
     cluster.master.api("POST", f"/api/v1/commands/{cmd_id}/kill")
+
+
+def test_open_links_a_ready_notebook_of_ones_own_through_the_proxy(cluster: Cluster, page) -> None:
+    """The list as the master would answer it once a notebook's service is up (notebooks are started
+    for real by tests of their own): Open goes to /proxy/{id}/ for the owner's ready notebook, and
+    is not offered for another user's TensorBoard, whose proxy would refuse this session."""
+    me = cluster.master.api("GET", "/api/v1/me")["user"]
+    nb = {"id": "0b7e4c4e-1f0a-4d7b-9d5e-8f1c2a3b4c5d", "description": "JupyterLab (calmly-brave-owl)",
+          "state": "STATE_RUNNING", "isReady": True, "username": me["username"], "userId": me["id"],
+          "serviceAddress": "/proxy/0b7e4c4e-1f0a-4d7b-9d5e-8f1c2a3b4c5d/", "startTime": "2026-01-01T00:00:00Z"}
+    tb_id = "9a8b7c6d-1f0a-4d7b-9d5e-8f1c2a3b4c5d"
+    tb = {**nb, "id": tb_id, "description": "TensorBoard (Experiment 1)", "username": "someone",
+          "userId": me["id"] + 100, "serviceAddress": f"/proxy/{tb_id}/"}
+    page.route("**/api/v1/notebooks", lambda route: route.fulfill(json={"notebooks": [nb]}))
+    page.route("**/api/v1/tensorboards", lambda route: route.fulfill(json={"tensorboards": [tb]}))
+    login(page, cluster.master.url, "determined")
+    page.goto(f"{cluster.master.url}/task-list")
+    mine = page.locator(f"tr[data-task-id='{nb['id']}']")
+    expect(mine).to_have_attribute("data-kind", "notebook")
+    expect(mine.locator("a[data-action=open]")).to_have_attribute("href", nb["serviceAddress"])
+    theirs = page.locator(f"tr[data-task-id='{tb['id']}']")
+    expect(theirs).to_have_attribute("data-kind", "tensorboard")
+    expect(theirs.locator("[data-action=open]")).to_have_count(0)
+    expect(theirs.locator("button[data-action=kill]")).to_be_visible()

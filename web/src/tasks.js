@@ -19,8 +19,13 @@ export function taskRows(answers) {
   return rows.sort((a, b) => time(b) - time(a) || String(a.id).localeCompare(String(b.id)));
 }
 
-// where a task's service is opened: its serviceAddress (the master's proxy), only once it is ready
-export function openUrl(task) {
-  if (!task.opens || !task.isReady) return null;
+// where a task's service is opened: its serviceAddress (the master's proxy), once it is ready, by its
+// owner only (the proxy takes the WebUI's session for the owner alone, not for an admin)
+export function canOpen(task, me) {
+  return !!task.opens && !!me && task.userId === me.id;
+}
+
+export function openUrl(task, me) {
+  if (!canOpen(task, me) || !task.isReady) return null;
   return task.serviceAddress || `/proxy/${encodeURIComponent(task.id)}/`;
 }

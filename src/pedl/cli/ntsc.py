@@ -159,7 +159,7 @@ def wait_reason(client: MasterClient, task_id: str) -> str:
     return next((str(s.get("waitReason") or "") for s in summaries.values() if s.get("taskId") == task_id), "")
 
 
-class Progress:
+class StatusLine:
     """A spinner on a terminal's stderr, or one line per change where stderr is not a terminal."""
 
     def __init__(self) -> None:
@@ -167,7 +167,7 @@ class Progress:
         self._status: Any = None
         self._last = ""
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> StatusLine:
         if self.console.is_terminal:
             self._status = self.console.status("", spinner="dots")
             self._status.__enter__()
@@ -195,7 +195,7 @@ def pause(seconds: float) -> None:
 def wait_for(client: MasterClient, kind: Kind, task_id: str, until: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """Poll the task until `until(item)` or it has ended, showing its state (and why it waits while
     queued); returns the last item read."""
-    with Progress() as progress:
+    with StatusLine() as progress:
         while True:
             item = describe(client, kind, task_id)
             state = str(item.get("state") or "")
