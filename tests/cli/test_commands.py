@@ -91,3 +91,12 @@ def test_bad_arguments_are_refused_naming_them(live: Live, tmp_path: Path) -> No
         result = live.cli(*args)
         assert result.exit_code != 0 and named in result.output, (args, result.output)
     assert live.get("/api/v1/commands")["commands"] == []  # nothing was started
+
+
+def test_a_context_over_the_limit_is_refused_naming_it(live: Live, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("PEDL_MAX_MODEL_DEF_BYTES", "10")
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "big.bin").write_bytes(b"x" * 100)
+    result = live.cli("cmd", "run", "-c", str(tmp_path / "ctx"), "true")
+    assert result.exit_code == 1 and f"--context {tmp_path / 'ctx'}: the directory" in result.stderr, result.output
+    assert "over the limit" in result.stderr

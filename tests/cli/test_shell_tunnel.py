@@ -125,3 +125,100 @@ def test_through_the_masters_proxy_to_a_tasks_service(live: Live, echo: EchoServ
     finally:
         proc.kill()
     assert echo.seen[0][0] == f"/proxy/{task_id}/"
+
+
+SSHD = Path("/usr/sbin/sshd")
+
+
+def sshd_missing() -> str | None:
+    import shutil
+
+    if not SSHD.exists() or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
+        return "OpenSSH's ssh, ssh-keygen and /usr/sbin/sshd are needed (apt-get install openssh-client openssh-server)"
+    if os.geteuid() == 0 and not Path("/run/sshd").is_dir():
+        return "sshd run as root needs /run/sshd (mkdir -p /run/sshd)"
+    return None
+
+
+class SshBridge:
+    """A WebSocket server in front of an sshd: what a shell's service is to the master's proxy. Each
+    WebSocket is one TCP connection to the sshd, bytes copied both ways."""
+
+    def __init__(self, sshd_port: int) -> None:
+        self.sshd_port = sshd_port
+        self.server: Server = serve(self._handle, "127.0.0.1", 0, compression=None, max_size=None)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def _handle(self, conn: ServerConnection) -> None:
+        import socket
+
+        with socket.create_connection(("127.0.0.1", self.sshd_port)) as tcp:
+            def to_ws() -> None:
+                while chunk := tcp.recv(65536):
+                    conn.send(chunk)
+                conn.close()
+
+            threading.Thread(target=to_ws, daemon=True).start()
+            for message in conn:
+                tcp.sendall(message if isinstance(message, bytes) else message.encode())
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """An sshd of this test on a free loopback port that takes one key pair's key: (port, private key)."""
+    from pedl.common.ports import free_port
+    from pedl.devcluster import wait_for
+
+    missing = sshd_missing()
+    if missing:
+        pytest.skip(missing)
+    d = tmp_path / "sshd"
+    d.mkdir(mode=0o700)
+    for name in ("host_key", "user_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
+    (d / "authorized_keys").chmod(0o600)
+    port = free_port()
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\nAuthorizedKeysFile {d / 'authorized_keys'}\n"
+        f"PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\nStrictModes no\n"
+        f"UsePAM no\nPidFile {d / 'sshd.pid'}\nPermitRootLogin prohibit-password\n")
+    proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(d / "sshd_config")], stdout=subprocess.DEVNULL,
+                            stderr=open(d / "sshd.log", "wb"))  # noqa: SIM115 - closed with the process
+    try:
+        import socket
+
+        wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, 30,
+                 what="sshd to listen")
+        yield port, d / "user_key"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_ssh_runs_a_command_through_the_tunnel(sshd: tuple[int, Path], tmp_path: Path) -> None:
+    """The ssh command `pedl shell open` runs (ssh_argv, proxy_command), for real: OpenSSH's ssh, the
+    tunnel as its ProxyCommand, and an sshd behind a WebSocket server standing in for the master."""
+    import getpass
+
+    from pedl.cli.client import MasterClient
+    from pedl.cli.shells import proxy_command, ssh_argv
+
+    port, key = sshd
+    bridge = SshBridge(port)
+    bridge.thread.start()
+    try:
+        url = f"http://127.0.0.1:{bridge.server.socket.getsockname()[1]}"
+        config = tmp_path / "cli"
+        AuthStore(config / "auth.json").set_token(url, "determined", "tok-ssh")
+        shell = {"id": TASK, "agentUserGroup": {"user": getpass.getuser()}}
+        argv = ssh_argv(shell, key, proxy_command(MasterClient(url, user="determined"), None),
+                        ["-F", "/dev/null", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=/dev/null",
+                         "echo", "hello from sshd"])
+        # ssh reads options after the destination too (`pedl shell open ID -- -L ...`), then the command
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PEDL_CONFIG_DIR": str(config)}, stdin=subprocess.DEVNULL)
+    finally:
+        bridge.server.shutdown()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hello from sshd\n"

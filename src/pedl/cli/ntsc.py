@@ -84,7 +84,10 @@ def launch_body(client: MasterClient, *, config_file: Path | None, config: list[
         fail(f"--context {context}: not a directory")
     body: dict[str, Any] = {"config": overrides(config_file, config)}
     if context is not None:
-        body["files"] = pack_model_dir(context)
+        try:
+            body["files"] = pack_model_dir(context)
+        except InvalidArgument as exc:  # too large, unreadable: say which argument
+            fail(f"--context {context}: {exc.message.replace('model directory', 'the directory')}")
     if workspace is not None:
         body["workspaceId"] = workspace_id(client, workspace)
     if template is not None:
