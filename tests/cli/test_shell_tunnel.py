@@ -213,8 +213,7 @@ def test_ssh_runs_a_command_through_the_tunnel(sshd: tuple[int, Path], tmp_path:
         AuthStore(config / "auth.json").set_token(url, "determined", "tok-ssh")
         shell = {"id": TASK, "agentUserGroup": {"user": getpass.getuser()}}
         argv = ssh_argv(shell, key, proxy_command(MasterClient(url, user="determined"), None),
-                        ["-F", "/dev/null", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=/dev/null",
-                         "echo", "hello from sshd"])
+                        ["-F", "/dev/null", "-o", "BatchMode=yes", "echo", "hello from sshd"])
         # ssh reads options after the destination too (`pedl shell open ID -- -L ...`), then the command
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
                               env={**os.environ, "PEDL_CONFIG_DIR": str(config)}, stdin=subprocess.DEVNULL)

@@ -67,12 +67,13 @@ def test_open_runs_ssh_through_the_tunnel_with_the_key_in_a_private_file(live: L
     argv = got["argv"]
     assert got["key_mode"] == "0o600" and got["key"] == KEY + "\n"
     assert not Path(argv[argv.index("-i") + 1]).exists()  # removed once ssh is done
-    assert argv[-3:] == [f"root@{shell_id}", "-L", "8888:localhost:8888"]
+    user = (live.get(f"/api/v1/shells/{shell_id}")["shell"].get("agentUserGroup") or {}).get("user") or "root"
+    assert argv[-3:] == [f"{user}@{shell_id}", "-L", "8888:localhost:8888"]
     proxy = next(a for a in argv if a.startswith("ProxyCommand="))
     words = shlex.split(proxy.removeprefix("ProxyCommand="))
     assert words[-3:] == ["shell", "tunnel", "%h"]
     assert words[words.index("--master") + 1] == live.url and words[words.index("--user") + 1] == "determined"
-    assert "StrictHostKeyChecking=no" in argv
+    assert "StrictHostKeyChecking=no" in argv and "UserKnownHostsFile=/dev/null" in argv
     assert f"pedl shell open {shell_id}" in result.stderr
 
 
@@ -87,7 +88,7 @@ def test_start_waits_until_ready_then_opens(live: Live, fake_ssh: Path) -> None:
     live.between(ready)
     result = live.cli("shell", "start")
     assert result.exit_code == 7, result.output
-    assert json.loads(fake_ssh.read_text())["argv"][-1] == f"root@{tasks[0].task_id}"
+    assert json.loads(fake_ssh.read_text())["argv"][-1].endswith(f"@{tasks[0].task_id}")
 
 
 def test_show_ssh_command_keeps_the_key_and_runs_nothing(live: Live, fake_ssh: Path, isolated_config: Path) -> None:

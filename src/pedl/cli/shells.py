@@ -46,8 +46,10 @@ def proxy_command(client: MasterClient, cert: str | None) -> str:
 
 def ssh_argv(shell: dict[str, Any], key_path: Path, proxy: str, extra: list[str]) -> list[str]:
     user = (shell.get("agentUserGroup") or {}).get("user") or DEFAULT_SSH_USER
-    return ["ssh", "-o", f"ProxyCommand={proxy}", "-o", "StrictHostKeyChecking=no", "-o", "IdentitiesOnly=yes",
-            "-i", str(key_path), f"{user}@{shell['id']}", *extra]
+    # each shell has a host key of its own, reached by its id: nothing to remember in ~/.ssh/known_hosts
+    return ["ssh", "-o", f"ProxyCommand={proxy}", "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "IdentitiesOnly=yes", "-i", str(key_path),
+            f"{user}@{shell['id']}", *extra]
 
 
 def write_key(path: Path, key: str) -> None:
