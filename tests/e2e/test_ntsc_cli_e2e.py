@@ -1,18 +1,21 @@
-"""`pedl cmd run|list|logs|kill` against real processes (a master and a local agent): run prints the
-command's output with its context files and exits with its code, and a detached command is listed,
-logged and killed."""
+"""`pedl cmd|notebook|shell|tensorboard` against real processes (a master and a local agent): cmd run
+prints the command's output with its context files and exits with its code, and a detached command is
+listed, logged and killed; a notebook's and a TensorBoard's URL serve them through the master's proxy;
+pedl shell open runs a command over ssh through the master."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
-from pedl.devcluster import pedl_command, wait_for
-from tests.e2e.conftest import Cluster
+from pedl.devcluster import pedl_command, wait_experiment, wait_for
+from tests.e2e.conftest import Cluster, steps_config
 
 pytestmark = pytest.mark.e2e
 
@@ -88,3 +91,60 @@ def test_bad_arguments_name_the_argument(pedl, tmp_path: Path) -> None:
         done = pedl(*args)
         assert done.returncode != 0 and named in done.stderr, (args, done.stdout, done.stderr)
     assert pedl("cmd", "list", "--json").stdout.strip() == "[]"  # nothing was started
+
+
+# -- services: each needs its kind's runner (branches ntsc-notebook, ntsc-shell, ntsc-tensorboard); until
+# -- it is merged the kind's task ends at once, so the test skips on the runner's module
+
+def test_notebook_start_prints_a_url_that_serves_jupyter_and_open_prints_it_again(pedl, ntsc_cluster: Cluster) -> None:
+    pytest.importorskip("pedl.launch.notebook_launcher", reason="notebooks do not run on this master yet")
+    started = pedl("notebook", "start", "--config", "resources.slots=0", timeout=300)
+    assert started.returncode == 0, started.stderr
+    url = started.stdout.strip()
+    nb_id = url.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        assert url == f"{ntsc_cluster.master.url}/proxy/{nb_id}/" and "is ready" in started.stderr
+        status = httpx.get(url + "api/status", headers={"Authorization": f"Bearer {ntsc_cluster.master.token()}"},
+                           timeout=30)
+        assert status.status_code == 200 and "kernels" in status.json(), status.text
+        opened = pedl("notebook", "open", "--no-browser", nb_id[:8])
+        assert opened.returncode == 0 and opened.stdout.strip() == url, opened.stderr
+    finally:
+        pedl("notebook", "kill", nb_id)
+    wait_for(lambda: nb_id not in pedl("notebook", "list", "-a").stdout, 60, what="the notebook to end")
+
+
+def test_shell_open_runs_a_command_over_ssh_through_the_master(pedl) -> None:
+    pytest.importorskip("pedl.launch.shell_sshd", reason="shells do not run on this master yet")
+    if shutil.which("ssh") is None:
+        pytest.skip("OpenSSH's ssh is missing (apt-get install openssh-client)")
+    started = pedl("shell", "start", "-d")
+    assert started.returncode == 0, started.stderr
+    shell_id = started.stdout.strip()
+    try:
+        opened = pedl("shell", "open", shell_id, "--", "-o", "BatchMode=yes", "echo", "hi", "$DET_TASK_ID",
+                      timeout=300)
+        assert opened.returncode == 0, opened.stderr
+        assert opened.stdout.split() == ["hi", shell_id]
+        assert f"pedl shell open {shell_id}" in opened.stderr
+    finally:
+        pedl("shell", "kill", shell_id)
+
+
+def test_tensorboard_start_serves_an_experiments_tensorboard(pedl, ntsc_cluster: Cluster) -> None:
+    pytest.importorskip("pedl.launch.tensorboard_runs", reason="TensorBoards do not run on this master yet")
+    exp_id = ntsc_cluster.create(steps_config(name="tb-cli", steps=4))
+    ended = wait_experiment(ntsc_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})
+    assert ended["state"] == "STATE_COMPLETED", ended
+    started = pedl("tensorboard", "start", str(exp_id), timeout=300)
+    assert started.returncode == 0, started.stderr
+    url = started.stdout.strip()
+    tb_id = url.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        page = httpx.get(url, headers={"Authorization": f"Bearer {ntsc_cluster.master.token()}"}, timeout=30,
+                         follow_redirects=True)
+        assert page.status_code == 200 and "tb-relative-root" in page.text, page.text[:300]
+        listed = pedl("tensorboard", "list")
+        assert f"TensorBoard (Experiment {exp_id})" in listed.stdout
+    finally:
+        pedl("tensorboard", "kill", tb_id)
