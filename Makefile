@@ -100,7 +100,7 @@ install-torch: $(VENV)/.installed-torch
 DET_VENV_MISSING := determined==0.38.1 could not be installed into $(DET_VENV)
 $(DET_VENV)/.installed:
 	$(PYTHON) -m venv $(DET_VENV)
-	$(DET_VENV)/bin/pip install -q determined==0.38.1 torch==$(TORCH_VERSION) tensorboard \
+	$(DET_VENV)/bin/pip install -q determined==0.38.1 torch==$(TORCH_VERSION) tensorboard jupyterlab \
 	  || { if [ -n "$$CI" ]; then echo "$(DET_VENV_MISSING); under CI the compat tests must run: fix the install"; \
 	       exit 1; else echo "$(DET_VENV_MISSING); the compat tests will skip"; fi; }
 	touch $@

@@ -69,6 +69,19 @@ async def test_runs_a_task(fake_master: FakeMaster, context_server: ContextServe
     assert fake_master.messages("task_exited")[0]["exit_code"] == 2
 
 
+async def test_a_task_with_no_entrypoint_ends_at_once_saying_so(fake_master: FakeMaster,
+                                                               context_server: ContextServer, tmp_path: Path) -> None:
+    """A command launched without one (Determined takes such a launch) never runs anything."""
+    url = context_server.add("c1", {})
+    async with running_agent(_options(fake_master, tmp_path)) as agent:
+        await eventually(lambda: agent.connected, what="registration")
+        start = _start("a1", url, "")
+        await fake_master.send(start.model_copy(update={"entrypoint": []}))
+        exited = await eventually(lambda: fake_master.messages("task_exited"), what="task_exited")
+    assert exited[0]["exit_code"] is None and "the entrypoint is empty" in exited[0]["reason"]
+    assert not fake_master.messages("task_started")
+
+
 async def test_kill_task(fake_master: FakeMaster, context_server: ContextServer,
                          tmp_path: Path) -> None:
     url = context_server.add("c1", {})

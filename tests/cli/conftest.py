@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from pedl.cli.main import app
 from tests.cli.fake_master import FakeMaster
+from tests.cli.ntsc_live import live  # noqa: F401 - a real master app for commands, notebooks, shells...
 
 
 @pytest.fixture(autouse=True)

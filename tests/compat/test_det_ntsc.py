@@ -3,6 +3,9 @@ processes): det cmd run prints the command's output, det cmd list/logs/kill work
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from pedl.devcluster import wait_for
@@ -40,3 +43,17 @@ def test_det_cmd_list_logs_and_kill_a_running_command(ntsc_cluster) -> None:
     wait_for(lambda: cmd_id not in det(c, "cmd", "list", "-q").stdout, timeout=60, what="the command to end")
     state = c.master.api("GET", f"/api/v1/commands/{cmd_id}")["command"]["state"]
     assert state == "STATE_TERMINATED"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the agent changes user only as root")
+def test_a_linked_users_command_sees_its_linked_names_even_where_the_host_has_no_such_account(ntsc_cluster) -> None:
+    c = ntsc_cluster
+    det(c, "-u", "admin", "user", "create", "dora", "--password", "Dora-Pass-123", stdin="\n")
+    det(c, "-u", "admin", "user", "link-with-agent-user", "dora", "--agent-uid", "2000000000", "--agent-gid",
+        "2000000001", "--agent-user", "someuser", "--agent-group", "somegroup", stdin="\n")
+    det(c, "user", "login", "dora", stdin="Dora-Pass-123\n")
+    out = det(c, "-u", "dora", "cmd", "run", "bash", "-c", "echo NAMES $(id -u -n):$(id -u):$(id -g -n):$(id -g)",
+              stdin="Dora-Pass-123\n").stdout
+    assert "NAMES someuser:2000000000:somegroup:2000000001" in out, out
+    # the host's own account files are untouched
+    assert "someuser" not in Path("/etc/passwd").read_text()

@@ -166,3 +166,25 @@ def test_a_containerized_trial_outlives_a_sigkilled_agent_and_master(docker_daem
     assert trial["restarts"] == 0  # never restarted: the same container ran it to the end
     assert _steps(c, trial["id"]) == list(range(1, 41))
     wait_for(lambda: _containers("docker-phoenix") == [], 30, what="the container removed")
+
+
+def test_a_command_runs_in_its_image(docker_daemon, test_image, make_cluster, tmp_path) -> None:
+    """Commands, notebooks, shells and TensorBoards run in their environment.image as trials do."""
+    c = make_cluster()
+    c.add_agent("docker-agent", slots=1)
+    cmd = c.master.api("POST", "/api/v1/commands", {"config": {
+        "entrypoint": ["sh", "-c", "echo IN-IMAGE $(cat /etc/debian_version)"],
+        "environment": {"image": test_image}}})["command"]
+
+    def ended() -> dict | None:
+        task = c.master.api("GET", f"/api/v1/tasks/{cmd['id']}")["task"]
+        return task if task["endTime"] else None
+
+    task = wait_for(ended, 240, what="the command to end")
+    text = c.master.api("GET", f"/api/v1/tasks/{cmd['id']}/logs")
+    lines = [json.loads(raw)["result"]["log"] for raw in text.splitlines() if raw]
+    assert task["allocations"][0]["statusCode"] == 0, lines
+    assert any("running in container pedl-" in line for line in lines), lines
+    debian = subprocess.run(["docker", "run", "--rm", test_image, "cat", "/etc/debian_version"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert any(f"IN-IMAGE {debian}" in line for line in lines), lines

@@ -12,6 +12,7 @@ import { ExperimentPage } from "./pages/experiment.js";
 import { ExperimentsPage } from "./pages/experiments.js";
 import { JobsPage } from "./pages/jobs.js";
 import { LoginPage } from "./pages/login.js";
+import { TasksPage } from "./pages/tasks.js";
 import { TrialPage } from "./pages/trial.js";
 import { Link, match, navigate, useLocation } from "./router.js";
 import { toastError } from "./store.js";
@@ -23,9 +24,10 @@ const ROUTES = [
   ["/checkpoints/:uuid", CheckpointPage],
   ["/cluster", ClusterPage],
   ["/jobs", JobsPage],
+  ["/task-list", TasksPage],
 ];
 
-const TITLES = { "/experiments": "Experiments", "/cluster": "Cluster", "/jobs": "Job queue" };
+const TITLES = { "/experiments": "Experiments", "/cluster": "Cluster", "/jobs": "Job queue", "/task-list": "Tasks" };
 
 function Redirect({ to }) {
   useEffect(() => navigate(to, { replace: true }), [to]);
@@ -57,6 +59,7 @@ function Nav({ path }) {
       ${item("/experiments", "Experiments")}
       ${item("/cluster", "Cluster")}
       ${item("/jobs", "Job queue")}
+      ${item("/task-list", "Tasks")}
     </nav>
     <span class="spacer"></span>
     <span class="whoami" data-testid="whoami">${user ? user.username : ""}</span>

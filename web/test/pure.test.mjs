@@ -112,3 +112,20 @@ test("snapColumns leaves few distinct steps to uPlot and snaps many, keeping eve
   assert.equal(yc[19], 4);
   assert.ok(yc.indexOf(1) < yc.indexOf(2) && yc.indexOf(2) < yc.indexOf(3));
 });
+
+test("tasks of every kind in one list, newest first, opened through the proxy once ready", async () => {
+  const { openUrl, taskRows } = await import("../src/tasks.js");
+  const rows = taskRows({
+    commands: { commands: [{ id: "c1", userId: 2, startTime: "2026-01-01T00:00:02Z", isReady: true }] },
+    notebooks: { notebooks: [{ id: "n1", userId: 2, startTime: "2026-01-01T00:00:03Z", isReady: true, serviceAddress: "/proxy/n1/" }] },
+    tensorboards: { tensorboards: [{ id: "t1", userId: 2, startTime: "2026-01-01T00:00:01Z", isReady: false }] },
+    shells: undefined,
+  });
+  const me = { id: 2 };
+  assert.deepEqual(rows.map((r) => [r.id, r.kind]), [["n1", "notebook"], ["c1", "command"], ["t1", "tensorboard"]]);
+  assert.equal(openUrl(rows[0], me), "/proxy/n1/");
+  assert.equal(openUrl(rows[0], { id: 1 }), null); // another user's: the proxy would refuse the session
+  assert.equal(openUrl(rows[1], me), null); // a command has nothing to open
+  assert.equal(openUrl(rows[2], me), null); // not ready yet
+  assert.equal(openUrl({ ...rows[2], isReady: true }, me), "/proxy/t1/");
+});

@@ -35,23 +35,25 @@ class ProcessUser:
     notes: list[str]  # for the task's log: the names the host does not know as the group says
 
 
-def process_user(run_as: AgentUserGroup, task_home: Path) -> ProcessUser:
+def process_user(run_as: AgentUserGroup, task_home: Path, *, names_shown: bool = False) -> ProcessUser:
     """The process's ids, supplementary groups (the host's for that user, else none) and HOME, USER
-    and LOGNAME. As on Determined's agents, the names come from the host: a uid or gid the host
-    has no account for runs all the same, and the log says `id -u -n` will not find the name.
-    HOME is the account's home where it exists, else `task_home` (the task's own directory, as the
-    task sees it: Determined's /run/determined/workdir in its namespace)."""
-    notes = []
+    and LOGNAME. A uid or gid the host has no account for runs all the same; without `names_shown`
+    (the task's namespace shows it account files naming the link: `account_files`) the log says
+    `id -u -n` will not find the name. HOME is the account's home where it exists, else `task_home`
+    (the task's own directory, as the task sees it: Determined's /run/determined/workdir in its
+    namespace)."""
+    notes: list[str] = []
     home = str(task_home)
     groups = [run_as.gid]
     try:
         entry = pwd.getpwuid(run_as.uid)
     except KeyError:
-        notes.append(f"this host has no user with uid {run_as.uid}: the task runs as uid {run_as.uid} but "
-                     f"`id -u -n` will not find the name {run_as.user!r} (create the user on the agent's host, "
-                     f"e.g. useradd -u {run_as.uid} {run_as.user})")
+        if not names_shown:
+            notes.append(f"this host has no user with uid {run_as.uid}: the task runs as uid {run_as.uid} but "
+                         f"`id -u -n` will not find the name {run_as.user!r} (create the user on the agent's "
+                         f"host, e.g. useradd -u {run_as.uid} {run_as.user})")
     else:
-        if entry.pw_name != run_as.user:
+        if entry.pw_name != run_as.user and not names_shown:
             notes.append(f"uid {run_as.uid} is {entry.pw_name!r} on this host, not {run_as.user!r}")
         if entry.pw_dir and os.path.isdir(entry.pw_dir):  # nobody's is /nonexistent: the task dir then
             home = entry.pw_dir
@@ -59,10 +61,11 @@ def process_user(run_as: AgentUserGroup, task_home: Path) -> ProcessUser:
     try:
         group = grp.getgrgid(run_as.gid)
     except KeyError:
-        notes.append(f"this host has no group with gid {run_as.gid}: `id -g -n` will not find the name "
-                     f"{run_as.group!r} (e.g. groupadd -g {run_as.gid} {run_as.group})")
+        if not names_shown:
+            notes.append(f"this host has no group with gid {run_as.gid}: `id -g -n` will not find the name "
+                         f"{run_as.group!r} (e.g. groupadd -g {run_as.gid} {run_as.group})")
     else:
-        if group.gr_name != run_as.group:
+        if group.gr_name != run_as.group and not names_shown:
             notes.append(f"gid {run_as.gid} is {group.gr_name!r} on this host, not {run_as.group!r}")
     env = {"HOME": home, "USER": run_as.user, "LOGNAME": run_as.user}
     return ProcessUser(run_as.uid, run_as.gid, groups, env, notes)
@@ -91,6 +94,23 @@ def give_tree(root: Path, uid: int, gid: int) -> None:
     for parent, dirs, files in os.walk(root):
         for name in (*dirs, *files):
             os.chown(os.path.join(parent, name), uid, gid, follow_symlinks=False)
+
+
+def account_files(run_as: AgentUserGroup, home: str, directory: Path) -> tuple[Path, Path] | None:
+    """The host's /etc/passwd and /etc/group with the linked user and group in them (as
+    `passwd_lines` makes a container's), written to `directory` for a process task's namespace to show
+    over the host's; None when the host's already name them so."""
+    passwd, group = Path("/etc/passwd").read_text(), Path("/etc/group").read_text()
+    new_passwd, new_group = passwd_lines(passwd, group, run_as, home)
+    if new_passwd == passwd and new_group == group:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / "passwd", directory / "group"
+    out[0].write_text(new_passwd)
+    out[1].write_text(new_group)
+    for path in (directory, *out):
+        os.chmod(path, 0o755 if path == directory else 0o644)
+    return out
 
 
 def passwd_lines(passwd: str, group: str, run_as: AgentUserGroup, home: str) -> tuple[str, str]:

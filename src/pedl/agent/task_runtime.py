@@ -161,7 +161,8 @@ class TaskRuntime:
             # in its namespace the task works in its directory at Determined's /run/determined/workdir,
             # which the user reaches whoever may enter the agent's work dir (a root agent's is in /root)
             home = Path(containers.WORKDIR) if self._host.no_task_namespace is None else directory
-            self._user = run_as.process_user(self.spec.run_as, home)
+            self._user = run_as.process_user(self.spec.run_as, home,
+                                             names_shown=self._host.no_task_namespace is None)
             env.update(self._user.env)
             blocked = None if self._host.no_task_namespace is None else \
                 run_as.blocked_at(directory, self._user.uid, self._user.groups)
@@ -284,6 +285,13 @@ class TaskRuntime:
             raise TaskSetupError(f"cannot create {containers.WORKDIR}: {exc}") from exc
         binds.append((str(self.directory), containers.WORKDIR, False))
         env["PWD"] = containers.WORKDIR
+        if self.spec.run_as is not None:  # the link's names, as a container of the task would show them
+            try:
+                accounts = run_as.account_files(self.spec.run_as, user.env["HOME"], self.accounts_directory)
+            except OSError as exc:
+                raise TaskSetupError(f"cannot write the task's /etc/passwd and /etc/group: {exc}") from exc
+            if accounts is not None:
+                binds += [(str(accounts[0]), "/etc/passwd", True), (str(accounts[1]), "/etc/group", True)]
         return task_namespace.wrap(argv, binds, user=(user.uid, user.gid, user.groups), chdir=containers.WORKDIR)
 
     def _gpu_uuids(self) -> list[str]:

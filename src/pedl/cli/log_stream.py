@@ -1,5 +1,6 @@
-"""Trial logs: NDJSON from GET /api/v1/trials/{id}/logs, printed as they come, from any thread.
-A followed stream reconnects after a lost connection and skips the lines it already printed."""
+"""Trial and task logs: NDJSON from GET /api/v1/trials/{id}/logs or /api/v1/tasks/{id}/logs, printed as
+they come, from any thread. A followed stream reconnects after a lost connection and skips the lines
+it already printed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from pedl.cli.client import MasterClient
 from pedl.errors import Unavailable
@@ -51,6 +53,10 @@ def logs_path(trial_id: int) -> str:
     return f"/api/v1/trials/{trial_id}/logs"
 
 
+def task_logs_path(task_id: str) -> str:
+    return f"/api/v1/tasks/{quote(task_id, safe='')}/logs"
+
+
 def tail_trial_logs(client: MasterClient, trial_id: int, count: int) -> list[dict[str, Any]]:
     """The last `count` (at least 1) lines, oldest first (limit=N, orderBy=ORDER_BY_DESC, like det)."""
     records = list(client.stream_ndjson(logs_path(trial_id), {
@@ -62,12 +68,20 @@ def tail_trial_logs(client: MasterClient, trial_id: int, count: int) -> list[dic
 def stream_trial_logs(client: MasterClient, trial_id: int, emit: Callable[[dict[str, Any]], None],
                       *, follow: bool, after_id: int | None = None,
                       sleep: Callable[[float], None] = time.sleep) -> int | None:
-    """Emit each log record; returns the id of the last one. With `follow`, the master ends the
-    stream when the trial ends; a lost connection is retried for RECONNECT_FOR seconds."""
+    """Emit each log record of a trial; returns the id of the last one (see `stream_logs`)."""
+    return stream_logs(client, logs_path(trial_id), emit, follow=follow, after_id=after_id, sleep=sleep)
+
+
+def stream_logs(client: MasterClient, path: str, emit: Callable[[dict[str, Any]], None],
+                *, follow: bool, after_id: int | None = None,
+                sleep: Callable[[float], None] = time.sleep) -> int | None:
+    """Emit each log record of the stream at `path`; returns the id of the last one. With `follow`,
+    the master ends the stream when the trial or task ends; a lost connection is retried for
+    RECONNECT_FOR seconds."""
     last, delay, lost_since = after_id, 0.5, None
     while True:
         try:
-            for record in client.stream_ndjson(logs_path(trial_id), {"follow": follow}):
+            for record in client.stream_ndjson(path, {"follow": follow}):
                 rid = log_id(record)
                 if last is not None and rid is not None and rid <= last:
                     continue

@@ -11,17 +11,21 @@ from typer.core import TyperGroup
 from pedl.cli import (
     agents,
     checkpoints,
+    commands,
     deploy,
     experiments,
     jobs,
     master,
     model_registry,
+    notebooks,
     projects,
     resource_pools,
+    shells,
     sim,
     slots,
     tasks,
     templates,
+    tensorboards,
     trials,
     users,
     workspaces,
@@ -86,6 +90,11 @@ app.add_typer(model_registry.app, name="model")
 app.add_typer(workspaces.app, name="workspace")
 app.add_typer(projects.app, name="project")
 app.add_typer(templates.app, name="template")
+app.add_typer(commands.app, name="cmd")
+app.add_typer(commands.app, name="command", hidden=True)
+app.add_typer(notebooks.app, name="notebook")
+app.add_typer(shells.app, name="shell")
+app.add_typer(tensorboards.app, name="tensorboard")
 app.add_typer(deploy.app, name="deploy")
 app.command("sim")(sim.sim)
 app.add_typer(resource_pools.app, name="resource-pool")

@@ -35,7 +35,7 @@ class TaskResources(StrictModel):
 
 class TaskConfig(StrictModel):
     description: str = Field("", max_length=MAX_DESCRIPTION)
-    entrypoint: str | list[str] | None = Field(None, description="a command's argv (or shell text); required there")
+    entrypoint: str | list[str] | None = Field(None, description="a command's argv (or shell text)")
     resources: TaskResources = Field(default_factory=TaskResources)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     bind_mounts: list[BindMount] = Field(default_factory=list, description="host directories the task sees")
@@ -68,9 +68,5 @@ def parse_task_config(kind: str, data: Any, *, limits: LimitsConfig | None = Non
         data = {}
     if not isinstance(data, dict):
         raise InvalidArgument.at("config", "must be an object")
-    cfg = validate_checked(TaskConfig, data, source, limits)
-    if kind == "command":
-        ep = cfg.entrypoint
-        if ep is None or (isinstance(ep, str) and not ep.strip()) or (isinstance(ep, list) and not ep):
-            raise InvalidArgument.at("config.entrypoint", "a command needs an entrypoint (det cmd run CMD [ARG...])")
-    return cfg
+    # a command with no entrypoint is taken, as Determined takes it; it ends at once, its agent saying why
+    return validate_checked(TaskConfig, data, source, limits)

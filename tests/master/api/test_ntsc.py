@@ -104,6 +104,27 @@ def test_no_task_starts_in_an_archived_workspace(client: TestClient, user: dict)
     assert r.status_code == 404 and "archived" in r.text
 
 
+def test_deleting_a_workspace_kills_its_tasks_and_no_others(client: TestClient, user: dict) -> None:
+    ws = post(client, "/api/v1/workspaces", {"name": "ws-doomed"}, user).json()["workspace"]["id"]
+    inside = launch(client, user, "notebooks", workspaceId=ws)["notebook"]["id"]
+    outside = launch(client, user, "notebooks")["notebook"]["id"]
+    r = client.delete(f"/api/v1/workspaces/{ws}", headers=user)
+    assert r.status_code == 200, r.text
+    assert client.get(f"/api/v1/notebooks/{inside}", headers=user).json()["notebook"]["state"] == "STATE_TERMINATED"
+    assert client.get(f"/api/v1/notebooks/{outside}", headers=user).json()["notebook"]["state"] == "STATE_QUEUED"
+    assert [n["id"] for n in client.get("/api/v1/notebooks", headers=user).json()["notebooks"]] == [outside]
+    assert client.get("/api/v1/notebooks", params={"workspaceId": ws}, headers=user).status_code == 404
+
+
+def test_a_command_without_an_entrypoint_is_taken_and_its_agent_says_why_it_ends(client: TestClient, user: dict,
+                                                                                agent: FakeAgent) -> None:
+    """Determined takes it (its e2e test_workspaceid_set launches one); the agent ends it at once with
+    'the entrypoint is empty' (tests/agent)."""
+    cmd = launch(client, user)["command"]
+    [task] = agent.start_all()
+    assert task.task_id == cmd["id"] and task.message["entrypoint"] == []
+
+
 def test_a_shells_key_is_its_owners_and_it_names_the_user_det_logs_in_as(client: TestClient, admin: dict) -> None:
     group = {"agentUid": 1000, "agentGid": 1001, "agentUser": "alice", "agentGroup": "staff"}
     r = post(client, "/api/v1/users", {"user": {"username": "alice", "active": True, "agentUserGroup": group},

@@ -36,6 +36,15 @@ def test_no_preemption_without_the_pool_setting_or_of_more_urgent_tasks() -> Non
     assert plan([req("r", 2, priority=50)], agents, [running("x", 50, "a", 2)], preemption=True).preempt == []
 
 
+def test_a_command_notebook_shell_or_tensorboard_is_never_preempted() -> None:
+    """They cannot checkpoint and come back: an urgent trial takes another agent's victim, or waits."""
+    agents = [agent("a", 2, used=2), agent("b", 2, used=2)]
+    notebook = RunningTask("nb", 60, (("a", ("0", "1")),), 0.0, preemptible=False)
+    assert plan([req("r", 2, priority=10)], agents, [notebook, running("t", 60, "b", 2)],
+                preemption=True).preempt == ["t"]
+    assert plan([req("r", 2, priority=10)], agents[:1], [notebook], preemption=True).preempt == []
+
+
 def test_one_round_of_preemption_at_a_time() -> None:
     agents = [agent("a", 2, used=2), agent("b", 2, used=2)]
     tasks = [running("x", 60, "a", 2, preempting=True), running("y", 60, "b", 2)]

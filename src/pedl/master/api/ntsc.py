@@ -33,8 +33,9 @@ class LaunchBody(Body):
 
 
 class TensorboardBody(LaunchBody):
-    experimentIds: list[int] = Field(default_factory=list, max_length=MAX_IDS)
-    trialIds: list[int] = Field(default_factory=list, max_length=MAX_IDS)
+    # det tensorboard start sends null for the list it was not given
+    experimentIds: list[int] | None = Field(None, max_length=MAX_IDS)
+    trialIds: list[int] | None = Field(None, max_length=MAX_IDS)
     filters: dict[str, Any] | None = None  # Determined's bulk filters: not taken (say the ids)
 
 
@@ -74,8 +75,8 @@ def _routes(kind: str, plural: str) -> None:
         req = parse(TensorboardBody if kind == "tensorboard" else LaunchBody, body)
         launched = generic_tasks.launch(ctx_of(request), who, kind, LaunchRequest(
             config=req.config, files=req.files, template=req.templateName or req.template_name,
-            workspace_id=req.workspaceId, experiment_ids=tuple(getattr(req, "experimentIds", ())),
-            trial_ids=tuple(getattr(req, "trialIds", ()))))
+            workspace_id=req.workspaceId, experiment_ids=tuple(getattr(req, "experimentIds", None) or ()),
+            trial_ids=tuple(getattr(req, "trialIds", None) or ())))
         return {one: shown(launched, who), "config": launched.task.config, "warnings": []}
 
     @router.get(f"/{plural}", name=f"list_{plural}")

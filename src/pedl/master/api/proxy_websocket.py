@@ -19,7 +19,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from pedl.config.proxy_config import ProxyConfig
 from pedl.errors import BadGateway, PedlError
-from pedl.master.api import proxy_headers, proxy_tcp
+from pedl.master.api import proxy_headers, proxy_tcp, task_activity
 from pedl.master.api.deps import ctx_of
 from pedl.master.api.errors import error_response
 from pedl.master.api.proxy_access import proxy_caller_or_none, proxy_relays
@@ -83,7 +83,7 @@ async def _connect(websocket: WebSocket, target: ProxyTarget, config: ProxyConfi
     headers = proxy_headers.request_headers(websocket.headers.items(), client=client, scheme=scheme, websocket=True)
     # the client library writes Host as the service's address; Origin goes with it, so a service that
     # compares the two (Jupyter) accepts. The browser's origin was checked here (proxy_access.py).
-    headers = [(k, v) for k, v in headers if k != "origin"]
+    headers = [(k, v) for k, v in headers if k != "origin"] + list(target.headers)
     offered = proxy_headers.subprotocols(websocket.headers.items())
     where = f"the service of task {target.task_id} (port {target.port} on its agent)"
     try:
@@ -113,6 +113,7 @@ async def _relay(websocket: WebSocket, upstream: ClientConnection, relay: Relay,
                 outcome.update(side="browser", code=code, reason=message.get("reason") or "")
                 return
             last[0] = loop.time()
+            await task_activity.proxied(websocket, relay.target.task_id)
             text = message.get("text")
             try:
                 await upstream.send(text if text is not None else message.get("bytes") or b"")

@@ -53,6 +53,7 @@ class HeldRow(NamedTuple):
     assignment: list[dict[str, Any]]
     since: float  # started_at, else assigned_at
     preempt_requested: bool
+    trial_id: int | None = None  # None: a command, notebook, shell or TensorBoard
 
 
 class AgentRow(NamedTuple):
@@ -115,11 +116,11 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, known: KnownAgents | N
     if any(p.scheduler.type == "fair_share" or p.scheduler.preemption for p in config.resource_pools) \
             or any(x.max_slots is not None for x in snap.experiments.values()):
         snap.held = [HeldRow(aid, exp_id, pool, priority, loads(assignment) or [], started or assigned or 0.0,
-                             bool(preempting))
-                     for aid, exp_id, pool, priority, assignment, started, assigned, preempting in s.execute(
+                             bool(preempting), trial_id)
+                     for aid, exp_id, pool, priority, assignment, started, assigned, preempting, trial_id in s.execute(
                          select(ALLOC.c.id, TRIAL.c.experiment_id, ALLOC.c.resource_pool, ALLOC.c.priority,
                                 as_text(ALLOC.c.assignment), ALLOC.c.started_at, ALLOC.c.assigned_at,
-                                ALLOC.c.preempt_requested)
+                                ALLOC.c.preempt_requested, ALLOC.c.trial_id)
                          .select_from(ALLOC.outerjoin(TRIAL, TRIAL.c.id == ALLOC.c.trial_id))
                          .where(ALLOC.c.state.in_(HELD)))]
         places = [place for h in snap.held for place in h.assignment]

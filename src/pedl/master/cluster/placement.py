@@ -116,7 +116,7 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
             if everyone or group in capped:
                 running.append(RunningTask(h.id, h.priority, tuple((p["agent_id"], tuple(p["slot_ids"]))
                                                                    for p in h.assignment),
-                                           h.since, group, h.preempt_requested))
+                                           h.since, group, h.preempt_requested, h.trial_id is not None))
         result = schedule_plan(requests, pool_agents, running, scheduler=sched.type, fitting=sched.fitting_policy,
                                preemption=sched.preemption) if pool_agents else SchedulePlan()
         by_id = {a.id: a for a in pending} if result.assignments else {}

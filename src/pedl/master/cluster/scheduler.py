@@ -48,6 +48,7 @@ class RunningTask:
     started_at: float
     group: str = ""
     preempting: bool = False  # already asked to checkpoint and leave
+    preemptible: bool = True  # False: a command, notebook, shell or TensorBoard (it cannot checkpoint and come back)
 
     @property
     def slots(self) -> int:
@@ -200,7 +201,8 @@ def _victims(req: SlotRequest, free: dict[str, int], running: list[RunningTask],
     ones, fit the request."""
     by_agent: dict[str, list[RunningTask]] = defaultdict(list)
     for task in running:
-        if task.priority > req.priority and task.allocation_id not in taken and len(task.placements) == 1 \
+        if task.preemptible and task.priority > req.priority and task.allocation_id not in taken \
+                and len(task.placements) == 1 \
                 and (eligible is None or task.placements[0][0] in eligible):
             by_agent[task.placements[0][0]].append(task)
     best: list[RunningTask] | None = None

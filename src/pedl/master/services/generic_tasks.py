@@ -91,7 +91,9 @@ def launch(ctx: MasterContext, who: Caller, kind: str, req: LaunchRequest) -> Sh
         now = fx.now
         task_id = str(uuid.uuid4())
         prepared = task_kinds.prepare(kind, s, owner, cfg, req.experiment_ids, req.trial_ids)
-        context = _context(req.files, task_kinds.context_files(kind), fx.config.limits.max_model_definition_bytes)
+        stored.update(prepared.config)
+        context = _context(req.files, [*task_kinds.context_files(kind), *prepared.files],
+                           fx.config.limits.max_model_definition_bytes)
         task = G(id=task_id, kind=kind, owner_id=owner.id, workspace_id=workspace_id,
                  description=cfg.description or task_kinds.default_description(kind, task_id, prepared),
                  config=stored, context=context, experiment_ids=list(prepared.experiment_ids),

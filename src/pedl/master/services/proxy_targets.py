@@ -11,7 +11,7 @@ credentials is checked as for any service: another user gets the answer of an un
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import select
 
@@ -55,6 +55,7 @@ class ProxyTarget:
     owner_id: int
     host: str
     port: int
+    headers: tuple[tuple[str, str], ...] = ()  # added to every relayed request (a notebook's token)
     tcp: bool = False
 
 
@@ -123,13 +124,14 @@ def resolve(ctx: MasterContext, who: Caller | None, task_id: str, *, browser: bo
         allocs = s.scalars(select(models.Allocation).where(models.Allocation.task_id == task_id)
                            .order_by(models.Allocation.queued_at.desc()).limit(50)).all()
         alloc = next((a for a in allocs if a.state in LIVE_ALLOCATION), allocs[0] if allocs else None)
-        kind = s.scalar(select(models.GenericTask.kind).where(models.GenericTask.id == task_id)) \
-            if alloc is not None and alloc.trial_id is None else None
-        view = _view(alloc, kind) if alloc is not None else None
+        generic = s.get(models.GenericTask, task_id) if alloc is not None and alloc.trial_id is None else None
+        view = _view(alloc, generic.kind if generic is not None else None) if alloc is not None else None
         agent_row = s.get(models.Agent, view.agent_id) if view is not None and view.agent_id else None
         agent = AgentView(agent_row.address, agent_row.state) if agent_row is not None else None
-    user_id, admin = (who.user.id, who.user.admin) if who is not None else (None, False)
-    return decide(task_id, user_id, admin, view, agent, browser=browser, websocket=websocket)
+        user_id, admin = (who.user.id, who.user.admin) if who is not None else (None, False)
+        target = decide(task_id, user_id, admin, view, agent, browser=browser, websocket=websocket)
+        headers = tuple(task_kinds.proxy_headers(generic)) if generic is not None else ()
+    return replace(target, headers=headers) if headers else target
 
 
 def register_port(ctx: MasterContext, who: Caller, allocation_id: str, port: int) -> None:
@@ -137,6 +139,9 @@ def register_port(ctx: MasterContext, who: Caller, allocation_id: str, port: int
     with ctx.db.session() as s:
         alloc = require_task(s, who, allocation_id=allocation_id)
         alloc.proxy_port = port
+        task = s.get(models.GenericTask, alloc.task_id) if alloc.trial_id is None else None
+        if task is not None:
+            task.last_activity = ctx.clock.now()  # the idle clock starts when the service answers
 
 
 def ended(ctx: MasterContext, allocation_ids: set[str]) -> set[str]:

@@ -17,7 +17,7 @@ from pedl.common.agent_protocol import AgentUserGroup
 from pedl.config.task_config import TaskConfig
 from pedl.launch.shell_sshd import PUBLIC_KEY_VAR
 from pedl.master.db import models
-from pedl.master.services.task_launch import Prepared, launched
+from pedl.master.services.task_kind_parts import Prepared, launched
 
 SSHD_PATH = ".pedl/shell_sshd.py"
 # who a task runs as when neither its owner's agent user group nor security.default_task says: the

@@ -19,9 +19,8 @@ from sqlalchemy.orm import Session
 from pedl.config.task_config import TaskConfig
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
-from pedl.master.services.task_launch import LAUNCHER_PATH, Prepared, launched
+from pedl.master.services.task_kind_parts import LAUNCHER_PATH, Prepared, launched  # noqa: F401 - re-exported
 
-__all__ = ["LAUNCHER_PATH", "Prepared", "launched"]  # where the kinds' modules used to import them from
 SERVICES = ("notebook", "shell", "tensorboard")
 NAMES = {"command": "Command", "notebook": "JupyterLab", "shell": "Shell", "tensorboard": "TensorBoard"}
 # Determined's docker-style names: "Command (mildly-brave-owl)"
@@ -106,4 +105,9 @@ def environment(task: Any) -> dict[str, str]:
     module = _module(task.kind)
     return module.environment(task) if module is not None and hasattr(module, "environment") else {}
 
+
+def proxy_headers(task: Any) -> list[tuple[str, str]]:
+    """Headers the master's proxy adds to what it relays to the task's service (a notebook's token)."""
+    module = _module(task.kind)
+    return module.proxy_headers(task) if module is not None and hasattr(module, "proxy_headers") else []
 

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from pedl.errors import InvalidArgument
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
-from pedl.master.services import experiment_deletion
+from pedl.master.services import experiment_deletion, generic_tasks
 from pedl.master.services.authz import require_owner, require_user
 from pedl.master.services.workspace_storage import checked_storage
 from pedl.master.services.workspaces import DEFAULT_ID, Shown, _shown, _taken, by_name, checked_name, get, name_key
@@ -89,9 +89,10 @@ def pin(ctx: MasterContext, who: Caller, workspace_id: int, pinned: bool) -> Non
 
 
 def remove(ctx: MasterContext, who: Caller, workspace_id: int, wake: Any) -> bool:
-    """Delete it with its projects, pins, templates and registered models; its experiments (each must
-    have ended) are marked DELETING, moved to Uncategorized meanwhile (experiment_deletion.mark_all) and
-    removed by the master's deletion worker. -> completed: True when none had to be."""
+    """Delete it with its projects, pins, templates and registered models, killing its live commands,
+    notebooks, shells and TensorBoards; its experiments (each must have ended) are marked DELETING,
+    moved to Uncategorized meanwhile (experiment_deletion.mark_all) and removed by the master's
+    deletion worker. -> completed: True when none had to be."""
     released: set[int] = set()
 
     def work(s: Session) -> list[int]:
@@ -105,6 +106,7 @@ def remove(ctx: MasterContext, who: Caller, workspace_id: int, wake: Any) -> boo
                                   "delete its projects one by one first")
         marked = experiment_deletion.mark_all(s, ctx.clock.now(), who, exps, orphan_to=DEFAULT_ID,
                                               why=f"its workspace {ws.name!r} was deleted")
+        generic_tasks.kill_in_workspace(ctx.controller, s, ws.id, f"its workspace {ws.name!r} was deleted")
         s.execute(delete(models.WorkspacePin).where(models.WorkspacePin.workspace_id == ws.id))
         s.execute(delete(models.Template).where(models.Template.workspace_id == ws.id))
         s.execute(delete(models.Project).where(models.Project.id.in_(project_ids)))
