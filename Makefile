@@ -18,7 +18,7 @@ PIP = flock $(VENV)/.pip-lock $(BIN)/pip
 APT_GET = flock /tmp/pedl-apt.lock apt-get
 
 .PHONY: venv install install-test install-torch det-venv det-e2e demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
-	docker docker-base
+	sshd docker docker-base
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,14 @@ chromium:
 	  $(APT_GET) install -y -q chromium >/dev/null 2>&1 || { $(APT_GET) update -q >/dev/null && $(APT_GET) install -y -q chromium >/dev/null; } \
 	  || echo "chromium could not be installed: the browser tests skip (and fail under CI)"; \
 	  else echo "chromium is missing: sudo apt-get install chromium (the browser tests skip, or fail under CI)"; fi; }
+
+# shells run OpenSSH's sshd as the task's user, and their tests open them with ssh: Debian's openssh-server and
+# openssh-client, installed as root (no daemon is started; each shell starts its own sshd)
+sshd:
+	@{ [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null; } || { if [ "$$(id -u)" = 0 ]; then \
+	  $(APT_GET) install -y -q openssh-server openssh-client >/dev/null 2>&1 || { $(APT_GET) update -q >/dev/null && $(APT_GET) install -y -q openssh-server openssh-client >/dev/null; } \
+	  || echo "openssh-server could not be installed: the shell tests skip (and fail under CI)"; \
+	  else echo "sshd is missing: sudo apt-get install openssh-server openssh-client (the shell tests skip, or fail under CI)"; fi; }
 
 # task containers run under Debian's docker.io; their test image is built from Debian packages by debootstrap
 # and `docker import`, never pulled (tests/support/docker.py). As root the target installs both, starts dockerd
@@ -92,7 +100,7 @@ install-torch: $(VENV)/.installed-torch
 DET_VENV_MISSING := determined==0.38.1 could not be installed into $(DET_VENV)
 $(DET_VENV)/.installed:
 	$(PYTHON) -m venv $(DET_VENV)
-	$(DET_VENV)/bin/pip install -q determined==0.38.1 torch==$(TORCH_VERSION) tensorboard \
+	$(DET_VENV)/bin/pip install -q determined==0.38.1 torch==$(TORCH_VERSION) tensorboard jupyterlab \
 	  || { if [ -n "$$CI" ]; then echo "$(DET_VENV_MISSING); under CI the compat tests must run: fix the install"; \
 	       exit 1; else echo "$(DET_VENV_MISSING); the compat tests will skip"; fi; }
 	touch $@
@@ -123,7 +131,7 @@ test:
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m "browser and not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -p no:cacheprovider -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-test-setup: install-test install-torch det-venv chromium postgres-check docker test-bytecode
+test-setup: install-test install-torch det-venv chromium sshd postgres-check docker test-bytecode
 
 # the suite's bytecode, written once (under `make test`, while the task image builds). Where
 # PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it) no process writes any, so each master,

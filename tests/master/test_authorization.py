@@ -222,10 +222,15 @@ def _project_move(w: World) -> dict:
 
 def _live_task(w: World, plural: str) -> None:
     """A fresh live task of alice's of this kind as {ntsc}, for the cells that kill one: each cell gets its own."""
-    r = post(w.client, f"/api/v1/{plural}", {"config": {"entrypoint": "sleep 1000", "resources": {"slots": 0}}},
-             w.tokens["owner"])
+    r = post(w.client, f"/api/v1/{plural}", {"config": {"entrypoint": "sleep 1000", "resources": {"slots": 0}},
+                                              **_shown(w, plural)}, w.tokens["owner"])
     assert r.status_code == 200, r.text
     w.ids["ntsc"] = r.json()[plural[:-1]]["id"]
+
+
+def _shown(w: World, plural: str) -> dict[str, Any]:
+    """What a TensorBoard shows (it needs an experiment or a trial); nothing for the other kinds."""
+    return {"experimentIds": [w.ids["exp"]]} if plural == "tensorboards" else {}
 
 
 def _alices_task(w: World, plural: str) -> None:
@@ -239,7 +244,8 @@ def _alices_task(w: World, plural: str) -> None:
 
 def _ntsc_rows(plural: str) -> list[tuple[str, str, tuple[int, ...], Any]]:
     return [
-        ("POST", f"/api/v1/{plural}", USER, lambda w: {"config": {"entrypoint": "true", "resources": {"slots": 0}}}),
+        ("POST", f"/api/v1/{plural}", USER,
+         lambda w: {"config": {"entrypoint": "true", "resources": {"slots": 0}}, **_shown(w, plural)}),
         ("GET", f"/api/v1/{plural}", R, lambda w: _alices_task(w, plural)),
         ("GET", f"/api/v1/{plural}/{{ntsc}}", R, lambda w: _alices_task(w, plural)),
         ("POST", f"/api/v1/{plural}/{{ntsc}}/set_priority", OWNER,
@@ -333,6 +339,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/allocations/{alloc}/signals/preemption", TASK, None),
     ("POST", "/api/v1/allocations/{alloc}/signals/ack_preemption", TASK, lambda w: {}),
     ("POST", "/api/v1/allocations/{alloc}/proxy_port", TASK, lambda w: {"port": 20000 + next(w.counter)}),
+    ("POST", "/api/v1/allocations/{alloc}/activity", TASK, lambda w: {}),
     ("POST", "/api/v1/checkpoints", TASK, lambda w: _checkpoint_body(str(uuid.uuid4()), w.ids["task_a"])),
     ("POST", "/api/v1/trial-source-info", TASK, lambda w: {"trialSourceInfo": {
         "trialId": w.ids["trial"], "checkpointUuid": w.ids["ckpt"],

@@ -8,7 +8,9 @@ agent's PATH), and travels in the task's context as .pedl/service_launcher.py.
     python3 .pedl/service_launcher.py [--http PATH] -- ARGV...
 
 Every "{port}" in ARGV is the port chosen. With --http the service is ready when GET PATH on it
-answers (any status below 500); else when its port accepts a connection. The launcher passes
+answers (any status below 500), asked with the Authorization header PEDL_SERVICE_AUTHORIZATION
+names (if set: a service that takes a token, as Jupyter does); else when its port accepts a
+connection. The launcher passes
 SIGTERM and SIGINT on to the service and exits with its exit code; if the service exits before it
 is ready, the reason is in the task's log.
 """
@@ -43,8 +45,11 @@ def answers(port: int, http_path: str | None) -> bool:
                 return True
         except OSError:
             return False
+    auth = os.environ.get("PEDL_SERVICE_AUTHORIZATION")
+    probe = urllib.request.Request(f"http://127.0.0.1:{port}{http_path}",
+                                   headers={"Authorization": auth} if auth else {})
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{http_path}", timeout=2) as resp:  # noqa: S310
+        with urllib.request.urlopen(probe, timeout=2) as resp:  # noqa: S310
             return resp.status < 500
     except urllib.error.HTTPError as exc:
         return exc.code < 500

@@ -41,6 +41,7 @@ from pedl.master.api import (
     proxy_websocket,
     resource_allocation,
     resource_pools,
+    task_activity,
     tasks,
     templates,
     trial_source_infos,
@@ -56,9 +57,10 @@ from pedl.master.db.engine import Database
 from pedl.master.observability.master_logs import MasterLogRing
 from pedl.master.observability.request_latency import RequestLatency
 from pedl.master.services import checkpoints as checkpoints_service
-from pedl.master.services import metric_digests, metric_retention
+from pedl.master.services import idle_tasks, metric_digests, metric_retention
 from pedl.master.services import users as users_service
 from pedl.master.services import workspaces as workspaces_service
+from pedl.master.services.task_activity import ActivityThrottle
 from pedl.master.startup_summary import database_summary, pool_summary
 from pedl.master.wiring import attach_checkpoint_gc, attach_experiment_deletion, build_context
 from pedl.version import __version__
@@ -168,6 +170,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         deletion_task = asyncio.create_task(deleter.run_loop(stop))
         digest_task = asyncio.create_task(metric_digests.run_loop(ctx.db, ctx.digest_queue, stop))
         retention_task = asyncio.create_task(metric_retention.run_loop(ctx, stop))  # deletes only where configured
+        idle_task = asyncio.create_task(idle_tasks.run_loop(ctx, stop))  # services unused for their idle_timeout
         log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
                  database_summary(ctx.config))
         for pool in ctx.config.resource_pools:
@@ -176,7 +179,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
             yield
         finally:
             stop.set()
-            for t in (task, gc_task, deletion_task, digest_task, retention_task, *prov_tasks):
+            for t in (task, gc_task, deletion_task, digest_task, retention_task, idle_task, *prov_tasks):
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await t
@@ -192,6 +195,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.state.checkpoint_gc = checkpoint_gc
     app.state.experiment_deletion = deleter  # DELETE /api/v1/experiments/{id} wakes it
     app.state.proxy_relays = ProxyRelays(ctx, config.proxy)  # /proxy/{task_id}/: its relays and their bounds
+    app.state.task_activity = ActivityThrottle()  # the proxy's writes of a task's last use, at most one per 10 s
     errors.install(app)
     conditional.install(app)
     app.add_middleware(body_limit.BodyLimit, limits=config.limits, proxy_body_bytes=config.proxy.max_request_body_bytes)
@@ -199,7 +203,8 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
                    instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects,
                    project_experiments, templates,
-                   trial_source_infos, metric_export, resource_allocation, proxy, proxy_websocket, ntsc):
+                   trial_source_infos, metric_export, resource_allocation, proxy, proxy_websocket, ntsc,
+                   task_activity):
         app.include_router(module.router)
     app.include_router(tasks.legacy_router)
     openapi.install(app)  # after the routers: it corrects the document they produce

@@ -52,6 +52,10 @@ def test_reports_stream_in_pages_in_step_order(app: FastAPI, client: TestClient,
     assert [m["totalBatches"] for p in stream(client, user, "training_metrics", trialIds=[first]) for m in p] == [
         1, 2, 3]
     assert stream(client, user, "trial_metrics", trialIds=[first], group="nothing") == []
+    # pedl's own startBatches (a TensorBoard's refresh): the reports from that many steps on, in pages too
+    later = stream(client, user, "trial_metrics", trialIds=[first, second], group="training", startBatches=2)
+    assert [len(p) for p in later] == [2, 1]
+    assert [(m["trialId"], m["totalBatches"]) for p in later for m in p] == [(first, 2), (first, 3), (second, 5)]
 
 
 @pytest.mark.parametrize(("params", "status", "field"), [
@@ -59,6 +63,7 @@ def test_reports_stream_in_pages_in_step_order(app: FastAPI, client: TestClient,
     ({"trialIds": "x", "group": "training"}, 400, "trialIds"),
     ({"trialIds": 1}, 400, "group"),
     ({"trialIds": list(range(1, 1003)), "group": "training"}, 400, "trialIds"),
+    ({"trialIds": 1, "group": "training", "startBatches": -1}, 400, "startBatches"),
     ({"trialIds": 999, "group": "training"}, 404, "trial 999"),
 ])
 def test_bad_requests_name_the_problem(client: TestClient, user: dict, trials: list[int], params: dict, status: int,

@@ -123,3 +123,24 @@ def test_a_command_without_an_entrypoint_is_taken_and_its_agent_says_why_it_ends
     cmd = launch(client, user)["command"]
     [task] = agent.start_all()
     assert task.task_id == cmd["id"] and task.message["entrypoint"] == []
+
+
+def test_a_shells_key_is_its_owners_and_it_names_the_user_det_logs_in_as(client: TestClient, admin: dict) -> None:
+    group = {"agentUid": 1000, "agentGid": 1001, "agentUser": "alice", "agentGroup": "staff"}
+    r = post(client, "/api/v1/users", {"user": {"username": "alice", "active": True, "agentUserGroup": group},
+                                       "password": ""}, admin)
+    assert r.status_code == 200, r.text
+    post(client, "/api/v1/users", {"user": {"username": "eve", "active": True}, "password": ""}, admin)
+    alice, eve = bearer(login(client, "alice")), bearer(login(client, "eve"))
+    mine = launch(client, alice, "shells")["shell"]
+    assert mine["privateKey"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert mine["publicKey"].startswith("ssh-ed25519 ") and mine["description"].startswith("Shell (")
+    assert mine["agentUserGroup"] == {"uid": 1000, "gid": 1001, "user": "alice", "group": "staff"}
+    for headers, sees in ((alice, True), (admin, True), (eve, False)):
+        got = client.get(f"/api/v1/shells/{mine['id']}", headers=headers).json()["shell"]
+        assert ("privateKey" in got) is sees and got["publicKey"] == mine["publicKey"]
+        listed = client.get("/api/v1/shells", headers=headers).json()["shells"]
+        assert [("privateKey" in s) for s in listed] == [sees]
+    # a user with no agent user group: the agent's own user, root by Determined's default
+    theirs = launch(client, eve, "shells")["shell"]
+    assert theirs["agentUserGroup"]["user"] == "root" and theirs["privateKey"] != mine["privateKey"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pedl.errors import Forbidden, NotFound, Unavailable
+from pedl.errors import Forbidden, InvalidArgument, NotFound, Unauthenticated, Unavailable
 from pedl.master.lifecycle import AgentState, AllocationState
 from pedl.master.services.proxy_targets import AgentView, AllocationView, ProxyTarget, decide
 
@@ -50,3 +50,26 @@ def test_the_session_cookie_passes_for_the_owner_only() -> None:
     assert decide("t", OWNER, False, alloc(), AGENT, browser=True).port == 8888
     with pytest.raises(Forbidden, match="Bearer"):
         decide("t", OTHER, True, alloc(), AGENT, browser=True)
+
+
+def shell(state: AllocationState = A.RUNNING) -> AllocationView:
+    return AllocationView("s.1", "s", OWNER, state, "a1", 2222, tcp=True)
+
+
+def test_a_shells_tunnel_passes_without_credentials_and_nothing_else_does() -> None:
+    assert decide("s", None, False, shell(), AGENT, websocket=True) == ProxyTarget("s.1", "s", OWNER, "10.1.2.3",
+                                                                                    2222, tcp=True)
+    for view, websocket in ((alloc(), True), (None, True), (shell(), False)):
+        with pytest.raises(Unauthenticated):
+            decide("s", None, False, view, AGENT, websocket=websocket)
+    with pytest.raises(NotFound, match="has ended"):
+        decide("s", None, False, shell(A.TERMINATED), AGENT, websocket=True)
+
+
+def test_credentials_sent_to_a_shell_are_checked_and_http_is_refused() -> None:
+    assert decide("s", OWNER, False, shell(), AGENT, websocket=True).tcp
+    with pytest.raises(NotFound, match="task s not found"):
+        decide("s", OTHER, False, shell(), AGENT, websocket=True)
+    with pytest.raises(InvalidArgument, match="WebSocket tunnel"):
+        decide("s", OWNER, False, shell(), AGENT)
+    assert not decide("t", OWNER, False, alloc(), AGENT, websocket=True).tcp

@@ -13,7 +13,7 @@ from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts, answers
 from pedl.master.api.tasks import TASK_STATE
-from pedl.master.services import generic_tasks, task_kinds
+from pedl.master.services import generic_tasks, shell_tasks, task_kinds
 from pedl.master.services.generic_tasks import LaunchRequest, Shown
 
 INT32_MAX = 2**31 - 1
@@ -33,8 +33,9 @@ class LaunchBody(Body):
 
 
 class TensorboardBody(LaunchBody):
-    experimentIds: list[int] = Field(default_factory=list, max_length=MAX_IDS)
-    trialIds: list[int] = Field(default_factory=list, max_length=MAX_IDS)
+    # det tensorboard start sends null for the list it was not given
+    experimentIds: list[int] | None = Field(None, max_length=MAX_IDS)
+    trialIds: list[int] | None = Field(None, max_length=MAX_IDS)
     filters: dict[str, Any] | None = None  # Determined's bulk filters: not taken (say the ids)
 
 
@@ -60,6 +61,7 @@ def shown(item: Shown, who: Caller | None = None) -> dict[str, Any]:
         mine = who is not None and who.user is not None and (who.user.admin or who.user.id == t.owner_id)
         secrets = t.secrets or {}
         out.update(publicKey=secrets.get("public_key", ""), addresses=[],
+                   agentUserGroup=shell_tasks.login_user(item.run_as),
                    **({"privateKey": secrets.get("private_key", "")} if mine else {}))
     return out
 
@@ -73,8 +75,8 @@ def _routes(kind: str, plural: str) -> None:
         req = parse(TensorboardBody if kind == "tensorboard" else LaunchBody, body)
         launched = generic_tasks.launch(ctx_of(request), who, kind, LaunchRequest(
             config=req.config, files=req.files, template=req.templateName or req.template_name,
-            workspace_id=req.workspaceId, experiment_ids=tuple(getattr(req, "experimentIds", ())),
-            trial_ids=tuple(getattr(req, "trialIds", ()))))
+            workspace_id=req.workspaceId, experiment_ids=tuple(getattr(req, "experimentIds", None) or ()),
+            trial_ids=tuple(getattr(req, "trialIds", None) or ())))
         return {one: shown(launched, who), "config": launched.task.config, "warnings": []}
 
     @router.get(f"/{plural}", name=f"list_{plural}")

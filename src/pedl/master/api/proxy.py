@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from pedl.errors import BadGateway, InvalidArgument, NotFound, PedlError
-from pedl.master.api import proxy_headers
+from pedl.master.api import proxy_headers, task_activity
 from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.errors import error_response
 from pedl.master.api.proxy_access import proxy_caller, proxy_relays
@@ -56,6 +56,8 @@ async def proxy_http(task_id: str, path: str, request: Request) -> Response:  # 
         raise InvalidArgument.at("headers", f"larger than {ctx.config.proxy.max_header_bytes} bytes "
                                             "(proxy.max_header_bytes)")
     has_body = _has_body([(k.lower(), v) for k, v in request.headers.items()])
+    headers += target.headers
+    await task_activity.proxied(request, target.task_id)
     return UpstreamResponse(proxy_relays(request), target, who.user.id, headers, has_body)
 
 

@@ -16,6 +16,7 @@ from pedl.master.api.deps import _token, ctx_of
 from pedl.master.api.proxy_relays import ProxyRelays
 from pedl.master.caller_cache import Caller
 from pedl.master.services import users as users_service
+from pedl.master.services.proxy_targets import UNAUTHENTICATED
 
 CROSS_SITE = ("the WebUI's session cookie opens a task's service only from the master's own pages "
               "(the request's Origin is {origin!r}, not this master): log in here, or send "
@@ -32,15 +33,14 @@ def same_origin(conn: HTTPConnection, cookie: str) -> bool:
     return headers.get("sec-fetch-site", "") == "same-origin"
 
 
-def credentials(conn: HTTPConnection, *, websocket: bool) -> tuple[str, bool]:
-    """(token, came as the session cookie)."""
+def credentials(conn: HTTPConnection, *, websocket: bool) -> tuple[str, bool] | None:
+    """(token, came as the session cookie); None: the caller sent neither."""
     token = _token(conn)  # type: ignore[arg-type] - it reads headers only
     if token:
         return token, False
     cookie = conn.cookies.get(SESSION_COOKIE, "").strip()
     if not cookie:
-        raise Unauthenticated("authentication required: log in (the WebUI's session) or send "
-                              "'Authorization: Bearer <token>'")
+        return None
     if (websocket or conn.scope.get("method") not in SAFE_METHODS) and not same_origin(conn, cookie):
         raise Forbidden(CROSS_SITE.format(origin=conn.headers.get("origin", "")))
     return cookie, True
@@ -48,7 +48,19 @@ def credentials(conn: HTTPConnection, *, websocket: bool) -> tuple[str, bool]:
 
 def proxy_caller(conn: HTTPConnection, *, websocket: bool = False) -> tuple[Caller, bool]:
     """The caller and whether it came with the session cookie. Not a task's contact: tasks are refused."""
-    token, browser = credentials(conn, websocket=websocket)
+    found = proxy_caller_or_none(conn, websocket=websocket)
+    if found is None:
+        raise Unauthenticated(UNAUTHENTICATED)
+    return found
+
+
+def proxy_caller_or_none(conn: HTTPConnection, *, websocket: bool = False) -> tuple[Caller, bool] | None:
+    """As proxy_caller, but None for a caller who sent no credentials at all (a shell's tunnel may
+    pass without: services/proxy_targets.py says why)."""
+    found = credentials(conn, websocket=websocket)
+    if found is None:
+        return None
+    token, browser = found
     ctx = ctx_of(conn)  # type: ignore[arg-type]
     now = ctx.clock.now()
     who = ctx.caller_cache.get(token, now)

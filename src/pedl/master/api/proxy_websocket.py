@@ -1,7 +1,8 @@
 """The WebSocket half of the master's proxy (Jupyter's kernels, terminals and events): a full duplex
 relay of text and binary messages between the browser and the task's service, with close codes
 passed through. Closed when either side closes, after `proxy.idle_timeout` without a message, or when
-the task's allocation ends (1001, going away)."""
+the task's allocation ends (1001, going away). A shell's WebSocket is bridged to a TCP stream instead
+(api/proxy_tcp.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from pedl.config.proxy_config import ProxyConfig
 from pedl.errors import BadGateway, PedlError
-from pedl.master.api import proxy_headers
+from pedl.master.api import proxy_headers, proxy_tcp, task_activity
 from pedl.master.api.deps import ctx_of
 from pedl.master.api.errors import error_response
-from pedl.master.api.proxy_access import proxy_caller, proxy_relays
+from pedl.master.api.proxy_access import proxy_caller_or_none, proxy_relays
 from pedl.master.api.proxy_relays import Relay
 from pedl.master.services import proxy_targets
 from pedl.master.services.proxy_targets import ProxyTarget
@@ -37,9 +38,16 @@ GOING_AWAY = 1001
 async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None:  # noqa: ARG001
     ctx = ctx_of(websocket)  # type: ignore[arg-type]
     try:
-        who, browser = await run_in_threadpool(lambda: proxy_caller(websocket, websocket=True))
-        target = await run_in_threadpool(lambda: proxy_targets.resolve(ctx, who, task_id, browser=browser))
-        async with proxy_relays(websocket).open(target, who.user.id) as relay:
+        found = await run_in_threadpool(lambda: proxy_caller_or_none(websocket, websocket=True))
+        who, browser = found if found is not None else (None, False)
+        target = await run_in_threadpool(lambda: proxy_targets.resolve(ctx, who, task_id, browser=browser,
+                                                                       websocket=True))
+        # a tunnel without credentials counts against the task's owner, whose key it must hold
+        user_id = who.user.id if who is not None else target.owner_id
+        if target.tcp:
+            await proxy_tcp.bridge(websocket, target, proxy_relays(websocket), user_id)
+            return
+        async with proxy_relays(websocket).open(target, user_id) as relay:
             upstream = await _connect(websocket, target, ctx.config.proxy)
             try:
                 await websocket.accept(subprotocol=upstream.subprotocol)
@@ -75,7 +83,7 @@ async def _connect(websocket: WebSocket, target: ProxyTarget, config: ProxyConfi
     headers = proxy_headers.request_headers(websocket.headers.items(), client=client, scheme=scheme, websocket=True)
     # the client library writes Host as the service's address; Origin goes with it, so a service that
     # compares the two (Jupyter) accepts. The browser's origin was checked here (proxy_access.py).
-    headers = [(k, v) for k, v in headers if k != "origin"]
+    headers = [(k, v) for k, v in headers if k != "origin"] + list(target.headers)
     offered = proxy_headers.subprotocols(websocket.headers.items())
     where = f"the service of task {target.task_id} (port {target.port} on its agent)"
     try:
@@ -105,6 +113,7 @@ async def _relay(websocket: WebSocket, upstream: ClientConnection, relay: Relay,
                 outcome.update(side="browser", code=code, reason=message.get("reason") or "")
                 return
             last[0] = loop.time()
+            await task_activity.proxied(websocket, relay.target.task_id)
             text = message.get("text")
             try:
                 await upstream.send(text if text is not None else message.get("bytes") or b"")

@@ -73,12 +73,12 @@ class CompletedOpBody(Body):
     searcherMetric: float | str | None = None
 
 
-def _stream_metrics(request: Request, trial_ids: list[int], group: str) -> StreamingResponse:
+def _stream_metrics(request: Request, trial_ids: list[int], group: str, start_batches: int = 0) -> StreamingResponse:
     ctx = ctx_of(request)
     ids = metric_reports.check_trials(ctx, trial_ids)
 
     async def stream():
-        pages = metric_reports.pages(ctx, ids, group)
+        pages = metric_reports.pages(ctx, ids, group, start_batches)
         while True:
             page = await run_in_threadpool(next, pages, None)
             if page is None:
@@ -94,9 +94,12 @@ TRIAL_IDS = Query(default_factory=list, description="the trials (repeat the para
 @router.get("/trials/metrics/trial_metrics")
 @produces("application/x-ndjson", errors=(404,))
 def trials_metrics(request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS,
-                   group: str = Query(min_length=1, max_length=64)) -> StreamingResponse:
+                   group: str = Query(min_length=1, max_length=64),
+                   startBatches: int = Query(0, ge=0, le=INT64_MAX, description=(
+                       "pedl's own: only the reports from this many steps on (a TensorBoard's refresh)"))
+                   ) -> StreamingResponse:
     """Every report of the trials' group (Determined's SDK: trial.iter_metrics(group))."""
-    return _stream_metrics(request, trialIds, group)
+    return _stream_metrics(request, trialIds, group, startBatches)
 
 
 @router.get("/trials/metrics/training_metrics")

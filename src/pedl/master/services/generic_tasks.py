@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from pedl.common.agent_protocol import AgentUserGroup
 from pedl.config.task_config import KINDS, TaskConfig, parse_task_config
 from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
@@ -22,10 +23,12 @@ from pedl.master.cluster import allocations as cluster_allocations
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
 from pedl.master.lifecycle import LIVE_ALLOCATION, AllocationState
-from pedl.master.services import model_definitions, task_kinds, templates
+from pedl.master.services import agent_user_groups, model_definitions, task_kinds, templates
 from pedl.master.services.authz import require_owner, require_user
+from pedl.master.services.task_specs import run_as_default
 
 if TYPE_CHECKING:
+    from pedl.config.master_config import MasterConfig
     from pedl.master.context import MasterContext
 
 A = AllocationState
@@ -37,11 +40,14 @@ MAX_LISTED = 1000  # a list answers the newest this many (bounded work per reque
 
 @dataclass(frozen=True)
 class Shown:
-    """A task as the API shows it: the row, its allocation (None: never queued) and its owner's name."""
+    """A task as the API shows it: the row, its allocation (None: never queued), its owner's name and
+    who it runs as on the agent (the owner's agent user group, else security.default_task; None: the
+    agent's own user)."""
 
     task: models.GenericTask
     alloc: models.Allocation | None
     username: str
+    run_as: AgentUserGroup | None = None
 
     @property
     def ready(self) -> bool:
@@ -85,7 +91,9 @@ def launch(ctx: MasterContext, who: Caller, kind: str, req: LaunchRequest) -> Sh
         now = fx.now
         task_id = str(uuid.uuid4())
         prepared = task_kinds.prepare(kind, s, owner, cfg, req.experiment_ids, req.trial_ids)
-        context = _context(req.files, task_kinds.context_files(kind), fx.config.limits.max_model_definition_bytes)
+        stored.update(prepared.config)
+        context = _context(req.files, [*task_kinds.context_files(kind), *prepared.files],
+                           fx.config.limits.max_model_definition_bytes)
         task = G(id=task_id, kind=kind, owner_id=owner.id, workspace_id=workspace_id,
                  description=cfg.description or task_kinds.default_description(kind, task_id, prepared),
                  config=stored, context=context, experiment_ids=list(prepared.experiment_ids),
@@ -93,7 +101,7 @@ def launch(ctx: MasterContext, who: Caller, kind: str, req: LaunchRequest) -> Sh
         s.add(task)
         s.flush()
         alloc = cluster_allocations.new_generic(fx, s, task)
-        return Shown(task, alloc, owner.username)
+        return Shown(task, alloc, owner.username, _run_as(fx.config, owner))
 
     out = ctx.controller.run(work)
     ctx.controller.wake()
@@ -149,10 +157,16 @@ def _context(files: Any, added: list[dict[str, Any]], max_bytes: int) -> bytes |
     return tgz
 
 
-def _shown(s: Session, task: models.GenericTask) -> Shown:
+def _run_as(master: MasterConfig, owner: models.User | None) -> AgentUserGroup | None:
+    """Who the owner's tasks run as (as task_specs tells the agent)."""
+    own = agent_user_groups.of_user(owner) if owner is not None else None
+    return own or run_as_default(master.security.default_task)
+
+
+def _shown(s: Session, task: models.GenericTask, master: MasterConfig) -> Shown:
     alloc = s.scalar(select(ALLOC).where(ALLOC.task_id == task.id).order_by(ALLOC.queued_at.desc()).limit(1))
     owner = s.get(models.User, task.owner_id)
-    return Shown(task, alloc, owner.username if owner else "")
+    return Shown(task, alloc, owner.username if owner else "", _run_as(master, owner))
 
 
 def _get(s: Session, kind: str | None, task_id: str) -> models.GenericTask:
@@ -164,14 +178,14 @@ def _get(s: Session, kind: str | None, task_id: str) -> models.GenericTask:
 
 def describe(ctx: MasterContext, kind: str | None, task_id: str) -> Shown:
     with ctx.db.read_session() as s:
-        return _shown(s, _get(s, kind, task_id))
+        return _shown(s, _get(s, kind, task_id), ctx.config)
 
 
 def find(ctx: MasterContext, task_id: str) -> Shown | None:
     """The generic task of this id, or None (a trial's task, or no task)."""
     with ctx.db.read_session() as s:
         task = s.get(G, task_id) if len(task_id) <= 128 else None
-        return _shown(s, task) if task is not None else None
+        return _shown(s, task, ctx.config) if task is not None else None
 
 
 def listing(ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: list[int],
@@ -182,7 +196,7 @@ def listing(ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: li
     with ctx.db.read_session() as s:
         if workspace_id and s.get(models.Workspace, workspace_id) is None:
             raise NotFound(f"workspace {workspace_id} not found")
-        stmt = (select(G, ALLOC, models.User.username).join(ALLOC, ALLOC.task_id == G.id)
+        stmt = (select(G, ALLOC, models.User).join(ALLOC, ALLOC.task_id == G.id)
                 .join(models.User, models.User.id == G.owner_id)
                 .where(G.kind == kind, ALLOC.state.in_(LIVE_ALLOCATION)))
         if usernames:
@@ -192,7 +206,7 @@ def listing(ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: li
         if workspace_id:
             stmt = stmt.where(G.workspace_id == workspace_id)
         rows = s.execute(stmt.order_by(G.start_time.desc()).limit(MAX_LISTED)).all()
-        return [Shown(t, a, name) for t, a, name in rows]
+        return [Shown(t, a, owner.username, _run_as(ctx.config, owner)) for t, a, owner in rows]
 
 
 def kill(ctx: MasterContext, who: Caller, kind: str | None, task_id: str) -> Shown:
@@ -201,10 +215,10 @@ def kill(ctx: MasterContext, who: Caller, kind: str | None, task_id: str) -> Sho
     def work(s: Session) -> Shown:
         task = _get(s, kind, task_id)
         require_owner(who, task.owner_id, f"kill {task.kind} {task_id}")
-        shown = _shown(s, task)
+        shown = _shown(s, task, ctx.config)
         if shown.alloc is not None and shown.alloc.state in LIVE_ALLOCATION:
             cluster_allocations.kill(ctx.controller, s, shown.alloc, f"{task.kind} killed by {who.user.username}")
-        return _shown(s, task)
+        return _shown(s, task, ctx.config)
 
     out = ctx.controller.run(work)
     ctx.controller.wake()
@@ -218,12 +232,12 @@ def set_priority(ctx: MasterContext, who: Caller, kind: str, task_id: str, prior
     def work(s: Session) -> Shown:
         task = _get(s, kind, task_id)
         require_owner(who, task.owner_id, f"change {kind} {task_id}")
-        shown = _shown(s, task)
+        shown = _shown(s, task, ctx.config)
         if shown.alloc is None or shown.alloc.state not in LIVE_ALLOCATION:
             raise Conflict(f"{kind} {task_id} has ended; its priority cannot change")
         shown.alloc.priority = priority
         task.config = {**task.config, "resources": {**task.config.get("resources", {}), "priority": priority}}
-        return _shown(s, task)
+        return _shown(s, task, ctx.config)
 
     out = ctx.controller.run(work)
     ctx.controller.wake()

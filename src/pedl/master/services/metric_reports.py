@@ -35,14 +35,18 @@ def check_trials(ctx: MasterContext, trial_ids: list[int]) -> list[int]:
     return ids
 
 
-def pages(ctx: MasterContext, trial_ids: list[int], group: str) -> Iterator[list[models.Metric]]:
-    """The reports, PAGE at a time, each trial's in step order, trials in the order given."""
+def pages(ctx: MasterContext, trial_ids: list[int], group: str,
+          start_batches: int = 0) -> Iterator[list[models.Metric]]:
+    """The reports (those from `start_batches` steps on), PAGE at a time, each trial's in step order,
+    trials in the order given."""
     M = models.Metric
     page = PAGE
     for trial_id in trial_ids:
         after: tuple[int, int] | None = None
         while True:
             query = select(M).where(M.trial_id == trial_id, M.group == group)
+            if start_batches:
+                query = query.where(M.steps_completed >= start_batches)
             if after is not None:
                 # the first condition bounds the index range; the OR alone left PostgreSQL scanning
                 # every earlier report of the trial on each page

@@ -2,19 +2,25 @@
 of the task, on the address its agent registered with and the port the task registered itself.
 
 Nothing of the target comes from the request but the task id: the host is the agent's, the port the
-task's own (registered with its task token). `decide` is pure; `resolve` reads one snapshot."""
+task's own (registered with its task token). `decide` is pure; `resolve` reads one snapshot.
+
+A shell's sshd is reached as a TCP stream in a WebSocket (`tcp`), the tunnel det shell open runs.
+Determined's tunnel sends no credentials (its shells' proxy is `unauthenticated`), so such a tunnel
+without any passes: sshd, which takes only the shell's own key, is its gate. A caller who does send
+credentials is checked as for any service: another user gets the answer of an unknown task."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import select
 
-from pedl.errors import Forbidden, NotFound, Unavailable
+from pedl.errors import Forbidden, InvalidArgument, NotFound, Unauthenticated, Unavailable
 from pedl.master.caller_cache import Caller
 from pedl.master.context import MasterContext
 from pedl.master.db import models
 from pedl.master.lifecycle import LIVE_ALLOCATION, AgentState, AllocationState
+from pedl.master.services import task_kinds
 from pedl.master.services.task_access import require_task
 
 MIN_PORT = 1024  # a task's service listens as the task's user: never on a privileged port
@@ -33,6 +39,7 @@ class AllocationView:
     state: AllocationState
     agent_id: str | None  # the chief's (placement 0), None before it is assigned
     proxy_port: int | None
+    tcp: bool = False  # its service is a TCP stream (a shell's sshd), tunnelled in a WebSocket
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class ProxyTarget:
     owner_id: int
     host: str
     port: int
+    headers: tuple[tuple[str, str], ...] = ()  # added to every relayed request (a notebook's token)
+    tcp: bool = False
 
 
 def not_found(task_id: str) -> NotFound:
@@ -60,14 +69,29 @@ ADMIN_BROWSER_REFUSED = (
     "session: the service's pages run in the master's origin, where they could act with an admin's session")
 
 
-def decide(task_id: str, user_id: int, admin: bool, alloc: AllocationView | None,
-           agent: AgentView | None, *, browser: bool = False) -> ProxyTarget:
+UNAUTHENTICATED = "authentication required: log in (the WebUI's session) or send 'Authorization: Bearer <token>'"
+
+
+def tcp_over_http(task_id: str) -> InvalidArgument:
+    return InvalidArgument(f"task {task_id} is a shell: its sshd is reached through a WebSocket tunnel to "
+                           f"/proxy/{task_id}/ (det shell open), not over HTTP")
+
+
+def decide(task_id: str, user_id: int | None, admin: bool, alloc: AllocationView | None,
+           agent: AgentView | None, *, browser: bool = False, websocket: bool = False) -> ProxyTarget:
     """The target of `task_id` for this user, or the error to answer. `browser`: the caller came with
-    the WebUI's session cookie, which passes for the task's owner only."""
-    if alloc is None or not (admin or alloc.owner_id == user_id):
+    the WebUI's session cookie, which passes for the task's owner only. `user_id` None: the caller
+    sent no credentials, which passes for a shell's tunnel only (`websocket`); for anything else it
+    is 401, whether the task exists or not."""
+    if user_id is None:
+        if alloc is None or not alloc.tcp or not websocket:
+            raise Unauthenticated(UNAUTHENTICATED)
+    elif alloc is None or not (admin or alloc.owner_id == user_id):
         raise not_found(task_id)
-    if browser and alloc.owner_id != user_id:
+    elif browser and alloc.owner_id != user_id:
         raise Forbidden(ADMIN_BROWSER_REFUSED)
+    if alloc.tcp and not websocket:
+        raise tcp_over_http(task_id)
     if alloc.state not in LIVE_ALLOCATION:
         raise NotFound(f"task {task_id} has ended; its service is gone")
     if alloc.state == AllocationState.PENDING or alloc.agent_id is None:
@@ -80,27 +104,34 @@ def decide(task_id: str, user_id: int, admin: bool, alloc: AllocationView | None
     if alloc.proxy_port is None:
         raise Unavailable(f"task {task_id} has not registered the port of its service yet (it does so once it "
                           "listens); try again shortly")
-    return ProxyTarget(alloc.id, alloc.task_id, alloc.owner_id, agent.address, alloc.proxy_port)
+    return ProxyTarget(alloc.id, alloc.task_id, alloc.owner_id, agent.address, alloc.proxy_port, alloc.tcp)
 
 
-def _view(alloc: models.Allocation) -> AllocationView:
+def _view(alloc: models.Allocation, kind: str | None) -> AllocationView:
     placements = alloc.assignment or []
     agent_id = placements[0].get("agent_id") if placements and isinstance(placements[0], dict) else None
-    return AllocationView(alloc.id, alloc.task_id, alloc.owner_id, alloc.state, agent_id, alloc.proxy_port)
+    return AllocationView(alloc.id, alloc.task_id, alloc.owner_id, alloc.state, agent_id, alloc.proxy_port,
+                          tcp=kind is not None and task_kinds.proxied_as_tcp(kind))
 
 
-def resolve(ctx: MasterContext, who: Caller, task_id: str, *, browser: bool = False) -> ProxyTarget:
-    """Where /proxy/{task_id}/ goes for this caller: the task's newest allocation (a live one first)."""
-    if who.allocation_id is not None:
+def resolve(ctx: MasterContext, who: Caller | None, task_id: str, *, browser: bool = False,
+            websocket: bool = False) -> ProxyTarget:
+    """Where /proxy/{task_id}/ goes for this caller (None: one without credentials): the task's
+    newest allocation (a live one first)."""
+    if who is not None and who.allocation_id is not None:
         raise Forbidden(TASK_TOKEN_REFUSED)
     with ctx.db.read_session() as s:
         allocs = s.scalars(select(models.Allocation).where(models.Allocation.task_id == task_id)
                            .order_by(models.Allocation.queued_at.desc()).limit(50)).all()
         alloc = next((a for a in allocs if a.state in LIVE_ALLOCATION), allocs[0] if allocs else None)
-        view = _view(alloc) if alloc is not None else None
+        generic = s.get(models.GenericTask, task_id) if alloc is not None and alloc.trial_id is None else None
+        view = _view(alloc, generic.kind if generic is not None else None) if alloc is not None else None
         agent_row = s.get(models.Agent, view.agent_id) if view is not None and view.agent_id else None
         agent = AgentView(agent_row.address, agent_row.state) if agent_row is not None else None
-    return decide(task_id, who.user.id, who.user.admin, view, agent, browser=browser)
+        user_id, admin = (who.user.id, who.user.admin) if who is not None else (None, False)
+        target = decide(task_id, user_id, admin, view, agent, browser=browser, websocket=websocket)
+        headers = tuple(task_kinds.proxy_headers(generic)) if generic is not None else ()
+    return replace(target, headers=headers) if headers else target
 
 
 def register_port(ctx: MasterContext, who: Caller, allocation_id: str, port: int) -> None:
@@ -108,6 +139,9 @@ def register_port(ctx: MasterContext, who: Caller, allocation_id: str, port: int
     with ctx.db.session() as s:
         alloc = require_task(s, who, allocation_id=allocation_id)
         alloc.proxy_port = port
+        task = s.get(models.GenericTask, alloc.task_id) if alloc.trial_id is None else None
+        if task is not None:
+            task.last_activity = ctx.clock.now()  # the idle clock starts when the service answers
 
 
 def ended(ctx: MasterContext, allocation_ids: set[str]) -> set[str]:

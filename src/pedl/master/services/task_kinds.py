@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -20,8 +19,8 @@ from sqlalchemy.orm import Session
 from pedl.config.task_config import TaskConfig
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
+from pedl.master.services.task_kind_parts import LAUNCHER_PATH, Prepared, launched  # noqa: F401 - re-exported
 
-LAUNCHER_PATH = ".pedl/service_launcher.py"
 SERVICES = ("notebook", "shell", "tensorboard")
 NAMES = {"command": "Command", "notebook": "JupyterLab", "shell": "Shell", "tensorboard": "TensorBoard"}
 # Determined's docker-style names: "Command (mildly-brave-owl)"
@@ -31,15 +30,6 @@ _ADJECTIVES = ("amber", "brave", "civil", "eager", "fluent", "golden", "humble",
                "mellow", "noble", "polite", "rapid", "steady", "vivid")
 _NOUNS = ("owl", "lynx", "heron", "otter", "finch", "bison", "koala", "marten", "ibex", "wren", "gecko",
           "panda", "raven", "tapir", "yak", "zebu")
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What a kind adds to a task at launch: a TensorBoard's experiments and trials, a shell's keys."""
-
-    experiment_ids: tuple[int, ...] = ()
-    trial_ids: tuple[int, ...] = ()
-    secrets: dict[str, Any] = field(default_factory=dict)
 
 
 def default_slots(kind: str) -> int:
@@ -86,13 +76,21 @@ def service_address(kind: str, task_id: str) -> str | None:
     return f"/proxy/{task_id}/" if kind in ("notebook", "tensorboard") else None
 
 
+def proxied_as_tcp(kind: str) -> bool:
+    """A shell's sshd is a TCP stream: the proxy bridges a WebSocket to it (det's ssh tunnel)."""
+    return kind == "shell"
+
+
 def context_files(kind: str) -> list[dict[str, Any]]:
-    """Files the master adds to a task's context (Determined's v1File shape): the service launcher."""
+    """Files the master adds to a task's context (Determined's v1File shape): the service launcher and
+    the kind's own (a shell's sshd runner)."""
     if kind not in SERVICES:
         return []
     source = resources.files("pedl.launch").joinpath("service_launcher.py").read_bytes()
+    module = _module(kind)
+    own = module.context_files() if hasattr(module, "context_files") else []
     return [{"path": ".pedl", "type": 53, "mode": 0o755},
-            {"path": LAUNCHER_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(source).decode()}]
+            {"path": LAUNCHER_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(source).decode()}, *own]
 
 
 def entrypoint(task: Any) -> str | list[str]:
@@ -108,6 +106,8 @@ def environment(task: Any) -> dict[str, str]:
     return module.environment(task) if module is not None and hasattr(module, "environment") else {}
 
 
-def launched(options: list[str], argv: list[str]) -> list[str]:
-    return ["python3", LAUNCHER_PATH, *options, "--", *argv]
+def proxy_headers(task: Any) -> list[tuple[str, str]]:
+    """Headers the master's proxy adds to what it relays to the task's service (a notebook's token)."""
+    module = _module(task.kind)
+    return module.proxy_headers(task) if module is not None and hasattr(module, "proxy_headers") else []
 
