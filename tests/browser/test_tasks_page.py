@@ -91,3 +91,24 @@ def test_open_links_a_ready_notebook_of_ones_own_through_the_proxy(cluster: Clus
     expect(theirs).to_have_attribute("data-kind", "tensorboard")
     expect(theirs.locator("[data-action=open]")).to_have_count(0)
     expect(theirs.locator("button[data-action=kill]")).to_be_visible()
+
+
+def test_open_shows_a_running_notebook_in_a_new_tab(cluster: Cluster, page) -> None:
+    """A real JupyterLab behind the master's proxy, opened from its row with the WebUI's session."""
+    pytest.importorskip("pedl.launch.notebook_launcher", reason="notebooks do not run on this master yet")
+    nb_id = cluster.master.api("POST", "/api/v1/notebooks", {"config": {"resources": {"slots": 0}}})["notebook"]["id"]
+    try:
+        wait_for(lambda: cluster.master.api("GET", f"/api/v1/notebooks/{nb_id}")["notebook"]["isReady"], 180,
+                 what="the notebook to be ready")
+        login(page, cluster.master.url, "determined")
+        page.goto(f"{cluster.master.url}/task-list")
+        row = page.locator(f"tr[data-task-id='{nb_id}']")
+        expect(row).to_have_attribute("data-ready", "true")
+        with page.context.expect_page() as opened:
+            row.locator("a[data-action=open]").click()
+        tab = opened.value
+        tab.wait_for_load_state()
+        assert tab.url.startswith(f"{cluster.master.url}/proxy/{nb_id}/"), tab.url
+        expect(tab).to_have_title(re.compile("JupyterLab", re.I))
+    finally:
+        cluster.master.api("POST", f"/api/v1/notebooks/{nb_id}/kill")

@@ -1,6 +1,8 @@
 """A real master app served by uvicorn (its tasks run by a FakeAgent) for the CLI tests of commands,
 notebooks, shells and TensorBoards: the CLI reads what the master really answers. `Live.between`
-acts while the CLI waits for a task (it replaces ntsc.pause)."""
+acts while the CLI waits for a task (it replaces ntsc.pause). The agent registers at the first
+`start_all`: until then no scheduling pass can place a task, so a task stays QUEUED until the test
+says otherwise."""
 
 from __future__ import annotations
 
@@ -22,11 +24,21 @@ from tests.support.live_master import LiveMaster
 @dataclass
 class Live:
     master: LiveMaster
-    agent: FakeAgent
     http: httpx.Client
     user: dict[str, str]
     runner: CliRunner = field(default_factory=CliRunner)
     steps: list[Callable[[], None]] = field(default_factory=list)
+    _agent: FakeAgent | None = None
+
+    @property
+    def agent(self) -> FakeAgent:
+        if self._agent is None:
+            self._agent = FakeAgent(self.master.server.config.app, "agent-1", slots=1)
+        return self._agent
+
+    def close(self) -> None:
+        if self._agent is not None:
+            self._agent.close()
 
     @property
     def ctx(self):  # noqa: ANN201 - the app's MasterContext
@@ -71,8 +83,7 @@ class Live:
 @pytest.fixture
 def live(master_config: MasterConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Live]:
     with LiveMaster(master_config) as master, httpx.Client(base_url=master.url, timeout=30) as http:
-        agent = FakeAgent(master.server.config.app, "agent-1", slots=1)
-        state = Live(master, agent, http, bearer(login(http, "determined")))  # type: ignore[arg-type]
+        state = Live(master, http, bearer(login(http, "determined")))  # type: ignore[arg-type]
 
         def pause(_seconds: float) -> None:
             if not state.steps:
@@ -83,4 +94,4 @@ def live(master_config: MasterConfig, monkeypatch: pytest.MonkeyPatch) -> Iterat
         try:
             yield state
         finally:
-            agent.close()
+            state.close()
