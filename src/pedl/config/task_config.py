@@ -39,7 +39,8 @@ class TaskConfig(StrictModel):
     resources: TaskResources = Field(default_factory=TaskResources)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     bind_mounts: list[BindMount] = Field(default_factory=list, description="host directories the task sees")
-    work_dir: str | None = Field(None, max_length=4096, description="where the task starts (else its own directory)")
+    # a task starts in its own directory, where its context is (Determined's /run/determined/workdir)
+    work_dir: str | None = Field(None, max_length=4096, description="accepted, unused")
     idle_timeout: Duration | None = Field(
         None, ge=1, le=MAX_IDLE_TIMEOUT,
         description="a notebook or TensorBoard unused for this long is killed (none: never)")
