@@ -85,7 +85,7 @@ def test_an_unused_notebook_is_killed_after_its_idle_timeout(app, client: TestCl
     assert kill["allocation_id"] == task.allocation_id
     assert kill["reason"] == "notebook idle for 11m (idle_timeout 10m)"
     assert client.get(f"/api/v1/notebooks/{nb}", headers=user).json()["notebook"]["state"] == "STATE_TERMINATING"
-    agent.exit(task.allocation_id, -15, kill["reason"])
+    agent.exit(task.allocation_id, 0, kill["reason"])  # Jupyter ends cleanly on SIGTERM
     shown = client.get(f"/api/v1/notebooks/{nb}", headers=user).json()["notebook"]
     assert shown["state"] == "STATE_TERMINATED" and "idle for 11m" in shown["exitStatus"], shown
     logs = client.get(f"/api/v1/tasks/{nb}/logs", params={"follow": "false"}, headers=user).text

@@ -150,7 +150,8 @@ def terminate(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_cod
     as recorded."""
     now = fx.now
     if exit_code == 0:
-        why = "exited with code 0"
+        # a process that ends cleanly when killed (Jupyter on SIGTERM) still ended because of the kill
+        why = "exited with code 0" + (f": {reason}" if alloc.kill_requested and reason else "")
     elif exit_code is None:
         why = reason or "ended before its process ran"
     else:
