@@ -1,6 +1,7 @@
 """The WebUI's Tasks page in Debian's chromium against a real master and agent: a running command is
 listed (reached from the navigation) with its kind, description, owner and state, and killed from its
-row; another user's command shows no way to kill it that works."""
+row; another user's kill is refused with a toast; Open is offered for one's own ready notebook only,
+and opens a real JupyterLab through the master's proxy in a new tab."""
 
 from __future__ import annotations
 
@@ -70,9 +71,9 @@ def test_the_page_loads_at_its_address_and_refuses_another_users_kill(cluster: C
 
 
 def test_open_links_a_ready_notebook_of_ones_own_through_the_proxy(cluster: Cluster, page) -> None:
-    """The list as the master would answer it once a notebook's service is up (notebooks are started
-    for real by tests of their own): Open goes to /proxy/{id}/ for the owner's ready notebook, and
-    is not offered for another user's TensorBoard, whose proxy would refuse this session."""
+    """The lists answered by the test (the next test starts a real notebook): Open goes to /proxy/{id}/
+    for the owner's ready notebook, and is not offered for another user's TensorBoard, whose proxy
+    would refuse this session."""
     me = cluster.master.api("GET", "/api/v1/me")["user"]
     nb = {"id": "0b7e4c4e-1f0a-4d7b-9d5e-8f1c2a3b4c5d", "description": "JupyterLab (calmly-brave-owl)",
           "state": "STATE_RUNNING", "isReady": True, "username": me["username"], "userId": me["id"],
@@ -95,7 +96,6 @@ def test_open_links_a_ready_notebook_of_ones_own_through_the_proxy(cluster: Clus
 
 def test_open_shows_a_running_notebook_in_a_new_tab(cluster: Cluster, page) -> None:
     """A real JupyterLab behind the master's proxy, opened from its row with the WebUI's session."""
-    pytest.importorskip("pedl.launch.notebook_launcher", reason="notebooks do not run on this master yet")
     nb_id = cluster.master.api("POST", "/api/v1/notebooks", {"config": {"resources": {"slots": 0}}})["notebook"]["id"]
     try:
         wait_for(lambda: cluster.master.api("GET", f"/api/v1/notebooks/{nb_id}")["notebook"]["isReady"], 180,
