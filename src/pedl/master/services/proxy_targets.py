@@ -104,7 +104,7 @@ def decide(task_id: str, user_id: int | None, admin: bool, alloc: AllocationView
     if alloc.proxy_port is None:
         raise Unavailable(f"task {task_id} has not registered the port of its service yet (it does so once it "
                           "listens); try again shortly")
-    return ProxyTarget(alloc.id, alloc.task_id, alloc.owner_id, agent.address, alloc.proxy_port, alloc.tcp)
+    return ProxyTarget(alloc.id, alloc.task_id, alloc.owner_id, agent.address, alloc.proxy_port, tcp=alloc.tcp)
 
 
 def _view(alloc: models.Allocation, kind: str | None) -> AllocationView:
