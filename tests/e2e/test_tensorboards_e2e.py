@@ -135,11 +135,17 @@ def test_a_running_trials_later_reports_reach_the_tensorboard(cluster, tmp_path)
     owner = {"Authorization": f"Bearer {c.master.token()}"}
     run = f"experiment/{exp_id}/trial/{trial['id']}"
 
+    seen: list[str] = []
+
     def loss() -> list[tuple[int, float]]:
         r = httpx.get(base, params={"run": f"{run}/training", "tag": "Determined/loss"}, headers=owner)
+        seen[:] = [f"{r.status_code} {r.text[:500]}"]
         return [(step, value) for _wall, step, value in r.json()] if r.status_code == 200 else []
 
-    early = wait_for(loss, 60, interval=0.5, what="the first reports in TensorBoard")
+    try:
+        early = wait_for(loss, 60, interval=0.5, what="the first reports in TensorBoard")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}: last answer {seen}; the task's log:\n{task_logs(c, task_id)[-4000:]}") from None
     assert 2 <= len(early) < total
     release.touch()
     wait_experiment(c.master, exp_id, {"STATE_COMPLETED"})
