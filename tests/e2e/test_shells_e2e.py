@@ -48,7 +48,8 @@ def ssh(url: str, shell_id: str, user: str, key: str, command: str, work: Path, 
     key_file.chmod(0o600)
     ws = url.replace("http://", "ws://") + f"/proxy/{shell_id}/"
     tunnel = f"{sys.executable} -m tests.support.ssh_tunnel {ws} {token}".strip()
-    argv = ["ssh", "-F", "/dev/null", "-o", f"ProxyCommand={tunnel}", "-o", "StrictHostKeyChecking=no",
+    # -tt: a terminal, as det shell open always asks for one
+    argv = ["ssh", "-tt", "-F", "/dev/null", "-o", f"ProxyCommand={tunnel}", "-o", "StrictHostKeyChecking=no",
             "-o", "UserKnownHostsFile=/dev/null", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
             "-o", "LogLevel=ERROR", "-i", str(key_file), f"{user}@{shell_id}", command]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}

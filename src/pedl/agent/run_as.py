@@ -98,10 +98,14 @@ def give_tree(root: Path, uid: int, gid: int) -> None:
 
 def account_files(run_as: AgentUserGroup, home: str, directory: Path) -> tuple[Path, Path] | None:
     """The host's /etc/passwd and /etc/group with the linked user and group in them (as
-    `passwd_lines` makes a container's), written to `directory` for a process task's namespace to show
-    over the host's; None when the host's already name them so."""
+    `passwd_lines` makes a container's) and without the `tty` group, written to `directory` for a
+    process task's namespace to show over the host's; None when the host's already name them so and
+    have no `tty` group. Without `tty`, an sshd the task runs as its user (a shell) gives a session
+    its terminal in the user's own group: with it, sshd would have to chown the terminal to that
+    group, which only root may, and the session dies (det shell open always asks for a terminal)."""
     passwd, group = Path("/etc/passwd").read_text(), Path("/etc/group").read_text()
     new_passwd, new_group = passwd_lines(passwd, group, run_as, home)
+    new_group = "".join(f"{line}\n" for line in new_group.splitlines() if line.split(":", 1)[0] != "tty")
     if new_passwd == passwd and new_group == group:
         return None
     directory.mkdir(parents=True, exist_ok=True)

@@ -57,11 +57,6 @@ def sshd_config(directory: str, user: str, *, root: bool) -> str:
     ]
     if root:
         lines.append("PermitRootLogin prohibit-password")
-    else:
-        # sshd not running as root cannot give a terminal to the user (chown of the pty to the tty
-        # group is fatal to the session): det's `shell open` asks for one (-tt), and its command must
-        # run all the same, without a terminal
-        lines.append("PermitTTY no")
     return "\n".join(lines) + "\n"
 
 
