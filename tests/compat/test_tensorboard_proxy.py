@@ -25,9 +25,14 @@ def test_determineds_tensorboard_through_the_proxy(world, tmp_path) -> None:  # 
     argv = json.loads(subprocess.check_output([str(bin_dir / "python"), "-c", ARGS, str(tmp_path)], env=env))
     assert f"--path_prefix=/proxy/{world.task.task_id}" in argv
     tb = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def alive() -> None:  # the fake agent sends no heartbeats: on a loaded machine it would be taken for lost
+        world.agent.conn.last_heartbeat = world.agent.ctx.clock.now()
+
     try:
+        alive()
         assert _register(world, port).status_code == 200
         for _ in range(600):  # TensorBoard takes a few seconds to listen; until then the proxy says 502
+            alive()
             r = world.client.get(world.url, headers=world.alice)
             if r.status_code != 502:
                 break
