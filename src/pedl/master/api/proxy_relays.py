@@ -95,3 +95,31 @@ class ProxyRelays:
             for closer in relay.closers:
                 with contextlib.suppress(Exception):
                     await closer()
+
+
+GOING_AWAY = 1001
+
+
+async def pump_until_done(relay: Relay, pumps: list[Callable[[], Awaitable[None]]], *, idle_timeout: float,
+                          last: list[float], outcome: dict, silent: str) -> None:
+    """Run a relay's pumps until the first of them, its idle timeout (no traffic since `last[0]` for
+    `idle_timeout` s; `silent` names what stopped coming) or its task's end says why it stops, in
+    `outcome`; then stop the rest."""
+    loop = asyncio.get_running_loop()
+
+    async def idle() -> None:
+        while (left := last[0] + idle_timeout - loop.time()) > 0:
+            await asyncio.sleep(left)
+        outcome.update(side="idle", code=GOING_AWAY, reason=f"no {silent} for {idle_timeout:g} s (proxy.idle_timeout)")
+
+    async def task_ended() -> None:
+        await relay.ended.wait()
+        outcome.update(side="task", code=GOING_AWAY, reason=f"task {relay.target.task_id} ended")
+
+    tasks = [asyncio.ensure_future(c()) for c in (*pumps, idle, task_ended)]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

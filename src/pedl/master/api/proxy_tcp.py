@@ -16,7 +16,7 @@ from fastapi import WebSocket
 
 from pedl.config.proxy_config import ProxyConfig
 from pedl.errors import BadGateway
-from pedl.master.api.proxy_relays import ProxyRelays, Relay
+from pedl.master.api.proxy_relays import ProxyRelays, Relay, pump_until_done
 from pedl.master.services.proxy_targets import ProxyTarget
 
 CHUNK = 64 * 1024  # the most bytes of the stream one message carries
@@ -95,23 +95,8 @@ async def _pump(websocket: WebSocket, reader: asyncio.StreamReader, writer: asyn
                 outcome.update(side="client", code=INTERNAL, reason="")
                 return
 
-    async def idle() -> None:
-        while (left := last[0] + config.idle_timeout - loop.time()) > 0:
-            await asyncio.sleep(left)
-        outcome.update(side="idle", code=GOING_AWAY,
-                       reason=f"no bytes for {config.idle_timeout:g} s (proxy.idle_timeout)")
-
-    async def task_ended() -> None:
-        await relay.ended.wait()
-        outcome.update(side="task", code=GOING_AWAY, reason=f"task {relay.target.task_id} ended")
-
-    tasks = [asyncio.ensure_future(c()) for c in (client_to_service, service_to_client, idle, task_ended)]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    await pump_until_done(relay, [client_to_service, service_to_client],
+                          idle_timeout=config.idle_timeout, last=last, outcome=outcome, silent="bytes")
     if outcome.get("side") != "client":
         reason = str(outcome.get("reason") or "").encode()[:120].decode(errors="ignore")
         with contextlib.suppress(Exception):

@@ -23,7 +23,7 @@ from pedl.master.api import proxy_headers, proxy_tcp, task_activity
 from pedl.master.api.deps import ctx_of
 from pedl.master.api.errors import error_response
 from pedl.master.api.proxy_access import proxy_caller_or_none, proxy_relays
-from pedl.master.api.proxy_relays import Relay
+from pedl.master.api.proxy_relays import Relay, pump_until_done
 from pedl.master.services import proxy_targets
 from pedl.master.services.proxy_targets import ProxyTarget
 
@@ -136,23 +136,8 @@ async def _relay(websocket: WebSocket, upstream: ClientConnection, relay: Relay,
             return
         outcome.update(side="service", code=upstream.close_code or 1006, reason=upstream.close_reason or "")
 
-    async def idle() -> None:
-        while (left := last[0] + config.idle_timeout - loop.time()) > 0:
-            await asyncio.sleep(left)
-        outcome.update(side="idle", code=GOING_AWAY,
-                       reason=f"no message for {config.idle_timeout:g} s (proxy.idle_timeout)")
-
-    async def task_ended() -> None:
-        await relay.ended.wait()
-        outcome.update(side="task", code=GOING_AWAY, reason=f"task {relay.target.task_id} ended")
-
-    tasks = [asyncio.ensure_future(c()) for c in (browser_to_service, service_to_browser, idle, task_ended)]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    await pump_until_done(relay, [browser_to_service, service_to_browser],
+                          idle_timeout=config.idle_timeout, last=last, outcome=outcome, silent="message")
     code = int(outcome.get("code") or 1011)
     code = UNSENDABLE.get(code, code)
     # a close frame carries at most 123 bytes of reason
