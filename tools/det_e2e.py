@@ -33,7 +33,10 @@ WORST_LAST = ("passed", "skipped", "error", "failed")
 
 
 def master_config(work: Path, det_venv: Path) -> dict:
-    return {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "checkpoints")},
+    # storage_path as in Determined's own CI master config (its devcluster's), which the suite's
+    # tests join into paths (test_delete_tensorboard_for_experiment)
+    return {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "checkpoints"),
+                                   "storage_path": "determined-checkpoint"},
             # where the suite's configs keep checkpoints, as on Determined's CI: /tmp, and the cache
             # directory of the user running it (test_non_root_experiment)
             "security": {"checkpoint_storage_roots": ["/tmp", str(Path.home() / ".cache" / "determined")]},

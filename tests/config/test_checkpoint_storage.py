@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pedl.config.checkpoint_storage import merge_storage
+from pedl.config.checkpoint_storage import (
+    as_determined,
+    directory_host_path,
+    experiment_storage,
+    master_view,
+    merge_storage,
+)
 from pedl.config.experiment_config import (
     ExperimentConfig,
     S3StorageConfig,
@@ -100,6 +106,13 @@ def test_experiment_section_without_type_is_shared_fs_or_the_masters() -> None:
     ("checkpoint_storage: {type: s3, bucket: b, storage_path: x}\n", "checkpoint_storage.storage_path", "unknown key"),
     ("checkpoint_storage: {bucket: b}\n", "checkpoint_storage.bucket", "unknown key"),
     ("checkpoint_storage: {type: floppy}\n", "checkpoint_storage", "type must be one of"),
+    ("checkpoint_storage: {type: directory}\n", "checkpoint_storage.container_path", "Field required"),
+    ("checkpoint_storage: {type: directory, container_path: rel}\n", "checkpoint_storage.container_path",
+     "absolute path"),
+    ("checkpoint_storage: {type: directory, container_path: /c, host_path: rel}\n",
+     "checkpoint_storage.host_path", "absolute path"),
+    ("checkpoint_storage: {type: directory, container_path: /c, bucket: b}\n", "checkpoint_storage.bucket",
+     "unknown key"),
 ])
 def test_experiment_errors_name_the_field(text: str, field: str, message: str) -> None:
     problems = exp_problems(text)
@@ -152,3 +165,38 @@ def test_merge_to_shared_fs_needs_a_host_path() -> None:
     with pytest.raises(InvalidArgument,
                        match="checkpoint_storage.host_path: required, because the master's storage is s3"):
         merge_storage(S3, dump("checkpoint_storage: {type: shared_fs}\n"))
+
+
+def test_the_master_has_no_directory_storage_of_its_own(tmp_path: Path) -> None:
+    problems = master_problems(tmp_path, "checkpoint_storage: {type: directory, container_path: /c}\n")
+    assert "type must be one of: shared_fs, s3" in problems["checkpoint_storage"]
+
+
+def test_merge_to_directory_keeps_the_masters_policy() -> None:
+    out = merge_storage(SHARED, dump("checkpoint_storage: {type: directory, container_path: /ckpt}\n"))
+    assert out == {"type": "directory", "container_path": "/ckpt", "save_experiment_best": 0,
+                   "save_trial_best": 1, "save_trial_latest": 1}
+
+
+@pytest.mark.parametrize(("container", "host"), [
+    (None, "/data/ckpt"),  # a process task sees the host's files
+    ({"bind_mounts": [{"host_path": "/mnt/shared", "container_path": "/data"}]}, "/mnt/shared/ckpt"),
+    ({"bind_mounts": [{"host_path": "/mnt/a", "container_path": "/"},
+                      {"host_path": "/mnt/b", "container_path": "/data/ckpt"}]}, "/mnt/b"),  # the innermost
+    ({"bind_mounts": [{"host_path": "/mnt/a", "container_path": "/dat"}]}, None),  # not a path prefix
+    ({"bind_mounts": []}, None),
+])
+def test_directory_host_path(container: dict | None, host: str | None) -> None:
+    assert directory_host_path("/data/ckpt", container) == host
+
+
+def test_the_master_reaches_directory_storage_as_shared_fs() -> None:
+    section = {"type": "directory", "container_path": "/data", "host_path": "/mnt/x", "save_trial_best": 2}
+    assert master_view(section) == {"type": "shared_fs", "host_path": "/mnt/x", "storage_path": None,
+                                    "save_trial_best": 2}
+    assert master_view(SHARED) is SHARED
+    assert experiment_storage({"checkpoint_storage": section})["host_path"] == "/mnt/x"
+    assert experiment_storage({}, SHARED) == SHARED
+    # Determined's DirectoryStorageManager takes container_path only
+    shown = as_determined({"checkpoint_storage": section})["checkpoint_storage"]
+    assert shown == {"type": "directory", "container_path": "/data", "save_trial_best": 2}

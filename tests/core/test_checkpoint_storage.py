@@ -95,6 +95,14 @@ def test_storage_from_config_shared_fs(tmp_path: Path) -> None:
     assert storage.base_path == tmp_path / "s"
 
 
+def test_directory_storage_in_a_task_is_its_container_path(tmp_path: Path) -> None:
+    """In the task the files are at container_path; the master's host_path is not the task's business."""
+    storage = storage_from_config({"type": "directory", "container_path": str(tmp_path / "c"),
+                                   "host_path": "/elsewhere", "save_trial_best": 1})
+    assert isinstance(storage, SharedFSStorage)
+    assert storage.base_path == tmp_path / "c"
+
+
 def test_storage_from_config_accepts_the_config_model(tmp_path: Path) -> None:
     from pedl.config.experiment_config import SharedFSStorageConfig
 
@@ -105,6 +113,7 @@ def test_storage_from_config_accepts_the_config_model(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("config", "message"), [
     ({"type": "shared_fs"}, "host_path is required"),
     ({"type": "s3"}, "bucket is required"),
+    ({"type": "directory"}, "container_path is required"),
     ({"type": "gcs", "bucket": "b"}, "gcs checkpoint storage is not supported"),
     ({"type": "floppy"}, "unknown checkpoint_storage.type 'floppy'"),
 ])

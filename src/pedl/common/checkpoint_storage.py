@@ -380,6 +380,11 @@ def storage_from_config(config: Mapping[str, Any]) -> CheckpointStorage:
         if not host_path:
             raise InvalidArgument("checkpoint_storage.host_path is required for shared_fs storage")
         return SharedFSStorage(host_path, config.get("storage_path"))
+    if kind == "directory":  # as a task sees it (the master reaches it as shared_fs: master_view)
+        container_path = config.get("container_path")
+        if not container_path:
+            raise InvalidArgument("checkpoint_storage.container_path is required for directory storage")
+        return SharedFSStorage(container_path, None)
     if kind == "s3":
         bucket = config.get("bucket")
         if not bucket:

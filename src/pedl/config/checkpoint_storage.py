@@ -1,6 +1,10 @@
 """What master.yaml and experiment configs share about `checkpoint_storage`: the s3 location fields,
 the discriminator of the storage union (a section without `type` is shared_fs), and the syntax of a
-storage root (`security.checkpoint_storage_roots`)."""
+storage root (`security.checkpoint_storage_roots`).
+
+An experiment may also use Determined's `directory` storage: a path as its tasks see it
+(`container_path`). The master reaches the same files at `host_path`, worked out when the experiment
+is created (`directory_host_path`), and treats such a section as shared_fs there (`master_view`)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from pydantic import Discriminator, Field, Tag, field_validator
 
 from pedl.config.loading import StrictModel
 
-STORAGE_TYPES = ("shared_fs", "s3")
+STORAGE_TYPES = ("shared_fs", "s3", "directory")
 
 # S3's naming rules (3-63 characters, lower case, digits, dots, hyphens); a bad name would
 # otherwise surface as an opaque error from the first task that stores a checkpoint.
@@ -26,13 +30,53 @@ def storage_type(value: Any) -> str:
     return kind or "shared_fs"
 
 
-def storage_union(shared_fs: type, s3: type) -> Any:
-    """The `checkpoint_storage` type: a union of the two models tagged by `storage_type`, so errors
-    name the fields of the chosen type only."""
-    union = Annotated[shared_fs, Tag("shared_fs")] | Annotated[s3, Tag("s3")]
+def storage_union(shared_fs: type, s3: type, directory: type | None = None) -> Any:
+    """The `checkpoint_storage` type: a union of the models tagged by `storage_type`, so errors name
+    the fields of the chosen type only (master.yaml has no `directory`: the master's own storage is
+    one it reaches itself)."""
+    union: Any = Annotated[shared_fs, Tag("shared_fs")] | Annotated[s3, Tag("s3")]
+    names = ["shared_fs", "s3"]
+    if directory is not None:
+        union = union | Annotated[directory, Tag("directory")]
+        names.append("directory")
     return Annotated[union, Discriminator(
         storage_type, custom_error_type="invalid_storage_type",
-        custom_error_message="type must be one of: " + ", ".join(STORAGE_TYPES))]
+        custom_error_message="type must be one of: " + ", ".join(names))]
+
+
+def directory_host_path(container_path: str, container: dict[str, Any] | None) -> str | None:
+    """Where the files a task writes at `container_path` are on its host: the path itself for a process
+    task (it sees the host's files), else below the host_path of the bind mount that covers it (the
+    innermost); None when no bind mount does (they would go with the container)."""
+    if container is None:
+        return container_path
+    target = os.path.normpath(container_path)
+    best: tuple[int, str] | None = None
+    for mount in container.get("bind_mounts") or []:
+        inside = os.path.normpath(str(mount["container_path"]))
+        if target == inside or target.startswith(inside.rstrip("/") + "/"):
+            rest = os.path.relpath(target, inside)
+            host = os.path.normpath(os.path.join(str(mount["host_path"]), rest))
+            if best is None or len(inside) > best[0]:
+                best = (len(inside), host)
+    return best[1] if best is not None else None
+
+
+def experiment_storage(config: Any, default: Any = None) -> dict[str, Any]:
+    """Where the master reaches an experiment's checkpoints: its config's checkpoint_storage (`default`,
+    the master's own, for a config without one), as `master_view` gives it."""
+    section = config.get("checkpoint_storage") if isinstance(config, dict) else None
+    return master_view(dict(section or default or {}))
+
+
+def master_view(storage: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint_storage section as the master reaches it: a directory section is shared_fs at its
+    host_path (its container_path where none was worked out); others are as they are."""
+    if storage.get("type") != "directory":
+        return storage
+    policy = {k: v for k, v in storage.items() if k.startswith("save_")}
+    return {**policy, "type": "shared_fs", "host_path": storage.get("host_path") or storage.get("container_path"),
+            "storage_path": None}
 
 
 class S3Location(StrictModel):
@@ -142,9 +186,10 @@ def storage_root_of(storage: dict[str, Any]) -> StorageRoot:
 
 def as_determined(config: Any) -> Any:
     """An experiment config as Determined's clients take it: they build a storage manager with the
-    checkpoint_storage section as keyword arguments, so pedl's S3 `region`, a key Determined does
-    not know, is left out (boto3 reads the region from AWS_DEFAULT_REGION there)."""
+    checkpoint_storage section as keyword arguments, so pedl's S3 `region` and a directory's `host_path`,
+    keys Determined does not know, are left out (boto3 reads the region from AWS_DEFAULT_REGION there)."""
     if not isinstance(config, dict) or not isinstance(config.get("checkpoint_storage"), dict):
         return config
-    storage = {k: v for k, v in config["checkpoint_storage"].items() if k != "region"}
+    own = ("region", "host_path") if config["checkpoint_storage"].get("type") == "directory" else ("region",)
+    storage = {k: v for k, v in config["checkpoint_storage"].items() if k not in own}
     return {**config, "checkpoint_storage": storage}

@@ -231,7 +231,30 @@ class S3StorageConfig(S3Location):
         None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
 
 
-CheckpointStorageConfig = storage_union(SharedFSStorageConfig, S3StorageConfig)
+class DirectoryStorageConfig(StrictModel):
+    """Determined's `directory` storage: checkpoints at a path as the experiment's tasks see it (in a
+    container, usually a bind mount's container_path)."""
+
+    type: Literal["directory"]
+    container_path: str = Field(..., min_length=1, max_length=4096, description="absolute path in the task")
+    host_path: str | None = Field(
+        None, max_length=4096,
+        description="where the master finds the same files; left out: worked out from the bind mounts")
+    save_experiment_best: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
+    save_trial_best: int | None = Field(None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
+    save_trial_latest: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
+
+    @field_validator("container_path", "host_path")
+    @classmethod
+    def _absolute(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or "\x00" in v):
+            raise ValueError("must be an absolute path")
+        return v
+
+
+CheckpointStorageConfig = storage_union(SharedFSStorageConfig, S3StorageConfig, DirectoryStorageConfig)
 
 
 class EnvironmentConfig(StrictModel):
@@ -240,6 +263,9 @@ class EnvironmentConfig(StrictModel):
     force_pull_image: bool | None = Field(None, description="pull the image even when the agent has it")
     registry_auth: RegistryAuth | None = None
     environment_variables: list[str] | dict[str, str] | DeviceEnvironment = Field(default_factory=list)
+    # Determined's Kubernetes pod spec: kept with the config (a TensorBoard inherits it, as Determined's
+    # does) and not used, since pedl's agents run processes and Docker containers, not pods
+    pod_spec: dict[str, Any] | None = Field(None, description="accepted, unused (Kubernetes only)")
 
     _env = field_validator("environment_variables", mode="after")(lambda cls, v: check_env_list(v))
     _image = field_validator("image")(lambda cls, v: image_name(v) if isinstance(v, str) else v)

@@ -45,7 +45,7 @@ def field_path(loc: tuple[Any, ...]) -> str:
 
 # pydantic puts the tag of a discriminated union into error locations ("provider.aws.image_id");
 # users wrote "provider.image_id", so the tag is dropped after these keys.
-_UNION_TAGS = {"provider": {"aws", "local"}, "checkpoint_storage": {"shared_fs", "s3"}}
+_UNION_TAGS = {"provider": {"aws", "local"}, "checkpoint_storage": {"shared_fs", "s3", "directory"}}
 
 
 def _drop_union_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:

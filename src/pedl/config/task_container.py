@@ -38,6 +38,14 @@ class DeviceImages(StrictModel):
         return (self.gpu or self.cuda) if gpu else self.cpu
 
 
+def per_device(image: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    """An image as Determined stores a task's: one name becomes {cpu, cuda, rocm}, each that name (which
+    DeviceImages.pick reads as the same image on every device)."""
+    if isinstance(image, str):
+        return {"cpu": image, "cuda": image, "rocm": image}
+    return image
+
+
 class DeviceEnvironment(StrictModel):
     cpu: list[str] | dict[str, str] = Field(default_factory=list)
     gpu: list[str] | dict[str, str] = Field(default_factory=list)

@@ -112,6 +112,11 @@ def test_allowed_roots_of_a_master_config(tmp_path: Path) -> None:
     ({"type": "s3", "bucket": "bucket-b"}, "checkpoint_storage.prefix"),
     ({"type": "s3", "bucket": "bucket-c"}, "checkpoint_storage.bucket"),
     ({"type": "gcs", "bucket": "x"}, "checkpoint_storage.type"),
+    # directory storage is judged where the master reaches it: host_path, else the path itself
+    ({"type": "directory", "container_path": "/ckpt", "host_path": "{root}/team"}, None),
+    ({"type": "directory", "container_path": "{root}/team"}, None),
+    ({"type": "directory", "container_path": "/ckpt", "host_path": "/etc"}, "checkpoint_storage.container_path"),
+    ({"type": "directory", "container_path": "{tmp}"}, "checkpoint_storage.container_path"),
 ])
 def test_storage_problem_names_the_field(tmp_path: Path, roots: StorageRoots, storage: dict,
                                          field: str | None) -> None:
@@ -170,6 +175,8 @@ def create(client: TestClient, user: dict, storage: str):
     ("{{type: shared_fs, host_path: '{tmp}/extra', storage_path: ../../..}}", "checkpoint_storage"),
     ("{{type: s3, bucket: other-bucket}}", "checkpoint_storage.bucket"),
     ("{{type: s3, bucket: allowed-bucket, prefix: elsewhere}}", "checkpoint_storage.prefix"),
+    ("{{type: directory, container_path: /var/ckpt}}", "checkpoint_storage.container_path"),
+    ("{{type: directory, container_path: relative}}", "checkpoint_storage.container_path"),
 ])
 def test_create_refuses_a_storage_outside_the_roots(client: TestClient, user: dict, tmp_path: Path,
                                                     storage: str, field: str) -> None:
@@ -183,6 +190,7 @@ def test_create_refuses_a_storage_outside_the_roots(client: TestClient, user: di
     "{{save_trial_best: 2}}",  # the master's own storage
     "{{type: shared_fs, host_path: '{tmp}/extra/mine'}}",
     "{{type: s3, bucket: allowed-bucket, prefix: team/mine}}",
+    "{{type: directory, container_path: '{tmp}/extra/dir'}}",
 ])
 def test_create_accepts_a_storage_inside_the_roots(client: TestClient, user: dict, tmp_path: Path,
                                                    storage: str) -> None:
@@ -198,3 +206,24 @@ def test_an_s3_endpoint_the_master_was_not_given_is_refused() -> None:
     assert storage_problem({**inside, "endpoint_url": "http://minio.internal:9000"}, roots) is None
     field, why = storage_problem({**inside, "endpoint_url": "http://169.254.169.254"}, roots)
     assert field == "checkpoint_storage.endpoint_url" and "169.254.169.254" in why
+
+
+def test_directory_storage_is_found_on_the_host_through_the_bind_mounts(
+        client: TestClient, user: dict, tmp_path: Path) -> None:
+    """A task in a container writes directory storage into the bind mount that covers it: the master keeps
+    that host directory (and judges it by the roots); with no covering mount the files would go with the
+    container, which create refuses naming the field."""
+    extra = tmp_path / "extra"
+    mounts = f"bind_mounts: [{{host_path: '{extra}', container_path: /data}}]\n"
+    body = {"activate": False, "modelDefinition": [],
+            "config": SINGLE_CONFIG + mounts + "environment: {image: 'pedl/x:1'}\n"
+                      "checkpoint_storage: {type: directory, container_path: /data/ckpt}\n"}
+    r = post(client, "/api/v1/experiments", body, user)
+    assert r.status_code == 200, r.text
+    storage = r.json()["experiment"]["config"]["checkpoint_storage"]
+    assert storage == {**storage, "type": "directory", "container_path": "/data/ckpt",
+                       "host_path": str(extra / "ckpt")}
+    body["config"] = body["config"].replace("/data/ckpt", "/elsewhere/ckpt")
+    r = post(client, "/api/v1/experiments", body, user)
+    assert r.status_code == 400, r.text
+    assert "checkpoint_storage.container_path" in r.json()["message"] and "bind mount" in r.json()["message"]

@@ -126,6 +126,27 @@ def test_the_storage_root_of_shared_fs_only() -> None:
     assert storage_root({"checkpoint_storage": {"host_path": "/data/"}}) == "/data"
     assert storage_root({"checkpoint_storage": {"type": "s3", "bucket": "b"}}) is None
     assert storage_root({}) is None
+    # directory storage: where the master (and a process task) finds it
+    assert storage_root({"checkpoint_storage": {"type": "directory", "container_path": "/c",
+                                                "host_path": "/mnt/c"}}) == "/mnt/c"
+
+
+def test_it_inherits_the_pod_spec_and_shows_the_image_per_device(client: TestClient, user: dict) -> None:
+    """As Determined's: `det tensorboard config` shows the experiment's image pull secrets, and an image
+    given as one name as {cpu, cuda, rocm}."""
+    secrets = [{"name": "ips"}]
+    exp = create_experiment(client, user, SINGLE_CONFIG + f"environment: {{pod_spec: {{spec: {{imagePullSecrets: "
+                                                          f"{json.dumps(secrets)}}}}}}}\n", activate=False)
+    status, body = launch(client, user, experimentIds=[exp["id"]])
+    assert status == 200, body
+    assert body["config"]["environment"]["pod_spec"]["spec"]["imagePullSecrets"] == secrets
+    status, body = launch(client, user, experimentIds=[exp["id"]],
+                          config={"environment": {"image": "python:3.8.16"}})
+    assert status == 200, body
+    image = body["config"]["environment"]["image"]
+    assert image == {"cpu": "python:3.8.16", "cuda": "python:3.8.16", "rocm": "python:3.8.16"}, image
+    shown = client.get(f"/api/v1/tensorboards/{body['tensorboard']['id']}", headers=user).json()
+    assert shown["config"]["environment"]["image"] == image
 
 
 def test_it_runs_as_its_experiments_do(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent) -> None:
@@ -139,7 +160,7 @@ def test_it_runs_as_its_experiments_do(app: FastAPI, client: TestClient, user: d
     assert status == 200, body
     assert body["config"]["environment"]["environment_variables"] == ["FROM_EXP=1"]
     assert [(m["host_path"], m["container_path"], m["read_only"]) for m in body["config"]["bind_mounts"]] == [
-        ("/elsewhere", "/mine", False), ("/data", "/data", False), (root, root, True)]
+        ("/elsewhere", "/mine", False), (root, root, True), ("/data", "/data", False)]
     [task] = agent.start_all()
     assert task.message["env"]["FROM_EXP"] == "1"
     # an environment of the request's own is kept

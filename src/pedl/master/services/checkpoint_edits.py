@@ -19,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
+from pedl.config.checkpoint_storage import experiment_storage
 from pedl.errors import Forbidden, InvalidArgument, NotFound, Unavailable
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
@@ -137,7 +138,7 @@ def _targets(ctx: MasterContext, who: Caller, uuids: list[str], action: str) -> 
             if exp is None or row.trial_id is None:
                 raise Forbidden(f"cannot {action} checkpoint {uuid}: it belongs to no experiment, so the master "
                                 "does not know where its files are")
-            storage = dict(exp.config.get("checkpoint_storage") or default)
+            storage = experiment_storage(exp.config, default)
             why = checkpoint_problem(storage, uuid, roots, recorded=row.storage or {})
             if why is not None:
                 raise Forbidden(f"cannot {action} checkpoint {uuid}: {why}; the master leaves it alone")

@@ -30,6 +30,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
+from pedl.config.checkpoint_storage import experiment_storage
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, CheckpointState
 from pedl.master.services import checkpoints, model_versions
@@ -144,7 +145,7 @@ def plan(s: Session, experiment_id: int, default_storage: Mapping[str, Any] | No
     exp = s.get(models.Experiment, experiment_id)
     if exp is None:
         return None
-    storage_cfg = dict(exp.config.get("checkpoint_storage") or default_storage or {})
+    storage_cfg = experiment_storage(exp.config, default_storage)
     searcher = exp.config.get("searcher") or {}
     policy = RetentionPolicy.of(storage_cfg)
     states = dict(s.execute(select(models.Trial.id, models.Trial.state)

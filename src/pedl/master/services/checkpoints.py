@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from pedl.config.checkpoint_storage import experiment_storage
 from pedl.errors import Forbidden, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
@@ -40,7 +41,7 @@ def register(s: Session, who: Caller, *, uuid: str, now: float, metadata: dict[s
     if trial is None or exp is None:
         raise Forbidden(f"allocation {alloc.id} runs no trial; only trials report checkpoints")
     row = record(s, uuid=uuid, trial=trial, alloc_id=alloc.id, task_id=alloc.task_id, report_time=now,
-                 metadata=metadata, resources=resources, storage=dict(exp.config.get("checkpoint_storage") or {}),
+                 metadata=metadata, resources=resources, storage=experiment_storage(exp.config),
                  state=state)
     return row, exp, trial
 
@@ -162,7 +163,7 @@ def locate(s: Session, uuid: str, default_storage: dict[str, Any]) -> Located:
     if exp is None:
         raise Forbidden(f"checkpoint {uuid} is not served: it belongs to no experiment, so the master does not "
                         "know where its files are")
-    return Located(c.uuid, c.report_time, dict(exp.config.get("checkpoint_storage") or default_storage),
+    return Located(c.uuid, c.report_time, experiment_storage(exp.config, default_storage),
                    dict(c.storage or {}))
 
 
@@ -182,7 +183,7 @@ def outside_roots(s: Session, config: MasterConfig) -> Iterator[tuple[str, str]]
     for uuid, exp_id, recorded in rows:
         exp_config = exp_configs.get(exp_id) if exp_id is not None else None
         if exp_config is not None:
-            storage = dict(exp_config.get("checkpoint_storage") or default)
+            storage = experiment_storage(exp_config, default)
         elif recorded:  # no experiment: only the request said where its files were
             storage = dict(recorded)
         else:

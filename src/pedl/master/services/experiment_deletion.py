@@ -22,6 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
+from pedl.config.checkpoint_storage import experiment_storage
 from pedl.errors import InvalidArgument
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
@@ -134,7 +135,7 @@ def _files_to_delete(s: Session, experiment_id: int, default_storage: Mapping[st
     exp = s.get(models.Experiment, experiment_id)
     if exp is None or exp.state != E.DELETING:
         return None
-    storage = dict(exp.config.get("checkpoint_storage") or default_storage or {})
+    storage = experiment_storage(exp.config, default_storage)
     rows = s.execute(select(models.Checkpoint.uuid, models.Checkpoint.storage).where(
         models.Checkpoint.experiment_id == experiment_id, models.Checkpoint.state != CheckpointState.DELETED))
     tensorboard = CheckpointFiles(str(experiment_id), tensorboard_storage(storage, cluster_id),

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from pedl.config.checkpoint_storage import merge_storage
+from pedl.config.checkpoint_storage import directory_host_path, merge_storage
 from pedl.config.experiment_config import ExperimentConfig, parse_experiment_config
 from pedl.config.master_config import MasterConfig
+from pedl.config.task_container import container_spec
 from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.cluster.effects import ClusterEffects
@@ -62,8 +63,25 @@ def effective_config(master: MasterConfig, cfg: ExperimentConfig,
     data["checkpoint_storage"] = merge_storage(
         workspace_storage_of.base_for(master, workspace_storage),
         cfg.checkpoint_storage.model_dump(mode="json") if cfg.checkpoint_storage is not None else None)
+    if data["checkpoint_storage"].get("type") == "directory":
+        data["checkpoint_storage"] = _with_host_path(master, cfg, data["checkpoint_storage"])
     storage_roots.confine_experiment_storage(master, data["checkpoint_storage"])
     return data
+
+
+def _with_host_path(master: MasterConfig, cfg: ExperimentConfig, storage: dict[str, Any]) -> dict[str, Any]:
+    """A directory storage with the host directory its trials' files are in (the master deletes and
+    serves them there): given, or the path itself for process tasks, or below a covering bind mount."""
+    if storage.get("host_path"):
+        return storage
+    container = container_spec(master.task_container_defaults, cfg.environment, cfg.bind_mounts)
+    host = directory_host_path(storage["container_path"], container)
+    if host is None:
+        raise InvalidArgument.at("checkpoint_storage.container_path",
+                                 f"{storage['container_path']} is in the task's container and no bind mount covers "
+                                 "it, so its checkpoints would go with the container: add a bind mount, or give "
+                                 "host_path")
+    return {**storage, "host_path": host}
 
 
 def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: str, files: Any, activate: bool,

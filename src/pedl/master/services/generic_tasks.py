@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from pedl.common.agent_protocol import AgentUserGroup
 from pedl.config.task_config import KINDS, TaskConfig, parse_task_config
+from pedl.config.task_container import per_device
 from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.cluster import allocations as cluster_allocations
@@ -92,6 +93,9 @@ def launch(ctx: MasterContext, who: Caller, kind: str, req: LaunchRequest) -> Sh
         task_id = str(uuid.uuid4())
         prepared = task_kinds.prepare(kind, s, owner, cfg, req.experiment_ids, req.trial_ids)
         stored.update(prepared.config)
+        environment = stored.get("environment") or {}
+        if environment.get("image") is not None:  # `det tensorboard config` shows {cpu, cuda, rocm}
+            stored["environment"] = {**environment, "image": per_device(environment["image"])}
         context = _context(req.files, [*task_kinds.context_files(kind), *prepared.files],
                            fx.config.limits.max_model_definition_bytes)
         task = G(id=task_id, kind=kind, owner_id=owner.id, workspace_id=workspace_id,

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pedl.config.checkpoint_storage import StorageRoot, parse_storage_root, storage_root_of
+from pedl.config.checkpoint_storage import StorageRoot, master_view, parse_storage_root, storage_root_of
 from pedl.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -70,7 +70,11 @@ def is_path_component(name: str) -> bool:
 
 
 def storage_problem(storage: Mapping[str, Any], roots: StorageRoots) -> tuple[str, str] | None:
-    """(field, why) when a checkpoint_storage section is outside every root; None when inside."""
+    """(field, why) when a checkpoint_storage section is outside every root; None when inside (a directory
+    section by where the master reaches it, its host_path)."""
+    if storage.get("type") == "directory":
+        problem = storage_problem(master_view(dict(storage)), roots)
+        return ("checkpoint_storage.container_path", problem[1]) if problem is not None else None
     kind = storage.get("type") or "shared_fs"
     if kind == "shared_fs":
         if not storage.get("host_path"):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
+from pedl.config.checkpoint_storage import experiment_storage
 from pedl.errors import Forbidden, InvalidArgument, Unavailable
 from pedl.master.caller_cache import Caller
 from pedl.master.services.authz import require_owner
@@ -40,13 +41,13 @@ def storage_of(storage: Mapping[str, Any], cluster_id: str) -> dict[str, Any]:
     return out
 
 
-def experiment_storage(ctx: MasterContext, experiment_id: int, who: Caller) -> dict[str, Any]:
+def tensorboard_location(ctx: MasterContext, experiment_id: int, who: Caller) -> dict[str, Any]:
     """The TensorBoard storage of the experiment, for its owner or an admin."""
     default = ctx.config.effective_checkpoint_storage().model_dump(mode="json")
     with ctx.db.read_session() as s:
         exp = get(s, experiment_id)
         require_owner(who, exp.owner_id, f"delete the TensorBoard files of experiment {experiment_id}")
-        return storage_of(dict(exp.config.get("checkpoint_storage") or default), ctx.cluster_id)
+        return storage_of(experiment_storage(exp.config, default), ctx.cluster_id)
 
 
 def delete(ctx: MasterContext, who: Caller, experiment_id: int,
@@ -54,7 +55,7 @@ def delete(ctx: MasterContext, who: Caller, experiment_id: int,
     """Delete the experiment's TensorBoard directory (none there: nothing to do). One outside the
     master's storage roots is refused (403), a storage failure is a 503; the request returns when the
     files are gone (Determined answers at once and deletes in a task)."""
-    storage = experiment_storage(ctx, experiment_id, who)
+    storage = tensorboard_location(ctx, experiment_id, who)
     name = str(experiment_id)
     outcome = Outcome()  # no trial (the directory holds every trial's) and never a model version
     delete_from_storage([Deletion(name, 0, storage)], allowed_roots(ctx.config), storage_for, outcome,

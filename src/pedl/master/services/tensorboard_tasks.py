@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from pedl.config.checkpoint_storage import experiment_storage
 from pedl.config.task_config import TaskConfig
 from pedl.errors import InvalidArgument, NotFound
 from pedl.master.db import models
@@ -75,10 +76,12 @@ def inherited(cfg: TaskConfig, exps: list[models.Experiment]) -> dict[str, Any]:
     are where the plan says (a process task reads the host's paths as they are)."""
     mounts = [m.model_dump(mode="json") for m in cfg.bind_mounts]
     taken = {m["container_path"] for m in mounts}
-    extra = [m for exp in exps for m in (exp.config or {}).get("bind_mounts") or []]
-    extra += [{"host_path": root, "container_path": root, "read_only": True}
-              for root in dict.fromkeys(storage_root(exp.config) for exp in exps)
-              if root and ":" not in root and "," not in root]  # a path docker -v cannot take is not mounted
+    # the storage first: an experiment's own mount at the same path (directory storage's container_path)
+    # would show the TensorBoard other files than the plan's path names on the host
+    extra = [{"host_path": root, "container_path": root, "read_only": True}
+             for root in dict.fromkeys(storage_root(exp.config) for exp in exps)
+             if root and ":" not in root and "," not in root]  # a path docker -v cannot take is not mounted
+    extra += [m for exp in exps for m in (exp.config or {}).get("bind_mounts") or []]
     for mount in extra:
         if mount["container_path"] not in taken:
             taken.add(mount["container_path"])
@@ -112,10 +115,10 @@ def best_trials(s: Session, exp: models.Experiment) -> list[int]:
 
 
 def storage_root(config: dict[str, Any] | None) -> str | None:
-    """The host directory of an experiment's shared_fs checkpoint storage, under which Determined's Core
+    """The host directory of an experiment's shared_fs (or directory) checkpoint storage, under which Determined's Core
     API writes <cluster id>/tensorboard/experiment/<id>/trial/<id>/; None for other storage (its trials
     are shown from the stored metrics)."""
-    storage = (config or {}).get("checkpoint_storage") or {}
+    storage = experiment_storage(config)
     if (storage.get("type") or "shared_fs") != "shared_fs" or not storage.get("host_path"):
         return None
     host = os.path.expanduser(str(storage["host_path"]))
