@@ -52,8 +52,9 @@ def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Argon2 with production costs takes ~0.25 s of CPU per hash, and a master in this process
     hashes two default users' passwords and verifies them on start, and one per login; these tests
     are not about the key derivation, so use minimal costs (masters in processes of their own, as
-    the e2e tests start them, keep the production costs)."""
+    the e2e tests start them, take the lowest costs master.yaml allows: pedl.devcluster's default)."""
     monkeypatch.setattr(passwords, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(passwords, "configure", lambda *_costs: None)  # create_app would set master.yaml's
 
 
 def require_postgres() -> None:

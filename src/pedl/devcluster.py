@@ -22,6 +22,8 @@ import yaml
 from pedl.common.ports import free_port
 from pedl.master.agent_token import token_path
 
+DEV_PASSWORD_HASHING = {"time_cost": 2, "memory_kib": 19456, "parallelism": 1}  # security.password_hashing floor
+
 
 def pedl_command() -> list[str]:
     exe = Path(sys.executable).parent / "pedl"
@@ -101,6 +103,9 @@ class Master(ManagedProcess):
         self.port = port or free_port()
         self.work_dir = work_dir
         cfg = {"port": self.port, "host": "127.0.0.1", "data_dir": str(work_dir / "master-data"), **(config or {})}
+        # a development cluster hashes passwords at the lowest costs master.yaml allows (a fifth of the CPU
+        # of the defaults' per login and start: most of a short-lived master's work in the test suite)
+        cfg["security"] = {"password_hashing": DEV_PASSWORD_HASHING, **(cfg.get("security") or {})}
         self.data_dir = Path(cfg["data_dir"])
         self._agent_token: str | None = cfg.get("agent_token")
         self.config_path = work_dir / "master.yaml"

@@ -306,8 +306,12 @@ def test_environment_variables_list_and_mapping() -> None:
 
 
 def test_environment_variable_without_equals() -> None:
-    found = problems(BASE + "environment:\n  environment_variables: [JUSTANAME]\n")
-    assert "JUSTANAME" in found["environment.environment_variables"]
+    """A bare NAME is taken, as Determined takes it (Docker's `-e NAME`, with no value the master could
+    give), and sets nothing; an entry without a name is refused."""
+    c = cfg("environment:\n  environment_variables: [JUSTANAME, A=1]\n")
+    assert c.environment.as_dict() == {"A": "1"}
+    found = problems(BASE + "environment:\n  environment_variables: ['=v']\n")
+    assert "'=v'" in found["environment.environment_variables"]
 
 
 # -- several problems at once --------------------------------------------------------------------
@@ -337,7 +341,7 @@ def test_every_problem_is_listed_in_one_error() -> None:
         hyperparameters:
           a: {type: int, minval: 9, maxval: 1, count: 2}
           b: {type: categorical, vals: []}
-        environment: {environment_variables: [NOEQUALS]}
+        environment: {environment_variables: [=NONAME]}
     """)
     expected = {
         "entrypoint", "bogus_top", "max_restarts", "records_per_epoch", "searcher.max_length.batches",

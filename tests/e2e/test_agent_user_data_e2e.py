@@ -52,6 +52,9 @@ def pip_env() -> dict[str, str]:
     # the sandbox's HOME is new each time: without this every run downloads and builds every
     # dependency again (minutes each); an instance has no cache, but installs the same packages
     env.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
+    # nor compile every installed module (most of the install's CPU; Python compiles what it imports).
+    # pip reads its negative options' variables inverted: "0" here means --no-compile
+    env.setdefault("PIP_NO_COMPILE", "0")
     if "PIP_CONFIG_FILE" not in env:
         user_config = next((p for p in PIP_USER_CONFIGS if p.is_file()), None)
         if user_config is not None:

@@ -46,9 +46,10 @@ pytestmark = pytest.mark.slow  # minutes each: handed out first under pytest-xdi
 
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
           "response_schema_conformance,ignored_auth,unsupported_method,allow_header_conformance")
-# Per operation: the whole test stays near 90 s on both databases. A fixed seed keeps the suite
-# deterministic; PEDL_SCHEMATHESIS_SEED and PEDL_SCHEMATHESIS_EXAMPLES explore further by hand.
-MAX_EXAMPLES = int(os.environ.get("PEDL_SCHEMATHESIS_EXAMPLES", "15"))
+# Per operation: 10 keeps the two runs near 100 s of CPU together (15 took 200 s of the suite's ~2,200);
+# the coverage phase still sends every documented edge value. A fixed seed keeps the suite deterministic;
+# PEDL_SCHEMATHESIS_SEED and PEDL_SCHEMATHESIS_EXAMPLES explore further by hand.
+MAX_EXAMPLES = int(os.environ.get("PEDL_SCHEMATHESIS_EXAMPLES", "10"))
 SEED = os.environ.get("PEDL_SCHEMATHESIS_SEED", "20260801")
 
 CONFIG_TOML = """\

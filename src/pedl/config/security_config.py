@@ -77,6 +77,16 @@ class DefaultTaskUser(StrictModel):
     gid: int = Field(..., ge=0, le=2**31 - 1)
 
 
+class PasswordHashing(StrictModel):
+    """The argon2id costs of stored password hashes (each login verifies one). The defaults are
+    argon2-cffi's (RFC 9106's low-memory choice); the floor is OWASP's minimum (19 MiB, two passes). A
+    hash keeps the costs it was made with, so a change applies to passwords set from then on."""
+
+    time_cost: int = Field(3, ge=2, le=10, description="passes over the memory")
+    memory_kib: int = Field(65536, ge=19456, le=4 * 1024 * 1024, description="memory per hash, KiB")
+    parallelism: int = Field(4, ge=1, le=16, description="lanes (threads)")
+
+
 class SecurityConfig(StrictModel):
     allow_unauthenticated_loopback_agents: bool = Field(
         False, description="accept agents on loopback addresses without the agent token (development only)")
@@ -88,6 +98,9 @@ class SecurityConfig(StrictModel):
         None, description="who the tasks of users without an agent user group run as: {user, uid, group, gid}; "
                           "unset, they run as the agent's own user (root for an agent running as root, "
                           "which is Determined's default)")
+    password_hashing: PasswordHashing = Field(
+        default_factory=PasswordHashing, description="argon2id costs of password hashes: {time_cost, memory_kib, "
+                                                     "parallelism}")
     fresh_login_window: Duration = Field(
         300.0, description="a user may change their own password without the old one only with a "
                            "token issued this recently (Determined's clients send no old password)")

@@ -21,8 +21,7 @@ MAX_IDLE_TIMEOUT = 365 * 24 * 3600.0
 
 
 class TaskResources(StrictModel):
-    slots: int | None = Field(None, ge=0, le=MAX_SLOTS_PER_TRIAL,
-                              description="slots the task holds (0: none); left out: 1, a TensorBoard's 0")
+    slots: int | None = Field(None, ge=0, description="slots the task holds (0: none); left out: 1, a TensorBoard's 0")
     resource_pool: Name | None = None
     priority: int | None = Field(None, ge=1, le=99, description="1 is most urgent")
     weight: float = Field(1.0, gt=0, le=1_000_000, allow_inf_nan=False)
@@ -31,6 +30,14 @@ class TaskResources(StrictModel):
     shm_size: int | str | None = Field(None, description="accepted, unused")
     devices: list[Any] | None = Field(None, description="accepted, unused")
     is_single_node: bool | None = Field(None, description="accepted, unused")
+
+
+    @field_validator("slots")
+    @classmethod
+    def _slots(cls, v: int | None) -> int | None:
+        if v is not None and v > MAX_SLOTS_PER_TRIAL:  # Determined's words for it
+            raise ValueError(f"request unfulfillable: {v} slots, more than a task may hold ({MAX_SLOTS_PER_TRIAL})")
+        return v
 
 
 class TaskConfig(StrictModel):

@@ -89,16 +89,19 @@ class BindMount(StrictModel):
 
 
 def env_pairs(value: list[str] | dict[str, str]) -> dict[str, str]:
+    """NAME=VALUE entries as a mapping. A bare NAME, which Determined passes on to Docker (where it means
+    the client's own value, and the master has none to give), sets nothing."""
     if isinstance(value, dict):
         return {str(k): str(v) for k, v in value.items()}
-    return dict(item.split("=", 1) for item in value)
+    return dict(item.split("=", 1) for item in value if "=" in item)
 
 
 def check_env_list(value: Any) -> Any:
     if isinstance(value, list):
         for item in value:
-            if "=" not in item:
-                raise ValueError(f"{item!r} is not NAME=VALUE")
+            name = item.split("=", 1)[0]
+            if not name or "\x00" in item:
+                raise ValueError(f"{item!r} is not NAME=VALUE (or a bare NAME)")
     return value
 
 

@@ -57,7 +57,7 @@ from pedl.master.db.engine import Database
 from pedl.master.observability.master_logs import MasterLogRing
 from pedl.master.observability.request_latency import RequestLatency
 from pedl.master.services import checkpoints as checkpoints_service
-from pedl.master.services import idle_tasks, metric_digests, metric_retention
+from pedl.master.services import idle_tasks, metric_digests, metric_retention, passwords
 from pedl.master.services import users as users_service
 from pedl.master.services import workspaces as workspaces_service
 from pedl.master.services.task_activity import ActivityThrottle
@@ -150,6 +150,8 @@ def start_provisioners(ctx: MasterContext, stop: asyncio.Event) -> list[asyncio.
 
 
 def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database | None = None) -> FastAPI:
+    hashing = config.security.password_hashing
+    passwords.configure(hashing.time_cost, hashing.memory_kib, hashing.parallelism)
     ctx = build_context(config, db or open_database(config), clock or SystemClock(), master_id=str(uuid.uuid4()),
                         agent_token=resolve_agent_token(config))
     checkpoint_gc = attach_checkpoint_gc(ctx)

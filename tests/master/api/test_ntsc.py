@@ -88,6 +88,8 @@ def test_bad_input_is_refused_naming_the_field(client: TestClient, user: dict) -
         ({"config": {"entrypoint": "x"}, "files": [{"path": "../escape", "type": 48, "content": ""}]}, "files[0].path"),
         ({"config": {"entrypoint": "x"}, "workspaceId": 12345}, "workspaceId"),
         ({"config": {"entrypoint": "x"}, "templateName": "missing"}, "templateName"),
+        ({"config": {"entrypoint": "x", "resources": {"slots": 10485}}}, "request unfulfillable"),
+        ({"config": {"entrypoint": "x", "environment": {"environment_variables": ["=v"]}}}, "environment_variables"),
     ]
     for body, field in cases:
         r = post(client, "/api/v1/commands", body, user)
@@ -144,3 +146,29 @@ def test_a_shells_key_is_its_owners_and_it_names_the_user_det_logs_in_as(client:
     # a user with no agent user group: the agent's own user, root by Determined's default
     theirs = launch(client, eve, "shells")["shell"]
     assert theirs["agentUserGroup"]["user"] == "root" and theirs["privateKey"] != mine["privateKey"]
+
+
+def test_one_word_is_shell_text_and_the_end_is_logged_in_determineds_words(client: TestClient, user: dict,
+                                                                          agent: FakeAgent) -> None:
+    """`det cmd run 'env | grep X'` sends one word: the agent gets shell text; several stay an argv. A bare
+    NAME among the variables (Determined passes it to Docker) sets nothing. The task's log ends with
+    Determined's "resources exited successfully" or "resources failed with non-zero exit code"."""
+    env = {"environment": {"environment_variables": ["THISISTRUE=true", "WONTCAUSEPANIC"]}}
+    none = {"resources": {"slots": 0}}  # both at once on the one-slot agent
+    one = launch(client, user, config={"entrypoint": ["env | grep -q THISISTRUE=true"], **env, **none})["command"]
+    many = launch(client, user, config={"entrypoint": ["bash", "-c", "set -e\necho a b"], **none})["command"]
+    started = {t.task_id: t for t in agent.start_all()}
+    assert started[one["id"]].message["entrypoint"] == "env | grep -q THISISTRUE=true"
+    assert started[one["id"]].message["env"]["THISISTRUE"] == "true"
+    assert "WONTCAUSEPANIC" not in started[one["id"]].message["env"]
+    assert started[many["id"]].message["entrypoint"] == ["bash", "-c", "set -e\necho a b"]
+    agent.exit(started[one["id"]].allocation_id, 0)
+    agent.exit(started[many["id"]].allocation_id, 2)
+
+    def logged(task_id: str) -> str:
+        r = client.get(f"/api/v1/tasks/{task_id}/logs", headers=user)
+        assert r.status_code == 200, r.text
+        return r.text
+
+    assert "resources exited successfully with a zero exit code" in logged(one["id"])
+    assert "exited with code 2: resources failed with non-zero exit code" in logged(many["id"])

@@ -41,4 +41,8 @@ def master_config(request: Request, who: Caller = Depends(caller)) -> dict:
         cfg["db"]["password"] = "********" if cfg["db"].get("password") else ""
     if cfg.get("agent_token"):
         cfg["agent_token"] = "********"
+    # Determined's key for what schedules tasks: pedl's agents are its "agent" resource manager (det's
+    # clients and its e2e suite read resource_manager.type to tell Kubernetes apart)
+    cfg["resource_manager"] = {"type": "agent", "default_aux_resource_pool": cfg.get("default_aux_resource_pool"),
+                               "default_compute_resource_pool": cfg.get("default_compute_resource_pool")}
     return {"config": cfg}

@@ -163,8 +163,15 @@ def terminate(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_cod
     set_allocation_state(s, now, alloc, A.TERMINATED, why)
     alloc.ended_at, alloc.exit_code, alloc.exit_reason = now, exit_code, why
     fx.allocation_closed(alloc.id)
+    # the end in the log; a command's (no trial) in the words of Determined's too, which `det cmd run`'s users
+    # and Determined's e2e suite look for
+    command = alloc.trial_id is None
     if exit_code != 0 and not alloc.kill_requested:
-        logs.add_master_line(s, now, alloc, f"allocation {alloc.id} {why}", level="LOG_LEVEL_ERROR")
+        said = ": resources failed with non-zero exit code" if command and exit_code is not None else ""
+        logs.add_master_line(s, now, alloc, f"allocation {alloc.id} {why}{said}", level="LOG_LEVEL_ERROR")
+    elif exit_code == 0 and not alloc.kill_requested and command:
+        logs.add_master_line(s, now, alloc, f"allocation {alloc.id}: resources exited successfully with a zero "
+                                            "exit code")
     return why
 
 

@@ -3,6 +3,7 @@ pedl has migrated, at a revision this pedl does not know, is refused: pedl never
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -28,9 +29,17 @@ def alembic_config(engine: Engine) -> Config:
     return cfg
 
 
-def head_revision(engine: Engine) -> str | None:
+@functools.cache
+def _scripts() -> tuple[frozenset[str], str | None]:
+    """(every revision this pedl knows, the newest): read from the migration files once per process
+    (Alembic parses all of them each time it is asked)."""
+    script = ScriptDirectory(str(MIGRATIONS_DIR))
+    return frozenset(rev.revision for rev in script.walk_revisions()), script.get_current_head()
+
+
+def head_revision(engine: Engine | None = None) -> str | None:
     """The newest schema revision this pedl knows."""
-    return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+    return _scripts()[1]
 
 
 def database_revisions(engine: Engine) -> tuple[str, ...]:
@@ -42,18 +51,26 @@ def database_revisions(engine: Engine) -> tuple[str, ...]:
 def refuse_unknown_revision(engine: Engine) -> None:
     """Raise DatabaseNewerThanMaster, naming both revisions, when the database is at a revision this
     pedl has no migration for (Alembic itself would fail with "Can't locate revision")."""
-    script = ScriptDirectory.from_config(alembic_config(engine))
-    known = {rev.revision for rev in script.walk_revisions()}
-    unknown = [rev for rev in database_revisions(engine) if rev not in known]
+    _refuse_unknown(database_revisions(engine))
+
+
+def _refuse_unknown(stamped: tuple[str, ...]) -> None:
+    known, head = _scripts()
+    unknown = [rev for rev in stamped if rev not in known]
     if unknown:
         raise DatabaseNewerThanMaster(
             f"the database is at schema revision {', '.join(unknown)}, which this pedl ({__version__}, newest "
-            f"schema revision {script.get_current_head()}) does not know: a newer pedl has upgraded it. Run that "
+            f"schema revision {head}) does not know: a newer pedl has upgraded it. Run that "
             "newer pedl (or a later one) on this database; pedl does not downgrade a database's schema")
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    refuse_unknown_revision(engine)
+    """Migrate to `revision`; a database already at the head is left as it is without Alembic's run
+    (which parses every migration file: most of a test's master start)."""
+    stamped = database_revisions(engine)
+    _refuse_unknown(stamped)
+    if revision == "head" and stamped == (_scripts()[1],):
+        return
     command.upgrade(alembic_config(engine), revision)
 
 

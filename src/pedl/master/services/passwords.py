@@ -13,6 +13,13 @@ DET_CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"
 _hasher = PasswordHasher()
 
 
+def configure(time_cost: int, memory_kib: int, parallelism: int) -> None:
+    """The costs of the hashes this process makes from now on (master.yaml's security.password_hashing,
+    set at master start); verifying reads each hash's own costs."""
+    global _hasher
+    _hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_kib, parallelism=parallelism)
+
+
 def client_hash(plaintext: str) -> str:
     """What det (and pedl's CLI) sends with isHashed=true."""
     if plaintext == "":

@@ -96,7 +96,10 @@ def context_files(kind: str) -> list[dict[str, Any]]:
 def entrypoint(task: Any) -> str | list[str]:
     """What the task's process runs (`task`: a GenericTask or a row with id, kind and config)."""
     if task.kind == "command":
-        return task.config.get("entrypoint") or []
+        argv = task.config.get("entrypoint") or []
+        # one word is shell text, as Determined runs `det cmd run 'env | grep X'`; several are an argv
+        # (`det cmd run bash -c 'SCRIPT'` keeps its script whole)
+        return argv[0] if isinstance(argv, list) and len(argv) == 1 else argv
     return _module(task.kind).entrypoint(task)
 
 
