@@ -141,3 +141,33 @@ def test_a_pid_that_now_names_another_process_is_not_an_instance(provider: Local
     del data["local-default-old"]["started"]  # an entry from before start times: its argv must name it
     provider.registry.write_text(json.dumps(data))
     assert [i.id for i in make(tmp_path, clock).list_instances()] == [inst.id]
+
+
+def test_two_pools_launching_at_once_keep_each_others_instances(provider: LocalProvider, tmp_path: Path,
+                                                                 clock: ManualClock) -> None:
+    """A master's pools share one registry file: launches in both at once lose no entry (each lost one
+    was an agent that outlived its master, since nothing listed it to end it)."""
+    import threading
+
+    other = LocalProvider(CFG, pool="aux", cluster_id="c1", data_dir=tmp_path, master_url="http://127.0.0.1:1",
+                          agent_token=None, clock=clock)
+    launched: dict[str, list[str]] = {"default": [], "aux": []}
+
+    def launch(p: LocalProvider, n: int) -> None:
+        for k in range(n):
+            launched[p.pool] += [i.id for i in p.launch(LaunchRequest("local", 1, False, f"{p.pool}-{k}", 1))]
+
+    threads = [threading.Thread(target=launch, args=(p, 4)) for p in (provider, other)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert set(registry(provider)) == {*launched["default"], *launched["aux"]} and len(registry(provider)) == 8
+        assert {i.id for i in other.list_instances()} == set(launched["aux"])
+    finally:
+        other.terminate(launched["aux"])
+        for child in other._children.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait(10)

@@ -41,6 +41,18 @@ SPOT_CAPACITY_FILE = "spot-capacity"
 SPOT_MARKET_WORDS = ("available", "unavailable")
 
 
+_REGISTRY_LOCKS: dict[Path, threading.Lock] = {}
+_REGISTRY_LOCKS_GUARD = threading.Lock()
+
+
+def _registry_lock(registry: Path) -> threading.Lock:
+    """One lock per registry file: a master's pools each have a provider, and all of them read, change
+    and write the same registry.json (with a lock each, one pool's write lost the other's instances, whose
+    agents then outlived the master: nothing listed them to end)."""
+    with _REGISTRY_LOCKS_GUARD:
+        return _REGISTRY_LOCKS.setdefault(registry.resolve(), threading.Lock())
+
+
 class LocalProvider:
     name = "local"
 
@@ -53,7 +65,7 @@ class LocalProvider:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.registry = self.dir / "registry.json"
         self.spot_capacity = self.dir / SPOT_CAPACITY_FILE  # the spot market: see the module docstring
-        self._lock = threading.Lock()
+        self._lock = _registry_lock(self.registry)
         self._children: dict[str, subprocess.Popen] = {}
         self._by_token: dict[str, list[CloudInstance]] = {}
 
