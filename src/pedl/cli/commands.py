@@ -11,7 +11,7 @@ import typer
 
 from pedl.cli import ntsc
 from pedl.cli.client import MasterClient
-from pedl.cli.log_stream import LinePrinter, stream_logs, task_logs_path
+from pedl.cli.log_stream import LinePrinter, log_text, stream_logs, task_logs_path
 from pedl.cli.output import error_line, fail, info, say
 from pedl.cli.state import client_of
 from pedl.errors import PedlError
@@ -32,6 +32,21 @@ def exit_code_of(alloc: dict[str, Any]) -> int:
     if isinstance(code, int) and 0 <= code <= 255:
         return code
     return 1
+
+
+def _output_printer() -> Any:
+    """The command's own output on stdout, as it printed it; what the master and the agent say about
+    the command (it ended, it could not start) on stderr."""
+    printer = LinePrinter()
+
+    def show(record: dict[str, Any]) -> None:
+        if record.get("source") in ("master", "agent") or record.get("stdtype") in ("master", "agent"):
+            text = log_text(record).rstrip("\n")
+            if text:
+                info(text)
+        else:
+            printer.log(record)
+    return show
 
 
 # `pedl cmd run sh -c "echo hi"`: everything from the first argument on is the command's own
@@ -63,7 +78,7 @@ def run(
     info(f"Launched command {task_id} ({cmd.get('description', '')})")
     try:
         ntsc.wait_for(client, ntsc.COMMAND, task_id, lambda i: i.get("state") != ntsc.QUEUED)
-        stream_logs(client, task_logs_path(task_id), LinePrinter().log, follow=True)
+        stream_logs(client, task_logs_path(task_id), _output_printer(), follow=True)
         alloc = final_allocation(client, task_id)
     except KeyboardInterrupt:
         info(f"Command {task_id} goes on: `pedl cmd logs -f {task_id}` follows it again, "
