@@ -246,3 +246,21 @@ def test_password_hashes_take_the_costs_master_yaml_gives(master_config: MasterC
     for bad in ({"memory_kib": 1024}, {"time_cost": 1}, {"parallelism": 0}):
         with pytest.raises(ValidationError, match="password_hashing"):
             SecurityConfig.model_validate({"password_hashing": bad})
+
+
+def test_the_start_checks_only_the_default_users_for_blank_passwords(app: FastAPI, client: TestClient,
+                                                                      admin: dict,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verify is a deliberately slow hash: the start's check looks at admin and determined (created
+    blank) only, so its work does not grow with the number of users."""
+    from pedl.master.services import passwords, users
+
+    for name in ("u1", "u2", "u3"):
+        assert post(client, "/api/v1/users", {"user": {"username": name, "active": True}, "password": ""},
+                    admin).status_code == 200
+    verified: list[str] = []
+    real = passwords.verify_password
+    monkeypatch.setattr(passwords, "verify_password", lambda h, p: verified.append(h) or real(h, p))
+    with app.state.ctx.db.session() as s:
+        blank = users.users_with_blank_password(s)
+    assert sorted(blank) == ["admin", "determined"] and len(verified) == 2
