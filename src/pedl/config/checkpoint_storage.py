@@ -17,8 +17,6 @@ from pydantic import Discriminator, Field, Tag, field_validator
 
 from pedl.config.loading import StrictModel
 
-STORAGE_TYPES = ("shared_fs", "s3", "directory")
-
 # S3's naming rules (3-63 characters, lower case, digits, dots, hyphens); a bad name would
 # otherwise surface as an opaque error from the first task that stores a checkpoint.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

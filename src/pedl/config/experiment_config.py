@@ -209,29 +209,30 @@ class ResourcesConfig(StrictModel):
         True, description="false: consolidation never moves this experiment's trials to another instance")
 
 
-class SharedFSStorageConfig(StrictModel):
+class StorageRetention(StrictModel):
+    """Which checkpoints every storage type keeps; left out: the master's checkpoint_storage says."""
+
+    save_experiment_best: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
+    save_trial_best: int | None = Field(None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
+    save_trial_latest: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
+
+
+class SharedFSStorageConfig(StorageRetention):
     """shared_fs storage, or (without `type`) the master's storage with some fields changed: what is
     left out here comes from the master's checkpoint_storage."""
 
     type: Literal["shared_fs"] | None = Field(None, description="left out: the master's storage type")
     host_path: str | None = None
     storage_path: str | None = None
-    save_experiment_best: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
-    save_trial_best: int | None = Field(None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
-    save_trial_latest: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
 
 
-class S3StorageConfig(S3Location):
-    save_experiment_best: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
-    save_trial_best: int | None = Field(None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
-    save_trial_latest: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
+class S3StorageConfig(S3Location, StorageRetention):
+    pass
 
 
-class DirectoryStorageConfig(StrictModel):
+class DirectoryStorageConfig(StorageRetention):
     """Determined's `directory` storage: checkpoints at a path as the experiment's tasks see it (in a
     container, usually a bind mount's container_path)."""
 
@@ -240,11 +241,6 @@ class DirectoryStorageConfig(StrictModel):
     host_path: str | None = Field(
         None, max_length=4096,
         description="where the master finds the same files; left out: worked out from the bind mounts")
-    save_experiment_best: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
-    save_trial_best: int | None = Field(None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
-    save_trial_latest: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
 
     @field_validator("container_path", "host_path")
     @classmethod

@@ -31,7 +31,6 @@ class TaskResources(StrictModel):
     devices: list[Any] | None = Field(None, description="accepted, unused")
     is_single_node: bool | None = Field(None, description="accepted, unused")
 
-
     @field_validator("slots")
     @classmethod
     def _slots(cls, v: int | None) -> int | None:

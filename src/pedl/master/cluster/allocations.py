@@ -163,13 +163,13 @@ def terminate(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_cod
     set_allocation_state(s, now, alloc, A.TERMINATED, why)
     alloc.ended_at, alloc.exit_code, alloc.exit_reason = now, exit_code, why
     fx.allocation_closed(alloc.id)
-    # the end in the log; a command's (no trial) in the words of Determined's too, which `det cmd run`'s users
-    # and Determined's e2e suite look for
-    command = alloc.trial_id is None
+    # the end in the log; a command's, notebook's, shell's or TensorBoard's (no trial) in Determined's words
+    # too, which `det cmd run`'s users and Determined's e2e suite look for
+    generic = alloc.trial_id is None
     if exit_code != 0 and not alloc.kill_requested:
-        said = ": resources failed with non-zero exit code" if command and exit_code is not None else ""
+        said = ": resources failed with non-zero exit code" if generic and exit_code is not None else ""
         logs.add_master_line(s, now, alloc, f"allocation {alloc.id} {why}{said}", level="LOG_LEVEL_ERROR")
-    elif exit_code == 0 and not alloc.kill_requested and command:
+    elif exit_code == 0 and not alloc.kill_requested and generic:
         logs.add_master_line(s, now, alloc, f"allocation {alloc.id}: resources exited successfully with a zero "
                                             "exit code")
     return why
