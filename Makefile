@@ -10,6 +10,10 @@ PYTEST_ARGS ?=
 # holds an asyncio loop open in its process) in a pass of their own. Workers take tests 4 at a time, so the long
 # e2e tests (collected first under xdist) spread over all of them. Exit status 5 = nothing selected.
 PYTEST_WORKERS ?= 4
+# where the browser and serial tests live: those passes collect only these (a whole collection is ~15 s of CPU
+# per process); tests/conftest.py refuses a browser or serial test anywhere else
+BROWSER_TESTS := tests/browser
+SERIAL_TESTS := tests/e2e/test_postgres_restart_e2e.py
 # `make test` prepares in parallel (SETUP_JOBS recipes at a time): the two venvs, chromium, and dockerd with the
 # task image's debootstrap base (network-bound) all install side by side; pip into one venv, and apt, each run
 # one at a time under a lock (flock, from util-linux).
@@ -128,8 +132,8 @@ test:
 	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target test-setup
 	$(BIN)/ruff check src tests
 	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial and not browser" $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m "browser and not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(BIN)/pytest -q -p no:cacheprovider -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m "browser and not serial" $(BROWSER_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -p no:cacheprovider -m serial $(SERIAL_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 test-setup: install-test install-torch det-venv chromium sshd postgres-check docker test-bytecode
 

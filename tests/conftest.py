@@ -38,11 +38,24 @@ def _start_order(item: pytest.Item) -> int:
     return 1 if item.get_closest_marker("e2e") or item.get_closest_marker("compat") else 2
 
 
+# make test's browser and serial passes collect only these paths (Makefile: BROWSER_TESTS, SERIAL_TESTS)
+PASS_PATHS = {"browser": "tests/browser/", "serial": "tests/e2e/test_postgres_restart_e2e.py"}
+
+
+def _outside_its_pass(items: list[pytest.Item]) -> list[str]:
+    return [f"{item.nodeid} is marked {marker} but make test's {marker} pass collects only {path}"
+            for item in items for marker, path in PASS_PATHS.items()
+            if item.get_closest_marker(marker) and not item.nodeid.startswith(path)]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, hand out the long tests first (those marked slow, the longest, then the
+    """A browser or serial test outside the paths its pass collects would run in no pass: refused.
+    Under pytest-xdist, hand out the long tests first (those marked slow, the longest, then the
     end-to-end ones), so that the short ones fill the workers at the end instead of one long test
     running alone while the others idle. (With xdist's default chunking the first worker would get
     all of them: make test passes --maxschedchunk 4.)"""
+    if stray := _outside_its_pass(items):
+        raise pytest.UsageError("\n".join(stray))
     if os.environ.get("PYTEST_XDIST_WORKER"):  # workers collect; the controller only hands out indices
         items.sort(key=_start_order)
 

@@ -142,6 +142,7 @@ def _csv(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)  # TLS: the tests above
 def test_det_shows_progress_workload_states_and_the_files_deleted_checkpoints_had(det_cluster, tmp_path) -> None:
     cfg = tmp_path / "ten.yaml"
     cfg.write_text(yaml.safe_dump(steps_config(name="ten-steps", steps=10)))  # checkpoints at 5 and 10
@@ -239,6 +240,7 @@ def test_det_disables_and_enables_an_agent(det_cluster) -> None:
     assert enabled() == (True, False)
 
 
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)  # TLS: the tests above
 def test_det_disables_and_enables_a_slot(det_cluster) -> None:
     def slot(slot_id: str) -> dict:
         [row] = [r for r in json.loads(det(det_cluster, "slot", "list", "--json").stdout)

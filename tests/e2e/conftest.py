@@ -138,7 +138,12 @@ def any_db_cluster(request: pytest.FixtureRequest, tmp_path: Path):
 @pytest.fixture(params=["sqlite", "postgres"])
 def e2e_db(request: pytest.FixtureRequest):
     """`db:` fields of a fresh PostgreSQL database, or None for SQLite: for tests that build their
-    own Cluster with a special master config."""
+    own Cluster with a special master config.
+
+    Both databases for the tests of what a database keeps over a restart or a kill (faults, recovery,
+    metric batches); one, named with `parametrize("e2e_db", [...], indirect=True)` (or any_db_cluster),
+    for those about processes, containers and scheduling, whose SQL the tests of tests/master run on
+    both: each such test costs 10-25 s of a 2-core CI box per database."""
     if request.param == "sqlite":
         yield None
         return

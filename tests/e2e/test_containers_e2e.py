@@ -144,6 +144,7 @@ def test_kill_and_pause_reach_a_containerized_trial(docker_daemon, test_image, m
     assert _steps(c, trial["id"]) == list(range(1, 21))  # none lost, none twice
 
 
+@pytest.mark.parametrize("e2e_db", ["postgres"], indirect=True)  # one database (tests/e2e/conftest.py: e2e_db)
 def test_a_containerized_trial_outlives_a_sigkilled_agent_and_master(docker_daemon, test_image, e2e_db,
                                                                      make_cluster) -> None:
     import signal

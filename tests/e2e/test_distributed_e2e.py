@@ -40,6 +40,7 @@ def run_to_completion(c, config: str, *, slots_per_agent: int) -> tuple[int, dic
     return exp_id, trial, lines, logs
 
 
+@pytest.mark.parametrize("any_db_cluster", ["postgres"], indirect=True)  # one database (tests/e2e/conftest.py: e2e_db)
 def test_ddp_trial_on_two_agents(any_db_cluster) -> None:
     pytest.importorskip("torch")
     c = any_db_cluster

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
+@pytest.mark.parametrize("any_db_cluster", ["sqlite"], indirect=True)  # one database (tests/e2e/conftest.py: e2e_db)
 def test_numpy_grid_completes_on_two_agents(any_db_cluster) -> None:
     c = any_db_cluster
     c.add_agent("a1")

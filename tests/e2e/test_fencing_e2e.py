@@ -45,6 +45,7 @@ def _orphan_reports(progress: Path) -> list[tuple[int, int, str]]:
             (line.split() for line in progress.read_text().splitlines() if line.count(" ") == 2)]
 
 
+@pytest.mark.parametrize("e2e_db", ["postgres"], indirect=True)  # one database (tests/e2e/conftest.py: e2e_db)
 def test_a_frozen_agent_kills_its_old_run_and_the_master_refuses_it(e2e_db, make_cluster, tmp_path: Path) -> None:
     # a reconnect wait of 4 s rather than the default 8 s: a1 is frozen past it either way
     c = make_cluster({"agent_reconnect_wait": f"{RECONNECT_WAIT}s"}, db=e2e_db)

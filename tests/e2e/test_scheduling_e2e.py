@@ -11,6 +11,7 @@ from tests.e2e.conftest import steps_config
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.parametrize("e2e_db", ["sqlite"], indirect=True)  # one database (tests/e2e/conftest.py: e2e_db)
 def test_an_urgent_trial_preempts_and_the_preempted_one_resumes(e2e_db, make_cluster) -> None:
     c = make_cluster({"resource_pools": [{"pool_name": "default", "scheduler": {"preemption": True}}]}, db=e2e_db)
     c.add_agent("a1", slots=1)

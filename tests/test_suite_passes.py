@@ -1,0 +1,37 @@
+"""make test runs its browser and serial passes over the paths in tests/conftest.PASS_PATHS only, so a
+test marked for one of those passes anywhere else would run in none of them: collection refuses it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.conftest import PASS_PATHS, _outside_its_pass
+
+
+class _Item:
+    def __init__(self, nodeid: str, *markers: str) -> None:
+        self.nodeid, self._markers = nodeid, markers
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self._markers else None
+
+
+def test_a_browser_or_serial_test_outside_its_pass_is_named() -> None:
+    items = [_Item("tests/browser/test_webui.py::test_a", "browser"),
+             _Item("tests/e2e/test_postgres_restart_e2e.py::test_b", "e2e", "serial"),
+             _Item("tests/master/api/test_x.py::test_c", "browser"),
+             _Item("tests/e2e/test_other.py::test_d", "serial"),
+             _Item("tests/master/test_y.py::test_e")]
+    stray = _outside_its_pass(items)
+    assert len(stray) == 2
+    assert "tests/master/api/test_x.py::test_c is marked browser" in stray[0] and "tests/browser/" in stray[0]
+    assert "tests/e2e/test_other.py::test_d is marked serial" in stray[1]
+
+
+def test_the_makefile_passes_collect_the_same_paths() -> None:
+    makefile = (Path(__file__).parents[1] / "Makefile").read_text()
+    for marker, path in PASS_PATHS.items():
+        declared = re.search(rf"^{marker.upper()}_TESTS := (\S+)$", makefile, re.M)
+        assert declared, f"Makefile declares no {marker.upper()}_TESTS"
+        assert path.rstrip("/") == declared.group(1).rstrip("/")
