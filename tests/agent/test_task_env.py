@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -45,6 +46,24 @@ def test_gpu_task_env_lists_its_gpus() -> None:
 def test_argv_of_entrypoints() -> None:
     assert task_argv("python3 train.py --x 1") == ["/bin/sh", "-c", "python3 train.py --x 1"]
     assert task_argv(["python3", "train.py"]) == ["python3", "train.py"]
+    assert task_argv([], "echo hook", True) == []  # still empty: the agent refuses it
+
+
+def test_startup_hooks_run_in_one_shell_before_the_entrypoint_which_takes_its_place(tmp_path: Path) -> None:
+    (tmp_path / "startup-hook.sh").write_text('export B="$A+context"\necho "context hook"\n')
+    pool_hook = 'export A=pool\necho "pool hook"'
+    script = [sys.executable, "-c", "import os, sys; print(os.environ['B'], sys.argv[1:], os.getpid())", "a b", "$c"]
+    argv = task_argv(script, pool_hook, context_hook=True)
+    assert argv[:2] == ["/bin/sh", "-c"] and argv[3:] == ["pedl-task", *script]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    out = proc.communicate(timeout=30)[0].splitlines()
+    # the arguments arrive as they were (no word splitting, no expansion), in the shell's own process
+    assert out == ["pool hook", "context hook", f"pool+context ['a b', '$c'] {proc.pid}"]
+    shell = task_argv("echo \"$B\"", pool_hook, context_hook=True)
+    assert subprocess.run(shell, cwd=tmp_path, capture_output=True, text=True).stdout.splitlines()[-1] == "pool+context"
+    # without hooks nothing is wrapped; with the pool's hook alone, no startup-hook.sh is sourced
+    assert task_argv(["true"], "", context_hook=False) == ["true"]
+    assert ". ./startup-hook.sh" not in task_argv(["true"], "echo x")[2]
 
 
 def test_tasks_get_the_agents_master_ca_under_pedl_and_determined_names() -> None:

@@ -230,3 +230,36 @@ def test_db_password_with_special_characters_is_escaped() -> None:
     assert url.drivername == "postgresql+psycopg"
     assert url.password == "p@ss:w/rd#1"
     assert url.host == "127.0.0.1"
+
+
+def test_a_pools_task_container_defaults_replace_only_the_fields_it_sets(tmp_path: Path) -> None:
+    cfg = load_master_config(write(tmp_path, """\
+task_container_defaults:
+  startup_hook: echo master
+  environment_variables: [A=master]
+  shm_size_bytes: 1024
+resource_pools:
+  - pool_name: default
+  - pool_name: gpus
+    task_container_defaults:
+      startup_hook: echo pool
+      shm_size_bytes: 2048
+"""))
+    assert cfg.task_defaults("default").startup_hook == "echo master"
+    gpus = cfg.task_defaults("gpus")
+    assert (gpus.startup_hook, gpus.shm_size_bytes, gpus.environment_variables) == ("echo pool", 2048, ["A=master"])
+    assert cfg.task_container_defaults.startup_hook == "echo master"  # the master's own are left as they were
+    assert cfg.task_defaults("no-such-pool") is cfg.task_container_defaults
+
+
+@pytest.mark.parametrize("text, field", [
+    ("task_container_defaults: {startup_hook: [echo]}\n", "task_container_defaults.startup_hook"),
+    ("resource_pools: [{pool_name: p, task_container_defaults: {shm_size_bytes: -1}}]\ndefault_compute_resource_pool: p\n"
+     "default_aux_resource_pool: p\n", "resource_pools[0].task_container_defaults.shm_size_bytes"),
+    ("resource_pools: [{pool_name: p, task_container_defaults: {startup_hok: x}}]\n",
+     "resource_pools[0].task_container_defaults.startup_hok"),
+])
+def test_bad_task_container_defaults_name_the_field(tmp_path: Path, text: str, field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_master_config(write(tmp_path, text))
+    assert fields_of(info.value) == [field], str(info.value)

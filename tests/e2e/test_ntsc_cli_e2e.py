@@ -19,10 +19,15 @@ from tests.e2e.conftest import Cluster, steps_config
 
 pytestmark = pytest.mark.e2e
 
+POOL_HOOK = 'export POOL_HOOK_RAN=yes\necho "the pool\'s startup hook ran"'
+
 
 @pytest.fixture(scope="module")
 def ntsc_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("pedl-ntsc"), None).start()
+    # the default pool's startup hook (Determined's task_container_defaults.startup_hook, set per pool)
+    # runs before every task of the module: the notebook, shell and TensorBoard tests run with it too
+    pool = {"pool_name": "default", "task_container_defaults": {"startup_hook": POOL_HOOK}}
+    c = Cluster(tmp_path_factory.mktemp("pedl-ntsc"), None, {"resource_pools": [pool]}).start()
     try:
         c.add_agent("cmd-agent-1", slots=1)
         yield c
@@ -49,10 +54,26 @@ def test_cmd_run_prints_the_output_of_the_command_with_its_context(pedl, tmp_pat
     (ctx / "note.txt").write_text("from the context\n")
     done = pedl("cmd", "run", "-c", str(ctx), "sh", "-c", "echo hi; cat note.txt")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-2:] == ["hi", "from the context"], done.stdout
+    assert done.stdout.splitlines()[-3:] == ["the pool's startup hook ran", "hi", "from the context"], done.stdout
     assert "Launched command" in done.stderr
     # it has ended: not listed any more
     assert pedl("cmd", "list", "--json").stdout.strip() == "[]"
+
+
+def test_the_pools_startup_hook_then_the_contexts_startup_hook_run_before_the_command(pedl, tmp_path: Path) -> None:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "startup-hook.sh").write_text('echo "the context\'s hook sees POOL_HOOK_RAN=$POOL_HOOK_RAN"\n'
+                                         "export CONTEXT_HOOK_RAN=yes\n")
+    done = pedl("cmd", "run", "-c", str(ctx), "sh", "-c", 'echo "the command sees $POOL_HOOK_RAN $CONTEXT_HOOK_RAN"')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-3:] == ["the pool's startup hook ran", "the context's hook sees POOL_HOOK_RAN=yes",
+                                             "the command sees yes yes"], done.stdout
+    # a hook that fails ends the task with its code, before the command runs
+    (ctx / "startup-hook.sh").write_text("echo broken hook; exit 7\n")
+    done = pedl("cmd", "run", "-c", str(ctx), "echo", "never")
+    assert done.returncode == 7, (done.stdout, done.stderr)
+    assert "broken hook" in done.stdout and "never" not in done.stdout
 
 
 def test_cmd_run_exits_with_the_commands_code(pedl) -> None:

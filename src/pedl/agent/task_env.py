@@ -63,11 +63,20 @@ def task_env(spec: StartTask, host: TaskHost,
     return env
 
 
-def task_argv(entrypoint: str | list[str]) -> list[str]:
-    """A string runs through the shell; a list is the argv itself."""
+CONTEXT_HOOK = "startup-hook.sh"  # Determined's: a file of this name at the top of a task's context
+
+
+def task_argv(entrypoint: str | list[str], startup_hook: str = "", context_hook: bool = False) -> list[str]:
+    """A string runs through the shell; a list is the argv itself. Startup hooks run first, in one shell,
+    so what they export reaches the entrypoint: the pool's task_container_defaults.startup_hook, then
+    the context's startup-hook.sh (`context_hook`: the task's directory has one), sourced; then the
+    entrypoint, exec'd in the shell's place (its pid and signals are the task's, as without hooks)."""
+    hooks = [h for h in (startup_hook.strip(), f". ./{CONTEXT_HOOK}" if context_hook else "") if h]
     if isinstance(entrypoint, str):
-        return ["/bin/sh", "-c", entrypoint]
-    return list(entrypoint)
+        return ["/bin/sh", "-c", "\n".join([*hooks, entrypoint])]
+    if not hooks or not entrypoint:
+        return list(entrypoint)
+    return ["/bin/sh", "-c", "\n".join([*hooks, 'exec "$@"']), "pedl-task", *entrypoint]
 
 
 def _slot_id_list(slot_ids: list[str]) -> list[int] | list[str]:

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pedl.agent import containers, run_as, task_info
 from pedl.agent.context import ContextError, fetch_context, unpack_context
 from pedl.agent.rendezvous import rendezvous_port_problem
-from pedl.agent.task_env import TaskHost, task_argv, task_env
+from pedl.agent.task_env import CONTEXT_HOOK, TaskHost, task_argv, task_env
 from pedl.agent.task_logs import LogBatcher, pump_lines
 from pedl.common import mount_namespace as task_namespace
 from pedl.common.agent_protocol import StartTask, TaskExited, TaskStarted
@@ -154,6 +154,8 @@ class TaskRuntime:
         tgz = await fetch_context(self.spec.context_url, self.spec.session_token, self._host.ssl_context,
                                   self._host.master_cert)
         await asyncio.to_thread(unpack_context, tgz, directory)
+        if self.spec.startup_hook or (directory / CONTEXT_HOOK).is_file():
+            argv = task_argv(self.spec.entrypoint, self.spec.startup_hook, (directory / CONTEXT_HOOK).is_file())
         if self.spec.container is not None:
             return await self._container(argv)
         env = task_env(self.spec, self._host, gpu=self._gpu)

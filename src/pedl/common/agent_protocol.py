@@ -121,6 +121,8 @@ class StartTask(_Msg):
     container: ContainerSpec | None = None  # None: a process; else the task runs in this container
     # the owner's agent user group, else the master's security.default_task; None: the agent's own user
     run_as: AgentUserGroup | None = None
+    # the pool's task_container_defaults.startup_hook: shell run before the context's startup-hook.sh
+    startup_hook: str = ""
 
 
 class ContainerSpec(_Msg):

@@ -68,6 +68,9 @@ class ResourcePoolConfig(StrictModel):
     max_slots_per_trial: int | None = Field(None, ge=1)
     provider: ProviderConfig | None = Field(
         None, description="dynamic agents for this pool (type: aws or local); none means static agents")
+    task_container_defaults: TaskContainerDefaults | None = Field(
+        None, description="the master's task_container_defaults for this pool's tasks, with the fields set here "
+                          "in place of the master's")
 
 
 class MasterConfig(StrictModel):
@@ -161,6 +164,16 @@ class MasterConfig(StrictModel):
 
     def pool(self, name: str) -> ResourcePoolConfig | None:
         return next((p for p in self.resource_pools if p.pool_name == name), None)
+
+    def task_defaults(self, pool_name: str) -> TaskContainerDefaults:
+        """The task_container_defaults of a pool's tasks: the master's, with the fields the pool's own
+        section sets in their place (a pool not configured, or without a section: the master's)."""
+        pool = self.pool(pool_name)
+        own = pool.task_container_defaults if pool is not None else None
+        if own is None:
+            return self.task_container_defaults
+        return self.task_container_defaults.model_copy(update={name: getattr(own, name)
+                                                               for name in own.model_fields_set})
 
     def database_url(self) -> str:
         if self.db is None:

@@ -122,6 +122,9 @@ class TaskContainerDefaults(StrictModel):
     nccl_port_range: str | None = Field(None, pattern=PORT_RANGE, description="NCCL_PORT_RANGE in tasks, low:high")
     dtrain_network_interface: str | None = Field(
         None, max_length=64, description="interface distributed training uses (NCCL/GLOO_SOCKET_IFNAME)")
+    startup_hook: str | None = Field(
+        None, max_length=65536, description="shell commands every task runs in its own shell before its context's "
+                                            "startup-hook.sh and its entrypoint (output in the task's logs)")
 
     _image = field_validator("image")(lambda cls, v: image_name(v) if isinstance(v, str) else v)
     _env = field_validator("environment_variables")(lambda cls, v: check_env_list(v))

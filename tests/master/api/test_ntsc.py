@@ -172,3 +172,26 @@ def test_one_word_is_shell_text_and_the_end_is_logged_in_determineds_words(clien
 
     assert "resources exited successfully with a zero exit code" in logged(one["id"])
     assert "exited with code 2: resources failed with non-zero exit code" in logged(many["id"])
+
+
+def test_tasks_get_their_pools_task_container_defaults_and_startup_hook(app, client: TestClient, user: dict,
+                                                                       agent: FakeAgent) -> None:
+    from pedl.config.task_container import TaskContainerDefaults
+    from tests.master.fakes import SINGLE_CONFIG, create_experiment
+
+    config = app.state.ctx.config
+    config.task_container_defaults = TaskContainerDefaults(startup_hook="echo master", environment_variables=["A=1"])
+    # nothing set for the pool: the master's; once the pool sets its hook, the pool's, with the master's rest
+    launch(client, user, config={"entrypoint": "true"})
+    [task] = agent.start_all()
+    assert task.message["startup_hook"] == "echo master" and task.message["env"]["A"] == "1"
+    agent.exit(task.allocation_id, 0)
+    config.resource_pools[0].task_container_defaults = TaskContainerDefaults(startup_hook="echo pool")
+    launch(client, user, config={"entrypoint": "true"})
+    create_experiment(client, user, SINGLE_CONFIG)
+    tasks = agent.start_all()
+    assert len(tasks) == 1  # one slot: the trial waits
+    assert tasks[0].message["startup_hook"] == "echo pool" and tasks[0].message["env"]["A"] == "1"
+    agent.exit(tasks[0].allocation_id, 0)
+    [trial] = agent.start_all()
+    assert trial.trial_id and trial.message["startup_hook"] == "echo pool" and trial.message["env"]["A"] == "1"

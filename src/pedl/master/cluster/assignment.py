@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
 from pedl.common import agent_protocol as proto
+from pedl.config.task_container import TaskContainerDefaults
 from pedl.master.cluster import wait_records
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.bulk_rows import (
@@ -136,7 +137,7 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
     if any(len(places) > 1 for _, places in todo):
         _load_rendezvous(s, rows, {agent_id for _, places in todo for agent_id, _ in places})
     in_containers, runtimes = _container_runtimes(fx, s, todo, rows)
-    defaults = fx.config.task_container_defaults
+    defaults = {pool: fx.config.task_defaults(pool) for pool in {row.resource_pool for row, _ in todo}}
     default_run_as = run_as_default(fx.config.security.default_task)
     for row, _ in todo[:1]:  # every one of the batch takes this edge
         check_transition("allocation", row.id, A.PENDING, A.ASSIGNED)
@@ -161,7 +162,7 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                              [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
                               for i, (a, slots) in enumerate(places)],
                              "assigned to " + ", ".join(f"{a}{slots}" for a, slots in places)))
-        spec = task_spec(fx.cluster_id, row, token, rows, defaults, default_run_as=default_run_as)
+        spec = task_spec(fx.cluster_id, row, token, rows, defaults[row.resource_pool], default_run_as=default_run_as)
         ranks = [{}] if port is None else node_envs(places, addresses=rows.agent_addresses, port=port)
         messages = out.starts[row.id] = []
         for (agent_id, slot_ids), rank_env in zip(places, ranks, strict=True):
@@ -171,7 +172,7 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                 allocation_id=row.id, task_id=row.task_id, name=row.name, entrypoint=spec["entrypoint"],
                 env={**spec["env"], **rank_env} if rank_env else spec["env"], slot_ids=slot_ids,
                 session_token=token, device_env=spec["device_env"], container=spec["container"],
-                run_as=spec["run_as"],
+                run_as=spec["run_as"], startup_hook=defaults[row.resource_pool].startup_hook or "",
                 context_url=f"{base}/api/v1/tasks/{row.task_id}/context_directory")))
     return out
 
@@ -254,10 +255,13 @@ def _container_runtimes(fx: ClusterEffects, s: Session, todo: list[tuple[Any, li
                         rows: SpecRows) -> tuple[set[str], dict[str, str]]:
     """The allocations whose task runs in a container, and the container runtime ("" none, also for
     an agent that is gone) of each of their agents; agents of process tasks are not read."""
-    defaults = fx.config.task_container_defaults
     in_containers: set[str] = set()
     wanted: set[str] = set()
+    by_pool: dict[str, TaskContainerDefaults] = {}
     for row, places in todo:
+        if row.resource_pool not in by_pool:
+            by_pool[row.resource_pool] = fx.config.task_defaults(row.resource_pool)
+        defaults = by_pool[row.resource_pool]
         trial = rows.trials.get(row.trial_id) if row.trial_id else None
         exp = rows.experiments.get(trial.experiment_id) if trial else None
         generic = rows.generic.tasks.get(row.task_id) if row.trial_id is None else None

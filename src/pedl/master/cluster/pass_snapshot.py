@@ -67,7 +67,7 @@ class ExperimentSettings(NamedTuple):
     weight: float  # fair share
     max_slots: int | None
     position: float  # its job's queue position (services/job_queue.py)
-    image: bool  # its trials run in a container
+    image: bool  # it names an image of its own (environment.image)
 
 
 @dataclass
@@ -151,12 +151,11 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, known: KnownAgents | N
 
 def _experiments(s: Session, config: MasterConfig, ids: Iterable[int | None]) -> dict[int, ExperimentSettings]:
     """Each experiment's weight and max_slots (resources), queue position and whether it runs in a
-    container (its environment.image, or the master's task_container_defaults)."""
+    container by its own environment.image (or else by its pool's task_container_defaults: placement)."""
     ids = sorted(i for i in ids if i is not None)
     if not ids:
         return {}
     X = models.Experiment
-    default_image = config.task_container_defaults.image is not None
     out: dict[int, ExperimentSettings] = {}
     dialect = dialect_of(s)
     for eid, text, position in s.execute(select(X.id, as_text(X.config), job_queue.POSITION)
@@ -166,7 +165,7 @@ def _experiments(s: Session, config: MasterConfig, ids: Iterable[int | None]) ->
         max_slots = resources.get("max_slots")
         out[eid] = ExperimentSettings(float(resources.get("weight", 1.0)),
                                       int(max_slots) if max_slots is not None else None, position,
-                                      default_image or bool((cfg.get("environment") or {}).get("image")))
+                                      bool((cfg.get("environment") or {}).get("image")))
     return out
 
 

@@ -99,12 +99,13 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
         if not pending:
             continue
         pool_agents = agents_by_pool.get(pool.pool_name, [])
+        pool_image = config.task_defaults(pool.pool_name).image is not None
         requests = []
         for a in pending:
             x = exps.get(a.experiment_id) if a.experiment_id is not None else None
             requests.append(SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *_group(a.experiment_id, x),
                                         position=x.position if x and a.id not in snap.behind else None,
-                                        needs_containers=bool(x and x.image)))
+                                        needs_containers=bool(x and (x.image or pool_image))))
         sched = pool.scheduler
         # what the scheduler reads of running tasks: their groups' usage (fair share), victims
         # (preemption), and the slots held in groups with a max_slots; free slots come from `used`

@@ -64,17 +64,17 @@ def effective_config(master: MasterConfig, cfg: ExperimentConfig,
         workspace_storage_of.base_for(master, workspace_storage),
         cfg.checkpoint_storage.model_dump(mode="json") if cfg.checkpoint_storage is not None else None)
     if data["checkpoint_storage"].get("type") == "directory":
-        data["checkpoint_storage"] = _with_host_path(master, cfg, data["checkpoint_storage"])
+        data["checkpoint_storage"] = _with_host_path(master, pool_name, cfg, data["checkpoint_storage"])
     storage_roots.confine_experiment_storage(master, data["checkpoint_storage"])
     return data
 
 
-def _with_host_path(master: MasterConfig, cfg: ExperimentConfig, storage: dict[str, Any]) -> dict[str, Any]:
+def _with_host_path(master: MasterConfig, pool: str, cfg: ExperimentConfig, storage: dict[str, Any]) -> dict[str, Any]:
     """A directory storage with the host directory its trials' files are in (the master deletes and
     serves them there): given, or the path itself for process tasks, or below a covering bind mount."""
     if storage.get("host_path"):
         return storage
-    container = container_spec(master.task_container_defaults, cfg.environment, cfg.bind_mounts)
+    container = container_spec(master.task_defaults(pool), cfg.environment, cfg.bind_mounts)
     host = directory_host_path(storage["container_path"], container)
     if host is None:
         raise InvalidArgument.at("checkpoint_storage.container_path",

@@ -63,7 +63,7 @@ class SpecCache:
     while the stored config text is the same (a config edited between batches is read again)."""
 
     experiments: dict[int, tuple[str, ExperimentRow]] = field(default_factory=dict)
-    runtimes: dict[int, tuple[str, TaskRuntimeSpec]] = field(default_factory=dict)
+    runtimes: dict[int, tuple[str, TaskRuntimeSpec, TaskContainerDefaults]] = field(default_factory=dict)
 
     def experiment(self, eid: int, owner_id: int, text: str) -> ExperimentRow:
         cached = self.experiments.get(eid)
@@ -112,13 +112,14 @@ class SpecRows:
         return cls(trials, exps, users, groups, steps, cache, generic)
 
     def runtime(self, exp: ExperimentRow, defaults: TaskContainerDefaults) -> TaskRuntimeSpec:
-        """The experiment's variables and container, with the master's task_container_defaults."""
+        """The experiment's variables and container, with the task_container_defaults of its pool."""
         cached = self.cache.runtimes.get(exp.id)
-        if cached is None or cached[0] != exp.config_json:
+        if cached is None or cached[0] != exp.config_json or (cached[2] is not defaults and cached[2] != defaults):
             cfg = ExperimentConfig.model_validate(exp.config)
             plain, by_device = task_variables(defaults, cfg.environment)
             cached = (exp.config_json, TaskRuntimeSpec(plain, by_device,
-                                                       container_spec(defaults, cfg.environment, cfg.bind_mounts)))
+                                                       container_spec(defaults, cfg.environment, cfg.bind_mounts)),
+                      defaults)
             self.cache.runtimes[exp.id] = cached
         return cached[1]
 
