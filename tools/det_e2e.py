@@ -25,6 +25,8 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
+import yaml
+
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,8 +42,13 @@ def master_config(work: Path, det_venv: Path) -> dict:
             # where the suite's configs keep checkpoints, as on Determined's CI: /tmp, and the cache
             # directory of the user running it (test_non_root_experiment)
             "security": {"checkpoint_storage_roots": ["/tmp", str(Path.home() / ".cache" / "determined")]},
+            # startup hooks at both levels, as on Determined's CI cluster (the suite's *_combined logging
+            # tests look for the pool's in a task's logs)
             "task_container_defaults": {
-                "environment_variables": [f"PATH={det_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"]}}
+                "environment_variables": [f"PATH={det_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"],
+                "startup_hook": 'echo "hello from master tcd startup hook"'},
+            "resource_pools": [{"pool_name": "default", "task_container_defaults": {
+                "startup_hook": 'echo "hello from rp tcd startup hook"'}}]}
 
 
 def outcome(case: ET.Element) -> str:
@@ -51,17 +58,52 @@ def outcome(case: ET.Element) -> str:
     return "passed"
 
 
-def per_file(junit: Path) -> dict[str, Counter]:
-    """Outcomes by test file; a test reported twice (a failed call, then an error in teardown) counts
+def test_id(case: ET.Element) -> str:
+    """`tests/cluster/test_users.py::test_name[param]`, as pytest names it, from a junit testcase."""
+    file = case.get("file") or case.get("classname", "?").replace(".", "/") + ".py"
+    return f"{file}::{case.get('name', '?')}"
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """Each test's outcome; a test reported twice (a failed call, then an error in teardown) counts
     once, by its worst outcome."""
-    worst: dict[tuple[str, str], str] = {}
+    worst: dict[str, str] = {}
     for case in ET.parse(junit).iter("testcase"):
-        key = (case.get("file") or case.get("classname", "?"), case.get("name", "?"))
+        key = test_id(case)
         worst[key] = max(outcome(case), worst.get(key, "passed"), key=WORST_LAST.index)
+    return worst
+
+
+def per_file(results: dict[str, str]) -> dict[str, Counter]:
     files: dict[str, Counter] = {}
-    for (file, _), got in worst.items():
-        files.setdefault(file, Counter())[got] += 1
+    for test, got in results.items():
+        files.setdefault(test.partition("::")[0], Counter())[got] += 1
     return files
+
+
+def read_exclusions(path: Path) -> dict[str, str]:
+    """The exclusion list: a YAML mapping of test id to the reason it is expected to fail here."""
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                                             for k, v in data.items()):
+        raise ValueError(f"{path}: must map each test id (file::name) to its reason, a non-empty string")
+    return data
+
+
+def judge(results: dict[str, str], exclusions: dict[str, str], *, whole_suite: bool) -> list[str]:
+    """What fails the run: a test outside the list that failed, errored or was skipped (a skip is not a
+    pass: the suite skips what it finds the master lacks); a listed test that passed
+    (the list only shrinks: remove it); with the whole suite run, a listed test the suite lacks."""
+    problems = []
+    for test, got in sorted(results.items()):
+        if test in exclusions and got == "passed":
+            problems.append(f"{test} passes now: remove it from the exclusion list")
+        elif test not in exclusions and got in ("failed", "error", "skipped"):
+            problems.append(f"{test} {got}")
+    if whole_suite:
+        problems += [f"{test} is in the exclusion list but not in the suite" for test in sorted(exclusions)
+                     if test not in results]
+    return problems
 
 
 def print_table(files: dict[str, Counter], seconds: float) -> None:
@@ -90,9 +132,20 @@ def run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         started = time.monotonic()
         rc = subprocess.call([str(args.suite / "run.sh"), "127.0.0.1", str(master.port), "-o", "junit_family=xunit1",
                               f"--junitxml={junit}", *pytest_args], env=env)
-        if junit.exists():
-            print_table(per_file(junit), time.monotonic() - started)
-        return rc
+        if not junit.exists():
+            return rc or 1
+        results = outcomes(junit)
+        print_table(per_file(results), time.monotonic() - started)
+        if args.exclusions is None:
+            return rc
+        exclusions = read_exclusions(args.exclusions)
+        problems = judge(results, exclusions, whole_suite=not pytest_args)
+        passed = sum(got == "passed" for got in results.values())
+        print(f"{passed} of {len(results)} passed; {len(exclusions)} excluded ({args.exclusions.name}), "
+              f"{len(problems)} problem(s)")
+        for problem in problems:
+            print(f"  {problem}")
+        return 1 if problems else 0
     finally:
         if agent is not None:
             agent.stop()
@@ -111,6 +164,9 @@ def main() -> int:
                         help="a venv with determined==0.38.1, first on the tasks' PATH")
     parser.add_argument("--slots", type=int, default=1, help="the agent's slots (the suite expects 1)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory and its logs")
+    parser.add_argument("--exclusions", type=Path, default=None,
+                        help="the tests expected to fail, with reasons (YAML): the run fails on any other failure, "
+                             "and on a listed test that passes")
     args, pytest_args = parser.parse_known_args()
     for need in (args.suite / "run.sh", args.det_venv / "bin" / "python3"):
         if not need.exists():
