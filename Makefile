@@ -21,7 +21,7 @@ SETUP_JOBS ?= 4
 PIP = flock $(VENV)/.pip-lock $(BIN)/pip
 APT_GET = flock /tmp/pedl-apt.lock apt-get
 
-.PHONY: venv install install-test install-torch det-venv det-e2e demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
+.PHONY: venv install install-test install-torch det-venv det-e2e compat-e2e demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
 	sshd docker docker-base
 
 $(BIN)/python:
@@ -116,10 +116,15 @@ det-venv: $(DET_VENV)/.installed
 	  exit 1; fi
 
 # Determined's own e2e suite (../shared/determined-e2e-0.38.1, run by its run.sh) against a fresh pedl master
-# and one local agent; not part of `make test`. DET_E2E_ARGS go to pytest (`-k test_users` picks one file).
+# and one local agent. DET_E2E_ARGS go to pytest (`-k test_users` picks one file). `compat-e2e` passes when
+# every test passes but those tools/det_e2e_exclusions.yaml lists (with reasons), and fails on a listed one
+# that passes. Not part of `make test`: ~12 minutes on a 2-core box, which the 20 minutes of make test lack.
 DET_E2E_ARGS ?=
 det-e2e: install det-venv
 	$(BIN)/python tools/det_e2e.py $(DET_E2E_ARGS)
+
+compat-e2e: install det-venv
+	$(BIN)/python tools/det_e2e.py --tb=native --exclusions tools/det_e2e_exclusions.yaml $(DET_E2E_ARGS)
 
 demo: install
 	$(BIN)/python -m pedl.demo

@@ -46,7 +46,8 @@ def test_gpu_task_env_lists_its_gpus() -> None:
 def test_argv_of_entrypoints() -> None:
     assert task_argv("python3 train.py --x 1") == ["/bin/sh", "-c", "python3 train.py --x 1"]
     assert task_argv(["python3", "train.py"]) == ["python3", "train.py"]
-    assert task_argv([], "echo hook", True) == []  # still empty: the agent refuses it
+    assert task_argv([]) == []  # the agent refuses it
+    assert task_argv([], "echo hook", True) == ["/bin/sh", "-c", "echo hook\n. ./startup-hook.sh"]  # hooks alone
 
 
 def test_startup_hooks_run_in_one_shell_before_the_entrypoint_which_takes_its_place(tmp_path: Path) -> None:

@@ -254,8 +254,9 @@ resource_pools:
 
 @pytest.mark.parametrize("text, field", [
     ("task_container_defaults: {startup_hook: [echo]}\n", "task_container_defaults.startup_hook"),
-    ("resource_pools: [{pool_name: p, task_container_defaults: {shm_size_bytes: -1}}]\ndefault_compute_resource_pool: p\n"
-     "default_aux_resource_pool: p\n", "resource_pools[0].task_container_defaults.shm_size_bytes"),
+    ("resource_pools: [{pool_name: p, task_container_defaults: {shm_size_bytes: -1}}]\n"
+     "default_compute_resource_pool: p\ndefault_aux_resource_pool: p\n",
+     "resource_pools[0].task_container_defaults.shm_size_bytes"),
     ("resource_pools: [{pool_name: p, task_container_defaults: {startup_hok: x}}]\n",
      "resource_pools[0].task_container_defaults.startup_hok"),
 ])

@@ -74,8 +74,10 @@ def task_argv(entrypoint: str | list[str], startup_hook: str = "", context_hook:
     hooks = [h for h in (startup_hook.strip(), f". ./{CONTEXT_HOOK}" if context_hook else "") if h]
     if isinstance(entrypoint, str):
         return ["/bin/sh", "-c", "\n".join([*hooks, entrypoint])]
-    if not hooks or not entrypoint:
+    if not hooks:
         return list(entrypoint)
+    if not entrypoint:  # a command of no words (Determined launches one): its hooks alone
+        return ["/bin/sh", "-c", "\n".join(hooks)]
     return ["/bin/sh", "-c", "\n".join([*hooks, 'exec "$@"']), "pedl-task", *entrypoint]
 
 

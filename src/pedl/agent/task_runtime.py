@@ -134,7 +134,7 @@ class TaskRuntime:
         return self._host.work_dir / INFO_ROOT / f"{self.allocation_id}.env"
 
     async def _prepare(self) -> tuple[list[str], dict[str, str]]:
-        argv = task_argv(self.spec.entrypoint)
+        argv = task_argv(self.spec.entrypoint, self.spec.startup_hook)
         if not argv:
             raise TaskSetupError("the entrypoint is empty")
         directory = self.directory
