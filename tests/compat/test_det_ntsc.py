@@ -4,8 +4,10 @@ processes): det cmd run prints the command's output, det cmd list/logs/kill work
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
 from pedl.devcluster import wait_for
@@ -57,3 +59,22 @@ def test_a_linked_users_command_sees_its_linked_names_even_where_the_host_has_no
     assert "NAMES someuser:2000000000:somegroup:2000000001" in out, out
     # the host's own account files are untouched
     assert "someuser" not in Path("/etc/passwd").read_text()
+
+
+def test_det_inside_a_command_acts_as_its_owner_with_det_user_token(ntsc_cluster, tmp_path) -> None:
+    """Determined's habit: `det` inside a task (a notebook, a command) is already logged in as the
+    task's owner. alice has a password, so without DET_USER_TOKEN det inside could neither fall back to
+    the blank-password default user nor prompt (no terminal)."""
+    c = ntsc_cluster
+    admin = httpx.post(f"{c.master.url}/api/v1/auth/login", json={"username": "admin", "password": ""}).json()["token"]
+    r = httpx.post(f"{c.master.url}/api/v1/users", headers={"Authorization": f"Bearer {admin}"},
+                   json={"user": {"username": "alice", "active": True}, "password": "Pw-alice-1", "isHashed": False})
+    assert r.status_code == 200, r.text
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PEDL_"))}
+    env.update({"DET_DEBUG_CONFIG_PATH": str(tmp_path / "det-config"), "DET_MASTER": c.master.url,
+                "DET_USER": "alice", "DET_PASS": "Pw-alice-1"})
+    inner = f"env -u DET_PASS DET_DEBUG_CONFIG_PATH=$(mktemp -d) {DET} user whoami"
+    done = subprocess.run([str(DET), "-m", c.master.url, "cmd", "run", "sh", "-c", inner], capture_output=True,
+                          text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "You are logged in as user 'alice'" in done.stdout, done.stdout

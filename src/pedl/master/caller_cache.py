@@ -14,6 +14,8 @@ from pedl.master.db import models
 class Caller:
     user: models.User
     allocation_id: str | None = None  # set when a task calls with its session token
+    # set when a task calls as its owner (DET_USER_TOKEN): a user caller, valid while this allocation lives
+    for_allocation: str | None = None
     expires_at: float | None = None  # of a login token
     issued_at: float | None = None  # of a login token: a fresh one may change its own password
 
@@ -51,4 +53,5 @@ class CallerCache:
 
     def drop_allocation(self, allocation_id: str) -> None:
         with self._lock:
-            self._entries = {k: v for k, v in self._entries.items() if v[1].allocation_id != allocation_id}
+            self._entries = {k: v for k, v in self._entries.items()
+                             if allocation_id not in (v[1].allocation_id, v[1].for_allocation)}

@@ -74,7 +74,8 @@ def test_start_task_carries_the_det_environment(task: StartedTask) -> None:
     env = task.message["env"]
     for key in ("DET_CLUSTER_ID", "DET_TASK_ID", "DET_ALLOCATION_ID", "DET_SESSION_TOKEN", "DET_TASK_TYPE",
                 "DET_TRIAL_ID", "DET_EXPERIMENT_ID", "DET_TRIAL_SEED", "DET_HPARAMS", "DET_EXPERIMENT_CONFIG",
-                "DET_STEPS_COMPLETED", "DET_TRIAL_RUN_ID", "DET_LATEST_CHECKPOINT", "DET_USER", "DET_RESOURCES_ID"):
+                "DET_STEPS_COMPLETED", "DET_TRIAL_RUN_ID", "DET_LATEST_CHECKPOINT", "DET_USER", "DET_USER_TOKEN",
+                "DET_RESOURCES_ID"):
         assert key in env, key
     assert env["DET_SESSION_TOKEN"] == task.token
     assert env["DET_ALLOCATION_ID"] == task.allocation_id
@@ -83,6 +84,28 @@ def test_start_task_carries_the_det_environment(task: StartedTask) -> None:
     assert json.loads(env["DET_EXPERIMENT_CONFIG"])["searcher"]["name"] == "single"
     assert task.message["context_url"].endswith(f"/api/v1/tasks/{task.task_id}/context_directory")
     assert task.message["slot_ids"] == ["0"]
+
+
+def test_det_user_token_acts_as_the_tasks_owner_while_the_task_lives(client: TestClient, user: dict, admin: dict,
+                                                                      agent: FakeAgent, task: StartedTask) -> None:
+    user_token = task.message["env"]["DET_USER_TOKEN"]
+    assert user_token != task.token and task.token in user_token
+    as_owner = bearer(user_token)
+    me = client.get("/api/v1/me", headers=as_owner)
+    assert me.status_code == 200 and me.json()["user"]["username"] == "determined"
+    # a user's powers (the owner's experiments), none beyond them, and none of a task token's
+    assert client.get("/api/v1/experiments", headers=as_owner).status_code == 200
+    assert client.get("/api/v1/users", headers=as_owner).status_code == 200
+    r = post(client, "/api/v1/users", {"user": {"username": "mallory", "active": True}, "password": ""}, as_owner)
+    assert r.status_code == 403, r.text
+    r = post(client, f"/api/v1/trials/{task.trial_id}/progress", 0.5, as_owner)
+    assert r.status_code == 403 and "task token" in r.json()["message"], r.text
+    # a made-up suffix is nobody
+    assert client.get("/api/v1/me", headers=bearer(user_token + "x")).status_code == 401
+    # it ends with the allocation, at once (the caller cache forgets it)
+    agent.exit(task.allocation_id, 0)
+    r = client.get("/api/v1/me", headers=as_owner)
+    assert r.status_code == 401 and "ended with its task" in r.json()["message"]
 
 
 # -- metrics ------------------------------------------------------------------------------------------

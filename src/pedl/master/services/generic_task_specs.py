@@ -17,6 +17,7 @@ from pedl.master.cluster.bulk_rows import dialect_of, id_list, in_list
 from pedl.master.cluster.json_columns import loads
 from pedl.master.db import models
 from pedl.master.services import task_kinds
+from pedl.master.services.task_access import task_user_token
 
 GENERIC = models.GenericTask.__table__
 USER = models.User.__table__
@@ -86,6 +87,7 @@ def spec(cluster_id: str, alloc: Any, token: str, rows: GenericRows, defaults: T
         "DET_SESSION_TOKEN": token,
         "DET_TASK_TYPE": TASK_TYPES[task.kind],
         "DET_USER": rows.usernames.get(task.owner_id, ""),
+        "DET_USER_TOKEN": task_user_token(token),
     })
     env.update(task_kinds.environment(task))
     return {"entrypoint": task_kinds.entrypoint(task), "env": env, "device_env": by_device,

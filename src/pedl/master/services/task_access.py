@@ -10,6 +10,17 @@ from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import LIVE_ALLOCATION
 
+# DET_USER_TOKEN, Determined's token of a task's owner (det inside a notebook or a trial acts as them):
+# this prefix and the task's own token. It is a distinct string, so the task token alone is never taken
+# for the user; it is no wider exposed than the task token (the same environment, the same StartTask),
+# and it dies with the allocation, as the task token does.
+TASK_USER_PREFIX = "pedl-task-user."
+
+
+def task_user_token(task_token: str) -> str:
+    return TASK_USER_PREFIX + task_token
+
+
 TASK_TOKEN_ONLY = ("this route takes the task token of a running task (DET_SESSION_TOKEN), "
                    "not a user's login token")
 

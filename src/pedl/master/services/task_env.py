@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pedl.master.services.task_access import task_user_token
+
 
 def trial_env(*, cluster_id: str, experiment_id: int, config_json: str, trial: Any, hparams_json: str, alloc: Any,
               session_token: str, username: str, user_env: dict[str, str], steps_completed: int) -> dict[str, str]:
@@ -28,5 +30,6 @@ def trial_env(*, cluster_id: str, experiment_id: int, config_json: str, trial: A
         # a warm-started trial's runs start from the source checkpoint until it has one of its own
         "DET_LATEST_CHECKPOINT": trial.latest_checkpoint or getattr(trial, "warm_start_checkpoint", None) or "",
         "DET_USER": username,
+        "DET_USER_TOKEN": task_user_token(session_token),
     })
     return env

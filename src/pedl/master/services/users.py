@@ -18,6 +18,7 @@ from pedl.master.services import agent_user_groups, passwords
 from pedl.master.services.authz import require_user
 from pedl.master.services.login_limiter import LoginLimiter
 from pedl.master.services.passwords import token_hash
+from pedl.master.services.task_access import TASK_USER_PREFIX
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -166,8 +167,18 @@ def set_password(s: Session, now: float, who: Caller, user_id: int, password: st
 # What the routers call: each opens its own session.
 
 def resolve_caller(ctx: MasterContext, token: str) -> Caller:
-    """Who a bearer token is: a logged-in user, else the owner of the live allocation it was issued to."""
+    """Who a bearer token is: a logged-in user, else the owner of the live allocation it was issued to
+    (a task caller), or, for a task's DET_USER_TOKEN, that owner as a user while the allocation lives."""
     with ctx.db.read_session() as s:
+        if token.startswith(TASK_USER_PREFIX):
+            alloc = s.scalar(select(models.Allocation).where(
+                models.Allocation.session_token_hash == token_hash(token[len(TASK_USER_PREFIX):])))
+            if alloc is None or alloc.state not in LIVE_ALLOCATION:
+                raise Unauthenticated("this task's user token ended with its task")
+            user = s.get(models.User, alloc.owner_id)
+            if user is None or not user.active:
+                raise Unauthenticated("user is no longer active")
+            return Caller(user, for_allocation=alloc.id)
         try:
             user, sess = session_for_token(s, ctx.clock.now(), token)
             return Caller(user, expires_at=sess.expires_at, issued_at=sess.created_at)
