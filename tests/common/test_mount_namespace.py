@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,25 @@ def test_the_wrapper_runs_under_the_agents_interpreter_isolated() -> None:
     argv = wrap(["python3", "train.py"], [("/s", "/d", True)])
     assert argv[:4] == [sys.executable, "-I", "-m", "pedl.common.mount_namespace"]
     assert argv[4:] == ["--bind-ro", "/s", "/d", "--", "python3", "train.py"]
+
+
+@needs_namespaces
+def test_a_task_of_its_own_shm_size_sees_a_private_dev_shm_of_that_size(tmp_path: Path) -> None:
+    host_mark = Path("/dev/shm") / f"pedl-test-{os.getpid()}"
+    host_mark.write_text("host")
+    try:
+        script = f"df -k /dev/shm | tail -1; test ! -e {host_mark} && touch /dev/shm/inside && echo private"
+        done = subprocess.run(wrap(["sh", "-c", script], [], shm_size=1536 * 1024 * 1024), capture_output=True,
+                              text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        size_kib = done.stdout.splitlines()[0].split()[1]
+        assert size_kib == "1572864" and done.stdout.splitlines()[-1] == "private"  # 1.5 GiB, as Determined's test
+        assert not Path("/dev/shm/inside").exists()  # the host's /dev/shm never saw it
+    finally:
+        host_mark.unlink()
+
+
+def test_a_bad_shm_size_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--shm-size", "1.5g", "--", "true"]) == 126
+    assert "--shm-size takes a number of bytes, not '1.5g'" in capsys.readouterr().err
+    assert wrap(["true"], [], shm_size=4096)[-4:] == ["--shm-size", "4096", "--", "true"]

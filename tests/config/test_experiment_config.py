@@ -454,3 +454,27 @@ def test_bounds_themselves_are_accepted() -> None:
             "maxval: 1e300}}\nname: " + "n" * 255 + "\n")
     assert c.resources.slots_per_trial == 10_000 and c.max_restarts == 1000
     assert c.reproducibility.experiment_seed == 2**31 - 1 and len(c.name) == 255
+
+
+@pytest.mark.parametrize("given, size", [("24576", 24576), ("1.5g", 1536 * 2**20), ("512m", 512 * 2**20),
+                                         ("2GiB", 2 * 2**30), (8192, 8192), ("64KB", 64 * 1024)])
+def test_shm_size_takes_bytes_or_binary_units(given: object, size: int) -> None:
+    from pedl.config.task_config import TaskConfig
+
+    assert cfg(f"resources: {{shm_size: {given!r}}}\n").resources.shm_size == size
+    assert TaskConfig.model_validate({"resources": {"shm_size": given}}).resources.shm_size == size
+    assert cfg().resources.shm_size is None
+
+
+@pytest.mark.parametrize("given, words", [("lots", "is not a size"), ("1.5q", "is not a size"), (100, "4096 bytes"),
+                                          ("2t", "4096 bytes to 1 TiB"), (True, "a number of bytes"),
+                                          (10.5, "whole number")])
+def test_a_bad_shm_size_is_refused_naming_the_field(given: object, words: str) -> None:
+    from pydantic import ValidationError
+
+    from pedl.config.task_config import TaskConfig
+
+    got = problems(BASE + f"resources: {{shm_size: {given!r}}}\n")
+    assert list(got) == ["resources.shm_size"] and words in got["resources.shm_size"]
+    with pytest.raises(ValidationError, match=words):
+        TaskConfig.model_validate({"resources": {"shm_size": given}})

@@ -14,11 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pedl.common.mount_namespace import probe
 from pedl.devcluster import pedl_command, wait_experiment, wait_for
 from tests.e2e.conftest import Cluster, steps_config
 
 pytestmark = pytest.mark.e2e
 
+NO_NAMESPACE = probe()
 POOL_HOOK = 'export POOL_HOOK_RAN=yes\necho "the pool\'s startup hook ran"'
 
 
@@ -74,6 +76,13 @@ def test_the_pools_startup_hook_then_the_contexts_startup_hook_run_before_the_co
     done = pedl("cmd", "run", "-c", str(ctx), "echo", "never")
     assert done.returncode == 7, (done.stdout, done.stderr)
     assert "broken hook" in done.stdout and "never" not in done.stdout
+
+
+@pytest.mark.skipif(NO_NAMESPACE is not None, reason=f"no mount namespaces here: {NO_NAMESPACE}")
+def test_a_command_gets_a_dev_shm_of_its_resources_shm_size(pedl) -> None:
+    done = pedl("cmd", "run", "--config", "resources.shm_size=1.5g", "sh", "-c", "df -k /dev/shm | tail -1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split()[1] == "1572864", done.stdout  # KiB: 1.5 GiB
 
 
 def test_cmd_run_exits_with_the_commands_code(pedl) -> None:

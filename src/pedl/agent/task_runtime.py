@@ -257,10 +257,15 @@ class TaskRuntime:
         """Give the process its own /run/determined/info and /determined_shared_fs (a mount
         namespace of its own), or say in its log why it cannot have them."""
         user = self._user
+        shm = self.spec.shm_size_bytes
         if self._host.no_task_namespace is not None:
             self._logs.add("agent", f"pedl agent {self._host.agent_id}: no /run/determined/info for this task "
                                     f"({self._host.no_task_namespace}); a script on Determined's Core API "
                                     "will not find the cluster")
+            if shm is not None:
+                self._logs.add("agent", f"pedl agent {self._host.agent_id}: resources.shm_size ({shm} bytes) not "
+                                        "applied: the task shares the host's /dev/shm (a /dev/shm of its own needs a "
+                                        "mount namespace)")
             if user is not None:
                 self._popen_user = {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
             return argv
@@ -280,7 +285,7 @@ class TaskRuntime:
                 raise TaskSetupError(f"cannot create the checkpoint storage's host_path {shared}: {exc}") from exc
             binds.append((str(shared), task_info.SHARED_FS_DIR, False))
         if user is None:
-            return task_namespace.wrap(argv, binds)
+            return task_namespace.wrap(argv, binds, shm_size=shm)
         try:
             Path(containers.WORKDIR).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -294,7 +299,8 @@ class TaskRuntime:
                 raise TaskSetupError(f"cannot write the task's /etc/passwd and /etc/group: {exc}") from exc
             if accounts is not None:
                 binds += [(str(accounts[0]), "/etc/passwd", True), (str(accounts[1]), "/etc/group", True)]
-        return task_namespace.wrap(argv, binds, user=(user.uid, user.gid, user.groups), chdir=containers.WORKDIR)
+        return task_namespace.wrap(argv, binds, user=(user.uid, user.gid, user.groups), chdir=containers.WORKDIR,
+                                   shm_size=shm)
 
     def _gpu_uuids(self) -> list[str]:
         slots = [self._host.slots.get(s) for s in self.spec.slot_ids]

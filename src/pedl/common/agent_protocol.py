@@ -123,6 +123,8 @@ class StartTask(_Msg):
     run_as: AgentUserGroup | None = None
     # the pool's task_container_defaults.startup_hook: shell run before the context's startup-hook.sh
     startup_hook: str = ""
+    # resources.shm_size: a process task gets a /dev/shm of its own this size (a container: ContainerSpec's)
+    shm_size_bytes: int | None = None
 
 
 class ContainerSpec(_Msg):

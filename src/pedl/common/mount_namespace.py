@@ -24,6 +24,7 @@ MS_PRIVATE = 1 << 18
 MS_BIND = 0x1000
 MS_RDONLY = 0x1
 MS_REMOUNT = 0x20
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
 MOUNTPOINTS_MODE = 0o755
 
 
@@ -41,13 +42,17 @@ def _check(result: int, what: str) -> None:
         raise NamespaceError(f"{what}: {os.strerror(err)}")
 
 
-def enter(binds: Sequence[tuple[str, str, bool]]) -> None:
+def enter(binds: Sequence[tuple[str, str, bool]], shm_size: int | None = None) -> None:
     """Enter a new mount namespace (changes stay private to it) and bind each (source, target,
-    read_only) there. Targets must exist."""
+    read_only) there. Targets must exist. `shm_size`: a /dev/shm of the task's own, of that many bytes
+    (a tmpfs, as Docker's --shm-size gives a container)."""
     libc = _libc()
     _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     # without this, mounts made here could propagate back to the host's shared mounts
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
+    if shm_size is not None:
+        _check(libc.mount(b"shm", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          f"size={int(shm_size)},mode=1777".encode()), f"mounting a /dev/shm of {shm_size} bytes")
     for source, target, read_only in binds:
         src, dst = os.fsencode(source), os.fsencode(target)
         _check(libc.mount(src, dst, None, MS_BIND | MS_REC, None), f"bind-mounting {source} on {target}")
@@ -63,7 +68,8 @@ def prepare_mountpoints(targets: Sequence[str]) -> None:
 
 
 def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str, bool]],
-         user: tuple[int, int, Sequence[int]] | None = None, chdir: str | None = None) -> list[str]:
+         user: tuple[int, int, Sequence[int]] | None = None, chdir: str | None = None,
+         shm_size: int | None = None) -> list[str]:
     """The command line that runs `argv` with `binds` in a namespace of its own, and then, when
     `user` (uid, gid, supplementary gids) is given, as that user: mounting needs root, so the
     wrapper changes user only after it. `chdir`: the directory it then works in (a bind's target)."""
@@ -75,6 +81,8 @@ def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str, bool]],
         out += ["--user", f"{uid}:{gid}:{','.join(str(g) for g in groups)}"]
     if chdir is not None:
         out += ["--chdir", chdir]
+    if shm_size is not None:
+        out += ["--shm-size", str(int(shm_size))]
     return [*out, "--", *argv]
 
 
@@ -104,15 +112,15 @@ def probe() -> str | None:
 
 def _parse(args: list[str]) -> tuple[list[tuple[str, str, bool]], dict[str, str], list[str]]:
     binds: list[tuple[str, str, bool]] = []
-    options: dict[str, str] = {}  # --user, --chdir
+    options: dict[str, str] = {}  # --user, --chdir, --shm-size
     while args and args[0] != "--":
         flag = args.pop(0)
-        if flag in ("--user", "--chdir") and args:
+        if flag in ("--user", "--chdir", "--shm-size") and args:
             options[flag] = args.pop(0)
             continue
         if flag not in ("--bind", "--bind-ro") or len(args) < 2:
-            raise NamespaceError("usage: --bind[-ro] SRC DST ... [--user UID:GID:GIDS] [--chdir DIR] -- ARGV "
-                                 f"(got {flag!r})")
+            raise NamespaceError("usage: --bind[-ro] SRC DST ... [--user UID:GID:GIDS] [--chdir DIR] "
+                                 f"[--shm-size BYTES] -- ARGV (got {flag!r})")
         binds.append((args.pop(0), args.pop(0), flag == "--bind-ro"))
     if not args:
         raise NamespaceError("usage: --bind[-ro] SRC DST ... -- ARGV (no --)")
@@ -125,7 +133,10 @@ def _parse(args: list[str]) -> tuple[list[tuple[str, str, bool]], dict[str, str]
 def main(args: list[str]) -> int:
     try:
         binds, options, argv = _parse(list(args))
-        enter(binds)
+        shm = options.get("--shm-size")
+        if shm is not None and not shm.isdigit():
+            raise NamespaceError(f"--shm-size takes a number of bytes, not {shm!r}")
+        enter(binds, int(shm) if shm is not None else None)
     except NamespaceError as exc:
         print(f"pedl task namespace: {exc}", file=sys.stderr)
         return 126

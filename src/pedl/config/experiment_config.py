@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from pedl.config.byte_sizes import ShmSize
 from pedl.config.checkpoint_storage import S3Location, storage_union
 from pedl.config.loading import (
     ConfigError,
@@ -207,6 +208,9 @@ class ResourcesConfig(StrictModel):
     max_slots: int | None = Field(None, ge=0, le=1_000_000)
     movable: bool = Field(
         True, description="false: consolidation never moves this experiment's trials to another instance")
+    shm_size: ShmSize = Field(None, description="/dev/shm of each trial: bytes, or '512m', '1.5g' (powers of "
+                                                "1024); left out: task_container_defaults.shm_size_bytes in a "
+                                                "container, the host's /dev/shm for a process")
 
 
 class StorageRetention(StrictModel):

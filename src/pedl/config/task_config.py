@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
+from pedl.config.byte_sizes import ShmSize
 from pedl.config.durations import Duration
 from pedl.config.experiment_config import MAX_SLOTS_PER_TRIAL, EnvironmentConfig, Name, validate_checked
 from pedl.config.loading import StrictModel
@@ -25,9 +26,11 @@ class TaskResources(StrictModel):
     resource_pool: Name | None = None
     priority: int | None = Field(None, ge=1, le=99, description="1 is most urgent")
     weight: float = Field(1.0, gt=0, le=1_000_000, allow_inf_nan=False)
+    shm_size: ShmSize = Field(None, description="/dev/shm of the task: bytes, or '512m', '1.5g' (powers of 1024); "
+                                                "left out: task_container_defaults.shm_size_bytes in a container, "
+                                                "the host's /dev/shm for a process")
     # Determined keys accepted and not used: a process or container on one agent has no other say
     max_slots: int | None = Field(None, ge=0, le=1_000_000, description="accepted, unused")
-    shm_size: int | str | None = Field(None, description="accepted, unused")
     devices: list[Any] | None = Field(None, description="accepted, unused")
     is_single_node: bool | None = Field(None, description="accepted, unused")
 

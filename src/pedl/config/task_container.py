@@ -140,10 +140,11 @@ class TaskContainerDefaults(StrictModel):
         return self
 
 
-def container_spec(defaults: TaskContainerDefaults, environment: Any,
-                   bind_mounts: list[BindMount]) -> dict[str, Any] | None:
+def container_spec(defaults: TaskContainerDefaults, environment: Any, bind_mounts: list[BindMount],
+                   shm_size: int | None = None) -> dict[str, Any] | None:
     """What an agent needs to run a task in a container (the agent picks the cpu or gpu image by the
-    slots it gives the task), or None for a process task: no image here or in the defaults."""
+    slots it gives the task), or None for a process task: no image here or in the defaults.
+    `shm_size`: the task's resources.shm_size, over the defaults' shm_size_bytes."""
     image = environment.image if environment.image is not None else defaults.image
     if image is None:
         return None
@@ -153,7 +154,7 @@ def container_spec(defaults: TaskContainerDefaults, environment: Any,
     return {"image_cpu": images.pick(False), "image_gpu": images.pick(True), "force_pull": force,
             "registry_auth": auth.model_dump(exclude_none=True) if auth else None,
             "bind_mounts": [m.model_dump() for m in [*defaults.bind_mounts, *bind_mounts]],
-            "shm_size_bytes": defaults.shm_size_bytes, "network_mode": defaults.network_mode}
+            "shm_size_bytes": shm_size or defaults.shm_size_bytes, "network_mode": defaults.network_mode}
 
 
 def task_variables(defaults: TaskContainerDefaults,

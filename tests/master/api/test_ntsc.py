@@ -195,3 +195,27 @@ def test_tasks_get_their_pools_task_container_defaults_and_startup_hook(app, cli
     agent.exit(tasks[0].allocation_id, 0)
     [trial] = agent.start_all()
     assert trial.trial_id and trial.message["startup_hook"] == "echo pool" and trial.message["env"]["A"] == "1"
+
+
+def test_resources_shm_size_reaches_the_agent_for_a_process_and_a_container(client: TestClient, user: dict,
+                                                                            agent: FakeAgent) -> None:
+    launch(client, user, config={"entrypoint": "true", "resources": {"shm_size": "1.5g"}})
+    [task] = agent.start_all()
+    assert task.message["shm_size_bytes"] == 1536 * 2**20 and task.message["container"] is None
+    agent.exit(task.allocation_id, 0)
+    launch(client, user, config={"entrypoint": "true"})
+    [task] = agent.start_all()
+    assert task.message["shm_size_bytes"] is None  # a process shares the host's /dev/shm
+    agent.exit(task.allocation_id, 0)
+    r = post(client, "/api/v1/commands", {"config": {"entrypoint": "true", "resources": {"shm_size": "lots"}}}, user)
+    assert r.status_code == 400 and "resources.shm_size" in r.text, r.text
+
+
+def test_a_containers_shm_size_is_the_tasks_over_the_defaults() -> None:
+    from pedl.config.task_config import TaskConfig
+    from pedl.config.task_container import TaskContainerDefaults, container_spec
+
+    cfg = TaskConfig.model_validate({"environment": {"image": "img:1"}, "resources": {"shm_size": "512m"}})
+    defaults = TaskContainerDefaults(shm_size_bytes=2**30)
+    assert container_spec(defaults, cfg.environment, [], cfg.resources.shm_size)["shm_size_bytes"] == 512 * 2**20
+    assert container_spec(defaults, cfg.environment, [])["shm_size_bytes"] == 2**30

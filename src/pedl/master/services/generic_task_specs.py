@@ -69,7 +69,7 @@ def _json(value: Any) -> Any:
 
 def container_of(task: GenericRow, defaults: TaskContainerDefaults) -> dict[str, Any] | None:
     cfg = TaskConfig.model_validate({k: v for k, v in task.config.items() if k in TaskConfig.model_fields})
-    return container_spec(defaults, cfg.environment, cfg.bind_mounts)
+    return container_spec(defaults, cfg.environment, cfg.bind_mounts, cfg.resources.shm_size)
 
 
 def spec(cluster_id: str, alloc: Any, token: str, rows: GenericRows, defaults: TaskContainerDefaults,
@@ -91,5 +91,6 @@ def spec(cluster_id: str, alloc: Any, token: str, rows: GenericRows, defaults: T
     })
     env.update(task_kinds.environment(task))
     return {"entrypoint": task_kinds.entrypoint(task), "env": env, "device_env": by_device,
-            "container": container_spec(defaults, cfg.environment, cfg.bind_mounts),
+            "container": container_spec(defaults, cfg.environment, cfg.bind_mounts, cfg.resources.shm_size),
+            "shm_size": cfg.resources.shm_size,
             "run_as": rows.agent_groups.get(task.owner_id, default_run_as)}

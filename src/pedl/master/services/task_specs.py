@@ -118,7 +118,9 @@ class SpecRows:
             cfg = ExperimentConfig.model_validate(exp.config)
             plain, by_device = task_variables(defaults, cfg.environment)
             cached = (exp.config_json, TaskRuntimeSpec(plain, by_device,
-                                                       container_spec(defaults, cfg.environment, cfg.bind_mounts)),
+                                                       container_spec(defaults, cfg.environment, cfg.bind_mounts,
+                                                                      cfg.resources.shm_size),
+                                                       cfg.resources.shm_size),
                       defaults)
             self.cache.runtimes[exp.id] = cached
         return cached[1]
@@ -129,6 +131,7 @@ class TaskRuntimeSpec:
     env: dict[str, str]  # every task of the experiment
     device_env: dict[str, dict[str, str]]  # {cpu, gpu}: the agent applies the one its slots are
     container: dict[str, Any] | None  # None: a process
+    shm_size: int | None = None  # resources.shm_size: a process task's own /dev/shm (a container's is in `container`)
 
 
 def run_as_default(default_task: DefaultTaskUser | None) -> AgentUserGroup | None:
@@ -156,5 +159,6 @@ def task_spec(cluster_id: str, alloc: Any, token: str, rows: SpecRows,
                              username=rows.usernames.get(exp.owner_id, ""), user_env=runtime.env,
                              steps_completed=steps)
     return {"entrypoint": exp.config["entrypoint"], "env": env, "device_env": runtime.device_env,
-            "container": runtime.container, "run_as": rows.agent_groups.get(exp.owner_id, default_run_as)}
+            "container": runtime.container, "run_as": rows.agent_groups.get(exp.owner_id, default_run_as),
+            "shm_size": runtime.shm_size}
 
