@@ -4,6 +4,7 @@ sends, the progress it shows while the command waits, its output and exit status
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.cli.ntsc_live import Live
@@ -49,7 +50,8 @@ def test_run_detached_prints_the_id_and_list_logs_kill_act_on_it(live: Live) -> 
     killed = live.cli("cmd", "kill", cmd_id)
     assert killed.exit_code == 0 and f"Killed command {cmd_id}" in killed.stdout, killed.output
     live.agent.exit(task.allocation_id, 137, "killed")
-    assert live.cli("cmd", "list", "-a", "--json").stdout.strip() == "[]"
+    [ended] = json.loads(live.cli("cmd", "list", "-a", "--json").stdout)  # listed a day after its end
+    assert ended["id"] == cmd_id and ended["state"] == "STATE_TERMINATED"
 
 
 def test_list_shows_only_mine_unless_all(live: Live) -> None:

@@ -32,6 +32,11 @@ def det_cluster(request, tmp_path_factory):
     c.stop()
 
 
+def ended(c: Cluster, plural: str, task_id: str) -> bool:
+    """A command, notebook, shell or TensorBoard has ended (det's lists show an ended one for a day)."""
+    return c.master.api("GET", f"/api/v1/{plural}/{task_id}")[plural[:-1]]["state"] == "STATE_TERMINATED"
+
+
 def det(c: Cluster, *args: str, stdin: str = "", check: bool = True,
         cert: Path | None = None) -> subprocess.CompletedProcess:
     """Runs det against `c`; over HTTPS it trusts `cert`, by default the CA that signed the master's."""

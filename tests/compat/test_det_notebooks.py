@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from pedl.devcluster import wait_for
-from tests.compat.test_det_cli import DET, det
+from tests.compat.test_det_cli import DET, det, ended
 from tests.e2e.conftest import Cluster
 
 pytestmark = [pytest.mark.compat, pytest.mark.e2e]
@@ -56,5 +56,5 @@ def test_det_notebook_start_detached_list_and_kill(nb_cluster) -> None:
     wait_for(lambda: c.master.api("GET", f"/api/v1/notebooks/{nb_id}")["notebook"]["isReady"], 120,
              what="the notebook to be ready")
     det(c, "notebook", "kill", nb_id)
-    wait_for(lambda: nb_id not in det(c, "notebook", "list", "-q").stdout, timeout=60, what="the notebook to end")
+    wait_for(lambda: ended(c, "notebooks", nb_id), timeout=60, what="the notebook to end")
     assert _state(c, nb_id) == "STATE_TERMINATED"

@@ -3,6 +3,7 @@ processes): det cmd run prints the command's output, det cmd list/logs/kill work
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from pedl.devcluster import wait_for
-from tests.compat.test_det_cli import DET, det
+from tests.compat.test_det_cli import DET, det, ended
 from tests.e2e.conftest import Cluster
 
 pytestmark = [pytest.mark.compat, pytest.mark.e2e]
@@ -32,8 +33,9 @@ def test_det_cmd_run_prints_the_output_and_the_logs_keep_it(ntsc_cluster, tmp_pa
     (tmp_path / "note.txt").write_text("from the context\n")
     out = det(c, "cmd", "run", "--context", str(tmp_path), "sh", "-c", "echo hi; cat note.txt").stdout
     assert "hi" in out.splitlines() and "from the context" in out, out
-    # it has ended, so det lists it no more
-    assert det(c, "cmd", "list", "-a", "-q").stdout.strip() == ""
+    # it has ended: det lists it as terminated (for a day), as Determined's master does
+    listed = json.loads(det(c, "cmd", "list", "-a", "--json").stdout)
+    assert listed and {x["state"] for x in listed} == {"TERMINATED"}, listed  # det prints the enum bare
 
 
 def test_det_cmd_list_logs_and_kill_a_running_command(ntsc_cluster) -> None:
@@ -42,7 +44,7 @@ def test_det_cmd_list_logs_and_kill_a_running_command(ntsc_cluster) -> None:
     assert cmd_id in det(c, "cmd", "list", "-q").stdout
     wait_for(lambda: "started" in det(c, "cmd", "logs", cmd_id).stdout, timeout=60, what="the command's output")
     det(c, "cmd", "kill", cmd_id)
-    wait_for(lambda: cmd_id not in det(c, "cmd", "list", "-q").stdout, timeout=60, what="the command to end")
+    wait_for(lambda: ended(c, "commands", cmd_id), timeout=60, what="the command to end")
     state = c.master.api("GET", f"/api/v1/commands/{cmd_id}")["command"]["state"]
     assert state == "STATE_TERMINATED"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pedl.devcluster import wait_for
-from tests.compat.test_det_cli import DET, det
+from tests.compat.test_det_cli import DET, det, ended
 from tests.e2e.conftest import Cluster
 from tests.e2e.test_shells_e2e import require_openssh
 
@@ -37,5 +37,5 @@ def test_det_shell_start_list_open_and_kill(shell_cluster) -> None:
     out = det(c, "shell", "open", shell_id, "--", "echo", "task=$DET_TASK_ID").stdout
     assert f"task={shell_id}" in out.split(), out
     det(c, "shell", "kill", shell_id)
-    wait_for(lambda: shell_id not in det(c, "shell", "list", "-q").stdout.split(), 60, what="the shell to end")
+    wait_for(lambda: ended(c, "shells", shell_id), 60, what="the shell to end")
     assert c.master.api("GET", f"/api/v1/shells/{shell_id}")["shell"]["state"] == "STATE_TERMINATED"

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from pedl.devcluster import wait_experiment, wait_for
-from tests.compat.test_det_cli import DET, det
+from tests.compat.test_det_cli import DET, det, ended
 from tests.e2e.conftest import MODELS, Cluster
 
 pytestmark = [pytest.mark.compat, pytest.mark.e2e]
@@ -42,7 +42,7 @@ def test_det_tensorboard_start_detached_list_and_kill(tb_cluster) -> None:
     listed = det(c, "tensorboard", "list").stdout
     assert tb_id in listed and "RUNNING" in listed.upper(), listed
     det(c, "tensorboard", "kill", tb_id)
-    wait_for(lambda: tb_id not in det(c, "tensorboard", "list", "-q").stdout, 60, what="the TensorBoard to end")
+    wait_for(lambda: ended(c, "tensorboards", tb_id), 60, what="the TensorBoard to end")
     assert c.master.api("GET", f"/api/v1/tensorboards/{tb_id}")["tensorboard"]["state"] == "STATE_TERMINATED"
 
 
@@ -53,13 +53,13 @@ def test_det_tensorboard_start_waits_until_it_is_ready(tb_cluster) -> None:
     line = next((x for x in out.splitlines() if "Tensorboard is running at:" in x), None)
     assert line is not None, out
     url = line.split("Tensorboard is running at:", 1)[1].strip()
-    [tb_id] = det(c, "tensorboard", "list", "-q").stdout.split()
+    [tb_id] = [t for t in det(c, "tensorboard", "list", "-q").stdout.split() if t in url]
     assert url.startswith(c.master.url) and tb_id in url, url  # Determined's WebUI page for it
     r = httpx.get(f"{c.master.url}/proxy/{tb_id}/data/plugin/scalars/tags",
                   headers={"Authorization": f"Bearer {c.master.token()}"})
     assert r.status_code == 200, r.text
     det(c, "tensorboard", "kill", tb_id)
-    wait_for(lambda: tb_id not in det(c, "tensorboard", "list", "-q").stdout, 60, what="the TensorBoard to end")
+    wait_for(lambda: ended(c, "tensorboards", tb_id), 60, what="the TensorBoard to end")
 
 
 def test_det_tensorboard_start_of_an_unknown_experiment_is_refused(tb_cluster) -> None:

@@ -13,7 +13,10 @@ export function taskRows(answers) {
   const rows = [];
   for (const k of TASK_KINDS) {
     const answer = answers[k.plural];
-    for (const t of (answer && answer[k.plural]) || []) rows.push({ ...t, kind: k.kind, kindLabel: k.label, opens: k.opens });
+    for (const t of (answer && answer[k.plural]) || []) {
+      // the lists also hold tasks that ended in the last day (as det shows them); this page is of live ones
+      if (t.state !== "STATE_TERMINATED") rows.push({ ...t, kind: k.kind, kindLabel: k.label, opens: k.opens });
+    }
   }
   const time = (t) => Date.parse(t.startTime || "") || 0;
   return rows.sort((a, b) => time(b) - time(a) || String(a.id).localeCompare(String(b.id)));

@@ -116,7 +116,8 @@ test("snapColumns leaves few distinct steps to uPlot and snaps many, keeping eve
 test("tasks of every kind in one list, newest first, opened through the proxy once ready", async () => {
   const { openUrl, taskRows } = await import("../src/tasks.js");
   const rows = taskRows({
-    commands: { commands: [{ id: "c1", userId: 2, startTime: "2026-01-01T00:00:02Z", isReady: true }] },
+    commands: { commands: [{ id: "c1", userId: 2, startTime: "2026-01-01T00:00:02Z", isReady: true },
+      { id: "c0", userId: 2, startTime: "2026-01-01T00:00:04Z", state: "STATE_TERMINATED" }] }, // ended: not shown
     notebooks: { notebooks: [{ id: "n1", userId: 2, startTime: "2026-01-01T00:00:03Z", isReady: true, serviceAddress: "/proxy/n1/" }] },
     tensorboards: { tensorboards: [{ id: "t1", userId: 2, startTime: "2026-01-01T00:00:01Z", isReady: false }] },
     shells: undefined,

@@ -264,7 +264,7 @@ def add_common_verbs(app: typer.Typer, kind: Kind) -> None:
             return
         print_table(columns(kind), [row(kind, i) for i in items])
 
-    list_.__doc__ = f"List your live {kind.plural} (-a: everyone's); ended ones are not listed."
+    list_.__doc__ = f"List your {kind.plural} (-a: everyone's): the live ones, and those that ended in the last day."
 
     @app.command("logs")
     def logs(ctx: typer.Context, task_id: str = typer.Argument(..., metavar="ID", help=f"the {kind.name}'s id"),

@@ -20,7 +20,7 @@ def launch(client: TestClient, headers: dict, kind: str = "commands", **body) ->
 
 
 def test_a_command_runs_its_entrypoint_with_its_files_as_a_task_of_its_own(client: TestClient, user: dict,
-                                                                          agent: FakeAgent) -> None:
+                                                                          agent: FakeAgent, clock) -> None:
     out = launch(client, user, config={"entrypoint": ["echo", "hi"], "description": "say hi"},
                  files=[file_entry("data.txt", b"payload")])
     cmd = out["command"]
@@ -46,8 +46,12 @@ def test_a_command_runs_its_entrypoint_with_its_files_as_a_task_of_its_own(clien
     task_view = client.get(f"/api/v1/tasks/{cmd['id']}", headers=user).json()["task"]
     assert task_view["endTime"] is not None
     assert client.get(f"/api/v1/commands/{cmd['id']}", headers=user).json()["command"]["state"] == "STATE_TERMINATED"
-    # an ended task leaves the list
+    # an ended task stays listed, TERMINATED, for a day after its end (as Determined lists them), then leaves
+    [listed] = client.get("/api/v1/commands", headers=user).json()["commands"]
+    assert listed["id"] == cmd["id"] and listed["state"] == "STATE_TERMINATED"
+    clock.advance(24 * 3600 + 1)
     assert client.get("/api/v1/commands", headers=user).json()["commands"] == []
+    assert client.get(f"/api/v1/commands/{cmd['id']}", headers=user).json()["command"]["state"] == "STATE_TERMINATED"
 
 
 def test_lists_are_by_kind_and_filter_by_user_and_workspace(client: TestClient, user: dict, admin: dict) -> None:
@@ -114,7 +118,8 @@ def test_deleting_a_workspace_kills_its_tasks_and_no_others(client: TestClient, 
     assert r.status_code == 200, r.text
     assert client.get(f"/api/v1/notebooks/{inside}", headers=user).json()["notebook"]["state"] == "STATE_TERMINATED"
     assert client.get(f"/api/v1/notebooks/{outside}", headers=user).json()["notebook"]["state"] == "STATE_QUEUED"
-    assert [n["id"] for n in client.get("/api/v1/notebooks", headers=user).json()["notebooks"]] == [outside]
+    listed = {n["id"]: n["state"] for n in client.get("/api/v1/notebooks", headers=user).json()["notebooks"]}
+    assert listed == {inside: "STATE_TERMINATED", outside: "STATE_QUEUED"}  # an ended one stays listed a while
     assert client.get("/api/v1/notebooks", params={"workspaceId": ws}, headers=user).status_code == 404
 
 

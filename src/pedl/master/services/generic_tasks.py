@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from pedl.common.agent_protocol import AgentUserGroup
@@ -37,6 +37,9 @@ G = models.GenericTask
 ALLOC = models.Allocation
 DEFAULT_WORKSPACE = 1  # Uncategorized
 MAX_LISTED = 1000  # a list answers the newest this many (bounded work per request)
+# an ended task stays listed, TERMINATED, this long after its end (Determined's lists show them too: `det cmd
+# list` after a `det cmd run`); the task and its logs stay readable by id for as long as they are stored
+ENDED_LISTED_FOR = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -194,15 +197,16 @@ def find(ctx: MasterContext, task_id: str) -> Shown | None:
 
 def listing(ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: list[int],
             workspace_id: int | None) -> list[Shown]:
-    """The kind's live tasks (Determined lists no ended ones), newest first; a workspace that does not
-    exist is a 404."""
+    """The kind's live tasks and those that ended in the last ENDED_LISTED_FOR, newest first; a
+    workspace that does not exist is a 404."""
     check_kind(kind)
     with ctx.db.read_session() as s:
         if workspace_id and s.get(models.Workspace, workspace_id) is None:
             raise NotFound(f"workspace {workspace_id} not found")
+        recent = ctx.clock.now() - ENDED_LISTED_FOR
         stmt = (select(G, ALLOC, models.User).join(ALLOC, ALLOC.task_id == G.id)
                 .join(models.User, models.User.id == G.owner_id)
-                .where(G.kind == kind, ALLOC.state.in_(LIVE_ALLOCATION)))
+                .where(G.kind == kind, or_(ALLOC.state.in_(LIVE_ALLOCATION), ALLOC.ended_at >= recent)))
         if usernames:
             stmt = stmt.where(models.User.username.in_(usernames))
         if user_ids:
