@@ -81,3 +81,12 @@ def test_a_bad_shm_size_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--shm-size", "1.5g", "--", "true"]) == 126
     assert "--shm-size takes a number of bytes, not '1.5g'" in capsys.readouterr().err
     assert wrap(["true"], [], shm_size=4096)[-4:] == ["--shm-size", "4096", "--", "true"]
+
+
+@needs_namespaces
+def test_no_new_privs_is_set_before_the_command_runs() -> None:
+    script = "grep NoNewPrivs /proc/self/status"
+    assert subprocess.run(wrap(["sh", "-c", script], [], no_new_privs=True), capture_output=True, text=True,
+                          timeout=30).stdout.split() == ["NoNewPrivs:", "1"]
+    assert subprocess.run(wrap(["sh", "-c", script], []), capture_output=True, text=True,
+                          timeout=30).stdout.split() == ["NoNewPrivs:", "0"]

@@ -87,6 +87,22 @@ def test_a_command_gets_a_dev_shm_of_its_resources_shm_size(pedl) -> None:
     assert done.stdout.splitlines()[-1].split()[1] == "1572864", done.stdout  # KiB: 1.5 GiB
 
 
+@pytest.mark.skipif(NO_NAMESPACE is not None, reason=f"no mount namespaces here: {NO_NAMESPACE}")
+def test_a_process_command_sees_its_bind_mounts_absolute_and_relative(pedl, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.txt").write_text("from the host\n")
+    at = tmp_path / "in-the-task"  # an absolute mountpoint the agent makes (empty) on its host
+    config = tmp_path / "cmd.yaml"
+    config.write_text(f"bind_mounts:\n  - {{host_path: {data}, container_path: {at}, read_only: true}}\n"
+                      f"  - {{host_path: {data}, container_path: rel-data}}\n")
+    done = pedl("cmd", "run", "--config-file", str(config), "sh", "-c",
+                f"cat {at}/x.txt rel-data/x.txt; touch {at}/y 2>/dev/null || echo read-only")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-3:] == ["from the host", "from the host", "read-only"], done.stdout
+    assert list(at.iterdir()) == []  # the host saw only the empty mountpoint
+
+
 def test_cmd_run_exits_with_the_commands_code(pedl) -> None:
     done = pedl("cmd", "run", "sh", "-c", "echo failing >&2; exit 3")
     assert done.returncode == 3, (done.stdout, done.stderr)

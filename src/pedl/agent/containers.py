@@ -20,6 +20,12 @@ from pedl.agent import task_info
 from pedl.common.agent_protocol import ContainerSpec
 
 WORKDIR = "/run/determined/workdir"  # the model directory, as Determined mounts it
+
+
+def mount_target(container_path: str, workdir: str = WORKDIR) -> str:
+    """Where a bind mount goes in the task: an absolute container_path as it is, a relative one under the
+    task's working directory (the config refuses one with '..')."""
+    return container_path if container_path.startswith("/") else os.path.join(workdir, container_path)
 AGENT_LABEL = "pedl.agent-id"
 ALLOCATION_LABEL = "pedl.allocation-id"
 # the agent's work dir: unique on a host (work_dir_lock.py), so two agents of one id (of two masters,
@@ -124,7 +130,7 @@ def run_argv(*, spec: ContainerSpec, image: str, allocation_id: str, agent_id: s
         argv += ["-v", f"{master_cert}:{master_cert}:ro"]
     for mount in spec.bind_mounts:
         options = ["ro" if mount.get("read_only") else "rw", str(mount.get("propagation") or "rprivate")]
-        argv += ["-v", f"{mount['host_path']}:{mount['container_path']}:{','.join(options)}"]
+        argv += ["-v", f"{mount['host_path']}:{mount_target(mount['container_path'])}:{','.join(options)}"]
     if gpu_devices:
         argv += ["--gpus", f"\"device={','.join(gpu_devices)}\""]
     if user is not None:

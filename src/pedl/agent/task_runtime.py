@@ -266,6 +266,10 @@ class TaskRuntime:
                 self._logs.add("agent", f"pedl agent {self._host.agent_id}: resources.shm_size ({shm} bytes) not "
                                         "applied: the task shares the host's /dev/shm (a /dev/shm of its own needs a "
                                         "mount namespace)")
+            if self.spec.bind_mounts:
+                self._logs.add("agent", f"pedl agent {self._host.agent_id}: bind_mounts not applied (they need a "
+                                        "mount namespace): " + ", ".join(f"{m['host_path']} -> {m['container_path']}"
+                                                                         for m in self.spec.bind_mounts))
             if user is not None:
                 self._popen_user = {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
             return argv
@@ -284,6 +288,10 @@ class TaskRuntime:
             except OSError as exc:
                 raise TaskSetupError(f"cannot create the checkpoint storage's host_path {shared}: {exc}") from exc
             binds.append((str(shared), task_info.SHARED_FS_DIR, False))
+        binds += self._mountpoints()  # a few mkdirs: short enough for the loop
+        # a bind mount over a system file (a sudoers, a PAM config) must not feed a setuid program: a task that
+        # is not root gains no privileges by exec (no_new_privs), as Docker's containers may be run
+        no_new_privs = bool(self.spec.bind_mounts) and user is not None
         if user is None:
             return task_namespace.wrap(argv, binds, shm_size=shm)
         try:
@@ -300,7 +308,29 @@ class TaskRuntime:
             if accounts is not None:
                 binds += [(str(accounts[0]), "/etc/passwd", True), (str(accounts[1]), "/etc/group", True)]
         return task_namespace.wrap(argv, binds, user=(user.uid, user.gid, user.groups), chdir=containers.WORKDIR,
-                                   shm_size=shm)
+                                   shm_size=shm, no_new_privs=no_new_privs)
+
+    def _mountpoints(self) -> list[tuple[str, str, bool]]:
+        """The task's bind mounts as namespace binds: an absolute container_path as it is, a relative one in
+        the task's directory; a missing mountpoint is made (an empty directory, or file for a file), on the
+        host for an absolute path. A host_path that does not exist fails the task, naming it."""
+        out = []
+        for mount in self.spec.bind_mounts:
+            source = Path(mount["host_path"])
+            target = Path(containers.mount_target(mount["container_path"], str(self.directory)))
+            if not source.exists():
+                raise TaskSetupError(f"bind_mounts: host_path {source} does not exist on agent {self._host.agent_id}")
+            try:
+                if source.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                elif not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.touch()
+            except OSError as exc:
+                raise TaskSetupError(f"bind_mounts: cannot make the mountpoint {target}: "
+                                     f"{exc.strerror or exc}") from exc
+            out.append((str(source), str(target), bool(mount.get("read_only"))))
+        return out
 
     def _gpu_uuids(self) -> list[str]:
         slots = [self._host.slots.get(s) for s in self.spec.slot_ids]

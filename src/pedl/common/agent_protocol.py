@@ -125,6 +125,9 @@ class StartTask(_Msg):
     startup_hook: str = ""
     # resources.shm_size: a process task gets a /dev/shm of its own this size (a container: ContainerSpec's)
     shm_size_bytes: int | None = None
+    # a process task's bind mounts (host_path, container_path, read_only), made in its mount namespace (a
+    # container's are in ContainerSpec)
+    bind_mounts: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class ContainerSpec(_Msg):

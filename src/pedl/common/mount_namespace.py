@@ -25,6 +25,7 @@ MS_BIND = 0x1000
 MS_RDONLY = 0x1
 MS_REMOUNT = 0x20
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
+PR_SET_NO_NEW_PRIVS = 38
 MOUNTPOINTS_MODE = 0o755
 
 
@@ -69,7 +70,7 @@ def prepare_mountpoints(targets: Sequence[str]) -> None:
 
 def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str, bool]],
          user: tuple[int, int, Sequence[int]] | None = None, chdir: str | None = None,
-         shm_size: int | None = None) -> list[str]:
+         shm_size: int | None = None, no_new_privs: bool = False) -> list[str]:
     """The command line that runs `argv` with `binds` in a namespace of its own, and then, when
     `user` (uid, gid, supplementary gids) is given, as that user: mounting needs root, so the
     wrapper changes user only after it. `chdir`: the directory it then works in (a bind's target)."""
@@ -83,6 +84,8 @@ def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str, bool]],
         out += ["--chdir", chdir]
     if shm_size is not None:
         out += ["--shm-size", str(int(shm_size))]
+    if no_new_privs:
+        out += ["--no-new-privs"]
     return [*out, "--", *argv]
 
 
@@ -115,6 +118,9 @@ def _parse(args: list[str]) -> tuple[list[tuple[str, str, bool]], dict[str, str]
     options: dict[str, str] = {}  # --user, --chdir, --shm-size
     while args and args[0] != "--":
         flag = args.pop(0)
+        if flag == "--no-new-privs":
+            options[flag] = "1"
+            continue
         if flag in ("--user", "--chdir", "--shm-size") and args:
             options[flag] = args.pop(0)
             continue
@@ -146,6 +152,12 @@ def main(args: list[str]) -> int:
             become(user)
         except (OSError, ValueError) as exc:
             print(f"pedl task namespace: cannot become {user}: {exc}", file=sys.stderr)
+            return 126
+    if "--no-new-privs" in options:
+        try:
+            _check(_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        except NamespaceError as exc:
+            print(f"pedl task namespace: {exc}", file=sys.stderr)
             return 126
     if chdir is not None:
         try:

@@ -67,17 +67,30 @@ class RegistryAuth(StrictModel):
 
 class BindMount(StrictModel):
     host_path: str = Field(..., min_length=1, description="absolute path on the agent's host")
-    container_path: str = Field(..., min_length=1, description="absolute path in the task")
+    container_path: str = Field(..., min_length=1, description="path in the task: absolute, or relative to its "
+                                                               "working directory")
     read_only: bool = False
     propagation: Literal["rprivate", "private", "rshared", "shared", "rslave", "slave"] = "rprivate"
 
     @field_validator("host_path", "container_path")
     @classmethod
+    def _plain(cls, v: str) -> str:
+        if "\x00" in v or ":" in v or "," in v:
+            raise ValueError("must not contain ':' or ','")
+        return v
+
+    @field_validator("host_path")
+    @classmethod
     def _absolute(cls, v: str) -> str:
         if not v.startswith("/"):
             raise ValueError("must be an absolute path")
-        if "\x00" in v or ":" in v or "," in v:
-            raise ValueError("must not contain ':' or ','")
+        return v
+
+    @field_validator("container_path")
+    @classmethod
+    def _inside_when_relative(cls, v: str) -> str:
+        if not v.startswith("/") and ".." in v.split("/"):
+            raise ValueError("a relative path must stay in the task's working directory (no '..')")
         return v
 
     @field_validator("container_path")
@@ -155,6 +168,12 @@ def container_spec(defaults: TaskContainerDefaults, environment: Any, bind_mount
             "registry_auth": auth.model_dump(exclude_none=True) if auth else None,
             "bind_mounts": [m.model_dump() for m in [*defaults.bind_mounts, *bind_mounts]],
             "shm_size_bytes": shm_size or defaults.shm_size_bytes, "network_mode": defaults.network_mode}
+
+
+def process_mounts(defaults: TaskContainerDefaults, bind_mounts: list[BindMount]) -> list[dict[str, Any]]:
+    """The bind mounts of a task that runs as a process (in a mount namespace of its own on the agent):
+    the defaults' and then its own, as a container gets them."""
+    return [m.model_dump() for m in [*defaults.bind_mounts, *bind_mounts]]
 
 
 def task_variables(defaults: TaskContainerDefaults,

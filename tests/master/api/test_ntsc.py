@@ -224,3 +224,27 @@ def test_a_containers_shm_size_is_the_tasks_over_the_defaults() -> None:
     defaults = TaskContainerDefaults(shm_size_bytes=2**30)
     assert container_spec(defaults, cfg.environment, [], cfg.resources.shm_size)["shm_size_bytes"] == 512 * 2**20
     assert container_spec(defaults, cfg.environment, [])["shm_size_bytes"] == 2**30
+
+
+def test_a_process_tasks_bind_mounts_reach_its_agent_and_a_containers_stay_in_its_container(
+        client: TestClient, user: dict, agent: FakeAgent) -> None:
+    mounts = [{"host_path": "/data", "container_path": "/data", "read_only": True},
+              {"host_path": "/srv/x", "container_path": "rel/x"}]
+    launch(client, user, config={"entrypoint": "true", "bind_mounts": mounts})
+    [task] = agent.start_all()
+    got = task.message["bind_mounts"]
+    assert [(m["host_path"], m["container_path"], m["read_only"]) for m in got] == [
+        ("/data", "/data", True), ("/srv/x", "rel/x", False)]
+    agent.exit(task.allocation_id, 0)
+    for bad, words in (("../up", "no '..'"), ("a/../../b", "no '..'"), ("x:y", "':'")):
+        r = post(client, "/api/v1/commands", {"config": {"entrypoint": "true", "bind_mounts": [
+            {"host_path": "/data", "container_path": bad}]}}, user)
+        assert r.status_code == 400 and "bind_mounts" in r.text and words in r.text, r.text
+
+
+def test_a_relative_mount_goes_under_the_tasks_working_directory() -> None:
+    from pedl.agent.containers import WORKDIR, mount_target
+
+    assert mount_target("/data") == "/data"
+    assert mount_target("rel/x") == f"{WORKDIR}/rel/x"
+    assert mount_target("rel", "/w/alloc-1") == "/w/alloc-1/rel"

@@ -173,7 +173,7 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                 env={**spec["env"], **rank_env} if rank_env else spec["env"], slot_ids=slot_ids,
                 session_token=token, device_env=spec["device_env"], container=spec["container"],
                 run_as=spec["run_as"], startup_hook=defaults[row.resource_pool].startup_hook or "",
-                shm_size_bytes=spec["shm_size"],
+                shm_size_bytes=spec["shm_size"], bind_mounts=[] if spec["container"] else spec["bind_mounts"],
                 context_url=f"{base}/api/v1/tasks/{row.task_id}/context_directory")))
     return out
 

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from pedl.common.agent_protocol import AgentUserGroup
 from pedl.config.task_config import TaskConfig
-from pedl.config.task_container import TaskContainerDefaults, container_spec, task_variables
+from pedl.config.task_container import TaskContainerDefaults, container_spec, process_mounts, task_variables
 from pedl.master.cluster.bulk_rows import dialect_of, id_list, in_list
 from pedl.master.cluster.json_columns import loads
 from pedl.master.db import models
@@ -93,4 +93,5 @@ def spec(cluster_id: str, alloc: Any, token: str, rows: GenericRows, defaults: T
     return {"entrypoint": task_kinds.entrypoint(task), "env": env, "device_env": by_device,
             "container": container_spec(defaults, cfg.environment, cfg.bind_mounts, cfg.resources.shm_size),
             "shm_size": cfg.resources.shm_size,
+            "bind_mounts": process_mounts(defaults, cfg.bind_mounts),
             "run_as": rows.agent_groups.get(task.owner_id, default_run_as)}

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from pedl.common.agent_protocol import AgentUserGroup
 from pedl.config.experiment_config import ExperimentConfig
 from pedl.config.security_config import DefaultTaskUser
-from pedl.config.task_container import TaskContainerDefaults, container_spec, task_variables
+from pedl.config.task_container import TaskContainerDefaults, container_spec, process_mounts, task_variables
 from pedl.master.cluster.bulk_rows import dialect_of, id_list, in_list
 from pedl.master.cluster.json_columns import as_text, loads
 from pedl.master.db import models
@@ -117,11 +117,9 @@ class SpecRows:
         if cached is None or cached[0] != exp.config_json or (cached[2] is not defaults and cached[2] != defaults):
             cfg = ExperimentConfig.model_validate(exp.config)
             plain, by_device = task_variables(defaults, cfg.environment)
-            cached = (exp.config_json, TaskRuntimeSpec(plain, by_device,
-                                                       container_spec(defaults, cfg.environment, cfg.bind_mounts,
-                                                                      cfg.resources.shm_size),
-                                                       cfg.resources.shm_size),
-                      defaults)
+            container = container_spec(defaults, cfg.environment, cfg.bind_mounts, cfg.resources.shm_size)
+            cached = (exp.config_json, TaskRuntimeSpec(plain, by_device, container, cfg.resources.shm_size,
+                                                       process_mounts(defaults, cfg.bind_mounts)), defaults)
             self.cache.runtimes[exp.id] = cached
         return cached[1]
 
@@ -132,6 +130,7 @@ class TaskRuntimeSpec:
     device_env: dict[str, dict[str, str]]  # {cpu, gpu}: the agent applies the one its slots are
     container: dict[str, Any] | None  # None: a process
     shm_size: int | None = None  # resources.shm_size: a process task's own /dev/shm (a container's is in `container`)
+    bind_mounts: list[dict[str, Any]] = field(default_factory=list)  # a process task's (a container's: `container`)
 
 
 def run_as_default(default_task: DefaultTaskUser | None) -> AgentUserGroup | None:
@@ -160,5 +159,5 @@ def task_spec(cluster_id: str, alloc: Any, token: str, rows: SpecRows,
                              steps_completed=steps)
     return {"entrypoint": exp.config["entrypoint"], "env": env, "device_env": runtime.device_env,
             "container": runtime.container, "run_as": rows.agent_groups.get(exp.owner_id, default_run_as),
-            "shm_size": runtime.shm_size}
+            "shm_size": runtime.shm_size, "bind_mounts": runtime.bind_mounts if runtime.container is None else []}
 
