@@ -95,12 +95,16 @@ def test_a_process_command_sees_its_bind_mounts_absolute_and_relative(pedl, tmp_
     at = tmp_path / "in-the-task"  # an absolute mountpoint the agent makes (empty) on its host
     config = tmp_path / "cmd.yaml"
     config.write_text(f"bind_mounts:\n  - {{host_path: {data}, container_path: {at}, read_only: true}}\n"
-                      f"  - {{host_path: {data}, container_path: rel-data}}\n")
+                      f"  - {{host_path: {data}, container_path: rel-data}}\n"
+                      f"  - {{host_path: {tmp_path / 'absent'}, container_path: absent-data}}\n")
     done = pedl("cmd", "run", "--config-file", str(config), "sh", "-c",
                 f"cat {at}/x.txt rel-data/x.txt; touch {at}/y 2>/dev/null || echo read-only")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-3:] == ["from the host", "from the host", "read-only"], done.stdout
     assert list(at.iterdir()) == []  # the host saw only the empty mountpoint
+    said = f"host_path {tmp_path / 'absent'} does not exist here; absent-data is not mounted"
+    assert said in done.stderr + done.stdout
+    assert not (tmp_path / "absent").exists()  # the agent makes no host path a config names
 
 
 def test_cmd_run_exits_with_the_commands_code(pedl) -> None:

@@ -313,13 +313,16 @@ class TaskRuntime:
     def _mountpoints(self) -> list[tuple[str, str, bool]]:
         """The task's bind mounts as namespace binds: an absolute container_path as it is, a relative one in
         the task's directory; a missing mountpoint is made (an empty directory, or file for a file), on the
-        host for an absolute path. A host_path that does not exist fails the task, naming it."""
+        host for an absolute path. A host_path that does not exist is not mounted, and the task's log says so
+        (the agent makes no host path a config names; a TensorBoard's storage may not exist yet)."""
         out = []
         for mount in self.spec.bind_mounts:
             source = Path(mount["host_path"])
             target = Path(containers.mount_target(mount["container_path"], str(self.directory)))
             if not source.exists():
-                raise TaskSetupError(f"bind_mounts: host_path {source} does not exist on agent {self._host.agent_id}")
+                self._logs.add("agent", f"pedl agent {self._host.agent_id}: bind_mounts: host_path {source} does not "
+                                        f"exist here; {mount['container_path']} is not mounted")
+                continue
             try:
                 if source.is_dir():
                     target.mkdir(parents=True, exist_ok=True)
