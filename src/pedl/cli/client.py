@@ -164,8 +164,9 @@ class MasterClient:
             return Unavailable(f"cannot reach the master at {self.url}")
         if isinstance(exc, httpx.TimeoutException):
             return Unavailable(f"the master at {self.url} did not answer in time")
-        if isinstance(exc, httpx.RemoteProtocolError) and self.url.startswith("http://"):
-            # what a master serving HTTPS does to a plain HTTP request: it hangs up
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and self.url.startswith("http://"):
+            # what a master serving HTTPS does to a plain HTTP request: it hangs up, with a clean close or,
+            # when its TLS alert races the request, a reset (seen under load in CI)
             return Unavailable(f"the master at {self.url} closed the connection without an answer; "
                                "if it serves HTTPS, use an https:// URL")
         return Unavailable(f"lost the connection to the master at {self.url} ({type(exc).__name__})")
