@@ -154,8 +154,7 @@ class TaskRuntime:
         tgz = await fetch_context(self.spec.context_url, self.spec.session_token, self._host.ssl_context,
                                   self._host.master_cert)
         await asyncio.to_thread(unpack_context, tgz, directory)
-        if self.spec.startup_hook or (directory / CONTEXT_HOOK).is_file():
-            argv = task_argv(self.spec.entrypoint, self.spec.startup_hook, (directory / CONTEXT_HOOK).is_file())
+        argv = task_argv(self.spec.entrypoint, self.spec.startup_hook, (directory / CONTEXT_HOOK).is_file())
         if self.spec.container is not None:
             return await self._container(argv)
         env = task_env(self.spec, self._host, gpu=self._gpu)

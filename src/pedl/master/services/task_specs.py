@@ -159,5 +159,5 @@ def task_spec(cluster_id: str, alloc: Any, token: str, rows: SpecRows,
                              steps_completed=steps)
     return {"entrypoint": exp.config["entrypoint"], "env": env, "device_env": runtime.device_env,
             "container": runtime.container, "run_as": rows.agent_groups.get(exp.owner_id, default_run_as),
-            "shm_size": runtime.shm_size, "bind_mounts": runtime.bind_mounts if runtime.container is None else []}
+            "shm_size": runtime.shm_size, "bind_mounts": runtime.bind_mounts}
 

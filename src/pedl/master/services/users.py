@@ -171,9 +171,8 @@ def resolve_caller(ctx: MasterContext, token: str) -> Caller:
     (a task caller), or, for a task's DET_USER_TOKEN, that owner as a user while the allocation lives."""
     with ctx.db.read_session() as s:
         if token.startswith(TASK_USER_PREFIX):
-            alloc = s.scalar(select(models.Allocation).where(
-                models.Allocation.session_token_hash == token_hash(token[len(TASK_USER_PREFIX):])))
-            if alloc is None or alloc.state not in LIVE_ALLOCATION:
+            alloc = _live_allocation(s, token[len(TASK_USER_PREFIX):])
+            if alloc is None:
                 raise Unauthenticated("this task's user token ended with its task")
             user = s.get(models.User, alloc.owner_id)
             if user is None or not user.active:
@@ -183,13 +182,18 @@ def resolve_caller(ctx: MasterContext, token: str) -> Caller:
             user, sess = session_for_token(s, ctx.clock.now(), token)
             return Caller(user, expires_at=sess.expires_at, issued_at=sess.created_at)
         except Unauthenticated:
-            alloc = s.scalar(select(models.Allocation).where(models.Allocation.session_token_hash == token_hash(token)))
-            if alloc is None or alloc.state not in LIVE_ALLOCATION:
+            alloc = _live_allocation(s, token)
+            if alloc is None:
                 raise
             user = s.get(models.User, alloc.owner_id)
             if user is None:
                 raise
             return Caller(user, alloc.id)
+
+
+def _live_allocation(s: Session, task_token: str) -> models.Allocation | None:
+    alloc = s.scalar(select(models.Allocation).where(models.Allocation.session_token_hash == token_hash(task_token)))
+    return alloc if alloc is not None and alloc.state in LIVE_ALLOCATION else None
 
 
 def log_in(ctx: MasterContext, username: str, password: str, is_hashed: bool, address: str) -> tuple[str, models.User]:
