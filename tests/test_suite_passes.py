@@ -35,3 +35,12 @@ def test_the_makefile_passes_collect_the_same_paths() -> None:
         declared = re.search(rf"^{marker.upper()}_TESTS := (\S+)$", makefile, re.M)
         assert declared, f"Makefile declares no {marker.upper()}_TESTS"
         assert path.rstrip("/") == declared.group(1).rstrip("/")
+
+
+def test_the_api_modules_run_on_both_databases_exist_and_the_others_run_on_postgresql() -> None:
+    """A renamed module would otherwise drop to PostgreSQL alone without a word."""
+    from tests.master.conftest import API_MODULES_ON_BOTH_DATABASES
+
+    api = Path(__file__).parent / "master" / "api"
+    assert {name for name in API_MODULES_ON_BOTH_DATABASES if not (api / f"{name}.py").exists()} == set()
+    assert len({p.stem for p in api.glob("test_*.py")} - API_MODULES_ON_BOTH_DATABASES) > 20

@@ -32,6 +32,25 @@ def combinations() -> list[tuple[bool, str, bool, bool, bool, bool]]:
                                   [False, True]))
 
 
+def covering_combinations(strength: int = 3) -> list[tuple[bool, str, bool, bool, bool, bool]]:
+    """Combinations in which every value of every `strength` axes meets every value of the others at least once
+    (a covering array, picked greedily): a fault that needs up to three options set a certain way shows in one
+    of them. For six two-valued axes that is 12 of the 64; cfn-lint takes ~0.5 s of CPU a template."""
+    everything = combinations()
+    axes = list(itertools.combinations(range(len(AXES)), strength))
+
+    def keys(combo: tuple[Any, ...]) -> set[tuple[Any, ...]]:
+        return {(which, tuple(combo[i] for i in which)) for which in axes}
+
+    uncovered = set().union(*(keys(c) for c in everything))
+    picked: list[tuple[bool, str, bool, bool, bool, bool]] = []
+    while uncovered:
+        best = max(everything, key=lambda c: len(keys(c) & uncovered))  # the first of the best: deterministic
+        picked.append(best)
+        uncovered -= keys(best)
+    return picked
+
+
 def combination_id(combo: tuple[Any, ...]) -> str:
     return "-".join(f"{axis}={value}" for axis, value in zip(AXES, combo, strict=True))
 

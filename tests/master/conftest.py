@@ -14,6 +14,24 @@ from pedl.config.master_config import MasterConfig
 from pedl.master.app import create_app
 from tests.master.fakes import FakeAgent, bearer, login
 
+# tests/master/api checks what each route answers on PostgreSQL, the production database, and on both databases
+# only where its subject is what the database's SQL decides: which rows a listing, filter, sort, series or
+# aggregate returns. Every route's SQL lives in the services, which tests/master/services run on both; the CLI
+# tests drive the same routes on SQLite, and schemathesis every operation on both. (~60 CPU-s of CI's ~1,700.)
+API_MODULES_ON_BOTH_DATABASES = frozenset({
+    "test_checkpoints", "test_trial_checkpoints", "test_experiment_listing", "test_trials", "test_trial_time_series",
+    "test_metric_export", "test_metric_batches", "test_metric_reports", "test_model_registry", "test_project_columns",
+    "test_jobs", "test_task_logs", "test_experiment_bulk", "test_projects", "test_workspaces",
+})
+
+
+@pytest.hookimpl(tryfirst=True)  # before the markers are read: a parametrize marker replaces the fixture's params
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    module = metafunc.module.__name__
+    if ("db_kind" in metafunc.fixturenames and module.startswith("tests.master.api.")
+            and module.rpartition(".")[2] not in API_MODULES_ON_BOTH_DATABASES):
+        metafunc.definition.add_marker(pytest.mark.parametrize("db_kind", ["postgres"], indirect=True))
+
 
 @pytest.fixture
 def clock() -> ManualClock:

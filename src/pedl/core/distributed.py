@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -330,6 +331,11 @@ class TorchCollectives:
     def close(self) -> None:
         _, dist = _import_torch()
         if self._owns_default_group and dist.is_initialized():
+            # what the training loop left in reference cycles (a DDP model's reducer and its buckets hold the
+            # group and pending work) goes now, while the group and the interpreter are whole, not in the
+            # interpreter's teardown after destroy_process_group (a rank that ended its work and exited with
+            # SIGABRT was seen once at exit: "terminate called without an active exception")
+            gc.collect()
             # ranks leave together: a rank that tears its gloo group down while a peer still talks
             # to it can abort the peer (SIGABRT at exit); a bounded wait, since a peer may be dead
             if dist.get_backend() == "gloo":
