@@ -3,8 +3,12 @@ them can take the port between the pick and the listener's bind; it falls back t
 
 from __future__ import annotations
 
+import base64
 import random
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +40,23 @@ def test_a_range_with_no_room_below_it_or_an_unreadable_one() -> None:
     assert port >= ports.LOWEST
     assert ports.ephemeral_range("garbage") == (32768, 60999)
     assert ports.ephemeral_range("1024 65535") == (1024, 65535)
+
+
+def test_a_services_launcher_picks_its_port_with_the_copy_shipped_beside_it(tmp_path: Path) -> None:
+    """In a task's context the launcher runs with whatever python3 the task has, pedl perhaps not installed
+    (-S: no site-packages here): it imports the .pedl/pedl_ports.py the master ships beside it."""
+    from pedl.master.services import task_kinds
+
+    for entry in task_kinds.context_files("notebook"):
+        target = tmp_path / entry["path"]
+        if entry["type"] == 53:
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.write_bytes(base64.b64decode(entry["content"]))
+    assert (tmp_path / ".pedl" / "pedl_ports.py").read_bytes() == Path(ports.__file__).read_bytes()
+    code = ("import sys; sys.path.insert(0, '.pedl'); import service_launcher, pedl_ports; "
+            "assert 'pedl' not in sys.modules; print(service_launcher.free_port(), pedl_ports.ephemeral_range()[0])")
+    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    port, first = (int(word) for word in out.stdout.split())
+    assert ports.LOWEST <= port < first

@@ -3,7 +3,7 @@ tells the master where it listens once it answers, so that /proxy/{task_id}/ goe
 task reads as ready.
 
 The standard library only: it runs with whatever python3 the task has (a container image, the
-agent's PATH), and travels in the task's context as .pedl/service_launcher.py.
+agent's PATH), and travels in the task's context as .pedl/service_launcher.py, beside .pedl/pedl_ports.py.
 
     python3 .pedl/service_launcher.py [--http PATH] -- ARGV...
 
@@ -33,9 +33,14 @@ REGISTER_ATTEMPTS = 30
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("0.0.0.0", 0))
-        return sock.getsockname()[1]
+    """A port below the kernel's ephemeral range, so that no outgoing connection takes it in the seconds
+    before the service binds it (pedl/common/ports.py: the master ships it beside this file as
+    .pedl/pedl_ports.py; inside pedl itself it is imported from its package)."""
+    try:
+        import pedl_ports  # noqa: PLC0415 - the file beside this one in the task's context
+    except ImportError:
+        from pedl.common import ports as pedl_ports  # noqa: PLC0415
+    return pedl_ports.free_port("0.0.0.0")
 
 
 def answers(port: int, http_path: str | None) -> bool:

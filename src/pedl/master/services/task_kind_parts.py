@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LAUNCHER_PATH = ".pedl/service_launcher.py"
+PORTS_PATH = ".pedl/pedl_ports.py"  # pedl/common/ports.py, which the launcher picks its port with
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from pedl.config.task_config import TaskConfig
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
-from pedl.master.services.task_kind_parts import LAUNCHER_PATH, Prepared, launched  # noqa: F401 - re-exported
+from pedl.master.services.task_kind_parts import LAUNCHER_PATH, PORTS_PATH, Prepared, launched  # noqa: F401 - re-exported
 
 SERVICES = ("notebook", "shell", "tensorboard")
 NAMES = {"command": "Command", "notebook": "JupyterLab", "shell": "Shell", "tensorboard": "TensorBoard"}
@@ -82,15 +82,17 @@ def proxied_as_tcp(kind: str) -> bool:
 
 
 def context_files(kind: str) -> list[dict[str, Any]]:
-    """Files the master adds to a task's context (Determined's v1File shape): the service launcher and
-    the kind's own (a shell's sshd runner)."""
+    """Files the master adds to a task's context (Determined's v1File shape): the service launcher, the
+    port picker it imports from beside it, and the kind's own (a shell's sshd runner)."""
     if kind not in SERVICES:
         return []
-    source = resources.files("pedl.launch").joinpath("service_launcher.py").read_bytes()
+    launcher = resources.files("pedl.launch").joinpath("service_launcher.py").read_bytes()
+    ports = resources.files("pedl.common").joinpath("ports.py").read_bytes()
     module = _module(kind)
     own = module.context_files() if hasattr(module, "context_files") else []
     return [{"path": ".pedl", "type": 53, "mode": 0o755},
-            {"path": LAUNCHER_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(source).decode()}, *own]
+            {"path": LAUNCHER_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(launcher).decode()},
+            {"path": PORTS_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(ports).decode()}, *own]
 
 
 def entrypoint(task: Any) -> str | list[str]:
