@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 from tests.conftest import PASS_PATHS, _outside_its_pass
 
@@ -37,10 +38,21 @@ def test_the_makefile_passes_collect_the_same_paths() -> None:
         assert path.rstrip("/") == declared.group(1).rstrip("/")
 
 
-def test_the_api_modules_run_on_both_databases_exist_and_the_others_run_on_postgresql() -> None:
-    """A renamed module would otherwise drop to PostgreSQL alone without a word."""
-    from tests.master.conftest import API_MODULES_ON_BOTH_DATABASES
+def test_api_modules_outside_the_list_run_on_postgresql_alone_and_the_listed_on_both() -> None:
+    from tests.master.conftest import API_MODULES_ON_BOTH_DATABASES, pytest_generate_tests
 
+    def markers(module: str, fixtures: tuple[str, ...] = ("db_kind", "client")) -> list[object]:
+        added: list[object] = []
+        metafunc = SimpleNamespace(module=SimpleNamespace(__name__=module), fixturenames=list(fixtures),
+                                   definition=SimpleNamespace(add_marker=added.append))
+        pytest_generate_tests(metafunc)  # type: ignore[arg-type]
+        return added
+
+    [only] = markers("tests.master.api.test_auth")
+    assert (only.args, only.kwargs) == (("db_kind", ["postgres"]), {"indirect": True})  # type: ignore[attr-defined]
+    assert markers("tests.master.api.test_experiment_listing") == []  # listed: both, from the fixture's params
+    assert markers("tests.master.services.test_users") == []  # outside tests/master/api: both
+    assert markers("tests.master.api.test_auth", ("client",)) == []  # no database at all
+    # a renamed module would otherwise drop to PostgreSQL alone without a word
     api = Path(__file__).parent / "master" / "api"
     assert {name for name in API_MODULES_ON_BOTH_DATABASES if not (api / f"{name}.py").exists()} == set()
-    assert len({p.stem for p in api.glob("test_*.py")} - API_MODULES_ON_BOTH_DATABASES) > 20

@@ -31,12 +31,12 @@ def test_a_taken_port_is_not_picked(monkeypatch: pytest.MonkeyPatch) -> None:
         held.listen()
         taken = held.getsockname()[1]
         monkeypatch.setattr(ports, "LOWEST", taken)  # the only port below the range is the one held
-        got = ports.free_port(rng=random.Random(1), port_range=f"{taken + 1} 60999")
+        got = ports.free_port(rng=random.Random(1), below=taken + 1)
         assert got != taken  # every try found it taken, so the OS picked
 
 
 def test_a_range_with_no_room_below_it_or_an_unreadable_one() -> None:
-    port = ports.free_port(port_range=f"{ports.LOWEST} 60999")  # no room below: the OS's pick
+    port = ports.free_port(below=ports.LOWEST)  # no room below: the OS's pick
     assert port >= ports.LOWEST
     assert ports.ephemeral_range("garbage") == (32768, 60999)
     assert ports.ephemeral_range("1024 65535") == (1024, 65535)

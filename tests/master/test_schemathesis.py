@@ -47,8 +47,8 @@ pytestmark = pytest.mark.slow  # minutes each: handed out first under pytest-xdi
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
           "response_schema_conformance,ignored_auth,unsupported_method,allow_header_conformance")
 # Fuzzed examples per operation, beside the coverage phase, which sends every documented edge value: 5 on
-# PostgreSQL (the production database) keeps the two runs near 80 s of CPU together, of CI's ~1,400 (each example
-# is ~2.5 s of CPU over the ~160 operations; 15 took 200 s). A fixed seed keeps the suite deterministic;
+# PostgreSQL (the production database) took ~41 s of CPU, 10 took ~58; with SQLite's run (~37) the two are ~80 s
+# of a main pass's ~1,400. A fixed seed keeps the suite deterministic;
 # PEDL_SCHEMATHESIS_SEED and PEDL_SCHEMATHESIS_EXAMPLES explore further by hand.
 MAX_EXAMPLES = int(os.environ.get("PEDL_SCHEMATHESIS_EXAMPLES", "5"))
 # On SQLite, 3: what a 5xx could differ in between the databases is their SQL, which every edge value reaches.

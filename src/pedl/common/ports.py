@@ -27,9 +27,10 @@ def ephemeral_range(text: str | None = None) -> tuple[int, int]:
     return first, last
 
 
-def free_port(host: str = "127.0.0.1", *, rng: random.Random | None = None, port_range: str | None = None) -> int:
+def free_port(host: str = "127.0.0.1", *, rng: random.Random | None = None, below: int | None = None) -> int:
+    """`below`: where the ephemeral range starts (the kernel's, read each call; tests pass their own)."""
     pick = rng or random.SystemRandom()
-    first, _ = ephemeral_range(port_range)
+    first = ephemeral_range()[0] if below is None else below
     if first - 1 > LOWEST:
         for _ in range(TRIES):
             port = pick.randint(LOWEST, first - 1)
