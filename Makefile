@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 DET_VENV ?= .venv-det
+# the det venv is also the task environment of Determined's e2e suite, whose tasks run as other users (uid 65533
+# in test_non_root_experiment): its interpreter must lie where they may enter. pyenv's lives under /root (0700),
+# so Debian's python3.11 is taken where there is one.
+DET_PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) $(PYTHON))
+# Determined's e2e suite (run.sh makes its runner's venv, .venv-e2e, beside it on the first run)
+DET_E2E_SUITE ?= $(abspath ../shared/determined-e2e-0.38.1)
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?=
 # most of the suite waits on real processes, so it runs in parallel even on 2 cores; `serial`
@@ -21,7 +27,7 @@ SETUP_JOBS ?= 4
 PIP = flock $(VENV)/.pip-lock $(BIN)/pip
 APT_GET = flock /tmp/pedl-apt.lock apt-get
 
-.PHONY: venv install install-test install-torch det-venv det-e2e compat-e2e demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
+.PHONY: venv install install-test install-torch det-venv det-e2e-venv det-e2e compat-e2e demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
 	sshd docker docker-base
 
 $(BIN)/python:
@@ -103,11 +109,17 @@ install-torch: $(VENV)/.installed-torch
 # Under CI a failed install fails the target: a skipped compatibility suite would hide regressions.
 DET_VENV_MISSING := determined==0.38.1 could not be installed into $(DET_VENV)
 $(DET_VENV)/.installed:
-	$(PYTHON) -m venv $(DET_VENV)
+	$(DET_PYTHON) -m venv $(DET_VENV)
 	$(DET_VENV)/bin/pip install -q determined==0.38.1 torch==$(TORCH_VERSION) tensorboard jupyterlab \
 	  || { if [ -n "$$CI" ]; then echo "$(DET_VENV_MISSING); under CI the compat tests must run: fix the install"; \
 	       exit 1; else echo "$(DET_VENV_MISSING); the compat tests will skip"; fi; }
 	touch $@
+
+# the suite runner's own venv, as run.sh makes it, made here so that make test's setup installs it in parallel
+det-e2e-venv:
+	@if [ -d $(DET_E2E_SUITE) ] && [ ! -x $(DET_E2E_SUITE)/.venv-e2e/bin/pytest ]; then \
+	  $(PYTHON) -m venv $(DET_E2E_SUITE)/.venv-e2e && \
+	  $(DET_E2E_SUITE)/.venv-e2e/bin/pip install -q determined==0.38.1 pytest pytest-timeout "kubernetes==31.0.0"; fi
 
 # the marker may stand from a failed install outside CI; under CI the det executable itself must be there
 det-venv: $(DET_VENV)/.installed
@@ -118,12 +130,12 @@ det-venv: $(DET_VENV)/.installed
 # Determined's own e2e suite (../shared/determined-e2e-0.38.1, run by its run.sh) against a fresh pedl master
 # and one local agent. DET_E2E_ARGS go to pytest (`-k test_users` picks one file). `compat-e2e` passes when
 # every test passes but those tools/det_e2e_exclusions.yaml lists (with reasons), and fails on a listed one
-# that passes. Not part of `make test`: ~12 minutes on a 2-core box, which the 20 minutes of make test lack.
+# that passes. `make test` runs it too, as one test of its main pass (tests/compat/test_determined_e2e_suite.py).
 DET_E2E_ARGS ?=
-det-e2e: install det-venv
+det-e2e: install det-venv det-e2e-venv
 	$(BIN)/python tools/det_e2e.py $(DET_E2E_ARGS)
 
-compat-e2e: install det-venv
+compat-e2e: install det-venv det-e2e-venv
 	$(BIN)/python tools/det_e2e.py --tb=native --exclusions tools/det_e2e_exclusions.yaml $(DET_E2E_ARGS)
 
 demo: install
@@ -140,7 +152,7 @@ test:
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m "browser and not serial" $(BROWSER_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -p no:cacheprovider -m serial $(SERIAL_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-test-setup: install-test install-torch det-venv chromium sshd postgres-check docker test-bytecode
+test-setup: install-test install-torch det-venv det-e2e-venv chromium sshd postgres-check docker test-bytecode
 
 # the suite's bytecode, written once (under `make test`, while the task image builds). Where
 # PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it) no process writes any, so each master,

@@ -58,3 +58,11 @@ def test_an_exclusion_list_without_a_reason_per_test_is_refused(tmp_path: Path, 
 def test_the_projects_exclusion_list_reads_and_gives_each_test_a_reason() -> None:
     exclusions = det_e2e.read_exclusions(ROOT / "tools" / "det_e2e_exclusions.yaml")
     assert exclusions and all("::" in test and test.startswith("tests/") for test in exclusions)
+
+
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_a_per_test_timeout_below_one_second_is_refused_naming_the_option(value: str, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("sys.argv", ["det_e2e.py", "--timeout", value])
+    with pytest.raises(SystemExit) as exited:
+        det_e2e.main()
+    assert exited.value.code == 2 and "--timeout" in capsys.readouterr().err

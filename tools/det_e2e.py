@@ -1,14 +1,15 @@
 """Runs Determined 0.38.1's own end-to-end suite (the e2e_cpu tests of its run.sh FILES) against a
 fresh pedl master on SQLite with one local agent, and prints passed/failed/error/skipped per file.
 
-    python tools/det_e2e.py [--suite DIR] [--det-venv DIR] [--slots N] [--keep] [PYTEST ARGS...]
+    python tools/det_e2e.py [--suite DIR] [--det-venv DIR] [--slots N] [--timeout S] [--keep] [PYTEST ARGS...]
 
 The suite is an outside conformance check: it is run here, never copied into pedl. As on Determined's
 CI cluster, trials import `determined`: the agent's tasks get the det venv first on PATH (the master's
 task_container_defaults), and experiments may keep checkpoints under /tmp and ~/.cache/determined, as the
 suite's configs ask.
 The suite is ../shared/determined-e2e-0.38.1 beside the checkout unless --suite or PEDL_DET_E2E names another.
-run.sh always names every file of FILES: select one file's tests with `-k test_users`. Exit status:
+run.sh always names every file of FILES: select one file's tests with `-k test_users`. --timeout replaces
+run.sh's 120 s per test (make test runs the suite beside its own on two busy cores). Exit status:
 run.sh's (pytest's). With --keep the work directory (master and agent logs, junit.xml) stays.
 """
 
@@ -130,8 +131,9 @@ def run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         env["XDG_CONFIG_HOME"] = str(work / "det-config")
         junit = work / "junit.xml"
         started = time.monotonic()
+        timeout = ["--timeout", str(args.timeout)] if args.timeout else []  # after run.sh's: the last one counts
         rc = subprocess.call([str(args.suite / "run.sh"), "127.0.0.1", str(master.port), "-o", "junit_family=xunit1",
-                              f"--junitxml={junit}", *pytest_args], env=env)
+                              f"--junitxml={junit}", *timeout, *pytest_args], env=env)
         if not junit.exists():
             return rc or 1
         results = outcomes(junit)
@@ -163,11 +165,15 @@ def main() -> int:
     parser.add_argument("--det-venv", type=Path, default=REPO / ".venv-det",
                         help="a venv with determined==0.38.1, first on the tasks' PATH")
     parser.add_argument("--slots", type=int, default=1, help="the agent's slots (the suite expects 1)")
+    parser.add_argument("--timeout", type=int, default=None,
+                        help="seconds each test may take (run.sh's pytest-timeout: 120)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory and its logs")
     parser.add_argument("--exclusions", type=Path, default=None,
                         help="the tests expected to fail, with reasons (YAML): the run fails on any other failure, "
                              "and on a listed test that passes")
     args, pytest_args = parser.parse_known_args()
+    if args.timeout is not None and args.timeout < 1:
+        parser.error(f"--timeout: {args.timeout} is not a number of seconds (1 or more)")
     for need in (args.suite / "run.sh", args.det_venv / "bin" / "python3"):
         if not need.exists():
             parser.error(f"{need} is missing (--suite / --det-venv; `make det-venv` makes the det venv)")

@@ -198,7 +198,8 @@ def find(ctx: MasterContext, task_id: str) -> Shown | None:
 def listing(ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: list[int],
             workspace_id: int | None) -> list[Shown]:
     """The kind's live tasks and those that ended in the last ENDED_LISTED_FOR, newest first; a
-    workspace that does not exist is a 404."""
+    workspace that does not exist is a 404, and the tasks of a deleted workspace (killed with it) are not
+    listed (Determined's test_workspace_delete_notebook); each stays readable by its id."""
     check_kind(kind)
     with ctx.db.read_session() as s:
         if workspace_id and s.get(models.Workspace, workspace_id) is None:
@@ -206,6 +207,7 @@ def listing(ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: li
         recent = ctx.clock.now() - ENDED_LISTED_FOR
         stmt = (select(G, ALLOC, models.User).join(ALLOC, ALLOC.task_id == G.id)
                 .join(models.User, models.User.id == G.owner_id)
+                .join(models.Workspace, models.Workspace.id == G.workspace_id)
                 .where(G.kind == kind, or_(ALLOC.state.in_(LIVE_ALLOCATION), ALLOC.ended_at >= recent)))
         if usernames:
             stmt = stmt.where(models.User.username.in_(usernames))
