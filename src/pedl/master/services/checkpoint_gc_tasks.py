@@ -64,7 +64,7 @@ def pool_has_agent(s: Session, pool: str, connected: Collection[str]) -> bool:
 
 def runs_on_agent(ctx: MasterContext, experiment_id: int, storage: Mapping[str, Any]) -> bool:
     """`on_agent` for an experiment's checkpoints now (its pool's agents read in a short transaction)."""
-    if not on_agent(storage, pool_has_agent=True):
+    if not ctx.config.checkpoint_gc_tasks or not on_agent(storage, pool_has_agent=True):
         return False
     with ctx.db.read_session() as s:
         exp = s.get(models.Experiment, experiment_id)
