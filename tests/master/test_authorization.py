@@ -315,6 +315,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/checkpoints", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}/download", R, None),
+    ("GET", "/checkpoints/{ckpt}", R, None),  # Determined's gzipped download (det checkpoint download --mode master)
     ("GET", "/api/v1/checkpoints/{ckpt}/metrics", R, None),
     ("GET", "/api/v1/workspaces", R, None),
     ("GET", "/api/v1/workspaces/{ws}", R, None),

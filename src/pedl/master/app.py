@@ -219,6 +219,7 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
                    task_activity, checkpoint_gc_reports):
         _add_routes(app, module.router)
     _add_routes(app, tasks.legacy_router)
+    _add_routes(app, checkpoints.legacy_router)
     openapi.install(app)  # after the routers: it corrects the document they produce
     app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI
 
