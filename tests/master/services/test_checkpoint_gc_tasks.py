@@ -99,12 +99,8 @@ def test_a_failed_task_of_a_users_request_leaves_the_rows_and_warns(client: Test
     agent.exit(gc.allocation_id, 1, "boom")
     assert shown(client, user, name)["state"] == "STATE_COMPLETED"
     exp_id = shown(client, user, name)["training"]["experimentId"]
-    ctx = client.app.state.ctx
-    from pedl.master.db import models  # noqa: PLC0415
-
-    with ctx.db.read_session() as s:
-        warnings = [e.message for e in s.query(models.Event).filter_by(entity_type="experiment",
-                                                                       entity_id=str(exp_id), level="warning")]
+    events = client.get(f"/api/v1/experiments/{exp_id}/events", headers=user).json()["events"]
+    warnings = [e["message"] for e in events if e["level"] == "warning"]
     assert any(gc.task_id in w and "did not report" in w for w in warnings), warnings
 
 

@@ -340,11 +340,11 @@ class CheckpointGC:
         task_id = self._tasks.get(experiment_id)
         if task_id is None:
             return True
-        with self.ctx.db.read_session() as s:
-            result = checkpoint_gc_tasks.outcome(s, task_id)
+        # under the cluster lock, as `plan`: the task's end asks for this collection inside its transaction
+        result = self.ctx.controller.run(lambda s: checkpoint_gc_tasks.outcome(s, task_id))
         if result.live:
             return False
-        del self._tasks[experiment_id]
+        self._tasks.pop(experiment_id, None)
         if result.ok:
             self._failures.pop(experiment_id, None)
             return True
