@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from pedl.config.task_config import TaskConfig
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
+from pedl.master.services import checkpoint_gc_task_rows
 from pedl.master.services.task_kind_parts import LAUNCHER_PATH, PORTS_PATH, Prepared, launched  # noqa: F401 - re-exported
 
 SERVICES = ("notebook", "shell", "tensorboard")
@@ -100,9 +101,7 @@ def context_files(kind: str) -> list[dict[str, Any]]:
 def entrypoint(task: Any) -> str | list[str]:
     """What the task's process runs (`task`: a GenericTask or a row with id, kind and config)."""
     if task.kind == CHECKPOINT_GC:
-        from pedl.master.services import checkpoint_gc_tasks  # noqa: PLC0415 - it imports the cluster's modules
-
-        return checkpoint_gc_tasks.entrypoint()
+        return checkpoint_gc_task_rows.entrypoint()
     if task.kind == "command":
         argv = task.config.get("entrypoint") or []
         # one word is shell text, as Determined runs `det cmd run 'env | grep X'`; several are an argv
