@@ -13,7 +13,7 @@ from pedl.cli.main import app as cli_app
 from pedl.common.checkpoint_files import list_directory
 from pedl.common.checkpoint_storage import storage_from_config
 from tests.cli.fake_master import FakeMaster
-from tests.cli.test_experiments_live import Live, live, started  # noqa: F401
+from tests.cli.test_experiments_live import Live, live, master_config, started  # noqa: F401
 from tests.master.fakes import StartedTask, bearer, post
 
 CHECKPOINT = {"uuid": "ck-1", "state": "STATE_COMPLETED", "metadata": {"steps_completed": 10},

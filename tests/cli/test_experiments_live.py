@@ -34,6 +34,12 @@ class Live:
 
 
 @pytest.fixture
+def master_config(master_config: MasterConfig) -> MasterConfig:
+    # the fake agent runs no checkpoint GC task: garbage collection here is the master's own
+    return master_config.model_copy(update={"checkpoint_gc_tasks": False})
+
+
+@pytest.fixture
 def live(master_config: MasterConfig) -> Iterator[Live]:
     with LiveMaster(master_config) as master, httpx.Client(base_url=master.url, timeout=30) as http:
         agent = FakeAgent(master.server.config.app, "agent-1", slots=1)

@@ -41,6 +41,9 @@ ANY_TASK = (401, 401, 403, 200, 401, 200, 403, 403)  # any live task
 # user gets the 404 of an unknown task; task tokens never pass
 PROXY = (401, 401, 404, 403, 401, 403, 503, 503)
 TASK_OR_OWNER = (401, 401, 403, 403, 401, 200, 200, 200)  # that allocation's task token, the owner or an admin
+# a checkpoint GC task's own token only: the world's task_own is a trial's, refused too (403); the GC task's
+# own token and its uuids: tests/master/api/test_checkpoint_gc_reports.py
+GC_TASK = (401, 401, 403, 403, 401, 403, 403, 403)
 
 
 @dataclass
@@ -312,6 +315,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/checkpoints", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}/download", R, None),
+    ("GET", "/checkpoints/{ckpt}", R, None),  # Determined's gzipped download (det checkpoint download --mode master)
     ("GET", "/api/v1/checkpoints/{ckpt}/metrics", R, None),
     ("GET", "/api/v1/workspaces", R, None),
     ("GET", "/api/v1/workspaces/{ws}", R, None),
@@ -340,6 +344,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/allocations/{alloc}/signals/ack_preemption", TASK, lambda w: {}),
     ("POST", "/api/v1/allocations/{alloc}/proxy_port", TASK, lambda w: {"port": 20000 + next(w.counter)}),
     ("POST", "/api/v1/allocations/{alloc}/activity", TASK, lambda w: {}),
+    ("POST", "/api/v1/allocations/{alloc}/checkpoint_gc", GC_TASK, lambda w: {"checkpoints": []}),
     ("POST", "/api/v1/checkpoints", TASK, lambda w: _checkpoint_body(str(uuid.uuid4()), w.ids["task_a"])),
     ("POST", "/api/v1/trial-source-info", TASK, lambda w: {"trialSourceInfo": {
         "trialId": w.ids["trial"], "checkpointUuid": w.ids["ckpt"],

@@ -96,6 +96,10 @@ class MasterConfig(StrictModel):
         None, description="default storage; shared_fs under data_dir/checkpoints when unset")
     resource_pools: list[ResourcePoolConfig] = Field(
         default_factory=lambda: [ResourcePoolConfig(pool_name="default")])
+    checkpoint_gc_tasks: bool = Field(
+        True, description="delete checkpoints on a filesystem (shared_fs, directory) in a checkpoint GC task on an "
+                          "agent of the experiment's pool when one is up, as Determined does; false: the master "
+                          "always deletes them itself")
     default_compute_resource_pool: str = "default"
     default_aux_resource_pool: str = "default"
     log_level: Literal["debug", "info", "warning", "error"] = "info"

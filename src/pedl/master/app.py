@@ -20,6 +20,7 @@ from pedl.master.api import (
     agents,
     auth,
     body_limit,
+    checkpoint_gc_reports,
     checkpoints,
     conditional,
     errors,
@@ -215,9 +216,10 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
                    instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects,
                    project_experiments, templates,
                    trial_source_infos, metric_export, resource_allocation, proxy, proxy_websocket, ntsc,
-                   task_activity):
+                   task_activity, checkpoint_gc_reports):
         _add_routes(app, module.router)
     _add_routes(app, tasks.legacy_router)
+    _add_routes(app, checkpoints.legacy_router)
     openapi.install(app)  # after the routers: it corrects the document they produce
     app.router.default = webui.WebUI(not_found=app.router.default)  # a GET no route takes: the WebUI
 

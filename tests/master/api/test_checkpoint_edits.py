@@ -29,7 +29,8 @@ FILES = {"model.pt": b"m" * 100, "optimizer.pt": b"o" * 50, "logs/events.txt": b
 def master_config(master_config: MasterConfig, moto_server: str) -> MasterConfig:
     security = master_config.security.model_copy(
         update={"checkpoint_storage_roots": [f"s3://{BUCKET}"], "s3_endpoint_urls": [moto_server]})
-    return master_config.model_copy(update={"security": security})
+    # the fake agent runs no checkpoint GC task: these tests drive the master-side path
+    return master_config.model_copy(update={"security": security, "checkpoint_gc_tasks": False})
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from pedl.config.master_config import MasterConfig
 from pedl.master.db import models
 from pedl.master.services.passwords import client_hash
 from tests.master.fakes import (
@@ -40,6 +41,12 @@ class Trials:
     producer: StartedTask
     first: StartedTask
     second: StartedTask
+
+
+@pytest.fixture
+def master_config(master_config: MasterConfig) -> MasterConfig:
+    # the fake agent runs no checkpoint GC task: a delete here is the master's own
+    return master_config.model_copy(update={"checkpoint_gc_tasks": False})
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from pedl.common.checkpoint_storage import storage_from_config
+from pedl.config.master_config import MasterConfig
 from pedl.master.services.experiment_continuation import merge
 from tests.master.fakes import (
     GRID_CONFIG,
@@ -24,6 +25,12 @@ from tests.master.fakes import (
     ctx_of,
     post,
 )
+
+
+@pytest.fixture
+def master_config(master_config: MasterConfig) -> MasterConfig:
+    # the fake agent runs no checkpoint GC task (the master collects itself, as before there were GC tasks)
+    return master_config.model_copy(update={"checkpoint_gc_tasks": False})
 
 
 @pytest.fixture

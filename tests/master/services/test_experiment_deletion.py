@@ -34,7 +34,8 @@ def master_config(master_config: MasterConfig, moto_server: str) -> MasterConfig
     """The shared config, with the bucket of the s3 test (on moto) allowed as a storage root."""
     security = master_config.security.model_copy(update={"checkpoint_storage_roots": ["s3://del-bucket"],
                                                          "s3_endpoint_urls": [moto_server]})
-    return master_config.model_copy(update={"security": security})
+    # the fake agent runs no checkpoint GC task: these tests drive the master-side path
+    return master_config.model_copy(update={"security": security, "checkpoint_gc_tasks": False})
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from pedl.common.checkpoint_storage import SharedFSStorage, storage_from_config
+from pedl.config.master_config import MasterConfig
 from pedl.master.db import models
 from pedl.master.services.checkpoint_gc import CheckpointGC
 from tests.master.fakes import FakeAgent, StartedTask, bearer, create_experiment, ctx_of, post
@@ -24,6 +25,12 @@ entrypoint: python train.py
 searcher: {name: single, metric: loss, max_length: 10}
 checkpoint_storage: {save_trial_best: 0, save_trial_latest: 1, save_experiment_best: 0}
 """
+
+
+@pytest.fixture
+def master_config(master_config: MasterConfig) -> MasterConfig:
+    # the fake agent runs no checkpoint GC task: these tests drive the master-side path
+    return master_config.model_copy(update={"checkpoint_gc_tasks": False})
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ delete and file removal (Determined's SDK and det checkpoint delete|rm)."""
 from __future__ import annotations
 
 import uuid as uuid_lib
+import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -22,6 +24,9 @@ from pedl.master.services import checkpoints as checkpoints_service
 from pedl.master.services.storage_roots import is_path_component
 
 router = APIRouter(prefix="/api/v1/checkpoints")
+# Determined's master also serves a checkpoint as a gzipped tar at /checkpoints/{uuid}, outside /api/v1
+# (det checkpoint download --mode master, the SDK's download(mode=MASTER))
+legacy_router = APIRouter()
 
 
 _STATES = {"STATE_ACTIVE", "STATE_COMPLETED", "STATE_ERROR", "STATE_DELETED", "STATE_PARTIALLY_DELETED"}
@@ -149,6 +154,23 @@ def download(uuid: str, request: Request, _: Caller = Depends(caller)) -> Stream
                              headers={"Content-Length": str(got.length),
                                       "Content-Disposition": f'attachment; filename="{got.uuid}.tar"',
                                       "X-Pedl-Checkpoint-Bytes": str(got.file_bytes)})
+
+
+@legacy_router.get("/checkpoints/{uuid}")
+@produces("application/gzip", errors=(404,))
+def download_gzipped(uuid: str, request: Request, _: Caller = Depends(caller)) -> StreamingResponse:
+    """The tar of /api/v1/checkpoints/{uuid}/download, gzipped as it streams."""
+    got = checkpoints_service.download(ctx_of(request), uuid)
+    return StreamingResponse(_gzipped(got.chunks), media_type="application/gzip",
+                             headers={"Content-Disposition": f'attachment; filename="{got.uuid}.tar.gz"'})
+
+
+def _gzipped(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: the gzip format
+    for chunk in chunks:
+        if out := packer.compress(chunk):
+            yield out
+    yield packer.flush()
 
 
 # -- what users change (Determined's SDK: add_metadata, remove_metadata, delete, remove_files) -------

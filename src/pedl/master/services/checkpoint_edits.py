@@ -5,14 +5,16 @@ model version is refused, naming the version.
 
 Deleting and removing files go as checkpoint garbage collection goes (checkpoint_gc.delete_from_storage):
 the checkpoints are read and checked in a short transaction, their storage (shared_fs or S3, inside the
-master's storage roots) is changed with no transaction open, and the rows are marked in another. Unlike
-Determined, which answers at once and does it in a task, the request returns when the files are gone."""
+master's storage roots) is changed with no transaction open, and the rows are marked in another. Where an
+agent of the experiment's pool is up and the storage is a filesystem, the master hands the exact directories
+(and entries) to a checkpoint GC task and answers at once, as Determined does (services/checkpoint_gc_tasks.py);
+otherwise (S3, no agent) the request returns when the files are gone."""
 
 from __future__ import annotations
 
 import uuid as uuid_lib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -24,7 +26,7 @@ from pedl.errors import Forbidden, InvalidArgument, NotFound, Unavailable
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import CheckpointState
-from pedl.master.services import checkpoints
+from pedl.master.services import checkpoint_gc_tasks, checkpoints
 from pedl.master.services.authz import require_admin, require_owner, require_user
 from pedl.master.services.checkpoint_file_removal import remove_entries
 from pedl.master.services.checkpoint_gc import Deletion, Outcome, delete_from_storage
@@ -115,6 +117,7 @@ def set_metadata(ctx: MasterContext, who: Caller, uuid: str, metadata: dict[str,
 class _Targets:
     deletions: list[Deletion]  # those that still have files
     already_deleted: list[str]
+    experiment_of: dict[str, int] = field(default_factory=dict)  # uuid -> its experiment
 
 
 def _targets(ctx: MasterContext, who: Caller, uuids: list[str], action: str) -> _Targets:
@@ -143,6 +146,7 @@ def _targets(ctx: MasterContext, who: Caller, uuids: list[str], action: str) -> 
             if why is not None:
                 raise Forbidden(f"cannot {action} checkpoint {uuid}: {why}; the master leaves it alone")
             out.deletions.append(Deletion(uuid, row.trial_id, storage, dict(row.storage or {})))
+            out.experiment_of[uuid] = exp.id
         _refuse_registered(s, [d.uuid for d in out.deletions], action)
     return out
 
@@ -156,33 +160,33 @@ def _registered(ctx: MasterContext) -> Callable[[str], bool]:
 
 
 def _mark(ctx: MasterContext, who: Caller, left: dict[str, dict[str, int]], what: str) -> None:
+    ctx.controller.run(lambda s: mark_left(s, ctx.clock.now(), left, f"{what} by {who.user.username}"))
+
+
+def mark_left(s: Session, now: float, left: Mapping[str, Mapping[str, int]], reason: str) -> None:
     """Record what storage now holds of each checkpoint: nothing -> DELETED; other files than stored ->
     the new files and PARTIALLY_DELETED; the same -> unchanged. A trial whose latest checkpoint lost
-    files resumes from its newest complete one."""
-
-    def mark(s: Session) -> None:
-        now = ctx.clock.now()
-        trials = set()
-        for uuid, files in left.items():
-            row = s.get(models.Checkpoint, uuid)
-            if row is None or row.state == C.DELETED:  # deleted meanwhile (garbage collection): stays so
-                continue
-            if not files:
-                set_checkpoint_state(s, now, row, C.DELETED, f"{what} by {who.user.username}")
-            elif files != {k: int(v) for k, v in (row.resources or {}).items()}:
-                gone = len(set(row.resources or {}) - set(files))
-                row.resources, row.size_bytes = dict(files), sum(files.values())
-                reason = f"{what} by {who.user.username}: {gone} entries removed, {len(files)} left"
-                if not set_checkpoint_state(s, now, row, C.PARTIALLY_DELETED, reason):
-                    record_event(s, now, "checkpoint", uuid, reason)
-            else:
-                continue
-            if row.trial_id is not None:
-                trials.add(row.trial_id)
-        for trial in s.scalars(select(models.Trial).where(models.Trial.id.in_(trials))) if trials else ():
-            _repoint_latest(s, trial)
-
-    ctx.controller.run(mark)
+    files resumes from its newest complete one. A user's request done here or by its checkpoint GC
+    task (services/checkpoint_gc_reports.py) marks the rows with this."""
+    trials = set()
+    for uuid, files in left.items():
+        row = s.get(models.Checkpoint, uuid)
+        if row is None or row.state == C.DELETED:  # deleted meanwhile (garbage collection): stays so
+            continue
+        if not files:
+            set_checkpoint_state(s, now, row, C.DELETED, reason)
+        elif files != {k: int(v) for k, v in (row.resources or {}).items()}:
+            gone = len(set(row.resources or {}) - set(files))
+            row.resources, row.size_bytes = dict(files), sum(files.values())
+            why = f"{reason}: {gone} entries removed, {len(files)} left"
+            if not set_checkpoint_state(s, now, row, C.PARTIALLY_DELETED, why):
+                record_event(s, now, "checkpoint", uuid, why)
+        else:
+            continue
+        if row.trial_id is not None:
+            trials.add(row.trial_id)
+    for trial in s.scalars(select(models.Trial).where(models.Trial.id.in_(trials))) if trials else ():
+        _repoint_latest(s, trial)
 
 
 def _repoint_latest(s: Session, trial: models.Trial) -> None:
@@ -207,10 +211,30 @@ def _raise_failures(outcome: Outcome, targets: _Targets, action: str) -> None:
     raise Unavailable(f"could not {action} checkpoint {uuid}: {why}{more}{done}; try again")
 
 
+def _to_agents(ctx: MasterContext, who: Caller, targets: _Targets, what: str,
+               item: Callable[[Deletion], checkpoint_gc_tasks.Item]) -> _Targets:
+    """Hand each experiment's checkpoints to a checkpoint GC task where checkpoint_gc_tasks.runs_on_agent
+    says so (the request answers at once; the task's report marks the rows); the rest, as returned, the
+    master does itself."""
+    by_experiment: dict[int, list[Deletion]] = {}
+    for d in targets.deletions:
+        by_experiment.setdefault(targets.experiment_of[d.uuid], []).append(d)
+    rest = []
+    for experiment_id, deletions in by_experiment.items():
+        if not checkpoint_gc_tasks.runs_on_agent(ctx, experiment_id, deletions[0].storage):
+            rest.extend(deletions)
+            continue
+        checkpoint_gc_tasks.start(ctx, checkpoint_gc_tasks.Job(
+            experiment_id, [item(d) for d in deletions], checkpoint_gc_tasks.ORIGIN_USER, what, who.user.username))
+    return _Targets(rest, targets.already_deleted, targets.experiment_of)
+
+
 def delete(ctx: MasterContext, who: Caller, uuids: list[str], storage_for: StorageFor = storage_from_config) -> None:
     """Delete the checkpoints' files and mark them DELETED (those already deleted: nothing to do)."""
     uuids = check_uuids(uuids)
     targets = _targets(ctx, who, uuids, "delete")
+    targets = _to_agents(ctx, who, targets, "deleted", lambda d: checkpoint_gc_tasks.Item(
+        d.uuid, checkpoint_gc_tasks.directory(d.storage, d.uuid)))
     outcome = Outcome()
     done = delete_from_storage(targets.deletions, allowed_roots(ctx.config), storage_for, outcome,
                                registered=_registered(ctx))
@@ -224,6 +248,17 @@ def remove_files(ctx: MasterContext, who: Caller, uuids: list[str], globs: list[
     record what is left: nothing -> DELETED, fewer files -> PARTIALLY_DELETED, as Determined does."""
     uuids, globs = check_uuids(uuids), check_globs(globs)
     targets = _targets(ctx, who, uuids, "remove files of")
+    named = ", ".join(globs)
+    named = named if len(named) <= 200 else named[:200] + "..."  # an event names them, within reason
+    what = f"files removed ({named})" if globs else "files read again"
+
+    def item(d: Deletion) -> checkpoint_gc_tasks.Item:
+        before = storage_for(d.storage).resources(d.uuid)  # the master matches the globs, the task deletes
+        names = doomed(before, globs)
+        return checkpoint_gc_tasks.Item(d.uuid, checkpoint_gc_tasks.directory(d.storage, d.uuid),
+                                        delete=bool(names) and len(names) == len(before), entries=tuple(names))
+
+    targets = _to_agents(ctx, who, targets, what, item)
     left: dict[str, dict[str, int]] = {}
 
     def act(storage: CheckpointStorage, uuid: str) -> None:
@@ -242,7 +277,5 @@ def remove_files(ctx: MasterContext, who: Caller, uuids: list[str], globs: list[
     outcome = Outcome()
     delete_from_storage(targets.deletions, allowed_roots(ctx.config), storage_for, outcome,
                         registered=_registered(ctx), act=act)
-    named = ", ".join(globs)
-    named = named if len(named) <= 200 else named[:200] + "..."  # an event names them, within reason
-    _mark(ctx, who, left, f"files removed ({named})" if globs else "files read again")
+    _mark(ctx, who, left, what)
     _raise_failures(outcome, targets, "remove files of")

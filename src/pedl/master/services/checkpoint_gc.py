@@ -23,7 +23,7 @@ import math
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -33,7 +33,7 @@ from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_confi
 from pedl.config.checkpoint_storage import experiment_storage
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, CheckpointState
-from pedl.master.services import checkpoints, model_versions
+from pedl.master.services import checkpoint_gc_tasks, checkpoints, model_versions
 from pedl.master.services.storage_roots import StorageRoots, allowed_roots, checkpoint_problem
 from pedl.master.services.transitions import record_event, set_checkpoint_state
 
@@ -46,6 +46,7 @@ C = CheckpointState
 RETRY_FIRST = 30.0  # seconds before a failed deletion is tried again; doubles up to RETRY_MAX
 RETRY_MAX = 3600.0
 IDLE_WAIT = 60.0
+MAX_PER_TASK = 1000  # checkpoints one GC task is given (api/checkpoint_gc_reports.py bounds its report so)
 
 
 # -- deciding ---------------------------------------------------------------------------------
@@ -261,6 +262,7 @@ class CheckpointGC:
         self.storage_for = storage_for
         self._pending: dict[int, float] = {}  # experiment id -> not before (clock time)
         self._failures: dict[int, int] = {}  # experiment id -> consecutive failed collections
+        self._tasks: dict[int, str] = {}  # experiment id -> the GC task its last collection started
         self._lock = threading.Lock()  # guards _pending and _failures
         self._busy = threading.Lock()  # one collection at a time
         self._wake: Callable[[], None] = lambda: None
@@ -293,15 +295,23 @@ class CheckpointGC:
                 return min(self._pending.values(), default=None)
 
     def collect(self, experiment_id: int) -> Outcome:
-        """One collection of one experiment: plan, delete from storage, mark."""
+        """One collection of one experiment: plan, delete from storage (in a GC task on an agent where
+        checkpoint_gc_tasks.runs_on_agent says so: its report marks the rows), mark. A GC task of the
+        last collection still running: nothing now (its end asks again); one that failed: retried later."""
+        outcome = Outcome()
+        if not self._previous_task_done(experiment_id, outcome):
+            return outcome
         default_storage = self.ctx.config.effective_checkpoint_storage().model_dump(mode="json")
         the_plan = self.ctx.controller.run(lambda s: plan(s, experiment_id, default_storage))
-        outcome = Outcome()
         if the_plan is None or not the_plan.deletions:  # type: ignore[union-attr]
             self._failures.pop(experiment_id, None)
             return outcome
         assert isinstance(the_plan, Plan)
-        done = self._delete(the_plan.deletions, outcome)
+        if checkpoint_gc_tasks.runs_on_agent(self.ctx, experiment_id, the_plan.deletions[0].storage):
+            done = []
+            self._start_task(the_plan, outcome)
+        else:
+            done = self._delete(the_plan.deletions, outcome)
         with self.ctx.db.session() as s:
             now = self.ctx.clock.now()
             mark_deleted(s, now, experiment_id, the_plan.policy, done)
@@ -323,6 +333,48 @@ class CheckpointGC:
         log.info("checkpoint garbage collection of experiment %s: %d deleted, %d failed, %d left alone",
                  experiment_id, len(outcome.deleted), len(outcome.failed), len(outcome.refused))
         return outcome
+
+    def _previous_task_done(self, experiment_id: int, outcome: Outcome) -> bool:
+        """Whether this collection may go on: no GC task of an earlier one is live, and the last one
+        (if any) succeeded; one that failed is noted in `outcome.failed` and retried with backoff."""
+        task_id = self._tasks.get(experiment_id)
+        if task_id is None:
+            return True
+        # under the cluster lock, as `plan`: the task's end asks for this collection inside its transaction
+        result = self.ctx.controller.run(lambda s: checkpoint_gc_tasks.outcome(s, task_id))
+        if result.live:
+            return False
+        self._tasks.pop(experiment_id, None)
+        if result.ok:
+            self._failures.pop(experiment_id, None)
+            return True
+        outcome.failed[task_id] = result.why
+        with self.ctx.db.session() as s:
+            record_event(s, self.ctx.clock.now(), "experiment", experiment_id,
+                         f"checkpoint garbage collection will retry: {result.why}", level="warning")
+        self._retry_later(experiment_id, result.why)
+        return False
+
+    def _start_task(self, the_plan: Plan, outcome: Outcome) -> None:
+        """A GC task for the plan's checkpoints inside the roots (at most MAX_PER_TASK: the next
+        collection, when it ends, takes the rest)."""
+        items = []
+        for d in the_plan.deletions:
+            why = checkpoint_problem(d.storage, d.uuid, allowed_roots(self.ctx.config), recorded=d.recorded)
+            if why is not None:
+                log.warning("checkpoint %s left alone: %s", d.uuid, why)
+                outcome.refused[d.uuid] = why
+            elif len(items) < MAX_PER_TASK:
+                items.append(checkpoint_gc_tasks.Item(d.uuid, checkpoint_gc_tasks.directory(d.storage, d.uuid)))
+        if not items:
+            return
+        job = checkpoint_gc_tasks.Job(the_plan.experiment_id, items, policy=asdict(the_plan.policy))
+        task_id = checkpoint_gc_tasks.start(self.ctx, job)
+        if task_id is not None:
+            with self._lock:
+                self._tasks[the_plan.experiment_id] = task_id
+            log.info("checkpoint garbage collection of experiment %s: task %s for %d checkpoint(s)",
+                     the_plan.experiment_id, task_id, len(items))
 
     def _delete(self, deletions: Sequence[Deletion], outcome: Outcome) -> list[Deletion]:
         return delete_from_storage(deletions, allowed_roots(self.ctx.config), self.storage_for, outcome,

@@ -28,7 +28,7 @@ from pedl.master.lifecycle import (
     TrialState,
 )
 from pedl.master.searcher import SearcherActions, make_searcher
-from pedl.master.services import logs, search_progress, task_contact
+from pedl.master.services import checkpoint_gc_task_rows, logs, search_progress, task_contact
 from pedl.master.services.transitions import record_event, set_experiment_state, set_trial_state
 from pedl.master.services.trial_room import TRIALS_PER_PASS, RoomCalculator
 
@@ -118,6 +118,9 @@ def allocation_ended(fx: ClusterEffects, s: Session, alloc: models.Allocation, e
     """An allocation ended (its process exited, was lost, or never started): record it, then decide
     what that means for its trial and experiment."""
     why = allocations.terminate(fx, s, alloc, exit_code, reason)
+    if alloc.trial_id is None:  # a generic task: a checkpoint GC task's end means something to its experiment
+        checkpoint_gc_task_rows.ended(fx, s, alloc)
+        return
     _trial_outcome(fx, s, alloc, exit_code, why, counts_as_failure=reason != allocations.NOT_STARTED)
 
 

@@ -21,7 +21,8 @@ from pedl.master.services.task_access import task_user_token
 
 GENERIC = models.GenericTask.__table__
 USER = models.User.__table__
-TASK_TYPES = {"command": "COMMAND", "notebook": "NOTEBOOK", "shell": "SHELL", "tensorboard": "TENSORBOARD"}
+TASK_TYPES = {"command": "COMMAND", "notebook": "NOTEBOOK", "shell": "SHELL", "tensorboard": "TENSORBOARD",
+              task_kinds.CHECKPOINT_GC: "CHECKPOINT_GC"}
 
 
 class GenericRow(NamedTuple):
@@ -68,6 +69,8 @@ def _json(value: Any) -> Any:
 
 
 def container_of(task: GenericRow, defaults: TaskContainerDefaults) -> dict[str, Any] | None:
+    if task.kind == task_kinds.CHECKPOINT_GC:  # always a process (no image): its script needs only python3
+        return None
     cfg = TaskConfig.model_validate({k: v for k, v in task.config.items() if k in TaskConfig.model_fields})
     return container_spec(defaults, cfg.environment, cfg.bind_mounts, cfg.resources.shm_size)
 
@@ -91,7 +94,7 @@ def spec(cluster_id: str, alloc: Any, token: str, rows: GenericRows, defaults: T
     })
     env.update(task_kinds.environment(task))
     return {"entrypoint": task_kinds.entrypoint(task), "env": env, "device_env": by_device,
-            "container": container_spec(defaults, cfg.environment, cfg.bind_mounts, cfg.resources.shm_size),
+            "container": container_of(task, defaults),
             "shm_size": cfg.resources.shm_size,
             "bind_mounts": process_mounts(defaults, cfg.bind_mounts),
             "run_as": rows.agent_groups.get(task.owner_id, default_run_as)}

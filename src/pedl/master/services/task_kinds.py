@@ -19,10 +19,13 @@ from sqlalchemy.orm import Session
 from pedl.config.task_config import TaskConfig
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
+from pedl.master.services import checkpoint_gc_task_rows
 from pedl.master.services.task_kind_parts import LAUNCHER_PATH, PORTS_PATH, Prepared, launched  # noqa: F401 - re-exported
 
 SERVICES = ("notebook", "shell", "tensorboard")
-NAMES = {"command": "Command", "notebook": "JupyterLab", "shell": "Shell", "tensorboard": "TensorBoard"}
+NAMES = {"command": "Command", "notebook": "JupyterLab", "shell": "Shell", "tensorboard": "TensorBoard",
+         "checkpoint_gc": "Checkpoint GC"}
+CHECKPOINT_GC = "checkpoint_gc"  # the master's own (services/checkpoint_gc_tasks.py): no user route launches one
 # Determined's docker-style names: "Command (mildly-brave-owl)"
 _ADVERBS = ("quietly", "gladly", "mildly", "briskly", "boldly", "calmly", "deftly", "gently", "keenly", "neatly",
             "openly", "truly", "warmly", "wisely", "freely", "simply")
@@ -97,6 +100,8 @@ def context_files(kind: str) -> list[dict[str, Any]]:
 
 def entrypoint(task: Any) -> str | list[str]:
     """What the task's process runs (`task`: a GenericTask or a row with id, kind and config)."""
+    if task.kind == CHECKPOINT_GC:
+        return checkpoint_gc_task_rows.entrypoint()
     if task.kind == "command":
         argv = task.config.get("entrypoint") or []
         # one word is shell text, as Determined runs `det cmd run 'env | grep X'`; several are an argv

@@ -1,0 +1,83 @@
+"""What the cluster side knows of a checkpoint GC task (services/checkpoint_gc_tasks.py): its kind, what it
+runs, what its secrets hold (the uuids given, who asked, the uuids reported), how it went (`outcome`) and
+what its end means (`ended`, called by experiment_progression.allocation_ended). Apart from
+checkpoint_gc_tasks, which reaches the master's context and the model registry, so that no import cycle
+runs through the cluster's modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pedl.master.cluster.effects import ClusterEffects
+from pedl.master.db import models
+from pedl.master.lifecycle import LIVE_ALLOCATION
+from pedl.master.services.transitions import record_event
+
+KIND = "checkpoint_gc"
+SCRIPT_PATH = ".pedl/checkpoint_gc.py"
+SPEC_PATH = ".pedl/checkpoint_gc.json"
+ORIGIN_GC = "gc"  # the GC worker's collection (per the save_* policy)
+ORIGIN_USER = "user"  # a user's delete or file removal
+SECRET = "checkpoint_gc"
+
+
+def description(experiment_id: int) -> str:
+    return f"Checkpoint GC (Experiment {experiment_id})"
+
+
+def entrypoint() -> list[str]:
+    return ["python3", SCRIPT_PATH, SPEC_PATH]
+
+
+def secret_of(task: Any) -> dict[str, Any]:
+    return dict((task.secrets or {}).get(SECRET) or {})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    live: bool
+    ok: bool = False
+    why: str = ""
+
+
+def outcome(s: Session, task_id: str) -> Outcome:
+    """How a GC task went: still live, or ended having reported every checkpoint it was given with exit
+    code 0 (else why not)."""
+    task = s.get(models.GenericTask, task_id)
+    alloc = s.scalar(select(models.Allocation).where(models.Allocation.task_id == task_id)
+                     .order_by(models.Allocation.queued_at.desc()).limit(1))
+    if task is None or alloc is None:
+        return Outcome(False, False, f"checkpoint GC task {task_id} is gone")
+    if alloc.state in LIVE_ALLOCATION:
+        return Outcome(True)
+    secret = secret_of(task)
+    missing = sorted(set(secret.get("uuids") or []) - set(secret.get("reported") or []))
+    if alloc.exit_code == 0 and not missing:
+        return Outcome(False, True)
+    why = alloc.exit_reason or f"exited with code {alloc.exit_code}"
+    if missing:
+        why += f"; it reported nothing of {len(missing)} checkpoint(s), {missing[0]} first"
+    return Outcome(False, False, f"checkpoint GC task {task_id} failed ({why})")
+
+
+def ended(fx: ClusterEffects, s: Session, alloc: models.Allocation) -> None:
+    """A generic task's allocation ended (experiment_progression.allocation_ended, after terminate): if it
+    is a GC task, the worker's collection is asked again (it retries a failure with backoff); a user's
+    request that failed leaves a warning on the experiment (its checkpoints stay as they were)."""
+    task = s.get(models.GenericTask, alloc.task_id)
+    if task is None or task.kind != KIND or not task.experiment_ids:
+        return
+    experiment_id = int(task.experiment_ids[0])
+    secret = secret_of(task)
+    if secret.get("origin") == ORIGIN_GC:
+        fx.want_checkpoint_gc(experiment_id)
+        return
+    result = outcome(s, task.id)
+    if not result.ok:
+        record_event(s, fx.now, "experiment", experiment_id,
+                     f"{result.why}: the checkpoints it did not report are left as they were; ask again",
+                     level="warning")

@@ -1,0 +1,112 @@
+"""What a checkpoint GC task reports, marked as the master-side path marks rows: a user's delete and file
+removal (DELETED, PARTIALLY_DELETED with the files left and their size, unchanged), a collection
+(DELETED per the save_* policy), the totals and the trial's latest checkpoint following, a report twice
+changing nothing; and a collection whose task failed retried with backoff. On both databases."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from pedl.master.services import checkpoint_gc
+from pedl.master.services.checkpoint_gc import CheckpointGC
+from tests.master.fakes import FakeAgent, StartedTask, create_experiment, post
+from tests.master.gc_task_world import delete, report, shown, spec_of, start_trial, stored
+
+
+@pytest.fixture
+def task(client: TestClient, user: dict, agent: FakeAgent) -> StartedTask:
+    return start_trial(client, user, agent)
+
+
+def sizes(client: TestClient, user: dict, task: StartedTask) -> tuple[int, int]:
+    trial = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]
+    exp = client.get(f"/api/v1/experiments/{trial['experimentId']}", headers=user).json()["experiment"]
+    return int(exp["checkpointSize"]), int(trial["totalCheckpointSize"])
+
+
+def test_a_users_requests_are_marked_from_the_report(client: TestClient, user: dict, agent: FakeAgent,
+                                                     task: StartedTask) -> None:
+    first, kept = stored(client, task, 2), stored(client, task, 4)
+    before = shown(client, user, first)["resources"]
+    total = sum(int(v) for v in before.values())
+    assert sizes(client, user, task) == (2 * total, 2 * total)
+    # nothing removed, nothing changed: unchanged
+    assert post(client, "/api/v1/checkpoints/rm", {"checkpointUuids": [first], "checkpointGlobs": []},
+                user).status_code == 200
+    [gc] = agent.start_all()
+    assert report(client, gc, {first: {k: int(v) for k, v in before.items()}}).status_code == 200
+    agent.exit(gc.allocation_id, 0)
+    assert shown(client, user, first)["state"] == "STATE_COMPLETED"
+    # a file gone: PARTIALLY_DELETED with what is left, the sizes shrink
+    left = {k: int(v) for k, v in before.items() if k != "state"}
+    assert post(client, "/api/v1/checkpoints/rm", {"checkpointUuids": [first], "checkpointGlobs": []},
+                user).status_code == 200
+    [gc] = agent.start_all()
+    assert report(client, gc, {first: left}).status_code == 200
+    assert report(client, gc, {first: left}).status_code == 200  # again (a retried POST): no change
+    c = shown(client, user, first)
+    assert c["state"] == "STATE_PARTIALLY_DELETED" and {k: int(v) for k, v in c["resources"].items()} == left
+    assert sizes(client, user, task) == (total + sum(left.values()),) * 2
+    agent.exit(gc.allocation_id, 0)
+    # the whole latest checkpoint deleted: DELETED, its listing kept, the trial resumes from the other
+    assert delete(client, user, kept).status_code == 200
+    [gc] = agent.start_all()
+    assert report(client, gc, {kept: {}}).status_code == 200
+    c = shown(client, user, kept)
+    assert c["state"] == "STATE_DELETED" and c["resources"] != {}
+    assert sizes(client, user, task) == (sum(left.values()),) * 2
+    trial = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]
+    assert not trial["latestCheckpointUuid"]  # none left with all its files
+
+
+def test_a_row_already_deleted_is_left_alone(client: TestClient, user: dict, agent: FakeAgent,
+                                             task: StartedTask) -> None:
+    name = stored(client, task, 2)
+    assert delete(client, user, name).status_code == 200
+    assert delete(client, user, name).status_code == 200  # a second task for the same checkpoint
+    first, second = agent.start_all()
+    assert report(client, first, {name: {}}).status_code == 200
+    size = sizes(client, user, task)
+    assert report(client, second, {name: {"model.pt": 100}}).status_code == 200  # late, stale: ignored
+    assert shown(client, user, name)["state"] == "STATE_DELETED" and sizes(client, user, task) == size
+
+
+CONFIG = """\
+name: gc-task
+entrypoint: python train.py
+searcher: {name: single, metric: loss, max_length: 10}
+checkpoint_storage: {save_trial_best: 0, save_trial_latest: 1, save_experiment_best: 0}
+"""
+
+
+def test_a_collection_runs_as_a_task_and_a_failed_one_is_retried(app: FastAPI, client: TestClient, user: dict,
+                                                                  agent: FakeAgent) -> None:
+    gc: CheckpointGC = app.state.checkpoint_gc
+    exp = create_experiment(client, user, CONFIG)
+    [trial] = agent.start_all()
+    old, new = stored(client, trial, 2), stored(client, trial, 4)
+    agent.exit(trial.allocation_id, 0)
+    gc.run_pending()
+    [task] = agent.start_all()
+    assert [c["uuid"] for c in spec_of(client, task)["checkpoints"]] == [old]
+    assert shown(client, user, old)["state"] == "STATE_COMPLETED"
+    agent.exit(task.allocation_id, 1, "killed")  # never reported: the row stays, the collection is retried
+    gc.run_pending()  # (or the master's own worker did it first: the end of the task asked for it)
+    assert shown(client, user, old)["state"] == "STATE_COMPLETED"
+    assert gc.pending() == {exp["id"]: app.state.ctx.clock.now() + checkpoint_gc.RETRY_FIRST}
+    assert agent.start_all() == []  # not before the backoff
+    events = client.get(f"/api/v1/experiments/{exp['id']}/events", headers=user).json()["events"]
+    assert any(e["level"] == "warning" and task.task_id in e["message"] and "will retry" in e["message"]
+               for e in events)
+    app.state.ctx.clock.advance(checkpoint_gc.RETRY_FIRST + 1)
+    agent.conn.last_heartbeat = app.state.ctx.clock.now()  # the agent stayed (its heartbeat, as the clock moved)
+    gc.run_pending()
+    [again] = agent.start_all()
+    assert report(client, again, {old: {}}).status_code == 200
+    assert shown(client, user, old)["state"] == "STATE_DELETED"  # marked when the report arrives
+    assert shown(client, user, new)["state"] == "STATE_COMPLETED"
+    agent.exit(again.allocation_id, 0)
+    gc.run_pending()
+    assert agent.start_all() == [] and gc.pending() == {}  # nothing left to collect
