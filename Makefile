@@ -148,7 +148,7 @@ postgres-check: $(VENV)/.installed
 test:
 	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target test-setup
 	$(BIN)/ruff check src tests
-	$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial and not browser" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	PEDL_DET_E2E=$(DET_E2E_SUITE) $(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial and not browser" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m "browser and not serial" $(BROWSER_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -p no:cacheprovider -m serial $(SERIAL_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 

@@ -797,7 +797,15 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert api("GET", f"/api/v1/trials/{trial['id']}/metrics")["metrics"]  # the trial's own reports...
     assert got["training"] == got["validation"] == got["every"] == []  # ...are not the checkpoint's
-    shown = {step: api("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"] for step, uuid in by_step.items()}
+
+    def show() -> dict[int, dict]:
+        return {step: api("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"] for step, uuid in by_step.items()}
+
+    # the removals run as a checkpoint GC task on the agent, as in Determined: the rows change on its report
+    wait_for(lambda: [c["state"] for _, c in sorted(show().items())][:2] == ["STATE_PARTIALLY_DELETED",
+                                                                             "STATE_DELETED"],
+             120, what="the SDK's remove_files and delete to be reported by their GC tasks")
+    shown = show()
     assert shown[9]["metadata"]["note"] == "from-sdk" and "score" not in shown[9]["metadata"]
     assert got["metadata"] == {**shown[9]["metadata"]}
     # remove_files: state.json gone on disk, the rest kept and listed
@@ -812,10 +820,13 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
 
     out = det(det_cluster, "checkpoint", "rm", by_step[3], "--glob", "extra", "--yes").stdout
     assert "Removal of files" in out
+    wait_for(lambda: "extra/notes.txt" not in show()[3]["resources"], 120, what="det checkpoint rm's GC task")
     assert not (home[3] / "extra").exists()
     assert "extra/notes.txt" not in api("GET", f"/api/v1/checkpoints/{by_step[3]}")["checkpoint"]["resources"]
     out = det(det_cluster, "checkpoint", "delete", f"{by_step[3]},{by_step[9]}", "--yes").stdout
     assert "Deletion of checkpoints" in out
+    wait_for(lambda: {show()[s]["state"] for s in (3, 9)} == {"STATE_DELETED"}, 120,
+             what="det checkpoint delete's GC task")
     assert not home[3].exists() and not home[9].exists()
     assert {api("GET", f"/api/v1/checkpoints/{by_step[s]}")["checkpoint"]["state"] for s in (3, 9)} == {
         "STATE_DELETED"}
