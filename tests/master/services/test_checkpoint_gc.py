@@ -22,13 +22,8 @@ from pedl.common.checkpoint_storage import SharedFSStorage, storage_from_config
 from pedl.config.master_config import MasterConfig
 from pedl.errors import Unavailable
 from pedl.master.db import models
-from pedl.master.services.checkpoint_gc import (
-    CheckpointFacts,
-    CheckpointGC,
-    RetentionPolicy,
-    metric_value,
-    select_deletions,
-)
+from pedl.master.services.checkpoint_gc import CheckpointGC
+from pedl.master.services.checkpoint_retention import CheckpointFacts, RetentionPolicy, metric_value, select_deletions
 from pedl.master.wiring import attach_checkpoint_gc
 from tests.master.factories import legacy_checkpoint
 from tests.master.fakes import FakeAgent, StartedTask, bearer, create_experiment, ctx_of, post

@@ -3,7 +3,7 @@ the whole new metadata), delete (DELETE /checkpoints) and remove files by glob (
 remove_files). Only the owner of the checkpoint's experiment or an admin may; a checkpoint registered as a
 model version is refused, naming the version.
 
-Deleting and removing files go as checkpoint garbage collection goes (checkpoint_gc.delete_from_storage):
+Deleting and removing files go as checkpoint garbage collection goes (checkpoint_deletion.delete_from_storage):
 the checkpoints are read and checked in a short transaction, their storage (shared_fs or S3, inside the
 master's storage roots) is changed with no transaction open, and the rows are marked in another. Where an
 agent of the experiment's pool is up and the storage is a filesystem, the master hands the exact directories
@@ -28,8 +28,8 @@ from pedl.master.db import models
 from pedl.master.lifecycle import CheckpointState
 from pedl.master.services import checkpoint_gc_tasks, checkpoints
 from pedl.master.services.authz import require_admin, require_owner, require_user
+from pedl.master.services.checkpoint_deletion import Deletion, Outcome, delete_from_storage
 from pedl.master.services.checkpoint_file_removal import remove_entries
-from pedl.master.services.checkpoint_gc import Deletion, Outcome, delete_from_storage
 from pedl.master.services.checkpoint_globs import check_globs, doomed
 from pedl.master.services.model_registry import check_metadata
 from pedl.master.services.model_versions import is_registered

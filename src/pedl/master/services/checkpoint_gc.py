@@ -1,5 +1,6 @@
-"""Checkpoint garbage collection: which checkpoints an experiment's save_* policy no longer keeps
-(`select_deletions`, pure), and the worker that deletes them from storage and marks them DELETED.
+"""Checkpoint garbage collection: the plan of what an experiment's save_* policy no longer keeps (decided
+by services/checkpoint_retention.py, pure), and the worker that deletes them (services/checkpoint_deletion.py,
+or a checkpoint GC task on an agent: services/checkpoint_gc_tasks.py) and marks them DELETED.
 
 The experiment flow only asks for a collection (Controller.want_checkpoint_gc) when a trial or the
 experiment ends. The worker reads what to delete in a short transaction, deletes from storage with
@@ -17,12 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import math
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +33,9 @@ from pedl.config.checkpoint_storage import experiment_storage
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL, CheckpointState
 from pedl.master.services import checkpoint_gc_tasks, checkpoints, model_versions
-from pedl.master.services.storage_roots import StorageRoots, allowed_roots, checkpoint_problem
+from pedl.master.services.checkpoint_deletion import Deletion, Outcome, delete_from_storage
+from pedl.master.services.checkpoint_retention import CheckpointFacts, RetentionPolicy, metric_value, select_deletions
+from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
 from pedl.master.services.transitions import record_event, set_checkpoint_state
 
 if TYPE_CHECKING:
@@ -49,88 +50,7 @@ IDLE_WAIT = 60.0
 MAX_PER_TASK = 1000  # checkpoints one GC task is given (api/checkpoint_gc_reports.py bounds its report so)
 
 
-# -- deciding ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RetentionPolicy:
-    """Determined's save_* numbers: a checkpoint is kept if any of them keeps it."""
-
-    save_experiment_best: int = 0
-    save_trial_best: int = 1
-    save_trial_latest: int = 1
-
-    @classmethod
-    def of(cls, storage_config: Mapping[str, Any]) -> RetentionPolicy:
-        defaults = cls()
-        return cls(**{name: int(storage_config.get(name) if storage_config.get(name) is not None
-                                else getattr(defaults, name))
-                      for name in ("save_experiment_best", "save_trial_best", "save_trial_latest")})
-
-    def describe(self) -> str:
-        return (f"save_trial_latest={self.save_trial_latest}, save_trial_best={self.save_trial_best}, "
-                f"save_experiment_best={self.save_experiment_best}")
-
-
-@dataclass(frozen=True)
-class CheckpointFacts:
-    """What the decision needs of one completed checkpoint. `metric` is the searcher metric of the
-    trial's validation at the checkpoint's steps_completed, None when there is none (or it is not
-    a finite number): such a checkpoint can be kept as a latest one, never as a best one."""
-
-    uuid: str
-    trial_id: int
-    steps_completed: int
-    report_time: float = 0.0
-    metric: float | None = None
-
-
-def select_deletions(checkpoints: Sequence[CheckpointFacts], policy: RetentionPolicy, *,
-                     smaller_is_better: bool, closed_trials: Collection[int]) -> list[str]:
-    """The uuids to delete, in (trial, steps) order: checkpoints of `closed_trials` that none of the
-    policy's rules keeps. Checkpoints of trials still running are never deleted, but they count
-    for save_experiment_best, so a collection after one trial ends agrees with the one at the end of
-    the experiment (more checkpoints can only push an old one out of the experiment's best).
-
-    Ties: the later checkpoint (more steps, then later report) counts as newer and as better."""
-
-    def newest_first(c: CheckpointFacts) -> tuple:
-        return (-c.steps_completed, -c.report_time, c.uuid)
-
-    def best_first(c: CheckpointFacts) -> tuple:
-        assert c.metric is not None
-        return (c.metric if smaller_is_better else -c.metric, *newest_first(c))
-
-    keep: set[str] = set()
-    by_trial: dict[int, list[CheckpointFacts]] = defaultdict(list)
-    for c in checkpoints:
-        by_trial[c.trial_id].append(c)
-    for trial_checkpoints in by_trial.values():
-        keep.update(c.uuid for c in sorted(trial_checkpoints, key=newest_first)[:policy.save_trial_latest])
-        scored = [c for c in trial_checkpoints if c.metric is not None]
-        keep.update(c.uuid for c in sorted(scored, key=best_first)[:policy.save_trial_best])
-    scored = [c for c in checkpoints if c.metric is not None]
-    keep.update(c.uuid for c in sorted(scored, key=best_first)[:policy.save_experiment_best])
-    doomed = [c for c in checkpoints if c.trial_id in closed_trials and c.uuid not in keep]
-    return [c.uuid for c in sorted(doomed, key=lambda c: (c.trial_id, c.steps_completed, c.uuid))]
-
-
-def metric_value(metrics: Mapping[str, Any] | None, name: str | None) -> float | None:
-    value = (metrics or {}).get(name) if name else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
 # -- reading and marking (short transactions) -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Deletion:
-    uuid: str
-    trial_id: int
-    storage: dict[str, Any]  # the experiment's checkpoint_storage section: where the files are
-    recorded: dict[str, Any] = field(default_factory=dict)  # the row's storage column (a request's, before issue 8)
 
 
 @dataclass
@@ -199,51 +119,6 @@ def experiments_to_sweep(s: Session) -> list[int]:
          .where(models.Checkpoint.state == C.COMPLETED,
                 models.Trial.state.in_(sorted(TERMINAL_TRIAL))))
     return sorted(e for e in s.scalars(q) if e is not None)
-
-
-# -- deleting from storage (no transaction open) -------------------------------------------------
-
-
-@dataclass
-class Outcome:
-    deleted: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # uuid -> why; retried
-    refused: dict[str, str] = field(default_factory=dict)  # uuid -> why it is outside the roots; left alone
-
-
-def _delete_all(storage: CheckpointStorage, uuid: str) -> None:
-    storage.delete(uuid)
-
-
-def delete_from_storage(deletions: Sequence[Deletion], roots: StorageRoots,
-                        storage_for: Callable[[Mapping[str, Any]], CheckpointStorage], outcome: Outcome, *,
-                        registered: Callable[[str], bool],
-                        act: Callable[[CheckpointStorage, str], None] = _delete_all) -> list[Deletion]:
-    """`act` (by default: delete the whole checkpoint) on each checkpoint's storage, checked against the
-    roots just before (one outside them is left alone, logged, in `outcome.refused`); one `registered`
-    as a model version meanwhile is kept; a failure is noted in `outcome.failed`. -> those done.
-    Garbage collection and a user's delete or file removal (services/checkpoint_edits.py) share it."""
-    storages: dict[str, CheckpointStorage] = {}
-    done = []
-    for d in deletions:
-        why = checkpoint_problem(d.storage, d.uuid, roots, recorded=d.recorded)
-        if why is not None:
-            log.warning("checkpoint %s left alone: %s", d.uuid, why)
-            outcome.refused[d.uuid] = why
-            continue
-        if registered(d.uuid):  # registered as a model version since the plan: kept
-            continue
-        key = json.dumps(d.storage, sort_keys=True, default=str)
-        try:
-            if key not in storages:
-                storages[key] = storage_for(d.storage)
-            act(storages[key], d.uuid)
-        except Exception as exc:  # noqa: BLE001 - report (and retry), whatever the storage raised
-            outcome.failed[d.uuid] = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-            continue
-        outcome.deleted.append(d.uuid)
-        done.append(d)
-    return done
 
 
 # -- the worker -----------------------------------------------------------------------------------

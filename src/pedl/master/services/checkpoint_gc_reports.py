@@ -14,9 +14,11 @@ from sqlalchemy.orm import Session
 from pedl.errors import Forbidden, InvalidArgument
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
+from pedl.master.services.checkpoint_deletion import Deletion
 from pedl.master.services.checkpoint_edits import mark_left
-from pedl.master.services.checkpoint_gc import Deletion, RetentionPolicy, mark_deleted
+from pedl.master.services.checkpoint_gc import mark_deleted
 from pedl.master.services.checkpoint_gc_tasks import KIND, ORIGIN_GC, SECRET, secret_of
+from pedl.master.services.checkpoint_retention import RetentionPolicy
 from pedl.master.services.task_access import require_task
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 storage under <cluster id>/tensorboard/experiment/<experiment id>/ (determined/tensorboard/build.py;
 shared_fs through /determined_shared_fs, or the S3 prefix). Deleting them (Determined's DELETE
 /experiments/{id}/tensorboard-files, the SDK's delete_tensorboard_files, `det e delete-tb-files`) goes as
-deleting a checkpoint goes (checkpoint_gc.delete_from_storage): that directory, checked against the
+deleting a checkpoint goes (checkpoint_deletion.delete_from_storage): that directory, checked against the
 master's storage roots first."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pedl.config.checkpoint_storage import experiment_storage
 from pedl.errors import Forbidden, InvalidArgument, Unavailable
 from pedl.master.caller_cache import Caller
 from pedl.master.services.authz import require_owner
-from pedl.master.services.checkpoint_gc import Deletion, Outcome, delete_from_storage
+from pedl.master.services.checkpoint_deletion import Deletion, Outcome, delete_from_storage
 from pedl.master.services.experiments import get
 from pedl.master.services.storage_roots import allowed_roots, is_path_component
 
