@@ -16,6 +16,7 @@ from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.db import models
 from pedl.master.provisioner.providers.base import CloudErrorKind
 from pedl.master.provisioner.provisioner import PoolProvisioner
+from pedl.master.services import checkpoint_gc_tasks
 from pedl.master.services import experiments as experiments_service
 from pedl.master.services import users as users_service
 from pedl.master.wiring import build_context
@@ -192,3 +193,22 @@ def test_a_trial_that_can_never_fit_fails_without_a_launch(master_config, databa
         exp = s.get(models.Experiment, exp_id)
         assert trial.state == "STATE_ERROR" and "no allowed instance type fits" in trial.end_reason
         assert exp.state == "STATE_ERROR"
+
+
+def test_a_waiting_checkpoint_gc_task_boots_no_instance(master_config, database, loop) -> None:
+    """A GC task of no slots waits in a pool with no agent: no demand (pedl boots nothing to delete files;
+    the GC worker ends it and the master deletes)."""
+    ctx, prov, provider, clock = make(master_config, database, loop)
+
+    def paused_experiment(s) -> int:
+        owner = s.scalar(select(models.User).where(models.User.username == "determined"))
+        return experiments_service.create(ctx.controller, s, owner, config_text=CONFIG % 1, files=[],
+                                          activate=False).id
+
+    exp_id = ctx.controller.run(paused_experiment)
+    job = checkpoint_gc_tasks.Job(exp_id, [checkpoint_gc_tasks.Item("0" * 32, "/tmp/nowhere/" + "0" * 32)])
+    task_id = ctx.controller.run(lambda s: checkpoint_gc_tasks.launch(ctx.controller, s, job).id)
+    with ctx.db.session() as s:
+        assert s.scalar(select(models.Allocation.state).where(models.Allocation.task_id == task_id)) == "STATE_PENDING"
+    prov.step()
+    assert launches(provider) == [] and prov.status.pending_slots == 0

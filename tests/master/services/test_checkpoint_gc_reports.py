@@ -9,10 +9,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from pedl.master.services import checkpoint_gc
+from pedl.master.services import checkpoint_gc, checkpoint_gc_tasks
 from pedl.master.services.checkpoint_gc import CheckpointGC
 from tests.master.fakes import FakeAgent, StartedTask, create_experiment, post
-from tests.master.gc_task_world import delete, report, shown, spec_of, start_trial, stored
+from tests.master.gc_task_world import delete, report, shown, spec_of, start_trial, storage_of, stored
 
 
 @pytest.fixture
@@ -110,3 +110,53 @@ def test_a_collection_runs_as_a_task_and_a_failed_one_is_retried(app: FastAPI, c
     agent.exit(again.allocation_id, 0)
     gc.run_pending()
     assert agent.start_all() == [] and gc.pending() == {}  # nothing left to collect
+
+
+def test_a_task_no_agent_takes_is_ended_and_the_master_deletes_once_none_is_up(
+        app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool's one agent leaves just as a collection decides to run on it: its GC task waits, ended after
+    TASK_WAIT_LIMIT (no instance is booted for it: the provisioner's test), and the retry is the master's."""
+    gc: CheckpointGC = app.state.checkpoint_gc
+    clock = app.state.ctx.clock
+    exp = create_experiment(client, user, CONFIG)
+    [trial] = agent.start_all()
+    old, new = stored(client, trial, 2), stored(client, trial, 4)
+    app.state.ctx.hub.detach(agent.conn)
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint_gc_tasks, "runs_on_agent", lambda *_: True)  # decided while the agent was up
+        agent.exit(trial.allocation_id, 0)
+        gc.run_pending()
+        assert gc.pending() == {exp["id"]: clock.now() + checkpoint_gc.TASK_WAIT_LIMIT}
+        clock.advance(checkpoint_gc.TASK_WAIT_LIMIT - 1)
+        gc.run_pending()  # not yet due
+        clock.advance(2)
+        gc.run_pending()  # overdue: ended, its collection asked again at once
+        gc.run_pending()  # ...which notes the failure and retries with backoff
+        assert gc.pending() == {exp["id"]: clock.now() + checkpoint_gc.RETRY_FIRST}
+    events = [e["message"] for e in
+              client.get(f"/api/v1/experiments/{exp['id']}/events", headers=user).json()["events"]]
+    assert any("no agent took it after 120 s" in m for m in events), events
+    assert shown(client, user, old)["state"] == "STATE_COMPLETED"
+    clock.advance(checkpoint_gc.RETRY_FIRST + 1)
+    gc.run_pending()  # no agent up: the master deletes
+    assert shown(client, user, old)["state"] == "STATE_DELETED"
+    assert not storage_of(client).path_of(old).exists() and shown(client, user, new)["state"] == "STATE_COMPLETED"
+
+
+def test_a_task_still_running_after_the_limit_is_killed_once(app: FastAPI, client: TestClient, user: dict,
+                                                              agent: FakeAgent) -> None:
+    gc: CheckpointGC = app.state.checkpoint_gc
+    clock = app.state.ctx.clock
+    create_experiment(client, user, CONFIG)
+    [trial] = agent.start_all()
+    stored(client, trial, 2), stored(client, trial, 4)
+    agent.exit(trial.allocation_id, 0)
+    gc.run_pending()
+    [task] = agent.start_all()
+    for _ in range(2):  # looked at again, and killed once, however often the worker looks
+        clock.advance(checkpoint_gc.TASK_RUN_LIMIT + 1)
+        agent.conn.last_heartbeat = clock.now()
+        gc.run_pending()
+    kills = [m for m in agent.messages() if m["type"] == "kill_task"]
+    assert [m["allocation_id"] for m in kills] == [task.allocation_id]
+    assert "it was still running after 3600 s" in kills[0]["reason"]

@@ -41,6 +41,7 @@ from pedl.master.provisioner.scaling_decider import (
 )
 from pedl.master.provisioner.snapshot import HeldTask, InstanceFacts, snapshot
 from pedl.master.services import experiment_progression
+from pedl.master.services.checkpoint_gc_task_rows import KIND as GC_TASK_KIND
 from pedl.master.services.transitions import record_event, set_instance_state
 
 if TYPE_CHECKING:
@@ -211,12 +212,15 @@ class PoolProvisioner:
                 cordoned=row.cordoned_since is not None,
                 agent_connected=(agent is not None and agent.state == AgentState.CONNECTED and row.id in connected),
                 agent_disconnected_at=agent.disconnected_at if agent is not None else None))
-        # a task its experiment's max_slots holds back (as the last scheduling pass saw) is no demand
+        # a task its experiment's max_slots holds back (as the last scheduling pass saw) is no demand, nor is
+        # a checkpoint GC task: pedl boots no instance to delete files (the GC worker ends one no agent takes)
         waiting = [PendingTask(aid, slots, queued) for aid, slots, queued in s.execute(
-            select(models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at).where(
+            select(models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at)
+            .outerjoin(models.GenericTask, models.GenericTask.id == models.Allocation.task_id).where(
                 models.Allocation.state == AllocationState.PENDING,
                 models.Allocation.resource_pool == self.pool.pool_name,
-                or_(models.Allocation.wait_kind.is_(None), models.Allocation.wait_kind != WaitKind.MAX_SLOTS)))]
+                or_(models.Allocation.wait_kind.is_(None), models.Allocation.wait_kind != WaitKind.MAX_SLOTS),
+                or_(models.GenericTask.kind.is_(None), models.GenericTask.kind != GC_TASK_KIND)))]
         # the idle clocks live on the rows: `snapshot` updates a dict of them, the changes go back
         idle = {row.id: row.idle_since for row in rows if row.idle_since is not None}
         out = snapshot(self.now, facts, held, waiting, idle)

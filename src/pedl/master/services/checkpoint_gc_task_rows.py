@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
-from pedl.master.lifecycle import LIVE_ALLOCATION
+from pedl.master.lifecycle import LIVE_ALLOCATION, AllocationState
 from pedl.master.services.transitions import record_event
 
 KIND = "checkpoint_gc"
@@ -42,6 +42,9 @@ class Outcome:
     live: bool
     ok: bool = False
     why: str = ""
+    allocation_id: str = ""
+    waiting_since: float | None = None  # live and not yet placed on an agent: since it was queued
+    running_since: float | None = None  # live on an agent: since it was assigned
 
 
 def outcome(s: Session, task_id: str) -> Outcome:
@@ -53,7 +56,9 @@ def outcome(s: Session, task_id: str) -> Outcome:
     if task is None or alloc is None:
         return Outcome(False, False, f"checkpoint GC task {task_id} is gone")
     if alloc.state in LIVE_ALLOCATION:
-        return Outcome(True)
+        if alloc.state == AllocationState.PENDING:
+            return Outcome(True, allocation_id=alloc.id, waiting_since=alloc.queued_at)
+        return Outcome(True, allocation_id=alloc.id, running_since=alloc.assigned_at or alloc.queued_at)
     secret = secret_of(task)
     missing = sorted(set(secret.get("uuids") or []) - set(secret.get("reported") or []))
     if alloc.exit_code == 0 and not missing:
