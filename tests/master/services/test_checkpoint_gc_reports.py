@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from pedl.master.services import checkpoint_gc, checkpoint_gc_tasks
 from pedl.master.services.checkpoint_gc import CheckpointGC
+from pedl.master.services.checkpoint_gc_task_rows import RUN_LIMIT, WAIT_LIMIT
 from tests.master.fakes import FakeAgent, StartedTask, create_experiment, post
 from tests.master.gc_task_world import delete, report, shown, spec_of, start_trial, storage_of, stored
 
@@ -115,7 +116,7 @@ def test_a_collection_runs_as_a_task_and_a_failed_one_is_retried(app: FastAPI, c
 def test_a_task_no_agent_takes_is_ended_and_the_master_deletes_once_none_is_up(
         app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pool's one agent leaves just as a collection decides to run on it: its GC task waits, ended after
-    TASK_WAIT_LIMIT (no instance is booted for it: the provisioner's test), and the retry is the master's."""
+    WAIT_LIMIT (no instance is booted for it: the provisioner's test), and the retry is the master's."""
     gc: CheckpointGC = app.state.checkpoint_gc
     clock = app.state.ctx.clock
     exp = create_experiment(client, user, CONFIG)
@@ -126,21 +127,39 @@ def test_a_task_no_agent_takes_is_ended_and_the_master_deletes_once_none_is_up(
         m.setattr(checkpoint_gc_tasks, "runs_on_agent", lambda *_: True)  # decided while the agent was up
         agent.exit(trial.allocation_id, 0)
         gc.run_pending()
-        assert gc.pending() == {exp["id"]: clock.now() + checkpoint_gc.TASK_WAIT_LIMIT}
-        clock.advance(checkpoint_gc.TASK_WAIT_LIMIT - 1)
-        gc.run_pending()  # not yet due
+        clock.advance(WAIT_LIMIT - 1)
+        gc.run_pending()  # not yet overdue
+        assert gc.pending() == {}
         clock.advance(2)
-        gc.run_pending()  # overdue: ended, its collection asked again at once
-        gc.run_pending()  # ...which notes the failure and retries with backoff
+        gc.run_pending()  # overdue: ended; its collection, asked again at once, notes the failure
         assert gc.pending() == {exp["id"]: clock.now() + checkpoint_gc.RETRY_FIRST}
     events = [e["message"] for e in
               client.get(f"/api/v1/experiments/{exp['id']}/events", headers=user).json()["events"]]
-    assert any("no agent took it after 120 s" in m for m in events), events
+    assert any("no agent took it within 120 s" in m for m in events), events
     assert shown(client, user, old)["state"] == "STATE_COMPLETED"
     clock.advance(checkpoint_gc.RETRY_FIRST + 1)
     gc.run_pending()  # no agent up: the master deletes
     assert shown(client, user, old)["state"] == "STATE_DELETED"
     assert not storage_of(client).path_of(old).exists() and shown(client, user, new)["state"] == "STATE_COMPLETED"
+
+
+def test_a_users_delete_no_agent_takes_ends_with_a_warning(app: FastAPI, client: TestClient, user: dict,
+                                                           agent: FakeAgent, task: StartedTask) -> None:
+    gc: CheckpointGC = app.state.checkpoint_gc
+    name = stored(client, task, 2)
+    agent.exit(task.allocation_id, 0)
+    gc.run_pending()  # (save_trial_latest keeps it)
+    app.state.ctx.hub.detach(agent.conn)
+    exp_id = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]["experimentId"]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(checkpoint_gc_tasks, "runs_on_agent", lambda *_: True)
+        assert delete(client, user, name).status_code == 200
+    app.state.ctx.clock.advance(WAIT_LIMIT)
+    gc.run_pending()
+    events = client.get(f"/api/v1/experiments/{exp_id}/events", headers=user).json()["events"]
+    assert any(e["level"] == "warning" and "no agent took it within 120 s" in e["message"]
+               and "ask again" in e["message"] for e in events), events
+    assert shown(client, user, name)["state"] == "STATE_COMPLETED"
 
 
 def test_a_task_still_running_after_the_limit_is_killed_once(app: FastAPI, client: TestClient, user: dict,
@@ -153,8 +172,12 @@ def test_a_task_still_running_after_the_limit_is_killed_once(app: FastAPI, clien
     agent.exit(trial.allocation_id, 0)
     gc.run_pending()
     [task] = agent.start_all()
-    for _ in range(2):  # looked at again, and killed once, however often the worker looks
-        clock.advance(checkpoint_gc.TASK_RUN_LIMIT + 1)
+    clock.advance(RUN_LIMIT - 1)
+    agent.conn.last_heartbeat = clock.now()
+    gc.run_pending()
+    assert [m for m in agent.messages() if m["type"] == "kill_task"] == []
+    for _ in range(2):  # killed once, however often the worker looks
+        clock.advance(2)
         agent.conn.last_heartbeat = clock.now()
         gc.run_pending()
     kills = [m for m in agent.messages() if m["type"] == "kill_task"]

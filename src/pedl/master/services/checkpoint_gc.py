@@ -30,9 +30,8 @@ from sqlalchemy.orm import Session
 
 from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
 from pedl.config.checkpoint_storage import experiment_storage
-from pedl.master.cluster import allocations as cluster_allocations
 from pedl.master.db import models
-from pedl.master.lifecycle import LIVE_ALLOCATION, TERMINAL_TRIAL, AllocationState, CheckpointState
+from pedl.master.lifecycle import TERMINAL_TRIAL, CheckpointState
 from pedl.master.services import checkpoint_gc_tasks, checkpoints, model_versions
 from pedl.master.services.checkpoint_deletion import Deletion, Outcome, delete_from_storage
 from pedl.master.services.checkpoint_retention import CheckpointFacts, RetentionPolicy, metric_value, select_deletions
@@ -48,8 +47,6 @@ C = CheckpointState
 RETRY_FIRST = 30.0  # seconds before a failed deletion is tried again; doubles up to RETRY_MAX
 RETRY_MAX = 3600.0
 IDLE_WAIT = 60.0
-TASK_WAIT_LIMIT = 120.0  # a GC task no agent has taken by then is ended (the retry may fall back to the master)
-TASK_RUN_LIMIT = 3600.0  # a GC task still running by then is killed and its collection retried
 MAX_PER_TASK = 1000  # checkpoints one GC task is given (api/checkpoint_gc_reports.py bounds its report so)
 
 
@@ -158,6 +155,10 @@ class CheckpointGC:
     def run_pending(self) -> float | None:
         """Collect every experiment that is due; returns when the next one is due (None: none)."""
         with self._busy:
+            try:  # before `due`: a collection whose task it ends is asked again at once
+                checkpoint_gc_tasks.end_overdue(self.ctx)
+            except Exception:  # noqa: BLE001 - the collections go on; the next pass looks again
+                log.exception("ending overdue checkpoint GC tasks failed")
             now = self.ctx.clock.now()
             with self._lock:
                 due = sorted(e for e, at in self._pending.items() if at <= now)
@@ -223,7 +224,6 @@ class CheckpointGC:
         # under the cluster lock, as `plan`: the task's end asks for this collection inside its transaction
         result = self.ctx.controller.run(lambda s: checkpoint_gc_tasks.outcome(s, task_id))
         if result.live:
-            self._end_if_overdue(experiment_id, task_id, result)
             return False
         self._tasks.pop(experiment_id, None)
         if result.ok:
@@ -235,37 +235,6 @@ class CheckpointGC:
                          f"checkpoint garbage collection will retry: {result.why}", level="warning")
         self._retry_later(experiment_id, result.why)
         return False
-
-    def _end_if_overdue(self, experiment_id: int, task_id: str, task: checkpoint_gc_tasks.Outcome) -> None:
-        """A live GC task that no agent took within TASK_WAIT_LIMIT (its pool emptied: the provisioner boots
-        nothing for it), or that still runs after TASK_RUN_LIMIT (hung), is ended; its collection is asked
-        again, so that the failure is retried with backoff (by the master itself where no agent is up).
-        One not overdue yet is looked at again when it will be."""
-        now = self.ctx.clock.now()
-        if task.waiting_since is not None:
-            limit, since, what = TASK_WAIT_LIMIT, task.waiting_since, "no agent took it"
-        else:
-            limit, since, what = TASK_RUN_LIMIT, task.running_since or now, "it was still running"
-        if since + limit > now:
-            self.request(experiment_id, since + limit - now)
-            return
-        reason = f"checkpoint GC task {task_id} ended: {what} after {limit:.0f} s"
-
-        def work(s: Session) -> str | None:
-            alloc = s.get(models.Allocation, task.allocation_id)
-            if alloc is None or alloc.state not in LIVE_ALLOCATION:
-                return None  # ended meanwhile
-            if alloc.state == AllocationState.TERMINATING:
-                return alloc.state  # killed before; its agent has not said it ended yet
-            cluster_allocations.kill(self.ctx.controller, s, alloc, reason)
-            record_event(s, now, "experiment", experiment_id, f"{reason}; the collection will be retried",
-                         level="warning")
-            return alloc.state
-
-        state = self.ctx.controller.run(work)
-        self.ctx.controller.wake()
-        # a waiting one ended at once: its failure is retried now; a running one's end asks again itself
-        self.request(experiment_id, 0.0 if state in (None, AllocationState.TERMINATED) else TASK_WAIT_LIMIT)
 
     def _start_task(self, the_plan: Plan, outcome: Outcome) -> None:
         """A GC task for the plan's checkpoints inside the roots (at most MAX_PER_TASK: the next
@@ -285,7 +254,6 @@ class CheckpointGC:
         if task_id is not None:
             with self._lock:
                 self._tasks[the_plan.experiment_id] = task_id
-            self.request(the_plan.experiment_id, TASK_WAIT_LIMIT)  # is it placed by then? (_end_if_overdue)
             log.info("checkpoint garbage collection of experiment %s: task %s for %d checkpoint(s)",
                      the_plan.experiment_id, task_id, len(items))
 

@@ -42,9 +42,6 @@ class Outcome:
     live: bool
     ok: bool = False
     why: str = ""
-    allocation_id: str = ""
-    waiting_since: float | None = None  # live and not yet placed on an agent: since it was queued
-    running_since: float | None = None  # live on an agent: since it was assigned
 
 
 def outcome(s: Session, task_id: str) -> Outcome:
@@ -56,9 +53,7 @@ def outcome(s: Session, task_id: str) -> Outcome:
     if task is None or alloc is None:
         return Outcome(False, False, f"checkpoint GC task {task_id} is gone")
     if alloc.state in LIVE_ALLOCATION:
-        if alloc.state == AllocationState.PENDING:
-            return Outcome(True, allocation_id=alloc.id, waiting_since=alloc.queued_at)
-        return Outcome(True, allocation_id=alloc.id, running_since=alloc.assigned_at or alloc.queued_at)
+        return Outcome(True)
     secret = secret_of(task)
     missing = sorted(set(secret.get("uuids") or []) - set(secret.get("reported") or []))
     if alloc.exit_code == 0 and not missing:
@@ -67,6 +62,21 @@ def outcome(s: Session, task_id: str) -> Outcome:
     if missing:
         why += f"; it reported nothing of {len(missing)} checkpoint(s), {missing[0]} first"
     return Outcome(False, False, f"checkpoint GC task {task_id} failed ({why})")
+
+
+WAIT_LIMIT = 120.0  # a GC task no agent has taken by then is ended: its pool emptied (nothing boots for it)
+RUN_LIMIT = 3600.0  # a GC task still running by then is killed: hung
+
+
+def overdue(state: str, queued_at: float, assigned_at: float | None, now: float) -> str | None:
+    """Why a live GC task's allocation must end now (None: it may go on). One being killed already
+    (TERMINATING) waits for its agent."""
+    if state == AllocationState.PENDING and now - queued_at >= WAIT_LIMIT:
+        return f"no agent took it within {WAIT_LIMIT:.0f} s"
+    if state not in (AllocationState.PENDING, AllocationState.TERMINATING) and \
+            now - (assigned_at if assigned_at is not None else queued_at) >= RUN_LIMIT:
+        return f"it was still running after {RUN_LIMIT:.0f} s"
+    return None
 
 
 def ended(fx: ClusterEffects, s: Session, alloc: models.Allocation) -> None:

@@ -26,7 +26,7 @@ from pedl.common.checkpoint_storage import SharedFSStorage, storage_from_config
 from pedl.master.cluster import allocations as cluster_allocations
 from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.db import models
-from pedl.master.lifecycle import AgentState
+from pedl.master.lifecycle import LIVE_ALLOCATION, AgentState, AllocationState
 from pedl.master.services import model_definitions
 from pedl.master.services.checkpoint_gc_task_rows import (  # noqa: F401 - re-exported
     KIND,
@@ -40,6 +40,7 @@ from pedl.master.services.checkpoint_gc_task_rows import (  # noqa: F401 - re-ex
     ended,
     entrypoint,
     outcome,
+    overdue,
     secret_of,
 )
 from pedl.master.services.model_versions import is_registered
@@ -160,3 +161,32 @@ def _context(spec: dict[str, Any]) -> bytes:
     return tgz
 
 
+
+
+def end_overdue(ctx: MasterContext) -> list[str]:
+    """End every live GC task `overdue` says must end, in one transaction under the cluster lock; returns
+    their ids. A waiting one ends at once (its end is handled here as an agent's report would be: a
+    collection is asked again, a user's request warns); a running one is killed and its agent's report
+    of the end does the same."""
+    def work(s: Session) -> list[str]:
+        now = ctx.controller.now
+        rows = s.execute(select(models.Allocation, models.GenericTask.id)
+                         .join(models.GenericTask, models.GenericTask.id == models.Allocation.task_id)
+                         .where(models.Allocation.state.in_(sorted(LIVE_ALLOCATION)),
+                                models.GenericTask.kind == KIND)).all()
+        done = []
+        for alloc, task_id in rows:
+            why = overdue(alloc.state, alloc.queued_at, alloc.assigned_at, now)
+            if why is None:
+                continue
+            reason = f"checkpoint GC task {task_id} ended: {why}"
+            cluster_allocations.kill(ctx.controller, s, alloc, reason)
+            if alloc.state == AllocationState.TERMINATED:
+                ended(ctx.controller, s, alloc)
+            done.append(task_id)
+        return done
+
+    ended_ids = ctx.controller.run(work)
+    if ended_ids:
+        ctx.controller.wake()
+    return ended_ids
