@@ -99,6 +99,7 @@ def test_agent_and_slot_list(det_cluster) -> None:
     assert "FREE" in slots
 
 
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)  # TLS: info, login, agents
 def test_experiment_create_list_describe_logs_kill(det_cluster, tmp_path) -> None:
     cfg = tmp_path / "const.yaml"
     cfg.write_text(yaml.safe_dump(steps_config(name="from-det", steps=6)))
@@ -133,6 +134,7 @@ def test_experiment_create_list_describe_logs_kill(det_cluster, tmp_path) -> Non
     assert waited.returncode == 1
 
 
+@pytest.mark.parametrize("det_cluster", ["http"], indirect=True)  # TLS: info, login, agents
 def test_trial_logs_follow_ends_with_the_trial(det_cluster, tmp_path) -> None:
     cfg = tmp_path / "follow.yaml"
     cfg.write_text(yaml.safe_dump(steps_config(name="follow", steps=8, delay=0.1)))

@@ -1,4 +1,4 @@
-"""schemathesis against a live master (uvicorn on a loopback port, on SQLite and PostgreSQL): every
+"""schemathesis against a live master (uvicorn on a loopback port, on PostgreSQL): every
 operation of /openapi.json answers as documented and never with a 5xx, as a non-admin user, then
 the admin-only operations as an admin.
 
@@ -47,12 +47,13 @@ pytestmark = pytest.mark.slow  # minutes each: handed out first under pytest-xdi
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
           "response_schema_conformance,ignored_auth,unsupported_method,allow_header_conformance")
 # Fuzzed examples per operation, beside the coverage phase, which sends every documented edge value: 5 on
-# PostgreSQL (the production database) took ~41 s of CPU, 10 took ~58; with SQLite's run (~37) the two are ~80 s
-# of a main pass's ~1,400. A fixed seed keeps the suite deterministic;
-# PEDL_SCHEMATHESIS_SEED and PEDL_SCHEMATHESIS_EXAMPLES explore further by hand.
+# PostgreSQL, the production database (~70 s of CPU, the master's and schemathesis's, in a main pass of ~1,900).
+# It runs on PostgreSQL alone: a run on SQLite (~60 s more) found nothing the API modules that run on both
+# databases (tests/master/conftest.py) do not cover, and make test must stay under 20 minutes with Determined's
+# own e2e suite in it. A fixed seed keeps the suite deterministic; PEDL_SCHEMATHESIS_SEED and
+# PEDL_SCHEMATHESIS_EXAMPLES explore further by hand, and PEDL_SCHEMATHESIS_DATABASES=sqlite,postgres runs both.
 MAX_EXAMPLES = int(os.environ.get("PEDL_SCHEMATHESIS_EXAMPLES", "5"))
-# On SQLite, 3: what a 5xx could differ in between the databases is their SQL, which every edge value reaches.
-SQLITE_EXAMPLES = int(os.environ.get("PEDL_SCHEMATHESIS_SQLITE_EXAMPLES", "3"))
+DATABASES = os.environ.get("PEDL_SCHEMATHESIS_DATABASES", "postgres").split(",")
 SEED = os.environ.get("PEDL_SCHEMATHESIS_SEED", "20260801")
 
 CONFIG_TOML = """\
@@ -115,10 +116,10 @@ def _still_logged_in(url: str, token: str) -> None:
     assert me.status_code == 200, me.text
 
 
-def test_every_operation_answers_as_documented(live_master: LiveMaster, master_config: MasterConfig,
-                                               tmp_path: Path) -> None:
+@pytest.mark.parametrize("db_kind", DATABASES, indirect=True)
+def test_every_operation_answers_as_documented(live_master: LiveMaster, tmp_path: Path) -> None:
     url = live_master.url
-    examples = MAX_EXAMPLES if master_config.db else SQLITE_EXAMPLES
+    examples = MAX_EXAMPLES
     user = _login(url, "determined")
     admin = _login(url, "admin")  # before the run's wrong logins make the address wait (429)
     _seed(url, user)
