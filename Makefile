@@ -12,14 +12,15 @@ DET_E2E_SUITE ?= $(abspath ../shared/determined-e2e-0.38.1)
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?=
 # most of the suite waits on real processes, so it runs in parallel even on 2 cores; `serial`
-# tests (they restart PostgreSQL) run alone afterwards, and the browser tests (Playwright's sync API
-# holds an asyncio loop open in its process) in a pass of their own. Workers take tests 4 at a time, so the long
+# tests (they restart PostgreSQL) run after it, beside the browser tests (Playwright's sync API
+# holds an asyncio loop open in its process), which have a pass of their own. Workers take tests 4 at a time, so the long
 # e2e tests (collected first under xdist) spread over all of them. Exit status 5 = nothing selected.
 PYTEST_WORKERS ?= 4
 # where the browser and serial tests live: those passes collect only these (a whole collection is ~15 s of CPU
 # per process); tests/conftest.py refuses a browser or serial test anywhere else
 BROWSER_TESTS := tests/browser
 SERIAL_TESTS := tests/e2e/test_postgres_restart_e2e.py
+SERIAL_LOG := /tmp/pedl-serial-pass.$(shell id -u).log
 # `make test` prepares in parallel (SETUP_JOBS recipes at a time): the two venvs, chromium, and dockerd with the
 # task image's debootstrap base (network-bound) all install side by side; pip into one venv, and apt, each run
 # one at a time under a lock (flock, from util-linux).
@@ -27,7 +28,7 @@ SETUP_JOBS ?= 4
 PIP = flock $(VENV)/.pip-lock $(BIN)/pip
 APT_GET = flock /tmp/pedl-apt.lock apt-get
 
-.PHONY: venv install install-test install-torch det-venv det-e2e-venv det-e2e compat-e2e demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
+.PHONY: test-browser-and-serial venv install install-test install-torch det-venv det-e2e-venv det-e2e compat-e2e demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
 	sshd docker docker-base
 
 $(BIN)/python:
@@ -149,8 +150,18 @@ test:
 	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target test-setup
 	$(BIN)/ruff check src tests
 	PEDL_DET_E2E=$(DET_E2E_SUITE) $(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial and not browser" $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m "browser and not serial" $(BROWSER_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(BIN)/pytest -q -p no:cacheprovider -m serial $(SERIAL_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	@$(MAKE) --no-print-directory test-browser-and-serial
+
+# the serial tests (they restart PostgreSQL) run beside the browser tests (their masters use SQLite); the serial
+# pass's output follows the browser pass's, and either failing fails the target
+test-browser-and-serial:
+	@rm -f $(SERIAL_LOG); ( $(BIN)/pytest -q -p no:cacheprovider -m serial $(SERIAL_TESTS) $(PYTEST_ARGS) \
+	  > $(SERIAL_LOG) 2>&1 || [ $$? -eq 5 ] ) & serial=$$!; \
+	echo "$(BIN)/pytest -q -p no:cacheprovider -n 2 -m \"browser and not serial\" $(BROWSER_TESTS) $(PYTEST_ARGS)"; \
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 -m "browser and not serial" $(BROWSER_TESTS) $(PYTEST_ARGS); \
+	browser=$$?; [ $$browser -eq 5 ] && browser=0; wait $$serial; rc=$$?; \
+	echo "$(BIN)/pytest -q -p no:cacheprovider -m serial $(SERIAL_TESTS) $(PYTEST_ARGS)"; cat $(SERIAL_LOG); \
+	[ $$browser -eq 0 ] && [ $$rc -eq 0 ]
 
 test-setup: install-test install-torch det-venv det-e2e-venv chromium sshd postgres-check docker test-bytecode
 

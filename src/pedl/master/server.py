@@ -48,6 +48,7 @@ def tune_runtime() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
+    gc.enable()  # `pedl master run` starts with it off (cli/master.py)
     sys.setswitchinterval(SWITCH_INTERVAL)
 
 
