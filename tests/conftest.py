@@ -6,8 +6,9 @@ from __future__ import annotations
 import gc
 
 # no cyclic garbage collection while pytest imports and collects the suite (~20% of a collection's CPU, and
-# each of make test's pytest processes collects); pytest_collection_finish collects once, freezes what lives
-# for the whole session (modules, test items) so that later full collections skip it, and turns it back on
+# each of make test's pytest processes collects); after the collection (pytest_collection) it collects once,
+# freezes what lives for the whole session (modules, test items) so that later full collections skip it, and
+# turns it back on
 gc.disable()
 
 import functools
@@ -21,7 +22,12 @@ from pedl.config.master_config import DatabaseConfig, MasterConfig
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
 from pedl.master.services import passwords, workspaces
-from tests.support.databases import fresh_postgres_db, migrated_sqlite_template, postgres_error
+from tests.support.databases import (
+    fresh_postgres_db,
+    migrated_sqlite_template,
+    open_postgres_connections,
+    postgres_error,
+)
 from tests.support.docker import docker_daemon, test_image  # noqa: F401 - fixtures for task containers
 
 _PG_ERROR: str | None = None
@@ -35,10 +41,33 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                     "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", returncode=3)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    gc.collect()
-    gc.freeze()
-    gc.enable()
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> object:
+    """Around the collection, so that a pytest-xdist controller (which leaves collecting to its workers and
+    never finishes a collection of its own) turns collection back on too."""
+    try:
+        return (yield)
+    finally:
+        gc.collect()
+        gc.freeze()
+        gc.enable()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """After a PostgreSQL test's fixtures are gone: an engine nobody disposed of (an app never started or
+    stopped while a pass still ran) keeps its connections open until a garbage collection finds it, and
+    pytest-xdist's workers together then exceed PostgreSQL's max_connections (CI's run failed that way, with
+    "too many clients" from then on). Such a test fails here, named."""
+    result = yield
+    if getattr(item, "callspec", None) is not None and item.callspec.params.get("db_kind") == "postgres":
+        held = open_postgres_connections()
+        if held:
+            gc.collect()
+            if (left := held - open_postgres_connections()) > 0:
+                raise AssertionError(f"{item.nodeid} left {left} PostgreSQL connection(s) open to the garbage "
+                                     "collector: dispose of the Database (or stop the app) it opened")
+    return result
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -170,3 +199,5 @@ def database(master_config: MasterConfig) -> Database:
         s.commit()
     yield db
     db.dispose()
+
+

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.conftest import PASS_PATHS, _outside_its_pass
+from tests.conftest import PASS_PATHS, _outside_its_pass, require_postgres
 
 
 class _Item:
@@ -56,3 +56,17 @@ def test_api_modules_outside_the_list_run_on_postgresql_alone_and_the_listed_on_
     # a renamed module would otherwise drop to PostgreSQL alone without a word
     api = Path(__file__).parent / "master" / "api"
     assert {name for name in API_MODULES_ON_BOTH_DATABASES if not (api / f"{name}.py").exists()} == set()
+
+
+def test_the_connection_count_sees_this_processs_connections_to_postgresql() -> None:
+    import psycopg
+
+    from tests.support.databases import open_postgres_connections, pg_admin_dsn
+
+    require_postgres()
+    before = open_postgres_connections()
+    with psycopg.connect(pg_admin_dsn()) as a, psycopg.connect(pg_admin_dsn()):
+        assert open_postgres_connections() == before + 2
+        a.close()
+        assert open_postgres_connections() == before + 1
+    assert open_postgres_connections() == before

@@ -40,8 +40,10 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def app(master_config: MasterConfig, clock: ManualClock) -> FastAPI:
-    return create_app(master_config, clock=clock)
+def app(master_config: MasterConfig, clock: ManualClock) -> Iterator[FastAPI]:
+    app = create_app(master_config, clock=clock)
+    yield app
+    app.state.ctx.db.dispose()  # (again, if a client started and stopped it) a test's own passes used it
 
 
 @pytest.fixture

@@ -34,6 +34,27 @@ def postgres_error() -> str | None:
         return f"PostgreSQL is unreachable at {PG_HOST}:{PG_PORT} as {PG_USER}: {exc}".strip()
 
 
+def open_postgres_connections() -> int:
+    """How many TCP connections this process holds open to PostgreSQL (its sockets, matched in /proc's table
+    of the network namespace's connections)."""
+    sockets = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            sockets.add(target[8:-1])
+    port, held = f":{PG_PORT:04X}", 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()  # sl, local, remote, state (01: established), ..., inode (10th)
+                held += fields[2].endswith(port) and fields[3] == "01" and fields[9] in sockets
+    return held
+
+
 @contextmanager
 def fresh_postgres_db() -> Iterator[dict]:
     """Create a database for one test and drop it afterwards; yields master.yaml `db:` fields."""

@@ -64,6 +64,7 @@ from pedl.master.services import workspaces as workspaces_service
 from pedl.master.services.task_activity import ActivityThrottle
 from pedl.master.startup_summary import database_summary, pool_summary
 from pedl.master.wiring import attach_checkpoint_gc, attach_experiment_deletion, build_context
+from pedl.master.worker_passes import run_pass, stop_workers
 from pedl.version import __version__
 
 log = logging.getLogger("pedl.master")
@@ -71,6 +72,7 @@ log = logging.getLogger("pedl.master")
 TICK_SECONDS = 1.0
 PROVISIONER_TICK_SECONDS = 5.0  # the safety net; events wake provisioners at once
 PROVISIONER_MIN_SPACING = 0.05
+STOP_GRACE_SECONDS = 10.0  # for the workers' passes in progress at a stop
 
 
 def open_database(config: MasterConfig) -> Database:
@@ -105,7 +107,7 @@ async def control_loop(ctx: MasterContext, stop: asyncio.Event) -> None:
             await asyncio.wait_for(wake.wait(), timeout=TICK_SECONDS)
         wake.clear()
         try:
-            await asyncio.to_thread(ctx.controller.tick)
+            await run_pass(ctx.controller.tick)
         except Exception:  # noqa: BLE001 - keep the loop alive; the next pass retries
             log.exception("control loop pass failed")
             await asyncio.sleep(TICK_SECONDS)
@@ -119,7 +121,7 @@ async def provisioner_loop(ctx: MasterContext, prov, wake: asyncio.Event, stop: 
         await asyncio.sleep(max(0.0, last_end + PROVISIONER_MIN_SPACING - loop.time()))
         wake.clear()
         try:
-            next_at = await asyncio.to_thread(prov.step)
+            next_at = await run_pass(prov.step)
         except Exception:  # noqa: BLE001 - a provider bug must not stop the master
             log.exception("provisioner pass for pool %s failed", prov.pool.pool_name)
             next_at = None
@@ -145,7 +147,7 @@ def start_provisioners(ctx: MasterContext, stop: asyncio.Event) -> list[asyncio.
         ctx.provisioners[pool.pool_name] = prov
         wake = asyncio.Event()
         events.append(wake)
-        tasks.append(asyncio.create_task(provisioner_loop(ctx, prov, wake, stop)))
+        tasks.append(asyncio.create_task(provisioner_loop(ctx, prov, wake, stop), name=f"provisioner {pool.pool_name}"))
     ctx.controller.set_provisioner_waker(lambda: [loop.call_soon_threadsafe(e.set) for e in events])
     return tasks
 
@@ -175,14 +177,16 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         await asyncio.to_thread(_default_users, ctx)
         await asyncio.to_thread(ctx.controller.startup)
         stop = asyncio.Event()
-        task = asyncio.create_task(control_loop(ctx, stop))
-        prov_tasks = start_provisioners(ctx, stop)
+        workers = [asyncio.create_task(control_loop(ctx, stop), name="control loop"),
+                   *start_provisioners(ctx, stop)]
         await asyncio.to_thread(checkpoints_service.report_outside_roots, ctx)
-        gc_task = asyncio.create_task(checkpoint_gc.run_loop(stop))
-        deletion_task = asyncio.create_task(deleter.run_loop(stop))
-        digest_task = asyncio.create_task(metric_digests.run_loop(ctx.db, ctx.digest_queue, stop))
-        retention_task = asyncio.create_task(metric_retention.run_loop(ctx, stop))  # deletes only where configured
-        idle_task = asyncio.create_task(idle_tasks.run_loop(ctx, stop))  # services unused for their idle_timeout
+        workers += [asyncio.create_task(checkpoint_gc.run_loop(stop), name="checkpoint GC"),
+                    asyncio.create_task(deleter.run_loop(stop), name="experiment deletion"),
+                    asyncio.create_task(metric_digests.run_loop(ctx.db, ctx.digest_queue, stop), name="metric digests"),
+                    # deletes only where configured
+                    asyncio.create_task(metric_retention.run_loop(ctx, stop), name="metric retention"),
+                    # services unused for their idle_timeout
+                    asyncio.create_task(idle_tasks.run_loop(ctx, stop), name="idle tasks")]
         log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
                  database_summary(ctx.config))
         for pool in ctx.config.resource_pools:
@@ -191,10 +195,8 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
             yield
         finally:
             stop.set()
-            for t in (task, gc_task, deletion_task, digest_task, retention_task, idle_task, *prov_tasks):
-                t.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
+            # the passes in progress end before the database is disposed of (worker_passes.py)
+            await stop_workers(workers, STOP_GRACE_SECONDS)
             for prov in ctx.provisioners.values():
                 prov.provider.close()
             ctx.db.dispose()

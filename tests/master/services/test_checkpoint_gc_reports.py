@@ -144,14 +144,15 @@ def test_a_task_no_agent_takes_is_ended_and_the_master_deletes_once_none_is_up(
 
 
 def test_a_users_delete_no_agent_takes_ends_with_a_warning(app: FastAPI, client: TestClient, user: dict,
-                                                           agent: FakeAgent, task: StartedTask) -> None:
+                                                           agent: FakeAgent, task: StartedTask,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     gc: CheckpointGC = app.state.checkpoint_gc
     name = stored(client, task, 2)
     agent.exit(task.allocation_id, 0)
     gc.run_pending()  # (save_trial_latest keeps it)
     app.state.ctx.hub.detach(agent.conn)
     exp_id = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]["experimentId"]
-    with pytest.MonkeyPatch.context() as m:
+    with monkeypatch.context() as m:
         m.setattr(checkpoint_gc_tasks, "runs_on_agent", lambda *_: True)
         assert delete(client, user, name).status_code == 200
     app.state.ctx.clock.advance(WAIT_LIMIT)
@@ -168,7 +169,8 @@ def test_a_task_still_running_after_the_limit_is_killed_once(app: FastAPI, clien
     clock = app.state.ctx.clock
     create_experiment(client, user, CONFIG)
     [trial] = agent.start_all()
-    stored(client, trial, 2), stored(client, trial, 4)
+    for steps in (2, 4):
+        stored(client, trial, steps)
     agent.exit(trial.allocation_id, 0)
     gc.run_pending()
     [task] = agent.start_all()

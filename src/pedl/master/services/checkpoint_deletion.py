@@ -43,8 +43,7 @@ def delete_from_storage(deletions: Sequence[Deletion], roots: StorageRoots,
                         act: Callable[[CheckpointStorage, str], None] = _delete_all) -> list[Deletion]:
     """`act` (by default: delete the whole checkpoint) on each checkpoint's storage, checked against the
     roots just before (one outside them is left alone, logged, in `outcome.refused`); one `registered`
-    as a model version meanwhile is kept; a failure is noted in `outcome.failed`. -> those done.
-    Garbage collection and a user's delete or file removal (services/checkpoint_edits.py) share it."""
+    as a model version meanwhile is kept; a failure is noted in `outcome.failed`. -> those done."""
     storages: dict[str, CheckpointStorage] = {}
     done = []
     for d in deletions:

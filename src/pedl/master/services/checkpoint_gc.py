@@ -37,6 +37,7 @@ from pedl.master.services.checkpoint_deletion import Deletion, Outcome, delete_f
 from pedl.master.services.checkpoint_retention import CheckpointFacts, RetentionPolicy, metric_value, select_deletions
 from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
 from pedl.master.services.transitions import record_event, set_checkpoint_state
+from pedl.master.worker_passes import run_pass
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -285,14 +286,14 @@ class CheckpointGC:
         loop = asyncio.get_running_loop()
         self._wake = lambda: loop.call_soon_threadsafe(wake.set)
         try:
-            await asyncio.to_thread(self.sweep)
+            await run_pass(self.sweep)
         except Exception:  # noqa: BLE001 - the sweep is a safety net; requests still work
             log.exception("checkpoint garbage collection sweep failed")
         while not stop.is_set():
             wake.clear()
             next_at = None
             try:
-                next_at = await asyncio.to_thread(self.run_pending)
+                next_at = await run_pass(self.run_pending)
             except Exception:  # noqa: BLE001 - keep the worker alive
                 log.exception("checkpoint garbage collection pass failed")
             timeout = IDLE_WAIT if next_at is None else max(0.05, min(next_at - self.ctx.clock.now(), IDLE_WAIT))

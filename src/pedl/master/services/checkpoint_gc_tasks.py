@@ -163,24 +163,31 @@ def _context(spec: dict[str, Any]) -> bytes:
 
 
 
+def _live_rows(s: Session) -> list[tuple[models.Allocation, str]]:
+    return list(s.execute(select(models.Allocation, models.GenericTask.id)
+                          .join(models.GenericTask, models.GenericTask.id == models.Allocation.task_id)
+                          .where(models.Allocation.state.in_(sorted(LIVE_ALLOCATION)),
+                                 models.GenericTask.kind == KIND)).all())
+
+
 def end_overdue(ctx: MasterContext) -> list[str]:
-    """End every live GC task `overdue` says must end, in one transaction under the cluster lock; returns
-    their ids. A waiting one ends at once (its end is handled here as an agent's report would be: a
-    collection is asked again, a user's request warns); a running one is killed and its agent's report
-    of the end does the same."""
+    """End every live GC task `overdue` says must end; returns their ids. They are looked for in a read
+    (no cluster lock: the worker asks on every pass), and only if there are any, read again and ended in
+    one transaction under the lock. A waiting one ends at once (its end is handled here as an agent's
+    report would be: a collection is asked again, a user's request warns); a running one is killed and its
+    agent's report of the end does the same."""
+    def due(rows: list[tuple[models.Allocation, str]], now: float) -> list[tuple[models.Allocation, str, str]]:
+        return [(alloc, task_id, why) for alloc, task_id in rows
+                if (why := overdue(alloc.state, alloc.queued_at, alloc.assigned_at, now)) is not None]
+
+    with ctx.db.read_session() as s:
+        if not due(_live_rows(s), ctx.controller.now):
+            return []
+
     def work(s: Session) -> list[str]:
-        now = ctx.controller.now
-        rows = s.execute(select(models.Allocation, models.GenericTask.id)
-                         .join(models.GenericTask, models.GenericTask.id == models.Allocation.task_id)
-                         .where(models.Allocation.state.in_(sorted(LIVE_ALLOCATION)),
-                                models.GenericTask.kind == KIND)).all()
         done = []
-        for alloc, task_id in rows:
-            why = overdue(alloc.state, alloc.queued_at, alloc.assigned_at, now)
-            if why is None:
-                continue
-            reason = f"checkpoint GC task {task_id} ended: {why}"
-            cluster_allocations.kill(ctx.controller, s, alloc, reason)
+        for alloc, task_id, why in due(_live_rows(s), ctx.controller.now):
+            cluster_allocations.kill(ctx.controller, s, alloc, f"checkpoint GC task {task_id} ended: {why}")
             if alloc.state == AllocationState.TERMINATED:
                 ended(ctx.controller, s, alloc)
             done.append(task_id)

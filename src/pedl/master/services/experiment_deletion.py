@@ -35,6 +35,7 @@ from pedl.master.services.experiments import get
 from pedl.master.services.storage_roots import allowed_roots, checkpoint_problem
 from pedl.master.services.tensorboard_files import storage_of as tensorboard_storage
 from pedl.master.services.transitions import record_event, set_experiment_state
+from pedl.master.worker_passes import run_pass
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -243,8 +244,8 @@ class ExperimentDeleter:
         while not stop.is_set():
             wake.clear()
             try:
-                await asyncio.to_thread(self.sweep)
-                await asyncio.to_thread(self.run_pending)
+                await run_pass(self.sweep)
+                await run_pass(self.run_pending)
             except Exception:  # noqa: BLE001 - keep the worker alive; the next pass retries
                 log.exception("experiment deletion pass failed")
             with contextlib.suppress(TimeoutError):

@@ -22,6 +22,7 @@ from pedl.master.cluster import allocations as cluster_allocations
 from pedl.master.db import models
 from pedl.master.lifecycle import AllocationState
 from pedl.master.services import logs
+from pedl.master.worker_passes import run_pass
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -134,7 +135,7 @@ async def run_loop(ctx: MasterContext, stop: asyncio.Event) -> None:
     """The master's idle worker (app.py starts it with the others)."""
     while not stop.is_set():
         try:
-            next_at = await asyncio.to_thread(check, ctx)
+            next_at = await run_pass(check, ctx)
         except Exception:  # noqa: BLE001 - keep the worker alive; the next pass retries
             log.exception("idle task pass failed")
             next_at = None

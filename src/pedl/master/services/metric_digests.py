@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from pedl.master.db import models
 from pedl.master.services.series_digest import Digest, decode, encode, fold
+from pedl.master.worker_passes import run_pass
 
 if TYPE_CHECKING:
     from pedl.master.db.engine import Database
@@ -342,14 +343,14 @@ async def run_loop(db: Database, queue: DigestQueue, stop: asyncio.Event) -> Non
     loop = asyncio.get_running_loop()
     queue.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
     try:
-        await asyncio.to_thread(sweep, db, queue)
+        await run_pass(sweep, db, queue)
     except Exception:  # noqa: BLE001 - reads fall back to the reports; new ones are still digested
         log.exception("metric digest sweep failed")
     try:
         while not stop.is_set():
             wake.clear()
             try:
-                await asyncio.to_thread(digest_pass, db, queue)
+                await run_pass(digest_pass, db, queue)
             except Exception:  # noqa: BLE001 - keep the digester alive; reads fall back to the reports
                 log.exception("metric digest pass failed")
             await asyncio.sleep(PASS_SPACING)

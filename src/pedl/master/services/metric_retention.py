@@ -36,6 +36,7 @@ from pedl.config.metrics_retention import (
 )
 from pedl.master.db import models
 from pedl.master.lifecycle import DELETING_EXPERIMENT, TERMINAL_EXPERIMENT, TERMINAL_TRIAL
+from pedl.master.worker_passes import run_pass
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -314,7 +315,7 @@ class MetricRetention:
                 if stop.is_set():
                     return
                 try:
-                    deleted = await asyncio.to_thread(self.run_pass)
+                    deleted = await run_pass(self.run_pass, on_cancel=self._stopping.set)
                 except Exception:  # noqa: BLE001 - keep the worker alive; the next pass goes on
                     log.exception("metric retention pass failed")
                     continue
