@@ -266,3 +266,25 @@ def test_batch_entries_encode_alike_with_orjson_or_without(monkeypatch: pytest.M
     assert json.loads(master_session._encode(entry)) == entry
     assert master_session._encode({"v": float("nan")}) is None
     assert master_session._encode({"v": object()}) is None
+
+
+def test_a_run_of_entries_is_one_batch_encoded_whole_or_entry_by_entry_alike() -> None:
+    from pedl.core.master_session import _batches, _Queued
+
+    def run(*entries: dict) -> list[_Queued]:
+        return [_Queued(METRICS, None, BATCH, e) for e in entries]
+
+    plain = run({"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.25}, {"step": 3, "loss": 0.125})
+    [(item, raw)] = list(_batches(plain))
+    assert item is None and json.loads(raw) == [q.entry for q in plain]
+    # a null the report meant (None) takes the entry-by-entry path, to the same batch
+    nulls = run({"step": 1, "loss": None}, {"step": 2, "loss": 0.5})
+    [(item, raw)] = list(_batches(nulls))
+    assert item is None and json.loads(raw) == [q.entry for q in nulls]
+    # one entry JSON cannot say goes alone, between the batches before and after it
+    mixed = run({"step": 1}, {"step": 2}, {"step": 3, "v": float("inf")}, {"step": 4})
+    out = list(_batches(mixed))
+    assert [(i is not None and i.entry["step"], r and [e["step"] for e in json.loads(r)]) for i, r in out] == [
+        (False, [1, 2]), (3, None), (4, None)]
+    [(alone, raw)] = list(_batches(run({"step": 9})))
+    assert alone.entry == {"step": 9} and raw is None

@@ -6,13 +6,12 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
-from pedl.core.outbox import Empty, Outbox
+from pedl.core.outbox import Outbox
 
 
 def consume(box: Outbox[int | None], taken: list[list[int]]) -> threading.Thread:
-    """A consumer that records, per wake-up, the items it took together (get, then get_nowait)."""
+    """A consumer that records, per wake-up, the items it took together (get, then take_while up to the
+    end, None)."""
 
     def run() -> None:
         while True:
@@ -20,17 +19,7 @@ def consume(box: Outbox[int | None], taken: list[list[int]]) -> threading.Thread
             if first is None:
                 box.done()
                 return
-            group = [first]
-            while True:
-                try:
-                    nxt = box.get_nowait()
-                except Empty:
-                    break
-                if nxt is None:
-                    box.done()
-                    taken.append(group)
-                    return
-                group.append(nxt)
+            group = [first, *box.take_while(lambda item: item is not None, 10_000)]
             time.sleep(0.01)  # "sending"
             taken.append(group)
             box.done()
@@ -95,6 +84,15 @@ def test_put_waits_while_the_outbox_is_full() -> None:
     assert not done.wait(0.1)  # full: the fourth waits
     assert box.get() == 0
     assert done.wait(5)
-    assert [box.get_nowait() for _ in range(3)] == [1, 2, 3]
-    with pytest.raises(Empty):
-        box.get_nowait()
+    assert box.take_while(lambda _: True, 10) == [1, 2, 3]
+    assert box.take_while(lambda _: True, 10) == []
+
+
+def test_take_while_stops_at_the_limit_and_at_the_first_item_that_does_not_belong() -> None:
+    box: Outbox[int | None] = Outbox(maxsize=100)
+    for i in (1, 2, 3, 4, None, 5):
+        box.put(i)
+    assert box.take_while(lambda item: item is not None, 2) == [1, 2]
+    assert box.take_while(lambda item: item is not None, 10) == [3, 4]
+    assert box.take_while(lambda item: item is not None, 10) == []
+    assert box.take_while(lambda _: True, 10) == [None, 5]

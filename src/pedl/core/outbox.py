@@ -13,13 +13,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
-
-
-class Empty(Exception):
-    """get_nowait found nothing."""
 
 
 class Outbox(Generic[T]):
@@ -54,11 +51,13 @@ class Outbox(Generic[T]):
             self._sleeping = False
             self._lingered = bool(self._items)
 
-    def get_nowait(self) -> T:
-        if not self._items:
-            raise Empty
-        self._busy = True
-        return self._items.popleft()
+    def take_while(self, belongs: Callable[[T], bool], limit: int) -> list[T]:
+        """Up to `limit` more items at once, from the front, as long as each `belongs` (the consumer only,
+        holding what `get` gave it; it is done with all of them together)."""
+        items, taken = self._items, []
+        while items and len(taken) < limit and belongs(items[0]):  # producers only append: items[0] stays
+            taken.append(items.popleft())
+        return taken
 
     def done(self) -> None:
         """The consumer is done with what it took."""

@@ -46,13 +46,13 @@ class TrainContext(abc.ABC):
     def report_metrics(self, *, group: str, steps_completed: int, metrics: Mapping[str, Any],
                        batch_metrics: Sequence[Mapping[str, Any]] | None = None) -> None:
         steps_completed = check_steps(steps_completed)
-        if not isinstance(metrics, Mapping):
+        if type(metrics) is not dict and not isinstance(metrics, Mapping):  # (a dict's check first: cheaper)
             raise TypeError(f"metrics must be a dict of name -> value, got {type(metrics).__name__}")
         if not group:
             raise ValueError("group must be a non-empty string")
         encoded = to_json_value(metrics, where="metrics")
         encoded_batches = [to_json_value(b, where=f"batch_metrics[{i}]")
-                           for i, b in enumerate(batch_metrics or [])]
+                           for i, b in enumerate(batch_metrics)] if batch_metrics else []
         if not self._is_chief:
             return
         self._send_metrics(group, steps_completed, metrics, encoded, encoded_batches)
@@ -81,21 +81,20 @@ class MasterTrainContext(TrainContext):
         self._trial = trial
         self._single_path = f"/api/v1/trials/{trial.trial_id}/metrics"
         self._batch_path = f"/api/v1/trials/{trial.trial_id}/metrics/batch"
+        self._single = self._single_form  # (bound once: a report per step)
 
     def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
                       encoded: dict[str, Any], batch_metrics: list[Any]) -> None:
-        report = {
-            "trialRunId": self._trial.trial_run_id,
-            "stepsCompleted": steps_completed,
-            "reportTime": rfc3339_now(),
-            "metrics": {"avgMetrics": encoded, "batchMetrics": batch_metrics},
-        }
-        trial_id = self._trial.trial_id
-        # alone, Determined's single report (made only then); queued behind others, one entry of a batch
-        # (one request)
-        self._session.post_in_background(
-            self._single_path, lambda: {"metrics": {"trialId": trial_id, **report}, "group": group},
-            batch=(self._batch_path, {"group": group, **report}))
+        # alone, Determined's single report (made from the entry only then); queued behind others, one entry
+        # of a batch (one request)
+        self._session.post_in_background(self._single_path, self._single, batch=(self._batch_path, {
+            "group": group, "trialRunId": self._trial.trial_run_id, "stepsCompleted": steps_completed,
+            "reportTime": rfc3339_now(), "metrics": {"avgMetrics": encoded, "batchMetrics": batch_metrics}}))
+
+    def _single_form(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """A batch entry as the body of Determined's single-report route."""
+        report = {k: v for k, v in entry.items() if k != "group"}
+        return {"metrics": {"trialId": self._trial.trial_id, **report}, "group": entry["group"]}
 
     def _send_progress(self, progress: float) -> None:
         self._session.post_in_background(f"/api/v1/trials/{self._trial.trial_id}/progress",

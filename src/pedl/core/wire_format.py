@@ -19,7 +19,7 @@ def to_json_value(value: Any, *, where: str = "value") -> Any:
         return value
     if type(value) is float:
         return value if math.isfinite(value) else encode_float(value)
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):  # (a dict's check first: a report's metrics are)
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
