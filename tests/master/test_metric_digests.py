@@ -17,7 +17,7 @@ from sqlalchemy import func, insert, select, update
 from pedl.master.db import models
 from pedl.master.services import metric_digests, metric_series, metrics
 from pedl.master.services.downsample import downsample
-from pedl.master.services.series_digest import Digest, answer, fold
+from pedl.master.services.series_digest import Digest, answer, encode, fold
 from tests.master.fakes import GRID_CONFIG, SINGLE_CONFIG, FakeAgent, create_experiment, ctx_of, post, task_header
 
 
@@ -258,3 +258,51 @@ def test_a_mark_moved_between_the_two_reads_is_read_from_the_reports(app: FastAP
     monkeypatch.setattr(metric_digests, "load", lambda *_: before)
     raw = list(zip(*downsample(*map(list, zip(*points, strict=True)), 300), strict=True))
     assert read(app, [t], ["loss"], 300)[(t, "loss")] == raw
+
+
+class _Adds:
+    """The session `_fold` adds new digests to."""
+
+    def __init__(self) -> None:
+        self.added: list[models.MetricDigest] = []
+
+    def add(self, row: models.MetricDigest) -> None:
+        self.added.append(row)
+
+
+def _folded(points: list, held: dict[str, bytes], monkeypatch: pytest.MonkeyPatch | None) -> tuple[dict, bool]:
+    if monkeypatch is not None:  # the general path: a value at a time
+        monkeypatch.setattr(metric_digests, "_uniform_series", lambda *_: None)
+    digests = {name: models.MetricDigest(trial_id=1, group="training", name=name, data=data)
+               for name, data in held.items()}
+    s = _Adds()
+    complete = metric_digests._fold(s, 1, "training", digests, points, True)  # type: ignore[arg-type]
+    rows = {**{name: row.data for name, row in digests.items()}, **{row.name: row.data for row in s.added}}
+    return rows, complete
+
+
+@pytest.mark.parametrize("kind", ["floats", "ints and floats", "some not finite", "a string", "a name missing",
+                                  "past the names limit"])
+def test_reports_of_the_same_names_fold_a_name_at_a_time_into_the_same_digests(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(kind)
+    names = [f"m{i}" for i in range(metric_digests.MAX_DIGESTED_NAMES + 1 if kind == "past the names limit" else 4)]
+    points = []
+    for step in range(1, 400, 3):
+        report: dict[str, Any] = {name: rng.uniform(-1, 1) for name in names}
+        if kind == "ints and floats" and step % 2:
+            report["m0"] = rng.randrange(-5, 5)
+        if kind == "some not finite" and step % 7 == 0:
+            report["m1"], report["m2"] = math.nan, math.inf
+        if kind == "a string" and step == 100:
+            report["m3"] = "text"
+        if kind == "a name missing" and step == 200:
+            del report["m2"]
+        points.append((step, report))
+    held_digest = Digest()
+    fold(held_digest, [(0, 0.5)])
+    held = {"m0": encode(held_digest)}
+    by_names, complete = _folded(points, held, None)
+    by_values, complete_too = _folded(points, held, monkeypatch)
+    assert by_names == by_values and complete == complete_too
+    assert set(by_names) >= {"m0", "m1"}

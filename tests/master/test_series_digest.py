@@ -192,3 +192,19 @@ def test_points_out_of_order_fold_nothing_by_buckets_and_raise_at_the_first():
     assert series_digest._fold_many(d, points) is False and d == Digest()
     with pytest.raises(ValueError, match="step 10 is not after"):
         fold(d, points)
+
+
+@given(series_strategy, st.integers(min_value=0, max_value=300))
+def test_fold_arrays_is_fold(points, head):
+    """The batch path hands a name's steps and values as arrays: the digest `fold` makes of the same points,
+    a few (one by one) or many (by buckets)."""
+    import numpy as np
+
+    by_arrays, by_points = Digest(), Digest()
+    for d in (by_arrays, by_points):
+        fold(d, points[:head])
+    rest = points[head:]
+    series_digest.fold_arrays(by_arrays, np.array([p[0] for p in rest], dtype=np.int64),
+                              np.array([p[1] for p in rest], dtype=np.float64))
+    fold(by_points, rest)
+    assert by_arrays == by_points

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pedl.master.db import models
 from pedl.master.services import metric_summaries
@@ -35,6 +37,48 @@ def test_fold_leaves_its_input_alone_and_takes_json_safe_non_finite_values() -> 
     assert first["x"]["count"] == 1
     assert second["x"] == {"count": 2, "sum": "Infinity", "min": 1, "max": "Infinity", "mean": "Infinity",
                            "last": "Infinity", "type": "number"}
+
+
+_VALUES = st.one_of(st.integers(-5, 5), st.floats(allow_nan=True, allow_infinity=True, width=32),
+                    st.sampled_from(["NaN", "Infinity", "-Infinity", "text", True, None, [1], {"a": 1}]))
+_REPORTS = st.lists(st.dictionaries(st.sampled_from(["x", "y", "z"]), _VALUES, max_size=3), max_size=12)
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, NaN equal to NaN (both folds write a non-finite float as its string, a NaN as "NaN")."""
+    return repr(a) == repr(b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=_REPORTS, reports=_REPORTS)
+def test_fold_all_is_fold_report_by_report(before: list[dict], reports: list[dict]) -> None:
+    _assert_fold_all_is_fold(before, reports)
+
+
+def _assert_fold_all_is_fold(before: list[dict], reports: list[dict]) -> None:
+    start = None
+    for metrics in before:
+        start = metric_summaries.fold(start, metrics)
+    expected = start
+    for metrics in reports:
+        expected = metric_summaries.fold(expected, metrics)
+    assert _same(metric_summaries.fold_all(reports, start), expected or {})
+
+
+_NUMBERS = st.one_of(st.integers(-5, 5), st.floats(-1e6, 1e6), st.sampled_from([0.5, 1, 1.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=_REPORTS, width=st.integers(1, 3), rows=st.lists(st.lists(_NUMBERS, min_size=3, max_size=3), max_size=12),
+       odd=st.one_of(st.none(), st.tuples(st.integers(0, 11), _VALUES)))
+def test_fold_all_of_uniform_numeric_reports_is_fold_report_by_report(before: list[dict], width: int,
+                                                                      rows: list[list], odd: tuple | None) -> None:
+    """The batches a training loop sends (the same names, finite numbers), on aggregates of any kind; with
+    `odd`, one value of another kind (a NaN, a string, ...) among them."""
+    reports = [dict(zip(["x", "y", "z"][:width], row, strict=False)) for row in rows]
+    if odd is not None and reports:
+        reports[odd[0] % len(reports)]["x"] = odd[1]
+    _assert_fold_all_is_fold(before, reports)
 
 
 @pytest.mark.parametrize(("group", "key"), [("training", "avg_metrics"), ("validation", "validation_metrics"),

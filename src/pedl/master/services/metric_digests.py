@@ -27,12 +27,13 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from sqlalchemy import Select, and_, delete, exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from pedl.master.db import models
-from pedl.master.services.series_digest import Digest, decode, encode, fold
+from pedl.master.services.series_digest import Digest, decode, encode, fold, fold_arrays
 from pedl.master.worker_passes import run_pass
 
 if TYPE_CHECKING:
@@ -253,6 +254,17 @@ def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.Metri
           complete: bool) -> bool:
     """Fold the (step, report) points into the pair's digests, adding a digest per new name (up to
     MAX_DIGESTED_NAMES). -> whether every numeric name is digested."""
+    uniform = _uniform_series(points, digests)
+    if uniform is not None:
+        for name, (steps, values) in uniform.items():
+            row = digests.get(name)
+            digest = decode(row.data) if row is not None else Digest()
+            fold_arrays(digest, steps, values)
+            if row is None:
+                s.add(models.MetricDigest(trial_id=trial_id, group=group, name=name, data=encode(digest)))
+            else:
+                row.data = encode(digest)
+        return complete
     series_of: dict[str, list[tuple[int, float]]] = {}
     for step, report in points:
         if not isinstance(report, dict):
@@ -283,6 +295,33 @@ def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.Metri
         else:
             row.data = encode(digest)
     return complete
+
+
+def _uniform_series(points: Points, digests: dict[str, models.MetricDigest]
+                    ) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """A name's (steps, finite values) arrays, where every report has the same names (each one `_fold` would
+    digest: a name of a valid length, all of them within MAX_DIGESTED_NAMES) and only numbers: the reports
+    a training loop sends, a name at a time instead of a value at a time. None for any other points."""
+    if not points or type(points[0][1]) is not dict:
+        return None
+    names = points[0][1].keys()
+    if (not all(type(r) is dict and r.keys() == names for _, r in points)
+            or len(digests.keys() | names) > MAX_DIGESTED_NAMES
+            or not all(name and len(name) <= MAX_NAME_LENGTH for name in names)):
+        return None
+    steps = np.fromiter((step for step, _ in points), dtype=np.int64, count=len(points))
+    out = {}
+    for name in names:
+        values = [r[name] for _, r in points]
+        if not all(type(v) is float or type(v) is int for v in values):
+            return None
+        array = np.array(values, dtype=np.float64)
+        finite = np.isfinite(array)
+        if finite.all():
+            out[name] = (steps, array)
+        elif finite.any():  # (a name without a finite value gets no digest)
+            out[name] = (steps[finite], array[finite])
+    return out
 
 
 def digest_pass(db: Database, queue: DigestQueue, budget: int = ROWS_PER_PASS) -> bool:

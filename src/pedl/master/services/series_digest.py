@@ -86,6 +86,13 @@ def fold(d: Digest, points: Iterable[tuple[int, float]]) -> None:
 VECTOR_POINTS = 64  # from this many points on, folding by buckets is the cheaper
 
 
+def fold_arrays(d: Digest, steps: np.ndarray, values: np.ndarray) -> None:
+    """`fold` of the points (steps[i], values[i]) (int64 and float64 arrays of finite values)."""
+    if len(steps) >= VECTOR_POINTS and _fold_arrays(d, steps, values):
+        return
+    _fold_each(d, list(zip(steps.tolist(), values.tolist(), strict=True)))
+
+
 def _fold_each(d: Digest, points: list[tuple[int, float]]) -> None:
     counts, min_steps, min_values = d.counts, d.min_steps, d.min_values
     max_steps, max_values = d.max_steps, d.max_values
@@ -117,6 +124,11 @@ def _fold_many(d: Digest, points: list[tuple[int, float]]) -> bool:
     one-by-one fold raises at the first of them)."""
     steps = np.fromiter((p[0] for p in points), dtype=np.int64, count=len(points))
     values = np.fromiter((p[1] for p in points), dtype=np.float64, count=len(points))
+    return _fold_arrays(d, steps, values)
+
+
+def _fold_arrays(d: Digest, steps: np.ndarray, values: np.ndarray) -> bool:
+    """`_fold_many` of the points as arrays."""
     if (d.last_step is not None and steps[0] <= d.last_step) or not (steps[1:] > steps[:-1]).all():
         return False
     if d.origin is None:
@@ -125,7 +137,7 @@ def _fold_many(d: Digest, points: list[tuple[int, float]]) -> bool:
         _halve(d)
     index = (steps - d.origin) // d.width  # non-decreasing
     starts = np.flatnonzero(np.concatenate(([True], index[1:] != index[:-1])))
-    sizes = np.diff(np.append(starts, len(points)))
+    sizes = np.diff(np.append(starts, len(steps)))
     segment = np.repeat(np.arange(len(starts)), sizes)
     buckets = index[starts]
     low = np.minimum.reduceat(values, starts)
@@ -144,7 +156,7 @@ def _fold_many(d: Digest, points: list[tuple[int, float]]) -> bool:
     max_steps[buckets[new_high]] = steps[last_high[new_high]]
     max_values[buckets[new_high]] = high[new_high]
     counts[buckets] += sizes
-    d.points += len(points)
+    d.points += len(steps)
     d.last_step = int(steps[-1])
     return True
 
