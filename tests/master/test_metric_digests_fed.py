@@ -163,3 +163,18 @@ def test_the_feed_keeps_the_newest_reports_of_a_pair_and_drops_pairs_past_the_to
     assert len(queue.claim((1, "training")) or []) == 8
     assert queue.take() == (1, "training") and queue.take() == (2, "training") and queue.take() is None
     assert len(queue) == 0
+
+
+def test_a_feed_past_half_of_what_it_may_hold_hurries_the_digester() -> None:
+    """Past max_fed a pair's feed is dropped and read back from the database: past half of it, the
+    digester is told to make its next pass at once (before its spacing is up)."""
+    queue = metric_digests.DigestQueue(max_fed=100)
+    woken, hurried = [], []
+    queue.set_waker(lambda: woken.append(1), filling=lambda: hurried.append(1))
+    queue.feed(1, "training", [(step, {"loss": 0.5}) for step in range(1, 51)])
+    assert woken == [1] and hurried == []  # 50 held: half, not more
+    queue.feed(2, "training", [(1, {"loss": 0.5})])
+    assert hurried == [1]
+    assert queue.claim((1, "training")) is not None and queue.claim((2, "training")) is not None
+    queue.feed(1, "training", [(51, {"loss": 0.5})])
+    assert hurried == [1]  # claimed: nearly empty again

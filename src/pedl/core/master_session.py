@@ -63,12 +63,12 @@ def _retryable_status(status: int) -> bool:
 BACKGROUND_QUEUE = 10_000  # reports queued before report calls wait (backpressure)
 # a batch the sender coalesces: at most this many reports (the master's metric_batches.MAX_REPORTS)
 # and about this many bytes (well inside the master's 4 MiB request body limit)
-BATCH_REPORTS = 1000
+BATCH_REPORTS = 4000  # (1,000 before: a request's fixed costs on the master were ~8% of storing a thousand)
+BATCH_BYTES = 2 * 1024 * 1024
 # how long the sender waits for more reports to join a batch (unless BATCH_REPORTS wait, or a call flushes):
 # a request costs the training process ~1-2 ms of its interpreter, so a 1 ms step that reports every step
 # kept 0.968 of its speed with 0.1 s, 0.987-0.991 with 1 s (benchmarks.harness_overhead)
 LINGER_S = 1.0
-BATCH_BYTES = 1024 * 1024
 
 
 class _Queued(NamedTuple):  # a tuple: made once per report, on the training loop's thread

@@ -76,6 +76,7 @@ def _lean(raw: bytes, limits: LimitsConfig) -> list[Report] | None:
         return None
     max_string = limits.max_string_length
     out = []
+    checked_names: Any = None  # the last report's metric names, once their lengths were checked
     for item in items:
         if type(item) is not dict or not _REPORT_KEYS.issuperset(item):
             return None
@@ -94,12 +95,18 @@ def _lean(raw: bytes, limits: LimitsConfig) -> list[Report] | None:
         values = box.get("avgMetrics")
         if type(values) is not dict:
             return None
-        for name, value in values.items():
+        names = values.keys()
+        if names != checked_names:  # (a training loop's reports name the same metrics: checked once)
+            if any(len(name) > max_string for name in names):
+                return None
+            checked_names = names
+        for value in values.values():
             kind = type(value)
-            if len(name) > max_string or not (
-                    (kind is float and -BIG < value < BIG) or value is None or kind is bool
-                    or (kind is int and -INT64_MAX - 1 <= value <= INT64_MAX)
-                    or (kind is str and len(value) <= max_string)):
+            if kind is float:
+                if not -BIG < value < BIG:
+                    return None
+            elif not (value is None or kind is bool or (kind is int and -INT64_MAX - 1 <= value <= INT64_MAX)
+                      or (kind is str and len(value) <= max_string)):
                 return None
         out.append(Report(group, steps, run, values))
     return out
