@@ -199,5 +199,3 @@ def database(master_config: MasterConfig) -> Database:
         s.commit()
     yield db
     db.dispose()
-
-

@@ -43,7 +43,9 @@ def clock() -> ManualClock:
 def app(master_config: MasterConfig, clock: ManualClock) -> Iterator[FastAPI]:
     app = create_app(master_config, clock=clock)
     yield app
-    app.state.ctx.db.dispose()  # (again, if a client started and stopped it) a test's own passes used it
+    # a client's lifespan disposes of it too; an app no client started (or one a test's own calls used
+    # after the stop) would leave its connections to the garbage collector
+    app.state.ctx.db.dispose()
 
 
 @pytest.fixture

@@ -296,13 +296,17 @@ def test_reports_of_the_same_names_fold_a_name_at_a_time_into_the_same_digests(
             report["m1"], report["m2"] = math.nan, math.inf
         if kind == "a string" and step == 100:
             report["m3"] = "text"
-        if kind == "a name missing" and step == 200:
+        if kind == "a name missing" and step == 199:
             del report["m2"]
         points.append((step, report))
     held_digest = Digest()
     fold(held_digest, [(0, 0.5)])
     held = {"m0": encode(held_digest)}
+    # the last three go value by value either way (the whole of what they hold must be)
+    uniform = metric_digests._uniform_series(points, {"m0": None})  # type: ignore[dict-item]
+    assert (uniform is None) == (kind in ("a string", "a name missing", "past the names limit"))
     by_names, complete = _folded(points, held, None)
     by_values, complete_too = _folded(points, held, monkeypatch)
     assert by_names == by_values and complete == complete_too
     assert set(by_names) >= {"m0", "m1"}
+    assert complete is (kind != "past the names limit")

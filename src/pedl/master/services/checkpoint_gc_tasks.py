@@ -161,8 +161,6 @@ def _context(spec: dict[str, Any]) -> bytes:
     return tgz
 
 
-
-
 def _live_rows(s: Session) -> list[tuple[models.Allocation, str]]:
     return list(s.execute(select(models.Allocation, models.GenericTask.id)
                           .join(models.GenericTask, models.GenericTask.id == models.Allocation.task_id)

@@ -26,7 +26,7 @@ from pedl.master.services.trial_reports import trial_for_report
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
 
-MAX_REPORTS = 4000  # reports per batch: the sender sends at most this many at once (~20 ms of SQLite's write lock)
+MAX_REPORTS = 4000  # reports per batch: the sender sends at most this many at once (one transaction each)
 
 
 class Report(NamedTuple):

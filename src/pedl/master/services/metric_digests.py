@@ -34,7 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from pedl.master.db import models
-from pedl.master.services.series_digest import Digest, decode, encode, fold, fold_arrays
+from pedl.master.services.series_digest import Digest, decode, encode, fold_arrays
 from pedl.master.worker_passes import run_pass
 
 if TYPE_CHECKING:
@@ -263,17 +263,26 @@ def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.Metri
           complete: bool) -> bool:
     """Fold the (step, report) points into the pair's digests, adding a digest per new name (up to
     MAX_DIGESTED_NAMES). -> whether every numeric name is digested."""
-    uniform = _uniform_series(points, digests)
-    if uniform is not None:
-        for name, (steps, values) in uniform.items():
-            row = digests.get(name)
-            digest = decode(row.data) if row is not None else Digest()
-            fold_arrays(digest, steps, values)
-            if row is None:
-                s.add(models.MetricDigest(trial_id=trial_id, group=group, name=name, data=encode(digest)))
-            else:
-                row.data = encode(digest)
-        return complete
+    series = _uniform_series(points, digests)
+    if series is None:
+        series, complete = _series_by_value(points, digests, complete)
+    for name, (steps, values) in series.items():
+        row = digests.get(name)
+        digest = decode(row.data) if row is not None else Digest()
+        fold_arrays(digest, steps, values)
+        if row is None:
+            s.add(models.MetricDigest(trial_id=trial_id, group=group, name=name, data=encode(digest)))
+        else:
+            row.data = encode(digest)
+    return complete
+
+
+Series = dict[str, tuple[np.ndarray, np.ndarray]]  # a name's steps (int64) and finite values (float64)
+
+
+def _series_by_value(points: Points, digests: dict[str, models.MetricDigest], complete: bool
+                     ) -> tuple[Series, bool]:
+    """Each name's series from any points, a value at a time, and whether every numeric name got one."""
     series_of: dict[str, list[tuple[int, float]]] = {}
     for step, report in points:
         if not isinstance(report, dict):
@@ -295,19 +304,11 @@ def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.Metri
                     continue
                 series = series_of[name] = []
             series.append((step, value))
-    for name, series in series_of.items():
-        row = digests.get(name)
-        digest = decode(row.data) if row is not None else Digest()
-        fold(digest, series)
-        if row is None:
-            s.add(models.MetricDigest(trial_id=trial_id, group=group, name=name, data=encode(digest)))
-        else:
-            row.data = encode(digest)
-    return complete
+    return {name: (np.array([p[0] for p in series], dtype=np.int64), np.array([p[1] for p in series], dtype=np.float64))
+            for name, series in series_of.items()}, complete
 
 
-def _uniform_series(points: Points, digests: dict[str, models.MetricDigest]
-                    ) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+def _uniform_series(points: Points, digests: dict[str, models.MetricDigest]) -> Series | None:
     """A name's (steps, finite values) arrays, where every report has the same names (each one `_fold` would
     digest: a name of a valid length, all of them within MAX_DIGESTED_NAMES) and only numbers: the reports
     a training loop sends, a name at a time instead of a value at a time. None for any other points."""

@@ -74,79 +74,45 @@ def fold(aggregates: Aggregates | None, metrics: dict[str, Any]) -> Aggregates:
 
 def fold_all(reports: Iterable[dict[str, Any]], aggregates: Aggregates | None = None) -> Aggregates:
     """`aggregates` with `reports` folded in, in order: what `fold` gives report by report (property tests
-    hold them equal), but a numeric metric's aggregates are kept as plain numbers while the reports
-    fold and put in their JSON form once (a batch of a thousand reports: `fold`'s dicts per report and
-    metric were most of the master's CPU while it stored them). A batch whose reports all have the same
-    metrics, all finite numbers (the common one), folds a metric at a time."""
+    hold them equal). Reports of the same names (a training loop's batch) fold a metric at a time: one of
+    finite numbers only by its count, sum, min and max at once (`fold`'s dicts per report and metric were
+    most of a master's CPU while it stored a batch), any other value by value."""
     reports = reports if isinstance(reports, list) else list(reports)
-    uniform = _fold_uniform(reports, aggregates)
-    return uniform if uniform is not None else _fold_general(reports, aggregates)
-
-
-def _fold_uniform(reports: list[dict[str, Any]], aggregates: Aggregates | None) -> Aggregates | None:
-    """`fold_all` for reports of the same names with finite numbers only; None for any other."""
-    if not reports or type(reports[0]) is not dict:
-        return None
-    names = reports[0].keys()
-    if not all(type(m) is dict and m.keys() == names for m in reports):
-        return None
     out = dict(aggregates or {})
+    names = reports[0].keys() if reports and type(reports[0]) is dict else None
+    if names is None or not all(type(m) is dict and m.keys() == names for m in reports):
+        for metrics in reports:
+            out = fold(out, metrics)
+        return out
     for name in names:
         values = [m[name] for m in reports]
-        if not all(type(v) is float or type(v) is int for v in values):
-            return None
         old = out.get(name)
-        if old is None or old.get("type") != "number":
-            count, total, low, high = len(values), reduce(add, values), min(values), max(values)
-        else:  # (min and max keep the first of equals, as `fold`'s strict comparisons do; a NaN held stays)
-            count, total = old["count"] + len(values), reduce(add, values, _number(old["sum"]))
-            low, high = _number(old["min"]), _number(old["max"])
-            low = low if low != low else min(low, min(values))
-            high = high if high != high else max(high, max(values))
-        if not math.isfinite(total):  # a non-finite value among them (or an overflow): the general fold
-            return None
-        out[name] = {"count": count, "sum": total, "min": _json(low), "max": _json(high), "mean": total / count,
-                     "last": values[-1], "type": "number"}
+        out[name] = _fold_numbers(old, values) or _fold_values(old, name, values)
     return out
 
 
-def _fold_general(reports: list[dict[str, Any]], aggregates: Aggregates | None) -> Aggregates:
-    out = dict(aggregates or {})
-    running: dict[str, list[Any]] = {}  # a numeric metric's [count, sum, min, max, last] as this batch folds it
-    for metrics in reports:
-        for name, value in metrics.items():
-            num = value if type(value) is float or type(value) is int else _number(value)
-            r = running.get(name)
-            if r is not None and num is not None:
-                r[0] += 1
-                r[1] += num
-                if num < r[2] or num != num:  # (num != num: NaN, which min and max keep, as `fold` does)
-                    r[2] = num
-                if num > r[3] or num != num:
-                    r[3] = num
-                r[4] = num
-                continue
-            if r is not None:  # a value that is no number, after numbers
-                out[name] = _finished(running.pop(name))
-            old = out.get(name)
-            if num is None:
-                out[name] = fold({name: old} if old is not None else None, {name: value})[name]
-            elif old is None or old.get("type") != "number":
-                running[name] = [1, num, num, num, num]
-                out[name] = None  # its place among the metrics, as `fold` gives it; filled in below
-            else:
-                low, high = _number(old["min"]), _number(old["max"])
-                running[name] = [old["count"] + 1, _number(old["sum"]) + num, num if num < low or num != num else low,
-                                 num if num > high or num != num else high, num]
-    for name, r in running.items():
-        out[name] = _finished(r)
-    return out
+def _fold_numbers(old: dict[str, Any] | None, values: list[Any]) -> dict[str, Any] | None:
+    """A metric's aggregates with `values` in, where all are finite numbers; None otherwise."""
+    if not all(type(v) is float or type(v) is int for v in values):
+        return None
+    if old is None or old.get("type") != "number":
+        count, total, low, high = len(values), reduce(add, values), min(values), max(values)
+    else:  # (min and max keep the first of equals, as `fold`'s strict comparisons do; a NaN held stays)
+        count, total = old["count"] + len(values), reduce(add, values, _number(old["sum"]))
+        low, high = _number(old["min"]), _number(old["max"])
+        low = low if low != low else min(low, min(values))
+        high = high if high != high else max(high, max(values))
+    if not math.isfinite(total):  # a non-finite value among them (or an overflow)
+        return None
+    return {"count": count, "sum": total, "min": _json(low), "max": _json(high), "mean": total / count,
+            "last": values[-1], "type": "number"}
 
 
-def _finished(r: list[Any]) -> dict[str, Any]:
-    count, total, low, high, last = r
-    return {"count": count, "sum": _json(total), "min": _json(low), "max": _json(high), "mean": _json(total / count),
-            "last": _json(last), "type": "number"}
+def _fold_values(old: dict[str, Any] | None, name: str, values: list[Any]) -> dict[str, Any]:
+    agg = old
+    for value in values:
+        agg = fold({name: agg} if agg is not None else None, {name: value})[name]
+    return agg
 
 
 def rebuild(s: Session, trial_id: int, group: str) -> Aggregates:
