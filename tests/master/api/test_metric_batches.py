@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from pedl.master.db import models
-from pedl.master.services import metric_batches, metric_digests
+from pedl.master.services import metric_batches, metric_digests, metrics
 from tests.master.fakes import GRID_CONFIG, FakeAgent, StartedTask, create_experiment, ctx_of, post, task_header
 
 
@@ -130,3 +130,71 @@ def test_a_batch_makes_the_digests_stale_from_its_earliest_step_already_reached(
     s = Recorder()
     assert metric_digests.note_reports(s, trial, "training", steps) == now_reached  # type: ignore[arg-type]
     assert [r.from_step for r in s.added] == ([] if stale_from is None else [stale_from])
+
+
+def nested(depth: int) -> Any:
+    """A value of `depth` levels, lists and objects in turn."""
+    deep: Any = 0.5
+    for level in range(depth):
+        deep = [deep, 1] if level % 2 else {"k": deep}
+    return deep
+
+
+@pytest.mark.parametrize("depth", [3, metrics.MAX_VALUE_DEPTH])
+def test_values_of_every_kind_are_stored_as_sent(app: FastAPI, client: TestClient, tasks: list[StartedTask],
+                                                  depth: int) -> None:
+    """What the general body path accepts, down to a value nested as deep as a metric may be (the batch is
+    stored as one JSON document on SQLite)."""
+    ctx_of(app).config.limits.max_nesting_depth = 1000
+    deep = nested(depth)
+    values = {"loss": 0.25, "quote": 'a "b" \\ c\n\t', "text": "\u00e9t\u00e9 \U0001f600", "nan": "NaN",
+              "inf": "-Infinity", "big": 2**63 - 1, "small": -(2**63), "yes": True, "none": None, "tiny": 1e-300,
+              "object": {"k": [1, {"x": 2.5}]}, "deep": deep}
+    reports = [{**entry(1, 0.1), "metrics": {"avgMetrics": values, "batchMetrics": []}}, entry(2, 0.2)]
+    r = send(client, tasks[0], reports)
+    assert r.status_code == 200, r.text[:300]
+    with ctx_of(app).db.session() as s:
+        rows = s.execute(select(models.Metric.steps_completed, models.Metric.metrics).where(
+            models.Metric.trial_id == tasks[0].trial_id).order_by(models.Metric.steps_completed)).all()
+    assert [tuple(row) for row in rows] == [(1, values), (2, {"loss": 0.2})]
+
+
+@pytest.mark.parametrize("route", ["batch", "single"])
+def test_a_value_nested_past_the_limit_is_refused_with_its_name(app: FastAPI, client: TestClient,
+                                                                 tasks: list[StartedTask], route: str) -> None:
+    """Deeper than any store of it can encode (a 500 before): refused on both routes, the value named."""
+    ctx_of(app).config.limits.max_nesting_depth = 1000
+    task, deep = tasks[0], nested(metrics.MAX_VALUE_DEPTH + 1)
+    if route == "batch":
+        r = send(client, task, [{**entry(1, 0.1), "metrics": {"avgMetrics": {"loss": 0.1, "deep": deep}}}])
+        field = "reports[0].metrics.avgMetrics.deep"
+    else:
+        r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", {"group": "training", "metrics": {
+            "trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": 1,
+            "metrics": {"avgMetrics": {"deep": deep}}}}, task_header(task.token))
+        field = "metrics.metrics.avgMetrics.deep"
+    assert r.status_code == 400, r.text[:300]
+    assert r.json()["fields"][0]["field"] == field
+    assert f"nested more than {metrics.MAX_VALUE_DEPTH} levels" in r.json()["message"]
+    assert stored(app, task.trial_id) == []
+
+
+@pytest.mark.parametrize(("steps", "groups"), [
+    ([10, 13, 16, 19], ["training"] * 4),  # evenly spaced, one group: only the values go through JSON
+    ([7], ["training"]),
+    ([1, 2, 4, 5], ["training"] * 4),  # not evenly spaced: whole rows
+    ([1, 2, 3, 4], ["training", "validation", "training", "validation"]),
+    ([9, 8, 7], ["training"] * 3),
+])
+def test_every_row_of_a_batch_is_stored_with_its_step_group_and_run(app: FastAPI, client: TestClient,
+                                                                    tasks: list[StartedTask], steps: list[int],
+                                                                    groups: list[str]) -> None:
+    task = tasks[0]
+    reports = [{**entry(step, step / 100, group), "trialRunId": 3} for step, group in zip(steps, groups, strict=True)]
+    assert send(client, task, reports).status_code == 200
+    with ctx_of(app).db.session() as s:
+        M = models.Metric
+        rows = s.execute(select(M.steps_completed, M.group, M.trial_run_id, M.metrics).where(
+            M.trial_id == task.trial_id).order_by(M.id)).all()
+    assert [tuple(row) for row in rows] == [(step, group, 3, {"loss": step / 100})
+                                            for step, group in zip(steps, groups, strict=True)]

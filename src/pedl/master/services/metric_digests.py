@@ -34,6 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from pedl.master.db import models
+from pedl.master.services.metric_columns import columns, numbers_only
 from pedl.master.services.series_digest import Digest, decode, encode, fold_arrays
 from pedl.master.worker_passes import run_pass
 
@@ -309,21 +310,21 @@ def _series_by_value(points: Points, digests: dict[str, models.MetricDigest], co
 
 
 def _uniform_series(points: Points, digests: dict[str, models.MetricDigest]) -> Series | None:
-    """A name's (steps, finite values) arrays, where every report has the same names (each one `_fold` would
-    digest: a name of a valid length, all of them within MAX_DIGESTED_NAMES) and only numbers: the reports
-    a training loop sends, a name at a time instead of a value at a time. None for any other points."""
-    if not points or type(points[0][1]) is not dict:
+    """A name's (steps, finite values) arrays, where every report has the same names in the same order
+    (each one `_fold` would digest: a name of a valid length, all of them within MAX_DIGESTED_NAMES) and
+    only numbers: the reports a training loop sends, a name at a time instead of a value at a time. None
+    for any other points."""
+    by_name = columns(list(map(itemgetter(1), points)))
+    if by_name is None:
         return None
-    names = points[0][1].keys()
-    if (not all(type(r) is dict and r.keys() == names for _, r in points)
-            or len(digests.keys() | names) > MAX_DIGESTED_NAMES
+    names, values_of = by_name
+    if (len(digests.keys() | set(names)) > MAX_DIGESTED_NAMES
             or not all(name and len(name) <= MAX_NAME_LENGTH for name in names)):
         return None
-    steps = np.fromiter((step for step, _ in points), dtype=np.int64, count=len(points))
+    steps = np.fromiter(map(itemgetter(0), points), dtype=np.int64, count=len(points))
     out = {}
-    for name in names:
-        values = [r[name] for _, r in points]
-        if not all(type(v) is float or type(v) is int for v in values):
+    for name, values in zip(names, values_of, strict=True):
+        if not numbers_only(values):
             return None
         array = np.array(values, dtype=np.float64)
         finite = np.isfinite(array)

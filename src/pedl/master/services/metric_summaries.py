@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.master.db import models
+from pedl.master.services.metric_columns import columns, numbers_only
 
 Aggregates = dict[str, dict[str, Any]]
 
@@ -74,18 +75,17 @@ def fold(aggregates: Aggregates | None, metrics: dict[str, Any]) -> Aggregates:
 
 def fold_all(reports: Iterable[dict[str, Any]], aggregates: Aggregates | None = None) -> Aggregates:
     """`aggregates` with `reports` folded in, in order: what `fold` gives report by report (property tests
-    hold them equal). Reports of the same names (a training loop's batch) fold a metric at a time: one of
-    finite numbers only by its count, sum, min and max at once (`fold`'s dicts per report and metric were
-    most of a master's CPU while it stored a batch), any other value by value."""
+    hold them equal). Reports of the same names in the same order (a training loop's batch) fold a metric
+    at a time: one of finite numbers only by its count, sum, min and max at once (`fold`'s dicts per report
+    and metric were most of a master's CPU while it stored a batch), any other value by value."""
     reports = reports if isinstance(reports, list) else list(reports)
     out = dict(aggregates or {})
-    names = reports[0].keys() if reports and type(reports[0]) is dict else None
-    if names is None or not all(type(m) is dict and m.keys() == names for m in reports):
+    by_name = columns(reports)
+    if by_name is None:
         for metrics in reports:
             out = fold(out, metrics)
         return out
-    for name in names:
-        values = [m[name] for m in reports]
+    for name, values in zip(*by_name, strict=True):
         old = out.get(name)
         out[name] = _fold_numbers(old, values) or _fold_values(old, name, values)
     return out
@@ -93,7 +93,7 @@ def fold_all(reports: Iterable[dict[str, Any]], aggregates: Aggregates | None = 
 
 def _fold_numbers(old: dict[str, Any] | None, values: list[Any]) -> dict[str, Any] | None:
     """A metric's aggregates with `values` in, where all are finite numbers; None otherwise."""
-    if not all(type(v) is float or type(v) is int for v in values):
+    if not numbers_only(values):
         return None
     if old is None or old.get("type") != "number":
         count, total, low, high = len(values), reduce(add, values), min(values), max(values)

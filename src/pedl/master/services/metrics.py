@@ -13,6 +13,9 @@ from pedl.master.db import models
 from pedl.master.services import metric_digests, metric_summaries
 
 GROUPS = ("training", "validation")
+# levels of lists and objects a metric value may nest: what every store of it can encode (orjson stops at
+# 254 levels, the stdlib's encoder of the JSON columns at the interpreter's recursion limit), with room
+MAX_VALUE_DEPTH = 64
 
 
 def _num(v: Any) -> Any:
@@ -25,7 +28,23 @@ def clean_metrics(raw: Any, field: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise InvalidArgument(f"{field}: must be an object of metric names to values",
                               fields=[{"field": field, "message": "must be an object"}])
+    for name, value in raw.items():
+        if isinstance(value, list | dict) and _nested_past(value, MAX_VALUE_DEPTH):
+            where = f"{field}.{name}"
+            raise InvalidArgument(f"{where}: nested more than {MAX_VALUE_DEPTH} levels deep",
+                                  fields=[{"field": where, "message": f"nested more than {MAX_VALUE_DEPTH} levels"}])
     return {str(k): _num(v) for k, v in raw.items()}
+
+
+def _nested_past(value: Any, limit: int) -> bool:
+    """Whether lists and objects nest in `value` more than `limit` levels (a list of numbers is one)."""
+    level = [value]
+    for _ in range(limit):
+        level = [item for v in level for item in (v.values() if isinstance(v, dict) else v)
+                 if isinstance(item, list | dict)]
+        if not level:
+            return False
+    return True
 
 
 def json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
