@@ -36,6 +36,7 @@ from pedl.master.services import metric_digests
 
 NAME = "metric_ingestion"
 CLIENTS = {"batched": "reporters through pedl.core", "single": "clients of the single-report route"}
+BASELINE_RUNS = 3
 INSERT = ("INSERT INTO metrics (trial_id, trial_run_id, metric_group, steps_completed, report_time, metrics) "
           "VALUES ({p}, {p}, {p}, {p}, {p}, {p})")
 
@@ -308,14 +309,17 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
         concurrent_rate = acked / seconds
         first = trials[0]
         next_step = first["reports"] + args.reports_per_thread + 1_000_000
-        raw_many = store.executemany(first["trial_id"], first["trial_run_id"], next_step, args.raw_rows,
-                                     args.metric_keys)
-        raw_each = store.row_per_commit(first["trial_id"], first["trial_run_id"], next_step + args.raw_rows,
+        # the baseline at its best of three (the highest rows/s: the ratio's lower bound), one run having
+        # moved from 102,000 to 119,000 rows/s between runs of the benchmark
+        raw_many = max(store.executemany(first["trial_id"], first["trial_run_id"], next_step + i * args.raw_rows,
+                                         args.raw_rows, args.metric_keys) for i in range(BASELINE_RUNS))
+        next_step += BASELINE_RUNS * args.raw_rows
+        raw_each = store.row_per_commit(first["trial_id"], first["trial_run_id"], next_step,
                                         args.raw_rows_committed, args.metric_keys)
         after = sum(store.count(h["trial_id"]) for h in trials)
-    if after != stored + args.raw_rows + args.raw_rows_committed:
-        print(f"warning: {kind}: the raw inserts left {after} rows, expected "
-              f"{stored + args.raw_rows + args.raw_rows_committed}")
+    raw_total = BASELINE_RUNS * args.raw_rows + args.raw_rows_committed
+    if after != stored + raw_total:
+        print(f"warning: {kind}: the raw inserts left {after} rows, expected {stored + raw_total}")
     db_name = "SQLite" if kind == "sqlite" else "PostgreSQL"
     return [
         Figure(NAME, f"{db_name}: trial script, serial reports/s (median of {n})", serial_rates[n // 2], "reports/s",
@@ -332,7 +336,7 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
         Figure(NAME, f"{db_name}: rows stored / reports acknowledged", stored, "rows",
                f"expected {expected}" + (" (match)" if stored == expected else " (MISMATCH)")),
         Figure(NAME, f"{db_name}: raw executemany rows/s", raw_many, "rows/s",
-               f"{args.raw_rows} rows, one transaction"),
+               f"{args.raw_rows} rows, one transaction (the best of {BASELINE_RUNS})"),
         Figure(NAME, f"{db_name}: raw insert+commit per row, rows/s", raw_each, "rows/s",
                f"{args.raw_rows_committed} rows, one connection"),
         Figure(NAME, f"{db_name}: master ÷ raw executemany", concurrent_rate / raw_many, "ratio",
@@ -364,8 +368,8 @@ def parser() -> argparse.ArgumentParser:
                    help="batched: reporters through pedl.core, whose sender batches (default); single: "
                         "Determined's one-report-per-request route")
     p.add_argument("--threads", type=int, default=8, help="concurrent trials, a reporter each (default 8)")
-    p.add_argument("--reports-per-thread", type=int, default=20000,
-                   help="reports each reporter makes (default 20000; 300 fits --mode single)")
+    p.add_argument("--reports-per-thread", type=int, default=60000,
+                   help="reports each reporter makes (default 60000, ~10 s; 300 fits --mode single)")
     p.add_argument("--metric-keys", type=int, default=8, help="metrics per report (default 8)")
     p.add_argument("--raw-rows", type=int, default=20000, help="rows in the raw executemany (default 20000)")
     p.add_argument("--raw-rows-committed", type=int, default=2000,

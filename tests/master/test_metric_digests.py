@@ -270,13 +270,21 @@ class _Adds:
         self.added.append(row)
 
 
-def _folded(points: list, held: dict[str, bytes], monkeypatch: pytest.MonkeyPatch | None) -> tuple[dict, bool]:
-    if monkeypatch is not None:  # the general path: a value at a time
+def _folded(points: list, held: dict[str, bytes], how: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, bool]:
+    """The digests and completeness from folding `points` onto `held`: as read back (a name at a time where
+    the reports allow, or a value at a time), or as the batch path feeds them (a block)."""
+    if how == "by values":
         monkeypatch.setattr(metric_digests, "_uniform_series", lambda *_: None)
     digests = {name: models.MetricDigest(trial_id=1, group="training", name=name, data=data)
                for name, data in held.items()}
+    if how == "from a block":
+        block = metric_digests.block_of([step for step, _ in points], [report for _, report in points])
+        series, complete = metric_digests._block_series(block, digests.keys(), True)
+    else:
+        series, complete = metric_digests._points_series(points, digests, True)  # type: ignore[arg-type]
     s = _Adds()
-    complete = metric_digests._fold(s, 1, "training", digests, points, True)  # type: ignore[arg-type]
+    metric_digests._fold(s, 1, "training", digests, series)  # type: ignore[arg-type]
+    monkeypatch.undo()
     rows = {**{name: row.data for name, row in digests.items()}, **{row.name: row.data for row in s.added}}
     return rows, complete
 
@@ -305,8 +313,10 @@ def test_reports_of_the_same_names_fold_a_name_at_a_time_into_the_same_digests(
     # the last three go value by value either way (the whole of what they hold must be)
     uniform = metric_digests._uniform_series(points, {"m0": None})  # type: ignore[dict-item]
     assert (uniform is None) == (kind in ("a string", "a name missing", "past the names limit"))
-    by_names, complete = _folded(points, held, None)
-    by_values, complete_too = _folded(points, held, monkeypatch)
-    assert by_names == by_values and complete == complete_too
+    by_names, complete = _folded(points, held, "by names", monkeypatch)
+    by_values, complete_too = _folded(points, held, "by values", monkeypatch)
+    from_block, complete_fed = _folded(points, held, "from a block", monkeypatch)
+    assert by_names == by_values == from_block and complete == complete_too == complete_fed
     assert set(by_names) >= {"m0", "m1"}
     assert complete is (kind != "past the names limit")
+    assert len(by_names) == (metric_digests.MAX_DIGESTED_NAMES if kind == "past the names limit" else 4)

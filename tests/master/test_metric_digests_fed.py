@@ -150,18 +150,29 @@ def test_what_was_not_fed_sends_the_digester_to_the_reports_and_the_digests_agre
     assert from_digest(app, task.trial_id)[1] == expected(list(stored.items()))
 
 
-def test_the_feed_keeps_the_newest_reports_of_a_pair_and_drops_pairs_past_the_total() -> None:
-    queue = metric_digests.DigestQueue(max_fed=metric_digests.ROWS_PER_TRANSACTION + 5)
-    n = metric_digests.ROWS_PER_TRANSACTION
-    queue.feed(1, "training", [(step, {"loss": 1.0}) for step in range(1, n + 6)])
-    held = queue.claim((1, "training"))
-    assert held is not None and len(held) == n and held[0][0] == 6  # the oldest five went
+def block(steps: range | list[int], report: dict[str, Any] | None = None) -> metric_digests.Block:
+    return metric_digests.block_of(list(steps), [report if report is not None else {"loss": 1.0}] * len(steps))
+
+
+def fed_steps(blocks: list[metric_digests.Block] | None) -> list[int]:
+    return [step for b in blocks or [] for step in b[0].tolist()]
+
+
+def test_the_feed_keeps_the_newest_blocks_of_a_pair_and_drops_pairs_past_the_total() -> None:
+    queue = metric_digests.DigestQueue(max_fed=30, max_per_pair=20)
+    queue.feed(1, "training", block(range(1, 11)))
+    queue.feed(1, "training", block(range(11, 21)))
+    queue.feed(1, "training", block(range(21, 26)))  # past the pair's 20: its oldest block goes
+    assert fed_steps(queue.claim((1, "training"))) == list(range(11, 26))
     assert queue.claim((1, "training")) is None
-    queue.feed(1, "training", [(1, {})] * 8)
-    queue.feed(2, "training", [(1, {})] * n)  # past the total: this pair's feed is dropped, not the other's
+    queue.feed(1, "training", block(range(1, 9), {}))
+    queue.feed(2, "training", block(range(1, 24)))  # past the total: this pair's feed is dropped, not the other's
     assert queue.claim((2, "training")) is None
-    assert len(queue.claim((1, "training")) or []) == 8
-    assert queue.take() == (1, "training") and queue.take() == (2, "training") and queue.take() is None
+    assert fed_steps(queue.claim((1, "training"))) == list(range(1, 9))
+    queue.feed(3, "training", block([1]))
+    queue.feed(3, "training", None)  # reports it cannot be told: the pair's feed goes
+    assert queue.claim((3, "training")) is None
+    assert [queue.take() for _ in range(4)] == [(1, "training"), (2, "training"), (3, "training"), None]
     assert len(queue) == 0
 
 
@@ -171,10 +182,20 @@ def test_a_feed_past_half_of_what_it_may_hold_hurries_the_digester() -> None:
     queue = metric_digests.DigestQueue(max_fed=100)
     woken, hurried = [], []
     queue.set_waker(lambda: woken.append(1), filling=lambda: hurried.append(1))
-    queue.feed(1, "training", [(step, {"loss": 0.5}) for step in range(1, 51)])
+    queue.feed(1, "training", block(range(1, 51)))
     assert woken == [1] and hurried == []  # 50 held: half, not more
-    queue.feed(2, "training", [(1, {"loss": 0.5})])
+    queue.feed(2, "training", block([1]))
     assert hurried == [1]
     assert queue.claim((1, "training")) is not None and queue.claim((2, "training")) is not None
-    queue.feed(1, "training", [(51, {"loss": 0.5})])
+    queue.feed(1, "training", block([51]))
     assert hurried == [1]  # claimed: nearly empty again
+
+
+def test_a_block_holds_each_names_finite_numbers_in_report_order() -> None:
+    reports = [{"loss": 0.5, "n": 3, "note": "x"}, {"loss": "NaN", "n": True}, {"n": 2.5, "extra": 1}]
+    steps, names, values = metric_digests.block_of([5, 6, 7], reports)
+    assert steps.tolist() == [5, 6, 7] and names == ("loss", "n", "note", "extra")
+    assert [[None if v != v else v for v in row] for row in values.tolist()] == [
+        [0.5, None, None], [3.0, None, 2.5], [None, None, None], [None, None, 1.0]]
+    uniform = metric_digests.block_of([1, 2], [{"a": 1, "b": 2.5}, {"a": 3, "b": 4.0}])
+    assert uniform[1] == ("a", "b") and uniform[2].tolist() == [[1.0, 3.0], [2.5, 4.0]]

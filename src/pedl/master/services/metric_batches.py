@@ -23,6 +23,7 @@ from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.lifecycle import TERMINAL_TRIAL
 from pedl.master.services import experiment_progression, metric_digests, metric_summaries, metrics, search_progress
+from pedl.master.services.metric_columns import Columns, columns
 from pedl.master.services.trial_reports import trial_for_report
 
 if TYPE_CHECKING:
@@ -62,10 +63,17 @@ def store(ctx: MasterContext, who: Caller, trial_id: int, reports: list[Report])
         for r in unique:
             by_group.setdefault(r.group, []).append(r)
 
+    # what needs no database, before the transaction (SQLite's writers queue for one write lock): each
+    # group's reports as columns, for its summary and for the digester
+    values_of = {group: list(map(_VALUES, rows)) for group, rows in by_group.items()}
+    columns_of = {group: (values, columns(values)) for group, values in values_of.items()}
+    blocks = {group: metric_digests.block_of(list(map(_STEPS, rows)), *columns_of[group])
+              for group, rows in by_group.items()}
+
     def run(s: Session) -> search_progress.Nudge | None:
         trial = trial_for_report(s, who, trial_id)
         before = search_progress.before_report(trial)
-        _insert(s, trial, unique, by_group, ctx.clock.now())
+        _insert(s, trial, unique, by_group, ctx.clock.now(), columns_of)
         moved = _validations(ctx, s, trial, by_group.get("validation", []))
         return None if moved else search_progress.measure(s, trial, before)
 
@@ -76,14 +84,14 @@ def store(ctx: MasterContext, who: Caller, trial_id: int, reports: list[Report])
             nudge = run(s)
     for group, rows in by_group.items():  # stored: counted, and handed to the digester as they are
         ctx.metrics.metric_report(group, len(rows))
-        ctx.digest_queue.feed(trial_id, group, list(map(_STEPS_AND_VALUES, rows)))
+        ctx.digest_queue.feed(trial_id, group, blocks[group])
     search_progress.apply(ctx.db, nudge)
     return len(unique)
 
 
 # a Report's fields, for C-level loops (map, zip) over a batch's reports instead of Python ones
 _GROUP, _STEPS, _RUN, _VALUES = (itemgetter(i) for i in range(4))
-_identity, _STEPS_AND_VALUES = itemgetter(0, 1), itemgetter(1, 3)
+_identity = itemgetter(0, 1)
 
 
 def _last_of_each(reports: list[Report]) -> list[Report]:
@@ -96,8 +104,9 @@ def _last_of_each(reports: list[Report]) -> list[Report]:
 
 
 def _insert(s: Session, trial: models.Trial, reports: list[Report], by_group: dict[str, list[Report]],
-            now: float) -> None:
-    """Store `reports` (`by_group` holds the same reports by group, in batch order)."""
+            now: float, columns_of: dict[str, tuple[list[Any], Columns | None]]) -> None:
+    """Store `reports` (`by_group` holds the same reports by group, in batch order; `columns_of` a group's
+    values and their columns)."""
     M = models.Metric
     summary = dict(trial.summary_metrics or {})
     rebuild = []  # groups whose aggregates are read back from their rows once these are stored
@@ -108,7 +117,7 @@ def _insert(s: Session, trial: models.Trial, reports: list[Report], by_group: di
         if before is not None and (min(steps) <= before or key not in summary):
             rebuild.append(group)
         else:
-            summary[key] = metric_summaries.fold_all(list(map(_VALUES, group_reports)), summary.get(key))
+            summary[key] = metric_summaries.fold_columns(*columns_of[group], summary.get(key))
         reached = metric_digests.note_reports(s, trial, group, steps)
         if before is None or min(steps) <= before:  # past the group's largest step nothing is stored yet
             s.execute(delete(M).where(M.trial_id == trial.id, M.group == group, M.steps_completed.in_(steps)))

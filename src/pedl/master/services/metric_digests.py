@@ -23,7 +23,8 @@ import contextlib
 import logging
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from pedl.master.db import models
-from pedl.master.services.metric_columns import columns, numbers_only
+from pedl.master.services.metric_columns import Columns, columns, numbers_only
 from pedl.master.services.series_digest import Digest, decode, encode, fold_arrays
 from pedl.master.worker_passes import run_pass
 
@@ -45,6 +46,10 @@ log = logging.getLogger(__name__)
 
 Marks = dict[int, tuple[int, bool, dict[str, bytes]]]  # trial -> (through_step, complete, {name: digest})
 Points = list[tuple[int, Any]]  # (steps_completed, report values)
+# what the batch path feeds: steps (n,), names (k,), values (k, n) as float64, NaN where a report has no
+# finite number for the name (the digests hold only those)
+Block = tuple[np.ndarray, tuple[str, ...], np.ndarray]
+Series = dict[str, tuple[np.ndarray, np.ndarray]]  # a name's steps (int64) and finite values (float64)
 
 ROWS_PER_TRANSACTION = 20_000  # reports one (trial, group) folds in one transaction
 ROWS_PER_PASS = 100_000  # reports one pass folds, over every (trial, group) waiting
@@ -52,7 +57,11 @@ MAX_DIGESTED_NAMES = 64  # names digested per (trial, group); more are read from
 MAX_NAME_LENGTH = 255
 SWEEP_PAGE = 500  # trials read at a time by the start-up sweep
 PASS_SPACING = 1.0  # seconds between passes while reports keep coming
-MAX_FED = 50_000  # reports the batch path hands the digester, in all, before it reads them back instead
+# reports the batch path hands the digester (as numbers: 8 bytes a step and a value), in all and per
+# (trial, group), before it reads them back from the database instead (which cost the digester most of its
+# time, and let it fall further behind, while 50,000 reports a second of dicts overflowed a bound of 50,000)
+MAX_FED = 400_000
+MAX_FED_PER_PAIR = 100_000
 
 
 def _numeric(value: Any) -> bool:
@@ -101,12 +110,12 @@ class DigestQueue:
     without reading them back. Thread-safe. What is fed is only a shortcut: digest_one uses it when
     the database holds exactly those reports after the mark, and reads the reports otherwise."""
 
-    def __init__(self, max_fed: int = MAX_FED) -> None:
+    def __init__(self, max_fed: int = MAX_FED, max_per_pair: int = MAX_FED_PER_PAIR) -> None:
         self._lock = threading.Lock()
         self._pending: dict[tuple[int, str], None] = {}
-        self._fed: dict[tuple[int, str], Points] = {}
+        self._fed: dict[tuple[int, str], list[Block]] = {}
         self._fed_count = 0
-        self._max_fed = max_fed
+        self._max_fed, self._max_per_pair = max_fed, max_per_pair
         self._wake: Callable[[], None] | None = None
         self._filling: Callable[[], None] | None = None
 
@@ -118,25 +127,29 @@ class DigestQueue:
         if new and wake is not None:
             wake()
 
-    def feed(self, trial_id: int, group: str, points: Points) -> None:
-        """Reports of the pair just committed, as (steps, values), then touch it. Past max_fed
-        reports held in all, the pair's are dropped; past ROWS_PER_TRANSACTION for the pair, its
-        oldest (the digester reads what it misses from the database)."""
+    def feed(self, trial_id: int, group: str, block: Block | None) -> None:
+        """Reports of the pair just committed (`block_of`; None: reports it cannot be told, whose pair's
+        feed is dropped), then touch it. Past max_fed reports held in all, the pair's are dropped; past
+        max_per_pair for the pair, its oldest blocks (the digester reads what it misses from the database)."""
         key = (trial_id, group)
         with self._lock:
             held = self._fed.setdefault(key, [])
-            held.extend(points)
-            self._fed_count += len(points)
-            if len(held) > ROWS_PER_TRANSACTION:
-                self._fed_count -= len(held) - ROWS_PER_TRANSACTION
-                del held[:len(held) - ROWS_PER_TRANSACTION]
-            if self._fed_count > self._max_fed:
-                self._fed_count -= len(held)
-                del self._fed[key]
+            if block is None:
+                self._drop(key)
+            else:
+                held.append(block)
+                self._fed_count += len(block[0])
+                while _count(held) > self._max_per_pair:
+                    self._fed_count -= len(held.pop(0)[0])
+                if self._fed_count > self._max_fed:
+                    self._drop(key)
             filling = self._filling if self._fed_count > self._max_fed // 2 else None
         if filling is not None:
             filling()
         self.touch(trial_id, group)
+
+    def _drop(self, key: tuple[int, str]) -> None:
+        self._fed_count -= _count(self._fed.pop(key, []))
 
     def take(self) -> tuple[int, str] | None:
         with self._lock:
@@ -146,13 +159,13 @@ class DigestQueue:
             del self._pending[key]
             return key
 
-    def claim(self, key: tuple[int, str]) -> Points | None:
+    def claim(self, key: tuple[int, str]) -> list[Block] | None:
         """What was fed for the pair since it was last claimed (None: nothing, or it was dropped)."""
         with self._lock:
-            points = self._fed.pop(key, None)
-            if points is not None:
-                self._fed_count -= len(points)
-            return points
+            blocks = self._fed.pop(key, None)
+            if blocks is not None:
+                self._fed_count -= _count(blocks)
+            return blocks or None
 
     def __len__(self) -> int:
         with self._lock:
@@ -162,6 +175,30 @@ class DigestQueue:
         """`wake`: a pair has reports to digest; `filling`: the feed holds more than half of max_fed."""
         with self._lock:
             self._wake, self._filling = wake, filling
+
+
+def _count(blocks: list[Block]) -> int:
+    return sum(len(block[0]) for block in blocks)
+
+
+def block_of(steps: list[int], reports: list[Any], by_name: Columns | None = None) -> Block:
+    """What the batch path feeds the digester for these reports (of one group, in batch order): their
+    numbers by name. `by_name`: the reports' columns, when they have them (metric_columns.columns)."""
+    if by_name is None:
+        by_name = columns(reports)
+    if by_name is not None:
+        names, values_of = by_name
+    else:  # reports of different names: each name's values, None where a report lacks it
+        names = tuple(dict.fromkeys(chain.from_iterable(r for r in reports if type(r) is dict)))
+        values_of = [[r.get(name) if type(r) is dict else None for r in reports] for name in names]
+    values = np.array([np.array(v, dtype=np.float64) if numbers_only(v) else [_float(x) for x in v]
+                       for v in values_of], dtype=np.float64).reshape(len(names), len(steps))
+    return np.array(steps, dtype=np.int64), names, values
+
+
+def _float(value: Any) -> float:
+    """A value as the digests take it: a finite number as a float, anything else NaN (not digested)."""
+    return float(value) if _numeric(value) else math.nan
 
 
 # -- the digester ---------------------------------------------------------------------------------
@@ -179,28 +216,42 @@ def _latest_per_step(rows: list[Any]) -> Points:
     return out
 
 
-def _fed_after(fed: Points, after: int) -> Points | None:
-    """The fed reports past step `after`, in step order; None when a step is there twice (which of
-    them the database kept is for the database to say)."""
-    points = sorted((p for p in fed if p[0] > after), key=itemgetter(0))
-    if any(a[0] == b[0] for a, b in zip(points, points[1:], strict=False)):
+def _fed_after(fed: list[Block], after: int) -> Block | None:
+    """The fed reports past step `after`, in step order, as one block; None when a step is there twice
+    (which of them the database kept is for the database to say)."""
+    names = tuple(dict.fromkeys(chain.from_iterable(block[1] for block in fed)))
+    steps = np.concatenate([block[0] for block in fed])
+    if all(block[1] == names for block in fed):
+        values = np.concatenate([block[2] for block in fed], axis=1)
+    else:  # blocks of other names: NaN where a block lacks a name
+        values = np.full((len(names), len(steps)), np.nan)
+        row_of, start = {name: i for i, name in enumerate(names)}, 0
+        for block_steps, block_names, block_values in fed:
+            for j, name in enumerate(block_names):
+                values[row_of[name], start:start + len(block_steps)] = block_values[j]
+            start += len(block_steps)
+    keep = np.flatnonzero(steps > after)
+    order = keep[np.argsort(steps[keep], kind="stable")]
+    steps, values = steps[order], values[:, order]
+    if (np.diff(steps) == 0).any():
         return None
-    return points
+    return steps, names, values
 
 
-def _stored_exactly(s: Session, trial_id: int, group: str, points: Points, after: int | None = None) -> bool:
-    """Whether the database holds one report for each of these steps and none between them (nor
-    between step `after` and them): else a report stored by another path, or not fed yet, or deleted
+def _stored_exactly(s: Session, trial_id: int, group: str, steps: np.ndarray, after: int | None = None) -> bool:
+    """Whether the database holds one report for each of these steps (ascending) and none between them
+    (nor between step `after` and them): else a report stored by another path, or not fed yet, or deleted
     since, sends the digester to the reports."""
     M = models.Metric
-    low = M.steps_completed >= points[0][0] if after is None else M.steps_completed > after
+    first, last = int(steps[0]), int(steps[-1])
+    low = M.steps_completed >= first if after is None else M.steps_completed > after
     stored = s.scalar(select(func.count()).select_from(M).where(
-        M.trial_id == trial_id, M.group == group, low, M.steps_completed <= points[-1][0]))
-    return stored == len(points)
+        M.trial_id == trial_id, M.group == group, low, M.steps_completed <= last))
+    return stored == len(steps)
 
 
 def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRANSACTION,
-               fed: Points | None = None) -> tuple[bool, int]:
+               fed: list[Block] | None = None) -> tuple[bool, int]:
     """Fold up to `limit` reports of the (trial, group) after its mark (all of them, from the first,
     when it has none or a reset made it stale), read from the database, and then the `fed` reports
     past them when the database holds just those (and no reset is pending). -> (caught up, reports
@@ -213,7 +264,8 @@ def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRAN
         s.flush()
         mark = None
     after = mark.through_step if mark is not None else -1
-    fed_points = _fed_after(fed, after) if fed and not resets else None
+    block = _fed_after(fed, after) if fed and not resets else None
+    fed_steps = block[0] if block is not None and len(block[0]) else None
     digests: dict[str, models.MetricDigest] = {}
     if mark is None:
         s.execute(delete(D).where(D.trial_id == trial_id, D.group == group))
@@ -221,16 +273,17 @@ def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRAN
     else:
         digests = {row.name: row for row in s.scalars(select(D).where(D.trial_id == trial_id, D.group == group))}
         complete = mark.complete
-    if fed_points and _stored_exactly(s, trial_id, group, fed_points, after):  # the common case: no read
-        complete = _fold(s, trial_id, group, digests, fed_points, complete)
-        _mark(s, mark, trial_id, group, fed_points[-1][0], complete)
-        return True, len(fed_points)
+    if fed_steps is not None and _stored_exactly(s, trial_id, group, fed_steps, after):  # the common case: no read
+        series, complete = _block_series(block, digests.keys(), complete)  # type: ignore[arg-type]
+        _fold(s, trial_id, group, digests, series)
+        _mark(s, mark, trial_id, group, int(fed_steps[-1]), complete)
+        return True, len(fed_steps)
     # the reports as JSON text, parsed here by orjson (the JSON type's json.loads took 3% of a master
     # storing 60,000 reports a second, whose digester read back what its feed had dropped)
     query = select(M.id, M.steps_completed, cast(M.metrics, Text)).where(M.trial_id == trial_id, M.group == group,
                                                                           M.steps_completed > after)
-    if fed_points:  # what was stored before the fed reports (a feed that lost its oldest), then them
-        query = query.where(M.steps_completed < fed_points[0][0])
+    if fed_steps is not None:  # what was stored before the fed reports (a feed that lost its oldest), then them
+        query = query.where(M.steps_completed < int(fed_steps[0]))
     rows = s.execute(query.order_by(M.steps_completed, M.id).limit(limit + 1)).all()
     more = len(rows) > limit
     if more:  # the last step may have more rows past the limit (two reports of a step): leave it to the next
@@ -239,17 +292,21 @@ def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRAN
         if rows[0][1] != last:
             rows = [r for r in rows if r[1] != last]
     points = _latest_per_step(rows)
-    if fed_points:
-        if not more and _stored_exactly(s, trial_id, group, fed_points):
-            points += fed_points
+    series, complete = _points_series(points, digests, complete)
+    through, folded = (points[-1][0], len(points)) if points else (None, 0)
+    if fed_steps is not None:
+        if not more and _stored_exactly(s, trial_id, group, fed_steps):
+            fed_series, complete = _block_series(block, digests.keys() | series.keys(), complete)  # type: ignore[arg-type]
+            series = _after(series, fed_series)
+            through, folded = int(fed_steps[-1]), folded + len(fed_steps)
         else:
             more = True  # the rest is read from the database next time
-    complete = _fold(s, trial_id, group, digests, points, complete)
-    if points:
-        _mark(s, mark, trial_id, group, points[-1][0], complete)
+    _fold(s, trial_id, group, digests, series)
+    if through is not None:
+        _mark(s, mark, trial_id, group, through, complete)
     if resets:
         s.execute(delete(R).where(R.id.in_([reset_id for reset_id, _ in resets])))
-    return not more, len(points)
+    return not more, folded
 
 
 def _mark(s: Session, mark: models.MetricDigestMark | None, trial_id: int, group: str, through: int,
@@ -260,13 +317,8 @@ def _mark(s: Session, mark: models.MetricDigestMark | None, trial_id: int, group
         mark.through_step, mark.complete = through, complete
 
 
-def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.MetricDigest], points: Points,
-          complete: bool) -> bool:
-    """Fold the (step, report) points into the pair's digests, adding a digest per new name (up to
-    MAX_DIGESTED_NAMES). -> whether every numeric name is digested."""
-    series = _uniform_series(points, digests)
-    if series is None:
-        series, complete = _series_by_value(points, digests, complete)
+def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.MetricDigest], series: Series) -> None:
+    """Fold each name's series into its digest, adding a digest for a name that has none."""
     for name, (steps, values) in series.items():
         row = digests.get(name)
         digest = decode(row.data) if row is not None else Digest()
@@ -275,16 +327,54 @@ def _fold(s: Session, trial_id: int, group: str, digests: dict[str, models.Metri
             s.add(models.MetricDigest(trial_id=trial_id, group=group, name=name, data=encode(digest)))
         else:
             row.data = encode(digest)
-    return complete
 
 
-Series = dict[str, tuple[np.ndarray, np.ndarray]]  # a name's steps (int64) and finite values (float64)
+def _after(first: Series, then: Series) -> Series:
+    """The two series of each name, one after the other (`then`'s steps all come after `first`'s)."""
+    out = dict(first)
+    for name, (steps, values) in then.items():
+        if name in out:
+            out[name] = (np.concatenate([out[name][0], steps]), np.concatenate([out[name][1], values]))
+        else:
+            out[name] = (steps, values)
+    return out
 
 
-def _series_by_value(points: Points, digests: dict[str, models.MetricDigest], complete: bool
-                     ) -> tuple[Series, bool]:
+def _takes_digest(name: str, held: int) -> bool:
+    """Whether a name without a digest gets one, `held` names having theirs."""
+    return bool(name) and len(name) <= MAX_NAME_LENGTH and held < MAX_DIGESTED_NAMES
+
+
+def _block_series(block: Block, digested: Collection[str], complete: bool) -> tuple[Series, bool]:
+    """Each name's series from a fed block, names with a digest (`digested`) or that take one, in the block's
+    order; and whether every numeric name got one."""
+    steps, names, values = block
+    out: Series = {}
+    held = len(digested)
+    for name, row in zip(names, values, strict=True):
+        finite = np.isfinite(row)
+        if not finite.any():
+            continue
+        if name not in digested:
+            if not _takes_digest(name, held):
+                complete = False
+                continue
+            held += 1
+        out[name] = (steps, row) if finite.all() else (steps[finite], row[finite])
+    return out, complete
+
+
+def _points_series(points: Points, digests: dict[str, models.MetricDigest], complete: bool) -> tuple[Series, bool]:
+    """Each name's series from reports read back: a name at a time where they have the same names, else a
+    value at a time; and whether every numeric name got one."""
+    uniform = _uniform_series(points, digests)
+    return (uniform, complete) if uniform is not None else _series_by_value(points, digests, complete)
+
+
+def _series_by_value(points: Points, digests: Collection[str], complete: bool) -> tuple[Series, bool]:
     """Each name's series from any points, a value at a time, and whether every numeric name got one."""
     series_of: dict[str, list[tuple[int, float]]] = {}
+    held = len(digests)
     for step, report in points:
         if not isinstance(report, dict):
             continue
@@ -299,10 +389,11 @@ def _series_by_value(points: Points, digests: dict[str, models.MetricDigest], co
                 continue
             series = series_of.get(name)
             if series is None:
-                if name not in digests and (not name or len(name) > MAX_NAME_LENGTH
-                                            or len(digests) + len(series_of) >= MAX_DIGESTED_NAMES):
-                    complete = False
-                    continue
+                if name not in digests:
+                    if not _takes_digest(name, held):
+                        complete = False
+                        continue
+                    held += 1
                 series = series_of[name] = []
             series.append((step, value))
     return {name: (np.array([p[0] for p in series], dtype=np.int64), np.array([p[1] for p in series], dtype=np.float64))

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.master.db import models
-from pedl.master.services.metric_columns import columns, numbers_only
+from pedl.master.services.metric_columns import Columns, columns, numbers_only
 
 Aggregates = dict[str, dict[str, Any]]
 
@@ -79,8 +79,13 @@ def fold_all(reports: Iterable[dict[str, Any]], aggregates: Aggregates | None = 
     at a time: one of finite numbers only by its count, sum, min and max at once (`fold`'s dicts per report
     and metric were most of a master's CPU while it stored a batch), any other value by value."""
     reports = reports if isinstance(reports, list) else list(reports)
+    return fold_columns(reports, columns(reports), aggregates)
+
+
+def fold_columns(reports: list[dict[str, Any]], by_name: Columns | None,
+                 aggregates: Aggregates | None = None) -> Aggregates:
+    """`fold_all`, given the reports' columns (`metric_columns.columns(reports)`, None where they have none)."""
     out = dict(aggregates or {})
-    by_name = columns(reports)
     if by_name is None:
         for metrics in reports:
             out = fold(out, metrics)
