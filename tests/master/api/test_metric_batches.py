@@ -141,8 +141,9 @@ def nested(depth: int) -> Any:
 
 
 @pytest.mark.parametrize("depth", [3, metrics.MAX_VALUE_DEPTH])
+@pytest.mark.parametrize("steps", [(1, 2), (1, 3, 4)])  # evenly spaced or not: the two INSERTs on SQLite
 def test_values_of_every_kind_are_stored_as_sent(app: FastAPI, client: TestClient, tasks: list[StartedTask],
-                                                  depth: int) -> None:
+                                                  depth: int, steps: tuple[int, ...]) -> None:
     """What the general body path accepts, down to a value nested as deep as a metric may be (the batch is
     stored as one JSON document on SQLite)."""
     ctx_of(app).config.limits.max_nesting_depth = 1000
@@ -150,13 +151,14 @@ def test_values_of_every_kind_are_stored_as_sent(app: FastAPI, client: TestClien
     values = {"loss": 0.25, "quote": 'a "b" \\ c\n\t', "text": "\u00e9t\u00e9 \U0001f600", "nan": "NaN",
               "inf": "-Infinity", "big": 2**63 - 1, "small": -(2**63), "yes": True, "none": None, "tiny": 1e-300,
               "object": {"k": [1, {"x": 2.5}]}, "deep": deep}
-    reports = [{**entry(1, 0.1), "metrics": {"avgMetrics": values, "batchMetrics": []}}, entry(2, 0.2)]
+    reports = [{**entry(steps[0], 0.1), "metrics": {"avgMetrics": values, "batchMetrics": []}},
+               *(entry(step, step / 10) for step in steps[1:])]
     r = send(client, tasks[0], reports)
     assert r.status_code == 200, r.text[:300]
     with ctx_of(app).db.session() as s:
         rows = s.execute(select(models.Metric.steps_completed, models.Metric.metrics).where(
             models.Metric.trial_id == tasks[0].trial_id).order_by(models.Metric.steps_completed)).all()
-    assert [tuple(row) for row in rows] == [(1, values), (2, {"loss": 0.2})]
+    assert [tuple(row) for row in rows] == [(steps[0], values), *((step, {"loss": step / 10}) for step in steps[1:])]
 
 
 @pytest.mark.parametrize("route", ["batch", "single"])

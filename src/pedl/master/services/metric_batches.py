@@ -167,7 +167,8 @@ def _sqlite_insert(trial_id: int, now: float, reports: list[Report]) -> tuple[st
 SQLITE_INSERT_SPACED = (f"INSERT INTO metrics ({COLUMNS}) "
                         "SELECT ?, ?, ?, ? + key * ?, ?, value FROM json_each(?)")
 SQLITE_INSERT = (f"INSERT INTO metrics ({COLUMNS}) "
-                 "SELECT ?, value ->> 0, value ->> 1, value ->> 2, ?, value ->> 3 FROM json_each(?)")
+                 "SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ?, "
+                 "json_extract(value, '$[3]') FROM json_each(?)")  # (json_extract, not ->>: SQLite before 3.38 too)
 
 
 def _validations(ctx: MasterContext, s: Session, trial: models.Trial, reports: list[Report]) -> bool:
