@@ -150,6 +150,20 @@ def test_what_was_not_fed_sends_the_digester_to_the_reports_and_the_digests_agre
     assert from_digest(app, task.trial_id)[1] == expected(list(stored.items()))
 
 
+def test_a_feed_that_lost_its_oldest_blocks_reads_only_those_back(
+        app: FastAPI, client: TestClient, task: StartedTask, queue: metric_digests.DigestQueue) -> None:
+    first = noisy(1, 300, seed=8)
+    send_batch(client, task, first)
+    assert digest(app, queue) == []
+    queue._max_per_pair = 250  # the next three batches of 100: the oldest block goes
+    later = noisy(301, 300, seed=9)
+    for i in range(0, 300, 100):
+        send_batch(client, task, later[i:i + 100])
+    reads = digest(app, queue)
+    assert len(reads) == 1 and "metrics.steps_completed <" in reads[0]  # only what came before the feed
+    assert from_digest(app, task.trial_id) == (600, expected(first + later))
+
+
 def block(steps: range | list[int], report: dict[str, Any] | None = None) -> metric_digests.Block:
     return metric_digests.block_of(list(steps), [report if report is not None else {"loss": 1.0}] * len(steps))
 
