@@ -5,6 +5,7 @@ master storing 40,000 reports a second building these lists a value at a time.""
 
 from __future__ import annotations
 
+import math
 from itertools import chain
 from typing import Any
 
@@ -27,6 +28,11 @@ def columns(reports: list[Any]) -> Columns | None:
 def numbers_only(values: list[Any]) -> bool:
     """Whether every value is a plain int or float (not a bool, nor a subclass)."""
     return set(map(type, values)) <= _NUMBER_TYPES
+
+
+def finite_number(value: Any) -> bool:
+    """Whether the value is a finite int or float (not a bool): what the digests take."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 _NUMBER_TYPES = frozenset({int, float})
