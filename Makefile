@@ -1,15 +1,20 @@
 # pedl: `make demo` runs the main job on a fresh machine; `make test` passes the whole suite.
-PYTHON ?= python3
+# The agents of the suite run their tasks as other users (each user's own uid on a root agent), with the venv's
+# python3 and pedl, as a production agent does with an install every user can read: the interpreter must lie
+# where they may enter. pyenv's lives under /root (0700), so Debian's python3.11 is taken where there is one.
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 DET_VENV ?= .venv-det
-# the det venv is also the task environment of Determined's e2e suite, whose tasks run as other users (uid 65533
-# in test_non_root_experiment): its interpreter must lie where they may enter. pyenv's lives under /root (0700),
-# so Debian's python3.11 is taken where there is one.
-DET_PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) $(PYTHON))
+# the task environment of the Keras tests: Determined 0.38.1's determined.keras needs TensorFlow 2.13 to 2.15 (Keras 2)
+DET_TF_VENV ?= .venv-det-tf
+TENSORFLOW_VERSION ?= 2.15.1
+# the det venv is also the task environment of Determined's e2e suite (uid 65533 in test_non_root_experiment)
+DET_PYTHON ?= $(PYTHON)
 # Determined's e2e suite (run.sh makes its runner's venv, .venv-e2e, beside it on the first run)
 DET_E2E_SUITE ?= $(abspath ../shared/determined-e2e-0.38.1)
 TORCH_VERSION ?= 2.13.0
+TORCHVISION_VERSION ?= 0.28.0
 PYTEST_ARGS ?=
 # most of the suite waits on real processes, so it runs in parallel even on 2 cores; `serial`
 # tests (they restart PostgreSQL) run after it, beside the browser tests (Playwright's sync API
@@ -28,7 +33,7 @@ SETUP_JOBS ?= 4
 PIP = flock $(VENV)/.pip-lock $(BIN)/pip
 APT_GET = flock /tmp/pedl-apt.lock apt-get
 
-.PHONY: test-browser-and-serial venv install install-test install-torch det-venv det-e2e-venv det-e2e compat-e2e demo test test-setup test-bytecode test-fast lint bench clean postgres-check webui chromium \
+.PHONY: test-browser-and-serial venv install install-test install-torch det-venv det-tf-venv det-e2e-venv det-e2e compat-e2e demo setup setup-parts test test-setup test-bytecode test-fast lint typecheck bench clean postgres-check webui chromium \
 	sshd docker docker-base
 
 $(BIN)/python:
@@ -67,6 +72,7 @@ sshd:
 	  $(APT_GET) install -y -q openssh-server openssh-client >/dev/null 2>&1 || { $(APT_GET) update -q >/dev/null && $(APT_GET) install -y -q openssh-server openssh-client >/dev/null; } \
 	  || echo "openssh-server could not be installed: the shell tests skip (and fail under CI)"; \
 	  else echo "sshd is missing: sudo apt-get install openssh-server openssh-client (the shell tests skip, or fail under CI)"; fi; }
+	@if [ "$$(id -u)" = 0 ]; then mkdir -p /run/sshd; fi
 
 # task containers run under Debian's docker.io; their test image is built from Debian packages by debootstrap
 # and `docker import`, never pulled (tests/support/docker.py). As root the target installs both, starts dockerd
@@ -105,15 +111,38 @@ $(VENV)/.installed-torch: $(BIN)/python
 install-torch: $(VENV)/.installed-torch
 
 # the real det CLI lives in its own venv: it pins requests<2.32 and pulls packages pedl must not depend on.
-# It is also the task environment of the Determined Core API tests: det.core.init() needs torch (and
-# tensorboard) for its metric writer, as in Determined's own images; torch is the pinned CPU build.
+# It is also the task environment of the Determined Core API and Trial API tests: det.core.init() needs torch
+# (and tensorboard) for its metric writer, as in Determined's own images; torch is the pinned CPU build.
+# torchvision (Determined's mnist_pytorch fixture) is PyPI's CUDA build, whose C++ ops cannot load beside
+# the CPU torch: tools/torchvision_without_ops.py lets it import without them.
 # Under CI a failed install fails the target: a skipped compatibility suite would hide regressions.
 DET_VENV_MISSING := determined==0.38.1 could not be installed into $(DET_VENV)
 $(DET_VENV)/.installed:
 	$(DET_PYTHON) -m venv $(DET_VENV)
-	$(DET_VENV)/bin/pip install -q determined==0.38.1 torch==$(TORCH_VERSION) tensorboard jupyterlab \
+	$(DET_VENV)/bin/pip install -q determined==0.38.1 torch==$(TORCH_VERSION) torchvision==$(TORCHVISION_VERSION) tensorboard jupyterlab \
+	  && $(DET_VENV)/bin/python tools/torchvision_without_ops.py \
 	  || { if [ -n "$$CI" ]; then echo "$(DET_VENV_MISSING); under CI the compat tests must run: fix the install"; \
 	       exit 1; else echo "$(DET_VENV_MISSING); the compat tests will skip"; fi; }
+	touch $@
+
+# TensorFlow's own venv (Keras 2 is tensorflow-cpu's own keras 2.15; tf-keras would pull the CUDA tensorflow)
+DET_TF_VENV_MISSING := determined==0.38.1 and tensorflow-cpu==$(TENSORFLOW_VERSION) could not be installed into $(DET_TF_VENV)
+$(DET_TF_VENV)/.installed:
+	$(DET_PYTHON) -m venv $(DET_TF_VENV)
+	$(DET_TF_VENV)/bin/pip install -q determined==0.38.1 tensorflow-cpu==$(TENSORFLOW_VERSION) \
+	  || { if [ -n "$$CI" ]; then echo "$(DET_TF_VENV_MISSING); under CI the Keras tests must run: fix the install"; \
+	       exit 1; else echo "$(DET_TF_VENV_MISSING); the Keras tests will skip"; fi; }
+	touch $@
+
+det-tf-venv: $(DET_TF_VENV)/.installed
+
+# DeepSpeed beside it, built without its C++/CUDA ops (none compile here): its DeepSpeedTrial test ends at
+# Determined's need for GPUs. A marker of its own, so that a det venv made before it gets it too.
+DEEPSPEED_VERSION ?= 0.19.8
+$(DET_VENV)/.installed-deepspeed: $(DET_VENV)/.installed
+	DS_BUILD_OPS=0 $(DET_VENV)/bin/pip install -q --use-pep517 deepspeed==$(DEEPSPEED_VERSION) \
+	  || { if [ -n "$$CI" ]; then echo "deepspeed could not be installed into $(DET_VENV)"; exit 1; \
+	       else echo "deepspeed could not be installed into $(DET_VENV): its test will skip"; fi; }
 	touch $@
 
 # the suite runner's own venv, as run.sh makes it, made here so that make test's setup installs it in parallel
@@ -123,7 +152,7 @@ det-e2e-venv:
 	  $(DET_E2E_SUITE)/.venv-e2e/bin/pip install -q determined==0.38.1 pytest pytest-timeout "kubernetes==31.0.0"; fi
 
 # the marker may stand from a failed install outside CI; under CI the det executable itself must be there
-det-venv: $(DET_VENV)/.installed
+det-venv: $(DET_VENV)/.installed $(DET_VENV)/.installed-deepspeed
 	@if [ -n "$$CI" ] && [ ! -x $(DET_VENV)/bin/det ]; then \
 	  echo "$(DET_VENV)/bin/det is missing; under CI the compat tests must run: rm -rf $(DET_VENV) && make det-venv"; \
 	  exit 1; fi
@@ -149,6 +178,8 @@ postgres-check: $(VENV)/.installed
 test:
 	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target test-setup
 	$(BIN)/ruff check src tests
+	$(BIN)/pyright
+	cd web && npm test --silent
 	PEDL_DET_E2E=$(DET_E2E_SUITE) $(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial and not browser" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	@$(MAKE) --no-print-directory test-browser-and-serial
 
@@ -163,7 +194,15 @@ test-browser-and-serial:
 	echo "$(BIN)/pytest -q -p no:cacheprovider -m serial $(SERIAL_TESTS) $(PYTEST_ARGS)"; cat $(SERIAL_LOG); \
 	[ $$browser -eq 0 ] && [ $$rc -eq 0 ]
 
-test-setup: install-test install-torch det-venv det-e2e-venv chromium sshd postgres-check docker test-bytecode
+# what needs root or the network, once: the venvs, the WebUI's npm packages, Debian's chromium, openssh-server,
+# docker.io and debootstrap, dockerd and the task image. Each part is skipped where it is there already, so
+# `make test` runs setup first and only what is missing runs (SETUP_JOBS recipes side by side).
+setup:
+	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target setup-parts
+
+setup-parts: install-test install-torch det-venv det-tf-venv det-e2e-venv chromium sshd docker
+
+test-setup: setup-parts postgres-check test-bytecode
 
 # the suite's bytecode, written once (under `make test`, while the task image builds). Where
 # PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it) no process writes any, so each master,
@@ -178,11 +217,19 @@ test-bytecode: install-test install-torch
 test-fast: install-test
 	$(BIN)/pytest -q -x -m "not e2e and not compat" $(PYTEST_ARGS)
 
+# pyright over src/pedl as pyproject.toml's [tool.pyright] says (standard mode). The pyright wheel carries its
+# JavaScript; it runs on the system's node.
+PYRIGHT_NODE_MISSING := echo "make typecheck: node is missing (apt-get install nodejs)"; exit 1
+typecheck: install-test
+	@command -v node >/dev/null || { $(PYRIGHT_NODE_MISSING); }
+	$(BIN)/pyright
+
 lint: install-test
 	$(BIN)/ruff check src tests benchmarks examples
+	@$(MAKE) --no-print-directory typecheck
 
 bench: install-test
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) $(DET_VENV) .demo build dist *.egg-info web/node_modules src/pedl/webui/static
+	rm -rf $(VENV) $(DET_VENV) $(DET_TF_VENV) .demo build dist *.egg-info web/node_modules src/pedl/webui/static

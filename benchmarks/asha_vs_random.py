@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.harness import Figure, add_common_args, median, run_main
 from pedl.config.experiment_config import parse_experiment_config
-from pedl.master.searcher import Searcher, SearcherActions, make_searcher
+from pedl.scheduling.searcher import Searcher, SearcherActions, make_searcher
 
 NAME = "asha_vs_random"
 

@@ -20,7 +20,9 @@ from sqlalchemy import insert, text
 from benchmarks.harness import Figure, add_common_args, median, percentile, run_main, work_dir
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
-from pedl.master.services import metric_digests, metric_series
+from pedl.master.metrics import digest_queue
+from pedl.master.metrics import digests as metric_digests
+from pedl.master.metrics import series as metric_series
 
 NAME = "chart_reads"
 BATCH = 20_000
@@ -82,7 +84,7 @@ def store(db: Database, trial_id: int, group: str, steps: range, rng: random.Ran
 
 
 def digest_everything(db: Database) -> tuple[float, int]:
-    queue = metric_digests.DigestQueue()
+    queue = digest_queue.DigestQueue()
     started = time.perf_counter()
     metric_digests.sweep(db, queue)
     while metric_digests.digest_pass(db, queue):

@@ -32,7 +32,7 @@ from pedl.core.master_session import MasterSession
 from pedl.core.train import MasterTrainContext
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_experiment, wait_for
 from pedl.errors import PedlError
-from pedl.master.services import metric_digests
+from pedl.master.workers import metric_digests as metric_digester
 
 NAME = "metric_ingestion"
 CLIENTS = {"batched": "reporters through pedl.core", "single": "clients of the single-report route"}
@@ -296,7 +296,7 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
                   f"{' '.join(f'{v:.0f}' for v in rss.samples)}", file=sys.stderr)
             if master_cpu is not None:
                 master_cpu = cpu_seconds(master.pid) - master_cpu
-            time.sleep(2 * metric_digests.PASS_SPACING)  # the digester's last pass, then its memory
+            time.sleep(2 * metric_digester.PASS_SPACING)  # the digester's last pass, then its memory
             rss_after = resident_mib(master.pid)
             (out / "release").touch()
             wait_experiment(master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=120)

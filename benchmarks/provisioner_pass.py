@@ -29,12 +29,12 @@ from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.cluster.controller import Controller
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle.states import AgentState, AllocationState, InstanceState
 from pedl.master.provisioner import provisioner as provisioner_module
 from pedl.master.provisioner.providers.base import CloudInstance, CloudState, LaunchRequest
 from pedl.master.provisioner.provisioner import PoolProvisioner
-from pedl.master.provisioner.scaling_decider import decide
 from pedl.master.wiring import build_context
+from pedl.scheduling.scaling_decider import decide
 
 NAME = "provisioner_pass"
 POOL = "default"
@@ -81,7 +81,7 @@ class TimedProvisioner(PoolProvisioner):
         finally:
             self.phase[name] = self.phase.get(name, 0.0) + time.perf_counter() - started
 
-    def _plan(self, s, cloud):  # noqa: ANN001, ANN202
+    def _plan(self, s, cloud):
         def timed_decide(*a: Any, **kw: Any) -> Any:
             return self._timed("decide", decide, *a, **kw)
 
@@ -91,16 +91,16 @@ class TimedProvisioner(PoolProvisioner):
         finally:
             provisioner_module.decide = decide
 
-    def _sync(self, s, cloud):  # noqa: ANN001, ANN202
+    def _sync(self, s, cloud):
         return self._timed("sync", super()._sync, s, cloud)
 
-    def _snapshot(self, s):  # noqa: ANN001, ANN202
+    def _snapshot(self, s):
         return self._timed("snapshot", super()._snapshot, s)
 
-    def _launch(self, decision):  # noqa: ANN001, ANN202
+    def _launch(self, decision):
         return self._timed("launch", super()._launch, decision)
 
-    def _terminate(self, decision):  # noqa: ANN001, ANN202
+    def _terminate(self, decision):
         return self._timed("terminate", super()._terminate, decision)
 
 

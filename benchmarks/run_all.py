@@ -11,6 +11,7 @@ from benchmarks import (
     asha_vs_random,
     chart_reads,
     experiment_create,
+    front_door_stall,
     harness_overhead,
     metric_ingestion,
     move_cost,
@@ -40,6 +41,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "webui_experiment_page": webui_experiment_page,
     "webui_experiments_list": webui_experiments_list,
     "webui_idle_cpu": webui_idle_cpu,
+    "front_door_stall": front_door_stall,
 }
 
 # a smoke run: every path exercised in well under a minute each
@@ -59,6 +61,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "webui_experiment_page": ["--trials", "20", "--training", "2000", "--navigations", "3", "--api-repeat", "2"],
     "webui_experiments_list": ["--experiments", "500", "--navigations", "3", "--api-repeat", "3"],
     "webui_idle_cpu": ["--window", "10", "--pages", "1"],
+    "front_door_stall": ["--seconds", "5"],
 }
 
 

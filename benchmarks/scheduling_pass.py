@@ -30,14 +30,14 @@ from pedl.config.master_config import MasterConfig
 from pedl.master.caller_cache import CallerCache
 from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
 from pedl.master.cluster.controller import Controller
-from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import AgentState, AllocationState, TrialState
+from pedl.master.experiments.service import effective_config
+from pedl.master.identity.passwords import client_hash
+from pedl.master.identity.users import ensure_default_users
+from pedl.master.lifecycle.states import AgentState, AllocationState, TrialState
 from pedl.master.server import tune_runtime
-from pedl.master.services.experiments import effective_config
-from pedl.master.services.passwords import client_hash
-from pedl.master.services.users import ensure_default_users
+from pedl.scheduling.scheduler import AgentSnapshot, SlotRequest, schedule
 
 NAME = "scheduling_pass"
 POOL = "default"
@@ -127,19 +127,19 @@ class TimedController(Controller):
             self.phase[name] += time.perf_counter() - started
             self.cpu[name] += time.thread_time() - cpu
 
-    def _check_agents(self, s) -> None:  # noqa: ANN001
+    def _check_agents(self, s) -> None:
         self._timed("check_agents", super()._check_agents, s)
 
-    def _top_up(self, s) -> None:  # noqa: ANN001
+    def _top_up(self, s) -> None:
         self._timed("top_up", super()._top_up, s)
 
-    def _plan_schedule(self):  # noqa: ANN202
+    def _plan_schedule(self):
         return self._timed("plan", super()._plan_schedule)
 
-    def _prepare(self, decided, chunk, cache):  # noqa: ANN001, ANN202
+    def _prepare(self, decided, chunk, cache):
         return self._timed("prepare", super()._prepare, decided, chunk, cache)
 
-    def _apply(self, s, ready) -> None:  # noqa: ANN001
+    def _apply(self, s, ready) -> None:
         self._timed("apply", super()._apply, s, ready)
 
     def timed_tick(self) -> float:
@@ -292,7 +292,7 @@ class Probe:
         started = time.perf_counter()
         try:
             self.fn()
-        except Exception as exc:  # noqa: BLE001 - e.g. SQLite's "database is locked"; reported
+        except Exception as exc:  # e.g. SQLite's "database is locked"; reported
             self.errors[f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"] += 1
         self.samples.append((started, time.perf_counter() - started))
 

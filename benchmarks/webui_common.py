@@ -30,9 +30,9 @@ from pedl.config.master_config import MasterConfig, load_master_config
 from pedl.devcluster import Master, wait_for
 from pedl.master.db import models
 from pedl.master.db.engine import make_engine
-from pedl.master.lifecycle import ExperimentState, TrialState
-from pedl.master.services.experiment_labels import joined as joined_labels
-from pedl.master.services.experiments import effective_config
+from pedl.master.experiments.labels import joined as joined_labels
+from pedl.master.experiments.service import effective_config
+from pedl.master.lifecycle.states import ExperimentState, TrialState
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's; never a browser download
 VIEWPORT = {"width": 1400, "height": 900}
@@ -465,7 +465,7 @@ def navigate(page: Any, url: str, timeout_s: float) -> Navigation:
 def page_text(page: Any) -> str:
     try:
         return page.locator("body").inner_text(timeout=5000)[-2000:]
-    except Exception as exc:  # noqa: BLE001 - a diagnostic only
+    except Exception as exc:  # a diagnostic only
         return f"(no page text: {exc})"
 
 

@@ -4,7 +4,7 @@ chromium through Playwright, a real master), the bytes the page loaded meanwhile
 metric-series request alone. Issue 12's goal: under 1 s.
 
 The seeded reports reach the master's metric digests through its background digester after it
-starts (services/metric_digests.py); the page is measured once they have caught up, the steady
+starts (metrics/digests.py); the page is measured once they have caught up, the steady
 state (--no-wait-digests: at once, while the digester works and charts read the reports)."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from benchmarks.webui_common import (
     wait_for_digests,
 )
 from pedl.devcluster import Master
-from pedl.master.lifecycle import ExperimentState
+from pedl.master.lifecycle.states import ExperimentState
 
 NAME = "webui_experiment_page"
 GOAL_MS = 1000
@@ -82,7 +82,7 @@ def navigations(master: Master, exp_id: int, args: argparse.Namespace) -> tuple[
         for _ in range(args.navigations):
             try:
                 done.append(navigate(page, f"{master.url}/experiments/{exp_id}", args.timeout))
-            except Exception as exc:  # noqa: BLE001 - a timeout or a crashed page is a result to report
+            except Exception as exc:  # a timeout or a crashed page is a result to report
                 problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
                 shown = page_text(page)
                 with contextlib.suppress(Exception):  # a crashed page answers nothing

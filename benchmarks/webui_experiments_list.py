@@ -35,7 +35,7 @@ from benchmarks.webui_common import (
     time_api,
 )
 from pedl.devcluster import Master
-from pedl.master.lifecycle import ExperimentState
+from pedl.master.lifecycle.states import ExperimentState
 
 NAME = "webui_experiments_list"
 GOAL_MS = 500
@@ -79,7 +79,7 @@ def navigations(master: Master, args: argparse.Namespace) -> tuple[list[Navigati
         for _ in range(args.navigations):
             try:
                 done.append(navigate(page, f"{master.url}/experiments", args.timeout))
-            except Exception as exc:  # noqa: BLE001 - a timeout or a crashed page is a result to report
+            except Exception as exc:  # a timeout or a crashed page is a result to report
                 problems += [f"{type(exc).__name__}: {str(exc).splitlines()[0]}", f"page: {page_text(page)[:500]}"]
                 break
         problems += list(dict.fromkeys(console))[-20:] if problems else []

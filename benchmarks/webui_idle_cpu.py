@@ -37,7 +37,7 @@ from benchmarks.webui_common import (
     wait_for_digests,
 )
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
-from pedl.master.lifecycle import ExperimentState
+from pedl.master.lifecycle.states import ExperimentState
 
 NAME = "webui_idle_cpu"
 

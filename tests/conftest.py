@@ -21,7 +21,9 @@ from argon2 import PasswordHasher
 from pedl.config.master_config import DatabaseConfig, MasterConfig
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
-from pedl.master.services import passwords, workspaces
+from pedl.master.identity import passwords
+from pedl.master.workspaces import workspaces
+from tests.support import shared_dirs
 from tests.support.databases import (
     fresh_postgres_db,
     migrated_sqlite_template,
@@ -39,6 +41,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if _PG_ERROR and os.environ.get("CI"):
         pytest.exit(f"{_PG_ERROR}\nThe suite must run against PostgreSQL under CI. Start it with: "
                     "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", returncode=3)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    shared_dirs.remove_session_base()  # the enterable directories of this process's tests (checkpoints)
 
 
 @pytest.hookimpl(wrapper=True)

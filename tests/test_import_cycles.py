@@ -24,7 +24,7 @@ def _load_module_graph():
 
 module_graph = _load_module_graph()
 
-# The cycles src/pedl has: none since issue 9's Controller split. An entry here would be a cycle
+# The cycles src/pedl has: none. An entry here would be a cycle
 # tolerated for now, as its sorted module names; a new cycle fails the test, and so does a listed one
 # that is gone. Keep it empty.
 KNOWN_CYCLES: list[tuple[str, ...]] = []

@@ -51,7 +51,7 @@ def test_api_modules_outside_the_list_run_on_postgresql_alone_and_the_listed_on_
     [only] = markers("tests.master.api.test_auth")
     assert (only.args, only.kwargs) == (("db_kind", ["postgres"]), {"indirect": True})  # type: ignore[attr-defined]
     assert markers("tests.master.api.test_experiment_listing") == []  # listed: both, from the fixture's params
-    assert markers("tests.master.services.test_users") == []  # outside tests/master/api: both
+    assert markers("tests.master.identity.test_users") == []  # outside tests/master/api: both
     assert markers("tests.master.api.test_auth", ("client",)) == []  # no database at all
     # a renamed module would otherwise drop to PostgreSQL alone without a word
     api = Path(__file__).parent / "master" / "api"

@@ -45,8 +45,11 @@ def master_config(work: Path, det_venv: Path) -> dict:
             "security": {"checkpoint_storage_roots": ["/tmp", str(Path.home() / ".cache" / "determined")]},
             # startup hooks at both levels, as on Determined's CI cluster (the suite's *_combined logging
             # tests look for the pool's in a task's logs)
+            # one OpenMP thread per task: the agent has one slot on a machine of two busy cores, where torch's
+            # default of a thread per core made the mnist_pytorch fixture's training twice as slow, with twice the CPU
             "task_container_defaults": {
-                "environment_variables": [f"PATH={det_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"],
+                "environment_variables": [f"PATH={det_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+                                          "OMP_NUM_THREADS=1"],
                 "startup_hook": 'echo "hello from master tcd startup hook"'},
             "resource_pools": [{"pool_name": "default", "task_container_defaults": {
                 "startup_hook": 'echo "hello from rp tcd startup hook"'}}]}
@@ -120,6 +123,7 @@ def print_table(files: dict[str, Counter], seconds: float) -> None:
 
 def run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="pedl-det-e2e-"))
+    work.chmod(0o711)  # tasks run as their users' own uids and pass through it to the checkpoint storage
     master = Master(work, master_config(work, args.det_venv))
     agent: LocalAgent | None = None
     try:

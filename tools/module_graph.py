@@ -1,9 +1,11 @@
 """Module dependency graph of a Python package, from its import statements (stdlib ast only).
 
-Prints Graphviz DOT on stdout and reports import cycles on stderr; `--cycles` prints only cycles.
+Prints Graphviz DOT on stdout and reports import cycles on stderr; `--cycles` prints only cycles;
+`--layers` counts the imports between the directory's packages (api, cluster, experiments, ...).
 
     python tools/module_graph.py src/pedl/master | dot -Tsvg > docs/images/master-modules-after.svg
     python tools/module_graph.py --cycles src/pedl
+    python tools/module_graph.py --layers src/pedl/master
 
 Edges are import statements between modules under the given directory. An import inside
 `if TYPE_CHECKING:` is drawn dashed, one inside a function (a lazy import) dotted, a module-level
@@ -246,6 +248,33 @@ def to_dot(graph: ModuleGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
+def layer_of(graph: ModuleGraph, module: str) -> str:
+    """The package of the graph's directory that holds `module`, or "(root)" for the directory's own modules."""
+    short = _short(graph, module)
+    return short.split(".")[0] if "." in short or any(m.startswith(module + ".") for m in graph.modules) else "(root)"
+
+
+def layer_edges(graph: ModuleGraph) -> dict[tuple[str, str], dict[str, int]]:
+    """(importing package, imported package) -> {kind: number of module-to-module imports}, for each pair of
+    different packages (see `layer_of`)."""
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for (source, target), kind in graph.edges.items():
+        pair = (layer_of(graph, source), layer_of(graph, target))
+        if pair[0] != pair[1]:
+            by_kind = counts.setdefault(pair, {RUNTIME: 0, LAZY: 0, TYPING: 0})
+            by_kind[kind] += 1
+    return counts
+
+
+def describe_layers(graph: ModuleGraph) -> str:
+    """One line per pair of packages with imports between them: the count, and how many are lazy or typing."""
+    lines = []
+    for (source, target), by_kind in sorted(layer_edges(graph).items()):
+        extra = ", ".join(f"{by_kind[kind]} {kind}" for kind in (LAZY, TYPING) if by_kind[kind])
+        lines.append(f"{source} -> {target}: {sum(by_kind.values())}" + (f" ({extra})" if extra else ""))
+    return "\n".join(lines)
+
+
 def describe_cycles(graph: ModuleGraph) -> str:
     """One paragraph per cycle: its modules and the imports that close it."""
     paragraphs = []
@@ -259,8 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory", help="a package directory, e.g. src/pedl/master")
     parser.add_argument("--cycles", action="store_true", help="print only the import cycles; exit 1 if any")
+    parser.add_argument("--layers", action="store_true", help="print the number of imports between its packages")
     arguments = parser.parse_args(argv)
     graph = build_graph(arguments.directory)
+    if arguments.layers:
+        print(describe_layers(graph))
+        return 0
     report = describe_cycles(graph)
     if arguments.cycles:
         print(report or "no import cycles")

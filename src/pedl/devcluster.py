@@ -38,7 +38,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.2
             value = predicate()
             if value:
                 return value
-        except Exception as exc:  # noqa: BLE001 - keep polling; report the last failure
+        except Exception as exc:  # keep polling; report the last failure
             last_exc = exc
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}"
@@ -85,7 +85,7 @@ class ManagedProcess:
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
-        if self.alive():
+        if self.proc is not None and self.alive():
             self.proc.kill()
             self.proc.wait(5)
 
@@ -167,7 +167,7 @@ class Master(ManagedProcess):
             r = httpx.post(f"{self.url}/api/v1/auth/login", verify=self._verify(),
                            content=json.dumps({"username": username, "password": password, "isHashed": False}))
             r.raise_for_status()
-            self._token = r.json()["token"]
+            self._token = str(r.json()["token"])
         return self._token
 
     def api(self, method: str, path: str, body: Any = None, expect: int | None = 200, **params: Any) -> Any:
@@ -190,10 +190,18 @@ class LocalAgent(ManagedProcess):
                  pool: str = "default", token: str | None = None) -> None:
         argv = [*pedl_command(), "agent", "run", "--master", master_url, "--id", agent_id, "--slots", str(slots),
                 "--resource-pool", pool, "--work-dir", str(work_dir / f"agent-{agent_id}")]
-        if not token:
+        if token:
+            # in a file of mode 0600, not in argv, which every user of this host can read in /proc
+            token_file = work_dir / f"agent-{agent_id}.token"
+            work_dir.mkdir(parents=True, exist_ok=True)
+            token_file.unlink(missing_ok=True)
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(token + "\n")
+            argv += ["--token-file", str(token_file)]
+        else:
             argv.append("--no-token")
-        # in the environment, not in argv, which every user of this host can read in /proc
-        super().__init__(argv, work_dir / f"agent-{agent_id}.log", env={"PEDL_AGENT_TOKEN": token or ""})
+        super().__init__(argv, work_dir / f"agent-{agent_id}.log", env={"PEDL_AGENT_TOKEN": ""})
         self.agent_id = agent_id
 
 

@@ -47,7 +47,7 @@ class ContextServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:  # http.server's naming
                 server.requests.append({"path": self.path, **dict(self.headers)})
                 entry = server.bodies.get(self.path)
                 if entry is None:
@@ -102,6 +102,8 @@ class FakeMaster:
         self.reconnect_wait: float | None = None  # None: as a master from before fencing
         self.kill_grace_period: float | None = None
         self.refuse_code: int | None = None  # close every connection with this code at once
+        self.refuse_reason = "unauthorized"
+        self.credential: str | None = None  # issued in the next `registered` (then cleared), as a master does once
         self.sessions: list[list[dict[str, Any]]] = []  # messages, one list per connection
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
@@ -142,7 +144,7 @@ class FakeMaster:
         self.paths.append(ws.request.path)
         self.headers.append({k.lower(): v for k, v in ws.request.headers.raw_items()})
         if self.refuse_code is not None:
-            await ws.close(self.refuse_code, "unauthorized")
+            await ws.close(self.refuse_code, self.refuse_reason)
             return
         received: list[dict[str, Any]] = []
         self.sessions.append(received)
@@ -155,7 +157,9 @@ class FakeMaster:
                                          heartbeat_interval=self.heartbeat_interval,
                                          kill_unknown=self.kill_unknown,
                                          reconnect_wait=self.reconnect_wait,
-                                         kill_grace_period=self.kill_grace_period).model_dump_json())
+                                         kill_grace_period=self.kill_grace_period,
+                                         credential=self.credential).model_dump_json())
+                self.credential = None
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ def _argv(**kw) -> list[str]:
 def test_the_task_runs_attached_removed_labelled_with_its_files() -> None:
     argv = _argv(shared_fs=Path("/data/ckpts"), master_cert=Path("/etc/pedl/ca.pem"))
     assert argv[:4] == ["docker", "run", "--rm", "--init"]
-    assert argv[argv.index("--name") + 1] == container_name("3.abc.1") == "pedl-3.abc.1"
+    assert argv[argv.index("--name") + 1] == container_name("3.abc.1", "a1") == "pedl-3.abc.1-a1"
     labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
     assert labels == ["pedl.agent-id=a1", "pedl.allocation-id=3.abc.1", "pedl.work-dir=/w/a1"]
     mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
@@ -60,3 +60,9 @@ def test_the_env_file_is_private_and_refuses_what_it_cannot_carry(tmp_path: Path
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     with pytest.raises(ContainerError, match="'MULTI'"):
         write_env_file(path, {"MULTI": "a\nb"})
+
+
+def test_each_agent_names_its_container_of_an_allocation_apart() -> None:
+    # two agents of one host share its Docker daemon: a trial spread over both runs a container on each
+    assert container_name("3.abc.1", "host-a") != container_name("3.abc.1", "host-b")
+    assert container_name("3.abc.1", "gpu node/7") == "pedl-3.abc.1-gpu-node-7"  # only what docker allows

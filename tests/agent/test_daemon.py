@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from pedl.agent import Agent, AgentOptions, AgentRefused
-from pedl.common.agent_protocol import CLOSE_UNAUTHORIZED, KillTask, StartTask
+from pedl.common.agent_protocol import CLOSE_UNAUTHORIZED, CheckPort, KillTask, StartTask
+from pedl.common.mount_namespace import probe
 
 from .conftest import ContextServer, FakeMaster, eventually, running_agent
 
@@ -300,13 +301,16 @@ async def test_over_wss_an_agent_trusting_the_masters_ca_registers_and_hands_it_
             await eventually(lambda: agent.connected, what="registration over wss")
             await master.send(_start("a1", url, """
                 import os
-                print(os.environ["PEDL_MASTER_CERT"], os.environ["DET_MASTER_CERT_FILE"])
+                cert = os.environ["PEDL_MASTER_CERT"]
+                print(cert, os.environ["DET_MASTER_CERT_FILE"], len(open(cert).read()))
             """))
             await eventually(lambda: master.messages("task_exited"), what="task_exited")
     finally:
         await master.stop()
     assert master.messages("register")[0]["agent_id"] == "agent-1"
-    assert _messages(master, "a1") == [f"{tls.ca} {tls.ca}"]
+    # in its namespace a task reads a copy among its info files (its user may not enter the CA's directory)
+    where = "/run/determined/info/master-ca.pem" if probe() is None else str(tls.ca)
+    assert _messages(master, "a1") == [f"{where} {where} {len(tls.ca.read_text())}"]
 
 
 @pytest.mark.parametrize("trusts", ["another CA", "the system's CAs"])
@@ -331,3 +335,60 @@ async def test_over_wss_an_agent_refuses_a_master_it_cannot_verify(tmp_path: Pat
     assert (f"the CA in {tls.other_ca}" if cert else "the system's CAs") in text
     assert "--cert FILE or PEDL_MASTER_CERT" in text
     assert master.sessions == []  # nothing was said to a master it does not trust
+
+
+async def test_the_credential_the_master_issues_is_kept_0600_and_presented_from_then_on(
+        fake_master: FakeMaster, tmp_path: Path) -> None:
+    options = _options(fake_master, tmp_path)
+    fake_master.credential = "its-own-credential"
+    async with running_agent(options) as agent:
+        await eventually(lambda: agent.connected, what="registration")
+        await eventually(lambda: options.credential_path.exists(), what="the credential file")
+        assert options.credential_path.read_text().strip() == "its-own-credential"
+        assert options.credential_path.stat().st_mode & 0o777 == 0o600
+        await fake_master.stop()  # the master goes away and comes back: the agent reconnects
+        await fake_master.start()
+        await eventually(lambda: len(fake_master.headers) >= 2 and agent.connected, what="the reconnection")
+    assert "x-pedl-agent-credential" not in fake_master.headers[0]
+    assert fake_master.headers[1]["x-pedl-agent-credential"] == "its-own-credential"
+    assert fake_master.headers[1]["x-pedl-agent-token"] == "agent-secret"  # re-enrols an id an admin forgot
+
+
+async def test_a_refusal_for_a_missing_credential_says_how_to_recover(fake_master: FakeMaster,
+                                                                      tmp_path: Path) -> None:
+    fake_master.refuse_code = CLOSE_UNAUTHORIZED
+    fake_master.refuse_reason = "this agent id has a credential of its own, which this connection did not present"
+    options = _options(fake_master, tmp_path)
+    with pytest.raises(AgentRefused) as info:
+        await asyncio.wait_for(Agent(options).run(asyncio.Event()), 60)
+    assert "pedl agent forget agent-1" in str(info.value) and str(options.credential_path) in str(info.value)
+
+
+async def test_check_port_answers_whether_the_task_listens_on_it(fake_master: FakeMaster,
+                                                                 context_server: ContextServer, tmp_path: Path) -> None:
+    url = context_server.add("c1", {})
+    outsider = socket.socket()
+    outsider.bind(("127.0.0.1", 0))
+    outsider.listen()
+    async with running_agent(_options(fake_master, tmp_path)) as agent:
+        await eventually(lambda: agent.connected, what="registration")
+        await fake_master.send(_start("a1", url, """
+            import socket, subprocess, sys, time
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            print(s.getsockname()[1], flush=True)
+            time.sleep(600)
+        """))
+        lines = await eventually(lambda: _messages(fake_master, "a1"), what="the task's port")
+        port = int(lines[0])
+        for request_id, allocation_id, asked in (("r1", "a1", port), ("r2", "a1", outsider.getsockname()[1]),
+                                                 ("r3", "ghost", port)):
+            await fake_master.send(CheckPort(request_id=request_id, allocation_id=allocation_id, port=asked))
+        answers = await eventually(lambda: len(fake_master.messages("port_checked")) == 3
+                                   and fake_master.messages("port_checked"), what="the answers")
+    outsider.close()
+    by_id = {a["request_id"]: a for a in answers}
+    assert by_id["r1"]["owned"] is True and by_id["r1"]["port"] == port
+    assert by_id["r2"]["owned"] is False and "not the task's" in by_id["r2"]["reason"]
+    assert by_id["r3"]["owned"] is False and "not running on this agent" in by_id["r3"]["reason"]

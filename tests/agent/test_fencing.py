@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from pedl.agent.fencing import MasterContact
+from pedl.common.mount_namespace import probe
+from tests.support import task_processes
 
 from .conftest import ContextServer, FakeMaster, eventually, running_agent
 from .test_daemon import _messages, _options, _start
 
+NAMESPACES = probe() is None  # the agent gives its tasks PID namespaces
 SLEEPER = """
     import os, time
     print("ready", os.getpid(), flush=True)
@@ -63,7 +66,7 @@ def test_an_older_master_without_a_reconnect_wait_is_never_fenced() -> None:
     assert not contact.overdue()
 
 
-async def _running_task(fake_master: FakeMaster, context_server: ContextServer, agent) -> None:  # noqa: ANN001
+async def _running_task(fake_master: FakeMaster, context_server: ContextServer, agent) -> None:
     await eventually(lambda: agent.connected, what="registration")
     await fake_master.send(_start("a1", context_server.add("c1", {}), SLEEPER))
     await eventually(lambda: any(m.startswith("ready") for m in _messages(fake_master, "a1")),
@@ -133,14 +136,21 @@ async def test_sigstop_past_the_wait_then_sigcont_kills_the_task(
         ready = await eventually(lambda: [m for m in _messages(fake_master, "a1") if m.startswith("ready")],
                                  what="the task to run")
         task_pid = int(ready[0].split()[1])
+        (started,) = fake_master.messages("task_started")
+        namespace = task_processes.task_namespace(started["pid"]) if NAMESPACES else None
+        if namespace is not None:  # the pid the task printed is its pid in its own PID namespace
+            task_pid = task_processes.host_pid(namespace, task_pid)
         proc.send_signal(signal.SIGSTOP)
         await asyncio.sleep(2.0)  # past the reconnect wait; the task runs on meanwhile
         os.kill(task_pid, 0)
         proc.send_signal(signal.SIGCONT)
         exited = await eventually(lambda: fake_master.messages("task_exited"), what="the exit report")
         assert "reconnect wait" in exited[0]["reason"]
-        with pytest.raises(ProcessLookupError):
-            os.kill(task_pid, 0)
+        if namespace is not None:  # the kernel ends the namespace's processes once its init is killed
+            await eventually(lambda: task_processes.members(namespace) == [], what="the task's namespace to empty")
+        else:
+            with pytest.raises(ProcessLookupError):
+                os.kill(task_pid, 0)
         assert len(fake_master.sessions) == 1  # killed on the same connection, before any reconnect
     finally:
         if proc.returncode is None:

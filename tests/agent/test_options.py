@@ -53,3 +53,43 @@ def test_the_master_ca_comes_from_the_option_else_the_environment_as_an_absolute
 def test_an_unreadable_master_ca_is_refused_at_once(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=f"cannot read the master's CA certificate {tmp_path / 'absent.pem'}"):
         AgentOptions("https://m", cert=tmp_path / "absent.pem")
+
+
+def _python(code: str, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=True)
+    return done.stdout.split()
+
+
+def test_the_env_token_leaves_the_environment_and_proc_environ() -> None:
+    """Tasks and children (the docker client) inherit nothing of it, and /proc/<agent>/environ, which shows the
+    environment the process started with, no longer holds it."""
+    import os
+
+    code = ("import os; from pedl.agent.options import AgentOptions; o = AgentOptions('http://m'); "
+            "print(o.token, 'PEDL_AGENT_TOKEN' in os.environ, b'enroll-secret-value' in open('/proc/self/environ', "
+            "'rb').read())")
+    env = {**os.environ, "PEDL_AGENT_TOKEN": "enroll-secret-value"}
+    assert _python(code, env=env) == ["enroll-secret-value", "False", "False"]
+
+
+def test_a_token_on_the_command_line_is_overwritten_in_proc_cmdline() -> None:
+    code = ("import sys; from pedl.agent.options import hide_in_cmdline; print(hide_in_cmdline(sys.argv[1]), "
+            "sys.argv[1].encode() in open('/proc/self/cmdline', 'rb').read())")
+    assert _python(code, "s3cret-on-argv") == ["True", "False"]
+
+
+def test_the_token_file_must_be_its_owners_alone(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("from-a-file\n")
+    path.chmod(0o644)
+    with pytest.raises(ValueError, match="mode 644: other users may read"):
+        AgentOptions("http://m", token_file=path)
+    path.chmod(0o600)
+    assert AgentOptions("http://m", token_file=path).token == "from-a-file"
+    with pytest.raises(ValueError, match="contradict"):
+        AgentOptions("http://m", token="x", token_file=path)
+    with pytest.raises(ValueError, match="cannot read"):
+        AgentOptions("http://m", token_file=tmp_path / "absent")

@@ -3,8 +3,14 @@ process's ids and HOME, the container's --user and account files, and real tasks
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import json
 import os
 import pwd
+import shutil
+import stat
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,9 +21,12 @@ from pedl.agent.task_env import TaskHost
 from pedl.agent.task_runtime import TaskRuntime
 from pedl.common.agent_protocol import AgentUserGroup, ContainerSpec, SlotInfo, StartTask
 from pedl.common.mount_namespace import probe, wrap
+from pedl.config.security_config import TASK_UID_BASE
+from tests.support import task_processes
+from tests.support.shared_dirs import make_enterable_dir
 
-from .conftest import ContextServer
-from .test_task_runtime import Recorder
+from .conftest import ContextServer, eventually
+from .test_task_runtime import STUBBORN, Recorder
 
 NOBODY = AgentUserGroup(uid=65534, gid=65534, user="nobody", group="nogroup")
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root runs tasks as another user")
@@ -98,7 +107,7 @@ def test_the_namespace_wrapper_changes_user_after_mounting() -> None:
 
 
 def _task(tmp_path: Path, url: str, group: AgentUserGroup | None, namespace: str | None,
-          entrypoint: str = "echo $(id -u):$(id -g):$(id -G):$HOME:$USER; touch mine && ls -n mine",
+          entrypoint: str | list[str] = "echo $(id -u):$(id -g):$(id -G):$HOME:$USER; touch mine && ls -n mine",
           ) -> tuple[TaskRuntime, Recorder]:
     spec = StartTask(allocation_id="alloc-1", task_id="task-1", name="cmd", env={"DET_TRIAL_ID": "1"},
                      entrypoint=entrypoint, slot_ids=["0"], session_token="tok", context_url=url, run_as=group)
@@ -190,3 +199,100 @@ async def test_a_non_root_agent_fails_a_task_that_must_change_user(tmp_path: Pat
     assert await runtime.run() is None
     assert rec.of("task_started") == []
     assert "agent agent-1 runs as uid 1000, not root" in rec.exited["reason"]
+
+
+DERIVED = AgentUserGroup(uid=TASK_UID_BASE + 7, gid=TASK_UID_BASE + 7, user="pedl-user-alice",
+                         group="pedl-user-alice", derived=True)
+
+
+def test_a_users_derived_uid_applies_on_a_root_agent_and_any_other_runs_the_task_as_itself() -> None:
+    assert run_as.effective(DERIVED, 0) == DERIVED
+    assert run_as.effective(DERIVED, 1000) is None  # a non-root agent cannot change user: not a refusal
+    assert run_as.effective(NOBODY, 1000) == NOBODY  # a link must be honoured or refused
+    assert run_as.refusal(run_as.effective(DERIVED, 1000), "a1", 1000, 1000) is None
+
+
+@as_root
+async def test_a_users_own_uid_runs_their_task_and_owns_its_closed_directory(
+        tmp_path: Path, context_server: ContextServer) -> None:
+    """Each user with no link runs as a uid of their own, named as the master names it; the task's
+    directory and info files are closed to every other uid, other users' tasks among them."""
+    if NS_PROBLEM is not None:
+        pytest.skip(f"no mount namespaces here: {NS_PROBLEM}")
+    url = context_server.add("c1", {"model_def.py": "x = 1\n"})
+    runtime, rec = _task(tmp_path, url, DERIVED, None,
+                         entrypoint="echo $(id -u):$(id -g):$(id -u -n):$(id -g -n); ls -ln /run/determined/info")
+    assert await runtime.run() == 0, rec.lines()
+    out = rec.lines("stdout")
+    assert out[0] == f"{DERIVED.uid}:{DERIVED.gid}:pedl-user-alice:pedl-user-alice", out
+    assert all(f" {DERIVED.uid} {DERIVED.gid} " in line for line in out[2:]), out  # its info files are its own
+    st = runtime.directory.stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (DERIVED.uid, 0o700)
+
+
+@as_root
+async def test_a_checkpoint_storage_the_agent_creates_is_open_to_every_users_tasks(
+        tmp_path: Path, context_server: ContextServer) -> None:
+    """Mode 1777, as /tmp: each user's trials make their checkpoint directories, none removes another's."""
+    if NS_PROBLEM is not None:
+        pytest.skip(f"no mount namespaces here: {NS_PROBLEM}")
+    base = make_enterable_dir("storage")
+    try:
+        storage = base / "ckpts"
+        config = json.dumps({"checkpoint_storage": {"type": "shared_fs", "host_path": str(storage),
+                                                    "storage_path": "team"}})
+        url = context_server.add("c1", {})
+        runtime, rec = _task(tmp_path, url, DERIVED, None, entrypoint=f"mkdir {storage}/team/mine && echo made")
+        runtime.spec.env.update(DET_EXPERIMENT_CONFIG=config, DET_CLUSTER_ID="c1")
+        assert await runtime.run() == 0, rec.lines()
+        shared = [storage, storage / "team", storage / "team" / "c1", storage / "team" / "c1" / "tensorboard",
+                  storage / "team" / "c1" / "tensorboard" / "experiment"]  # where every user's tasks write
+        assert [stat.S_IMODE(p.stat().st_mode) for p in shared] == [0o1777] * 5
+        assert (storage / "team" / "mine").stat().st_uid == DERIVED.uid
+        os.chmod(storage, 0o755)  # one the operator made, and closed: the task's log says why checkpoints fail
+        runtime, rec = _task(tmp_path, url, DERIVED, None, entrypoint="true")
+        runtime.spec.env["DET_EXPERIMENT_CONFIG"] = config
+        assert await runtime.run() == 0, rec.lines()
+        assert any(f"uid {DERIVED.uid} may not create checkpoints in the checkpoint storage's host_path {storage}"
+                   in line for line in rec.lines("agent")), rec.lines("agent")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@as_root
+async def test_a_kill_reaches_every_process_of_a_task_in_its_namespace(
+        tmp_path: Path, context_server: ContextServer) -> None:
+    """SIGTERM reaches the task's processes through its namespace's init, SIGKILL after the grace period
+    ends them all, and the agent reports the signal."""
+    if NS_PROBLEM is not None:
+        pytest.skip(f"no mount namespaces here: {NS_PROBLEM}")
+    url = context_server.add("c1", {"stubborn.py": textwrap.dedent(STUBBORN)})
+    runtime, rec = _task(tmp_path, url, DERIVED, None, entrypoint=["python3", "stubborn.py"])
+    run = asyncio.create_task(runtime.run())
+    await eventually(lambda: "ready" in rec.lines(), what="the task to be ready")
+    namespace = task_processes.task_namespace(rec.of("task_started")[0]["pid"])
+    assert len(task_processes.members(namespace)) >= 3  # the init, the task (under its shell) and its child
+    runtime.kill(grace_period=1.0, reason="user asked")
+    assert await asyncio.wait_for(run, 60) == -9
+    assert "parent got SIGTERM" in rec.lines() and "child got SIGTERM" in rec.lines()
+    await eventually(lambda: task_processes.members(namespace) == [], what="the task's processes to end")
+
+
+async def test_a_container_mounting_outside_the_allowed_roots_is_refused_judged_resolved(
+        tmp_path: Path, context_server: ContextServer) -> None:
+    """Docker mounts as root whatever the task's user may read: the allowed roots, judged on the path
+    resolved on this host (a link inside a root may lead out of it), are what bound a container's mounts."""
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    (allowed / "link").symlink_to("/etc")
+    url = context_server.add("c1", {})
+    for mounts, ok in (([{"host_path": str(allowed), "container_path": "/a"}], True),
+                       ([{"host_path": str(allowed / "link"), "container_path": "/a"}], False)):
+        runtime, rec = _task(tmp_path, url, None, None, entrypoint="true")
+        runtime.spec.container = ContainerSpec(image_cpu="pedl-no-such-image:1", bind_mounts=mounts)
+        runtime.spec.bind_mount_roots = [str(allowed)]
+        runtime._host = dataclasses.replace(runtime._host, no_containers=None)
+        assert await runtime.run() is None
+        refused = "bind_mounts[0].host_path" in rec.exited["reason"]
+        assert refused is not ok, rec.exited["reason"]
+    assert f"{allowed / 'link'} is /etc, outside the host paths this cluster allows" in rec.exited["reason"]

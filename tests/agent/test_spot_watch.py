@@ -20,13 +20,13 @@ class FakeIMDS:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a) -> None:  # noqa: ANN002
+            def log_message(self, *a) -> None:
                 pass
 
-            def do_PUT(self) -> None:  # noqa: N802
+            def do_PUT(self) -> None:
                 self._send(200, "tok-123")
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 if self.headers.get("X-aws-ec2-metadata-token") != "tok-123":
                     outer.untokened += 1
                     self._send(401, "")

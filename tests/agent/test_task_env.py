@@ -36,6 +36,26 @@ def test_cpu_task_env() -> None:
     assert env["PATH"].split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin"]
 
 
+def test_a_task_inherits_only_the_allowed_part_of_the_agents_environment(monkeypatch) -> None:
+    """Before, a task got the agent's whole environment: a trial printed PEDL_AGENT_TOKEN into its logs."""
+    agent_env = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "LC_TIME": "en_GB", "TZ": "UTC",
+                 "TERM": "xterm", "TMPDIR": "/scratch", "HOME": "/root", "PEDL_AGENT_TOKEN": "enroll-secret",
+                 "AWS_SECRET_ACCESS_KEY": "agent-key", "PYTHONPATH": "/agent/lib", "LD_PRELOAD": "/x.so",
+                 "DET_SESSION_TOKEN": "someone-elses"}
+    for name, value in agent_env.items():
+        monkeypatch.setenv(name, value)
+    for base in (None, agent_env):  # os.environ by default
+        env = task_env(_spec(["0"], {"DET_SESSION_TOKEN": "its-own", "MY_VAR": "x"}), _host([SlotInfo(id="0")]),
+                       base=base)
+        for name in ("LANG", "LC_ALL", "LC_TIME", "TZ", "TERM", "TMPDIR", "HOME"):
+            assert env[name] == agent_env[name]
+        for name in ("PEDL_AGENT_TOKEN", "AWS_SECRET_ACCESS_KEY", "PYTHONPATH", "LD_PRELOAD"):
+            assert name not in env
+        assert env["DET_SESSION_TOKEN"] == "its-own" and env["MY_VAR"] == "x"  # what start_task set
+        assert env["PATH"].split(os.pathsep)[-1] == "/usr/bin"
+        assert "enroll-secret" not in repr(env) and "agent-key" not in repr(env)
+
+
 def test_gpu_task_env_lists_its_gpus() -> None:
     host = _host([SlotInfo(id=str(i), type="cuda", uuid=f"GPU-{i}") for i in range(4)])
     env = task_env(_spec(["2", "3"]), host, base={})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import sys
 import textwrap
@@ -220,6 +221,21 @@ async def test_kill_escalates_to_sigkill_for_the_whole_group(
     assert "child got SIGTERM" in rec.lines()
     assert rec.exited == {"type": "task_exited", "allocation_id": "alloc-1", "exit_code": -9,
                           "reason": "user asked"}
+    await eventually(lambda: _dead(child_pid), what="the child to be killed")
+
+
+async def test_kill_ends_the_group_of_a_leader_that_ended_on_sigterm(
+        tmp_path: Path, context_server: ContextServer) -> None:
+    """A shell entrypoint ends on SIGTERM while its children hold on (and hold the output pipes the agent
+    waits to see closed): the SIGKILL after the grace period still goes to the group."""
+    url = context_server.add("c1", {"stubborn.py": textwrap.dedent(STUBBORN)})
+    runtime, rec = _runtime(tmp_path, url, "python3 stubborn.py")  # one word: run by sh, which forks it
+    run = asyncio.create_task(runtime.run())
+    await eventually(lambda: "ready" in rec.lines(), what="the task to be ready")
+    child_pid = int((tmp_path / "work" / "alloc-1" / "child.pid").read_text())
+    runtime.kill(grace_period=1.0, reason="user asked")
+    assert await asyncio.wait_for(run, 60) == -signal.SIGTERM  # the shell's own end
+    assert "child got SIGTERM" in rec.lines()
     await eventually(lambda: _dead(child_pid), what="the child to be killed")
 
 

@@ -119,7 +119,7 @@ def page(browser: Any, request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
             print(f"the page at {pg.url} showed:\n{pg.locator('body').inner_text(timeout=5000)[-3000:]}")
             pg.screenshot(path=str(tmp_path / "failure.png"))
             print(f"screenshot: {tmp_path / 'failure.png'}")
-        except Exception as exc:  # noqa: BLE001 - a diagnostic only
+        except Exception as exc:  # a diagnostic only
             print(f"no page text or screenshot: {exc}")
     context.close()
 

@@ -41,7 +41,7 @@ class Live:
             self._agent.close()
 
     @property
-    def ctx(self):  # noqa: ANN201 - the app's MasterContext
+    def ctx(self):  # the app's MasterContext
         return self.master.server.config.app.state.ctx
 
     @property

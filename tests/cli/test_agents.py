@@ -50,6 +50,44 @@ def test_agent_run_passes_options(agents_run: list[AgentOptions], tmp_path: Path
     assert opts.work_path == tmp_path / "w"
 
 
+def test_a_token_on_the_command_line_is_taken_with_a_warning(agents_run: list[AgentOptions], tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    result = CliRunner().invoke(app, ["agent", "run", "--master", "m:8080", "--token", "sekret", "--work-dir",
+                                      str(tmp_path / "w")])
+    assert result.exit_code == 0, result.output
+    assert agents_run[0].token == "sekret"
+    assert "every process of this host can read" in caplog.text and "--token-file" in caplog.text
+
+
+def test_agent_run_takes_the_token_from_a_file_or_runs_on_its_credential(agents_run: list[AgentOptions],
+                                                                         tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("PEDL_AGENT_TOKEN", raising=False)
+    token = tmp_path / "token"
+    token.write_text("from-a-file\n")
+    token.chmod(0o600)
+    work = tmp_path / "w"
+    result = CliRunner().invoke(app, ["agent", "run", "--master", "m:8080", "--token-file", str(token),
+                                      "--work-dir", str(work)])
+    assert result.exit_code == 0, result.output
+    assert agents_run[-1].token == "from-a-file"
+    # without any token, an agent that holds its credential runs; one that does not is refused
+    result = CliRunner().invoke(app, ["agent", "run", "--master", "m:8080", "--work-dir", str(work)])
+    assert result.exit_code == 1 and "needs the master's agent token" in result.output
+    work.mkdir()
+    (work / "agent.credential").write_text("its-own\n")
+    result = CliRunner().invoke(app, ["agent", "run", "--master", "m:8080", "--work-dir", str(work)])
+    assert result.exit_code == 0, result.output
+    assert agents_run[-1].token is None
+
+
+def test_agent_forget(cli, master: FakeMaster) -> None:
+    master.route("POST", "/api/v1/agents/a1/forget", {})
+    result = cli("agent", "forget", "a1")
+    assert result.exit_code == 0, result.output
+    assert "credential forgotten" in result.output
+    assert len(master.calls("POST", "/api/v1/agents/a1/forget")) == 1
+
+
 def test_agent_run_uses_the_global_master(agents_run: list[AgentOptions], monkeypatch) -> None:
     monkeypatch.setenv("PEDL_AGENT_TOKEN", "from-env")
     result = CliRunner().invoke(app, ["-m", "master.local:9", "agent", "run", "--id", "x"])

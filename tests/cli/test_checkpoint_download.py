@@ -35,6 +35,7 @@ from tests.support.moto_server import (  # noqa: F401
     moto_server_fixture,
     reset_moto,
 )
+from tests.support.shared_dirs import enterable_twin
 
 BUCKET = "cli-ckpts"
 
@@ -49,10 +50,20 @@ time.sleep(3600)
 """
 
 
+def reachable(work: Path, name: str) -> Path:
+    """`name` in a directory standing for `work` that the trials, run as their user's own uid, may enter
+    (tmp_path is root's alone): the checkpoints, and the token files (1777: the trials write them)."""
+    path = enterable_twin(work) / name
+    if name == "tokens":
+        path.mkdir(exist_ok=True)
+        path.chmod(0o1777)
+    return path
+
+
 @pytest.fixture(scope="module")
 def master(tmp_path_factory: pytest.TempPathFactory, moto_server: str) -> Iterator[Master]:
     work = tmp_path_factory.mktemp("cli-master")
-    m = Master(work, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")},
+    m = Master(work, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(reachable(work, "ckpts"))},
                       "security": {"checkpoint_storage_roots": [f"s3://{BUCKET}"],
                                    "s3_endpoint_urls": [moto_server]}})
     m.env.update(FAKE_AWS_ENV)  # the master reads S3 checkpoints with these
@@ -68,7 +79,7 @@ def master(tmp_path_factory: pytest.TempPathFactory, moto_server: str) -> Iterat
 
 def trial_token(master: Master, name: str, storage: dict[str, Any] | None = None) -> str:
     """The task token of a running trial of a new experiment (with `storage`, else the master's)."""
-    token_file = master.work_dir / f"{name}.token"
+    token_file = reachable(master.work_dir, "tokens") / f"{name}.token"
     config: dict[str, Any] = {"name": name, "entrypoint": [sys.executable, "-c", HOLD_TOKEN],
                               "searcher": {"name": "single", "metric": "loss", "max_length": 1},
                               "environment": {"environment_variables": {"TOKEN_FILE": str(token_file)}}}
@@ -91,7 +102,7 @@ def s3_token(master: Master, moto_server: str) -> str:
 
 @pytest.fixture
 def shared(master: Master) -> SharedFSStorage:
-    return SharedFSStorage(master.work_dir / "ckpts")
+    return SharedFSStorage(reachable(master.work_dir, "ckpts"))
 
 
 @pytest.fixture
@@ -229,7 +240,7 @@ def test_list_and_describe(cli, master: Master, shared_ckpt: str) -> None:
     assert shared_ckpt not in cli("checkpoint", "list", "--state", "deleted").stdout
     assert shared_ckpt not in cli("checkpoint", "list", "--experiment", "999").stdout
     described = cli("checkpoint", "describe", shared_ckpt)
-    assert str(master.work_dir / "ckpts" / shared_ckpt) in described.stdout
+    assert str(reachable(master.work_dir, "ckpts") / shared_ckpt) in described.stdout
 
 
 # -- a download that breaks off -----------------------------------------------------------------
@@ -249,7 +260,7 @@ class FakeClient:
     def __init__(self, response: FakeResponse) -> None:
         self.response = response
 
-    def open_stream(self, path: str):  # noqa: ANN201 - a context manager, as MasterClient's
+    def open_stream(self, path: str):  # a context manager, as MasterClient's
         import contextlib
 
         return contextlib.nullcontext(self.response)

@@ -95,7 +95,7 @@ def test_bad_arguments_are_refused_naming_them(live: Live, tmp_path: Path) -> No
     assert live.get("/api/v1/commands")["commands"] == []  # nothing was started
 
 
-def test_a_context_over_the_limit_is_refused_naming_it(live: Live, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_context_over_the_limit_is_refused_naming_it(live: Live, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PEDL_MAX_MODEL_DEF_BYTES", "10")
     (tmp_path / "ctx").mkdir()
     (tmp_path / "ctx" / "big.bin").write_bytes(b"x" * 100)

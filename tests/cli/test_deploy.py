@@ -12,7 +12,7 @@ MASTER_ACTIONS = ["ec2:DescribeInstances", "ec2:TerminateInstances", "ec2:Create
 SPOT_ACTIONS = ["ec2:CancelSpotInstanceRequests", "ec2:RequestSpotInstances", "ec2:DescribeSpotInstanceRequests"]
 
 
-def run(*args: str):  # noqa: ANN201 - click's Result
+def run(*args: str):  # click's Result
     return CliRunner().invoke(app, ["deploy", "aws", "iam-policy", *args])
 
 
@@ -67,7 +67,7 @@ def test_a_bad_arn_is_a_clear_error() -> None:
 
 
 def test_the_policy_is_exactly_what_the_aws_provider_may_call() -> None:
-    from pedl.master.provisioner.providers.aws import ALLOWED_OPERATIONS
+    from pedl.master.provisioner.providers.aws_iam import ALLOWED_OPERATIONS
 
     (statement,) = json.loads(run("--spot").stdout)["Statement"]
     assert {a.removeprefix("ec2:") for a in statement["Action"]} == ALLOWED_OPERATIONS

@@ -11,7 +11,7 @@ from pedl.deploy.options import DeployOptions
 from pedl.deploy.template import build_template
 
 
-def run(*args: str):  # noqa: ANN201 - click's Result
+def run(*args: str):  # click's Result
     return CliRunner().invoke(app, ["deploy", "aws", "print-template", *args])
 
 

@@ -16,6 +16,7 @@ from pedl.cli.main import app
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
 from pedl.errors import Unavailable
 from tests.cli.fake_master import NDJSON, FakeMaster, experiment, log, page, trial
+from tests.support.shared_dirs import enterable_twin
 
 STEPS_MODEL = Path(__file__).parents[1] / "e2e" / "models" / "steps"
 
@@ -141,7 +142,9 @@ def test_follow_against_a_real_master_keeps_the_order(tmp_path: Path, monkeypatc
     """`pedl experiment create --follow` on a master with one agent: each trial is RUNNING before
     its first line and COMPLETED after its last, and the experiment ends after its trials."""
     monkeypatch.setattr("pedl.cli.experiment_watch.FOLLOW_INTERVAL", 1.0)  # as a user runs it
-    master = Master(tmp_path, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp_path / "ckpts")}})
+    # the trials run as their user's own uid and write checkpoints at host_path: tmp_path is root's alone
+    ckpts = enterable_twin(tmp_path) / "ckpts"
+    master = Master(tmp_path, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(ckpts)}})
     master.start()
     agent = LocalAgent(tmp_path, master.url, "watch-agent", slots=1, token=master.agent_token).start()
     try:

@@ -29,7 +29,7 @@ class Live:
     cli: Callable[..., Result]
 
     @property
-    def ctx(self):  # noqa: ANN201 - the app's MasterContext
+    def ctx(self):  # the app's MasterContext
         return self.master.server.config.app.state.ctx
 
 

@@ -38,7 +38,7 @@ class EchoServer:
     def port(self) -> int:
         return self.server.socket.getsockname()[1]
 
-    def _check(self, conn: ServerConnection, request) -> Response | None:  # noqa: ANN001
+    def _check(self, conn: ServerConnection, request) -> Response | None:
         self.seen.append((request.path, request.headers.get("Authorization", "")))
         if self.refuse is None:
             return None

@@ -18,7 +18,7 @@ def stored(master: FakeMaster) -> dict[str, dict]:
     """A fake master that keeps templates the way the real one does."""
     templates: dict[str, dict] = {}
 
-    def get(req: Recorded):  # noqa: ANN202
+    def get(req: Recorded):
         name = req.path.rsplit("/", 1)[1]
         if name not in templates:
             return 404, {"message": f"template {name!r} not found", "pedlCode": "not_found"}

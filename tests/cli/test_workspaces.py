@@ -17,7 +17,7 @@ def project(pid: int, name: str, ws_id: int = 2) -> dict:
             "workspaceName": "Vision", "numExperiments": 2, "numActiveExperiments": 1, "username": "determined"}
 
 
-def by_name(workspaces: list[dict]):  # noqa: ANN201
+def by_name(workspaces: list[dict]):
     def reply(req: Recorded) -> dict:
         wanted = (req.q("name") or "").casefold()
         return page("workspaces", [w for w in workspaces if not wanted or w["name"].casefold() == wanted])

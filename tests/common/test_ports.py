@@ -45,7 +45,7 @@ def test_a_range_with_no_room_below_it_or_an_unreadable_one() -> None:
 def test_a_services_launcher_picks_its_port_with_the_copy_shipped_beside_it(tmp_path: Path) -> None:
     """In a task's context the launcher runs with whatever python3 the task has, pedl perhaps not installed
     (-S: no site-packages here): it imports the .pedl/pedl_ports.py the master ships beside it."""
-    from pedl.master.services import task_kinds
+    from pedl.master.lifecycle import task_kinds
 
     for entry in task_kinds.context_files("notebook"):
         target = tmp_path / entry["path"]

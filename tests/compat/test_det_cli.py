@@ -791,6 +791,9 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
     home = {step: Path(storage["host_path"], storage.get("storage_path") or "", uuid) for step, uuid in by_step.items()}
     (home[3] / "extra").mkdir()
     (home[3] / "extra" / "notes.txt").write_text("kept by the SDK's rm, then removed by det's")
+    owner = home[3].stat()  # the trial's user: its GC task, run as that user, removes what that user made
+    for made in (home[3] / "extra", home[3] / "extra" / "notes.txt"):
+        os.chown(made, owner.st_uid, owner.st_gid)
 
     proc = subprocess.run([str(DET.parent / "python"), "-c", CHECKPOINT_SDK_SCRIPT, det_cluster.master.url,
                            by_step[9], by_step[3], by_step[6]], capture_output=True, text=True, timeout=120,

@@ -33,7 +33,7 @@ def test_det_shell_start_list_open_and_kill(shell_cluster) -> None:
              what="the shell's sshd to listen")
     # ssh joins the words of the command with spaces for the remote shell, as with Determined's shells
     out = det(c, "shell", "open", shell_id, "--", "bash", "-c", "'echo user=$USER'").stdout
-    assert "user=root" in out.split(), out  # the agent runs as root, and so its tasks do
+    assert "user=pedl-user-determined" in out.split(), out  # no agent user group: a uid of the user's own
     out = det(c, "shell", "open", shell_id, "--", "echo", "task=$DET_TASK_ID").stdout
     assert f"task={shell_id}" in out.split(), out
     det(c, "shell", "kill", shell_id)

@@ -26,7 +26,7 @@ def ws_cluster(tmp_path_factory):
 def test_det_edits_archives_and_deletes_workspaces(ws_cluster, tmp_path) -> None:
     c = ws_cluster
     api = c.master.api
-    storage = {"type": "shared_fs", "host_path": str(c.work / "ckpts" / "team")}
+    storage = {"type": "shared_fs", "host_path": str(c.ckpts / "team")}
     path = tmp_path / "storage.json"
     path.write_text(json.dumps(storage))
     det(c, "workspace", "create", "det-team", "--checkpoint-storage-config-file", str(path))

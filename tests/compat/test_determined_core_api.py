@@ -18,6 +18,7 @@ import pytest
 from pedl.common.mount_namespace import probe, wrap
 from pedl.devcluster import LocalAgent, agent_connected, wait_experiment, wait_for
 from tests.compat.conftest import det_venv
+from tests.e2e import completed_checkpoints
 from tests.e2e.conftest import MODELS, Cluster
 from tests.support.moto_server import moto_server_fixture  # noqa: F401 - the moto_server fixture
 
@@ -57,6 +58,10 @@ def det(c: Cluster, *args: str, env_extra: dict[str, str] | None = None) -> str:
     return proc.stdout
 
 
+def state_file(c: Cluster, ck: dict) -> Path:
+    return c.work / "ckpts" / ck["uuid"] / "state.json"
+
+
 def training_steps(c: Cluster, trial_id: int) -> list[int]:
     metrics = c.master.api("GET", f"/api/v1/trials/{trial_id}/metrics", group="training")["metrics"]
     return [m["stepsCompleted"] for m in metrics]
@@ -84,21 +89,24 @@ def test_two_determined_trials_on_one_agent_report_and_checkpoint_each_in_its_ow
         assert training_steps(c, trial["id"]) == [1, 2, 3, 4, 5, 6]
         ckpts = c.master.api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
         assert {ck["metadata"]["steps_completed"] for ck in ckpts} >= {6}
-        for ck in ckpts:
-            if ck["state"] == "STATE_COMPLETED":  # on the storage's host path, where pedl looks
-                state = c.work / "ckpts" / ck["uuid"] / "state.json"
-                assert json.loads(state.read_text())["step"] == ck["metadata"]["steps_completed"]
+        # on the storage's host path, where pedl looks (the checkpoint GC may be deleting some meanwhile)
+        for ck in completed_checkpoints.with_files(c.master, ckpts, lambda ck: state_file(c, ck).is_file()):
+            assert json.loads(state_file(c, ck).read_text())["step"] == ck["metadata"]["steps_completed"]
     # nothing was left on the host's own /run/determined/info
     assert not any(Path("/run/determined/info").iterdir())
 
-    # det sees the same: the experiment's checkpoints and a download of the best one
+    # det sees the same: the experiment's checkpoints and a download of a trial's latest one. The
+    # experiment's checkpoint GC may still be deleting the others (the policy keeps each trial's latest),
+    # so only the latest is sure to stay downloadable.
     listed = det(c, "experiment", "list-checkpoints", str(exp_id))
     kept = [ck for ck in c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
             if ck["state"] == "STATE_COMPLETED"]
     assert kept and all(ck["uuid"] in listed for ck in kept)
+    latest = max(kept, key=lambda ck: ck["metadata"]["steps_completed"])
+    assert latest["metadata"]["steps_completed"] == 6
     out = tmp_path / "download"
-    det(c, "checkpoint", "download", kept[0]["uuid"], "--output-dir", str(out))
-    assert json.loads((out / "state.json").read_text())["step"] == kept[0]["metadata"]["steps_completed"]
+    det(c, "checkpoint", "download", latest["uuid"], "--output-dir", str(out))
+    assert json.loads((out / "state.json").read_text())["step"] == 6
     described = det(c, "trial", "describe", str(trials[0]["id"]))
     assert "STATE_COMPLETED" in described or "COMPLETED" in described
 
@@ -159,9 +167,11 @@ def test_determined_launcher_trains_across_two_agents() -> None:
     try:
         for name in ("node-a", "node-b"):
             own_tmp = work / f"{name}-tmp"
-            own_tmp.mkdir(mode=0o1777)
+            own_tmp.mkdir()
+            own_tmp.chmod(0o1777)  # the tasks run as their users' own uids
             agent = LocalAgent(work, c.master.url, name, slots=2, token=c.master.agent_token)
-            agent.argv = wrap(agent.argv, [*_keep_visible(REPO, own_tmp), (str(own_tmp), "/tmp", False)])
+            agent.argv = wrap(agent.argv, [*_keep_visible(REPO, own_tmp), *_keep_visible(c.ckpts.parent, own_tmp),
+                                           (str(own_tmp), "/tmp", False)])
             agent.start()
             c.agents[name] = agent
             wait_for(lambda n=name: agent_connected(c.master, n), 60, what=f"agent {name}")

@@ -200,3 +200,19 @@ def test_the_master_reaches_directory_storage_as_shared_fs() -> None:
     # Determined's DirectoryStorageManager takes container_path only
     shown = as_determined({"checkpoint_storage": section})["checkpoint_storage"]
     assert shown == {"type": "directory", "container_path": "/data", "save_trial_best": 2}
+
+
+@pytest.mark.parametrize("host_path", ["checkpoints", "./checkpoints", "../elsewhere", "~/checkpoints"])
+def test_a_relative_host_path_is_refused_naming_the_field(tmp_path: Path, monkeypatch, host_path: str) -> None:
+    """Judged against the working directory of whichever process read it, a relative host_path named a
+    different directory on the master and on each agent. It is refused in an experiment's config (and so
+    in what a TensorBoard inherits) and in a workspace's storage; master.yaml's own at start
+    (tests/cli/test_master_check_config.py)."""
+    from pedl.config.master_config import MasterConfig
+    from pedl.master.workspaces.workspace_storage import checked_storage
+
+    monkeypatch.chdir(tmp_path)  # where a relative path would have landed: the master's own storage root
+    problems = exp_problems(f"checkpoint_storage: {{host_path: {host_path}}}\n")
+    assert "must be an absolute path" in problems["checkpoint_storage.host_path"], problems
+    with pytest.raises(InvalidArgument, match=r"checkpointStorageConfig\.host_path: .*must be an absolute path"):
+        checked_storage(MasterConfig(data_dir=tmp_path), {"type": "shared_fs", "host_path": host_path})

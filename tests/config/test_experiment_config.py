@@ -322,12 +322,12 @@ def test_unknown_keys_are_all_listed() -> None:
         entrypoint: x
         searcher: {name: single, metric: loss, patience: 3}
         resources: {slots: 2}
-        optimizations: {}
+        optimisations: {}
         hyperparameters:
           lr: {type: double, minval: 0.1, maxval: 0.2, stepsize: 0.01}
     """)
     assert {f for f, m in found.items() if m == "unknown key"} == {
-        "searcher.patience", "resources.slots", "optimizations", "hyperparameters.lr.stepsize"}
+        "searcher.patience", "resources.slots", "optimisations", "hyperparameters.lr.stepsize"}
 
 
 def test_every_problem_is_listed_in_one_error() -> None:

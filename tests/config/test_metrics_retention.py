@@ -22,7 +22,7 @@ def master(tmp_path: Path, text: str) -> MasterConfig:
     return load_master_config(path)
 
 
-def refused(load) -> dict[str, str]:  # noqa: ANN001 - a callable that raises ConfigError
+def refused(load) -> dict[str, str]:  # a callable that raises ConfigError
     with pytest.raises(ConfigError) as info:
         load()
     out = {p["field"]: p["message"] for p in info.value.fields}

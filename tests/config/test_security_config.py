@@ -19,7 +19,7 @@ def tls(tmp_path: Path) -> TlsFiles:
     return write_tls_files(tmp_path / "tls")
 
 
-def load(tmp_path: Path, config: dict):  # noqa: ANN201 - a MasterConfig
+def load(tmp_path: Path, config: dict):  # a MasterConfig
     path = tmp_path / "master.yaml"
     path.write_text(yaml.safe_dump(config))
     return load_master_config(path)
@@ -82,3 +82,41 @@ def test_files_that_are_no_pem_pair_are_refused_saying_which(tmp_path: Path, tls
 def test_an_unknown_key_under_tls_is_refused(tmp_path: Path, tls: TlsFiles) -> None:
     found = problems(tmp_path, {"security": {"tls": {"cert": str(tls.cert), "key": str(tls.key), "ca": "x"}}})
     assert found == [("security.tls.ca", "unknown key")]
+
+
+def test_each_user_has_a_uid_of_their_own_by_default_in_a_range_no_account_uses(tmp_path: Path) -> None:
+    cfg = load(tmp_path, {})
+    assert cfg.security.task_uid_base == 0x70000000 and cfg.security.default_task is None
+    # Determined's key stays accepted; null task_uid_base is Determined's behaviour (one shared user)
+    cfg = load(tmp_path, {"security": {"task_uid_base": None, "default_task": {
+        "user": "nobody", "uid": 65534, "group": "nogroup", "gid": 65534}}})
+    assert cfg.security.task_uid_base is None and cfg.security.default_task.uid == 65534
+    assert [f for f, _ in problems(tmp_path, {"security": {"task_uid_base": 0}})] == ["security.task_uid_base"]
+    assert [f for f, _ in problems(tmp_path, {"security": {"task_uid_base": 2**31 - 1}})] == ["security.task_uid_base"]
+
+
+def test_a_default_task_among_the_users_own_uids_is_refused(tmp_path: Path) -> None:
+    found = problems(tmp_path, {"security": {"default_task": {"user": "x", "uid": 0x70000000 + 5, "group": "x",
+                                                              "gid": 100}}})
+    assert found[0][0] == "security.default_task.uid" and "security.task_uid_base" in found[0][1]
+
+
+def test_bind_mount_roots_are_absolute_and_the_pools_defaults_lie_in_them(tmp_path: Path) -> None:
+    cfg = load(tmp_path, {"security": {"bind_mounts": {"allowed_roots": ["/data/", "/scratch"]}}})
+    assert cfg.security.bind_mounts.allowed_roots == ["/data", "/scratch"]
+    assert load(tmp_path, {}).security.bind_mounts.allowed_roots is None  # any host path, as Determined
+    found = problems(tmp_path, {"security": {"bind_mounts": {"allowed_roots": ["data"]}}})
+    assert found[0][0] == "security.bind_mounts.allowed_roots" and "must be an absolute path" in found[0][1]
+    mount = {"host_path": "/etc", "container_path": "/x"}
+    gpu = {"pool_name": "gpu", "task_container_defaults": {
+        "bind_mounts": [{"host_path": "/data/ok", "container_path": "/y"}, mount]}}
+    found = problems(tmp_path, {"security": {"bind_mounts": {"allowed_roots": ["/data"]}},
+                                "task_container_defaults": {"bind_mounts": [mount]},
+                                "resource_pools": [{"pool_name": "default"}, gpu]})
+    assert [f for f, _ in found] == ["task_container_defaults.bind_mounts[0].host_path",
+                                     "resource_pools[1].task_container_defaults.bind_mounts[1].host_path"]
+    assert "outside the host paths this cluster allows to mount" in found[0][1]
+    found = problems(tmp_path, {"security": {"bind_mounts": {"allowed_roots": []}},
+                                "task_container_defaults": {"bind_mounts": [{"host_path": "/data/ok",
+                                                                             "container_path": "/y"}]}})
+    assert "host bind mounts are not allowed on this cluster" in found[0][1]

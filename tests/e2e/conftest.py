@@ -13,9 +13,11 @@ import yaml
 from pedl.cli.model_upload import pack_model_dir
 from pedl.devcluster import LocalAgent, Master, agent_connected, wait_for
 from tests.support.databases import fresh_postgres_db, migrated_sqlite_template
+from tests.support.shared_dirs import enterable_tmp, enterable_twin
 from tests.support.tls import HttpsMaster, TlsFiles
 
 MODELS = Path(__file__).parent / "models"
+__all__ = ["enterable_tmp"]  # a fixture: a directory every user may enter
 pytestmark = pytest.mark.e2e
 
 FAST_AGENTS = {"agent_heartbeat_interval": "0.5s", "agent_heartbeat_timeout": "3s", "agent_reconnect_wait": "8s",
@@ -37,8 +39,14 @@ class Cluster:
     def __init__(self, work: Path, db: dict | None, config: dict | None = None, tls: TlsFiles | None = None) -> None:
         self.work = work
         self.tls = tls
+        # the tasks run as their users' own uids and write checkpoints at host_path: it lies where they may
+        # enter (tmp_path does not), and work/ckpts leads there for the tests that read checkpoint files
+        self.ckpts = enterable_twin(work) / "ckpts"
+        if not (work / "ckpts").is_symlink():
+            work.mkdir(parents=True, exist_ok=True)
+            (work / "ckpts").symlink_to(self.ckpts)
         cfg = {**FAST_AGENTS, "rendezvous_port_range": rendezvous_ports(),
-               "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}, **(config or {})}
+               "checkpoint_storage": {"type": "shared_fs", "host_path": str(self.ckpts)}, **(config or {})}
         if db:
             cfg["db"] = db
         self.master = HttpsMaster(work, tls, cfg) if tls else Master(work, cfg)

@@ -1,10 +1,12 @@
 """The AWS agent's user data, run for real with bash against a real master, in a sandbox: its own
 PEDL_HOME and HOME, a fake IMDSv2 for the instance id, and a PATH (/usr/bin:/bin) on which no
-`pedl` is found, as on a stock image. Where the image lacks the master's pedl, the script downloads
-the master's wheel with the agent token, installs it into a venv under PEDL_HOME (dependencies from
-this machine's pip index) and becomes `pedl agent run` under the instance's id, which then runs a
-trial. Where the image has that version, nothing is installed; with a wrong token, the download
-fails and the script stops with the error in its output.
+`pedl` is found, as on a stock image. The user data carries the instance's single-use enrollment
+secret (issued in the master's database, as the AWS provider has it at launch). Where the image lacks
+the master's pedl, the script downloads the master's wheel with that secret, installs it into a venv
+under PEDL_HOME (dependencies from this machine's pip index) and becomes `pedl agent run` under the
+instance's id, which registers with it (using it up) and then runs a trial. Where the image has that
+version, nothing is installed; another instance's secret registers nothing; with a wrong or used
+secret, the download fails and the script stops with the error in its output.
 
 One pip install per session: only the first test installs."""
 
@@ -14,16 +16,22 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pedl.config.master_config import load_master_config
 from pedl.devcluster import agent_connected, wait_experiment, wait_for
+from pedl.master.agents.credentials import new_secret, secret_hash
+from pedl.master.db import models
+from pedl.master.db.engine import Database
 from pedl.master.provisioner.providers.aws_boot import agent_user_data
 from pedl.version import __version__
 from tests.e2e.conftest import Cluster, steps_config
 from tests.support.moto_server import FakeMetadataServer
+from tests.support.shared_dirs import enterable_twin
 
 pytestmark = pytest.mark.e2e
 
@@ -68,7 +76,9 @@ class UserData:
     def __init__(self, work: Path, script: str, *, imds_url: str, path: str = SANDBOX_PATH) -> None:
         self.work = work
         self.home = work / "home"
-        self.pedl_home = work / "pedl-home"
+        # the venv the agent installs there gives its tasks their `python3`: they run as their users' own
+        # uids, who may not enter tmp_path (root's alone), as they may an instance's /usr/local/pedl
+        self.pedl_home = enterable_twin(work) / "pedl-home"
         self.script = work / "user-data.sh"
         self.log_path = work / "user-data.log"
         self.home.mkdir(parents=True)
@@ -133,7 +143,7 @@ def run_user_data(tmp_path: Path, imds: FakeMetadataServer) -> Iterator:
     runs: list[UserData] = []
 
     def run(c: Cluster, token: str, path: str = SANDBOX_PATH) -> UserData:
-        script = agent_user_data(master_url=c.master.url, pool=POOL, slots=1, spot=False, agent_token=token)
+        script = agent_user_data(master_url=c.master.url, pool=POOL, slots=1, spot=False, enrollment_secret=token)
         ud = UserData(tmp_path / f"user-data-{len(runs)}", script, imds_url=imds.url, path=path).start()
         runs.append(ud)
         return ud
@@ -141,6 +151,20 @@ def run_user_data(tmp_path: Path, imds: FakeMetadataServer) -> Iterator:
     yield run
     for ud in runs:
         ud.stop()
+
+
+def instance_secret(c: Cluster, instance_id: str = INSTANCE_ID) -> str:
+    """A single-use enrollment secret bound to `instance_id`, stored (its digest) in the master's database
+    as the AWS provider has the master do at launch (this cluster has no AWS pool)."""
+    secret = new_secret()
+    db = Database(load_master_config(c.master.config_path).database_url())
+    try:
+        with db.session() as s:
+            s.add(models.InstanceEnrollment(secret_hash=secret_hash(secret), resource_pool=POOL, launch_token="e2e",
+                                            instance_id=instance_id, created_at=time.time()))
+    finally:
+        db.dispose()
+    return secret
 
 
 def wait_registered(c: Cluster, ud: UserData, timeout: float) -> None:
@@ -175,7 +199,8 @@ def test_a_stock_image_installs_the_masters_pedl_and_runs_a_trial(tmp_path: Path
 
     c = Cluster(tmp_path / "cluster", None).start()
     try:
-        ud = run_user_data(c, c.master.agent_token)
+        secret = instance_secret(c)
+        ud = run_user_data(c, secret)
         wait_registered(c, ud, timeout=300)  # a pip install with every dependency on the way
 
         out = ud.output()
@@ -186,10 +211,18 @@ def test_a_stock_image_installs_the_masters_pedl_and_runs_a_trial(tmp_path: Path
         version, file = venv_pedl(home)
         assert version == __version__
         assert Path(file).is_relative_to(home / "venv"), file  # the installed copy, not this checkout
-        # the script became the venv's agent, under the instance's id, with the token from the environment
+        # the script became the venv's agent, under the instance's id, with the secret from the environment,
+        # which it removed from there; it holds a credential of its own now, and the secret is used up
         argv = ud.cmdline()
         assert str(home / "venv" / "bin" / "pedl") in argv and INSTANCE_ID in argv
-        assert c.master.agent_token not in " ".join(argv)
+        assert secret not in " ".join(argv)
+        assert secret.encode() not in Path(f"/proc/{ud.proc.pid}/environ").read_bytes()
+        credential = ud.home / ".local" / "share" / "pedl" / "agent" / INSTANCE_ID / "agent.credential"
+        assert credential.stat().st_mode & 0o777 == 0o600
+        package = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H",
+                                  f"X-Pedl-Agent-Token: {secret}", f"{c.master.url}/api/v1/pedl/package"],
+                                 capture_output=True, text=True)
+        assert package.stdout == "401"
         assert ("PUT", "/latest/api/token", False) in imds.requests
         assert ("GET", "/latest/meta-data/instance-id", True) in imds.requests
         (agent,) = [a for a in c.master.api("GET", "/api/v1/agents")["agents"] if a["id"] == INSTANCE_ID]
@@ -222,7 +255,7 @@ def test_an_image_with_the_masters_version_installs_nothing(tmp_path: Path, e2e_
     image_pedl = image_with_pedl(tmp_path / "image-bin")
     c = Cluster(tmp_path / "cluster", e2e_db).start()
     try:
-        ud = run_user_data(c, c.master.agent_token, path=f"{image_pedl.parent}:{SANDBOX_PATH}")
+        ud = run_user_data(c, instance_secret(c), path=f"{image_pedl.parent}:{SANDBOX_PATH}")
         wait_registered(c, ud, timeout=60)
         out = ud.output()
         assert "pedl: installing" not in out and "could not install" not in out, out
@@ -246,5 +279,25 @@ def test_a_wrong_agent_token_stops_the_script_at_the_download(tmp_path: Path, ru
         assert f"pedl: could not download pedl {__version__} from {c.master.url}/api/v1/pedl/package" in out
         assert not (ud.pedl_home / "venv").exists()
         assert not any(a["id"] == INSTANCE_ID for a in c.master.api("GET", "/api/v1/agents")["agents"])
+    finally:
+        c.stop()
+
+
+def test_another_instances_secret_or_a_used_one_registers_nothing(tmp_path: Path, run_user_data) -> None:
+    """User data is readable by every process on its instance: a task that reads it finds a secret that was
+    used up when its agent registered, and that was only ever good for that instance's id."""
+    image_pedl = image_with_pedl(tmp_path / "image-bin")
+    c = Cluster(tmp_path / "cluster", None).start()
+    try:
+        other = instance_secret(c, "i-0ffffffffffffffff")
+        ud = run_user_data(c, other, path=f"{image_pedl.parent}:{SANDBOX_PATH}")
+        assert ud.wait(60) != 0
+        assert "this enrollment secret belongs to another instance" in ud.output()
+        own = instance_secret(c)
+        wait_registered(c, run_user_data(c, own, path=f"{image_pedl.parent}:{SANDBOX_PATH}"), timeout=60)
+        # the same secret again, as a task on the instance would try it: used up (the download refuses it too)
+        again = run_user_data(c, own, path=f"{image_pedl.parent}:{SANDBOX_PATH}")
+        assert again.wait(60) != 0
+        assert "already used" in again.output() or "credential of its own" in again.output()
     finally:
         c.stop()

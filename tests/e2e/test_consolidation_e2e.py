@@ -57,9 +57,9 @@ def training_steps(c: Cluster, trial_id: int) -> list[int]:
     return sorted(m["stepsCompleted"] for m in metrics)
 
 
-def test_a_half_empty_instance_drains_its_trial_moves_and_the_instance_ends(make_cluster, tmp_path: Path) -> None:
+def test_a_half_empty_instance_drains_its_trial_moves_and_the_instance_ends(make_cluster, enterable_tmp: Path) -> None:
     c = make_cluster(pool())
-    release = tmp_path / "release"
+    release = enterable_tmp / "release"  # the trials, run as their user, look for it
     # A and a trial X start together on one instance; B, submitted next, finds it full and gets a second
     a = c.create(held("a", release), MODELS / "held")
     x = c.create(held("x", release), MODELS / "held")

@@ -14,6 +14,7 @@ import base64
 import signal
 import time
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -72,11 +73,18 @@ def test_an_empty_pool_launches_a_tagged_instance_runs_and_terminates_it_when_id
     assert f"PEDL_MASTER={c.master.url}" in user_data and '--master "$PEDL_MASTER"' in user_data
     assert "--resource-pool default" in user_data
     assert "--slots 1" in user_data  # g4dn.xlarge: one GPU
+    # user data is readable on the instance: it carries a single-use secret of its own, not the agent token
+    assert c.master.agent_token not in user_data and "export PEDL_AGENT_TOKEN=" in user_data
 
     exp = c.wait_done(exp_id)
     assert exp["state"] == "STATE_COMPLETED", c.explain()
     (inst,) = c.instances()
     assert inst["registeredAt"] is not None
+    machine = c.twin.machines[inst["id"]]
+    assert machine.enrolled_with == "user data" and machine.secret and machine.secret in user_data
+    # the agent came with its instance's secret, which is used up now: it no longer downloads the wheel
+    package = httpx.get(f"{c.master.url}/api/v1/pedl/package", headers={"X-Pedl-Agent-Token": machine.secret})
+    assert package.status_code == 401
     assert (inst["instanceType"], inst["spot"], inst["slots"]) == (INSTANCE_TYPE, False, 1)
     agent_ids = {a["id"] for a in c.master.api("GET", "/api/v1/agents")["agents"]}
     assert inst["id"] in agent_ids  # the agent registered under the instance id

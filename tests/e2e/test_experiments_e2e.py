@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pedl.devcluster import wait_experiment, wait_for
+from pedl.devcluster import wait_experiment
+from tests.e2e import completed_checkpoints
 from tests.e2e.conftest import steps_config
 
 pytestmark = pytest.mark.e2e
@@ -34,19 +35,12 @@ def test_numpy_grid_completes_on_two_agents(any_db_cluster) -> None:
     # the learning rate matters: the best trial is not the smallest rate
     best = min(trials, key=lambda t: t["searcherMetricValue"])
     assert best["hparams"]["learning_rate"] > 0.001
-    # the experiment's checkpoint GC runs as a task once it ends: while it runs, a checkpoint's files may be
-    # gone before the master marks it deleted (a failure of this test under load read them then)
-    gc_task = f"Checkpoint GC (Experiment {exp_id})"
-
-    def settled() -> list[dict] | None:
-        if gc_task in [t["name"] for t in c.master.api("GET", "/tasks").values()]:
-            return None
-        return c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
-
-    ckpts = wait_for(settled, 120, what="the experiment's checkpoint GC to end")
-    kept = [ck for ck in ckpts if ck["state"] == "STATE_COMPLETED"]
+    # the experiment's checkpoint GC runs as a task once it ends: a checkpoint leaves COMPLETED before the
+    # task may delete its files, so those the API calls COMPLETED have theirs
+    ckpts = c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+    kept = completed_checkpoints.with_files(c.master, ckpts, lambda ck: (c.work / "ckpts" / ck["uuid"]).is_dir())
     deleted = [ck for ck in ckpts if ck["state"] == "STATE_DELETED"]
-    assert kept and all((c.work / "ckpts" / ck["uuid"]).is_dir() for ck in kept)
+    assert kept
     assert all(not (c.work / "ckpts" / ck["uuid"]).exists() for ck in deleted)
     # both agents ran something
     assert {a for t in trials for a in _agents_of_trial(c, t["id"])} == {"a1", "a2"}

@@ -3,6 +3,7 @@ agents with a wrong token."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
@@ -43,8 +44,10 @@ def test_agent_back_within_the_wait_keeps_its_trial(cluster: Cluster) -> None:
     assert exp["state"] == "STATE_COMPLETED"
     (after,) = cluster.trials(exp_id)
     assert after["restarts"] == 0
-    pids = {line.split("pid ")[1] for line in cluster.logs(trial["id"]).splitlines() if " pid " in line}
-    assert len(pids) == 1  # one process ran the whole trial
+    text = cluster.master.api("GET", f"/api/v1/trials/{trial['id']}/logs", follow="false")
+    runs = {json.loads(line)["result"]["allocationId"] for line in text.splitlines()
+            if line and " pid " in json.loads(line)["result"]["message"]}
+    assert len(runs) == 1  # one run ran the whole trial (its pid is the same in every PID namespace of its own)
 
 
 def test_agent_back_after_the_wait_restarts_its_trial(make_cluster) -> None:

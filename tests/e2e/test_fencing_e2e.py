@@ -12,6 +12,7 @@ import pytest
 
 from pedl.devcluster import wait_experiment, wait_for
 from tests.e2e.conftest import MODELS, Cluster
+from tests.support import task_processes
 
 pytestmark = pytest.mark.e2e
 
@@ -46,10 +47,13 @@ def _orphan_reports(progress: Path) -> list[tuple[int, int, str]]:
 
 
 @pytest.mark.parametrize("e2e_db", ["postgres"], indirect=True)  # one database (tests/e2e/conftest.py: e2e_db)
-def test_a_frozen_agent_kills_its_old_run_and_the_master_refuses_it(e2e_db, make_cluster, tmp_path: Path) -> None:
+def test_a_frozen_agent_kills_its_old_run_and_the_master_refuses_it(e2e_db, make_cluster, enterable_tmp: Path) -> None:
     # a reconnect wait of 4 s rather than the default 8 s: a1 is frozen past it either way
     c = make_cluster({"agent_reconnect_wait": f"{RECONNECT_WAIT}s"}, db=e2e_db)
-    wake, progress = tmp_path / "wake", tmp_path / "orphan-reports"
+    shared = enterable_tmp / "files"  # the trial, run as its user's own uid, looks for one and writes the other
+    shared.mkdir()
+    shared.chmod(0o777)
+    wake, progress = shared / "wake", shared / "orphan-reports"
     a1 = c.add_agent("a1")
     exp_id = c.create({
         "name": "fencing", "entrypoint": "python3 train.py", "max_restarts": 2,
@@ -65,7 +69,9 @@ def test_a_frozen_agent_kills_its_old_run_and_the_master_refuses_it(e2e_db, make
 
     first = wait_for(quiet, 90, what="the first run to go quiet")
     trial_id, old_allocation = first["trialId"], first["allocationId"]
-    old_pid = int(first["message"].split()[2])
+    (group,) = task_processes.task_groups(a1.pid)  # the pid the trial prints is its own PID namespace's
+    old_pid = task_processes.host_pid(task_processes.task_namespace(group), int(first["message"].split()[2]))
+    assert old_pid is not None
     c.add_agent("a2")
 
     a1.signal(signal.SIGSTOP)

@@ -33,7 +33,7 @@ FAULT_AT = 2_000  # the fault comes once this many steps are stored, with thousa
 # more on a busy machine: FAST_AGENTS' 8 s is too short for that)
 MASTER_CONFIG = {"agent_reconnect_wait": "30s"}
 PG_BIN_ROOT = Path("/usr/lib/postgresql")
-# the statements a batch waits in when the test holds what they need (services/metric_batches.py):
+# the statements a batch waits in when the test holds what they need (metrics/batches.py):
 # the batch's own insert, in its transaction; the experiment's progress nudge, once it committed
 BATCH_INSERT, PROGRESS_NUDGE = "COPY metrics", "UPDATE experiments SET progress"  # the batch's rows on PostgreSQL
 

@@ -28,12 +28,12 @@ def _login(url: str, username: str, password: str = "") -> dict[str, str]:
     return {"Authorization": f"Bearer {r.json()['token']}"}
 
 
-def _task_log(c, task_id: str) -> str:  # noqa: ANN001 - a Cluster
+def _task_log(c, task_id: str) -> str:  # a Cluster
     text = c.master.api("GET", f"/api/v1/tasks/{task_id}/logs", follow="false")
     return "".join(json.loads(line)["result"]["log"] for line in text.splitlines() if line)
 
 
-def _notebook(c, task_id: str) -> dict:  # noqa: ANN001
+def _notebook(c, task_id: str) -> dict:
     return c.master.api("GET", f"/api/v1/notebooks/{task_id}")["notebook"]
 
 

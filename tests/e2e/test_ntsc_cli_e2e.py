@@ -88,23 +88,23 @@ def test_a_command_gets_a_dev_shm_of_its_resources_shm_size(pedl) -> None:
 
 
 @pytest.mark.skipif(NO_NAMESPACE is not None, reason=f"no mount namespaces here: {NO_NAMESPACE}")
-def test_a_process_command_sees_its_bind_mounts_absolute_and_relative(pedl, tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
+def test_a_process_command_sees_its_bind_mounts_absolute_and_relative(pedl, enterable_tmp: Path) -> None:
+    data = enterable_tmp / "data"  # the command runs as its user's own uid: a path that user may read
+    data.mkdir(mode=0o755)
     (data / "x.txt").write_text("from the host\n")
-    at = tmp_path / "in-the-task"  # an absolute mountpoint the agent makes (empty) on its host
-    config = tmp_path / "cmd.yaml"
+    at = enterable_tmp / "in-the-task"  # an absolute mountpoint made in the task's view only
+    config = enterable_tmp / "cmd.yaml"
     config.write_text(f"bind_mounts:\n  - {{host_path: {data}, container_path: {at}, read_only: true}}\n"
                       f"  - {{host_path: {data}, container_path: rel-data}}\n"
-                      f"  - {{host_path: {tmp_path / 'absent'}, container_path: absent-data}}\n")
+                      f"  - {{host_path: {enterable_tmp / 'absent'}, container_path: absent-data}}\n")
     done = pedl("cmd", "run", "--config-file", str(config), "sh", "-c",
                 f"cat {at}/x.txt rel-data/x.txt; touch {at}/y 2>/dev/null || echo read-only")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-3:] == ["from the host", "from the host", "read-only"], done.stdout
-    assert list(at.iterdir()) == []  # the host saw only the empty mountpoint
-    said = f"host_path {tmp_path / 'absent'} does not exist here; absent-data is not mounted"
+    assert not at.exists()  # the host never saw the mountpoint
+    said = f"host_path {enterable_tmp / 'absent'} does not exist here; absent-data is not mounted"
     assert said in done.stderr + done.stdout
-    assert not (tmp_path / "absent").exists()  # the agent makes no host path a config names
+    assert not (enterable_tmp / "absent").exists()  # the agent makes no host path a config names
 
 
 def test_cmd_run_exits_with_the_commands_code(pedl) -> None:

@@ -10,12 +10,9 @@ import pytest
 
 from pedl.devcluster import wait_experiment, wait_for
 from tests.e2e.conftest import Cluster, steps_config
+from tests.support import task_processes
 
 pytestmark = pytest.mark.e2e
-
-
-def _pids(c: Cluster, trial_id: int) -> list[str]:
-    return [line.split("pid ")[1] for line in c.logs(trial_id).splitlines() if " pid " in line]
 
 
 def test_a_sigkilled_agent_trial_restarts_elsewhere_from_its_checkpoint(e2e_db, make_cluster) -> None:
@@ -24,8 +21,7 @@ def test_a_sigkilled_agent_trial_restarts_elsewhere_from_its_checkpoint(e2e_db, 
     exp_id = c.create(steps_config(steps=60, delay=0.1, ckpt_every=5, resumed_delay=0.01))
     wait_for(lambda: "step 12 " in c.logs(c.trials(exp_id)[0]["id"]), 60, what="the trial at step 12")
     c.add_agent("spare")
-    first_pid = int(_pids(c, c.trials(exp_id)[0]["id"])[0])
-    task_group = os.getpgid(first_pid)
+    (task_group,) = task_processes.task_groups(doomed.pid)  # the pid the trial prints is its namespace's
     os.kill(doomed.pid, signal.SIGKILL)  # the machine dies: agent and task process together
     os.killpg(task_group, signal.SIGKILL)
     exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)

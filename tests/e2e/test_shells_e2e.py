@@ -20,7 +20,7 @@ from websockets.exceptions import InvalidStatus
 
 from pedl.devcluster import wait_for
 from pedl.launch.shell_sshd import find_sshd
-from pedl.master.services.shell_tasks import key_pair
+from pedl.master.lifecycle.shell_tasks import key_pair
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).parents[2]
@@ -67,8 +67,8 @@ def test_a_shell_opens_over_ssh_through_the_master_with_its_key_only(cluster, tm
     c.add_agent("a1")
     shell = c.master.api("POST", "/api/v1/shells", {})["shell"]
     sid = shell["id"]
-    me = pwd.getpwuid(os.getuid()).pw_name  # the agent runs as this test, so its tasks do
-    assert shell["agentUserGroup"]["user"] == "root"  # no agent user group: Determined's default
+    me = shell["agentUserGroup"]["user"]  # the user det logs in as
+    assert me == "pedl-user-determined"  # no agent user group: a uid of the user's own
     assert shell["privateKey"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     assert shell["publicKey"].startswith("ssh-ed25519 ")
     wait_for(lambda: c.master.api("GET", f"/api/v1/tasks/{sid}")["task"]["allocations"][0]["isReady"], 90,

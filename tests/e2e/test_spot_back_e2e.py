@@ -48,10 +48,10 @@ def pool_events(c: Cluster) -> list[str]:
     return [e["message"] for e in pool_state(c)["recentEvents"]]
 
 
-def test_a_trial_on_an_on_demand_fallback_moves_to_spot_once_spot_is_back(make_cluster, tmp_path: Path) -> None:
+def test_a_trial_on_an_on_demand_fallback_moves_to_spot_once_spot_is_back(make_cluster, enterable_tmp: Path) -> None:
     c = make_cluster(pool())
     spot_market(c, "unavailable")
-    release = tmp_path / "release"
+    release = enterable_tmp / "release"  # the trials, run as their user, look for it
     exp = c.create(steps_config("spot-back", steps=STEPS, delay=0.4, ckpt_every=5, release=str(release)),
                    MODELS / "held")
     # no spot capacity: the spot launch fails and the pool falls back to on demand at once

@@ -117,10 +117,10 @@ def wait_ready(c, task_id: str) -> None:
     wait_for(ready, 120, interval=0.5, what="the TensorBoard to be ready")
 
 
-def test_a_running_trials_later_reports_reach_the_tensorboard(cluster, tmp_path) -> None:
+def test_a_running_trials_later_reports_reach_the_tensorboard(cluster, enterable_tmp) -> None:
     c = cluster
     c.add_agent("a1")
-    release = tmp_path / "release"
+    release = enterable_tmp / "release"  # the trials, run as their user, look for it
     total = 60
     exp_id = c.create(steps_config("tb-live", steps=total, delay=1.0, ckpt_every=20, release=str(release)),
                       MODELS / "held")

@@ -17,6 +17,7 @@ import yaml
 from pedl.cli.model_upload import pack_model_dir
 from pedl.devcluster import LocalAgent, agent_connected, pedl_command, wait_experiment, wait_for
 from tests.e2e.conftest import FAST_AGENTS, MODELS, steps_config
+from tests.support.shared_dirs import enterable_twin
 from tests.support.tls import HttpsMaster, TlsFiles, write_tls_files
 
 pytestmark = pytest.mark.e2e
@@ -30,8 +31,8 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 @pytest.fixture(scope="module")
 def master(tmp_path_factory: pytest.TempPathFactory, tls: TlsFiles):
     work = tmp_path_factory.mktemp("tls-master")
-    m = HttpsMaster(work, tls, {**FAST_AGENTS,
-                                "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}})
+    storage = {"type": "shared_fs", "host_path": str(enterable_twin(work) / "ckpts")}  # tasks run as their users
+    m = HttpsMaster(work, tls, {**FAST_AGENTS, "checkpoint_storage": storage})
     m.start()
     yield m
     m.stop()
@@ -116,8 +117,9 @@ def test_dynamic_local_agents_reach_an_https_master_with_its_ca(tls: TlsFiles,
     work = tmp_path_factory.mktemp("tls-dynamic")
     provider = {"type": "local", "slots_per_instance": 1, "max_instances": 1, "boot_delay": "0.5s",
                 "max_idle_agent_period": "60s"}
+    storage = {"type": "shared_fs", "host_path": str(enterable_twin(work) / "ckpts")}  # tasks run as their users
     m = HttpsMaster(work, tls, {**FAST_AGENTS, "resource_pools": [{"pool_name": "default", "provider": provider}],
-                                "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}})
+                                "checkpoint_storage": storage})
     m.start()
     try:
         config = yaml.safe_dump(steps_config(name="dynamic-over-tls", steps=4))

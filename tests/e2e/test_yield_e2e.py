@@ -27,9 +27,9 @@ def pool() -> dict:
 
 
 def test_a_long_trial_yields_its_slot_to_new_work_and_resumes_on_the_booting_instance(make_cluster,
-                                                                                      tmp_path: Path) -> None:
+                                                                                      enterable_tmp: Path) -> None:
     c = make_cluster(pool())
-    release = tmp_path / "release"
+    release = enterable_tmp / "release"  # the trials, run as their user's own uid, look for it
     a = c.create(held("a", release), MODELS / "held")
     first = wait_for(lambda: running_on(c, a), 120, what="the long trial running")
     a_trial = trial_of(c, a)["id"]

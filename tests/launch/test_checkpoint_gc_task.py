@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pedl.master.services import checkpoint_gc_tasks
+from pedl.master.checkpoints import gc_tasks as checkpoint_gc_tasks
+from pedl.master.lifecycle import checkpoint_gc_task_rows
 
 UUIDS = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(4)]
 
@@ -28,7 +29,7 @@ class Master:
         master = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 master.reports.append((self.path, self.headers["Authorization"], body))
                 self.send_response(200)
@@ -58,10 +59,13 @@ def run_task(workdir: Path, items: list[checkpoint_gc_tasks.Item], master: Maste
     spec = {"checkpoints": [{"uuid": i.uuid, "dir": i.dir, "delete": i.delete, "entries": list(i.entries)}
                             for i in items]}
     with tarfile.open(fileobj=BytesIO(checkpoint_gc_tasks._context(spec)), mode="r:gz") as tar:
-        tar.extractall(workdir, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(workdir, filter="data")
+        else:  # Python before 3.11.4 (Debian 12's 3.11.2): the master built this archive
+            tar.extractall(workdir)
     env = {"PATH": os.environ["PATH"], "DET_MASTER": master.url, "DET_ALLOCATION_ID": "task-1.1",
            "DET_SESSION_TOKEN": "tok"}
-    argv = [sys.executable if a == "python3" else a for a in checkpoint_gc_tasks.entrypoint()]
+    argv = [sys.executable if a == "python3" else a for a in checkpoint_gc_task_rows.entrypoint()]
     return subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -16,9 +16,9 @@ from tests.master.fakes import FakeAgent, bearer, login
 
 # tests/master/api checks what each route answers on PostgreSQL, the production database, and on both databases
 # only where its subject is what the database's SQL decides: which rows a listing, filter, sort, series or
-# aggregate returns. Every route's SQL lives in the services, which tests/master/services run on both; the CLI
-# tests drive the same routes on SQLite, and schemathesis every operation on PostgreSQL. (With the master's routes built
-# once per process, this took the API tests from 306 to 138 s of CPU in a profiled main pass.)
+# aggregate returns. Every route's SQL lives in the domain packages, whose tests (tests/master/<domain>) run on both;
+# the CLI tests drive the same routes on SQLite, and schemathesis every operation on PostgreSQL. The master's routes
+# are built once per process.
 API_MODULES_ON_BOTH_DATABASES = frozenset({
     "test_checkpoints", "test_trial_checkpoints", "test_experiment_listing", "test_trials", "test_trial_time_series",
     "test_metric_export", "test_metric_batches", "test_metric_reports", "test_model_registry", "test_project_columns",

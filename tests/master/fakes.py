@@ -4,14 +4,17 @@ A FakeAgent is attached to the master's AgentHub without a WebSocket. The contro
 schedules onto agents that have a live hub connection, so the fake owns a private (not running)
 asyncio loop for its AgentConnection; messages the master sends pile up there and `messages()`
 runs that loop just long enough to collect them. The agent side of the protocol (task started,
-task exited) is played by calling the controller directly, as the WebSocket handler would."""
+task exited) is played by calling the controller directly, as the WebSocket handler would; its answer
+to check_port comes at once, from `FakeAgent.listening` (None: every port is its task's)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
@@ -46,7 +49,7 @@ def post(client: TestClient, path: str, body: Any = None, headers: dict | None =
 
 
 def login(client: TestClient, username: str, password: str = "", *, hashed: bool = True) -> str:
-    from pedl.master.services.passwords import client_hash
+    from pedl.master.identity.passwords import client_hash
 
     sent = client_hash(password) if hashed else password
     r = post(client, "/api/v1/auth/login", {"username": username, "password": sent, "isHashed": hashed})
@@ -91,13 +94,32 @@ class StartedTask:
     message: dict[str, Any]
 
 
+@dataclass
+class AnsweringConnection(AgentConnection):
+    """Answers the master's check_port at once: `owns(allocation_id, port)`."""
+
+    owns: Callable[[str, int], bool] = field(default=lambda _allocation, _port: True)
+    questions: list[tuple[str, int]] = field(default_factory=list)
+
+    def ask_port(self, allocation_id: str, port: int) -> Future[proto.PortChecked]:
+        self.questions.append((allocation_id, port))
+        owned = self.owns(allocation_id, port)
+        answer: Future[proto.PortChecked] = Future()
+        answer.set_result(proto.PortChecked(request_id="fake", allocation_id=allocation_id, port=port, owned=owned,
+                                            reason="" if owned else f"nothing listens on port {port}"))
+        return answer
+
+
 class FakeAgent:
     def __init__(self, app: FastAPI, agent_id: str = "agent-1", slots: int = 1, pool: str = "default") -> None:
         self.ctx = ctx_of(app)
         self.agent_id = agent_id
         self.loop = asyncio.new_event_loop()
-        self.conn = AgentConnection(agent_id=agent_id, master_url="http://testserver", remote_host="127.0.0.1",
-                                    loop=self.loop, last_heartbeat=self.ctx.clock.now())
+        # the ports its tasks listen on, as (allocation id, port); None: every port is its task's
+        self.listening: set[tuple[str, int]] | None = None
+        self.conn = AnsweringConnection(agent_id=agent_id, master_url="http://testserver", remote_host="127.0.0.1",
+                                        loop=self.loop, last_heartbeat=self.ctx.clock.now(),
+                                        owns=lambda a, p: self.listening is None or (a, p) in self.listening)
         self.ctx.hub.attach(self.conn)
         self.registered = self.ctx.controller.agent_registered(
             proto.Register(agent_id=agent_id, hostname="fakehost", address="127.0.0.1", resource_pool=pool,
@@ -129,7 +151,7 @@ class FakeAgent:
 
     def exit(self, allocation_id: str, exit_code: int | None = 0, reason: str = "", *, contacted: bool = True) -> None:
         """The task ends; unless `contacted` is False it called the master first, as every real trial
-        does (one that never did ran off-cluster: services/task_contact.py)."""
+        does (one that never did ran off-cluster: lifecycle/task_contact.py)."""
         if contacted:
             self.ctx.task_contact.note(self.ctx.db, allocation_id, self.ctx.clock.now())
         self.ctx.controller.task_exited(self.agent_id, allocation_id, exit_code, reason)

@@ -48,7 +48,7 @@ def shown(client: TestClient, headers: dict, name: str) -> dict:
     return r.json()["checkpoint"]
 
 
-def delete(client: TestClient, headers: dict, *names: str):  # noqa: ANN201
+def delete(client: TestClient, headers: dict, *names: str):
     return client.request("DELETE", "/api/v1/checkpoints", content=json.dumps({"checkpointUuids": list(names)}),
                           headers=headers)
 
@@ -57,12 +57,12 @@ def spec_of(client: TestClient, gc: StartedTask) -> dict[str, Any]:
     """The spec in the GC task's context, as its agent gets it."""
     r = client.get(f"/api/v1/tasks/{gc.task_id}/context_directory", headers=bearer(gc.token))
     assert r.status_code == 200, r.text
-    import base64  # noqa: PLC0415
+    import base64
 
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r.json()["b64Tgz"])), mode="r:gz") as tar:
         return json.load(tar.extractfile(".pedl/checkpoint_gc.json"))
 
 
-def report(client: TestClient, gc: StartedTask, left: dict[str, dict[str, int]], token: str | None = None):  # noqa: ANN201
+def report(client: TestClient, gc: StartedTask, left: dict[str, dict[str, int]], token: str | None = None):
     body = {"checkpoints": [{"uuid": u, "resources": files} for u, files in left.items()]}
     return post(client, f"/api/v1/allocations/{gc.allocation_id}/checkpoint_gc", body, bearer(token or gc.token))

@@ -73,10 +73,11 @@ def test_an_empty_file_left_by_a_crash_is_replaced(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_providers_hand_the_resolved_token_to_their_agents(tmp_path: Path) -> None:
+def test_the_local_provider_hands_the_resolved_token_and_aws_instances_get_secrets_of_their_own(
+        tmp_path: Path) -> None:
+    from pedl.master.agents import credentials as agent_credentials
     from pedl.master.app import create_app
-    from pedl.master.provisioner.providers import make_provider
-    from pedl.master.provisioner.providers.aws_boot import agent_user_data
+    from pedl.master.wiring import make_provider
 
     aws = {"type": "aws", "region": "us-east-1", "endpoint_url": "http://127.0.0.1:9", "image_id": "ami-1",
            "ssh_key_name": "k", "master_url": "http://10.0.0.1:8080"}
@@ -87,9 +88,10 @@ def test_providers_hand_the_resolved_token_to_their_agents(tmp_path: Path) -> No
         assert ctx.agent_token == token_path(tmp_path / "data").read_text().strip()
         local, cloud = (make_provider(pool, ctx) for pool in config.resource_pools)
         assert local.agent_token == ctx.agent_token
-        assert cloud.agent_token == ctx.agent_token
-        script = agent_user_data(master_url=cloud.master_url, pool="aws", slots=1, spot=False,
-                                 agent_token=cloud.agent_token)
-        assert f"export PEDL_AGENT_TOKEN={ctx.agent_token}" in script
+        # user data is readable on the instance: the AWS provider never has the cluster's token
+        assert not hasattr(cloud, "agent_token")
+        assert isinstance(cloud.instance_secrets, agent_credentials.InstanceSecrets)
+        secret = cloud.instance_secrets.issue("launch-1")
+        assert secret != ctx.agent_token and agent_credentials.may_download(ctx, secret)
     finally:
         ctx.db.dispose()

@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from pedl.master.services.passwords import client_hash
+from pedl.master.identity.passwords import client_hash
 from tests.master.fakes import (
     GRID_CONFIG,
     SINGLE_CONFIG,
@@ -145,6 +145,14 @@ def _ended(w: World) -> None:
     exp = create_experiment(w.client, w.tokens["owner"], SINGLE_CONFIG, activate=False)
     assert post(w.client, f"/api/v1/experiments/{exp['id']}/kill", None, w.tokens["owner"]).status_code == 200
     w.ids["ended"] = exp["id"]
+
+
+def _ended_once(w: World) -> None:
+    """One ended experiment of alice's as {streamed}, for the metric streams' cells (a stream of a running
+    one stays open until it ends)."""
+    if "streamed" not in w.ids:
+        _ended(w)
+        w.ids["streamed"] = w.ids["ended"]
 
 
 def _continued(w: World) -> dict:
@@ -297,6 +305,14 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/trials/{trial}/checkpoints?sortByAttr=SORT_BY_SEARCHER_METRIC", R, None),
     ("GET", "/api/v1/trials/{trial}/metric-series?group=training", R, None),
     ("GET", "/api/v1/experiments/{exp}/metric-series?group=validation", R, None),
+    # Determined's metric streams, of an ended experiment (one message, then the end)
+    ("GET", "/api/v1/experiments/metrics-stream/metric-names?ids={streamed}", R, _ended_once),
+    ("GET", "/api/v1/experiments/{streamed}/metrics-stream/batches?metric_name=loss&metric_type=METRIC_TYPE_TRAINING",
+     R, _ended_once),
+    ("GET", "/api/v1/experiments/{streamed}/metrics-stream/trials-snapshot?metric_name=loss&group=validation",
+     R, _ended_once),
+    ("GET", "/api/v1/experiments/{streamed}/metrics-stream/trials-sample?metric_name=loss&group=validation",
+     R, _ended_once),
     ("GET", "/api/v1/trials/{trial}/metrics", R, None),
     ("GET", "/api/v1/trials/time-series?trialIds={trial}&metricIds=validation.loss", R, None),
     ("GET", "/api/v1/trials/{trial}/metrics/csv?group=training", R, None),
@@ -354,6 +370,7 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     *_ntsc_rows("commands"), *_ntsc_rows("notebooks"), *_ntsc_rows("shells"), *_ntsc_rows("tensorboards"),
     ("POST", "/api/v1/agents/{agent}/disable", ADMIN, lambda w: {"drain": True}),  # its tasks run on
     ("POST", "/api/v1/agents/{agent}/enable", ADMIN, None),
+    ("POST", "/api/v1/agents/{agent}/forget", ADMIN, None),  # its credential (the fake agent has none)
     ("POST", "/api/v1/agents/{agent}/slots/2/disable", ADMIN, lambda w: {"drain": True}),  # its task runs on
     ("POST", "/api/v1/agents/{agent}/slots/2/enable", ADMIN, None),
     ("POST", "/api/v1/experiments/{side}/pause", OWNER, None),
@@ -417,22 +434,24 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("DELETE", "/api/v1/projects/{project}/experiments/delete", USER, lambda w: {"experimentIds": []}),
     ("POST", "/api/v1/projects/{project}/experiments/move", USER,
      lambda w: {"experimentIds": [], "destinationProjectId": 1}),
-    # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions
     # a user edits their own display name; linking an agent user is for admins, even one's own
     ("PATCH", "/api/v1/users/{alice}", OWNER, lambda w: {"displayName": f"Alice {next(w.counter)}"}),
     ("PATCH", "/api/v1/users/{alice}", ADMIN, lambda w: {"agentUserGroup": {
         "agentUid": 1000 + next(w.counter), "agentGid": 1000, "agentUser": "alice", "agentGroup": "alice"}}),
-    ("POST", "/api/v1/users/{alice}/password", OWNER,
-     lambda w: {"password": client_hash("pw-alice"), "isHashed": True}),
     ("POST", "/api/v1/auth/logout", USER, None),  # run with fresh logins: see below
     ("DELETE", "/api/v1/auth/session", USER, None),  # the WebUI's logout: the same, by any token
+    # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions; last:
+    # a new password also ends the tokens of alice's tasks (task_own, task_other), which the other rows use
+    ("POST", "/api/v1/users/{alice}/password", OWNER,
+     lambda w: {"password": client_hash("pw-alice"), "isHashed": True}),
 ]
 
 
 def _run_matrix(w: World) -> list[str]:
     wrong = []
     for method, path, expected, body in MATRIX:
-        if (method, path) in (("POST", "/api/v1/auth/logout"), ("DELETE", "/api/v1/auth/session")):
+        if (method, path) in (("POST", "/api/v1/auth/logout"), ("DELETE", "/api/v1/auth/session"),
+                              ("POST", "/api/v1/users/{alice}/password")):
             w.relogin()
         for column, want in zip(COLUMNS, expected, strict=True):
             payload = body(w) if body else None

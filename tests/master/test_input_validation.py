@@ -98,6 +98,10 @@ BAD_CONFIGS = [
     ("YAML nested 5,000 deep", with_line("data: " + "[" * 5000 + "]" * 5000), "limits.max_nesting_depth"),
     ("YAML alias bomb", alias_bomb(), "limits.max_config_bytes"),
     ("recursive YAML alias", with_line("data: &a [1, *a]"), "recursive alias"),
+    ("a variable the master alone sets", with_line(
+        "environment: {environment_variables: ['DET_EXPERIMENT_CONFIG={}']}"), "environment.environment_variables[0]"),
+    ("one of a device's", with_line("environment: {environment_variables: {gpu: {DET_CLUSTER_ID: x}}}"),
+     "environment.environment_variables.gpu.DET_CLUSTER_ID"),
 ]
 
 
@@ -172,7 +176,6 @@ DEEP_JSON = "[" * 100_000 + "]" * 100_000
 
 # (what, route, raw body, field): JSON the parser must refuse before any route looks at it
 BAD_JSON = [
-    ("JSON nested 100,000 deep", "/api/v1/auth/login", DEEP_JSON, "limits.max_nesting_depth"),
     ("JSON nested 100,000 deep", "/api/v1/experiments", DEEP_JSON, "limits.max_nesting_depth"),
     ("JSON nested 100,000 deep", "/api/v1/users/1/password", DEEP_JSON, "limits.max_nesting_depth"),
     ("JSON object nested 100,000 deep", "/api/v1/experiments", '{"a":' * 100_000 + "1" + "}" * 100_000,
@@ -187,9 +190,10 @@ BAD_JSON = [
     ("integer beyond 64 bits", "/api/v1/checkpoints",
      f'{{"checkpoint": {{"uuid": "{CK}", "metadata": {{"steps_completed": {10**30}}}}}}}',
      "checkpoint.metadata.steps_completed"),
-    ("integer of 5,000 digits", "/api/v1/auth/login", '{"username": "admin", "n": ' + "9" * 5000 + "}", "n"),
-    ("string over limits.max_string_length", "/api/v1/auth/login",
-     json.dumps({"username": "admin", "password": "p" * 70_000}), "password"),
+    ("integer of 5,000 digits", "/api/v1/users/1/password", '{"password": "", "n": ' + "9" * 5000 + "}", "n"),
+    ("string over limits.max_string_length", "/api/v1/users/1/password", json.dumps({"password": "p" * 70_000}),
+     "password"),
+    # (a login's body is held to limits.max_anonymous_body_bytes first: tests/master/api/test_body_limit.py)
 ]
 
 

@@ -100,3 +100,113 @@ def test_a_certificate_unusable_at_start_is_one_error_line_and_exit_1(tmp_path: 
     assert caught.value.code == 1
     assert f"cannot serve TLS with security.tls (cert {tls.cert}, key {tls.key})" in caplog.text
     assert not (tmp_path / "data").exists()  # nothing was started
+
+
+def test_a_real_master_cuts_off_stalled_requests_and_logs_an_aborted_body_as_one_line(tmp_path: Path) -> None:
+    """A slowloris (half a request line and headers, or half a body) is cut off after server.*_read_timeout;
+    a client that hangs up mid-body is one line in the log, no traceback, and no 5xx in /metrics."""
+    from pedl.devcluster import Master
+
+    master = Master(tmp_path, {"server": {"header_read_timeout": "1s", "body_read_timeout": "1s"}}).start()
+    try:
+        def exchange(data: bytes, hang_up: bool = False) -> bytes:
+            with socket.create_connection(("127.0.0.1", master.port), timeout=60) as sock:
+                sock.sendall(data)
+                if hang_up:
+                    return b""
+                out = b""
+                while chunk := sock.recv(65536):
+                    out += chunk
+                return out
+
+        assert exchange(b"GET /info HTTP/1.1\r\nHost: m").startswith(b"HTTP/1.1 408")
+        login = b"POST /api/v1/auth/login HTTP/1.1\r\nHost: m\r\nContent-Length: 100\r\n\r\n{\"user"
+        assert exchange(login).startswith(b"HTTP/1.1 408")
+        for _ in range(3):
+            exchange(login, hang_up=True)
+        wait_for(lambda: master.log_text().count("went away before its request body arrived") == 3, 60,
+                 what="three lines of clients that went away")
+        log = master.log_text()
+        assert "sent no body bytes for 1 s (server.body_read_timeout): POST /api/v1/auth/login" in log, log
+        assert "Traceback" not in log and "ERROR" not in log, log
+        metrics = httpx.get(f"{master.url}/metrics", headers={"Authorization": f"Bearer {master.token()}"}).text
+        login_series = [line for line in metrics.splitlines()
+                        if line.startswith("pedl_api_request_duration_seconds_count") and "/auth/login" in line]
+        assert login_series and not [line for line in login_series if 'status="5xx"' in line], login_series
+    finally:
+        master.stop()
+
+
+def test_a_real_master_ignores_x_forwarded_for_and_logs_the_admin_in_through_its_console_socket(
+        tmp_path: Path) -> None:
+    """A client on loopback cannot start a fresh count of failed logins by naming another address in
+    X-Forwarded-For (uvicorn trusted it from loopback; security.trusted_proxies is empty by default). The
+    admin held up at that address still logs in through data_dir/console.sock, on the master's host."""
+    import json
+    import os
+    import subprocess
+
+    from pedl.cli.auth_store import CONFIG_DIR_ENV
+    from pedl.devcluster import Master
+
+    limit = {"failures_per_address": 3, "failures_per_user": 100, "window": "10m"}
+    master = Master(tmp_path, {"security": {"login_rate_limit": limit}}).start()
+    try:
+        def log_in(username: str, password: str, forwarded: str) -> httpx.Response:
+            return httpx.post(f"{master.url}/api/v1/auth/login", headers={"X-Forwarded-For": forwarded},
+                              content=json.dumps({"username": username, "password": password}))
+
+        assert [log_in(f"guess-{i}", "x", f"192.0.2.{i}").status_code for i in range(3)] == [401, 401, 401]
+        held = log_in("admin", "", "192.0.2.99")  # the address is loopback's, whatever the header says
+        assert held.status_code == 429, held.text
+        console = master.data_dir / "console.sock"
+        assert oct(console.stat().st_mode & 0o777) == "0o600"
+        env = {**os.environ, CONFIG_DIR_ENV: str(tmp_path / "cli")}
+        done = subprocess.run([*pedl_command(), "-m", master.url, "user", "login", "admin", "--console", str(console)],
+                              input="\n", capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"Logged in as 'admin' at {master.url}" in done.stdout
+        whoami = subprocess.run([*pedl_command(), "-m", master.url, "user", "whoami"], capture_output=True, text=True,
+                                env=env, timeout=120)  # the token works over TCP too
+        assert "admin" in whoami.stdout, whoami.stdout + whoami.stderr
+    finally:
+        master.stop()
+    assert not console.exists()  # removed at the stop
+
+
+def test_a_real_master_answers_while_strangers_post_4_mb_logins(tmp_path: Path) -> None:
+    """benchmarks/front_door_stall.py's load, without its timing: 8 anonymous senders of 4 MB bodies to the
+    login route get a 413 each (by Content-Length, unread), and a logged-in monitor's GET /api/v1/me keeps
+    being answered meanwhile."""
+    import threading
+
+    from pedl.devcluster import Master
+
+    master = Master(tmp_path).start()
+    body = b"[" + b"1," * 1_999_999 + b"1]"  # 4 MB: within limits.max_request_body_bytes, a login's 1,000 times
+    statuses: list[int | str] = []
+    stop = threading.Event()
+
+    def send() -> None:
+        with httpx.Client(timeout=60) as client:
+            while not stop.is_set():
+                try:
+                    statuses.append(client.post(f"{master.url}/api/v1/auth/login", content=body).status_code)
+                except httpx.TransportError as exc:
+                    statuses.append(type(exc).__name__)
+
+    senders = [threading.Thread(target=send, daemon=True) for _ in range(8)]
+    try:
+        with httpx.Client(base_url=master.url, headers={"Authorization": f"Bearer {master.token()}"},
+                          timeout=60) as monitor:
+            for sender in senders:
+                sender.start()
+            wait_for(lambda: len(statuses) >= 16, 120, what="the senders' first answers")
+            for _ in range(20):
+                assert monitor.get("/api/v1/me").json()["user"]["username"] == "determined"
+    finally:
+        stop.set()
+        for sender in senders:
+            sender.join(timeout=60)
+        master.stop()
+    assert set(statuses) == {413}, sorted(set(map(str, statuses)))

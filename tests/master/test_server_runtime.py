@@ -25,3 +25,32 @@ def test_tune_runtime_freezes_what_exists_spaces_young_collections_and_shortens_
         gc.unfreeze()
         gc.set_threshold(*thresholds)
         sys.setswitchinterval(interval)
+
+
+def test_the_open_file_limit_is_raised_to_the_hard_limit(monkeypatch) -> None:
+    import resource
+
+    limits = {"now": (1024, 65536)}
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: limits["now"])
+    monkeypatch.setattr(resource, "setrlimit", lambda _which, value: limits.update(now=value))
+    assert server.raise_open_file_limit() == (65536, 65536)
+    limits["now"] = (1024, resource.RLIM_INFINITY)  # no hard limit: as far as Linux lets a soft one go
+    assert server.raise_open_file_limit() == (server.NOFILE_WITHOUT_HARD_LIMIT, resource.RLIM_INFINITY)
+
+    def refuse(_which, _value):
+        raise OSError(1, "Operation not permitted")
+
+    limits["now"] = (1024, 4096)
+    monkeypatch.setattr(resource, "setrlimit", refuse)
+    assert server.raise_open_file_limit() == (1024, 4096)
+
+
+def test_connection_caps_fit_under_the_open_file_limit() -> None:
+    from pedl.config.server_config import ServerConfig
+
+    defaults = ServerConfig()  # 4096 in total, 256 per address
+    assert server.connection_caps(defaults, 1 << 20) == (4096, 256)
+    assert server.connection_caps(defaults, 1024) == (768, 256)  # a quarter (at least 256 files) kept back
+    assert server.connection_caps(defaults, 300) == (44, 44)
+    assert server.connection_caps(ServerConfig(max_connections=100, max_connections_per_address=500), 1 << 20) == (
+        100, 100)

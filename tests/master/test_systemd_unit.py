@@ -29,6 +29,7 @@ def test_unit_runs_the_master_with_its_config_as_a_restarting_journal_service() 
     service = ini["Service"]
     assert shlex.split(service["ExecStart"]) == [*PEDL, "master", "run", "--config", "/usr/local/pedl/etc/master.yaml"]
     assert service["Restart"] == "on-failure"
+    assert service["LimitNOFILE"] == "65536"  # the master's connection caps fit under its open-file limit
     assert service["RestartPreventExitStatus"] == "2"  # a bad config: restarting would not help
     assert service["StandardOutput"] == service["StandardError"] == "journal"
     assert service["KillSignal"] == "SIGTERM"

@@ -13,11 +13,11 @@ from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.controller import Controller
 from pedl.master.db import models
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import ExperimentState
-from pedl.master.services import experiment_progression as progression
-from pedl.master.services.login_limiter import LoginLimiter
+from pedl.master.identity.login_limiter import LoginLimiter
+from pedl.master.lifecycle import progression
+from pedl.master.lifecycle.states import ExperimentState
 from pedl.master.wiring import attach_checkpoint_gc, build_context
-from tests.master.cluster.recording_effects import experiment, owner
+from tests.master.lifecycle.recording_effects import experiment, owner
 
 
 def test_every_field_of_the_context_is_set(master_config: MasterConfig, database: Database) -> None:

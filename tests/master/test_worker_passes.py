@@ -13,8 +13,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from pedl.master.services import idle_tasks
 from pedl.master.worker_passes import run_pass, stop_workers
+from pedl.master.workers import idle_tasks
 
 
 def test_a_cancelled_worker_ends_after_its_pass_and_cues_it() -> None:
@@ -92,7 +92,7 @@ def test_the_apps_stop_disposes_of_the_database_after_the_pass_in_progress(
     holding = threading.Event()
     dispose = ctx.db.dispose
 
-    def check(c) -> None:  # noqa: ANN001 - the idle worker's pass, holding a connection for a second
+    def check(c) -> None:  # the idle worker's pass, holding a connection for a second
         if holding.is_set():
             return
         with ctx.db.read_session() as s:

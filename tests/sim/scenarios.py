@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pedl.master.provisioner.scaling_decider import Policy
+from pedl.scheduling.consolidation import MovePolicy
+from pedl.scheduling.pool_policy import Policy, PoolPolicy
 from pedl.sim import CloudSettings, SimPool, TraceJob, replay_jobs
 from pedl.sim.pool import offers_for
 from pedl.sim.results import PolicyResult
@@ -32,7 +33,8 @@ def fixed(**kw) -> CloudSettings:
 
 def replay(jobs: list[TraceJob], *, types: tuple[str, ...] = ("g5.xlarge",), policy: Policy = "pedl",
            idle: float = 0.0, max_instances: int = 10, spot: bool = False, settings: CloudSettings | None = None,
-           **pool_kw) -> PolicyResult:
-    pool = SimPool(offers=offers_for(list(types)), max_instances=max_instances, max_idle=idle, spot=spot,
-                   **pool_kw)
+           moves: MovePolicy | None = None, **policy_kw) -> PolicyResult:
+    scaling = PoolPolicy(types=offers_for(list(types)), max_instances=max_instances, max_idle=idle, spot=spot,
+                         **policy_kw)
+    pool = SimPool(scaling) if moves is None else SimPool(scaling, moves=moves)
     return replay_jobs(jobs, pool, settings or fixed(), [policy])[policy]

@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from pedl.master.provisioner.scaling_decider import TypeOffer
+from pedl.scheduling.pool_policy import TypeOffer
 from pedl.sim.cloud import (
     CloudSettings,
     IllegalTransition,

@@ -14,8 +14,8 @@ from pedl.sim.pool import default_pool, offers_for, override, policies_for, pool
 
 def test_the_default_pool_is_p3_8xlarge_with_room_for_the_trace() -> None:
     pool = default_pool()
-    assert [(o.name, o.slots, o.price) for o in pool.offers] == [("p3.8xlarge", 4, 12.24)]
-    assert pool.max_instances == 200 and pool.max_idle == 300.0 and not pool.spot
+    assert [(o.name, o.slots, o.price) for o in pool.scaling.types] == [("p3.8xlarge", 4, 12.24)]
+    assert pool.scaling.max_instances == 200 and pool.scaling.max_idle == 300.0 and not pool.scaling.spot
 
 
 def test_policies_share_bounds_but_the_baseline_has_one_type_and_no_fallback() -> None:
@@ -72,11 +72,12 @@ default_compute_resource_pool: gpu
 default_aux_resource_pool: gpu
 """)
     pool = pool_from_master_config(path)
-    assert [(o.name, o.slots) for o in pool.offers] == [("g5.xlarge", 1), ("p3.8xlarge", 4)]
-    assert (pool.max_instances, pool.min_instances, pool.max_idle) == (7, 1, 60.0)
-    assert pool.spot and not pool.spot_fallback_to_on_demand and pool.fitting == "worst"
+    p = pool.scaling
+    assert [(o.name, o.slots, o.spot_price) for o in p.types] == [("g5.xlarge", 1, None), ("p3.8xlarge", 4, None)]
+    assert (p.max_instances, p.min_instances, p.max_idle) == (7, 1, 60.0)
+    assert p.spot and not p.spot_fallback_to_on_demand and p.fitting == "worst"
     assert "pool gpu" in pool.source
-    assert override(pool, max_instances=9, spot=False).max_instances == 9  # options win over the file
+    assert override(pool, max_instances=9, spot=False).scaling.max_instances == 9  # options win over the file
 
 
 def test_pool_from_a_local_provider(tmp_path: Path) -> None:
@@ -84,8 +85,9 @@ def test_pool_from_a_local_provider(tmp_path: Path) -> None:
     path.write_text("resource_pools:\n  - pool_name: default\n    provider: {type: local, slots_per_instance: 2, "
                     "price_per_hour: 1.5, boot_delay: 10s, max_instances: 3}\n")
     pool = pool_from_master_config(path)
-    assert [(o.name, o.slots, o.price) for o in pool.offers] == [("local", 2, 1.5)]
-    assert pool.boot_delay == 10.0 and pool.max_instances == 3
+    assert [(o.name, o.slots, o.price) for o in pool.scaling.types] == [("local", 2, 1.5)]
+    assert pool.boot_delay == 10.0 and pool.scaling.max_instances == 3
+    assert pool.scaling.spot_request_timeout == 120.0  # the local provider has no setting of it
 
 
 def test_a_config_without_a_provider_pool_is_an_error(tmp_path: Path) -> None:

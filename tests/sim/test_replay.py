@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from pedl.master.provisioner.consolidation import MovePolicy
-from pedl.master.provisioner.snapshot import InstanceFacts, snapshot
+from pedl.scheduling.consolidation import MovePolicy
+from pedl.scheduling.pool_policy import PoolPolicy
+from pedl.scheduling.snapshot import InstanceFacts, snapshot
 from pedl.sim import CloudSettings, SimPool
 from pedl.sim.cloud import SimInstance
 from pedl.sim.pool import offers_for
@@ -210,7 +211,7 @@ class CheckedReplay(Replay):
 
     snapshots = 0
 
-    def _snapshot(self, now: float):  # noqa: ANN202
+    def _snapshot(self, now: float):
         idle_since = dict(self.idle_since)
         held = {job_id: task for inst in self.instances.values() for job_id, task in inst.jobs.items()}
         full = snapshot(now, [fresh_facts(i) for i in self.instances.values()], list(held.values()),
@@ -226,7 +227,7 @@ def test_the_cached_snapshot_is_the_provisioners_full_snapshot(policy) -> None:
     rng = random.Random(5)
     jobs = [job(f"j{k}", k * rng.uniform(0, 900), rng.uniform(0.05, 2.0), gpus=rng.choice([0, 1, 1, 2, 4, 8]))
             for k in range(150)]
-    pool = SimPool(offers=offers_for(["g5.12xlarge"]), max_instances=8, max_idle=300.0, spot=True)
+    pool = SimPool(PoolPolicy(types=offers_for(["g5.12xlarge"]), max_instances=8, max_idle=300.0, spot=True))
     settings = CloudSettings(seed=2, interruption_rate=0.5, spot_capacity_failure=0.2, spot_capacity_wait=300.0)
     r = CheckedReplay(jobs, pool, settings, policy, 1.0)
     result = r.run()

@@ -3,8 +3,10 @@
 A thread in the test process polls moto with boto3 (directly, not through a fault proxy) for
 instances that carry the pool's tag pair and pool tag. For each one that reaches `running` it
 starts a real `pedl agent run --id <instance id> --slots <slots of the type> --master <url>
---resource-pool <pool>` process; for spot instances it adds `--spot-watch --imds-url` with a
-FakeMetadataServer of that instance's own, so that a test can raise the two-minute notice
+--resource-pool <pool>` process, with the enrollment secret the instance's user data carries (its
+single-use one; the cluster's agent token only where the user data has none); for spot instances
+it adds `--spot-watch --imds-url` with a FakeMetadataServer of that instance's own, so that a test
+can raise the two-minute notice
 (`interrupt`). When the instance goes (shutting-down, terminated, stopped, or no longer listed)
 the agent and everything it started are SIGKILLed: the machine vanished.
 
@@ -16,10 +18,13 @@ the agent and everything it started are SIGKILLed: the machine vanished.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
 import os
+import re
+import shlex
 import signal
 import threading
 import time
@@ -91,6 +96,8 @@ class Machine:
     gone_at: float | None = None  # monotonic, when the instance was seen gone and the agent killed
     skipped: bool = False  # booted without an agent (a broken startup script)
     tags: dict[str, str] = field(default_factory=dict)
+    enrolled_with: str = ""  # "user data": the instance's own secret; "agent token": the cluster's
+    secret: str | None = None  # the secret its user data carries
 
 
 class CloudTwin:
@@ -156,7 +163,7 @@ class CloudTwin:
         while not self._stop.is_set():
             try:
                 self.poll()
-            except Exception as exc:  # noqa: BLE001 - moto reset between tests, a slow call: keep going
+            except Exception as exc:  # moto reset between tests, a slow call: keep going
                 self.errors.append(f"{type(exc).__name__}: {exc}")
                 del self.errors[:-20]
             self._stop.wait(self.poll_interval)
@@ -197,10 +204,23 @@ class CloudTwin:
         if spot and self.spot_watch:
             m.imds = FakeMetadataServer(ec2={"instance-id": inst_id, "instance-type": itype}).start()
             argv += ["--spot-watch", "--imds-url", m.imds.url]
-        env = {"PEDL_AGENT_TOKEN": self.agent_token} if self.agent_token else None
+        m.secret = self._user_data_secret(inst_id)
+        token = m.secret or self.agent_token
+        m.enrolled_with = "user data" if m.secret else "agent token" if token else ""
+        env = {"PEDL_AGENT_TOKEN": token} if token else None
         m.agent = ManagedProcess(argv, self.work_dir / f"agent-{inst_id}.log", env=env).start()
         m.started_at = time.monotonic()
         log.info("cloud twin: %s is running; started its agent (pid %d)", inst_id, m.agent.pid)
+
+    def _user_data_secret(self, inst_id: str) -> str | None:
+        """The enrollment secret the instance's user data exports, as the boot script would hand it on."""
+        try:
+            attr = self.ec2.describe_instance_attribute(InstanceId=inst_id, Attribute="userData")
+            script = base64.b64decode(attr["UserData"]["Value"]).decode()
+        except Exception:  # no user data kept for it (moto's spot instances)
+            return None
+        found = re.search(r"^export PEDL_AGENT_TOKEN=(.+)$", script, re.MULTILINE)
+        return shlex.split(found.group(1))[0] if found else None
 
     def _vanish(self, m: Machine) -> None:
         if m.gone_at is not None:
@@ -211,7 +231,7 @@ class CloudTwin:
             with contextlib.suppress(Exception):
                 m.agent.proc.wait(5)
             with contextlib.suppress(Exception):
-                m.agent._log.close()  # noqa: SLF001 - ManagedProcess keeps its log open while it runs
+                m.agent._log.close()  # ManagedProcess keeps its log open while it runs
         if m.imds is not None:
             m.imds.stop()
         log.info("cloud twin: %s is gone; its agent was killed", m.instance_id)

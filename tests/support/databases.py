@@ -30,7 +30,7 @@ def postgres_error() -> str | None:
         with psycopg.connect(pg_admin_dsn(), autocommit=True) as conn:
             conn.execute("select 1")
         return None
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"PostgreSQL is unreachable at {PG_HOST}:{PG_PORT} as {PG_USER}: {exc}".strip()
 
 

@@ -4,7 +4,9 @@ The test image is built offline and never pulled from a registry. debootstrap ma
 bookworm root filesystem from the Debian mirror apt uses. Its python3 is 3.11, like the venvs', so
 their cp311 wheels load. `docker import` turns it into an image (tests/support/docker_base.py), and
 two layers are added on top:
-- the `determined` 0.38.1 package with all its dependencies, from .venv-det;
+- what .venv-det holds: the `determined` 0.38.1 package with all its dependencies, and torch (its CPU
+  build) and torchvision, which Determined's PyTorchTrial and its images carry (torchvision as
+  tools/torchvision_without_ops.py mended it), without torch's C++ headers, tests and build tools;
 - the packages `pedl.core` imports (httpx and what it requires), from the running venv.
 A third layer adds pedl's source (src/pedl).
 
@@ -12,9 +14,11 @@ The images (each is reused while `docker image inspect` finds it):
   pedl-test-base:<key>  the debootstrap rootfs, with its tarball cached in ~/.cache/pedl-test-images
   pedl-test-deps:<key>  the base, plus the site-packages in /usr/local/lib/python3.11/dist-packages
   pedl-test-task:<key>  the deps, plus src/pedl: the image `test_image` returns
-Each key hashes the inputs of its layer and the key of the layer below. A changed input rebuilds
-from that layer up, so an edit of pedl's source rebuilds only the last layer (seconds). The first
-build takes minutes; under pytest its steps go to ~/.cache/pedl-test-images/build.log too.
+Each key hashes the inputs of its layer and the key of the layer below (for the site-packages: the
+distributions' versions, and the size and modification time of each file, so that a file changed in
+place, as the torchvision mend does, rebuilds the layer). A changed input rebuilds from that layer
+up, so an edit of pedl's source rebuilds only the last layer (seconds). The first build takes
+minutes; under pytest its steps go to ~/.cache/pedl-test-images/build.log too.
 `python -m tests.support.docker` builds the image, and `make docker` runs it (after
 `python3 -m tests.support.docker_base`, which needs no venv, has built the base).
 """
@@ -22,6 +26,7 @@ build takes minutes; under pytest its steps go to ~/.cache/pedl-test-images/buil
 from __future__ import annotations
 
 import contextlib
+import csv
 import datetime
 import importlib.metadata
 import io
@@ -60,11 +65,18 @@ REPO = Path(__file__).resolve().parents[2]
 PEDL_SRC = REPO / "src" / "pedl"
 DET_SITE = REPO / ".venv-det" / "lib" / "python3.11" / "site-packages"
 DETERMINED_VERSION = "0.38.1"
+# besides determined: what a PyTorchTrial needs, which `make det-venv` installs beside it
+REQUIRED_DISTRIBUTIONS = ("torch", "torchvision")
 # pedl.core's third-party imports; what they require (markers evaluated for 3.11) comes along
 PEDL_CORE_REQUIREMENTS = ("httpx", "orjson")
 SKIPPED_DISTRIBUTIONS = {"pip", "setuptools"}  # setuptools' RECORD holds _distutils_hack and its .pth
-# googleapiclient's offline copies of Google's API discovery documents (100 MB); no task uses them
-SKIPPED_PREFIXES = ("googleapiclient/discovery_cache/documents/",)
+# what no task uses: googleapiclient's offline copies of Google's API discovery documents (100 MB), and
+# torch's C++ headers and CMake files (for building extensions, which the image has no compiler for), its
+# C++ test binaries and its bin/ of test programs and protoc (190 MB together)
+SKIPPED_PREFIXES = ("googleapiclient/discovery_cache/documents/", "torch/include/", "torch/share/", "torch/test/",
+                    "torch/bin/")
+# but torch.multiprocessing's file_system sharing strategy runs this one
+KEPT_FILES = frozenset({"torch/bin/torch_shm_manager"})
 
 PRUNE_AFTER_S = 24 * 3600  # the test images of other keys are removed once older than this
 
@@ -116,19 +128,39 @@ def layer_key(below: str, *inputs: str) -> str:
 # -- the site-packages --------------------------------------------------------------------------------
 
 
-def _record_files(dist: importlib.metadata.Distribution) -> dict[str, Path]:
-    """A distribution's installed files by their path in site-packages, from its RECORD."""
-    if dist.files is None:
+def _record_files(dist: importlib.metadata.Distribution) -> dict[str, str]:
+    """A distribution's installed files by their path in site-packages, from its RECORD. Plain strings:
+    pathlib would spend seconds on the 40,000 files of .venv-det, once in every pytest worker."""
+    record = dist.read_text("RECORD")
+    if record is None:
         raise ImageBuildError(f"{dist.metadata['Name']} has no RECORD: reinstall it with pip")
+    root = str(dist.locate_file(""))
     files = {}
-    for name in dist.files:
-        arcname = name.as_posix()
-        if name.parts[0] == ".." or arcname.startswith(SKIPPED_PREFIXES):  # scripts in bin/, and the skipped
+    for row in csv.reader(record.splitlines()):
+        arcname = row[0] if row else ""
+        # scripts in bin/ (../../../bin/...), and the skipped
+        if not arcname or arcname.startswith(("../", "/")) or _skipped(arcname):
             continue
-        path = Path(dist.locate_file(name))
-        if path.is_file() or path.is_symlink():
+        path = os.path.join(root, arcname)
+        if os.path.isfile(path) or os.path.islink(path):
             files[arcname] = path
     return files
+
+
+def _skipped(arcname: str) -> bool:
+    return arcname.startswith(SKIPPED_PREFIXES) and arcname not in KEPT_FILES
+
+
+def files_stamp(files: dict[str, str]) -> str:
+    """The size and modification time of each file but the compiled .pyc (Python rewrites a stale
+    one when it imports its module; the source says what changed): reading 1.3 GB to hash its
+    content would take longer than the layer's build."""
+    parts = []
+    for arcname, path in sorted(files.items()):
+        if not arcname.endswith(".pyc"):
+            stat = os.lstat(path)
+            parts.append(f"{arcname}\0{stat.st_size}\0{stat.st_mtime_ns}")
+    return _digest("\n".join(parts))
 
 
 def _pedl_core_distributions() -> list[importlib.metadata.Distribution]:
@@ -151,11 +183,11 @@ def _pedl_core_distributions() -> list[importlib.metadata.Distribution]:
     return [found[name] for name in sorted(found)]
 
 
-def site_packages() -> tuple[dict[str, Path], list[str]]:
+def site_packages() -> tuple[dict[str, str], list[str]]:
     """The image's dist-packages (path there -> file here), and its distributions as name==version.
 
-    Everything installed in .venv-det but pip and setuptools, then pedl.core's requirements from
-    the running venv; a distribution in both comes from the running venv."""
+    Everything installed in .venv-det but pip and setuptools (and SKIPPED_PREFIXES), then pedl.core's
+    requirements from the running venv; a distribution in both comes from the running venv."""
     installed = importlib.metadata.distributions(path=[str(DET_SITE)])
     det_dists = {canonicalize_name(d.metadata["Name"]): d for d in installed}
     determined = det_dists.get("determined")
@@ -163,9 +195,13 @@ def site_packages() -> tuple[dict[str, Path], list[str]]:
         found = determined.version if determined else "nothing"
         raise ImageBuildError(f"{DET_SITE} holds determined {found}, not {DETERMINED_VERSION}: "
                               "rm -rf .venv-det && make det-venv")
+    missing = [name for name in REQUIRED_DISTRIBUTIONS if name not in det_dists]
+    if missing:
+        raise ImageBuildError(f"{DET_SITE} has no {' or '.join(missing)}, which the image carries for "
+                              "PyTorchTrials: rm -rf .venv-det && make det-venv")
     chosen = {name: dist for name, dist in det_dists.items() if name not in SKIPPED_DISTRIBUTIONS}
     chosen.update({canonicalize_name(d.metadata["Name"]): d for d in _pedl_core_distributions()})
-    files: dict[str, Path] = {}
+    files: dict[str, str] = {}
     for dist in chosen.values():
         files.update(_record_files(dist))
     return files, sorted(f"{name}=={dist.version}" for name, dist in chosen.items())
@@ -180,7 +216,7 @@ def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def _commit_layer(below: str, name: str, files: dict[str, Path] | dict[str, bytes], dest: str) -> None:
+def _commit_layer(below: str, name: str, files: dict[str, str] | dict[str, bytes], dest: str) -> None:
     """Image `name`: image `below` with `files` (path under dest -> file here, or its content)
     added, by `docker create`, `docker cp` of a tar stream, and `docker commit`."""
     container = f"pedl-test-build-{uuid.uuid4().hex[:12]}"
@@ -234,7 +270,7 @@ def _prune(keep: set[str], log: Log) -> None:
 def ensure_test_image(log: Log = print) -> str:
     """The name of the task test image, built first if no image of its key exists."""
     site_files, dists = site_packages()
-    deps_key = layer_key(base_key(), *dists)
+    deps_key = layer_key(base_key(), *dists, files_stamp(site_files))
     src_files = _pedl_sources()
     name = f"pedl-test-task:{layer_key(deps_key, src_hash(src_files))}"
     if image_exists(name):
@@ -246,8 +282,10 @@ def ensure_test_image(log: Log = print) -> str:
         base = _ensure_base(log)
         deps = f"pedl-test-deps:{deps_key}"
         if not image_exists(deps):
-            log(f"adding determined {DETERMINED_VERSION} and {len(dists)} distributions as {deps}")
+            log(f"adding determined {DETERMINED_VERSION}, torch and {len(dists)} distributions in all as {deps}")
+            layer_started = time.monotonic()
             _commit_layer(base, deps, site_files, SITE_DIR)
+            log(f"added {len(site_files)} files in {time.monotonic() - layer_started:.0f} s")
         log(f"adding src/pedl as {name}")
         _commit_layer(deps, name, src_files, SITE_DIR)
         log(f"built {name} in {time.monotonic() - started:.0f} s")
@@ -294,7 +332,8 @@ def docker_daemon() -> str:
 @pytest.fixture(scope="session")
 def test_image(docker_daemon: str, pytestconfig: pytest.Config) -> str:
     """The name of a local image, pedl-test-task:<key>: Debian bookworm's python3 (3.11) with
-    determined 0.38.1 and its dependencies, and pedl (`import determined, pedl.core` works)."""
+    determined 0.38.1 and its dependencies, torch and torchvision, and pedl (`import determined, torch,
+    pedl.core` works)."""
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
 
     def log(line: str) -> None:  # a build takes minutes: say what it does, past pytest's capture,

@@ -154,7 +154,7 @@ class EC2FaultProxy:
             def _handle(self) -> None:
                 proxy._serve(self)
 
-            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle  # noqa: N815
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
 
         server = QuietHTTPServer(self._bind, Handler)
         server.daemon_threads = True

@@ -167,7 +167,7 @@ class FakeMetadataServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_PUT(self) -> None:  # noqa: N802
+            def do_PUT(self) -> None:
                 fake.requests.append(("PUT", self.path, False))
                 if self.path != "/latest/api/token":
                     return self._send(404, "")
@@ -175,7 +175,7 @@ class FakeMetadataServer:
                     return self._send(400, "missing X-aws-ec2-metadata-token-ttl-seconds")
                 return self._send(200, IMDS_TOKEN)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 if self.path.startswith("/computeMetadata/v1/"):
                     flavored = self.headers.get("Metadata-Flavor") == "Google"
                     fake.requests.append(("GET", self.path, flavored))

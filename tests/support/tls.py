@@ -55,7 +55,7 @@ def https_json_server(files: TlsFiles, body: Any) -> Iterator[tuple[str, list[st
     paths: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:  # http.server's naming
             paths.append(self.path)
             raw = json.dumps(body).encode()
             self.send_response(200)

@@ -10,6 +10,7 @@ import logging
 import random
 import ssl
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ValidationError
@@ -20,14 +21,15 @@ from pedl.agent.options import TOKEN_ENV, TOKEN_WHERE
 from pedl.common.agent_protocol import (
     CLOSE_UNAUTHORIZED,
     CLOSE_VERSION_MISMATCH,
+    CREDENTIAL_HEADER,
     MASTER_MESSAGE,
+    TOKEN_HEADER,
     MasterMessage,
 )
 from pedl.common.master_trust import tls_failure, tls_failure_message
 
 log = logging.getLogger(__name__)
 
-TOKEN_HEADER = "X-Pedl-Agent-Token"
 AGENTS_WS_PATH = "/agents/ws"
 PACKAGE_PATH = "/api/v1/pedl/package"  # the master's own wheel (master/api/package.py)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # start_task carries the full experiment config
@@ -47,22 +49,36 @@ def ws_url(master_url: str) -> str:
     return urlunsplit((scheme, parts.netloc, parts.path + AGENTS_WS_PATH, "", ""))
 
 
-def open_connection(master_url: str, token: str | None, ssl_context: ssl.SSLContext | None = None) -> connect:
-    """An awaitable / async context manager that opens the socket (no automatic reconnects).
+def open_connection(master_url: str, token: str | None, ssl_context: ssl.SSLContext | None = None,
+                    credential: str | None = None) -> connect:
+    """An awaitable / async context manager that opens the socket (no automatic reconnects), presenting
+    the agent's credential and the enrollment secret `token` (which registers an id that has no credential).
     `ssl_context` verifies a wss:// master (None: the system's CAs); ws:// takes none."""
     headers = {TOKEN_HEADER: token} if token else {}
+    if credential:
+        headers[CREDENTIAL_HEADER] = credential
     url = ws_url(master_url)
-    tls = {"ssl": ssl_context} if ssl_context is not None and url.startswith("wss://") else {}
+    tls: dict[str, Any] = {"ssl": ssl_context} if ssl_context is not None and url.startswith("wss://") else {}
     return connect(url, additional_headers=headers, open_timeout=OPEN_TIMEOUT_S, max_size=MAX_MESSAGE_BYTES, **tls)
 
 
-def refusal(exc: BaseException) -> AgentRefused | None:
+CREDENTIAL_REASONS = ("credential of its own", "wrong credential")  # the master's close reasons about credentials
+
+
+def refusal(exc: BaseException, agent_id: str = "ID", credential_path: Path | None = None) -> AgentRefused | None:
     """The `AgentRefused` that `exc` means, if it means one."""
-    hint = f"pass the right one with --token or {TOKEN_ENV}: {TOKEN_WHERE}"
+    hint = f"pass the right one with --token-file or {TOKEN_ENV}: {TOKEN_WHERE}"
+    if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_UNAUTHORIZED \
+            and any(r in exc.rcvd.reason for r in CREDENTIAL_REASONS):
+        where = f" ({credential_path})" if credential_path is not None else ""
+        return AgentRefused(
+            f"the master refused this agent (close {exc.rcvd.code}: {exc.rcvd.reason}): the master issued agent id "
+            f"{agent_id} a credential of its own, which this agent's work dir{where} does not hold. If that file "
+            f"was lost, an admin runs `pedl agent forget {agent_id}`; the agent token then registers this id again")
     if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_VERSION_MISMATCH:
         return AgentRefused(f"the master refused this agent: its version differs ({exc.rcvd.reason}); run the "
                             f"master's version on this host: `pip install pedl==VERSION`, or the wheel the master "
-                            f"serves at {PACKAGE_PATH} (with the agent token in {TOKEN_HEADER})")
+                            f"serves at {PACKAGE_PATH} (with a login, or the agent token in {TOKEN_HEADER})")
     if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_UNAUTHORIZED:
         return AgentRefused(f"the master refused this agent (close {exc.rcvd.code}: "
                             f"{exc.rcvd.reason or 'unauthorized'}); {hint}")

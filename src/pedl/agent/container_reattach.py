@@ -63,28 +63,28 @@ class ReattachedContainer:
 
     def __init__(self, found: FoundContainer, work_dir: Path, send: Callable[[BaseModel], None]) -> None:
         self.allocation_id = found.allocation_id
-        self._name = found.name
+        self.container = found.name
         self._work_dir = work_dir
         self._send = send
         self._logs = LogBatcher(found.allocation_id, send)
         self._kill_reason = ""
-        self._stopper: asyncio.Task[None] | None = None
+        self._stopper: asyncio.Task[tuple[int, str]] | None = None
         self.exited = False
         self.pid: int | None = None
 
     async def run(self) -> int | None:
         since = f"{time.time():.3f}"
         follow = await asyncio.create_subprocess_exec(
-            "docker", "logs", "--follow", "--since", since, self._name, stdin=asyncio.subprocess.DEVNULL,
+            "docker", "logs", "--follow", "--since", since, self.container, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         assert follow.stdout is not None and follow.stderr is not None
         readers = [asyncio.create_task(pump_lines(follow.stdout, lambda line: self._logs.add("stdout", line))),
                    asyncio.create_task(pump_lines(follow.stderr, lambda line: self._logs.add("stderr", line)))]
-        self._logs.add("agent", f"pedl agent: took up container {self._name} again after an agent restart "
-                                f"(its output while the agent was away is in `docker logs {self._name}`)")
+        self._logs.add("agent", f"pedl agent: took up container {self.container} again after an agent restart "
+                                f"(its output while the agent was away is in `docker logs {self.container}`)")
         code: int | None
         try:
-            status, out = await containers.docker_command("wait", self._name, timeout=None)
+            status, out = await containers.docker_command("wait", self.container, timeout=None)
             code = int(out.split()[-1]) if status == 0 and out.split() and out.split()[-1].lstrip("-").isdigit() \
                 else None
         finally:
@@ -94,7 +94,7 @@ class ReattachedContainer:
             with contextlib.suppress(ProcessLookupError):
                 follow.kill()
             await follow.wait()
-        await containers.remove(self.allocation_id)
+        await containers.remove(self.container)
         self.finish(code, self._kill_reason or ("" if code is not None else "the container vanished"))
         return code
 
@@ -104,12 +104,13 @@ class ReattachedContainer:
             return
         self._kill_reason = reason or "killed"
         self._stopper = asyncio.ensure_future(containers.docker_command(
-            "stop", "--time", str(max(int(grace_period), 0)), self._name, timeout=grace_period + 60))
+            "stop", "--time", str(max(int(grace_period), 0)), self.container, timeout=grace_period + 60))
 
     def finish(self, code: int | None, reason: str) -> None:
         self._logs.flush()
         self.exited = True
         # what the task's first runtime would have removed at its exit (task_runtime.py)
         shutil.rmtree(self._work_dir / INFO_ROOT / self.allocation_id, ignore_errors=True)
+        shutil.rmtree(self._work_dir / INFO_ROOT / f"{self.allocation_id}.model", ignore_errors=True)
         (self._work_dir / INFO_ROOT / f"{self.allocation_id}.env").unlink(missing_ok=True)
         self._send(TaskExited(allocation_id=self.allocation_id, exit_code=code, reason=reason))

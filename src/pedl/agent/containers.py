@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pedl.agent import task_info
@@ -39,8 +40,10 @@ class ContainerError(Exception):
     """The container could not be prepared; the message is shown to the user."""
 
 
-def container_name(allocation_id: str) -> str:
-    return f"pedl-{allocation_id}"
+def container_name(allocation_id: str, agent_id: str) -> str:
+    """The task's container on this agent: each agent of a trial spread over several, on one host and
+    Docker daemon, runs a container of its own."""
+    return f"pedl-{allocation_id}-{re.sub(r'[^A-Za-z0-9_.-]', '-', agent_id)}"
 
 
 def docker_problem() -> str | None:
@@ -82,7 +85,7 @@ async def docker_command(*args: str, timeout: float | None = DOCKER_TIMEOUT_S,
     return proc.returncode or 0, out.decode(errors="replace").strip()
 
 
-async def ensure_image(spec: ContainerSpec, image: str, progress) -> None:  # noqa: ANN001 - (str) -> None
+async def ensure_image(spec: ContainerSpec, image: str, progress: Callable[[str], None]) -> None:
     """The image is on this host, pulled when missing or when force_pull asks; a failure names the
     image and says what Docker said."""
     if not spec.force_pull:
@@ -111,11 +114,11 @@ def _registry_of(image: str) -> str:
 def run_argv(*, spec: ContainerSpec, image: str, allocation_id: str, agent_id: str, task_dir: Path,
              info_dir: Path | None, env_file: Path, entrypoint: Sequence[str], gpu_devices: Sequence[str],
              shared_fs: Path | None, master_cert: Path | None, user: tuple[int, int] | None = None,
-             accounts: Path | None = None) -> list[str]:
+             accounts: Path | None = None, model_copy: Path | None = None) -> list[str]:
     """`docker run` for the task: attached, removed at exit, its files mounted, its GPUs passed;
     as `user` (uid, gid) when given, with `accounts` (a directory holding passwd and group) over
     the image's /etc/passwd and /etc/group, so the names resolve."""
-    argv = ["docker", "run", "--rm", "--init", "--name", container_name(allocation_id),
+    argv = ["docker", "run", "--rm", "--init", "--name", container_name(allocation_id, agent_id),
             "--label", f"{AGENT_LABEL}={agent_id}", "--label", f"{ALLOCATION_LABEL}={allocation_id}",
             "--label", f"{WORK_DIR_LABEL}={task_dir.parent.resolve()}",
             "--env-file", str(env_file), "--workdir", WORKDIR, "--network", spec.network_mode,
@@ -123,6 +126,8 @@ def run_argv(*, spec: ContainerSpec, image: str, allocation_id: str, agent_id: s
             "-v", f"{task_dir}:{WORKDIR}"]
     if info_dir is not None:
         argv += ["-v", f"{info_dir}:{task_info.INFO_DIR}:ro"]
+    if model_copy is not None:
+        argv += ["-v", f"{model_copy}:{task_info.MODEL_COPY_DIR}:ro"]
     if shared_fs is not None:
         # Determined's harness writes under /determined_shared_fs; pedl.core under the host path
         argv += ["-v", f"{shared_fs}:{task_info.SHARED_FS_DIR}", "-v", f"{shared_fs}:{shared_fs}"]
@@ -175,9 +180,9 @@ def write_env_file(path: Path, env: Mapping[str, str]) -> None:
         f.write("\n".join(lines) + "\n")
 
 
-async def kill(allocation_id: str) -> None:
-    await docker_command("kill", container_name(allocation_id))
+async def kill(name: str) -> None:
+    await docker_command("kill", name)
 
 
-async def remove(allocation_id: str) -> None:
-    await docker_command("rm", "-f", container_name(allocation_id))
+async def remove(name: str) -> None:
+    await docker_command("rm", "-f", name)

@@ -10,7 +10,9 @@ import base64
 import binascii
 import gzip
 import io
+import os
 import ssl
+import stat
 import tarfile
 import zlib
 from pathlib import Path
@@ -87,10 +89,22 @@ def unpack_context(tgz: bytes, dest: Path) -> None:
                 archive.extractall(root, members=members, filter="data")
             else:  # Python before 3.11.4 (Debian 12's 3.11.2): the same guards by hand
                 archive.extractall(root, members=[_plain(root, m) for m in members])
+        _owner_writable(root)
     except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise ContextError(f"the model definition is not a valid tgz archive: {exc}") from exc
     except OSError as exc:
         raise ContextError(f"unpacking the model definition into {root} failed: {exc}") from exc
+
+
+def _owner_writable(root: Path) -> None:
+    """The task owns its copy: what was read-only where it was packed (a read-only checkout) is writable
+    by the task's user here, as it is to the root user of Determined's containers."""
+    for directory, _dirs, files in os.walk(root):
+        os.chmod(directory, os.stat(directory).st_mode & 0o7777 | stat.S_IRWXU)
+        for name in files:
+            path = os.path.join(directory, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode & 0o7777 | stat.S_IRUSR | stat.S_IWUSR)
 
 
 def _plain(root: Path, member: tarfile.TarInfo) -> tarfile.TarInfo:

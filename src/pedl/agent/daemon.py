@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from websockets.asyncio.client import ClientConnection
 from websockets.frames import CloseCode
 
-from pedl.agent import container_reattach, containers, task_info
+from pedl.agent import container_reattach, containers, port_checks, task_info
 from pedl.agent.connection import (
     AgentRefused,
     Backoff,
@@ -30,15 +30,17 @@ from pedl.agent.connection import (
     tls_refusal,
     ws_url,
 )
+from pedl.agent.credential_file import read_credential, write_credential
 from pedl.agent.devices import detect_slots
 from pedl.agent.fencing import CHECK_INTERVAL_S, MasterContact
 from pedl.agent.options import AgentOptions
 from pedl.agent.spot_watch import watch_spot
 from pedl.agent.task_env import TaskHost
-from pedl.agent.task_runtime import READER_DRAIN_S, TaskRuntime
+from pedl.agent.task_runtime import READER_DRAIN_S, AgentTask, TaskRuntime
 from pedl.agent.work_dir_lock import lock_work_dir
 from pedl.common import mount_namespace as task_namespace
 from pedl.common.agent_protocol import (
+    CheckPort,
     Heartbeat,
     KillTask,
     MasterMessage,
@@ -71,7 +73,7 @@ class Agent:
         self._host = TaskHost(master_url=options.master_url, agent_id=options.id,
                               work_dir=options.work_path, slots={s.id: s for s in self.slots},
                               master_cert=options.cert_path, ssl_context=options.ssl_context)
-        self.tasks: dict[str, TaskRuntime] = {}  # allocation id -> task not yet exited
+        self.tasks: dict[str, AgentTask] = {}  # allocation id -> task not yet exited
         self._task_runs: dict[str, asyncio.Task[None]] = {}
         self._outbox: deque[BaseModel] = deque()
         self._outbox_ready = asyncio.Event()
@@ -79,6 +81,7 @@ class Agent:
         self._was_registered = False  # in the current connection attempt, for the log line
         self._contact = MasterContact(monotonic)
         self._fence_grace = KillTask.model_fields["grace_period"].default  # the master's, once registered
+        self._side_tasks: set[asyncio.Task[None]] = set()  # port checks under way
 
     @property
     def connected(self) -> bool:
@@ -157,12 +160,12 @@ class Agent:
         for found in await container_reattach.find(self.options.id, self.options.work_path):
             if found.running:
                 runtime = container_reattach.ReattachedContainer(found, self.options.work_path, self._enqueue)
-                self.tasks[found.allocation_id] = runtime  # type: ignore[assignment]
-                self._task_runs[found.allocation_id] = asyncio.create_task(self._run_task(runtime))  # type: ignore[arg-type]
+                self.tasks[found.allocation_id] = runtime
+                self._task_runs[found.allocation_id] = asyncio.create_task(self._run_task(runtime))
                 log.warning("agent %s: took up container %s (allocation %s) again", self.options.id, found.name,
                             found.allocation_id)
             else:
-                await containers.remove(found.allocation_id)
+                await containers.remove(found.name)
                 why = "" if found.exit_code is not None else "ended while the agent was away"
                 self._enqueue(TaskExited(allocation_id=found.allocation_id, exit_code=found.exit_code, reason=why))
                 log.warning("agent %s: container %s (allocation %s) ended with %s while the agent was away",
@@ -177,14 +180,17 @@ class Agent:
             self._was_registered = False
             self.check_master_contact()  # tasks the master has given away die before we reconnect
             try:
-                ws = await open_connection(self.options.master_url, self.options.token, self.options.ssl_context)
+                credential = await asyncio.to_thread(read_credential, self.options.credential_path)
+                ws = await open_connection(self.options.master_url, self.options.token, self.options.ssl_context,
+                                           credential=credential)
                 try:
                     await self._session(ws, backoff)
                 finally:
                     # also on shutdown (cancelled): the master sees "going away", not an error
                     await ws.close(CloseCode.GOING_AWAY, "agent stopping")
             except Exception as exc:
-                refused = refusal(exc) or tls_refusal(exc, self.options.master_url, self.options.cert_path)
+                refused = refusal(exc, self.options.id, self.options.credential_path) or tls_refusal(
+                    exc, self.options.master_url, self.options.cert_path)
                 if refused is not None:
                     log.error("%s", refused)
                     raise refused from exc
@@ -202,6 +208,11 @@ class Agent:
             running_allocations=self.held_allocations(),
             container_runtime="docker" if self._host.no_containers is None else ""))
         registered = await asyncio.wait_for(self._await_registered(ws), REGISTER_TIMEOUT_S)
+        if registered.credential:
+            # first thing: the master keeps only its digest, and this id is admitted with nothing else now
+            await asyncio.to_thread(write_credential, self.options.credential_path, registered.credential)
+            log.info("agent %s: the master issued it a credential of its own, kept in %s", self.options.id,
+                     self.options.credential_path)
         backoff.reset()
         self._contact.reconnect_wait = registered.reconnect_wait
         if registered.kill_grace_period is not None:
@@ -258,7 +269,7 @@ class Agent:
     async def _ping_loop(self, ws: ClientConnection, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            pong = await ws.ping()
+            pong = asyncio.ensure_future(await ws.ping())  # the Future websockets gives, typed as an Awaitable
             pong.add_done_callback(self._pong)
 
     def _pong(self, waiter: asyncio.Future[float]) -> None:
@@ -296,6 +307,8 @@ class Agent:
     def _handle(self, msg: MasterMessage) -> None:
         if isinstance(msg, StartTask):
             self._start_task(msg)
+        elif isinstance(msg, CheckPort):
+            self._spawn(self._check_port(msg))
         elif isinstance(msg, KillTask):
             task = self.tasks.get(msg.allocation_id)
             if task is not None:
@@ -313,7 +326,7 @@ class Agent:
         self.tasks[spec.allocation_id] = runtime
         self._task_runs[spec.allocation_id] = asyncio.create_task(self._run_task(runtime))
 
-    async def _run_task(self, runtime: TaskRuntime) -> None:
+    async def _run_task(self, runtime: AgentTask) -> None:
         try:
             await runtime.run()
         except Exception as exc:  # a bug must still end the task for the master
@@ -324,6 +337,14 @@ class Agent:
         finally:
             self.tasks.pop(runtime.allocation_id, None)
             self._task_runs.pop(runtime.allocation_id, None)
+
+    async def _check_port(self, msg: CheckPort) -> None:
+        self._enqueue(await port_checks.answer(msg, self.tasks.get(msg.allocation_id)))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
 
     def _exit_pending(self, allocation_id: str) -> bool:
         return any(isinstance(m, TaskExited) and m.allocation_id == allocation_id

@@ -14,6 +14,15 @@ from pathlib import Path
 from pedl.common.agent_protocol import AgentUserGroup
 
 
+def effective(run_as: AgentUserGroup | None, euid: int) -> AgentUserGroup | None:
+    """Who this agent runs a task as. A user's own uid that the master derived (`derived`: the user has
+    no link) applies where the agent runs as root; any other agent runs such a task as itself, as it
+    runs every task (only root changes user)."""
+    if run_as is not None and run_as.derived and euid != 0:
+        return None
+    return run_as
+
+
 def refusal(run_as: AgentUserGroup | None, agent_id: str, euid: int, egid: int) -> str | None:
     """Why this agent cannot run the task as `run_as`, or None. Only root changes user; an agent
     running as the very uid and gid asked for runs the task as itself."""
@@ -85,6 +94,25 @@ def blocked_at(path: Path, uid: int, groups: list[int]) -> Path | None:
         if not st.st_mode & bit:
             return directory
     return None
+
+
+def storage_note(path: Path, uid: int, groups: list[int]) -> str | None:
+    """What keeps uid (with these groups) from making checkpoints in the storage directory `path`, for
+    the task's log; None when nothing does (judged by mode bits)."""
+    blocked = blocked_at(path, uid, groups)
+    if blocked is not None:
+        return (f"uid {uid} cannot enter {blocked}, so the task cannot reach the checkpoint storage's host_path "
+                f"{path}: every directory above it must be enterable by the task users (chmod o+x)")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    bit = stat.S_IWUSR if st.st_uid == uid else stat.S_IWGRP if st.st_gid in groups else stat.S_IWOTH
+    if uid == 0 or st.st_mode & bit:
+        return None
+    return (f"uid {uid} may not create checkpoints in the checkpoint storage's host_path {path} (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}): make it mode 1777, as the agent makes one it "
+            "creates, or writable by the task users' group")
 
 
 def give_tree(root: Path, uid: int, gid: int) -> None:

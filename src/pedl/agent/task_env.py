@@ -1,6 +1,8 @@
 """The environment and command line of a task process, built from `start_task` and the agent.
 
-Pure functions, so the contract in docs/internals.md ("Agent <-> master") is easy to test.
+Pure functions, so the contract in docs/internals.md ("Agent <-> master") is easy to test. A task
+inherits only the agent's variables that `INHERITED` allows, never the rest of its environment (which
+may hold secrets, the agent token among them).
 """
 
 from __future__ import annotations
@@ -34,11 +36,23 @@ class TaskHost:
     no_containers: str | None = "not probed"  # why tasks that name an image cannot run here; None: they can
 
 
+# the agent's variables a task inherits: the search path, the locale, the time zone, the terminal, the
+# temporary directory and HOME (which a task run as another user gets from run_as instead)
+INHERITED = frozenset({"PATH", "LANG", "TZ", "TERM", "TMPDIR", "HOME"})
+INHERITED_PREFIXES = ("LC_",)
+
+
+def inherited(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `environ` a task inherits (INHERITED, and the locale's LC_*)."""
+    return {k: v for k, v in environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+
+
 def task_env(spec: StartTask, host: TaskHost,
              base: Mapping[str, str] | None = None, *, gpu: bool = False) -> dict[str, str]:
-    """os.environ + the experiment's variables of the task's device type + start_task.env + what
-    only the agent knows; the agent's values win."""
-    env = dict(os.environ if base is None else base)
+    """The allowed part of the agent's environment (`base`, else os.environ) + the experiment's
+    variables of the task's device type + start_task.env + what only the agent knows; the agent's
+    values win."""
+    env = inherited(os.environ if base is None else base)
     env.update(spec.device_env.get("gpu" if gpu else "cpu", {}))
     env.update(spec.env)
     cuda = [host.slots[s] for s in spec.slot_ids if s in host.slots and host.slots[s].type == "cuda"]

@@ -16,9 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from pedl.config.checkpoint_storage import as_determined
+from pedl.config.trial_api import determined_trial_config
 
 INFO_DIR = "/run/determined/info"  # where Determined's harness looks (determined/_info.py)
 SHARED_FS_DIR = "/determined_shared_fs"  # determined.constants.SHARED_FS_CONTAINER_PATH
+# determined.constants.MANAGED_TRAINING_MODEL_COPY: a clean copy of the model definition, which the Trial
+# APIs copy into each checkpoint (as `code/`) instead of the working directory the trial writes in
+MODEL_COPY_DIR = "/run/determined/train/model"
 
 
 def info_files(env: Mapping[str, str], gpu_uuids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -49,7 +53,9 @@ def info_files(env: Mapping[str, str], gpu_uuids: Sequence[str]) -> dict[str, di
             "experiment_id": int(env.get("DET_EXPERIMENT_ID", "0") or 0),
             "trial_seed": int(env.get("DET_TRIAL_SEED", "0") or 0),
             "hparams": _json(env.get("DET_HPARAMS"), {}),
-            "config": as_determined(config),  # the region reaches boto3 as AWS_DEFAULT_REGION (storage_variables)
+            # with Determined's defaults, which its harness indexes; the region reaches boto3 as
+            # AWS_DEFAULT_REGION (storage_variables)
+            "config": determined_trial_config(as_determined(config)) if isinstance(config, dict) else config,
             "steps_completed": int(env.get("DET_STEPS_COMPLETED", "0") or 0),
             "trial_run_id": int(env.get("DET_TRIAL_RUN_ID", "1") or 1),
             "debug": bool(config.get("debug", False)) if isinstance(config, dict) else False,
@@ -88,6 +94,33 @@ def shared_fs_host_path(env: Mapping[str, str]) -> Path | None:
     return Path(os.path.expanduser(str(host))) if host else None
 
 
+STORAGE_MODE = 0o1777  # a storage directory the agent creates: as /tmp, each user's tasks add, none removes another's
+
+
+def prepare_shared_fs(env: Mapping[str, str]) -> Path | None:
+    """The shared_fs storage's host_path (shared_fs_host_path), with the directories every user's tasks
+    write in (its storage_path; Determined's <cluster id>/tensorboard/experiment, where each experiment's
+    event files go), created where missing with STORAGE_MODE: the tasks of every user (each its own uid)
+    make their checkpoint and experiment directories there, and the sticky bit keeps each user's from the
+    others. An existing directory is left as it is."""
+    host = shared_fs_host_path(env)
+    if host is None:
+        return None
+    config = _json(env.get("DET_EXPERIMENT_CONFIG"), {})
+    storage_path = os.path.expanduser(str(config["checkpoint_storage"].get("storage_path") or ""))
+    base = Path(os.path.normpath(host / storage_path))
+    shared = [host, base] if base != host and host in base.parents else [host]
+    cluster_id = env.get("DET_CLUSTER_ID", "")
+    if cluster_id and "/" not in cluster_id and cluster_id not in (".", ".."):
+        shared += [shared[-1] / cluster_id, shared[-1] / cluster_id / "tensorboard",
+                   shared[-1] / cluster_id / "tensorboard" / "experiment"]
+    for directory in shared:
+        if not directory.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(directory, STORAGE_MODE)
+    return host
+
+
 def write_info_dir(directory: Path, files: Mapping[str, Mapping[str, Any]]) -> None:
     """A fresh directory holding the files, readable by the task only (the session token is in
     cluster.json)."""
@@ -100,6 +133,11 @@ def write_info_dir(directory: Path, files: Mapping[str, Mapping[str, Any]]) -> N
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(content, f)
+
+
+def model_copy_directory(info_directory: Path) -> Path:
+    """Where the agent keeps a trial's MODEL_COPY_DIR: beside its info files."""
+    return info_directory.with_name(info_directory.name + ".model")
 
 
 def _json(text: str | None, default: Any) -> Any:

@@ -14,26 +14,53 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypedDict
 
 from pydantic import BaseModel
 
-from pedl.agent import containers, run_as, task_info
+from pedl.agent import containers, run_as, task_files, task_info
 from pedl.agent.context import ContextError, fetch_context, unpack_context
 from pedl.agent.rendezvous import rendezvous_port_problem
 from pedl.agent.task_env import CONTEXT_HOOK, TaskHost, task_argv, task_env
 from pedl.agent.task_logs import LogBatcher, pump_lines
 from pedl.common import mount_namespace as task_namespace
 from pedl.common.agent_protocol import StartTask, TaskExited, TaskStarted
+from pedl.common.master_trust import DET_MASTER_CERT_ENV, MASTER_CERT_ENV
+from pedl.common.task_mounts import root_problem
 
 log = logging.getLogger(__name__)
 
 LEFTOVER_WAIT_S = 1.0  # after the main process exits, how long the rest of its group may linger
 READER_DRAIN_S = 5.0  # output pipes held open by processes outside the group are abandoned then
 POLL_S = 0.05
+TASK_TMP = ".tmp"  # in a task's directory: its TMPDIR, when it runs as a user of its own
 INFO_ROOT = ".det-info"  # under the work dir: each task's Determined info files, in a directory of its own
+MASTER_CERT_FILE = "master-ca.pem"  # the CA the agent trusts the master with, among a process task's info files
 
 Send = Callable[[BaseModel], None]
 
+
+class AgentTask(Protocol):
+    """What the agent holds of a task it runs: a TaskRuntime, or a container taken up again after an agent
+    restart (container_reattach.ReattachedContainer)."""
+
+    @property
+    def allocation_id(self) -> str: ...
+
+    @property
+    def exited(self) -> bool: ...  # its exit has been handed to the master's outbox
+
+    async def run(self) -> int | None: ...
+
+    def kill(self, grace_period: float, reason: str = "") -> None: ...
+
+
+class PopenUser(TypedDict, total=False):
+    """Who a process task's process is spawned as, when the agent changes its user (Popen's arguments)."""
+
+    user: int
+    group: int
+    extra_groups: list[int]
 
 class TaskSetupError(Exception):
     """The task could not be started; the message is shown to the user."""
@@ -54,11 +81,17 @@ class TaskRuntime:
         self._escalations: set[asyncio.Task[None]] = set()
         self.exited = False  # task_exited has been handed to `send`
         self._user: run_as.ProcessUser | None = None  # a process task's user, when the agent changes it
-        self._popen_user: dict[str, object] = {}  # Popen's user/group/extra_groups, when not wrapped
+        self._run_as = spec.run_as  # who the task runs as on this agent (run_as.effective), set by _prepare
+        self._popen_user: PopenUser = {}  # Popen's user/group/extra_groups, when not wrapped
 
     @property
     def allocation_id(self) -> str:
         return self.spec.allocation_id
+
+    @property
+    def container(self) -> str:
+        """The name of the task's container, when it runs in one."""
+        return containers.container_name(self.spec.allocation_id, self._host.agent_id)
 
     @property
     def pid(self) -> int | None:
@@ -129,6 +162,11 @@ class TaskRuntime:
         return self._host.work_dir / INFO_ROOT / self.allocation_id
 
     @property
+    def model_copy(self) -> Path:
+        """A trial's clean copy of its model definition (task_info.MODEL_COPY_DIR)."""
+        return task_info.model_copy_directory(self.info_directory)
+
+    @property
     def env_file(self) -> Path:
         """A container task's variables, for docker run's --env-file (they hold its session token)."""
         return self._host.work_dir / INFO_ROOT / f"{self.allocation_id}.env"
@@ -143,28 +181,36 @@ class TaskRuntime:
         busy = rendezvous_port_problem(self.spec.env)
         if busy:
             raise TaskSetupError(busy)
+        self._run_as = run_as.effective(self.spec.run_as, os.geteuid())
         if self.spec.container is None:  # Docker changes a container's user whoever the agent is
-            refused = run_as.refusal(self.spec.run_as, self._host.agent_id, os.geteuid(), os.getegid())
+            refused = run_as.refusal(self._run_as, self._host.agent_id, os.geteuid(), os.getegid())
             if refused:
                 raise TaskSetupError(refused)
         try:
-            await asyncio.to_thread(_fresh_directory, directory)
+            await asyncio.to_thread(task_files.fresh_directory, directory)
         except OSError as exc:
             raise TaskSetupError(f"cannot create the task directory {directory}: {exc}") from exc
         tgz = await fetch_context(self.spec.context_url, self.spec.session_token, self._host.ssl_context,
                                   self._host.master_cert)
         await asyncio.to_thread(unpack_context, tgz, directory)
+        if self.spec.env.get("DET_TRIAL_ID"):
+            await asyncio.to_thread(task_files.model_copy, tgz, self.model_copy, self._run_as)
         argv = task_argv(self.spec.entrypoint, self.spec.startup_hook, (directory / CONTEXT_HOOK).is_file())
         if self.spec.container is not None:
             return await self._container(argv)
         env = task_env(self.spec, self._host, gpu=self._gpu)
-        if self.spec.run_as is not None and os.geteuid() == 0:
+        if self._run_as is not None and os.geteuid() == 0:
             # in its namespace the task works in its directory at Determined's /run/determined/workdir,
             # which the user reaches whoever may enter the agent's work dir (a root agent's is in /root)
             home = Path(containers.WORKDIR) if self._host.no_task_namespace is None else directory
-            self._user = run_as.process_user(self.spec.run_as, home,
-                                             names_shown=self._host.no_task_namespace is None)
+            self._user = run_as.process_user(self._run_as, home, names_shown=self._host.no_task_namespace is None)
             env.update(self._user.env)
+            if "TMPDIR" not in self.spec.env:
+                # a temporary directory of the task's own: in a shared /tmp the first user's task makes the
+                # directories others' tasks then cannot write (TensorBoard's /tmp/.tensorboard-info), and
+                # their files are there for every user to find
+                await asyncio.to_thread((directory / TASK_TMP).mkdir, mode=0o700, exist_ok=True)
+                env["TMPDIR"] = str(home / TASK_TMP)
             blocked = None if self._host.no_task_namespace is None else \
                 run_as.blocked_at(directory, self._user.uid, self._user.groups)
             notes = [*self._user.notes] if blocked is None else [*self._user.notes, (
@@ -173,7 +219,9 @@ class TaskRuntime:
                 "can enter, or run it where it can have mount namespaces")]
             for note in notes:
                 self._logs.add("agent", f"pedl agent {self._host.agent_id}: {note}")
-            await asyncio.to_thread(run_as.give_tree, directory, self._user.uid, self._user.gid)
+            await asyncio.to_thread(task_files.give_directory, directory, self._user.uid, self._user.gid)
+        else:
+            os.chmod(directory, 0o700)
         argv = self._determined_paths(argv, env)  # a few small files: no thread needed
         return argv, env
 
@@ -191,6 +239,10 @@ class TaskRuntime:
         if self._host.no_containers is not None:
             raise TaskSetupError(f"this task names an image ({spec.image_gpu if self._gpu else spec.image_cpu}) "
                                  f"but agent {self._host.agent_id} cannot run containers: {self._host.no_containers}")
+        for i, mount in enumerate(spec.bind_mounts):  # the daemon mounts as root: only the allowed roots bound it
+            refused = root_problem(os.path.realpath(mount["host_path"]), self.spec.bind_mount_roots)
+            if refused:
+                raise TaskSetupError(f"bind_mounts[{i}].host_path {mount['host_path']} {refused}")
         try:
             image = containers.pick_image(spec, self._gpu)
             await containers.ensure_image(spec, image, lambda line: self._logs.add("agent", line))
@@ -202,9 +254,7 @@ class TaskRuntime:
             task_info.write_info_dir(self.info_directory, files)
             env_file = self.env_file
             containers.write_env_file(env_file, env)
-            shared = task_info.shared_fs_host_path(env)
-            if shared is not None:
-                shared.mkdir(parents=True, exist_ok=True)
+            shared = task_info.prepare_shared_fs(env)
         except containers.ContainerError as exc:
             raise TaskSetupError(str(exc)) from exc
         except OSError as exc:
@@ -216,9 +266,9 @@ class TaskRuntime:
             spec=spec, image=image, allocation_id=self.allocation_id, agent_id=self._host.agent_id,
             task_dir=self.directory, info_dir=self.info_directory, env_file=env_file, entrypoint=entrypoint,
             gpu_devices=[slot.id for slot in cuda], shared_fs=shared, master_cert=self._host.master_cert,
-            user=user, accounts=accounts)
+            user=user, accounts=accounts, model_copy=self.model_copy if self.model_copy.is_dir() else None)
         self._logs.add("agent", f"pedl agent {self._host.agent_id}: running in container "
-                                f"{containers.container_name(self.allocation_id)} of image {image}")
+                                f"{self.container} of image {image}")
         return argv, dict(os.environ)
 
     @property
@@ -227,29 +277,15 @@ class TaskRuntime:
         return self._host.work_dir / INFO_ROOT / f"{self.allocation_id}.etc"
 
     async def _container_user(self, image: str) -> tuple[tuple[int, int] | None, Path | None]:
-        """`--user uid:gid` for a task that runs as its owner's agent user group, its files given
-        to that user, and the image's account files with the user and group added (Determined adds
-        them too); without those the task runs all the same, and its log says why names do not
-        resolve."""
-        group = self.spec.run_as
+        """`--user uid:gid` and the account files for a task that runs as its owner's agent user group
+        (task_files.container_accounts); without the files it runs all the same, its log saying why."""
+        group = self._run_as
         if group is None:
             return None, None
-        if os.geteuid() == 0:
-            await asyncio.to_thread(run_as.give_tree, self.directory, group.uid, group.gid)
-            await asyncio.to_thread(run_as.give_tree, self.info_directory, group.uid, group.gid)
-        accounts = self.accounts_directory
-        try:
-            await asyncio.to_thread(_fresh_directory, accounts)
-            passwd, groups = await containers.image_accounts(image, accounts)
-            passwd, groups = run_as.passwd_lines(passwd, groups, group, containers.WORKDIR)
-            (accounts / "passwd").write_text(passwd)
-            (accounts / "group").write_text(groups)
-            os.chmod(accounts, 0o755)
-        except (OSError, containers.ContainerError) as exc:
-            self._logs.add("agent", f"pedl agent {self._host.agent_id}: the container runs as uid {group.uid}, "
-                                    f"gid {group.gid}, but its /etc/passwd and /etc/group could not name them "
-                                    f"{group.user!r} and {group.group!r}: {exc}")
-            return (group.uid, group.gid), None
+        accounts, problem = await task_files.container_accounts(
+            image, group, self.directory, self.info_directory, self.accounts_directory)
+        if problem is not None:
+            self._logs.add("agent", f"pedl agent {self._host.agent_id}: {problem}")
         return (group.uid, group.gid), accounts
 
     def _determined_paths(self, argv: list[str], env: dict[str, str]) -> list[str]:
@@ -257,6 +293,13 @@ class TaskRuntime:
         namespace of its own), or say in its log why it cannot have them."""
         user = self._user
         shm = self.spec.shm_size_bytes
+        try:
+            shared = task_info.prepare_shared_fs(env)
+        except OSError as exc:
+            raise TaskSetupError(f"cannot create the checkpoint storage's host_path: {exc}") from exc
+        note = run_as.storage_note(shared, user.uid, user.groups) if user is not None and shared is not None else None
+        if note is not None:
+            self._logs.add("agent", f"pedl agent {self._host.agent_id}: {note}")
         if self._host.no_task_namespace is not None:
             self._logs.add("agent", f"pedl agent {self._host.agent_id}: no /run/determined/info for this task "
                                     f"({self._host.no_task_namespace}); a script on Determined's Core API "
@@ -272,67 +315,51 @@ class TaskRuntime:
             if user is not None:
                 self._popen_user = {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
             return argv
+        if self._host.master_cert is not None:  # where the task's user reads it, whoever may enter the CA's directory
+            env[MASTER_CERT_ENV] = env[DET_MASTER_CERT_ENV] = f"{task_info.INFO_DIR}/{MASTER_CERT_FILE}"
         files = task_info.info_files(env, self._gpu_uuids())
         try:
             task_info.write_info_dir(self.info_directory, files)
+            if self._host.master_cert is not None:
+                shutil.copyfile(self._host.master_cert, self.info_directory / MASTER_CERT_FILE)
             if user is not None:
                 run_as.give_tree(self.info_directory, user.uid, user.gid)
         except OSError as exc:
             raise TaskSetupError(f"cannot write the task info files in {self.info_directory}: {exc}") from exc
-        binds = [(str(self.info_directory), task_info.INFO_DIR, True)]
-        shared = task_info.shared_fs_host_path(env)
+        binds = [task_namespace.Bind(str(self.info_directory), task_info.INFO_DIR, read_only=True)]
+        if self.model_copy.is_dir():
+            binds.append(task_namespace.Bind(str(self.model_copy), task_info.MODEL_COPY_DIR, read_only=True))
         if shared is not None:
-            try:
-                shared.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise TaskSetupError(f"cannot create the checkpoint storage's host_path {shared}: {exc}") from exc
-            binds.append((str(shared), task_info.SHARED_FS_DIR, False))
-        binds += self._mountpoints()  # a few mkdirs: short enough for the loop
+            binds.append(task_namespace.Bind(str(shared), task_info.SHARED_FS_DIR))
+        binds += self._mountpoints()
         # a bind mount over a system file (a sudoers, a PAM config) must not feed a setuid program: a task that
         # is not root gains no privileges by exec (no_new_privs), as Docker's containers may be run
         no_new_privs = bool(self.spec.bind_mounts) and user is not None
+        task_dir, roots = str(self.directory), self.spec.bind_mount_roots
         if user is None:
-            return task_namespace.wrap(argv, binds, shm_size=shm)
-        try:
-            Path(containers.WORKDIR).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise TaskSetupError(f"cannot create {containers.WORKDIR}: {exc}") from exc
-        binds.append((str(self.directory), containers.WORKDIR, False))
+            return task_namespace.wrap(argv, binds, shm_size=shm, task_dir=task_dir, allowed_roots=roots)
+        binds.append(task_namespace.Bind(str(self.directory), containers.WORKDIR))
         env["PWD"] = containers.WORKDIR
-        if self.spec.run_as is not None:  # the link's names, as a container of the task would show them
+        if self._run_as is not None:  # the user's names, as a container of the task would show them
             try:
-                accounts = run_as.account_files(self.spec.run_as, user.env["HOME"], self.accounts_directory)
+                accounts = run_as.account_files(self._run_as, user.env["HOME"], self.accounts_directory)
             except OSError as exc:
                 raise TaskSetupError(f"cannot write the task's /etc/passwd and /etc/group: {exc}") from exc
             if accounts is not None:
-                binds += [(str(accounts[0]), "/etc/passwd", True), (str(accounts[1]), "/etc/group", True)]
+                binds += [task_namespace.Bind(str(accounts[0]), "/etc/passwd", read_only=True),
+                          task_namespace.Bind(str(accounts[1]), "/etc/group", read_only=True)]
         return task_namespace.wrap(argv, binds, user=(user.uid, user.gid, user.groups), chdir=containers.WORKDIR,
-                                   shm_size=shm, no_new_privs=no_new_privs)
+                                   shm_size=shm, no_new_privs=no_new_privs, task_dir=task_dir, allowed_roots=roots)
 
-    def _mountpoints(self) -> list[tuple[str, str, bool]]:
+    def _mountpoints(self) -> list[task_namespace.Bind]:
         """The task's bind mounts as namespace binds: an absolute container_path as it is, a relative one in
-        the task's directory; a missing mountpoint is made (an empty directory, or file for a file), on the
-        host for an absolute path. A host_path that does not exist is not mounted, and the task's log says so
-        (the agent makes no host path a config names; a TensorBoard's storage may not exist yet)."""
-        out = []
-        for mount in self.spec.bind_mounts:
-            source = Path(mount["host_path"])
-            target = Path(containers.mount_target(mount["container_path"], str(self.directory)))
-            if not source.exists():
-                self._logs.add("agent", f"pedl agent {self._host.agent_id}: bind_mounts: host_path {source} does not "
-                                        f"exist here; {mount['container_path']} is not mounted")
-                continue
-            try:
-                if source.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                elif not target.exists():
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.touch()
-            except OSError as exc:
-                raise TaskSetupError(f"bind_mounts: cannot make the mountpoint {target}: "
-                                     f"{exc.strerror or exc}") from exc
-            out.append((str(source), str(target), bool(mount.get("read_only"))))
-        return out
+        the task's directory. The namespace opens each host_path with the task user's permissions (one it
+        may not read fails the task, naming it; one that does not exist is left out, and the task's log says
+        so) and makes a missing mountpoint in the task's view only, never on the host."""
+        return [task_namespace.Bind(str(mount["host_path"]), containers.mount_target(mount["container_path"],
+                                                                                    str(self.directory)),
+                                    read_only=bool(mount.get("read_only")), as_user=True)
+                for mount in self.spec.bind_mounts]
 
     def _gpu_uuids(self) -> list[str]:
         slots = [self._host.slots.get(s) for s in self.spec.slot_ids]
@@ -358,7 +385,7 @@ class TaskRuntime:
             reader.cancel()
         reason = self._kill_reason if self._kill_requested.is_set() else ""
         if self.spec.container is not None:
-            await containers.remove(self.allocation_id)  # --rm misses it when the client was killed
+            await containers.remove(self.container)  # --rm misses it when the client was killed
         self._exit(code, reason)
         log.info("task %s exited with %s %s", self.allocation_id, code, reason)
         return code
@@ -375,7 +402,9 @@ class TaskRuntime:
     async def _escalate(self) -> None:
         assert self._proc is not None and self._kill_deadline is not None
         await asyncio.sleep(max(self._kill_deadline - time.monotonic(), 0.0))
-        if self._proc.returncode is None:
+        # the leader may be gone (a shell that ended on SIGTERM) while the rest of its group holds on, and
+        # with it the output pipes the agent waits to see closed
+        if self._proc.returncode is None or self._group_alive():
             log.info("task %s outlived its grace period; sending SIGKILL", self.allocation_id)
             self._signal_group(signal.SIGKILL)
 
@@ -384,7 +413,7 @@ class TaskRuntime:
             return
         if sig == signal.SIGKILL and self.spec.container is not None:
             # the client does not pass SIGKILL on: the daemon must end the container itself
-            self._escalations.add(asyncio.ensure_future(containers.kill(self.allocation_id)))
+            self._escalations.add(asyncio.ensure_future(containers.kill(self.container)))
         # the group id is the leader's pid (new session); a group that is gone needs nothing
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
@@ -405,6 +434,7 @@ class TaskRuntime:
 
     def _exit(self, code: int | None, reason: str) -> None:
         shutil.rmtree(self.info_directory, ignore_errors=True)  # it holds the task's session token
+        shutil.rmtree(self.model_copy, ignore_errors=True)
         if "/" not in self.allocation_id and self.allocation_id not in (".", ".."):
             self.env_file.unlink(missing_ok=True)  # so does the container's env file
             shutil.rmtree(self.accounts_directory, ignore_errors=True)
@@ -412,9 +442,3 @@ class TaskRuntime:
         self.exited = True
         self._send(TaskExited(allocation_id=self.allocation_id, exit_code=code, reason=reason))
 
-
-def _fresh_directory(directory: Path) -> None:
-    # a rerun of the same allocation id must not see the files of the last run
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)

@@ -1,5 +1,6 @@
 """`pedl agent run` starts an agent daemon in this process; `pedl agent list` shows connected agents;
-`pedl agent enable|disable` (admins) let an agent take tasks or stop it taking them.
+`pedl agent enable|disable` (admins) let an agent take tasks or stop it taking them, and `pedl agent
+forget` (admins) clears the credential of an agent that lost it.
 The daemon's `--master` is its own option; the global `-m` is used when it is not given."""
 
 from __future__ import annotations
@@ -28,9 +29,15 @@ def run(
     slots: int | None = typer.Option(None, "--slots", min=0,
                                      help="CPU slots when no GPU is found (default 1; 0: none)"),
     token: str | None = typer.Option(
-        None, "--token", envvar="PEDL_AGENT_TOKEN",
-        help="the master's agent token (required): master.yaml's agent_token when set, else the contents "
-             "of <data_dir>/agent_token on the master's host, which the master creates on first start"),
+        None, "--token",
+        help="the master's agent token (its enrollment secret): master.yaml's agent_token when set, else the "
+             "contents of <data_dir>/agent_token on the master's host. On the command line every process of "
+             "this host can read it: prefer --token-file or PEDL_AGENT_TOKEN"),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", metavar="FILE",
+        help="a file of mode 0600 holding the agent token (else PEDL_AGENT_TOKEN, which the agent removes from "
+             "its environment). Needed until the master has issued this agent a credential of its own, which "
+             "the agent keeps in its work dir"),
     no_token: bool = typer.Option(
         False, "--no-token",
         help="connect without a token; only a development master with "
@@ -52,34 +59,41 @@ def run(
 ) -> None:
     """Run an agent in the foreground until SIGINT/SIGTERM.
 
-    The master refuses agents without its agent token; `--no-token` is for a development master
-    that opted in to unauthenticated loopback agents."""
+    The master admits a new agent with its agent token (the enrollment secret) and issues it a
+    credential of its own, which the agent keeps in its work dir and presents from then on; `--no-token`
+    is for a development master that opted in to unauthenticated loopback agents."""
     import logging
+    import os
     import sys
 
     from pedl.agent.connection import AgentRefused
     from pedl.agent.daemon import run_agent  # heavy imports only when an agent is run
-    from pedl.agent.options import TOKEN_WHERE, AgentOptions
+    from pedl.agent.options import TOKEN_ENV, TOKEN_WHERE, AgentOptions, hide_in_cmdline
     from pedl.agent.work_dir_lock import WorkDirError, WorkDirInUse
-
-    if no_token and token:
-        fail("--no-token and a token (--token or PEDL_AGENT_TOKEN) contradict each other; give one")
-    if not no_token and not token:
-        fail(f"an agent needs the master's agent token: pass --token TOKEN or set PEDL_AGENT_TOKEN. "
-             f"Where to find it: {TOKEN_WHERE}. (--no-token connects without one, which only a development "
-             f"master with security.allow_unauthenticated_loopback_agents: true accepts, from its own host.)")
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if no_token and (token or token_file or os.environ.get(TOKEN_ENV)):
+        fail(f"--no-token and a token (--token, --token-file or {TOKEN_ENV}) contradict each other; give one")
+    if token:
+        hidden = hide_in_cmdline(token)
+        logging.getLogger("pedl.agent").warning(
+            "--token puts the agent token on the command line, which every process of this host can read in "
+            "/proc/<pid>/cmdline%s; use --token-file FILE (mode 0600) or %s",
+            " (overwritten there now, but it was readable until the agent started)" if hidden else "", TOKEN_ENV)
 
     url = normalize_master_url(master or state_of(ctx).master)
     try:
         options = AgentOptions(master_url=url, agent_id=agent_id, resource_pool=resource_pool,
-                               slots=slots, token=token or None, work_dir=work_dir, spot_watch=spot_watch,
-                               imds_url=imds_url, cert=cert or state_of(ctx).cert,
+                               slots=slots, token=token or None, token_file=token_file, work_dir=work_dir,
+                               spot_watch=spot_watch, imds_url=imds_url, cert=cert or state_of(ctx).cert,
                                container_runtime=container_runtime)
     except ValueError as exc:
         fail(str(exc))
+    if not no_token and not options.token and not options.credential_path.is_file():
+        fail(f"an agent needs the master's agent token: pass --token-file FILE or set {TOKEN_ENV}. "
+             f"Where to find it: {TOKEN_WHERE}. (--no-token connects without one, which only a development "
+             f"master with security.allow_unauthenticated_loopback_agents: true accepts, from its own host.)")
     try:
         run_agent(options)
     except AgentRefused as exc:
@@ -122,6 +136,14 @@ def disable(ctx: typer.Context, agent_id: str = typer.Argument(..., help="the ag
     agent = client_of(ctx).post(f"/api/v1/agents/{agent_id}/disable", {"drain": drain}).get("agent") or {}
     typer.echo(f"agent {agent_id} disabled" + (" (draining: its tasks run to their end)" if agent.get("draining")
                                                 else ""))
+
+
+@app.command("forget")
+def forget(ctx: typer.Context, agent_id: str = typer.Argument(..., help="the agent's id")) -> None:
+    """Forget an agent's credential, for an agent that lost its credential file (admins; POST
+    /api/v1/agents/ID/forget): the agent token then registers the id again, and the agent gets a new one."""
+    client_of(ctx).post(f"/api/v1/agents/{agent_id}/forget", {})
+    typer.echo(f"agent {agent_id}: credential forgotten; the agent token registers it again")
 
 
 @app.command("enable")

@@ -6,6 +6,7 @@ directory that is renamed into place only when complete."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tarfile
@@ -140,12 +141,17 @@ def _copy(source: Path, staging: Path, resources: dict[str, Any], uuid: str) -> 
                     progress.advance(len(chunk))
 
 
-class _ResponseReader:
-    """The file object tarfile's stream mode reads: the response body, counted as it goes."""
+class _ResponseReader(io.RawIOBase):
+    """The file object tarfile's stream mode reads: the response body, counted as it goes (a raw stream that
+    only reads; tarfile never seeks or writes it)."""
 
     def __init__(self, chunks: Iterator[bytes], on_bytes: Callable[[int], None]) -> None:
+        super().__init__()
         self._chunks, self._on_bytes = chunks, on_bytes
         self._buffer = bytearray()
+
+    def readable(self) -> bool:
+        return True
 
     def read(self, size: int = -1) -> bytes:
         while size < 0 or len(self._buffer) < size:
@@ -166,7 +172,7 @@ def _stream(client: MasterClient, uuid: str, staging: Path) -> None:
         with DownloadProgress(f"Downloading checkpoint {uuid[:8]}", int(length) if length else None) as progress:
             reader = _ResponseReader(resp.iter_bytes(CHUNK), progress.advance)
             try:
-                with tarfile.open(fileobj=reader, mode="r|") as tar:  # type: ignore[call-overload]
+                with tarfile.open(fileobj=reader, mode="r|") as tar:
                     for member in tar:
                         _check_member(member)
                         if hasattr(tarfile, "data_filter"):

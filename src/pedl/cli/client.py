@@ -74,8 +74,10 @@ class MasterClient:
     """One master, one user. The user is `user`, else the master's active user, else `determined`."""
 
     def __init__(self, master: str, *, user: str | None = None, store: AuthStore | None = None,
-                 timeout: float = 30.0, cert: str | None = None) -> None:
-        """`cert`: a CA file to verify an https:// master against instead of the system's CAs."""
+                 timeout: float = 30.0, cert: str | None = None, console: str | None = None) -> None:
+        """`cert`: a CA file to verify an https:// master against instead of the system's CAs. `console`:
+        the master's console socket (data_dir/console.sock) to reach it through, on its host; tokens are
+        still kept for `master`'s URL."""
         self.url = normalize_master_url(master)
         self.store = store or AuthStore()
         self.timeout = timeout
@@ -88,7 +90,11 @@ class MasterClient:
                 verify = client_ssl_context(cert)
             except MasterCertError as exc:
                 raise InvalidArgument(str(exc)) from None
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, verify=verify)
+        if console is not None:  # plain HTTP over the socket, whatever the master's URL says
+            self._http = httpx.Client(base_url="http://pedl-console", timeout=timeout,
+                                      transport=httpx.HTTPTransport(uds=console))
+        else:
+            self._http = httpx.Client(base_url=self.url, timeout=timeout, verify=verify)
 
     def close(self) -> None:
         self._http.close()

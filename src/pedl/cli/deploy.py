@@ -35,6 +35,7 @@ from pedl.cli.deploy_options import (
 from pedl.cli.deploy_stack import describe_command, down_command, list_command, up_command
 from pedl.cli.output import fail, print_json, warn
 from pedl.deploy.options import DEFAULT_INBOUND_CIDR, DEFAULT_MASTER_INSTANCE_TYPE, DEFAULT_MAX_INSTANCES
+from pedl.deploy.template_iam import master_ec2_actions
 
 app = typer.Typer(no_args_is_help=True, help="Deployment helpers.")
 aws_app = typer.Typer(no_args_is_help=True, help="Deploying on AWS.")
@@ -50,12 +51,7 @@ _IAM_ARN = re.compile(r"^arn:aws(?:-[a-z]+)*:iam::\d{12}:(?P<kind>role|instance-
 
 def iam_policy(*, spot: bool = False, agent_role_arn: str | None = None) -> dict[str, Any]:
     """The policy document; the actions are the ones the AWS provider is limited to."""
-    from pedl.master.provisioner.providers.aws import (  # boto3: only here
-        MASTER_EC2_ACTIONS,
-        SPOT_EC2_ACTIONS,
-    )
-
-    actions = list(MASTER_EC2_ACTIONS) + (list(SPOT_EC2_ACTIONS) if spot else [])
+    actions = master_ec2_actions(spot)
     statements: list[dict[str, Any]] = [
         {"Sid": "PedlMasterManagesAgents", "Effect": "Allow", "Action": actions, "Resource": "*"}]
     if agent_role_arn:

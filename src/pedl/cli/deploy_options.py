@@ -71,7 +71,8 @@ def deploy_options(*, cluster_id: str, keypair: str, region: str | None = None,
         return DeployOptions(
             cluster_id=cluster_id, keypair=keypair, region=region, master_instance_type=master_instance_type,
             agent_instance_types=tuple(agent_instance_types or DEFAULT_AGENT_INSTANCE_TYPES),
-            max_instances=max_instances, spot=spot, agent_ami=agent_ami, db=db,  # type: ignore[arg-type]
+            max_instances=max_instances, spot=spot, agent_ami=agent_ami,
+            db=db,  # pyright: ignore[reportArgumentType]  # any string: DeployOptions refuses all but embedded, rds
             inbound_cidr=inbound_cidr, vpc_id=vpc_id, subnet_id=subnet_id, db_subnet_ids=tuple(db_subnet_ids or ()),
             availability_zone=availability_zone, tls=tls, elastic_ip=elastic_ip, package=package)
     except DeployOptionError as exc:

@@ -75,9 +75,11 @@ def kept_checkpoints(client: MasterClient, experiment_id: int, trials: list[dict
     by searcher metric of its checkpoints that still have files, else its latest such one. A
     master's trial list may carry no bestCheckpoint (pedl's does not: it would cost a metrics scan
     per trial), so the experiment's checkpoints are read once, only when one is missing."""
-    chosen = {t.get("id"): (t.get("bestCheckpoint") or {}).get("uuid") for t in trials
-              if (t.get("bestCheckpoint") or {}).get("uuid")
-              and (t.get("bestCheckpoint") or {}).get("state") != DELETED}
+    chosen: dict[Any, str] = {}
+    for t in trials:
+        best = t.get("bestCheckpoint") or {}
+        if best.get("uuid") and best.get("state") != DELETED:
+            chosen[t.get("id")] = best["uuid"]
     if len(chosen) == len(trials):
         return chosen
     try:

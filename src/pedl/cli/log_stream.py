@@ -44,8 +44,8 @@ def log_text(record: dict[str, Any], prefix: str = "") -> str:
 
 def log_id(record: dict[str, Any]) -> int | None:
     try:
-        return int(record.get("id"))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return int(record["id"])
+    except (KeyError, TypeError, ValueError):
         return None
 
 

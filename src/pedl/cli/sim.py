@@ -31,7 +31,7 @@ def _fraction(option: str, value: float) -> float:
 
 
 def _trace(argument: str | None, option: str | None) -> str:
-    """The trace, given as the argument (`pedl sim FILE`) or, as before, with `--trace FILE`."""
+    """The trace, given as the argument (`pedl sim FILE`) or with `--trace FILE`."""
     if argument and option and argument != option:
         raise InvalidArgument(f"two traces given: {argument} and --trace {option}; give one")
     trace = argument or option
@@ -132,8 +132,9 @@ def print_report(report: SimReport) -> None:
     for key, label, spec in ROWS:
         rows.append([label, *(spec.format(getattr(report.results[n], key)) for n in names)])
     # a line of its own: as a table title it would wrap at the (narrow) table's width
-    console.print(f"[bold]pedl sim[/bold]: {escape(', '.join(o.name for o in pool.offers))}, max {pool.max_instances}, "
-                  f"idle {format_duration(round(pool.max_idle))}, {'spot' if pool.spot else 'on-demand'}",
+    p = pool.scaling
+    console.print(f"[bold]pedl sim[/bold]: {escape(', '.join(o.name for o in p.types))}, max {p.max_instances}, "
+                  f"idle {format_duration(round(p.max_idle))}, {'spot' if p.spot else 'on-demand'}",
                   soft_wrap=True)
     print_table(["figure", *names], rows)
     for name in names:

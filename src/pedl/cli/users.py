@@ -9,7 +9,7 @@ import typer
 from pedl.cli.auth_store import salt_and_hash
 from pedl.cli.client import MasterClient
 from pedl.cli.output import JsonFlag, fail, fmt_time, print_json, print_table, say
-from pedl.cli.state import client_of
+from pedl.cli.state import client_of, state_of
 from pedl.errors import NotFound
 
 app = typer.Typer(no_args_is_help=True, help="Log in and manage users.")
@@ -39,13 +39,22 @@ def user_id_of(client: MasterClient, username: str) -> int:
 
 
 @app.command("login")
-def login(ctx: typer.Context, username: str | None = typer.Argument(None)) -> None:
+def login(ctx: typer.Context, username: str | None = typer.Argument(None),
+          console: str | None = typer.Option(
+              None, "--console", metavar="SOCKET",
+              help="log in through the master's console socket (DATA_DIR/console.sock, on the master's host, as "
+                   "its user or root): never held up by others' failed logins")) -> None:
     """Log in and make USERNAME the active user of this master."""
-    client = client_of(ctx)
+    state = state_of(ctx)
+    client = client_of(ctx) if console is None else MasterClient(state.master, user=state.user, console=console)
     if username is None:
-        username = typer.prompt("Username")
+        username = str(typer.prompt("Username"))
     password = _prompt_password(f"Password for user '{username}'")
-    client.login(username, password)
+    try:
+        client.login(username, password)
+    finally:
+        if console is not None:
+            client.close()
     client.store.set_active_user(client.url, username)
     say(f"Logged in as '{username}' at {client.url}")
 

@@ -1,8 +1,10 @@
 """Messages between agent and master over the agent WebSocket (`/agents/ws`), as JSON objects
 with a `type` field. Both sides import these models, so the protocol lives in one place.
 
-Connection: the agent opens the socket with the header `X-Pedl-Agent-Token` and sends `register`
-first; the master answers `registered` or closes with code 4401 (no or wrong token) / 4400.
+Connection: the agent opens the socket with its credential (`X-Pedl-Agent-Credential`, once it has one)
+and the enrollment secret (`X-Pedl-Agent-Token`) and sends `register` first; the master answers
+`registered` (with the agent's own credential at its first registration) or closes with code 4401 (no
+or wrong secret, or an id whose credential was not presented) / 4400.
 """
 
 from __future__ import annotations
@@ -77,7 +79,18 @@ class SpotInterruption(_Msg):
     time: str = ""
 
 
-AgentMessage = Annotated[Register | Heartbeat | TaskStarted | TaskLogs | TaskExited | SpotInterruption,
+class PortChecked(_Msg):
+    """The answer to `check_port`: whether a socket listening on that port belongs to a process of the task."""
+
+    type: Literal["port_checked"] = "port_checked"
+    request_id: str
+    allocation_id: str
+    port: int
+    owned: bool
+    reason: str = ""  # why not, for the task's error
+
+
+AgentMessage = Annotated[Register | Heartbeat | TaskStarted | TaskLogs | TaskExited | SpotInterruption | PortChecked,
                          Field(discriminator="type")]
 AGENT_MESSAGE = TypeAdapter(AgentMessage)
 
@@ -94,6 +107,9 @@ class Registered(_Msg):
     # the master has by then given to other agents; None (an older master): the agent keeps them
     reconnect_wait: float | None = None
     kill_grace_period: float | None = None  # SIGTERM to SIGKILL for those kills; None: KillTask's default
+    # the agent's own credential, issued at its first registration (the master keeps only its hash): the
+    # agent stores it and presents it on every later connection; None when it already has one
+    credential: str | None = None
 
 
 class AgentUserGroup(_Msg):
@@ -104,6 +120,9 @@ class AgentUserGroup(_Msg):
     gid: int
     user: str
     group: str
+    # a uid of the user's own that the master derived (security.task_uid_base: the user has no link): a
+    # root agent runs the task as it, any other agent as itself
+    derived: bool = False
 
 
 class StartTask(_Msg):
@@ -119,8 +138,12 @@ class StartTask(_Msg):
     # the experiment's {cpu, gpu} variables: the agent applies the one of the slots it gave the task
     device_env: dict[str, dict[str, str]] = Field(default_factory=dict)
     container: ContainerSpec | None = None  # None: a process; else the task runs in this container
-    # the owner's agent user group, else the master's security.default_task; None: the agent's own user
+    # the owner's agent user group, else the owner's own derived uid (security.task_uid_base), else the
+    # master's security.default_task; None: the agent's own user
     run_as: AgentUserGroup | None = None
+    # security.bind_mounts.allowed_roots: the host paths bind_mounts may lie under (the agent checks them
+    # resolved); None: anywhere
+    bind_mount_roots: list[str] | None = None
     # the pool's task_container_defaults.startup_hook: shell run before the context's startup-hook.sh
     startup_hook: str = ""
     # resources.shm_size: a process task gets a /dev/shm of its own this size (a container: ContainerSpec's)
@@ -149,14 +172,26 @@ class KillTask(_Msg):
     reason: str = ""
 
 
+class CheckPort(_Msg):
+    """Does a process of this allocation's task listen on this port? Answered with `port_checked`."""
+
+    type: Literal["check_port"] = "check_port"
+    request_id: str
+    allocation_id: str
+    port: int
+
+
 StartTask.model_rebuild()
-MasterMessage = Annotated[Registered | StartTask | KillTask, Field(discriminator="type")]
+MasterMessage = Annotated[Registered | StartTask | KillTask | CheckPort, Field(discriminator="type")]
 MASTER_MESSAGE = TypeAdapter(MasterMessage)
 
 
 def dump(msg: BaseModel) -> dict[str, Any]:
     return msg.model_dump(mode="json")
 
+
+TOKEN_HEADER = "X-Pedl-Agent-Token"  # the enrollment secret (the cluster's, or an instance's single-use one)
+CREDENTIAL_HEADER = "X-Pedl-Agent-Credential"  # the agent's own credential
 
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_BAD_REQUEST = 4400

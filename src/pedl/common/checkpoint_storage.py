@@ -19,7 +19,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from pedl.common.checkpoint_files import list_directory, open_below
 from pedl.errors import Forbidden, InvalidArgument, NotFound, PedlError, Unavailable
@@ -222,7 +222,7 @@ class S3Storage(TransferStorage):
             config = Config(retries={"max_attempts": 5, "mode": "standard"},
                             s3={"addressing_style": "path"} if self.endpoint_url else None)
             # a session per storage: boto3's default session is not safe to share across threads
-            self._client = boto3.session.Session().client(
+            self._client = boto3.Session().client(
                 "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=config)
         return self._client
 
@@ -366,14 +366,20 @@ def _mapped_code(code: str, message: str, status: int, action: str, where: str, 
     return PedlError(f"cannot {action} {where}: {detail}{tail}")
 
 
-def storage_from_config(config: Mapping[str, Any]) -> CheckpointStorage:
+class ConfigModel(Protocol):
+    """A config model (pydantic's, which this module does not import: the Core API loads it in tasks)."""
+
+    def model_dump(self) -> dict[str, Any]: ...
+
+
+def storage_from_config(config: Mapping[str, Any] | ConfigModel) -> CheckpointStorage:
     """Build the storage an experiment's (or master's) `checkpoint_storage` section describes.
 
     Accepts the config model's dump or a plain dict; keys other than the type's own (the save_*
     retention policy, for instance) are ignored here.
     """
-    if hasattr(config, "model_dump"):
-        config = config.model_dump()  # type: ignore[union-attr]
+    if not isinstance(config, Mapping):
+        config = config.model_dump()
     kind = config.get("type") or "shared_fs"
     if kind == "shared_fs":
         host_path = config.get("host_path")

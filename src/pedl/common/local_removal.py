@@ -1,6 +1,6 @@
 """Removing a checkpoint directory, or some entries of it, from local disk without ever following a
 symlink. The standard library only: the master uses it, and a checkpoint GC task runs it shipped beside
-its script as .pedl/pedl_local_removal.py (services/checkpoint_gc_tasks.py).
+its script as .pedl/pedl_local_removal.py (checkpoints/gc_tasks.py).
 
 Every path is reached one directory at a time with O_NOFOLLOW, so a symlink swapped in for a directory
 is refused (ValueError), never followed; directories are removed with rmtree relative to their parent's

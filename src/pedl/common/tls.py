@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_VALID_DAYS = 3650
@@ -144,6 +145,5 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def _spki(public_key: object) -> bytes:
-    return public_key.public_bytes(serialization.Encoding.DER,  # type: ignore[attr-defined]
-                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+def _spki(public_key: PublicKeyTypes) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import Discriminator, Field, field_validator
 
 from pedl.config.loading import StrictModel
 
@@ -22,24 +22,27 @@ from pedl.config.loading import StrictModel
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
+def absolute_host_path(value: str | None) -> str | None:
+    """An experiment's shared_fs `host_path`, refused unless absolute: a relative one would be judged
+    against the working directory of the master and of each agent, each a different place (master.yaml's
+    own is checked at start, in master/config_check.py)."""
+    if value is not None and (not value.startswith("/") or "\x00" in value):
+        raise ValueError(f"{value!r} must be an absolute path")
+    return value
+
+
 def storage_type(value: Any) -> str:
     """The union tag of a checkpoint_storage section: its `type`, shared_fs when absent."""
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
     return kind or "shared_fs"
 
 
-def storage_union(shared_fs: type, s3: type, directory: type | None = None) -> Any:
-    """The `checkpoint_storage` type: a union of the models tagged by `storage_type`, so errors name
-    the fields of the chosen type only (master.yaml has no `directory`: the master's own storage is
-    one it reaches itself)."""
-    union: Any = Annotated[shared_fs, Tag("shared_fs")] | Annotated[s3, Tag("s3")]
-    names = ["shared_fs", "s3"]
-    if directory is not None:
-        union = union | Annotated[directory, Tag("directory")]
-        names.append("directory")
-    return Annotated[union, Discriminator(
-        storage_type, custom_error_type="invalid_storage_type",
-        custom_error_message="type must be one of: " + ", ".join(names))]
+def storage_discriminator(*names: str) -> Discriminator:
+    """The discriminator of a `checkpoint_storage` union of models tagged by `storage_type` (`names`), so
+    errors name the fields of the chosen type only. The union is written out where it is used, so that
+    type checkers see its members."""
+    return Discriminator(storage_type, custom_error_type="invalid_storage_type",
+                         custom_error_message="type must be one of: " + ", ".join(names))
 
 
 def directory_host_path(container_path: str, container: dict[str, Any] | None) -> str | None:
@@ -83,9 +86,9 @@ class S3Location(StrictModel):
 
     type: Literal["s3"]
     bucket: str = Field(..., description="S3 bucket that holds the checkpoints")
-    prefix: str = Field("", description="key prefix inside the bucket, e.g. 'pedl/checkpoints'")
-    endpoint_url: str | None = Field(None, description="S3-compatible endpoint (MinIO, moto); default AWS")
-    region: str | None = Field(None, description="AWS region of the bucket; default from the environment")
+    prefix: str = Field(default="", description="key prefix inside the bucket, e.g. 'pedl/checkpoints'")
+    endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (MinIO, moto); default AWS")
+    region: str | None = Field(default=None, description="AWS region of the bucket; default from the environment")
 
     @field_validator("bucket")
     @classmethod

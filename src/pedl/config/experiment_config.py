@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import Field, Tag, TypeAdapter, ValidationError, field_validator, model_validator
 
 from pedl.config.byte_sizes import ShmSize
-from pedl.config.checkpoint_storage import S3Location, storage_union
+from pedl.config.checkpoint_storage import S3Location, absolute_host_path, storage_discriminator
 from pedl.config.loading import (
     ConfigError,
     FieldProblems,
@@ -26,7 +26,9 @@ from pedl.config.task_container import (
     check_env_list,
     env_pairs,
     image_name,
+    master_only_problems,
 )
+from pedl.config.trial_api import CheckpointPolicy, OptimizationsConfig, epoch_length_problems
 
 if TYPE_CHECKING:
     from pedl.config.security_config import LimitsConfig
@@ -53,7 +55,7 @@ class IntHP(StrictModel):
     type: Literal["int"]
     minval: Int64
     maxval: Int64
-    count: int | None = Field(None, ge=1, le=INT64_MAX, description="grid points")
+    count: int | None = Field(default=None, ge=1, le=INT64_MAX, description="grid points")
 
     @model_validator(mode="after")
     def _range(self) -> IntHP:
@@ -66,7 +68,7 @@ class DoubleHP(StrictModel):
     type: Literal["double"]
     minval: FiniteFloat
     maxval: FiniteFloat
-    count: int | None = Field(None, ge=1, le=INT64_MAX)
+    count: int | None = Field(default=None, ge=1, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _range(self) -> DoubleHP:
@@ -81,8 +83,8 @@ class LogHP(StrictModel):
     type: Literal["log"]
     minval: FiniteFloat
     maxval: FiniteFloat
-    base: FiniteFloat = Field(10.0, gt=0)
-    count: int | None = Field(None, ge=1, le=INT64_MAX)
+    base: FiniteFloat = Field(default=10.0, gt=0)
+    count: int | None = Field(default=None, ge=1, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _range(self) -> LogHP:
@@ -113,9 +115,9 @@ _HP_ADAPTER: TypeAdapter[Any] = TypeAdapter(Hyperparameter)
 class Length(StrictModel):
     """A training length in Determined's units; `max_length: 100` means 100 batches."""
 
-    batches: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS)
-    epochs: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS)
-    records: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS)
+    batches: int | None = Field(default=None, ge=1, le=MAX_LENGTH_UNITS)
+    epochs: int | None = Field(default=None, ge=1, le=MAX_LENGTH_UNITS)
+    records: int | None = Field(default=None, ge=1, le=MAX_LENGTH_UNITS)
 
     @model_validator(mode="after")
     def _one(self) -> Length:
@@ -149,23 +151,23 @@ class SearcherConfig(StrictModel):
     metric: str = Field(..., min_length=1, max_length=MAX_NAME_LENGTH,
                         description="validation metric the searcher optimizes")
     smaller_is_better: bool = True
-    max_trials: int | None = Field(None, ge=1, description="trials to sample (random, adaptive_asha)")
+    max_trials: int | None = Field(default=None, ge=1, description="trials to sample (random, adaptive_asha)")
     max_length: Length | None = None
     max_concurrent_trials: int = Field(
-        0, ge=0, le=INT64_MAX, description="0 means no limit (adaptive_asha: Determined's per-bracket default)")
+        default=0, ge=0, le=INT64_MAX, description="0 means no limit (adaptive_asha: Determined's per-bracket default)")
     # at least 1.01: rungs are counted by repeated multiplication, about log(max_length)/log(divisor) steps
-    divisor: FiniteFloat = Field(4, ge=1.01, le=1_000_000,
+    divisor: FiniteFloat = Field(default=4, ge=1.01, le=1_000_000,
                                  description="adaptive_asha: keep the top 1/divisor at each rung")
-    max_rungs: int = Field(5, ge=1, le=100, description="adaptive_asha: rungs of the most aggressive bracket")
+    max_rungs: int = Field(default=5, ge=1, le=100, description="adaptive_asha: rungs of the most aggressive bracket")
     mode: Literal["aggressive", "standard", "conservative"] = Field(
-        "standard", description="adaptive_asha: which brackets run (aggressive: one, conservative: all)")
+        default="standard", description="adaptive_asha: which brackets run (aggressive: one, conservative: all)")
     # Determined 0.38's replacement of max_length: rungs measured by a metric of the validation reports
-    time_metric: str | None = Field(None, min_length=1, max_length=MAX_NAME_LENGTH, description=(
+    time_metric: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_LENGTH, description=(
         "adaptive_asha: the validation metric that measures a trial's training (e.g. batches); with max_time"))
-    max_time: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS, description=(
+    max_time: int | None = Field(default=None, ge=1, le=MAX_LENGTH_UNITS, description=(
         "adaptive_asha: the time_metric value a trial that is never stopped trains to; with time_metric"))
-    source_trial_id: int | None = Field(None, ge=0, le=INT64_MAX)
-    source_checkpoint_uuid: str | None = Field(None, max_length=64)
+    source_trial_id: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    source_checkpoint_uuid: str | None = Field(default=None, max_length=64)
 
     _coerce = field_validator("max_length", mode="before")(_coerce_length)
 
@@ -201,35 +203,38 @@ class SearcherConfig(StrictModel):
 
 
 class ResourcesConfig(StrictModel):
-    slots_per_trial: int = Field(1, ge=0, le=MAX_SLOTS_PER_TRIAL)
+    slots_per_trial: int = Field(default=1, ge=0, le=MAX_SLOTS_PER_TRIAL)
     resource_pool: Name | None = None
-    priority: int | None = Field(None, ge=1, le=99, description="1 is most urgent")
-    weight: FiniteFloat = Field(1.0, gt=0, le=1_000_000)
-    max_slots: int | None = Field(None, ge=0, le=1_000_000)
+    priority: int | None = Field(default=None, ge=1, le=99, description="1 is most urgent")
+    weight: FiniteFloat = Field(default=1.0, gt=0, le=1_000_000)
+    max_slots: int | None = Field(default=None, ge=0, le=1_000_000)
     movable: bool = Field(
-        True, description="false: consolidation never moves this experiment's trials to another instance")
-    shm_size: ShmSize = Field(None, description="/dev/shm of each trial: bytes, or '512m', '1.5g' (powers of "
-                                                "1024); left out: task_container_defaults.shm_size_bytes in a "
-                                                "container, the host's /dev/shm for a process")
+        default=True, description="false: consolidation never moves this experiment's trials to another instance")
+    shm_size: ShmSize = Field(default=None, description="/dev/shm of each trial: bytes, or '512m', '1.5g' (powers of "
+                                                        "1024); left out: task_container_defaults.shm_size_bytes in a "
+                                                        "container, the host's /dev/shm for a process")
 
 
 class StorageRetention(StrictModel):
     """Which checkpoints every storage type keeps; left out: the master's checkpoint_storage says."""
 
     save_experiment_best: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
-    save_trial_best: int | None = Field(None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
+        default=None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
+    save_trial_best: int | None = Field(
+        default=None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
     save_trial_latest: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
+        default=None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
 
 
 class SharedFSStorageConfig(StorageRetention):
     """shared_fs storage, or (without `type`) the master's storage with some fields changed: what is
     left out here comes from the master's checkpoint_storage."""
 
-    type: Literal["shared_fs"] | None = Field(None, description="left out: the master's storage type")
-    host_path: str | None = None
+    type: Literal["shared_fs"] | None = Field(default=None, description="left out: the master's storage type")
+    host_path: str | None = Field(default=None, description="an absolute directory on the master and the agents")
     storage_path: str | None = None
+
+    _absolute = field_validator("host_path")(lambda cls, v: absolute_host_path(v))
 
 
 class S3StorageConfig(S3Location, StorageRetention):
@@ -243,7 +248,7 @@ class DirectoryStorageConfig(StorageRetention):
     type: Literal["directory"]
     container_path: str = Field(..., min_length=1, max_length=4096, description="absolute path in the task")
     host_path: str | None = Field(
-        None, max_length=4096,
+        default=None, max_length=4096,
         description="where the master finds the same files; left out: worked out from the bind mounts")
 
     @field_validator("container_path", "host_path")
@@ -254,18 +259,21 @@ class DirectoryStorageConfig(StorageRetention):
         return v
 
 
-CheckpointStorageConfig = storage_union(SharedFSStorageConfig, S3StorageConfig, DirectoryStorageConfig)
+CheckpointStorageConfig = Annotated[
+    Annotated[SharedFSStorageConfig, Tag("shared_fs")] | Annotated[S3StorageConfig, Tag("s3")]
+    | Annotated[DirectoryStorageConfig, Tag("directory")],
+    storage_discriminator("shared_fs", "s3", "directory")]
 
 
 class EnvironmentConfig(StrictModel):
     image: str | DeviceImages | None = Field(
-        None, description="Docker image the task runs in (or {cpu, gpu}); none: a process on the agent")
-    force_pull_image: bool | None = Field(None, description="pull the image even when the agent has it")
+        default=None, description="Docker image the task runs in (or {cpu, gpu}); none: a process on the agent")
+    force_pull_image: bool | None = Field(default=None, description="pull the image even when the agent has it")
     registry_auth: RegistryAuth | None = None
     environment_variables: list[str] | dict[str, str] | DeviceEnvironment = Field(default_factory=list)
     # Determined's Kubernetes pod spec: kept with the config (a TensorBoard inherits it, as Determined's
     # does) and not used, since pedl's agents run processes and Docker containers, not pods
-    pod_spec: dict[str, Any] | None = Field(None, description="accepted, unused (Kubernetes only)")
+    pod_spec: dict[str, Any] | None = Field(default=None, description="accepted, unused (Kubernetes only)")
 
     _env = field_validator("environment_variables", mode="after")(lambda cls, v: check_env_list(v))
     _image = field_validator("image")(lambda cls, v: image_name(v) if isinstance(v, str) else v)
@@ -278,7 +286,7 @@ class EnvironmentConfig(StrictModel):
 
 
 class ReproducibilityConfig(StrictModel):
-    experiment_seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    experiment_seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
 
 
 class ExperimentConfig(StrictModel):
@@ -289,11 +297,11 @@ class ExperimentConfig(StrictModel):
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     searcher: SearcherConfig
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
-    max_restarts: int = Field(5, ge=0, le=MAX_RESTARTS)
+    max_restarts: int = Field(default=5, ge=0, le=MAX_RESTARTS)
     checkpoint_storage: CheckpointStorageConfig | None = None
     min_validation_period: Length | None = None
     min_checkpoint_period: Length | None = None
-    records_per_epoch: int = Field(0, ge=0, le=MAX_LENGTH_UNITS)
+    records_per_epoch: int = Field(default=0, ge=0, le=MAX_LENGTH_UNITS)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     reproducibility: ReproducibilityConfig = Field(default_factory=ReproducibilityConfig)
     data: dict[str, Any] = Field(default_factory=dict, description="free-form, passed to the trial")
@@ -301,11 +309,20 @@ class ExperimentConfig(StrictModel):
     project: Name | None = None
     bind_mounts: list[BindMount] = Field(default_factory=list, description="host directories the task sees")
     metrics_retention: ExperimentMetricsRetention | None = Field(
-        None, description="pedl's: thin this experiment's old training reports (instead of the master's setting)")
+        default=None,
+        description="pedl's: thin this experiment's old training reports (instead of the master's setting)")
     # Determined keys pedl accepts and does not use: scheduling_unit (batches per legacy workload;
     # the Core API has none) and profiling (Determined's profiler, removed in 0.38)
-    scheduling_unit: int | None = Field(None, ge=1, le=MAX_LENGTH_UNITS, description="accepted, unused")
-    profiling: dict[str, Any] | None = Field(None, description="accepted, unused")
+    # Determined's Trial APIs read these (pedl.config.trial_api): batches between training reports, when
+    # to checkpoint after a validation, a validation before the first batch, Determined's profiler
+    scheduling_unit: int | None = Field(
+        default=None, ge=1, le=MAX_LENGTH_UNITS, description="Trial APIs: batches per report")
+    optimizations: OptimizationsConfig = Field(default_factory=OptimizationsConfig)
+    checkpoint_policy: CheckpointPolicy = Field(
+        default="best", description="Trial APIs: checkpoint after which validations")
+    perform_initial_validation: bool = False
+    debug: bool = Field(default=False, description="the harness's debug logs")
+    profiling: dict[str, Any] | None = Field(default=None, description="Trial APIs: Determined's profiler settings")
 
     _coerce_min_val = field_validator("min_validation_period", "min_checkpoint_period",
                                       mode="before")(_coerce_length)
@@ -333,6 +350,13 @@ class ExperimentConfig(StrictModel):
         if problems:
             raise FieldProblems(problems)
         return out
+
+    @model_validator(mode="after")
+    def _epochs(self) -> ExperimentConfig:
+        problems = epoch_length_problems(self)
+        if problems:
+            raise FieldProblems(problems)
+        return self
 
     @model_validator(mode="after")
     def _grid(self) -> ExperimentConfig:
@@ -388,7 +412,7 @@ def parse_experiment_config(text_or_data: str | dict[str, Any], source: str = "e
 
 def validate_checked(model: type[M], data: Any, source: str, limits: LimitsConfig | None) -> M:
     """`data` as `model`, every value checked first (value_problems), each problem listed once with
-    its field."""
+    its field; an `environment` may not set MASTER_ONLY_VARIABLES (master_only_problems)."""
     max_string = limits.max_string_length if limits is not None else None
     if max_string is None:
         from pedl.config.security_config import LimitsConfig  # imports config.loading: load on use
@@ -406,7 +430,13 @@ def validate_checked(model: type[M], data: Any, source: str, limits: LimitsConfi
         fields += [p for p in exc.fields if p["field"] not in named]
         if not fields:
             raise
-    if fields:
+        config = None
+    else:  # what a submission may not set, though a stored config that has it still loads
+        environment = getattr(config, "environment", None)
+        if isinstance(environment, EnvironmentConfig):
+            fields += [{"field": f"environment.{f}", "message": m}
+                       for f, m in master_only_problems(environment.environment_variables)]
+    if fields or config is None:
         lines = "; ".join(f"{p['field']}: {p['message']}" for p in fields)
         raise ConfigError(f"invalid {source}: {lines}", fields=fields)
     return config

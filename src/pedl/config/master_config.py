@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, Tag, field_validator, model_validator
 
-from pedl.config.checkpoint_storage import S3Location, storage_union
+from pedl.config.checkpoint_storage import S3Location, storage_discriminator
 from pedl.config.durations import Duration
 from pedl.config.loading import FieldProblems, StrictModel, load_yaml_file
 from pedl.config.metrics_retention import MetricsRetentionConfig
 from pedl.config.provider_config import ProviderConfig, legacy_provisioner
 from pedl.config.proxy_config import ProxyConfig
 from pedl.config.security_config import LimitsConfig, SecurityConfig
+from pedl.config.server_config import ServerConfig
 from pedl.config.task_container import TaskContainerDefaults
 
 TLS_DEFAULT_PORT = 8443
@@ -28,78 +29,83 @@ def default_data_dir() -> Path:
 class DatabaseConfig(StrictModel):
     """PostgreSQL connection; without a `db:` section the master uses SQLite in the data dir."""
 
-    host: str = Field("127.0.0.1", description="PostgreSQL host")
-    port: int = Field(5432, ge=1, le=65535)
-    user: str = Field("postgres")
-    password: str = Field("")
-    name: str = Field("pedl", description="database name")
+    host: str = Field(default="127.0.0.1", description="PostgreSQL host")
+    port: int = Field(default=5432, ge=1, le=65535)
+    user: str = Field(default="postgres")
+    password: str = Field(default="")
+    name: str = Field(default="pedl", description="database name")
     ssl_mode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
 
 
 class SharedFSStorage(StrictModel):
     type: Literal["shared_fs"] = "shared_fs"
     host_path: str = Field(..., description="directory visible to the master and every agent")
-    storage_path: str | None = Field(None, description="subdirectory of host_path for checkpoints")
-    save_experiment_best: int = Field(0, ge=0)
-    save_trial_best: int = Field(1, ge=0)
-    save_trial_latest: int = Field(1, ge=0)
+    storage_path: str | None = Field(default=None, description="subdirectory of host_path for checkpoints")
+    save_experiment_best: int = Field(default=0, ge=0)
+    save_trial_best: int = Field(default=1, ge=0)
+    save_trial_latest: int = Field(default=1, ge=0)
 
 
 class S3Storage(S3Location):
-    save_experiment_best: int = Field(0, ge=0)
-    save_trial_best: int = Field(1, ge=0)
-    save_trial_latest: int = Field(1, ge=0)
+    save_experiment_best: int = Field(default=0, ge=0)
+    save_trial_best: int = Field(default=1, ge=0)
+    save_trial_latest: int = Field(default=1, ge=0)
 
 
-CheckpointStorageConfig = storage_union(SharedFSStorage, S3Storage)
+# master.yaml has no `directory`: the master's own storage is one it reaches itself
+CheckpointStorageConfig = Annotated[
+    Annotated[SharedFSStorage, Tag("shared_fs")] | Annotated[S3Storage, Tag("s3")],
+    storage_discriminator("shared_fs", "s3")]
 
 
 class SchedulerConfig(StrictModel):
     type: Literal["priority", "fair_share"] = "priority"
     fitting_policy: Literal["best", "worst"] = "best"
     preemption: bool = False
-    default_priority: int = Field(42, ge=1, le=99)
+    default_priority: int = Field(default=42, ge=1, le=99)
 
 
 class ResourcePoolConfig(StrictModel):
     pool_name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
-    max_slots_per_trial: int | None = Field(None, ge=1)
+    max_slots_per_trial: int | None = Field(default=None, ge=1)
     provider: ProviderConfig | None = Field(
-        None, description="dynamic agents for this pool (type: aws or local); none means static agents")
+        default=None, description="dynamic agents for this pool (type: aws or local); none means static agents")
     task_container_defaults: TaskContainerDefaults | None = Field(
-        None, description="the master's task_container_defaults for this pool's tasks, with the fields set here "
-                          "in place of the master's")
+        default=None,
+        description="the master's task_container_defaults for this pool's tasks, with the fields set here "
+                    "in place of the master's")
 
 
 class MasterConfig(StrictModel):
-    port: int = Field(8080, ge=0, le=65535,
+    port: int = Field(default=8080, ge=0, le=65535,
                       description="HTTP port (8443 when security.tls is set, as in the seeds); 0 picks a free one")
-    host: str = Field("0.0.0.0", description="address to bind")
+    host: str = Field(default="0.0.0.0", description="address to bind")
     data_dir: Path = Field(default_factory=default_data_dir)
     db: DatabaseConfig | None = None
     cluster_name: str = ""
     agent_token: str | None = Field(
-        None, description="shared secret agents present; without it the master generates one on first "
-                          "start and keeps it in data_dir/agent_token (mode 0600; a file others may read is "
-                          "refused)")
-    agent_heartbeat_interval: Duration = Field(5.0, description="how often agents send heartbeats")
-    agent_heartbeat_timeout: Duration = Field(15.0, description="silence after which an agent is disconnected")
-    agent_reconnect_wait: Duration = Field(25.0, description="how long a disconnected agent keeps its tasks")
-    task_kill_grace_period: Duration = Field(10.0, description="SIGTERM to SIGKILL delay for killed tasks")
+        default=None, description="the enrollment secret a new agent presents, after which the master issues it a "
+                                  "credential of its own; without it the master generates one on first start and keeps "
+                                  "it in data_dir/agent_token (mode 0600; a file others may read is refused)")
+    agent_heartbeat_interval: Duration = Field(default=5.0, description="how often agents send heartbeats")
+    agent_heartbeat_timeout: Duration = Field(default=15.0, description="silence after which an agent is disconnected")
+    agent_reconnect_wait: Duration = Field(default=25.0, description="how long a disconnected agent keeps its tasks")
+    task_kill_grace_period: Duration = Field(default=10.0, description="SIGTERM to SIGKILL delay for killed tasks")
     rendezvous_port_range: str = Field(
-        "29400-29999", pattern=r"^\d{1,5}-\d{1,5}$",
-        description="ports the chief of a distributed trial offers torch.distributed (MASTER_PORT)")
-    session_ttl: Duration = Field(7 * 24 * 3600.0, description="lifetime of a login token")
+        default="29400-29999", pattern=r"^\d{1,5}-\d{1,5}$",
+        description="ports the chief of each trial offers torch.distributed (C10D_PORT, MASTER_PORT)")
+    session_ttl: Duration = Field(default=7 * 24 * 3600.0, description="lifetime of a login token")
     checkpoint_storage: CheckpointStorageConfig | None = Field(
-        None, description="default storage; shared_fs under data_dir/checkpoints when unset")
+        default=None, description="default storage; shared_fs under data_dir/checkpoints when unset")
     resource_pools: list[ResourcePoolConfig] = Field(
         default_factory=lambda: [ResourcePoolConfig(pool_name="default")])
     checkpoint_gc_tasks: bool = Field(
-        True, description="delete checkpoints on a filesystem (shared_fs, directory) in a checkpoint GC task on an "
-                          "agent of the experiment's pool when one is up, as Determined does; false: the master "
-                          "always deletes them itself")
+        default=True,
+        description="delete checkpoints on a filesystem (shared_fs, directory) in a checkpoint GC task on an "
+                    "agent of the experiment's pool when one is up, as Determined does; false: the master "
+                    "always deletes them itself")
     default_compute_resource_pool: str = "default"
     default_aux_resource_pool: str = "default"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -108,8 +114,11 @@ class MasterConfig(StrictModel):
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     proxy: ProxyConfig = Field(default_factory=ProxyConfig, description="bounds on the proxy to tasks' services")
+    server: ServerConfig = Field(
+        default_factory=ServerConfig, description="read timeouts and connection caps of the master's HTTP server")
     metrics_retention: MetricsRetentionConfig | None = Field(
-        None, description="thin old training reports of every experiment (each may set its own); none: keep all")
+        default=None,
+        description="thin old training reports of every experiment (each may set its own); none: keep all")
 
     @field_validator("data_dir", mode="after")
     @classmethod
@@ -129,7 +138,8 @@ class MasterConfig(StrictModel):
             raise ValueError("provisioner: must be a mapping")
         pools = [dict(p) if isinstance(p, dict) else p
                  for p in data.get("resource_pools") or [{"pool_name": "default"}]]
-        target = next((p for p in pools if isinstance(p, dict) and p.get("pool_name") == "default"), None)
+        target: dict[str, Any] | None = next(
+            (p for p in pools if isinstance(p, dict) and p.get("pool_name") == "default"), None)
         if target is None:
             target = {"pool_name": "default"}
             pools.append(target)
@@ -151,6 +161,18 @@ class MasterConfig(StrictModel):
                 problems.append((key, f"no resource pool named {getattr(self, key)!r}"))
         if problems:
             raise FieldProblems(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _bind_mounts_allowed(self) -> MasterConfig:
+        """The task_container_defaults' bind mounts lie in security.bind_mounts.allowed_roots."""
+        policy = self.security.bind_mounts
+        found = [policy.problem([m.model_dump() for m in defaults.bind_mounts], f"{where}.bind_mounts")
+                 for where, defaults in [("task_container_defaults", self.task_container_defaults),
+                                         *((f"resource_pools[{i}].task_container_defaults", p.task_container_defaults)
+                                           for i, p in enumerate(self.resource_pools))] if defaults is not None]
+        if any(found):
+            raise FieldProblems([problem for problem in found if problem is not None])
         return self
 
     @model_validator(mode="after")

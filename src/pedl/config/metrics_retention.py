@@ -20,7 +20,7 @@ class MetricsRetentionConfig(StrictModel):
     keep_every: int = Field(..., ge=1, le=MAX_KEEP_EVERY,
                             description="keep one training report in this many; 1 keeps them all")
     older_than: Duration = Field(..., gt=0, description="only training reports older than this are thinned")
-    interval: Duration = Field(DEFAULT_INTERVAL, gt=0, description="time between two thinning passes")
+    interval: Duration = Field(default=DEFAULT_INTERVAL, gt=0, description="time between two thinning passes")
 
 
 class ExperimentMetricsRetention(StrictModel):
@@ -29,4 +29,4 @@ class ExperimentMetricsRetention(StrictModel):
     keep_every: int = Field(..., ge=1, le=MAX_KEEP_EVERY,
                             description="keep one training report in this many; 1 keeps them all")
     older_than: Duration | None = Field(
-        None, gt=0, description="left out: the master's older_than, or 168h when the master has none")
+        default=None, gt=0, description="left out: the master's older_than, or 168h when the master has none")

@@ -38,21 +38,21 @@ def parse_master_url(value: str) -> tuple[str, str, int, bool]:
 
 class ProviderCommon(StrictModel):
     master_url: str | None = Field(
-        None, alias="master_address",
+        default=None, alias="master_address",
         description="how agents reach the master; an alias (ec2.local-ipv4, gce.internal-ip, ...) is "
                     "resolved from the instance metadata service at start; port defaults to 8080")
-    startup_script: str = Field("", description="shell run on each new instance before the agent starts")
-    agent_docker_network: str = Field("pedl", description="kept for compatibility with Determined")
-    max_idle_agent_period: Duration = Field(300.0, description="idle time before an instance is terminated")
-    max_agent_starting_period: Duration = Field(1200.0, description="time a launched instance has to register")
+    startup_script: str = Field(default="", description="shell run on each new instance before the agent starts")
+    agent_docker_network: str = Field(default="pedl", description="kept for compatibility with Determined")
+    max_idle_agent_period: Duration = Field(default=300.0, description="idle time before an instance is terminated")
+    max_agent_starting_period: Duration = Field(default=1200.0, description="time a launched instance has to register")
     max_disconnected_period: Duration = Field(
-        600.0, description="time an instance's agent may stay disconnected before the instance is terminated")
-    max_instances: int = Field(5, ge=0)
-    min_instances: int = Field(0, ge=0)
-    launch_error_backoff: Duration = Field(5.0, description="first wait after a failed launch; doubles")
-    launch_error_backoff_max: Duration = Field(300.0, description="cap of the launch backoff")
+        default=600.0, description="time an instance's agent may stay disconnected before the instance is terminated")
+    max_instances: int = Field(default=5, ge=0)
+    min_instances: int = Field(default=0, ge=0)
+    launch_error_backoff: Duration = Field(default=5.0, description="first wait after a failed launch; doubles")
+    launch_error_backoff_max: Duration = Field(default=300.0, description="cap of the launch backoff")
     capacity_retry_period: Duration = Field(
-        DEFAULT_CAPACITY_RETRY, gt=0,
+        default=DEFAULT_CAPACITY_RETRY, gt=0,
         description="how long a type (spot or on-demand) is avoided after a capacity error or an unfulfilled spot "
                     "request; spot is asked for again after it")
     consolidation: ConsolidationConfig = Field(
@@ -85,8 +85,8 @@ Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 class InstancePrice(StrictModel):
     """A type's prices in USD/hour; what is left out comes from the table (spot: a fraction of on-demand)."""
 
-    on_demand: Price | None = Field(None, description="USD/hour on demand; default the table's")
-    spot: Price | None = Field(None, description="USD/hour as spot; default on-demand x DEFAULT_SPOT_FRACTION")
+    on_demand: Price | None = Field(default=None, description="USD/hour on demand; default the table's")
+    spot: Price | None = Field(default=None, description="USD/hour as spot; default on-demand x DEFAULT_SPOT_FRACTION")
 
     @model_validator(mode="after")
     def _some(self) -> InstancePrice:
@@ -105,28 +105,29 @@ def _as_price_mapping(v: Any) -> Any:
 
 class AWSProviderConfig(ProviderCommon):
     type: Literal["aws"]
-    region: str | None = Field(None, description="defaults to the master's own region (instance metadata)")
+    region: str | None = Field(default=None, description="defaults to the master's own region (instance metadata)")
     image_id: str = Field(..., min_length=1, description="AMI of the agent")
-    root_volume_size: int = Field(200, ge=100, description="GB")
-    tag_key: str = Field("determined-ai", min_length=1)
-    tag_value: str = Field("agent", min_length=1)
+    root_volume_size: int = Field(default=200, ge=100, description="GB")
+    tag_key: str = Field(default="determined-ai", min_length=1)
+    tag_value: str = Field(default="agent", min_length=1)
     instance_name: str = "determined-ai-agent"
     ssh_key_name: str = Field(..., min_length=1)
     iam_instance_profile_arn: str | None = None
     network_interface: NetworkInterface = Field(default_factory=NetworkInterface)
-    security_group: str | None = Field(None, description="seed 000's spelling of network_interface.security_group_id")
-    instance_type: str | list[str] = Field("p3.8xlarge", description="a type, or a list in order of preference")
+    security_group: str | None = Field(
+        default=None, description="seed 000's spelling of network_interface.security_group_id")
+    instance_type: str | list[str] = Field(default="p3.8xlarge", description="a type, or a list in order of preference")
     instance_type_prices: dict[str, InstancePrice] = Field(
         default_factory=dict,
         description="prices of the configured types, overriding the table: a number (on-demand USD/hour) or "
                     "{on_demand, spot}")
-    instance_slots: int | None = Field(None, ge=0, description="slots per instance, overriding the GPU table")
-    cpu_slots_allowed: bool = Field(False, description="allow CPU-only types (slots = vCPUs)")
+    instance_slots: int | None = Field(default=None, ge=0, description="slots per instance, overriding the GPU table")
+    cpu_slots_allowed: bool = Field(default=False, description="allow CPU-only types (slots = vCPUs)")
     spot: bool = False
-    spot_max_price: str | None = Field(None, description="USD/hour cap; default the on-demand price")
-    spot_request_timeout: Duration = Field(120.0, description="cancel a spot request unfulfilled this long")
+    spot_max_price: str | None = Field(default=None, description="USD/hour cap; default the on-demand price")
+    spot_request_timeout: Duration = Field(default=120.0, description="cancel a spot request unfulfilled this long")
     spot_fallback_to_on_demand: bool = True
-    endpoint_url: str | None = Field(None, description="EC2 endpoint (moto, LocalStack)")
+    endpoint_url: str | None = Field(default=None, description="EC2 endpoint (moto, LocalStack)")
 
     @field_validator("instance_type", mode="after")
     @classmethod
@@ -204,17 +205,18 @@ class LocalProviderConfig(ProviderCommon):
     """Agents as local processes started by the master: the embedded default for one machine."""
 
     type: Literal["local"]
-    boot_delay: Duration = Field(0.0, description="delay before an instance's agent starts, like a boot")
-    slots_per_instance: int = Field(1, ge=0)
-    instance_type: str = Field("local", description="a label; local instances have one shape")
-    price_per_hour: float = Field(0.0, ge=0, allow_inf_nan=False, description="for cost figures")
+    boot_delay: Duration = Field(default=0.0, description="delay before an instance's agent starts, like a boot")
+    slots_per_instance: int = Field(default=1, ge=0)
+    instance_type: str = Field(default="local", description="a label; local instances have one shape")
+    price_per_hour: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="for cost figures")
     spot_price_per_hour: float | None = Field(
-        None, ge=0, allow_inf_nan=False,
+        default=None, ge=0, allow_inf_nan=False,
         description="as spot, for cost figures and the simulator; default price_per_hour x DEFAULT_SPOT_FRACTION")
-    spot: bool = Field(False, description="launch spot instances first (the local spot market: spot-capacity in "
-                                          "<data_dir>/local-instances says whether there is capacity)")
-    spot_fallback_to_on_demand: bool = Field(True, description="launch on demand while spot capacity is unavailable")
-    max_idle_agent_period: Duration = Field(300.0)
+    spot: bool = Field(
+        default=False, description="launch spot instances first (the local spot market: spot-capacity in "
+                                   "<data_dir>/local-instances says whether there is capacity)")
+    spot_fallback_to_on_demand: bool = Field(
+        default=True, description="launch on demand while spot capacity is unavailable")
 
     def instance_types(self) -> list[str]:
         return [self.instance_type]

@@ -22,17 +22,19 @@ MAX_IDLE_TIMEOUT = 365 * 24 * 3600.0
 
 
 class TaskResources(StrictModel):
-    slots: int | None = Field(None, ge=0, description="slots the task holds (0: none); left out: 1, a TensorBoard's 0")
+    slots: int | None = Field(
+        default=None, ge=0, description="slots the task holds (0: none); left out: 1, a TensorBoard's 0")
     resource_pool: Name | None = None
-    priority: int | None = Field(None, ge=1, le=99, description="1 is most urgent")
-    weight: float = Field(1.0, gt=0, le=1_000_000, allow_inf_nan=False)
-    shm_size: ShmSize = Field(None, description="/dev/shm of the task: bytes, or '512m', '1.5g' (powers of 1024); "
-                                                "left out: task_container_defaults.shm_size_bytes in a container, "
-                                                "the host's /dev/shm for a process")
+    priority: int | None = Field(default=None, ge=1, le=99, description="1 is most urgent")
+    weight: float = Field(default=1.0, gt=0, le=1_000_000, allow_inf_nan=False)
+    shm_size: ShmSize = Field(
+        default=None, description="/dev/shm of the task: bytes, or '512m', '1.5g' (powers of 1024); "
+                                  "left out: task_container_defaults.shm_size_bytes in a container, "
+                                  "the host's /dev/shm for a process")
     # Determined keys accepted and not used: a process or container on one agent has no other say
-    max_slots: int | None = Field(None, ge=0, le=1_000_000, description="accepted, unused")
-    devices: list[Any] | None = Field(None, description="accepted, unused")
-    is_single_node: bool | None = Field(None, description="accepted, unused")
+    max_slots: int | None = Field(default=None, ge=0, le=1_000_000, description="accepted, unused")
+    devices: list[Any] | None = Field(default=None, description="accepted, unused")
+    is_single_node: bool | None = Field(default=None, description="accepted, unused")
 
     @field_validator("slots")
     @classmethod
@@ -43,23 +45,23 @@ class TaskResources(StrictModel):
 
 
 class TaskConfig(StrictModel):
-    description: str = Field("", max_length=MAX_DESCRIPTION)
-    entrypoint: str | list[str] | None = Field(None, description="a command's argv (or shell text)")
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
+    entrypoint: str | list[str] | None = Field(default=None, description="a command's argv (or shell text)")
     resources: TaskResources = Field(default_factory=TaskResources)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     bind_mounts: list[BindMount] = Field(default_factory=list, description="host directories the task sees")
     # a task starts in its own directory, where its context is (Determined's /run/determined/workdir)
-    work_dir: str | None = Field(None, max_length=4096, description="accepted, unused")
+    work_dir: str | None = Field(default=None, max_length=4096, description="accepted, unused")
     idle_timeout: Duration | None = Field(
-        None, ge=1, le=MAX_IDLE_TIMEOUT,
+        default=None, ge=1, le=MAX_IDLE_TIMEOUT,
         description="a notebook or TensorBoard unused for this long is killed (none: never)")
     notebook_idle_type: Literal["kernels_or_terminals", "kernel_connections", "activity"] = Field(
-        "kernels_or_terminals", description="what keeps a notebook busy")
+        default="kernels_or_terminals", description="what keeps a notebook busy")
     tensorboard_args: list[str] = Field(default_factory=list, description="more arguments for tensorboard")
     # accepted and not used (Determined's debug logging, and the HPC launchers pedl has none of)
-    debug: bool | None = Field(None, description="accepted, unused")
-    pbs: dict[str, Any] | None = Field(None, description="accepted, unused")
-    slurm: dict[str, Any] | None = Field(None, description="accepted, unused")
+    debug: bool | None = Field(default=None, description="accepted, unused")
+    pbs: dict[str, Any] | None = Field(default=None, description="accepted, unused")
+    slurm: dict[str, Any] | None = Field(default=None, description="accepted, unused")
 
     @field_validator("entrypoint", mode="before")
     @classmethod

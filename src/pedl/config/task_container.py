@@ -109,6 +109,27 @@ def env_pairs(value: list[str] | dict[str, str]) -> dict[str, str]:
     return dict(item.split("=", 1) for item in value if "=" in item)
 
 
+# the variables the agent acts on as root: DET_EXPERIMENT_CONFIG names the shared_fs host_path it mounts
+# read-write at /determined_shared_fs and creates directories in, DET_CLUSTER_ID directories it creates
+# there (pedl.agent.task_info). The master alone sets them; a task's config and task_container_defaults never do.
+MASTER_ONLY_VARIABLES = frozenset({"DET_EXPERIMENT_CONFIG", "DET_CLUSTER_ID"})
+
+
+def master_only_problems(value: list[str] | dict[str, str] | DeviceEnvironment) -> list[tuple[str, str]]:
+    """(path under environment_variables, message) for each variable of `value` (a config's
+    environment_variables, in any of its forms) that only the master sets."""
+    forms = ([(f".{d}", getattr(value, d)) for d in DeviceEnvironment.model_fields]
+             if isinstance(value, DeviceEnvironment) else [("", value)])
+    problems = []
+    for prefix, form in forms:
+        names = ([(f"[{i}]", item.split("=", 1)[0]) for i, item in enumerate(form)] if isinstance(form, list)
+                 else [(f".{name}", str(name)) for name in form])
+        problems += [(f"environment_variables{prefix}{at}", f"{name} is set by the master only (the agent "
+                      "trusts it to pick what it mounts and creates as root); remove it")
+                     for at, name in names if name in MASTER_ONLY_VARIABLES]
+    return problems
+
+
 def check_env_list(value: Any) -> Any:
     if isinstance(value, list):
         for item in value:
@@ -123,21 +144,25 @@ class TaskContainerDefaults(StrictModel):
     otherwise."""
 
     image: str | DeviceImages | None = Field(
-        None, description="default image; tasks without one (here or in their experiment) run as processes")
+        default=None, description="default image; tasks without one (here or in their experiment) run as processes")
     force_pull_image: bool = False
     registry_auth: RegistryAuth | None = None
     bind_mounts: list[BindMount] = Field(default_factory=list, description="added before the experiment's own")
     environment_variables: list[str] | dict[str, str] | DeviceEnvironment = Field(default_factory=list)
-    shm_size_bytes: int = Field(4 * 2**30, ge=0, le=2**40, description="/dev/shm of a container (Docker's --shm-size)")
+    shm_size_bytes: int = Field(
+        default=4 * 2**30, ge=0, le=2**40, description="/dev/shm of a container (Docker's --shm-size)")
     network_mode: Literal["host", "bridge"] = Field(
-        "host", description="containers share the agent's network (host), or get Docker's bridge")
-    gloo_port_range: str | None = Field(None, pattern=PORT_RANGE, description="GLOO_PORT_RANGE in tasks, low:high")
-    nccl_port_range: str | None = Field(None, pattern=PORT_RANGE, description="NCCL_PORT_RANGE in tasks, low:high")
+        default="host", description="containers share the agent's network (host), or get Docker's bridge")
+    gloo_port_range: str | None = Field(
+        default=None, pattern=PORT_RANGE, description="GLOO_PORT_RANGE in tasks, low:high")
+    nccl_port_range: str | None = Field(
+        default=None, pattern=PORT_RANGE, description="NCCL_PORT_RANGE in tasks, low:high")
     dtrain_network_interface: str | None = Field(
-        None, max_length=64, description="interface distributed training uses (NCCL/GLOO_SOCKET_IFNAME)")
+        default=None, max_length=64, description="interface distributed training uses (NCCL/GLOO_SOCKET_IFNAME)")
     startup_hook: str | None = Field(
-        None, max_length=65536, description="shell commands every task runs in its own shell before its context's "
-                                            "startup-hook.sh and its entrypoint (output in the task's logs)")
+        default=None, max_length=65536,
+        description="shell commands every task runs in its own shell before its context's "
+                    "startup-hook.sh and its entrypoint (output in the task's logs)")
 
     _image = field_validator("image")(lambda cls, v: image_name(v) if isinstance(v, str) else v)
     _env = field_validator("environment_variables")(lambda cls, v: check_env_list(v))
@@ -179,7 +204,7 @@ def process_mounts(defaults: TaskContainerDefaults, bind_mounts: list[BindMount]
 def task_variables(defaults: TaskContainerDefaults,
                    environment: Any) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """(variables for every task, variables by device type from {cpu, gpu} forms); the defaults'
-    first, the experiment's over them."""
+    first, the experiment's over them; never one of MASTER_ONLY_VARIABLES."""
     plain: dict[str, str] = dict(network_variables(defaults))
     by_device: dict[str, dict[str, str]] = {"cpu": {}, "gpu": {}}
     for value in (defaults.environment_variables, environment.environment_variables):
@@ -188,6 +213,9 @@ def task_variables(defaults: TaskContainerDefaults,
             by_device["gpu"].update({**env_pairs(value.cuda), **env_pairs(value.gpu)})
         else:
             plain.update(env_pairs(value))
+    for env in (plain, *by_device.values()):  # a config stored before submissions were refused them
+        for name in MASTER_ONLY_VARIABLES:
+            env.pop(name, None)
     return plain, by_device
 
 

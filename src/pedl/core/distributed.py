@@ -346,8 +346,8 @@ class TorchCollectives:
 
 def _import_torch() -> tuple[Any, Any]:
     try:
-        import torch
-        import torch.distributed as dist
+        import torch  # pyright: ignore[reportMissingImports]  # optional dependency, may be absent
+        import torch.distributed as dist  # pyright: ignore[reportMissingImports]  # optional dependency
     except ImportError:
         raise RuntimeError("distributed training (WORLD_SIZE > 1) needs PyTorch: "
                            "pip install torch (or pedl[torch])") from None

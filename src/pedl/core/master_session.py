@@ -22,7 +22,7 @@ import httpx
 try:  # pip installs pedl with orjson; a task image that only carries pedl.core's source may lack it
     import orjson
 except ImportError:  # pragma: no cover - the stdlib's json below, slower
-    orjson = None  # type: ignore[assignment]
+    orjson = None
 
 from pedl.common.master_trust import MASTER_CERT_ENV, client_ssl_context, tls_failure, tls_failure_message
 from pedl.core.outbox import Outbox
@@ -162,12 +162,13 @@ class MasterSession:
                     continue
                 run = [item, *self._outbox.take_while(lambda q, p=item.batch_path: q is not None and q.batch_path == p,
                                                       BATCH_REPORTS - 1)]
-                for part, raw in _batches(run):
-                    if raw is None:  # alone: Determined's single report
+                for request in _batches(run):
+                    if request[0] is not None:  # alone: Determined's single report
+                        part = request[0]
                         body = part.body(part.entry) if callable(part.body) else part.body
                         self._send_background(part.path, body)
                     else:
-                        self._send_background(item.batch_path, None, b'{"reports":' + raw + b"}")
+                        self._send_background(item.batch_path, None, b'{"reports":' + request[1] + b"}")
             finally:
                 self._outbox.done()
 

@@ -52,12 +52,12 @@ class AwsSession:
 
     region: str
     endpoint_url: str | None = None
-    session: Any = None  # boto3.session.Session
+    session: Any = None  # boto3.Session
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def client(self, service: str) -> Any:
         if service not in self._clients:
-            session = self.session or boto3.session.Session()
+            session = self.session or boto3.Session()
             self._clients[service] = session.client(service, region_name=self.region,
                                                     endpoint_url=self.endpoint_url, config=_CONFIG)
         return self._clients[service]
@@ -65,7 +65,7 @@ class AwsSession:
 
 def open_session(region: str | None, endpoint_url: str | None = None) -> AwsSession:
     """A session in `region`, else the AWS configuration's region; a DeployError without either."""
-    session = boto3.session.Session(region_name=region) if region else boto3.session.Session()
+    session = boto3.Session(region_name=region) if region else boto3.Session()
     region = region or session.region_name
     if not region:
         raise DeployError("no AWS region: give --region, or configure one (aws configure, AWS_REGION)",

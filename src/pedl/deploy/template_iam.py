@@ -9,6 +9,7 @@ from typing import Any
 from pedl.deploy import logical_ids as ids
 from pedl.deploy.options import DeployOptions
 from pedl.deploy.template_parts import get_att, placeholder, ref, sub, tags
+from pedl.master.provisioner.providers.aws_iam import MASTER_EC2_ACTIONS, SPOT_EC2_ACTIONS
 
 EC2_TRUST = {"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
@@ -19,9 +20,7 @@ BUCKET_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation")
 
 def master_ec2_actions(spot: bool) -> list[str]:
     """The seeds' EC2 actions, the ones the AWS provider is limited to making."""
-    from pedl.master.provisioner.providers.aws import MASTER_EC2_ACTIONS, SPOT_EC2_ACTIONS  # boto3: only here
-
-    return list(MASTER_EC2_ACTIONS) + (list(SPOT_EC2_ACTIONS) if spot else [])
+    return [*MASTER_EC2_ACTIONS, *(SPOT_EC2_ACTIONS if spot else ())]
 
 
 def bucket_statements(sid: str) -> list[dict[str, Any]]:

@@ -21,11 +21,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 try:  # the files beside this one in the task's context
-    import pedl_checkpoint_files as checkpoint_files  # noqa: PLC0415
-    import pedl_local_removal as local_removal  # noqa: PLC0415
+    import pedl_checkpoint_files as checkpoint_files  # pyright: ignore[reportMissingImports]  # task context only
+    import pedl_local_removal as local_removal  # pyright: ignore[reportMissingImports]  # task context only
 except ImportError:  # inside pedl itself
     from pedl.common import checkpoint_files, local_removal
 
@@ -39,7 +40,7 @@ def listing(directory: str) -> dict[str, int]:
             return {}
     except FileNotFoundError:
         return {}
-    return checkpoint_files.list_directory(directory)  # type: ignore[arg-type]
+    return checkpoint_files.list_directory(Path(directory))
 
 
 def collect(item: dict[str, Any]) -> dict[str, int]:
@@ -76,7 +77,7 @@ def run(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
 def _ssl_context() -> ssl.SSLContext | None:
     cert = os.environ.get("DET_MASTER_CERT_FILE") or os.environ.get("PEDL_MASTER_CERT")
     if not cert or cert == "noverify":
-        return ssl._create_unverified_context() if cert == "noverify" else None  # noqa: S323
+        return ssl._create_unverified_context() if cert == "noverify" else None
     return ssl.create_default_context(cafile=cert)
 
 
@@ -91,7 +92,7 @@ def report(checkpoints: list[dict[str, Any]]) -> None:
     context = _ssl_context() if master.startswith("https") else None
     for attempt in range(REPORT_ATTEMPTS):
         try:
-            with urllib.request.urlopen(req, timeout=30, context=context):  # noqa: S310 - the master's URL
+            with urllib.request.urlopen(req, timeout=30, context=context):  # the master's URL
                 return
         except urllib.error.HTTPError as exc:
             if exc.code < 500:

@@ -46,7 +46,7 @@ def in_use(idle_type: str, kernels: list[dict[str, Any]], terminals: list[dict[s
 def _get_json(port: int, path: str, token: str | None) -> list[dict[str, Any]]:
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
                                  headers={"Authorization": f"token {token}"} if token else {})
-    with urllib.request.urlopen(req, timeout=5) as resp:  # noqa: S310 - Jupyter on loopback
+    with urllib.request.urlopen(req, timeout=5) as resp:  # Jupyter on loopback
         out = json.loads(resp.read(4 << 20))
     return out if isinstance(out, list) else []
 
@@ -59,7 +59,7 @@ def report_activity(context: Any) -> None:
         f"{master}/api/v1/allocations/{os.environ['DET_ALLOCATION_ID']}/activity", method="POST", data=b"{}",
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}"})
     try:
-        with urllib.request.urlopen(req, timeout=10, context=context):  # noqa: S310 - the master's URL
+        with urllib.request.urlopen(req, timeout=10, context=context):  # the master's URL
             pass
     except (OSError, urllib.error.HTTPError) as exc:
         print(f"pedl: could not report the notebook's activity to the master: {exc}", file=sys.stderr, flush=True)
@@ -72,10 +72,11 @@ def watch(port: int, base: str, token: str | None, idle_type: str, every: float,
     seen: str | None = None
     while not stop.wait(every):
         try:
-            lists = [_get_json(port, f"{base}api/{name}", token) for name in ("kernels", "terminals", "sessions")]
+            kernels, terminals, sessions = (_get_json(port, f"{base}api/{name}", token)
+                                            for name in ("kernels", "terminals", "sessions"))
         except (OSError, ValueError, urllib.error.HTTPError):
             continue
-        used, seen = in_use(idle_type, *lists, seen)
+        used, seen = in_use(idle_type, kernels, terminals, sessions, seen)
         if used:
             report()
 
@@ -84,7 +85,7 @@ def main(argv: list[str]) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
         sys.path.insert(0, here)
-    import service_launcher  # noqa: PLC0415 - the file beside this one in the task's context
+    import service_launcher  # the file beside this one in the task's context
 
     token = os.environ.get("JUPYTER_TOKEN") or None
     if token:
@@ -98,7 +99,7 @@ def main(argv: list[str]) -> int:
         idle_type = os.environ.get("PEDL_NOTEBOOK_IDLE_TYPE") or IDLE_TYPES[0]
         base = f"/proxy/{os.environ['DET_TASK_ID']}/"
         master = os.environ.get("DET_MASTER", "")
-        context = service_launcher._ssl_context() if master.startswith("https") else None  # noqa: SLF001
+        context = service_launcher._ssl_context() if master.startswith("https") else None
         threading.Thread(target=watch, args=(port, base, token, idle_type, every, lambda: report_activity(context),
                                              stop), name="notebook-activity", daemon=True).start()
     try:

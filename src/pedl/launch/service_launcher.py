@@ -37,9 +37,9 @@ def free_port() -> int:
     before the service binds it (pedl/common/ports.py: the master ships it beside this file as
     .pedl/pedl_ports.py; inside pedl itself it is imported from its package)."""
     try:
-        import pedl_ports  # noqa: PLC0415 - the file beside this one in the task's context
+        import pedl_ports  # pyright: ignore[reportMissingImports]  # beside this file in the task's context only
     except ImportError:
-        from pedl.common import ports as pedl_ports  # noqa: PLC0415
+        from pedl.common import ports as pedl_ports
     return pedl_ports.free_port("0.0.0.0")
 
 
@@ -54,7 +54,7 @@ def answers(port: int, http_path: str | None) -> bool:
     probe = urllib.request.Request(f"http://127.0.0.1:{port}{http_path}",
                                    headers={"Authorization": auth} if auth else {})
     try:
-        with urllib.request.urlopen(probe, timeout=2) as resp:  # noqa: S310
+        with urllib.request.urlopen(probe, timeout=2) as resp:
             return resp.status < 500
     except urllib.error.HTTPError as exc:
         return exc.code < 500
@@ -65,7 +65,7 @@ def answers(port: int, http_path: str | None) -> bool:
 def _ssl_context() -> ssl.SSLContext | None:
     cert = os.environ.get("DET_MASTER_CERT_FILE") or os.environ.get("PEDL_MASTER_CERT")
     if not cert or cert == "noverify":
-        return ssl._create_unverified_context() if cert == "noverify" else None  # noqa: S323
+        return ssl._create_unverified_context() if cert == "noverify" else None
     return ssl.create_default_context(cafile=cert)
 
 
@@ -80,7 +80,7 @@ def register(port: int) -> None:
     context = _ssl_context() if master.startswith("https") else None
     for attempt in range(REGISTER_ATTEMPTS):
         try:
-            with urllib.request.urlopen(req, timeout=10, context=context):  # noqa: S310 - the master's URL
+            with urllib.request.urlopen(req, timeout=10, context=context):  # the master's URL
                 return
         except urllib.error.HTTPError as exc:
             if exc.code < 500:
@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
     port = int(os.environ.get("PEDL_SERVICE_PORT") or 0) or free_port()
     command = [a.replace("{port}", str(port)) for a in argv]
     print(f"pedl: starting the service on port {port}: {' '.join(command)}", flush=True)
-    proc = subprocess.Popen(command)  # noqa: S603 - the master's argv for this task kind
+    proc = subprocess.Popen(command)  # the master's argv for this task kind
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
     while proc.poll() is None and not answers(port, http_path):

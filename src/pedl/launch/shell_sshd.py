@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
     host_key = directory / "host_ed25519_key"
     if not host_key.exists():
         made = subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", "pedl-shell-host", "-f", str(host_key)],
-                              stdin=subprocess.DEVNULL, check=False)  # noqa: S603 - OpenSSH's own tool
+                              stdin=subprocess.DEVNULL, check=False)  # OpenSSH's own tool
         if made.returncode != 0:
             return _fail(f"ssh-keygen could not make the shell's host key in {directory} (exit {made.returncode})")
     keys, skipped = authorized_keys(public_key, dict(os.environ))
@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
     if root and not os.path.isdir(PRIVSEP_DIR):
         os.makedirs(PRIVSEP_DIR, mode=0o755, exist_ok=True)
     print(f"pedl: sshd accepts the shell's key for user {user} on port {argv[0]}", flush=True)
-    os.execv(sshd, [sshd, "-D", "-e", "-p", argv[0], "-f", str(config)])  # noqa: S606 - sshd replaces this process
+    os.execv(sshd, [sshd, "-D", "-e", "-p", argv[0], "-f", str(config)])  # sshd replaces this process
     return 1  # not reached
 
 

@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any, BinaryIO
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from service_launcher import _ssl_context  # noqa: E402 - shipped beside this file
+from service_launcher import _ssl_context  # shipped beside this file
 
 GROUPS = ("training", "validation")
 OUT_DIR = "tensorboard"  # under the task's directory
@@ -148,7 +148,7 @@ class Master:
     def _open(self, path: str, params: list[tuple[str, Any]] | None = None) -> Any:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         req = urllib.request.Request(self.url + path + query, headers=self._headers)
-        return urllib.request.urlopen(req, timeout=60, context=self._context)  # noqa: S310 - the master's URL
+        return urllib.request.urlopen(req, timeout=60, context=self._context)  # the master's URL
 
     def trial_state(self, trial_id: int) -> str:
         with self._open(f"/api/v1/trials/{trial_id}") as resp:
@@ -272,7 +272,7 @@ def main(argv: list[str]) -> int:
     out_dir = os.path.abspath(OUT_DIR)
     os.makedirs(out_dir, exist_ok=True)
     writers = runs(plan, os.environ.get("DET_CLUSTER_ID", ""), master, out_dir)
-    proc = subprocess.Popen([*command, "--logdir", out_dir])  # noqa: S603 - the master's argv
+    proc = subprocess.Popen([*command, "--logdir", out_dir])  # the master's argv
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
     stop = threading.Event()

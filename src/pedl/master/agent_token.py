@@ -1,5 +1,6 @@
-"""The secret agents present when they connect: master.yaml's `agent_token`, or else one the master
-creates on first start in `data_dir/agent_token` (owner-only) and reads back on later starts."""
+"""The cluster's enrollment secret, which admits an agent id that has no credential of its own yet
+(agents/credentials.py): master.yaml's `agent_token`, or else one the master creates on first
+start in `data_dir/agent_token` (owner-only) and reads back on later starts."""
 
 from __future__ import annotations
 
@@ -97,7 +98,3 @@ def _create(path: Path) -> str:
     os.close(fd)
     return token
 
-
-def offered_token_ok(expected: str, offered: str) -> bool:
-    """Whether an offered agent token is the master's (constant time; no token admits nothing)."""
-    return bool(expected) and bool(offered) and secrets.compare_digest(offered.encode(), expected.encode())

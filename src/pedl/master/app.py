@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, FastAPI
 from sqlalchemy.exc import OperationalError
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from pedl.clock import Clock, SystemClock
 from pedl.config.master_config import MasterConfig
 from pedl.errors import Unavailable
+from pedl.master import data_dir
 from pedl.master.agent_token import resolve_agent_token
 from pedl.master.api import (
     agents,
@@ -31,6 +33,7 @@ from pedl.master.api import (
     master_logs,
     metric_export,
     metric_series,
+    metrics_streams,
     model_registry,
     ntsc,
     openapi,
@@ -52,19 +55,20 @@ from pedl.master.api import (
     workspaces,
 )
 from pedl.master.api.proxy_relays import ProxyRelays
+from pedl.master.checkpoints import service as checkpoints_service
 from pedl.master.context import MasterContext
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
+from pedl.master.identity import passwords
+from pedl.master.identity import users as users_service
 from pedl.master.observability.master_logs import MasterLogRing
 from pedl.master.observability.request_latency import RequestLatency
-from pedl.master.services import checkpoints as checkpoints_service
-from pedl.master.services import idle_tasks, metric_digests, metric_retention, passwords
-from pedl.master.services import users as users_service
-from pedl.master.services import workspaces as workspaces_service
-from pedl.master.services.task_activity import ActivityThrottle
-from pedl.master.startup_summary import database_summary, pool_summary
+from pedl.master.startup_summary import database_summary, pool_summary, task_users_summary
+from pedl.master.tasks.activity import ActivityThrottle
 from pedl.master.wiring import attach_checkpoint_gc, attach_experiment_deletion, build_context
 from pedl.master.worker_passes import run_pass, stop_workers
+from pedl.master.workers import idle_tasks, metric_digests, metric_retention
+from pedl.master.workspaces import workspaces as workspaces_service
 from pedl.version import __version__
 
 log = logging.getLogger("pedl.master")
@@ -76,7 +80,7 @@ STOP_GRACE_SECONDS = 10.0  # for the workers' passes in progress at a stop
 
 
 def open_database(config: MasterConfig) -> Database:
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.make(config.data_dir)
     db = Database(config.database_url())
     try:
         migrate.upgrade(db.engine)
@@ -108,12 +112,12 @@ async def control_loop(ctx: MasterContext, stop: asyncio.Event) -> None:
         wake.clear()
         try:
             await run_pass(ctx.controller.tick)
-        except Exception:  # noqa: BLE001 - keep the loop alive; the next pass retries
+        except Exception:  # keep the loop alive; the next pass retries
             log.exception("control loop pass failed")
             await asyncio.sleep(TICK_SECONDS)
 
 
-async def provisioner_loop(ctx: MasterContext, prov, wake: asyncio.Event, stop: asyncio.Event) -> None:  # noqa: ANN001
+async def provisioner_loop(ctx: MasterContext, prov, wake: asyncio.Event, stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     last_end = 0.0
     while not stop.is_set():
@@ -122,7 +126,7 @@ async def provisioner_loop(ctx: MasterContext, prov, wake: asyncio.Event, stop: 
         wake.clear()
         try:
             next_at = await run_pass(prov.step)
-        except Exception:  # noqa: BLE001 - a provider bug must not stop the master
+        except Exception:  # a provider bug must not stop the master
             log.exception("provisioner pass for pool %s failed", prov.pool.pool_name)
             next_at = None
         timeout = PROVISIONER_TICK_SECONDS
@@ -134,8 +138,8 @@ async def provisioner_loop(ctx: MasterContext, prov, wake: asyncio.Event, stop: 
 
 
 def start_provisioners(ctx: MasterContext, stop: asyncio.Event) -> list[asyncio.Task]:
-    from pedl.master.provisioner.providers import make_provider
     from pedl.master.provisioner.provisioner import PoolProvisioner
+    from pedl.master.wiring import make_provider
 
     loop = asyncio.get_running_loop()
     events: list[asyncio.Event] = []
@@ -191,6 +195,8 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
                  database_summary(ctx.config))
         for pool in ctx.config.resource_pools:
             log.info("resource pool %s", pool_summary(pool))
+        who, apart = task_users_summary(ctx.config)
+        log.log(logging.INFO if apart else logging.WARNING, "users with no agent user group run their tasks %s", who)
         try:
             yield
         finally:
@@ -214,9 +220,11 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     conditional.install(app)
     app.add_middleware(body_limit.BodyLimit, limits=config.limits, proxy_body_bytes=config.proxy.max_request_body_bytes)
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
-    for module in (master, auth, users, agents, experiments, trials, metric_series, tasks, checkpoints, resource_pools,
-                   instances, package, prometheus, jobs, master_logs, model_registry, workspaces, projects,
-                   project_experiments, templates,
+    if config.security.trusted_proxies:  # outermost: every part of the app sees the client the proxy names
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(config.security.trusted_proxies))
+    for module in (master, auth, users, agents, experiments, metrics_streams, trials, metric_series, tasks, checkpoints,
+                   resource_pools, instances, package, prometheus, jobs, master_logs, model_registry, workspaces,
+                   projects, project_experiments, templates,
                    trial_source_infos, metric_export, resource_allocation, proxy, proxy_websocket, ntsc,
                    task_activity, checkpoint_gc_reports):
         _add_routes(app, module.router)

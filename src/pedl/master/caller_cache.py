@@ -1,6 +1,6 @@
 """Resolved callers (user or task tokens) for a few seconds: a trial reporting metrics many times a
-second would otherwise pay a token lookup per report. Logout and the end of an allocation drop
-entries at once, so a revoked token stops working immediately."""
+second would otherwise pay a token lookup per report. Logout, the end of an allocation, and a user's
+deactivation or new password drop entries at once, so a revoked token stops working immediately."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ class Caller:
     for_allocation: str | None = None
     expires_at: float | None = None  # of a login token
     issued_at: float | None = None  # of a login token: a fresh one may change its own password
+    # of a task's token, as the allocation held it when resolved: a report is refused once the allocation holds
+    # another (its owner was deactivated or changed their password: identity/user_revocation.py)
+    token_hash: str | None = None
 
 
 class CallerCache:
@@ -46,10 +49,9 @@ class CallerCache:
             self._entries.pop(token, None)
 
     def drop_user(self, user_id: int) -> None:
-        """Forget every login token of a user (password changed, sessions revoked)."""
+        """Forget every token of a user, their tasks' included (edited, deactivated, a new password)."""
         with self._lock:
-            self._entries = {k: v for k, v in self._entries.items()
-                             if v[1].allocation_id is not None or v[1].user.id != user_id}
+            self._entries = {k: v for k, v in self._entries.items() if v[1].user.id != user_id}
 
     def drop_allocation(self, allocation_id: str) -> None:
         with self._lock:

@@ -11,8 +11,8 @@ from typing import Any
 
 from pedl.config.checkpoint_storage import storage_root_of
 from pedl.config.master_config import MasterConfig
-from pedl.master.services.storage_roots import allowed_roots, storage_problem
-from pedl.master.startup_summary import database_summary, pool_summary
+from pedl.master.checkpoints.storage_roots import allowed_roots, storage_problem
+from pedl.master.startup_summary import database_summary, pool_summary, task_users_summary
 
 Problem = tuple[str, str]  # (field path, what is wrong)
 
@@ -131,4 +131,5 @@ def config_summary(config: MasterConfig) -> list[tuple[str, str]]:
             ("Database", database_summary(config)),
             ("Data directory", str(config.data_dir)),
             ("Resource pools", "\n".join(pool_summary(pool) for pool in config.resource_pools)),
+            ("Task users", f"users with no agent user group: {task_users_summary(config)[0]}"),
             ("Checkpoint storage", storage_summary(config))]

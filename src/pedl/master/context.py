@@ -13,10 +13,11 @@ from pedl.master.caller_cache import CallerCache
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.controller import Controller
 from pedl.master.db.engine import Database
+from pedl.master.identity.login_limiter import LoginLimiter
+from pedl.master.identity.user_slots import UserSlots
+from pedl.master.lifecycle.task_contact import TaskContact
+from pedl.master.metrics.digest_queue import DigestQueue
 from pedl.master.observability.master_metrics import MasterMetrics
-from pedl.master.services.login_limiter import LoginLimiter
-from pedl.master.services.metric_digests import DigestQueue
-from pedl.master.services.task_contact import TaskContact
 
 if TYPE_CHECKING:
     from pedl.master.provisioner.provisioner import PoolProvisioner
@@ -38,7 +39,12 @@ class MasterContext:
     provisioners: dict[str, PoolProvisioner] = field(default_factory=dict)
     # this master's Prometheus registry and metrics (the controller's own: master/wiring.py passes it to both)
     metrics: MasterMetrics = field(default_factory=MasterMetrics)
-    # the (trial, group) pairs with metric reports not yet in their digests (services/metric_digests.py)
+    # the (trial, group) pairs with metric reports not yet in their digests (metrics/digests.py)
     digest_queue: DigestQueue = field(default_factory=DigestQueue)
-    # which allocations have called the master with their own token (services/task_contact.py)
+    # which allocations have called the master with their own token (lifecycle/task_contact.py)
     task_contact: TaskContact = field(default_factory=TaskContact)
+    # model uploads being read and log streams followed, per user (identity/user_slots.py; limits: in master.yaml)
+    uploads: UserSlots = field(default_factory=lambda: UserSlots("model uploads in progress"))
+    log_follows: UserSlots = field(default_factory=lambda: UserSlots("followed log streams"))
+    # metric streams open (api/metrics_streams.py), per user: bounded by limits.max_log_follows_per_user too
+    metric_streams: UserSlots = field(default_factory=lambda: UserSlots("open metric streams"))

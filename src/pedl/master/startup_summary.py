@@ -1,5 +1,6 @@
-"""What a starting master tells its operator: the database it uses (never its password) and each
-resource pool with the provider, if any, that launches its agents."""
+"""What a starting master tells its operator: the database it uses (never its password), each resource
+pool with the provider, if any, that launches its agents, and who the tasks of users with no agent user
+group run as."""
 
 from __future__ import annotations
 
@@ -26,3 +27,19 @@ def pool_summary(pool: ResourcePoolConfig) -> str:
     if getattr(provider, "spot", False):
         parts.append("spot")
     return f"{pool.pool_name}: {', '.join(parts)}"
+
+
+def task_users_summary(config: MasterConfig) -> tuple[str, bool]:
+    """Who the tasks of users with no agent user group run as on root agents, and whether those users'
+    tasks are kept apart from each other (False: the operator should hear it as a warning)."""
+    security = config.security
+    if security.task_uid_base is not None:
+        ignored = "; security.default_task is not used" if security.default_task is not None else ""
+        return (f"each as a uid of their own, {security.task_uid_base} + their user id (security.task_uid_base)"
+                f"{ignored}", True)
+    task = security.default_task
+    if task is not None:
+        return (f"all as {task.user} (uid {task.uid}, security.default_task): their tasks can read each other's "
+                "processes and files", False)
+    return ("as the agent's own user (root on a root agent): their tasks can read each other's processes and files",
+            False)

@@ -22,6 +22,7 @@ STOP_TIMEOUT_S = 30  # the master's graceful shutdown takes about 5 s; then syst
 # a user name systemd accepts in User= (its "relaxed" rules, without the all-digit form)
 _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,30}[$]?$")
 _BARE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+OPEN_FILES = 65536  # the unit's LimitNOFILE
 
 
 def quote_exec_arg(arg: str) -> str:
@@ -75,6 +76,9 @@ def master_unit(pedl: Sequence[str], config: str, *, user: str | None = None, ve
         # see the module docstring: agents and trials the master started outlive a stop or restart
         "KillMode=process",
         "KillSignal=SIGTERM",
+        # room for server.max_connections (4,096) besides the database and files: the master raises its soft
+        # limit to this hard one at start, and fits its connection caps under it
+        f"LimitNOFILE={OPEN_FILES}",
         f"TimeoutStopSec={STOP_TIMEOUT_S}",
         "StandardOutput=journal",
         "StandardError=journal",

@@ -9,18 +9,19 @@ from typing import Any
 
 from pedl.clock import Clock
 from pedl.common.checkpoint_storage import CheckpointStorage, storage_from_config
-from pedl.config.master_config import MasterConfig
+from pedl.config.master_config import MasterConfig, ResourcePoolConfig
 from pedl.master.caller_cache import CallerCache
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.controller import Controller
 from pedl.master.context import MasterContext
 from pedl.master.db import models
 from pedl.master.db.engine import Database
+from pedl.master.identity.login_limiter import LoginLimiter
 from pedl.master.observability.master_metrics import MasterMetrics
 from pedl.master.observability.pool_state import PoolStateCollector
-from pedl.master.services.checkpoint_gc import CheckpointGC
-from pedl.master.services.experiment_deletion import ExperimentDeleter
-from pedl.master.services.login_limiter import LoginLimiter
+from pedl.master.provisioner.providers.base import Provider
+from pedl.master.workers.checkpoint_gc import CheckpointGC
+from pedl.master.workers.experiment_deletion import ExperimentDeleter
 
 
 def cluster_id_of(db: Database, now: float) -> str:
@@ -64,3 +65,31 @@ def attach_experiment_deletion(ctx: MasterContext, storage_for: Callable[[Mappin
                                = storage_from_config) -> ExperimentDeleter:
     """The worker that deletes the experiments DELETE /api/v1/experiments/{id} marks DELETING."""
     return ExperimentDeleter(ctx, storage_for=storage_for)
+
+
+def make_provider(pool: ResourcePoolConfig, ctx: MasterContext) -> Provider:
+    """The provider a pool's config names, built with what it needs of the master (its address, TLS, secrets)."""
+    cfg = pool.provider
+    if cfg is None:
+        raise ValueError(f"pool {pool.pool_name} has no provider")
+    tls = ctx.config.security.tls
+    scheme = "https" if tls.enabled else "http"
+    if cfg.type == "local":
+        from pedl.master.provisioner.providers.local import LocalProvider
+
+        master_url = cfg.master_url or f"{scheme}://127.0.0.1:{ctx.config.port}"
+        # the certificate chain the master serves holds the CA that agents verify it against
+        return LocalProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id, data_dir=ctx.config.data_dir,
+                             master_url=master_url, agent_token=ctx.agent_token, clock=ctx.clock,
+                             master_cert=tls.cert if tls.enabled else None)
+    if cfg.type == "aws":
+        from pedl.master.agents.credentials import InstanceSecrets
+        from pedl.master.provisioner.master_address import resolve_master_url
+        from pedl.master.provisioner.providers.aws import AWSProvider
+
+        master_url = resolve_master_url(cfg.master_url or f"{scheme}://ec2.local-ipv4:{ctx.config.port}")
+        # user data is readable on the instance: each one gets a single-use secret, never the agent token
+        return AWSProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id, master_url=master_url,
+                           instance_secrets=InstanceSecrets(ctx, pool.pool_name), clock=ctx.clock,
+                           master_ca=tls.cert.read_text() if tls.enabled and tls.cert else None)
+    raise ValueError(f"unknown provider type {cfg.type!r}")

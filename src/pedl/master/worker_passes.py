@@ -29,7 +29,7 @@ async def run_pass(fn: Callable[..., T], /, *args: object, on_cancel: Callable[[
             on_cancel()
         try:
             await future
-        except Exception:  # noqa: BLE001 - the master is stopping; the pass's failure is only logged
+        except Exception:  # the master is stopping; the pass's failure is only logged
             log.exception("a pass failed while its worker stopped")
         raise
 

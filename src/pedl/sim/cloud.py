@@ -8,10 +8,10 @@ import random
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pedl.master.lifecycle import InstanceState as Lifecycle
-from pedl.master.provisioner.consolidation import HostView
-from pedl.master.provisioner.scaling_decider import InstanceView, TypeOffer
-from pedl.master.provisioner.snapshot import HeldTask, InstanceFacts
+from pedl.scheduling.consolidation import HostView
+from pedl.scheduling.pool_policy import TypeOffer
+from pedl.scheduling.scaling_decider import InstanceView, LiveState
+from pedl.scheduling.snapshot import HeldTask, InstanceFacts
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,9 @@ TRANSITIONS: dict[InstanceState, frozenset[InstanceState]] = {
 
 # the master's record of each: an interrupted instance is RUNNING with interrupted_at set; a terminated
 # one has left the replay's instances, so TERMINATING is only there to make the table total
-_LIFECYCLE = {InstanceState.REQUESTED: Lifecycle.REQUESTED, InstanceState.STARTING: Lifecycle.STARTING,
-              InstanceState.RUNNING: Lifecycle.RUNNING, InstanceState.INTERRUPTED: Lifecycle.RUNNING,
-              InstanceState.TERMINATED: Lifecycle.TERMINATING}
+_LIFECYCLE: dict[InstanceState, LiveState] = {
+    InstanceState.REQUESTED: "requested", InstanceState.STARTING: "starting", InstanceState.RUNNING: "running",
+    InstanceState.INTERRUPTED: "running", InstanceState.TERMINATED: "terminating"}
 
 
 class IllegalTransition(RuntimeError):

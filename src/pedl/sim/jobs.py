@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pedl.master.cluster.scheduler import SlotRequest
-from pedl.master.provisioner.scaling_decider import PendingTask
+from pedl.scheduling.scaling_decider import PendingTask
+from pedl.scheduling.scheduler import SlotRequest
 from pedl.sim.cloud import SimInstance
 from pedl.sim.trace import TraceJob
 

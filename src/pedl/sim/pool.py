@@ -1,5 +1,6 @@
 """The simulated pool's settings, from options or from a master.yaml, and the decider policies built
-from them: pedl's (bin-packing, every type, spot fallback) and the Determined-style baseline."""
+from them: pedl's (bin-packing, every type, spot fallback) and the Determined-style baseline. The pool's
+policy is the master's own model (scheduling/pool_policy.py), with its defaults."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ from pedl.config import instance_types
 from pedl.config.master_config import load_master_config
 from pedl.config.provider_config import AWSProviderConfig, LocalProviderConfig
 from pedl.errors import InvalidArgument
-from pedl.master.cluster.scheduler import Fitting
-from pedl.master.provisioner.consolidation import MovePolicy, policy_from_config
-from pedl.master.provisioner.scaling_decider import Policy, PoolPolicy, TypeOffer
+from pedl.scheduling.consolidation import MovePolicy, policy_from_config
+from pedl.scheduling.pool_policy import Policy, PoolPolicy, TypeOffer, pool_policy
 
 DEFAULT_INSTANCE_TYPE = "p3.8xlarge"  # 4 GPUs; the openb jobs need up to 8, which gang over two
 DEFAULT_MAX_INSTANCES = 200  # the openb trace peaks at 70 GPUs demanded at once
@@ -23,15 +23,7 @@ DETERMINED_TICK = 5.0  # Determined's provisioner loop
 
 @dataclass(frozen=True)
 class SimPool:
-    offers: tuple[TypeOffer, ...]  # in order of preference
-    max_instances: int = DEFAULT_MAX_INSTANCES
-    min_instances: int = 0
-    max_idle: float = 300.0
-    max_starting: float = 1200.0
-    spot: bool = False
-    spot_request_timeout: float = 120.0
-    spot_fallback_to_on_demand: bool = True
-    fitting: Fitting = "best"
+    scaling: PoolPolicy  # pedl's policy for the pool: its types in order of preference, bounds, periods, spot
     source: str = "options"
     boot_delay: float | None = None  # a local provider's boot_delay, when the pool came from a file
     moves: MovePolicy = MovePolicy()  # consolidation and spot first (pedl's policy only)
@@ -40,20 +32,15 @@ class SimPool:
         if kind == "determined":
             # One type, slot-sum demand, no fallback from spot, and no timeout on an unfulfilled spot
             # request (Determined has none: the request stays open and counts as booting).
-            return PoolPolicy(types=self.offers[:1], max_instances=self.max_instances, fitting=self.fitting,
-                              min_instances=self.min_instances, max_idle=self.max_idle,
-                              max_starting=self.max_starting, spot=self.spot, spot_request_timeout=math.inf,
-                              spot_fallback_to_on_demand=False, policy="determined")
-        return PoolPolicy(types=self.offers, max_instances=self.max_instances, min_instances=self.min_instances,
-                          fitting=self.fitting,
-                          max_idle=self.max_idle, max_starting=self.max_starting, spot=self.spot,
-                          spot_request_timeout=self.spot_request_timeout,
-                          spot_fallback_to_on_demand=self.spot_fallback_to_on_demand, policy="pedl")
+            return replace(self.scaling, types=self.scaling.types[:1], spot_request_timeout=math.inf,
+                           spot_fallback_to_on_demand=False, policy="determined")
+        return replace(self.scaling, policy="pedl")
 
     def to_dict(self) -> dict[str, object]:
-        return {"instance_types": [{"name": o.name, "slots": o.slots, "price": o.price} for o in self.offers],
-                "max_instances": self.max_instances, "min_instances": self.min_instances,
-                "max_idle_s": self.max_idle, "spot": self.spot, "fitting": self.fitting, "source": self.source}
+        p = self.scaling
+        return {"instance_types": [{"name": o.name, "slots": o.slots, "price": o.price} for o in p.types],
+                "max_instances": p.max_instances, "min_instances": p.min_instances,
+                "max_idle_s": p.max_idle, "spot": p.spot, "fitting": p.fitting, "source": self.source}
 
 
 def offers_for(names: list[str]) -> tuple[TypeOffer, ...]:
@@ -74,7 +61,7 @@ def offers_for(names: list[str]) -> tuple[TypeOffer, ...]:
 
 
 def default_pool() -> SimPool:
-    return SimPool(offers=offers_for([DEFAULT_INSTANCE_TYPE]))
+    return SimPool(PoolPolicy(types=offers_for([DEFAULT_INSTANCE_TYPE]), max_instances=DEFAULT_MAX_INSTANCES))
 
 
 def pool_from_master_config(path: str | Path) -> SimPool:
@@ -86,22 +73,16 @@ def pool_from_master_config(path: str | Path) -> SimPool:
     for pool in config.resource_pools:
         provider = pool.provider
         if isinstance(provider, AWSProviderConfig):
-            offers = tuple(TypeOffer(n, provider.slots_of(n), provider.price_of(n))
-                           for n in provider.instance_types())
-            spot: dict[str, object] = {"spot": provider.spot, "spot_request_timeout": provider.spot_request_timeout,
-                                       "spot_fallback_to_on_demand": provider.spot_fallback_to_on_demand}
             boot_delay = None
         elif isinstance(provider, LocalProviderConfig):
-            offers = (TypeOffer(provider.instance_type, provider.slots_per_instance, provider.price_per_hour),)
-            spot, boot_delay = {"spot": provider.spot, "spot_fallback_to_on_demand":
-                                provider.spot_fallback_to_on_demand}, provider.boot_delay
+            boot_delay = provider.boot_delay
         else:
             continue
-        return SimPool(offers=offers, max_instances=provider.max_instances, min_instances=provider.min_instances,
-                       moves=policy_from_config(provider.consolidation, boot_delay),
-                       max_idle=provider.max_idle_agent_period, max_starting=provider.max_agent_starting_period,
-                       fitting=pool.scheduler.fitting_policy, source=f"{path} (pool {pool.pool_name})",
-                       boot_delay=boot_delay, **spot)  # type: ignore[arg-type]
+        scaling = pool_policy(provider, pool.scheduler.fitting_policy)
+        # spot is priced by the simulated market (CloudSettings.spot_price_fraction), not by the config
+        scaling = replace(scaling, types=tuple(replace(o, spot_price=None) for o in scaling.types))
+        return SimPool(scaling, moves=policy_from_config(provider.consolidation, boot_delay),
+                       source=f"{path} (pool {pool.pool_name})", boot_delay=boot_delay)
     raise InvalidArgument(f"--config: no resource pool in {path} has an aws or local provider")
 
 
@@ -118,9 +99,8 @@ def override(pool: SimPool, *, instance_types_: list[str] | None = None, max_ins
         moves = replace(moves, checkpoint_cost=checkpoint_cost)
     if restore_cost is not None:
         moves = replace(moves, restore_cost=restore_cost)
-    changes["moves"] = moves
     if instance_types_:
-        changes["offers"] = offers_for(instance_types_)
+        changes["types"] = offers_for(instance_types_)
     if max_instances is not None:
         changes["max_instances"] = max_instances
     if min_instances is not None:
@@ -129,15 +109,15 @@ def override(pool: SimPool, *, instance_types_: list[str] | None = None, max_ins
         changes["max_idle"] = max_idle
     if spot is not None:
         changes["spot"] = spot
-    pool = replace(pool, **changes)  # type: ignore[arg-type]
-    if pool.max_instances < 1:
-        raise InvalidArgument(f"--max-instances: must be at least 1, got {pool.max_instances}")
-    if pool.min_instances < 0:
-        raise InvalidArgument(f"--min-instances: must be >= 0, got {pool.min_instances}")
-    if pool.min_instances > pool.max_instances:
-        raise InvalidArgument(f"--min-instances: {pool.min_instances} exceeds --max-instances "
-                              f"{pool.max_instances}")
-    return pool
+    scaling = replace(pool.scaling, **changes)
+    if scaling.max_instances < 1:
+        raise InvalidArgument(f"--max-instances: must be at least 1, got {scaling.max_instances}")
+    if scaling.min_instances < 0:
+        raise InvalidArgument(f"--min-instances: must be >= 0, got {scaling.min_instances}")
+    if scaling.min_instances > scaling.max_instances:
+        raise InvalidArgument(f"--min-instances: {scaling.min_instances} exceeds --max-instances "
+                              f"{scaling.max_instances}")
+    return replace(pool, scaling=scaling, moves=moves)
 
 
 PolicyChoice = Literal["pedl", "determined", "both"]
@@ -147,5 +127,5 @@ def policies_for(choice: str) -> list[Policy]:
     if choice == "both":
         return ["pedl", "determined"]
     if choice in ("pedl", "determined"):
-        return [choice]  # type: ignore[list-item]
+        return [choice]
     raise InvalidArgument(f"--policy: {choice!r} is not one of pedl, determined, both")

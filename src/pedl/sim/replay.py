@@ -14,9 +14,10 @@ import math
 import time
 from dataclasses import replace
 
-from pedl.master.cluster.scheduler import AgentSnapshot, SlotRequest, schedule
-from pedl.master.provisioner.scaling_decider import InstanceView, PendingTask, Policy, decide
-from pedl.master.provisioner.snapshot import HeldTask, snapshot
+from pedl.scheduling.pool_policy import Policy
+from pedl.scheduling.scaling_decider import InstanceView, PendingTask, decide
+from pedl.scheduling.scheduler import AgentSnapshot, SlotRequest, schedule
+from pedl.scheduling.snapshot import HeldTask, snapshot
 from pedl.sim.cloud import CloudSettings, InstanceState, SimInstance, SimulatedCloud, saved_progress
 from pedl.sim.figures import policy_result
 from pedl.sim.jobs import JobState, SimJob
@@ -161,7 +162,8 @@ class Replay(ReplayMoves):
         self._dirty = self._moves_dirty = True
 
     def _on_finish(self, now: float, payload: object) -> None:
-        job, seq = payload  # type: ignore[misc]
+        assert isinstance(payload, tuple)  # (job, its run_seq when the event was pushed)
+        job, seq = payload
         if job.state != JobState.RUNNING or job.run_seq != seq:
             return  # a run cut short; its job was queued again
         self._release(job, now)
@@ -193,7 +195,8 @@ class Replay(ReplayMoves):
     def _on_moved(self, now: float, payload: object) -> None:
         """A moving job's checkpoint is written: it leaves its instances and queues again, its whole
         run kept (the checkpoint was taken when the move began)."""
-        job, seq = payload  # type: ignore[misc]
+        assert isinstance(payload, tuple)  # (job, its run_seq when the event was pushed)
+        job, seq = payload
         if job.state != JobState.RUNNING or job.run_seq != seq or not job.moving:
             return  # it finished or was cut short meanwhile
         job.moving, moves = False, self.pool.moves
@@ -232,8 +235,9 @@ class Replay(ReplayMoves):
                   if (zero or i.free) and not i.draining and not i.cordoned]
         if not agents:
             return
-        requests = [job.request for job in self.pending.values()]
-        for assignment in schedule(requests, agents, self.pool.fitting):  # type: ignore[arg-type]
+        # every pending job has its request and task, made as it was queued (_enqueue)
+        requests = [job.request for job in self.pending.values() if job.request is not None]
+        for assignment in schedule(requests, agents, self.pool.scaling.fitting):
             self._start(self.pending[assignment.allocation_id], assignment.placements, now)
 
     def _start(self, job: SimJob, placements: list[tuple[str, list[str]]], now: float) -> None:
@@ -393,7 +397,7 @@ class Replay(ReplayMoves):
         views, _ = snapshot(now, [i.facts() for i in stale], held.values(), (), self.idle_since)
         for inst, view in zip(stale, views, strict=True):
             inst.view = view
-        pending: list[PendingTask] = [job.task for job in self.pending.values()]  # type: ignore[misc]
+        pending = [job.task for job in self.pending.values() if job.task is not None]
         if any(i.draining for i in self.instances.values()):
             # the jobs of a draining instance still hold it while they checkpoint: to the decider they
             # are work that needs a home (as the full snapshot has them, in the order it has them)
@@ -404,4 +408,4 @@ class Replay(ReplayMoves):
                         seen.add(job_id)
                         if any(i.draining for i, _ in self._all_jobs[job_id].placements):
                             pending.append(PendingTask(task.allocation_id, task.slots_needed, task.queued_at))
-        return [i.view for i in self.instances.values()], pending  # type: ignore[misc]
+        return [i.view for i in self.instances.values() if i.view is not None], pending  # each has one now

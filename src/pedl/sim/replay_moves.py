@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pedl.master.provisioner.consolidation import MovePlan, MovePolicy, SpotOffer, TaskView, plan_moves
-from pedl.master.provisioner.scaling_decider import Policy
-from pedl.master.provisioner.yielding import WaitingTask, plan_yields
+from pedl.scheduling.consolidation import MovePlan, MovePolicy, SpotOffer, TaskView, plan_moves
+from pedl.scheduling.pool_policy import PoolPolicy
+from pedl.scheduling.yielding import WaitingTask, plan_yields
 from pedl.sim.cloud import CloudSettings, InstanceState, SimInstance
 from pedl.sim.jobs import SimJob
 
@@ -16,7 +16,7 @@ class ReplayMoves:
     """Replay's moving half: what it reads and calls of the replay is declared here."""
 
     moves_policy: MovePolicy | None
-    policy: Policy
+    policy: PoolPolicy
     settings: CloudSettings
     instances: dict[str, SimInstance]
     running: dict[str, SimInstance]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pedl.master.provisioner.scaling_decider import Policy
+from pedl.scheduling.pool_policy import Policy
 from pedl.sim.cloud import CloudSettings
 from pedl.sim.lower_bound import lower_bound_instance_hours
 from pedl.sim.pool import SimPool
@@ -24,13 +24,13 @@ class SimReport:
 
     def notes(self) -> list[str]:
         out = self.trace.notes()
-        first = self.pool.offers[0]
+        first = self.pool.scaling.types[0]
         out.append(f"lower bound: ∫ ceil(GPUs demanded / {first.slots}) dt ({first.name}, the first type), "
                    "trace run times, no queueing, jobs that fit the pool")
         out.append("idle instance-hours: billed time with no job on the instance, booting included")
         out.append("queue: arrival to first start (a job requeued after an interruption waits again, "
                    "not counted there)")
-        if "determined" in self.results and len(self.pool.offers) > 1:
+        if "determined" in self.results and len(self.pool.scaling.types) > 1:
             out.append(f"the Determined-style policy uses one type: {first.name}")
         return out
 
@@ -42,17 +42,17 @@ class SimReport:
 def fits_pool(slots: int, pool: SimPool) -> bool:
     """Whether some allowed type can hold the job: within one instance, or as a gang of whole
     instances (the decider's rule; jobs that fail it are the ones it reports as never fitting)."""
-    for offer in pool.offers:
+    for offer in pool.scaling.types:
         if slots == 0 or (0 < slots <= offer.slots):
             return True
-        if offer.slots > 0 and slots % offer.slots == 0 and slots // offer.slots <= pool.max_instances:
+        if offer.slots > 0 and slots % offer.slots == 0 and slots // offer.slots <= pool.scaling.max_instances:
             return True
     return False
 
 
 def replay_jobs(jobs: list[TraceJob], pool: SimPool, settings: CloudSettings,
                 policies: list[Policy]) -> dict[str, PolicyResult]:
-    gpus_per_instance = max(pool.offers[0].slots, 1)
+    gpus_per_instance = max(pool.scaling.types[0].slots, 1)
     bound = lower_bound_instance_hours([j for j in jobs if fits_pool(j.slots, pool)], gpus_per_instance)
     return {p: Replay(jobs, pool, settings, p, bound).run() for p in policies}
 

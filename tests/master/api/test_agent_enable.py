@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from pedl.master.db import models
-from pedl.master.lifecycle import AllocationState
+from pedl.master.lifecycle.states import AllocationState
 from tests.master.fakes import GRID_CONFIG, SINGLE_CONFIG, FakeAgent, create_experiment, ctx_of, post
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -15,9 +16,10 @@ from starlette.websockets import WebSocketDisconnect
 from pedl.clock import ManualClock
 from pedl.common import agent_protocol as proto
 from pedl.config.master_config import MasterConfig
+from pedl.master.agents import credentials as agent_credentials
+from pedl.master.agents import service as agents_service
 from pedl.master.api import agents as agents_api
 from pedl.master.app import create_app
-from pedl.master.services import agents as agents_service
 from pedl.version import DETERMINED_API_VERSION, __version__
 from tests.master.fakes import SINGLE_CONFIG, bearer, create_experiment, login
 
@@ -172,14 +174,14 @@ def test_registered_is_always_the_first_message(token_client: TestClient, monkey
     h = bearer(login(token_client, "determined"))
     create_experiment(token_client, h, SINGLE_CONFIG)
     ctl = token_client.app.state.ctx.controller  # type: ignore[attr-defined]
-    original = ctl.agent_registered
+    original = agent_credentials.register
 
-    def register_then_schedule(reg: proto.Register, remote: str) -> proto.Registered:
-        reply = original(reg, remote)
+    def register_then_schedule(*args: Any, **kwargs: Any) -> tuple[proto.Registered, Any]:
+        reply = original(*args, **kwargs)
         ctl.tick()  # queues start_task for the new agent before `registered` is sent
         return reply
 
-    monkeypatch.setattr(ctl, "agent_registered", register_then_schedule)
+    monkeypatch.setattr(agent_credentials, "register", register_then_schedule)
     with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
         ws.send_json(register())
         assert ws.receive_json()["type"] == "registered"
@@ -201,7 +203,7 @@ def _attach(client: TestClient, headers: dict | None = None) -> dict:
         return {"closed": exc.code}
 
 
-def test_a_loopback_agent_without_the_token_is_refused_by_default(app) -> None:  # noqa: ANN001
+def test_a_loopback_agent_without_the_token_is_refused_by_default(app) -> None:
     """Before, any process on the master's host registered without a token and was handed queued
     tasks, with their session tokens and code."""
     with TestClient(app, client=LOOPBACK_PEER) as c:
@@ -212,7 +214,7 @@ def test_a_loopback_agent_without_the_token_is_refused_by_default(app) -> None: 
         assert c.get("/api/v1/agents", headers=h).json()["agents"] == []
 
 
-def test_the_generated_token_admits_an_agent(app) -> None:  # noqa: ANN001
+def test_the_generated_token_admits_an_agent(app) -> None:
     ctx = app.state.ctx
     stored = (ctx.config.data_dir / "agent_token").read_text().strip()
     assert ctx.agent_token == stored and len(stored) >= 32
@@ -230,6 +232,88 @@ def test_the_loopback_opt_in_admits_tokenless_loopback_agents_only(master_config
         assert _attach(c, {"X-Pedl-Agent-Token": "wrong"}) == {"closed": proto.CLOSE_UNAUTHORIZED}
     with TestClient(create_app(config, clock=clock)) as c:  # not loopback: the opt-in does not apply
         assert _attach(c) == {"closed": proto.CLOSE_UNAUTHORIZED}
+
+
+def test_a_rogue_with_the_agent_token_cannot_take_a_connected_agents_id(token_client: TestClient) -> None:
+    """Before, the master accepted the impostor and closed the real agent with 4409, then sent the impostor
+    the real agent's tasks; now the impostor is refused (4401, saying why) and the real agent keeps its
+    connection and its work."""
+    h = bearer(login(token_client, "determined"))
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as real:
+        real.send_json(register())
+        reply = real.receive_json()
+        assert reply["type"] == "registered" and reply["credential"]
+        with (pytest.raises(WebSocketDisconnect) as info,
+              token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as rogue):
+            rogue.send_json(register())
+            rogue.receive_json()
+        assert (info.value.code, info.value.reason) == (proto.CLOSE_UNAUTHORIZED, agent_credentials.HAS_CREDENTIAL)
+        # the real agent is still connected, and is the one given the next task
+        create_experiment(token_client, h, SINGLE_CONFIG)
+        assert real.receive_json()["type"] == "start_task"
+
+
+def test_an_agent_comes_back_with_its_credential_alone(token_client: TestClient) -> None:
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register())
+        credential = ws.receive_json()["credential"]
+    assert _attach(token_client, {proto.CREDENTIAL_HEADER: credential}) == {"closed": proto.CLOSE_UNAUTHORIZED}
+    with token_client.websocket_connect("/agents/ws", headers={proto.CREDENTIAL_HEADER: credential}) as ws:
+        ws.send_json(register())
+        reply = ws.receive_json()
+        assert reply["type"] == "registered" and reply["credential"] is None  # it has one already
+    with (pytest.raises(WebSocketDisconnect) as info,
+          token_client.websocket_connect("/agents/ws", headers={proto.CREDENTIAL_HEADER: "guess"}) as ws):
+        ws.send_json(register())
+        ws.receive_json()
+    assert (info.value.code, info.value.reason) == (proto.CLOSE_UNAUTHORIZED, agent_credentials.WRONG_CREDENTIAL)
+
+
+def test_an_admin_forgets_a_lost_credential(token_client: TestClient) -> None:
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register())
+        assert ws.receive_json()["credential"]
+    user, admin = bearer(login(token_client, "determined")), bearer(login(token_client, "admin"))
+    assert token_client.post("/api/v1/agents/ws-agent/forget", headers=user).status_code == 403
+    assert token_client.post("/api/v1/agents/nobody/forget", headers=admin).status_code == 404
+    with (pytest.raises(WebSocketDisconnect),
+          token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws):
+        ws.send_json(register())
+        ws.receive_json()
+    assert token_client.post("/api/v1/agents/ws-agent/forget", headers=admin).status_code == 200
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register())
+        assert ws.receive_json()["credential"]
+
+
+def test_an_agent_is_sent_only_the_tasks_placed_on_it(token_client: TestClient,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second agent registered with the agent token (a rogue, say) gets nothing the scheduler did not
+    place on it: every start_task, with its session token and environment, goes to its placement's agents."""
+    ctx = token_client.app.state.ctx  # type: ignore[attr-defined]
+    sent: list[tuple[str, proto.StartTask]] = []
+    real_send = ctx.hub.send
+
+    def recording(agent_id: str, msg: Any) -> bool:
+        if isinstance(msg, proto.StartTask):
+            sent.append((agent_id, msg))
+        return real_send(agent_id, msg)
+
+    monkeypatch.setattr(ctx.hub, "send", recording)
+    h, admin = bearer(login(token_client, "determined")), bearer(login(token_client, "admin"))
+    with (token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as real,
+          token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as rogue):
+        real.send_json(register("real", slots=1))
+        assert real.receive_json()["type"] == "registered"
+        rogue.send_json(register("rogue", slots=4))
+        assert rogue.receive_json()["type"] == "registered"
+        assert token_client.post("/api/v1/agents/rogue/disable", headers=admin).status_code == 200
+        exp = create_experiment(token_client, h, SINGLE_CONFIG)
+        start = proto.MASTER_MESSAGE.validate_python(real.receive_json())
+        assert isinstance(start, proto.StartTask)
+        allocs = token_client.get(f"/api/v1/experiments/{exp['id']}/trials", headers=h).json()["trials"]
+        assert len(allocs) == 1
+    assert [(agent_id, m.allocation_id) for agent_id, m in sent] == [("real", start.allocation_id)]
 
 
 def test_registered_tells_the_agent_how_long_it_may_stay_cut_off(token_client: TestClient,
@@ -306,3 +390,34 @@ def test_a_message_the_database_could_not_take_is_retried_on_the_same_connection
     text = token_client.get(f"/api/v1/trials/{trial_id}/logs?follow=false", headers=h).text
     messages = [json.loads(line)["result"]["message"] for line in text.splitlines()]
     assert messages == ["said during the outage\n"]  # stored once
+
+
+def test_a_large_agent_message_is_parsed_off_the_event_loop(token_client: TestClient,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of task logs may be megabytes: it is parsed in a worker thread (on the loop it would hold up every
+    request and every other agent's heartbeat); a register- or heartbeat-sized message is parsed in place."""
+    real = agents_api.run_in_threadpool
+    parsed_off_loop: list[int] = []  # the size of each agent message handed to the thread pool
+
+    async def spy(fn: Callable[..., Any], *args: Any) -> Any:
+        if fn == proto.AGENT_MESSAGE.validate_json:
+            parsed_off_loop.append(len(args[0]))
+        return await real(fn, *args)
+
+    monkeypatch.setattr(agents_api, "run_in_threadpool", spy)
+    h = bearer(login(token_client, "determined"))
+    exp = create_experiment(token_client, h, SINGLE_CONFIG)
+    with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+        ws.send_json(register())
+        assert ws.receive_json()["type"] == "registered"
+        start = proto.MASTER_MESSAGE.validate_python(ws.receive_json())
+        assert isinstance(start, proto.StartTask)
+        lines = [proto.LogLine(timestamp=float(i), stdtype="stdout", message="x" * 1000) for i in range(400)]
+        ws.send_json(proto.dump(proto.TaskLogs(allocation_id=start.allocation_id, lines=lines)))
+        ws.send_json(proto.dump(proto.TaskExited(allocation_id=start.allocation_id, exit_code=0)))
+        # the master answers nothing to task_exited: watch for its effect (it follows the logs on the socket)
+        assert eventually(lambda: token_client.get(f"/api/v1/experiments/{exp['id']}", headers=h)
+                          .json()["experiment"]["state"] != "STATE_ACTIVE")
+    text = token_client.get(f"/api/v1/trials/{start.env['DET_TRIAL_ID']}/logs?follow=false", headers=h).text
+    assert sum("x" * 1000 in line for line in text.splitlines()) == 400
+    assert len(parsed_off_loop) == 1 and parsed_off_loop[0] > 400_000  # the logs alone

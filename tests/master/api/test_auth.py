@@ -109,7 +109,7 @@ def test_login_body_without_content_type(client: TestClient) -> None:
 def test_wrong_credentials_are_401_invalid_credentials(client: TestClient, username: str, password: str) -> None:
     """Determined answers Unauthenticated (det: UnauthenticatedException, "Invalid username/password
     combination"); an unknown user and a wrong password look the same."""
-    from pedl.master.services.passwords import client_hash
+    from pedl.master.identity.passwords import client_hash
 
     r = post(client, "/api/v1/auth/login", {"username": username, "password": client_hash(password), "isHashed": True})
     assert r.status_code == 401
@@ -143,7 +143,7 @@ def test_expired_token_is_401(client: TestClient, clock: ManualClock, master_con
 
 def test_expired_session_row_is_401(app: FastAPI, client: TestClient) -> None:
     from pedl.master.db import models
-    from pedl.master.services.passwords import token_hash
+    from pedl.master.lifecycle.tokens import token_hash
 
     ctx = app.state.ctx
     with ctx.db.session() as s:
@@ -229,7 +229,7 @@ def test_password_hashes_take_the_costs_master_yaml_gives(master_config: MasterC
     from pydantic import ValidationError
 
     from pedl.config.security_config import PasswordHashing, SecurityConfig
-    from pedl.master.services import passwords
+    from pedl.master.identity import passwords
 
     monkeypatch.undo()  # this test is about the costs: the real configure, restored after it by monkeypatch
     monkeypatch.setattr(passwords, "_hasher", passwords._hasher)
@@ -253,7 +253,7 @@ def test_the_start_checks_only_the_default_users_for_blank_passwords(app: FastAP
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A verify is a deliberately slow hash: the start's check looks at admin and determined (created
     blank) only, so its work does not grow with the number of users."""
-    from pedl.master.services import passwords, users
+    from pedl.master.identity import passwords, users
 
     for name in ("u1", "u2", "u3"):
         assert post(client, "/api/v1/users", {"user": {"username": name, "active": True}, "password": ""},
@@ -264,3 +264,41 @@ def test_the_start_checks_only_the_default_users_for_blank_passwords(app: FastAP
     with app.state.ctx.db.session() as s:
         blank = users.users_with_blank_password(s)
     assert sorted(blank) == ["admin", "determined"] and len(verified) == 2
+
+
+@pytest.mark.parametrize(("peer", "forwarded", "counted_as"), [
+    ("10.1.2.3", "192.0.2.9", "192.0.2.9"),  # a trusted proxy names its client
+    ("10.1.2.3", "192.0.2.9, 10.7.7.7", "192.0.2.9"),  # through two of them: the first address no proxy of ours
+    ("198.51.100.7", "192.0.2.10", "198.51.100.7"),  # anyone else: the peer, whatever the header says
+    ("127.0.0.1", "192.0.2.11", "127.0.0.1"),  # loopback too (uvicorn's own default trusted it)
+])
+def test_x_forwarded_for_is_trusted_from_security_trusted_proxies_only(
+        master_config: MasterConfig, clock: ManualClock, peer: str, forwarded: str, counted_as: str) -> None:
+    """The client address that failed logins are counted against: a client cannot pick its own address
+    to start a fresh count, unless the master is told the connection is from a proxy of its own."""
+    import asyncio
+    import json
+
+    config = master_config.model_copy(update={"security": master_config.security.model_copy(
+        update={"trusted_proxies": ["10.0.0.0/8"]})})
+    app = create_app(config, clock=clock)
+    body = json.dumps({"username": "admin", "password": "wrong"}).encode()
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/api/v1/auth/login", "raw_path": b"/api/v1/auth/login", "root_path": "", "query_string": b"",
+             "headers": [(b"content-length", str(len(body)).encode()), (b"x-forwarded-for", forwarded.encode())],
+             "client": (peer, 40000), "server": ("master", 8080)}
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    try:
+        with TestClient(app):  # the lifespan: the default users exist
+            asyncio.run(app(scope, receive, send))
+    finally:
+        app.state.ctx.db.dispose()
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [401]
+    assert set(app.state.ctx.login_limiter._addresses) == {counted_as}

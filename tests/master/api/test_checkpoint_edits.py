@@ -16,8 +16,8 @@ from pedl.common.checkpoint_files import list_directory
 from pedl.common.checkpoint_storage import S3Storage, SharedFSStorage
 from pedl.config.master_config import MasterConfig
 from pedl.errors import Unavailable
-from pedl.master.services import checkpoint_edits
-from pedl.master.services.passwords import client_hash
+from pedl.master.checkpoints import edits as checkpoint_edits
+from pedl.master.identity.passwords import client_hash
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, StartedTask, bearer, create_experiment, ctx_of, login, post
 from tests.support.moto_server import moto_endpoint_fixture, moto_server_fixture  # noqa: F401
 
@@ -45,7 +45,7 @@ def storage_of(client: TestClient) -> SharedFSStorage:
 
 
 def stored(client: TestClient, task: StartedTask, steps: int, files: dict[str, bytes] = FILES,
-           storage=None) -> str:  # noqa: ANN001
+           storage=None) -> str:
     """Write a checkpoint's files where its experiment keeps them and report it with their listing."""
     name = str(uuid_lib.uuid4())
     storage = storage or storage_of(client)
@@ -73,12 +73,12 @@ def metadata_body(name: str, metadata: dict) -> dict:
                            "state": "STATE_UNSPECIFIED"}}
 
 
-def delete(client: TestClient, headers: dict, *names: str):  # noqa: ANN201
+def delete(client: TestClient, headers: dict, *names: str):
     return client.request("DELETE", "/api/v1/checkpoints", content=json.dumps({"checkpointUuids": list(names)}),
                           headers=headers)
 
 
-def rm(client: TestClient, headers: dict, names: list[str], globs: list[str]):  # noqa: ANN201
+def rm(client: TestClient, headers: dict, names: list[str], globs: list[str]):
     return post(client, "/api/v1/checkpoints/rm", {"checkpointUuids": names, "checkpointGlobs": globs}, headers)
 
 
@@ -328,7 +328,8 @@ def test_remove_files_and_delete_on_s3(client: TestClient, user: dict, agent: Fa
 def test_a_storage_failure_is_named_and_the_rest_is_marked(client: TestClient, user: dict,
                                                           task: StartedTask) -> None:
     """Storage that fails one deletion: the error names that checkpoint and why; the one deleted is
-    marked DELETED, the other stays COMPLETED with its files."""
+    marked DELETED, the other is left PARTIALLY_DELETED (it left COMPLETED before its files were touched,
+    and which are gone is unknown), no longer held, with the files it kept."""
     good, bad = stored(client, task, 2), stored(client, task, 4)
 
     class Failing(SharedFSStorage):
@@ -343,11 +344,13 @@ def test_a_storage_failure_is_named_and_the_rest_is_marked(client: TestClient, u
     assert bad in raised.value.message and "disk on fire" in raised.value.message
     assert f"done for checkpoint {good}" in raised.value.message
     assert shown(client, user, good)["state"] == "STATE_DELETED"
-    assert shown(client, user, bad)["state"] == "STATE_COMPLETED" and storage_of(client).path_of(bad).is_dir()
+    left = shown(client, user, bad)
+    assert (left["state"], left["deleting"]) == ("STATE_PARTIALLY_DELETED", False)
+    assert storage_of(client).path_of(bad).is_dir()
 
 
-def _caller(client: TestClient, headers: dict):  # noqa: ANN202
-    from pedl.master.services import users as users_service
+def _caller(client: TestClient, headers: dict):
+    from pedl.master.identity import users as users_service
 
     return users_service.resolve_caller(ctx_of(client.app), headers["Authorization"].split()[1])
 

@@ -36,11 +36,11 @@ def test_only_the_gc_tasks_own_live_token_and_its_checkpoints(client: TestClient
     r = post(client, path, {"checkpoints": [{"uuid": name, "resources": {}}] * 2}, bearer(gc.token))
     assert r.status_code == 400 and "checkpoints" in r.text
     assert post(client, path, {}, bearer(gc.token)).status_code == 400  # checkpoints is required
-    assert shown(client, user, name)["state"] == "STATE_COMPLETED"  # nothing marked by a refusal
+    assert shown(client, user, name)["state"] == "STATE_PARTIALLY_DELETED"  # held; nothing marked by a refusal
     assert shown(client, user, other)["state"] == "STATE_COMPLETED"
     agent.exit(gc.allocation_id, 0)
     assert report(client, gc, {name: {}}).status_code == 401  # an ended allocation's token is revoked
-    assert shown(client, user, name)["state"] == "STATE_COMPLETED"
+    assert shown(client, user, name)["state"] == "STATE_PARTIALLY_DELETED"
 
 
 def test_a_trials_own_token_is_no_gc_tasks(client: TestClient, task: StartedTask) -> None:

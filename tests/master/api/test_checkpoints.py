@@ -23,7 +23,7 @@ from pedl.config.master_config import MasterConfig
 from pedl.master.api import shapes
 from pedl.master.app import create_app
 from pedl.master.db import models
-from pedl.master.lifecycle import CheckpointState
+from pedl.master.lifecycle.states import CheckpointState
 from tests.master.factories import legacy_checkpoint
 from tests.master.fakes import (
     SINGLE_CONFIG,
@@ -522,7 +522,7 @@ def test_experiment_trials_carry_their_checkpoint_counts(app: FastAPI, client: T
         db = ctx_of(app).db
         engines = {id(e): e for e in (db.engine, db.read_engine)}.values()  # one engine on PostgreSQL
 
-        def seen(_conn, _cursor, statement: str, *_args) -> None:  # noqa: ANN001
+        def seen(_conn, _cursor, statement: str, *_args) -> None:
             statements.append(statement)
 
         for engine in engines:
@@ -576,7 +576,7 @@ def test_listed_experiments_carry_their_checkpoint_totals_in_one_query(app: Fast
         db = ctx_of(app).db
         engines = {id(e): e for e in (db.engine, db.read_engine)}.values()
 
-        def seen(_conn, _cursor, statement: str, *_args) -> None:  # noqa: ANN001
+        def seen(_conn, _cursor, statement: str, *_args) -> None:
             statements.append(statement)
 
         for engine in engines:

@@ -229,7 +229,7 @@ def test_values_the_database_cannot_store_are_not_500(client: TestClient, admin:
             body = {"logs": [{**body["logs"][0], "taskId": task.task_id}]}
         try:  # the TestClient re-raises what the app did not handle
             r = post(client, path, body, admin)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             failures.append((path, json.dumps(body)[:60], repr(exc)[:120]))
             continue
         if not (400 <= r.status_code < 500) or (field and field not in r.json()["message"]):
@@ -237,7 +237,7 @@ def test_values_the_database_cannot_store_are_not_500(client: TestClient, admin:
     for path in UNSTORABLE_GETS:
         try:
             r = client.get(path, headers=admin)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             failures.append((path, repr(exc)[:120]))
             continue
         if r.status_code >= 500:
@@ -246,13 +246,13 @@ def test_values_the_database_cannot_store_are_not_500(client: TestClient, admin:
     assert client.get("/api/v1/me", headers=admin).status_code == 200  # still serving
 
 
-def test_a_database_that_went_away_is_503_not_500(app, client, admin, monkeypatch) -> None:  # noqa: ANN001
+def test_a_database_that_went_away_is_503_not_500(app, client, admin, monkeypatch) -> None:
     """pedl.core and det retry a 503; a PostgreSQL restart must not look like a master bug."""
     from sqlalchemy.exc import OperationalError
 
-    from pedl.master.services import experiments as experiments_service
+    from pedl.master.experiments import service as experiments_service
 
-    def down(*_a, **_k):  # noqa: ANN002, ANN003
+    def down(*_a, **_k):
         raise OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly"))
 
     monkeypatch.setattr(experiments_service, "list_page", down)
@@ -261,14 +261,14 @@ def test_a_database_that_went_away_is_503_not_500(app, client, admin, monkeypatc
     assert "database" in r.json()["message"]
 
 
-def test_an_illegal_transition_is_a_logged_500(app, client, admin, monkeypatch, caplog) -> None:  # noqa: ANN001
+def test_an_illegal_transition_is_a_logged_500(app, client, admin, monkeypatch, caplog) -> None:
     """A refused lifecycle edge is a master bug, not the user's: 500, with the edge in the log."""
     import logging
 
-    from pedl.master.lifecycle import ExperimentState, check_transition
-    from pedl.master.services import experiments as experiments_service
+    from pedl.master.experiments import service as experiments_service
+    from pedl.master.lifecycle.states import ExperimentState, check_transition
 
-    def bug(*_a, **_k):  # noqa: ANN002, ANN003
+    def bug(*_a, **_k):
         check_transition("experiment", 7, ExperimentState.COMPLETED, ExperimentState.PAUSED)
 
     monkeypatch.setattr(experiments_service, "list_page", bug)
@@ -278,3 +278,35 @@ def test_an_illegal_transition_is_a_logged_500(app, client, admin, monkeypatch, 
     logged = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "illegal transition" in rec.message]
     assert logged and "experiment 7" in logged[0].message
     assert "STATE_COMPLETED" in logged[0].message and "STATE_PAUSED" in logged[0].message
+
+
+def test_a_client_that_hangs_up_mid_body_is_one_log_line_not_a_5xx(app, client, caplog) -> None:
+    """Content-Length: 100, a few bytes, then the connection drops: Starlette raises ClientDisconnect
+    while the body is read. That is one INFO line naming the client, no traceback, and a 4xx in
+    /metrics (the answer reaches nobody)."""
+    import asyncio
+    import logging
+
+    messages = [{"type": "http.request", "body": b'{"user', "more_body": True}, {"type": "http.disconnect"}]
+
+    async def receive() -> dict:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/api/v1/auth/login", "raw_path": b"/api/v1/auth/login", "root_path": "", "query_string": b"",
+             "headers": [(b"content-length", b"100")], "client": ("192.0.2.7", 40000), "server": ("master", 8080)}
+    with caplog.at_level(logging.INFO):
+        asyncio.run(app(scope, receive, send))
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [499]
+    lines = [r for r in caplog.records if "192.0.2.7" in r.getMessage()]
+    assert len(lines) == 1 and "went away" in lines[0].getMessage(), [r.getMessage() for r in caplog.records]
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    statuses = {s.labels["status"] for family in app.state.ctx.metrics.registry.collect()
+                if family.name == "pedl_api_request_duration_seconds" for s in family.samples
+                if s.name.endswith("_count") and s.labels["route"] == "/api/v1/auth/login"}
+    assert statuses == {"4xx"}

@@ -9,7 +9,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from pedl.master.services import experiment_bulk
+from pedl.master.experiments import bulk as experiment_bulk
 from tests.master.api.test_workspace_edits import experiment, project, workspace
 from tests.master.fakes import post
 

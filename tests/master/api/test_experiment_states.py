@@ -8,9 +8,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
-from pedl.master.lifecycle import RUN_PROGRESS, reported_experiment_state
-from pedl.master.lifecycle import AllocationState as A
-from pedl.master.lifecycle import ExperimentState as E
+from pedl.master.lifecycle.states import RUN_PROGRESS, reported_experiment_state
+from pedl.master.lifecycle.states import AllocationState as A
+from pedl.master.lifecycle.states import ExperimentState as E
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, create_experiment, post
 
 

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from pedl.clock import ManualClock
 from pedl.master.db import models
-from pedl.master.lifecycle import InstanceState
+from pedl.master.lifecycle.states import InstanceState
 from tests.master.fakes import ctx_of
 
 N = InstanceState

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pedl.config.security_config import LimitsConfig
 from pedl.errors import InvalidArgument
 from pedl.master.api import metric_batch_body
-from pedl.master.services.metric_batches import MAX_REPORTS
+from pedl.master.metrics.batches import MAX_REPORTS
 
 LIMITS = LimitsConfig(max_string_length=256)
 BIG_INT = 2**63

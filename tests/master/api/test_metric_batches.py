@@ -13,7 +13,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from pedl.master.db import models
-from pedl.master.services import metric_batches, metric_digests, metrics
+from pedl.master.metrics import batches as metric_batches
+from pedl.master.metrics import digests as metric_digests
+from pedl.master.metrics import service as metrics
 from tests.master.fakes import GRID_CONFIG, FakeAgent, StartedTask, create_experiment, ctx_of, post, task_header
 
 
@@ -200,3 +202,25 @@ def test_every_row_of_a_batch_is_stored_with_its_step_group_and_run(app: FastAPI
             M.trial_id == task.trial_id).order_by(M.id)).all()
     assert [tuple(row) for row in rows] == [(step, group, 3, {"loss": step / 100})
                                             for step, group in zip(steps, groups, strict=True)]
+
+
+def test_a_batch_past_the_trials_distinct_metric_names_is_refused_whole(app: FastAPI, client: TestClient,
+                                                                        tasks: list[StartedTask],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the lean path as on the general one: the first report that takes the trial past
+    limits.max_metric_names_per_trial is named, and nothing of the batch is stored."""
+    task = tasks[0]
+    ctx = ctx_of(app)
+    monkeypatch.setattr(ctx, "config", ctx.config.model_copy(update={"limits": ctx.config.limits.model_copy(
+        update={"max_metric_names_per_trial": 4})}))
+    assert send(client, task, [entry(1, 0.1), {**entry(1, 0.1, "validation")}]).status_code == 200  # loss twice
+    many = [entry(2, 0.2), {**entry(3, 0.3), "metrics": {"avgMetrics": {"loss": 0.3, "a": 1}}},
+            {**entry(4, 0.4), "metrics": {"avgMetrics": {"b": 1, "c": 2}}}, entry(5, 0.5)]
+    r = send(client, task, many)
+    assert r.status_code == 400 and r.json()["fields"][0]["field"] == "reports[2].metrics.avgMetrics", r.text
+    assert "5 distinct metric names, more than the limit of 4" in r.text and "max_metric_names_per_trial" in r.text
+    listed = [{**entry(6, 0.6), "metrics": {"avgMetrics": {"loss": [1, 2]}}}]  # a list: the general path
+    assert send(client, task, listed + many).json()["fields"][0]["field"] == "reports[3].metrics.avgMetrics"
+    assert stored(app, task.trial_id) == [(1, 0.1)]
+    assert send(client, task, many[:2]).status_code == 200  # 4 names: at the limit
+    assert send(client, tasks[1], many).status_code == 200  # the other trial's names are its own

@@ -12,7 +12,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from pedl.master.db import models
-from pedl.master.services import metric_export, metrics
+from pedl.master.metrics import export as metric_export
+from pedl.master.metrics import service as metrics
 from tests.master.fakes import SINGLE_CONFIG, create_experiment, ctx_of
 
 FIXED = ["trial_id", "trial_run_id", "group", "steps_completed", "report_time"]

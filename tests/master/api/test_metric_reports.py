@@ -11,7 +11,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from pedl.master.db import models
-from pedl.master.services import metric_reports, metrics
+from pedl.master.metrics import reports as metric_reports
+from pedl.master.metrics import service as metrics
 from tests.master.fakes import GRID_CONFIG, create_experiment, ctx_of
 
 

@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from pedl.master.db import models
-from pedl.master.services import model_registry
-from pedl.master.services.passwords import client_hash
+from pedl.master.identity.passwords import client_hash
+from pedl.master.model_registry import service as model_registry
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, StartedTask, bearer, create_experiment, ctx_of, login, post
 
 MODEL_KEYS = {"archived", "creationTime", "id", "lastUpdatedTime", "metadata", "name", "numVersions", "userId",

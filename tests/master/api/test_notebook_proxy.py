@@ -35,7 +35,7 @@ def echo() -> Iterator[int]:
     sock.close()
 
 
-def _last_activity(app, task_id: str) -> float | None:  # noqa: ANN001
+def _last_activity(app, task_id: str) -> float | None:
     with app.state.ctx.db.read_session() as s:
         return s.get(models.GenericTask, task_id).last_activity
 

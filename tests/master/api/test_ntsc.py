@@ -10,6 +10,7 @@ import tarfile
 
 from fastapi.testclient import TestClient
 
+from pedl.config.security_config import TASK_UID_BASE
 from tests.master.fakes import FakeAgent, bearer, file_entry, login, post
 
 
@@ -102,6 +103,21 @@ def test_bad_input_is_refused_naming_the_field(client: TestClient, user: dict) -
     assert client.get("/api/v1/commands", headers=user).json()["commands"] == []  # nothing was started
 
 
+def test_variables_the_master_alone_sets_are_refused_naming_the_field(client: TestClient, user: dict) -> None:
+    host = '{"checkpoint_storage": {"type": "shared_fs", "host_path": "/root"}}'
+    for variables, field in (
+            ([f"DET_EXPERIMENT_CONFIG={host}"], "environment.environment_variables[0]"),
+            ({"A": "1", "DET_EXPERIMENT_CONFIG": host}, "environment.environment_variables.DET_EXPERIMENT_CONFIG"),
+            ({"cpu": ["A=1", f"DET_EXPERIMENT_CONFIG={host}"]}, "environment.environment_variables.cpu[1]"),
+            ({"gpu": {"DET_EXPERIMENT_CONFIG": host}}, "environment.environment_variables.gpu.DET_EXPERIMENT_CONFIG"),
+            (["DET_CLUSTER_ID=x"], "environment.environment_variables[0]")):
+        for kind in ("commands", "notebooks", "shells"):
+            r = post(client, f"/api/v1/{kind}", {"config": {"environment": {"environment_variables": variables}}},
+                     user)
+            assert r.status_code == 400 and field in r.text and "set by the master" in r.text, (kind, r.text)
+    assert client.get("/api/v1/commands", headers=user).json()["commands"] == []  # nothing was started
+
+
 def test_no_task_starts_in_an_archived_workspace(client: TestClient, user: dict) -> None:
     ws = post(client, "/api/v1/workspaces", {"name": "ws-a"}, user).json()["workspace"]["id"]
     assert launch(client, user, config={"entrypoint": "true"}, workspaceId=ws)["command"]["workspaceId"] == ws
@@ -148,9 +164,12 @@ def test_a_shells_key_is_its_owners_and_it_names_the_user_det_logs_in_as(client:
         assert ("privateKey" in got) is sees and got["publicKey"] == mine["publicKey"]
         listed = client.get("/api/v1/shells", headers=headers).json()["shells"]
         assert [("privateKey" in s) for s in listed] == [sees]
-    # a user with no agent user group: the agent's own user, root by Determined's default
+    # a user with no agent user group: a uid of their own (security.task_uid_base), named for them
     theirs = launch(client, eve, "shells")["shell"]
-    assert theirs["agentUserGroup"]["user"] == "root" and theirs["privateKey"] != mine["privateKey"]
+    eve_id = client.get("/api/v1/me", headers=eve).json()["user"]["id"]
+    assert theirs["agentUserGroup"] == {"uid": TASK_UID_BASE + eve_id, "gid": TASK_UID_BASE + eve_id,
+                                        "user": "pedl-user-eve", "group": "pedl-user-eve"}
+    assert theirs["privateKey"] != mine["privateKey"]
 
 
 def test_one_word_is_shell_text_and_the_end_is_logged_in_determineds_words(client: TestClient, user: dict,

@@ -64,3 +64,27 @@ def test_metric_ranges_span_the_projects_trials(client: TestClient, user: dict, 
         assert client.get("/api/v1/projects/99/experiments/metric-ranges", headers=user).status_code == 404
     finally:
         agent.close()
+
+
+def test_columns_and_ranges_are_bounded_in_bytes_and_say_they_were_cut(client: TestClient, user: dict, app,
+                                                                       agent: FakeAgent, monkeypatch) -> None:
+    """Past limits.max_listing_bytes the metric columns (and ranges) of the newest trials are kept, the rest
+    left out, and `truncated` says so; the general and hyperparameter columns are always there."""
+    create_experiment(client, user, CONFIG)
+    [task] = agent.start_all()
+    report(client, task, "training", 1, {f"metric_{i:04d}": float(i) for i in range(900)})
+    ctx = app.state.ctx
+    whole = client.get("/api/v1/projects/1/columns", headers=user)
+    assert whole.json()["truncated"] is False and len(whole.json()["columns"]) > 3600
+    ranges = client.get("/api/v1/projects/1/experiments/metric-ranges", headers=user).json()
+    assert ranges["truncated"] is False and len(ranges["ranges"]) == 900
+    monkeypatch.setattr(ctx, "config", ctx.config.model_copy(update={"limits": ctx.config.limits.model_copy(
+        update={"max_listing_bytes": 64 * 1024})}))
+    r = client.get("/api/v1/projects/1/columns", headers=user)
+    assert r.status_code == 200 and r.json()["truncated"] is True
+    assert len(r.content) <= 64 * 1024 < len(whole.content)
+    names = [c["column"] for c in r.json()["columns"]]
+    assert {"id", "hp.flat", "hp.lr"} <= set(names) and any(n.startswith("training.metric_") for n in names)
+    r = client.get("/api/v1/projects/1/experiments/metric-ranges", headers=user)
+    assert r.json()["truncated"] is True and len(r.content) <= 64 * 1024
+    assert 0 < len(r.json()["ranges"]) < 900

@@ -20,7 +20,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from pedl.config.master_config import MasterConfig
 from pedl.master.api.browser_session import CSRF_COOKIE, SESSION_COOKIE, csrf_for
-from pedl.master.services.passwords import client_hash
+from pedl.master.identity.passwords import client_hash
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, bearer, create_experiment, login, post
 from tests.support.live_master import LiveMaster
 
@@ -163,6 +163,57 @@ def test_who_passes(world) -> None:
         "no-such-task", "X")
     assert c.get(world.url, headers=bearer(world.task.token)).status_code == 403  # its own task token
     assert c.get(world.url, headers=world.admin).status_code == 200
+
+
+def test_the_tasks_user_token_does_not_pass_either(world) -> None:
+    """DET_USER_TOKEN acts as the task's owner elsewhere, but passed the proxy (200) where the bare task
+    token got 403: every script of a user was a key to that user's services."""
+    assert _register(world).status_code == 200
+    user_token = world.task.message["env"]["DET_USER_TOKEN"]
+    assert world.client.get("/api/v1/me", headers=bearer(user_token)).status_code == 200  # the owner, elsewhere
+    r = world.client.get(world.url, headers=bearer(user_token))
+    assert r.status_code == 403 and "DET_USER_TOKEN" in r.json()["message"]
+
+    async def status() -> int:
+        try:
+            async with connect(_ws_url(world), additional_headers=bearer(user_token)):
+                return 101
+        except InvalidStatus as exc:
+            return exc.response.status_code
+
+    assert asyncio.run(status()) == 403
+
+
+def test_only_a_port_the_agent_finds_the_task_listening_on_is_registered(world) -> None:
+    """Before, any port was taken: a shell registered another user's service's port and its credential-less
+    tunnel reached that service."""
+    world.agent.listening = {(world.task.allocation_id, world.port)}
+    r = _register(world, 20001)
+    assert r.status_code == 400 and "port 20001" in r.json()["message"] and "nothing listens" in r.json()["message"]
+    assert world.client.get(world.url, headers=world.alice).status_code == 503  # nothing was registered
+    assert world.agent.conn.questions == [(world.task.allocation_id, 20001)]
+    assert _register(world).status_code == 200
+    assert world.client.get(world.url, headers=world.alice).status_code == 200
+
+
+def test_each_relay_checks_again_that_the_port_is_the_tasks(world) -> None:
+    world.agent.listening = {(world.task.allocation_id, world.port)}
+    assert _register(world).status_code == 200
+    asked = len(world.agent.conn.questions)
+    assert world.client.get(world.url, headers=world.alice).status_code == 200
+    assert len(world.agent.conn.questions) == asked + 1
+    world.agent.listening = set()  # the task closed it (another user's service may hold it now)
+    r = world.client.get(world.url, headers=world.alice)
+    assert r.status_code == 502 and "no longer listens" in r.json()["message"]
+
+    async def status() -> int:
+        try:
+            async with connect(_ws_url(world), additional_headers=world.alice):
+                return 101
+        except InvalidStatus as exc:
+            return exc.response.status_code
+
+    assert asyncio.run(status()) == 502
 
 
 def test_the_session_cookie_passes_for_the_owner_from_the_masters_pages(world) -> None:

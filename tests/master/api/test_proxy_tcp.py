@@ -20,7 +20,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from pedl.config.master_config import MasterConfig
 from pedl.master.api.proxy_tcp import CHUNK, payload
-from pedl.master.services.passwords import client_hash
+from pedl.master.identity.passwords import client_hash
 from tests.master.fakes import FakeAgent, bearer, login, post
 from tests.support.live_master import LiveMaster
 

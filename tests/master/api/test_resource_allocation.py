@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from pedl.clock import ManualClock
-from pedl.master.services import resource_allocation
+from pedl.master.agents import resource_allocation
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, create_experiment
 
 RAW = "/api/v1/resources/allocation/raw"

@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
 from pedl.clock import ManualClock
 from pedl.common.agent_protocol import LogLine
+from pedl.master.agents import service as agents_service
 from pedl.master.db import models
-from pedl.master.services import agents as agents_service
+from pedl.master.tasks import logs as task_logs
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, bearer, create_experiment, post
 
 # bindings.v1TaskLogsResponse.from_json (determined 0.38.1)
@@ -176,3 +178,28 @@ def test_log_fields_and_determineds_rank_filters_on_task_and_trial_routes(
         assert client.get(base, headers=user, params={"rankIds": 0}).text == ""  # pedl records no rank
     assert client.get("/api/v1/tasks/nope/logs/fields", headers=user).status_code == 404
     assert client.get("/api/v1/trials/999999/logs/fields", headers=user).status_code == 404
+
+
+def test_a_user_follows_a_bounded_number_of_streams(app: FastAPI, client: TestClient, user: dict, admin: dict,
+                                                    agent: FakeAgent, clock: ManualClock,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With limits.max_log_follows_per_user streams of theirs open (slots held, as open streams hold them),
+    a user's next follow of a task's or a trial's logs is a 429 naming the setting; reading without follow,
+    and another user's follow, go on; a stream that ended gives its slot back."""
+    task = running_task(app, client, user, agent, clock)
+    ctx = app.state.ctx
+    monkeypatch.setattr(ctx.config.limits, "max_log_follows_per_user", 2)
+    me = next(u["id"] for u in client.get("/api/v1/users", headers=admin).json()["users"]
+              if u["username"] == "determined")
+    held = [task_logs.follow_slot(ctx, me) for _ in range(2)]
+    for path in (f"/api/v1/tasks/{task.task_id}/logs", f"/api/v1/trials/{task.trial_id}/logs"):
+        r = client.get(path, params={"follow": "true"}, headers=user)
+        assert r.status_code == 429 and "limits.max_log_follows_per_user" in r.json()["message"], r.text
+        assert client.get(path, headers=user).status_code == 200  # not followed: no slot
+    agent.exit(task.allocation_id, 0)  # the task ends: a followed stream of it ends after its last lines
+    r = client.get(f"/api/v1/tasks/{task.task_id}/logs", params={"follow": "true"}, headers=admin)
+    assert r.status_code == 200 and ctx.log_follows.held() == 2  # the admin's came back when it ended
+    held.pop().release()
+    r = client.get(f"/api/v1/trials/{task.trial_id}/logs", params={"follow": "true"}, headers=user)
+    assert r.status_code == 200 and "step 1" in r.text
+    assert ctx.log_follows.held(me) == 1  # the one still held by the test

@@ -7,7 +7,8 @@ import json
 
 from fastapi.testclient import TestClient
 
-from tests.master.fakes import file_entry, post
+from tests.master.fakes import FakeAgent, file_entry, post
+from tests.master.other_users import make_user
 
 TEMPLATE = {"searcher": {"name": "single", "metric": "loss", "max_length": 5}, "max_restarts": 2,
             "resources": {"priority": 7}, "labels": ["from-template"]}
@@ -103,3 +104,28 @@ def test_an_unknown_template_or_a_bad_merge_is_refused_and_nothing_stored(client
     r = experiment(client, user, "bad")
     assert r.status_code == 400 and "max_restarts" in r.json()["message"], r.text
     assert total_experiments(client, user) == 0
+
+
+def test_a_template_runs_only_as_its_owner_or_from_an_admin(client: TestClient, user: dict, admin: dict,
+                                                            agent: FakeAgent) -> None:
+    """A template's config (variables, mounts, image) runs as whoever names it: bob's, named by alice (or by
+    an admin), would run bob's choices with their tokens. Refused with a 403 naming the field, for an
+    experiment and for a task; an admin's template, or one's own, is usable by all."""
+    bob, alice = make_user(client, admin, "bob"), make_user(client, admin, "alice")
+    evil = {**TEMPLATE, "environment": {"environment_variables": ["PYTHONPATH=/home/bob/evil"]},
+            "bind_mounts": [{"host_path": "/home/bob", "container_path": "/usr/lib/python3"}]}
+    assert create(client, bob, "bobs", evil).status_code == 200
+    assert create(client, admin, "team", {"environment": {"environment_variables": ["TEAM=1"]}}).status_code == 200
+    before = total_experiments(client, admin)
+    for headers in (alice, admin):
+        r = experiment(client, headers, "bobs")
+        assert r.status_code == 403 and r.json()["fields"][0]["field"] == "template", r.text
+        assert "belongs to bob" in r.json()["message"]
+        r = post(client, "/api/v1/commands", {"config": {"entrypoint": ["true"]}, "templateName": "bobs"}, headers)
+        assert r.status_code == 403 and r.json()["fields"][0]["field"] == "templateName", r.text
+    assert total_experiments(client, admin) == before and agent.start_all() == []
+    assert experiment(client, bob, "bobs").status_code == 200  # his own
+    r = post(client, "/api/v1/commands", {"config": {"entrypoint": ["true"]}, "templateName": "team"}, alice)
+    assert r.status_code == 200, r.text  # an admin's
+    [task] = agent.start_all()
+    assert task.message["env"]["TEAM"] == "1"

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from pedl.config.master_config import MasterConfig
 from pedl.master.db import models
-from pedl.master.services.passwords import client_hash
+from pedl.master.identity.passwords import client_hash
 from tests.master.fakes import (
     GRID_CONFIG,
     SINGLE_CONFIG,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from pedl.master.services.passwords import client_hash
+from pedl.master.identity.passwords import client_hash
 from tests.master.fakes import SINGLE_CONFIG, bearer, create_experiment, login, post
 
 SERIES = "/api/v1/trials/time-series"

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from pedl.clock import ManualClock
 from pedl.common.agent_protocol import LogLine
 from pedl.master.db import models
-from pedl.master.services import logs as logs_service
+from pedl.master.lifecycle import log_lines as logs_service
 from tests.master.fakes import (
     GRID_CONFIG,
     SINGLE_CONFIG,
@@ -359,3 +359,52 @@ def test_a_task_log_level_must_be_one_of_determineds(client: TestClient, task: S
     r = post(client, "/api/v1/task/logs", body, bearer(task.token))
     assert r.status_code == 400
     assert r.json()["fields"][0]["field"] == "logs[0].level"
+
+
+def test_a_report_past_the_trials_distinct_metric_names_is_refused(app: FastAPI, client: TestClient, user: dict,
+                                                                   task: StartedTask,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """limits.max_metric_names_per_trial counts the names a trial holds over its groups: a report that would
+    take it past them is a 400 naming the field and the limit, nothing stored; names it holds go on."""
+    url, headers = f"/api/v1/trials/{task.trial_id}/metrics", task_header(task.token)
+    r = post(client, url, metrics_body(task.trial_id, 1, {f"m{i}": i for i in range(1001)}), headers)
+    assert r.status_code == 400 and r.json()["fields"][0]["field"] == "metrics.metrics.avgMetrics", r.text
+    assert "1001 distinct metric names, more than the limit of 1000" in r.text
+    assert "limits.max_metric_names_per_trial" in r.text
+    ctx = app.state.ctx
+    monkeypatch.setattr(ctx, "config", ctx.config.model_copy(update={"limits": ctx.config.limits.model_copy(
+        update={"max_metric_names_per_trial": 3})}))
+    assert post(client, url, metrics_body(task.trial_id, 1, {"loss": 1.0, "acc": 0.5}), headers).status_code == 200
+    assert post(client, url, metrics_body(task.trial_id, 2, {"val": 1.0}, "validation"), headers).status_code == 200
+    r = post(client, url, metrics_body(task.trial_id, 3, {"loss": 0.9, "lr": 0.1}), headers)
+    assert r.status_code == 400 and "4 distinct metric names, more than the limit of 3" in r.text, r.text
+    assert f"trial {task.trial_id} has 3 over its groups" in r.text
+    assert post(client, url, metrics_body(task.trial_id, 3, {"loss": 0.9, "acc": 0.6}), headers).status_code == 200
+    summary = trial(client, user, task.trial_id)["summaryMetrics"]
+    assert set(summary["avg_metrics"]) == {"loss", "acc"} and set(summary["validation_metrics"]) == {"val"}
+    assert trial(client, user, task.trial_id)["totalBatchesProcessed"] == 3
+
+
+def test_a_page_of_trials_is_cut_short_past_the_listing_bytes(app: FastAPI, client: TestClient, user: dict,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trials whose summaries are large fill limits.max_listing_bytes before the page's rows: the page is cut
+    short (at least one trial), and its endIndex is where det's SDK and the WebUI ask for the next."""
+    agent = FakeAgent(app, "agent-pages", slots=2)
+    exp = create_experiment(client, user, GRID_CONFIG)
+    tasks = sorted(agent.start_all(), key=lambda t: t.trial_id)
+    for t in tasks:
+        values = {f"metric_{i:03d}": float(i) for i in range(200)}
+        assert post(client, f"/api/v1/trials/{t.trial_id}/metrics", metrics_body(t.trial_id, 1, values),
+                    task_header(t.token)).status_code == 200
+    url = f"/api/v1/experiments/{exp['id']}/trials"
+    whole = client.get(url, headers=user).json()
+    assert [t["id"] for t in whole["trials"]] == [t.trial_id for t in tasks]
+    ctx = app.state.ctx
+    monkeypatch.setattr(ctx, "config", ctx.config.model_copy(update={"limits": ctx.config.limits.model_copy(
+        update={"max_listing_bytes": 30_000})}))
+    first = client.get(url, headers=user).json()
+    assert [t["id"] for t in first["trials"]] == [tasks[0].trial_id]
+    assert (first["pagination"]["endIndex"], first["pagination"]["total"]) == (1, 2)
+    rest = client.get(url, params={"offset": 1}, headers=user).json()
+    assert [t["id"] for t in rest["trials"]] == [tasks[1].trial_id] and rest["pagination"]["endIndex"] == 2
+    agent.close()

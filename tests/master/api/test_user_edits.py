@@ -9,7 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pedl.clock import ManualClock
-from pedl.master.services.passwords import client_hash
+from pedl.config.security_config import TASK_UID_BASE, TASK_UIDS
+from pedl.master.identity.passwords import client_hash
 from tests.master.fakes import bearer, login, post
 
 GROUP = {"agentUid": 1000, "agentGid": 1001, "agentUser": "username", "agentGroup": "groupname"}
@@ -61,6 +62,10 @@ def test_create_user_with_an_agent_user_group(client: TestClient, admin: dict) -
     assert r.status_code == 200, r.text
     assert r.json()["user"]["agentUserGroup"] == GROUP
     assert get(client, r.json()["user"]["id"], admin)["agentUserGroup"] == GROUP
+    taken = {"user": {"username": "taken", "agentUserGroup": {**GROUP, "agentUid": TASK_UID_BASE + 7}}, "password": ""}
+    r = post(client, "/api/v1/users", taken, admin)
+    assert r.status_code == 400 and "user.agentUserGroup.agentUid" in r.json()["message"], r.text
+    assert "security.task_uid_base" in r.json()["message"]
     half = {"user": {"username": "half", "agentUserGroup": {"agentUid": 1000, "agentGid": 1001}}, "password": ""}
     r = post(client, "/api/v1/users", half, admin)
     assert r.status_code == 400
@@ -87,6 +92,9 @@ def test_admin_links_and_unlinks_an_agent_user_group(client: TestClient, admin: 
     ({**GROUP, "agentUser": "has space"}, "agentUserGroup.agentUser"),
     ({**GROUP, "agentGroup": "a:b"}, "agentUserGroup.agentGroup"),
     ({**GROUP, "agentGroup": "1234"}, "agentUserGroup.agentGroup"),
+    # another user's own uid and gid (security.task_uid_base + their id)
+    ({**GROUP, "agentUid": TASK_UID_BASE + 1}, "agentUserGroup.agentUid"),
+    ({**GROUP, "agentGid": TASK_UID_BASE + TASK_UIDS - 1}, "agentUserGroup.agentGid"),
 ])
 def test_bad_agent_user_groups_are_400_naming_the_field(client: TestClient, admin: dict, alice: int, group: dict,
                                                          field: str) -> None:
@@ -275,23 +283,43 @@ def test_a_linked_users_tasks_start_as_their_agent_user(client: TestClient, admi
     assert patch(client, alice, {"agentUserGroup": GROUP}, admin).status_code == 200
     create_experiment(client, alice_headers, SINGLE_CONFIG)
     (task,) = agent.start_all()
-    assert task.message["run_as"] == {"uid": 1000, "gid": 1001, "user": "username", "group": "groupname"}
+    assert task.message["run_as"] == {"uid": 1000, "gid": 1001, "user": "username", "group": "groupname",
+                                      "derived": False}
 
 
-def test_unlinked_users_tasks_run_as_the_agents_user_or_the_default_task(
-        client: TestClient, app, admin: dict, alice_headers: dict, agent) -> None:
-    from pedl.config.security_config import DefaultTaskUser
+def test_unlinked_users_tasks_each_run_as_a_uid_of_their_own(client: TestClient, app, admin: dict, alice: int,
+                                                            alice_headers: dict, agent) -> None:
+    """Not one shared uid (default_task's, or the agent's root): bob's task could read alice's task's
+    /proc/<pid>/environ, her DET_USER_TOKEN among it. Per user, not per task: a trial's checkpoints are
+    read by the next trial and deleted by the checkpoint GC task, all of them the owner's."""
+    from pedl.config.security_config import TASK_UID_BASE, DefaultTaskUser
     from tests.master.fakes import SINGLE_CONFIG, create_experiment
 
-    create_experiment(client, alice_headers, SINGLE_CONFIG)
+    bob = make_user(client, admin, "bob", "pw-bob")
+    bob_headers = bearer(login(client, "bob", "pw-bob"))
+    app.state.ctx.config.security.default_task = DefaultTaskUser(user="nobody", uid=65534, group="nogroup",
+                                                                 gid=65534)  # Determined's key: not shared now
+    seen = {}
+    for who, headers, user_id in (("alice", alice_headers, alice), ("bob", bob_headers, bob), ("alice", alice_headers,
+                                                                                              alice)):
+        create_experiment(client, headers, SINGLE_CONFIG)
+        (task,) = agent.start_all()
+        uid = TASK_UID_BASE + user_id
+        assert task.message["run_as"] == {"uid": uid, "gid": uid, "user": f"pedl-user-{who}",
+                                          "group": f"pedl-user-{who}", "derived": True}
+        seen.setdefault(who, set()).add(uid)
+        agent.exit(task.allocation_id, 0)
+    assert len(seen["alice"]) == 1 and seen["alice"].isdisjoint(seen["bob"])  # her trials share hers; bob has his
+    app.state.ctx.config.security.task_uid_base = None  # Determined's behaviour: default_task, for every user
+    create_experiment(client, bob_headers, SINGLE_CONFIG)
+    (task,) = agent.start_all()
+    assert task.message["run_as"] == {"uid": 65534, "gid": 65534, "user": "nobody", "group": "nogroup",
+                                      "derived": False}
+    agent.exit(task.allocation_id, 0)
+    app.state.ctx.config.security.default_task = None
+    create_experiment(client, bob_headers, SINGLE_CONFIG)
     (task,) = agent.start_all()
     assert task.message["run_as"] is None  # the agent's own user
-    agent.exit(task.allocation_id, 0)
-    app.state.ctx.config.security.default_task = DefaultTaskUser(user="nobody", uid=65534, group="nogroup",
-                                                                 gid=65534)
-    create_experiment(client, alice_headers, SINGLE_CONFIG)
-    (task,) = agent.start_all()
-    assert task.message["run_as"] == {"uid": 65534, "gid": 65534, "user": "nobody", "group": "nogroup"}
 
 
 def test_an_admin_cannot_lock_themselves_out(client: TestClient, admin: dict) -> None:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from pedl.config.master_config import MasterConfig
 from pedl.master.db.engine import Database
-from tests.master.cluster.recording_effects import RecordingEffects
+from tests.master.lifecycle.recording_effects import RecordingEffects
 
 
 @pytest.fixture

@@ -10,11 +10,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.common import agent_protocol as proto
-from pedl.master.cluster import agent_events, allocations
+from pedl.master.cluster import agent_events
 from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
 from pedl.master.db import models
-from pedl.master.lifecycle import AgentState, AllocationState, InstanceState, TrialState
-from tests.master.cluster.recording_effects import (
+from pedl.master.lifecycle import allocations
+from pedl.master.lifecycle.states import AgentState, AllocationState, InstanceState, TrialState
+from tests.master.lifecycle.recording_effects import (
     RecordingEffects,
     agent,
     allocations_of,

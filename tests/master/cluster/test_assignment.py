@@ -11,20 +11,22 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.common import agent_protocol as proto
-from pedl.master.cluster import allocations, assignment, pass_snapshot, placement
+from pedl.master.cluster import assignment, pass_snapshot, placement
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.wait_records import WaitUpdate
 from pedl.master.db import models
-from pedl.master.lifecycle import AllocationState
-from pedl.master.services.passwords import token_hash
-from pedl.master.services.task_specs import SpecCache
-from tests.master.cluster.recording_effects import (
+from pedl.master.lifecycle import allocations
+from pedl.master.lifecycle.states import AllocationState
+from pedl.master.lifecycle.task_specs import SpecCache
+from pedl.master.lifecycle.tokens import token_hash
+from tests.master.lifecycle.recording_effects import (
     RecordingEffects,
     agent,
     allocations_of,
     experiment,
     hub_of,
     trials_of,
+    without_chief_port,
 )
 
 A = AllocationState
@@ -101,7 +103,7 @@ def test_each_assignment_is_written_once_with_its_token_event_and_start(
     assert set(starts) == set(on.values()) and len(fx.sent) == 2
     for agent_id, aid in on.items():
         alloc = objects[aid]
-        assert (alloc.state, alloc.assigned_at, alloc.assignment) == (
+        assert (alloc.state, alloc.assigned_at, without_chief_port(alloc.assignment)) == (
             A.ASSIGNED, fx.now, [{"agent_id": agent_id, "slot_ids": [f"{agent_id}-0"]}])
         assert alloc.session_token_hash == token_hash(starts[aid].session_token)
         assert starts[aid].env["DET_ALLOCATION_ID"] == aid

@@ -21,14 +21,9 @@ from pedl.master.context import MasterContext
 from pedl.master.db import models
 from pedl.master.db.change_counters import QUIET
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import AgentState, AllocationState
+from pedl.master.lifecycle.states import AgentState, AllocationState
 from pedl.master.wiring import build_context
-from tests.master.cluster.recording_effects import (
-    RecordingEffects,
-    agent,
-    experiment,
-    hub_of,
-)
+from tests.master.lifecycle.recording_effects import RecordingEffects, agent, experiment, hub_of
 
 
 @pytest.fixture
@@ -182,9 +177,10 @@ def test_the_next_pass_sees_a_new_a_disabled_a_draining_a_changed_and_a_removed_
     submit(ctx, 2)
     ctl.tick()
     assert assigned(ctx) == {"a1": 1}  # one waits
-    reads = ctl._agents.reads
+    known = ctl.resources.known  # the agents' rows the resource manager (cluster/agent_resources.py) keeps
+    reads = known.reads
     ctl.tick()
-    assert ctl._agents.reads == reads  # nothing changed: nothing read
+    assert known.reads == reads  # nothing changed: nothing read
     connect(ctx, loop, "a2", slots=2)  # new
     ctl.tick()
     assert assigned(ctx) == {"a1": 1, "a2": 1}
@@ -219,7 +215,7 @@ def test_the_snapshot_reads_the_agents_first_so_no_commit_falls_between_its_snap
     statements: list[str] = []
     engine = database.read_engine
 
-    def seen(_conn, _cursor, statement, *_args) -> None:  # noqa: ANN001
+    def seen(_conn, _cursor, statement, *_args) -> None:
         statements.append(statement)
 
     event.listen(engine, "before_cursor_execute", seen)

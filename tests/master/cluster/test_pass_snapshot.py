@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 from pedl.master.cluster import known_agents, pass_snapshot
 from pedl.master.db import models
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import AgentState
-from tests.master.cluster.recording_effects import (
+from pedl.master.lifecycle.states import AgentState
+from tests.master.lifecycle.recording_effects import (
     RecordingEffects,
     agent,
     allocations_of,
@@ -22,6 +22,7 @@ from tests.master.cluster.recording_effects import (
     hub_of,
     run_on,
     trials_of,
+    without_chief_port,
 )
 
 
@@ -43,7 +44,7 @@ def test_the_snapshot_holds_the_pending_the_usable_agents_and_the_held_slots(
         waiting.id, waiting.task_id, trial.id, waiting.name, exp.id, "default", 2)
     assert [(a.id, a.slot_ids) for a in snap.agents] == [("a1", ("a1-0", "a1-1"))]
     (held,) = snap.held
-    assert (held.id, held.assignment) == (running.id, [{"agent_id": "a1", "slot_ids": ["a1-0"]}])
+    assert (held.id, without_chief_port(held.assignment)) == (running.id, [{"agent_id": "a1", "slot_ids": ["a1-0"]}])
     settings = snap.experiments[exp.id]
     assert (settings.weight, settings.max_slots, settings.image) == (2.5, 4, False)
     assert set(snap.experiments) == {first.id, exp.id}

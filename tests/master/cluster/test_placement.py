@@ -14,13 +14,14 @@ from sqlalchemy.orm import Session
 from pedl.common import agent_protocol as proto
 from pedl.config.master_config import ResourcePoolConfig, SchedulerConfig
 from pedl.config.provider_config import AWSProviderConfig
-from pedl.master.cluster import allocations, placement
+from pedl.master.cluster import placement
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.rendezvous import pick_port
 from pedl.master.db import models
-from pedl.master.lifecycle import AgentState, AllocationState
-from pedl.master.services.passwords import token_hash
-from tests.master.cluster.recording_effects import (
+from pedl.master.lifecycle import allocations
+from pedl.master.lifecycle.states import AgentState, AllocationState
+from pedl.master.lifecycle.tokens import token_hash
+from tests.master.lifecycle.recording_effects import (
     RecordingEffects,
     agent,
     allocations_of,
@@ -28,6 +29,7 @@ from tests.master.cluster.recording_effects import (
     hub_of,
     run_on,
     trials_of,
+    without_chief_port,
 )
 
 A = AllocationState
@@ -131,7 +133,7 @@ def test_apply_assigns_and_sends_start_task(fx: RecordingEffects, s: Session, lo
     hub = hub_of(loop, "a1")
     fx.clock.advance(4)
     placement.apply(fx, s, hub, placement.plan(fx, s, hub))
-    assert (alloc.state, alloc.assigned_at, alloc.assignment) == (
+    assert (alloc.state, alloc.assigned_at, without_chief_port(alloc.assignment)) == (
         A.ASSIGNED, fx.now, [{"agent_id": "a1", "slot_ids": ["a1-0"]}])
     ((agent_id, start),) = starts(fx)
     assert agent_id == "a1"
@@ -239,8 +241,8 @@ def test_a_batch_goes_on_past_an_allocation_that_waits_for_a_port(fx: RecordingE
 
 def grid(fx: RecordingEffects, s: Session, resources: str = "") -> list[models.Allocation]:
     """An experiment of three one-slot trials (a grid); their pending allocations."""
-    from pedl.master.services import experiments as experiments_service
-    from tests.master.cluster.recording_effects import owner
+    from pedl.master.experiments import service as experiments_service
+    from tests.master.lifecycle.recording_effects import owner
 
     text = ("name: g\nentrypoint: python3 train.py\nsearcher: {name: grid, metric: loss, max_length: 10}\n"
             "hyperparameters: {lr: {type: categorical, vals: [1, 2, 3]}}\n" + resources)

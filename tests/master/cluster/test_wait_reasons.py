@@ -10,10 +10,27 @@ from sqlalchemy.orm import Session
 
 from pedl.master.cluster import placement
 from pedl.master.cluster.agent_hub import AgentConnection, AgentHub
-from pedl.master.cluster.wait_reasons import PoolView, WaitKind, can_ever_fit, reason, static_pool_warning
+from pedl.master.cluster.wait_reasons import (
+    PoolView,
+    WaitKind,
+    can_ever_fit,
+    container_reason,
+    max_slots_reason,
+    reason,
+    static_pool_warning,
+)
 from pedl.master.db import models
 from pedl.master.db.engine import Database
-from tests.master.cluster.recording_effects import RecordingEffects, agent, allocations_of, experiment, trials_of
+from pedl.master.experiments import service as experiments_service
+from tests.master.lifecycle.recording_effects import (
+    RecordingEffects,
+    agent,
+    allocations_of,
+    experiment,
+    owner,
+    trials_of,
+    without_chief_port,
+)
 
 
 @pytest.mark.parametrize(("need", "agents", "fits"), [
@@ -79,7 +96,7 @@ def test_static_pool_warning_at_create() -> None:
 # -- the scheduling pass stores them ---------------------------------------------------------------
 
 @pytest.fixture
-def hub_with(loop: asyncio.AbstractEventLoop):  # noqa: ANN201 - a factory
+def hub_with(loop: asyncio.AbstractEventLoop):  # a factory
     def make(s: Session, *agents: tuple[str, int]) -> AgentHub:
         hub = AgentHub()
         for agent_id, slots in agents:
@@ -94,7 +111,7 @@ def trial_events(s: Session, trial: models.Trial) -> list[str]:
         models.Event.entity_type == "trial", models.Event.entity_id == str(trial.id)).order_by(models.Event.id)))
 
 
-def test_the_pass_stores_the_reason_and_an_event_once(fx: RecordingEffects, database: Database, hub_with) -> None:  # noqa: ANN001
+def test_the_pass_stores_the_reason_and_an_event_once(fx: RecordingEffects, database: Database, hub_with) -> None:
     with database.session() as s:
         hub = hub_with(s, ("a1", 2))
         exp = experiment(fx, s, slots=3)
@@ -108,7 +125,7 @@ def test_the_pass_stores_the_reason_and_an_event_once(fx: RecordingEffects, data
         assert waiting == [f"waiting: {alloc.wait_reason}"]
 
 
-def test_an_assignment_clears_the_reason(fx: RecordingEffects, database: Database, hub_with) -> None:  # noqa: ANN001
+def test_an_assignment_clears_the_reason(fx: RecordingEffects, database: Database, hub_with) -> None:
     with database.session() as s:
         hub = hub_with(s, ("a1", 1))
         first, second = (allocations_of(s, trials_of(s, experiment(fx, s))[0])[0] for _ in range(2))
@@ -120,13 +137,13 @@ def test_an_assignment_clears_the_reason(fx: RecordingEffects, database: Databas
         assert first.wait_reason is None and first.wait_kind is None
 
 
-def test_a_less_urgent_trial_is_told_it_is_behind(fx: RecordingEffects, database: Database, hub_with) -> None:  # noqa: ANN001
+def test_a_less_urgent_trial_is_told_it_is_behind(fx: RecordingEffects, database: Database, hub_with) -> None:
     with database.session() as s:
         hub = hub_with(s, ("a1", 1))
         running = allocations_of(s, trials_of(s, experiment(fx, s))[0])[0]
         s.flush()
         placement.apply(fx, s, hub, placement.plan(fx, s, hub))
-        assert running.assignment == [{"agent_id": "a1", "slot_ids": ["a1-0"]}]
+        assert without_chief_port(running.assignment) == [{"agent_id": "a1", "slot_ids": ["a1-0"]}]
         urgent = allocations_of(s, trials_of(s, experiment(fx, s, resources=", priority: 1"))[0])[0]
         relaxed = allocations_of(s, trials_of(s, experiment(fx, s, resources=", priority: 60"))[0])[0]
         s.flush()
@@ -134,3 +151,51 @@ def test_a_less_urgent_trial_is_told_it_is_behind(fx: RecordingEffects, database
         assert urgent.wait_kind == WaitKind.NO_FREE_SLOTS
         assert (relaxed.wait_kind, relaxed.wait_reason) == (
             WaitKind.BEHIND, "behind 1 trial of higher priority in pool default")
+
+
+# -- a pool without container agents, and an experiment's max_slots ------------------------------------
+
+
+def test_the_wait_reason_names_the_pool_without_container_agents() -> None:
+    pool = PoolView("gpu", [4, 4], 8, container_agents=0)
+    why = container_reason(pool)
+    assert why is not None and why.kind == WaitKind.NEEDS_CONTAINERS
+    assert "none of the 2 agents of pool gpu runs containers" in why.text
+    assert container_reason(PoolView("gpu", [4], 4, container_agents=1)) is None
+    assert container_reason(PoolView("gpu", [], 0)) is None  # no agents at all: the usual reason says so
+    assert container_reason(PoolView("dyn", [4], 4, dynamic=True)) is None
+
+
+def test_the_reason_names_max_slots() -> None:
+    why = max_slots_reason(1, 2, 2)
+    assert why.kind == WaitKind.MAX_SLOTS
+    assert why.text == "waiting on the experiment's max_slots: its trials hold 2 of 2 slot(s), the trial needs 1"
+    never = max_slots_reason(4, 2, 0)
+    assert never.text.startswith("the experiment's max_slots (2) is less than the trial's 4 slots")
+
+
+def test_the_pass_places_up_to_max_slots_and_stores_the_reason(fx: RecordingEffects, database: Database,
+                                                               loop: asyncio.AbstractEventLoop) -> None:
+    hub = AgentHub()
+    hub.attach(AgentConnection("a1", "http://m", "127.0.0.1", loop, last_heartbeat=0.0))
+    with database.session() as s:
+        agent(s, "a1", slots=4)
+        capped = _grid(fx, s, max_slots=1)
+        free = _grid(fx, s, max_slots=None)
+        s.flush()
+        planned = placement.plan(fx, s, hub)
+        by_exp = {e.id: [a for t in trials_of(s, e) for a in allocations_of(s, t)] for e in (capped, free)}
+        placed_ids = {aid for aid, _ in planned}
+        assert len(placed_ids & {a.id for a in by_exp[capped.id]}) == 1
+        assert {a.id for a in by_exp[free.id]} <= placed_ids  # the other experiment takes the room
+        waiting = [a for a in by_exp[capped.id] if a.id not in placed_ids]
+        assert len(waiting) == 2 and all(a.wait_kind == WaitKind.MAX_SLOTS for a in waiting)
+        assert "max_slots" in waiting[0].wait_reason
+
+
+def _grid(fx: RecordingEffects, s: Session, *, max_slots: int | None):
+    text = ("name: capped\nentrypoint: python3 train.py\n"
+            "searcher: {name: grid, metric: loss, max_length: 10}\n"
+            "hyperparameters: {lr: {type: categorical, vals: [1, 2, 3]}}\n"
+            + (f"resources: {{max_slots: {max_slots}}}\n" if max_slots is not None else ""))
+    return experiments_service.create(fx, s, owner(s), config_text=text, files=[], activate=True)

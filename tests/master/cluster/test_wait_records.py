@@ -7,11 +7,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from pedl.master.cluster import allocations, wait_records
+from pedl.master.cluster import wait_records
 from pedl.master.cluster.wait_reasons import WaitKind
 from pedl.master.cluster.wait_records import WaitUpdate
 from pedl.master.db import models
-from tests.master.cluster.recording_effects import RecordingEffects, allocations_of, experiment, trials_of
+from pedl.master.lifecycle import allocations
+from tests.master.lifecycle.recording_effects import RecordingEffects, allocations_of, experiment, trials_of
 
 
 def trial_events(s: Session, trial_id: int) -> list[tuple[str, str]]:

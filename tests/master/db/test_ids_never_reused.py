@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from pedl.config.master_config import MasterConfig
 from pedl.master.db import migrate, models
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import ExperimentState, TrialState
+from pedl.master.lifecycle.states import ExperimentState, TrialState
 
 AUTOINCREMENT = "0019"
 

@@ -19,8 +19,9 @@ from pedl.master.app import create_app
 from pedl.master.db import migrate
 from pedl.master.db.engine import Database
 from pedl.master.db.models import Base
-from pedl.master.services import passwords
-from pedl.master.services.experiments import effective_config
+from pedl.master.experiments.service import effective_config
+from pedl.master.identity import passwords
+from pedl.master.lifecycle import tokens
 from tests.master.fakes import bearer, ctx_of, login
 
 PREVIOUS_RELEASE = "0003"
@@ -56,7 +57,7 @@ def fill_previous_release(conn: Connection, config: MasterConfig) -> None:
                display_name=None, created_at=T0, modified_at=T0)
     insert(conn, "users", id=3, username="alice", password_hash=passwords.hash_password(passwords.client_hash("pw")),
            admin=False, active=True, display_name="Alice", created_at=T0, modified_at=T0)
-    insert(conn, "user_sessions", id=1, user_id=3, token_hash=passwords.token_hash(SESSION_TOKEN), created_at=T0,
+    insert(conn, "user_sessions", id=1, user_id=3, token_hash=tokens.token_hash(SESSION_TOKEN), created_at=T0,
            expires_at=T0 + 10 * 86400)
     insert(conn, "cluster_info", id=1, cluster_id="cluster-from-0003", created_at=T0)
     exp_config = effective_config(config, parse_experiment_config(

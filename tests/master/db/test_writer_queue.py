@@ -87,7 +87,7 @@ def test_a_writer_that_waits_too_long_fails_like_sqlite_and_the_next_one_still_g
     assert order == ["patient"]
 
 
-def _wait_until(cond) -> None:  # noqa: ANN001
+def _wait_until(cond) -> None:
     deadline = time.monotonic() + 10
     while not cond():
         assert time.monotonic() < deadline

@@ -15,11 +15,11 @@ from pedl.config.provider_config import AWSProviderConfig
 from pedl.master.app import create_app
 from pedl.master.db import models
 from pedl.master.db.engine import Database
+from pedl.master.experiments import service as experiments_service
+from pedl.master.identity import users as users_service
 from pedl.master.observability.master_metrics import MasterMetrics
 from pedl.master.provisioner.providers.base import CloudErrorKind
 from pedl.master.provisioner.provisioner import PoolProvisioner
-from pedl.master.services import experiments as experiments_service
-from pedl.master.services import users as users_service
 from pedl.master.wiring import build_context
 from tests.master.fakes import SINGLE_CONFIG, StartedTask, bearer, create_experiment, login, post
 from tests.support.memory_provider import MemoryProvider

@@ -12,13 +12,13 @@ from sqlalchemy import event
 from pedl.clock import ManualClock
 from pedl.config.master_config import MasterConfig, ResourcePoolConfig
 from pedl.config.provider_config import AWSProviderConfig
+from pedl.master.agents import resource_pools
 from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.context import MasterContext
 from pedl.master.db import models
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle.states import AgentState, AllocationState, InstanceState
 from pedl.master.provisioner.provisioner import PoolProvisioner
-from pedl.master.services import resource_pools
 from pedl.master.wiring import build_context
 from tests.support.memory_provider import MemoryProvider
 
@@ -67,7 +67,7 @@ def attach(ctx: MasterContext, loop, agent_id: str) -> None:
 
 
 def fill(ctx: MasterContext, loop) -> None:
-    A, G, N = AllocationState, AgentState, InstanceState  # noqa: N806 - the lifecycle's own short names
+    A, G, N = AllocationState, AgentState, InstanceState  # the lifecycle's own short names
     with ctx.db.session() as s:
         s.add_all([allocation(1, "gpu", A.PENDING, 2), allocation(2, "gpu", A.PENDING, 1),
                    allocation(3, "gpu", A.RUNNING, 4), allocation(4, "gpu", A.ASSIGNED, 1),

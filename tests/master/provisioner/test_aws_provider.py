@@ -15,16 +15,10 @@ from botocore.stub import Stubber
 
 from pedl.clock import SystemClock
 from pedl.config.provider_config import AWSProviderConfig
-from pedl.master.provisioner.providers.aws import (
-    ALLOWED_OPERATIONS,
-    CLUSTER_TAG,
-    POOL_TAG,
-    TOKEN_TAG,
-    AWSProvider,
-    UnlistedOperation,
-)
+from pedl.master.provisioner.providers.aws import CLUSTER_TAG, POOL_TAG, TOKEN_TAG, AWSProvider
 from pedl.master.provisioner.providers.aws_boot import agent_user_data, resolve_region
 from pedl.master.provisioner.providers.aws_errors import classify_error
+from pedl.master.provisioner.providers.aws_iam import ALLOWED_OPERATIONS, UnlistedOperation
 from pedl.master.provisioner.providers.base import (
     CloudError,
     CloudErrorKind,
@@ -72,10 +66,26 @@ def config(endpoint: str, net: MotoNetwork, **over: Any) -> AWSProviderConfig:
     return AWSProviderConfig.model_validate(data)
 
 
-def provider(endpoint: str, net: MotoNetwork, *, pool: str = "gpu", agent_token: str | None = "s3cret",
+class FakeSecrets:
+    """The master's single-use enrollment secrets, in memory: what was issued for which launch, and bound to what."""
+
+    def __init__(self) -> None:
+        self.issued: list[tuple[str, str]] = []  # (launch token, secret)
+        self.bound: dict[str, str] = {}  # secret -> instance or spot request id
+
+    def issue(self, launch_token: str) -> str:
+        secret = f"secret-{len(self.issued)}-of-{launch_token}"
+        self.issued.append((launch_token, secret))
+        return secret
+
+    def bind(self, secret: str, instance_id: str) -> None:
+        self.bound[secret] = instance_id
+
+
+def provider(endpoint: str, net: MotoNetwork, *, pool: str = "gpu", secrets: FakeSecrets | None = None,
              **over: Any) -> AWSProvider:
     return AWSProvider(config(endpoint, net, **over), pool=pool, cluster_id="cluster-1", master_url=MASTER_URL,
-                       agent_token=agent_token, clock=SystemClock())
+                       instance_secrets=FakeSecrets() if secrets is None else secrets, clock=SystemClock())
 
 
 def request(count: int = 1, *, spot: bool = False, token: str = "tok-1", slots: int = 4,
@@ -113,10 +123,15 @@ def state_of(ec2: Any, instance_id: str) -> str:
 def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(moto_endpoint: str, net: MotoNetwork,
                                                                            ec2: Any) -> None:
     profile_arn = make_instance_profile(moto_endpoint)
-    p = provider(moto_endpoint, net, iam_instance_profile_arn=profile_arn)
+    secrets = FakeSecrets()
+    p = provider(moto_endpoint, net, iam_instance_profile_arn=profile_arn, secrets=secrets)
     before = time.time()
     created = p.launch(request(2, token="tok-launch"))
     assert len(created) == 2
+    # one call, and one single-use secret, per instance: each is bound to its instance
+    assert p.operations["RunInstances"] == 2
+    assert [t for t, _ in secrets.issued] == ["tok-launch", "tok-launch"]
+    assert sorted(secrets.bound.values()) == sorted(c.id for c in created)
     assert all(c.state == CloudState.PENDING and c.instance_type == "p3.8xlarge" and not c.spot for c in created)
     assert all(before - 5 <= c.launched_at <= time.time() + 5 for c in created)
 
@@ -134,7 +149,7 @@ def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(mot
         assert inst["KeyName"] == net.key_name
         assert inst["MetadataOptions"]["HttpTokens"] == "required"  # IMDSv2 only
         assert inst["MetadataOptions"]["HttpEndpoint"] == "enabled"
-        assert inst["ClientToken"] == "tok-launch"
+        assert inst["ClientToken"] in ("tok-launch-0", "tok-launch-1")
         (iface,) = inst["NetworkInterfaces"]
         assert iface["SubnetId"] == net.subnet_id
         assert [g["GroupId"] for g in iface["Groups"]] == [net.security_group_id]
@@ -163,12 +178,15 @@ def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(mot
         assert last == ('exec "$PEDL_BIN" agent run --master "$PEDL_MASTER" --id "$INSTANCE_ID" --resource-pool gpu '
                         "--slots 4")
         assert f"PEDL_MASTER={MASTER_URL}" in script.splitlines()
-        assert "export PEDL_AGENT_TOKEN=s3cret" in script  # in the environment, not in argv
+        # the instance's own secret, in the environment (not in argv), never the cluster's agent token
+        (secret,) = [s for s, i in secrets.bound.items() if i == inst["InstanceId"]]
+        assert f"export PEDL_AGENT_TOKEN={secret}" in script.splitlines()
         assert "--token" not in script and "--spot-watch" not in script
 
 
 def test_launch_without_network_interface_profile_or_token(moto_endpoint: str, net: MotoNetwork, ec2: Any) -> None:
-    p = provider(moto_endpoint, net, agent_token=None, network_interface={}, startup_script="")
+    p = AWSProvider(config(moto_endpoint, net, network_interface={}, startup_script=""), pool="gpu",
+                    cluster_id="cluster-1", master_url=MASTER_URL, instance_secrets=None, clock=SystemClock())
     (created,) = p.launch(request(token="tok-plain"))
     assert ec2.describe_iam_instance_profile_associations()["IamInstanceProfileAssociations"] == []
     script = user_data(ec2, created.id)
@@ -184,7 +202,7 @@ def test_a_startup_script_too_long_for_user_data_is_invalid_config(moto_endpoint
 
 
 def test_user_data_quotes_values_and_watches_spot() -> None:
-    script = agent_user_data(master_url="http://m:8080", pool="a b", slots=0, spot=True, agent_token="it's")
+    script = agent_user_data(master_url="http://m:8080", pool="a b", slots=0, spot=True, enrollment_secret="it's")
     last = script.strip().splitlines()[-1]
     assert last == ('exec "$PEDL_BIN" agent run --master "$PEDL_MASTER" --id "$INSTANCE_ID" '
                     "--resource-pool 'a b' --spot-watch")
@@ -197,7 +215,7 @@ def test_launch_is_idempotent_by_token(moto_endpoint: str, net: MotoNetwork) -> 
     first = p.launch(request(2, token="tok-same"))
     again = p.launch(request(2, token="tok-same"))
     assert [c.id for c in again] == [c.id for c in first]
-    assert p.operations["RunInstances"] == 1
+    assert p.operations["RunInstances"] == 2  # one per instance, none again
 
     # a restarted master has no memory of the token: the launch-token tag finds the instances
     restarted = provider(moto_endpoint, net)
@@ -310,9 +328,14 @@ def test_terminate_tolerates_an_instance_vanishing_mid_batch(moto_endpoint: str,
 
 def test_spot_request_fulfilled_at_once_is_tagged_and_followed(moto_endpoint: str, net: MotoNetwork,
                                                                ec2: Any) -> None:
-    p = provider(moto_endpoint, net, spot=True)
+    secrets = FakeSecrets()
+    p = provider(moto_endpoint, net, spot=True, secrets=secrets)
     created = p.launch(request(2, spot=True, token="tok-spot"))
     assert len(created) == 2
+    # a request, and a single-use secret, per instance; bound to the instance that fulfilled it
+    assert p.operations["RequestSpotInstances"] == 2
+    assert sorted(secrets.bound.values()) == sorted(c.id for c in created)
+    assert {p.spot_request_instance(c.spot_request_id or "") for c in created} == {c.id for c in created}
     assert all(c.spot and c.spot_request_id and c.spot_request_id.startswith("sir-") for c in created)
     assert all(c.id.startswith("i-") and c.state in (CloudState.PENDING, CloudState.RUNNING) for c in created)
 

@@ -171,3 +171,28 @@ def test_two_pools_launching_at_once_keep_each_others_instances(provider: LocalP
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
             child.wait(10)
+
+
+def test_the_agent_token_reaches_the_agent_in_a_file_of_its_own_not_argv_or_environment(
+        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, it travelled in the agent's environment, which the agent copied into every task."""
+    monkeypatch.setenv("PEDL_AGENT_TOKEN", "the-masters-own-environment")  # not passed on either
+    p = LocalProvider(CFG, pool="default", cluster_id="c1", data_dir=tmp_path, master_url="http://127.0.0.1:1",
+                      agent_token="s3cret-enrollment-token", clock=clock)
+    try:
+        (inst,) = p.launch(LaunchRequest("local", 1, False, "tok-1"))
+        pid = registry(p)[inst.id]["pid"]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        token_file = p.dir / "agent-token"
+        assert f"--token-file {token_file}".encode() in cmdline
+        assert b"s3cret-enrollment-token" not in cmdline + environ
+        assert b"PEDL_AGENT_TOKEN" not in environ
+        assert token_file.read_text().strip() == "s3cret-enrollment-token"
+        assert token_file.stat().st_mode & 0o777 == 0o600
+    finally:
+        p.terminate([i.id for i in p.list_instances()])
+        for child in p._children.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait(10)

@@ -10,9 +10,10 @@ import asyncio
 import pytest
 from sqlalchemy import select
 
+from pedl.master.agents import resource_pools
 from pedl.master.db import models
 from pedl.master.provisioner.provisioner import PoolProvisioner
-from pedl.master.services import resource_pools, trial_timeline
+from pedl.master.trials import timeline as trial_timeline
 from tests.master.provisioner.test_provisioner import launches, make, register, rows
 
 MOVES = {"keep_free_slots": 0, "min_saving_per_hour": 0.1, "min_trial_runtime_between_moves": 120,
@@ -33,7 +34,7 @@ def loop():
 
 
 def submit(ctx, name: str, movable: bool = True) -> int:
-    from pedl.master.services import experiments as experiments_service
+    from pedl.master.experiments import service as experiments_service
 
     def fn(s):
         owner = s.scalar(select(models.User).where(models.User.username == "determined"))

@@ -12,13 +12,13 @@ from pedl.clock import ManualClock
 from pedl.common.agent_protocol import Register, SlotInfo
 from pedl.config.master_config import MasterConfig, ResourcePoolConfig
 from pedl.config.provider_config import AWSProviderConfig
+from pedl.master.checkpoints import gc_tasks as checkpoint_gc_tasks
 from pedl.master.cluster.agent_hub import AgentConnection
 from pedl.master.db import models
+from pedl.master.experiments import service as experiments_service
+from pedl.master.identity import users as users_service
 from pedl.master.provisioner.providers.base import CloudErrorKind
 from pedl.master.provisioner.provisioner import PoolProvisioner
-from pedl.master.services import checkpoint_gc_tasks
-from pedl.master.services import experiments as experiments_service
-from pedl.master.services import users as users_service
 from pedl.master.wiring import build_context
 from tests.support.memory_provider import MemoryProvider
 
@@ -206,7 +206,9 @@ def test_a_waiting_checkpoint_gc_task_boots_no_instance(master_config, database,
                                           activate=False).id
 
     exp_id = ctx.controller.run(paused_experiment)
-    job = checkpoint_gc_tasks.Job(exp_id, [checkpoint_gc_tasks.Item("0" * 32, "/tmp/nowhere/" + "0" * 32)])
+    # a task that lists a checkpoint's files (one that deletes must first hold a stored checkpoint)
+    job = checkpoint_gc_tasks.Job(exp_id, [checkpoint_gc_tasks.Item("0" * 32, "/tmp/nowhere/" + "0" * 32,
+                                                                    delete=False)])
     task_id = ctx.controller.run(lambda s: checkpoint_gc_tasks.launch(ctx.controller, s, job).id)
     with ctx.db.session() as s:
         assert s.scalar(select(models.Allocation.state).where(models.Allocation.task_id == task_id)) == "STATE_PENDING"

@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import select
 
 from pedl.config.provider_config import DEFAULT_CAPACITY_RETRY as UNAVAILABLE_FOR
+from pedl.master.agents import instances as instances_service
+from pedl.master.agents import resource_pools
 from pedl.master.db import models
 from pedl.master.provisioner.providers.base import CloudErrorKind, CloudInstance, CloudState, LaunchRequest
 from pedl.master.provisioner.provisioner import TERMINATE_RETRY, PoolProvisioner
-from pedl.master.services import instances as instances_service
-from pedl.master.services import resource_pools
 from pedl.master.wiring import build_context
 from tests.master.provisioner.test_provisioner import launches, make, register, rows, submit
 from tests.support.memory_provider import MemoryProvider

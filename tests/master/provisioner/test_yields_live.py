@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from pedl.master.db import models
-from pedl.master.services import trial_timeline
+from pedl.master.trials import timeline as trial_timeline
 from tests.master.provisioner.test_moves import advance, allocation_of, loop, progress, start, submit  # noqa: F401
 from tests.master.provisioner.test_provisioner import launches, make, register, rows
 

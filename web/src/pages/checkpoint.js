@@ -9,8 +9,9 @@ import { toYaml } from "../yaml.js";
 
 export const sizeOf = (c) => Object.values(c.resources || {}).reduce((a, b) => a + (Number(b) || 0), 0);
 export const stepsOf = (c) => (c.metadata && c.metadata.steps_completed) ?? null;
-// the files are gone once a checkpoint is deleted; the master offers no download then
-export const downloadable = (c) => Object.keys(c.resources || {}).length > 0 && c.state !== "STATE_DELETED";
+// the files are gone once a checkpoint is deleted, and going while `deleting`; the master offers no download then
+export const downloadable = (c) =>
+  Object.keys(c.resources || {}).length > 0 && c.state !== "STATE_DELETED" && !c.deleting;
 
 function DownloadLink({ c }) {
   if (!downloadable(c)) return html`<span class="muted">—</span>`;

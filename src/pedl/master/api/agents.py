@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request, WebSocket, WebSocketDisconnect
@@ -16,11 +15,12 @@ from starlette.concurrency import run_in_threadpool
 
 from pedl.common import agent_protocol as proto
 from pedl.errors import NotFound
+from pedl.master.agents import credentials as agent_credentials
+from pedl.master.agents import service as agents_service
 from pedl.master.api import shapes
-from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
+from pedl.master.api.deps import LARGE_BODY_BYTES, Body, Caller, caller, ctx_of, json_body, large_body_turn, parse
 from pedl.master.api.openapi import accepts
 from pedl.master.cluster.agent_hub import AgentConnection
-from pedl.master.services import agents as agents_service
 from pedl.version import __version__
 
 router = APIRouter()
@@ -117,18 +117,32 @@ def _master_url(ws: WebSocket) -> str:
     return f"{scheme}://{ws.url.netloc}"
 
 
-def _refusal(ctx, remote: str, offered: str) -> str | None:  # noqa: ANN001 - a MasterContext
-    """Why this connection may not be an agent; None when it may. The token is required unless
-    security.allow_unauthenticated_loopback_agents (development only) admits a loopback peer that
-    offers none; a token that is offered must always be right."""
-    expected = ctx.agent_token
-    if offered:
-        if expected and secrets.compare_digest(offered.encode(), expected.encode()):
-            return None
-        return "wrong agent token"
-    if ctx.config.security.allow_unauthenticated_loopback_agents and _is_loopback(remote):
+def _offer(ctx, ws: WebSocket, remote: str) -> agent_credentials.Offer:  # a MasterContext
+    """What the connection presents. security.allow_unauthenticated_loopback_agents (development only)
+    admits a loopback peer that presents nothing; a secret or credential that is offered must be right."""
+    dev = ctx.config.security.allow_unauthenticated_loopback_agents and _is_loopback(remote)
+    return agent_credentials.Offer(credential=ws.headers.get(proto.CREDENTIAL_HEADER.lower(), ""),
+                                   secret=ws.headers.get(proto.TOKEN_HEADER.lower(), ""), loopback_dev=dev)
+
+
+def _early_refusal(ctx, offer: agent_credentials.Offer) -> str | None:  # a MasterContext
+    """Why the connection is refused before it names its agent: it presents nothing, or only a secret
+    that is no enrollment secret at all."""
+    if offer.credential:
         return None
-    return "missing agent token"
+    if offer.secret:
+        return None if agent_credentials.known_secret(ctx, offer.secret) else agent_credentials.WRONG_TOKEN
+    return None if offer.loopback_dev else agent_credentials.MISSING_TOKEN
+
+
+@router.post("/api/v1/agents/{agent_id}/forget")
+def forget_agent(agent_id: AgentId, request: Request, who: Caller = Depends(caller),
+                 _body: Any = Depends(json_body)) -> dict:
+    """pedl agent forget: admins only. The master forgets the agent's credential (its file was lost),
+    so the enrollment secret registers the id again and it gets a new one; its connection, if any, is
+    closed."""
+    agent_credentials.forget(ctx_of(request), who, agent_id)
+    return {}
 
 
 @router.websocket("/agents/ws")
@@ -136,14 +150,15 @@ async def agent_socket(ws: WebSocket) -> None:
     ctx = ws.app.state.ctx
     ctl = ctx.controller
     remote = ws.client.host if ws.client else ""
-    refused = _refusal(ctx, remote, ws.headers.get("x-pedl-agent-token", ""))
+    offer = _offer(ctx, ws, remote)
+    refused = await run_in_threadpool(_early_refusal, ctx, offer)
     if refused is not None:
         log.warning("refused agent connection from %s: %s", remote, refused)
         await ws.close(code=proto.CLOSE_UNAUTHORIZED, reason=refused)
         return
     await ws.accept()
     try:
-        first = proto.AGENT_MESSAGE.validate_python(await ws.receive_json())
+        first = await _receive(ws)
     except (ValidationError, ValueError, WebSocketDisconnect) as exc:
         log.warning("agent from %s sent a bad first message: %s", remote, exc)
         await _close(ws, proto.CLOSE_BAD_REQUEST, "first message must be register")
@@ -162,12 +177,20 @@ async def agent_socket(ws: WebSocket) -> None:
         return
     conn = AgentConnection(agent_id=first.agent_id, master_url=_master_url(ws), remote_host=remote,
                            loop=asyncio.get_running_loop(), last_heartbeat=ctx.clock.now())
-    old = ctx.hub.attach(conn)
-    if old is not None:
-        old.send(None)
     writer: asyncio.Task | None = None
     try:
-        registered = await run_in_threadpool(ctl.agent_registered, first, remote)
+        try:
+            fulfilled_by = await run_in_threadpool(agent_credentials.spot_instance, ctx, first.agent_id, offer)
+            registered, old = await run_in_threadpool(agent_credentials.register, ctx, first, remote, offer, conn,
+                                                      fulfilled_by)
+        except agent_credentials.Refused as exc:
+            log.warning("refused agent %s from %s: %s%s", first.agent_id, remote, exc.reason,
+                        f" (if its credential file was lost: `pedl agent forget {first.agent_id}`)"
+                        if exc.reason == agent_credentials.HAS_CREDENTIAL else "")
+            await _close(ws, proto.CLOSE_UNAUTHORIZED, exc.reason)
+            return
+        if old is not None:
+            old.send(None)
         # how long the agent may stay cut off before it must kill its tasks itself (fencing): by then
         # the master has declared it lost and restarted its tasks elsewhere
         registered = registered.model_copy(update={"reconnect_wait": ctx.config.agent_reconnect_wait,
@@ -177,18 +200,18 @@ async def agent_socket(ws: WebSocket) -> None:
         writer = asyncio.create_task(_writer(ws, conn))
         log.info("agent %s connected from %s with %d slot(s)", first.agent_id, remote, len(first.slots))
         while True:
-            raw = await ws.receive_json()
             try:
-                msg = proto.AGENT_MESSAGE.validate_python(raw)
+                msg = await _receive(ws)
             except ValidationError as exc:
                 log.warning("agent %s sent a bad message: %s", first.agent_id, exc)
                 continue
             await _handle_until_stored(ctx, conn, msg)
     except WebSocketDisconnect:
         pass
-    except Exception:  # noqa: BLE001 - a broken socket must not take the master down
+    except Exception:  # a broken socket must not take the master down
         log.exception("agent %s connection failed", first.agent_id)
     finally:
+        conn.ended()
         if writer is not None:
             writer.cancel()
         if ctx.hub.detach(conn):
@@ -196,7 +219,18 @@ async def agent_socket(ws: WebSocket) -> None:
             ctl.wake()
 
 
-async def _handle_until_stored(ctx, conn: AgentConnection, msg) -> None:  # noqa: ANN001 - a MasterContext
+async def _receive(ws: WebSocket) -> proto.AgentMessage:
+    """The agent's next message, parsed and checked. A large one (a batch of task logs) is parsed in a worker
+    thread, one at a time as large request bodies are: on the event loop it would hold up every request and
+    every other agent's heartbeat. ValidationError for a message that is not JSON or not a message."""
+    text = await ws.receive_text()
+    if len(text) < LARGE_BODY_BYTES:
+        return proto.AGENT_MESSAGE.validate_json(text)
+    async with large_body_turn(ws.app):
+        return await run_in_threadpool(proto.AGENT_MESSAGE.validate_json, text)
+
+
+async def _handle_until_stored(ctx, conn: AgentConnection, msg) -> None:  # a MasterContext
     """Handle one agent message, retrying while the database is unavailable. The agent drops a
     message from its outbox once it is written to the socket and the protocol has no acks, so
     dropping the connection here (as the catch-all below would) loses it for good: a TaskExited
@@ -235,6 +269,8 @@ async def _handle(ctx, conn: AgentConnection, msg) -> None:
         await run_in_threadpool(ctl.task_exited, conn.agent_id, msg.allocation_id, msg.exit_code, msg.reason)
     elif isinstance(msg, proto.SpotInterruption):
         await run_in_threadpool(ctl.spot_interruption, conn.agent_id, msg.action, msg.time)
+    elif isinstance(msg, proto.PortChecked):
+        conn.answered(msg)
 
 
 async def _writer(ws: WebSocket, conn: AgentConnection) -> None:

@@ -18,9 +18,16 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import accepts
-from pedl.master.services import users as users_service
+from pedl.master.http_protocol import CONSOLE
+from pedl.master.identity import users as users_service
 
 router = APIRouter(prefix="/api/v1")
+
+
+def client_address(request: Request) -> str:
+    """The client's address: the connection's peer, or the client a security.trusted_proxies proxy names
+    (app.py's ProxyHeadersMiddleware has put it in the scope)."""
+    return request.client.host if request.client else ""
 
 
 class LoginBody(Body):
@@ -33,8 +40,8 @@ class LoginBody(Body):
 @accepts(LoginBody, errors=(401, 403, 429))  # as Determined: 401 wrong credentials, 403 a deactivated user
 def login(request: Request, body: dict = Depends(json_body)) -> dict:
     req = parse(LoginBody, body)
-    address = request.client.host if request.client else ""
-    token, user = users_service.log_in(ctx_of(request), req.username, req.password, req.isHashed, address)
+    token, user = users_service.log_in(ctx_of(request), req.username, req.password, req.isHashed,
+                                       client_address(request), console=bool(request.scope.get(CONSOLE)))
     return {"token": token, "user": shapes.user(user)}
 
 
@@ -62,8 +69,7 @@ def open_session(request: Request, response: Response, body: dict = Depends(json
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         raise InvalidArgument("Content-Type: a browser session is opened with an application/json body")
     req = parse(SessionBody, body)
-    address = request.client.host if request.client else ""
-    token, user = users_service.log_in(ctx_of(request), req.username, req.password, False, address)
+    token, user = users_service.log_in(ctx_of(request), req.username, req.password, False, client_address(request))
     set_session_cookies(request, response, token, max_age=int(ctx_of(request).config.session_ttl))
     return {"user": shapes.user(user)}
 

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 
 MODEL_UPLOAD = ("POST", "/api/v1/experiments")  # an experiment create, with its model definition
 PROXY_PREFIX = "/proxy/"  # a task's service (api/proxy.py): streamed through, never held whole
+# the routes that read a body before (or without) knowing who calls: anyone may send these, so their
+# bodies are held to limits.max_anonymous_body_bytes. Every other route resolves its caller before it reads
+# its body (tests/master/api/test_body_limit.py checks both for every route).
+ANONYMOUS_BODY_ROUTES = frozenset({("POST", "/api/v1/auth/login"), ("POST", "/api/v1/auth/session")})
 
 
 def is_model_upload(method: str, path: str) -> bool:
@@ -25,9 +29,12 @@ def is_model_upload(method: str, path: str) -> bool:
 def body_limit(limits: LimitsConfig, method: str, path: str, proxy_body_bytes: int | None = None) -> tuple[int, str]:
     """The most bytes a request's body may have, and the setting that says so. A model upload is
     base64 (4/3 of the files) in JSON, with the config beside it and an ordinary body's allowance
-    for the rest. A body for a task's service through the proxy has the proxy's own bound."""
+    for the rest. A body for a task's service through the proxy has the proxy's own bound, and one
+    anyone may send (a login) a small one."""
     if proxy_body_bytes is not None and path.startswith(PROXY_PREFIX):
         return proxy_body_bytes, "proxy.max_request_body_bytes"
+    if (method, path.rstrip("/")) in ANONYMOUS_BODY_ROUTES:
+        return limits.max_anonymous_body_bytes, "limits.max_anonymous_body_bytes"
     if is_model_upload(method, path):
         allowed = limits.max_model_definition_bytes * 4 // 3 + limits.max_config_bytes + limits.max_request_body_bytes
         return allowed, "limits.max_model_definition_bytes"

@@ -1,6 +1,6 @@
 """What a checkpoint GC task reports: POST /api/v1/allocations/{allocation_id}/checkpoint_gc with
 {"checkpoints": [{"uuid", "resources": {path: size}}]}, what each of its checkpoints has left
-(services/checkpoint_gc_reports.py). Only that allocation's own task token, while it lives."""
+(checkpoints/gc_reports.py). Only that allocation's own task token, while it lives."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pydantic import Field, field_validator
 
 from pedl.config.storable_values import INT64_MAX
 from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
-from pedl.master.services import checkpoint_gc_reports
-from pedl.master.services.checkpoint_gc import MAX_PER_TASK
+from pedl.master.checkpoints import MAX_PER_TASK
+from pedl.master.checkpoints import gc_reports as checkpoint_gc_reports
 
 router = APIRouter(prefix="/api/v1")
 MAX_REPORTED = MAX_PER_TASK  # the most checkpoints one GC task is given

@@ -5,7 +5,7 @@ is a 400 naming the parameter."""
 from __future__ import annotations
 
 from pedl.errors import InvalidArgument
-from pedl.master.lifecycle import CheckpointState
+from pedl.master.lifecycle.states import CheckpointState
 
 # checkpointv1SortBy -> the service's sort
 SORTS = {None: "report_time", "": "report_time", "SORT_BY_UNSPECIFIED": "report_time",

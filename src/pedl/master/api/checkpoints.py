@@ -19,9 +19,10 @@ from pedl.master.api import shapes
 from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts, produces
 from pedl.master.api.trial_source_infos import MetricGroupQuery, SourceTypeQuery, reports_response
-from pedl.master.services import checkpoint_edits, checkpoint_metrics
-from pedl.master.services import checkpoints as checkpoints_service
-from pedl.master.services.storage_roots import is_path_component
+from pedl.master.checkpoints import edits as checkpoint_edits
+from pedl.master.checkpoints import is_path_component
+from pedl.master.checkpoints import metrics as checkpoint_metrics
+from pedl.master.checkpoints import service as checkpoints_service
 
 router = APIRouter(prefix="/api/v1/checkpoints")
 # Determined's master also serves a checkpoint as a gzipped tar at /checkpoints/{uuid}, outside /api/v1

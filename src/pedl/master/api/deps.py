@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Path, Request
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from starlette.requests import HTTPConnection
 
 from pedl.config.storable_values import INT64_MAX, value_problems
 from pedl.errors import InvalidArgument, Unauthenticated
@@ -15,9 +19,11 @@ from pedl.master.api.browser_session import cookie_token
 from pedl.master.api.errors import NestedValueError, validation_error
 from pedl.master.caller_cache import Caller, CallerCache
 from pedl.master.context import MasterContext
-from pedl.master.services import users as users_service
+from pedl.master.identity import users as users_service
 
 M = TypeVar("M", bound=BaseModel)
+
+LARGE_BODY_BYTES = 256 * 1024  # a body this large is parsed while no other such body is
 
 # ids in paths and counts in queries: a number past 64 bits is the caller's mistake, not the database's
 IdPath = Annotated[int, Path(ge=0, le=INT64_MAX)]
@@ -56,11 +62,11 @@ def parse_checked(model: type[M], data: Any) -> M:
     return parse(model, data)
 
 
-def ctx_of(request: Request) -> MasterContext:
+def ctx_of(request: HTTPConnection) -> MasterContext:
     return request.app.state.ctx
 
 
-def _token(request: Request) -> str | None:
+def _token(request: HTTPConnection) -> str | None:
     for header in ("authorization", "grpc-metadata-x-allocation-token"):
         value = request.headers.get(header)
         if value:
@@ -83,7 +89,7 @@ def caller_cache(request: Request) -> CallerCache:
 
 def caller(request: Request) -> Caller:
     """The user or task behind the request. A task's call is noted as its contact with the master
-    (services/task_contact.py): its trial then cannot be mistaken for one that ran off-cluster."""
+    (lifecycle/task_contact.py): its trial then cannot be mistaken for one that ran off-cluster."""
     who = agent_fetch_caller(request)
     if who.allocation_id is not None:
         ctx = ctx_of(request)
@@ -109,13 +115,29 @@ def agent_fetch_caller(request: Request) -> Caller:
 
 async def json_body(request: Request) -> Any:
     """det sends JSON without a Content-Type header, and no body at all for empty requests. Parsed
-    within the master's limits (bounded_json); a model upload's file contents and config text are
-    long strings with limits of their own."""
+    within the master's limits (bounded_json), in a worker thread: on the event loop, every other
+    request would wait for it. A parser holds the GIL for the whole of its C call, so large bodies are
+    parsed one at a time: the event loop waits for one such call at most, not for a queue of them. A
+    model upload's file contents and config text are long strings with limits of their own."""
     raw = await request.body()
     if not raw.strip():
         return {}
-    return parse_json(raw, ctx_of(request).config.limits,
-                      check_string_length=not is_model_upload(request.method, request.url.path))
+    parse = functools.partial(parse_json, raw, ctx_of(request).config.limits,
+                              check_string_length=not is_model_upload(request.method, request.url.path))
+    if len(raw) < LARGE_BODY_BYTES:
+        return await run_in_threadpool(parse)
+    async with large_body_turn(request.app):
+        return await run_in_threadpool(parse)
+
+
+def large_body_turn(app: Any) -> asyncio.Semaphore:
+    """The app's one turn at parsing a large body or agent message, on this event loop (a test may run an
+    app on several)."""
+    state, loop = app.state, asyncio.get_running_loop()
+    held = getattr(state, "large_body_turn", None)
+    if held is None or held[0] is not loop:
+        held = state.large_body_turn = (loop, asyncio.Semaphore(1))
+    return held[1]
 
 
 async def raw_body(request: Request) -> bytes:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from sqlalchemy.exc import DataError, OperationalError
+from starlette._utils import get_route_path
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import get_route_path
+from starlette.requests import ClientDisconnect
 
 from pedl.config.loading import field_path
 from pedl.errors import (
@@ -26,9 +28,12 @@ from pedl.errors import (
     Unauthenticated,
     Unavailable,
 )
-from pedl.master.lifecycle import IllegalTransition
+from pedl.master.http_protocol import BODY_TIMED_OUT
+from pedl.master.lifecycle.states import IllegalTransition
 
 log = logging.getLogger(__name__)
+
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a request whose client went away: a 4xx in /metrics
 
 
 class ErrorJSONResponse(JSONResponse):
@@ -57,7 +62,7 @@ class NestedValueError(ValueError):
         self.message = message
 
 
-def validation_error(errors: list[dict], prefix: str = "") -> InvalidArgument:
+def validation_error(errors: Sequence[Mapping[str, Any]], prefix: str = "") -> InvalidArgument:
     problems = []
     for err in errors:
         loc = [p for p in err.get("loc", ()) if p not in ("body", "query", "path")]
@@ -103,7 +108,7 @@ def allowed_methods(req: Request) -> list[str]:
     path = get_route_path(req.scope)
     matches = [r for r in routes(req.app) if r.path_regex.match(path)]
     fewest = min((r.path_format.count("{") for r in matches), default=0)
-    return sorted({m for r in matches if r.path_format.count("{") == fewest for m in r.methods})
+    return sorted({m for r in matches if r.path_format.count("{") == fewest for m in r.methods or ()})
 
 
 def routes(app: FastAPI) -> list[APIRoute]:
@@ -113,7 +118,8 @@ def routes(app: FastAPI) -> list[APIRoute]:
         from fastapi.routing import iter_route_contexts
     except ImportError:
         return [r for r in app.routes if isinstance(r, APIRoute)]
-    return [c for c in iter_route_contexts(app.routes) if isinstance(c.original_route, APIRoute)]
+    # a RouteContext answers for its APIRoute (its __getattr__), with the path the app serves it at
+    return [cast(APIRoute, c) for c in iter_route_contexts(app.routes) if isinstance(c.original_route, APIRoute)]
 
 
 def install(app: FastAPI) -> None:
@@ -158,6 +164,17 @@ def install(app: FastAPI) -> None:
         log.warning("database unavailable on %s %s: %s", req.method, req.url.path,
                     str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__)
         return error_response(Unavailable("the database is unavailable right now; retry shortly"))
+
+    # The client hung up before its body arrived (a dropped connection, a killed client, a body read
+    # timeout): one line, and the answer nobody reads is a 4xx, not a 500 with a traceback in the log
+    # and in the 5xx count of /metrics.
+    @app.exception_handler(ClientDisconnect)
+    async def _client_gone(req: Request, _exc: ClientDisconnect) -> Response:
+        timeout = req.scope.get(BODY_TIMED_OUT)
+        why = (f"sent no body bytes for {timeout:g} s (server.body_read_timeout)" if timeout is not None
+               else "went away before its request body arrived")
+        log.info("client %s %s: %s %s", req.client.host if req.client else "?", why, req.method, req.url.path)
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
 
     @app.exception_handler(Exception)
     async def _unexpected(req: Request, exc: Exception) -> JSONResponse:

@@ -3,7 +3,8 @@ and TensorBoard files."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
@@ -25,17 +26,15 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import accepts, answers
-from pedl.master.services import (
-    experiment_code,
-    experiment_continuation,
-    experiment_deletion,
-    experiment_edits,
-    experiment_moves,
-    tensorboard_files,
-)
-from pedl.master.services import experiments as experiments_service
-from pedl.master.services.checkpoint_totals import NONE as NO_CHECKPOINTS
-from pedl.master.services.experiment_listing import ExperimentQuery
+from pedl.master.checkpoints import NONE as NO_CHECKPOINTS
+from pedl.master.experiments import ExperimentQuery, tensorboard_files
+from pedl.master.experiments import code as experiment_code
+from pedl.master.experiments import continuation as experiment_continuation
+from pedl.master.experiments import deletion as experiment_deletion
+from pedl.master.experiments import edits as experiment_edits
+from pedl.master.experiments import moves as experiment_moves
+from pedl.master.experiments import service as experiments_service
+from pedl.master.tasks import model_definitions
 
 INT32_MAX = 2**31 - 1
 
@@ -61,9 +60,17 @@ VALIDATED_ONLY = {"id": 0, "name": "", "description": "", "labels": [], "archive
                   "unmanaged": False}
 
 
+def upload_slot(request: Request, who: Caller = Depends(caller)) -> Iterator[None]:
+    """One of the model uploads the master reads at once, taken before the body is read (a 429 past
+    limits.max_concurrent_uploads_per_user or limits.max_concurrent_uploads), held until the answer."""
+    with model_definitions.upload_slot(ctx_of(request), who.user.id).held():
+        yield
+
+
 @router.post("")
-@accepts(CreateExperimentBody, errors=(404,))  # an unknown projectId or template
-def create(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+@accepts(CreateExperimentBody, errors=(404, 413, 429))  # an unknown projectId or template; the user's bounds
+def create(request: Request, who: Caller = Depends(caller), _: None = Depends(upload_slot),
+           body: dict = Depends(json_body)) -> dict:
     req = parse(CreateExperimentBody, body)
     shown, config, warnings = experiments_service.submit(
         ctx_of(request), who, config_text=req.config, files=req.modelDefinition,
@@ -109,12 +116,15 @@ def continue_experiment(request: Request, who: Caller = Depends(caller), body: d
     return {"experiment": shapes.experiment(*experiments_service.describe(ctx_of(request), req.id))}
 
 
-def _continue_other_methods(_request: Request) -> None:
-    raise StarletteHTTPException(405)  # not GET/PATCH/DELETE /{experiment_id} with an id of "continue"
+def _other_methods(_request: Request) -> NoReturn:
+    raise StarletteHTTPException(405)  # not /{experiment_id} with an id of "continue" or /{id}/{action}
 
 
-router.add_route(f"{router.prefix}/continue", _continue_other_methods, methods=["GET", "PATCH", "DELETE"],
+router.add_route(f"{router.prefix}/continue", _other_methods, methods=["GET", "PATCH", "DELETE"],
                  include_in_schema=False)
+# a GET of api/metrics_streams.py; POST /{experiment_id}/{action} would answer any other method with a 400
+router.add_route(f"{router.prefix}/metrics-stream/metric-names", _other_methods,
+                 methods=["POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
 
 
 @router.delete("/{experiment_id}")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
+from pedl.master.agents import instances as instances_service
 from pedl.master.api.deps import Caller, caller, ctx_of
-from pedl.master.services import instances as instances_service
 
 router = APIRouter(prefix="/api/v1")
 
 
 @router.get("/instances")
 def list_instances(request: Request, _: Caller = Depends(caller), resourcePool: str | None = None,
-                   all: bool = False) -> dict:  # noqa: A002 - the query parameter's name
+                   all: bool = False) -> dict:  # the query parameter's name
     return {"instances": instances_service.listing(ctx_of(request), resourcePool, all)}

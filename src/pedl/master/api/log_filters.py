@@ -1,34 +1,54 @@
 """The log filters of GET /api/v1/tasks/{id}/logs and /trials/{id}/logs as Determined takes them, the
-stream both answer with, and their logs/fields routes (the values each filter may take)."""
+stream both answer with (a followed one holding one of its user's follow slots while it is open), and
+their logs/fields routes (the values each filter may take)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from pedl.errors import InvalidArgument
 from pedl.master.api import shapes
 from pedl.master.api.ndjson_stream import results
-from pedl.master.services import task_logs
-from pedl.master.services.logs import LOG_LEVELS
+from pedl.master.identity import Slot
+from pedl.master.lifecycle.log_lines import LOG_LEVELS
+from pedl.master.tasks import logs as task_logs
 
 FILTER_MAX = 100  # values of one log filter
 
 
-async def log_fields_stream(ctx, task_id: str) -> StreamingResponse:  # noqa: ANN001 - a MasterContext
+async def log_fields_stream(ctx, task_id: str) -> StreamingResponse:  # a MasterContext
     """One NDJSON line with the task's fields (follow or not: they are read once, and the stream ends)."""
     fields = await run_in_threadpool(task_logs.fields, ctx, task_id)
     return StreamingResponse(iter([json.dumps({"result": fields}) + "\n"]), media_type="application/x-ndjson")
 
 
-def log_stream(ctx, task_id: str, flt: task_logs.LogFilter, *, order_by: str | None, follow: bool,  # noqa: ANN001
-               limit: int | None, disconnected) -> StreamingResponse:  # noqa: ANN001 - request.is_disconnected
+class HeldStream(StreamingResponse):
+    """A stream that holds a slot (a followed log's, tasks/logs.follow_slot) until it has been sent,
+    or the client left, whatever way it ends (even before its first line)."""
+
+    def __init__(self, content: AsyncIterator[str], slot: Slot, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.slot = slot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slot.release()
+
+
+def log_stream(ctx, task_id: str, flt: task_logs.LogFilter, *, order_by: str | None, follow: bool,
+               limit: int | None, disconnected, user_id: int) -> StreamingResponse:
     """The task's lines as Determined's NDJSON log stream: oldest first, ORDER_BY_DESC newest first; with
-    follow, until the task has ended and its last lines are sent."""
+    follow, until the task has ended and its last lines are sent, as one of the streams `user_id` follows
+    (a 429 past limits.max_log_follows_per_user). `disconnected`: request.is_disconnected."""
     newest_first = order_by == "ORDER_BY_DESC" and not follow
 
     async def fetch(cursor: int | None, n: int) -> tuple[list[dict[str, Any]], int | None, bool]:
@@ -36,8 +56,10 @@ def log_stream(ctx, task_id: str, flt: task_logs.LogFilter, *, order_by: str | N
                                                     newest_first=newest_first)
         return [shapes.log_line(r) for r in rows], after, done
 
-    return StreamingResponse(results(fetch, follow=follow, limit=limit, disconnected=disconnected),
-                             media_type="application/x-ndjson")
+    lines = results(fetch, follow=follow, limit=limit or 0, disconnected=disconnected)
+    if follow:
+        return HeldStream(lines, task_logs.follow_slot(ctx, user_id), media_type="application/x-ndjson")
+    return StreamingResponse(lines, media_type="application/x-ndjson")
 
 
 def _time(name: str, value: str | None) -> float | None:

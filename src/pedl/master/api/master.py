@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from pedl.master.api.deps import Caller, caller, ctx_of
-from pedl.master.services.authz import require_admin
+from pedl.master.identity import require_admin
 from pedl.version import DETERMINED_API_VERSION, __version__
 
 router = APIRouter()

@@ -24,8 +24,8 @@ from pydantic import Field
 from pedl.config.storable_values import INT64_MAX
 from pedl.master.api.bounded_json import parse_json
 from pedl.master.api.deps import CheckedBody, parse_checked
-from pedl.master.services import metrics
-from pedl.master.services.metric_batches import MAX_REPORTS, Report
+from pedl.master.metrics import MAX_REPORTS, Report
+from pedl.master.metrics import service as metrics
 
 if TYPE_CHECKING:
     from pedl.config.security_config import LimitsConfig
@@ -86,21 +86,20 @@ def _decoder(max_string: int) -> msgspec.json.Decoder:
     count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 
     # (defstruct: the types are this call's locals, which a class body's string annotations could not name)
-    strict = {"forbid_unknown_fields": True, "gc": False}
     metrics = msgspec.defstruct("Metrics", [
-        ("avgMetrics", dict[text, value]),  # type: ignore[valid-type]
+        ("avgMetrics", dict[text, value]),
         ("batchMetrics", Optional[Annotated[list[None], msgspec.Meta(max_length=0)]], None),  # noqa: UP045
-    ], **strict)
+    ], forbid_unknown_fields=True, gc=False)
     entry = msgspec.defstruct("Entry", [
         ("metrics", metrics),
         ("stepsCompleted", count),
         ("group", Annotated[str, msgspec.Meta(min_length=1, max_length=64)], "training"),
         ("trialRunId", count, 0),
         ("reportTime", Optional[text], None),  # noqa: UP045
-    ], **strict)
+    ], forbid_unknown_fields=True, gc=False)
     batch = msgspec.defstruct("Batch", [
-        ("reports", Annotated[list[entry], msgspec.Meta(min_length=1, max_length=MAX_REPORTS)]),  # type: ignore[valid-type]
-    ], **strict)
+        ("reports", Annotated[list[entry], msgspec.Meta(min_length=1, max_length=MAX_REPORTS)]),
+    ], forbid_unknown_fields=True, gc=False)
     return msgspec.json.Decoder(batch)
 
 

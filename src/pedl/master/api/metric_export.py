@@ -1,5 +1,5 @@
 """GET /api/v1/trials/{id}/metrics/csv (pedl's own, `pedl trial export-metrics`): a trial's raw metric
-reports as a CSV download, streamed a page of reports at a time (services/metric_export.py)."""
+reports as a CSV download, streamed a page of reports at a time (metrics/export.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from pedl.master.api.deps import Caller, IdPath, caller, ctx_of
 from pedl.master.api.openapi import produces
 from pedl.master.api.shapes import ts
-from pedl.master.services import metric_export
+from pedl.master.metrics import export as metric_export
 
 router = APIRouter(prefix="/api/v1")
 

@@ -1,6 +1,6 @@
-"""Metric series for the WebUI's charts (issue 12): a trial's, or every trial's of an experiment, each
+"""Metric series for the WebUI's charts: a trial's, or every trial's of an experiment, each
 series downsampled on the server to at most maxPoints points, its buckets' minima and maxima kept so
-spikes stay visible (services/metric_series.py, services/downsample.py). Pages poll them: an
+spikes stay visible (metrics/series.py, metrics/downsample.py). Pages poll them: an
 unchanged view answers 304."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pedl.master.api.conditional import unless_changed
 from pedl.master.api.deps import Caller, IdPath, ctx_of
 from pedl.master.api.json_body import json_body
-from pedl.master.services import metric_series
-from pedl.master.services.downsample import DEFAULT_POINTS, MAX_POINTS, MIN_POINTS
+from pedl.master.metrics import DEFAULT_POINTS, MAX_POINTS, MIN_POINTS
+from pedl.master.metrics import series as metric_series
 
 router = APIRouter(prefix="/api/v1")
 

@@ -11,9 +11,9 @@ from pydantic import Field
 from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts
-from pedl.master.services import model_registry, model_versions
-from pedl.master.services.model_registry import ModelQuery, ModelView
-from pedl.master.services.model_versions import VersionView
+from pedl.master.model_registry import ModelQuery, ModelView, VersionView
+from pedl.master.model_registry import service as model_registry
+from pedl.master.model_registry import versions as model_versions
 
 INT32_MAX = 2**31 - 1
 

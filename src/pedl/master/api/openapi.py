@@ -123,7 +123,7 @@ def install(app: FastAPI) -> None:
             app.openapi_schema = build(app)
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi
 
 
 def build(app: FastAPI) -> dict[str, Any]:
@@ -143,7 +143,7 @@ def build(app: FastAPI) -> dict[str, Any]:
     for route in routes(app):
         if not route.include_in_schema:
             continue
-        for method in route.methods:
+        for method in route.methods or ():
             op = doc["paths"][route.path_format].get(method.lower())
             if op is not None:
                 _correct(op, route, schemas)

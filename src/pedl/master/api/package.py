@@ -1,5 +1,6 @@
 """GET /api/v1/pedl/package: the wheel of the master's own pedl, for agents' user data to install
-(with the agent token) and for users who want the same version as their master (with a login)."""
+(with the cluster's agent token, or an instance's single-use enrollment secret until it is used) and
+for users who want the same version as their master (with a login)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from pedl.common.package import own_wheel
-from pedl.master.agent_token import offered_token_ok
+from pedl.master.agents import credentials as agent_credentials
 from pedl.master.api.deps import caller, ctx_of
 from pedl.master.api.openapi import agent_token_too, produces
 
@@ -20,7 +21,7 @@ AGENT_TOKEN_HEADER = "x-pedl-agent-token"
 @produces("application/octet-stream")
 @agent_token_too
 def pedl_package(request: Request) -> Response:
-    if not offered_token_ok(ctx_of(request).agent_token, request.headers.get(AGENT_TOKEN_HEADER, "")):
+    if not agent_credentials.may_download(ctx_of(request), request.headers.get(AGENT_TOKEN_HEADER, "")):
         caller(request)  # else a user or task token; 401 without one
     wheel = own_wheel()  # built once per process, in this worker thread
     return Response(wheel.data, media_type="application/octet-stream", headers={

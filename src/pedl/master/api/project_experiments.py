@@ -12,8 +12,9 @@ from pydantic import Field
 from pedl.errors import InvalidArgument
 from pedl.master.api.deps import INT64_MAX, Body, Caller, IdPath, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts
-from pedl.master.services import experiment_bulk, project_columns
-from pedl.master.services.experiment_bulk import BulkFilters
+from pedl.master.experiments import BulkFilters
+from pedl.master.experiments import bulk as experiment_bulk
+from pedl.master.workspaces import project_columns
 
 router = APIRouter(prefix="/api/v1/projects")
 INT32_MAX = 2**31 - 1
@@ -92,15 +93,19 @@ TABLE_TYPES = ("TABLE_TYPE_UNSPECIFIED", "TABLE_TYPE_EXPERIMENT", "TABLE_TYPE_RU
 
 @router.get("/{project_id}/columns")
 def columns(project_id: IdPath, request: Request, _: Caller = Depends(caller), tableType: str | None = None) -> dict:
-    """The experiment table's columns (a run is a trial: the run table has the same ones)."""
+    """The experiment table's columns (a run is a trial: the run table has the same ones); pedl's own
+    `truncated`: metric columns were left out, past limits.max_listing_bytes."""
     if tableType not in (None, *TABLE_TYPES):
         raise InvalidArgument.at("tableType", f"{tableType!r} is not one of {', '.join(TABLE_TYPES)}")
+    listing = project_columns.columns(ctx_of(request), project_id)
     return {"columns": [{"column": c.column, "location": c.location, "type": c.type,
-                         **({"displayName": c.display_name} if c.display_name else {})}
-                        for c in project_columns.columns(ctx_of(request), project_id)]}
+                         **({"displayName": c.display_name} if c.display_name else {})} for c in listing.items],
+            "truncated": listing.truncated}
 
 
 @router.get("/{project_id}/experiments/metric-ranges")
 def metric_ranges(project_id: IdPath, request: Request, _: Caller = Depends(caller)) -> dict:
-    return {"ranges": [{"metricsName": name, "min": lo, "max": hi}
-                       for name, lo, hi in project_columns.metric_ranges(ctx_of(request), project_id)]}
+    """pedl's own `truncated`: some metrics' ranges were left out, past limits.max_listing_bytes."""
+    listing = project_columns.metric_ranges(ctx_of(request), project_id)
+    return {"ranges": [{"metricsName": name, "min": lo, "max": hi} for name, lo, hi in listing.items],
+            "truncated": listing.truncated}

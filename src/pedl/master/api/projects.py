@@ -12,9 +12,8 @@ from pedl.errors import InvalidArgument
 from pedl.master.api.deps import INT64_MAX, Body, Caller, IdPath, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts
 from pedl.master.api.shapes import ts
-from pedl.master.services import project_edits
-from pedl.master.services import projects as projects_service
-from pedl.master.services.projects import ProjectQuery
+from pedl.master.workspaces import ProjectQuery, project_edits
+from pedl.master.workspaces import projects as projects_service
 
 router = APIRouter(prefix="/api/v1")
 

@@ -1,6 +1,6 @@
 """GET /metrics for Prometheus, open to whom master.yaml's `security.metrics_access` says:
 anyone, any logged-in user (a bearer token in the scrape config), or admins only. It serves this
-master's own registry (master/observability/); README.md lists the metrics."""
+master's own registry (master/observability/); docs/reference/metrics.md lists the metrics."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from pedl.master.api.deps import caller, ctx_of
-from pedl.master.services.authz import require_admin
+from pedl.master.identity import require_admin
 
 router = APIRouter()
 

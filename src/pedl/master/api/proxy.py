@@ -2,8 +2,9 @@
 over HTTP, streamed both ways, to the port the task registered on its agent, as Determined's master
 does. The service is started with the base URL /proxy/{task_id}/ and gets the whole path.
 
-Only the task's owner or an admin passes (services/proxy_targets.py), with a login token or the
-WebUI's session cookie; a task token never does. WebSockets: api/proxy_websocket.py."""
+Only the task's owner or an admin passes (tasks/proxy_targets.py), with a login token or the
+WebUI's session cookie; a task token never does, nor DET_USER_TOKEN. Before each relay the agent checks
+that the port is still the task's. WebSockets: api/proxy_websocket.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import httpx
 from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from pedl.errors import BadGateway, InvalidArgument, NotFound, PedlError
 from pedl.master.api import proxy_headers, task_activity
@@ -22,8 +23,7 @@ from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.errors import error_response
 from pedl.master.api.proxy_access import proxy_caller, proxy_relays
 from pedl.master.api.proxy_relays import ProxyRelays, Relay
-from pedl.master.services import proxy_targets
-from pedl.master.services.proxy_targets import MIN_PORT, ProxyTarget
+from pedl.master.tasks import MIN_PORT, ProxyTarget, proxy_targets
 
 router = APIRouter()
 
@@ -46,10 +46,11 @@ def register_proxy_port(allocation_id: str, request: Request, who: Caller = Depe
 
 
 @router.api_route("/proxy/{task_id}/{path:path}", methods=METHODS, include_in_schema=False)
-async def proxy_http(task_id: str, path: str, request: Request) -> Response:  # noqa: ARG001 - the raw path is used
+async def proxy_http(task_id: str, path: str, request: Request) -> Response:  # the raw path is used
     ctx = ctx_of(request)
     who, browser = await run_in_threadpool(proxy_caller, request)
     target = await run_in_threadpool(lambda: proxy_targets.resolve(ctx, who, task_id, browser=browser))
+    await proxy_targets.verify(ctx, target)  # the port is still the task's (a relay of its own, each request)
     client = request.client.host if request.client else ""
     headers = proxy_headers.request_headers(request.headers.items(), client=client, scheme=request.url.scheme)
     if proxy_headers.header_bytes(headers) > ctx.config.proxy.max_header_bytes:
@@ -110,7 +111,7 @@ class UpstreamResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
-        async def send_tracked(message: dict) -> None:
+        async def send_tracked(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -132,7 +133,7 @@ class UpstreamResponse(Response):
         url = httpx.URL(scheme="http", host=self.target.host, port=self.target.port, raw_path=raw_path)
         client = upstream_client(config.connect_timeout, config.idle_timeout)
 
-        async def request_body():  # noqa: ANN202 - an async iterator of the browser's chunks
+        async def request_body():  # an async iterator of the browser's chunks
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":

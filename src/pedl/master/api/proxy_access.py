@@ -15,8 +15,8 @@ from pedl.master.api.browser_session import CSRF_HEADER, SAFE_METHODS, SESSION_C
 from pedl.master.api.deps import _token, ctx_of
 from pedl.master.api.proxy_relays import ProxyRelays
 from pedl.master.caller_cache import Caller
-from pedl.master.services import users as users_service
-from pedl.master.services.proxy_targets import UNAUTHENTICATED
+from pedl.master.identity import users as users_service
+from pedl.master.tasks import UNAUTHENTICATED
 
 CROSS_SITE = ("the WebUI's session cookie opens a task's service only from the master's own pages "
               "(the request's Origin is {origin!r}, not this master): log in here, or send "
@@ -35,7 +35,7 @@ def same_origin(conn: HTTPConnection, cookie: str) -> bool:
 
 def credentials(conn: HTTPConnection, *, websocket: bool) -> tuple[str, bool] | None:
     """(token, came as the session cookie); None: the caller sent neither."""
-    token = _token(conn)  # type: ignore[arg-type] - it reads headers only
+    token = _token(conn)
     if token:
         return token, False
     cookie = conn.cookies.get(SESSION_COOKIE, "").strip()
@@ -56,12 +56,12 @@ def proxy_caller(conn: HTTPConnection, *, websocket: bool = False) -> tuple[Call
 
 def proxy_caller_or_none(conn: HTTPConnection, *, websocket: bool = False) -> tuple[Caller, bool] | None:
     """As proxy_caller, but None for a caller who sent no credentials at all (a shell's tunnel may
-    pass without: services/proxy_targets.py says why)."""
+    pass without: tasks/proxy_targets.py says why)."""
     found = credentials(conn, websocket=websocket)
     if found is None:
         return None
     token, browser = found
-    ctx = ctx_of(conn)  # type: ignore[arg-type]
+    ctx = ctx_of(conn)
     now = ctx.clock.now()
     who = ctx.caller_cache.get(token, now)
     if who is None:

@@ -72,7 +72,7 @@ def _sets_pedl_cookie(value: str) -> bool:
     try:
         cookie = SimpleCookie()
         cookie.load(value)
-    except Exception:  # noqa: BLE001 - a cookie the parser refuses may still be read by a browser
+    except Exception:  # a cookie the parser refuses may still be read by a browser
         name = value.split("=", 1)[0].strip()
         return name in PEDL_COOKIES
     return bool(PEDL_COOKIES & set(cookie)) or value.split("=", 1)[0].strip() in PEDL_COOKIES

@@ -9,18 +9,19 @@ import contextlib
 import itertools
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from pedl.config.proxy_config import ProxyConfig
 from pedl.errors import TooManyRequests
 from pedl.master.context import MasterContext
-from pedl.master.services import proxy_targets
-from pedl.master.services.proxy_targets import ProxyTarget
+from pedl.master.tasks import ProxyTarget, proxy_targets
 
 log = logging.getLogger(__name__)
 
 Closer = Callable[[], Awaitable[None]]
+K = TypeVar("K")
 
 
 @dataclass
@@ -46,10 +47,12 @@ class ProxyRelays:
         self._watcher: asyncio.Task | None = None
 
     def count(self, *, task_id: str | None = None, user_id: int | None = None) -> int:
-        return self._per_task[task_id] if task_id is not None else self._per_user[user_id]
+        if task_id is not None:
+            return self._per_task[task_id]
+        return self._per_user[user_id] if user_id is not None else 0
 
     @contextlib.asynccontextmanager
-    async def open(self, target: ProxyTarget, user_id: int):  # noqa: ANN201 - an async context of a Relay
+    async def open(self, target: ProxyTarget, user_id: int) -> AsyncIterator[Relay]:
         """A relay slot for the length of the block, or TooManyRequests naming the bound."""
         if self._per_task[target.task_id] >= self.config.max_relays_per_task:
             raise TooManyRequests(f"task {target.task_id} already has {self.config.max_relays_per_task} open "
@@ -67,10 +70,8 @@ class ProxyRelays:
             yield relay
         finally:
             del self._relays[relay.id]
-            for counter, key in ((self._per_task, target.task_id), (self._per_user, user_id)):
-                counter[key] -= 1
-                if counter[key] <= 0:
-                    del counter[key]
+            _release(self._per_task, target.task_id)
+            _release(self._per_user, user_id)
 
     def _ensure_watcher(self) -> None:
         if self._watcher is None or self._watcher.done():
@@ -81,7 +82,7 @@ class ProxyRelays:
             await asyncio.sleep(self.config.end_check_interval)
             try:
                 await self.check_ended()
-            except Exception:  # noqa: BLE001 - a failed check is retried at the next interval
+            except Exception:  # a failed check is retried at the next interval
                 log.exception("checking the proxy's relays against their tasks failed")
 
     async def check_ended(self) -> None:
@@ -101,7 +102,7 @@ GOING_AWAY = 1001
 
 
 async def pump_until_done(relay: Relay, pumps: list[Callable[[], Awaitable[None]]], *, idle_timeout: float,
-                          last: list[float], outcome: dict, silent: str) -> None:
+                          last: list[float], outcome: dict[str, Any], silent: str) -> None:
     """Run a relay's pumps until the first of them, its idle timeout (no traffic since `last[0]` for
     `idle_timeout` s; `silent` names what stopped coming) or its task's end says why it stops, in
     `outcome`; then stop the rest."""
@@ -123,3 +124,9 @@ async def pump_until_done(relay: Relay, pumps: list[Callable[[], Awaitable[None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _release(counter: Counter[K], key: K) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import WebSocket
@@ -17,13 +18,13 @@ from fastapi import WebSocket
 from pedl.config.proxy_config import ProxyConfig
 from pedl.errors import BadGateway
 from pedl.master.api.proxy_relays import ProxyRelays, Relay, pump_until_done
-from pedl.master.services.proxy_targets import ProxyTarget
+from pedl.master.tasks import ProxyTarget
 
 CHUNK = 64 * 1024  # the most bytes of the stream one message carries
 NORMAL, GOING_AWAY, INTERNAL = 1000, 1001, 1011
 
 
-def payload(message: dict[str, Any]) -> bytes | None:
+def payload(message: Mapping[str, Any]) -> bytes | None:
     """The bytes an ASGI `websocket.receive` message carries to the stream; None: the client left."""
     if message["type"] == "websocket.disconnect":
         return None
@@ -91,7 +92,7 @@ async def _pump(websocket: WebSocket, reader: asyncio.StreamReader, writer: asyn
             last[0] = loop.time()
             try:
                 await websocket.send_bytes(chunk)
-            except Exception:  # noqa: BLE001 - the client is gone mid-send
+            except Exception:  # the client is gone mid-send
                 outcome.update(side="client", code=INTERNAL, reason="")
                 return
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
-import websockets
 from fastapi import APIRouter, WebSocket
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
-from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.typing import Origin, Subprotocol
 
 from pedl.config.proxy_config import ProxyConfig
 from pedl.errors import BadGateway, PedlError
@@ -24,8 +25,7 @@ from pedl.master.api.deps import ctx_of
 from pedl.master.api.errors import error_response
 from pedl.master.api.proxy_access import proxy_caller_or_none, proxy_relays
 from pedl.master.api.proxy_relays import Relay, pump_until_done
-from pedl.master.services import proxy_targets
-from pedl.master.services.proxy_targets import ProxyTarget
+from pedl.master.tasks import ProxyTarget, proxy_targets
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -35,13 +35,14 @@ GOING_AWAY = 1001
 
 
 @router.websocket("/proxy/{task_id}/{path:path}")
-async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None:  # noqa: ARG001
-    ctx = ctx_of(websocket)  # type: ignore[arg-type]
+async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None:
+    ctx = ctx_of(websocket)
     try:
         found = await run_in_threadpool(lambda: proxy_caller_or_none(websocket, websocket=True))
         who, browser = found if found is not None else (None, False)
         target = await run_in_threadpool(lambda: proxy_targets.resolve(ctx, who, task_id, browser=browser,
                                                                        websocket=True))
+        await proxy_targets.verify(ctx, target)  # the port is still the task's
         # a tunnel without credentials counts against the task's owner, whose key it must hold
         user_id = who.user.id if who is not None else target.owner_id
         if target.tcp:
@@ -87,10 +88,10 @@ async def _connect(websocket: WebSocket, target: ProxyTarget, config: ProxyConfi
     offered = proxy_headers.subprotocols(websocket.headers.items())
     where = f"the service of task {target.task_id} (port {target.port} on its agent)"
     try:
-        return await websockets.asyncio.client.connect(
-            f"ws://{hostport}{raw_path}", additional_headers=headers, origin=f"http://{hostport}",
-            subprotocols=offered or None, open_timeout=config.connect_timeout, max_size=config.max_message_bytes,
-            proxy=None, compression=None, user_agent_header=None)
+        return await connect(
+            f"ws://{hostport}{raw_path}", additional_headers=headers, origin=Origin(f"http://{hostport}"),
+            subprotocols=[Subprotocol(p) for p in offered] or None, open_timeout=config.connect_timeout,
+            max_size=config.max_message_bytes, proxy=None, compression=None, user_agent_header=None)
     except InvalidStatus as exc:
         raise BadGateway(f"{where} refused the WebSocket with HTTP {exc.response.status_code}") from None
     except TimeoutError:
@@ -103,7 +104,7 @@ async def _connect(websocket: WebSocket, target: ProxyTarget, config: ProxyConfi
 async def _relay(websocket: WebSocket, upstream: ClientConnection, relay: Relay, config: ProxyConfig) -> None:
     loop = asyncio.get_running_loop()
     last = [loop.time()]
-    outcome: dict[str, object] = {}
+    outcome: dict[str, Any] = {}
 
     async def browser_to_service() -> None:
         while True:
@@ -131,7 +132,7 @@ async def _relay(websocket: WebSocket, upstream: ClientConnection, relay: Relay,
                     await websocket.send_bytes(data)
         except ConnectionClosed:
             pass
-        except Exception:  # noqa: BLE001 - the browser is gone mid-send
+        except Exception:  # the browser is gone mid-send
             outcome.update(side="browser", code=1006, reason="")
             return
         outcome.update(side="service", code=upstream.close_code or 1006, reason=upstream.close_reason or "")

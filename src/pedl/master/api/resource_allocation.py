@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Depends, Query, Request
 
 from pedl.errors import InvalidArgument
+from pedl.master.agents import resource_allocation
 from pedl.master.api import shapes
 from pedl.master.api.deps import Caller, caller, ctx_of
-from pedl.master.services import resource_allocation
 
 router = APIRouter(prefix="/api/v1")
 

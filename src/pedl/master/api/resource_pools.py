@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Request
 
+from pedl.config.provider_config import AWSProviderConfig
+from pedl.master.agents import resource_pools as pools_service
 from pedl.master.api.deps import Caller, caller, ctx_of, pagination
-from pedl.master.services import resource_pools as pools_service
 
 if TYPE_CHECKING:
     from pedl.config.master_config import ResourcePoolConfig
@@ -37,17 +38,17 @@ def with_determined_keys(ctx: MasterContext, summary: dict[str, Any]) -> dict[st
     capacity, a master certificate name)."""
     pool = ctx.config.pool(summary["name"])
     cfg = pool.provider if pool is not None else None
-    aws = cfg is not None and cfg.type == "aws"
+    aws_cfg = cfg if isinstance(cfg, AWSProviderConfig) else None
     types = cfg.instance_types() if cfg is not None else []
     out = {
         # Determined's pool types: a provider of local instances is pedl's own, of no type det knows
-        "type": "RESOURCE_POOL_TYPE_STATIC" if cfg is None else "RESOURCE_POOL_TYPE_AWS" if aws
+        "type": "RESOURCE_POOL_TYPE_STATIC" if cfg is None else "RESOURCE_POOL_TYPE_AWS" if aws_cfg
         else "RESOURCE_POOL_TYPE_UNSPECIFIED",
         "agentDockerImage": "", "agentDockerNetwork": cfg.agent_docker_network if cfg is not None else "",
         "agentDockerRuntime": "", "agentFluentImage": "", "auxContainerCapacity": 0,
         "auxContainerCapacityPerAgent": 0, "auxContainersRunning": 0, "clusterName": ctx.config.cluster_name,
-        "containerStartupScript": "", "imageId": cfg.image_id if aws else "",  # type: ignore[union-attr]
-        "instanceType": types[0] if types else "", "location": (cfg.region or "") if aws else "",  # type: ignore[union-attr]
+        "containerStartupScript": "", "imageId": aws_cfg.image_id if aws_cfg else "",
+        "instanceType": types[0] if types else "", "location": (aws_cfg.region or "") if aws_cfg else "",
         "masterCertName": "", "masterUrl": (cfg.master_url or "") if cfg is not None else "",
         "maxAgents": cfg.max_instances if cfg is not None else 0,
         "minAgents": cfg.min_instances if cfg is not None else 0,

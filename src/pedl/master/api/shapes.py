@@ -9,14 +9,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pedl.config.checkpoint_storage import as_determined
-from pedl.master.lifecycle import AllocationState, CheckpointState
-from pedl.master.services import agent_user_groups
-from pedl.master.services.checkpoint_totals import NONE as NO_CHECKPOINTS
-from pedl.master.services.checkpoint_totals import CheckpointTotals
-from pedl.master.services.experiment_labels import split as split_labels
-from pedl.master.services.experiment_listing import ExperimentStats
-from pedl.master.services.logs import readable
-from pedl.master.services.projects import Placement
+from pedl.master.checkpoints import NONE as NO_CHECKPOINTS
+from pedl.master.checkpoints import CheckpointTotals
+from pedl.master.experiments import ExperimentStats
+from pedl.master.experiments import split as split_labels
+from pedl.master.lifecycle import agent_user_groups
+from pedl.master.lifecycle.log_lines import readable
+from pedl.master.lifecycle.states import AllocationState, CheckpointState
+from pedl.master.workspaces import Placement
 from pedl.version import DETERMINED_API_VERSION
 
 if TYPE_CHECKING:
@@ -94,8 +94,11 @@ def checkpoint_files(c: models.Checkpoint) -> dict[str, str]:
 
 
 def checkpoint_workload(c: models.Checkpoint) -> dict[str, Any]:
-    # det 0.38.1's `trial describe` asserts on a PARTIALLY_DELETED workload: it shows the files left as COMPLETED
+    # det 0.38.1's `trial describe` asserts on a PARTIALLY_DELETED workload: it shows the files left as COMPLETED,
+    # and one whose files are being deleted (lifecycle/checkpoint_gc_holds.py) as DELETED, since none are offered
     state = CheckpointState.COMPLETED if c.state == CheckpointState.PARTIALLY_DELETED else c.state
+    if c.deleting_by is not None:
+        state = CheckpointState.DELETED
     return {"uuid": c.uuid, "state": state, "totalBatches": c.steps_completed, "endTime": ts(c.report_time),
             "metadata": c.meta, "resources": checkpoint_files(c)}
 
@@ -113,7 +116,8 @@ def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Tr
             training["searcherMetric"] = validation[metric_name]
     meta = dict(c.meta or {})
     meta.setdefault("steps_completed", c.steps_completed)
-    return {"uuid": c.uuid, "state": c.state, "metadata": meta,
+    # pedl's own `deleting`: its files are being deleted, so it is not served (its state is PARTIALLY_DELETED)
+    return {"uuid": c.uuid, "state": c.state, "deleting": c.deleting_by is not None, "metadata": meta,
             "resources": checkpoint_files(c), "training": training,
             "reportTime": ts(c.report_time), "taskId": c.task_id or "", "allocationId": c.allocation_id or "",
             "storage": c.storage, "storageId": storage_id(c.storage)}
@@ -135,7 +139,7 @@ def metrics_report(m: models.Metric) -> dict:
 
 
 def log_line(row: models.TaskLog) -> dict[str, Any]:
-    message = readable(row.message)  # NULs come back as the task printed them (services/logs.py)
+    message = readable(row.message)  # NULs come back as the task printed them (lifecycle/log_lines.py)
     return {"id": str(row.id), "trialId": row.trial_id or 0, "level": row.level, "message": message,
             "log": message, "timestamp": ts(row.timestamp), "agentId": row.agent_id or "",
             "source": row.source, "stdtype": row.stdtype, "taskId": row.task_id,
@@ -155,8 +159,8 @@ def _device(slot: dict[str, Any], index: int) -> dict[str, Any]:
 def agent(a: models.Agent, held: dict[str, str], connected: bool) -> dict[str, Any]:
     """`held` maps slot id -> allocation id on this agent."""
     slots, containers = {}, {}
-    type_stats: dict[str, dict[str, int]] = {}
-    brand_stats: dict[str, dict[str, int]] = {}
+    type_stats: dict[str, dict[str, Any]] = {}
+    brand_stats: dict[str, dict[str, Any]] = {}
     for i, sl in enumerate(a.slots or []):
         dev = _device(sl, i)
         enabled, draining = a.enabled and sl.get("enabled", True), a.draining or sl.get("draining", False)

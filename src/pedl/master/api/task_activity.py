@@ -1,6 +1,6 @@
 """A task's use, as the master learns it: POST /api/v1/allocations/{id}/activity (the task says it is
 in use, with its own token), and `proxied`, which the proxy's HTTP and WebSocket relays call for each
-request or message they pass to a task's service (throttled in memory: services/task_activity.py)."""
+request or message they pass to a task's service (throttled in memory: tasks/activity.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from starlette.requests import HTTPConnection
 
 from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts
-from pedl.master.services import task_activity
-from pedl.master.services.task_activity import ActivityThrottle
+from pedl.master.tasks import ActivityThrottle
+from pedl.master.tasks import activity as task_activity
 
 router = APIRouter()
 
@@ -44,6 +44,6 @@ def throttle_of(conn: HTTPConnection) -> ActivityThrottle:
 async def proxied(conn: HTTPConnection, task_id: str) -> None:
     """A request or message for the task's service passed the proxy: its last use is now (written at
     most once per THROTTLE_SECONDS per task)."""
-    ctx = ctx_of(conn)  # type: ignore[arg-type]
+    ctx = ctx_of(conn)
     if throttle_of(conn).due(task_id, ctx.clock.now()):
         await run_in_threadpool(task_activity.touch, ctx, task_id)

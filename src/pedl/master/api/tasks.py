@@ -14,9 +14,11 @@ from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Caller, agent_fetch_caller, caller, ctx_of, json_body
 from pedl.master.api.log_filters import log_fields_stream, log_filter, log_stream
 from pedl.master.api.openapi import TASK_LOGS, accepts, produces
-from pedl.master.lifecycle import AllocationState
-from pedl.master.services import allocations, task_kinds, task_logs
-from pedl.master.services.logs import LOG_LEVELS
+from pedl.master.lifecycle import task_kinds
+from pedl.master.lifecycle.log_lines import LOG_LEVELS
+from pedl.master.lifecycle.states import AllocationState
+from pedl.master.tasks import allocations
+from pedl.master.tasks import logs as task_logs
 
 router = APIRouter(prefix="/api/v1")
 
@@ -120,7 +122,7 @@ async def get_task_log_fields(task_id: str, request: Request, _: Caller = Depend
 
 @router.get("/tasks/{task_id}/logs")
 @produces("application/x-ndjson")
-async def get_task_logs(task_id: str, request: Request, _: Caller = Depends(caller), follow: bool = False,
+async def get_task_logs(task_id: str, request: Request, who: Caller = Depends(caller), follow: bool = False,
                         limit: int = Query(0, ge=0, le=INT64_MAX), orderBy: str | None = None,
                         allocationIds: list[str] = Query(default_factory=list),
                         containerIds: list[str] = Query(default_factory=list),
@@ -139,4 +141,4 @@ async def get_task_logs(task_id: str, request: Request, _: Caller = Depends(call
                       timestampBefore, searchText, enableRegex)
     await run_in_threadpool(task_logs.require, ctx, task_id)
     return log_stream(ctx, task_id, flt, order_by=orderBy, follow=follow, limit=limit,
-                      disconnected=request.is_disconnected)
+                      disconnected=request.is_disconnected, user_id=who.user.id)

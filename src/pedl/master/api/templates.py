@@ -11,9 +11,8 @@ from pydantic import Field
 from pedl.errors import InvalidArgument
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts
-from pedl.master.services import templates as templates_service
-from pedl.master.services.templates import TemplateQuery
-from pedl.master.services.workspaces import MAX_NAME
+from pedl.master.workspaces import MAX_NAME, TemplateQuery
+from pedl.master.workspaces import templates as templates_service
 
 router = APIRouter(prefix="/api/v1/templates")
 

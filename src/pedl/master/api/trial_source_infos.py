@@ -5,7 +5,7 @@ trials are read by checkpoint (api/checkpoints.py) or by model version (here), a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -17,7 +17,8 @@ from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.model_registry import INT32_MAX, ModelName, VersionNum
 from pedl.master.api.openapi import accepts
-from pedl.master.services import checkpoint_metrics, trial_source_infos
+from pedl.master.checkpoints import metrics as checkpoint_metrics
+from pedl.master.trials import source_infos as trial_source_infos
 
 router = APIRouter()
 
@@ -65,7 +66,7 @@ def reports_response(pages: Iterator[list[Any]], group: str | None) -> Streaming
             shown["metrics"].setdefault("avg_metrics", m.metrics)
         return shown
 
-    async def body() -> Any:
+    async def body() -> AsyncIterator[str]:
         yield '{"metrics":['
         sep = ""
         while (page := await run_in_threadpool(next, pages, None)) is not None:

@@ -30,17 +30,15 @@ from pedl.master.api.deps import (
 from pedl.master.api.log_filters import log_fields_stream, log_filter, log_stream
 from pedl.master.api.metric_batch_body import MetricBatchBody
 from pedl.master.api.openapi import EARLY_EXIT, accepts, answers, produces
-from pedl.master.services import experiments as experiments_service
-from pedl.master.services import (
-    metric_batches,
-    metric_reports,
-    metrics,
-    trial_reports,
-    trial_time_series,
-    trial_timeline,
-)
-from pedl.master.services import trials as trials_service
-from pedl.master.services.downsample import DEFAULT_POINTS, MAX_POINTS, MIN_POINTS
+from pedl.master.experiments import service as experiments_service
+from pedl.master.metrics import DEFAULT_POINTS, MAX_POINTS, MIN_POINTS
+from pedl.master.metrics import batches as metric_batches
+from pedl.master.metrics import reports as metric_reports
+from pedl.master.metrics import service as metrics
+from pedl.master.trials import reports as trial_reports
+from pedl.master.trials import service as trials_service
+from pedl.master.trials import time_series as trial_time_series
+from pedl.master.trials import timeline as trial_timeline
 
 router = APIRouter(prefix="/api/v1")
 
@@ -160,7 +158,7 @@ def trial_checkpoints(trial_id: IdPath, request: Request,
     sort is asked (the trial's id sorts nothing here), ORDER_BY_DESC reversing it; by the searcher
     metric the best first unless an order is asked, those without it last. The SDK's
     trial.top_checkpoint() takes the first. det 0.38.1's `trial download --best/--latest` takes the
-    last downloadable one, as it does against Determined (docs/det-audit-0.38.1.md)."""
+    last downloadable one, as it does against Determined (docs/from-determined.md)."""
     sort, descending = checkpoint_order(sortByAttr, orderBy)
     if sortByAttr in (None, "", "SORT_BY_UNSPECIFIED", "SORT_BY_TRIAL_ID"):
         sort = "steps"
@@ -280,7 +278,7 @@ async def trial_log_fields(trial_id: IdPath, request: Request, _: Caller = Depen
 
 @router.get("/trials/{trial_id}/logs")
 @produces("application/x-ndjson")
-async def trial_logs(trial_id: IdPath, request: Request, _: Caller = Depends(caller), follow: bool = False,
+async def trial_logs(trial_id: IdPath, request: Request, who: Caller = Depends(caller), follow: bool = False,
                      limit: int = Query(0, ge=0, le=INT64_MAX), orderBy: str | None = None,
                      agentIds: list[str] = Query(default_factory=list),
                      containerIds: list[str] = Query(default_factory=list),
@@ -297,4 +295,4 @@ async def trial_logs(trial_id: IdPath, request: Request, _: Caller = Depends(cal
                      timestampBefore, searchText, False)
     task_id = await run_in_threadpool(trials_service.task_id_of, ctx, trial_id)
     return log_stream(ctx, task_id, flt, order_by=orderBy, follow=follow, limit=limit,
-                      disconnected=request.is_disconnected)
+                      disconnected=request.is_disconnected, user_id=who.user.id)

@@ -23,8 +23,9 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import accepts
-from pedl.master.services import agent_user_groups, user_edits, user_lookup
-from pedl.master.services import users as users_service
+from pedl.master.identity import user_edits, user_lookup
+from pedl.master.identity import users as users_service
+from pedl.master.lifecycle import agent_user_groups
 
 router = APIRouter(prefix="/api/v1/users")
 

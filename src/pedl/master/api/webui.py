@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 import pedl.webui
 
 STATIC = Path(pedl.webui.__file__).resolve().parent / "static"
-NOT_PAGES = ("/api/", "/agents/", "/info", "/metrics", "/tasks")  # the master's own, answered 404 as before
+NOT_PAGES = ("/api/", "/agents/", "/info", "/metrics", "/tasks")  # the master's own: 404s there, never the page
 # the page's code and styles come from the master alone; nothing may frame it
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")

@@ -10,9 +10,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from pedl.errors import InvalidArgument
 from pedl.master.api.deps import INT64_MAX, Body, Caller, IdPath, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts
-from pedl.master.services import workspace_edits
-from pedl.master.services import workspaces as workspaces_service
-from pedl.master.services.workspaces import WorkspaceQuery
+from pedl.master.workspaces import WorkspaceQuery, workspace_edits
+from pedl.master.workspaces import workspaces as workspaces_service
 
 router = APIRouter(prefix="/api/v1/workspaces")
 

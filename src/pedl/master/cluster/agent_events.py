@@ -15,21 +15,21 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
 from pedl.common import agent_protocol as proto
-from pedl.master.cluster import allocations
 from pedl.master.cluster.agent_hub import AgentHub
-from pedl.master.cluster.bulk_rows import FLOAT, TEXT, by_key, dialect_of, params, rows_table
-from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.cluster.known_agents import KnownAgents, read_agents
 from pedl.master.db import models
+from pedl.master.db.base import existing, table_of
+from pedl.master.db.bulk_rows import FLOAT, TEXT, by_key, dialect_of, params, rows_table
 from pedl.master.db.change_counters import QUIET
-from pedl.master.lifecycle import HELD, AgentState, AllocationState, InstanceState
-from pedl.master.services import experiment_progression as progression
-from pedl.master.services.transitions import record_event, set_agent_state, set_allocation_state, set_instance_state
+from pedl.master.lifecycle import allocations, progression
+from pedl.master.lifecycle.effects import ClusterEffects
+from pedl.master.lifecycle.states import HELD, AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle.transitions import record_event, set_agent_state, set_allocation_state, set_instance_state
 
 log = logging.getLogger(__name__)
 
 A = AllocationState
-AGENT = models.Agent.__table__
+AGENT = table_of(models.Agent)
 
 
 def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host: str) -> proto.Registered:
@@ -156,9 +156,8 @@ def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub, known: KnownAgen
     for agent_id, state, last_heartbeat, disconnected_at, *_ in rows:
         conn = hub.get(agent_id)
         if state == AgentState.CONNECTED:
-            silent = conn is None or now - conn.last_heartbeat > cfg.agent_heartbeat_timeout
-            if silent:
-                agent = s.get(models.Agent, agent_id)
+            if conn is None or now - conn.last_heartbeat > cfg.agent_heartbeat_timeout:  # silent
+                agent = existing(s, models.Agent, agent_id)
                 reason = f"no heartbeat for {cfg.agent_heartbeat_timeout:g}s" if conn else "connection lost"
                 set_agent_state(s, now, agent, AgentState.DISCONNECTED, reason, level="warning")
                 agent.disconnected_at = now
@@ -169,7 +168,7 @@ def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub, known: KnownAgen
         elif state == AgentState.DISCONNECTED and agent_id not in connected:
             since = disconnected_at or now
             if now - since >= cfg.agent_reconnect_wait:
-                agent = s.get(models.Agent, agent_id)
+                agent = existing(s, models.Agent, agent_id)
                 set_agent_state(s, now, agent, AgentState.GONE,
                                 f"did not reconnect within {cfg.agent_reconnect_wait:g}s", level="warning")
                 for alloc in allocations.held_on(s, agent_id, running_only=True):  # ranks that ended lost nothing

@@ -1,5 +1,5 @@
 """Assigning planned placements, a batch per transaction, in bulk: a task token each, ASSIGNED with
-its event, a rendezvous port for a trial spread over several agents, and StartTask to each agent
+its event, a rendezvous port for each trial (its chief's C10D_PORT), and StartTask to each agent
 (sent once the batch commits). The batch's rows are read and written as columns, in one statement
 per kind of write, never as ORM objects one by one. `prepare` does the reads and the work (tokens,
 task specs, messages), `write` the writes: the pass holds the lock for the second only.
@@ -26,7 +26,13 @@ from pedl.common import agent_protocol as proto
 from pedl.config.task_container import TaskContainerDefaults
 from pedl.master.cluster import wait_records
 from pedl.master.cluster.agent_hub import AgentHub
-from pedl.master.cluster.bulk_rows import (
+from pedl.master.cluster.known_agents import KnownAgents
+from pedl.master.cluster.rendezvous import node_envs, pick_port
+from pedl.master.cluster.wait_reasons import WaitKind
+from pedl.master.cluster.wait_records import WaitUpdate
+from pedl.master.db import models
+from pedl.master.db.base import table_of
+from pedl.master.db.bulk_rows import (
     JSON_VALUE,
     TEXT,
     by_key,
@@ -37,24 +43,20 @@ from pedl.master.cluster.bulk_rows import (
     params,
     rows_table,
 )
-from pedl.master.cluster.effects import ClusterEffects
-from pedl.master.cluster.json_columns import as_text, loads
-from pedl.master.cluster.known_agents import KnownAgents
-from pedl.master.cluster.rendezvous import node_envs, pick_port
-from pedl.master.cluster.wait_reasons import WaitKind
-from pedl.master.cluster.wait_records import WaitUpdate
-from pedl.master.db import models
-from pedl.master.lifecycle import HELD, AgentState, AllocationState, check_transition
-from pedl.master.services import generic_task_specs
-from pedl.master.services.passwords import token_hash
-from pedl.master.services.task_specs import SpecCache, SpecRows, run_as_default, task_spec
+from pedl.master.db.json_columns import as_text, loads
+from pedl.master.lifecycle import generic_task_specs
+from pedl.master.lifecycle.agent_user_groups import TaskUsers
+from pedl.master.lifecycle.effects import ClusterEffects
+from pedl.master.lifecycle.states import HELD, AgentState, AllocationState, check_transition
+from pedl.master.lifecycle.task_specs import SpecCache, SpecRows, task_spec
+from pedl.master.lifecycle.tokens import token_hash
 
 log = logging.getLogger(__name__)
 
 A = AllocationState
-ALLOC = models.Allocation.__table__
-AGENT = models.Agent.__table__
-EVENT = models.Event.__table__
+ALLOC = table_of(models.Allocation)
+AGENT = table_of(models.Agent)
+EVENT = table_of(models.Event)
 
 TOKEN_BYTES = 32  # a task token's randomness (secrets.token_urlsafe's default)
 
@@ -134,11 +136,11 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
         return out
     rows = SpecRows.load(s, [row.trial_id for row, _ in todo if row.trial_id], cache,
                          [row.task_id for row, _ in todo if row.trial_id is None])
-    if any(len(places) > 1 for _, places in todo):
+    if any(len(places) > 1 or row.trial_id is not None for row, places in todo):
         _load_rendezvous(s, rows, {agent_id for _, places in todo for agent_id, _ in places})
     in_containers, runtimes = _container_runtimes(fx, s, todo, rows)
     defaults = {pool: fx.config.task_defaults(pool) for pool in {row.resource_pool for row, _ in todo}}
-    default_run_as = run_as_default(fx.config.security.default_task)
+    task_users = TaskUsers.of(fx.config.security)
     for row, _ in todo[:1]:  # every one of the batch takes this edge
         check_transition("allocation", row.id, A.PENDING, A.ASSIGNED)
     tokens = _tokens(len(todo))
@@ -153,7 +155,9 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                                             WaitKind.NEEDS_CONTAINERS, why, "warning"))
             continue
         port = None
-        if len(places) > 1:
+        # a trial's chief gets a port of its own for torch.distributed.run's store, even on one agent: Determined's
+        # launcher listens on C10D_PORT (29400 unless set), where two trials of one host would collide
+        if len(places) > 1 or row.trial_id is not None:
             port = _rendezvous_port(fx, row.id, places[0][0], rows)
             if port is None:  # it stays PENDING; the rest of the batch goes on
                 continue
@@ -162,8 +166,9 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                              [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
                               for i, (a, slots) in enumerate(places)],
                              "assigned to " + ", ".join(f"{a}{slots}" for a, slots in places)))
-        spec = task_spec(fx.cluster_id, row, token, rows, defaults[row.resource_pool], default_run_as=default_run_as)
-        ranks = [{}] if port is None else node_envs(places, addresses=rows.agent_addresses, port=port)
+        spec = task_spec(fx.cluster_id, row, token, rows, defaults[row.resource_pool], task_users=task_users)
+        ranks = [{}] if port is None else [{"C10D_PORT": str(port)}] if len(places) == 1 else \
+            node_envs(places, addresses=rows.agent_addresses, port=port)
         messages = out.starts[row.id] = []
         for (agent_id, slot_ids), rank_env in zip(places, ranks, strict=True):
             conn = hub.get(agent_id)
@@ -174,6 +179,7 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
                 session_token=token, device_env=spec["device_env"], container=spec["container"],
                 run_as=spec["run_as"], startup_hook=defaults[row.resource_pool].startup_hook or "",
                 shm_size_bytes=spec["shm_size"], bind_mounts=[] if spec["container"] else spec["bind_mounts"],
+                bind_mount_roots=fx.config.security.bind_mounts.allowed_roots,
                 context_url=f"{base}/api/v1/tasks/{row.task_id}/context_directory")))
     return out
 
@@ -246,7 +252,7 @@ def _usable_agents(s: Session, hub: AgentHub, agent_ids: set[str]) -> dict[str, 
 
 
 @functools.cache
-def _usable_agents_query(dialect: str) -> Select[Any]:
+def _usable_agents_query(dialect: str) -> Select[str, str]:
     return select(AGENT.c.id, AGENT.c.resource_pool).where(
         in_list(AGENT.c.id, dialect), AGENT.c.state == AgentState.CONNECTED, AGENT.c.enabled.is_(True),
         AGENT.c.draining.is_(False))

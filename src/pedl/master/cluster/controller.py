@@ -3,9 +3,9 @@ who runs where runs through `run`, in one short transaction under one lock; mess
 out after the commit and are dropped on a rollback.
 
 What the operations do lives in their own modules, which take the effects protocol
-(cluster/effects.py) this class implements, never the Controller: cluster/agent_events.py (what
-agents report), cluster/allocations.py (new, kill, preempt, ended), cluster/placement.py (the
-scheduling pass) and services/experiment_progression.py (trials, the searcher, experiments).
+(lifecycle/effects.py) this class implements, never the Controller: cluster/agent_events.py (what
+agents report), lifecycle/allocations.py (new, kill, preempt, ended), cluster/placement.py (the
+scheduling pass) and lifecycle/progression.py (trials, the searcher, experiments).
 
 The scheduling pass reads its snapshot and decides outside the lock (a read-only transaction, so
 not holding SQLite's write lock either), and makes each batch of assignments ready there too (task
@@ -21,8 +21,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
-from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -30,18 +30,21 @@ from pedl.clock import Clock
 from pedl.common import agent_protocol as proto
 from pedl.config.master_config import MasterConfig
 from pedl.master.caller_cache import CallerCache
-from pedl.master.cluster import agent_events, assignment, pass_snapshot, placement
+from pedl.master.cluster import agent_events, assignment, placement
 from pedl.master.cluster.agent_hub import AgentHub
+from pedl.master.cluster.agent_resources import AgentResources
 from pedl.master.cluster.known_agents import KnownAgents
+from pedl.master.cluster.resource_manager import ResourceManager
 from pedl.master.db import models
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import HELD, AgentState
+from pedl.master.lifecycle import progression
+from pedl.master.lifecycle.states import HELD, AgentState
+from pedl.master.lifecycle.task_specs import SpecCache
+from pedl.master.lifecycle.transitions import set_agent_state
 from pedl.master.observability.master_metrics import MasterMetrics
-from pedl.master.services import experiment_progression as progression
-from pedl.master.services.task_specs import SpecCache
-from pedl.master.services.transitions import set_agent_state
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # placements (wait reasons) written per transaction: each holds the lock, and SQLite's write lock,
 # for a few milliseconds, so API requests and agent reports interleave with a large pass. The
@@ -68,7 +71,7 @@ def _next_batch(size: int, held: float) -> int:
 
 
 class Controller:
-    """Implements ClusterEffects (cluster/effects.py) for the operations it runs."""
+    """Implements ClusterEffects (lifecycle/effects.py) for the operations it runs."""
 
     def __init__(self, *, config: MasterConfig, db: Database, clock: Clock, hub: AgentHub, caller_cache: CallerCache,
                  cluster_id: str, metrics: MasterMetrics | None = None) -> None:
@@ -82,15 +85,16 @@ class Controller:
         self._want_checkpoint_gc: Callable[[int], None] = lambda _experiment_id: None
         self.lock = threading.RLock()
         self._pass_lock = threading.Lock()  # one scheduling pass at a time
-        self._agents = KnownAgents(db.changes)  # the agents' rows, from one pass to the next
-        self._outbox: list[tuple[str, BaseModel]] = []
+        # what the pass places allocations on: the agents (their rows kept from one pass to the next)
+        self.resources: ResourceManager = AgentResources(hub, KnownAgents(db.changes))
+        self._outbox: list[tuple[str, proto.MasterMessage]] = []
         self._revoked: list[str] = []  # allocations whose task tokens die when this transaction commits
         # {experiment id: (live trials, capacity)} where a top-up created nothing (experiment_progression.top_up)
         self.saturated_experiments: dict[int, tuple[int, int]] = {}
         self._preempt: set[str] = set()  # allocations whose preemption signal is up (as committed)
         self._preempt_changes: list[tuple[str, bool]] = []  # (allocation, up) applied when this transaction commits
-        self._wake: Callable[[], None] = lambda: None
-        self._wake_provisioners: Callable[[], None] = lambda: None
+        self._wake: Callable[[], object] = lambda: None
+        self._wake_provisioners: Callable[[], object] = lambda: None
 
     # -- the effects protocol ----------------------------------------------------------------------
 
@@ -106,7 +110,7 @@ class Controller:
     def cluster_id(self) -> str:
         return self._cluster_id
 
-    def send(self, agent_id: str, msg: BaseModel) -> None:
+    def send(self, agent_id: str, msg: proto.MasterMessage) -> None:
         self._outbox.append((agent_id, msg))
 
     def wake(self) -> None:
@@ -131,15 +135,15 @@ class Controller:
     def set_checkpoint_gc(self, want: Callable[[int], None]) -> None:
         self._want_checkpoint_gc = want
 
-    def set_waker(self, wake: Callable[[], None]) -> None:
+    def set_waker(self, wake: Callable[[], object]) -> None:
         self._wake = wake
 
-    def set_provisioner_waker(self, wake: Callable[[], None]) -> None:
+    def set_provisioner_waker(self, wake: Callable[[], object]) -> None:
         self._wake_provisioners = wake
 
     # -- the lock and the transaction -------------------------------------------------------------
 
-    def run(self, fn: Callable[[Session], object]) -> object:
+    def run(self, fn: Callable[[Session], T]) -> T:
         """Run fn in one transaction under the lock, then deliver queued agent messages."""
         with self.lock:
             try:
@@ -165,7 +169,7 @@ class Controller:
             self.caller_cache.drop_allocation(allocation_id)
         out, self._outbox = self._outbox, []
         for agent_id, msg in out:
-            if not self.hub.send(agent_id, msg):
+            if not self.resources.deliver(agent_id, msg):
                 log.info("agent %s is not connected; %s not sent", agent_id, msg.type)
 
     def should_preempt(self, allocation_id: str) -> bool:
@@ -194,7 +198,7 @@ class Controller:
     def agent_registered(self, reg: proto.Register, remote_host: str) -> proto.Registered:
         result = self.run(lambda s: agent_events.registered(self, s, reg, remote_host))
         self.wake()
-        return result  # type: ignore[return-value]
+        return result
 
     def agent_disconnected(self, agent_id: str, reason: str) -> None:
         self.run(lambda s: agent_events.disconnected(self, s, agent_id, reason))
@@ -221,7 +225,7 @@ class Controller:
             try:
                 self.run(self._check_agents)
             except BaseException:  # its heartbeats were not written after all
-                self._agents.forget()
+                self.resources.forget()
                 raise
             self.run(self._top_up)  # trials for room that came since
             decided = self._plan_schedule()  # outside the lock
@@ -245,23 +249,22 @@ class Controller:
     # the pass's steps (methods, so benchmarks/scheduling_pass.py can time them)
 
     def _check_agents(self, s: Session) -> None:
-        agent_events.check_agents(self, s, self.hub, self._agents)
+        self.resources.check(self, s)
 
     def _top_up(self, s: Session) -> None:
         progression.top_up(self, s, self.saturated_experiments)
 
     def _plan_schedule(self) -> placement.PassPlan:
         """The snapshot, read without the lock, and the decision on it."""
-        snap = pass_snapshot.read(self.db, self.config, self.hub, self._agents)
+        snap = self.resources.snapshot(self.db, self.config)
         return placement.decide(self.config, snap, self.now)
 
     def _prepare(self, decided: placement.PassPlan, chunk: list[placement.Placement],
                  cache: SpecCache) -> assignment.Prepared:
         """A batch's reads and work (tokens, task specs, messages), in a read-only transaction."""
         with self.db.read_session() as s:
-            return placement.prepare_planned(self, s, self.hub, decided, chunk, cache, self._agents)
+            return self.resources.prepare(self, s, decided, chunk, cache)
 
     def _apply(self, s: Session, ready: assignment.Prepared) -> None:
-        """Write a batch whose agents may all still take work now (the agents' rows as kept: a dictionary
-        lookup each, unless something changed them since they were read)."""
-        assignment.write(self, s, ready.on_usable(self._agents.usable(s, self.hub, ready.agent_ids())))
+        """Write a batch whose capacity may all still take work now."""
+        self.resources.place(self, s, ready)

@@ -16,12 +16,13 @@ from sqlalchemy import String, select, type_coerce
 from sqlalchemy.orm import Session
 
 from pedl.master.cluster.agent_hub import AgentHub
-from pedl.master.cluster.json_columns import as_text, loads
 from pedl.master.db import models
+from pedl.master.db.base import table_of
 from pedl.master.db.change_counters import ChangeCounters
-from pedl.master.lifecycle import AgentState
+from pedl.master.db.json_columns import as_text, loads
+from pedl.master.lifecycle.states import AgentState
 
-AGENT = models.Agent.__table__
+AGENT = table_of(models.Agent)
 
 
 class KnownAgent(NamedTuple):

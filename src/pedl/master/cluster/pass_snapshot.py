@@ -7,7 +7,7 @@ what is checked again under the lock before anything is written)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -16,15 +16,15 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from pedl.config.master_config import MasterConfig
+from pedl.master.cluster import job_queue
 from pedl.master.cluster.agent_hub import AgentHub
-from pedl.master.cluster.bulk_rows import dialect_of, id_list, in_list
-from pedl.master.cluster.json_columns import as_text, loads
 from pedl.master.cluster.known_agents import KnownAgents, read_agents
 from pedl.master.db import models
+from pedl.master.db.bulk_rows import dialect_of, id_list, in_list
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AllocationState, InstanceState
+from pedl.master.db.json_columns import as_text, loads
+from pedl.master.lifecycle.states import HELD, LIVE_INSTANCE, AllocationState, InstanceState
 from pedl.master.provisioner import moves
-from pedl.master.services import job_queue
 
 ALLOC = models.Allocation.__table__
 TRIAL = models.Trial.__table__
@@ -66,7 +66,7 @@ class AgentRow(NamedTuple):
 class ExperimentSettings(NamedTuple):
     weight: float  # fair share
     max_slots: int | None
-    position: float  # its job's queue position (services/job_queue.py)
+    position: float  # its job's queue position (cluster/job_queue.py)
     image: bool  # it names an image of its own (environment.image)
 
 
@@ -77,12 +77,13 @@ class PassSnapshot:
     agents: list[AgentRow] = field(default_factory=list)
     held: list[HeldRow] = field(default_factory=list)  # read only where the scheduler reads running tasks
     used: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # agent -> held slot ids
+    zero_slot: Counter[str] = field(default_factory=Counter)  # agent -> held allocations of no slots on it
     experiments: dict[int, ExperimentSettings] = field(default_factory=dict)
     spot: set[str] = field(default_factory=set)  # agents on live spot instances
     instances: dict[str, dict[str, int]] = field(default_factory=dict)  # pool -> live/booting counts
     dynamic: bool = False  # some pool has a provider
     # pending allocations that resume a trial which yielded its slots to new work: they queue from their
-    # own arrival, behind that work, not at their experiment's place (provisioner/yielding.py)
+    # own arrival, behind that work, not at their experiment's place (scheduling/yielding.py)
     behind: set[str] = field(default_factory=set)
 
 
@@ -130,7 +131,10 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, known: KnownAgents | N
             ALLOC.c.state.in_(HELD)))
         places = [place for assignment in (loads(f"[{held}]") if held else []) for place in assignment or []]
     for place in places:
-        snap.used[place["agent_id"]].update(place["slot_ids"])
+        if place["slot_ids"]:
+            snap.used[place["agent_id"]].update(place["slot_ids"])
+        else:
+            snap.zero_slot[place["agent_id"]] += 1
     draining: set[str] = set()
     if snap.dynamic:
         snap.instances = _instance_counts(s)

@@ -16,18 +16,19 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from pedl.config.master_config import MasterConfig
-from pedl.master.cluster import allocations, assignment, pass_snapshot, wait_reasons, wait_records
+from pedl.master.cluster import assignment, pass_snapshot, wait_reasons, wait_records
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.cluster.assignment import Candidate, Placement
-from pedl.master.cluster.effects import ClusterEffects
 from pedl.master.cluster.known_agents import KnownAgents
 from pedl.master.cluster.pass_snapshot import PassSnapshot, PendingRow
-from pedl.master.cluster.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
-from pedl.master.cluster.scheduler import plan as schedule_plan
 from pedl.master.cluster.wait_reasons import PoolView, WaitKind
 from pedl.master.cluster.wait_records import WaitUpdate
 from pedl.master.db import models
-from pedl.master.services.task_specs import SpecCache
+from pedl.master.lifecycle import allocations
+from pedl.master.lifecycle.effects import ClusterEffects
+from pedl.master.lifecycle.task_specs import SpecCache
+from pedl.scheduling.scheduler import AgentSnapshot, RunningTask, SchedulePlan, SlotRequest
+from pedl.scheduling.scheduler import plan as schedule_plan
 
 WAIT_REASON_REFRESH = 30.0  # seconds between rewrites of a wait reason whose kind did not change
 # reasons a user may have to act on (a larger agent, max_instances): warning events
@@ -90,7 +91,7 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
         taken = used.get(a.id, ())
         agents_by_pool[a.resource_pool].append(AgentSnapshot(
             a.id, a.slot_ids, tuple(sl for sl in a.slot_ids if sl not in taken) if taken else a.slot_ids,
-            runs_containers=a.runs_containers, spot=a.id in snap.spot))
+            runs_containers=a.runs_containers, spot=a.id in snap.spot, zero_slot_tasks=snap.zero_slot[a.id]))
     for held in snap.held:
         held_by_pool[held.resource_pool].append(held)
     exps = snap.experiments
@@ -119,7 +120,9 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
                                                                    for p in h.assignment),
                                            h.since, group, h.preempt_requested, h.trial_id is not None))
         result = schedule_plan(requests, pool_agents, running, scheduler=sched.type, fitting=sched.fitting_policy,
-                               preemption=sched.preemption) if pool_agents else SchedulePlan()
+                               preemption=sched.preemption,
+                               max_zero_slot_per_agent=config.limits.max_zero_slot_tasks_per_agent,
+                               ) if pool_agents else SchedulePlan()
         by_id = {a.id: a for a in pending} if result.assignments else {}
         for a in result.assignments:
             out.placements.append((a.allocation_id, a.placements))
@@ -137,7 +140,8 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
             placed = {a.allocation_id for a in result.assignments}
             in_containers = {r.allocation_id for r in requests if r.needs_containers}
             out.waits += _wait_reasons(now, [a for a in pending if a.id not in placed], view, result.capped,
-                                       in_containers)
+                                       in_containers, set(result.zero_capped),
+                                       config.limits.max_zero_slot_tasks_per_agent)
     return out
 
 
@@ -149,9 +153,10 @@ def _group(experiment_id: int | None, x: pass_snapshot.ExperimentSettings | None
 
 
 def _wait_reasons(now: float, waiting: list[PendingRow], pool: PoolView, capped: dict[str, tuple[int, int]],
-                  in_containers: set[str]) -> list[WaitUpdate]:
+                  in_containers: set[str], zero_capped: set[str], zero_cap: int) -> list[WaitUpdate]:
     """Why each unplaced allocation waits (`capped`: those its experiment's max_slots held back, as
-    the scheduler's plan says), where that changed. A new kind of reason is also a trial event (so
+    the scheduler's plan says; `zero_capped`: zero-slot ones every agent's cap of `zero_cap` held back),
+    where that changed. A new kind of reason is also a trial event (so
     `--follow` and the experiment's events show it); the text alone (a count in it) is refreshed at
     most every WAIT_REASON_REFRESH seconds, so a long queue is not rewritten on every pass."""
     out = []
@@ -161,6 +166,7 @@ def _wait_reasons(now: float, waiting: list[PendingRow], pool: PoolView, capped:
         if i and alloc.priority != by_priority[i - 1].priority:
             more_urgent = i
         why = (wait_reasons.max_slots_reason(alloc.slots_needed, *capped[alloc.id]) if alloc.id in capped
+               else wait_reasons.zero_slot_reason(pool, zero_cap) if alloc.id in zero_capped
                else (alloc.id in in_containers and wait_reasons.container_reason(pool))
                or wait_reasons.reason(alloc.slots_needed, pool, more_urgent))
         kind_changed = alloc.wait_kind != why.kind

@@ -3,6 +3,7 @@ pool as it saw it; the reason is stored on the allocation and shown wherever the
 
 The reasons, first that applies:
 - the experiment's resources.max_slots (`max_slots_reason`: the scheduler held the trial back for it);
+- a zero-slot task every agent of the pool already runs the most zero-slot tasks of (`zero_slot_reason`);
 - a static pool with no usable agent, or none (alone or as whole agents together) large enough;
 - behind N allocations of higher priority in the queue (when the pool's agents could hold it);
 - a dynamic pool: instances booting, the pool at max_instances, or an instance about to be launched;
@@ -25,6 +26,7 @@ class WaitKind(StrEnum):
     NO_FREE_SLOTS = "no_free_slots"
     MAX_SLOTS = "max_slots"
     NEEDS_CONTAINERS = "needs_containers"
+    ZERO_SLOT_CAP = "zero_slot_cap"
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,13 @@ def container_reason(pool: PoolView) -> WaitReason | None:
                       f"its experiment names an environment.image, and none of the "
                       f"{_plural(len(pool.agent_slots), 'agent')} of pool {pool.name} runs containers "
                       f"(start an agent where Docker runs, or with --container-runtime docker)")
+
+
+def zero_slot_reason(pool: PoolView, cap: int) -> WaitReason:
+    """Why a zero-slot task waits when every agent of its pool runs `cap` zero-slot tasks already."""
+    return WaitReason(WaitKind.ZERO_SLOT_CAP,
+                      f"every agent of pool {pool.name} runs {cap} tasks of no slots already "
+                      f"(limits.max_zero_slot_tasks_per_agent); it starts when one of them ends")
 
 
 def max_slots_reason(need: int, max_slots: int, held: int) -> WaitReason:

@@ -12,12 +12,13 @@ from sqlalchemy import bindparam, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
-from pedl.master.cluster.bulk_rows import FLOAT, INTEGER, TEXT, by_key, dialect_of, insert_rows, params, rows_table
 from pedl.master.db import models
-from pedl.master.lifecycle import AllocationState
+from pedl.master.db.base import table_of
+from pedl.master.db.bulk_rows import FLOAT, INTEGER, TEXT, by_key, dialect_of, insert_rows, params, rows_table
+from pedl.master.lifecycle.states import AllocationState
 
-ALLOC = models.Allocation.__table__
-EVENT = models.Event.__table__
+ALLOC = table_of(models.Allocation)
+EVENT = table_of(models.Event)
 EVENT_COLUMNS = (("entity_type", TEXT), ("entity_id", TEXT), ("time", FLOAT), ("from_state", TEXT),
                  ("to_state", TEXT), ("level", TEXT), ("message", TEXT))
 WAIT_COLUMNS = (("id", TEXT), ("pool", TEXT), ("seen", TEXT), ("kind", TEXT), ("text", TEXT), ("trial_id", INTEGER))

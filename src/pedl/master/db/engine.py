@@ -14,6 +14,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from pedl.master import data_dir
 from pedl.master.db.change_counters import ChangeCounters
 
 
@@ -21,12 +22,12 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
     if url.startswith("sqlite"):
         path = url.split("sqlite:///", 1)[-1]
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            data_dir.private_database(Path(path))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
                                pool_size=8, max_overflow=16)
 
         @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001
+        def _pragmas(dbapi_conn, _record) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
@@ -39,7 +40,7 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
             dbapi_conn.isolation_level = None
 
         @event.listens_for(engine, "begin")
-        def _begin(conn) -> None:  # noqa: ANN001
+        def _begin(conn) -> None:
             # readers (in WAL mode) neither wait for nor block the writer
             conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
@@ -52,7 +53,7 @@ class WriterQueue:
     with sleeps growing to 100 ms (its busy handler), so a request could miss every gap between a long
     job's short transactions and wait for the whole job. The master's writers queue here instead, first
     come first served, each woken the moment the one before it ends. Re-entrant in one thread (a nested
-    session goes on to SQLite, as before); a wait longer than `timeout` fails as SQLite's own busy wait does."""
+    session goes straight to SQLite); a wait longer than `timeout` fails as SQLite's own busy wait does."""
 
     def __init__(self, timeout: float = 30.0) -> None:
         self.timeout = timeout

@@ -23,14 +23,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from pedl.master.db.base import Base, Id, StateColumn  # noqa: F401 - the shared declarative base, as models.Base
-from pedl.master.lifecycle import (
-    AgentState,
-    AllocationState,
-    CheckpointState,
-    ExperimentState,
-    TrialState,
-)
+from pedl.master.db.base import Base, Id, StateColumn  # the shared declarative base, as models.Base
+from pedl.master.lifecycle.states import AgentState, AllocationState, CheckpointState, ExperimentState, TrialState
 
 
 class User(Base):
@@ -134,14 +128,14 @@ class Experiment(Base):
     end_time: Mapped[float | None] = mapped_column(Float, nullable=True)
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     parent_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    # a project (services/projects.py checks it: no foreign key, see migration 0007)
+    # a project (workspaces/projects.py checks it: no foreign key, see migration 0007)
     project_id: Mapped[int] = mapped_column(Integer, default=1, index=True)
     notes: Mapped[str] = mapped_column(Text, default="")
     end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     # between unit separators ("\x1fa\x1fb\x1f"), so that LIKE matches a whole label (labels.py)
     labels: Mapped[str] = mapped_column(Text, default="", server_default="")
     # its job's place in its pool's queue among equal priorities (det job update --ahead-of/--behind-of);
-    # None: its submission time, start_time (services/job_queue.py)
+    # None: its submission time, start_time (cluster/job_queue.py)
     queue_position: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
@@ -174,7 +168,7 @@ class Trial(Base):
     summary_metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     target_length: Mapped[int] = mapped_column(BigInteger, default=0)
-    # searcher.source_trial_id / source_checkpoint_uuid, resolved at creation (services/warm_start.py)
+    # searcher.source_trial_id / source_checkpoint_uuid, resolved at creation (experiments/warm_start.py)
     warm_start_checkpoint: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
@@ -248,6 +242,9 @@ class Agent(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
     container_runtime: Mapped[str] = mapped_column(String(16), default="", server_default="")  # "docker" or ""
+    # sha256 of the agent's own credential, issued at its first registration (migration 0021); None until
+    # then, or after an admin forgot it: the enrollment secret then registers this id again
+    credential_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Metric(Base):
@@ -265,7 +262,7 @@ class Metric(Base):
 
 class MetricDigestMark(Base):
     """How far a (trial, group)'s digests reach: every report of a step up to through_step is folded
-    into them (services/metric_digests.py). complete is false when names were left undigested (too
+    into them (metrics/digests.py). complete is false when names were left undigested (too
     many, or too long): a name with no digest is then read from the reports themselves."""
 
     __tablename__ = "metric_digest_marks"
@@ -276,7 +273,7 @@ class MetricDigestMark(Base):
 
 
 class MetricDigest(Base):
-    """One metric series' digest (services/series_digest.py encodes it), valid with its mark."""
+    """One metric series' digest (metrics/series_digest.py encodes it), valid with its mark."""
 
     __tablename__ = "metric_digests"
     trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True)
@@ -313,6 +310,9 @@ class Checkpoint(Base):
     resources: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # relpath -> size
     storage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # where it lives
     size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    # what is deleting its files now (migration 0022): a checkpoint GC task's id, or the master itself
+    # (checkpoints/deletion.py); the checkpoint is PARTIALLY_DELETED and not served meanwhile
+    deleting_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
 class TaskLog(Base):
@@ -355,7 +355,7 @@ class ClusterInfo(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
-# -- the model registry (migration 0008; services/model_registry.py) ------------------------------
+# -- the model registry (migration 0008; model_registry/service.py) ------------------------------
 
 
 class RegisteredModel(Base):
@@ -432,4 +432,9 @@ class TrialSourceInfo(Base):
 
 # the provisioner's tables live in their own module; imported here so that `models.Instance` and
 # Base.metadata hold them as they hold every other table
-from pedl.master.db.provisioning_models import Instance, PoolProvisioning, TrialMove  # noqa: E402, F401
+from pedl.master.db.provisioning_models import (  # noqa: E402, F401
+    Instance,
+    InstanceEnrollment,
+    PoolProvisioning,
+    TrialMove,
+)

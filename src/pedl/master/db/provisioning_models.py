@@ -9,7 +9,7 @@ from sqlalchemy import JSON, Boolean, Float, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from pedl.master.db.base import Base, StateColumn
-from pedl.master.lifecycle import InstanceState
+from pedl.master.lifecycle.states import InstanceState
 
 
 class Instance(Base):
@@ -77,3 +77,18 @@ class PoolProvisioning(Base):
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     last_error_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     unavailable: Mapped[list[Any]] = mapped_column(JSON, default=list)
+
+
+class InstanceEnrollment(Base):
+    """A single-use enrollment secret put in one launched instance's user data (migration 0021): the master
+    keeps only its sha256. It admits one agent, with the id of the instance it was launched into (or of the
+    instance that fulfilled that spot request), once; and until then the wheel download."""
+
+    __tablename__ = "instance_enrollments"
+    secret_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    resource_pool: Mapped[str] = mapped_column(String(255))
+    launch_token: Mapped[str] = mapped_column(String(64), index=True)
+    # the instance (or spot request) launched with it; None until the launch call returned
+    instance_id: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    consumed_at: Mapped[float | None] = mapped_column(Float, nullable=True)

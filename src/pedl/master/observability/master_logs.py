@@ -43,7 +43,7 @@ class MasterLogRing(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             text = self.format(record)[:MESSAGE_MAX]
-        except Exception:  # noqa: BLE001 - a bad format string must not break the caller's logging
+        except Exception:  # a bad format string must not break the caller's logging
             self.handleError(record)
             return
         with self._guard:

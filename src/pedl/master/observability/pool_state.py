@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from pedl.master.db import models
-from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState
+from pedl.master.lifecycle.states import HELD, LIVE_INSTANCE, AgentState, AllocationState
 from pedl.master.observability.master_metrics import market
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class ClusterFigures:
 
 
 def read_figures(ctx: MasterContext) -> ClusterFigures:
-    """The pools' figures as the API shows them (services/resource_pools.pool_summary): connected
+    """The pools' figures as the API shows them (agents/resource_pools.pool_summary): connected
     agents are those the hub holds too; slots used are what held allocations ask for."""
     out = ClusterFigures(pools={p.pool_name: PoolFigures() for p in ctx.config.resource_pools})
 

@@ -1,2 +1,2 @@
-"""Dynamic agents: a pure scaling decider, the per-pool provisioner that applies its decisions,
-and the providers (local processes, AWS) behind one small interface."""
+"""Dynamic agents: the per-pool provisioner that applies the pure scaling decider's and move planners'
+decisions (pedl.scheduling), and the providers (local processes, AWS) behind one small interface."""

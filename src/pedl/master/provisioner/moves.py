@@ -16,11 +16,12 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from pedl.config.provider_config import ProviderConfig
-from pedl.master.cluster import allocations
 from pedl.master.cluster.wait_reasons import WaitKind
 from pedl.master.db import models
-from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
-from pedl.master.provisioner.consolidation import (
+from pedl.master.lifecycle import allocations
+from pedl.master.lifecycle.states import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle.transitions import record_event
+from pedl.scheduling.consolidation import (
     HOUR,
     HostView,
     MovePlan,
@@ -29,12 +30,11 @@ from pedl.master.provisioner.consolidation import (
     plan_moves,
     policy_from_config,
 )
-from pedl.master.provisioner.scaling_decider import Decision, Launch
-from pedl.master.provisioner.yielding import WaitingTask, plan_yields
-from pedl.master.services.transitions import record_event
+from pedl.scheduling.scaling_decider import Decision, Launch
+from pedl.scheduling.yielding import WaitingTask, plan_yields
 
 if TYPE_CHECKING:
-    from pedl.master.cluster.effects import ClusterEffects
+    from pedl.master.lifecycle.effects import ClusterEffects
 
 RECENT_MOVES_SHOWN = 20
 IN_CHUNK = 500  # ids per IN (...) list

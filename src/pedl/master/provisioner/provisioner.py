@@ -17,10 +17,12 @@ from sqlalchemy.orm import Session
 from pedl.config.master_config import ResourcePoolConfig
 from pedl.master.cluster.wait_reasons import WaitKind
 from pedl.master.db import models
-from pedl.master.lifecycle import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle import progression as experiment_progression
+from pedl.master.lifecycle.checkpoint_gc_task_rows import KIND as GC_TASK_KIND
+from pedl.master.lifecycle.states import HELD, LIVE_INSTANCE, AgentState, AllocationState, InstanceState
+from pedl.master.lifecycle.transitions import record_event, set_instance_state
 from pedl.master.observability.master_metrics import market
 from pedl.master.provisioner import moves, pool_provisioning
-from pedl.master.provisioner.consolidation import MovePlan
 from pedl.master.provisioner.pool_provisioning import PoolStatus
 from pedl.master.provisioner.providers.base import (
     CloudError,
@@ -31,24 +33,19 @@ from pedl.master.provisioner.providers.base import (
     LaunchRequest,
     Provider,
 )
-from pedl.master.provisioner.scaling_decider import (
-    Decision,
-    InstanceView,
-    PendingTask,
-    PoolPolicy,
-    TypeOffer,
-    decide,
-)
-from pedl.master.provisioner.snapshot import HeldTask, InstanceFacts, snapshot
-from pedl.master.services import experiment_progression
-from pedl.master.services.checkpoint_gc_task_rows import KIND as GC_TASK_KIND
-from pedl.master.services.transitions import record_event, set_instance_state
+from pedl.scheduling.consolidation import MovePlan
+from pedl.scheduling.pool_policy import pool_policy
+from pedl.scheduling.scaling_decider import Decision, InstanceView, LiveState, PendingTask, decide
+from pedl.scheduling.snapshot import HeldTask, InstanceFacts, snapshot
 
 if TYPE_CHECKING:
     from pedl.master.cluster.controller import Controller
 
 log = logging.getLogger(__name__)
 IS = InstanceState
+# each live state as the scaling decider names it (scheduling/snapshot.py)
+LIVE_STATE: dict[InstanceState, LiveState] = {IS.REQUESTED: "requested", IS.STARTING: "starting", IS.RUNNING: "running",
+                                              IS.TERMINATING: "terminating"}
 
 TERMINATE_RETRY = 120.0
 
@@ -64,15 +61,7 @@ class PoolProvisioner:
         self.last_moves: MovePlan | None = None  # the move planner's last plan (None: it did not run)
         ctl.run(self._load)
         self._lock = threading.Lock()  # one step at a time per pool
-        self.policy = PoolPolicy(
-            types=tuple(TypeOffer(t, self.cfg.slots_of(t), self.cfg.price_of(t), spot_price=self.cfg.spot_price_of(t))
-                        for t in self.cfg.instance_types()),
-            fitting=pool.scheduler.fitting_policy,
-            max_instances=self.cfg.max_instances, min_instances=self.cfg.min_instances,
-            max_idle=self.cfg.max_idle_agent_period, max_starting=self.cfg.max_agent_starting_period,
-            max_disconnected=self.cfg.max_disconnected_period, spot=getattr(self.cfg, "spot", False),
-            spot_request_timeout=getattr(self.cfg, "spot_request_timeout", 120.0),
-            spot_fallback_to_on_demand=getattr(self.cfg, "spot_fallback_to_on_demand", True))
+        self.policy = pool_policy(self.cfg, pool.scheduler.fitting_policy)
 
     @property
     def now(self) -> float:
@@ -83,7 +72,7 @@ class PoolProvisioner:
         self.idle_since = {inst_id: since for inst_id, since in s.execute(
             select(models.Instance.id, models.Instance.idle_since).where(
                 models.Instance.resource_pool == self.pool.pool_name, models.Instance.state.in_(LIVE_INSTANCE),
-                models.Instance.idle_since.is_not(None)))}
+                models.Instance.idle_since.is_not(None))) if since is not None}
 
     def _save_status(self, s: Session) -> None:
         pool_provisioning.save(s, self.pool.pool_name, self.status, self.unavailable)
@@ -99,7 +88,7 @@ class PoolProvisioner:
             except CloudError as exc:
                 self._record_error(exc, "listing instances")
                 return self.now + self._backoff_delay()
-            decision: Decision = self.ctl.run(lambda s: self._plan(s, cloud))  # type: ignore[assignment]
+            decision = self.ctl.run(lambda s: self._plan(s, cloud))
             self._terminate(decision)
             self._launch(decision)
             self.status.last_decision_at = self.now
@@ -205,7 +194,7 @@ class PoolProvisioner:
         for row in rows:
             agent = agents.get(row.id)
             facts.append(InstanceFacts(
-                row.id, row.instance_type, row.state, launched_at=row.launched_at,
+                row.id, row.instance_type, LIVE_STATE[row.state], launched_at=row.launched_at,
                 slots=len(agent.slots) if agent is not None else row.slots, spot=row.spot,
                 # a draining instance, like one the cloud reclaims, goes away: no capacity for new work
                 interrupted=row.interrupted_at is not None or row.draining_since is not None,

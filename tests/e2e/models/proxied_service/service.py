@@ -19,7 +19,7 @@ RECEIVED = {"bytes": 0}  # the POST body's bytes received so far (tests read it 
 GATE = threading.Event()  # a response body waits for it between its two halves, when asked to
 
 
-async def app(scope, receive, send):  # noqa: ANN001, ANN201 - an ASGI app
+async def app(scope, receive, send):  # an ASGI app
     if scope["type"] == "websocket":
         await _echo(scope, receive, send)
         return
@@ -49,7 +49,7 @@ async def app(scope, receive, send):  # noqa: ANN001, ANN201 - an ASGI app
                        (b"connection", b"x-secret"), (b"x-secret", b"hop")])
 
 
-async def _json(send, body: dict, extra: list | None = None) -> None:  # noqa: ANN001
+async def _json(send, body: dict, extra: list | None = None) -> None:
     data = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
@@ -57,7 +57,7 @@ async def _json(send, body: dict, extra: list | None = None) -> None:  # noqa: A
     await send({"type": "http.response.body", "body": data})
 
 
-async def _echo(scope, receive, send) -> None:  # noqa: ANN001
+async def _echo(scope, receive, send) -> None:
     await receive()  # websocket.connect
     offered = scope.get("subprotocols") or []
     await send({"type": "websocket.accept", "subprotocol": "echo.v1" if "echo.v1" in offered else None})

@@ -13,7 +13,7 @@ config = context.config
 engine = config.attributes["engine"]
 
 
-def _foreign_keys(connection, on: bool) -> None:  # noqa: ANN001
+def _foreign_keys(connection, on: bool) -> None:
     # the driver's own connection, outside any transaction: inside one SQLite ignores this pragma
     connection.connection.driver_connection.execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
 

@@ -1,5 +1,7 @@
 """The AWS provider: agents are EC2 instances (on-demand or one-time spot requests) found again by
-the configured tag pair and the pool tag. It makes only the calls of the seeds' IAM policy."""
+the configured tag pair and the pool tag. It makes only the calls of the seeds' IAM policy. Each
+instance is launched by a call of its own, so that its user data carries an enrollment secret of its
+own (single-use, bound to that instance), never the cluster's agent token."""
 
 from __future__ import annotations
 
@@ -12,34 +14,28 @@ from datetime import UTC, datetime
 from typing import Any
 
 from botocore import xform_name
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 
 from pedl.config.provider_config import AWSProviderConfig
 from pedl.master.provisioner.providers.aws_boot import (
+    SECRET_PLACEHOLDER,
     agent_user_data,
     make_ec2_client,
     resolve_region,
+    sized,
 )
 from pedl.master.provisioner.providers.aws_errors import NOT_FOUND_CODES, classify_error
+from pedl.master.provisioner.providers.aws_iam import ALLOWED_OPERATIONS, UnlistedOperation
 from pedl.master.provisioner.providers.base import (
     CloudError,
-    CloudErrorKind,
     CloudInstance,
     CloudState,
     ForeignInstance,
+    InstanceSecrets,
     LaunchRequest,
 )
 
 log = logging.getLogger(__name__)
-
-# The master's IAM permissions, exactly as the seeds list them (002: + the spot calls). `pedl
-# deploy aws iam-policy` prints these, and the provider refuses to make any other call.
-MASTER_EC2_ACTIONS = ("ec2:DescribeInstances", "ec2:TerminateInstances", "ec2:CreateTags", "ec2:RunInstances")
-SPOT_EC2_ACTIONS = ("ec2:CancelSpotInstanceRequests", "ec2:RequestSpotInstances", "ec2:DescribeSpotInstanceRequests")
-ALLOWED_OPERATIONS = frozenset(a.removeprefix("ec2:") for a in MASTER_EC2_ACTIONS + SPOT_EC2_ACTIONS)
 
 POOL_TAG = "pedl-resource-pool"
 CLUSTER_TAG = "pedl-cluster-id"  # information only: the tag pair and the pool decide ownership
@@ -52,12 +48,7 @@ STATES = {"pending": CloudState.PENDING, "running": CloudState.RUNNING, "shuttin
           "stopping": CloudState.TERMINATING, "stopped": CloudState.TERMINATING}
 FILTER_CHUNK = 100  # ids per filter value list / TerminateInstances call
 REMEMBERED_TOKENS = 512
-USER_DATA_LIMIT = 16 * 1024  # EC2's limit, before base64
 SPOT_VALID_MARGIN = 300.0  # an open request expires by itself this long after pedl would cancel it
-
-
-class UnlistedOperation(RuntimeError):
-    """A programming error: a call outside the seeds' IAM policy, which a real master cannot make."""
 
 
 def _epoch(value: Any, default: float) -> float:
@@ -79,6 +70,11 @@ def _chunks(items: list[str], size: int = FILTER_CHUNK) -> Iterable[list[str]]:
         yield items[i:i + size]
 
 
+def _client_token(request: LaunchRequest, n: int) -> str:
+    """EC2's idempotency token of the n-th instance's call: the launch's own when it launches one."""
+    return request.token if request.count == 1 else f"{request.token}-{n}"
+
+
 # -- the provider ------------------------------------------------------------------------------
 
 class AWSProvider:
@@ -89,9 +85,11 @@ class AWSProvider:
     name = "aws"
 
     def __init__(self, cfg: AWSProviderConfig, *, pool: str, cluster_id: str, master_url: str,
-                 agent_token: str | None, clock: Any, client: Any = None, master_ca: str | None = None) -> None:
+                 instance_secrets: InstanceSecrets | None, clock: Any, client: Any = None,
+                 master_ca: str | None = None) -> None:
         self.cfg, self.pool, self.cluster_id, self.master_url = cfg, pool, cluster_id, master_url
-        self.agent_token, self.clock = agent_token, clock
+        # makes each instance's single-use enrollment secret (None: its user data carries none)
+        self.instance_secrets, self.clock = instance_secrets, clock
         self.master_ca = master_ca  # PEM the agents verify an https:// master against (through user data)
         self.region = resolve_region(cfg.region) if client is None else client.meta.region_name
         self.client = client if client is not None else make_ec2_client(self.region, cfg.endpoint_url)
@@ -291,30 +289,41 @@ class AWSProvider:
             spec["IamInstanceProfile"] = {"Arn": cfg.iam_instance_profile_arn}
         return spec
 
-    def _user_data(self, request: LaunchRequest) -> str:
-        script = agent_user_data(master_url=self.master_url, pool=self.pool, slots=request.slots,
-                                 spot=request.spot, startup_script=self.cfg.startup_script,
-                                 agent_token=self.agent_token, master_ca=self.master_ca)
-        if len(script.encode()) > USER_DATA_LIMIT:
-            raise CloudError(CloudErrorKind.INVALID_CONFIG,
-                             f"startup_script is too long: the instance user data would be {len(script.encode())} "
-                             f"bytes, EC2 allows {USER_DATA_LIMIT}", "UserDataTooLarge")
-        return script
+    def _user_data(self, request: LaunchRequest, secret: str | None) -> str:
+        return sized(agent_user_data(master_url=self.master_url, pool=self.pool, slots=request.slots,
+                                     spot=request.spot, startup_script=self.cfg.startup_script,
+                                     enrollment_secret=secret, master_ca=self.master_ca))
+
+    def _secret(self, request: LaunchRequest) -> str | None:
+        """A new single-use enrollment secret for one instance of this launch (stored before the call)."""
+        self._user_data(request, SECRET_PLACEHOLDER)  # a config error fails before anything is stored
+        return self.instance_secrets.issue(request.token) if self.instance_secrets is not None else None
+
+    def _bind(self, secret: str | None, resource_id: str) -> None:
+        if secret is not None and self.instance_secrets is not None:
+            self.instance_secrets.bind(secret, resource_id)
 
     def _run_instances(self, request: LaunchRequest) -> list[CloudInstance]:
         tags = self._tags(request.token)
-        reply = self._call(
-            "RunInstances", MinCount=request.count, MaxCount=request.count, ClientToken=request.token,
-            UserData=self._user_data(request),  # botocore base64-encodes it for RunInstances
-            # IMDSv2 only; hop limit 2 so that task containers on a bridge network can still use
-            # the instance role (S3 checkpoints), as AWS advises for containers
-            MetadataOptions={"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2},
-            # a shutdown from inside (a failed boot script, an admin) ends the instance, not a
-            # stopped instance that keeps its volume and is never registered
-            InstanceInitiatedShutdownBehavior="terminate",
-            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}, {"ResourceType": "volume", "Tags": tags}],
-            **self._launch_spec(request))
-        return [self._to_cloud(i) for i in reply.get("Instances") or []]
+        out: list[CloudInstance] = []
+        for n in range(request.count):
+            secret = self._secret(request)
+            reply = self._call(
+                "RunInstances", MinCount=1, MaxCount=1, ClientToken=_client_token(request, n),
+                UserData=self._user_data(request, secret),  # botocore base64-encodes it for RunInstances
+                # IMDSv2 only; hop limit 2 so that task containers on a bridge network can still use
+                # the instance role (S3 checkpoints), as AWS advises for containers
+                MetadataOptions={"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2},
+                # a shutdown from inside (a failed boot script, an admin) ends the instance, not a
+                # stopped instance that keeps its volume and is never registered
+                InstanceInitiatedShutdownBehavior="terminate",
+                TagSpecifications=[{"ResourceType": "instance", "Tags": tags},
+                                   {"ResourceType": "volume", "Tags": tags}],
+                **self._launch_spec(request))
+            for inst in reply.get("Instances") or []:
+                self._bind(secret, inst["InstanceId"])
+                out.append(self._to_cloud(inst))
+        return out
 
     def _spot_price(self, instance_type: str) -> str | None:
         if self.cfg.spot_max_price:
@@ -324,33 +333,41 @@ class AWSProvider:
 
     def _request_spot(self, request: LaunchRequest) -> list[CloudInstance]:
         now = self.clock.now()
-        spec = self._launch_spec(request)
-        # RequestSpotInstances takes UserData already encoded, and has no MetadataOptions
-        spec["UserData"] = base64.b64encode(self._user_data(request).encode()).decode()
-        params: dict[str, Any] = {
-            "InstanceCount": request.count, "Type": "one-time", "ClientToken": request.token,
-            "LaunchSpecification": spec,
-            "TagSpecifications": [{"ResourceType": "spot-instances-request", "Tags": self._tags(request.token)}],
-            # a request left open by a master that died expires by itself
-            "ValidUntil": datetime.fromtimestamp(now + self.cfg.spot_request_timeout + SPOT_VALID_MARGIN, tz=UTC),
-        }
         price = self._spot_price(request.instance_type)
-        if price:
-            params["SpotPrice"] = price
         self._spot_used = True
-        reply = self._call("RequestSpotInstances", **params)
-        requests = reply.get("SpotInstanceRequests") or []
         out: list[CloudInstance] = []
         fulfilled: dict[str, dict] = {}
-        for req in requests:
-            self._requested_at[req["SpotInstanceRequestId"]] = now
-            if req.get("InstanceId"):  # moto fulfils at once; EC2 sometimes does
-                fulfilled[req["InstanceId"]] = req
-            else:
-                out.append(self._requested(req))
+        for n in range(request.count):
+            secret = self._secret(request)
+            spec = self._launch_spec(request)
+            # RequestSpotInstances takes UserData already encoded, and has no MetadataOptions
+            spec["UserData"] = base64.b64encode(self._user_data(request, secret).encode()).decode()
+            params: dict[str, Any] = {
+                "InstanceCount": 1, "Type": "one-time", "ClientToken": _client_token(request, n),
+                "LaunchSpecification": spec,
+                "TagSpecifications": [{"ResourceType": "spot-instances-request", "Tags": self._tags(request.token)}],
+                # a request left open by a master that died expires by itself
+                "ValidUntil": datetime.fromtimestamp(now + self.cfg.spot_request_timeout + SPOT_VALID_MARGIN, tz=UTC),
+            }
+            if price:
+                params["SpotPrice"] = price
+            reply = self._call("RequestSpotInstances", **params)
+            for req in reply.get("SpotInstanceRequests") or []:
+                self._requested_at[req["SpotInstanceRequestId"]] = now
+                if req.get("InstanceId"):  # moto fulfils at once; EC2 sometimes does
+                    self._bind(secret, req["InstanceId"])
+                    fulfilled[req["InstanceId"]] = req
+                else:  # the instance that fulfils it later is found through the request
+                    self._bind(secret, req["SpotInstanceRequestId"])
+                    out.append(self._requested(req))
         if fulfilled:
             out += self._adopt_fulfilled(fulfilled)
         return out
+
+    def spot_request_instance(self, request_id: str) -> str | None:
+        """The instance that fulfilled one of this pool's spot requests; None while it is open."""
+        req = self._spot_requests_by_id([request_id]).get(request_id)
+        return req.get("InstanceId") if req is not None and self._is_ours(req) else None
 
     # -- terminate -----------------------------------------------------------------------------
 

@@ -10,11 +10,12 @@ import shlex
 import threading
 from typing import Any
 
-import boto3
+import boto3.session
 import httpx
 from botocore.config import Config as BotoConfig
 
 from pedl.master.provisioner.master_address import imds_get
+from pedl.master.provisioner.providers.base import CloudError, CloudErrorKind
 
 log = logging.getLogger(__name__)
 
@@ -23,12 +24,15 @@ DEFAULT_REGION = "us-east-1"
 BOTO_CONFIG = BotoConfig(retries={"total_max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=30,
                          user_agent_extra="pedl")
 
+USER_DATA_LIMIT = 16 * 1024  # EC2's limit, before base64
+SECRET_PLACEHOLDER = "x" * 43  # as long as an enrollment secret: the size is checked before one is made
 STARTUP_SCRIPT_PATH = "/usr/local/pedl/startup_script"
 PACKAGE_PATH = "/api/v1/pedl/package"
 
 # Install the master's own pedl unless the image has that version: a stock GPU image (an AWS Deep
-# Learning AMI) needs no custom AMI. The wheel comes from the master (agent token); its dependencies
-# from the image's package index. PEDL_HOME and PEDL_IMDS_URL only exist so tests can sandbox this.
+# Learning AMI) needs no custom AMI. The wheel comes from the master (with the instance's enrollment
+# secret, valid until the agent registers); its dependencies from the image's package index. PEDL_HOME
+# and PEDL_IMDS_URL only exist so tests can sandbox this.
 _INSTALL = """\
 PEDL_BIN=$(command -v pedl || true)
 installed=""
@@ -52,7 +56,7 @@ if [ "$installed" != "$PEDL_VERSION" ]; then
   WHEEL="$PEDL_HOME/pedl-$PEDL_VERSION-py3-none-any.whl"
   @CURL@ ${PEDL_MASTER_CERT:+--cacert "$PEDL_MASTER_CERT"} -H "X-Pedl-Agent-Token: ${PEDL_AGENT_TOKEN:-}" \\
     "$PEDL_MASTER@PACKAGE@" -o "$WHEEL" || {
-    echo "pedl: could not download pedl $PEDL_VERSION from $PEDL_MASTER@PACKAGE@ (a 401 means a wrong agent token)" >&2
+    echo "pedl: could not download pedl $PEDL_VERSION from $PEDL_MASTER@PACKAGE@ (401: wrong or used secret)" >&2
     exit 1; }
   "$PY" -m venv --system-site-packages "$PEDL_HOME/venv"
   "$PEDL_HOME/venv/bin/pip" install --quiet "$WHEEL" || {
@@ -63,11 +67,16 @@ fi"""
 
 
 def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, startup_script: str = "",
-                    agent_token: str | None = None, version: str | None = None, master_ca: str | None = None) -> str:
+                    enrollment_secret: str | None = None, version: str | None = None,
+                    master_ca: str | None = None) -> str:
     """The instance's UserData: run the config's startup_script, learn the instance id through
     IMDSv2, install the master's pedl when the image lacks that version, then become `pedl agent run`
-    with that id. The agent token travels in the environment, not in argv (where `ps` would show it).
-    `master_ca` (PEM) is what the agent, its tasks and the download verify an https:// master against."""
+    with that id. User data is readable through IMDS by every process on the instance, tasks included,
+    so `enrollment_secret` is never the cluster's agent token but this instance's single-use secret: the
+    master takes it once, from the agent with this instance's id, and issues the agent a credential of its
+    own (kept in its work dir) before any task can run here. It travels in the environment, not in argv
+    (where `ps` would show it), and the agent removes it from its environment as it starts. `master_ca`
+    (PEM) is what the agent, its tasks and the download verify an https:// master against."""
     from pedl.version import __version__
 
     lines = ["#!/bin/bash", "# pedl agent bootstrap, written by the pedl master", "set -e -o pipefail"]
@@ -83,8 +92,8 @@ def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, start
     lines += ["IMDS=${PEDL_IMDS_URL:-http://169.254.169.254}",
               f'IMDS_TOKEN=$({curl} -X PUT "$IMDS/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
               f'INSTANCE_ID=$({curl} -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/instance-id")']
-    if agent_token:
-        lines.append(f"export PEDL_AGENT_TOKEN={shlex.quote(agent_token)}")
+    if enrollment_secret:
+        lines.append(f"export PEDL_AGENT_TOKEN={shlex.quote(enrollment_secret)}")
     lines.append("PEDL_HOME=${PEDL_HOME:-/usr/local/pedl}")
     if master_ca:
         encoded_ca = base64.b64encode(master_ca.encode()).decode()
@@ -102,6 +111,15 @@ def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, start
         argv.append("--spot-watch")
     lines.append(" ".join(argv))
     return "\n".join(lines) + "\n"
+
+
+def sized(script: str) -> str:
+    """The user data, if EC2 takes it; a config error naming startup_script otherwise."""
+    if len(script.encode()) > USER_DATA_LIMIT:
+        raise CloudError(CloudErrorKind.INVALID_CONFIG,
+                         f"startup_script is too long: the instance user data would be {len(script.encode())} "
+                         f"bytes, EC2 allows {USER_DATA_LIMIT}", "UserDataTooLarge")
+    return script
 
 
 def resolve_region(configured: str | None) -> str:

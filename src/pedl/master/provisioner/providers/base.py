@@ -69,6 +69,16 @@ class ForeignInstance(Exception):
     """Raised when asked to touch an instance that does not carry the pool's tags."""
 
 
+class InstanceSecrets(Protocol):
+    """Single-use enrollment secrets for providers whose instances boot from user data (which every process
+    on the instance can read): one per instance, stored as a digest before the launch call that carries
+    it (`issue`), tied to the instance (or spot request) once the call returned it (`bind`)."""
+
+    def issue(self, launch_token: str) -> str: ...
+
+    def bind(self, secret: str, instance_id: str) -> None: ...
+
+
 class Provider(Protocol):
     name: str
 

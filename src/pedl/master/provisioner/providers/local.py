@@ -19,6 +19,7 @@ import logging
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import threading
 import uuid
@@ -38,6 +39,7 @@ from pedl.master.provisioner.providers.base import (
 log = logging.getLogger(__name__)
 KILL_GRACE = 15.0
 SPOT_CAPACITY_FILE = "spot-capacity"
+TOKEN_FILE = "agent-token"  # the enrollment secret, handed to the agents this provider starts (mode 0600)
 SPOT_MARKET_WORDS = ("available", "unavailable")
 
 
@@ -57,7 +59,7 @@ class LocalProvider:
     name = "local"
 
     def __init__(self, cfg: LocalProviderConfig, *, pool: str, cluster_id: str, data_dir: Path, master_url: str,
-                 agent_token: str | None, clock, master_cert: Path | None = None) -> None:  # noqa: ANN001 - a Clock
+                 agent_token: str | None, clock, master_cert: Path | None = None) -> None:  # a Clock
         self.cfg, self.pool, self.cluster_id, self.master_url = cfg, pool, cluster_id, master_url
         self.agent_token, self.clock = agent_token, clock
         self.master_cert = master_cert  # the CA file agents verify an https:// master against
@@ -171,10 +173,13 @@ class LocalProvider:
             script += self.cfg.startup_script.rstrip() + "\n"
         if self.cfg.boot_delay > 0:
             script = f"sleep {self.cfg.boot_delay:g}\n" + script
+        if self.agent_token:
+            # a file only the master's user reads: argv is readable by every process of the host, and a
+            # variable would be in the agent's environment, which its tasks and children could inherit
+            argv += ["--token-file", str(self._token_file())]
         script += "exec " + " ".join(shlex.quote(a) for a in argv)
         env = dict(os.environ)
-        if self.agent_token:
-            env["PEDL_AGENT_TOKEN"] = self.agent_token
+        env.pop("PEDL_AGENT_TOKEN", None)
         if self.master_cert is not None:
             env["PEDL_MASTER_CERT"] = str(self.master_cert)
         log_file = open(self.dir / f"{inst_id}.log", "ab")  # noqa: SIM115 - handed to the child
@@ -189,6 +194,25 @@ class LocalProvider:
         # the start time is the fork's, fixed before Popen returns (the new argv shows in /proc a
         # moment after, which is why argv is not what identifies the process)
         return child.pid, _start_time(child.pid)
+
+    def _token_file(self) -> Path:
+        """The enrollment secret in `<data_dir>/local-instances/agent-token`, made with mode 0600 (so it is
+        never readable by others, not even for a moment) and renamed into place when it changes."""
+        path = self.dir / TOKEN_FILE
+        assert self.agent_token
+        with contextlib.suppress(OSError):
+            if path.read_text().strip() == self.agent_token and stat.S_IMODE(path.stat().st_mode) == 0o600:
+                return path
+        tmp = self.dir / f".{TOKEN_FILE}.{os.getpid()}.{threading.get_ident()}"
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, (self.agent_token + "\n").encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        return path
 
     def terminate(self, ids: list[str]) -> None:
         with self._lock:

@@ -5,7 +5,7 @@ Revises: 0005
 Create Date: 2026-11-23 10:00:00.000000
 
 A chart's downsampled series is read from one small digest per series instead of every report
-(services/metric_digests.py). The tables start empty: the master builds the digests of the reports
+(metrics/digests.py). The tables start empty: the master builds the digests of the reports
 already stored in the background, and reads the reports themselves until it has.
 """
 

@@ -10,7 +10,7 @@ the owner in when it creates the default users). Experiments claimed project 1 b
 named a project that does not exist (pedl accepted any projectId) is moved to project 1.
 
 experiments.project_id gets an index, not a foreign key: the master checks the project when it
-creates an experiment (services/projects.py), and a default project that goes missing (a database
+creates an experiment (workspaces/projects.py), and a default project that goes missing (a database
 emptied table by table) must not make every experiment insert fail.
 """
 

@@ -1,0 +1,36 @@
+"""The model registry: its models (service) and their versions (versions)."""
+
+from typing import TYPE_CHECKING
+
+from pedl.master.exports import lazy_exports
+
+# ruff: noqa: F401 - these imports tell type checkers what the public names are; lazy_exports gives them at run time
+if TYPE_CHECKING:
+    from pedl.master.model_registry.service import (
+        NAME_MAX,
+        PAGE_MAX,
+        ModelQuery,
+        ModelView,
+        check_labels,
+        check_metadata,
+        check_text,
+        create,
+        find,
+        label_counts,
+        set_archived,
+        view,
+    )
+    from pedl.master.model_registry.versions import (
+        VersionView,
+        find_version,
+        is_registered,
+        register,
+        registered_in_experiment,
+    )
+
+# each module and the public names it gives the package (master/exports.py)
+__getattr__, __all__ = lazy_exports(__name__, {
+    "service": ["ModelQuery", "ModelView", "NAME_MAX", "PAGE_MAX", "check_labels", "check_metadata", "check_text",
+                "create", "find", "label_counts", "set_archived", "view"],
+    "versions": ["VersionView", "find_version", "is_registered", "register", "registered_in_experiment"],
+})

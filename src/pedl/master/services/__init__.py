@@ -1,1 +1,0 @@
-"""Business logic. Services take a session (or the Database) and own the transactions."""

@@ -1,0 +1,24 @@
+"""Fixtures for the lifecycle modules' unit tests: a real database of each kind, a session on it, and
+recording effects (the cluster's tests have the same, with an event loop for agent connections)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.orm import Session
+
+from pedl.config.master_config import MasterConfig
+from pedl.master.db.engine import Database
+from tests.master.lifecycle.recording_effects import RecordingEffects
+
+
+@pytest.fixture
+def fx(master_config: MasterConfig) -> RecordingEffects:
+    return RecordingEffects(config=master_config)
+
+
+@pytest.fixture
+def s(database: Database) -> Iterator[Session]:
+    with database.session() as session:
+        yield session
