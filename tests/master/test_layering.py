@@ -151,6 +151,8 @@ DOMAINS = frozenset({"agents", "checkpoints", "experiments", "identity", "metric
 # (the rules every domain and the cluster obey), cluster/ and provisioner/ (who runs where, and on what), the
 # domains, workers/ (their background loops), api/ (the routers)
 FORBIDDEN = {
+    # Determined's v1 messages: plain pydantic models every layer may return
+    "wire": DOMAINS | {"lifecycle", "cluster", "provisioner", "workers", "api", "db", "(root)"},
     "lifecycle": DOMAINS | {"cluster", "provisioner", "workers", "api"},
     "cluster": DOMAINS | {"workers", "api"},
     "provisioner": DOMAINS | {"workers", "api"},

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pedl.config.checkpoint_storage import as_determined
@@ -16,17 +15,12 @@ from pedl.master.experiments import split as split_labels
 from pedl.master.lifecycle import agent_user_groups
 from pedl.master.lifecycle.log_lines import readable
 from pedl.master.lifecycle.states import AllocationState, CheckpointState
+from pedl.master.wire.base import ts
 from pedl.master.workspaces import Placement
 from pedl.version import DETERMINED_API_VERSION
 
 if TYPE_CHECKING:
     from pedl.master.db import models
-
-
-def ts(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return datetime.fromtimestamp(t, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def user(u: models.User) -> dict[str, Any]:
