@@ -200,7 +200,7 @@ def test_the_layer_check_catches(tmp_path: Path) -> None:
 # -- tests mirror the packages ----------------------------------------------------------------------
 
 INTERNALS = MASTER.parents[2] / "docs" / "internals.md"
-MIRRORED = ("lifecycle", "workers", *sorted(DOMAINS))
+MIRRORED = ("lifecycle", "workers", "wire", *sorted(DOMAINS))
 TESTS = MASTER.parents[2] / "tests" / "master"
 
 

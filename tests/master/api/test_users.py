@@ -195,3 +195,14 @@ def test_inactive_user_cannot_log_in(client: TestClient, admin: dict) -> None:
     assert r.status_code == 403, r.text  # as Determined: the right password of a deactivated user is forbidden
     assert "user is not active" in r.json()["message"]  # the text det's users match on
     assert login_status(client, "dave", "wrong") == 401  # a wrong password says nothing about the account
+
+
+def test_a_listed_user_has_exactly_v1users_keys(client: TestClient, user: dict) -> None:
+    listed = client.get("/api/v1/users", headers=user).json()
+    assert set(listed) == {"users", "pagination"}
+    assert set(listed["users"][0]) == {"id", "username", "admin", "active", "displayName", "remote", "modifiedAt",
+                                       "agentUserGroup"}
+    assert listed["pagination"] == {"offset": 0, "limit": 0, "startIndex": 0, "endIndex": len(listed["users"]),
+                                    "total": len(listed["users"])}
+    me = client.get("/api/v1/me", headers=user).json()
+    assert set(me) == {"user"} and me["user"] in listed["users"]

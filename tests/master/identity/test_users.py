@@ -72,5 +72,5 @@ def test_console_logins_are_never_held_up(app: FastAPI) -> None:
         ctx.login_limiter.failed("admin", "", ctx.clock.now())  # a console client has no address
     with pytest.raises(TooManyRequests):
         users.log_in(ctx, "admin", "", False, "")
-    token, user = users.log_in(ctx, "admin", "", False, "", console=True)
-    assert token and user.username == "admin"
+    logged_in = users.log_in(ctx, "admin", "", False, "", console=True)
+    assert logged_in.token and logged_in.user.username == "admin"

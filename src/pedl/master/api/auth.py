@@ -6,7 +6,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response
 
 from pedl.errors import InvalidArgument
-from pedl.master.api import shapes
 from pedl.master.api.browser_session import clear_session_cookies, set_session_cookies
 from pedl.master.api.deps import (
     Body,
@@ -19,7 +18,9 @@ from pedl.master.api.deps import (
 )
 from pedl.master.api.openapi import accepts
 from pedl.master.http_protocol import CONSOLE
+from pedl.master.identity import to_wire
 from pedl.master.identity import users as users_service
+from pedl.master.wire.user import GetUserResponse, LoginResponse
 
 router = APIRouter(prefix="/api/v1")
 
@@ -36,13 +37,12 @@ class LoginBody(Body):
     isHashed: bool = False
 
 
-@router.post("/auth/login")
+@router.post("/auth/login", response_model=LoginResponse, response_model_exclude_unset=True)
 @accepts(LoginBody, errors=(401, 403, 429))  # as Determined: 401 wrong credentials, 403 a deactivated user
-def login(request: Request, body: dict = Depends(json_body)) -> dict:
+def login(request: Request, body: dict = Depends(json_body)) -> LoginResponse:
     req = parse(LoginBody, body)
-    token, user = users_service.log_in(ctx_of(request), req.username, req.password, req.isHashed,
-                                       client_address(request), console=bool(request.scope.get(CONSOLE)))
-    return {"token": token, "user": shapes.user(user)}
+    return users_service.log_in(ctx_of(request), req.username, req.password, req.isHashed, client_address(request),
+                                console=bool(request.scope.get(CONSOLE)))
 
 
 @router.post("/auth/logout")
@@ -51,9 +51,9 @@ def logout(request: Request, who: Caller = Depends(caller), _body: dict = Depend
     return {}
 
 
-@router.get("/me")
-def me(who: Caller = Depends(caller)) -> dict:
-    return {"user": shapes.user(who.user)}
+@router.get("/me", response_model=GetUserResponse, response_model_exclude_unset=True)
+def me(who: Caller = Depends(caller)) -> GetUserResponse:
+    return GetUserResponse(user=to_wire.user(who.user))
 
 
 class SessionBody(Body):
@@ -61,17 +61,17 @@ class SessionBody(Body):
     password: str = ""
 
 
-@router.post("/auth/session")
+@router.post("/auth/session", response_model=GetUserResponse, response_model_exclude_unset=True)
 @accepts(SessionBody, errors=(401, 403, 429))
-def open_session(request: Request, response: Response, body: dict = Depends(json_body)) -> dict:
+def open_session(request: Request, response: Response, body: dict = Depends(json_body)) -> GetUserResponse:
     """The WebUI's login: the token goes into cookies, never into the page's reach."""
     # a cross-site form cannot send JSON without a preflight, so a login cannot be forced on a browser
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         raise InvalidArgument("Content-Type: a browser session is opened with an application/json body")
     req = parse(SessionBody, body)
-    token, user = users_service.log_in(ctx_of(request), req.username, req.password, False, client_address(request))
-    set_session_cookies(request, response, token, max_age=int(ctx_of(request).config.session_ttl))
-    return {"user": shapes.user(user)}
+    logged_in = users_service.log_in(ctx_of(request), req.username, req.password, False, client_address(request))
+    set_session_cookies(request, response, logged_in.token, max_age=int(ctx_of(request).config.session_ttl))
+    return GetUserResponse(user=logged_in.user)
 
 
 @router.delete("/auth/session")

@@ -12,7 +12,6 @@ from pedl.master.checkpoints import NONE as NO_CHECKPOINTS
 from pedl.master.checkpoints import CheckpointTotals
 from pedl.master.experiments import ExperimentStats
 from pedl.master.experiments import split as split_labels
-from pedl.master.lifecycle import agent_user_groups
 from pedl.master.lifecycle.log_lines import readable
 from pedl.master.lifecycle.states import AllocationState, CheckpointState
 from pedl.master.wire.base import ts
@@ -21,12 +20,6 @@ from pedl.version import DETERMINED_API_VERSION
 
 if TYPE_CHECKING:
     from pedl.master.db import models
-
-
-def user(u: models.User) -> dict[str, Any]:
-    return {"id": u.id, "username": u.username, "admin": u.admin, "active": u.active,
-            "displayName": u.display_name or "", "remote": False, "modifiedAt": ts(u.modified_at),
-            "agentUserGroup": agent_user_groups.shape(agent_user_groups.of_user(u))}
 
 
 def experiment(e: models.Experiment, username: str, stats: ExperimentStats,

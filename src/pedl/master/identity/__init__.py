@@ -1,6 +1,6 @@
 """Identity: users and their login sessions (users, user_lookup, user_edits), what a change of credentials
 revokes (user_revocation), passwords, the failed-login limit (login_limiter), per-user limits on open work
-(user_slots) and who may do what (authz). A task's token is checked by lifecycle/task_access.py."""
+(user_slots), who may do what (authz), and users as Determined's v1User (to_wire). A task's token is checked by lifecycle/task_access.py."""
 
 from typing import TYPE_CHECKING
 
@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from pedl.master.identity.user_revocation import end_tasks
     from pedl.master.identity.user_slots import Bound, Slot, UserSlots
     from pedl.master.identity.users import (
-        all_users,
+        UserPage,
+        UserQuery,
         change_password,
         check_username,
         create_by,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
         log_out,
         resolve_caller,
         user_by_id,
+        users_page,
         users_with_blank_password,
     )
 
@@ -38,6 +40,7 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "user_lookup": ["by_username"],
     "user_revocation": ["end_tasks"],
     "user_slots": ["Bound", "Slot", "UserSlots"],
-    "users": ["all_users", "change_password", "check_username", "create_by", "ensure_default_users", "get_user",
-              "log_in", "log_out", "resolve_caller", "user_by_id", "users_with_blank_password"],
+    "users": ["UserPage", "UserQuery", "change_password", "check_username", "create_by", "ensure_default_users",
+              "get_user", "log_in", "log_out", "resolve_caller", "user_by_id", "users_page",
+              "users_with_blank_password"],
 })

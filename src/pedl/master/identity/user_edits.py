@@ -13,11 +13,12 @@ from sqlalchemy.orm import Session
 from pedl.errors import Conflict, Forbidden, InvalidArgument
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
-from pedl.master.identity import passwords, user_revocation
+from pedl.master.identity import passwords, to_wire, user_revocation
 from pedl.master.identity.authz import require_user
 from pedl.master.identity.users import check_username, get_user
 from pedl.master.lifecycle import agent_user_groups
 from pedl.master.lifecycle.tokens import token_hash
+from pedl.master.wire.user import User
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -139,18 +140,18 @@ def patch_user(s: Session, now: float, who: Caller, user_id: int, edit: UserEdit
     return target, revoke
 
 
-def edit_user(ctx: MasterContext, who: Caller, user_id: int, edit: UserEdit, current_token: str) -> models.User:
+def edit_user(ctx: MasterContext, who: Caller, user_id: int, edit: UserEdit, current_token: str) -> User:
     """Apply `edit`. A deactivation or a new password also ends the user's tasks' tokens and stops the
     tasks (user_revocation.py), in the same transaction, under the cluster lock."""
 
-    def work(s: Session) -> models.User:
+    def work(s: Session) -> User:
         user, revoked = patch_user(s, ctx.clock.now(), who, user_id, edit, current_token=current_token,
                                    fresh_login_window=ctx.config.security.fresh_login_window,
                                    uid_base=ctx.config.security.task_uid_base)
         if revoked:
             why = "its owner was deactivated" if edit.active is False else "its owner's password changed"
             ended.extend(user_revocation.end_tasks(ctx.controller, s, user.id, why))
-        return user
+        return to_wire.user(user)
 
     ended: list[str] = []
     user = ctx.controller.run(work)

@@ -11,15 +11,17 @@ from sqlalchemy import select
 from pedl.errors import NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
+from pedl.master.identity import to_wire
+from pedl.master.wire.user import User
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
 
 
-def by_username(ctx: MasterContext, _who: Caller, username: str) -> models.User:
+def by_username(ctx: MasterContext, _who: Caller, username: str) -> User:
     """The user of exactly that name (as login matches it); NotFound naming it otherwise."""
     with ctx.db.read_session() as s:
         user = s.scalar(select(models.User).where(models.User.username == username))
         if user is None:
             raise NotFound(f"user {username!r} not found", fields=[{"field": "username", "message": "not found"}])
-        return user
+        return to_wire.user(user)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
@@ -13,13 +15,14 @@ from pedl.common.agent_protocol import AgentUserGroup
 from pedl.errors import Conflict, Forbidden, InvalidArgument, NotFound, Unauthenticated
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
-from pedl.master.identity import passwords, user_revocation
+from pedl.master.identity import passwords, to_wire, user_revocation
 from pedl.master.identity.authz import require_user
 from pedl.master.identity.login_limiter import LoginLimiter
 from pedl.master.lifecycle import agent_user_groups
 from pedl.master.lifecycle.states import LIVE_ALLOCATION
 from pedl.master.lifecycle.task_access import TASK_USER_PREFIX
 from pedl.master.lifecycle.tokens import token_hash
+from pedl.master.wire import user as wire
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -203,12 +206,13 @@ def _live_allocation(s: Session, task_token: str) -> models.Allocation | None:
 
 
 def log_in(ctx: MasterContext, username: str, password: str, is_hashed: bool, address: str, *,
-           console: bool = False) -> tuple[str, models.User]:
+           console: bool = False) -> wire.LoginResponse:
     """A login from `address`, or (`console`) through the master's console socket, which only the master's
     own OS user can open: never held up by failed logins elsewhere, so an admin can always log in."""
     with ctx.db.session() as s:
-        return login(s, ctx.clock.now(), ctx.config.session_ttl, username, password, is_hashed,
-                     None if console else ctx.login_limiter, address)
+        token, user = login(s, ctx.clock.now(), ctx.config.session_ttl, username, password, is_hashed,
+                            None if console else ctx.login_limiter, address)
+        return wire.LoginResponse(token=token, user=to_wire.user(user))
 
 
 def log_out(ctx: MasterContext, who: Caller, token: str) -> None:
@@ -218,25 +222,56 @@ def log_out(ctx: MasterContext, who: Caller, token: str) -> None:
     ctx.caller_cache.drop(token)
 
 
-def all_users(ctx: MasterContext, *, active: bool | None = None, admin: bool | None = None,
-              name: str = "") -> list[models.User]:
-    with ctx.db.session() as s:
-        return list_users(s, active=active, admin=admin, name=name)
+# GetUsers' sortBy: what each sorts by (the id breaks ties)
+SORT_KEYS: dict[str, Callable[[models.User], Any]] = {
+    "SORT_BY_UNSPECIFIED": lambda u: u.id, "SORT_BY_USER_NAME": lambda u: u.username,
+    "SORT_BY_DISPLAY_NAME": lambda u: u.display_name or "", "SORT_BY_ADMIN": lambda u: u.admin,
+    "SORT_BY_ACTIVE": lambda u: u.active, "SORT_BY_MODIFIED_TIME": lambda u: u.modified_at,
+    "SORT_BY_NAME": lambda u: u.display_name or u.username, "SORT_BY_REMOTE": lambda u: False,
+}
+
+
+@dataclass(frozen=True)
+class UserQuery:
+    """Determined's GetUsers: filters, a sort key of SORT_KEYS, and a page (limit 0: no limit)."""
+
+    active: bool | None = None
+    admin: bool | None = None
+    name: str = ""
+    sort_by: str = "SORT_BY_UNSPECIFIED"
+    descending: bool = False
+    offset: int = 0
+    limit: int = 0
+
+
+@dataclass(frozen=True)
+class UserPage:
+    users: list[wire.User]
+    total: int
+
+
+def users_page(ctx: MasterContext, query: UserQuery) -> UserPage:
+    with ctx.db.read_session() as s:
+        rows = list_users(s, active=query.active, admin=query.admin, name=query.name)
+        key = SORT_KEYS[query.sort_by]
+        rows.sort(key=lambda u: (key(u), u.id), reverse=query.descending)
+        end = query.offset + query.limit if query.limit else None
+        return UserPage([to_wire.user(u) for u in rows[query.offset:end]], len(rows))
 
 
 def create_by(ctx: MasterContext, who: Caller, username: str, password: str, is_hashed: bool, *, admin: bool,
-              active: bool, display_name: str | None, agent_user_group: AgentUserGroup | None = None) -> models.User:
+              active: bool, display_name: str | None, agent_user_group: AgentUserGroup | None = None) -> wire.User:
     with ctx.db.session() as s:
         actor = require_user(who, "create users")
         agent_user_groups.refuse_users_range(agent_user_group, ctx.config.security.task_uid_base,
                                              "user.agentUserGroup")
-        return create_user(s, ctx.clock.now(), actor, username, password, is_hashed, admin=admin, active=active,
-                           display_name=display_name, agent_user_group=agent_user_group)
+        return to_wire.user(create_user(s, ctx.clock.now(), actor, username, password, is_hashed, admin=admin,
+                                        active=active, display_name=display_name, agent_user_group=agent_user_group))
 
 
-def user_by_id(ctx: MasterContext, user_id: int) -> models.User:
+def user_by_id(ctx: MasterContext, user_id: int) -> wire.User:
     with ctx.db.read_session() as s:
-        return get_user(s, user_id)
+        return to_wire.user(get_user(s, user_id))
 
 
 def change_password(ctx: MasterContext, who: Caller, user_id: int, password: str, is_hashed: bool,

@@ -74,13 +74,6 @@ def store(u: models.User, group: AgentUserGroup | None) -> None:
     u.agent_user, u.agent_group = (group.user, group.group) if group else (None, None)
 
 
-def shape(group: AgentUserGroup | None) -> dict[str, Any] | None:
-    """Determined's v1AgentUserGroup; null for a user not linked."""
-    if group is None:
-        return None
-    return {"agentUid": group.uid, "agentGid": group.gid, "agentUser": group.user, "agentGroup": group.group}
-
-
 @dataclass(frozen=True)
 class TaskUsers:
     """security.task_uid_base and security.default_task: who the tasks of a user with no link run as.
