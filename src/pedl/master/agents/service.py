@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pedl.errors import NotFound
+from pedl.master.agents import to_wire
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.identity.authz import require_admin
@@ -17,14 +18,14 @@ from pedl.master.lifecycle import allocations
 from pedl.master.lifecycle import log_lines as logs
 from pedl.master.lifecycle.states import HELD
 from pedl.master.lifecycle.transitions import record_event
+from pedl.master.wire.agent import Agent
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
 
 
-def listing(ctx: MasterContext) -> list[tuple[models.Agent, dict[str, str], bool]]:
-    """Each agent, the allocation holding each of its slots (slot id -> allocation id) and whether
-    it is connected now."""
+def listing(ctx: MasterContext) -> list[Agent]:
+    """Each agent, with the allocation holding each of its slots and whether it is connected now."""
     connected = ctx.hub.connected_ids()
     with ctx.db.session() as s:
         held: dict[str, dict[str, str]] = {}
@@ -33,22 +34,22 @@ def listing(ctx: MasterContext) -> list[tuple[models.Agent, dict[str, str], bool
                 for sid in place["slot_ids"]:
                     held.setdefault(place["agent_id"], {})[sid] = alloc.id
         agents = list(s.scalars(select(models.Agent).order_by(models.Agent.id)))
-        return [(a, held.get(a.id, {}), a.id in connected) for a in agents]
+        return [to_wire.agent(a, held.get(a.id, {}), a.id in connected) for a in agents]
 
 
-def one(ctx: MasterContext, agent_id: str) -> tuple[models.Agent, dict[str, str], bool]:
-    """The listing's row of one agent."""
-    row = next((row for row in listing(ctx) if row[0].id == agent_id), None)
-    if row is None:
+def one(ctx: MasterContext, agent_id: str) -> Agent:
+    """The listing's entry of one agent."""
+    found = next((a for a in listing(ctx) if a.id == agent_id), None)
+    if found is None:
         raise NotFound(f"agentId: agent {agent_id!r} not found")
-    return row
+    return found
 
 
 def set_enabled(ctx: MasterContext, who: Caller, agent_id: str, *, enabled: bool,
-                drain: bool = False) -> tuple[models.Agent, dict[str, str], bool]:
+                drain: bool = False) -> Agent:
     """Enable an agent, or disable it: no task is placed on a disabled agent. Without `drain` the
     tasks it runs are preempted (they checkpoint and queue again, as for a spot interruption, not
-    counted as failures); with `drain` they run to their end. Admins only. -> the listing's row."""
+    counted as failures); with `drain` they run to their end. Admins only. -> the agent now."""
 
     def change(s: Session) -> None:
         require_admin(who, f"{'enable' if enabled else 'disable'} agents")
@@ -65,14 +66,14 @@ def set_enabled(ctx: MasterContext, who: Caller, agent_id: str, *, enabled: bool
     ctx.controller.run(change)
     ctx.controller.wake()
     ctx.controller.wake_provisioners()
-    return next(row for row in listing(ctx) if row[0].id == agent_id)
+    return one(ctx, agent_id)
 
 
 def set_slot_enabled(ctx: MasterContext, who: Caller, agent_id: str, slot_id: str, *, enabled: bool,
-                     drain: bool = False) -> tuple[models.Agent, dict[str, str], bool]:
+                     drain: bool = False) -> Agent:
     """det slot enable / disable: as for the agent, one slot; the scheduler places nothing on a
     disabled slot, and without `drain` the task holding it is preempted. The flags live in the slot's
-    entry of the agent's slots column and outlast its reconnections. Admins only. -> the listing's row."""
+    entry of the agent's slots column and outlast its reconnections. Admins only. -> the agent now."""
 
     def change(s: Session) -> None:
         require_admin(who, f"{'enable' if enabled else 'disable'} slots")
@@ -93,7 +94,7 @@ def set_slot_enabled(ctx: MasterContext, who: Caller, agent_id: str, slot_id: st
 
     ctx.controller.run(change)
     ctx.controller.wake()
-    return next(row for row in listing(ctx) if row[0].id == agent_id)
+    return one(ctx, agent_id)
 
 
 def store_logs(ctx: MasterContext, agent_id: str, allocation_id: str, lines: list[Any]) -> None:

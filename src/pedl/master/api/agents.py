@@ -17,10 +17,10 @@ from pedl.common import agent_protocol as proto
 from pedl.errors import NotFound
 from pedl.master.agents import credentials as agent_credentials
 from pedl.master.agents import service as agents_service
-from pedl.master.api import shapes
 from pedl.master.api.deps import LARGE_BODY_BYTES, Body, Caller, caller, ctx_of, json_body, large_body_turn, parse
 from pedl.master.api.openapi import accepts
 from pedl.master.cluster.agent_hub import AgentConnection
+from pedl.master.wire.agent import Agent, GetAgentResponse, GetAgentsResponse, GetSlotResponse, GetSlotsResponse, Slot
 from pedl.version import __version__
 
 router = APIRouter()
@@ -32,9 +32,9 @@ DB_RETRY_FIRST_S = 0.5
 DB_RETRY_MAX_S = 5.0
 
 
-@router.get("/api/v1/agents")
-def list_agents(request: Request, _: Caller = Depends(caller)) -> dict:
-    return {"agents": [shapes.agent(*row) for row in agents_service.listing(ctx_of(request))]}
+@router.get("/api/v1/agents", response_model=GetAgentsResponse, response_model_exclude_unset=True)
+def list_agents(request: Request, _: Caller = Depends(caller)) -> GetAgentsResponse:
+    return GetAgentsResponse(agents=agents_service.listing(ctx_of(request)))
 
 
 class DisableAgentBody(Body):
@@ -44,64 +44,67 @@ class DisableAgentBody(Body):
 AgentId = Annotated[str, Path(min_length=1, max_length=255)]
 
 
-@router.post("/api/v1/agents/{agent_id}/enable")
+@router.post("/api/v1/agents/{agent_id}/enable", response_model=GetAgentResponse, response_model_exclude_unset=True)
 def enable_agent(agent_id: AgentId, request: Request, who: Caller = Depends(caller),
-                 _body: Any = Depends(json_body)) -> dict:
+                 _body: Any = Depends(json_body)) -> GetAgentResponse:
     """det agent enable: admins only."""
-    return {"agent": shapes.agent(*agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=True))}
+    return GetAgentResponse(agent=agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=True))
 
 
-@router.post("/api/v1/agents/{agent_id}/disable")
+@router.post("/api/v1/agents/{agent_id}/disable", response_model=GetAgentResponse, response_model_exclude_unset=True)
 @accepts(DisableAgentBody)
 def disable_agent(agent_id: AgentId, request: Request, who: Caller = Depends(caller),
-                  body: Any = Depends(json_body)) -> dict:
+                  body: Any = Depends(json_body)) -> GetAgentResponse:
     """det agent disable [--drain]: admins only; without drain its tasks are preempted."""
     req = parse(DisableAgentBody, body or {})
-    row = agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=False, drain=req.drain)
-    return {"agent": shapes.agent(*row)}
+    return GetAgentResponse(agent=agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=False,
+                                                             drain=req.drain))
 
 
-@router.get("/api/v1/agents/{agent_id}")
-def get_agent(agent_id: AgentId, request: Request, _: Caller = Depends(caller)) -> dict:
-    return {"agent": shapes.agent(*agents_service.one(ctx_of(request), agent_id))}
+@router.get("/api/v1/agents/{agent_id}", response_model=GetAgentResponse, response_model_exclude_unset=True)
+def get_agent(agent_id: AgentId, request: Request, _: Caller = Depends(caller)) -> GetAgentResponse:
+    return GetAgentResponse(agent=agents_service.one(ctx_of(request), agent_id))
 
 
-@router.get("/api/v1/agents/{agent_id}/slots")
-def get_slots(agent_id: AgentId, request: Request, _: Caller = Depends(caller)) -> dict:
-    return {"slots": list(shapes.agent(*agents_service.one(ctx_of(request), agent_id))["slots"].values())}
+@router.get("/api/v1/agents/{agent_id}/slots", response_model=GetSlotsResponse, response_model_exclude_unset=True)
+def get_slots(agent_id: AgentId, request: Request, _: Caller = Depends(caller)) -> GetSlotsResponse:
+    return GetSlotsResponse(slots=list(agents_service.one(ctx_of(request), agent_id).slots.values()))
 
 
 SlotId = Annotated[str, Path(min_length=1, max_length=64)]
 
 
-@router.get("/api/v1/agents/{agent_id}/slots/{slot_id}")
-def get_slot(agent_id: AgentId, slot_id: SlotId, request: Request, _: Caller = Depends(caller)) -> dict:
-    return {"slot": _slot(agents_service.one(ctx_of(request), agent_id), slot_id)}
+@router.get("/api/v1/agents/{agent_id}/slots/{slot_id}", response_model=GetSlotResponse,
+            response_model_exclude_unset=True)
+def get_slot(agent_id: AgentId, slot_id: SlotId, request: Request, _: Caller = Depends(caller)) -> GetSlotResponse:
+    return GetSlotResponse(slot=_slot(agents_service.one(ctx_of(request), agent_id), slot_id))
 
 
-@router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/enable")
+@router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/enable", response_model=GetSlotResponse,
+             response_model_exclude_unset=True)
 def enable_slot(agent_id: AgentId, slot_id: SlotId, request: Request, who: Caller = Depends(caller),
-                _body: Any = Depends(json_body)) -> dict:
+                _body: Any = Depends(json_body)) -> GetSlotResponse:
     """det slot enable: admins only."""
-    row = agents_service.set_slot_enabled(ctx_of(request), who, agent_id, slot_id, enabled=True)
-    return {"slot": _slot(row, slot_id)}
+    agent = agents_service.set_slot_enabled(ctx_of(request), who, agent_id, slot_id, enabled=True)
+    return GetSlotResponse(slot=_slot(agent, slot_id))
 
 
-@router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/disable")
+@router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/disable", response_model=GetSlotResponse,
+             response_model_exclude_unset=True)
 @accepts(DisableAgentBody)
 def disable_slot(agent_id: AgentId, slot_id: SlotId, request: Request, who: Caller = Depends(caller),
-                 body: Any = Depends(json_body)) -> dict:
+                 body: Any = Depends(json_body)) -> GetSlotResponse:
     """det slot disable: admins only; without drain the task holding the slot is preempted (the body's
     agentId and slotId, which det leaves unset, are ignored: the path names the slot)."""
     req = parse(DisableAgentBody, body or {})
-    row = agents_service.set_slot_enabled(ctx_of(request), who, agent_id, slot_id, enabled=False, drain=req.drain)
-    return {"slot": _slot(row, slot_id)}
+    agent = agents_service.set_slot_enabled(ctx_of(request), who, agent_id, slot_id, enabled=False, drain=req.drain)
+    return GetSlotResponse(slot=_slot(agent, slot_id))
 
 
-def _slot(row: tuple, slot_id: str) -> dict:
-    slot = shapes.agent(*row)["slots"].get(slot_id)
+def _slot(agent: Agent, slot_id: str) -> Slot:
+    slot = agent.slots.get(slot_id)
     if slot is None:
-        raise NotFound(f"slotId: agent {row[0].id!r} has no slot {slot_id!r}")
+        raise NotFound(f"slotId: agent {agent.id!r} has no slot {slot_id!r}")
     return slot
 
 

@@ -12,10 +12,10 @@ from pydantic import Field
 from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts, answers
-from pedl.master.api.tasks import TASK_STATE
 from pedl.master.lifecycle import shell_tasks, task_kinds
 from pedl.master.tasks import LaunchRequest, Shown
 from pedl.master.tasks import service as generic_tasks
+from pedl.master.tasks.to_wire import TASK_STATE
 
 INT32_MAX = 2**31 - 1
 MAX_IDS = 1000

@@ -13,10 +13,9 @@ from pedl.master.checkpoints import CheckpointTotals
 from pedl.master.experiments import ExperimentStats
 from pedl.master.experiments import split as split_labels
 from pedl.master.lifecycle.log_lines import readable
-from pedl.master.lifecycle.states import AllocationState, CheckpointState
+from pedl.master.lifecycle.states import CheckpointState
 from pedl.master.wire.base import ts
 from pedl.master.workspaces import Placement
-from pedl.version import DETERMINED_API_VERSION
 
 if TYPE_CHECKING:
     from pedl.master.db import models
@@ -131,73 +130,6 @@ def log_line(row: models.TaskLog) -> dict[str, Any]:
             "log": message, "timestamp": ts(row.timestamp), "agentId": row.agent_id or "",
             "source": row.source, "stdtype": row.stdtype, "taskId": row.task_id,
             "allocationId": row.allocation_id or ""}
-
-
-def _device(slot: dict[str, Any], index: int) -> dict[str, Any]:
-    """Determined's v1Device, plus pedl's own memoryMib (the device's total memory) where the agent
-    reported one."""
-    dev = {"id": index, "type": "TYPE_CUDA" if slot.get("type") == "cuda" else "TYPE_CPU",
-           "brand": slot.get("brand") or ("CPU" if slot.get("type") != "cuda" else ""), "uuid": slot.get("uuid", "")}
-    if slot.get("memory_mib"):
-        dev["memoryMib"] = int(slot["memory_mib"])
-    return dev
-
-
-def agent(a: models.Agent, held: dict[str, str], connected: bool) -> dict[str, Any]:
-    """`held` maps slot id -> allocation id on this agent."""
-    slots, containers = {}, {}
-    type_stats: dict[str, dict[str, Any]] = {}
-    brand_stats: dict[str, dict[str, Any]] = {}
-    for i, sl in enumerate(a.slots or []):
-        dev = _device(sl, i)
-        enabled, draining = a.enabled and sl.get("enabled", True), a.draining or sl.get("draining", False)
-        slot_json: dict[str, Any] = {"id": sl["id"], "enabled": enabled, "draining": draining, "device": dev,
-                                     "container": None}  # Determined sends a free slot's container as null
-        alloc_id = held.get(sl["id"])
-        if alloc_id:
-            container = {"id": alloc_id, "state": "STATE_RUNNING", "permissionDenied": False, "devices": [dev]}
-            slot_json["container"] = container
-            containers[alloc_id] = container
-        slots[sl["id"]] = slot_json
-        for stats, key in ((type_stats, dev["type"]), (brand_stats, dev["brand"])):
-            st = stats.setdefault(key, {"disabled": 0, "draining": 0, "total": 0, "states": {}})
-            st["total"] += 1
-            st["disabled"] += 0 if enabled else 1
-            st["draining"] += 1 if draining else 0
-    # `version` is the Determined API version the master speaks (det's tests compare it with their
-    # own); the agent's pedl version is `pedlVersion`, as on /api/v1/master
-    return {"id": a.id, "version": DETERMINED_API_VERSION, "pedlVersion": a.version,
-            "registeredTime": ts(a.registered_at), "slots": slots,
-            "containers": containers, "resourcePools": [a.resource_pool], "enabled": a.enabled,
-            "draining": a.draining, "addresses": [a.address], "label": "",
-            "slotStats": {"typeStats": type_stats, "brandStats": brand_stats},
-            "state": a.state, "connected": connected, "hostname": a.hostname,
-            "lastHeartbeat": ts(a.last_heartbeat),
-            "containerRuntime": a.container_runtime or ""}  # pedl's: "docker" when it runs image tasks
-
-
-def _proxy_ports(al: models.Allocation) -> list[dict[str, Any]]:
-    """The service port the task registered (reached through /proxy/{task_id}/), as det task list shows it."""
-    if al.proxy_port is None:
-        return []
-    return [{"port": al.proxy_port, "proxyTcp": False, "serviceId": al.task_id, "unauthenticated": False}]
-
-
-def allocation_summary(al: models.Allocation, agents_by_id: dict[str, models.Agent]) -> dict[str, Any]:
-    resources = []
-    for place in al.assignment or []:
-        ag = agents_by_id.get(place["agent_id"])
-        slot_map = {sl["id"]: (i, sl) for i, sl in enumerate(ag.slots)} if ag else {}
-        devices = [_device(slot_map[sid][1], slot_map[sid][0]) for sid in place["slot_ids"] if sid in slot_map]
-        resources.append({"resourcesId": al.id, "resourcesType": "process", "allocationId": al.id,
-                          "containerId": al.id, "agentDevices": {place["agent_id"]: {"devices": devices}},
-                          "started": None if al.started_at is None else {"addresses": []},
-                          "exited": None})
-    return {"taskId": al.task_id, "allocationId": al.id, "name": al.name, "slotsNeeded": al.slots_needed,
-            "registeredTime": ts(al.queued_at), "resources": resources, "resourcePool": al.resource_pool,
-            "priority": al.priority, "schedulerType": "priority", "proxyPorts": _proxy_ports(al),
-            "state": "STATE_QUEUED" if al.state == AllocationState.PENDING else al.state,
-            "waitReason": al.wait_reason if al.state == AllocationState.PENDING else None}
 
 
 def event(ev: models.Event) -> dict[str, Any]:

@@ -10,15 +10,13 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from pedl.errors import InvalidArgument
-from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Caller, agent_fetch_caller, caller, ctx_of, json_body
 from pedl.master.api.log_filters import log_fields_stream, log_filter, log_stream
 from pedl.master.api.openapi import TASK_LOGS, accepts, produces
-from pedl.master.lifecycle import task_kinds
 from pedl.master.lifecycle.log_lines import LOG_LEVELS
-from pedl.master.lifecycle.states import AllocationState
 from pedl.master.tasks import allocations
 from pedl.master.tasks import logs as task_logs
+from pedl.master.wire.task import AllocationSummary, GetTaskResponse, GetTasksResponse
 
 router = APIRouter(prefix="/api/v1")
 
@@ -27,20 +25,15 @@ router = APIRouter(prefix="/api/v1")
 legacy_router = APIRouter()
 
 
-@router.get("/tasks")
-def list_tasks(request: Request, _: Caller = Depends(caller)) -> dict:
-    return {"allocationIdToSummary": _summaries(request)}
+@router.get("/tasks", response_model=GetTasksResponse, response_model_exclude_unset=True)
+def list_tasks(request: Request, _: Caller = Depends(caller)) -> GetTasksResponse:
+    return GetTasksResponse(allocationIdToSummary=allocations.live_summaries(ctx_of(request)))
 
 
-@legacy_router.get("/tasks")
-def list_tasks_legacy(request: Request, _: Caller = Depends(caller)) -> dict:
+@legacy_router.get("/tasks", response_model=dict[str, AllocationSummary], response_model_exclude_unset=True)
+def list_tasks_legacy(request: Request, _: Caller = Depends(caller)) -> dict[str, AllocationSummary]:
     """Allocation id -> summary, as /api/v1/tasks' allocationIdToSummary."""
-    return _summaries(request)
-
-
-def _summaries(request: Request) -> dict[str, Any]:
-    allocs, agents = allocations.live_summaries(ctx_of(request))
-    return {a.id: shapes.allocation_summary(a, agents) for a in allocs}
+    return allocations.live_summaries(ctx_of(request))
 
 
 @router.get("/tasks/{task_id}/context_directory")
@@ -85,31 +78,14 @@ def ack_preemption(allocation_id: str, request: Request, who: Caller = Depends(c
     return {}
 
 
-# Determined's taskv1State of each allocation state
-TASK_STATE = {AllocationState.PENDING: "STATE_QUEUED", AllocationState.ASSIGNED: "STATE_STARTING",
-              AllocationState.RUNNING: "STATE_RUNNING", AllocationState.TERMINATING: "STATE_TERMINATING",
-              AllocationState.TERMINATED: "STATE_TERMINATED"}
 SEARCH_MAX = 1024
 
 
-@router.get("/tasks/{task_id}")
-def get_task(task_id: str, request: Request, _: Caller = Depends(caller)) -> dict:
+@router.get("/tasks/{task_id}", response_model=GetTaskResponse, response_model_exclude_unset=True)
+def get_task(task_id: str, request: Request, _: Caller = Depends(caller)) -> GetTaskResponse:
     """Determined's v1GetTaskResponse: a trial's task (or a command's, notebook's, shell's or
     TensorBoard's), and its allocations (one per start)."""
-    task, allocs = task_logs.describe(ctx_of(request), task_id)
-    if task_logs.is_generic(task):
-        ended = allocs[-1].ended_at if allocs and allocs[-1].state == AllocationState.TERMINATED else None
-        head = {"taskId": task.id, "taskType": f"TASK_TYPE_{task.kind.upper()}",
-                "startTime": shapes.ts(task.start_time), "endTime": shapes.ts(ended)}
-        ready = {a.id: task_kinds.is_ready(task.kind, a) for a in allocs}
-    else:
-        head = {"taskId": task.task_id, "taskType": "TASK_TYPE_TRIAL", "startTime": shapes.ts(task.start_time),
-                "endTime": shapes.ts(task.end_time), "trialId": task.id, "experimentId": task.experiment_id}
-        ready = {a.id: a.state == AllocationState.RUNNING for a in allocs}
-    return {"task": {**head, "allocations": [
-        {"taskId": a.task_id, "allocationId": a.id, "state": TASK_STATE[a.state], "isReady": ready[a.id],
-         "slots": a.slots_needed, "startTime": shapes.ts(a.started_at), "endTime": shapes.ts(a.ended_at),
-         "exitReason": a.exit_reason, "statusCode": a.exit_code} for a in allocs]}}
+    return GetTaskResponse(task=task_logs.describe(ctx_of(request), task_id))
 
 
 @router.get("/tasks/{task_id}/logs/fields")

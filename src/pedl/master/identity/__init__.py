@@ -1,6 +1,7 @@
 """Identity: users and their login sessions (users, user_lookup, user_edits), what a change of credentials
 revokes (user_revocation), passwords, the failed-login limit (login_limiter), per-user limits on open work
-(user_slots), who may do what (authz), and users as Determined's v1User (to_wire). A task's token is checked by lifecycle/task_access.py."""
+(user_slots), who may do what (authz), and users as Determined's v1User (to_wire). A task's token is checked
+by lifecycle/task_access.py."""
 
 from typing import TYPE_CHECKING
 

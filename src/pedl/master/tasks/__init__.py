@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from pedl.master.tasks.activity import ActivityThrottle, report, touch
     from pedl.master.tasks.allocations import ack_preemption, context_b64, live_summaries, post_logs, wait_preemption
     from pedl.master.tasks.bind_mount_roots import check
-    from pedl.master.tasks.logs import LogFilter, batch, fields, follow_slot, is_generic, require
+    from pedl.master.tasks.logs import LogFilter, batch, describe, fields, follow_slot, require
     from pedl.master.tasks.model_definitions import b64_tgz, check_stored, files_to_tgz, upload_slot
     from pedl.master.tasks.proxy_targets import (
         MIN_PORT,
@@ -31,7 +31,7 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "activity": ["ActivityThrottle", "report", "touch"],
     "allocations": ["ack_preemption", "context_b64", "live_summaries", "post_logs", "wait_preemption"],
     "bind_mount_roots": ["check"],
-    "logs": ["LogFilter", "batch", "fields", "follow_slot", "is_generic", "require"],
+    "logs": ["LogFilter", "batch", "describe", "fields", "follow_slot", "require"],
     "model_definitions": ["b64_tgz", "check_stored", "files_to_tgz", "upload_slot"],
     "proxy_targets": ["MIN_PORT", "ProxyTarget", "UNAUTHENTICATED", "ended", "register_port", "resolve", "verify"],
     "service": ["LaunchRequest", "Shown", "kill", "kill_in_workspace", "launch", "listing", "set_priority"],

@@ -16,7 +16,8 @@ from pedl.master.db import models
 from pedl.master.lifecycle import log_lines as logs
 from pedl.master.lifecycle.states import LIVE_ALLOCATION
 from pedl.master.lifecycle.task_access import require_task
-from pedl.master.tasks import model_definitions
+from pedl.master.tasks import model_definitions, to_wire
+from pedl.master.wire.task import AllocationSummary
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -24,11 +25,12 @@ if TYPE_CHECKING:
 PREEMPTION_POLL_SECONDS = 0.2
 
 
-def live_summaries(ctx: MasterContext) -> tuple[list[models.Allocation], dict[str, models.Agent]]:
+def live_summaries(ctx: MasterContext) -> dict[str, AllocationSummary]:
+    """Allocation id -> summary, of each allocation not yet ended."""
     with ctx.db.read_session() as s:
         allocs = list(s.scalars(select(models.Allocation).where(models.Allocation.state.in_(LIVE_ALLOCATION))))
         agents = {a.id: a for a in s.scalars(select(models.Agent))}
-        return allocs, agents
+        return {a.id: to_wire.allocation_summary(a, agents) for a in allocs}
 
 
 def context_directory(ctx: MasterContext, who: Caller, task_id: str) -> bytes:

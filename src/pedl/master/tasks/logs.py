@@ -16,11 +16,11 @@ from pedl.master.db import models
 from pedl.master.identity.user_slots import Bound, Slot
 from pedl.master.lifecycle import log_lines as logs
 from pedl.master.lifecycle.states import LIVE_ALLOCATION, TERMINAL_TRIAL
+from pedl.master.tasks import to_wire
 from pedl.master.trials.timeline import MAX_ALLOCATIONS
+from pedl.master.wire.task import Task
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeIs
-
     from pedl.master.context import MasterContext
 
 
@@ -51,11 +51,6 @@ def _task(s: Session, task_id: str) -> models.Trial | models.GenericTask:
     return generic
 
 
-def is_generic(task: models.Trial | models.GenericTask) -> TypeIs[models.GenericTask]:
-    """Whether `describe` found a command, notebook, shell or TensorBoard (else a trial)."""
-    return isinstance(task, models.GenericTask)
-
-
 def _ended(s: Session, task_id: str) -> bool:
     """Whether the task is over (or gone): its trial has ended, or a generic task's allocation has."""
     trial = s.scalar(select(models.Trial).where(models.Trial.task_id == task_id))
@@ -65,13 +60,13 @@ def _ended(s: Session, task_id: str) -> bool:
                                                        models.Allocation.state.in_(LIVE_ALLOCATION)).limit(1)) is None
 
 
-def describe(ctx: MasterContext, task_id: str) -> tuple[models.Trial | models.GenericTask, list[models.Allocation]]:
-    """The task's trial (or generic task) and its allocations, oldest first (the first MAX_ALLOCATIONS)."""
+def describe(ctx: MasterContext, task_id: str) -> Task:
+    """The task (a trial's, or a generic task) and its allocations, oldest first (the first MAX_ALLOCATIONS)."""
     with ctx.db.read_session() as s:
         trial = _task(s, task_id)
         allocs = list(s.scalars(select(models.Allocation).where(models.Allocation.task_id == task_id)
                                 .order_by(models.Allocation.queued_at, models.Allocation.id).limit(MAX_ALLOCATIONS)))
-        return trial, allocs
+        return to_wire.task(trial, allocs)
 
 
 def require(ctx: MasterContext, task_id: str) -> None:
