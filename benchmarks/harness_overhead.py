@@ -27,7 +27,7 @@ RESULT = "HARNESS_OVERHEAD_RESULT "
 # The trial script. Each round runs the bare loop, then the reporting loop, per step size; a reporting loop
 # ends when the master has its reports (the sender's flush, timed with it: else its last request would be sent
 # during the next bare loop). The figure is the median of the rounds' ratios: a pair of loops a second or
-# two apart sees the same machine, where the best loops of each kind (the figure until session 20) could
+# two apart sees the same machine, where the best loops of each kind could
 # come from minutes apart, and on a machine whose speed wandered gave ratios from 0.94 to 1.15 for the same code.
 TRAIN_PY = '''\
 import json

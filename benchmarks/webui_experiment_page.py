@@ -1,7 +1,7 @@
 """The WebUI's experiment page for an experiment of 200 trials, each with 20,000 training and 2,000
 validation reports: the time from page.goto to the learning curves drawn for every trial (Debian's
 chromium through Playwright, a real master), the bytes the page loaded meanwhile, and the
-metric-series request alone. Issue 12's goal: under 1 s.
+metric-series request alone. The goal: under 1 s.
 
 The seeded reports reach the master's metric digests through its background digester after it
 starts (metrics/digests.py); the page is measured once they have caught up, the steady

@@ -1,6 +1,6 @@
 """The WebUI's experiments list over 10,000 experiments (mixed states, users and labels, a few trials
 each): the time from page.goto to the first table rows shown (Debian's chromium through Playwright, a
-real master), and the list request alone. Issue 12's goal: under 500 ms."""
+real master), and the list request alone. The goal: under 500 ms."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The master's own wheel: complete, reproducible, its RECORD right, and installable as the running
-version (issue 11: agents on stock images install the master's pedl from the master)."""
+version (agents on stock images install the master's pedl from the master)."""
 
 from __future__ import annotations
 

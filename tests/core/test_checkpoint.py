@@ -95,8 +95,8 @@ def test_upload_and_download(fake_master: FakeMaster, on_cluster: Path, tmp_path
 
 def test_a_dangling_symlink_does_not_crash_the_trial(fake_master: FakeMaster, on_cluster: Path,
                                                     tmp_path: Path) -> None:
-    """Issue 8: a trial that left a dangling symlink in its checkpoint crashed in store_path (the
-    listing stat'ed the link). Links are not part of a checkpoint: not reported, not followed."""
+    """A trial that leaves a dangling symlink in its checkpoint stores it (a listing that stat'ed the link
+    would crash). Links are not part of a checkpoint: not reported, not followed."""
     (tmp_path / "secret.txt").write_text("TOP-SECRET")
     with pedl.core.init() as core:
         with core.checkpoint.store_path({"steps_completed": 5}) as (path, storage_id):

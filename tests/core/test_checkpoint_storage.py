@@ -177,7 +177,7 @@ def test_shared_fs_paths_are_plain_directories(tmp_path: Path) -> None:
     assert not (tmp_path / UUID).exists()
 
 
-# -- symlinks and special files (issue 8) ----------------------------------------------------------
+# -- symlinks and special files ----------------------------------------------------------
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ def s3_cluster(request: pytest.FixtureRequest, tmp_path: Path, s3: object, moto_
     """A cluster whose master has (fake) AWS credentials: it deletes and streams S3 checkpoints."""
 
     def make(db: dict | None) -> Cluster:
-        # the bucket is not the master's own storage: it must be an allowed storage root (issue 8)
+        # the bucket is not the master's own storage: it must be an allowed storage root
         c = Cluster(tmp_path, db, {"security": {"checkpoint_storage_roots": [f"s3://{BUCKET}/{PREFIX}"],
                                                 "s3_endpoint_urls": [moto_server]}})
         c.master.env.update(FAKE_AWS_ENV)

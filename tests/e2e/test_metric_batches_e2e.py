@@ -1,4 +1,4 @@
-"""Issue 15 end to end: a trial reports 10,000 steps as fast as it can through pedl.core while the
+"""Metric batches end to end: a trial reports 10,000 steps as fast as it can through pedl.core while the
 master is SIGKILLed and started again, or while its PostgreSQL restarts; its reports wait, retry
 and are stored exactly once each, in batches."""
 

@@ -1,4 +1,4 @@
-"""Faults from issue 4 on real processes: an agent killed with SIGKILL mid-trial, and pause / kill
+"""Faults on real processes: an agent killed with SIGKILL mid-trial, and pause / kill
 that survive a master restart."""
 
 from __future__ import annotations

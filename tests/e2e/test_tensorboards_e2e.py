@@ -1,4 +1,4 @@
-"""A TensorBoard end to end (issue 17), on a real master and local agent with TensorBoard from PyPI: it
+"""A TensorBoard end to end, on a real master and local agent with TensorBoard from PyPI: it
 shows a pedl.core trial from the metrics the master stored, and another trial from the event files
 Determined's Core API would have written to checkpoint storage; read through the master's proxy, its
 scalars are what the trials reported. Another user cannot reach it. A trial still running when it

@@ -10,7 +10,7 @@ from tests.master.fakes import StartedTask, ctx_of
 
 
 def legacy_checkpoint(app: FastAPI, task: StartedTask, ckpt_uuid: str, storage: dict, steps: int = 0) -> None:
-    """A completed checkpoint of `task`'s trial as registration stored it before issue 8: uuid and
+    """A completed checkpoint of `task`'s trial as registration stored it before storage roots were checked: uuid and
     storage as the request said, unchecked. Its report time is its step count, so more steps is newer."""
     with ctx_of(app).db.session() as s:
         trial = s.get(models.Trial, task.trial_id)

@@ -1,4 +1,4 @@
-"""Fuzzing experiment create against a live master (issue 8, "Tests"): random experiment configs
+"""Fuzzing experiment create against a live master : random experiment configs
 and model-definition file lists always get a 2xx or a 4xx, never a 5xx, and the master stays
 responsive meanwhile (every concurrent GET /api/v1/me answers).
 

@@ -188,7 +188,7 @@ def test_registered_is_always_the_first_message(token_client: TestClient, monkey
         assert ws.receive_json()["type"] == "start_task"
 
 
-# -- agents are authenticated by default (issue 8, defect 6) ---------------------------------------
+# -- agents are authenticated by default ---------------------------------------
 
 LOOPBACK_PEER = ("127.0.0.1", 50000)
 

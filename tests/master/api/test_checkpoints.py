@@ -1,7 +1,7 @@
 """Checkpoints over the API: a task reports one (det's bare shape and pedl's wrapped one), describe
 and list fill in `training` from the trial and its validation at the same step, and download streams
 the files. Registration takes only the task token of the checkpoint's own trial and never a storage:
-the files are where the experiment's storage says, inside the master's storage roots (issue 8)."""
+the files are where the experiment's storage says, inside the master's storage roots."""
 
 from __future__ import annotations
 
@@ -199,12 +199,12 @@ def test_unknown_checkpoint_is_404(client: TestClient, user: dict) -> None:
     assert client.get("/api/v1/checkpoints/does-not-exist", headers=user).status_code == 404
 
 
-# -- who may register a checkpoint, and what it may say (issue 8) -----------------------------------
+# -- who may register a checkpoint, and what it may say -----------------------------------
 
 
 def test_a_user_token_cannot_register_a_checkpoint(client: TestClient, user: dict, admin: dict,
                                                    task: StartedTask) -> None:
-    """Defect 1: any logged-in user registered checkpoints, with a storage of their choosing."""
+    """Only a task registers checkpoints: a user's token, even an admin's, cannot (nor name a storage)."""
     for headers in (user, admin):
         r = post(client, "/api/v1/checkpoints", det_checkpoint(task, 1), headers)
         assert r.status_code == 403, r.text
@@ -213,8 +213,8 @@ def test_a_user_token_cannot_register_a_checkpoint(client: TestClient, user: dic
 
 
 def test_a_storage_in_the_body_is_refused(client: TestClient, user: dict, task: StartedTask, tmp_path: Path) -> None:
-    """Defect 1 as the probe posted it: the storage named a directory of the master's host, and the
-    download then streamed that directory."""
+    """A storage in the body naming a directory of the master's host is refused, so no download can
+    stream that directory."""
     victim = tmp_path / "some" / "dir"
     (victim / "important").mkdir(parents=True)
     (victim / "important" / "passwords.txt").write_text("hunter2")
@@ -266,7 +266,7 @@ def test_the_token_of_an_ended_task_cannot_register(client: TestClient, task: St
 
 @pytest.mark.parametrize("bad", ["..", ".", "a\\b", "important", "", "../" + uid("x"), 5, None])
 def test_the_uuid_must_be_a_uuid(client: TestClient, user: dict, task: StartedTask, bad: object) -> None:
-    """Defect 8: `..`, `.` and `a\\b` were accepted, and their download then crashed."""
+    """`..`, `.`, `a\\b` and other non-UUIDs are refused (a download of them would leave the checkpoint)."""
     body = det_checkpoint(task, 1)
     body["uuid"] = bad
     r = post(client, "/api/v1/checkpoints", body, bearer(task.token))
@@ -374,8 +374,8 @@ def test_download_of_missing_or_deleted_checkpoints_is_404(client: TestClient, u
 
 def test_download_never_follows_a_symlink_out_of_the_checkpoint(client: TestClient, user: dict, task: StartedTask,
                                                                 tmp_path: Path) -> None:
-    """Defect 3 (a link to a secret was streamed) and defect 8 (a dangling link failed the download):
-    links are left out of the tar, whatever they point at."""
+    """Neither a link to a secret is streamed nor a dangling link fails the download: links are left out
+    of the tar, whatever they point at."""
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET-BYTES")
     (tmp_path / "secret-dir").mkdir()
@@ -445,7 +445,7 @@ def test_download_reads_s3_checkpoints_from_the_bucket(client: TestClient, user:
     assert r.status_code == 404 and "'not-there' does not exist" in r.json()["message"]
 
 
-# -- checkpoints stored before issue 8 ------------------------------------------------------------
+# -- checkpoints stored before storage roots were checked ------------------------------------------------------------
 
 
 @pytest.fixture

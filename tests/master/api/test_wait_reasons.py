@@ -1,5 +1,5 @@
 """A queued trial says why it waits, everywhere it appears; a static pool warns at create when no
-agent could ever hold the trial (issue 10)."""
+agent could ever hold the trial."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The checkpoint tar stream: exact length known up front, directories before their files, files read
 one at a time from storage, and a file that changed under it ends the stream with an error. Only
-regular files inside the checkpoint are sent: symlinks are left out and never followed (issue 8)."""
+regular files inside the checkpoint are sent: symlinks are left out and never followed."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_an_empty_checkpoint_is_an_empty_tar() -> None:
         assert tar.getmembers() == []
 
 
-# -- never outside the checkpoint (issue 8) ---------------------------------------------------------
+# -- never outside the checkpoint ---------------------------------------------------------
 
 
 @pytest.fixture

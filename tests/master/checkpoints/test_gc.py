@@ -473,7 +473,7 @@ def test_checkpoints_of_an_s3_experiment_are_deleted_from_the_bucket(
     assert keys == sorted([f"exp/{names[4]}/w.bin", f"exp/{names[6]}/w.bin"])
 
 
-# -- only inside the storage roots, never following a symlink (issue 8) ------------------------------
+# -- only inside the storage roots, never following a symlink ------------------------------
 
 
 @pytest.fixture
@@ -500,8 +500,8 @@ def kill_and_end(client: TestClient, user: dict, agent: FakeAgent, exp_id: int, 
 def test_a_user_cannot_make_gc_delete_a_directory(client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent,
                                                   own_gc: CheckpointGC, running: tuple[int, list[StartedTask]],
                                                   victim: Path) -> None:
-    """Defect 2: two checkpoints attached to a trial of one's own experiment, one named `data` in
-    `/some/dir`, the other newer; killing the experiment made GC remove /some/dir/data."""
+    """Two checkpoints attached to a trial of one's own experiment, one named `data` in `/some/dir`, the
+    other newer, are refused, so killing the experiment cannot make GC remove /some/dir/data."""
     exp_id, (t1, t2) = running
     storage = {"type": "shared_fs", "host_path": str(victim)}
     for name, steps in (("data", 0), (str(uuid_lib.uuid4()), 10)):
@@ -517,7 +517,8 @@ def test_a_user_cannot_make_gc_delete_a_directory(client: TestClient, app: FastA
 def test_legacy_rows_outside_the_roots_are_left_alone(client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent,
                                                       own_gc: CheckpointGC, running: tuple[int, list[StartedTask]],
                                                       victim: Path) -> None:
-    """Defect 2 with rows stored before the fix: GC neither deletes their files nor marks them."""
+    """Rows stored before storage roots were checked, outside the roots: GC neither deletes their files
+    nor marks them."""
     exp_id, (t1, t2) = running
     legacy_checkpoint(app, t1, "data", {"type": "shared_fs", "host_path": str(victim)}, steps=0)
     legacy_checkpoint(app, t1, str(uuid_lib.uuid4()), {"type": "shared_fs", "host_path": str(victim)}, steps=10)

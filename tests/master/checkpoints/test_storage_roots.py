@@ -1,6 +1,6 @@
 """Storage roots: parsing master.yaml's roots, the pure comparisons, the checks of an experiment's
 storage and of one checkpoint on resolved paths, and experiment create refusing a storage outside
-the roots (issue 8)."""
+the roots."""
 
 from __future__ import annotations
 

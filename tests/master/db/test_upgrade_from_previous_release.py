@@ -1,5 +1,5 @@
 """Upgrading keeps the data: a database at the previous release's schema (revision 0003, the head
-before issue 11), filled with SQL as that release wrote it, is migrated by the new master at start
+of that release), filled with SQL as that release wrote it, is migrated by the new master at start
 with every row kept, on SQLite and PostgreSQL. The seeds upgrade by keeping the data volume."""
 
 from __future__ import annotations

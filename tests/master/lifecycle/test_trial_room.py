@@ -1,4 +1,4 @@
-"""Bounded trial creation (issue 8, defect 4): searchers asking for more trials than
+"""Bounded trial creation: searchers asking for more trials than
 limits.max_trials_per_experiment are refused at create, and trials are created as the pool has room
 for them (its capacity in trials, max_concurrent_trials), topped up when room grows."""
 

@@ -1,4 +1,4 @@
-"""The metric series the WebUI's charts read (issue 12), over the API on both databases: a trial's and
+"""The metric series the WebUI's charts read, over the API on both databases: a trial's and
 an experiment's series, downsampled to at most maxPoints points with each bucket's minimum and
 maximum kept, the names filter and listing, values that are not numbers skipped, a replayed step
 shown once, bad parameters a 400 naming the parameter, unknown ids a 404, and a 304 while unchanged."""

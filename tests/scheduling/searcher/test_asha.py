@@ -425,7 +425,7 @@ def test_bad_asha_fields_are_named(searcher: str, field: str) -> None:
     assert field in problems(searcher)
 
 
-# -- the master's room (issue 8, defect 4) -------------------------------------------------------------
+# -- the master's room -------------------------------------------------------------
 
 
 def test_room_changes_no_bracket_and_only_delays_creation() -> None:

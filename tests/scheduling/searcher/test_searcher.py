@@ -380,7 +380,7 @@ def test_sample_log_is_uniform_in_the_exponent() -> None:
     assert 800 < below < 1200  # about half the samples below 10**-3
 
 
-# -- bounded creation: lazy grids, room, the trial limit (issue 8, defect 4) -------------------------
+# -- bounded creation: lazy grids, room, the trial limit -------------------------
 
 
 def test_grid_order_is_itertools_product_order() -> None:
