@@ -9,6 +9,8 @@ from pedl.master.wire.base import Pagination
 from pedl.master.wire.experiment import (
     CreateExperimentResponse,
     Experiment,
+    ExperimentActionResult,
+    ExperimentActionsResponse,
     GetExperimentResponse,
     GetExperimentsResponse,
     JobSummary,
@@ -61,3 +63,11 @@ def test_a_listing_carries_its_pagination() -> None:
                                   pagination=Pagination.of(0, 1, 5, 1))
     assert page.model_dump(exclude_unset=True)["pagination"] == {"offset": 0, "limit": 1, "startIndex": 0,
                                                                  "endIndex": 1, "total": 5}
+
+
+def test_a_bulk_result_is_an_id_and_an_error() -> None:
+    r = ExperimentActionsResponse(results=[ExperimentActionResult(id=4, error=""),
+                                           ExperimentActionResult(id=5, error="not found")])
+    assert r.model_dump(exclude_unset=True) == {"results": [{"id": 4, "error": ""}, {"id": 5, "error": "not found"}]}
+    with pytest.raises(ValidationError, match="error"):
+        ExperimentActionResult.model_validate({"id": 4})

@@ -100,11 +100,11 @@ def describe(ctx: MasterContext, trial_id: int) -> Trial:
                              best_checkpoint(s, t, best), wait_reasons(s, [t.id]).get(t.id))
 
 
-TRIAL_BYTES = 2048  # what a trial's shape holds besides its summary metrics and hyperparameters, about
+TRIAL_BYTES = 2048  # what a trial's v1Trial holds besides its summary metrics and hyperparameters, about
 
 
 def within_bytes(rows: list[models.Trial], budget: int) -> list[models.Trial]:
-    """The first of `rows` whose shapes fit in `budget` bytes (limits.max_listing_bytes), at least one: a page
+    """The first of `rows` whose v1Trials fit in `budget` bytes (limits.max_listing_bytes), at least one: a page
     of trials whose summaries are large is cut short, and its pagination's endIndex tells the client where
     the next page starts (det's SDK and the WebUI page on by it)."""
     used = 0

@@ -1,5 +1,6 @@
 """Determined's v1Experiment and the answers of the experiment routes: create (or validate only), list,
-get with its jobSummary, continue, patch, and the experiment's page of trials."""
+get with its jobSummary, continue, patch, the experiment's page of trials, and the bulk actions on a
+project's experiments."""
 
 from __future__ import annotations
 
@@ -85,3 +86,16 @@ class ExperimentResponse(WireModel):
 class GetExperimentTrialsResponse(WireModel):
     trials: list[Trial]
     pagination: Pagination
+
+
+class ExperimentActionResult(WireModel):
+    """v1ExperimentActionResult: one experiment of a bulk action; error is "" where it was done."""
+
+    id: int
+    error: str
+
+
+class ExperimentActionsResponse(WireModel):
+    """v1{Kill,Pause,Activate,Cancel,Archive,Unarchive,Delete,Move}ExperimentsResponse."""
+
+    results: list[ExperimentActionResult]
