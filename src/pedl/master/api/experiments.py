@@ -26,7 +26,6 @@ from pedl.master.api.deps import (
     parse,
 )
 from pedl.master.api.openapi import accepts, answers
-from pedl.master.checkpoints import NONE as NO_CHECKPOINTS
 from pedl.master.experiments import ExperimentQuery, tensorboard_files
 from pedl.master.experiments import code as experiment_code
 from pedl.master.experiments import continuation as experiment_continuation
@@ -34,7 +33,17 @@ from pedl.master.experiments import deletion as experiment_deletion
 from pedl.master.experiments import edits as experiment_edits
 from pedl.master.experiments import moves as experiment_moves
 from pedl.master.experiments import service as experiments_service
+from pedl.master.experiments import to_wire as experiments_to_wire
 from pedl.master.tasks import model_definitions
+from pedl.master.wire.base import Pagination
+from pedl.master.wire.experiment import (
+    CreateExperimentResponse,
+    ExperimentResponse,
+    GetExperimentResponse,
+    GetExperimentsResponse,
+    GetExperimentTrialsResponse,
+    JobSummary,
+)
 
 INT32_MAX = 2**31 - 1
 
@@ -51,15 +60,6 @@ class CreateExperimentBody(Body):
     template: str | None = Field(None, max_length=255)  # a template's name (det template set)
 
 
-# What Determined answers a validateOnly create with: an empty experiment (every field its zero value),
-# which det parses before `det e create --test-mode` goes on to create the test experiment
-VALIDATED_ONLY = {"id": 0, "name": "", "description": "", "labels": [], "archived": False, "config": None,
-                  "originalConfig": "", "jobId": "", "numTrials": 0, "projectId": 0, "projectOwnerId": 0,
-                  "searcherType": "", "startTime": "0001-01-01T00:00:00Z", "state": "STATE_UNSPECIFIED",
-                  "username": "", "userId": 0, "progress": 0.0, "resourcePool": "", "notes": "",
-                  "unmanaged": False}
-
-
 def upload_slot(request: Request, who: Caller = Depends(caller)) -> Iterator[None]:
     """One of the model uploads the master reads at once, taken before the body is read (a 429 past
     limits.max_concurrent_uploads_per_user or limits.max_concurrent_uploads), held until the answer."""
@@ -67,19 +67,20 @@ def upload_slot(request: Request, who: Caller = Depends(caller)) -> Iterator[Non
         yield
 
 
-@router.post("")
+@router.post("", response_model=CreateExperimentResponse, response_model_exclude_unset=True)
 @accepts(CreateExperimentBody, errors=(404, 413, 429))  # an unknown projectId or template; the user's bounds
 def create(request: Request, who: Caller = Depends(caller), _: None = Depends(upload_slot),
-           body: dict = Depends(json_body)) -> dict:
+           body: dict = Depends(json_body)) -> CreateExperimentResponse:
     req = parse(CreateExperimentBody, body)
-    shown, config, warnings = experiments_service.submit(
+    done = experiments_service.submit(
         ctx_of(request), who, config_text=req.config, files=req.modelDefinition,
         activate=req.activate is not False, validate_only=bool(req.validateOnly), parent_id=req.parentId,
         project_id=req.projectId, template=req.template)
     # det prints its own text for the enum; pedl's CLI prints warningMessages, which say what and where
-    return {"experiment": shapes.experiment(*shown) if shown else dict(VALIDATED_ONLY), "config": config,
-            "warnings": ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"] if warnings else [],
-            "warningMessages": warnings}
+    return CreateExperimentResponse(
+        experiment=done.experiment or experiments_to_wire.validated_only(), config=done.config,
+        warnings=["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"] if done.warnings else [],
+        warningMessages=done.warnings)
 
 
 # the tables a listed or described experiment shows (an active one's state is its allocations', its
@@ -87,19 +88,20 @@ def create(request: Request, who: Caller = Depends(caller), _: None = Depends(up
 EXPERIMENT_VIEW = ("experiments", "trials", "users", "allocations", "checkpoints")
 
 
-@router.get("")
+@router.get("", response_model=GetExperimentsResponse, response_model_exclude_unset=True)
 def list_experiments(request: Request, _: Caller = Depends(unless_changed(*EXPERIMENT_VIEW)),
                      offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
                      archived: bool | None = None, users: list[str] = Query(default_factory=list),
                      states: list[str] = Query(default_factory=list), name: str = "",
                      labels: list[str] = Query(default_factory=list), sortBy: str = "SORT_BY_ID",
-                     orderBy: str | None = None, projectId: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
+                     orderBy: str | None = None, projectId: int = Query(0, ge=0, le=INT64_MAX)
+                     ) -> GetExperimentsResponse:
     query = ExperimentQuery(offset=offset, limit=limit, archived=archived, usernames=users, states=states,
                             name=name, labels=labels, sort_by=sortBy, newest_first=orderBy == "ORDER_BY_DESC",
                             project_id=projectId)
-    rows, total = experiments_service.listing(ctx_of(request), query)
-    return {"experiments": [shapes.experiment(*row) for row in rows],
-            "pagination": pagination(offset, limit, total, len(rows))}
+    page = experiments_service.listing(ctx_of(request), query)
+    return GetExperimentsResponse(experiments=page.items,
+                                  pagination=Pagination.of(offset, limit, page.total, len(page.items)))
 
 
 class ContinueExperimentBody(Body):
@@ -107,13 +109,14 @@ class ContinueExperimentBody(Body):
     overrideConfig: str | None = None  # YAML text: det's --config k=v and --config-file
 
 
-@router.post("/continue")
+@router.post("/continue", response_model=ExperimentResponse, response_model_exclude_unset=True)
 @accepts(ContinueExperimentBody, errors=(404,))  # an unknown experiment id
-def continue_experiment(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+def continue_experiment(request: Request, who: Caller = Depends(caller),
+                        body: dict = Depends(json_body)) -> ExperimentResponse:
     """det e continue: an ended single-trial experiment trains on, its override config applied."""
     req = parse(ContinueExperimentBody, body)
     experiment_continuation.continue_by(ctx_of(request), who, req.id, req.overrideConfig)
-    return {"experiment": shapes.experiment(*experiments_service.describe(ctx_of(request), req.id))}
+    return ExperimentResponse(experiment=experiments_service.describe(ctx_of(request), req.id))
 
 
 def _other_methods(_request: Request) -> NoReturn:
@@ -135,12 +138,12 @@ def delete_experiment(experiment_id: IdPath, request: Request, who: Caller = Dep
     return {}
 
 
-@router.get("/{experiment_id}")
+@router.get("/{experiment_id}", response_model=GetExperimentResponse, response_model_exclude_unset=True)
 def get_experiment(experiment_id: IdPath, request: Request,
-                   _: Caller = Depends(unless_changed(*EXPERIMENT_VIEW))) -> dict:
+                   _: Caller = Depends(unless_changed(*EXPERIMENT_VIEW))) -> GetExperimentResponse:
     shown = experiments_service.describe(ctx_of(request), experiment_id)
-    return {"experiment": shapes.experiment(*shown), "config": shown[0].config,
-            "jobSummary": {"jobsAhead": 0, "state": "STATE_SCHEDULED"}}
+    return GetExperimentResponse(experiment=shown, config=shown.config or {},
+                                 jobSummary=JobSummary(jobsAhead=0, state="STATE_SCHEDULED"))
 
 
 class MoveExperimentBody(Body):
@@ -204,16 +207,16 @@ class PatchExperimentBody(Body):
     resources: PatchResources | None = None
 
 
-@router.patch("/{experiment_id}")
+@router.patch("/{experiment_id}", response_model=ExperimentResponse, response_model_exclude_unset=True)
 @accepts(PatchExperimentBody)
 def patch(experiment_id: IdPath, request: Request, who: Caller = Depends(caller),
-          body: dict = Depends(json_body)) -> dict:
+          body: dict = Depends(json_body)) -> ExperimentResponse:
     req = parse(PatchExperimentBody, body)
     res = req.resources or PatchResources()
     experiment_edits.patch(ctx_of(request), who, experiment_id, name=req.name, description=req.description,
                            notes=req.notes, labels=req.labels, priority=res.priority, weight=res.weight,
                            max_slots=res.maxSlots if "maxSlots" in res.model_fields_set else ...)
-    return {"experiment": shapes.experiment(*experiments_service.describe(ctx_of(request), experiment_id))}
+    return ExperimentResponse(experiment=experiments_service.describe(ctx_of(request), experiment_id))
 
 
 @router.put("/{experiment_id}/labels/{label}")
@@ -228,14 +231,15 @@ def delete_label(experiment_id: IdPath, label: str, request: Request, who: Calle
     return {"labels": experiment_edits.change_label(ctx_of(request), who, experiment_id, label, False)}
 
 
-@router.get("/{experiment_id}/trials")
+@router.get("/{experiment_id}/trials", response_model=GetExperimentTrialsResponse,
+            response_model_exclude_unset=True)
 def trials(experiment_id: IdPath, request: Request,
            _: Caller = Depends(unless_changed("trials", "allocations", "checkpoints")),
-           offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
-    rows, total, waits, kept = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
-    return {"trials": [shapes.trial(t, checkpoints=kept.get(t.id, NO_CHECKPOINTS), wait_reason=waits.get(t.id))
-                       for t in rows],
-            "pagination": pagination(offset, limit, total, len(rows))}
+           offset: int = Query(0, ge=0, le=INT64_MAX),
+           limit: int = Query(0, ge=0, le=INT64_MAX)) -> GetExperimentTrialsResponse:
+    page = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
+    return GetExperimentTrialsResponse(trials=page.items,
+                                       pagination=Pagination.of(offset, limit, page.total, len(page.items)))
 
 
 @router.get("/{experiment_id}/checkpoints")

@@ -14,6 +14,7 @@ from pedl.master.api.deps import INT64_MAX, Body, Caller, IdPath, caller, ctx_of
 from pedl.master.api.openapi import accepts
 from pedl.master.experiments import BulkFilters
 from pedl.master.experiments import bulk as experiment_bulk
+from pedl.master.wire.experiment import ExperimentActionsResponse
 from pedl.master.workspaces import project_columns
 
 router = APIRouter(prefix="/api/v1/projects")
@@ -54,14 +55,15 @@ def _filters(f: FiltersBody | None) -> BulkFilters | None:
                        excluded_ids=f.excludedExperimentIds or [])
 
 
-def _run(action: str, project_id: int, request: Request, who: Caller, body: dict, model: type[BulkBody]) -> dict:
+def _run(action: str, project_id: int, request: Request, who: Caller, body: dict,
+         model: type[BulkBody]) -> ExperimentActionsResponse:
     req = parse(model, body)
     if req.projectId not in (None, project_id):
         raise InvalidArgument.at("projectId", f"{req.projectId} is not the project of the path ({project_id})")
     results = experiment_bulk.act(ctx_of(request), who, action, project_id, req.experimentIds, _filters(req.filters),
                                   destination=getattr(req, "destinationProjectId", 0),
                                   wake_deletion=request.app.state.experiment_deletion.request)
-    return {"results": [{"id": eid, "error": error} for eid, error in results]}
+    return ExperimentActionsResponse(results=results)
 
 
 # projectId -1 (as the SDK sends it): experiments of any project
@@ -73,12 +75,13 @@ def _bulk_route(action: str, model: type[BulkBody], method: str = "POST", doc: s
 
     @accepts(model)
     def endpoint(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-                 body: dict = Depends(json_body)) -> dict:
+                 body: dict = Depends(json_body)) -> ExperimentActionsResponse:
         return _run(action, project_id, request, who, body, model)
 
     endpoint.__name__ = endpoint.__qualname__ = action
     endpoint.__doc__ = doc
-    router.add_api_route(f"/{{project_id}}/experiments/{action}", endpoint, methods=[method])
+    router.add_api_route(f"/{{project_id}}/experiments/{action}", endpoint, methods=[method],
+                         response_model=ExperimentActionsResponse, response_model_exclude_unset=True)
 
 
 for _action in ("kill", "cancel", "pause", "activate", "archive", "unarchive"):

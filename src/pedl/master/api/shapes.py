@@ -8,67 +8,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from pedl.config.checkpoint_storage import as_determined
-from pedl.master.checkpoints import NONE as NO_CHECKPOINTS
-from pedl.master.checkpoints import CheckpointTotals
-from pedl.master.experiments import ExperimentStats
-from pedl.master.experiments import split as split_labels
 from pedl.master.lifecycle.log_lines import readable
-from pedl.master.lifecycle.states import CheckpointState
 from pedl.master.wire.base import ts
-from pedl.master.workspaces import Placement
 
 if TYPE_CHECKING:
     from pedl.master.db import models
-
-
-def experiment(e: models.Experiment, username: str, stats: ExperimentStats,
-               place: Placement | None = None) -> dict[str, Any]:
-    place = place or Placement()
-    return {
-        "id": e.id, "name": e.name, "description": e.description, "labels": split_labels(e.labels),
-        "archived": e.archived, "config": e.config, "originalConfig": e.original_config,
-        "jobId": f"job-{e.id}", "numTrials": stats.num_trials, "projectId": e.project_id,
-        "projectOwnerId": place.project_owner_id,
-        "activeTrials": stats.active_trials, "bestTrialSearcherMetric": stats.best_metric,
-        "bestTrialId": stats.best_trial_id,
-        "searcherType": e.config.get("searcher", {}).get("name", "single"),
-        "searcherMetric": e.config.get("searcher", {}).get("metric", ""),
-        "startTime": ts(e.start_time), "endTime": ts(e.end_time), "state": stats.state or e.state, "username": username,
-        "userId": e.owner_id, "progress": e.progress, "resourcePool": e.resource_pool, "forkedFrom": e.parent_id,
-        "notes": e.notes, "projectName": place.project_name, "workspaceName": place.workspace_name,
-        "workspaceId": place.workspace_id,
-        "parentArchived": False, "unmanaged": False, "endReason": e.end_reason,
-        "checkpointCount": stats.checkpoints.count, "checkpointSize": str(stats.checkpoints.size),
-    }
-
-
-def metrics_workload(m: models.Metric) -> dict[str, Any]:
-    return {"metrics": {"avgMetrics": m.metrics, "batchMetrics": []}, "numInputs": 0,
-            "totalBatches": m.steps_completed, "endTime": ts(m.report_time)}
-
-
-def trial(t: models.Trial, best_validation: models.Metric | None = None,
-          latest_validation: models.Metric | None = None, checkpoints: CheckpointTotals = NO_CHECKPOINTS,
-          best_checkpoint: models.Checkpoint | None = None, wait_reason: str | None = None) -> dict[str, Any]:
-    out = {
-        "id": t.id, "experimentId": t.experiment_id, "hparams": t.hparams, "restarts": t.restarts,
-        "startTime": ts(t.start_time), "endTime": ts(t.end_time), "state": t.state,
-        "totalBatchesProcessed": t.total_batches, "summaryMetrics": t.summary_metrics or {},
-        "taskId": t.task_id, "taskIds": [t.task_id], "searcherMetricValue": t.best_metric,
-        "checkpointCount": checkpoints.count, "totalCheckpointSize": str(checkpoints.size),
-        "warmStartCheckpointUuid": t.warm_start_checkpoint or "",
-        "latestCheckpointUuid": t.latest_checkpoint or "",
-        "endReason": t.end_reason, "runnerState": "",
-    }
-    if best_validation is not None:
-        out["bestValidation"] = metrics_workload(best_validation)
-    if latest_validation is not None:
-        out["latestValidation"] = metrics_workload(latest_validation)
-    if best_checkpoint is not None:
-        out["bestCheckpoint"] = checkpoint_workload(best_checkpoint)
-    if wait_reason:
-        out["waitReason"] = wait_reason  # pedl's own: why its queued allocation waits
-    return out
 
 
 def checkpoint_files(c: models.Checkpoint) -> dict[str, str]:
@@ -77,16 +21,6 @@ def checkpoint_files(c: models.Checkpoint) -> dict[str, str]:
     says they are gone (det and the WebUI download only COMPLETED and PARTIALLY_DELETED ones, and the
     master serves what storage holds) and it counts in no checkpoint size."""
     return {k: str(v) for k, v in (c.resources or {}).items()}
-
-
-def checkpoint_workload(c: models.Checkpoint) -> dict[str, Any]:
-    # det 0.38.1's `trial describe` asserts on a PARTIALLY_DELETED workload: it shows the files left as COMPLETED,
-    # and one whose files are being deleted (lifecycle/checkpoint_gc_holds.py) as DELETED, since none are offered
-    state = CheckpointState.COMPLETED if c.state == CheckpointState.PARTIALLY_DELETED else c.state
-    if c.deleting_by is not None:
-        state = CheckpointState.DELETED
-    return {"uuid": c.uuid, "state": state, "totalBatches": c.steps_completed, "endTime": ts(c.report_time),
-            "metadata": c.meta, "resources": checkpoint_files(c)}
 
 
 def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Trial | None,

@@ -39,6 +39,13 @@ from pedl.master.trials import reports as trial_reports
 from pedl.master.trials import service as trials_service
 from pedl.master.trials import time_series as trial_time_series
 from pedl.master.trials import timeline as trial_timeline
+from pedl.master.wire.base import Pagination
+from pedl.master.wire.trial import (
+    CompareTrialsResponse,
+    GetTrialMetricsResponse,
+    GetTrialResponse,
+    GetTrialWorkloadsResponse,
+)
 
 router = APIRouter(prefix="/api/v1")
 
@@ -114,17 +121,15 @@ def trials_validation_metrics(request: Request, _: Caller = Depends(caller),
     return _stream_metrics(request, trialIds, "validation")
 
 
-METRIC_TYPES = {"training": "METRIC_TYPE_TRAINING", "validation": "METRIC_TYPE_VALIDATION",
-                "profiling": "METRIC_TYPE_PROFILING"}  # any other group: METRIC_TYPE_UNSPECIFIED
-
-
-@router.get("/trials/time-series")  # before /trials/{trial_id}, which would take it
+@router.get("/trials/time-series", response_model=CompareTrialsResponse,  # before /trials/{trial_id}
+            response_model_exclude_unset=True)
 @answers(404)  # a trial of trialIds that does not exist
 def compare_trials(request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS,
                    metricIds: list[str] = Query(default_factory=list, description="group.metric_name, repeated"),
                    metricNames: list[str] = Query(default_factory=list), group: str | None = Query(None, max_length=64),
                    maxDatapoints: int = Query(DEFAULT_POINTS, ge=MIN_POINTS, le=MAX_POINTS),
-                   startBatches: int | None = Query(None, ge=0), endBatches: int | None = Query(None, ge=0)) -> dict:
+                   startBatches: int | None = Query(None, ge=0), endBatches: int | None = Query(None, ge=0)
+                   ) -> CompareTrialsResponse:
     """Determined's CompareTrials: each trial with its series downsampled to maxDatapoints points. The
     metrics are metricIds ("group.name"), or metricNames of `group` (training by default)."""
     groups = trial_time_series.parse_metric_ids(metricIds)
@@ -133,18 +138,16 @@ def compare_trials(request: Request, _: Caller = Depends(caller), trialIds: list
         named += [n for n in dict.fromkeys(metricNames) if n not in named]
     if not groups:
         raise InvalidArgument.at("metricIds", "name at least one metric, as group.metric_name")
-    found = trial_time_series.compare(ctx_of(request), trialIds, groups, max_points=maxDatapoints,
-                                      start_batches=startBatches, end_batches=endBatches)
-    return {"trials": [{"trial": shapes.trial(t), "metrics": [
-        {"group": g.group, "type": METRIC_TYPES.get(g.group, "METRIC_TYPE_UNSPECIFIED"),
-         "data": [{"batches": step, "time": shapes.ts(when), "values": values, "epoch": None}
-                  for step, when, values in g.points]} for g in per_group]} for t, per_group in found]}
+    return CompareTrialsResponse(trials=trial_time_series.compare(
+        ctx_of(request), trialIds, groups, max_points=maxDatapoints, start_batches=startBatches,
+        end_batches=endBatches))
 
 
-@router.get("/trials/{trial_id}")
+@router.get("/trials/{trial_id}", response_model=GetTrialResponse, response_model_exclude_unset=True)
 def get_trial(trial_id: IdPath, request: Request,
-              _: Caller = Depends(unless_changed("trials", "metrics", "checkpoints", "allocations"))) -> dict:
-    return {"trial": shapes.trial(*trials_service.describe(ctx_of(request), trial_id))}
+              _: Caller = Depends(unless_changed("trials", "metrics", "checkpoints", "allocations"))
+              ) -> GetTrialResponse:
+    return GetTrialResponse(trial=trials_service.describe(ctx_of(request), trial_id))
 
 
 @router.get("/trials/{trial_id}/checkpoints")
@@ -176,21 +179,20 @@ def allocations(trial_id: IdPath, request: Request,
     return {"allocations": trial_timeline.timeline(ctx_of(request), trial_id)}
 
 
-@router.get("/trials/{trial_id}/workloads")
+@router.get("/trials/{trial_id}/workloads", response_model=GetTrialWorkloadsResponse,
+            response_model_exclude_unset=True)
 def workloads(trial_id: IdPath, request: Request, _: Caller = Depends(caller),
-              offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
-    page, total = trials_service.workloads(ctx_of(request), trial_id, offset, limit)
-    shape = {"training": shapes.metrics_workload, "validation": shapes.metrics_workload,
-             "checkpoint": shapes.checkpoint_workload}
-    return {"workloads": [{key: shape[key](row)} for key, row in page],
-            "pagination": pagination(offset, limit, total, len(page))}
+              offset: int = Query(0, ge=0, le=INT64_MAX),
+              limit: int = Query(0, ge=0, le=INT64_MAX)) -> GetTrialWorkloadsResponse:
+    page = trials_service.workloads(ctx_of(request), trial_id, offset, limit)
+    return GetTrialWorkloadsResponse(workloads=page.items,
+                                     pagination=Pagination.of(offset, limit, page.total, len(page.items)))
 
 
-@router.get("/trials/{trial_id}/metrics")
-def list_metrics(trial_id: IdPath, request: Request, _: Caller = Depends(caller), group: str | None = None) -> dict:
-    rows = trials_service.metrics_of(ctx_of(request), trial_id, group)
-    return {"metrics": [{"group": m.group, "stepsCompleted": m.steps_completed, "trialRunId": m.trial_run_id,
-                         "reportTime": shapes.ts(m.report_time), "metrics": m.metrics} for m in rows]}
+@router.get("/trials/{trial_id}/metrics", response_model=GetTrialMetricsResponse, response_model_exclude_unset=True)
+def list_metrics(trial_id: IdPath, request: Request, _: Caller = Depends(caller),
+                 group: str | None = None) -> GetTrialMetricsResponse:
+    return GetTrialMetricsResponse(metrics=trials_service.metrics_of(ctx_of(request), trial_id, group))
 
 
 @router.post("/trials/{trial_id}/metrics")

@@ -21,6 +21,7 @@ from pedl.master.experiments import service as experiments_service
 from pedl.master.experiments.labels import having_any
 from pedl.master.identity.authz import require_user
 from pedl.master.lifecycle.states import ENDED_EXPERIMENT, ExperimentState
+from pedl.master.wire.experiment import ExperimentActionResult
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -99,18 +100,18 @@ def check_ids(ids: list[int]) -> list[int]:
 
 
 def act(ctx: MasterContext, who: Caller, action: str, project_id: int, ids: list[int], filters: BulkFilters | None,
-        *, destination: int = 0, wake_deletion: Callable[[int], None] | None = None) -> list[tuple[int, str]]:
-    """Do `action` to each experiment -> (id, error) per experiment, "" for done."""
+        *, destination: int = 0, wake_deletion: Callable[[int], None] | None = None) -> list[ExperimentActionResult]:
+    """Do `action` to each experiment -> its id and error, "" for done, per experiment."""
     require_user(who, f"{action} experiments")
     chosen = _matching(ctx, who, action, project_id, filters) if filters is not None else check_ids(ids)
     one = _one(ctx, who, action, destination, wake_deletion)
-    results = []
+    results: list[ExperimentActionResult] = []
     for experiment_id in chosen:
         try:
             one(experiment_id)
-            results.append((experiment_id, ""))
+            results.append(ExperimentActionResult(id=experiment_id, error=""))
         except PedlError as e:
-            results.append((experiment_id, e.message))
+            results.append(ExperimentActionResult(id=experiment_id, error=e.message))
     return results
 
 

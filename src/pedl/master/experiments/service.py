@@ -4,6 +4,7 @@ and the user actions kill / pause / activate, which go through the cluster contr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
@@ -21,7 +22,7 @@ from pedl.master.checkpoints import totals as checkpoint_totals
 from pedl.master.cluster.wait_reasons import static_pool_warning
 from pedl.master.db import models
 from pedl.master.experiments import listing as experiment_listing
-from pedl.master.experiments import warm_start
+from pedl.master.experiments import to_wire, warm_start
 from pedl.master.experiments.labels import joined as joined_labels
 from pedl.master.experiments.listing import ExperimentQuery, ExperimentStats
 from pedl.master.identity.authz import require_owner, require_user
@@ -31,6 +32,9 @@ from pedl.master.lifecycle.states import AgentState, ExperimentState, TrialState
 from pedl.master.lifecycle.transitions import record_event
 from pedl.master.tasks import bind_mount_roots, model_definitions
 from pedl.master.trials import service as trials_service
+from pedl.master.trials import to_wire as trials_to_wire
+from pedl.master.wire.experiment import Experiment
+from pedl.master.wire.trial import Trial
 from pedl.master.workspaces import projects, templates
 from pedl.master.workspaces import workspace_storage as workspace_storage_of
 from pedl.scheduling.searcher.limits import check_trial_count
@@ -184,67 +188,81 @@ def act(ctx: MasterContext, who: Caller, experiment_id: int, action: str) -> Non
     ctx.controller.wake()
 
 
-# What the routers call: each opens its own session or takes the cluster lock. An experiment comes
-# back as the arguments of api/shapes.experiment: (experiment, owner's username, number of trials,
-# its project and workspace).
-Shown = tuple[models.Experiment, str, ExperimentStats, projects.Placement]
-
+# What the routers call: each opens its own session or takes the cluster lock.
 
 def _shown(s: Session, exp: models.Experiment, stats: dict[int, ExperimentStats] | None = None,
-           places: dict[int, projects.Placement] | None = None) -> Shown:
+           places: dict[int, projects.Placement] | None = None) -> Experiment:
+    """The experiment with its owner's username, its trials' statistics and its project and workspace."""
     owner = s.get(models.User, exp.owner_id)
     got = (stats if stats is not None else experiment_listing.stats(s, [exp])).get(exp.id, ExperimentStats())
     place = (places if places is not None else projects.placements(s, {exp.project_id})).get(exp.project_id)
-    return exp, owner.username if owner else "", got, place or projects.Placement()
+    return to_wire.experiment(exp, owner.username if owner else "", got, place or projects.Placement())
+
+
+@dataclass(frozen=True)
+class Submitted:
+    experiment: Experiment | None  # None when only validating
+    config: dict[str, Any]  # the effective config
+    warnings: list[str] = field(default_factory=list)  # for the user: a trial no agent of a static pool can hold
+
+
+@dataclass(frozen=True)
+class ExperimentPage:
+    items: list[Experiment]
+    total: int  # the experiments the query matches on every page
+
+
+@dataclass(frozen=True)
+class TrialPage:
+    items: list[Trial]
+    total: int  # the experiment's trials on every page
 
 
 def submit(ctx: MasterContext, who: Caller, *, config_text: str, files: Any, activate: bool, validate_only: bool,
-           parent_id: int | None, project_id: int | None,
-           template: str | None = None) -> tuple[Shown | None, dict[str, Any], list[str]]:
-    """Create an experiment for the caller and wake the loop; returns it (None when only validating),
-    its effective config and the warnings for the user (a trial no agent of a static pool can hold)."""
+           parent_id: int | None, project_id: int | None, template: str | None = None) -> Submitted:
+    """Create an experiment for the caller and wake the loop."""
     owner = require_user(who, "create experiments")
 
-    def work(s: Session) -> tuple[Shown | None, dict[str, Any], list[str]]:
+    def work(s: Session) -> Submitted:
         warnings: list[str] = []
         result = create(ctx.controller, s, owner, config_text=config_text, files=files, activate=activate,
                         validate_only=validate_only, parent_id=parent_id, project_id=project_id, template=template,
                         warnings=warnings)
         if isinstance(result, dict):  # validate only
-            return None, result, []
-        return _shown(s, result), result.config, warnings
+            return Submitted(None, result)
+        return Submitted(_shown(s, result), result.config, warnings)
 
     out = ctx.controller.run(work)
     ctx.controller.wake()
     return out
 
 
-def listing(ctx: MasterContext, query: ExperimentQuery) -> tuple[list[Shown], int]:
+def listing(ctx: MasterContext, query: ExperimentQuery) -> ExperimentPage:
     with ctx.db.read_session() as s:
         rows, total = list_page(s, query)
         stats = experiment_listing.stats(s, rows)
         places = projects.placements(s, {e.project_id for e in rows})
-        return [_shown(s, e, stats, places) for e in rows], total
+        return ExperimentPage([_shown(s, e, stats, places) for e in rows], total)
 
 
-def describe(ctx: MasterContext, experiment_id: int) -> Shown:
+def describe(ctx: MasterContext, experiment_id: int) -> Experiment:
     with ctx.db.read_session() as s:
         return _shown(s, get(s, experiment_id))
 
 
-def trials_page(ctx: MasterContext, experiment_id: int, offset: int, limit: int) -> tuple[
-        list[models.Trial], int, dict[int, str], dict[int, checkpoint_totals.CheckpointTotals]]:
-    """One page of the experiment's trials in id order (cut short past limits.max_listing_bytes), how many
-    it has, why its queued ones wait, and how many checkpoints each has and their bytes (trials without any
-    are absent)."""
+def trials_page(ctx: MasterContext, experiment_id: int, offset: int, limit: int) -> TrialPage:
+    """One page of the experiment's trials in id order (cut short past limits.max_listing_bytes), each with
+    why it waits (when queued) and how many checkpoints it has and their bytes, and how many it has."""
     with ctx.db.session() as s:
         get(s, experiment_id)
         q = select(models.Trial).where(models.Trial.experiment_id == experiment_id)
         total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
         rows = list(s.scalars(q.order_by(models.Trial.id).offset(offset).limit(limit or None)))
         rows = trials_service.within_bytes(rows, ctx.config.limits.max_listing_bytes)
-        return (rows, total, trials_service.wait_reasons(s, [t.id for t in rows if t.state == TrialState.QUEUED]),
-                checkpoint_totals.of_trials(s, [t.id for t in rows]))
+        waits = trials_service.wait_reasons(s, [t.id for t in rows if t.state == TrialState.QUEUED])
+        kept = checkpoint_totals.of_trials(s, [t.id for t in rows])
+        return TrialPage([trials_to_wire.trial(t, checkpoints=kept.get(t.id, checkpoint_totals.NONE),
+                                               wait_reason=waits.get(t.id)) for t in rows], total)
 
 
 CHECKPOINT_SORTS = ("report_time", "steps", "searcher_metric", "uuid", "state")

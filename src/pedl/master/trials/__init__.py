@@ -1,6 +1,6 @@
-"""Trials: reading and killing one (service), what a trial reports about itself (reports), the checkpoints
-and model versions it uses (source_infos), its allocations over time (timeline) and its metric series beside
-other trials' (time_series)."""
+"""Trials: reading and killing one (service) and showing it as trialv1Trial (to_wire), what a trial reports
+about itself (reports), the checkpoints and model versions it uses (source_infos), its allocations over time
+(timeline) and its metric series beside other trials' (time_series)."""
 
 from typing import TYPE_CHECKING
 

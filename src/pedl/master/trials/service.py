@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import orjson
@@ -19,6 +20,8 @@ from pedl.master.lifecycle.effects import ClusterEffects
 from pedl.master.lifecycle.states import TERMINAL_TRIAL, AllocationState, TrialState
 from pedl.master.lifecycle.transitions import set_trial_state
 from pedl.master.metrics import service as metrics
+from pedl.master.trials import to_wire
+from pedl.master.wire.trial import Trial, TrialMetricsReport, WorkloadContainer
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -87,23 +90,21 @@ def kill_by(ctx: MasterContext, who: Caller, trial_id: int) -> None:
 
 # What the routers call: each opens its own session.
 
-def describe(ctx: MasterContext, trial_id: int) -> tuple[
-        models.Trial, models.Metric | None, models.Metric | None, checkpoint_totals.CheckpointTotals,
-        models.Checkpoint | None, str | None]:
-    """The arguments of api/shapes.trial: the trial, its best and latest validations, how many
-    checkpoints it has and their bytes, its best one and why it waits (when queued)."""
+def describe(ctx: MasterContext, trial_id: int) -> Trial:
+    """The trial with its best and latest validations, how many checkpoints it has and their bytes, its
+    best one and why it waits (when queued)."""
     with ctx.db.session() as s:
         t = get(s, trial_id)
         best, latest = best_and_latest_validation(s, t)
-        return (t, best, latest, checkpoint_totals.of_trials(s, [t.id]).get(t.id, checkpoint_totals.NONE),
-                best_checkpoint(s, t, best), wait_reasons(s, [t.id]).get(t.id))
+        return to_wire.trial(t, best, latest, checkpoint_totals.of_trials(s, [t.id]).get(t.id, checkpoint_totals.NONE),
+                             best_checkpoint(s, t, best), wait_reasons(s, [t.id]).get(t.id))
 
 
-TRIAL_BYTES = 2048  # what a trial's shape holds besides its summary metrics and hyperparameters, about
+TRIAL_BYTES = 2048  # what a trial's v1Trial holds besides its summary metrics and hyperparameters, about
 
 
 def within_bytes(rows: list[models.Trial], budget: int) -> list[models.Trial]:
-    """The first of `rows` whose shapes fit in `budget` bytes (limits.max_listing_bytes), at least one: a page
+    """The first of `rows` whose v1Trials fit in `budget` bytes (limits.max_listing_bytes), at least one: a page
     of trials whose summaries are large is cut short, and its pagination's endIndex tells the client where
     the next page starts (det's SDK and the WebUI page on by it)."""
     used = 0
@@ -124,32 +125,41 @@ def wait_reasons(s: Session, trial_ids: list[int]) -> dict[int, str]:
     return {tid: why for tid, why in rows if tid is not None and why is not None}  # (as the query takes them)
 
 
-Workload = tuple[str, "models.Metric | models.Checkpoint"]  # ("training" | "validation" | "checkpoint", row)
+@dataclass(frozen=True)
+class WorkloadPage:
+    items: list[WorkloadContainer]
+    total: int  # the trial's workloads on every page
 
 
-def workloads(ctx: MasterContext, trial_id: int, offset: int, limit: int) -> tuple[list[Workload], int]:
+def _workload(row: models.Metric | models.Checkpoint) -> WorkloadContainer:
+    if isinstance(row, models.Checkpoint):
+        return WorkloadContainer(checkpoint=to_wire.checkpoint_workload(row))
+    if row.group == "validation":
+        return WorkloadContainer(validation=to_wire.metrics_workload(row))
+    return WorkloadContainer(training=to_wire.metrics_workload(row))
+
+
+def workloads(ctx: MasterContext, trial_id: int, offset: int, limit: int) -> WorkloadPage:
     """One page of the trial's metrics and checkpoints in step order (the checkpoint, validation,
     then training at each step), and how many there are. det's `experiment describe` merges a
     step's workloads into one row whose State is the first one's: a checkpoint or validation has
     one, training none, so they come first."""
     with ctx.db.session() as s:
         get(s, trial_id)
-        items: list[tuple[int, int, Workload]] = []
+        items: list[tuple[int, int, models.Metric | models.Checkpoint]] = []
         for m in s.scalars(select(models.Metric).where(models.Metric.trial_id == trial_id)):
-            key = "validation" if m.group == "validation" else "training"
-            items.append((m.steps_completed, 2 if key == "training" else 1, (key, m)))
+            items.append((m.steps_completed, 1 if m.group == "validation" else 2, m))
         for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == trial_id)):
-            items.append((c.steps_completed, 0, ("checkpoint", c)))
-    items.sort(key=lambda x: (x[0], x[1]))
-    rows = [w for _, _, w in items]
-    page = rows[offset: offset + limit] if limit else rows[offset:]
-    return page, len(rows)
+            items.append((c.steps_completed, 0, c))
+        items.sort(key=lambda x: (x[0], x[1]))
+        page = items[offset: offset + limit] if limit else items[offset:]
+        return WorkloadPage([_workload(row) for _, _, row in page], len(items))
 
 
-def metrics_of(ctx: MasterContext, trial_id: int, group: str | None) -> list[models.Metric]:
+def metrics_of(ctx: MasterContext, trial_id: int, group: str | None) -> list[TrialMetricsReport]:
     with ctx.db.session() as s:
         get(s, trial_id)
-        return metrics.list_metrics(s, trial_id, group)
+        return [to_wire.metrics_report(m) for m in metrics.list_metrics(s, trial_id, group)]
 
 
 def task_id_of(ctx: MasterContext, trial_id: int) -> str:

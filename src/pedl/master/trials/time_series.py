@@ -13,6 +13,9 @@ from sqlalchemy import select
 from pedl.errors import InvalidArgument, NotFound
 from pedl.master.db import models
 from pedl.master.metrics import series as metric_series
+from pedl.master.trials import to_wire
+from pedl.master.wire.base import ts
+from pedl.master.wire.trial import ComparableTrial, DataPoint, DownsampledMetrics, MetricType
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -44,13 +47,14 @@ def parse_metric_ids(metric_ids: list[str]) -> dict[str, list[str]]:
 
 def compare(ctx: MasterContext, trial_ids: list[int], groups: dict[str, list[str]], *, max_points: int,
             start_batches: int | None = None, end_batches: int | None = None,
-            ) -> list[tuple[models.Trial, list[GroupPoints]]]:
+            ) -> list[ComparableTrial]:
+    """Each trial asked (in the order asked, once) with the series of each group's names."""
     if not trial_ids:
         raise InvalidArgument.at("trialIds", "at least one trial id")
     if len(trial_ids) > MAX_TRIALS:
         raise InvalidArgument.at("trialIds", f"at most {MAX_TRIALS} trials")
     trial_ids = list(dict.fromkeys(trial_ids))
-    out = []
+    out: list[ComparableTrial] = []
     with ctx.db.read_session() as s:
         trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(trial_ids)))}
         missing = [t for t in trial_ids if t not in trials]
@@ -68,8 +72,18 @@ def compare(ctx: MasterContext, trial_ids: list[int], groups: dict[str, list[str
                 times = _report_times(s, trial_id, group, sorted(merged))
                 per_group.append(GroupPoints(group, [(step, times.get(step, 0.0), merged[step])
                                                      for step in sorted(merged)]))
-            out.append((trials[trial_id], per_group))
+            out.append(ComparableTrial(trial=to_wire.trial(trials[trial_id]),
+                                       metrics=[_downsampled(g) for g in per_group]))
     return out
+
+
+METRIC_TYPES: dict[str, MetricType] = {"training": "METRIC_TYPE_TRAINING", "validation": "METRIC_TYPE_VALIDATION",
+                                       "profiling": "METRIC_TYPE_PROFILING"}
+
+
+def _downsampled(g: GroupPoints) -> DownsampledMetrics:
+    return DownsampledMetrics(group=g.group, type=METRIC_TYPES.get(g.group, "METRIC_TYPE_UNSPECIFIED"), data=[
+        DataPoint(batches=step, time=ts(when), values=values, epoch=None) for step, when, values in g.points])
 
 
 def _report_times(s: Any, trial_id: int, group: str, steps: list[int]) -> dict[int, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import overload
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,6 +14,12 @@ class WireModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+@overload
+def ts(t: float) -> str: ...
+@overload
+def ts(t: None) -> None: ...
+@overload
+def ts(t: float | None) -> str | None: ...
 def ts(t: float | None) -> str | None:
     """A POSIX time as Determined writes it: RFC 3339 in UTC with a Z."""
     if t is None:
