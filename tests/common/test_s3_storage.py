@@ -17,9 +17,9 @@ from pedl.common.checkpoint_storage import (
     CheckpointNotFound,
     S3Storage,
     SharedFSStorage,
-    s3_error,
     storage_from_config,
 )
+from pedl.common.s3_errors import s3_error
 from pedl.errors import Forbidden, NotFound, PedlError, Unavailable
 from tests.support.moto_server import (  # noqa: F401
     REGION,

@@ -14,7 +14,7 @@ from pedl.master.cluster.controller import Controller
 from pedl.master.db import models
 from pedl.master.db.engine import Database
 from pedl.master.identity.login_limiter import LoginLimiter
-from pedl.master.lifecycle import progression
+from pedl.master.lifecycle import experiment_actions
 from pedl.master.lifecycle.states import ExperimentState
 from pedl.master.wiring import attach_checkpoint_gc, build_context
 from tests.master.lifecycle.recording_effects import experiment, owner
@@ -78,7 +78,7 @@ def test_attached_checkpoint_gc_receives_the_controllers_requests(master_config:
     # and through an operation the controller runs: a killed experiment asks for its GC
     def kill(s) -> int:
         exp = experiment(ctx.controller, s)
-        progression.kill(ctx.controller, s, exp)
+        experiment_actions.kill(ctx.controller, s, exp)
         assert exp.state == ExperimentState.CANCELED
         return exp.id
 

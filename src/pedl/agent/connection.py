@@ -114,6 +114,20 @@ async def receive_message(ws: ClientConnection) -> MasterMessage | None:
         return None
 
 
+def local_address(ws: ClientConnection) -> str:
+    """The interface on which the master (and peers) reach this agent: the local end of the socket."""
+    try:
+        return str(ws.local_address[0])
+    except (TypeError, IndexError, AttributeError):
+        return ""
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A connection failure for the agent's log: its type, and its text when it has one."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class Backoff:
     """Reconnect delays: 0.5 s doubling to a 10 s cap, each with +-25% jitter."""
 

@@ -58,6 +58,24 @@ async def find(agent_id: str, work_dir: Path) -> list[FoundContainer]:
     return found
 
 
+async def take_up(agent_id: str, work_dir: Path, send: Callable[[BaseModel], None],
+                  start: Callable[[ReattachedContainer], None]) -> None:
+    """The containers an earlier run of this agent started: each running one is handed to `start` as
+    it is found, to go on as this run's task; those that ended meanwhile are removed and have their
+    exit reported (the master ignores what it no longer holds)."""
+    for found in await find(agent_id, work_dir):
+        if found.running:
+            start(ReattachedContainer(found, work_dir, send))
+            log.warning("agent %s: took up container %s (allocation %s) again", agent_id, found.name,
+                        found.allocation_id)
+        else:
+            await containers.remove(found.name)
+            why = "" if found.exit_code is not None else "ended while the agent was away"
+            send(TaskExited(allocation_id=found.allocation_id, exit_code=found.exit_code, reason=why))
+            log.warning("agent %s: container %s (allocation %s) ended with %s while the agent was away",
+                        agent_id, found.name, found.allocation_id, found.exit_code)
+
+
 class ReattachedContainer:
     """A running container taken up again; the agent treats it as it treats a TaskRuntime."""
 

@@ -19,10 +19,12 @@ from pydantic import BaseModel
 from websockets.asyncio.client import ClientConnection
 from websockets.frames import CloseCode
 
-from pedl.agent import container_reattach, containers, port_checks, task_info
+from pedl.agent import container_reattach, host_probes, port_checks
 from pedl.agent.connection import (
     AgentRefused,
     Backoff,
+    describe_failure,
+    local_address,
     open_connection,
     receive_message,
     refusal,
@@ -38,7 +40,6 @@ from pedl.agent.spot_watch import watch_spot
 from pedl.agent.task_env import TaskHost
 from pedl.agent.task_runtime import READER_DRAIN_S, AgentTask, TaskRuntime
 from pedl.agent.work_dir_lock import lock_work_dir
-from pedl.common import mount_namespace as task_namespace
 from pedl.common.agent_protocol import (
     CheckPort,
     Heartbeat,
@@ -98,8 +99,7 @@ class Agent:
         log.info("pedl agent %s starting: master %s, %d %s slot(s), work dir %s",
                  self.options.id, self.options.master_url, len(self.slots),
                  self.slots[0].type if self.slots else "no", self.options.work_path)
-        await self._probe_task_namespaces()
-        await self._probe_containers()
+        await self._probe_host()
         link = asyncio.create_task(self._stay_connected())
         watch = asyncio.create_task(self._watch_contact())
         stopped = asyncio.create_task(stop.wait())
@@ -120,56 +120,18 @@ class Agent:
                 spot.cancel()
             await self._shut_down(link)
 
-    async def _probe_task_namespaces(self) -> None:
-        """Whether process tasks can have Determined's fixed paths to themselves (task_namespace.py)."""
-        problem = await asyncio.to_thread(task_namespace.probe)
+    async def _probe_host(self) -> None:
+        """What tasks this host can run (host_probes.py), told to the master in `register`; with Docker,
+        the containers an earlier run of this agent left go on as this run's tasks or report their exit."""
+        self._host = dataclasses.replace(self._host, no_task_namespace=await host_probes.task_namespace_problem())
+        problem = await host_probes.container_problem(self.options.container_runtime)
         if problem is None:
-            try:
-                await asyncio.to_thread(task_namespace.prepare_mountpoints,
-                                        [task_info.INFO_DIR, task_info.SHARED_FS_DIR, containers.WORKDIR])
-            except OSError as exc:
-                problem = f"cannot create {task_info.INFO_DIR} and {task_info.SHARED_FS_DIR}: {exc}"
-        if problem is None:
-            log.info("process tasks get %s and %s in mount namespaces of their own",
-                     task_info.INFO_DIR, task_info.SHARED_FS_DIR)
-        else:
-            log.warning("process tasks get no %s (%s): scripts on Determined's Core API will not find the "
-                        "cluster there; pedl.core scripts are unaffected", task_info.INFO_DIR, problem)
-        self._host = dataclasses.replace(self._host, no_task_namespace=problem)
-
-    async def _probe_containers(self) -> None:
-        """Whether tasks that name an image can run here; the master places them only on agents
-        that said so in `register`. Containers a killed run of this agent left are removed."""
-        wanted = self.options.container_runtime
-        if wanted == "none":
-            problem: str | None = "started with --container-runtime none"
-        else:
-            problem = await asyncio.to_thread(containers.docker_problem)
-            if problem is not None and wanted == "docker":
-                log.error("--container-runtime docker, but Docker does not answer: %s", problem)
-        if problem is None:
-            await self._take_up_containers()
+            await container_reattach.take_up(self.options.id, self.options.work_path, self._enqueue,
+                                             self._begin_task)
             log.info("tasks that name an image run in Docker containers")
         else:
             log.info("tasks that name an image are not for this agent (%s)", problem)
         self._host = dataclasses.replace(self._host, no_containers=problem)
-
-    async def _take_up_containers(self) -> None:
-        """Containers an earlier run of this agent started go on as this run's tasks; those that
-        ended meanwhile have their exit reported (the master ignores what it no longer holds)."""
-        for found in await container_reattach.find(self.options.id, self.options.work_path):
-            if found.running:
-                runtime = container_reattach.ReattachedContainer(found, self.options.work_path, self._enqueue)
-                self.tasks[found.allocation_id] = runtime
-                self._task_runs[found.allocation_id] = asyncio.create_task(self._run_task(runtime))
-                log.warning("agent %s: took up container %s (allocation %s) again", self.options.id, found.name,
-                            found.allocation_id)
-            else:
-                await containers.remove(found.name)
-                why = "" if found.exit_code is not None else "ended while the agent was away"
-                self._enqueue(TaskExited(allocation_id=found.allocation_id, exit_code=found.exit_code, reason=why))
-                log.warning("agent %s: container %s (allocation %s) ended with %s while the agent was away",
-                            self.options.id, found.name, found.allocation_id, found.exit_code)
 
     # connection
 
@@ -197,13 +159,13 @@ class Agent:
                 delay = backoff.next_delay()
                 what = "lost the connection to" if self._was_registered else "no connection to"
                 log.warning("agent %s: %s the master at %s (attempt %d): %s; retrying in %.1f s",
-                            self.options.id, what, url, backoff.attempts, _describe(exc), delay)
+                            self.options.id, what, url, backoff.attempts, describe_failure(exc), delay)
                 await asyncio.sleep(delay)
 
     async def _session(self, ws: ClientConnection, backoff: Backoff) -> None:
         """Register, then serve until the connection fails (always ends with an exception)."""
         await send_message(ws, Register(
-            agent_id=self.options.id, hostname=self.options.hostname, address=_address(ws),
+            agent_id=self.options.id, hostname=self.options.hostname, address=local_address(ws),
             resource_pool=self.options.resource_pool, slots=self.slots, version=__version__,
             running_allocations=self.held_allocations(),
             container_runtime="docker" if self._host.no_containers is None else ""))
@@ -322,9 +284,12 @@ class Agent:
         if spec.allocation_id in self.tasks or self._exit_pending(spec.allocation_id):
             log.warning("ignoring a second start_task for allocation %s", spec.allocation_id)
             return
-        runtime = TaskRuntime(spec, self._host, self._enqueue)
-        self.tasks[spec.allocation_id] = runtime
-        self._task_runs[spec.allocation_id] = asyncio.create_task(self._run_task(runtime))
+        self._begin_task(TaskRuntime(spec, self._host, self._enqueue))
+
+    def _begin_task(self, runtime: AgentTask) -> None:
+        """Run a task, started now or taken up from an earlier run of this agent, as one of this agent's."""
+        self.tasks[runtime.allocation_id] = runtime
+        self._task_runs[runtime.allocation_id] = asyncio.create_task(self._run_task(runtime))
 
     async def _run_task(self, runtime: AgentTask) -> None:
         try:
@@ -406,16 +371,3 @@ async def _first_failure(*coroutines: Coroutine[Any, Any, None]) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.wait(tasks)
-
-
-def _address(ws: ClientConnection) -> str:
-    # the local end of the socket is the interface on which the master (and peers) reach us
-    try:
-        return str(ws.local_address[0])
-    except (TypeError, IndexError, AttributeError):
-        return ""
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -14,18 +14,17 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypedDict
+from typing import Protocol
 
 from pydantic import BaseModel
 
 from pedl.agent import containers, run_as, task_files, task_info
 from pedl.agent.context import ContextError, fetch_context, unpack_context
+from pedl.agent.process_namespace import PopenUser, TaskSetupError, namespace_argv
 from pedl.agent.rendezvous import rendezvous_port_problem
 from pedl.agent.task_env import CONTEXT_HOOK, TaskHost, task_argv, task_env
 from pedl.agent.task_logs import LogBatcher, pump_lines
-from pedl.common import mount_namespace as task_namespace
 from pedl.common.agent_protocol import StartTask, TaskExited, TaskStarted
-from pedl.common.master_trust import DET_MASTER_CERT_ENV, MASTER_CERT_ENV
 from pedl.common.task_mounts import root_problem
 
 log = logging.getLogger(__name__)
@@ -35,7 +34,6 @@ READER_DRAIN_S = 5.0  # output pipes held open by processes outside the group ar
 POLL_S = 0.05
 TASK_TMP = ".tmp"  # in a task's directory: its TMPDIR, when it runs as a user of its own
 INFO_ROOT = ".det-info"  # under the work dir: each task's Determined info files, in a directory of its own
-MASTER_CERT_FILE = "master-ca.pem"  # the CA the agent trusts the master with, among a process task's info files
 
 Send = Callable[[BaseModel], None]
 
@@ -53,17 +51,6 @@ class AgentTask(Protocol):
     async def run(self) -> int | None: ...
 
     def kill(self, grace_period: float, reason: str = "") -> None: ...
-
-
-class PopenUser(TypedDict, total=False):
-    """Who a process task's process is spawned as, when the agent changes its user (Popen's arguments)."""
-
-    user: int
-    group: int
-    extra_groups: list[int]
-
-class TaskSetupError(Exception):
-    """The task could not be started; the message is shown to the user."""
 
 
 class TaskRuntime:
@@ -222,7 +209,12 @@ class TaskRuntime:
             await asyncio.to_thread(task_files.give_directory, directory, self._user.uid, self._user.gid)
         else:
             os.chmod(directory, 0o700)
-        argv = self._determined_paths(argv, env)  # a few small files: no thread needed
+        # a few small files: no thread needed
+        argv, self._popen_user = namespace_argv(
+            argv, env, spec=self.spec, host=self._host, user=self._user, group=self._run_as,
+            directory=directory, info_directory=self.info_directory, model_copy=self.model_copy,
+            accounts_directory=self.accounts_directory, gpu_uuids=self._gpu_uuids(),
+            note=lambda text: self._logs.add("agent", f"pedl agent {self._host.agent_id}: {text}"))
         return argv, env
 
     @property
@@ -287,79 +279,6 @@ class TaskRuntime:
         if problem is not None:
             self._logs.add("agent", f"pedl agent {self._host.agent_id}: {problem}")
         return (group.uid, group.gid), accounts
-
-    def _determined_paths(self, argv: list[str], env: dict[str, str]) -> list[str]:
-        """Give the process its own /run/determined/info and /determined_shared_fs (a mount
-        namespace of its own), or say in its log why it cannot have them."""
-        user = self._user
-        shm = self.spec.shm_size_bytes
-        try:
-            shared = task_info.prepare_shared_fs(env)
-        except OSError as exc:
-            raise TaskSetupError(f"cannot create the checkpoint storage's host_path: {exc}") from exc
-        note = run_as.storage_note(shared, user.uid, user.groups) if user is not None and shared is not None else None
-        if note is not None:
-            self._logs.add("agent", f"pedl agent {self._host.agent_id}: {note}")
-        if self._host.no_task_namespace is not None:
-            self._logs.add("agent", f"pedl agent {self._host.agent_id}: no /run/determined/info for this task "
-                                    f"({self._host.no_task_namespace}); a script on Determined's Core API "
-                                    "will not find the cluster")
-            if shm is not None:
-                self._logs.add("agent", f"pedl agent {self._host.agent_id}: resources.shm_size ({shm} bytes) not "
-                                        "applied: the task shares the host's /dev/shm (a /dev/shm of its own needs a "
-                                        "mount namespace)")
-            if self.spec.bind_mounts:
-                self._logs.add("agent", f"pedl agent {self._host.agent_id}: bind_mounts not applied (they need a "
-                                        "mount namespace): " + ", ".join(f"{m['host_path']} -> {m['container_path']}"
-                                                                         for m in self.spec.bind_mounts))
-            if user is not None:
-                self._popen_user = {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
-            return argv
-        if self._host.master_cert is not None:  # where the task's user reads it, whoever may enter the CA's directory
-            env[MASTER_CERT_ENV] = env[DET_MASTER_CERT_ENV] = f"{task_info.INFO_DIR}/{MASTER_CERT_FILE}"
-        files = task_info.info_files(env, self._gpu_uuids())
-        try:
-            task_info.write_info_dir(self.info_directory, files)
-            if self._host.master_cert is not None:
-                shutil.copyfile(self._host.master_cert, self.info_directory / MASTER_CERT_FILE)
-            if user is not None:
-                run_as.give_tree(self.info_directory, user.uid, user.gid)
-        except OSError as exc:
-            raise TaskSetupError(f"cannot write the task info files in {self.info_directory}: {exc}") from exc
-        binds = [task_namespace.Bind(str(self.info_directory), task_info.INFO_DIR, read_only=True)]
-        if self.model_copy.is_dir():
-            binds.append(task_namespace.Bind(str(self.model_copy), task_info.MODEL_COPY_DIR, read_only=True))
-        if shared is not None:
-            binds.append(task_namespace.Bind(str(shared), task_info.SHARED_FS_DIR))
-        binds += self._mountpoints()
-        # a bind mount over a system file (a sudoers, a PAM config) must not feed a setuid program: a task that
-        # is not root gains no privileges by exec (no_new_privs), as Docker's containers may be run
-        no_new_privs = bool(self.spec.bind_mounts) and user is not None
-        task_dir, roots = str(self.directory), self.spec.bind_mount_roots
-        if user is None:
-            return task_namespace.wrap(argv, binds, shm_size=shm, task_dir=task_dir, allowed_roots=roots)
-        binds.append(task_namespace.Bind(str(self.directory), containers.WORKDIR))
-        env["PWD"] = containers.WORKDIR
-        if self._run_as is not None:  # the user's names, as a container of the task would show them
-            try:
-                accounts = run_as.account_files(self._run_as, user.env["HOME"], self.accounts_directory)
-            except OSError as exc:
-                raise TaskSetupError(f"cannot write the task's /etc/passwd and /etc/group: {exc}") from exc
-            if accounts is not None:
-                binds += [task_namespace.Bind(str(accounts[0]), "/etc/passwd", read_only=True),
-                          task_namespace.Bind(str(accounts[1]), "/etc/group", read_only=True)]
-        return task_namespace.wrap(argv, binds, user=(user.uid, user.gid, user.groups), chdir=containers.WORKDIR,
-                                   shm_size=shm, no_new_privs=no_new_privs, task_dir=task_dir, allowed_roots=roots)
-
-    def _mountpoints(self) -> list[task_namespace.Bind]:
-        """The task's bind mounts as namespace binds: an absolute container_path as it is, a relative one in
-        the task's directory. The namespace opens each host_path with the task user's permissions (one it
-        may not read fails the task, naming it; one that does not exist is left out, and the task's log says
-        so) and makes a missing mountpoint in the task's view only, never on the host."""
-        return [task_namespace.Bind(str(mount["host_path"]), containers.mount_target(mount["container_path"],
-                                                                                    str(self.directory)),
-                                    read_only=bool(mount.get("read_only")), as_user=True)
-                for mount in self.spec.bind_mounts]
 
     def _gpu_uuids(self) -> list[str]:
         slots = [self._host.slots.get(s) for s in self.spec.slot_ids]

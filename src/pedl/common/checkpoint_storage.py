@@ -22,7 +22,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Protocol
 
 from pedl.common.checkpoint_files import list_directory, open_below
-from pedl.errors import Forbidden, InvalidArgument, NotFound, PedlError, Unavailable
+from pedl.common.s3_errors import s3_code_error, s3_error
+from pedl.errors import Forbidden, InvalidArgument, NotFound, PedlError
 
 _UNSUPPORTED = {"gcs": "gcs checkpoint storage is not supported (use shared_fs or s3)",
                 "azure": "azure checkpoint storage is not supported (use shared_fs or s3)"}
@@ -290,9 +291,9 @@ class S3Storage(TransferStorage):
             failed = answer.get("Errors") or []
             if failed:
                 first = failed[0]
-                raise _mapped_code(first.get("Code", ""), first.get("Message", ""), 0, "delete",
-                                   f"s3://{self.bucket}/{first.get('Key')}", self.bucket,
-                                   more=len(failed) - 1)
+                raise s3_code_error(first.get("Code", ""), first.get("Message", ""), 0, "delete",
+                                    f"s3://{self.bucket}/{first.get('Key')}", self.bucket,
+                                    more=len(failed) - 1)
 
     @contextlib.contextmanager
     def open_file(self, uuid: str, path: str) -> Iterator[BinaryIO]:
@@ -315,55 +316,6 @@ class S3Storage(TransferStorage):
             if mapped is None:
                 raise
             raise mapped from exc
-
-
-def s3_error(exc: BaseException, action: str, where: str, bucket: str,
-             endpoint_url: str | None = None) -> PedlError | None:
-    """A boto3/botocore failure as a pedl error whose message names the bucket or key; None for an
-    exception that did not come from boto3."""
-    from boto3.exceptions import S3TransferFailedError, S3UploadFailedError
-    from botocore import exceptions as bx
-
-    if isinstance(exc, S3UploadFailedError | S3TransferFailedError):
-        cause = exc.__cause__ or exc.__context__  # boto3 raises it while handling the ClientError that says why
-        if isinstance(cause, bx.ClientError | bx.BotoCoreError):
-            exc = cause
-    endpoint = endpoint_url or "AWS S3"
-    if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError | bx.CredentialRetrievalError):
-        return Forbidden(f"cannot {action} {where}: no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID "
-                         "and AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance profile")
-    if isinstance(exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError
-                  | bx.ConnectionClosedError):
-        return Unavailable(f"cannot {action} {where}: {endpoint} is unreachable ({exc})")
-    if isinstance(exc, bx.ClientError):
-        error = exc.response.get("Error") or {}
-        status = int((exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
-        return _mapped_code(str(error.get("Code") or ""), str(error.get("Message") or ""), status, action,
-                            where, bucket)
-    if isinstance(exc, bx.BotoCoreError | S3UploadFailedError | S3TransferFailedError):
-        return PedlError(f"cannot {action} {where}: {exc}")
-    return None
-
-
-_FORBIDDEN = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-              "AllAccessDisabled", "AccountProblem", "InvalidObjectState"}
-_UNAVAILABLE = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable",
-                "InternalError", "RequestTimeTooSkewed"}
-
-
-def _mapped_code(code: str, message: str, status: int, action: str, where: str, bucket: str,
-                 more: int = 0) -> PedlError:
-    detail = f"{code}: {message}" if message and message != code else code or f"HTTP {status}"
-    tail = f" (and {more} more key(s))" if more else ""
-    if code == "NoSuchBucket":
-        return NotFound(f"cannot {action} {where}: the bucket {bucket!r} does not exist{tail}")
-    if code in ("NoSuchKey", "NotFound", "404") or status == 404:
-        return NotFound(f"cannot {action} {where}: not found ({detail}){tail}")
-    if code in _FORBIDDEN or status == 403:
-        return Forbidden(f"cannot {action} {where}: access denied ({detail}){tail}")
-    if code in _UNAVAILABLE or status >= 500:
-        return Unavailable(f"cannot {action} {where}: S3 is unavailable ({detail}){tail}")
-    return PedlError(f"cannot {action} {where}: {detail}{tail}")
 
 
 class ConfigModel(Protocol):

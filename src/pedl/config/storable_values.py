@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 INT64_MAX = 2**63 - 1
+# config fields whose values a 64-bit column and a JSON document hold (JSON has no inf or nan)
+Int64 = Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -8,7 +8,7 @@ from typing import Any
 from pedl.deploy.aws_session import AwsSession, aws_errors
 from pedl.deploy.options import tag_pair
 from pedl.deploy.waiting import Progress, wait_until
-from pedl.master.provisioner.providers.aws import POOL_TAG
+from pedl.master.provisioner.providers.aws_records import POOL_TAG
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 OPEN_SPOT_STATES = ["open", "active", "disabled"]

@@ -1,6 +1,6 @@
 """Experiment progression on a real database with recording effects: what an allocation's end means
 for its trial and experiment, fail_unschedulable, the searcher stopping a trial on a validation,
-top_up and its `saturated` map, and the user actions kill / pause / activate."""
+top_up and its `saturated` map, and the user actions kill / pause / activate (experiment_actions.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pedl.master.cluster import agent_events, placement
 from pedl.master.cluster.agent_hub import AgentHub
 from pedl.master.db import models
 from pedl.master.db.engine import Database
-from pedl.master.lifecycle import allocations, progression
+from pedl.master.lifecycle import allocations, experiment_actions, progression
 from pedl.master.lifecycle.states import AllocationState, ExperimentState, TrialState
 from pedl.master.trials import service as trials_service
 from tests.master.lifecycle.recording_effects import RecordingEffects, agent, allocations_of, experiment, trials_of
@@ -133,7 +133,7 @@ def test_preempted_exit_0_queues_the_trial_again_as_run_2(fx: RecordingEffects, 
 def test_preempted_exit_0_pauses_the_trial_of_a_paused_experiment(fx: RecordingEffects, database: Database) -> None:
     with database.session() as s:
         exp, trial, alloc = running_single(fx, s)
-        progression.pause(fx, s, exp)
+        experiment_actions.pause(fx, s, exp)
         assert exp.state == E.PAUSED and alloc.preempt_requested and trial.state == T.RUNNING
         progression.allocation_ended(fx, s, alloc, 0, "")
         assert trial.state == T.PAUSED
@@ -248,7 +248,7 @@ def test_kill_cancels_pending_trials_at_once_and_the_experiment_when_the_last_ru
         fx: RecordingEffects, database: Database) -> None:
     with database.session() as s:
         exp, running, ra, pending, pa = two_trials(fx, s)
-        progression.kill(fx, s, exp)
+        experiment_actions.kill(fx, s, exp)
         assert exp.state == E.STOPPING_CANCELED
         assert (pending.state, pa.state) == (T.CANCELED, A.TERMINATED)
         assert (running.state, ra.state, ra.kill_requested) == (T.STOPPING_CANCELED, A.TERMINATING, True)
@@ -266,14 +266,14 @@ def test_pause_drops_pending_runs_preempts_running_ones_and_activate_queues_them
         fx: RecordingEffects, database: Database) -> None:
     with database.session() as s:
         exp, running, ra, pending, pa = two_trials(fx, s)
-        progression.pause(fx, s, exp)
+        experiment_actions.pause(fx, s, exp)
         assert exp.state == E.PAUSED
         assert (pending.state, pa.state) == (T.PAUSED, A.TERMINATED)
         assert (running.state, ra.state, ra.preempt_requested) == (T.RUNNING, A.RUNNING, True)
         assert fx.preempt_signals == {ra.id}
         progression.allocation_ended(fx, s, ra, 0, "")
         assert running.state == T.PAUSED
-        progression.activate(fx, s, exp)
+        experiment_actions.activate(fx, s, exp)
         assert exp.state == E.ACTIVE
         for trial in (running, pending):
             assert (trial.state, trial.run_id) == (T.QUEUED, 2)
@@ -288,7 +288,7 @@ def test_every_ended_trial_and_experiment_says_why(fx: RecordingEffects, databas
         assert (exp.state, exp.end_reason) == (E.COMPLETED, "the searcher finished: 1 trial(s) completed")
 
         exp, running, ra, pending, _pa = two_trials(fx, s)
-        progression.kill(fx, s, exp)
+        experiment_actions.kill(fx, s, exp)
         progression.allocation_ended(fx, s, ra, 137, "killed")
         assert (running.end_reason, pending.end_reason) == ("experiment killed", "experiment killed")
         assert (exp.state, exp.end_reason) == (E.CANCELED, "killed")
@@ -304,7 +304,7 @@ def test_an_error_or_a_kill_keeps_the_progress_reached_and_completion_is_all_of_
 
         exp, running, ra, _pending, _pa = two_trials(fx, s)
         running.summary_metrics = {"progress": 0.5}
-        progression.kill(fx, s, exp)
+        experiment_actions.kill(fx, s, exp)
         progression.allocation_ended(fx, s, ra, 137, "killed")
         assert (exp.state, exp.progress) == (E.CANCELED, pytest.approx(0.25))  # half of one of two trials
 
@@ -427,6 +427,6 @@ def test_top_up_looks_again_when_the_capacity_changes_and_forgets_finished_exper
         agent(s, "a1", slots=20)
         progression.top_up(fx, s, saturated)
         assert saturated == {exp.id: (10, 20)}  # asked again (the capacity grew), created nothing again
-        progression.kill(fx, s, exp)
+        experiment_actions.kill(fx, s, exp)
         progression.top_up(fx, s, saturated)
         assert saturated == {}

@@ -15,10 +15,11 @@ from botocore.stub import Stubber
 
 from pedl.clock import SystemClock
 from pedl.config.provider_config import AWSProviderConfig
-from pedl.master.provisioner.providers.aws import CLUSTER_TAG, POOL_TAG, TOKEN_TAG, AWSProvider
+from pedl.master.provisioner.providers.aws import AWSProvider
 from pedl.master.provisioner.providers.aws_boot import agent_user_data, resolve_region
 from pedl.master.provisioner.providers.aws_errors import classify_error
 from pedl.master.provisioner.providers.aws_iam import ALLOWED_OPERATIONS, UnlistedOperation
+from pedl.master.provisioner.providers.aws_records import CLUSTER_TAG, POOL_TAG, TOKEN_TAG
 from pedl.master.provisioner.providers.base import (
     CloudError,
     CloudErrorKind,

@@ -8,7 +8,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from pedl.common import local_removal
-from pedl.common.checkpoint_storage import CheckpointStorage, S3Storage, SharedFSStorage, s3_error
+from pedl.common.checkpoint_storage import CheckpointStorage, S3Storage, SharedFSStorage
+from pedl.common.s3_errors import s3_error
 from pedl.errors import Forbidden, InvalidArgument, PedlError
 
 

@@ -2,7 +2,8 @@
 listing them (listing, labels), editing (edits), moving (moves), bulk actions (bulk), continuing
 (continuation), deleting (deletion, purge; the worker is workers/experiment_deletion.py), their code (code),
 warm starts, TensorBoard files and jobs (an experiment's place in its pool's queue). What happens to a
-running experiment is lifecycle/progression.py."""
+running experiment is lifecycle/progression.py, and lifecycle/experiment_actions.py kills, pauses and
+activates one."""
 
 from typing import TYPE_CHECKING
 

@@ -26,7 +26,7 @@ from pedl.master.experiments import to_wire, warm_start
 from pedl.master.experiments.labels import joined as joined_labels
 from pedl.master.experiments.listing import ExperimentQuery, ExperimentStats
 from pedl.master.identity.authz import require_owner, require_user
-from pedl.master.lifecycle import progression
+from pedl.master.lifecycle import experiment_actions, progression
 from pedl.master.lifecycle.effects import ClusterEffects
 from pedl.master.lifecycle.states import AgentState, ExperimentState, TrialState
 from pedl.master.lifecycle.transitions import record_event
@@ -171,7 +171,8 @@ _ACTION_FROM = {"pause": {ExperimentState.ACTIVE, ExperimentState.PAUSED},
 
 def act(ctx: MasterContext, who: Caller, experiment_id: int, action: str) -> None:
     """kill, pause or activate: by the experiment's owner or an admin."""
-    fn = {"kill": progression.kill, "pause": progression.pause, "activate": progression.activate}[action]
+    fn = {"kill": experiment_actions.kill, "pause": experiment_actions.pause,
+          "activate": experiment_actions.activate}[action]
 
     def run(s: Session) -> None:
         exp = get(s, experiment_id)

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from pedl.master.db import models
 from pedl.master.lifecycle import allocations as cluster_allocations
-from pedl.master.lifecycle import progression
+from pedl.master.lifecycle import experiment_actions
 from pedl.master.lifecycle.checkpoint_gc_task_rows import KIND as CHECKPOINT_GC
 from pedl.master.lifecycle.effects import ClusterEffects
 from pedl.master.lifecycle.states import LIVE_ALLOCATION, ExperimentState
@@ -30,7 +30,7 @@ def end_tasks(fx: ClusterEffects, s: Session, user_id: int, why: str) -> list[st
     Returns the allocations ended, whose cached callers must go after the commit."""
     for exp in s.scalars(select(models.Experiment).where(models.Experiment.owner_id == user_id,
                                                          models.Experiment.state.in_(RUNNING_EXPERIMENT))):
-        progression.pause(fx, s, exp)
+        experiment_actions.pause(fx, s, exp)
     gc_tasks = select(models.GenericTask.id).where(models.GenericTask.kind == CHECKPOINT_GC)
     live = s.scalars(select(models.Allocation).where(
         models.Allocation.owner_id == user_id, models.Allocation.state.in_(LIVE_ALLOCATION),

@@ -1,6 +1,6 @@
 """Experiment progression: creating trials from searcher decisions, what an allocation's end means
-for its trial (complete, restart from checkpoint, pause, cancel, error), when the experiment is
-done, and the user actions kill / pause / activate.
+for its trial (complete, restart from checkpoint, pause, cancel, error), and when the experiment is
+done. The user actions kill / pause / activate are lifecycle/experiment_actions.py.
 
 Functions here run inside one transaction under the cluster lock (Controller.run). They reach
 allocations through lifecycle/allocations.py and everything beyond the transaction through the
@@ -359,54 +359,3 @@ def maybe_finish(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None
             exp.progress = 1.0
         exp.end_time = now
         fx.want_checkpoint_gc(exp.id)
-
-
-# -- user actions --------------------------------------------------------------------------------
-
-
-def kill(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
-    if exp.state in TERMINAL_EXPERIMENT or exp.state == E.STOPPING_CANCELED:
-        return
-    set_experiment_state(s, fx.now, exp, E.STOPPING_CANCELED, "kill requested")
-    for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
-        if trial.state in TERMINAL_TRIAL:
-            continue
-        alloc = allocations.live_allocation(s, trial)
-        if alloc is not None and alloc.state != A.PENDING:
-            set_trial_state(s, fx.now, trial, T.STOPPING_CANCELED, "experiment killed")
-            allocations.kill(fx, s, alloc, "experiment killed")
-        else:
-            if alloc is not None:
-                allocations.kill(fx, s, alloc, "experiment killed")
-            set_trial_state(s, fx.now, trial, T.CANCELED, "experiment killed")
-            trial.end_time = fx.now
-            trial.end_reason = trial.end_reason or "experiment killed"
-    maybe_finish(fx, s, exp)
-
-
-def pause(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
-    if exp.state == E.PAUSED:
-        return
-    set_experiment_state(s, fx.now, exp, E.PAUSED, "pause requested")
-    for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
-        if trial.state in TERMINAL_TRIAL:
-            continue
-        alloc = allocations.live_allocation(s, trial)
-        if alloc is None or alloc.state == A.PENDING:
-            if alloc is not None:
-                allocations.kill(fx, s, alloc, "experiment paused")
-            if trial.state == T.QUEUED:
-                set_trial_state(s, fx.now, trial, T.PAUSED, "experiment paused")
-        else:
-            allocations.preempt(fx, s, alloc, "experiment paused")
-
-
-def activate(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None:
-    if exp.state == E.ACTIVE:
-        return
-    set_experiment_state(s, fx.now, exp, E.ACTIVE, "activated")
-    for trial in s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)):
-        if trial.state == T.PAUSED:
-            set_trial_state(s, fx.now, trial, T.QUEUED, "experiment activated")
-            allocations.new(fx, s, exp, trial)
-    maybe_finish(fx, s, exp)

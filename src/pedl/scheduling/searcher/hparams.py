@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from pedl.config.experiment_config import (
+from pedl.config.hyperparameters import (
     CategoricalHP,
     ConstHP,
     DoubleHP,

@@ -9,7 +9,6 @@ import base64
 import logging
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +25,22 @@ from pedl.master.provisioner.providers.aws_boot import (
 )
 from pedl.master.provisioner.providers.aws_errors import NOT_FOUND_CODES, classify_error
 from pedl.master.provisioner.providers.aws_iam import ALLOWED_OPERATIONS, UnlistedOperation
+from pedl.master.provisioner.providers.aws_records import (
+    LIVE_STATES,
+    POOL_TAG,
+    TOKEN_TAG,
+    chunks,
+    client_token,
+    instance_state,
+    is_ours,
+    launch_spec,
+    ownership_filters,
+    requested_instance,
+    spot_price,
+    tag_dict,
+    tags,
+    to_cloud,
+)
 from pedl.master.provisioner.providers.base import (
     CloudError,
     CloudInstance,
@@ -37,42 +52,8 @@ from pedl.master.provisioner.providers.base import (
 
 log = logging.getLogger(__name__)
 
-POOL_TAG = "pedl-resource-pool"
-CLUSTER_TAG = "pedl-cluster-id"  # information only: the tag pair and the pool decide ownership
-TOKEN_TAG = "pedl-launch-token"  # finds a launch again after a crash (idempotency by request token)
-# DescribeImages is not in the seeds' IAM policy, so the AMI's own root device name cannot be
-# looked up; /dev/sda1 is the root of Ubuntu and Deep Learning AMIs (Amazon Linux uses /dev/xvda).
-ROOT_DEVICE_NAME = "/dev/sda1"
-LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
-STATES = {"pending": CloudState.PENDING, "running": CloudState.RUNNING, "shutting-down": CloudState.TERMINATING,
-          "stopping": CloudState.TERMINATING, "stopped": CloudState.TERMINATING}
-FILTER_CHUNK = 100  # ids per filter value list / TerminateInstances call
 REMEMBERED_TOKENS = 512
 SPOT_VALID_MARGIN = 300.0  # an open request expires by itself this long after pedl would cancel it
-
-
-def _epoch(value: Any, default: float) -> float:
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    return default
-
-
-def _state(instance: dict) -> str:
-    return (instance.get("State") or {}).get("Name", "")
-
-
-def _tag_dict(resource: dict) -> dict[str, str]:
-    return {t["Key"]: t.get("Value", "") for t in resource.get("Tags") or []}
-
-
-def _chunks(items: list[str], size: int = FILTER_CHUNK) -> Iterable[list[str]]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
-
-
-def _client_token(request: LaunchRequest, n: int) -> str:
-    """EC2's idempotency token of the n-th instance's call: the launch's own when it launches one."""
-    return request.token if request.count == 1 else f"{request.token}-{n}"
 
 
 # -- the provider ------------------------------------------------------------------------------
@@ -136,7 +117,7 @@ class AWSProvider:
         """Instances by id, whatever their tags or state; unknown ids are simply absent (a filter,
         unlike InstanceIds=, does not fail the whole call on one unknown id)."""
         out: dict[str, dict] = {}
-        for chunk in _chunks(sorted(set(ids))):
+        for chunk in chunks(sorted(set(ids))):
             for inst in self._describe_instances([{"Name": "instance-id", "Values": chunk}]):
                 out[inst["InstanceId"]] = inst
         return out
@@ -144,50 +125,20 @@ class AWSProvider:
     def _describe_spot_requests(self, filters: list[dict]) -> list[dict]:
         return self._paginate("DescribeSpotInstanceRequests", "SpotInstanceRequests", Filters=filters)
 
-    def _ownership_filters(self) -> list[dict]:
-        return [{"Name": f"tag:{self.cfg.tag_key}", "Values": [self.cfg.tag_value]},
-                {"Name": f"tag:{POOL_TAG}", "Values": [self.pool]}]
-
-    def _tags(self, token: str | None) -> list[dict[str, str]]:
-        tags = {"Name": self.cfg.instance_name, POOL_TAG: self.pool, CLUSTER_TAG: self.cluster_id}
-        if token:
-            tags[TOKEN_TAG] = token
-        tags[self.cfg.tag_key] = self.cfg.tag_value  # last: the pair wins over anything it collides with
-        return [{"Key": k, "Value": v} for k, v in tags.items()]
-
-    def _is_ours(self, resource: dict) -> bool:
-        tags = _tag_dict(resource)
-        return tags.get(self.cfg.tag_key) == self.cfg.tag_value and tags.get(POOL_TAG) == self.pool
-
-    def _to_cloud(self, inst: dict, spot_request_id: str | None = None) -> CloudInstance:
-        spot_request_id = spot_request_id or inst.get("SpotInstanceRequestId") or None
-        return CloudInstance(
-            id=inst["InstanceId"], instance_type=inst.get("InstanceType", ""),
-            state=STATES.get(_state(inst), CloudState.PENDING),
-            launched_at=_epoch(inst.get("LaunchTime"), self.clock.now()),
-            spot=inst.get("InstanceLifecycle") == "spot" or spot_request_id is not None,
-            spot_request_id=spot_request_id,
-            address=inst.get("PrivateIpAddress") or inst.get("PublicIpAddress") or "")
-
     def _requested(self, req: dict) -> CloudInstance:
-        """An open spot request, shown as a pseudo-instance whose id is the request's."""
-        rid = req["SpotInstanceRequestId"]
-        return CloudInstance(
-            id=rid, instance_type=(req.get("LaunchSpecification") or {}).get("InstanceType", ""),
-            state=CloudState.REQUESTED,
-            launched_at=self._requested_at.get(rid) or _epoch(req.get("CreateTime"), self.clock.now()),
-            spot=True, spot_request_id=rid)
+        asked_at = self._requested_at.get(req["SpotInstanceRequestId"])
+        return requested_instance(req, asked_at, self.clock.now())
 
     # -- list ----------------------------------------------------------------------------------
 
     def list_instances(self) -> list[CloudInstance]:
         found = {i["InstanceId"]: i for i in self._describe_instances(
-            [*self._ownership_filters(), {"Name": "instance-state-name", "Values": list(LIVE_STATES)}])}
-        out = [self._to_cloud(i) for i in found.values()]
+            [*ownership_filters(self.cfg, self.pool), {"Name": "instance-state-name", "Values": list(LIVE_STATES)}])}
+        out = [to_cloud(i, self.clock.now()) for i in found.values()]
         if not self._spot_used:
             return out  # without spot the IAM policy may lack the spot calls
         requests = self._describe_spot_requests(
-            [*self._ownership_filters(), {"Name": "state", "Values": ["open", "active"]}])
+            [*ownership_filters(self.cfg, self.pool), {"Name": "state", "Values": ["open", "active"]}])
         by_id = {c.id: n for n, c in enumerate(out)}
         fulfilled: dict[str, dict] = {}
         for req in requests:
@@ -199,7 +150,7 @@ class AWSProvider:
             if inst_id in by_id:  # moto leaves the instance's own SpotInstanceRequestId empty: join here
                 n = by_id[inst_id]
                 if out[n].spot_request_id is None:
-                    out[n] = self._to_cloud(found[inst_id], req["SpotInstanceRequestId"])
+                    out[n] = to_cloud(found[inst_id], self.clock.now(), req["SpotInstanceRequestId"])
             else:
                 fulfilled[inst_id] = req
         if fulfilled:
@@ -219,16 +170,16 @@ class AWSProvider:
                 out.append(CloudInstance(inst_id, spec.get("InstanceType", ""), CloudState.PENDING,
                                          self.clock.now(), spot=True, spot_request_id=rid))
                 continue
-            if _state(inst) not in LIVE_STATES:
+            if instance_state(inst) not in LIVE_STATES:
                 continue
-            if not self._is_ours(inst):
+            if not is_ours(self.cfg, self.pool, inst):
                 volumes = [m["Ebs"]["VolumeId"] for m in inst.get("BlockDeviceMappings") or []
                            if (m.get("Ebs") or {}).get("VolumeId")]
-                to_tag.append(([inst_id, *volumes], _tag_dict(req).get(TOKEN_TAG)))
-            out.append(self._to_cloud(inst, rid))
+                to_tag.append(([inst_id, *volumes], tag_dict(req).get(TOKEN_TAG)))
+            out.append(to_cloud(inst, self.clock.now(), rid))
         for resources, token in to_tag:
             try:
-                self._call("CreateTags", Resources=resources, Tags=self._tags(token))
+                self._call("CreateTags", Resources=resources, Tags=tags(self.cfg, self.pool, self.cluster_id, token))
             except CloudError as exc:  # still reported (through its request); tagging is retried next time
                 log.warning("aws provider: cannot tag spot instance %s: %s", resources[0], exc)
         return out
@@ -256,7 +207,8 @@ class AWSProvider:
             return list(created)
 
     def _find_launch(self, request: LaunchRequest) -> list[CloudInstance] | None:
-        token_filter = [*self._ownership_filters(), {"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]}]
+        token_filter = [*ownership_filters(self.cfg, self.pool),
+                        {"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]}]
         if request.spot:
             requests = self._describe_spot_requests(token_filter)
             if not requests:
@@ -267,27 +219,7 @@ class AWSProvider:
         instances = self._describe_instances(token_filter)
         if not instances:
             return None
-        return [self._to_cloud(i) for i in instances if _state(i) in LIVE_STATES]
-
-    def _launch_spec(self, request: LaunchRequest) -> dict[str, Any]:
-        cfg = self.cfg
-        spec: dict[str, Any] = {
-            "ImageId": cfg.image_id, "InstanceType": request.instance_type, "KeyName": cfg.ssh_key_name,
-            "BlockDeviceMappings": [{"DeviceName": ROOT_DEVICE_NAME, "Ebs": {
-                "VolumeSize": cfg.root_volume_size, "VolumeType": "gp3", "DeleteOnTermination": True}}],
-        }
-        ni = cfg.network_interface
-        if ni.subnet_id or ni.security_group_id:
-            iface: dict[str, Any] = {"DeviceIndex": 0, "AssociatePublicIpAddress": ni.public_ip,
-                                     "DeleteOnTermination": True}
-            if ni.subnet_id:
-                iface["SubnetId"] = ni.subnet_id
-            if ni.security_group_id:
-                iface["Groups"] = [ni.security_group_id]
-            spec["NetworkInterfaces"] = [iface]
-        if cfg.iam_instance_profile_arn:
-            spec["IamInstanceProfile"] = {"Arn": cfg.iam_instance_profile_arn}
-        return spec
+        return [to_cloud(i, self.clock.now()) for i in instances if instance_state(i) in LIVE_STATES]
 
     def _user_data(self, request: LaunchRequest, secret: str | None) -> str:
         return sized(agent_user_data(master_url=self.master_url, pool=self.pool, slots=request.slots,
@@ -304,12 +236,12 @@ class AWSProvider:
             self.instance_secrets.bind(secret, resource_id)
 
     def _run_instances(self, request: LaunchRequest) -> list[CloudInstance]:
-        tags = self._tags(request.token)
+        instance_tags = tags(self.cfg, self.pool, self.cluster_id, request.token)
         out: list[CloudInstance] = []
         for n in range(request.count):
             secret = self._secret(request)
             reply = self._call(
-                "RunInstances", MinCount=1, MaxCount=1, ClientToken=_client_token(request, n),
+                "RunInstances", MinCount=1, MaxCount=1, ClientToken=client_token(request, n),
                 UserData=self._user_data(request, secret),  # botocore base64-encodes it for RunInstances
                 # IMDSv2 only; hop limit 2 so that task containers on a bridge network can still use
                 # the instance role (S3 checkpoints), as AWS advises for containers
@@ -317,35 +249,30 @@ class AWSProvider:
                 # a shutdown from inside (a failed boot script, an admin) ends the instance, not a
                 # stopped instance that keeps its volume and is never registered
                 InstanceInitiatedShutdownBehavior="terminate",
-                TagSpecifications=[{"ResourceType": "instance", "Tags": tags},
-                                   {"ResourceType": "volume", "Tags": tags}],
-                **self._launch_spec(request))
+                TagSpecifications=[{"ResourceType": "instance", "Tags": instance_tags},
+                                   {"ResourceType": "volume", "Tags": instance_tags}],
+                **launch_spec(self.cfg, request))
             for inst in reply.get("Instances") or []:
                 self._bind(secret, inst["InstanceId"])
-                out.append(self._to_cloud(inst))
+                out.append(to_cloud(inst, self.clock.now()))
         return out
-
-    def _spot_price(self, instance_type: str) -> str | None:
-        if self.cfg.spot_max_price:
-            return self.cfg.spot_max_price
-        price = self.cfg.price_of(instance_type)
-        return f"{price:.4f}" if price > 0 else None  # None: EC2's default cap, the on-demand price
 
     def _request_spot(self, request: LaunchRequest) -> list[CloudInstance]:
         now = self.clock.now()
-        price = self._spot_price(request.instance_type)
+        price = spot_price(self.cfg, request.instance_type)
         self._spot_used = True
         out: list[CloudInstance] = []
         fulfilled: dict[str, dict] = {}
         for n in range(request.count):
             secret = self._secret(request)
-            spec = self._launch_spec(request)
+            spec = launch_spec(self.cfg, request)
             # RequestSpotInstances takes UserData already encoded, and has no MetadataOptions
             spec["UserData"] = base64.b64encode(self._user_data(request, secret).encode()).decode()
             params: dict[str, Any] = {
-                "InstanceCount": 1, "Type": "one-time", "ClientToken": _client_token(request, n),
+                "InstanceCount": 1, "Type": "one-time", "ClientToken": client_token(request, n),
                 "LaunchSpecification": spec,
-                "TagSpecifications": [{"ResourceType": "spot-instances-request", "Tags": self._tags(request.token)}],
+                "TagSpecifications": [{"ResourceType": "spot-instances-request",
+                                       "Tags": tags(self.cfg, self.pool, self.cluster_id, request.token)}],
                 # a request left open by a master that died expires by itself
                 "ValidUntil": datetime.fromtimestamp(now + self.cfg.spot_request_timeout + SPOT_VALID_MARGIN, tz=UTC),
             }
@@ -367,7 +294,7 @@ class AWSProvider:
     def spot_request_instance(self, request_id: str) -> str | None:
         """The instance that fulfilled one of this pool's spot requests; None while it is open."""
         req = self._spot_requests_by_id([request_id]).get(request_id)
-        return req.get("InstanceId") if req is not None and self._is_ours(req) else None
+        return req.get("InstanceId") if req is not None and is_ours(self.cfg, self.pool, req) else None
 
     # -- terminate -----------------------------------------------------------------------------
 
@@ -379,8 +306,8 @@ class AWSProvider:
         instances = self._instances_by_id(instance_ids)
 
         # check everything before touching anything: one foreign id and nothing is done
-        foreign = [rid for rid, req in requests.items() if not self._is_ours(req)]
-        untagged = [iid for iid, inst in instances.items() if not self._is_ours(inst)]
+        foreign = [rid for rid, req in requests.items() if not is_ours(self.cfg, self.pool, req)]
+        untagged = [iid for iid, inst in instances.items() if not is_ours(self.cfg, self.pool, inst)]
         if untagged:
             launched_by_us = self._fulfilled_by_our_requests(untagged)
             foreign += [iid for iid in untagged if iid not in launched_by_us]
@@ -389,7 +316,7 @@ class AWSProvider:
                 f"refusing to terminate {', '.join(sorted(foreign))}: not tagged "
                 f"{self.cfg.tag_key}={self.cfg.tag_value} and {POOL_TAG}={self.pool}; nothing was terminated")
 
-        to_end = {iid for iid, inst in instances.items() if _state(inst) in LIVE_STATES}
+        to_end = {iid for iid, inst in instances.items() if instance_state(inst) in LIVE_STATES}
         to_cancel = [rid for rid, req in requests.items() if req.get("State") in ("open", "active")]
         if to_cancel:
             self._tolerating_not_found("CancelSpotInstanceRequests", "SpotInstanceRequestIds", to_cancel)
@@ -401,13 +328,13 @@ class AWSProvider:
             spot_instances |= {req["InstanceId"] for req in self._spot_requests_by_id(open_then).values()
                                if req.get("InstanceId")}
             to_end |= {iid for iid, inst in self._instances_by_id(sorted(spot_instances - to_end)).items()
-                       if _state(inst) in LIVE_STATES}
+                       if instance_state(inst) in LIVE_STATES}
         if to_end:
             self._tolerating_not_found("TerminateInstances", "InstanceIds", sorted(to_end))
 
     def _spot_requests_by_id(self, ids: list[str]) -> dict[str, dict]:
         out: dict[str, dict] = {}
-        for chunk in _chunks(sorted(set(ids))):
+        for chunk in chunks(sorted(set(ids))):
             for req in self._describe_spot_requests([{"Name": "spot-instance-request-id", "Values": chunk}]):
                 out[req["SpotInstanceRequestId"]] = req
         return out
@@ -418,8 +345,8 @@ class AWSProvider:
         if not self._spot_used:
             return set()
         ours: set[str] = set()
-        for chunk in _chunks(instance_ids):
-            for req in self._describe_spot_requests([*self._ownership_filters(),
+        for chunk in chunks(instance_ids):
+            for req in self._describe_spot_requests([*ownership_filters(self.cfg, self.pool),
                                                      {"Name": "instance-id", "Values": chunk}]):
                 if req.get("InstanceId"):
                     ours.add(req["InstanceId"])
@@ -428,7 +355,7 @@ class AWSProvider:
     def _tolerating_not_found(self, operation: str, key: str, ids: list[str]) -> None:
         """Already gone is success. EC2 fails a whole batch for one unknown id, so on NotFound the
         batch is retried one id at a time."""
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             try:
                 self._call(operation, **{key: chunk})
             except CloudError as exc:
