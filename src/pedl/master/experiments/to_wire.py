@@ -9,7 +9,7 @@ from pedl.master.experiments.labels import split as split_labels
 from pedl.master.experiments.listing import ExperimentStats
 from pedl.master.wire.base import ts
 from pedl.master.wire.experiment import Experiment
-from pedl.master.workspaces import Placement
+from pedl.master.workspaces.projects import Placement
 
 if TYPE_CHECKING:
     from pedl.master.db import models
