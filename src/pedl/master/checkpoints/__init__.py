@@ -1,8 +1,8 @@
-"""Checkpoints: reading and downloading them (service, download), editing and deleting them or some of
-their files (edits, deletion, file_removal, globs), their metrics and totals, where they may live
-(storage_roots), and garbage collection: the pure decision (retention), the plan and the marking (gc), GC tasks
-on agents (gc_tasks, gc_reports). The GC worker is workers/checkpoint_gc.py; the GC task as the cluster sees it
-and the holds on checkpoints being deleted are in lifecycle/."""
+"""Checkpoints: reading and downloading them (service, download), as the API sends them (to_wire), editing
+and deleting them or some of their files (edits, deletion, file_removal, globs), their metrics and totals, where
+they may live (storage_roots), and garbage collection: the pure decision (retention), the plan and the marking
+(gc), GC tasks on agents (gc_tasks, gc_reports). The GC worker is workers/checkpoint_gc.py; the GC task as the
+cluster sees it and the holds on checkpoints being deleted are in lifecycle/."""
 
 from typing import TYPE_CHECKING
 

@@ -1,4 +1,5 @@
-"""The model registry: its models (service) and their versions (versions)."""
+"""The model registry: its models (service), their versions (versions), and both as the API sends them
+(to_wire)."""
 
 from typing import TYPE_CHECKING
 
