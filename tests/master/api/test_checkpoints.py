@@ -20,8 +20,8 @@ from sqlalchemy import select
 
 from pedl.clock import ManualClock
 from pedl.config.master_config import MasterConfig
-from pedl.master.api import shapes
 from pedl.master.app import create_app
+from pedl.master.checkpoints.to_wire import storage_id
 from pedl.master.db import models
 from pedl.master.lifecycle.states import CheckpointState
 from tests.master.factories import legacy_checkpoint
@@ -239,8 +239,8 @@ def test_the_storage_recorded_is_the_experiments(client: TestClient, user: dict,
     assert c["storage"]["host_path"] == str(ctx_of(client.app).config.data_dir / "checkpoints")
     # Determined's storageId: one number per distinct storage config, the same on every read
     assert isinstance(c["storageId"], int) and 0 < c["storageId"] < 2**31
-    assert c["storageId"] == describe(client, user, body["uuid"])["storageId"] == shapes.storage_id(c["storage"])
-    assert shapes.storage_id({**c["storage"], "storage_path": "elsewhere"}) != c["storageId"]
+    assert c["storageId"] == describe(client, user, body["uuid"])["storageId"] == storage_id(c["storage"])
+    assert storage_id({**c["storage"], "storage_path": "elsewhere"}) != c["storageId"]
 
 
 def test_a_task_token_of_another_trial_cannot_register(client: TestClient, task: StartedTask,

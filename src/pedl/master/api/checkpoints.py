@@ -15,14 +15,22 @@ from pydantic.json_schema import SkipJsonSchema
 
 from pedl.config.storable_values import INT64_MAX
 from pedl.errors import InvalidArgument
-from pedl.master.api import shapes
-from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, pagination, parse
+from pedl.master.api.deps import Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts, produces
 from pedl.master.api.trial_source_infos import MetricGroupQuery, SourceTypeQuery, reports_response
 from pedl.master.checkpoints import edits as checkpoint_edits
 from pedl.master.checkpoints import is_path_component
 from pedl.master.checkpoints import metrics as checkpoint_metrics
 from pedl.master.checkpoints import service as checkpoints_service
+from pedl.master.wire.base import Pagination
+from pedl.master.wire.checkpoint import (
+    CheckpointsRemoveFilesResponse,
+    DeleteCheckpointsResponse,
+    GetCheckpointResponse,
+    GetCheckpointsResponse,
+    PostCheckpointMetadataResponse,
+    ReportCheckpointResponse,
+)
 
 router = APIRouter(prefix="/api/v1/checkpoints")
 # Determined's master also serves a checkpoint as a gzipped tar at /checkpoints/{uuid}, outside /api/v1
@@ -110,9 +118,10 @@ class ReportCheckpointBody(Body):
     checkpoint: CheckpointIn
 
 
-@router.post("")
+@router.post("", response_model=ReportCheckpointResponse, response_model_exclude_unset=True)
 @accepts(ReportCheckpointBody)
-def report(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+def report(request: Request, who: Caller = Depends(caller),
+           body: dict = Depends(json_body)) -> ReportCheckpointResponse:
     """A trial reports a checkpoint it stored; only its own task token may."""
     data = body if isinstance(body, dict) else {}
     ck = parse(ReportCheckpointBody, data if "checkpoint" in data else {"checkpoint": data}).checkpoint
@@ -120,29 +129,28 @@ def report(request: Request, who: Caller = Depends(caller), body: dict = Depends
                                        resources=ck.resources, state=ck.state,
                                        trial_id=(ck.training or {}).get("trialId"),
                                        allocation_id=ck.allocationId or None, task_id=ck.taskId or None)
-    return {"checkpoint": shapes.checkpoint(*shown)}
+    return ReportCheckpointResponse(checkpoint=shown)
 
 
-@router.get("/{uuid}")
-def describe(uuid: str, request: Request, _: Caller = Depends(caller)) -> dict:
-    return {"checkpoint": shapes.checkpoint(*checkpoints_service.describe(ctx_of(request), uuid))}
+@router.get("/{uuid}", response_model=GetCheckpointResponse, response_model_exclude_unset=True)
+def describe(uuid: str, request: Request, _: Caller = Depends(caller)) -> GetCheckpointResponse:
+    return GetCheckpointResponse(checkpoint=checkpoints_service.describe(ctx_of(request), uuid))
 
 
-@router.get("")
+@router.get("", response_model=GetCheckpointsResponse, response_model_exclude_unset=True)
 def list_checkpoints(request: Request, _: Caller = Depends(caller), experimentId: int | None = None,
                      trialId: int | None = None, states: list[str] = Query(default_factory=list),
                      offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
-                     orderBy: str | None = None) -> dict:
+                     orderBy: str | None = None) -> GetCheckpointsResponse:
     """pedl's own listing (det has none across experiments): filter by experiment, trial and state."""
     bad = [st for st in states if st not in _STATES]
     if bad:
         raise InvalidArgument(f"states: {bad[0]!r} is not one of {sorted(_STATES)}",
                               fields=[{"field": "states", "message": "invalid state"}])
-    rows, total = checkpoints_service.listing(ctx_of(request), experiment_id=experimentId, trial_id=trialId,
-                                              states=states, offset=offset, limit=limit,
-                                              newest_first=orderBy == "ORDER_BY_DESC")
-    return {"checkpoints": [shapes.checkpoint(*row) for row in rows],
-            "pagination": pagination(offset, limit, total, len(rows))}
+    page = checkpoints_service.listing(ctx_of(request), experiment_id=experimentId, trial_id=trialId, states=states,
+                                       offset=offset, limit=limit, newest_first=orderBy == "ORDER_BY_DESC")
+    return GetCheckpointsResponse(checkpoints=page.items,
+                                  pagination=Pagination.of(offset, limit, page.total, len(page.items)))
 
 
 @router.get("/{uuid}/download")
@@ -197,35 +205,39 @@ class CheckpointsRemoveFilesBody(Body):
     checkpointGlobs: list[str] = Field(default_factory=list)
 
 
-@router.post("/{uuid}/metadata")
+@router.post("/{uuid}/metadata", response_model=PostCheckpointMetadataResponse, response_model_exclude_unset=True)
 @accepts(PostCheckpointMetadataBody)
-def post_metadata(uuid: str, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+def post_metadata(uuid: str, request: Request, who: Caller = Depends(caller),
+                  body: dict = Depends(json_body)) -> PostCheckpointMetadataResponse:
     """The checkpoint's new metadata, whole (the SDK merges or removes keys itself); its experiment's
     owner or an admin."""
     req = parse(PostCheckpointMetadataBody, body).checkpoint
     if req.uuid and req.uuid != uuid:
         raise InvalidArgument.at("checkpoint.uuid", f"{req.uuid!r} is not the checkpoint of the path ({uuid})")
-    return {"checkpoint": shapes.checkpoint(*checkpoint_edits.set_metadata(ctx_of(request), who, uuid, req.metadata))}
+    return PostCheckpointMetadataResponse(checkpoint=checkpoint_edits.set_metadata(ctx_of(request), who, uuid,
+                                                                                   req.metadata))
 
 
-@router.delete("")
+@router.delete("", response_model=DeleteCheckpointsResponse, response_model_exclude_unset=True)
 @accepts(DeleteCheckpointsBody, errors=(404, 503))  # an unknown uuid; storage that failed
-def delete_checkpoints(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+def delete_checkpoints(request: Request, who: Caller = Depends(caller),
+                       body: dict = Depends(json_body)) -> DeleteCheckpointsResponse:
     """det checkpoint delete, the SDK's checkpoint.delete(): the files go, the checkpoints are
     STATE_DELETED when this answers."""
     req = parse(DeleteCheckpointsBody, body)
     checkpoint_edits.delete(ctx_of(request), who, req.checkpointUuids)
-    return {}
+    return DeleteCheckpointsResponse()
 
 
-@router.post("/rm")
+@router.post("/rm", response_model=CheckpointsRemoveFilesResponse, response_model_exclude_unset=True)
 @accepts(CheckpointsRemoveFilesBody, errors=(404, 503))
-def remove_files(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+def remove_files(request: Request, who: Caller = Depends(caller),
+                 body: dict = Depends(json_body)) -> CheckpointsRemoveFilesResponse:
     """det checkpoint rm, the SDK's remove_files(globs): the files the globs name go; the checkpoint is
     PARTIALLY_DELETED with the files left (DELETED with none). No globs: what storage holds is read again."""
     req = parse(CheckpointsRemoveFilesBody, body)
     checkpoint_edits.remove_files(ctx_of(request), who, req.checkpointUuids, req.checkpointGlobs)
-    return {}
+    return CheckpointsRemoveFilesResponse()
 
 
 @router.get("/{uuid}/metrics")

@@ -22,7 +22,6 @@ from pedl.master.api.deps import (
     caller,
     ctx_of,
     json_body,
-    pagination,
     parse,
 )
 from pedl.master.api.openapi import accepts, answers
@@ -36,6 +35,7 @@ from pedl.master.experiments import service as experiments_service
 from pedl.master.experiments import to_wire as experiments_to_wire
 from pedl.master.tasks import model_definitions
 from pedl.master.wire.base import Pagination
+from pedl.master.wire.checkpoint import GetExperimentCheckpointsResponse
 from pedl.master.wire.experiment import (
     CreateExperimentResponse,
     ExperimentResponse,
@@ -242,19 +242,20 @@ def trials(experiment_id: IdPath, request: Request,
                                        pagination=Pagination.of(offset, limit, page.total, len(page.items)))
 
 
-@router.get("/{experiment_id}/checkpoints")
+@router.get("/{experiment_id}/checkpoints", response_model=GetExperimentCheckpointsResponse,
+            response_model_exclude_unset=True)
 def checkpoints(experiment_id: IdPath, request: Request,
                 _: Caller = Depends(unless_changed("checkpoints", "trials", "metrics")),
                 offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
                 sortByAttr: str | None = None, orderBy: str | None = None,
                 sortByMetric: str | None = Query(None, max_length=255),
-                states: list[str] = Query(default_factory=list)) -> dict:
+                states: list[str] = Query(default_factory=list)) -> GetExperimentCheckpointsResponse:
     sort, descending = checkpoint_order(sortByAttr, orderBy)
-    rows, total = experiments_service.checkpoints(ctx_of(request), experiment_id, limit=limit, offset=offset,
-                                                  sort=sort, descending=descending, metric=sortByMetric or None,
-                                                  states=checkpoint_states(states))
-    return {"checkpoints": [shapes.checkpoint(*row) for row in rows],
-            "pagination": pagination(offset, limit, total, len(rows))}
+    page = experiments_service.checkpoints(ctx_of(request), experiment_id, limit=limit, offset=offset,
+                                           sort=sort, descending=descending, metric=sortByMetric or None,
+                                           states=checkpoint_states(states))
+    return GetExperimentCheckpointsResponse(checkpoints=page.items,
+                                            pagination=Pagination.of(offset, limit, page.total, len(page.items)))
 
 
 @router.get("/{experiment_id}/events")

@@ -23,7 +23,6 @@ from pedl.master.api.deps import (
     caller,
     ctx_of,
     json_body,
-    pagination,
     parse,
     raw_body,
 )
@@ -40,6 +39,7 @@ from pedl.master.trials import service as trials_service
 from pedl.master.trials import time_series as trial_time_series
 from pedl.master.trials import timeline as trial_timeline
 from pedl.master.wire.base import Pagination
+from pedl.master.wire.checkpoint import GetTrialCheckpointsResponse
 from pedl.master.wire.trial import (
     CompareTrialsResponse,
     GetTrialMetricsResponse,
@@ -150,13 +150,14 @@ def get_trial(trial_id: IdPath, request: Request,
     return GetTrialResponse(trial=trials_service.describe(ctx_of(request), trial_id))
 
 
-@router.get("/trials/{trial_id}/checkpoints")
+@router.get("/trials/{trial_id}/checkpoints", response_model=GetTrialCheckpointsResponse,
+            response_model_exclude_unset=True)
 def trial_checkpoints(trial_id: IdPath, request: Request,
                       _: Caller = Depends(unless_changed("checkpoints", "trials", "metrics")),
                       offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
                       sortByAttr: str | None = None, orderBy: str | None = None,
                       sortByMetric: str | None = Query(None, max_length=255),
-                      states: list[str] = Query(default_factory=list)) -> dict:
+                      states: list[str] = Query(default_factory=list)) -> GetTrialCheckpointsResponse:
     """The trial's checkpoints in the order Determined's master gives them: by steps unless another
     sort is asked (the trial's id sorts nothing here), ORDER_BY_DESC reversing it; by the searcher
     metric the best first unless an order is asked, those without it last. The SDK's
@@ -165,11 +166,11 @@ def trial_checkpoints(trial_id: IdPath, request: Request,
     sort, descending = checkpoint_order(sortByAttr, orderBy)
     if sortByAttr in (None, "", "SORT_BY_UNSPECIFIED", "SORT_BY_TRIAL_ID"):
         sort = "steps"
-    rows, total = experiments_service.checkpoints(ctx_of(request), trial_id=trial_id, limit=limit, offset=offset,
-                                                  sort=sort, descending=descending, metric=sortByMetric or None,
-                                                  states=checkpoint_states(states))
-    return {"checkpoints": [shapes.checkpoint(*row) for row in rows],
-            "pagination": pagination(offset, limit, total, len(rows))}
+    page = experiments_service.checkpoints(ctx_of(request), trial_id=trial_id, limit=limit, offset=offset,
+                                           sort=sort, descending=descending, metric=sortByMetric or None,
+                                           states=checkpoint_states(states))
+    return GetTrialCheckpointsResponse(checkpoints=page.items,
+                                       pagination=Pagination.of(offset, limit, page.total, len(page.items)))
 
 
 @router.get("/trials/{trial_id}/allocations")

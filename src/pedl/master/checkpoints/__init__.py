@@ -1,8 +1,8 @@
-"""Checkpoints: reading and downloading them (service, download), editing and deleting them or some of
-their files (edits, deletion, file_removal, globs), their metrics and totals, where they may live
-(storage_roots), and garbage collection: the pure decision (retention), the plan and the marking (gc), GC tasks
-on agents (gc_tasks, gc_reports). The GC worker is workers/checkpoint_gc.py; the GC task as the cluster sees it
-and the holds on checkpoints being deleted are in lifecycle/."""
+"""Checkpoints: reading and downloading them (service, download), as the API sends them (to_wire), editing
+and deleting them or some of their files (edits, deletion, file_removal, globs), their metrics and totals, where
+they may live (storage_roots), and garbage collection: the pure decision (retention), the plan and the marking
+(gc), GC tasks on agents (gc_tasks, gc_reports). The GC worker is workers/checkpoint_gc.py; the GC task as the
+cluster sees it and the holds on checkpoints being deleted are in lifecycle/."""
 
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from pedl.master.checkpoints.metrics import of_checkpoint, of_version, pages
     from pedl.master.checkpoints.retention import CheckpointFacts, RetentionPolicy, metric_value, select_deletions
     from pedl.master.checkpoints.service import (
-        Shown,
+        Page,
+        Trained,
         describe,
         get,
         listing,
@@ -51,7 +52,7 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "globs": ["check_globs", "doomed"],
     "metrics": ["of_checkpoint", "of_version", "pages"],
     "retention": ["CheckpointFacts", "RetentionPolicy", "metric_value", "select_deletions"],
-    "service": ["Shown", "describe", "get", "listing", "report_outside_roots", "validation_metrics_at",
+    "service": ["Page", "Trained", "describe", "get", "listing", "report_outside_roots", "validation_metrics_at",
                 "validations_at", "with_training"],
     "storage_roots": ["StorageRoots", "allowed_roots", "checkpoint_problem", "confine_experiment_storage",
                       "is_path_component", "location_problem", "storage_problem"],

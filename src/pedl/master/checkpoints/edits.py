@@ -38,6 +38,7 @@ from pedl.master.lifecycle.states import CheckpointState
 from pedl.master.lifecycle.transitions import record_event, set_checkpoint_state
 from pedl.master.model_registry.service import check_metadata
 from pedl.master.model_registry.versions import is_registered
+from pedl.master.wire.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -93,7 +94,7 @@ def _refuse_registered(s: Session, uuids: list[str], action: str) -> None:
 # -- metadata -----------------------------------------------------------------------------------
 
 
-def set_metadata(ctx: MasterContext, who: Caller, uuid: str, metadata: dict[str, Any]) -> checkpoints.Shown:
+def set_metadata(ctx: MasterContext, who: Caller, uuid: str, metadata: dict[str, Any]) -> Checkpoint:
     """Replace the checkpoint's metadata (the SDK sends the whole new one). `steps_completed` is the
     step the checkpoint was taken at: it may be left out (it is shown anyway), never changed."""
     check_metadata(metadata, "checkpoint.metadata")
@@ -110,7 +111,7 @@ def set_metadata(ctx: MasterContext, who: Caller, uuid: str, metadata: dict[str,
             record_event(s, ctx.clock.now(), "checkpoint", uuid,
                          f"metadata set by {who.user.username} ({len(metadata)} keys)")
         s.flush()
-        return checkpoints.with_training(s, [row])[0]
+        return checkpoints.shown(s, [row])[0]
 
 
 # -- deleting files ---------------------------------------------------------------------------------

@@ -16,11 +16,13 @@ from pedl.config.checkpoint_storage import experiment_storage
 from pedl.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.checkpoints import download as checkpoint_download
+from pedl.master.checkpoints import to_wire
 from pedl.master.checkpoints.storage_roots import allowed_roots, is_path_component, location_problem
 from pedl.master.db import models
 from pedl.master.lifecycle.checkpoint_gc_holds import not_served
 from pedl.master.lifecycle.states import DELETING_EXPERIMENT, CheckpointState
 from pedl.master.lifecycle.task_access import require_task
+from pedl.master.wire.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
     from pedl.config.master_config import MasterConfig
@@ -125,8 +127,21 @@ def validations_at(s: Session, points: Iterable[tuple[int, int]]) -> dict[tuple[
     return {(t, n): m for t, n, m in rows if (t, n) in points}  # the latest report of a step wins
 
 
-def with_training(s: Session, rows: list[models.Checkpoint]) -> list[
-        tuple[models.Checkpoint, models.Experiment | None, models.Trial | None, dict[str, Any] | None]]:
+@dataclass(frozen=True)
+class Trained:
+    """A checkpoint with what its wire form shows of its training: its experiment, its trial and the
+    validation metrics reported at its step (None for a checkpoint of no trial)."""
+
+    checkpoint: models.Checkpoint
+    experiment: models.Experiment | None
+    trial: models.Trial | None
+    validation: dict[str, Any] | None
+
+    def wire(self) -> Checkpoint:
+        return to_wire.checkpoint(self.checkpoint, self.experiment, self.trial, self.validation)
+
+
+def with_training(s: Session, rows: list[models.Checkpoint]) -> list[Trained]:
     """Each checkpoint with its experiment, trial and validation metrics, loaded in three queries."""
     trial_ids = {c.trial_id for c in rows if c.trial_id is not None}
     exp_ids = {c.experiment_id for c in rows if c.experiment_id is not None}
@@ -135,9 +150,15 @@ def with_training(s: Session, rows: list[models.Checkpoint]) -> list[
     exps = {e.id: e for e in s.scalars(select(models.Experiment).where(models.Experiment.id.in_(exp_ids)))} \
         if exp_ids else {}
     validations = validations_at(s, [(c.trial_id, c.steps_completed) for c in rows if c.trial_id is not None])
-    return [(c, exps.get(c.experiment_id) if c.experiment_id is not None else None,
-             trials.get(c.trial_id) if c.trial_id is not None else None,
-             validations.get((c.trial_id, c.steps_completed)) if c.trial_id is not None else None) for c in rows]
+    return [Trained(c, exps.get(c.experiment_id) if c.experiment_id is not None else None,
+                    trials.get(c.trial_id) if c.trial_id is not None else None,
+                    validations.get((c.trial_id, c.steps_completed)) if c.trial_id is not None else None)
+            for c in rows]
+
+
+def shown(s: Session, rows: list[models.Checkpoint]) -> list[Checkpoint]:
+    """The checkpoints as the API sends them (with_training's queries)."""
+    return [t.wire() for t in with_training(s, rows)]
 
 
 # -- where a checkpoint's files are ----------------------------------------------------------------
@@ -220,36 +241,42 @@ def report_outside_roots(ctx: MasterContext) -> int:
     return len(found)
 
 
-# What the routers call: each opens its own session. A checkpoint comes back as the arguments of
-# api/shapes.checkpoint: (checkpoint, experiment, trial, validation metrics at its step).
-Shown = tuple[models.Checkpoint, models.Experiment | None, models.Trial | None, dict[str, Any] | None]
+# -- what the routers call (each opens its own session) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of checkpoints as the API sends them, and how many match."""
+
+    items: list[Checkpoint]
+    total: int
 
 
 def report(ctx: MasterContext, who: Caller, *, uuid: str, metadata: dict[str, Any], resources: dict[str, int],
-           state: str, trial_id: int | None, allocation_id: str | None, task_id: str | None) -> Shown:
+           state: str, trial_id: int | None, allocation_id: str | None, task_id: str | None) -> Checkpoint:
     """A trial reports a checkpoint it stored; only its own task token may."""
     with ctx.db.session() as s:
         row, exp, trial = register(s, who, uuid=uuid, now=ctx.clock.now(), metadata=metadata, resources=resources,
                                    state=state, trial_id=trial_id, allocation_id=allocation_id, task_id=task_id)
-        return row, exp, trial, None
+        return to_wire.checkpoint(row, exp, trial, None)
 
 
-def describe(ctx: MasterContext, uuid: str) -> Shown:
+def describe(ctx: MasterContext, uuid: str) -> Checkpoint:
     with ctx.db.session() as s:
         c = get(s, uuid)
         trial = s.get(models.Trial, c.trial_id) if c.trial_id else None
         exp = s.get(models.Experiment, c.experiment_id) if c.experiment_id else None
         validation = validation_metrics_at(s, c.trial_id, c.steps_completed) if c.trial_id else None
-        return c, exp, trial, validation
+        return to_wire.checkpoint(c, exp, trial, validation)
 
 
 def listing(ctx: MasterContext, *, experiment_id: int | None, trial_id: int | None, states: list[str], offset: int,
-            limit: int, newest_first: bool) -> tuple[list[Shown], int]:
+            limit: int, newest_first: bool) -> Page:
     """One page of checkpoints and the total that match."""
     with ctx.db.session() as s:
         rows, total = list_page(s, experiment_id=experiment_id, trial_id=trial_id, states=states, offset=offset,
                                 limit=limit, newest_first=newest_first)
-        return list(with_training(s, rows)), total
+        return Page(shown(s, rows), total)
 
 
 @dataclass(frozen=True)

@@ -269,8 +269,8 @@ def trials_page(ctx: MasterContext, experiment_id: int, offset: int, limit: int)
 CHECKPOINT_SORTS = ("report_time", "steps", "searcher_metric", "uuid", "state")
 
 
-def _sorted_checkpoints(exp: models.Experiment, out: list[checkpoints_service.Shown], sort: str,
-                        descending: bool | None, metric: str | None) -> list[checkpoints_service.Shown]:
+def _sorted_checkpoints(exp: models.Experiment, out: list[checkpoints_service.Trained], sort: str,
+                        descending: bool | None, metric: str | None) -> list[checkpoints_service.Trained]:
     """By a validation metric (`metric`, or the searcher's with sort "searcher_metric"): ascending or
     descending values as asked, and when not asked the searcher's best first; those without the metric
     last either way. Else by the attribute, ascending unless descending."""
@@ -280,48 +280,42 @@ def _sorted_checkpoints(exp: models.Experiment, out: list[checkpoints_service.Sh
         if descending is None:
             descending = not searcher.get("smaller_is_better", True) if not metric else False
 
-        def score(row: checkpoints_service.Shown) -> float | None:  # what shapes.checkpoint shows as searcherMetric
-            value = row[3].get(name) if row[2] is not None and row[3] else None
+        def score(row: checkpoints_service.Trained) -> float | None:  # the wire's training.searcherMetric
+            value = row.validation.get(name) if row.trial is not None and row.validation else None
             return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
         scored = [(value, r) for r in out if (value := score(r)) is not None]
         with_metric = [r for _, r in sorted(scored, key=lambda pair: pair[0], reverse=descending)]
         return with_metric + [r for r in out if score(r) is None]
-    key = {"report_time": lambda r: (r[0].report_time, r[0].steps_completed, r[0].uuid),
-           "steps": lambda r: (r[0].steps_completed, r[0].report_time),
-           "uuid": lambda r: r[0].uuid, "state": lambda r: (r[0].state, r[0].report_time)}[sort]
+    key = {"report_time": lambda r: (r.checkpoint.report_time, r.checkpoint.steps_completed, r.checkpoint.uuid),
+           "steps": lambda r: (r.checkpoint.steps_completed, r.checkpoint.report_time),
+           "uuid": lambda r: r.checkpoint.uuid,
+           "state": lambda r: (r.checkpoint.state, r.checkpoint.report_time)}[sort]
     return sorted(out, key=key, reverse=bool(descending))
 
 
 def checkpoints(ctx: MasterContext, experiment_id: int | None = None, *, trial_id: int | None = None,
                 limit: int = 0, offset: int = 0, sort: str = "report_time", descending: bool | None = None,
-                metric: str | None = None, states: Sequence[str] = ()) -> tuple[list[checkpoints_service.Shown], int]:
+                metric: str | None = None, states: Sequence[str] = ()) -> checkpoints_service.Page:
     """An experiment's (or one trial's) checkpoints with their trials and validation metrics, of the
     given states (none given: all), sorted (by searcher metric: best first, those without one last),
-    from `offset`, the first `limit` (0: all). -> (the page, how many there are)."""
+    from `offset`, the first `limit` (0: all), and how many there are."""
     C = models.Checkpoint
     with ctx.db.session() as s:
         if trial_id is not None:
-            trial = trials_service.get(s, trial_id)
-            exp = get(s, trial.experiment_id)
+            exp = get(s, trials_service.get(s, trial_id).experiment_id)
             query = select(C).where(C.trial_id == trial_id)
-            trials_by_id = {trial.id: trial}
         elif experiment_id is not None:
             exp = get(s, experiment_id)
             query = select(C).where(C.experiment_id == exp.id)
-            trials_by_id = {t.id: t for t in
-                            s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id))}
         else:
             raise ValueError("the checkpoints of an experiment or of a trial: experiment_id or trial_id")
         if states:
             query = query.where(C.state.in_(list(states)))
-        rows = list(s.scalars(query.order_by(C.report_time)))
-        out: list[checkpoints_service.Shown] = [
-            (c, exp, trials_by_id.get(c.trial_id) if c.trial_id is not None else None,
-             checkpoints_service.validation_metrics_at(s, c.trial_id, c.steps_completed) if c.trial_id else None)
-            for c in rows]
-    out = _sorted_checkpoints(exp, out, sort, descending, metric)
-    return (out[offset:offset + limit] if limit else out[offset:]), len(out)
+        out = _sorted_checkpoints(exp, checkpoints_service.with_training(s, list(s.scalars(query.order_by(
+            C.report_time)))), sort, descending, metric)
+        page = out[offset:offset + limit] if limit else out[offset:]
+        return checkpoints_service.Page([row.wire() for row in page], len(out))
 
 
 def events_of(ctx: MasterContext, experiment_id: int, after_id: int) -> list[models.Event]:

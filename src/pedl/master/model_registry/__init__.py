@@ -1,4 +1,5 @@
-"""The model registry: its models (service) and their versions (versions)."""
+"""The model registry: its models (service), their versions (versions), and both as the API sends them
+(to_wire)."""
 
 from typing import TYPE_CHECKING
 
@@ -9,8 +10,8 @@ if TYPE_CHECKING:
     from pedl.master.model_registry.service import (
         NAME_MAX,
         PAGE_MAX,
+        ModelPage,
         ModelQuery,
-        ModelView,
         check_labels,
         check_metadata,
         check_text,
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
         view,
     )
     from pedl.master.model_registry.versions import (
-        VersionView,
+        VersionPage,
         find_version,
         is_registered,
         register,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 # each module and the public names it gives the package (master/exports.py)
 __getattr__, __all__ = lazy_exports(__name__, {
-    "service": ["ModelQuery", "ModelView", "NAME_MAX", "PAGE_MAX", "check_labels", "check_metadata", "check_text",
+    "service": ["ModelPage", "ModelQuery", "NAME_MAX", "PAGE_MAX", "check_labels", "check_metadata", "check_text",
                 "create", "find", "label_counts", "set_archived", "view"],
-    "versions": ["VersionView", "find_version", "is_registered", "register", "registered_in_experiment"],
+    "versions": ["VersionPage", "find_version", "is_registered", "register", "registered_in_experiment"],
 })

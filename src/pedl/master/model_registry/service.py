@@ -19,6 +19,8 @@ from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.db.base import table_of
 from pedl.master.identity.authz import require_owner, require_user
+from pedl.master.model_registry import to_wire
+from pedl.master.wire.model import Model
 from pedl.master.workspaces import workspaces
 
 if TYPE_CHECKING:
@@ -43,13 +45,11 @@ SORTS = {
 
 
 @dataclass(frozen=True)
-class ModelView:
-    """A model as the API shows it: the row, its owner's name, its labels and how many versions."""
+class ModelPage:
+    """One page of models as the API sends them, and how many match."""
 
-    model: models.RegisteredModel
-    username: str
-    labels: list[str]
-    num_versions: int
+    items: list[Model]
+    total: int
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def _version_count() -> Any:
             .correlate(models.RegisteredModel).scalar_subquery())
 
 
-def views(s: Session, rows: list[models.RegisteredModel]) -> list[ModelView]:
+def views(s: Session, rows: list[models.RegisteredModel]) -> list[Model]:
     """Each model with its owner's name, labels and version count, in three queries."""
     if not rows:
         return []
@@ -167,10 +167,10 @@ def views(s: Session, rows: list[models.RegisteredModel]) -> list[ModelView]:
     counts = dict(s.execute(select(models.ModelVersion.model_id, func.count())
                             .where(models.ModelVersion.model_id.in_(ids))
                             .group_by(models.ModelVersion.model_id)).all())
-    return [ModelView(m, names.get(m.owner_id, ""), labels.get(m.id, []), int(counts.get(m.id, 0))) for m in rows]
+    return [to_wire.model(m, names.get(m.owner_id, ""), labels.get(m.id, []), int(counts.get(m.id, 0))) for m in rows]
 
 
-def view(s: Session, row: models.RegisteredModel) -> ModelView:
+def view(s: Session, row: models.RegisteredModel) -> Model:
     return views(s, [row])[0]
 
 
@@ -200,7 +200,7 @@ def _filters(q: ModelQuery) -> list[ColumnElement[bool]]:
     return where
 
 
-def page(s: Session, q: ModelQuery) -> tuple[list[ModelView], int]:
+def page(s: Session, q: ModelQuery) -> ModelPage:
     if q.sort_by not in SORTS:
         raise InvalidArgument.at("sortBy", f"{q.sort_by!r} is not one of {', '.join(sorted(SORTS))}")
     for where, value in (("name", q.name), ("description", q.description)):
@@ -212,7 +212,7 @@ def page(s: Session, q: ModelQuery) -> tuple[list[ModelView], int]:
     order = (key.desc(), tie.desc()) if q.descending else (key.asc(), tie.asc())
     limit = q.limit if 0 < q.limit <= PAGE_MAX else PAGE_MAX
     rows = list(s.scalars(stmt.order_by(*order).offset(q.offset).limit(limit)))
-    return views(s, rows), total
+    return ModelPage(views(s, rows), total)
 
 
 # -- changing (in a session) ------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def _flush_unique(s: Session, name: str) -> None:
 
 def create(ctx: MasterContext, who: Caller, *, name: str, description: str | None = None, notes: str | None = None,
            metadata: dict[str, Any] | None = None, labels: list[str] | None = None,
-           workspace_id: int | None = None, workspace_name: str | None = None) -> ModelView:
+           workspace_id: int | None = None, workspace_name: str | None = None) -> Model:
     user = require_user(who, "create a model")
     check_name(name)
     kept = check_labels(labels or [])
@@ -261,12 +261,12 @@ def create(ctx: MasterContext, who: Caller, *, name: str, description: str | Non
         return view(s, model)
 
 
-def describe(ctx: MasterContext, identifier: str) -> ModelView:
+def describe(ctx: MasterContext, identifier: str) -> Model:
     with ctx.db.read_session() as s:
         return view(s, find(s, identifier))
 
 
-def listing(ctx: MasterContext, q: ModelQuery) -> tuple[list[ModelView], int]:
+def listing(ctx: MasterContext, q: ModelQuery) -> ModelPage:
     with ctx.db.read_session() as s:
         return page(s, q)
 
@@ -274,7 +274,7 @@ def listing(ctx: MasterContext, q: ModelQuery) -> tuple[list[ModelView], int]:
 def patch(ctx: MasterContext, who: Caller, identifier: str, *, name: str | None = None,
           description: str | None = None, notes: str | None = None, metadata: dict[str, Any] | None = None,
           labels: list[str] | None = None, workspace_id: int | None = None,
-          workspace_name: str | None = None) -> ModelView:
+          workspace_name: str | None = None) -> Model:
     """Change what is given (None: unchanged); metadata and labels are replaced whole, as the SDK's
     add_metadata and set_labels send them."""
     if name is not None:

@@ -17,16 +17,17 @@ from pedl.master.checkpoints import service as checkpoints
 from pedl.master.db import models
 from pedl.master.identity.authz import require_owner
 from pedl.master.lifecycle.states import DELETING_EXPERIMENT, CheckpointState
+from pedl.master.model_registry import to_wire
 from pedl.master.model_registry.service import (
     NAME_MAX,
     PAGE_MAX,
-    ModelView,
     check_labels,
     check_metadata,
     check_text,
     find,
     view,
 )
+from pedl.master.wire.model import Model, ModelVersion
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -39,14 +40,12 @@ SORTS = {
 
 
 @dataclass(frozen=True)
-class VersionView:
-    """A version as the API shows it: the row, its model, who registered it, and its checkpoint as
-    the arguments of api/shapes.checkpoint."""
+class VersionPage:
+    """One page of a model's versions as the API sends them, the model, and how many versions it has."""
 
-    version: models.ModelVersion
-    model: ModelView
-    username: str
-    checkpoint: checkpoints.Shown
+    model: Model
+    items: list[ModelVersion]
+    total: int
 
 
 def registered_in_experiment(s: Session, experiment_id: int) -> set[str]:
@@ -61,16 +60,16 @@ def is_registered(s: Session, uuid: str) -> bool:
         is not None
 
 
-def _views(s: Session, rows: list[models.ModelVersion], model: ModelView) -> list[VersionView]:
+def _views(s: Session, rows: list[models.ModelVersion], model: Model) -> list[ModelVersion]:
     """Each version with its checkpoint (trial, experiment, validation), in a handful of queries."""
     if not rows:
         return []
-    ckpts = {c.uuid: c for c in s.scalars(select(models.Checkpoint).where(
-        models.Checkpoint.uuid.in_({r.checkpoint_uuid for r in rows})))}
-    shown = {row[0].uuid: row for row in checkpoints.with_training(s, list(ckpts.values()))}
+    ckpts = list(s.scalars(select(models.Checkpoint).where(
+        models.Checkpoint.uuid.in_({r.checkpoint_uuid for r in rows}))))
+    shown = {c.uuid: c for c in checkpoints.shown(s, ckpts)}
     names = dict(s.execute(select(models.User.id, models.User.username)
                            .where(models.User.id.in_({r.owner_id for r in rows}))).all())
-    return [VersionView(r, model, names.get(r.owner_id, ""), shown[r.checkpoint_uuid]) for r in rows]
+    return [to_wire.version(r, model, names.get(r.owner_id, ""), shown[r.checkpoint_uuid]) for r in rows]
 
 
 def find_version(s: Session, model: models.RegisteredModel, number: int) -> models.ModelVersion:
@@ -108,7 +107,7 @@ def _check_name(name: str | None) -> None:
 
 def register(ctx: MasterContext, who: Caller, identifier: str, *, checkpoint_uuid: str, model_name: str | None = None,
              name: str | None = None, comment: str | None = None, notes: str | None = None,
-             metadata: dict[str, Any] | None = None, labels: list[str] | None = None) -> VersionView:
+             metadata: dict[str, Any] | None = None, labels: list[str] | None = None) -> ModelVersion:
     _check_name(name)
     for where, value in (("comment", comment), ("notes", notes)):
         check_text(where, value or "")
@@ -135,14 +134,14 @@ def register(ctx: MasterContext, who: Caller, identifier: str, *, checkpoint_uui
         return _views(s, [row], view(s, model))[0]
 
 
-def describe(ctx: MasterContext, identifier: str, number: int) -> VersionView:
+def describe(ctx: MasterContext, identifier: str, number: int) -> ModelVersion:
     with ctx.db.read_session() as s:
         model = find(s, identifier)
         return _views(s, [find_version(s, model, number)], view(s, model))[0]
 
 
 def listing(ctx: MasterContext, identifier: str, *, offset: int = 0, limit: int = 0,
-            sort_by: str = "SORT_BY_UNSPECIFIED", descending: bool = False) -> tuple[ModelView, list[VersionView], int]:
+            sort_by: str = "SORT_BY_UNSPECIFIED", descending: bool = False) -> VersionPage:
     """One page of the model's versions (at most PAGE_MAX), and how many it has."""
     if sort_by not in SORTS:
         raise InvalidArgument.at("sortBy", f"{sort_by!r} is not one of {', '.join(sorted(SORTS))}")
@@ -150,14 +149,14 @@ def listing(ctx: MasterContext, identifier: str, *, offset: int = 0, limit: int 
         model = view(s, find(s, identifier))
         key, tie = SORTS[sort_by](), models.ModelVersion.version
         order = (key.desc(), tie.desc()) if descending else (key.asc(), tie.asc())
-        rows = list(s.scalars(select(models.ModelVersion).where(models.ModelVersion.model_id == model.model.id)
+        rows = list(s.scalars(select(models.ModelVersion).where(models.ModelVersion.model_id == model.id)
                               .order_by(*order).offset(offset).limit(limit if 0 < limit <= PAGE_MAX else PAGE_MAX)))
-        return model, _views(s, rows, model), model.num_versions
+        return VersionPage(model, _views(s, rows, model), model.numVersions)
 
 
 def patch(ctx: MasterContext, who: Caller, identifier: str, number: int, *, name: str | None = None,
           comment: str | None = None, notes: str | None = None, metadata: dict[str, Any] | None = None,
-          labels: list[str] | None = None, checkpoint_uuid: str | None = None) -> VersionView:
+          labels: list[str] | None = None, checkpoint_uuid: str | None = None) -> ModelVersion:
     """Change what is given (None: unchanged). The checkpoint of a version never changes: register
     another version instead."""
     _check_name(name)

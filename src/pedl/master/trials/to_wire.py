@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pedl.master.checkpoints.to_wire import checkpoint_files
 from pedl.master.checkpoints.totals import NONE as NO_CHECKPOINTS
 from pedl.master.checkpoints.totals import CheckpointTotals
 from pedl.master.lifecycle.states import CheckpointState
@@ -26,11 +27,6 @@ def metrics_workload(m: models.Metric) -> MetricsWorkload:
                            totalBatches=m.steps_completed, endTime=ts(m.report_time))
 
 
-def _files(c: models.Checkpoint) -> dict[str, str]:
-    """The checkpoint's files and sizes (int64 as strings), as its v1Checkpoint lists them."""
-    return {k: str(v) for k, v in (c.resources or {}).items()}
-
-
 def checkpoint_workload(c: models.Checkpoint) -> CheckpointWorkload:
     # det 0.38.1's `trial describe` asserts on a PARTIALLY_DELETED workload: it shows the files left as COMPLETED,
     # and one whose files are being deleted (lifecycle/checkpoint_gc_holds.py) as DELETED, since none are offered
@@ -38,7 +34,7 @@ def checkpoint_workload(c: models.Checkpoint) -> CheckpointWorkload:
     if c.deleting_by is not None:
         state = CheckpointState.DELETED
     return CheckpointWorkload(uuid=c.uuid, state=state, totalBatches=c.steps_completed, endTime=ts(c.report_time),
-                              metadata=c.meta, resources=_files(c))
+                              metadata=c.meta, resources=checkpoint_files(c))
 
 
 def trial(t: models.Trial, best_validation: models.Metric | None = None,
