@@ -104,3 +104,25 @@ def test_the_dot_output_draws_type_checking_imports_dashed(tmp_path: Path) -> No
     assert 'subgraph "cluster_api"' in dot and 'subgraph "cluster_services"' in dot
     assert '"pkg.services.b" -> "pkg.api.a" [style=dashed' in dot
     assert '"pkg.api.a" -> "pkg.services.b" [style=solid' in dot
+
+
+def test_the_package_drawing_counts_imports_between_packages_and_leaves_the_wiring_out(tmp_path: Path) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/wiring.py": "from pkg.api import a\n",
+            "pkg/api/__init__.py": "",
+            "pkg/api/a.py": "from pkg.domain import b, c\n",
+            "pkg/domain/__init__.py": "",
+            "pkg/domain/b.py": "def f():\n    from pkg.low import d\n",
+            "pkg/domain/c.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/low/d.py": "",
+        },
+    )
+    dot = module_graph.packages_to_dot(module_graph.build_graph(package))
+    assert '"domain" [label="domain/ (3)"]' in dot  # its __init__ and two modules
+    assert '"api" -> "domain" [label="2", style=solid]' in dot
+    assert '"domain" -> "low" [label="1", style=dotted]' in dot
+    assert "wiring" not in dot and "(root)" not in dot

@@ -1,9 +1,11 @@
 """Module dependency graph of a Python package, from its import statements (stdlib ast only).
 
 Prints Graphviz DOT on stdout and reports import cycles on stderr; `--cycles` prints only cycles;
-`--layers` counts the imports between the directory's packages (api, cluster, experiments, ...).
+`--layers` counts the imports between the directory's packages (api, cluster, experiments, ...), and
+`--packages` draws them.
 
-    python tools/module_graph.py src/pedl/master | dot -Tsvg > docs/images/master-modules-after.svg
+    python tools/module_graph.py src/pedl/master | dot -Tsvg > master-modules.svg
+    python tools/module_graph.py --packages src/pedl/master | dot -Tsvg > docs/images/master-packages.svg
     python tools/module_graph.py --cycles src/pedl
     python tools/module_graph.py --layers src/pedl/master
 
@@ -275,6 +277,35 @@ def describe_layers(graph: ModuleGraph) -> str:
     return "\n".join(lines)
 
 
+def packages_to_dot(graph: ModuleGraph) -> str:
+    """Graphviz DOT: one box per package (its modules counted), one arrow per pair of packages with imports
+    between them, labelled with their number; dotted where all of them are lazy, dashed where all are
+    TYPE_CHECKING only. The directory's own modules (the wiring, which holds everything) are left out."""
+    sizes: dict[str, int] = {}
+    for module in graph.modules:
+        layer = layer_of(graph, module)
+        if module != graph.root and layer != "(root)":
+            sizes[layer] = sizes.get(layer, 0) + 1
+    lines = [
+        "digraph packages {",
+        f'  label="{graph.root}: its packages (modules), and the imports between them (solid: some at module level, '
+        'dotted: all inside functions, dashed: all TYPE_CHECKING only)";',
+        '  labelloc="t"; rankdir="TB";',
+        '  node [shape=box, fontname="Helvetica", fontsize=11, style="rounded,filled", fillcolor="#eef2f8"];',
+        '  edge [color="#555555", arrowsize=0.6, fontname="Helvetica", fontsize=9];',
+    ]
+    for layer, count in sorted(sizes.items()):
+        lines.append(f'  "{layer}" [label="{layer}/ ({count})"];')
+    for (source, target), by_kind in sorted(layer_edges(graph).items()):
+        if source not in sizes or target not in sizes:
+            continue
+        total = sum(by_kind.values())
+        style = "dotted" if by_kind[LAZY] == total else "dashed" if by_kind[TYPING] == total else "solid"
+        lines.append(f'  "{source}" -> "{target}" [label="{total}", style={style}];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def describe_cycles(graph: ModuleGraph) -> str:
     """One paragraph per cycle: its modules and the imports that close it."""
     paragraphs = []
@@ -289,10 +320,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("directory", help="a package directory, e.g. src/pedl/master")
     parser.add_argument("--cycles", action="store_true", help="print only the import cycles; exit 1 if any")
     parser.add_argument("--layers", action="store_true", help="print the number of imports between its packages")
+    parser.add_argument("--packages", action="store_true", help="DOT of its packages and the imports between them")
     arguments = parser.parse_args(argv)
     graph = build_graph(arguments.directory)
     if arguments.layers:
         print(describe_layers(graph))
+        return 0
+    if arguments.packages:
+        sys.stdout.write(packages_to_dot(graph))
         return 0
     report = describe_cycles(graph)
     if arguments.cycles:
