@@ -16,6 +16,8 @@ DET_E2E_SUITE ?= $(abspath ../shared/determined-e2e-0.38.1)
 TORCH_VERSION ?= 2.13.0
 TORCHVISION_VERSION ?= 0.28.0
 PYTEST_ARGS ?=
+# what ruff checks and formats (`make format` rewrites them as `make test` wants them)
+PY_SOURCES := src tests benchmarks tools examples
 # most of the suite waits on real processes, so it runs in parallel even on 2 cores; `serial`
 # tests (they restart PostgreSQL) run after it, beside the browser tests (Playwright's sync API
 # holds an asyncio loop open in its process), which have a pass of their own. Workers take tests 4 at a time, so the long
@@ -33,7 +35,7 @@ SETUP_JOBS ?= 4
 PIP = flock $(VENV)/.pip-lock $(BIN)/pip
 APT_GET = flock /tmp/pedl-apt.lock apt-get
 
-.PHONY: test-browser-and-serial venv install install-test install-torch det-venv det-tf-venv det-e2e-venv det-e2e compat-e2e demo setup setup-parts test test-setup test-bytecode test-fast lint typecheck bench clean postgres-check webui chromium \
+.PHONY: test-browser-and-serial venv install install-test install-torch det-venv det-tf-venv det-e2e-venv det-e2e compat-e2e demo setup setup-parts test test-setup test-bytecode test-fast lint format typecheck bench clean postgres-check webui chromium \
 	sshd docker docker-base
 
 $(BIN)/python:
@@ -177,7 +179,8 @@ postgres-check: $(VENV)/.installed
 
 test:
 	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target test-setup
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check $(PY_SOURCES)
+	$(BIN)/ruff format --check $(PY_SOURCES)
 	$(BIN)/pyright
 	cd web && npm test --silent
 	PEDL_DET_E2E=$(DET_E2E_SUITE) $(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --maxschedchunk 4 -m "not serial and not browser" $(PYTEST_ARGS) || [ $$? -eq 5 ]
@@ -225,8 +228,13 @@ typecheck: install-test
 	$(BIN)/pyright
 
 lint: install-test
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check $(PY_SOURCES)
+	$(BIN)/ruff format --check $(PY_SOURCES)
 	@$(MAKE) --no-print-directory typecheck
+
+# rewrites the Python sources as `ruff format --check` wants them
+format: install-test
+	$(BIN)/ruff format $(PY_SOURCES)
 
 bench: install-test
 	$(BIN)/python -m benchmarks.run_all

@@ -50,7 +50,6 @@ def loss(hp: dict[str, Any], steps: int, noise: float, rng: random.Random) -> fl
     return floor_loss(hp) + slowness(hp) / math.sqrt(steps) + rng.gauss(0.0, noise)
 
 
-
 # -- the simulation ----------------------------------------------------------------------------------
 
 
@@ -74,8 +73,7 @@ class Outcome:
     stopped_early: int = 0
 
 
-def simulate(searcher: Searcher, *, workers: int, max_length: int, period: int, noise: float,
-             seed: int) -> Outcome:
+def simulate(searcher: Searcher, *, workers: int, max_length: int, period: int, noise: float, seed: int) -> Outcome:
     out = Outcome()
     now = 0.0
     gpu_done = 0.0  # batches of finished validation segments
@@ -151,8 +149,10 @@ def simulate(searcher: Searcher, *, workers: int, max_length: int, period: int, 
 
 def searcher_for(name: str, args: argparse.Namespace, seed: int, mode: str) -> Searcher:
     extra = f", mode: {mode}" if name == "adaptive_asha" else ""
-    text = (f"entrypoint: x\nsearcher: {{name: {name}, metric: loss, max_trials: {args.trials}, "
-            f"max_length: {args.max_length}, max_concurrent_trials: {args.workers}{extra}}}\n" + HYPERPARAMETERS)
+    text = (
+        f"entrypoint: x\nsearcher: {{name: {name}, metric: loss, max_trials: {args.trials}, "
+        f"max_length: {args.max_length}, max_concurrent_trials: {args.workers}{extra}}}\n" + HYPERPARAMETERS
+    )
     return make_searcher(parse_experiment_config(text), seed=seed)
 
 
@@ -166,49 +166,112 @@ def gpu_to_match(outcome: Outcome, target: float) -> float | None:
 
 def measure(args: argparse.Namespace) -> list[Figure]:
     seeds = list(range(args.seeds))
-    setup = (f"{args.trials} trials, max_length {args.max_length} batches, {args.workers} workers, "
-             f"validation every {args.period} batches, noise {args.noise}, median of {len(seeds)} seeds")
-    randoms = [simulate(searcher_for("random", args, s, ""), workers=args.workers, max_length=args.max_length,
-                        period=args.period, noise=args.noise, seed=s) for s in seeds]
+    setup = (
+        f"{args.trials} trials, max_length {args.max_length} batches, {args.workers} workers, "
+        f"validation every {args.period} batches, noise {args.noise}, median of {len(seeds)} seeds"
+    )
+    randoms = [
+        simulate(
+            searcher_for("random", args, s, ""),
+            workers=args.workers,
+            max_length=args.max_length,
+            period=args.period,
+            noise=args.noise,
+            seed=s,
+        )
+        for s in seeds
+    ]
     figures = _figures("random", randoms, setup)
     for mode in args.modes:
-        ashas = [simulate(searcher_for("adaptive_asha", args, s, mode), workers=args.workers,
-                          max_length=args.max_length, period=args.period, noise=args.noise, seed=s) for s in seeds]
+        ashas = [
+            simulate(
+                searcher_for("adaptive_asha", args, s, mode),
+                workers=args.workers,
+                max_length=args.max_length,
+                period=args.period,
+                noise=args.noise,
+                seed=s,
+            )
+            for s in seeds
+        ]
         label = f"adaptive_asha {mode}"
         figures += _figures(label, ashas, setup)
-        figures.append(Figure(NAME, f"{label}: GPU time to best, relative to random",
-                              median([a.gpu_to_best / r.gpu_to_best for a, r in zip(ashas, randoms, strict=True)]),
-                              "x", "per-seed ratio, median"))
-        figures.append(Figure(NAME, f"{label}: total GPU time, relative to random",
-                              median([a.gpu_total / r.gpu_total for a, r in zip(ashas, randoms, strict=True)]),
-                              "x", "per-seed ratio, median"))
-        matched = [(m, a) for a, r in zip(ashas, randoms, strict=True)
-                   if (m := gpu_to_match(r, a.best_final)) is not None]
+        figures.append(
+            Figure(
+                NAME,
+                f"{label}: GPU time to best, relative to random",
+                median([a.gpu_to_best / r.gpu_to_best for a, r in zip(ashas, randoms, strict=True)]),
+                "x",
+                "per-seed ratio, median",
+            )
+        )
+        figures.append(
+            Figure(
+                NAME,
+                f"{label}: total GPU time, relative to random",
+                median([a.gpu_total / r.gpu_total for a, r in zip(ashas, randoms, strict=True)]),
+                "x",
+                "per-seed ratio, median",
+            )
+        )
+        matched = [
+            (m, a) for a, r in zip(ashas, randoms, strict=True) if (m := gpu_to_match(r, a.best_final)) is not None
+        ]
         if matched:
-            figures.append(Figure(NAME, f"random: GPU time to a final loss as good as {label}'s best",
-                                  median([m for m, _ in matched]), "batches",
-                                  f"reached in {len(matched)} of {len(seeds)} seeds; median over those"))
-            figures.append(Figure(NAME, f"{label}: GPU saved for the same final loss",
-                                  median([m / a.gpu_to_best for m, a in matched]), "x",
-                                  "random's GPU time to match / ASHA's GPU time to its best, per seed"))
+            figures.append(
+                Figure(
+                    NAME,
+                    f"random: GPU time to a final loss as good as {label}'s best",
+                    median([m for m, _ in matched]),
+                    "batches",
+                    f"reached in {len(matched)} of {len(seeds)} seeds; median over those",
+                )
+            )
+            figures.append(
+                Figure(
+                    NAME,
+                    f"{label}: GPU saved for the same final loss",
+                    median([m / a.gpu_to_best for m, a in matched]),
+                    "x",
+                    "random's GPU time to match / ASHA's GPU time to its best, per seed",
+                )
+            )
     return figures
 
 
 def _figures(label: str, outcomes: list[Outcome], setup: str) -> list[Figure]:
-    m = {key: median([getattr(o, key) for o in outcomes])
-         for key in ("trials_started", "gpu_to_best", "gpu_total", "best_final", "best_true", "wall_to_best",
-                     "stopped_early")}
+    m = {
+        key: median([getattr(o, key) for o in outcomes])
+        for key in (
+            "trials_started",
+            "gpu_to_best",
+            "gpu_total",
+            "best_final",
+            "best_true",
+            "wall_to_best",
+            "stopped_early",
+        )
+    }
     return [
         Figure(NAME, f"{label}: trials started", m["trials_started"], "trials", setup),
         Figure(NAME, f"{label}: trials stopped early", m["stopped_early"], "trials"),
-        Figure(NAME, f"{label}: GPU time to the best final metric", m["gpu_to_best"], "batches",
-               "summed over workers"),
+        Figure(NAME, f"{label}: GPU time to the best final metric", m["gpu_to_best"], "batches", "summed over workers"),
         Figure(NAME, f"{label}: total GPU time", m["gpu_total"], "batches"),
-        Figure(NAME, f"{label}: wall time to the best final metric", m["wall_to_best"], "batches",
-               "simulated, one batch per tick per worker"),
+        Figure(
+            NAME,
+            f"{label}: wall time to the best final metric",
+            m["wall_to_best"],
+            "batches",
+            "simulated, one batch per tick per worker",
+        ),
         Figure(NAME, f"{label}: best final loss", m["best_final"], "loss", "as reported, with noise"),
-        Figure(NAME, f"{label}: converged loss of that trial", m["best_true"], "loss",
-               "f(hp) without noise; the optimum is 0.2"),
+        Figure(
+            NAME,
+            f"{label}: converged loss of that trial",
+            m["best_true"],
+            "loss",
+            "f(hp) without noise; the optimum is 0.2",
+        ),
     ]
 
 
@@ -220,8 +283,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--period", type=int, default=4, help="validate every N batches (default 4)")
     p.add_argument("--noise", type=float, default=0.02, help="std dev of the validation noise (default 0.02)")
     p.add_argument("--seeds", type=int, default=7, help="seeds; figures are medians (default 7)")
-    p.add_argument("--modes", nargs="+", default=["standard", "aggressive"],
-                   choices=["aggressive", "standard", "conservative"], help="adaptive_asha modes to run")
+    p.add_argument(
+        "--modes",
+        nargs="+",
+        default=["standard", "aggressive"],
+        choices=["aggressive", "standard", "conservative"],
+        help="adaptive_asha modes to run",
+    )
     add_common_args(p)
     return p
 

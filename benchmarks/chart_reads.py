@@ -52,12 +52,32 @@ def seed_trials(db: Database, experiment_id: int, trials: int) -> list[int]:
         if s.get(models.User, 1) is None:
             s.add(models.User(id=1, username="bench", password_hash="", created_at=0.0, modified_at=0.0))
             s.flush()
-        s.add(models.Experiment(id=experiment_id, name=f"e{experiment_id}", owner_id=1, state="STATE_ACTIVE",
-                                config={}, original_config="", resource_pool="default", start_time=0.0))
+        s.add(
+            models.Experiment(
+                id=experiment_id,
+                name=f"e{experiment_id}",
+                owner_id=1,
+                state="STATE_ACTIVE",
+                config={},
+                original_config="",
+                resource_pool="default",
+                start_time=0.0,
+            )
+        )
         s.flush()
-        rows = [models.Trial(experiment_id=experiment_id, request_id=str(i), task_id=f"{experiment_id}.{i}",
-                             hparams={}, seed=0, state="STATE_COMPLETED", start_time=0.0, summary_metrics={})
-                for i in range(trials)]
+        rows = [
+            models.Trial(
+                experiment_id=experiment_id,
+                request_id=str(i),
+                task_id=f"{experiment_id}.{i}",
+                hparams={},
+                seed=0,
+                state="STATE_COMPLETED",
+                start_time=0.0,
+                summary_metrics={},
+            )
+            for i in range(trials)
+        ]
         s.add_all(rows)
         s.flush()
         return [t.id for t in rows]
@@ -69,8 +89,16 @@ def store(db: Database, trial_id: int, group: str, steps: range, rng: random.Ran
     last: dict = {}
     for step in steps:
         last = {"loss": 1.0 / (1 + step / 1000) + rng.gauss(0, 0.05), "accuracy": rng.random()}
-        rows.append({"trial_id": trial_id, "trial_run_id": 1, "group": group, "steps_completed": step,
-                     "report_time": 0.0, "metrics": last})
+        rows.append(
+            {
+                "trial_id": trial_id,
+                "trial_run_id": 1,
+                "group": group,
+                "steps_completed": step,
+                "report_time": 0.0,
+                "metrics": last,
+            }
+        )
         if len(rows) == BATCH:
             with db.session() as s:
                 s.execute(insert(models.Metric), rows)
@@ -79,8 +107,10 @@ def store(db: Database, trial_id: int, group: str, steps: range, rng: random.Ran
         if rows:
             s.execute(insert(models.Metric), rows)
         trial = s.get(models.Trial, trial_id)
-        trial.summary_metrics = {**trial.summary_metrics,
-                                 f"latest_{group}": {"steps_completed": steps[-1], "metrics": last}}
+        trial.summary_metrics = {
+            **trial.summary_metrics,
+            f"latest_{group}": {"steps_completed": steps[-1], "metrics": last},
+        }
 
 
 def digest_everything(db: Database) -> tuple[float, int]:
@@ -107,8 +137,10 @@ def plans(db: Database, trial_ids: list[int]) -> list[str]:
     """The query plans of the two reads a digested chart makes: the digests, and the reports after them."""
     with db.read_session() as s:
         dialect = s.get_bind().dialect.name
-        statements = {"digests": metric_digests.load_statement(trial_ids, "training", ["loss"]),
-                      "tail": metric_series.tail_query(dialect, trial_ids, "training", ["loss"])}
+        statements = {
+            "digests": metric_digests.load_statement(trial_ids, "training", ["loss"]),
+            "tail": metric_series.tail_query(dialect, trial_ids, "training", ["loss"]),
+        }
         out = []
         for name, stmt in statements.items():
             compiled = stmt.compile(dialect=s.get_bind().dialect, compile_kwargs={"literal_binds": True})
@@ -137,23 +169,39 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
         ctx = SimpleNamespace(db=db)
         reads = {
             f"trial of {one_trial:,} training reports": lambda: metric_series.for_trial(
-                ctx, big, group="training", names=["loss"], max_points=1000),
+                ctx, big, group="training", names=["loss"], max_points=1000
+            ),
             f"experiment of {trials} trials × {training:,} training reports": lambda: metric_series.for_experiment(
-                ctx, 2, group="training", names=["loss"], max_points=500),
+                ctx, 2, group="training", names=["loss"], max_points=500
+            ),
             f"experiment of {trials} trials × {validation:,} validation reports": lambda: metric_series.for_experiment(
-                ctx, 2, group="validation", names=["loss"], max_points=500),
+                ctx, 2, group="validation", names=["loss"], max_points=500
+            ),
         }
         raw = {what: median(timed(read, 2)) for what, read in reads.items()}
         took, marks = digest_everything(db)
-        figures.append(Figure(NAME, f"{kind}: digests built for reports already stored", rows / took, "reports/s",
-                              f"{rows:,} reports, {marks} (trial, group) digested in {took:.1f} s; "
-                              f"seeding took {seeded:.0f} s"))
+        figures.append(
+            Figure(
+                NAME,
+                f"{kind}: digests built for reports already stored",
+                rows / took,
+                "reports/s",
+                f"{rows:,} reports, {marks} (trial, group) digested in {took:.1f} s; seeding took {seeded:.0f} s",
+            )
+        )
         for what, read in reads.items():
             times = timed(read, args.repeat)
-            figures.append(Figure(NAME, f"{kind}: {what}, p95", percentile(times, 95) * 1000, "ms",
-                                  f"p50 {median(times) * 1000:.1f} ms over {args.repeat}, the first (no answer "
-                                  f"kept yet) {times[0] * 1000:.1f} ms; from the reports themselves "
-                                  f"{raw[what] * 1000:.0f} ms"))
+            figures.append(
+                Figure(
+                    NAME,
+                    f"{kind}: {what}, p95",
+                    percentile(times, 95) * 1000,
+                    "ms",
+                    f"p50 {median(times) * 1000:.1f} ms over {args.repeat}, the first (no answer "
+                    f"kept yet) {times[0] * 1000:.1f} ms; from the reports themselves "
+                    f"{raw[what] * 1000:.0f} ms",
+                )
+            )
         if args.plans:
             for line in plans(db, ids[:3]):
                 print(line)

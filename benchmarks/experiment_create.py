@@ -20,21 +20,22 @@ from pedl.config.master_config import DatabaseConfig, MasterConfig
 NAME = "experiment_create"
 SEARCHERS = {
     "random, max_trials 10,000 (the limit)": "searcher: {name: random, metric: loss, max_trials: 10000, "
-                                             "max_length: 10}",
+    "max_length: 10}",
     "random, max_trials 100,000,000 (refused)": "searcher: {name: random, metric: loss, max_trials: 100000000, "
-                                                "max_length: 10}",
+    "max_length: 10}",
     "grid 100x100 (the limit)": "searcher: {name: grid, metric: loss, max_length: 10}\nhyperparameters:\n"
-                                "  a: {type: int, minval: 0, maxval: 99, count: 100}\n"
-                                "  b: {type: int, minval: 0, maxval: 99, count: 100}",
+    "  a: {type: int, minval: 0, maxval: 99, count: 100}\n"
+    "  b: {type: int, minval: 0, maxval: 99, count: 100}",
     "grid 200x200 (refused)": "searcher: {name: grid, metric: loss, max_length: 10}\nhyperparameters:\n"
-                              "  a: {type: int, minval: 0, maxval: 199, count: 200}\n"
-                              "  b: {type: int, minval: 0, maxval: 199, count: 200}",
+    "  a: {type: int, minval: 0, maxval: 199, count: 200}\n"
+    "  b: {type: int, minval: 0, maxval: 199, count: 200}",
 }
 
 
 def _body(searcher: str) -> str:
-    return json.dumps({"activate": True, "config": f"entrypoint: python3 train.py\n{searcher}\n",
-                       "modelDefinition": []})
+    return json.dumps(
+        {"activate": True, "config": f"entrypoint: python3 train.py\n{searcher}\n", "modelDefinition": []}
+    )
 
 
 def measure_one(kind: str, db: dict | None, work: Path, repeat: int) -> list[Figure]:
@@ -43,8 +44,9 @@ def measure_one(kind: str, db: dict | None, work: Path, repeat: int) -> list[Fig
     config = MasterConfig(data_dir=work / kind, port=0, db=DatabaseConfig(**db) if db else None)
     figures = []
     with LiveMaster(config) as master, httpx.Client(base_url=master.url, timeout=120) as http:
-        token = http.post("/api/v1/auth/login", content=json.dumps({"username": "determined",
-                                                                    "password": ""})).json()["token"]
+        token = http.post("/api/v1/auth/login", content=json.dumps({"username": "determined", "password": ""})).json()[
+            "token"
+        ]
         http.headers["Authorization"] = f"Bearer {token}"
         for label, searcher in SEARCHERS.items():
             times, statuses, me_waits = [], set(), []
@@ -71,9 +73,16 @@ def measure_one(kind: str, db: dict | None, work: Path, repeat: int) -> list[Fig
                 if r.status_code == 200:
                     http.post(f"/api/v1/experiments/{r.json()['experiment']['id']}/kill")
             db_name = "SQLite" if kind == "sqlite" else "PostgreSQL"
-            figures.append(Figure(NAME, f"{db_name}: {label}", 1000 * median(times), "ms",
-                                  f"median of {repeat}, HTTP {sorted(statuses)}; concurrent /me p95 "
-                                  f"{1000 * percentile(me_waits, 95):.0f} ms over {len(me_waits)} calls"))
+            figures.append(
+                Figure(
+                    NAME,
+                    f"{db_name}: {label}",
+                    1000 * median(times),
+                    "ms",
+                    f"median of {repeat}, HTTP {sorted(statuses)}; concurrent /me p95 "
+                    f"{1000 * percentile(me_waits, 95):.0f} ms over {len(me_waits)} calls",
+                )
+            )
     return figures
 
 

@@ -36,8 +36,9 @@ def body_of(megabytes: float) -> bytes:
     return b"[" + b"1," * (n - 1) + b"1]"
 
 
-def sender(method: str, url: str, megabytes: float, headers: dict[str, str], stop: Any, statuses: Any,
-           answered: Any) -> None:
+def sender(
+    method: str, url: str, megabytes: float, headers: dict[str, str], stop: Any, statuses: Any, answered: Any
+) -> None:
     """One sender's loop, in a process of its own: the monitor's process shares no GIL with it, and it
     runs at the lowest CPU priority, as if on a machine of its own (the master's CPU is what is measured)."""
     os.nice(19)
@@ -58,13 +59,19 @@ def sender(method: str, url: str, megabytes: float, headers: dict[str, str], sto
 def one_round(master: Master, method: str, path: str, headers: dict[str, str], args: argparse.Namespace) -> Round:
     spawn = multiprocessing.get_context("spawn")
     stop, statuses, answered = spawn.Event(), spawn.Queue(), spawn.Value("i", 0)
-    senders = [spawn.Process(target=sender, daemon=True,
-                             args=(method, f"{master.url}{path}", args.body_mb, headers, stop, statuses, answered))
-               for _ in range(args.senders)]
+    senders = [
+        spawn.Process(
+            target=sender,
+            daemon=True,
+            args=(method, f"{master.url}{path}", args.body_mb, headers, stop, statuses, answered),
+        )
+        for _ in range(args.senders)
+    ]
     latencies: list[float] = []
     timeouts = 0
-    with httpx.Client(base_url=master.url, headers={"Authorization": f"Bearer {master.token()}"},
-                      timeout=MONITOR_TIMEOUT) as monitor:
+    with httpx.Client(
+        base_url=master.url, headers={"Authorization": f"Bearer {master.token()}"}, timeout=MONITOR_TIMEOUT
+    ) as monitor:
         monitor.get("/api/v1/me").raise_for_status()
         for p in senders:
             p.start()
@@ -90,12 +97,17 @@ def one_round(master: Master, method: str, path: str, headers: dict[str, str], a
 
 def figures_of(label: str, r: Round, args: argparse.Namespace) -> list[Figure]:
     answers = ", ".join(f"{k}: {v}" for k, v in sorted(r.statuses.items(), key=str)) or "none"
-    detail = (f"{args.senders} senders of {args.body_mb:g} MB bodies for {args.seconds:g} s, "
-              f"{len(r.latencies)} monitor calls" + (f" ({r.timeouts} unanswered after {MONITOR_TIMEOUT:g} s)"
-                                                     if r.timeouts else "") + f"; senders' answers {answers}")
-    return [Figure(NAME, f"{label}: worst GET /api/v1/me", max(r.latencies) * 1000, "ms", detail),
-            Figure(NAME, f"{label}: p99 GET /api/v1/me", percentile(r.latencies, 99) * 1000, "ms", detail),
-            Figure(NAME, f"{label}: median GET /api/v1/me", percentile(r.latencies, 50) * 1000, "ms", detail)]
+    detail = (
+        f"{args.senders} senders of {args.body_mb:g} MB bodies for {args.seconds:g} s, "
+        f"{len(r.latencies)} monitor calls"
+        + (f" ({r.timeouts} unanswered after {MONITOR_TIMEOUT:g} s)" if r.timeouts else "")
+        + f"; senders' answers {answers}"
+    )
+    return [
+        Figure(NAME, f"{label}: worst GET /api/v1/me", max(r.latencies) * 1000, "ms", detail),
+        Figure(NAME, f"{label}: p99 GET /api/v1/me", percentile(r.latencies, 99) * 1000, "ms", detail),
+        Figure(NAME, f"{label}: median GET /api/v1/me", percentile(r.latencies, 50) * 1000, "ms", detail),
+    ]
 
 
 def measure(args: argparse.Namespace) -> list[Figure]:
@@ -104,13 +116,22 @@ def measure(args: argparse.Namespace) -> list[Figure]:
         try:
             quiet = one_round(master, "GET", "/info", {}, argparse.Namespace(**{**vars(args), "senders": 0}))
             out = figures_of("no senders", quiet, args)[:2]
-            out += figures_of("anonymous POST /api/v1/auth/login",
-                              one_round(master, "POST", "/api/v1/auth/login", {}, args), args)
+            out += figures_of(
+                "anonymous POST /api/v1/auth/login", one_round(master, "POST", "/api/v1/auth/login", {}, args), args
+            )
             me = httpx.get(f"{master.url}/api/v1/me", headers={"Authorization": f"Bearer {master.token()}"}).json()
             # logged in: a body the route parses whole (under limits.max_request_body_bytes) and then refuses
-            out += figures_of("logged-in PATCH /api/v1/users/{id}",
-                              one_round(master, "PATCH", f"/api/v1/users/{me['user']['id']}",
-                                        {"Authorization": f"Bearer {master.token()}"}, args), args)
+            out += figures_of(
+                "logged-in PATCH /api/v1/users/{id}",
+                one_round(
+                    master,
+                    "PATCH",
+                    f"/api/v1/users/{me['user']['id']}",
+                    {"Authorization": f"Bearer {master.token()}"},
+                    args,
+                ),
+                args,
+            )
         finally:
             master.stop()
     return out

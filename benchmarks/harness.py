@@ -89,8 +89,11 @@ def report(figures: Sequence[Figure], as_json: bool) -> None:
         print(markdown(figures))
 
 
-def run_main(parser: argparse.ArgumentParser, measure: Callable[[argparse.Namespace], list[Figure]],
-             argv: list[str] | None = None) -> list[Figure]:
+def run_main(
+    parser: argparse.ArgumentParser,
+    measure: Callable[[argparse.Namespace], list[Figure]],
+    argv: list[str] | None = None,
+) -> list[Figure]:
     """Every benchmark's `main`: parse, measure, print the table (or JSON)."""
     args = parser.parse_args(argv)
     figures = measure(args)

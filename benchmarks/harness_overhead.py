@@ -29,7 +29,7 @@ RESULT = "HARNESS_OVERHEAD_RESULT "
 # during the next bare loop). The figure is the median of the rounds' ratios: a pair of loops a second or
 # two apart sees the same machine, where the best loops of each kind could
 # come from minutes apart, and on a machine whose speed wandered gave ratios from 0.94 to 1.15 for the same code.
-TRAIN_PY = '''\
+TRAIN_PY = """\
 import json
 import os
 import time
@@ -88,22 +88,37 @@ with pedl.core.init(hparams=hp if info is None else None, max_length=int(hp["max
                     {"size": label, "mode": mode, "round": rnd, "steps": steps, "seconds": seconds,
                      "steps_per_s": steps / seconds, "step_ms": 1000 * seconds / steps}), flush=True)
 print("done", flush=True)
-'''
+"""
 
 
 def hparams(args: argparse.Namespace) -> dict:
-    hp = {"small_ms": args.small_ms, "small_steps": args.small_steps, "large_ms": args.large_ms,
-          "large_steps": args.large_steps, "rounds": args.rounds}
+    hp = {
+        "small_ms": args.small_ms,
+        "small_steps": args.small_steps,
+        "large_ms": args.large_ms,
+        "large_steps": args.large_steps,
+        "rounds": args.rounds,
+    }
     hp["max_length"] = args.rounds * (args.small_steps + args.large_steps)
     return hp
 
 
 def experiment_config(hp: dict) -> str:
-    return yaml.safe_dump({
-        "name": "harness-overhead", "entrypoint": "python3 train.py", "max_restarts": 0, "hyperparameters": hp,
-        "searcher": {"name": "single", "metric": "loss", "smaller_is_better": True,
-                     "max_length": {"batches": hp["max_length"]}},
-        "resources": {"slots_per_trial": 1}})
+    return yaml.safe_dump(
+        {
+            "name": "harness-overhead",
+            "entrypoint": "python3 train.py",
+            "max_restarts": 0,
+            "hyperparameters": hp,
+            "searcher": {
+                "name": "single",
+                "metric": "loss",
+                "smaller_is_better": True,
+                "max_length": {"batches": hp["max_length"]},
+            },
+            "resources": {"slots_per_trial": 1},
+        }
+    )
 
 
 def parse_results(text: str) -> dict[tuple[str, str], list[dict]]:
@@ -129,8 +144,11 @@ def on_cluster(args: argparse.Namespace, work: Path, model_dir: Path, kind: str,
     agent = LocalAgent(work / kind, master.url, "bench-agent", token=master.agent_token).start()
     try:
         wait_for(lambda: agent_connected(master, agent.agent_id), 60, what="the agent to connect")
-        body = {"config": experiment_config(hparams(args)), "modelDefinition": pack_model_dir(model_dir),
-                "activate": True}
+        body = {
+            "config": experiment_config(hparams(args)),
+            "modelDefinition": pack_model_dir(model_dir),
+            "activate": True,
+        }
         exp_id = master.api("POST", "/api/v1/experiments", body)["experiment"]["id"]
         exp = wait_experiment(master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=600)
         (trial,) = master.api("GET", f"/api/v1/experiments/{exp_id}/trials")["trials"]
@@ -147,8 +165,9 @@ def off_cluster(args: argparse.Namespace, model_dir: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PEDL_", "DET_"))}
     env["HARNESS_OVERHEAD_HPARAMS"] = json.dumps(hparams(args))
     # stdout is a pipe, as it is under a job runner; local mode prints one line per report
-    done = subprocess.run([sys.executable, "train.py"], cwd=model_dir, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "train.py"], cwd=model_dir, env=env, capture_output=True, text=True, timeout=600
+    )
     if done.returncode != 0:
         raise RuntimeError(f"the off-cluster run failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return done.stdout
@@ -163,11 +182,20 @@ def figures_from(logs: str, where: str, args: argparse.Namespace) -> list[Figure
         bare = max(r["steps_per_s"] for r in results[(size, "bare")])
         rep = max(r["steps_per_s"] for r in results[(size, "reported")])
         steps = results[(size, "bare")][0]["steps"]
-        detail = (f"{where}; ~{target:g} ms numpy step, {steps} steps per loop, median of {len(ratios)} rounds' "
-                  f"ratios (from {ratios[0]:.3f} to {ratios[-1]:.3f}); the best loops: {rep:,.0f} steps/s reporting "
-                  f"vs {bare:,.0f} bare")
-        figures.append(Figure(NAME, f"{where.split(',')[0]}: reported/bare throughput, ~{target:g} ms step",
-                              statistics.median(ratios), "ratio", detail))
+        detail = (
+            f"{where}; ~{target:g} ms numpy step, {steps} steps per loop, median of {len(ratios)} rounds' "
+            f"ratios (from {ratios[0]:.3f} to {ratios[-1]:.3f}); the best loops: {rep:,.0f} steps/s reporting "
+            f"vs {bare:,.0f} bare"
+        )
+        figures.append(
+            Figure(
+                NAME,
+                f"{where.split(',')[0]}: reported/bare throughput, ~{target:g} ms step",
+                statistics.median(ratios),
+                "ratio",
+                detail,
+            )
+        )
     return figures
 
 
@@ -189,18 +217,27 @@ def measure(args: argparse.Namespace) -> list[Figure]:
                     logs = on_cluster(args, work, model_dir, kind, db)
             else:
                 logs = on_cluster(args, work, model_dir, kind, None)
-            figures += figures_from(logs, f"on-cluster {'SQLite' if kind == 'sqlite' else 'PostgreSQL'}, "
-                                          "reports over HTTP to the master", args)
+            figures += figures_from(
+                logs,
+                f"on-cluster {'SQLite' if kind == 'sqlite' else 'PostgreSQL'}, reports over HTTP to the master",
+                args,
+            )
         if not args.no_local:
-            figures += figures_from(off_cluster(args, model_dir),
-                                    "off-cluster, local mode (metrics printed to a pipe)", args)
+            figures += figures_from(
+                off_cluster(args, model_dir), "off-cluster, local mode (metrics printed to a pipe)", args
+            )
     return figures
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.harness_overhead", description=__doc__)
-    p.add_argument("--db", nargs="+", choices=["sqlite", "postgres"], default=["sqlite"],
-                   help="the master's database(s) (default sqlite)")
+    p.add_argument(
+        "--db",
+        nargs="+",
+        choices=["sqlite", "postgres"],
+        default=["sqlite"],
+        help="the master's database(s) (default sqlite)",
+    )
     p.add_argument("--small-ms", type=float, default=1.0, help="work per step of the small variant (default 1 ms)")
     p.add_argument("--small-steps", type=int, default=2000, help="steps per loop, small variant (default 2000)")
     p.add_argument("--large-ms", type=float, default=10.0, help="work per step of the large variant (default 10 ms)")

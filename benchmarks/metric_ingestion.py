@@ -37,8 +37,10 @@ from pedl.master.workers import metric_digests as metric_digester
 NAME = "metric_ingestion"
 CLIENTS = {"batched": "reporters through pedl.core", "single": "clients of the single-report route"}
 BASELINE_RUNS = 3
-INSERT = ("INSERT INTO metrics (trial_id, trial_run_id, metric_group, steps_completed, report_time, metrics) "
-          "VALUES ({p}, {p}, {p}, {p}, {p}, {p})")
+INSERT = (
+    "INSERT INTO metrics (trial_id, trial_run_id, metric_group, steps_completed, report_time, metrics) "
+    "VALUES ({p}, {p}, {p}, {p}, {p}, {p})"
+)
 
 
 def payload(metric_keys: int, step: int) -> dict[str, float]:
@@ -58,8 +60,9 @@ class Store:
     def count(self, trial_id: int) -> int:
         con = self._connect()
         try:
-            return con.execute("SELECT count(*) FROM metrics WHERE trial_id = %s".replace("%s", self._p),
-                               (trial_id,)).fetchone()[0]
+            return con.execute(
+                "SELECT count(*) FROM metrics WHERE trial_id = %s".replace("%s", self._p), (trial_id,)
+            ).fetchone()[0]
         finally:
             con.close()
 
@@ -70,8 +73,10 @@ class Store:
     def _rows(self, trial_id: int, run_id: int, first_step: int, n: int, metric_keys: int) -> list[tuple]:
         now = time.time()
         wrap = Json if self.kind == "postgres" else json.dumps
-        return [(trial_id, run_id, "training", step, now, wrap(payload(metric_keys, step)))
-                for step in range(first_step, first_step + n)]
+        return [
+            (trial_id, run_id, "training", step, now, wrap(payload(metric_keys, step)))
+            for step in range(first_step, first_step + n)
+        ]
 
     def executemany(self, trial_id: int, run_id: int, first_step: int, n: int, metric_keys: int) -> float:
         """Rows per second: n rows in one executemany, one commit (JSON encoding included)."""
@@ -111,8 +116,13 @@ def sqlite_store(path: Path) -> Store:
 
 def postgres_store(db: dict) -> Store:
     # keyword arguments, not a DSN string: libpq reads "password= dbname=x" as the password "dbname=x"
-    params = {"host": db["host"], "port": db["port"], "user": db["user"], "dbname": db["name"],
-              "password": db["password"] or None}
+    params = {
+        "host": db["host"],
+        "port": db["port"],
+        "user": db["user"],
+        "dbname": db["name"],
+        "password": db["password"] or None,
+    }
     return Store("postgres", lambda: psycopg.connect(**params), "%s")
 
 
@@ -203,8 +213,15 @@ def report_concurrently(url: str, trials: list[dict], per_thread: int, metric_ke
     go, failed = ctx.Event(), ctx.Value("i", 0)
     workers = []
     for h in trials:
-        info = TrialInfo(trial_id=h["trial_id"], experiment_id=0, trial_seed=0, hparams={}, config={},
-                         steps_completed=0, trial_run_id=h["trial_run_id"])
+        info = TrialInfo(
+            trial_id=h["trial_id"],
+            experiment_id=0,
+            trial_seed=0,
+            hparams={},
+            config={},
+            steps_completed=0,
+            trial_run_id=h["trial_run_id"],
+        )
         steps = range(h["reports"] + 1, h["reports"] + 1 + per_thread)
         workers.append(ctx.Process(target=_reporter, args=(url, h["token"], info, steps, metric_keys, go, failed)))
     for w in workers:
@@ -232,14 +249,24 @@ def post_concurrently(url: str, trials: list[dict], per_thread: int, metric_keys
             bodies = []
             for j in range(per_thread):
                 step = h["reports"] + 1 + j
-                bodies.append(json.dumps({"metrics": {
-                    "trialId": trial_id, "trialRunId": run_id, "stepsCompleted": step,
-                    "metrics": {"avgMetrics": payload(metric_keys, step), "batchMetrics": []}},
-                    "group": "training"}))
+                bodies.append(
+                    json.dumps(
+                        {
+                            "metrics": {
+                                "trialId": trial_id,
+                                "trialRunId": run_id,
+                                "stepsCompleted": step,
+                                "metrics": {"avgMetrics": payload(metric_keys, step), "batchMetrics": []},
+                            },
+                            "group": "training",
+                        }
+                    )
+                )
             barrier.wait()
             for body in bodies:
-                r = http.post(f"/api/v1/trials/{trial_id}/metrics", content=body,
-                              headers={"Content-Type": "application/json"})
+                r = http.post(
+                    f"/api/v1/trials/{trial_id}/metrics", content=body, headers={"Content-Type": "application/json"}
+                )
                 if r.status_code == 200:
                     acked[t] += 1
                 else:
@@ -272,28 +299,47 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
         try:
             wait_for(lambda: agent_connected(master, "agent-0"), 60, what="the agent to connect")
             rss_started = resident_mib(master.pid)
-            config = {"name": "metric-ingestion", "entrypoint": "python3 train.py", "max_restarts": 0,
-                      "hyperparameters": {"reports": args.serial_reports, "metric_keys": args.metric_keys,
-                                          "out_dir": str(out),
-                                          # the trials stay up (their tokens valid) while the reporters
-                                          # send for them: at least 1,000 reports/s in all is assumed
-                                          "wait_s": max(600.0, n * args.reports_per_thread / 1000),
-                                          "index": {"type": "categorical", "vals": list(range(n))}},
-                      "searcher": {"name": "grid", "metric": "loss", "max_length": {"batches": 1},
-                                   "max_concurrent_trials": n},
-                      "resources": {"slots_per_trial": 1}}
-            exp_id = master.api("POST", "/api/v1/experiments", {"config": yaml.safe_dump(config),
-                                                                "modelDefinition": files})["experiment"]["id"]
-            wait_for(lambda: len(list(out.glob("handoff-*.json"))) >= n, 600, interval=0.1,
-                     what=f"the serial reports of {n} trials")
+            config = {
+                "name": "metric-ingestion",
+                "entrypoint": "python3 train.py",
+                "max_restarts": 0,
+                "hyperparameters": {
+                    "reports": args.serial_reports,
+                    "metric_keys": args.metric_keys,
+                    "out_dir": str(out),
+                    # the trials stay up (their tokens valid) while the reporters
+                    # send for them: at least 1,000 reports/s in all is assumed
+                    "wait_s": max(600.0, n * args.reports_per_thread / 1000),
+                    "index": {"type": "categorical", "vals": list(range(n))},
+                },
+                "searcher": {
+                    "name": "grid",
+                    "metric": "loss",
+                    "max_length": {"batches": 1},
+                    "max_concurrent_trials": n,
+                },
+                "resources": {"slots_per_trial": 1},
+            }
+            exp_id = master.api(
+                "POST", "/api/v1/experiments", {"config": yaml.safe_dump(config), "modelDefinition": files}
+            )["experiment"]["id"]
+            wait_for(
+                lambda: len(list(out.glob("handoff-*.json"))) >= n,
+                600,
+                interval=0.1,
+                what=f"the serial reports of {n} trials",
+            )
             trials = [json.loads(p.read_text()) for p in sorted(out.glob("handoff-*.json"))]
             serial_rates = sorted(h["reports"] / h["seconds"] for h in trials)
             master_cpu = cpu_seconds(master.pid)
             send = report_concurrently if args.mode == "batched" else post_concurrently
             with RssSampler(master.pid) as rss:
                 acked, failed, seconds = send(master.url, trials, args.reports_per_thread, args.metric_keys)
-            print(f"{kind}: master resident MiB while reporting, every {RssSampler.EVERY:g} s: "
-                  f"{' '.join(f'{v:.0f}' for v in rss.samples)}", file=sys.stderr)
+            print(
+                f"{kind}: master resident MiB while reporting, every {RssSampler.EVERY:g} s: "
+                f"{' '.join(f'{v:.0f}' for v in rss.samples)}",
+                file=sys.stderr,
+            )
             if master_cpu is not None:
                 master_cpu = cpu_seconds(master.pid) - master_cpu
             time.sleep(2 * metric_digester.PASS_SPACING)  # the digester's last pass, then its memory
@@ -311,38 +357,97 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
         next_step = first["reports"] + args.reports_per_thread + 1_000_000
         # the baseline at its best of three (the highest rows/s: the ratio's lower bound), one run having
         # moved from 102,000 to 119,000 rows/s between runs of the benchmark
-        raw_many = max(store.executemany(first["trial_id"], first["trial_run_id"], next_step + i * args.raw_rows,
-                                         args.raw_rows, args.metric_keys) for i in range(BASELINE_RUNS))
+        raw_many = max(
+            store.executemany(
+                first["trial_id"], first["trial_run_id"], next_step + i * args.raw_rows, args.raw_rows, args.metric_keys
+            )
+            for i in range(BASELINE_RUNS)
+        )
         next_step += BASELINE_RUNS * args.raw_rows
-        raw_each = store.row_per_commit(first["trial_id"], first["trial_run_id"], next_step,
-                                        args.raw_rows_committed, args.metric_keys)
+        raw_each = store.row_per_commit(
+            first["trial_id"], first["trial_run_id"], next_step, args.raw_rows_committed, args.metric_keys
+        )
         after = sum(store.count(h["trial_id"]) for h in trials)
     raw_total = BASELINE_RUNS * args.raw_rows + args.raw_rows_committed
     if after != stored + raw_total:
         print(f"warning: {kind}: the raw inserts left {after} rows, expected {stored + raw_total}")
     db_name = "SQLite" if kind == "sqlite" else "PostgreSQL"
     return [
-        Figure(NAME, f"{db_name}: trial script, serial reports/s (median of {n})", serial_rates[n // 2], "reports/s",
-               f"{trials[0]['reports']} reports each through pedl.core, one in flight, the {n} trials at once"),
-        Figure(NAME, f"{db_name}: {n} concurrent trials, {CLIENTS[args.mode]}, reports/s", concurrent_rate,
-               "reports/s", f"{acked} reported, {failed} failed, in {seconds:.1f}s"),
-        *([Figure(NAME, f"{db_name}: master CPU per report", 1000 * master_cpu / max(acked, 1), "ms",
-                  f"master process busy {100 * master_cpu / seconds:.0f}% of one core during the concurrent run")]
-          if master_cpu is not None else []),
-        *([Figure(NAME, f"{db_name}: master resident memory, started / after the reports", rss_after / rss_started,
-                  "ratio",
-                  f"{rss_started:.0f} MiB with the agent connected, {rss_after:.0f} MiB after {stored:,} rows")]
-          if rss_started and rss_after else []),
-        Figure(NAME, f"{db_name}: rows stored / reports acknowledged", stored, "rows",
-               f"expected {expected}" + (" (match)" if stored == expected else " (MISMATCH)")),
-        Figure(NAME, f"{db_name}: raw executemany rows/s", raw_many, "rows/s",
-               f"{args.raw_rows} rows, one transaction (the best of {BASELINE_RUNS})"),
-        Figure(NAME, f"{db_name}: raw insert+commit per row, rows/s", raw_each, "rows/s",
-               f"{args.raw_rows_committed} rows, one connection"),
-        Figure(NAME, f"{db_name}: master ÷ raw executemany", concurrent_rate / raw_many, "ratio",
-               "concurrent reports/s ÷ executemany rows/s"),
-        Figure(NAME, f"{db_name}: master ÷ raw commit per row", concurrent_rate / raw_each, "ratio",
-               "concurrent reports/s ÷ insert+commit rows/s"),
+        Figure(
+            NAME,
+            f"{db_name}: trial script, serial reports/s (median of {n})",
+            serial_rates[n // 2],
+            "reports/s",
+            f"{trials[0]['reports']} reports each through pedl.core, one in flight, the {n} trials at once",
+        ),
+        Figure(
+            NAME,
+            f"{db_name}: {n} concurrent trials, {CLIENTS[args.mode]}, reports/s",
+            concurrent_rate,
+            "reports/s",
+            f"{acked} reported, {failed} failed, in {seconds:.1f}s",
+        ),
+        *(
+            [
+                Figure(
+                    NAME,
+                    f"{db_name}: master CPU per report",
+                    1000 * master_cpu / max(acked, 1),
+                    "ms",
+                    f"master process busy {100 * master_cpu / seconds:.0f}% of one core during the concurrent run",
+                )
+            ]
+            if master_cpu is not None
+            else []
+        ),
+        *(
+            [
+                Figure(
+                    NAME,
+                    f"{db_name}: master resident memory, started / after the reports",
+                    rss_after / rss_started,
+                    "ratio",
+                    f"{rss_started:.0f} MiB with the agent connected, {rss_after:.0f} MiB after {stored:,} rows",
+                )
+            ]
+            if rss_started and rss_after
+            else []
+        ),
+        Figure(
+            NAME,
+            f"{db_name}: rows stored / reports acknowledged",
+            stored,
+            "rows",
+            f"expected {expected}" + (" (match)" if stored == expected else " (MISMATCH)"),
+        ),
+        Figure(
+            NAME,
+            f"{db_name}: raw executemany rows/s",
+            raw_many,
+            "rows/s",
+            f"{args.raw_rows} rows, one transaction (the best of {BASELINE_RUNS})",
+        ),
+        Figure(
+            NAME,
+            f"{db_name}: raw insert+commit per row, rows/s",
+            raw_each,
+            "rows/s",
+            f"{args.raw_rows_committed} rows, one connection",
+        ),
+        Figure(
+            NAME,
+            f"{db_name}: master ÷ raw executemany",
+            concurrent_rate / raw_many,
+            "ratio",
+            "concurrent reports/s ÷ executemany rows/s",
+        ),
+        Figure(
+            NAME,
+            f"{db_name}: master ÷ raw commit per row",
+            concurrent_rate / raw_each,
+            "ratio",
+            "concurrent reports/s ÷ insert+commit rows/s",
+        ),
     ]
 
 
@@ -364,16 +469,25 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.metric_ingestion", description=__doc__)
     p.add_argument("--db", nargs="+", choices=["sqlite", "postgres"], default=["sqlite", "postgres"])
     p.add_argument("--serial-reports", type=int, default=1000, help="reports the trial script makes (default 1000)")
-    p.add_argument("--mode", choices=list(CLIENTS), default="batched",
-                   help="batched: reporters through pedl.core, whose sender batches (default); single: "
-                        "Determined's one-report-per-request route")
+    p.add_argument(
+        "--mode",
+        choices=list(CLIENTS),
+        default="batched",
+        help="batched: reporters through pedl.core, whose sender batches (default); single: "
+        "Determined's one-report-per-request route",
+    )
     p.add_argument("--threads", type=int, default=8, help="concurrent trials, a reporter each (default 8)")
-    p.add_argument("--reports-per-thread", type=int, default=60000,
-                   help="reports each reporter makes (default 60000, ~10 s; 300 fits --mode single)")
+    p.add_argument(
+        "--reports-per-thread",
+        type=int,
+        default=60000,
+        help="reports each reporter makes (default 60000, ~10 s; 300 fits --mode single)",
+    )
     p.add_argument("--metric-keys", type=int, default=8, help="metrics per report (default 8)")
     p.add_argument("--raw-rows", type=int, default=20000, help="rows in the raw executemany (default 20000)")
-    p.add_argument("--raw-rows-committed", type=int, default=2000,
-                   help="rows in the raw commit-per-row baseline (default 2000)")
+    p.add_argument(
+        "--raw-rows-committed", type=int, default=2000, help="rows in the raw commit-per-row baseline (default 2000)"
+    )
     add_common_args(p)
     return p
 

@@ -76,29 +76,45 @@ class Records:
         return self._rows("SELECT state FROM trials WHERE id = ?", trial_id)[0][0]
 
     def allocations(self, trial_id: int) -> list[Alloc]:
-        rows = self._rows("SELECT id, queued_at, assigned_at, started_at, ended_at, exit_reason FROM allocations "
-                          "WHERE trial_id = ? ORDER BY queued_at", trial_id)
+        rows = self._rows(
+            "SELECT id, queued_at, assigned_at, started_at, ended_at, exit_reason FROM allocations "
+            "WHERE trial_id = ? ORDER BY queued_at",
+            trial_id,
+        )
         return [Alloc(*row) for row in rows]
 
     def checkpoint_of(self, allocation_id: str) -> tuple[float, int, int] | None:
         """(report_time, steps_completed, size_bytes) of the allocation's latest checkpoint."""
-        rows = self._rows("SELECT report_time, steps_completed, size_bytes FROM checkpoints "
-                          "WHERE allocation_id = ? ORDER BY report_time DESC LIMIT 1", allocation_id)
+        rows = self._rows(
+            "SELECT report_time, steps_completed, size_bytes FROM checkpoints "
+            "WHERE allocation_id = ? ORDER BY report_time DESC LIMIT 1",
+            allocation_id,
+        )
         return rows[0] if rows else None
 
     def validations_since(self, trial_id: int, since: float) -> list[tuple[float, int]]:
         """(report_time, steps_completed) of the trial's validation reports received at or after `since`."""
-        return self._rows("SELECT report_time, steps_completed FROM metrics WHERE trial_id = ? AND "
-                          "metric_group = 'validation' AND report_time >= ? ORDER BY report_time", trial_id, since)
+        return self._rows(
+            "SELECT report_time, steps_completed FROM metrics WHERE trial_id = ? AND "
+            "metric_group = 'validation' AND report_time >= ? ORDER BY report_time",
+            trial_id,
+            since,
+        )
 
     def preemption_asked(self, allocation_id: str) -> float | None:
-        rows = self._rows("SELECT time FROM events WHERE entity_type = 'allocation' AND entity_id = ? AND "
-                          "message LIKE 'preemption requested%' ORDER BY id LIMIT 1", allocation_id)
+        rows = self._rows(
+            "SELECT time FROM events WHERE entity_type = 'allocation' AND entity_id = ? AND "
+            "message LIKE 'preemption requested%' ORDER BY id LIMIT 1",
+            allocation_id,
+        )
         return rows[0][0] if rows else None
 
     def log_time(self, allocation_id: str, text: str) -> float | None:
-        rows = self._rows("SELECT timestamp FROM task_logs WHERE allocation_id = ? AND message LIKE ? "
-                          "ORDER BY id LIMIT 1", allocation_id, f"%{text}%")
+        rows = self._rows(
+            "SELECT timestamp FROM task_logs WHERE allocation_id = ? AND message LIKE ? ORDER BY id LIMIT 1",
+            allocation_id,
+            f"%{text}%",
+        )
         return rows[0][0] if rows else None
 
 
@@ -129,7 +145,12 @@ class Mover:
 
     def __init__(self, master: Master, records: Records, exp_id: int, trial_id: int, timeout: float) -> None:
         self.master, self.records, self.exp_id, self.trial_id, self.timeout = (
-            master, records, exp_id, trial_id, timeout)
+            master,
+            records,
+            exp_id,
+            trial_id,
+            timeout,
+        )
 
     def _check_alive(self) -> None:
         state = self.records.trial_state(self.trial_id)
@@ -138,6 +159,7 @@ class Mover:
 
     def running(self, settle: int) -> Alloc:
         """The trial's live allocation, once its process has reported `settle` validations."""
+
         def ready() -> Alloc | None:
             self._check_alive()
             allocs = self.records.allocations(self.trial_id)
@@ -166,10 +188,15 @@ class Mover:
                 raise RuntimeError(f"allocation {alloc.id} ended with no 'preemption requested' event")
             return ended, asked, ckpt
 
-        ended, asked, ckpt = wait_for(left, self.timeout, interval=0.05,
-                                      what=f"allocation {alloc.id} to checkpoint and end")
-        exiting = wait_for(lambda: self.records.log_time(alloc.id, EXITING_LINE), self.timeout, interval=0.1,
-                           what=f"the '{EXITING_LINE}' log line of allocation {alloc.id}")
+        ended, asked, ckpt = wait_for(
+            left, self.timeout, interval=0.05, what=f"allocation {alloc.id} to checkpoint and end"
+        )
+        exiting = wait_for(
+            lambda: self.records.log_time(alloc.id, EXITING_LINE),
+            self.timeout,
+            interval=0.1,
+            what=f"the '{EXITING_LINE}' log line of allocation {alloc.id}",
+        )
         return ended, asked, ckpt, exiting
 
     def come_back(self, before: Alloc, checkpoint_steps: int) -> tuple[Alloc, float, float]:
@@ -188,13 +215,19 @@ class Mover:
                 return None
             at, steps = reports[0]
             if steps != checkpoint_steps + 1:
-                raise RuntimeError(f"the resumed trial's first report is for batch {steps}, not "
-                                   f"{checkpoint_steps + 1}: it did not resume from its checkpoint")
+                raise RuntimeError(
+                    f"the resumed trial's first report is for batch {steps}, not "
+                    f"{checkpoint_steps + 1}: it did not resume from its checkpoint"
+                )
             return new, at
 
         new, at = wait_for(reported, self.timeout, interval=0.05, what="the trial's first report after resuming")
-        resumed = wait_for(lambda: self.records.log_time(new.id, RESUMED_LINE), self.timeout, interval=0.1,
-                           what=f"the '{RESUMED_LINE}' log line of allocation {new.id}")
+        resumed = wait_for(
+            lambda: self.records.log_time(new.id, RESUMED_LINE),
+            self.timeout,
+            interval=0.1,
+            what=f"the '{RESUMED_LINE}' log line of allocation {new.id}",
+        )
         return new, at, resumed
 
     def round(self, settle: int) -> Round:
@@ -202,9 +235,18 @@ class Mover:
         ended, asked, (checkpointed, steps, size), exiting = self.leave(alloc)
         new, reported, resumed = self.come_back(ended, steps)
         assert ended.ended_at is not None and new.assigned_at is not None and new.started_at is not None
-        return Round(asked=asked, checkpointed=checkpointed, exiting=exiting, released=ended.ended_at,
-                     queued=new.queued_at, assigned=new.assigned_at, spawned=new.started_at, resumed=resumed,
-                     reported=reported, checkpoint_mb=size / 1e6)
+        return Round(
+            asked=asked,
+            checkpointed=checkpointed,
+            exiting=exiting,
+            released=ended.ended_at,
+            queued=new.queued_at,
+            assigned=new.assigned_at,
+            spawned=new.started_at,
+            resumed=resumed,
+            reported=reported,
+            checkpoint_mb=size / 1e6,
+        )
 
 
 def run_rounds(args: argparse.Namespace, work: Path) -> tuple[list[Round], float]:
@@ -216,8 +258,9 @@ def run_rounds(args: argparse.Namespace, work: Path) -> tuple[list[Round], float
         wait_for(lambda: agent_connected(master, agent.agent_id), 60, what="the agent to connect")
         body = {"config": experiment_config(args), "modelDefinition": pack_model_dir(EXAMPLE), "activate": True}
         exp_id = master.api("POST", "/api/v1/experiments", body)["experiment"]["id"]
-        trial_id = wait_for(lambda: master.api("GET", f"/api/v1/experiments/{exp_id}/trials")["trials"],
-                            60, what="the trial")[0]["id"]
+        trial_id = wait_for(
+            lambda: master.api("GET", f"/api/v1/experiments/{exp_id}/trials")["trials"], 60, what="the trial"
+        )[0]["id"]
         mover = Mover(master, Records(work / "master-data" / "pedl.db"), exp_id, trial_id, args.timeout)
         first = mover.running(1)
         fresh = mover.records.validations_since(trial_id, first.queued_at)[0][0] - first.queued_at
@@ -225,8 +268,11 @@ def run_rounds(args: argparse.Namespace, work: Path) -> tuple[list[Round], float
         for i in range(args.rounds):
             r = mover.round(args.settle)
             rounds.append(r)
-            print(f"  round {i + 1}: checkpoint {r.checkpoint_cost:.2f}s ({r.checkpoint_mb:.0f} MB), "
-                  f"restore {r.restore_cost:.2f}s", flush=True)
+            print(
+                f"  round {i + 1}: checkpoint {r.checkpoint_cost:.2f}s ({r.checkpoint_mb:.0f} MB), "
+                f"restore {r.restore_cost:.2f}s",
+                flush=True,
+            )
         master.api("POST", f"/api/v1/experiments/{exp_id}/kill", expect=None)
         return rounds, fresh
     finally:
@@ -236,8 +282,10 @@ def run_rounds(args: argparse.Namespace, work: Path) -> tuple[list[Round], float
 
 def figures(args: argparse.Namespace, rounds: list[Round], fresh: float) -> list[Figure]:
     mb = median([r.checkpoint_mb for r in rounds])
-    how = (f"{len(rounds)} pause/activate rounds of examples/torch_mlp (hidden_size {args.hidden_size}, "
-           f"{mb:.0f} MB checkpoint, shared_fs on local disk), one local agent, SQLite")
+    how = (
+        f"{len(rounds)} pause/activate rounds of examples/torch_mlp (hidden_size {args.hidden_size}, "
+        f"{mb:.0f} MB checkpoint, shared_fs on local disk), one local agent, SQLite"
+    )
 
     def p50(f: Callable[[Round], float]) -> float:
         return median([f(r) for r in rounds])
@@ -245,26 +293,66 @@ def figures(args: argparse.Namespace, rounds: list[Round], fresh: float) -> list
     ckpt = [r.checkpoint_cost for r in rounds]
     restore = [r.restore_cost for r in rounds]
     return [
-        Figure(NAME, "checkpoint cost, p50", median(ckpt), "s",
-               f"{how}; preemption requested → checkpoint recorded and allocation ended (slots free)"),
+        Figure(
+            NAME,
+            "checkpoint cost, p50",
+            median(ckpt),
+            "s",
+            f"{how}; preemption requested → checkpoint recorded and allocation ended (slots free)",
+        ),
         Figure(NAME, "checkpoint cost, max", max(ckpt), "s", ""),
-        Figure(NAME, "restore cost, p50", median(restore), "s",
-               "new allocation queued (activate) → first metric report of the process resumed from the checkpoint"),
+        Figure(
+            NAME,
+            "restore cost, p50",
+            median(restore),
+            "s",
+            "new allocation queued (activate) → first metric report of the process resumed from the checkpoint",
+        ),
         Figure(NAME, "restore cost, max", max(restore), "s", ""),
-        Figure(NAME, "  preemption requested → checkpoint recorded, p50", p50(lambda r: r.checkpointed - r.asked),
-               "s", "the trial's long poll sees the signal, finishes its batch, torch.save, reports"),
-        Figure(NAME, "  checkpoint recorded → allocation ended, p50", p50(lambda r: r.released - r.checkpointed),
-               "s", "the process exits (reports flushed, Python and torch torn down), the agent reports it, the master "
-               f"frees the slots; {p50(lambda r: r.released - r.exiting):.2f}s of it after the trial's "
-               "last line ('checkpoint saved, exiting')"),
-        Figure(NAME, "  queued → process spawned, p50", p50(lambda r: r.spawned - r.queued), "s",
-               f"scheduling, start to the agent, spawn (assigned after {p50(lambda r: r.assigned - r.queued):.3f}s)"),
-        Figure(NAME, "  spawned → checkpoint loaded, p50", p50(lambda r: r.resumed - r.spawned), "s",
-               "python + import torch, pedl.core.init, torch.load of the checkpoint (its log line's time)"),
-        Figure(NAME, "  checkpoint loaded → first report, p50", p50(lambda r: r.reported - r.resumed), "s",
-               "one training batch, one validation, the report's trip"),
-        Figure(NAME, "fresh start → first report", fresh, "s",
-               "the trial's first start, no checkpoint, for comparison with the restore cost"),
+        Figure(
+            NAME,
+            "  preemption requested → checkpoint recorded, p50",
+            p50(lambda r: r.checkpointed - r.asked),
+            "s",
+            "the trial's long poll sees the signal, finishes its batch, torch.save, reports",
+        ),
+        Figure(
+            NAME,
+            "  checkpoint recorded → allocation ended, p50",
+            p50(lambda r: r.released - r.checkpointed),
+            "s",
+            "the process exits (reports flushed, Python and torch torn down), the agent reports it, the master "
+            f"frees the slots; {p50(lambda r: r.released - r.exiting):.2f}s of it after the trial's "
+            "last line ('checkpoint saved, exiting')",
+        ),
+        Figure(
+            NAME,
+            "  queued → process spawned, p50",
+            p50(lambda r: r.spawned - r.queued),
+            "s",
+            f"scheduling, start to the agent, spawn (assigned after {p50(lambda r: r.assigned - r.queued):.3f}s)",
+        ),
+        Figure(
+            NAME,
+            "  spawned → checkpoint loaded, p50",
+            p50(lambda r: r.resumed - r.spawned),
+            "s",
+            "python + import torch, pedl.core.init, torch.load of the checkpoint (its log line's time)",
+        ),
+        Figure(
+            NAME,
+            "  checkpoint loaded → first report, p50",
+            p50(lambda r: r.reported - r.resumed),
+            "s",
+            "one training batch, one validation, the report's trip",
+        ),
+        Figure(
+            NAME,
+            "fresh start → first report",
+            fresh,
+            "s",
+            "the trial's first start, no checkpoint, for comparison with the restore cost",
+        ),
     ]
 
 
@@ -275,11 +363,16 @@ def measure(args: argparse.Namespace) -> list[Figure]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.move_cost", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.move_cost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--rounds", type=int, default=3, help="pause/activate rounds measured (default 3)")
-    p.add_argument("--hidden-size", type=int, default=2560,
-                   help="the MLP's hidden width; 2560 gives 26 MB of parameters (default 2560)")
+    p.add_argument(
+        "--hidden-size",
+        type=int,
+        default=2560,
+        help="the MLP's hidden width; 2560 gives 26 MB of parameters (default 2560)",
+    )
     p.add_argument("--settle", type=int, default=3, help="batches the trial reports before each pause (default 3)")
     p.add_argument("--timeout", type=float, default=120.0, help="give up on one step of a round after this (s)")
     add_common_args(p)

@@ -57,8 +57,12 @@ class FakeProvider:
 
     def launch(self, request: LaunchRequest) -> list[CloudInstance]:
         now = time.time()
-        out = [CloudInstance(f"i-new{len(self.launched) + n:05d}", request.instance_type, CloudState.PENDING, now,
-                             spot=request.spot) for n in range(request.count)]
+        out = [
+            CloudInstance(
+                f"i-new{len(self.launched) + n:05d}", request.instance_type, CloudState.PENDING, now, spot=request.spot
+            )
+            for n in range(request.count)
+        ]
         self.launched += out
         return out
 
@@ -105,9 +109,18 @@ class TimedProvisioner(PoolProvisioner):
 
 
 def pool_config(args: argparse.Namespace) -> dict[str, Any]:
-    return {"pool_name": POOL, "provider": {
-        "type": "aws", "image_id": "ami-bench", "ssh_key_name": "bench", "instance_type": INSTANCE_TYPE,
-        "region": "us-east-1", "max_instances": args.instances + args.room, "max_idle_agent_period": "5m"}}
+    return {
+        "pool_name": POOL,
+        "provider": {
+            "type": "aws",
+            "image_id": "ami-bench",
+            "ssh_key_name": "bench",
+            "instance_type": INSTANCE_TYPE,
+            "region": "us-east-1",
+            "max_instances": args.instances + args.room,
+            "max_idle_agent_period": "5m",
+        },
+    }
 
 
 def populate(ctl: Controller, args: argparse.Namespace, loop: _NoLoop) -> list[CloudInstance]:
@@ -117,32 +130,97 @@ def populate(ctl: Controller, args: argparse.Namespace, loop: _NoLoop) -> list[C
     busy = int(args.instances * args.busy)
     ids = [f"i-{n:017x}" for n in range(args.instances)]
     with ctl.db.session() as s:
-        s.execute(insert(models.Instance), [
-            {"id": i, "resource_pool": POOL, "provider": "fake", "instance_type": INSTANCE_TYPE, "spot": False,
-             "state": InstanceState.RUNNING.value, "slots": slots, "price_per_hour": 32.773, "launch_token": "",
-             "launched_at": now - 3600, "registered_at": now - 3500, "adopted": False} for i in ids])
-        s.execute(insert(models.Agent), [
-            {"id": i, "hostname": i, "address": "10.0.0.1", "resource_pool": POOL,
-             "slots": [{"id": str(j), "type": "cuda", "brand": "A100", "uuid": f"GPU-{i}-{j}", "memory_mib": 40960}
-                       for j in range(slots)],
-             "state": AgentState.CONNECTED.value, "version": "bench", "registered_at": now - 3500,
-             "last_heartbeat": now, "enabled": True, "draining": False} for i in ids])
-        held = [{"id": f"held.{n}.1", "task_id": f"held.{n}", "trial_id": None, "name": f"held {n}",
-                 "state": AllocationState.RUNNING.value, "resource_pool": POOL, "slots_needed": slots, "priority": 42,
-                 "assignment": [{"agent_id": ids[n], "slot_ids": [str(j) for j in range(slots)]}],
-                 "session_token_hash": "", "owner_id": 1, "queued_at": now - 3000, "assigned_at": now - 2900,
-                 "started_at": now - 2900} for n in range(busy)]
-        pending = [{"id": f"wait.{n}.1", "task_id": f"wait.{n}", "trial_id": None, "name": f"waiting {n}",
-                    "state": AllocationState.PENDING.value, "resource_pool": POOL,
-                    "slots_needed": SIZES[n % len(SIZES)], "priority": 42, "assignment": [],
-                    "session_token_hash": "", "owner_id": 1, "queued_at": now - args.allocations + n}
-                   for n in range(args.allocations)]
+        s.execute(
+            insert(models.Instance),
+            [
+                {
+                    "id": i,
+                    "resource_pool": POOL,
+                    "provider": "fake",
+                    "instance_type": INSTANCE_TYPE,
+                    "spot": False,
+                    "state": InstanceState.RUNNING.value,
+                    "slots": slots,
+                    "price_per_hour": 32.773,
+                    "launch_token": "",
+                    "launched_at": now - 3600,
+                    "registered_at": now - 3500,
+                    "adopted": False,
+                }
+                for i in ids
+            ],
+        )
+        s.execute(
+            insert(models.Agent),
+            [
+                {
+                    "id": i,
+                    "hostname": i,
+                    "address": "10.0.0.1",
+                    "resource_pool": POOL,
+                    "slots": [
+                        {"id": str(j), "type": "cuda", "brand": "A100", "uuid": f"GPU-{i}-{j}", "memory_mib": 40960}
+                        for j in range(slots)
+                    ],
+                    "state": AgentState.CONNECTED.value,
+                    "version": "bench",
+                    "registered_at": now - 3500,
+                    "last_heartbeat": now,
+                    "enabled": True,
+                    "draining": False,
+                }
+                for i in ids
+            ],
+        )
+        held = [
+            {
+                "id": f"held.{n}.1",
+                "task_id": f"held.{n}",
+                "trial_id": None,
+                "name": f"held {n}",
+                "state": AllocationState.RUNNING.value,
+                "resource_pool": POOL,
+                "slots_needed": slots,
+                "priority": 42,
+                "assignment": [{"agent_id": ids[n], "slot_ids": [str(j) for j in range(slots)]}],
+                "session_token_hash": "",
+                "owner_id": 1,
+                "queued_at": now - 3000,
+                "assigned_at": now - 2900,
+                "started_at": now - 2900,
+            }
+            for n in range(busy)
+        ]
+        pending = [
+            {
+                "id": f"wait.{n}.1",
+                "task_id": f"wait.{n}",
+                "trial_id": None,
+                "name": f"waiting {n}",
+                "state": AllocationState.PENDING.value,
+                "resource_pool": POOL,
+                "slots_needed": SIZES[n % len(SIZES)],
+                "priority": 42,
+                "assignment": [],
+                "session_token_hash": "",
+                "owner_id": 1,
+                "queued_at": now - args.allocations + n,
+            }
+            for n in range(args.allocations)
+        ]
         for rows in (held, pending):
             if rows:
                 s.execute(insert(models.Allocation), rows)
     for i in ids:
-        ctl.hub.attach(AgentConnection(i, "http://master:8080", "10.0.0.1", loop,  # type: ignore[arg-type]
-                                           last_heartbeat=time.time()))
+        ctl.hub.attach(
+            AgentConnection(
+                i,
+                "http://master:8080",
+                "10.0.0.1",
+                loop,  # type: ignore[arg-type]
+                last_heartbeat=time.time(),
+            )
+        )
     return [CloudInstance(i, INSTANCE_TYPE, CloudState.RUNNING, now - 3600, address="10.0.0.1") for i in ids]
 
 
@@ -188,10 +266,18 @@ def one_pass(args: argparse.Namespace, work: Any, profile: bool = False) -> dict
             decide_times.append(time.perf_counter() - t)
         with db.session() as s:
             rows = s.scalar(select(models.Instance.id).where(models.Instance.id.like("i-new%")).limit(1))
-        return {"elapsed": elapsed, "phase": phase, "statements": statements.summary(),
-                "statement_count": sum(statements.counts.values()),
-                "launched": len(provider.launched), "recorded": rows is not None, "views": len(views),
-                "pending": len(pending), "decide": decide_times, "decision": decision}
+        return {
+            "elapsed": elapsed,
+            "phase": phase,
+            "statements": statements.summary(),
+            "statement_count": sum(statements.counts.values()),
+            "launched": len(provider.launched),
+            "recorded": rows is not None,
+            "views": len(views),
+            "pending": len(pending),
+            "decide": decide_times,
+            "decision": decision,
+        }
     finally:
         db.dispose()
         for p in (work / "data").glob("pedl.db*"):
@@ -213,34 +299,69 @@ def measure(args: argparse.Namespace) -> list[Figure]:
     decide_all = [t for r in runs for t in r["decide"]]
     d = runs[0]["decision"]
     busy = int(args.instances * args.busy)
-    shape = (f"{args.instances:,} instances×8 slots ({busy:,} busy, {args.instances - busy:,} idle), "
-             f"{args.allocations:,} pending allocations of {'/'.join(map(str, SIZES))} slots, "
-             f"max_instances {args.instances + args.room:,}")
+    shape = (
+        f"{args.instances:,} instances×8 slots ({busy:,} busy, {args.instances - busy:,} idle), "
+        f"{args.allocations:,} pending allocations of {'/'.join(map(str, SIZES))} slots, "
+        f"max_instances {args.instances + args.room:,}"
+    )
     launched = sum(launch_.count for launch_ in d.launch) if d else 0
     return [
-        Figure(NAME, "PoolProvisioner.step(), SQLite", 1000 * total, "ms",
-               f"median of {args.repeat} (fresh database each); {shape}; {runs[0]['launched']} launched through "
-               f"the in-memory provider"),
+        Figure(
+            NAME,
+            "PoolProvisioner.step(), SQLite",
+            1000 * total,
+            "ms",
+            f"median of {args.repeat} (fresh database each); {shape}; {runs[0]['launched']} launched through "
+            f"the in-memory provider",
+        ),
         Figure(NAME, "… of which _sync (reconcile rows with the cloud list)", 1000 * sync, "ms", ""),
-        Figure(NAME, "… of which _snapshot (rows → decider input)", 1000 * snap, "ms",
-               f"{runs[0]['views']:,} instance views, {runs[0]['pending']:,} pending tasks"),
+        Figure(
+            NAME,
+            "… of which _snapshot (rows → decider input)",
+            1000 * snap,
+            "ms",
+            f"{runs[0]['views']:,} instance views, {runs[0]['pending']:,} pending tasks",
+        ),
         Figure(NAME, "… of which decide()", 1000 * dec, "ms", "inside the pass"),
-        Figure(NAME, "… of which the rest of the plan", 1000 * (plan - sync - snap - dec), "ms",
-               "the terminate re-send check (a session.get per listed instance) and recording the intent"),
-        Figure(NAME, "… of which commit", 1000 * (total - plan - launch - terminate), "ms",
-               "flush/commit of the pass's transaction, lock, provider list (in memory)"),
-        Figure(NAME, "… of which launch + record the new rows", 1000 * (launch + terminate), "ms",
-               "in-memory provider; a second short transaction"),
+        Figure(
+            NAME,
+            "… of which the rest of the plan",
+            1000 * (plan - sync - snap - dec),
+            "ms",
+            "the terminate re-send check (a session.get per listed instance) and recording the intent",
+        ),
+        Figure(
+            NAME,
+            "… of which commit",
+            1000 * (total - plan - launch - terminate),
+            "ms",
+            "flush/commit of the pass's transaction, lock, provider list (in memory)",
+        ),
+        Figure(
+            NAME,
+            "… of which launch + record the new rows",
+            1000 * (launch + terminate),
+            "ms",
+            "in-memory provider; a second short transaction",
+        ),
         Figure(NAME, "SQL statements in one pass", runs[0]["statement_count"], "statements", runs[0]["statements"]),
-        Figure(NAME, "pure decide() on the same snapshot", 1000 * median(decide_all), "ms",
-               f"median of {len(decide_all)}; decision: launch {launched}, terminate {len(d.terminate) if d else 0}, "
-               f"never-fit {len(d.never_fit) if d else 0}"),
+        Figure(
+            NAME,
+            "pure decide() on the same snapshot",
+            1000 * median(decide_all),
+            "ms",
+            f"median of {len(decide_all)}; decision: launch {launched}, terminate {len(d.terminate) if d else 0}, "
+            f"never-fit {len(d.never_fit) if d else 0}",
+        ),
     ]
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.provisioner_pass", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.provisioner_pass",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--instances", type=int, default=1000, help="instances in the pool (default 1000)")
     p.add_argument("--allocations", type=int, default=10000, help="waiting allocations (default 10000)")
     p.add_argument("--busy", type=float, default=0.5, help="share of instances running a task (default 0.5)")

@@ -51,22 +51,40 @@ TAG_KEY, TAG_VALUE = "pedl-bench", "agents"
 
 
 def experiment_config(i: int) -> str:
-    return yaml.safe_dump({
-        "name": f"reaction-{i}", "entrypoint": "python3 train.py", "max_restarts": 0,
-        "hyperparameters": {"stamp_file": "/dev/null"},
-        "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}},
-        "resources": {"slots_per_trial": 1}})
+    return yaml.safe_dump(
+        {
+            "name": f"reaction-{i}",
+            "entrypoint": "python3 train.py",
+            "max_restarts": 0,
+            "hyperparameters": {"stamp_file": "/dev/null"},
+            "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}},
+            "resources": {"slots_per_trial": 1},
+        }
+    )
 
 
 def master_config(work: Path, proxy_url: str, image_id: str, key_name: str, port: int, settle: str) -> dict:
     return {
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")},
-        "resource_pools": [{"pool_name": "default", "provider": {
-            "type": "aws", "region": REGION, "endpoint_url": proxy_url, "image_id": image_id,
-            "ssh_key_name": key_name, "master_url": f"http://127.0.0.1:{port}", "instance_type": INSTANCE_TYPE,
-            "tag_key": TAG_KEY, "tag_value": TAG_VALUE, "max_instances": 5,
-            # settle=master: the master ends each agent-less instance itself, soon
-            "max_agent_starting_period": "1s" if settle == "master" else "20m"}}],
+        "resource_pools": [
+            {
+                "pool_name": "default",
+                "provider": {
+                    "type": "aws",
+                    "region": REGION,
+                    "endpoint_url": proxy_url,
+                    "image_id": image_id,
+                    "ssh_key_name": key_name,
+                    "master_url": f"http://127.0.0.1:{port}",
+                    "instance_type": INSTANCE_TYPE,
+                    "tag_key": TAG_KEY,
+                    "tag_value": TAG_VALUE,
+                    "max_instances": 5,
+                    # settle=master: the master ends each agent-less instance itself, soon
+                    "max_agent_starting_period": "1s" if settle == "master" else "20m",
+                },
+            }
+        ],
     }
 
 
@@ -80,8 +98,11 @@ def forget_terminated(region: str) -> int:
     from moto.ec2.models import ec2_backends
 
     backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
-    gone = [rid for rid, res in list(backend.reservations.items())
-            if res.instances and all(inst.state == "terminated" for inst in res.instances)]
+    gone = [
+        rid
+        for rid, res in list(backend.reservations.items())
+        if res.instances and all(inst.state == "terminated" for inst in res.instances)
+    ]
     for rid in gone:
         backend.reservations.pop(rid, None)
     return len(gone)
@@ -120,9 +141,13 @@ def measure(args: argparse.Namespace) -> list[Figure]:
                 return False
             if args.settle == "master":
                 return not [i for i in rows if i["state"] in LIVE]
-            in_cloud = {i["InstanceId"] for r in ec2.describe_instances(Filters=[
-                {"Name": "instance-state-name", "Values": ["pending", "running", "shutting-down"]}])["Reservations"]
-                for i in r["Instances"]}
+            in_cloud = {
+                i["InstanceId"]
+                for r in ec2.describe_instances(
+                    Filters=[{"Name": "instance-state-name", "Values": ["pending", "running", "shutting-down"]}]
+                )["Reservations"]
+                for i in r["Instances"]
+            }
             return not [i for i in rows if i["state"] in LIVE and i["id"] in in_cloud]
 
         # (submit, create answered, launching pass began, RunInstances arrived), monotonic
@@ -150,8 +175,12 @@ def measure(args: argparse.Namespace) -> list[Figure]:
                     if pass_start is not None:
                         other_calls += len([c for c in before if c.t > pass_start and c.action != "RunInstances"]) - 1
                 if args.settle == "cloud":
-                    wait_for(lambda: len(instances()) >= proxy.count("RunInstances"), 30, interval=0.02,
-                             what="the launch to be recorded")
+                    wait_for(
+                        lambda: len(instances()) >= proxy.count("RunInstances"),
+                        30,
+                        interval=0.02,
+                        what="the launch to be recorded",
+                    )
                     ids = [i["id"] for i in instances() if i["state"] in LIVE]
                     if ids:
                         ec2.terminate_instances(InstanceIds=ids)
@@ -166,41 +195,72 @@ def measure(args: argparse.Namespace) -> list[Figure]:
     wake = [1000 * (start - submit) for submit, _, start, _ in samples if start is not None]
     inside = [1000 * (run - start) for _, _, start, run in samples if start is not None]
     n = len(samples)
-    settle = ("the master ended the previous instance (max_agent_starting_period 1s) and recorded it"
-              if args.settle == "master" else "the previous instance was terminated in moto directly")
-    how = (f"{n} submissions, each on an idle pool ({settle}; nothing queued; random 0-{args.jitter:g}s pause); "
-           f"real master (SQLite), moto via the fault proxy; {launches} RunInstances in all ({args.warmup} warm-up); "
-           f"{forgotten} terminated instances dropped from moto between samples")
+    settle = (
+        "the master ended the previous instance (max_agent_starting_period 1s) and recorded it"
+        if args.settle == "master"
+        else "the previous instance was terminated in moto directly"
+    )
+    how = (
+        f"{n} submissions, each on an idle pool ({settle}; nothing queued; random 0-{args.jitter:g}s pause); "
+        f"real master (SQLite), moto via the fault proxy; {launches} RunInstances in all ({args.warmup} warm-up); "
+        f"{forgotten} terminated instances dropped from moto between samples"
+    )
     figures = [
         Figure(NAME, "submit → first RunInstances p50", percentile(total, 50), "ms", how),
         Figure(NAME, "submit → first RunInstances p99", percentile(total, 99), "ms", ""),
         Figure(NAME, "submit → first RunInstances max", max(total), "ms", ""),
-        Figure(NAME, "… create POST round trip p50", median(post), "ms",
-               "validate, store the model definition, create trial + allocation, wake the control loop"),
+        Figure(
+            NAME,
+            "… create POST round trip p50",
+            median(post),
+            "ms",
+            "validate, store the model definition, create trial + allocation, wake the control loop",
+        ),
     ]
     if wake:
         figures += [
-            Figure(NAME, "… submit → the launching pass begins p50", median(wake), "ms",
-                   f"its list call (DescribeInstances by tag) reaches the proxy; p99 {percentile(wake, 99):.1f} ms"),
-            Figure(NAME, "… pass begins → RunInstances p50", median(inside), "ms",
-                   f"list, sync + plan (SQLite), launch-token lookup; p99 {percentile(inside, 99):.1f} ms; "
-                   f"{other_calls} other call(s) in those passes"),
+            Figure(
+                NAME,
+                "… submit → the launching pass begins p50",
+                median(wake),
+                "ms",
+                f"its list call (DescribeInstances by tag) reaches the proxy; p99 {percentile(wake, 99):.1f} ms",
+            ),
+            Figure(
+                NAME,
+                "… pass begins → RunInstances p50",
+                median(inside),
+                "ms",
+                f"list, sync + plan (SQLite), launch-token lookup; p99 {percentile(inside, 99):.1f} ms; "
+                f"{other_calls} other call(s) in those passes",
+            ),
         ]
     return figures
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.provisioner_reaction", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.provisioner_reaction",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--submissions", type=int, default=100, help="measured submissions (default 100)")
     p.add_argument("--warmup", type=int, default=2, help="submissions first, not counted (default 2)")
-    p.add_argument("--jitter", type=float, default=1.0, help="random pause before each submission, up to this "
-                                                            "many seconds (default 1.0)")
+    p.add_argument(
+        "--jitter",
+        type=float,
+        default=1.0,
+        help="random pause before each submission, up to this many seconds (default 1.0)",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of the pauses (default 1)")
-    p.add_argument("--settle", choices=["cloud", "master"], default="cloud",
-                   help="cloud (default): after each sample the instance is terminated in moto directly; "
-                        "master: the master ends it itself (max_agent_starting_period 1s) and each sample "
-                        "waits until it recorded that, which its 5 s safety-net pass does: ~5 s a sample")
+    p.add_argument(
+        "--settle",
+        choices=["cloud", "master"],
+        default="cloud",
+        help="cloud (default): after each sample the instance is terminated in moto directly; "
+        "master: the master ends it itself (max_agent_starting_period 1s) and each sample "
+        "waits until it recorded that, which its 5 s safety-net pass does: ~5 s a sample",
+    )
     add_common_args(p)
     return p
 

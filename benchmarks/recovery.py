@@ -29,22 +29,35 @@ STEPS_MODEL = Path(__file__).resolve().parent.parent / "tests" / "e2e" / "models
 
 
 def master_config(args: argparse.Namespace, work: Path) -> dict:
-    provider = {"type": "local", "slots_per_instance": 1, "min_instances": 2, "max_instances": 3,
-                "boot_delay": "0s", "max_idle_agent_period": "600s"}
-    return {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")},
-            "agent_heartbeat_interval": f"{args.heartbeat_interval:g}s",
-            "agent_heartbeat_timeout": f"{args.heartbeat_timeout:g}s",
-            "agent_reconnect_wait": f"{args.reconnect_wait:g}s",
-            "resource_pools": [{"pool_name": "default", "provider": provider}]}
+    provider = {
+        "type": "local",
+        "slots_per_instance": 1,
+        "min_instances": 2,
+        "max_instances": 3,
+        "boot_delay": "0s",
+        "max_idle_agent_period": "600s",
+    }
+    return {
+        "checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")},
+        "agent_heartbeat_interval": f"{args.heartbeat_interval:g}s",
+        "agent_heartbeat_timeout": f"{args.heartbeat_timeout:g}s",
+        "agent_reconnect_wait": f"{args.reconnect_wait:g}s",
+        "resource_pools": [{"pool_name": "default", "provider": provider}],
+    }
 
 
 def experiment_config(args: argparse.Namespace) -> str:
     steps = 1_000_000
-    return yaml.safe_dump({
-        "name": "recovery", "entrypoint": "python3 train.py", "max_restarts": args.repetitions + 5,
-        "hyperparameters": {"steps": steps, "delay": args.step_delay, "ckpt_every": 20},
-        "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": steps}},
-        "resources": {"slots_per_trial": 1}})
+    return yaml.safe_dump(
+        {
+            "name": "recovery",
+            "entrypoint": "python3 train.py",
+            "max_restarts": args.repetitions + 5,
+            "hyperparameters": {"steps": steps, "delay": args.step_delay, "ckpt_every": 20},
+            "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": steps}},
+            "resources": {"slots_per_trial": 1},
+        }
+    )
 
 
 def registry(master: Master) -> dict[str, dict]:
@@ -97,17 +110,20 @@ def measure(args: argparse.Namespace) -> list[Figure]:
         master.start()
         try:
             wait_for(lambda: len(connected_agents(master)) >= 2, 120, what="two warm local agents")
-            body = {"config": experiment_config(args), "modelDefinition": pack_model_dir(STEPS_MODEL),
-                    "activate": True}
+            body = {"config": experiment_config(args), "modelDefinition": pack_model_dir(STEPS_MODEL), "activate": True}
             exp_id = master.api("POST", "/api/v1/experiments", body)["experiment"]["id"]
-            trial_id = wait_for(lambda: master.api("GET", f"/api/v1/experiments/{exp_id}/trials")["trials"],
-                                60, what="the trial")[0]["id"]
+            trial_id = wait_for(
+                lambda: master.api("GET", f"/api/v1/experiments/{exp_id}/trials")["trials"], 60, what="the trial"
+            )[0]["id"]
             for rep in range(args.repetitions):
                 # the trial runs, and a warm agent other than its own is connected and idle
                 pids = wait_for(lambda: running_pids(master, trial_id), 120, what="the trial to log a step")
                 task_pid, agent_id = pids[-1]
-                wait_for(lambda a=agent_id: len(connected_agents(master) - {a}) >= 1, 120,
-                         what="a warm agent besides the trial's")
+                wait_for(
+                    lambda a=agent_id: len(connected_agents(master) - {a}) >= 1,
+                    120,
+                    what="a warm agent besides the trial's",
+                )
                 time.sleep(args.settle)
                 known = {pid for pid, _ in running_pids(master, trial_id)}
                 t_kill = time.monotonic()
@@ -117,28 +133,41 @@ def measure(args: argparse.Namespace) -> list[Figure]:
                     fresh = [p for p in running_pids(master, trial_id) if p[0] not in known]
                     return fresh[0] if fresh else None
 
-                new_pid, new_agent = wait_for(new_process, args.timeout, interval=0.05,
-                                              what="the trial to run again elsewhere")
+                new_pid, new_agent = wait_for(
+                    new_process, args.timeout, interval=0.05, what="the trial to run again elsewhere"
+                )
                 elapsed = time.monotonic() - t_kill
                 samples.append(elapsed)
-                print(f"  repetition {rep + 1}: agent {agent_id} (task pid {task_pid}) killed; pid {new_pid} on "
-                      f"{new_agent} logged after {elapsed:.2f}s", flush=True)
+                print(
+                    f"  repetition {rep + 1}: agent {agent_id} (task pid {task_pid}) killed; pid {new_pid} on "
+                    f"{new_agent} logged after {elapsed:.2f}s",
+                    flush=True,
+                )
             master.api("POST", f"/api/v1/experiments/{exp_id}/kill", expect=None)
         finally:
             master.stop()
-    settings = (f"agent_reconnect_wait {args.reconnect_wait:g}s, agent_heartbeat_timeout "
-                f"{args.heartbeat_timeout:g}s (heartbeat every {args.heartbeat_interval:g}s)")
-    how = (f"{len(samples)} kills of agent + task process groups, local provider with a warm agent, {settings}; "
-           "dominated by agent_reconnect_wait: the killed agent's socket closes at once, so the master sees the "
-           "loss without waiting agent_heartbeat_timeout (a machine that vanishes without closing its connections "
-           f"would add it); the defaults (25s wait, 15s timeout) would add ~{25 - args.reconnect_wait:g}s, "
-           f"~{25 + 15 - args.reconnect_wait - args.heartbeat_timeout:g}s for a silent machine")
+    settings = (
+        f"agent_reconnect_wait {args.reconnect_wait:g}s, agent_heartbeat_timeout "
+        f"{args.heartbeat_timeout:g}s (heartbeat every {args.heartbeat_interval:g}s)"
+    )
+    how = (
+        f"{len(samples)} kills of agent + task process groups, local provider with a warm agent, {settings}; "
+        "dominated by agent_reconnect_wait: the killed agent's socket closes at once, so the master sees the "
+        "loss without waiting agent_heartbeat_timeout (a machine that vanishes without closing its connections "
+        f"would add it); the defaults (25s wait, 15s timeout) would add ~{25 - args.reconnect_wait:g}s, "
+        f"~{25 + 15 - args.reconnect_wait - args.heartbeat_timeout:g}s for a silent machine"
+    )
     rest = median(samples) - args.reconnect_wait
     return [
         Figure(NAME, "agent SIGKILL → trial's new process logs, p50", median(samples), "s", how),
-        Figure(NAME, "agent SIGKILL → trial's new process logs, max", max(samples), "s",
-               f"p50 minus agent_reconnect_wait: {rest:.2f}s (control-loop ticks, restart, checkpoint restore, "
-               "spawn on the warm agent, first step, log shipping, 50 ms polling)"),
+        Figure(
+            NAME,
+            "agent SIGKILL → trial's new process logs, max",
+            max(samples),
+            "s",
+            f"p50 minus agent_reconnect_wait: {rest:.2f}s (control-loop ticks, restart, checkpoint restore, "
+            "spawn on the warm agent, first step, log shipping, 50 ms polling)",
+        ),
     ]
 
 

@@ -48,8 +48,16 @@ BENCHMARKS: dict[str, ModuleType] = {
 QUICK_ARGS: dict[str, list[str]] = {
     "task_start_latency": ["--experiments", "5"],
     "experiment_create": ["--repeat", "1", "--sqlite-only"],
-    "metric_ingestion": ["--serial-reports", "100", "--reports-per-thread", "25", "--raw-rows", "1000",
-                         "--raw-rows-committed", "100"],
+    "metric_ingestion": [
+        "--serial-reports",
+        "100",
+        "--reports-per-thread",
+        "25",
+        "--raw-rows",
+        "1000",
+        "--raw-rows-committed",
+        "100",
+    ],
     "scheduling_pass": ["--agents", "100", "--trials", "1000", "--experiments", "10", "--repeat", "1"],
     "provisioner_reaction": ["--submissions", "10", "--warmup", "1"],
     "provisioner_pass": ["--instances", "100", "--allocations", "1000", "--repeat", "1"],

@@ -70,10 +70,15 @@ def measure_pure(args: argparse.Namespace, sizes: list[int]) -> list[Figure]:
         started = time.perf_counter()
         placed = len(schedule(reqs, agents, "best"))
         times.append(time.perf_counter() - started)
-    return [Figure(NAME, f"pure schedule(), trials of {label(sizes)} slot(s)",
-                   1000 * median(times), "ms",
-                   f"median of {args.repeat_pure}; {placed:,} of {len(reqs):,} placed on "
-                   f"{args.agents:,}×{args.slots} slots")]
+    return [
+        Figure(
+            NAME,
+            f"pure schedule(), trials of {label(sizes)} slot(s)",
+            1000 * median(times),
+            "ms",
+            f"median of {args.repeat_pure}; {placed:,} of {len(reqs):,} placed on {args.agents:,}×{args.slots} slots",
+        )
+    ]
 
 
 # -- (b) the controller's pass with its database ---------------------------------------------------
@@ -171,11 +176,15 @@ class StatementCounter:
 
 
 def experiment_yaml(slots: int) -> str:
-    return yaml.safe_dump({
-        "name": "bench", "entrypoint": "python3 train.py",
-        "hyperparameters": {"lr": {"type": "double", "minval": 0.001, "maxval": 0.1}},
-        "searcher": {"name": "random", "metric": "loss", "max_trials": 100, "max_length": {"batches": 100}},
-        "resources": {"slots_per_trial": slots}})
+    return yaml.safe_dump(
+        {
+            "name": "bench",
+            "entrypoint": "python3 train.py",
+            "hyperparameters": {"lr": {"type": "double", "minval": 0.001, "maxval": 0.1}},
+            "searcher": {"name": "random", "metric": "loss", "max_trials": 100, "max_length": {"batches": 100}},
+            "resources": {"slots_per_trial": slots},
+        }
+    )
 
 
 @dataclass
@@ -196,13 +205,14 @@ class Cluster:
         """A fifth of the agents heartbeat: agents beat every 5 s and a master passes about once a
         second (without beats, agents silent for 15 s would be disconnected in the middle of a run)."""
         now = self.ctl.now
-        for conn in self.connections[self.beats % 5::5]:
+        for conn in self.connections[self.beats % 5 :: 5]:
             conn.last_heartbeat = now
         self.beats += 1
 
 
-def populate(ctl: TimedController, args: argparse.Namespace, sizes: list[int], *, pending: int,
-             running: int) -> Cluster:
+def populate(
+    ctl: TimedController, args: argparse.Namespace, sizes: list[int], *, pending: int, running: int
+) -> Cluster:
     """args.agents connected agents, `pending` queued trials with a pending allocation each, and
     `running` running trials filling the agents' slots in order, in bulk."""
     now = ctl.now
@@ -212,13 +222,26 @@ def populate(ctl: TimedController, args: argparse.Namespace, sizes: list[int], *
     with db.session() as s:
         owner = s.scalar(select(models.User).where(models.User.username == "determined"))
         configs = {n: effective_config(ctl.config, parse_experiment_config(experiment_yaml(n))) for n in set(sizes)}
-        exps = [{"id": e + 1, "name": f"bench {e + 1}", "description": "", "owner_id": owner.id,
-                 "state": "STATE_ACTIVE", "config": configs[sizes[e % len(sizes)]],
-                 "original_config": experiment_yaml(sizes[e % len(sizes)]),
-                 # the searchers made all their trials: the pass schedules those, it creates none (top_up)
-                 "searcher_state": {"seed": 0, "state": {"exhausted": True}}, "progress": 0.0,
-                 "resource_pool": POOL, "start_time": now, "archived": False, "project_id": 1, "notes": ""}
-                for e in range(args.experiments)]
+        exps = [
+            {
+                "id": e + 1,
+                "name": f"bench {e + 1}",
+                "description": "",
+                "owner_id": owner.id,
+                "state": "STATE_ACTIVE",
+                "config": configs[sizes[e % len(sizes)]],
+                "original_config": experiment_yaml(sizes[e % len(sizes)]),
+                # the searchers made all their trials: the pass schedules those, it creates none (top_up)
+                "searcher_state": {"seed": 0, "state": {"exhausted": True}},
+                "progress": 0.0,
+                "resource_pool": POOL,
+                "start_time": now,
+                "archived": False,
+                "project_id": 1,
+                "notes": "",
+            }
+            for e in range(args.experiments)
+        ]
         s.execute(insert(models.Experiment), exps)
         trials, allocs = [], []
         for t in range(pending + running):
@@ -226,17 +249,39 @@ def populate(ctl: TimedController, args: argparse.Namespace, sizes: list[int], *
             trial_id = t + 1
             task_id = f"{exp}.{trial_id}"
             runs = t < running
-            trials.append({"id": trial_id, "experiment_id": exp, "request_id": f"r{trial_id}", "task_id": task_id,
-                           "hparams": {"lr": 0.01}, "seed": t,
-                           "state": (TrialState.RUNNING if runs else TrialState.QUEUED).value, "restarts": 0,
-                           "run_id": 1, "start_time": now, "total_batches": 0, "summary_metrics": {},
-                           "target_length": 100})
-            alloc = {"id": f"{task_id}.1", "task_id": task_id, "trial_id": trial_id,
-                     "name": f"Trial {trial_id} (Experiment {exp})",
-                     "state": (AllocationState.RUNNING if runs else AllocationState.PENDING).value,
-                     "resource_pool": POOL, "slots_needed": sizes[(exp - 1) % len(sizes)], "priority": 42,
-                     "assignment": [], "session_token_hash": "", "owner_id": owner.id,
-                     "queued_at": now - (pending + running) + t, "assigned_at": None, "started_at": None}
+            trials.append(
+                {
+                    "id": trial_id,
+                    "experiment_id": exp,
+                    "request_id": f"r{trial_id}",
+                    "task_id": task_id,
+                    "hparams": {"lr": 0.01},
+                    "seed": t,
+                    "state": (TrialState.RUNNING if runs else TrialState.QUEUED).value,
+                    "restarts": 0,
+                    "run_id": 1,
+                    "start_time": now,
+                    "total_batches": 0,
+                    "summary_metrics": {},
+                    "target_length": 100,
+                }
+            )
+            alloc = {
+                "id": f"{task_id}.1",
+                "task_id": task_id,
+                "trial_id": trial_id,
+                "name": f"Trial {trial_id} (Experiment {exp})",
+                "state": (AllocationState.RUNNING if runs else AllocationState.PENDING).value,
+                "resource_pool": POOL,
+                "slots_needed": sizes[(exp - 1) % len(sizes)],
+                "priority": 42,
+                "assignment": [],
+                "session_token_hash": "",
+                "owner_id": owner.id,
+                "queued_at": now - (pending + running) + t,
+                "assigned_at": None,
+                "started_at": None,
+            }
             if runs:  # one slot each, the agents' slots in order
                 place = {"agent_id": f"agent-{t // args.slots:05d}", "slot_ids": [str(t % args.slots)]}
                 alloc.update(slots_needed=1, assigned_at=now, started_at=now, assignment=[place])
@@ -244,17 +289,38 @@ def populate(ctl: TimedController, args: argparse.Namespace, sizes: list[int], *
         if trials:
             s.execute(insert(models.Trial), trials)
             s.execute(insert(models.Allocation), allocs)
-        agents = [{"id": f"agent-{i:05d}", "hostname": f"host-{i}", "address": "10.0.0.1", "resource_pool": POOL,
-                   "slots": [{"id": str(j), "type": "cuda", "brand": "bench", "uuid": f"GPU-{i}-{j}",
-                              "memory_mib": 81920} for j in range(args.slots)],
-                   "state": AgentState.CONNECTED.value, "version": "bench", "registered_at": now,
-                   "last_heartbeat": now, "enabled": True, "draining": False}
-                  for i in range(args.agents)]
+        agents = [
+            {
+                "id": f"agent-{i:05d}",
+                "hostname": f"host-{i}",
+                "address": "10.0.0.1",
+                "resource_pool": POOL,
+                "slots": [
+                    {"id": str(j), "type": "cuda", "brand": "bench", "uuid": f"GPU-{i}-{j}", "memory_mib": 81920}
+                    for j in range(args.slots)
+                ],
+                "state": AgentState.CONNECTED.value,
+                "version": "bench",
+                "registered_at": now,
+                "last_heartbeat": now,
+                "enabled": True,
+                "draining": False,
+            }
+            for i in range(args.agents)
+        ]
         s.execute(insert(models.Agent), agents)
         owner_id = owner.id
     loop = _NoLoop()
-    connections = [AgentConnection(agent["id"], "http://master:8080", "10.0.0.1", loop,  # type: ignore[arg-type]
-                                   last_heartbeat=now) for agent in agents]
+    connections = [
+        AgentConnection(
+            agent["id"],
+            "http://master:8080",
+            "10.0.0.1",
+            loop,  # type: ignore[arg-type]
+            last_heartbeat=now,
+        )
+        for agent in agents
+    ]
     for connection in connections:
         ctl.hub.attach(connection)
     return Cluster(ctl, db, ctl.config, loop, owner_id, pending + running + 1, sizes, connections)
@@ -266,14 +332,45 @@ def add_trial(c: Cluster) -> None:
     c.next_trial += 1
     task_id = f"1.{trial_id}"
     with c.db.session() as s:
-        s.execute(insert(models.Trial), [{
-            "id": trial_id, "experiment_id": 1, "request_id": f"r{trial_id}", "task_id": task_id,
-            "hparams": {"lr": 0.01}, "seed": trial_id, "state": TrialState.QUEUED.value, "restarts": 0, "run_id": 1,
-            "start_time": now, "total_batches": 0, "summary_metrics": {}, "target_length": 100}])
-        s.execute(insert(models.Allocation), [{
-            "id": f"{task_id}.1", "task_id": task_id, "trial_id": trial_id, "name": f"Trial {trial_id} (Experiment 1)",
-            "state": AllocationState.PENDING.value, "resource_pool": POOL, "slots_needed": 1, "priority": 42,
-            "assignment": [], "session_token_hash": "", "owner_id": c.owner_id, "queued_at": now}])
+        s.execute(
+            insert(models.Trial),
+            [
+                {
+                    "id": trial_id,
+                    "experiment_id": 1,
+                    "request_id": f"r{trial_id}",
+                    "task_id": task_id,
+                    "hparams": {"lr": 0.01},
+                    "seed": trial_id,
+                    "state": TrialState.QUEUED.value,
+                    "restarts": 0,
+                    "run_id": 1,
+                    "start_time": now,
+                    "total_batches": 0,
+                    "summary_metrics": {},
+                    "target_length": 100,
+                }
+            ],
+        )
+        s.execute(
+            insert(models.Allocation),
+            [
+                {
+                    "id": f"{task_id}.1",
+                    "task_id": task_id,
+                    "trial_id": trial_id,
+                    "name": f"Trial {trial_id} (Experiment 1)",
+                    "state": AllocationState.PENDING.value,
+                    "resource_pool": POOL,
+                    "slots_needed": 1,
+                    "priority": 42,
+                    "assignment": [],
+                    "session_token_hash": "",
+                    "owner_id": c.owner_id,
+                    "queued_at": now,
+                }
+            ],
+        )
 
 
 # -- what concurrent requests wait -----------------------------------------------------------------
@@ -344,8 +441,11 @@ class ApiProbe:
         self._loop = asyncio.new_event_loop()
         app = create_app(config, clock=SystemClock(), db=db)
         self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://master")
-        r = self._run(self._client.post("/api/v1/auth/login", json={
-            "username": "determined", "password": client_hash(""), "isHashed": True}))
+        r = self._run(
+            self._client.post(
+                "/api/v1/auth/login", json={"username": "determined", "password": client_hash(""), "isHashed": True}
+            )
+        )
         r.raise_for_status()
         self._headers = {"Authorization": f"Bearer {r.json()['token']}"}
 
@@ -368,9 +468,11 @@ def _write_session(db: Database) -> None:
 
 
 def probes_for(ctl: TimedController, api: ApiProbe) -> list[Probe]:
-    return [Probe("GET /api/v1/me through the app", api),
-            Probe("a request taking the cluster lock", lambda: ctl.run(lambda _s: None)),
-            Probe("a request opening a writing session", lambda: _write_session(ctl.db))]
+    return [
+        Probe("GET /api/v1/me through the app", api),
+        Probe("a request taking the cluster lock", lambda: ctl.run(lambda _s: None)),
+        Probe("a request opening a writing session", lambda: _write_session(ctl.db)),
+    ]
 
 
 @contextmanager
@@ -385,16 +487,23 @@ def database(kind: str) -> Iterator[dict | None]:
 
 
 @contextmanager
-def cluster(kind: str, args: argparse.Namespace, sizes: list[int], work: Path, *, pending: int,
-            running: int) -> Iterator[tuple[Cluster, ApiProbe]]:
+def cluster(
+    kind: str, args: argparse.Namespace, sizes: list[int], work: Path, *, pending: int, running: int
+) -> Iterator[tuple[Cluster, ApiProbe]]:
     with database(kind) as db_cfg:
         config = MasterConfig(data_dir=work / "data", db=db_cfg)
         db = Database(config.database_url())
         api = None
         try:
             migrate.upgrade(db.engine)
-            ctl = TimedController(config=config, db=db, clock=SystemClock(), hub=AgentHub(),
-                                  caller_cache=CallerCache(), cluster_id="bench")
+            ctl = TimedController(
+                config=config,
+                db=db,
+                clock=SystemClock(),
+                hub=AgentHub(),
+                caller_cache=CallerCache(),
+                cluster_id="bench",
+            )
             c = populate(ctl, args, sizes, pending=pending, running=running)
             api = ApiProbe(config, db)
             thresholds, interval = gc.get_threshold(), sys.getswitchinterval()
@@ -455,8 +564,10 @@ class GcPauses:
 
     def summary(self) -> str:
         full = [d for g, d in self.pauses if g == 2]
-        return (f"GC: {len(self.pauses)} collections, {1000 * sum(d for _, d in self.pauses):.0f} ms in all; "
-                f"{len(full)} full, longest {1000 * max(full, default=0.0):.0f} ms")
+        return (
+            f"GC: {len(self.pauses)} collections, {1000 * sum(d for _, d in self.pauses):.0f} ms in all; "
+            f"{len(full)} full, longest {1000 * max(full, default=0.0):.0f} ms"
+        )
 
 
 @dataclass
@@ -489,12 +600,19 @@ class Passes:
 
 def _assigned(db: Database) -> int:
     with db.session() as s:
-        return s.scalar(select(func.count()).select_from(models.Allocation).where(
-            models.Allocation.state == AllocationState.ASSIGNED)) or 0
+        return (
+            s.scalar(
+                select(func.count())
+                .select_from(models.Allocation)
+                .where(models.Allocation.state == AllocationState.ASSIGNED)
+            )
+            or 0
+        )
 
 
-def measure_large(kind: str, args: argparse.Namespace, sizes: list[int], work: Path,
-                  probes: list[list[Probe]]) -> Passes:
+def measure_large(
+    kind: str, args: argparse.Namespace, sizes: list[int], work: Path, probes: list[list[Probe]]
+) -> Passes:
     out = Passes()
     for i in range(args.repeat):
         with cluster(kind, args, sizes, work, pending=args.trials, running=0) as (c, api):
@@ -502,8 +620,14 @@ def measure_large(kind: str, args: argparse.Namespace, sizes: list[int], work: P
             statements = StatementCounter(c.db.engine)
             with Prober(ps, args.probe_interval):
                 statements.enable()
-                out.add(c.ctl, lambda first=i == 0: _profiled(args if first else argparse.Namespace(profile=False),
-                                                             c.ctl.timed_tick, f"{kind}: the large pass"))
+                out.add(
+                    c.ctl,
+                    lambda first=i == 0: _profiled(
+                        args if first else argparse.Namespace(profile=False),
+                        c.ctl.timed_tick,
+                        f"{kind}: the large pass",
+                    ),
+                )
                 statements.enable(False)
             probes.append(ps)
             out.placed, out.sent, out.statements = _assigned(c.db), c.loop.sent, statements.summary()
@@ -511,8 +635,9 @@ def measure_large(kind: str, args: argparse.Namespace, sizes: list[int], work: P
     return out
 
 
-def measure_one_new(kind: str, args: argparse.Namespace, work: Path, *, running: int,
-                    probes: list[list[Probe]]) -> Passes:
+def measure_one_new(
+    kind: str, args: argparse.Namespace, work: Path, *, running: int, probes: list[list[Probe]]
+) -> Passes:
     """args.repeat_small passes, each after one new trial arrived; a first pass before them."""
     out = Passes()
     with cluster(kind, args, [1], work, pending=0, running=running) as (c, api):
@@ -525,9 +650,14 @@ def measure_one_new(kind: str, args: argparse.Namespace, work: Path, *, running:
                 add_trial(c)
                 c.heartbeat()
                 statements.enable()
-                out.add(c.ctl, lambda first=i == 0: _profiled(args if first else argparse.Namespace(profile=False),
-                                                             c.ctl.timed_tick, f"{kind}: one new trial, "
-                                                             f"{running:,} running"))
+                out.add(
+                    c.ctl,
+                    lambda first=i == 0: _profiled(
+                        args if first else argparse.Namespace(profile=False),
+                        c.ctl.timed_tick,
+                        f"{kind}: one new trial, {running:,} running",
+                    ),
+                )
                 statements.enable(False)
                 time.sleep(args.probe_interval)
         probes.append(ps)
@@ -537,8 +667,9 @@ def measure_one_new(kind: str, args: argparse.Namespace, work: Path, *, running:
     return out
 
 
-def _wait_figures(db_name: str, what: str, probes: list[list[Probe]],
-                  windows: list[tuple[float, float]]) -> list[Figure]:
+def _wait_figures(
+    db_name: str, what: str, probes: list[list[Probe]], windows: list[tuple[float, float]]
+) -> list[Figure]:
     out = []
     for j in range(len(probes[0])):
         during = [d for ps in probes for d in ps[j].during(windows)]
@@ -550,8 +681,10 @@ def _wait_figures(db_name: str, what: str, probes: list[list[Probe]],
         if not during:
             out.append(Figure(NAME, f"{db_name}, {what}: {name}", 0.0, "ms", "no request overlapped a pass"))
             continue
-        detail = (f"max of {len(during)} requests overlapping the passes; p50 {1000 * median(during):.1f} ms, "
-                  f"p90 {1000 * percentile(during, 90):.1f} ms; alone p50 {1000 * median(alone or [0.0]):.1f} ms")
+        detail = (
+            f"max of {len(during)} requests overlapping the passes; p50 {1000 * median(during):.1f} ms, "
+            f"p90 {1000 * percentile(during, 90):.1f} ms; alone p50 {1000 * median(alone or [0.0]):.1f} ms"
+        )
         if errors:
             detail += "; errors: " + "; ".join(f"{n}× {e}" for e, n in errors.items())
         out.append(Figure(NAME, f"{db_name}, {what}: {name} takes", 1000 * max(during), "ms", detail))
@@ -569,27 +702,64 @@ def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int]) ->
             phase = {p: median([ph[p] for ph in big.phases]) for p in TimedController.PHASES}
             shape = f"{args.agents:,} agents×{args.slots}, {args.trials:,} pending in {args.experiments} experiments"
             figures += [
-                Figure(NAME, f"{db_name}: the large pass, controller.tick(), trials of {label(sizes)} slot(s)",
-                       1000 * total, "ms",
-                       f"median of {args.repeat} (fresh database each; min {1000 * min(big.times):.0f}, max "
-                       f"{1000 * max(big.times):.0f}); {shape}; {big.placed:,} placed, {big.sent:,} start_task sent; "
-                       f"the pass thread's CPU {1000 * median(big.cpu):.0f} ms; {big.gc.summary()}"),
-                Figure(NAME, f"{db_name}: … of which check_agents / top_up (under the lock)",
-                       1000 * (phase["check_agents"] + phase["top_up"]), "ms",
-                       f"{1000 * phase['check_agents']:.1f} / {1000 * phase['top_up']:.1f} ms"),
-                Figure(NAME, f"{db_name}: … of which planning (outside the lock)", 1000 * phase["plan"], "ms",
-                       "the snapshot read in one read-only transaction and the pure decision"),
-                Figure(NAME, f"{db_name}: … of which preparing the batches (outside the lock)", 1000 * phase["prepare"],
-                       "ms", "1,000 placements at a time: task spec rows, tokens, specs, StartTask"),
-                Figure(NAME, f"{db_name}: … of which writing the batches (under the lock)", 1000 * phase["apply"],
-                       "ms", "one UPDATE ... RETURNING and one INSERT of events a batch (commits excluded)"),
-                Figure(NAME, f"{db_name}: … the rest (commits, sending, wait reasons)",
-                       1000 * (total - sum(phase.values())), "ms", ""),
-                Figure(NAME, f"{db_name}: the large pass's longest transaction under the lock", 1000 * max(big.holds),
-                       "ms", f"{len(big.holds) // args.repeat} transactions a pass; p50 "
-                             f"{1000 * median(big.holds):.1f} ms"),
-                Figure(NAME, f"{db_name}: … per placed trial", 1000 * total / max(big.placed, 1), "ms",
-                       f"SQL statements in the pass: {big.statements}"),
+                Figure(
+                    NAME,
+                    f"{db_name}: the large pass, controller.tick(), trials of {label(sizes)} slot(s)",
+                    1000 * total,
+                    "ms",
+                    f"median of {args.repeat} (fresh database each; min {1000 * min(big.times):.0f}, max "
+                    f"{1000 * max(big.times):.0f}); {shape}; {big.placed:,} placed, {big.sent:,} start_task sent; "
+                    f"the pass thread's CPU {1000 * median(big.cpu):.0f} ms; {big.gc.summary()}",
+                ),
+                Figure(
+                    NAME,
+                    f"{db_name}: … of which check_agents / top_up (under the lock)",
+                    1000 * (phase["check_agents"] + phase["top_up"]),
+                    "ms",
+                    f"{1000 * phase['check_agents']:.1f} / {1000 * phase['top_up']:.1f} ms",
+                ),
+                Figure(
+                    NAME,
+                    f"{db_name}: … of which planning (outside the lock)",
+                    1000 * phase["plan"],
+                    "ms",
+                    "the snapshot read in one read-only transaction and the pure decision",
+                ),
+                Figure(
+                    NAME,
+                    f"{db_name}: … of which preparing the batches (outside the lock)",
+                    1000 * phase["prepare"],
+                    "ms",
+                    "1,000 placements at a time: task spec rows, tokens, specs, StartTask",
+                ),
+                Figure(
+                    NAME,
+                    f"{db_name}: … of which writing the batches (under the lock)",
+                    1000 * phase["apply"],
+                    "ms",
+                    "one UPDATE ... RETURNING and one INSERT of events a batch (commits excluded)",
+                ),
+                Figure(
+                    NAME,
+                    f"{db_name}: … the rest (commits, sending, wait reasons)",
+                    1000 * (total - sum(phase.values())),
+                    "ms",
+                    "",
+                ),
+                Figure(
+                    NAME,
+                    f"{db_name}: the large pass's longest transaction under the lock",
+                    1000 * max(big.holds),
+                    "ms",
+                    f"{len(big.holds) // args.repeat} transactions a pass; p50 {1000 * median(big.holds):.1f} ms",
+                ),
+                Figure(
+                    NAME,
+                    f"{db_name}: … per placed trial",
+                    1000 * total / max(big.placed, 1),
+                    "ms",
+                    f"SQL statements in the pass: {big.statements}",
+                ),
             ]
             figures += _wait_figures(db_name, "during the large pass", probes, big.windows)
         for running, shape in ((0, "idle"), (args.agents * args.slots - args.repeat_small, "busy")):
@@ -599,13 +769,18 @@ def measure_controller(kind: str, args: argparse.Namespace, sizes: list[int]) ->
             small = measure_one_new(kind, args, work, running=running, probes=probes)
             what = f"one new trial, {args.agents:,} agents, {running:,} trials running"
             figures += [
-                Figure(NAME, f"{db_name}: {what}", 1000 * median(small.times), "ms",
-                       f"median of {args.repeat_small} passes (p90 {1000 * percentile(small.times, 90):.1f}, "
-                       f"max {1000 * max(small.times):.1f} ms), a trial each; {small.placed} placed; "
-                       f"plan {1000 * median([p['plan'] for p in small.phases]):.1f} ms, check_agents "
-                       f"{1000 * median([p['check_agents'] for p in small.phases]):.1f} ms; CPU "
-                       f"{1000 * median(small.cpu):.1f} ms; {small.gc.summary()}; SQL statements in the passes: "
-                       f"{small.statements}"),
+                Figure(
+                    NAME,
+                    f"{db_name}: {what}",
+                    1000 * median(small.times),
+                    "ms",
+                    f"median of {args.repeat_small} passes (p90 {1000 * percentile(small.times, 90):.1f}, "
+                    f"max {1000 * max(small.times):.1f} ms), a trial each; {small.placed} placed; "
+                    f"plan {1000 * median([p['plan'] for p in small.phases]):.1f} ms, check_agents "
+                    f"{1000 * median([p['check_agents'] for p in small.phases]):.1f} ms; CPU "
+                    f"{1000 * median(small.cpu):.1f} ms; {small.gc.summary()}; SQL statements in the passes: "
+                    f"{small.statements}",
+                ),
             ]
             figures += _wait_figures(db_name, f"during those passes ({shape})", probes, small.windows)
     return figures
@@ -630,39 +805,77 @@ def measure(args: argparse.Namespace) -> list[Figure]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.scheduling_pass", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.scheduling_pass",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--agents", type=int, default=1000, help="agents (default 1000)")
     p.add_argument("--slots", type=int, default=8, help="slots per agent (default 8)")
     p.add_argument("--trials", type=int, default=10000, help="waiting trials of the large pass (default 10000)")
     p.add_argument("--experiments", type=int, default=100, help="experiments the trials belong to (default 100)")
-    p.add_argument("--trial-slots", nargs="+", default=["1", "1,2,4,8,16", "0"],
-                   help="scenarios for the pure function: comma lists of slots_per_trial, cycled over the "
-                        "trials; the first is also the large pass's (default: 1  1,2,4,8,16  0)")
+    p.add_argument(
+        "--trial-slots",
+        nargs="+",
+        default=["1", "1,2,4,8,16", "0"],
+        help="scenarios for the pure function: comma lists of slots_per_trial, cycled over the "
+        "trials; the first is also the large pass's (default: 1  1,2,4,8,16  0)",
+    )
     p.add_argument("--repeat-pure", type=int, default=5, help="runs of the pure function (default 5)")
     p.add_argument("--repeat", type=int, default=3, help="large passes, each on a fresh database (default 3)")
-    p.add_argument("--repeat-small", type=int, default=20,
-                   help="one-new-trial passes per shape (default 20); the busy shape leaves that many slots free")
-    p.add_argument("--shapes", nargs="*", choices=["large", "idle", "busy"], default=["large", "idle", "busy"],
-                   help="controller passes to time: the large pass, one new trial on idle agents, one new trial "
-                        "on busy agents (default: all)")
-    p.add_argument("--db", nargs="*", choices=["sqlite", "postgres"], default=["sqlite", "postgres"],
-                   help="databases for the controller passes; none to time only the pure function")
-    p.add_argument("--probe-interval", type=float, default=0.02,
-                   help="seconds between one probe's requests during the passes (default 0.02)")
-    p.add_argument("--master-runtime", action=argparse.BooleanOptionalAction, default=True,
-                   help="set the interpreter before the passes as the master does once started "
-                        "(server.tune_runtime: the heap frozen, so full collections scan only what came since, "
-                        "a young collection every 50,000 allocations, a GIL switch interval of 1 ms; default "
-                        "on, --no-master-runtime for Python's defaults)")
-    p.add_argument("--switch-interval", type=float, default=0.0,
-                   help="the GIL switch interval instead (seconds a running thread keeps the GIL while "
-                        "another waits; Python's default 0.005)")
-    p.add_argument("--gc-threshold", type=int, default=0,
-                   help="the garbage collector's first threshold instead (allocations between young "
-                        "collections; Python's default 700)")
-    p.add_argument("--profile", action="store_true",
-                   help="print a pyinstrument profile of the first pass of each shape")
+    p.add_argument(
+        "--repeat-small",
+        type=int,
+        default=20,
+        help="one-new-trial passes per shape (default 20); the busy shape leaves that many slots free",
+    )
+    p.add_argument(
+        "--shapes",
+        nargs="*",
+        choices=["large", "idle", "busy"],
+        default=["large", "idle", "busy"],
+        help="controller passes to time: the large pass, one new trial on idle agents, one new trial "
+        "on busy agents (default: all)",
+    )
+    p.add_argument(
+        "--db",
+        nargs="*",
+        choices=["sqlite", "postgres"],
+        default=["sqlite", "postgres"],
+        help="databases for the controller passes; none to time only the pure function",
+    )
+    p.add_argument(
+        "--probe-interval",
+        type=float,
+        default=0.02,
+        help="seconds between one probe's requests during the passes (default 0.02)",
+    )
+    p.add_argument(
+        "--master-runtime",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="set the interpreter before the passes as the master does once started "
+        "(server.tune_runtime: the heap frozen, so full collections scan only what came since, "
+        "a young collection every 50,000 allocations, a GIL switch interval of 1 ms; default "
+        "on, --no-master-runtime for Python's defaults)",
+    )
+    p.add_argument(
+        "--switch-interval",
+        type=float,
+        default=0.0,
+        help="the GIL switch interval instead (seconds a running thread keeps the GIL while "
+        "another waits; Python's default 0.005)",
+    )
+    p.add_argument(
+        "--gc-threshold",
+        type=int,
+        default=0,
+        help="the garbage collector's first threshold instead (allocations between young "
+        "collections; Python's default 700)",
+    )
+    p.add_argument(
+        "--profile", action="store_true", help="print a pyinstrument profile of the first pass of each shape"
+    )
     add_common_args(p)
     return p
 

@@ -27,11 +27,16 @@ NAME = "task_start_latency"
 
 
 def experiment_config(stamp_file: Path) -> str:
-    return yaml.safe_dump({
-        "name": "start-latency", "entrypoint": "python3 train.py", "max_restarts": 0,
-        "hyperparameters": {"stamp_file": str(stamp_file)},
-        "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}},
-        "resources": {"slots_per_trial": 1}})
+    return yaml.safe_dump(
+        {
+            "name": "start-latency",
+            "entrypoint": "python3 train.py",
+            "max_restarts": 0,
+            "hyperparameters": {"stamp_file": str(stamp_file)},
+            "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}},
+            "resources": {"slots_per_trial": 1},
+        }
+    )
 
 
 def wait_file(path: Path, timeout: float) -> float:
@@ -49,7 +54,8 @@ def allocation_times(db_path: Path) -> dict[int, tuple[float, float, float]]:
     try:
         rows = con.execute(
             "SELECT t.experiment_id, a.queued_at, a.assigned_at, a.started_at FROM allocations a "
-            "JOIN trials t ON t.id = a.trial_id ORDER BY a.queued_at").fetchall()
+            "JOIN trials t ON t.id = a.trial_id ORDER BY a.queued_at"
+        ).fetchall()
     finally:
         con.close()
     out: dict[int, tuple[float, float, float]] = {}
@@ -63,13 +69,15 @@ def measure(args: argparse.Namespace) -> list[Figure]:
     with work_dir("start", args.keep) as work:
         master = Master(work, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "ckpts")}})
         master.start()
-        agents = [LocalAgent(work, master.url, f"agent-{i}", token=master.agent_token).start()
-                  for i in range(args.agents)]
+        agents = [
+            LocalAgent(work, master.url, f"agent-{i}", token=master.agent_token).start() for i in range(args.agents)
+        ]
         try:
             for agent in agents:
                 wait_for(lambda a=agent: agent_connected(master, a.agent_id), 60, what=f"{agent.agent_id} to connect")
-            client = httpx.Client(base_url=master.url, headers={"Authorization": f"Bearer {master.token()}"},
-                                  timeout=60)
+            client = httpx.Client(
+                base_url=master.url, headers={"Authorization": f"Bearer {master.token()}"}, timeout=60
+            )
             samples: list[tuple[int, float, float, float]] = []  # exp id, t_post, t_answer, t_user_code
             for i in range(args.warmup + args.experiments):
                 stamp = work / "stamps" / f"{i}"
@@ -113,10 +121,16 @@ def measure(args: argparse.Namespace) -> list[Figure]:
         ("POST → user code runs", total, how),
         ("create POST round trip", post, "validate config, store model dir, create trial + allocation"),
         ("queued → assigned", queued_assigned, "the control loop's reaction (woken by the create)"),
-        ("assigned → process spawned", assigned_spawned,
-         "start_task to agent, context download + unpack, spawn; as the master records task_started"),
-        ("spawned → user code runs", spawned_user,
-         "/bin/sh + python3 start-up (includes task_started's trip to the master)"),
+        (
+            "assigned → process spawned",
+            assigned_spawned,
+            "start_task to agent, context download + unpack, spawn; as the master records task_started",
+        ),
+        (
+            "spawned → user code runs",
+            spawned_user,
+            "/bin/sh + python3 start-up (includes task_started's trip to the master)",
+        ),
     ):
         ms = [v * 1000 for v in values]
         for p_name, value in (("p50", percentile(ms, 50)), ("p95", percentile(ms, 95)), ("max", max(ms))):

@@ -72,8 +72,9 @@ def measure(args: argparse.Namespace) -> list[Figure]:
         figures += run(jobs, override(base, instance_types_=types.split(",")), settings, ["pedl"], types)
     if args.spot:
         figures += run(jobs, override(base, spot=True), settings, both, f"{args.instance_types} spot")
-    figures.append(Figure(NAME, "total wall time", time.perf_counter() - started, "s",
-                          "loading the trace and every replay"))
+    figures.append(
+        Figure(NAME, "total wall time", time.perf_counter() - started, "s", "loading the trace and every replay")
+    )
     return figures
 
 
@@ -81,12 +82,18 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.trace_replay", description=__doc__)
     p.add_argument("--trace", default=str(DEFAULT_TRACE), help=f"pod list CSV (default {DEFAULT_TRACE})")
     p.add_argument("--window", default=None, help="START:END by arrival (default: the whole trace)")
-    p.add_argument("--instance-types", default="p3.8xlarge",
-                   help="comma-separated types for both policies (default p3.8xlarge)")
-    p.add_argument("--also", nargs="*", default=["g5.xlarge,p3.8xlarge", "p3.2xlarge,p3.8xlarge"],
-                   help="more type lists, replayed with pedl's policy only")
-    p.add_argument("--no-spot", dest="spot", action="store_false",
-                   help="skip the spot run of both policies (default: run it)")
+    p.add_argument(
+        "--instance-types", default="p3.8xlarge", help="comma-separated types for both policies (default p3.8xlarge)"
+    )
+    p.add_argument(
+        "--also",
+        nargs="*",
+        default=["g5.xlarge,p3.8xlarge", "p3.2xlarge,p3.8xlarge"],
+        help="more type lists, replayed with pedl's policy only",
+    )
+    p.add_argument(
+        "--no-spot", dest="spot", action="store_false", help="skip the spot run of both policies (default: run it)"
+    )
     p.add_argument("--idle", type=float, default=300.0, help="max idle period in seconds (default 300)")
     p.add_argument("--boot-delay", type=float, default=90.0, help="median boot delay in seconds (default 90)")
     p.add_argument("--seed", type=int, default=0)

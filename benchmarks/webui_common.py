@@ -121,27 +121,38 @@ class ExperimentSpec:
 
 
 def experiment_text(spec: ExperimentSpec, hparams: dict[str, Any]) -> str:
-    return yaml.safe_dump({"name": spec.name, "entrypoint": "python3 train.py", "labels": spec.labels,
-                           "hyperparameters": hparams,
-                           "searcher": {"name": "random", "metric": spec.metric, "max_trials": 200,
-                                        "max_length": {"batches": 20000}}})
+    return yaml.safe_dump(
+        {
+            "name": spec.name,
+            "entrypoint": "python3 train.py",
+            "labels": spec.labels,
+            "hyperparameters": hparams,
+            "searcher": {"name": "random", "metric": spec.metric, "max_trials": 200, "max_length": {"batches": 20000}},
+        }
+    )
 
 
-HPARAMS = {"lr": {"type": "log", "minval": -5, "maxval": -1, "base": 10},
-           "batch_size": {"type": "categorical", "vals": [32, 64, 128, 256]},
-           "dropout": {"type": "double", "minval": 0.0, "maxval": 0.5}}
+HPARAMS = {
+    "lr": {"type": "log", "minval": -5, "maxval": -1, "base": 10},
+    "batch_size": {"type": "categorical", "vals": [32, 64, 128, 256]},
+    "dropout": {"type": "double", "minval": 0.0, "maxval": 0.5},
+}
 
 
 def trial_hparams(rnd: random.Random) -> dict[str, Any]:
-    return {"lr": 10 ** rnd.uniform(-5, -1), "batch_size": rnd.choice([32, 64, 128, 256]),
-            "dropout": round(rnd.uniform(0, 0.5), 3)}
+    return {
+        "lr": 10 ** rnd.uniform(-5, -1),
+        "batch_size": rnd.choice([32, 64, 128, 256]),
+        "dropout": round(rnd.uniform(0, 0.5), 3),
+    }
 
 
 END_REASONS = {ExperimentState.CANCELED: "killed", ExperimentState.ERROR: "all trials failed"}
 
 
-def add_experiments(s: Session, config: MasterConfig, specs: list[ExperimentSpec],
-                    start: float) -> list[models.Experiment]:
+def add_experiments(
+    s: Session, config: MasterConfig, specs: list[ExperimentSpec], start: float
+) -> list[models.Experiment]:
     """Experiment rows as the API stores them (validated, fully defaulted config), ended in their state."""
     owners = {u.username: u.id for u in s.query(models.User)}
     texts: dict[tuple, tuple[dict, str]] = {}
@@ -153,34 +164,64 @@ def add_experiments(s: Session, config: MasterConfig, specs: list[ExperimentSpec
             texts[key] = (effective_config(config, parse_experiment_config(text, limits=config.limits)), text)
         full, text = texts[key]
         ended = spec.state in (ExperimentState.COMPLETED, ExperimentState.CANCELED, ExperimentState.ERROR)
-        rows.append(models.Experiment(
-            name=spec.name, description="", owner_id=owners[spec.owner], state=spec.state, config=full,
-            original_config=text, searcher_state={"seed": i, "state": None}, progress=1.0 if ended else 0.4,
-            resource_pool=full["resources"]["resource_pool"], start_time=start + i,
-            end_time=start + i + 3600 if ended else None, archived=False, project_id=1,
-            labels=joined_labels(spec.labels),
-            end_reason=END_REASONS.get(spec.state)))
+        rows.append(
+            models.Experiment(
+                name=spec.name,
+                description="",
+                owner_id=owners[spec.owner],
+                state=spec.state,
+                config=full,
+                original_config=text,
+                searcher_state={"seed": i, "state": None},
+                progress=1.0 if ended else 0.4,
+                resource_pool=full["resources"]["resource_pool"],
+                start_time=start + i,
+                end_time=start + i + 3600 if ended else None,
+                archived=False,
+                project_id=1,
+                labels=joined_labels(spec.labels),
+                end_reason=END_REASONS.get(spec.state),
+            )
+        )
     s.add_all(rows)
     s.flush()
     return rows
 
 
-TRIAL_STATE_OF = {ExperimentState.COMPLETED: TrialState.COMPLETED, ExperimentState.CANCELED: TrialState.CANCELED,
-                  ExperimentState.ERROR: TrialState.ERROR, ExperimentState.PAUSED: TrialState.PAUSED}
+TRIAL_STATE_OF = {
+    ExperimentState.COMPLETED: TrialState.COMPLETED,
+    ExperimentState.CANCELED: TrialState.CANCELED,
+    ExperimentState.ERROR: TrialState.ERROR,
+    ExperimentState.PAUSED: TrialState.PAUSED,
+}
 
 
-def add_trials(s: Session, counts: Iterable[tuple[models.Experiment, int]], rnd: random.Random,
-               length: int) -> list[models.Trial]:
+def add_trials(
+    s: Session, counts: Iterable[tuple[models.Experiment, int]], rnd: random.Random, length: int
+) -> list[models.Trial]:
     """(experiment, n): n ended trials of each, without reports (Summaries.apply fills those in), in
     one flush."""
     rows = []
     for exp, n in counts:
         for _ in range(n):
-            rows.append(models.Trial(
-                experiment_id=exp.id, request_id=uuid.uuid4().hex, task_id=f"pending-{uuid.uuid4().hex}",
-                hparams=trial_hparams(rnd), seed=rnd.randrange(2**31), state=TRIAL_STATE_OF[exp.state], restarts=0,
-                run_id=1, start_time=exp.start_time, end_time=exp.end_time, total_batches=length, best_metric=None,
-                summary_metrics={}, target_length=length))
+            rows.append(
+                models.Trial(
+                    experiment_id=exp.id,
+                    request_id=uuid.uuid4().hex,
+                    task_id=f"pending-{uuid.uuid4().hex}",
+                    hparams=trial_hparams(rnd),
+                    seed=rnd.randrange(2**31),
+                    state=TRIAL_STATE_OF[exp.state],
+                    restarts=0,
+                    run_id=1,
+                    start_time=exp.start_time,
+                    end_time=exp.end_time,
+                    total_batches=length,
+                    best_metric=None,
+                    summary_metrics={},
+                    target_length=length,
+                )
+            )
     s.add_all(rows)
     s.flush()
     for t in rows:
@@ -194,8 +235,9 @@ def curve(step: int, total: int, scale: float, rnd: random.Random) -> float:
     return value * 3 if rnd.random() < 0.001 else value
 
 
-def metric_rows(trial_id: int, training: int, validation_every: int, seed: int,
-                start: float) -> Iterator[tuple[int, int, str, int, float, str]]:
+def metric_rows(
+    trial_id: int, training: int, validation_every: int, seed: int, start: float
+) -> Iterator[tuple[int, int, str, int, float, str]]:
     """A trial's reports in the order the trial makes them: training every step 1..`training`,
     validation every `validation_every` steps. JSON text is written directly (json.dumps per row is
     most of the seeding time otherwise)."""
@@ -203,12 +245,24 @@ def metric_rows(trial_id: int, training: int, validation_every: int, seed: int,
     scale = rnd.uniform(0.5, 1.5)
     for step in range(1, training + 1):
         loss = curve(step, training, scale, rnd)
-        yield (trial_id, 1, "training", step, start + step * 0.05,
-               f'{{"loss": {loss!r}, "accuracy": {1.0 / (1.0 + loss)!r}, "lr": {1e-3 * (1 - step / training)!r}}}')
+        yield (
+            trial_id,
+            1,
+            "training",
+            step,
+            start + step * 0.05,
+            f'{{"loss": {loss!r}, "accuracy": {1.0 / (1.0 + loss)!r}, "lr": {1e-3 * (1 - step / training)!r}}}',
+        )
         if step % validation_every == 0:
             vloss = curve(step, training, scale * 1.1, rnd)
-            yield (trial_id, 1, "validation", step, start + step * 0.05,
-                   f'{{"validation_loss": {vloss!r}, "accuracy": {1.0 / (1.0 + vloss)!r}}}')
+            yield (
+                trial_id,
+                1,
+                "validation",
+                step,
+                start + step * 0.05,
+                f'{{"validation_loss": {vloss!r}, "accuracy": {1.0 / (1.0 + vloss)!r}}}',
+            )
 
 
 class Summaries:
@@ -236,8 +290,11 @@ class Summaries:
             for group in ("training", "validation"):
                 row = self.latest.get((t.id, group))
                 if row:  # the rows come in step order: the last is the largest step reached
-                    summary[f"latest_{group}"] = {"steps_completed": row[3], "metrics": json.loads(row[5]),
-                                                  "max_steps_completed": row[3]}
+                    summary[f"latest_{group}"] = {
+                        "steps_completed": row[3],
+                        "metrics": json.loads(row[5]),
+                        "max_steps_completed": row[3],
+                    }
             t.summary_metrics = summary
             t.best_metric = self.best.get(t.id)
 
@@ -278,13 +335,21 @@ def bulk_insert_metrics(master: Master, rows: Iterable[tuple], batch: int = 50_0
     return count
 
 
-def add_reports(master: Master, trial_ids: list[int], training: int, validation_every: int, metric: str,
-                start: float, batch: int = 50_000) -> tuple[int, float]:
+def add_reports(
+    master: Master,
+    trial_ids: list[int],
+    training: int,
+    validation_every: int,
+    metric: str,
+    start: float,
+    batch: int = 50_000,
+) -> tuple[int, float]:
     """Each trial's reports in bulk (metric_rows), then its summary as metrics.record leaves it (the
     master's digester learns from the summaries what to digest). -> (rows, seconds the rows took)."""
     summaries = Summaries(metric)
     rows = itertools.chain.from_iterable(
-        metric_rows(t, training, validation_every, seed=t, start=start) for t in trial_ids)
+        metric_rows(t, training, validation_every, seed=t, start=start) for t in trial_ids
+    )
     started = time.perf_counter()
     count = bulk_insert_metrics(master, summaries.watch(rows), batch=batch)
     seconds = time.perf_counter() - started
@@ -306,9 +371,13 @@ def digests_reaching(master: Master, steps: dict[str, int]) -> int | None:
         with engine.connect() as con:
             if not inspect(con).has_table("metric_digest_marks"):
                 return None
-            return sum(con.execute(text("SELECT count(*) FROM metric_digest_marks WHERE metric_group = :g "
-                                        "AND through_step >= :s"), {"g": group, "s": step}).scalar_one()
-                       for group, step in steps.items())
+            return sum(
+                con.execute(
+                    text("SELECT count(*) FROM metric_digest_marks WHERE metric_group = :g AND through_step >= :s"),
+                    {"g": group, "s": step},
+                ).scalar_one()
+                for group, step in steps.items()
+            )
     finally:
         engine.dispose()
 
@@ -320,8 +389,12 @@ def wait_for_digests(master: Master, steps: dict[str, int], trials: int, timeout
     started = time.monotonic()
     if digests_reaching(master, steps) is None:
         return None
-    wait_for(lambda: digests_reaching(master, steps) == trials * len(steps), timeout_s, interval=1.0,
-             what=f"the metric digests of {trials} trials")
+    wait_for(
+        lambda: digests_reaching(master, steps) == trials * len(steps),
+        timeout_s,
+        interval=1.0,
+        what=f"the metric digests of {trials} trials",
+    )
     return time.monotonic() - started
 
 
@@ -411,11 +484,18 @@ def capture_console(page: Any) -> list[str]:
     lines: list[str] = []
     page.on("console", lambda m: lines.append(f"[{m.type}] {m.text}") if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: lines.append(f"[pageerror] {e}"))
-    page.on("response", lambda r: lines.append(f"[http {r.status}] {r.request.method} {r.url}")
-            if r.status >= 400 else None)
+    page.on(
+        "response", lambda r: lines.append(f"[http {r.status}] {r.request.method} {r.url}") if r.status >= 400 else None
+    )
     # polls cut short by the next navigation fail with net::ERR_ABORTED, as they should
-    page.on("requestfailed", lambda r: lines.append(f"[request failed] {r.method} {r.url}: {r.failure}")
-            if "ERR_ABORTED" not in (r.failure or "") else None)
+    page.on(
+        "requestfailed",
+        lambda r: (
+            lines.append(f"[request failed] {r.method} {r.url}: {r.failure}")
+            if "ERR_ABORTED" not in (r.failure or "")
+            else None
+        ),
+    )
     return lines
 
 
@@ -430,8 +510,9 @@ def navigate(page: Any, url: str, timeout_s: float) -> Navigation:
     started = time.perf_counter()
     try:
         page.goto(url, wait_until="commit")
-        page.wait_for_function("() => window.__bench && window.__bench.readyAt !== undefined",
-                               timeout=timeout_s * 1000, polling=20)
+        page.wait_for_function(
+            "() => window.__bench && window.__bench.readyAt !== undefined", timeout=timeout_s * 1000, polling=20
+        )
         wall_ms = 1000 * (time.perf_counter() - started)
         page.wait_for_function("() => window.__bench.paintedAt !== undefined", timeout=timeout_s * 1000)
         bench = page.evaluate("() => window.__bench")
@@ -457,9 +538,18 @@ def navigate(page: Any, url: str, timeout_s: float) -> Navigation:
             if t["responseEnd"] >= 0 and t["requestStart"] >= 0:
                 api_ms[path] = t["responseEnd"] - t["requestStart"]
             api_bytes[path] = (sent, size)
-    return Navigation(ready_ms=bench["readyAt"], painted_ms=bench["paintedAt"], wall_ms=wall_ms, body_bytes=body,
-                      decoded_bytes=decoded, requests=len(responses), compressed=compressed, api_ms=api_ms,
-                      api_bytes=api_bytes, detail=bench.get("detail"))
+    return Navigation(
+        ready_ms=bench["readyAt"],
+        painted_ms=bench["paintedAt"],
+        wall_ms=wall_ms,
+        body_bytes=body,
+        decoded_bytes=decoded,
+        requests=len(responses),
+        compressed=compressed,
+        api_ms=api_ms,
+        api_bytes=api_bytes,
+        detail=bench.get("detail"),
+    )
 
 
 def page_text(page: Any) -> str:
@@ -490,8 +580,7 @@ def time_api(master: Master, path: str, repeat: int) -> ApiTiming:
     """GETs of `path` with a bearer token and no If-None-Match (the full answer each time), accepting
     gzip as a browser does."""
     out = ApiTiming([], 0, 0, 0, "")
-    with httpx.Client(base_url=master.url, headers={"Authorization": f"Bearer {master.token()}"},
-                      timeout=600) as http:
+    with httpx.Client(base_url=master.url, headers={"Authorization": f"Bearer {master.token()}"}, timeout=600) as http:
         for _ in range(repeat):
             started = time.perf_counter()
             r = http.get(path, headers={"Accept-Encoding": "gzip, deflate, br"})
@@ -507,8 +596,10 @@ def api_figure_detail(api: ApiTiming, first: str) -> str:
     ms = [1000 * t for t in api.seconds]
     rest = f"; then {p50_max(ms[1:])}" if len(ms) > 1 else ""
     sent = f"{api.sent_bytes / 1e3:,.0f} kB as sent ({api.encoding})" if api.encoding else "not compressed"
-    return (f"first {ms[0]:,.0f} ms ({first}){rest}; HTTP {api.status}, {api.body_bytes / 1e3:,.0f} kB body, {sent}; "
-            f"no If-None-Match")
+    return (
+        f"first {ms[0]:,.0f} ms ({first}){rest}; HTTP {api.status}, {api.body_bytes / 1e3:,.0f} kB body, {sent}; "
+        f"no If-None-Match"
+    )
 
 
 def p50(values: list[float]) -> float:

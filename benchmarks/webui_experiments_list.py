@@ -41,14 +41,21 @@ NAME = "webui_experiments_list"
 GOAL_MS = 500
 USERS = [USER, "alice", "bob", "carol", "dave"]
 LABELS = ["nlp", "vision", "baseline", "ablation", "prod", "sweep"]
-STATES = [ExperimentState.COMPLETED] * 6 + [ExperimentState.CANCELED] * 2 + [ExperimentState.ERROR,
-                                                                             ExperimentState.PAUSED]
+STATES = (
+    [ExperimentState.COMPLETED] * 6 + [ExperimentState.CANCELED] * 2 + [ExperimentState.ERROR, ExperimentState.PAUSED]
+)
 
 
 def specs(n: int, rnd: random.Random) -> list[ExperimentSpec]:
-    return [ExperimentSpec(name=f"{rnd.choice(['resnet', 'bert', 'mnist', 'gpt'])}-{i}", state=rnd.choice(STATES),
-                           owner=rnd.choice(USERS), labels=rnd.sample(LABELS, rnd.randint(0, 2)))
-            for i in range(n)]
+    return [
+        ExperimentSpec(
+            name=f"{rnd.choice(['resnet', 'bert', 'mnist', 'gpt'])}-{i}",
+            state=rnd.choice(STATES),
+            owner=rnd.choice(USERS),
+            labels=rnd.sample(LABELS, rnd.randint(0, 2)),
+        )
+        for i in range(n)
+    ]
 
 
 def seed(master: Master, args: argparse.Namespace) -> float:
@@ -58,8 +65,9 @@ def seed(master: Master, args: argparse.Namespace) -> float:
     started = time.perf_counter()
     try:
         with make_session() as s:
-            exps = add_experiments(s, master_config(master), specs(args.experiments, rnd),
-                                   start=time.time() - args.experiments * 60)
+            exps = add_experiments(
+                s, master_config(master), specs(args.experiments, rnd), start=time.time() - args.experiments * 60
+            )
             trials = add_trials(s, [(e, rnd.randint(1, args.max_trials)) for e in exps], rnd, length=1000)
             for t in trials:
                 t.best_metric = rnd.uniform(0.05, 2.0)
@@ -95,29 +103,65 @@ def list_path(navs: list[Navigation]) -> str:
     return "/api/v1/experiments?offset=0&limit=25&archived=false&sortBy=SORT_BY_ID&orderBy=ORDER_BY_DESC"
 
 
-def figures_of(label: str, args: argparse.Namespace, seed_s: float, navs: list[Navigation],
-               api: ApiTiming) -> list[Figure]:
-    figures = [Figure(NAME, f"{label}: seeding experiments and trials", seed_s, "s",
-                      f"{args.experiments:,} experiments, 1 to {args.max_trials} trials each, through the ORM")]
+def figures_of(
+    label: str, args: argparse.Namespace, seed_s: float, navs: list[Navigation], api: ApiTiming
+) -> list[Figure]:
+    figures = [
+        Figure(
+            NAME,
+            f"{label}: seeding experiments and trials",
+            seed_s,
+            "s",
+            f"{args.experiments:,} experiments, 1 to {args.max_trials} trials each, through the ORM",
+        )
+    ]
     if navs:
         cold = navs[0]
-        figures.append(Figure(NAME, f"{label}: cold navigation to first rows", cold.painted_ms, "ms",
-                              f"first load, nothing cached; rows in the DOM at {cold.ready_ms:,.0f} ms, seen by "
-                              f"the benchmark at {cold.wall_ms:,.0f} ms; {cold.body_bytes / 1e3:,.0f} kB "
-                              f"transferred; goal < {GOAL_MS} ms"))
+        figures.append(
+            Figure(
+                NAME,
+                f"{label}: cold navigation to first rows",
+                cold.painted_ms,
+                "ms",
+                f"first load, nothing cached; rows in the DOM at {cold.ready_ms:,.0f} ms, seen by "
+                f"the benchmark at {cold.wall_ms:,.0f} ms; {cold.body_bytes / 1e3:,.0f} kB "
+                f"transferred; goal < {GOAL_MS} ms",
+            )
+        )
     warm = navs[1:]
     if warm:
         painted = [n.painted_ms for n in warm]
         rows = (warm[-1].detail or {}).get("rows", 0)
-        figures.append(Figure(NAME, f"{label}: warm navigation to first rows, p50", p50(painted), "ms",
-                              f"{p50_max(painted)}; {rows} rows shown; wall (goto to seen) "
-                              f"{p50_max([n.wall_ms for n in warm])}; goal < {GOAL_MS} ms"))
+        figures.append(
+            Figure(
+                NAME,
+                f"{label}: warm navigation to first rows, p50",
+                p50(painted),
+                "ms",
+                f"{p50_max(painted)}; {rows} rows shown; wall (goto to seen) "
+                f"{p50_max([n.wall_ms for n in warm])}; goal < {GOAL_MS} ms",
+            )
+        )
         in_browser = [ms for n in warm for path, ms in n.api_ms.items() if path.startswith("api/v1/experiments?")]
         if in_browser:
-            figures.append(Figure(NAME, f"{label}: list request in the browser, p50", p50(in_browser), "ms",
-                                  f"request start to response end; {p50_max(in_browser)}"))
-    figures.append(Figure(NAME, f"{label}: list API alone (httpx), p50 after the first", api.repeated_p50_ms, "ms",
-                          api_figure_detail(api, "after the page loads")))
+            figures.append(
+                Figure(
+                    NAME,
+                    f"{label}: list request in the browser, p50",
+                    p50(in_browser),
+                    "ms",
+                    f"request start to response end; {p50_max(in_browser)}",
+                )
+            )
+    figures.append(
+        Figure(
+            NAME,
+            f"{label}: list API alone (httpx), p50 after the first",
+            api.repeated_p50_ms,
+            "ms",
+            api_figure_detail(api, "after the page loads"),
+        )
+    )
     return figures
 
 

@@ -85,8 +85,10 @@ def seed(master: Master, args: argparse.Namespace) -> int:
     engine, make_session = sessions(master)
     try:
         with make_session() as s:
-            specs = [ExperimentSpec(f"idle-{i}", rnd.choice([ExperimentState.COMPLETED, ExperimentState.CANCELED]))
-                     for i in range(args.experiments - 1)]
+            specs = [
+                ExperimentSpec(f"idle-{i}", rnd.choice([ExperimentState.COMPLETED, ExperimentState.CANCELED]))
+                for i in range(args.experiments - 1)
+            ]
             specs.append(ExperimentSpec("idle: the one with curves", ExperimentState.COMPLETED))
             exps = add_experiments(s, master_config(master), specs, start=time.time() - 86400)
             trials = add_trials(s, [(e, args.trials if e is exps[-1] else 2) for e in exps], rnd, length=1000)
@@ -105,8 +107,9 @@ def open_pages(browser: Any, master: Master, path: str, ready: str, n: int, time
     for page in pages:
         page.goto(f"{master.url}{path}")
     for page in pages:
-        page.wait_for_function("() => window.__bench && window.__bench.paintedAt !== undefined",
-                               timeout=timeout_s * 1000)
+        page.wait_for_function(
+            "() => window.__bench && window.__bench.paintedAt !== undefined", timeout=timeout_s * 1000
+        )
     return context, pages
 
 
@@ -144,9 +147,11 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
             wait_for_digests(master, {"training": 1000, "validation": 1000}, args.trials, args.timeout)
             time.sleep(args.settle)
             baseline = [master_window(master, args.window, time.sleep)]
-            kinds = {"experiments list": ("/experiments", LIST_ROWS),
-                     "experiment page": (f"/experiments/{exp_id}", CURVES_DRAWN % args.trials),
-                     "cluster page": ("/cluster", AGENT_ROWS if agent else "(doc) => doc.querySelector('h1')")}
+            kinds = {
+                "experiments list": ("/experiments", LIST_ROWS),
+                "experiment page": (f"/experiments/{exp_id}", CURVES_DRAWN % args.trials),
+                "cluster page": ("/cluster", AGENT_ROWS if agent else "(doc) => doc.querySelector('h1')"),
+            }
             measured: list[tuple[str, int, Window, int]] = []
             with chromium() as browser:
                 for (what, (path, ready)), n in itertools.product(kinds.items(), args.pages):
@@ -164,22 +169,41 @@ def measure_one(kind: str, args: argparse.Namespace) -> list[Figure]:
     return figures_of(label, args, agent is not None, baseline, measured)
 
 
-def figures_of(label: str, args: argparse.Namespace, agent: bool, baseline: list[Window],
-               measured: list[tuple[str, int, Window, int]]) -> list[Figure]:
+def figures_of(
+    label: str,
+    args: argparse.Namespace,
+    agent: bool,
+    baseline: list[Window],
+    measured: list[tuple[str, int, Window, int]],
+) -> list[Figure]:
     base = sum(w.cpu_per_minute for w in baseline) / len(baseline)
-    figures = [Figure(NAME, f"{label}: master CPU with no page open", base, "CPU s/min",
-                      f"mean of a {args.window:g} s window before and after the pages "
-                      f"({', '.join(f'{w.cpu_per_minute:.3f}' for w in baseline)}); "
-                      f"{'one agent connected' if agent else 'no agent'}")]
+    figures = [
+        Figure(
+            NAME,
+            f"{label}: master CPU with no page open",
+            base,
+            "CPU s/min",
+            f"mean of a {args.window:g} s window before and after the pages "
+            f"({', '.join(f'{w.cpu_per_minute:.3f}' for w in baseline)}); "
+            f"{'one agent connected' if agent else 'no agent'}",
+        )
+    ]
     for what, n, w, hidden in measured:
         per_page = (w.cpu_per_minute - base) / n
         requests = sum(w.responses.values())
         statuses = ", ".join(f"{s}: {c}" for s, c in sorted(status_counts(w).items()))
-        figures.append(Figure(
-            NAME, f"{label}: {what}, {n} open, master CPU per page", per_page, "CPU s/min/page",
-            f"master at {100 * w.cpu / w.seconds:.1f}% of a core over {w.seconds:.0f} s (baseline "
-            f"{100 * base / 60:.1f}%); {60 * requests / w.seconds / n:.0f} requests/min/page ({statuses}); "
-            f"answered in full over the window: {full_answers(w)}" + (f"; {hidden} page(s) hidden" if hidden else "")))
+        figures.append(
+            Figure(
+                NAME,
+                f"{label}: {what}, {n} open, master CPU per page",
+                per_page,
+                "CPU s/min/page",
+                f"master at {100 * w.cpu / w.seconds:.1f}% of a core over {w.seconds:.0f} s (baseline "
+                f"{100 * base / 60:.1f}%); {60 * requests / w.seconds / n:.0f} requests/min/page ({statuses}); "
+                f"answered in full over the window: {full_answers(w)}"
+                + (f"; {hidden} page(s) hidden" if hidden else ""),
+            )
+        )
     return figures
 
 

@@ -39,8 +39,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     global _PG_ERROR
     _PG_ERROR = postgres_error()
     if _PG_ERROR and os.environ.get("CI"):
-        pytest.exit(f"{_PG_ERROR}\nThe suite must run against PostgreSQL under CI. Start it with: "
-                    "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", returncode=3)
+        pytest.exit(
+            f"{_PG_ERROR}\nThe suite must run against PostgreSQL under CI. Start it with: "
+            "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
+            returncode=3,
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -71,14 +74,18 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if held:
             gc.collect()
             if (left := held - open_postgres_connections()) > 0:
-                raise AssertionError(f"{item.nodeid} left {left} PostgreSQL connection(s) open to the garbage "
-                                     "collector: dispose of the Database (or stop the app) it opened")
+                raise AssertionError(
+                    f"{item.nodeid} left {left} PostgreSQL connection(s) open to the garbage "
+                    "collector: dispose of the Database (or stop the app) it opened"
+                )
     return result
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: a test of tens of seconds or more that is neither e2e nor compat; "
-                                       "pytest-xdist hands it out first")
+    config.addinivalue_line(
+        "markers",
+        "slow: a test of tens of seconds or more that is neither e2e nor compat; pytest-xdist hands it out first",
+    )
 
 
 def _start_order(item: pytest.Item) -> int:
@@ -92,9 +99,12 @@ PASS_PATHS = {"browser": "tests/browser/", "serial": "tests/e2e/test_postgres_re
 
 
 def _outside_its_pass(items: list[pytest.Item]) -> list[str]:
-    return [f"{item.nodeid} is marked {marker} but make test's {marker} pass collects only {path}"
-            for item in items for marker, path in PASS_PATHS.items()
-            if item.get_closest_marker(marker) and not item.nodeid.startswith(path)]
+    return [
+        f"{item.nodeid} is marked {marker} but make test's {marker} pass collects only {path}"
+        for item in items
+        for marker, path in PASS_PATHS.items()
+        if item.get_closest_marker(marker) and not item.nodeid.startswith(path)
+    ]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -154,9 +164,11 @@ def _empty_postgres_sql() -> str:
 
     tables = [f'"{t.name}"' for t in Base.metadata.sorted_tables]
     deletes = "".join(f"DELETE FROM {t}; " for t in reversed(tables))
-    return (f"DO $$ BEGIN LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE; {deletes}"
-            "PERFORM setval(format('%I.%I', schemaname, sequencename)::regclass, 1, false) FROM pg_sequences "
-            "WHERE schemaname = current_schema() AND last_value IS NOT NULL; END $$")
+    return (
+        f"DO $$ BEGIN LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE; {deletes}"
+        "PERFORM setval(format('%I.%I', schemaname, sequencename)::regclass, 1, false) FROM pg_sequences "
+        "WHERE schemaname = current_schema() AND last_value IS NOT NULL; END $$"
+    )
 
 
 def _empty_postgres(db: dict) -> None:

@@ -25,26 +25,41 @@ def test_outcomes_name_tests_as_pytest_does_and_keep_the_worst(tmp_path: Path) -
     junit = tmp_path / "junit.xml"
     junit.write_text(JUNIT)
     got = det_e2e.outcomes(junit)
-    assert got == {"tests/cluster/test_users.py::test_a": "passed",
-                   "tests/cluster/test_users.py::test_b[x-1]": "failed",
-                   "tests/experiment/test_core.py::test_c": "skipped",
-                   "tests/experiment/test_core.py::test_d": "error"}
+    assert got == {
+        "tests/cluster/test_users.py::test_a": "passed",
+        "tests/cluster/test_users.py::test_b[x-1]": "failed",
+        "tests/experiment/test_core.py::test_c": "skipped",
+        "tests/experiment/test_core.py::test_d": "error",
+    }
     files = det_e2e.per_file(got)
     assert files["tests/cluster/test_users.py"]["failed"] == 1 and files["tests/experiment/test_core.py"]["error"] == 1
 
 
 def test_a_failure_or_skip_outside_the_list_and_a_listed_pass_fail_the_run() -> None:
-    results = {"f.py::ok": "passed", "f.py::bad": "failed", "f.py::skipped": "skipped",
-               "f.py::known": "failed", "f.py::fixed": "passed", "f.py::known_skip": "skipped"}
-    exclusions = {"f.py::known": "needs a GPU", "f.py::fixed": "needs a GPU", "f.py::known_skip": "needs Slurm",
-                  "f.py::gone": "renamed upstream"}
+    results = {
+        "f.py::ok": "passed",
+        "f.py::bad": "failed",
+        "f.py::skipped": "skipped",
+        "f.py::known": "failed",
+        "f.py::fixed": "passed",
+        "f.py::known_skip": "skipped",
+    }
+    exclusions = {
+        "f.py::known": "needs a GPU",
+        "f.py::fixed": "needs a GPU",
+        "f.py::known_skip": "needs Slurm",
+        "f.py::gone": "renamed upstream",
+    }
     problems = det_e2e.judge(results, exclusions, whole_suite=True)
-    assert problems == ["f.py::bad failed", "f.py::fixed passes now: remove it from the exclusion list",
-                        "f.py::skipped skipped", "f.py::gone is in the exclusion list but not in the suite"]
+    assert problems == [
+        "f.py::bad failed",
+        "f.py::fixed passes now: remove it from the exclusion list",
+        "f.py::skipped skipped",
+        "f.py::gone is in the exclusion list but not in the suite",
+    ]
     # a run of part of the suite (pytest -k ...) does not miss the tests it did not select
     assert "f.py::gone" not in " ".join(det_e2e.judge(results, exclusions, whole_suite=False))
-    assert det_e2e.judge({"f.py::ok": "passed", "f.py::known": "error"}, {"f.py::known": "why"},
-                         whole_suite=True) == []
+    assert det_e2e.judge({"f.py::ok": "passed", "f.py::known": "error"}, {"f.py::known": "why"}, whole_suite=True) == []
 
 
 @pytest.mark.parametrize("text", ["- a list\n", "t.py::x: ''\n", "t.py::x: 3\n"])

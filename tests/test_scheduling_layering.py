@@ -23,23 +23,35 @@ OUTSIDE = {"scheduling": frozenset({"sqlalchemy", "boto3", "botocore", "fastapi"
 def violations(root: Path) -> list[str]:
     """'importer -> imported (kind)' for each import of a package (directly under `root`) that it must not make."""
     graph = module_graph.build_graph(root)
-    found = [f"{source} -> {target} ({kind})" for (source, target), kind in graph.edges.items()
-             if module_graph.layer_of(graph, target) in FORBIDDEN.get(module_graph.layer_of(graph, source), ())]
+    found = [
+        f"{source} -> {target} ({kind})"
+        for (source, target), kind in graph.edges.items()
+        if module_graph.layer_of(graph, target) in FORBIDDEN.get(module_graph.layer_of(graph, source), ())
+    ]
     for package, names in OUTSIDE.items():
         for path in sorted((root / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-                imported = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                    [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
-                found += [f"{path.relative_to(root.parent)}:{node.lineno} -> {name}"
-                          for name in imported if name.split(".")[0] in names]
+                imported = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else []
+                )
+                found += [
+                    f"{path.relative_to(root.parent)}:{node.lineno} -> {name}"
+                    for name in imported
+                    if name.split(".")[0] in names
+                ]
     return sorted(found)
 
 
 def test_the_decision_core_and_the_simulator_import_no_master() -> None:
     found = violations(SRC)
-    assert not found, ("pedl.scheduling decides from state it is given, and pedl.sim drives it without a master: "
-                       "pass what a decision needs in, or move the code that reads it to the master:\n"
-                       + "\n".join(found))
+    assert not found, (
+        "pedl.scheduling decides from state it is given, and pedl.sim drives it without a master: "
+        "pass what a decision needs in, or move the code that reads it to the master:\n" + "\n".join(found)
+    )
 
 
 def test_the_check_catches(tmp_path: Path) -> None:
@@ -55,7 +67,7 @@ def test_the_check_catches(tmp_path: Path) -> None:
         "pkg/scheduling/snapshot.py": "import sqlalchemy.orm\nfrom pkg.scheduling import decider\n",
         "pkg/scheduling/searcher/__init__.py": "",
         "pkg/scheduling/searcher/base.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                           "    from pkg.master.experiments import service\n",
+        "    from pkg.master.experiments import service\n",
         "pkg/sim/__init__.py": "",
         "pkg/sim/replay.py": "from pkg.scheduling import decider\nfrom pkg.master.lifecycle.states import X\n",
     }

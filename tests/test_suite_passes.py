@@ -19,11 +19,13 @@ class _Item:
 
 
 def test_a_browser_or_serial_test_outside_its_pass_is_named() -> None:
-    items = [_Item("tests/browser/test_webui.py::test_a", "browser"),
-             _Item("tests/e2e/test_postgres_restart_e2e.py::test_b", "e2e", "serial"),
-             _Item("tests/master/api/test_x.py::test_c", "browser"),
-             _Item("tests/e2e/test_other.py::test_d", "serial"),
-             _Item("tests/master/test_y.py::test_e")]
+    items = [
+        _Item("tests/browser/test_webui.py::test_a", "browser"),
+        _Item("tests/e2e/test_postgres_restart_e2e.py::test_b", "e2e", "serial"),
+        _Item("tests/master/api/test_x.py::test_c", "browser"),
+        _Item("tests/e2e/test_other.py::test_d", "serial"),
+        _Item("tests/master/test_y.py::test_e"),
+    ]
     stray = _outside_its_pass(items)
     assert len(stray) == 2
     assert "tests/master/api/test_x.py::test_c is marked browser" in stray[0] and "tests/browser/" in stray[0]
@@ -43,8 +45,11 @@ def test_api_modules_outside_the_list_run_on_postgresql_alone_and_the_listed_on_
 
     def markers(module: str, fixtures: tuple[str, ...] = ("db_kind", "client")) -> list[object]:
         added: list[object] = []
-        metafunc = SimpleNamespace(module=SimpleNamespace(__name__=module), fixturenames=list(fixtures),
-                                   definition=SimpleNamespace(add_marker=added.append))
+        metafunc = SimpleNamespace(
+            module=SimpleNamespace(__name__=module),
+            fixturenames=list(fixtures),
+            definition=SimpleNamespace(add_marker=added.append),
+        )
         pytest_generate_tests(metafunc)  # type: ignore[arg-type]
         return added
 

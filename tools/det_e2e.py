@@ -38,21 +38,30 @@ WORST_LAST = ("passed", "skipped", "error", "failed")
 def master_config(work: Path, det_venv: Path) -> dict:
     # storage_path as in Determined's own CI master config (its devcluster's), which the suite's
     # tests join into paths (test_delete_tensorboard_for_experiment)
-    return {"checkpoint_storage": {"type": "shared_fs", "host_path": str(work / "checkpoints"),
-                                   "storage_path": "determined-checkpoint"},
-            # where the suite's configs keep checkpoints, as on Determined's CI: /tmp, and the cache
-            # directory of the user running it (test_non_root_experiment)
-            "security": {"checkpoint_storage_roots": ["/tmp", str(Path.home() / ".cache" / "determined")]},
-            # startup hooks at both levels, as on Determined's CI cluster (the suite's *_combined logging
-            # tests look for the pool's in a task's logs)
-            # one OpenMP thread per task: the agent has one slot on a machine of two busy cores, where torch's
-            # default of a thread per core made the mnist_pytorch fixture's training twice as slow, with twice the CPU
-            "task_container_defaults": {
-                "environment_variables": [f"PATH={det_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-                                          "OMP_NUM_THREADS=1"],
-                "startup_hook": 'echo "hello from master tcd startup hook"'},
-            "resource_pools": [{"pool_name": "default", "task_container_defaults": {
-                "startup_hook": 'echo "hello from rp tcd startup hook"'}}]}
+    return {
+        "checkpoint_storage": {
+            "type": "shared_fs",
+            "host_path": str(work / "checkpoints"),
+            "storage_path": "determined-checkpoint",
+        },
+        # where the suite's configs keep checkpoints, as on Determined's CI: /tmp, and the cache
+        # directory of the user running it (test_non_root_experiment)
+        "security": {"checkpoint_storage_roots": ["/tmp", str(Path.home() / ".cache" / "determined")]},
+        # startup hooks at both levels, as on Determined's CI cluster (the suite's *_combined logging
+        # tests look for the pool's in a task's logs)
+        # one OpenMP thread per task: the agent has one slot on a machine of two busy cores, where torch's
+        # default of a thread per core made the mnist_pytorch fixture's training twice as slow, with twice the CPU
+        "task_container_defaults": {
+            "environment_variables": [f"PATH={det_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin", "OMP_NUM_THREADS=1"],
+            "startup_hook": 'echo "hello from master tcd startup hook"',
+        },
+        "resource_pools": [
+            {
+                "pool_name": "default",
+                "task_container_defaults": {"startup_hook": 'echo "hello from rp tcd startup hook"'},
+            }
+        ],
+    }
 
 
 def outcome(case: ET.Element) -> str:
@@ -88,8 +97,9 @@ def per_file(results: dict[str, str]) -> dict[str, Counter]:
 def read_exclusions(path: Path) -> dict[str, str]:
     """The exclusion list: a YAML mapping of test id to the reason it is expected to fail here."""
     data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
-                                             for k, v in data.items()):
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in data.items()
+    ):
         raise ValueError(f"{path}: must map each test id (file::name) to its reason, a non-empty string")
     return data
 
@@ -105,8 +115,11 @@ def judge(results: dict[str, str], exclusions: dict[str, str], *, whole_suite: b
         elif test not in exclusions and got in ("failed", "error", "skipped"):
             problems.append(f"{test} {got}")
     if whole_suite:
-        problems += [f"{test} is in the exclusion list but not in the suite" for test in sorted(exclusions)
-                     if test not in results]
+        problems += [
+            f"{test} is in the exclusion list but not in the suite"
+            for test in sorted(exclusions)
+            if test not in results
+        ]
     return problems
 
 
@@ -136,8 +149,19 @@ def run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         junit = work / "junit.xml"
         started = time.monotonic()
         timeout = ["--timeout", str(args.timeout)] if args.timeout else []  # after run.sh's: the last one counts
-        rc = subprocess.call([str(args.suite / "run.sh"), "127.0.0.1", str(master.port), "-o", "junit_family=xunit1",
-                              f"--junitxml={junit}", *timeout, *pytest_args], env=env)
+        rc = subprocess.call(
+            [
+                str(args.suite / "run.sh"),
+                "127.0.0.1",
+                str(master.port),
+                "-o",
+                "junit_family=xunit1",
+                f"--junitxml={junit}",
+                *timeout,
+                *pytest_args,
+            ],
+            env=env,
+        )
         if not junit.exists():
             return rc or 1
         results = outcomes(junit)
@@ -147,8 +171,10 @@ def run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         exclusions = read_exclusions(args.exclusions)
         problems = judge(results, exclusions, whole_suite=not pytest_args)
         passed = sum(got == "passed" for got in results.values())
-        print(f"{passed} of {len(results)} passed; {len(exclusions)} excluded ({args.exclusions.name}), "
-              f"{len(problems)} problem(s)")
+        print(
+            f"{passed} of {len(results)} passed; {len(exclusions)} excluded ({args.exclusions.name}), "
+            f"{len(problems)} problem(s)"
+        )
         for problem in problems:
             print(f"  {problem}")
         return 1 if problems else 0
@@ -164,17 +190,30 @@ def run(args: argparse.Namespace, pytest_args: list[str]) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--suite", type=Path, default=Path(os.environ.get(
-        "PEDL_DET_E2E", REPO.parent / "shared" / "determined-e2e-0.38.1")), help="the suite with run.sh")
-    parser.add_argument("--det-venv", type=Path, default=REPO / ".venv-det",
-                        help="a venv with determined==0.38.1, first on the tasks' PATH")
+    parser.add_argument(
+        "--suite",
+        type=Path,
+        default=Path(os.environ.get("PEDL_DET_E2E", REPO.parent / "shared" / "determined-e2e-0.38.1")),
+        help="the suite with run.sh",
+    )
+    parser.add_argument(
+        "--det-venv",
+        type=Path,
+        default=REPO / ".venv-det",
+        help="a venv with determined==0.38.1, first on the tasks' PATH",
+    )
     parser.add_argument("--slots", type=int, default=1, help="the agent's slots (the suite expects 1)")
-    parser.add_argument("--timeout", type=int, default=None,
-                        help="seconds each test may take (run.sh's pytest-timeout: 120)")
+    parser.add_argument(
+        "--timeout", type=int, default=None, help="seconds each test may take (run.sh's pytest-timeout: 120)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory and its logs")
-    parser.add_argument("--exclusions", type=Path, default=None,
-                        help="the tests expected to fail, with reasons (YAML): the run fails on any other failure, "
-                             "and on a listed test that passes")
+    parser.add_argument(
+        "--exclusions",
+        type=Path,
+        default=None,
+        help="the tests expected to fail, with reasons (YAML): the run fails on any other failure, "
+        "and on a listed test that passes",
+    )
     args, pytest_args = parser.parse_known_args()
     if args.timeout is not None and args.timeout < 1:
         parser.error(f"--timeout: {args.timeout} is not a number of seconds (1 or more)")

@@ -31,8 +31,9 @@ def main() -> int:
     mended = UNGUARDED.sub(lambda m: f"@({GUARDED}torch.library.register_fake({m.group(1)}))", text)
     if mended != text:
         path.write_text(mended)
-    check = subprocess.run([sys.executable, "-c", "import torchvision.datasets, torchvision.transforms"],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "-c", "import torchvision.datasets, torchvision.transforms"], capture_output=True, text=True
+    )
     if check.returncode != 0:
         print(f"torchvision still fails to import:\n{check.stderr}", file=sys.stderr)
         return 1

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 
 
-def make_spirals(points_per_class: int, *, classes: int = 3, noise: float = 0.2,
-                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def make_spirals(
+    points_per_class: int, *, classes: int = 3, noise: float = 0.2, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Interleaved 2-D spiral arms, one arm per class: not linearly separable, easy to draw."""
     rng = np.random.default_rng(seed)
     xs, ys = [], []

@@ -27,12 +27,13 @@ TRAINING_REPORT_PERIOD = 50  # batches between training-metric reports
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=str(HERE / "const.yaml"),
-                        help="experiment config used off-cluster (ignored on the cluster)")
-    parser.add_argument("--latest-checkpoint", default=None,
-                        help="off-cluster: checkpoint uuid to resume from")
-    parser.add_argument("--checkpoint-dir", default=None,
-                        help="off-cluster: where checkpoints go (default ./checkpoints)")
+    parser.add_argument(
+        "--config", default=str(HERE / "const.yaml"), help="experiment config used off-cluster (ignored on the cluster)"
+    )
+    parser.add_argument("--latest-checkpoint", default=None, help="off-cluster: checkpoint uuid to resume from")
+    parser.add_argument(
+        "--checkpoint-dir", default=None, help="off-cluster: where checkpoints go (default ./checkpoints)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="off-cluster: the trial seed")
     return parser.parse_args()
 
@@ -91,16 +92,18 @@ def train(core: pedl.core.Context, latest_checkpoint: str | None, seed: int) -> 
                 losses, accuracies = zip(*window, strict=True)
                 core.train.report_training_metrics(
                     steps_completed=steps,
-                    metrics={"loss": float(np.mean(losses)), "accuracy": float(np.mean(accuracies))})
+                    metrics={"loss": float(np.mean(losses)), "accuracy": float(np.mean(accuracies))},
+                )
                 window = []
             if steps % validation_period == 0:
                 val_loss, val_accuracy = net.evaluate(x_val, y_val)
                 core.train.report_validation_metrics(
-                    steps_completed=steps,
-                    metrics={"validation_loss": val_loss, "validation_accuracy": val_accuracy})
+                    steps_completed=steps, metrics={"validation_loss": val_loss, "validation_accuracy": val_accuracy}
+                )
                 op.report_progress(steps)
-                print(f"batch {steps}: validation_loss={val_loss:.4f} validation_accuracy={val_accuracy:.3f}",
-                      flush=True)
+                print(
+                    f"batch {steps}: validation_loss={val_loss:.4f} validation_accuracy={val_accuracy:.3f}", flush=True
+                )
             if steps % checkpoint_period == 0:
                 save_checkpoint(core, net, steps, rng)
                 checkpointed_at = steps
@@ -113,8 +116,8 @@ def train(core: pedl.core.Context, latest_checkpoint: str | None, seed: int) -> 
         val_loss, val_accuracy = net.evaluate(x_val, y_val)
         if steps % validation_period != 0:
             core.train.report_validation_metrics(
-                steps_completed=steps,
-                metrics={"validation_loss": val_loss, "validation_accuracy": val_accuracy})
+                steps_completed=steps, metrics={"validation_loss": val_loss, "validation_accuracy": val_accuracy}
+            )
         if checkpointed_at != steps:
             save_checkpoint(core, net, steps, rng)
             checkpointed_at = steps

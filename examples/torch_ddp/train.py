@@ -41,12 +41,15 @@ TRAINING_REPORT_PERIOD = 25  # batches between training-metric reports
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=str(HERE / "distributed.yaml"),
-                        help="experiment config used off-cluster (ignored on the cluster)")
-    parser.add_argument("--latest-checkpoint", default=None,
-                        help="off-cluster: checkpoint uuid to resume from")
-    parser.add_argument("--checkpoint-dir", default=None,
-                        help="off-cluster: where checkpoints go (default ./checkpoints)")
+    parser.add_argument(
+        "--config",
+        default=str(HERE / "distributed.yaml"),
+        help="experiment config used off-cluster (ignored on the cluster)",
+    )
+    parser.add_argument("--latest-checkpoint", default=None, help="off-cluster: checkpoint uuid to resume from")
+    parser.add_argument(
+        "--checkpoint-dir", default=None, help="off-cluster: where checkpoints go (default ./checkpoints)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="off-cluster: the trial seed")
     return parser.parse_args()
 
@@ -64,8 +67,7 @@ def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def make_model(hidden: int) -> nn.Module:
-    return nn.Sequential(nn.Linear(2, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
-                         nn.Linear(hidden, 1))
+    return nn.Sequential(nn.Linear(2, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1))
 
 
 def batches_setting(config: dict[str, Any], key: str, default: int) -> int:
@@ -89,15 +91,18 @@ def parameter_hash(model: nn.Module) -> str:
     return digest.hexdigest()[:16]
 
 
-def save_checkpoint(core: pedl.core.Context, model: nn.Module, optimizer: torch.optim.Optimizer,
-                    batcher: torch.Generator, steps: int) -> str:
+def save_checkpoint(
+    core: pedl.core.Context, model: nn.Module, optimizer: torch.optim.Optimizer, batcher: torch.Generator, steps: int
+) -> str:
     """Collective: the chief writes (with every rank's data order); the others wait for its id."""
     batchers = core.distributed.gather(batcher.get_state())
     storage_id = None
     if core.distributed.is_chief:
         with core.checkpoint.store_path({"steps_completed": steps}) as (path, storage_id):
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                        "batchers": batchers}, path / "state.pt")
+            torch.save(
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "batchers": batchers},
+                path / "state.pt",
+            )
     # Doubles as the barrier: nobody goes on before the checkpoint is stored and reported.
     storage_id = core.distributed.broadcast(storage_id)
     say(core, f"checkpoint {storage_id} at batch {steps}")
@@ -105,8 +110,7 @@ def save_checkpoint(core: pedl.core.Context, model: nn.Module, optimizer: torch.
 
 
 @torch.no_grad()
-def evaluate(core: pedl.core.Context, model: nn.Module, x: torch.Tensor,
-             y: torch.Tensor) -> dict[str, float]:
+def evaluate(core: pedl.core.Context, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
     """Each rank scores its shard of the validation set; the sums are combined on every rank."""
     pred = model(x)
     mine = (float(((pred - y) ** 2).sum()), float((pred - y).abs().sum()), len(x))
@@ -121,10 +125,16 @@ def train(core: pedl.core.Context, latest_checkpoint: str | None, seed: int) -> 
     validation_period = batches_setting(core.config, "min_validation_period", 50)
     checkpoint_period = batches_setting(core.config, "min_checkpoint_period", 100)
     # one process per GPU: LOCAL_RANK picks this process's device among the slots it was given
-    device = (torch.device("cuda", core.distributed.local_rank % torch.cuda.device_count())
-              if torch.cuda.is_available() else torch.device("cpu"))
-    say(core, f"of {size} on agent {os.environ.get('DET_AGENT_ID', 'local')} "
-              f"(slots on this node: {os.environ.get('PEDL_SLOTS_PER_NODE', '-')}, device {device})")
+    device = (
+        torch.device("cuda", core.distributed.local_rank % torch.cuda.device_count())
+        if torch.cuda.is_available()
+        else torch.device("cpu")
+    )
+    say(
+        core,
+        f"of {size} on agent {os.environ.get('DET_AGENT_ID', 'local')} "
+        f"(slots on this node: {os.environ.get('PEDL_SLOTS_PER_NODE', '-')}, device {device})",
+    )
 
     torch.manual_seed(seed)
     x_train, y_train = make_data(4096, seed=1)
@@ -173,11 +183,11 @@ def train(core: pedl.core.Context, latest_checkpoint: str | None, seed: int) -> 
                 # Every rank calls report_*; only the chief's call reaches the master.
                 mean = sum(core.distributed.allgather(sum(losses) / len(losses))) / size
                 core.train.report_training_metrics(
-                    steps_completed=steps, metrics={"loss": mean, "rmse": math.sqrt(mean)})
+                    steps_completed=steps, metrics={"loss": mean, "rmse": math.sqrt(mean)}
+                )
                 losses = []
             if steps % validation_period == 0:
-                core.train.report_validation_metrics(steps_completed=steps,
-                                                     metrics=evaluate(core, net, x_val, y_val))
+                core.train.report_validation_metrics(steps_completed=steps, metrics=evaluate(core, net, x_val, y_val))
                 op.report_progress(steps)
             if steps % checkpoint_period == 0:
                 save_checkpoint(core, net, optimizer, batcher, steps)
@@ -196,8 +206,11 @@ def train(core: pedl.core.Context, latest_checkpoint: str | None, seed: int) -> 
             save_checkpoint(core, net, optimizer, batcher, steps)
             checkpointed_at = steps
         op.report_completed(metrics["validation_loss"])
-    say(core, f"done at batch {steps}: validation_loss={metrics['validation_loss']:.6f} "
-              f"final parameter hash {parameter_hash(net)}")
+    say(
+        core,
+        f"done at batch {steps}: validation_loss={metrics['validation_loss']:.6f} "
+        f"final parameter hash {parameter_hash(net)}",
+    )
     return 0
 
 

@@ -26,12 +26,13 @@ TRAINING_REPORT_PERIOD = 50  # batches between training-metric reports
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=str(HERE / "const.yaml"),
-                        help="experiment config used off-cluster (ignored on the cluster)")
-    parser.add_argument("--latest-checkpoint", default=None,
-                        help="off-cluster: checkpoint uuid to resume from")
-    parser.add_argument("--checkpoint-dir", default=None,
-                        help="off-cluster: where checkpoints go (default ./checkpoints)")
+    parser.add_argument(
+        "--config", default=str(HERE / "const.yaml"), help="experiment config used off-cluster (ignored on the cluster)"
+    )
+    parser.add_argument("--latest-checkpoint", default=None, help="off-cluster: checkpoint uuid to resume from")
+    parser.add_argument(
+        "--checkpoint-dir", default=None, help="off-cluster: where checkpoints go (default ./checkpoints)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="off-cluster: the trial seed")
     return parser.parse_args()
 
@@ -45,8 +46,7 @@ def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def make_model(hidden: int) -> nn.Module:
-    return nn.Sequential(nn.Linear(2, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
-                         nn.Linear(hidden, 1))
+    return nn.Sequential(nn.Linear(2, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1))
 
 
 def batches_setting(config: dict[str, Any], key: str, default: int) -> int:
@@ -61,19 +61,21 @@ def batches_setting(config: dict[str, Any], key: str, default: int) -> int:
     raise SystemExit(f"{key} must be given in batches for this example, got {value}")
 
 
-def save_checkpoint(core: pedl.core.Context, model: nn.Module, optimizer: torch.optim.Optimizer,
-                    batcher: torch.Generator, steps: int) -> str:
+def save_checkpoint(
+    core: pedl.core.Context, model: nn.Module, optimizer: torch.optim.Optimizer, batcher: torch.Generator, steps: int
+) -> str:
     with core.checkpoint.store_path({"steps_completed": steps}) as (path, storage_id):
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "batcher": batcher.get_state()}, path / "state.pt")
+        torch.save(
+            {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "batcher": batcher.get_state()},
+            path / "state.pt",
+        )
     return storage_id
 
 
 @torch.no_grad()
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
     pred = model(x)
-    return {"validation_loss": float(nn.functional.mse_loss(pred, y)),
-            "validation_mae": float((pred - y).abs().mean())}
+    return {"validation_loss": float(nn.functional.mse_loss(pred, y)), "validation_mae": float((pred - y).abs().mean())}
 
 
 def train(core: pedl.core.Context, latest_checkpoint: str | None, seed: int) -> int:
@@ -114,11 +116,11 @@ def train(core: pedl.core.Context, latest_checkpoint: str | None, seed: int) -> 
             if steps % TRAINING_REPORT_PERIOD == 0 or steps == op.length:
                 mean = sum(losses) / len(losses)
                 core.train.report_training_metrics(
-                    steps_completed=steps, metrics={"loss": mean, "rmse": math.sqrt(mean)})
+                    steps_completed=steps, metrics={"loss": mean, "rmse": math.sqrt(mean)}
+                )
                 losses = []
             if steps % validation_period == 0:
-                core.train.report_validation_metrics(steps_completed=steps,
-                                                     metrics=evaluate(model, x_val, y_val))
+                core.train.report_validation_metrics(steps_completed=steps, metrics=evaluate(model, x_val, y_val))
                 op.report_progress(steps)
             if steps % checkpoint_period == 0:
                 save_checkpoint(core, model, optimizer, batcher, steps)

@@ -31,4 +31,3 @@ class ManualClock:
 
     def set(self, t: float) -> None:
         self._t = t
-

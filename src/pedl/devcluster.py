@@ -41,8 +41,9 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.2
         except Exception as exc:  # keep polling; report the last failure
             last_exc = exc
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}"
-                       + (f" (last error: {last_exc})" if last_exc else ""))
+    raise TimeoutError(
+        f"timed out after {timeout:g}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else "")
+    )
 
 
 class ManagedProcess:
@@ -54,8 +55,9 @@ class ManagedProcess:
     def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+        )
         return self
 
     @property
@@ -111,8 +113,7 @@ class Master(ManagedProcess):
         self.config_path = work_dir / "master.yaml"
         work_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(yaml.safe_dump(cfg))
-        super().__init__([*pedl_command(), "master", "run", "--config", str(self.config_path)],
-                         work_dir / "master.log")
+        super().__init__([*pedl_command(), "master", "run", "--config", str(self.config_path)], work_dir / "master.log")
         self._token: str | None = None
 
     @property
@@ -164,16 +165,25 @@ class Master(ManagedProcess):
     # -- a tiny REST client for tests and the demo --
     def token(self, username: str = "determined", password: str = "") -> str:
         if self._token is None:
-            r = httpx.post(f"{self.url}/api/v1/auth/login", verify=self._verify(),
-                           content=json.dumps({"username": username, "password": password, "isHashed": False}))
+            r = httpx.post(
+                f"{self.url}/api/v1/auth/login",
+                verify=self._verify(),
+                content=json.dumps({"username": username, "password": password, "isHashed": False}),
+            )
             r.raise_for_status()
             self._token = str(r.json()["token"])
         return self._token
 
     def api(self, method: str, path: str, body: Any = None, expect: int | None = 200, **params: Any) -> Any:
-        r = httpx.request(method, f"{self.url}{path}", params=params or None, verify=self._verify(),
-                          content=None if body is None else json.dumps(body),
-                          headers={"Authorization": f"Bearer {self.token()}"}, timeout=30)
+        r = httpx.request(
+            method,
+            f"{self.url}{path}",
+            params=params or None,
+            verify=self._verify(),
+            content=None if body is None else json.dumps(body),
+            headers={"Authorization": f"Bearer {self.token()}"},
+            timeout=30,
+        )
         if expect is not None and r.status_code != expect:
             raise AssertionError(f"{method} {path} -> {r.status_code}: {r.text[:500]}")
         try:
@@ -186,10 +196,30 @@ class LocalAgent(ManagedProcess):
     """A static agent. It needs the master's token (`Master.agent_token`); without one it runs with
     --no-token, which only a master with security.allow_unauthenticated_loopback_agents accepts."""
 
-    def __init__(self, work_dir: Path, master_url: str, agent_id: str, slots: int = 1,
-                 pool: str = "default", token: str | None = None) -> None:
-        argv = [*pedl_command(), "agent", "run", "--master", master_url, "--id", agent_id, "--slots", str(slots),
-                "--resource-pool", pool, "--work-dir", str(work_dir / f"agent-{agent_id}")]
+    def __init__(
+        self,
+        work_dir: Path,
+        master_url: str,
+        agent_id: str,
+        slots: int = 1,
+        pool: str = "default",
+        token: str | None = None,
+    ) -> None:
+        argv = [
+            *pedl_command(),
+            "agent",
+            "run",
+            "--master",
+            master_url,
+            "--id",
+            agent_id,
+            "--slots",
+            str(slots),
+            "--resource-pool",
+            pool,
+            "--work-dir",
+            str(work_dir / f"agent-{agent_id}"),
+        ]
         if token:
             # in a file of mode 0600, not in argv, which every user of this host can read in /proc
             token_file = work_dir / f"agent-{agent_id}.token"

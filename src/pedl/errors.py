@@ -47,10 +47,19 @@ GRPC_CODE = {
     ErrorCode.INTERNAL: 13,
 }
 
-HTTP_REASON = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-               409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Entity",
-               429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
-               503: "Service Unavailable"}
+HTTP_REASON = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    409: "Conflict",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
 
 
 class PedlError(Exception):
@@ -66,9 +75,15 @@ class PedlError(Exception):
         # `code` is the gRPC code it expects, `pedlCode` our stable code for pedl's own client.
         grpc = GRPC_CODE[self.code]
         body: dict[str, Any] = {
-            "code": grpc, "pedlCode": str(self.code), "message": self.message,
-            "error": {"code": grpc, "reason": HTTP_REASON[HTTP_STATUS[self.code]], "error": self.message,
-                      "message": self.message},
+            "code": grpc,
+            "pedlCode": str(self.code),
+            "message": self.message,
+            "error": {
+                "code": grpc,
+                "reason": HTTP_REASON[HTTP_STATUS[self.code]],
+                "error": self.message,
+                "message": self.message,
+            },
         }
         if self.fields:
             body["fields"] = self.fields
@@ -109,8 +124,9 @@ class TooManyRequests(PedlError):
 
     code = ErrorCode.TOO_MANY_REQUESTS
 
-    def __init__(self, message: str, *, retry_after: int | None = None,
-                 fields: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: int | None = None, fields: list[dict[str, Any]] | None = None
+    ) -> None:
         super().__init__(message, fields=fields)
         self.retry_after = retry_after
 
@@ -125,8 +141,20 @@ class BadGateway(PedlError):
     code = ErrorCode.BAD_GATEWAY
 
 
-_BY_CODE = {cls.code: cls for cls in (InvalidArgument, Unauthenticated, Forbidden, NotFound, Conflict,
-                                      PayloadTooLarge, TooManyRequests, Unavailable, BadGateway)}
+_BY_CODE = {
+    cls.code: cls
+    for cls in (
+        InvalidArgument,
+        Unauthenticated,
+        Forbidden,
+        NotFound,
+        Conflict,
+        PayloadTooLarge,
+        TooManyRequests,
+        Unavailable,
+        BadGateway,
+    )
+}
 
 
 def error_from_response(status: int, body: Any) -> PedlError:
@@ -140,7 +168,16 @@ def error_from_response(status: int, body: Any) -> PedlError:
         code = body.get("pedlCode")
     cls = _BY_CODE.get(code) if code else None
     if cls is None:
-        cls = {400: InvalidArgument, 422: InvalidArgument, 401: Unauthenticated, 403: Forbidden,
-               404: NotFound, 409: Conflict, 413: PayloadTooLarge, 429: TooManyRequests,
-               502: BadGateway, 503: Unavailable}.get(status, PedlError)
+        cls = {
+            400: InvalidArgument,
+            422: InvalidArgument,
+            401: Unauthenticated,
+            403: Forbidden,
+            404: NotFound,
+            409: Conflict,
+            413: PayloadTooLarge,
+            429: TooManyRequests,
+            502: BadGateway,
+            503: Unavailable,
+        }.get(status, PedlError)
     return cls(message, fields=fields)

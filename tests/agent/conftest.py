@@ -73,8 +73,7 @@ class ContextServer:
         self._thread.start()
 
     def add(self, name: str, files: dict[str, str], token: str = "tok") -> str:
-        return self.add_raw(name, json.dumps({"b64Tgz": base64.b64encode(make_tgz(files)).decode()})
-                            .encode(), token)
+        return self.add_raw(name, json.dumps({"b64Tgz": base64.b64encode(make_tgz(files)).decode()}).encode(), token)
 
     def add_raw(self, name: str, body: bytes, token: str = "tok") -> str:
         self.bodies[f"/contexts/{name}"] = (token, body)
@@ -132,12 +131,16 @@ class FakeMaster:
         await self._current.send(msg.model_dump_json())
 
     def messages(self, type_: str | None = None, session: int | None = None) -> list[dict[str, Any]]:
-        sessions = self.sessions if session is None else self.sessions[session:session + 1]
+        sessions = self.sessions if session is None else self.sessions[session : session + 1]
         return [m for s in sessions for m in s if type_ is None or m["type"] == type_]
 
     def log_lines(self, allocation_id: str, session: int | None = None) -> list[dict[str, Any]]:
-        return [line for m in self.messages("task_logs", session)
-                if m["allocation_id"] == allocation_id for line in m["lines"]]
+        return [
+            line
+            for m in self.messages("task_logs", session)
+            if m["allocation_id"] == allocation_id
+            for line in m["lines"]
+        ]
 
     async def _handler(self, ws: ServerConnection) -> None:
         assert ws.request is not None
@@ -153,12 +156,16 @@ class FakeMaster:
             msg = json.loads(raw)
             received.append(msg)
             if msg["type"] == "register":
-                await ws.send(Registered(agent_id=msg["agent_id"],
-                                         heartbeat_interval=self.heartbeat_interval,
-                                         kill_unknown=self.kill_unknown,
-                                         reconnect_wait=self.reconnect_wait,
-                                         kill_grace_period=self.kill_grace_period,
-                                         credential=self.credential).model_dump_json())
+                await ws.send(
+                    Registered(
+                        agent_id=msg["agent_id"],
+                        heartbeat_interval=self.heartbeat_interval,
+                        kill_unknown=self.kill_unknown,
+                        reconnect_wait=self.reconnect_wait,
+                        kill_grace_period=self.kill_grace_period,
+                        credential=self.credential,
+                    ).model_dump_json()
+                )
                 self.credential = None
 
 
@@ -184,8 +191,7 @@ async def running_agent(options: AgentOptions, **kwargs: Any) -> AsyncIterator[A
         await asyncio.wait_for(run, 60)
 
 
-async def eventually(condition: Callable[[], Any], timeout: float = 20.0,
-                     what: str = "condition") -> Any:
+async def eventually(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
     """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:

@@ -6,11 +6,14 @@ import pytest
 from pedl.agent.connection import Backoff, ws_url
 
 
-@pytest.mark.parametrize(("master", "socket"), [
-    ("http://127.0.0.1:8080", "ws://127.0.0.1:8080/agents/ws"),
-    ("https://pedl.example.com/", "wss://pedl.example.com/agents/ws"),
-    ("http://host/prefix", "ws://host/prefix/agents/ws"),
-])
+@pytest.mark.parametrize(
+    ("master", "socket"),
+    [
+        ("http://127.0.0.1:8080", "ws://127.0.0.1:8080/agents/ws"),
+        ("https://pedl.example.com/", "wss://pedl.example.com/agents/ws"),
+        ("http://host/prefix", "ws://host/prefix/agents/ws"),
+    ],
+)
 def test_ws_url(master: str, socket: str) -> None:
     assert ws_url(master) == socket
 

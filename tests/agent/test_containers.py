@@ -13,9 +13,19 @@ from pedl.common.agent_protocol import ContainerSpec
 
 def _argv(**kw) -> list[str]:
     spec = kw.pop("spec", ContainerSpec(image_cpu="img:cpu", image_gpu="img:gpu"))
-    args = dict(spec=spec, image="img:cpu", allocation_id="3.abc.1", agent_id="a1", task_dir=Path("/w/a1/3.abc.1"),
-                info_dir=Path("/w/a1/.det-info/3.abc.1"), env_file=Path("/w/a1/.det-info/3.abc.1.env"),
-                entrypoint=["python3", "train.py"], gpu_devices=[], shared_fs=None, master_cert=None)
+    args = dict(
+        spec=spec,
+        image="img:cpu",
+        allocation_id="3.abc.1",
+        agent_id="a1",
+        task_dir=Path("/w/a1/3.abc.1"),
+        info_dir=Path("/w/a1/.det-info/3.abc.1"),
+        env_file=Path("/w/a1/.det-info/3.abc.1.env"),
+        entrypoint=["python3", "train.py"],
+        gpu_devices=[],
+        shared_fs=None,
+        master_cert=None,
+    )
     args.update(kw)
     return run_argv(**args)
 
@@ -27,18 +37,29 @@ def test_the_task_runs_attached_removed_labelled_with_its_files() -> None:
     labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
     assert labels == ["pedl.agent-id=a1", "pedl.allocation-id=3.abc.1", "pedl.work-dir=/w/a1"]
     mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
-    assert mounts == ["/w/a1/3.abc.1:/run/determined/workdir", "/w/a1/.det-info/3.abc.1:/run/determined/info:ro",
-                      "/data/ckpts:/determined_shared_fs", "/data/ckpts:/data/ckpts",
-                      "/etc/pedl/ca.pem:/etc/pedl/ca.pem:ro"]
+    assert mounts == [
+        "/w/a1/3.abc.1:/run/determined/workdir",
+        "/w/a1/.det-info/3.abc.1:/run/determined/info:ro",
+        "/data/ckpts:/determined_shared_fs",
+        "/data/ckpts:/data/ckpts",
+        "/etc/pedl/ca.pem:/etc/pedl/ca.pem:ro",
+    ]
     assert argv[argv.index("--env-file") + 1] == "/w/a1/.det-info/3.abc.1.env"  # not in argv: /proc shows argv
     assert argv[argv.index("--network") + 1] == "host" and argv[argv.index("--pull") + 1] == "never"
     assert argv[-3:] == ["img:cpu", "python3", "train.py"] and "--gpus" not in argv
 
 
 def test_bind_mounts_gpus_shm_and_network_follow_the_spec() -> None:
-    spec = ContainerSpec(image_cpu="c", image_gpu="g", shm_size_bytes=1024, network_mode="bridge", bind_mounts=[
-        {"host_path": "/data", "container_path": "/in", "read_only": True, "propagation": "rslave"},
-        {"host_path": "/out", "container_path": "/out", "read_only": False}])
+    spec = ContainerSpec(
+        image_cpu="c",
+        image_gpu="g",
+        shm_size_bytes=1024,
+        network_mode="bridge",
+        bind_mounts=[
+            {"host_path": "/data", "container_path": "/in", "read_only": True, "propagation": "rslave"},
+            {"host_path": "/out", "container_path": "/out", "read_only": False},
+        ],
+    )
     argv = _argv(spec=spec, image="g", gpu_devices=["GPU-aa", "GPU-bb"])
     mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
     assert "/data:/in:ro,rslave" in mounts and "/out:/out:rw,rprivate" in mounts

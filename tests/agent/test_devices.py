@@ -34,6 +34,7 @@ def _fake_nvml(names: list[str], memory: list[int | None] | None = None) -> Simp
 def _broken_nvml() -> SimpleNamespace:
     def fail() -> None:
         raise RuntimeError("NVML Shared Library Not Found")
+
     return SimpleNamespace(nvmlInit=fail, nvmlShutdown=fail)
 
 
@@ -59,17 +60,23 @@ def test_gpus_win_over_slots_option(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="pedl.agent.devices")
     slots = detect_slots(4, nvml=_fake_nvml(["NVIDIA H100", "NVIDIA H100"]))
     assert [(s.id, s.type, s.brand, s.uuid) for s in slots] == [
-        ("0", "cuda", "NVIDIA H100", "GPU-0"), ("1", "cuda", "NVIDIA H100", "GPU-1")]
+        ("0", "cuda", "NVIDIA H100", "GPU-0"),
+        ("1", "cuda", "NVIDIA H100", "GPU-1"),
+    ]
     assert slots[0].memory_mib == 80 * 1024
     assert "ignored" in caplog.text
 
 
 def test_each_gpu_carries_its_total_memory_in_mib_when_nvml_knows_it() -> None:
-    nvml = _fake_nvml(["NVIDIA H100 80GB HBM3", "NVIDIA A10", "GRID T4-8Q"],
-                      memory=[81559 * 1024**2, 24 * 1024**3 - 1, None])
+    nvml = _fake_nvml(
+        ["NVIDIA H100 80GB HBM3", "NVIDIA A10", "GRID T4-8Q"], memory=[81559 * 1024**2, 24 * 1024**3 - 1, None]
+    )
     slots = detect_slots(None, nvml=nvml)
     assert [(s.brand, s.memory_mib) for s in slots] == [
-        ("NVIDIA H100 80GB HBM3", 81559), ("NVIDIA A10", 24 * 1024 - 1), ("GRID T4-8Q", 0)]  # 0: unknown
+        ("NVIDIA H100 80GB HBM3", 81559),
+        ("NVIDIA A10", 24 * 1024 - 1),
+        ("GRID T4-8Q", 0),
+    ]  # 0: unknown
     assert all(s.type == "cuda" for s in slots)
 
 

@@ -69,13 +69,12 @@ def test_an_older_master_without_a_reconnect_wait_is_never_fenced() -> None:
 async def _running_task(fake_master: FakeMaster, context_server: ContextServer, agent) -> None:
     await eventually(lambda: agent.connected, what="registration")
     await fake_master.send(_start("a1", context_server.add("c1", {}), SLEEPER))
-    await eventually(lambda: any(m.startswith("ready") for m in _messages(fake_master, "a1")),
-                     what="the task to run")
+    await eventually(lambda: any(m.startswith("ready") for m in _messages(fake_master, "a1")), what="the task to run")
 
 
 async def test_cut_off_past_the_reconnect_wait_kills_the_tasks(
-        fake_master: FakeMaster, context_server: ContextServer, tmp_path: Path,
-        caplog: pytest.LogCaptureFixture) -> None:
+    fake_master: FakeMaster, context_server: ContextServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Before, the agent kept its tasks however long it was cut off, while the master restarted them
     on other agents: two runs of one trial side by side."""
     caplog.set_level(logging.WARNING, logger="pedl.agent")
@@ -98,7 +97,8 @@ async def test_cut_off_past_the_reconnect_wait_kills_the_tasks(
 
 
 async def test_after_a_freeze_the_tasks_die_before_anything_else(
-        fake_master: FakeMaster, context_server: ContextServer, tmp_path: Path) -> None:
+    fake_master: FakeMaster, context_server: ContextServer, tmp_path: Path
+) -> None:
     """The clock jumps while the socket still looks open, as after SIGSTOP and SIGCONT: the agent
     kills its tasks at once, without waiting to find out that the connection is dead."""
     fake_master.reconnect_wait = 5.0
@@ -112,7 +112,8 @@ async def test_after_a_freeze_the_tasks_die_before_anything_else(
 
 
 async def test_an_older_master_leaves_the_tasks_alone(
-        fake_master: FakeMaster, context_server: ContextServer, tmp_path: Path) -> None:
+    fake_master: FakeMaster, context_server: ContextServer, tmp_path: Path
+) -> None:
     clock = StepClock()
     async with running_agent(_options(fake_master, tmp_path), monotonic=clock) as agent:
         await _running_task(fake_master, context_server, agent)
@@ -122,19 +123,23 @@ async def test_an_older_master_leaves_the_tasks_alone(
 
 
 async def test_sigstop_past_the_wait_then_sigcont_kills_the_task(
-        fake_master: FakeMaster, context_server: ContextServer, tmp_path: Path) -> None:
+    fake_master: FakeMaster, context_server: ContextServer, tmp_path: Path
+) -> None:
     """A real agent process, stopped and continued: its task's process is gone afterwards."""
     fake_master.reconnect_wait, fake_master.kill_grace_period = 1.0, 1.0
-    script = (f"import logging; logging.basicConfig(level=logging.INFO)\n"
-              f"from pedl.agent import AgentOptions, run_agent\n"
-              f"run_agent(AgentOptions({fake_master.url!r}, agent_id='frozen', token='t', "
-              f"work_dir={str(tmp_path / 'work')!r}))\n")
+    script = (
+        f"import logging; logging.basicConfig(level=logging.INFO)\n"
+        f"from pedl.agent import AgentOptions, run_agent\n"
+        f"run_agent(AgentOptions({fake_master.url!r}, agent_id='frozen', token='t', "
+        f"work_dir={str(tmp_path / 'work')!r}))\n"
+    )
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, stderr=asyncio.subprocess.PIPE)
     try:
         await eventually(lambda: fake_master.messages("register"), what="registration")
         await fake_master.send(_start("a1", context_server.add("c1", {}), SLEEPER))
-        ready = await eventually(lambda: [m for m in _messages(fake_master, "a1") if m.startswith("ready")],
-                                 what="the task to run")
+        ready = await eventually(
+            lambda: [m for m in _messages(fake_master, "a1") if m.startswith("ready")], what="the task to run"
+        )
         task_pid = int(ready[0].split()[1])
         (started,) = fake_master.messages("task_started")
         namespace = task_processes.task_namespace(started["pid"]) if NAMESPACES else None
@@ -157,4 +162,3 @@ async def test_sigstop_past_the_wait_then_sigcont_kills_the_task(
             proc.send_signal(signal.SIGCONT)
             proc.terminate()
             await proc.communicate()
-

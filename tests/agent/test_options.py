@@ -36,7 +36,8 @@ def test_negative_slots_are_refused() -> None:
 
 
 def test_the_master_ca_comes_from_the_option_else_the_environment_as_an_absolute_path(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from tests.support.tls import write_tls_files
 
     tls = write_tls_files(tmp_path / "tls")
@@ -68,16 +69,20 @@ def test_the_env_token_leaves_the_environment_and_proc_environ() -> None:
     environment the process started with, no longer holds it."""
     import os
 
-    code = ("import os; from pedl.agent.options import AgentOptions; o = AgentOptions('http://m'); "
-            "print(o.token, 'PEDL_AGENT_TOKEN' in os.environ, b'enroll-secret-value' in open('/proc/self/environ', "
-            "'rb').read())")
+    code = (
+        "import os; from pedl.agent.options import AgentOptions; o = AgentOptions('http://m'); "
+        "print(o.token, 'PEDL_AGENT_TOKEN' in os.environ, b'enroll-secret-value' in open('/proc/self/environ', "
+        "'rb').read())"
+    )
     env = {**os.environ, "PEDL_AGENT_TOKEN": "enroll-secret-value"}
     assert _python(code, env=env) == ["enroll-secret-value", "False", "False"]
 
 
 def test_a_token_on_the_command_line_is_overwritten_in_proc_cmdline() -> None:
-    code = ("import sys; from pedl.agent.options import hide_in_cmdline; print(hide_in_cmdline(sys.argv[1]), "
-            "sys.argv[1].encode() in open('/proc/self/cmdline', 'rb').read())")
+    code = (
+        "import sys; from pedl.agent.options import hide_in_cmdline; print(hide_in_cmdline(sys.argv[1]), "
+        "sys.argv[1].encode() in open('/proc/self/cmdline', 'rb').read())"
+    )
     assert _python(code, "s3cret-on-argv") == ["True", "False"]
 
 

@@ -14,17 +14,19 @@ import pytest
 from pedl.agent import port_owners
 from pedl.agent.port_owners import Ownership, decide, family, listening_inodes, parent_and_session, socket_inode
 
-HEADER = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n")
+HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
 TCP = HEADER + (
     "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 111 1 0 100 0\n"
     "   1: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 222 1 0 100 0\n"
     "   2: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 333 1 0 20 4\n"
     "   3: 0100007F:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 444 1 0 100 0\n"
     "   4: 0100007F:1F91 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 0 1 0 100 0\n"
-    "   garbage line\n")
+    "   garbage line\n"
+)
 TCP6 = HEADER + (
     "   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 "
-    "00:00000000 00000000  1000        0 555 1 0 100 0\n")
+    "00:00000000 00000000  1000        0 555 1 0 100 0\n"
+)
 
 
 def test_listening_inodes_are_those_in_listen_state_on_the_port() -> None:
@@ -63,8 +65,10 @@ def test_decide() -> None:
 def test_family_listens_on_real_processes() -> None:
     """A task (its own session) whose grandchild listens owns the port; a process outside its family that
     listens on another port does not make that port the task's."""
-    grandchild = ("import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
-                  "print(s.getsockname()[1], flush=True); time.sleep(600)")
+    grandchild = (
+        "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+        "print(s.getsockname()[1], flush=True); time.sleep(600)"
+    )
     code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
     task = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
     outsider = socket.socket()

@@ -43,5 +43,6 @@ async def test_batcher_sends_after_a_short_delay() -> None:
             break
         await asyncio.sleep(0.05)
     assert [[(line.stdtype, line.message) for line in b.lines] for b in sent] == [
-        [("stdout", "one"), ("stderr", "two")]]
+        [("stdout", "one"), ("stderr", "two")]
+    ]
     assert sent[0].allocation_id == "a1"

@@ -35,8 +35,12 @@ class Recorder:
         return [m for m in self.messages if m["type"] == type_]
 
     def lines(self, stdtype: str | None = None) -> list[str]:
-        return [line["message"] for m in self.of("task_logs") for line in m["lines"]
-                if stdtype is None or line["stdtype"] == stdtype]
+        return [
+            line["message"]
+            for m in self.of("task_logs")
+            for line in m["lines"]
+            if stdtype is None or line["stdtype"] == stdtype
+        ]
 
     @property
     def exited(self) -> dict[str, Any]:
@@ -44,14 +48,27 @@ class Recorder:
         return exited
 
 
-def _runtime(tmp_path: Path, context_url: str, entrypoint: str | list[str],
-             env: dict[str, str] | None = None, allocation_id: str = "alloc-1",
-             token: str = "tok") -> tuple[TaskRuntime, Recorder]:
-    spec = StartTask(allocation_id=allocation_id, task_id="task-1", name="trial 1",
-                     entrypoint=entrypoint, env={"DET_TRIAL_ID": "7", **(env or {})},
-                     slot_ids=["0"], session_token=token, context_url=context_url)
-    host = TaskHost(master_url="http://127.0.0.1:9", agent_id="agent-1", work_dir=tmp_path / "work",
-                    slots={"0": SlotInfo(id="0")})
+def _runtime(
+    tmp_path: Path,
+    context_url: str,
+    entrypoint: str | list[str],
+    env: dict[str, str] | None = None,
+    allocation_id: str = "alloc-1",
+    token: str = "tok",
+) -> tuple[TaskRuntime, Recorder]:
+    spec = StartTask(
+        allocation_id=allocation_id,
+        task_id="task-1",
+        name="trial 1",
+        entrypoint=entrypoint,
+        env={"DET_TRIAL_ID": "7", **(env or {})},
+        slot_ids=["0"],
+        session_token=token,
+        context_url=context_url,
+    )
+    host = TaskHost(
+        master_url="http://127.0.0.1:9", agent_id="agent-1", work_dir=tmp_path / "work", slots={"0": SlotInfo(id="0")}
+    )
     recorder = Recorder()
     return TaskRuntime(spec, host, recorder), recorder
 
@@ -60,34 +77,41 @@ def _py(code: str) -> list[str]:
     return ["python3", "-c", textwrap.dedent(code)]
 
 
-async def test_runs_entrypoint_from_served_context(tmp_path: Path,
-                                                   context_server: ContextServer) -> None:
+async def test_runs_entrypoint_from_served_context(tmp_path: Path, context_server: ContextServer) -> None:
     url = context_server.add("c1", {"model_def.py": "GREETING = 'hello from the context'\n"})
-    runtime, rec = _runtime(tmp_path, url, _py("""
+    runtime, rec = _runtime(
+        tmp_path,
+        url,
+        _py("""
         import sys
         from model_def import GREETING
         print(GREETING)
         print("to stderr", file=sys.stderr)
         print("second line")
         sys.exit(3)
-    """))
+    """),
+    )
     assert await runtime.run() == 3
     assert rec.messages[0]["type"] == "task_started"
     assert rec.messages[0]["pid"] > 0
     assert rec.lines("stdout") == ["hello from the context", "second line"]
     assert rec.lines("stderr") == ["to stderr"]
-    assert rec.exited == {"type": "task_exited", "allocation_id": "alloc-1", "exit_code": 3,
-                          "reason": ""}
+    assert rec.exited == {"type": "task_exited", "allocation_id": "alloc-1", "exit_code": 3, "reason": ""}
     assert rec.messages[-1]["type"] == "task_exited"
     assert (tmp_path / "work" / "alloc-1" / "model_def.py").exists()
 
 
 async def test_task_environment(tmp_path: Path, context_server: ContextServer) -> None:
     url = context_server.add("c1", {"x.txt": "x"})
-    runtime, rec = _runtime(tmp_path, url, _py("""
+    runtime, rec = _runtime(
+        tmp_path,
+        url,
+        _py("""
         import json, os
         print(json.dumps({"cwd": os.getcwd(), "env": dict(os.environ)}))
-    """), env={"DET_HPARAMS": '{"lr": 0.1}'})
+    """),
+        env={"DET_HPARAMS": '{"lr": 0.1}'},
+    )
     assert await runtime.run() == 0
     seen = json.loads("".join(rec.lines("stdout")))
     env = seen["env"]
@@ -138,18 +162,25 @@ async def test_bad_archive(tmp_path: Path, context_server: ContextServer) -> Non
 
 
 async def test_a_chief_whose_rendezvous_port_is_busy_fails_before_it_starts(
-        tmp_path: Path, context_server: ContextServer) -> None:
+    tmp_path: Path, context_server: ContextServer
+) -> None:
     url = context_server.add("c1", {"a": "b"})
     with socket.socket() as squatter:  # a program outside pedl listens on the port
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        chief, rec = _runtime(tmp_path, url, _py("print('never')"),
-                              env={"NODE_RANK": "0", "NNODES": "2", "MASTER_PORT": str(port)})
+        chief, rec = _runtime(
+            tmp_path, url, _py("print('never')"), env={"NODE_RANK": "0", "NNODES": "2", "MASTER_PORT": str(port)}
+        )
         assert await chief.run() is None
         # the second node does not listen, so the check is the chief's alone
-        other, other_rec = _runtime(tmp_path, url, _py("print('ran')"), allocation_id="alloc-2",
-                                    env={"NODE_RANK": "1", "NNODES": "2", "MASTER_PORT": str(port)})
+        other, other_rec = _runtime(
+            tmp_path,
+            url,
+            _py("print('ran')"),
+            allocation_id="alloc-2",
+            env={"NODE_RANK": "1", "NNODES": "2", "MASTER_PORT": str(port)},
+        )
         assert await other.run() == 0
     assert rec.of("task_started") == [] and rec.lines("stdout") == []
     assert rec.exited["exit_code"] is None
@@ -157,8 +188,7 @@ async def test_a_chief_whose_rendezvous_port_is_busy_fails_before_it_starts(
     assert other_rec.lines("stdout") == ["ran"]
 
 
-async def test_allocation_id_cannot_escape_work_dir(tmp_path: Path,
-                                                    context_server: ContextServer) -> None:
+async def test_allocation_id_cannot_escape_work_dir(tmp_path: Path, context_server: ContextServer) -> None:
     url = context_server.add("c1", {"a": "b"})
     runtime, rec = _runtime(tmp_path, url, ["true"], allocation_id="../outside")
     assert await runtime.run() is None
@@ -166,8 +196,7 @@ async def test_allocation_id_cannot_escape_work_dir(tmp_path: Path,
     assert not (tmp_path / "outside").exists()
 
 
-async def test_each_task_gets_its_own_directory(tmp_path: Path,
-                                                context_server: ContextServer) -> None:
+async def test_each_task_gets_its_own_directory(tmp_path: Path, context_server: ContextServer) -> None:
     url = context_server.add("c1", {"a": "b"})
     for allocation_id in ("a1", "a2"):
         runtime, _ = _runtime(tmp_path, url, "pwd > where.txt", allocation_id=allocation_id)
@@ -208,8 +237,7 @@ def _dead(pid: int) -> bool:
         return True
 
 
-async def test_kill_escalates_to_sigkill_for_the_whole_group(
-        tmp_path: Path, context_server: ContextServer) -> None:
+async def test_kill_escalates_to_sigkill_for_the_whole_group(tmp_path: Path, context_server: ContextServer) -> None:
     url = context_server.add("c1", {"stubborn.py": textwrap.dedent(STUBBORN)})
     runtime, rec = _runtime(tmp_path, url, ["python3", "stubborn.py"])
     run = asyncio.create_task(runtime.run())
@@ -219,13 +247,13 @@ async def test_kill_escalates_to_sigkill_for_the_whole_group(
     assert await asyncio.wait_for(run, 30) == -9
     assert "parent got SIGTERM" in rec.lines()
     assert "child got SIGTERM" in rec.lines()
-    assert rec.exited == {"type": "task_exited", "allocation_id": "alloc-1", "exit_code": -9,
-                          "reason": "user asked"}
+    assert rec.exited == {"type": "task_exited", "allocation_id": "alloc-1", "exit_code": -9, "reason": "user asked"}
     await eventually(lambda: _dead(child_pid), what="the child to be killed")
 
 
 async def test_kill_ends_the_group_of_a_leader_that_ended_on_sigterm(
-        tmp_path: Path, context_server: ContextServer) -> None:
+    tmp_path: Path, context_server: ContextServer
+) -> None:
     """A shell entrypoint ends on SIGTERM while its children hold on (and hold the output pipes the agent
     waits to see closed): the SIGKILL after the grace period still goes to the group."""
     url = context_server.add("c1", {"stubborn.py": textwrap.dedent(STUBBORN)})
@@ -239,14 +267,17 @@ async def test_kill_ends_the_group_of_a_leader_that_ended_on_sigterm(
     await eventually(lambda: _dead(child_pid), what="the child to be killed")
 
 
-async def test_kill_of_a_polite_task_reports_the_signal(tmp_path: Path,
-                                                       context_server: ContextServer) -> None:
+async def test_kill_of_a_polite_task_reports_the_signal(tmp_path: Path, context_server: ContextServer) -> None:
     url = context_server.add("c1", {"a": "b"})
-    runtime, rec = _runtime(tmp_path, url, _py("""
+    runtime, rec = _runtime(
+        tmp_path,
+        url,
+        _py("""
         import time
         print("ready", flush=True)
         time.sleep(600)
-    """))
+    """),
+    )
     run = asyncio.create_task(runtime.run())
     await eventually(lambda: "ready" in rec.lines(), what="the task to be ready")
     runtime.kill(grace_period=30.0)
@@ -272,13 +303,16 @@ async def test_kill_before_start(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
-async def test_many_lines_arrive_in_order(tmp_path: Path, context_server: ContextServer,
-                                          stream: str) -> None:
+async def test_many_lines_arrive_in_order(tmp_path: Path, context_server: ContextServer, stream: str) -> None:
     url = context_server.add("c1", {"a": "b"})
-    runtime, rec = _runtime(tmp_path, url, _py(f"""
+    runtime, rec = _runtime(
+        tmp_path,
+        url,
+        _py(f"""
         import sys
         for i in range(5000):
             print(i, file=sys.{stream})
-    """))
+    """),
+    )
     assert await runtime.run() == 0
     assert rec.lines(stream) == [str(i) for i in range(5000)]

@@ -22,13 +22,16 @@ def test_a_second_lock_on_a_held_work_dir_is_refused_and_names_the_holder(tmp_pa
             lock_work_dir(tmp_path / "w", "box", default_work_dir=True)
         assert str(same_id.value) == (
             f"another agent with id box runs on this host (pid {os.getpid()}, work dir {tmp_path / 'w'}); "
-            f"start this one with --id NAME (e.g. --id box-2)")
+            f"start this one with --id NAME (e.g. --id box-2)"
+        )
         with pytest.raises(WorkDirInUse, match="--id NAME and its own --work-dir"):
             lock_work_dir(tmp_path / "w", "box")  # an explicit --work-dir stays the same with another id
         with pytest.raises(WorkDirInUse) as other_id:
             lock_work_dir(tmp_path / "w", "other")
-        assert str(other_id.value) == (f"another agent (id box, pid {os.getpid()}) uses the work dir {tmp_path / 'w'}; "
-                                       f"start this one with its own --work-dir")
+        assert str(other_id.value) == (
+            f"another agent (id box, pid {os.getpid()}) uses the work dir {tmp_path / 'w'}; "
+            f"start this one with its own --work-dir"
+        )
         with lock_work_dir(tmp_path / "elsewhere", "box"):  # another work dir is another lock
             pass
     with lock_work_dir(tmp_path / "w", "other"):  # released: the next agent takes it
@@ -79,8 +82,10 @@ def test_two_agents_with_the_default_id_on_one_host_the_second_is_refused(tmp_pa
     first = agents("first")
     wait_for(lambda: started(first), 60, what="the first agent to start")
     log = refused(agents("second"))
-    assert (f"another agent with id {host} runs on this host (pid {first.pid}, work dir {default_dir}); "
-            f"start this one with --id NAME") in log
+    assert (
+        f"another agent with id {host} runs on this host (pid {first.pid}, work dir {default_dir}); "
+        f"start this one with --id NAME"
+    ) in log
 
     # as told: another id, hence another work dir, and it runs beside the first
     third = agents("third", "--id", f"{host}-2")

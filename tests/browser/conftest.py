@@ -42,8 +42,10 @@ def browser_missing() -> str | None:
     except ImportError:
         return "playwright is not installed in this venv (install the test extras: make install-test)"
     if not chromium_path().exists():
-        return (f"chromium is missing at {chromium_path()} (install Debian's chromium: make chromium, "
-                f"or sudo apt-get install chromium; or point {CHROMIUM_ENV} at a chromium binary)")
+        return (
+            f"chromium is missing at {chromium_path()} (install Debian's chromium: make chromium, "
+            f"or sudo apt-get install chromium; or point {CHROMIUM_ENV} at a chromium binary)"
+        )
     return None
 
 
@@ -71,6 +73,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 # -- the browser ---------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
@@ -109,8 +112,10 @@ def page(browser: Any, request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
     console: list[str] = []
     pg.on("console", lambda msg: console.append(f"[{msg.type}] {msg.text}"))
     pg.on("pageerror", lambda exc: console.append(f"[pageerror] {exc}"))
-    pg.on("response", lambda r: console.append(f"[http {r.status}] {r.request.method} {r.url}")
-          if r.status >= 400 else None)
+    pg.on(
+        "response",
+        lambda r: console.append(f"[http {r.status}] {r.request.method} {r.url}") if r.status >= 400 else None,
+    )
     pg.on("requestfailed", lambda r: console.append(f"[request failed] {r.method} {r.url}: {r.failure}"))
     yield pg
     if request.node.stash.get(FAILED, False):
@@ -137,6 +142,7 @@ def login(page: Any, base_url: str, user: str, password: str = "") -> None:
 
 
 # -- clusters ------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def webui() -> Path:
@@ -170,8 +176,15 @@ PRICE_PER_HOUR = 360.0  # ten cents a second: the cost shows within a few second
 
 def dynamic_config() -> dict:
     """A static pool (`default`) and a pool of local instances that keeps one running, with a price."""
-    provider = {"type": "local", "slots_per_instance": 1, "min_instances": 1, "max_instances": 1,
-                "boot_delay": "0.5s", "max_idle_agent_period": "10m", "price_per_hour": PRICE_PER_HOUR}
+    provider = {
+        "type": "local",
+        "slots_per_instance": 1,
+        "min_instances": 1,
+        "max_instances": 1,
+        "boot_delay": "0.5s",
+        "max_idle_agent_period": "10m",
+        "price_per_hour": PRICE_PER_HOUR,
+    }
     return {"resource_pools": [{"pool_name": "default"}, {"pool_name": DYNAMIC_POOL, "provider": provider}]}
 
 
@@ -195,14 +208,20 @@ def registered_instances(c: Cluster) -> list[dict]:
 
 # -- users ---------------------------------------------------------------------------------------
 
+
 def admin_api(c: Cluster, method: str, path: str, body: Any = None) -> Any:
     """A request as `admin` (blank password), whose bearer token the master's own client does not keep."""
-    r = httpx.post(f"{c.master.url}/api/v1/auth/login", timeout=30,
-                   json={"username": "admin", "password": "", "isHashed": False})
+    r = httpx.post(
+        f"{c.master.url}/api/v1/auth/login", timeout=30, json={"username": "admin", "password": "", "isHashed": False}
+    )
     r.raise_for_status()
-    r = httpx.request(method, f"{c.master.url}{path}", timeout=30,
-                      content=None if body is None else json.dumps(body),
-                      headers={"Authorization": f"Bearer {r.json()['token']}"})
+    r = httpx.request(
+        method,
+        f"{c.master.url}{path}",
+        timeout=30,
+        content=None if body is None else json.dumps(body),
+        headers={"Authorization": f"Bearer {r.json()['token']}"},
+    )
     if r.status_code != 200:
         raise AssertionError(f"{method} {path} -> {r.status_code}: {r.text[:500]}")
     return r.json()
@@ -210,6 +229,5 @@ def admin_api(c: Cluster, method: str, path: str, body: Any = None) -> Any:
 
 def create_user(c: Cluster, username: str, password: str, admin: bool = False) -> int:
     """A new user made by admin through POST /api/v1/users; its id."""
-    body = {"user": {"username": username, "admin": admin, "active": True}, "password": password,
-            "isHashed": False}
+    body = {"user": {"username": username, "admin": admin, "active": True}, "password": password, "isHashed": False}
     return admin_api(c, "POST", "/api/v1/users", body)["user"]["id"]

@@ -29,8 +29,10 @@ def shoot(page, name: str) -> None:
     page.screenshot(path=str(IMAGES / f"webui-{name}.png"), full_page=False)
 
 
-@pytest.mark.skipif(os.environ.get("PEDL_SCREENSHOTS") != "1",
-                    reason="screenshots for the docs: set PEDL_SCREENSHOTS=1 to write docs/images/webui-*.png")
+@pytest.mark.skipif(
+    os.environ.get("PEDL_SCREENSHOTS") != "1",
+    reason="screenshots for the docs: set PEDL_SCREENSHOTS=1 to write docs/images/webui-*.png",
+)
 def test_screenshots_of_every_page(dynamic_cluster: Cluster, page) -> None:
     c = dynamic_cluster
     url = c.master.url

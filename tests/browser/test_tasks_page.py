@@ -75,12 +75,25 @@ def test_open_links_a_ready_notebook_of_ones_own_through_the_proxy(cluster: Clus
     for the owner's ready notebook, and is not offered for another user's TensorBoard, whose proxy
     would refuse this session."""
     me = cluster.master.api("GET", "/api/v1/me")["user"]
-    nb = {"id": "0b7e4c4e-1f0a-4d7b-9d5e-8f1c2a3b4c5d", "description": "JupyterLab (calmly-brave-owl)",
-          "state": "STATE_RUNNING", "isReady": True, "username": me["username"], "userId": me["id"],
-          "serviceAddress": "/proxy/0b7e4c4e-1f0a-4d7b-9d5e-8f1c2a3b4c5d/", "startTime": "2026-01-01T00:00:00Z"}
+    nb = {
+        "id": "0b7e4c4e-1f0a-4d7b-9d5e-8f1c2a3b4c5d",
+        "description": "JupyterLab (calmly-brave-owl)",
+        "state": "STATE_RUNNING",
+        "isReady": True,
+        "username": me["username"],
+        "userId": me["id"],
+        "serviceAddress": "/proxy/0b7e4c4e-1f0a-4d7b-9d5e-8f1c2a3b4c5d/",
+        "startTime": "2026-01-01T00:00:00Z",
+    }
     tb_id = "9a8b7c6d-1f0a-4d7b-9d5e-8f1c2a3b4c5d"
-    tb = {**nb, "id": tb_id, "description": "TensorBoard (Experiment 1)", "username": "someone",
-          "userId": me["id"] + 100, "serviceAddress": f"/proxy/{tb_id}/"}
+    tb = {
+        **nb,
+        "id": tb_id,
+        "description": "TensorBoard (Experiment 1)",
+        "username": "someone",
+        "userId": me["id"] + 100,
+        "serviceAddress": f"/proxy/{tb_id}/",
+    }
     page.route("**/api/v1/notebooks", lambda route: route.fulfill(json={"notebooks": [nb]}))
     page.route("**/api/v1/tensorboards", lambda route: route.fulfill(json={"tensorboards": [tb]}))
     login(page, cluster.master.url, "determined")
@@ -98,8 +111,11 @@ def test_open_shows_a_running_notebook_in_a_new_tab(cluster: Cluster, page) -> N
     """A real JupyterLab behind the master's proxy, opened from its row with the WebUI's session."""
     nb_id = cluster.master.api("POST", "/api/v1/notebooks", {"config": {"resources": {"slots": 0}}})["notebook"]["id"]
     try:
-        wait_for(lambda: cluster.master.api("GET", f"/api/v1/notebooks/{nb_id}")["notebook"]["isReady"], 180,
-                 what="the notebook to be ready")
+        wait_for(
+            lambda: cluster.master.api("GET", f"/api/v1/notebooks/{nb_id}")["notebook"]["isReady"],
+            180,
+            what="the notebook to be ready",
+        )
         login(page, cluster.master.url, "determined")
         page.goto(f"{cluster.master.url}/task-list")
         row = page.locator(f"tr[data-task-id='{nb_id}']")

@@ -90,6 +90,7 @@ def grid(cluster: Cluster) -> tuple[int, list[dict]]:
 
 # -- logging in ----------------------------------------------------------------------------------
 
+
 def test_log_in_and_out(cluster: Cluster, page) -> None:
     url = cluster.master.url
     page.goto(f"{url}/login")
@@ -130,6 +131,7 @@ def test_a_logged_out_browser_goes_to_login_and_back_to_the_asked_page(cluster: 
 
 
 # -- experiments ---------------------------------------------------------------------------------
+
 
 def test_a_running_experiment_appears_in_the_list_and_completes_without_a_reload(cluster: Cluster, page) -> None:
     login(page, cluster.master.url, "determined")
@@ -181,7 +183,8 @@ def test_learning_curves_hold_each_trials_points(cluster: Cluster, page, grid) -
                    return JSON.stringify(Object.keys(got).sort()) === JSON.stringify(keys)
                        && keys.every(k => got[k] === want[k]);
                }""",
-            arg=["[data-testid=learning-curves]", expected])
+            arg=["[data-testid=learning-curves]", expected],
+        )
     except Exception as exc:  # say what was drawn instead of a bare timeout
         drawn = curves.get_attribute("data-points")
         raise AssertionError(f"learning curves drew {drawn}, the API has {json.dumps(expected)} points") from exc
@@ -232,6 +235,7 @@ def test_a_checkpoint_downloads_from_the_trial_page(cluster: Cluster, page, grid
 
 # -- actions -------------------------------------------------------------------------------------
 
+
 def test_pause_and_activate_from_the_ui(cluster: Cluster, page) -> None:
     exp_id = long_experiment(cluster, "pause-me")
     try:
@@ -280,14 +284,14 @@ def test_another_users_pause_is_refused_with_a_toast(cluster: Cluster, page) -> 
 
 # -- the cluster page ----------------------------------------------------------------------------
 
+
 def number_in(text: str) -> float:
     m = re.search(r"\d[\d,]*(?:\.\d+)?", text)
     assert m, f"no number in {text!r}"
     return float(m.group(0).replace(",", ""))
 
 
-def test_the_cluster_page_shows_an_agent_and_a_dynamic_instance_with_its_cost(dynamic_cluster: Cluster,
-                                                                                page) -> None:
+def test_the_cluster_page_shows_an_agent_and_a_dynamic_instance_with_its_cost(dynamic_cluster: Cluster, page) -> None:
     c = dynamic_cluster
     (inst,) = registered_instances(c)
     login(page, c.master.url, "determined")
@@ -312,6 +316,7 @@ def test_the_cluster_page_shows_an_agent_and_a_dynamic_instance_with_its_cost(dy
 
 
 # -- unknown pages and a master that goes away ---------------------------------------------------
+
 
 def test_a_deep_link_to_an_unknown_experiment_shows_not_found(cluster: Cluster, page) -> None:
     login(page, cluster.master.url, "determined")

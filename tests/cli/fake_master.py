@@ -106,8 +106,12 @@ class FakeMaster:
         return {"user": self.user(self.caller(req) or "")}
 
     def user(self, username: str) -> dict[str, Any]:
-        return {"id": sorted(self.passwords).index(username) + 1 if username in self.passwords else 99,
-                "username": username, "admin": username == "admin", "active": True}
+        return {
+            "id": sorted(self.passwords).index(username) + 1 if username in self.passwords else 99,
+            "username": username,
+            "admin": username == "admin",
+            "active": True,
+        }
 
     def caller(self, req: Recorded) -> str | None:
         scheme, _, token = req.headers.get("authorization", "").partition(" ")
@@ -129,6 +133,7 @@ class FakeMaster:
 
         class Handler(BaseHTTPRequestHandler):
             disable_nagle_algorithm = True  # headers and body go out as separate writes
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -136,8 +141,13 @@ class FakeMaster:
                 parts = urlsplit(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                req = Recorded(self.command, parts.path, parse_qs(parts.query),
-                               {k.lower(): v for k, v in self.headers.items()}, body)
+                req = Recorded(
+                    self.command,
+                    parts.path,
+                    parse_qs(parts.query),
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                )
                 reply = master._dispatch(req)
                 if isinstance(reply, NDJSON):
                     self._stream(reply)
@@ -169,21 +179,45 @@ class FakeMaster:
 
 def experiment(exp_id: int = 1, state: str = "STATE_ACTIVE", **extra: Any) -> dict[str, Any]:
     """An experiment object with every field det requires."""
-    return {"id": exp_id, "name": f"exp-{exp_id}", "state": state, "archived": False,
-            "config": {"searcher": {"name": "single", "metric": "loss"}}, "jobId": f"job-{exp_id}",
-            "numTrials": 1, "originalConfig": "", "projectId": 1, "projectOwnerId": 1,
-            "searcherType": "single", "startTime": "2025-01-02T03:04:05.123456789Z",
-            "username": "determined", **extra}
+    return {
+        "id": exp_id,
+        "name": f"exp-{exp_id}",
+        "state": state,
+        "archived": False,
+        "config": {"searcher": {"name": "single", "metric": "loss"}},
+        "jobId": f"job-{exp_id}",
+        "numTrials": 1,
+        "originalConfig": "",
+        "projectId": 1,
+        "projectOwnerId": 1,
+        "searcherType": "single",
+        "startTime": "2025-01-02T03:04:05.123456789Z",
+        "username": "determined",
+        **extra,
+    }
 
 
 def trial(trial_id: int = 1, exp_id: int = 1, state: str = "STATE_ACTIVE", **extra: Any) -> dict[str, Any]:
-    return {"id": trial_id, "experimentId": exp_id, "hparams": {"lr": 0.1}, "restarts": 0,
-            "startTime": "2025-01-02T03:04:05Z", "state": state, "totalBatchesProcessed": 10, **extra}
+    return {
+        "id": trial_id,
+        "experimentId": exp_id,
+        "hparams": {"lr": 0.1},
+        "restarts": 0,
+        "startTime": "2025-01-02T03:04:05Z",
+        "state": state,
+        "totalBatchesProcessed": 10,
+        **extra,
+    }
 
 
 def log(log_id: int, message: str, trial_id: int = 1) -> dict[str, Any]:
-    return {"id": str(log_id), "level": "LOG_LEVEL_INFO", "message": message + "\n",
-            "timestamp": "2025-01-02T03:04:05Z", "trialId": trial_id}
+    return {
+        "id": str(log_id),
+        "level": "LOG_LEVEL_INFO",
+        "message": message + "\n",
+        "timestamp": "2025-01-02T03:04:05Z",
+        "trialId": trial_id,
+    }
 
 
 def page(key: str, items: list[Any]) -> dict[str, Any]:

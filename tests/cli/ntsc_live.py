@@ -65,8 +65,12 @@ class Live:
 
     def serve(self, task: StartedTask, port: int) -> None:
         """The task's service registers its port: it is ready."""
-        r = post(self.http, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": port},  # type: ignore[arg-type]
-                 bearer(task.token))
+        r = post(
+            self.http,
+            f"/api/v1/allocations/{task.allocation_id}/proxy_port",
+            {"port": port},  # type: ignore[arg-type]
+            bearer(task.token),
+        )
         assert r.status_code == 200, r.text
 
     def launch(self, plural: str, **body: object) -> dict:

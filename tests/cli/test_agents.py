@@ -15,19 +15,42 @@ from pedl.cli.main import app
 from tests.cli.fake_master import FakeMaster
 
 AGENT = {
-    "id": "a1", "version": "0.1.0", "registeredTime": "2025-01-01T00:00:00Z",
+    "id": "a1",
+    "version": "0.1.0",
+    "registeredTime": "2025-01-01T00:00:00Z",
     "slots": {
-        "s0": {"id": "s0", "enabled": True, "draining": False, "device": {"type": "TYPE_CUDA", "brand": "H100"},
-               "container": {"id": "alloc-1", "state": "STATE_RUNNING"}},
+        "s0": {
+            "id": "s0",
+            "enabled": True,
+            "draining": False,
+            "device": {"type": "TYPE_CUDA", "brand": "H100"},
+            "container": {"id": "alloc-1", "state": "STATE_RUNNING"},
+        },
         "s1": {"id": "s1", "enabled": True, "draining": False, "device": {"type": "TYPE_CUDA", "brand": "H100"}},
     },
-    "containers": {}, "resourcePools": ["default"], "enabled": True, "draining": False,
-    "addresses": ["10.0.0.1"], "slotStats": {"typeStats": {}, "brandStats": {}},
+    "containers": {},
+    "resourcePools": ["default"],
+    "enabled": True,
+    "draining": False,
+    "addresses": ["10.0.0.1"],
+    "slotStats": {"typeStats": {}, "brandStats": {}},
 }
-TASKS = {"allocationIdToSummary": {"alloc-1": {
-    "taskId": "task-1", "allocationId": "alloc-1", "name": "Trial 1 (Experiment 1)", "slotsNeeded": 1,
-    "registeredTime": "2025-01-01T00:00:00Z", "resources": [{"containerId": "alloc-1"}],
-    "resourcePool": "default", "priority": 42, "schedulerType": "priority", "proxyPorts": []}}}
+TASKS = {
+    "allocationIdToSummary": {
+        "alloc-1": {
+            "taskId": "task-1",
+            "allocationId": "alloc-1",
+            "name": "Trial 1 (Experiment 1)",
+            "slotsNeeded": 1,
+            "registeredTime": "2025-01-01T00:00:00Z",
+            "resources": [{"containerId": "alloc-1"}],
+            "resourcePool": "default",
+            "priority": 42,
+            "schedulerType": "priority",
+            "proxyPorts": [],
+        }
+    }
+}
 
 
 @pytest.fixture
@@ -40,34 +63,59 @@ def agents_run(monkeypatch: pytest.MonkeyPatch) -> list[AgentOptions]:
 
 
 def test_agent_run_passes_options(agents_run: list[AgentOptions], tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, [
-        "agent", "run", "--master", "10.1.2.3:8080", "--id", "gpu-1", "--resource-pool", "big",
-        "--slots", "2", "--token", "sekret", "--work-dir", str(tmp_path / "w")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "agent",
+            "run",
+            "--master",
+            "10.1.2.3:8080",
+            "--id",
+            "gpu-1",
+            "--resource-pool",
+            "big",
+            "--slots",
+            "2",
+            "--token",
+            "sekret",
+            "--work-dir",
+            str(tmp_path / "w"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     (opts,) = agents_run
     assert (opts.master_url, opts.agent_id, opts.resource_pool, opts.slots, opts.token) == (
-        "http://10.1.2.3:8080", "gpu-1", "big", 2, "sekret")
+        "http://10.1.2.3:8080",
+        "gpu-1",
+        "big",
+        2,
+        "sekret",
+    )
     assert opts.work_path == tmp_path / "w"
 
 
-def test_a_token_on_the_command_line_is_taken_with_a_warning(agents_run: list[AgentOptions], tmp_path: Path,
-                                                            caplog: pytest.LogCaptureFixture) -> None:
-    result = CliRunner().invoke(app, ["agent", "run", "--master", "m:8080", "--token", "sekret", "--work-dir",
-                                      str(tmp_path / "w")])
+def test_a_token_on_the_command_line_is_taken_with_a_warning(
+    agents_run: list[AgentOptions], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    result = CliRunner().invoke(
+        app, ["agent", "run", "--master", "m:8080", "--token", "sekret", "--work-dir", str(tmp_path / "w")]
+    )
     assert result.exit_code == 0, result.output
     assert agents_run[0].token == "sekret"
     assert "every process of this host can read" in caplog.text and "--token-file" in caplog.text
 
 
-def test_agent_run_takes_the_token_from_a_file_or_runs_on_its_credential(agents_run: list[AgentOptions],
-                                                                         tmp_path: Path, monkeypatch) -> None:
+def test_agent_run_takes_the_token_from_a_file_or_runs_on_its_credential(
+    agents_run: list[AgentOptions], tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.delenv("PEDL_AGENT_TOKEN", raising=False)
     token = tmp_path / "token"
     token.write_text("from-a-file\n")
     token.chmod(0o600)
     work = tmp_path / "w"
-    result = CliRunner().invoke(app, ["agent", "run", "--master", "m:8080", "--token-file", str(token),
-                                      "--work-dir", str(work)])
+    result = CliRunner().invoke(
+        app, ["agent", "run", "--master", "m:8080", "--token-file", str(token), "--work-dir", str(work)]
+    )
     assert result.exit_code == 0, result.output
     assert agents_run[-1].token == "from-a-file"
     # without any token, an agent that holds its credential runs; one that does not is refused
@@ -96,8 +144,9 @@ def test_agent_run_uses_the_global_master(agents_run: list[AgentOptions], monkey
     assert agents_run[0].token == "from-env"
 
 
-def test_agent_run_without_a_token_fails_and_says_where_it_is(agents_run: list[AgentOptions],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_run_without_a_token_fails_and_says_where_it_is(
+    agents_run: list[AgentOptions], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PEDL_AGENT_TOKEN", raising=False)
     for argv in (["agent", "run", "--master", "m:8080"], ["agent", "run", "--master", "m:8080", "--token", ""]):
         result = CliRunner().invoke(app, argv)
@@ -107,8 +156,9 @@ def test_agent_run_without_a_token_fails_and_says_where_it_is(agents_run: list[A
     assert agents_run == []
 
 
-def test_agent_run_no_token_is_the_explicit_loopback_opt_in(agents_run: list[AgentOptions],
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_run_no_token_is_the_explicit_loopback_opt_in(
+    agents_run: list[AgentOptions], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PEDL_AGENT_TOKEN", raising=False)
     result = CliRunner().invoke(app, ["agent", "run", "--master", "127.0.0.1:8080", "--no-token"])
     assert result.exit_code == 0, result.output
@@ -151,7 +201,9 @@ def test_slot_list_maps_containers_to_allocations(cli, master: FakeMaster) -> No
     master.route("GET", "/api/v1/tasks", TASKS)
     rows = json.loads(cli("slot", "list", "--json").stdout)
     assert [(r["slotId"], r["allocationId"], r["taskName"], r["type"], r["device"]) for r in rows] == [
-        ("s0", "alloc-1", "Trial 1 (Experiment 1)", "cuda", "H100"), ("s1", "FREE", "", "cuda", "H100")]
+        ("s0", "alloc-1", "Trial 1 (Experiment 1)", "cuda", "H100"),
+        ("s1", "FREE", "", "cuda", "H100"),
+    ]
     assert "alloc-1" in cli("slot", "list").stdout
 
 

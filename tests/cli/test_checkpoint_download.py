@@ -63,9 +63,13 @@ def reachable(work: Path, name: str) -> Path:
 @pytest.fixture(scope="module")
 def master(tmp_path_factory: pytest.TempPathFactory, moto_server: str) -> Iterator[Master]:
     work = tmp_path_factory.mktemp("cli-master")
-    m = Master(work, {"checkpoint_storage": {"type": "shared_fs", "host_path": str(reachable(work, "ckpts"))},
-                      "security": {"checkpoint_storage_roots": [f"s3://{BUCKET}"],
-                                   "s3_endpoint_urls": [moto_server]}})
+    m = Master(
+        work,
+        {
+            "checkpoint_storage": {"type": "shared_fs", "host_path": str(reachable(work, "ckpts"))},
+            "security": {"checkpoint_storage_roots": [f"s3://{BUCKET}"], "s3_endpoint_urls": [moto_server]},
+        },
+    )
     m.env.update(FAKE_AWS_ENV)  # the master reads S3 checkpoints with these
     m.start()
     agent = LocalAgent(work, m.url, "cli-agent", slots=2, token=m.agent_token).start()
@@ -80,9 +84,12 @@ def master(tmp_path_factory: pytest.TempPathFactory, moto_server: str) -> Iterat
 def trial_token(master: Master, name: str, storage: dict[str, Any] | None = None) -> str:
     """The task token of a running trial of a new experiment (with `storage`, else the master's)."""
     token_file = reachable(master.work_dir, "tokens") / f"{name}.token"
-    config: dict[str, Any] = {"name": name, "entrypoint": [sys.executable, "-c", HOLD_TOKEN],
-                              "searcher": {"name": "single", "metric": "loss", "max_length": 1},
-                              "environment": {"environment_variables": {"TOKEN_FILE": str(token_file)}}}
+    config: dict[str, Any] = {
+        "name": name,
+        "entrypoint": [sys.executable, "-c", HOLD_TOKEN],
+        "searcher": {"name": "single", "metric": "loss", "max_length": 1},
+        "environment": {"environment_variables": {"TOKEN_FILE": str(token_file)}},
+    }
     if storage:
         config["checkpoint_storage"] = storage
     master.api("POST", "/api/v1/experiments", {"config": json.dumps(config), "modelDefinition": [], "activate": True})
@@ -129,9 +136,18 @@ def check_files(path: Path) -> None:
 
 def report(master: Master, token: str, uuid: str, resources: dict[str, Any], state: str = "STATE_COMPLETED") -> None:
     """Register a checkpoint as its trial does: with the trial's task token."""
-    r = httpx.post(f"{master.url}/api/v1/checkpoints", headers={"Authorization": f"Bearer {token}"},
-                   content=json.dumps({"uuid": uuid, "metadata": {"steps_completed": 7}, "state": state,
-                                       "resources": {k: str(v) for k, v in resources.items()}}))
+    r = httpx.post(
+        f"{master.url}/api/v1/checkpoints",
+        headers={"Authorization": f"Bearer {token}"},
+        content=json.dumps(
+            {
+                "uuid": uuid,
+                "metadata": {"steps_completed": 7},
+                "state": state,
+                "resources": {k: str(v) for k, v in resources.items()},
+            }
+        ),
+    )
     assert r.status_code == 200, r.text
 
 
@@ -153,8 +169,9 @@ def test_download_through_the_master(cli, shared_ckpt: str, tmp_path: Path) -> N
     assert not [p for p in tmp_path.iterdir() if "partial" in p.name]  # no staging directory left behind
 
 
-def test_visible_shared_fs_files_are_copied_directly(cli, shared_ckpt: str, shared: SharedFSStorage,
-                                                     tmp_path: Path) -> None:
+def test_visible_shared_fs_files_are_copied_directly(
+    cli, shared_ckpt: str, shared: SharedFSStorage, tmp_path: Path
+) -> None:
     out = tmp_path / "copy"
     result = cli("checkpoint", "download", shared_ckpt, "-o", str(out))
     assert result.exit_code == 0, result.output
@@ -163,7 +180,8 @@ def test_visible_shared_fs_files_are_copied_directly(cli, shared_ckpt: str, shar
 
 
 def test_files_that_differ_from_the_listing_go_through_the_master(
-        cli, shared_ckpt: str, shared: SharedFSStorage, tmp_path: Path) -> None:
+    cli, shared_ckpt: str, shared: SharedFSStorage, tmp_path: Path
+) -> None:
     result = cli("checkpoint", "download", shared_ckpt, "-o", str(tmp_path / "a"))
     assert "copied from" in result.stdout
     (shared.path_of(shared_ckpt) / "extra.txt").write_text("new")  # no longer what the master lists
@@ -172,8 +190,9 @@ def test_files_that_differ_from_the_listing_go_through_the_master(
     assert (tmp_path / "b" / "extra.txt").read_text() == "new"
 
 
-def test_s3_checkpoints_stream_from_the_bucket(cli, master: Master, s3_token: str, moto_endpoint: str,
-                                               tmp_path: Path) -> None:
+def test_s3_checkpoints_stream_from_the_bucket(
+    cli, master: Master, s3_token: str, moto_endpoint: str, tmp_path: Path
+) -> None:
     boto3.client("s3", endpoint_url=moto_endpoint, region_name=REGION).create_bucket(Bucket=BUCKET)
     storage = S3Storage(BUCKET, prefix="cli", endpoint_url=moto_endpoint)
     uuid = str(uuid_lib.uuid4())
@@ -189,8 +208,9 @@ def test_s3_checkpoints_stream_from_the_bucket(cli, master: Master, s3_token: st
     assert f"s3://{BUCKET}/cli/{uuid}/" in described.stdout
 
 
-def test_default_output_is_checkpoints_uuid(cli, shared_ckpt: str, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_output_is_checkpoints_uuid(
+    cli, shared_ckpt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     result = cli("checkpoint", "download", shared_ckpt, "--via-master")
     assert result.exit_code == 0, result.output
@@ -221,14 +241,16 @@ def test_unknown_and_deleted_checkpoints_are_errors(cli, master: Master, fs_toke
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
-def test_progress_lines_when_not_on_a_terminal(cli, shared_ckpt: str, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_progress_lines_when_not_on_a_terminal(
+    cli, shared_ckpt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(checkpoint_download, "PLAIN_PROGRESS_EVERY", 0.0)
     monkeypatch.setattr(checkpoint_download, "CHUNK", 64 * 1024)
     result = cli("checkpoint", "download", shared_ckpt, "-o", str(tmp_path / "p"), "--via-master")
     assert result.exit_code == 0, result.output
-    lines = [line for line in result.stderr.splitlines()
-             if line.startswith(f"Downloading checkpoint {shared_ckpt[:8]}")]
+    lines = [
+        line for line in result.stderr.splitlines() if line.startswith(f"Downloading checkpoint {shared_ckpt[:8]}")
+    ]
     assert len(lines) >= 4, result.stderr
     assert lines[-1].endswith("of 1.0 MiB")
 
@@ -253,7 +275,7 @@ class FakeResponse:
 
     def iter_bytes(self, size: int) -> Iterator[bytes]:
         for i in range(0, len(self.data), size):
-            yield self.data[i:i + size]
+            yield self.data[i : i + size]
 
 
 class FakeClient:
@@ -282,8 +304,11 @@ def test_a_short_stream_is_an_error_and_leaves_nothing(tmp_path: Path, cut: int)
     client = FakeClient(FakeResponse(data[:cut], len(data)))
     with pytest.raises(PedlError, match="broke off"):
         checkpoint_download.download_checkpoint(
-            client, {"uuid": "u1", "resources": {"a.bin": "3000"}},  # type: ignore[arg-type]
-            tmp_path / "out", via_master=True)
+            client,
+            {"uuid": "u1", "resources": {"a.bin": "3000"}},  # type: ignore[arg-type]
+            tmp_path / "out",
+            via_master=True,
+        )
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
@@ -291,7 +316,11 @@ def test_entries_outside_the_checkpoint_are_refused(tmp_path: Path) -> None:
     data = tar_bytes({"../escape.txt": b"x"})
     client = FakeClient(FakeResponse(data, len(data)))
     with pytest.raises(PedlError, match="refusing the entry '../escape.txt'"):
-        checkpoint_download.download_checkpoint(client, {"uuid": "u2", "resources": {}},  # type: ignore[arg-type]
-                                                tmp_path / "out", via_master=True)
+        checkpoint_download.download_checkpoint(
+            client,
+            {"uuid": "u2", "resources": {}},  # type: ignore[arg-type]
+            tmp_path / "out",
+            via_master=True,
+        )
     assert not (tmp_path / "escape.txt").exists()
     assert list(tmp_path.iterdir()) == []  # nothing written

@@ -16,9 +16,14 @@ from tests.cli.fake_master import FakeMaster
 from tests.cli.test_experiments_live import Live, live, master_config, started  # noqa: F401
 from tests.master.fakes import StartedTask, bearer, post
 
-CHECKPOINT = {"uuid": "ck-1", "state": "STATE_COMPLETED", "metadata": {"steps_completed": 10},
-              "resources": {"model.pt": "2048"}, "reportTime": "2025-01-01T00:00:00Z",
-              "training": {"trialId": 3, "experimentId": 1, "validationMetrics": {"avgMetrics": {"loss": 0.1}}}}
+CHECKPOINT = {
+    "uuid": "ck-1",
+    "state": "STATE_COMPLETED",
+    "metadata": {"steps_completed": 10},
+    "resources": {"model.pt": "2048"},
+    "reportTime": "2025-01-01T00:00:00Z",
+    "training": {"trialId": 3, "experimentId": 1, "validationMetrics": {"avgMetrics": {"loss": 0.1}}},
+}
 
 
 def test_describe(cli, master: FakeMaster) -> None:
@@ -41,8 +46,14 @@ def _stored(lv: Live, task: StartedTask, files: dict[str, str]) -> str:
         for rel, text in files.items():
             (path / rel).write_text(text)
         listing = list_directory(path)
-    body = {"uuid": name, "allocationId": task.allocation_id, "metadata": {"steps_completed": 1},
-            "resources": {k: str(v) for k, v in listing.items()}, "state": "STATE_COMPLETED", "training": {}}
+    body = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "metadata": {"steps_completed": 1},
+        "resources": {k: str(v) for k, v in listing.items()},
+        "state": "STATE_COMPLETED",
+        "training": {},
+    }
     assert post(lv.http, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200  # type: ignore[arg-type]
     return name
 

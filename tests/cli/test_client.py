@@ -12,16 +12,19 @@ from pedl.errors import Conflict, InvalidArgument, NotFound, PedlError, Unauthen
 from tests.cli.fake_master import NDJSON, FakeMaster, log
 
 
-@pytest.mark.parametrize(("given", "expected"), [
-    ("localhost", "http://localhost:8080"),
-    ("localhost:9000", "http://localhost:9000"),
-    ("10.0.0.5:8080/", "http://10.0.0.5:8080"),
-    ("http://example.com", "http://example.com:80"),
-    ("https://example.com", "https://example.com:443"),
-    ("HTTP://Host:81", "http://host:81"),
-    (" http://h:1/prefix/ ", "http://h:1/prefix"),
-    ("[::1]:8080", "http://[::1]:8080"),
-])
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("localhost", "http://localhost:8080"),
+        ("localhost:9000", "http://localhost:9000"),
+        ("10.0.0.5:8080/", "http://10.0.0.5:8080"),
+        ("http://example.com", "http://example.com:80"),
+        ("https://example.com", "https://example.com:443"),
+        ("HTTP://Host:81", "http://host:81"),
+        (" http://h:1/prefix/ ", "http://h:1/prefix"),
+        ("[::1]:8080", "http://[::1]:8080"),
+    ],
+)
 def test_normalize_master_url(given: str, expected: str) -> None:
     assert normalize_master_url(given) == expected
 
@@ -98,8 +101,16 @@ def test_paginate_follows_end_index(master: FakeMaster) -> None:
     def pages(req):
         offset = int(req.q("offset"))
         items = list(range(offset, min(offset + 2, 5)))
-        return {"items": items, "pagination": {"offset": offset, "limit": 2, "startIndex": offset,
-                                               "endIndex": offset + len(items), "total": 5}}
+        return {
+            "items": items,
+            "pagination": {
+                "offset": offset,
+                "limit": 2,
+                "startIndex": offset,
+                "endIndex": offset + len(items),
+                "total": 5,
+            },
+        }
 
     master.route("GET", "/api/v1/items", pages)
     assert MasterClient(master.url).paginate("/api/v1/items", "items", page_size=2) == [0, 1, 2, 3, 4]
@@ -108,8 +119,18 @@ def test_paginate_follows_end_index(master: FakeMaster) -> None:
 
 def test_stream_ndjson_yields_results_and_raises_stream_errors(master: FakeMaster) -> None:
     master.route("GET", "/api/v1/trials/1/logs", NDJSON([log(1, "a"), log(2, "b")]))
-    master.route("GET", "/api/v1/trials/2/logs", NDJSON([], raw_lines=[
-        '{"result": {"id": "1", "message": "x\\n"}}', "", '{"error": {"message": "boom", "httpCode": 404}}']))
+    master.route(
+        "GET",
+        "/api/v1/trials/2/logs",
+        NDJSON(
+            [],
+            raw_lines=[
+                '{"result": {"id": "1", "message": "x\\n"}}',
+                "",
+                '{"error": {"message": "boom", "httpCode": 404}}',
+            ],
+        ),
+    )
     client = MasterClient(master.url)
     assert [r["message"] for r in client.stream_ndjson("/api/v1/trials/1/logs")] == ["a\n", "b\n"]
     got = []
@@ -144,7 +165,8 @@ def test_an_https_master_is_verified_against_the_given_ca(tmp_path, monkeypatch)
             assert caught.value.message == (
                 f"the TLS certificate of the master at {url} could not be verified against {trusted} "
                 f"(self-signed certificate in certificate chain): pass the CA certificate that signed the "
-                f"master's with --cert FILE or PEDL_MASTER_CERT")
+                f"master's with --cert FILE or PEDL_MASTER_CERT"
+            )
     assert paths == ["/info"]
 
 
@@ -152,4 +174,3 @@ def test_an_unreadable_ca_file_is_an_invalid_argument_and_plain_http_ignores_it(
     with pytest.raises(InvalidArgument, match=f"cannot read the master's CA certificate {tmp_path / 'x.pem'}"):
         MasterClient("https://127.0.0.1:1", cert=str(tmp_path / "x.pem"))
     MasterClient("http://127.0.0.1:1", cert=str(tmp_path / "x.pem")).close()
-

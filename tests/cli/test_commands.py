@@ -24,8 +24,9 @@ def test_run_waits_while_queued_then_prints_the_output_and_exits_with_the_code(l
         live.agent.exit(task.allocation_id, 4)
 
     live.between(start)
-    result = live.cli("cmd", "run", "--config", "description=greeter", "-c", str(tmp_path / "ctx"),
-                      "sh", "-c", "echo hello; exit 4")
+    result = live.cli(
+        "cmd", "run", "--config", "description=greeter", "-c", str(tmp_path / "ctx"), "sh", "-c", "echo hello; exit 4"
+    )
     assert result.exit_code == 4, result.output
     assert result.stdout.splitlines()[:2] == ["hello", "world"]
     [task] = started
@@ -56,8 +57,9 @@ def test_run_detached_prints_the_id_and_list_logs_kill_act_on_it(live: Live) -> 
 
 def test_list_shows_only_mine_unless_all(live: Live) -> None:
     admin = live.http.post("/api/v1/auth/login", json={"username": "admin", "password": ""}).json()["token"]
-    theirs = live.http.post("/api/v1/commands", json={"config": {"entrypoint": "sleep 1"}},
-                            headers={"Authorization": f"Bearer {admin}"}).json()["command"]["id"]
+    theirs = live.http.post(
+        "/api/v1/commands", json={"config": {"entrypoint": "sleep 1"}}, headers={"Authorization": f"Bearer {admin}"}
+    ).json()["command"]["id"]
     mine = live.launch("commands", config={"entrypoint": "sleep 1"})["id"]
     shown = live.cli("cmd", "list").stdout
     assert mine in shown and theirs not in shown
@@ -67,8 +69,9 @@ def test_list_shows_only_mine_unless_all(live: Live) -> None:
 
 def test_kill_of_another_users_command_is_refused_and_the_others_still_killed(live: Live) -> None:
     admin = live.http.post("/api/v1/auth/login", json={"username": "admin", "password": ""}).json()["token"]
-    theirs = live.http.post("/api/v1/commands", json={"config": {"entrypoint": "sleep 1"}},
-                            headers={"Authorization": f"Bearer {admin}"}).json()["command"]["id"]
+    theirs = live.http.post(
+        "/api/v1/commands", json={"config": {"entrypoint": "sleep 1"}}, headers={"Authorization": f"Bearer {admin}"}
+    ).json()["command"]["id"]
     mine = live.launch("commands", config={"entrypoint": "sleep 1"})["id"]
     result = live.cli("cmd", "kill", theirs, mine)
     assert result.exit_code == 1

@@ -39,8 +39,12 @@ def test_agent_role_adds_pass_role_on_it() -> None:
     assert result.exit_code == 0, result.output
     ec2, pass_role = json.loads(result.stdout)["Statement"]
     assert ec2["Action"] == MASTER_ACTIONS
-    assert pass_role == {"Sid": "PedlMasterPassesAgentRole", "Effect": "Allow", "Action": "iam:PassRole",
-                         "Resource": arn}
+    assert pass_role == {
+        "Sid": "PedlMasterPassesAgentRole",
+        "Effect": "Allow",
+        "Action": "iam:PassRole",
+        "Resource": arn,
+    }
 
 
 def test_an_instance_profile_arn_becomes_the_role_of_that_name() -> None:
@@ -58,8 +62,12 @@ def test_other_partitions_are_accepted() -> None:
 
 
 def test_a_bad_arn_is_a_clear_error() -> None:
-    for bad in ("agent-role", "arn:aws:s3:::bucket", "arn:aws:iam::1234:role/agent",
-                "arn:aws:iam::123456789012:user/x"):
+    for bad in (
+        "agent-role",
+        "arn:aws:s3:::bucket",
+        "arn:aws:iam::1234:role/agent",
+        "arn:aws:iam::123456789012:user/x",
+    ):
         result = run("--agent-role-arn", bad)
         assert result.exit_code == 1
         assert result.stdout == ""

@@ -31,8 +31,18 @@ pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")
 
 
 def up_in_network(endpoint: str, network: MotoNetwork, cluster_id: str = "demo") -> dict[str, str]:
-    result = deploy_cli(endpoint, "up", "--cluster-id", cluster_id, "--keypair", network.key_name,
-                        "--vpc-id", network.vpc_id, "--subnet-id", network.subnet_id)
+    result = deploy_cli(
+        endpoint,
+        "up",
+        "--cluster-id",
+        cluster_id,
+        "--keypair",
+        network.key_name,
+        "--vpc-id",
+        network.vpc_id,
+        "--subnet-id",
+        network.subnet_id,
+    )
     assert result.exit_code == 0, result.output
     return outputs_of(endpoint, f"pedl-{cluster_id}")
 
@@ -42,20 +52,30 @@ def down(endpoint: str, *args: str, input: str | None = None) -> Any:
 
 
 def test_down_terminates_only_the_cluster_s_agents_then_deletes_the_stack(
-        moto_endpoint: str, network: MotoNetwork) -> None:
+    moto_endpoint: str, network: MotoNetwork
+) -> None:
     outputs = up_in_network(moto_endpoint, network)
-    agents = run_tagged_instances(moto_endpoint, network.image_id, network.subnet_id,
-                                  {"pedl-cluster": "demo", "pedl-resource-pool": "default"}, count=2)
-    (other,) = run_tagged_instances(moto_endpoint, network.image_id, network.subnet_id,
-                                    {"pedl-cluster": "other", "pedl-resource-pool": "default"})
+    agents = run_tagged_instances(
+        moto_endpoint,
+        network.image_id,
+        network.subnet_id,
+        {"pedl-cluster": "demo", "pedl-resource-pool": "default"},
+        count=2,
+    )
+    (other,) = run_tagged_instances(
+        moto_endpoint, network.image_id, network.subnet_id, {"pedl-cluster": "other", "pedl-resource-pool": "default"}
+    )
     (untagged,) = run_tagged_instances(moto_endpoint, network.image_id, network.subnet_id, {"Name": "mine"})
     ec2 = client(moto_endpoint, "ec2")
     spot = ec2.request_spot_instances(
         LaunchSpecification={"ImageId": network.image_id, "InstanceType": "g5.xlarge"},
-        TagSpecifications=[{"ResourceType": "spot-instances-request",
-                            "Tags": [{"Key": "pedl-cluster", "Value": "demo"}]}])["SpotInstanceRequests"][0]
-    (request,) = ec2.describe_spot_instance_requests(
-        SpotInstanceRequestIds=[spot["SpotInstanceRequestId"]])["SpotInstanceRequests"]
+        TagSpecifications=[
+            {"ResourceType": "spot-instances-request", "Tags": [{"Key": "pedl-cluster", "Value": "demo"}]}
+        ],
+    )["SpotInstanceRequests"][0]
+    (request,) = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[spot["SpotInstanceRequestId"]])[
+        "SpotInstanceRequests"
+    ]
     spot_instance = request["InstanceId"]  # moto fulfils it at once, with an instance lacking the tags
 
     result = down(moto_endpoint, "--yes")
@@ -66,8 +86,9 @@ def test_down_terminates_only_the_cluster_s_agents_then_deletes_the_stack(
     assert states[other] == "running" and states[untagged] == "running"
     assert states[outputs["MasterInstanceId"]] == "terminated"  # stopped first, then the stack's deletion
     assert f"stopping the master {outputs['MasterInstanceId']}" in result.stdout
-    remaining = ec2.describe_spot_instance_requests(
-        Filters=[{"Name": "tag:pedl-cluster", "Values": ["demo"]}])["SpotInstanceRequests"]
+    remaining = ec2.describe_spot_instance_requests(Filters=[{"Name": "tag:pedl-cluster", "Values": ["demo"]}])[
+        "SpotInstanceRequests"
+    ]
     assert [r["State"] for r in remaining if r["State"] != "cancelled"] == []  # (moto forgets cancelled ones)
     assert "pedl-demo" not in stack_names(moto_endpoint)
     assert "cluster demo deleted" in result.stdout
@@ -88,7 +109,8 @@ def test_delete_data_deletes_the_bucket_and_the_volume(moto_endpoint: str, netwo
     assert result.exit_code == 0, result.output
     assert outputs["CheckpointBucket"] not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     volumes = client(moto_endpoint, "ec2").describe_volumes(
-        Filters=[{"Name": "volume-id", "Values": [outputs["DataVolumeId"]]}])["Volumes"]
+        Filters=[{"Name": "volume-id", "Values": [outputs["DataVolumeId"]]}]
+    )["Volumes"]
     assert volumes == []
     assert f"deleted the checkpoint bucket {outputs['CheckpointBucket']}" in result.stdout
     assert "kept" not in result.stdout

@@ -46,8 +46,13 @@ def test_list_shows_the_clusters_pedl_made(moto_endpoint: str, network: MotoNetw
 def test_describe_shows_outputs_status_and_agents(moto_endpoint: str, network: MotoNetwork) -> None:
     assert deploy_cli(moto_endpoint, "up", "--cluster-id", "demo", "--keypair", network.key_name).exit_code == 0
     outputs = outputs_of(moto_endpoint, "pedl-demo")
-    agents = run_tagged_instances(moto_endpoint, network.image_id, network.subnet_id,
-                                  {"pedl-cluster": "demo", "pedl-resource-pool": "default"}, count=2)
+    agents = run_tagged_instances(
+        moto_endpoint,
+        network.image_id,
+        network.subnet_id,
+        {"pedl-cluster": "demo", "pedl-resource-pool": "default"},
+        count=2,
+    )
     run_tagged_instances(moto_endpoint, network.image_id, network.subnet_id, {"pedl-cluster": "other"})
     client(moto_endpoint, "ec2").stop_instances(InstanceIds=agents[1:])
     result = deploy_cli(moto_endpoint, "describe", "--cluster-id", "demo", "--json")

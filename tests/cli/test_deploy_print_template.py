@@ -22,21 +22,60 @@ def test_it_prints_the_template_as_yaml() -> None:
 
 
 def test_every_option_reaches_the_template() -> None:
-    result = run("--cluster-id", "team-7", "--keypair", "k", "--region", "eu-west-1",
-                 "--master-instance-type", "t3.large", "--agent-instance-type", "g5.2xlarge",
-                 "--agent-instance-type", "g6.xlarge", "--max-instances", "12", "--spot", "--agent-ami",
-                 "ami-0123456789abcdef0", "--db", "rds", "--inbound-cidr", "198.51.100.0/24",
-                 "--vpc-id", "vpc-0123456789abcdef0", "--subnet-id", "subnet-0123456789abcdef0",
-                 "--db-subnet-id", "subnet-0aaaaaaaaaaaaaaaa", "--db-subnet-id", "subnet-0bbbbbbbbbbbbbbbb",
-                 "--availability-zone", "eu-west-1b", "--tls", "--elastic-ip")
+    result = run(
+        "--cluster-id",
+        "team-7",
+        "--keypair",
+        "k",
+        "--region",
+        "eu-west-1",
+        "--master-instance-type",
+        "t3.large",
+        "--agent-instance-type",
+        "g5.2xlarge",
+        "--agent-instance-type",
+        "g6.xlarge",
+        "--max-instances",
+        "12",
+        "--spot",
+        "--agent-ami",
+        "ami-0123456789abcdef0",
+        "--db",
+        "rds",
+        "--inbound-cidr",
+        "198.51.100.0/24",
+        "--vpc-id",
+        "vpc-0123456789abcdef0",
+        "--subnet-id",
+        "subnet-0123456789abcdef0",
+        "--db-subnet-id",
+        "subnet-0aaaaaaaaaaaaaaaa",
+        "--db-subnet-id",
+        "subnet-0bbbbbbbbbbbbbbbb",
+        "--availability-zone",
+        "eu-west-1b",
+        "--tls",
+        "--elastic-ip",
+    )
     assert result.exit_code == 0, result.output
     expected = DeployOptions(
-        cluster_id="team-7", keypair="k", region="eu-west-1", master_instance_type="t3.large",
-        agent_instance_types=("g5.2xlarge", "g6.xlarge"), max_instances=12, spot=True,
-        agent_ami="ami-0123456789abcdef0", db="rds", inbound_cidr="198.51.100.0/24",
-        vpc_id="vpc-0123456789abcdef0", subnet_id="subnet-0123456789abcdef0",
-        db_subnet_ids=("subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"), availability_zone="eu-west-1b",
-        tls=True, elastic_ip=True)
+        cluster_id="team-7",
+        keypair="k",
+        region="eu-west-1",
+        master_instance_type="t3.large",
+        agent_instance_types=("g5.2xlarge", "g6.xlarge"),
+        max_instances=12,
+        spot=True,
+        agent_ami="ami-0123456789abcdef0",
+        db="rds",
+        inbound_cidr="198.51.100.0/24",
+        vpc_id="vpc-0123456789abcdef0",
+        subnet_id="subnet-0123456789abcdef0",
+        db_subnet_ids=("subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"),
+        availability_zone="eu-west-1b",
+        tls=True,
+        elastic_ip=True,
+    )
     assert yaml.safe_load(result.stdout) == build_template(expected)
 
 

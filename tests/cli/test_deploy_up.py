@@ -67,22 +67,33 @@ def test_up_creates_the_stack_shows_its_events_and_how_to_log_in(moto_endpoint: 
 
     # the security groups' ingress rules are the seeds' (+SSH); test_template checks egress, which moto skips
     names = {outputs["MasterSecurityGroupId"]: ids.MASTER_SG, outputs["AgentSecurityGroupId"]: ids.AGENT_SG}
-    groups = {names[g["GroupId"]]: g for g in client(moto_endpoint, "ec2").describe_security_groups(
-        GroupIds=list(names))["SecurityGroups"]}
+    groups = {
+        names[g["GroupId"]]: g
+        for g in client(moto_endpoint, "ec2").describe_security_groups(GroupIds=list(names))["SecurityGroups"]
+    }
     assert group_rules(groups[ids.MASTER_SG]["IpPermissions"], names) == {
-        ("tcp", 8080, 8080, f"sg:{ids.AGENT_SG}"), ("tcp", 8080, 8080, "cidr:203.0.113.0/24"),
-        ("tcp", 22, 22, "cidr:203.0.113.0/24")}
+        ("tcp", 8080, 8080, f"sg:{ids.AGENT_SG}"),
+        ("tcp", 8080, 8080, "cidr:203.0.113.0/24"),
+        ("tcp", 22, 22, "cidr:203.0.113.0/24"),
+    }
     assert group_rules(groups[ids.AGENT_SG]["IpPermissions"], names) == {
-        ("tcp", 0, 65535, f"sg:{ids.MASTER_SG}"), ("tcp", 0, 65535, f"sg:{ids.AGENT_SG}")}
+        ("tcp", 0, 65535, f"sg:{ids.MASTER_SG}"),
+        ("tcp", 0, 65535, f"sg:{ids.AGENT_SG}"),
+    }
 
     # the master's role: exactly the seeds' EC2 actions, PassRole on the agents' role only
     resources = physical_ids(moto_endpoint, "pedl-demo")
-    statements = {s["Sid"]: s for s in role_policy(moto_endpoint, resources[ids.MASTER_ROLE],
-                                                   "pedl-master")["Statement"]}
+    statements = {
+        s["Sid"]: s for s in role_policy(moto_endpoint, resources[ids.MASTER_ROLE], "pedl-master")["Statement"]
+    }
     assert statements["PedlMasterManagesAgents"]["Action"] == SEED_EC2_ACTIONS
     assert statements["PedlMasterPassesAgentRole"]["Resource"] == outputs["AgentRoleArn"]
-    assert not any(a.startswith("ec2:") for s in statements.values() if s["Sid"] != "PedlMasterManagesAgents"
-                   for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
+    assert not any(
+        a.startswith("ec2:")
+        for s in statements.values()
+        if s["Sid"] != "PedlMasterManagesAgents"
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    )
 
 
 def test_up_uploads_pedl_s_own_wheel_that_the_master_installs(moto_endpoint: str, network: MotoNetwork) -> None:
@@ -94,8 +105,11 @@ def test_up_uploads_pedl_s_own_wheel_that_the_master_installs(moto_endpoint: str
     body = client(moto_endpoint, "s3").get_object(Bucket=outputs["CheckpointBucket"], Key=key)
     assert body["Body"].read() == wheel.data and body["Metadata"]["sha256"] == wheel.sha256
     assert f"s3://{outputs['CheckpointBucket']}/{key}" in result.stdout
-    user_data = base64.b64decode(client(moto_endpoint, "ec2").describe_instance_attribute(
-        InstanceId=outputs["MasterInstanceId"], Attribute="userData")["UserData"]["Value"]).decode()
+    user_data = base64.b64decode(
+        client(moto_endpoint, "ec2").describe_instance_attribute(
+            InstanceId=outputs["MasterInstanceId"], Attribute="userData"
+        )["UserData"]["Value"]
+    ).decode()
     assert f"WHEEL_BUCKET={outputs['CheckpointBucket']}\n" in user_data
     assert f"WHEEL_KEY={key}\n" in user_data and f"WHEEL_SHA256={wheel.sha256}\n" in user_data
 
@@ -103,8 +117,11 @@ def test_up_uploads_pedl_s_own_wheel_that_the_master_installs(moto_endpoint: str
 def test_up_pins_the_master_ami_so_that_updates_keep_the_instance(moto_endpoint: str, network: MotoNetwork) -> None:
     assert up(moto_endpoint, network).exit_code == 0
     parameter = current_template(moto_endpoint)["Parameters"][ids.MASTER_IMAGE_PARAM]
-    assert parameter == {"Type": "AWS::EC2::Image::Id", "Default": network.image_id,
-                         "Description": parameter["Description"]}
+    assert parameter == {
+        "Type": "AWS::EC2::Image::Id",
+        "Default": network.image_id,
+        "Description": parameter["Description"],
+    }
     # AWS publishes a newer Ubuntu image: `up` again keeps the master's (a new one would replace it)
     newer = client(moto_endpoint, "ec2").register_image(Name="ubuntu-newer", RootDeviceName="/dev/sda1")["ImageId"]
     publish_public_amis(newer)
@@ -125,8 +142,9 @@ def test_up_again_with_a_change_updates_in_place(moto_endpoint: str, network: Mo
     assert "CREATE_IN_PROGRESS" not in result.stdout  # only the update's events
     outputs = outputs_of(moto_endpoint, "pedl-demo")
     assert outputs["MasterInstanceId"] == master
-    (group,) = client(moto_endpoint, "ec2").describe_security_groups(
-        GroupIds=[outputs["MasterSecurityGroupId"]])["SecurityGroups"]
+    (group,) = client(moto_endpoint, "ec2").describe_security_groups(GroupIds=[outputs["MasterSecurityGroupId"]])[
+        "SecurityGroups"
+    ]
     cidrs = {r["CidrIp"] for p in group["IpPermissions"] for r in p.get("IpRanges", [])}
     assert cidrs == {"198.51.100.0/24"}
 
@@ -171,9 +189,22 @@ def test_a_missing_keypair_is_named_and_nothing_is_created(moto_endpoint: str, n
 def test_an_instance_type_the_region_lacks_is_named(moto_endpoint: str) -> None:
     """moto's offerings data (from AWS) has no p4d.24xlarge in eu-south-2; t3.bogus is nowhere."""
     network = make_network(moto_endpoint, "eu-south-2")
-    result = deploy_cli(moto_endpoint, "up", "--cluster-id", "demo", "--keypair", network.key_name,
-                        "--region", "eu-south-2", "--agent-instance-type", "g5.xlarge",
-                        "--agent-instance-type", "p4d.24xlarge", "--master-instance-type", "t3.bogus")
+    result = deploy_cli(
+        moto_endpoint,
+        "up",
+        "--cluster-id",
+        "demo",
+        "--keypair",
+        network.key_name,
+        "--region",
+        "eu-south-2",
+        "--agent-instance-type",
+        "g5.xlarge",
+        "--agent-instance-type",
+        "p4d.24xlarge",
+        "--master-instance-type",
+        "t3.bogus",
+    )
     assert result.exit_code == 1
     assert "--master-instance-type: t3.bogus is not offered in eu-south-2" in result.stderr
     assert "--agent-instance-type: p4d.24xlarge is not offered in eu-south-2" in result.stderr
@@ -199,8 +230,9 @@ def test_a_stack_in_rollback_complete_says_to_run_down_first(moto_endpoint: str,
 
 
 def test_a_stack_pedl_did_not_make_is_left_alone(moto_endpoint: str, network: MotoNetwork) -> None:
-    client(moto_endpoint, "cloudformation").create_stack(StackName="pedl-demo", TemplateBody=yaml.safe_dump(
-        {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}))
+    client(moto_endpoint, "cloudformation").create_stack(
+        StackName="pedl-demo", TemplateBody=yaml.safe_dump({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
+    )
     result = up(moto_endpoint, network)
     assert result.exit_code == 1 and "was not made by pedl" in result.stderr
 

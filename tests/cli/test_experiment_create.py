@@ -50,8 +50,7 @@ def test_create_sends_det_shaped_body(cli, master: FakeMaster, config_file: Path
     assert "Created experiment 12" in result.stdout
     (req,) = master.calls("POST", "/api/v1/experiments")
     body = req.json
-    assert list(body) == ["activate", "config", "modelDefinition", "parentId", "projectId", "template",
-                          "validateOnly"]
+    assert list(body) == ["activate", "config", "modelDefinition", "parentId", "projectId", "template", "validateOnly"]
     assert body["activate"] is True and body["config"] == CONFIG
     assert body["parentId"] is None and body["projectId"] is None and body["validateOnly"] is False
     files = {f["path"]: f for f in body["modelDefinition"]}
@@ -70,7 +69,8 @@ def test_create_paused_does_not_activate(cli, master: FakeMaster, config_file: P
 
 
 def test_invalid_config_lists_every_problem_and_uploads_nothing(
-        cli, master: FakeMaster, tmp_path: Path, model_dir: Path) -> None:
+    cli, master: FakeMaster, tmp_path: Path, model_dir: Path
+) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("entrypoint: ''\nsearcher:\n  name: bayes\n  metric: loss\nmax_restarts: -1\nbogus: 1\n")
     result = cli("experiment", "create", str(bad), str(model_dir))
@@ -82,8 +82,7 @@ def test_invalid_config_lists_every_problem_and_uploads_nothing(
     assert master.requests == []
 
 
-def test_malformed_yaml_is_reported_with_its_line(cli, master: FakeMaster, tmp_path: Path,
-                                                  model_dir: Path) -> None:
+def test_malformed_yaml_is_reported_with_its_line(cli, master: FakeMaster, tmp_path: Path, model_dir: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("a: [1, 2\n")
     result = cli("experiment", "create", str(bad), str(model_dir))
@@ -105,8 +104,9 @@ def test_missing_config_file_names_it(cli, master: FakeMaster, tmp_path: Path, m
     assert "nope.yaml" in result.output
 
 
-def test_size_limit_is_checked_before_upload(cli, master: FakeMaster, config_file: Path, model_dir: Path,
-                                             monkeypatch) -> None:
+def test_size_limit_is_checked_before_upload(
+    cli, master: FakeMaster, config_file: Path, model_dir: Path, monkeypatch
+) -> None:
     monkeypatch.setenv("PEDL_MAX_MODEL_DEF_BYTES", "10")
     result = cli("experiment", "create", str(config_file), str(model_dir))
     assert result.exit_code == 1
@@ -115,28 +115,42 @@ def test_size_limit_is_checked_before_upload(cli, master: FakeMaster, config_fil
 
 
 def test_follow_streams_every_trial_and_exits_0_on_completed(
-        cli, master: FakeMaster, config_file: Path, model_dir: Path) -> None:
+    cli, master: FakeMaster, config_file: Path, model_dir: Path
+) -> None:
     master.route("POST", "/api/v1/experiments", created(3))
-    master.sequence("GET", "/api/v1/experiments/3", [
-        {"experiment": experiment(3, "STATE_ACTIVE")},
-        {"experiment": experiment(3, "STATE_COMPLETED")}])
-    master.sequence("GET", "/api/v1/experiments/3/trials", [
-        page("trials", [trial(5, 3, "STATE_RUNNING"), trial(6, 3, "STATE_RUNNING")]),
-        page("trials", [trial(5, 3, "STATE_COMPLETED"), trial(6, 3, "STATE_COMPLETED")])])
+    master.sequence(
+        "GET",
+        "/api/v1/experiments/3",
+        [{"experiment": experiment(3, "STATE_ACTIVE")}, {"experiment": experiment(3, "STATE_COMPLETED")}],
+    )
+    master.sequence(
+        "GET",
+        "/api/v1/experiments/3/trials",
+        [
+            page("trials", [trial(5, 3, "STATE_RUNNING"), trial(6, 3, "STATE_RUNNING")]),
+            page("trials", [trial(5, 3, "STATE_COMPLETED"), trial(6, 3, "STATE_COMPLETED")]),
+        ],
+    )
     master.route("GET", "/api/v1/trials/5/logs", NDJSON([log(1, "five says hi", 5)]))
     master.route("GET", "/api/v1/trials/6/logs", NDJSON([log(2, "six says hi", 6), log(3, "six: done", 6)]))
     result = cli("experiment", "create", "-f", str(config_file), str(model_dir))
     assert result.exit_code == 0, result.output
     out = result.stdout
-    for line in ("Created experiment 3", "Experiment 3 is ACTIVE", "Experiment 3 is COMPLETED",
-                 "[trial 5] five says hi", "[trial 6] six says hi", "[trial 6] six: done",
-                 "[trial 5] is RUNNING", "[trial 6] is COMPLETED"):
+    for line in (
+        "Created experiment 3",
+        "Experiment 3 is ACTIVE",
+        "Experiment 3 is COMPLETED",
+        "[trial 5] five says hi",
+        "[trial 6] six says hi",
+        "[trial 6] six: done",
+        "[trial 5] is RUNNING",
+        "[trial 6] is COMPLETED",
+    ):
         assert line in out, (line, out)
     assert master.calls("GET", "/api/v1/trials/5/logs")[0].q("follow") == "true"
 
 
-def test_follow_exits_1_when_the_experiment_errors(cli, master: FakeMaster, config_file: Path,
-                                                   model_dir: Path) -> None:
+def test_follow_exits_1_when_the_experiment_errors(cli, master: FakeMaster, config_file: Path, model_dir: Path) -> None:
     master.route("POST", "/api/v1/experiments", created(4))
     master.route("GET", "/api/v1/experiments/4", {"experiment": experiment(4, "STATE_ERROR")})
     master.route("GET", "/api/v1/experiments/4/trials", page("trials", []))

@@ -50,8 +50,9 @@ def test_continue_with_config_and_config_file(live: Live, tmp_path: Path) -> Non
     exp_id, _ = ended(live)
     extra = tmp_path / "more.yaml"
     extra.write_text("searcher:\n  max_length:\n    batches: 50\nmax_restarts: 2\n")
-    r = live.cli("experiment", "continue", str(exp_id), "--config-file", str(extra),
-                 "--config", "searcher.max_length.batches=40")
+    r = live.cli(
+        "experiment", "continue", str(exp_id), "--config-file", str(extra), "--config", "searcher.max_length.batches=40"
+    )
     assert r.exit_code == 0, r.output
     exp = shown(live, exp_id)
     assert exp["state"] in ("STATE_QUEUED", "STATE_STARTING")  # active, its trial's new run not yet started
@@ -72,8 +73,12 @@ def test_delete_asks_first_unless_told_yes(live: Live) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize(("flag", "steps"), [("--best", 2), ("--latest", 6)])
-def test_trial_download_takes_the_best_or_the_latest(live: Live, tmp_path: Path, flag: str,  # noqa: F811
-                                                     steps: int) -> None:
+def test_trial_download_takes_the_best_or_the_latest(
+    live: Live,  # noqa: F811
+    tmp_path: Path,
+    flag: str,
+    steps: int,
+) -> None:
     exp_id, names = ended(live)
     [trial] = live.http.get(f"/api/v1/experiments/{exp_id}/trials", headers=live.user).json()["trials"]
     out = tmp_path / "got"
@@ -95,4 +100,7 @@ def test_overrides_are_the_file_then_each_pair(tmp_path: Path) -> None:
     f = tmp_path / "o.yaml"
     f.write_text("searcher: {max_length: {batches: 5}}\nhyperparameters: {lr: 0.1}\n")
     assert overrides(f, ["searcher.max_length.batches=7", "hyperparameters.opt.m=[1, 2]", "name=x"]) == {
-        "searcher": {"max_length": {"batches": 7}}, "hyperparameters": {"lr": 0.1, "opt": {"m": [1, 2]}}, "name": "x"}
+        "searcher": {"max_length": {"batches": 7}},
+        "hyperparameters": {"lr": 0.1, "opt": {"m": [1, 2]}},
+        "name": "x",
+    }

@@ -13,8 +13,12 @@ def project_id_of(live: Live, exp_id: int) -> int:  # noqa: F811
 def test_move_puts_the_experiment_in_the_project(live: Live) -> None:  # noqa: F811
     exp = create_experiment(live.http, live.user, SINGLE_CONFIG, activate=False)  # type: ignore[arg-type]
     ws = post(live.http, "/api/v1/workspaces", {"name": "cli-ws"}, live.user).json()["workspace"]  # type: ignore[arg-type]
-    project = post(live.http, f"/api/v1/workspaces/{ws['id']}/projects", {"name": "cli-proj"},  # type: ignore[arg-type]
-                   live.user).json()["project"]
+    project = post(
+        live.http,
+        f"/api/v1/workspaces/{ws['id']}/projects",
+        {"name": "cli-proj"},  # type: ignore[arg-type]
+        live.user,
+    ).json()["project"]
 
     r = live.cli("experiment", "move", str(exp["id"]), "--project", str(project["id"]))
     assert r.exit_code == 0, r.output

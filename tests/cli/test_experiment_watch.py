@@ -39,8 +39,7 @@ def test_wait_reports_states_and_rides_out_a_lost_master() -> None:
     seen: list[str] = []
     final = wait_for_experiment(client, 1, 0, seen.append, sleep=lambda _s: None)
     assert final == "STATE_COMPLETED"
-    assert seen == ["STATE_ACTIVE", "master unreachable, retrying", "master unreachable, retrying",
-                    "STATE_COMPLETED"]
+    assert seen == ["STATE_ACTIVE", "master unreachable, retrying", "master unreachable, retrying", "STATE_COMPLETED"]
 
 
 def test_wait_fails_at_once_when_the_master_was_never_reached() -> None:
@@ -63,10 +62,19 @@ def at(offset: float) -> str:
     return datetime.fromtimestamp(T0 + offset, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def event(event_id: int, offset: float, entity: str, ident: int, to: str | None, message: str,
-          before: str | None = None) -> dict:
-    return {"id": event_id, "entityType": entity, "entityId": str(ident), "time": at(offset), "fromState": before,
-            "toState": to, "level": "info", "message": message}
+def event(
+    event_id: int, offset: float, entity: str, ident: int, to: str | None, message: str, before: str | None = None
+) -> dict:
+    return {
+        "id": event_id,
+        "entityType": entity,
+        "entityId": str(ident),
+        "time": at(offset),
+        "fromState": before,
+        "toState": to,
+        "level": "info",
+        "message": message,
+    }
 
 
 def timed_log(log_id: int, offset: float, message: str, trial_id: int) -> dict:
@@ -74,11 +82,12 @@ def timed_log(log_id: int, offset: float, message: str, trial_id: int) -> dict:
 
 
 CREATED = event(1, 0.0, "experiment", 3, "STATE_ACTIVE", "created by determined (2 files, 300 bytes)")
-EVENTS = [event(2, 0.0, "trial", 5, "STATE_QUEUED", "created by the single searcher with {'lr': 0.1}"),
-          event(3, 1.0, "trial", 5, "STATE_RUNNING", "allocation 3.5.1 started", "STATE_QUEUED"),
-          event(4, 3.0, "trial", 5, "STATE_COMPLETED", "completed", "STATE_RUNNING"),
-          event(5, 3.0, "experiment", 3, "STATE_COMPLETED", "the searcher finished: 1 trial(s) completed",
-                "STATE_ACTIVE")]
+EVENTS = [
+    event(2, 0.0, "trial", 5, "STATE_QUEUED", "created by the single searcher with {'lr': 0.1}"),
+    event(3, 1.0, "trial", 5, "STATE_RUNNING", "allocation 3.5.1 started", "STATE_QUEUED"),
+    event(4, 3.0, "trial", 5, "STATE_COMPLETED", "completed", "STATE_RUNNING"),
+    event(5, 3.0, "experiment", 3, "STATE_COMPLETED", "the searcher finished: 1 trial(s) completed", "STATE_ACTIVE"),
+]
 
 
 def first(lines: list[str], prefix: str) -> int:
@@ -86,8 +95,9 @@ def first(lines: list[str], prefix: str) -> int:
 
 
 @pytest.mark.parametrize("creation_event", [True, False], ids=["creation-event", "older-master"])
-def test_follow_prints_events_and_lines_in_the_order_they_happened(master: FakeMaster, capsys,
-                                                                   creation_event: bool) -> None:
+def test_follow_prints_events_and_lines_in_the_order_they_happened(
+    master: FakeMaster, capsys, creation_event: bool
+) -> None:
     """The trial's first lines come after it is RUNNING (they reach us before the next poll of the
     events does), and the experiment's end comes after its last trial's. A master whose experiment
     has no creation event with its state gets that line made up from the experiment."""
@@ -100,13 +110,20 @@ def test_follow_prints_events_and_lines_in_the_order_they_happened(master: FakeM
         return {"events": [e for e in shown if e["id"] > reads[-1]]}
 
     master.route("GET", "/api/v1/experiments/3/events", events)
-    master.sequence("GET", "/api/v1/experiments/3", [{"experiment": experiment(3, "STATE_ACTIVE", startTime=at(0))},
-                                                      {"experiment": experiment(3, "STATE_COMPLETED",
-                                                                                startTime=at(0))}])
-    master.sequence("GET", "/api/v1/experiments/3/trials", [page("trials", [trial(5, 3, "STATE_RUNNING")]),
-                                                            page("trials", [trial(5, 3, "STATE_COMPLETED")])])
-    master.route("GET", "/api/v1/trials/5/logs", NDJSON([timed_log(1, 1.5, "hello", 5),
-                                                         timed_log(2, 2.5, "bye", 5)]))
+    master.sequence(
+        "GET",
+        "/api/v1/experiments/3",
+        [
+            {"experiment": experiment(3, "STATE_ACTIVE", startTime=at(0))},
+            {"experiment": experiment(3, "STATE_COMPLETED", startTime=at(0))},
+        ],
+    )
+    master.sequence(
+        "GET",
+        "/api/v1/experiments/3/trials",
+        [page("trials", [trial(5, 3, "STATE_RUNNING")]), page("trials", [trial(5, 3, "STATE_COMPLETED")])],
+    )
+    master.route("GET", "/api/v1/trials/5/logs", NDJSON([timed_log(1, 1.5, "hello", 5), timed_log(2, 2.5, "bye", 5)]))
     final = follow_experiment(MasterClient(master.url), 3, interval=0.01)
     assert final == "STATE_COMPLETED"
     lines = capsys.readouterr().out.splitlines()
@@ -125,16 +142,29 @@ def test_follow_prints_events_and_lines_in_the_order_they_happened(master: FakeM
 
 def test_without_the_events_route_trials_change_before_their_experiment(master: FakeMaster, capsys) -> None:
     """A master without GET .../events (Determined's): states seen by polling, trials first."""
-    master.sequence("GET", "/api/v1/experiments/3", [{"experiment": experiment(3, "STATE_ACTIVE")},
-                                                      {"experiment": experiment(3, "STATE_COMPLETED")}])
-    master.sequence("GET", "/api/v1/experiments/3/trials", [page("trials", [trial(5, 3, "STATE_RUNNING")]),
-                                                            page("trials", [trial(5, 3, "STATE_COMPLETED")])])
+    master.sequence(
+        "GET",
+        "/api/v1/experiments/3",
+        [{"experiment": experiment(3, "STATE_ACTIVE")}, {"experiment": experiment(3, "STATE_COMPLETED")}],
+    )
+    master.sequence(
+        "GET",
+        "/api/v1/experiments/3/trials",
+        [page("trials", [trial(5, 3, "STATE_RUNNING")]), page("trials", [trial(5, 3, "STATE_COMPLETED")])],
+    )
     master.route("GET", "/api/v1/trials/5/logs", NDJSON([log(1, "hello", 5)]))
     assert follow_experiment(MasterClient(master.url), 3, interval=0.01) == "STATE_COMPLETED"
     lines = capsys.readouterr().out.splitlines()
     assert first(lines, "[trial 5] is COMPLETED") < first(lines, "Experiment 3 is COMPLETED")
-    assert sorted(lines) == sorted(["Experiment 3 is ACTIVE", "[trial 5] is RUNNING", "[trial 5] hello",
-                                    "[trial 5] is COMPLETED", "Experiment 3 is COMPLETED"])
+    assert sorted(lines) == sorted(
+        [
+            "Experiment 3 is ACTIVE",
+            "[trial 5] is RUNNING",
+            "[trial 5] hello",
+            "[trial 5] is COMPLETED",
+            "Experiment 3 is COMPLETED",
+        ]
+    )
 
 
 @pytest.mark.e2e
@@ -150,14 +180,25 @@ def test_follow_against_a_real_master_keeps_the_order(tmp_path: Path, monkeypatc
     try:
         wait_for(lambda: agent_connected(master, "watch-agent"), 60, what="the agent to connect")
         config = tmp_path / "steps.yaml"
-        config.write_text(yaml.safe_dump({
-            "name": "follow-order", "entrypoint": "python3 train.py",
-            "hyperparameters": {"steps": 4, "delay": 0.05, "ckpt_every": 100, "tag": {"type": "categorical",
-                                                                                  "vals": ["a", "b"]}},
-            "searcher": {"name": "grid", "metric": "validation_loss", "max_length": {"batches": 4}},
-            "resources": {"slots_per_trial": 1}}))
-        result = CliRunner().invoke(app, ["-m", master.url, "experiment", "create", "--follow", str(config),
-                                          str(STEPS_MODEL)])
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "follow-order",
+                    "entrypoint": "python3 train.py",
+                    "hyperparameters": {
+                        "steps": 4,
+                        "delay": 0.05,
+                        "ckpt_every": 100,
+                        "tag": {"type": "categorical", "vals": ["a", "b"]},
+                    },
+                    "searcher": {"name": "grid", "metric": "validation_loss", "max_length": {"batches": 4}},
+                    "resources": {"slots_per_trial": 1},
+                }
+            )
+        )
+        result = CliRunner().invoke(
+            app, ["-m", master.url, "experiment", "create", "--follow", str(config), str(STEPS_MODEL)]
+        )
     finally:
         agent.stop()
         master.stop()

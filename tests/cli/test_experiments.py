@@ -20,8 +20,7 @@ def test_list_json_filters_by_the_current_user(cli, master: FakeMaster) -> None:
 
 
 def test_list_all_has_no_filters_and_renders_a_table(cli, master: FakeMaster) -> None:
-    master.route("GET", "/api/v1/experiments",
-                 page("experiments", [experiment(7, "STATE_COMPLETED", progress=0.5)]))
+    master.route("GET", "/api/v1/experiments", page("experiments", [experiment(7, "STATE_COMPLETED", progress=0.5)]))
     result = cli("experiment", "list", "--all")
     assert result.exit_code == 0, result.output
     (req,) = master.calls("GET", "/api/v1/experiments")
@@ -30,13 +29,32 @@ def test_list_all_has_no_filters_and_renders_a_table(cli, master: FakeMaster) ->
 
 
 def described(master: FakeMaster, events=None) -> None:
-    master.route("GET", "/api/v1/experiments/1", {"experiment": experiment(1), "config": {
-        "searcher": {"name": "single", "metric": "val_loss"}}})
-    master.route("GET", "/api/v1/experiments/1/trials", page("trials", [
-        trial(1, state="STATE_COMPLETED", restarts=2,
-              bestValidation={"metrics": {"avgMetrics": {"val_loss": 0.25}}, "numInputs": 0,
-                              "totalBatches": 10, "endTime": "2025-01-01T00:00:00Z"},
-              bestCheckpoint={"uuid": "ck-1", "state": "STATE_COMPLETED", "totalBatches": 10})]))
+    master.route(
+        "GET",
+        "/api/v1/experiments/1",
+        {"experiment": experiment(1), "config": {"searcher": {"name": "single", "metric": "val_loss"}}},
+    )
+    master.route(
+        "GET",
+        "/api/v1/experiments/1/trials",
+        page(
+            "trials",
+            [
+                trial(
+                    1,
+                    state="STATE_COMPLETED",
+                    restarts=2,
+                    bestValidation={
+                        "metrics": {"avgMetrics": {"val_loss": 0.25}},
+                        "numInputs": 0,
+                        "totalBatches": 10,
+                        "endTime": "2025-01-01T00:00:00Z",
+                    },
+                    bestCheckpoint={"uuid": "ck-1", "state": "STATE_COMPLETED", "totalBatches": 10},
+                )
+            ],
+        ),
+    )
     if events is not None:
         master.route("GET", "/api/v1/experiments/1/events", events)
 
@@ -52,9 +70,23 @@ def test_describe_shows_trials_and_tolerates_a_missing_events_endpoint(cli, mast
 
 
 def test_describe_shows_recent_events(cli, master: FakeMaster) -> None:
-    described(master, {"events": [{"id": 1, "entityType": "trial", "entityId": 1, "time": "2025-01-01T00:00:00Z",
-                                   "fromState": "STATE_ACTIVE", "toState": "STATE_COMPLETED",
-                                   "level": "info", "message": "trial finished"}]})
+    described(
+        master,
+        {
+            "events": [
+                {
+                    "id": 1,
+                    "entityType": "trial",
+                    "entityId": 1,
+                    "time": "2025-01-01T00:00:00Z",
+                    "fromState": "STATE_ACTIVE",
+                    "toState": "STATE_COMPLETED",
+                    "level": "info",
+                    "message": "trial finished",
+                }
+            ]
+        },
+    )
     result = cli("experiment", "describe", "1")
     assert result.exit_code == 0, result.output
     assert "Recent events" in result.stdout and "ACTIVE -> COMPLETED" in result.stdout
@@ -69,13 +101,19 @@ def test_describe_json(cli, master: FakeMaster) -> None:
     assert data["experiment"]["id"] == 1 and data["trials"][0]["id"] == 1 and data["events"] is None
 
 
-@pytest.mark.parametrize(("final", "code"), [("STATE_COMPLETED", 0), ("STATE_ERROR", 1),
-                                              ("STATE_CANCELED", 1), ("STATE_DELETED", 1)])
+@pytest.mark.parametrize(
+    ("final", "code"), [("STATE_COMPLETED", 0), ("STATE_ERROR", 1), ("STATE_CANCELED", 1), ("STATE_DELETED", 1)]
+)
 def test_wait_exit_codes(cli, master: FakeMaster, final: str, code: int) -> None:
-    master.sequence("GET", "/api/v1/experiments/5", [
-        {"experiment": experiment(5, "STATE_ACTIVE")},
-        {"experiment": experiment(5, "STATE_STOPPING_COMPLETED")},
-        {"experiment": experiment(5, final)}])
+    master.sequence(
+        "GET",
+        "/api/v1/experiments/5",
+        [
+            {"experiment": experiment(5, "STATE_ACTIVE")},
+            {"experiment": experiment(5, "STATE_STOPPING_COMPLETED")},
+            {"experiment": experiment(5, final)},
+        ],
+    )
     result = cli("experiment", "wait", "5", "--interval", "0")
     assert result.exit_code == code, result.output
     assert f"Experiment 5 is {final.removeprefix('STATE_')}" in result.stdout
@@ -99,11 +137,19 @@ def test_actions_post_without_a_body(cli, master: FakeMaster, verb: str) -> None
 
 
 def test_list_checkpoints(cli, master: FakeMaster) -> None:
-    ck = {"uuid": "ck-9", "state": "STATE_COMPLETED", "metadata": {"steps_completed": 40},
-          "resources": {"model.pt": "1024", "metadata.json": "24"}, "reportTime": "2025-01-01T00:00:00Z",
-          "training": {"trialId": 2, "experimentId": 1,
-                       "experimentConfig": {"searcher": {"metric": "acc"}},
-                       "validationMetrics": {"avgMetrics": {"acc": 0.9}}}}
+    ck = {
+        "uuid": "ck-9",
+        "state": "STATE_COMPLETED",
+        "metadata": {"steps_completed": 40},
+        "resources": {"model.pt": "1024", "metadata.json": "24"},
+        "reportTime": "2025-01-01T00:00:00Z",
+        "training": {
+            "trialId": 2,
+            "experimentId": 1,
+            "experimentConfig": {"searcher": {"metric": "acc"}},
+            "validationMetrics": {"avgMetrics": {"acc": 0.9}},
+        },
+    }
     master.route("GET", "/api/v1/experiments/1/checkpoints", page("checkpoints", [ck]))
     result = cli("experiment", "list-checkpoints", "1")
     assert result.exit_code == 0, result.output
@@ -116,11 +162,17 @@ def test_list_checkpoints(cli, master: FakeMaster) -> None:
 
 
 def test_describe_says_why_trials_ended_early(cli, master: FakeMaster) -> None:
-    master.route("GET", "/api/v1/experiments/1", {"experiment": experiment(1), "config": {
-        "searcher": {"name": "adaptive_asha", "metric": "val_loss"}}})
+    master.route(
+        "GET",
+        "/api/v1/experiments/1",
+        {"experiment": experiment(1), "config": {"searcher": {"name": "adaptive_asha", "metric": "val_loss"}}},
+    )
     reason = "stopped early by the searcher: stopped at rung 1 of 3 (4 batches)"
-    master.route("GET", "/api/v1/experiments/1/trials", page("trials", [
-        trial(1, state="STATE_COMPLETED", endReason=reason), trial(2, state="STATE_COMPLETED")]))
+    master.route(
+        "GET",
+        "/api/v1/experiments/1/trials",
+        page("trials", [trial(1, state="STATE_COMPLETED", endReason=reason), trial(2, state="STATE_COMPLETED")]),
+    )
     result = cli("experiment", "describe", "1")
     assert result.exit_code == 0, result.output
     assert "Ended because" in result.stdout
@@ -130,17 +182,31 @@ def test_describe_says_why_trials_ended_early(cli, master: FakeMaster) -> None:
 def test_describe_picks_each_trials_checkpoint_that_still_has_files(cli, master: FakeMaster) -> None:
     """A trial list without bestCheckpoint (pedl's): the best by searcher metric among a trial's
     checkpoints not DELETED, else its latest such one; never a deleted one."""
-    master.route("GET", "/api/v1/experiments/1", {"experiment": experiment(1), "config": {
-        "searcher": {"name": "grid", "metric": "loss"}}})
+    master.route(
+        "GET",
+        "/api/v1/experiments/1",
+        {"experiment": experiment(1), "config": {"searcher": {"name": "grid", "metric": "loss"}}},
+    )
     master.route("GET", "/api/v1/experiments/1/trials", page("trials", [trial(1), trial(2), trial(3)]))
 
     def ck(uuid: str, trial_id: int, steps: int, state: str = "STATE_COMPLETED", loss: float | None = None) -> dict:
         training = {"trialId": trial_id, **({"searcherMetric": loss} if loss is not None else {})}
         return {"uuid": uuid, "state": state, "metadata": {"steps_completed": steps}, "training": training}
 
-    master.route("GET", "/api/v1/experiments/1/checkpoints", page("checkpoints", [  # best first, unscored last
-        ck("ck-best-deleted", 1, 5, "STATE_DELETED", 0.1), ck("ck-kept", 1, 10, loss=0.2),
-        ck("ck-early", 2, 5), ck("ck-late", 2, 10), ck("ck-gone", 3, 5, "STATE_DELETED")]))
+    master.route(
+        "GET",
+        "/api/v1/experiments/1/checkpoints",
+        page(
+            "checkpoints",
+            [  # best first, unscored last
+                ck("ck-best-deleted", 1, 5, "STATE_DELETED", 0.1),
+                ck("ck-kept", 1, 10, loss=0.2),
+                ck("ck-early", 2, 5),
+                ck("ck-late", 2, 10),
+                ck("ck-gone", 3, 5, "STATE_DELETED"),
+            ],
+        ),
+    )
     result = cli("experiment", "describe", "1")
     assert result.exit_code == 0, result.output
     rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("│ ")}

@@ -45,8 +45,13 @@ def live(master_config: MasterConfig) -> Iterator[Live]:
         agent = FakeAgent(master.server.config.app, "agent-1", slots=1)
         runner = CliRunner()
         try:
-            yield Live(master, agent, http, bearer(login(http, "determined")),  # type: ignore[arg-type]
-                       lambda *args: runner.invoke(cli_app, ["-m", master.url, *args]))
+            yield Live(
+                master,
+                agent,
+                http,
+                bearer(login(http, "determined")),  # type: ignore[arg-type]
+                lambda *args: runner.invoke(cli_app, ["-m", master.url, *args]),
+            )
         finally:
             agent.close()
 
@@ -58,10 +63,24 @@ def started(live: Live, config: str = SINGLE_CONFIG) -> tuple[int, StartedTask]:
 
 
 def validation(live: Live, task: StartedTask, steps: int, loss: float) -> None:
-    body = {"group": "validation", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                                "metrics": {"avgMetrics": {"loss": loss}}}}
-    assert post(live.http, f"/api/v1/trials/{task.trial_id}/metrics", body,  # type: ignore[arg-type]
-                bearer(task.token)).status_code == 200
+    body = {
+        "group": "validation",
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "metrics": {"avgMetrics": {"loss": loss}},
+        },
+    }
+    assert (
+        post(
+            live.http,
+            f"/api/v1/trials/{task.trial_id}/metrics",
+            body,  # type: ignore[arg-type]
+            bearer(task.token),
+        ).status_code
+        == 200
+    )
 
 
 def checkpoint(live: Live, task: StartedTask, steps: int) -> str:
@@ -70,9 +89,15 @@ def checkpoint(live: Live, task: StartedTask, steps: int) -> str:
     storage = storage_from_config(live.ctx.config.effective_checkpoint_storage().model_dump())
     with storage.store_path(name) as path:
         (path / "state.json").write_text(f'{{"step": {steps}}}')
-    body = {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id,
-            "metadata": {"steps_completed": steps}, "resources": {"state.json": "13"}, "state": "STATE_COMPLETED",
-            "training": {}}
+    body = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "taskId": task.task_id,
+        "metadata": {"steps_completed": steps},
+        "resources": {"state.json": "13"},
+        "state": "STATE_COMPLETED",
+        "training": {},
+    }
     assert post(live.http, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200  # type: ignore[arg-type]
     return name
 
@@ -91,8 +116,12 @@ def trial_rows(result: Result) -> list[str]:
 
 def test_list_and_describe_show_the_progress_a_running_trial_reported(live: Live) -> None:
     exp_id, task = started(live)
-    r = post(live.http, f"/api/v1/trials/{task.trial_id}/progress", {"progress": 0.6},  # type: ignore[arg-type]
-             bearer(task.token))
+    r = post(
+        live.http,
+        f"/api/v1/trials/{task.trial_id}/progress",
+        {"progress": 0.6},  # type: ignore[arg-type]
+        bearer(task.token),
+    )
     assert r.status_code == 200
     assert "60.0%" in words(live.cli("experiment", "list"))
     assert "Progress 60.0%" in words(live.cli("experiment", "describe", str(exp_id)))
@@ -136,6 +165,7 @@ def test_a_deleted_checkpoint_shows_its_state_and_never_its_files(live: Live) ->
 
 def test_pedl_agent_disable_and_enable(live: Live) -> None:
     """Admins only; the API shows the change."""
+
     def shown() -> tuple[bool, bool]:
         [agent] = live.http.get("/api/v1/agents", headers=live.user).json()["agents"]
         return agent["enabled"], agent["draining"]

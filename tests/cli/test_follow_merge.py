@@ -37,8 +37,9 @@ def test_a_line_waits_for_the_events_read_after_it_arrived() -> None:
 def test_events_of_one_instant_keep_the_masters_order_and_come_before_lines() -> None:
     merge, printed, clock = merge_with_clock()
     merge.add_line(60.0, 9, "[trial 3] last line")
-    merge.add_events([(60.0, 12, "Experiment 1 is COMPLETED"), (60.0, 11, "[trial 3] is COMPLETED")],
-                     read_began=clock.now + 0.1)
+    merge.add_events(
+        [(60.0, 12, "Experiment 1 is COMPLETED"), (60.0, 11, "[trial 3] is COMPLETED")], read_began=clock.now + 0.1
+    )
     merge.flush()
     assert printed == ["[trial 3] is COMPLETED", "Experiment 1 is COMPLETED", "[trial 3] last line"]
 

@@ -18,8 +18,9 @@ def test_comments_and_blank_lines_are_not_rules() -> None:
     assert IgnoreRules(["# x", "", "*.log"]).rules[0].pattern == "*.log"
 
 
-@pytest.mark.parametrize(("path", "expected"), [
-    ("a.log", True), ("deep/er/b.log", True), ("a.log.txt", False), ("log", False)])
+@pytest.mark.parametrize(
+    ("path", "expected"), [("a.log", True), ("deep/er/b.log", True), ("a.log.txt", False), ("log", False)]
+)
 def test_star_without_slash_matches_at_any_depth(path: str, expected: bool) -> None:
     assert ignored(["*.log"], path) is expected
 

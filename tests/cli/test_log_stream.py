@@ -27,8 +27,7 @@ class FlakyClient:
 def test_follow_reconnects_and_skips_lines_already_printed() -> None:
     client = FlakyClient([[log(1, "a"), log(2, "b")], [log(1, "a"), log(2, "b"), log(3, "c")]])
     seen: list[str] = []
-    last = stream_trial_logs(client, 1, lambda r: seen.append(r["message"]), follow=True,
-                             sleep=lambda _s: None)
+    last = stream_trial_logs(client, 1, lambda r: seen.append(r["message"]), follow=True, sleep=lambda _s: None)
     assert seen == ["a\n", "b\n", "c\n"] and last == 3 and client.calls == 2
 
 

@@ -67,10 +67,13 @@ def test_the_global_cert_option_and_its_variable_verify_an_https_master(tmp_path
     with https_json_server(tls, {}) as (url, _):
         result = CliRunner().invoke(app, ["-m", url, "--cert", str(tls.other_ca), "agent", "list"])
         assert result.exit_code == 1 and "Traceback" not in result.output
-        assert result.output.startswith(f"error: the TLS certificate of the master at {url} could not be "
-                                        f"verified against the CA in {tls.other_ca}")
+        assert result.output.startswith(
+            f"error: the TLS certificate of the master at {url} could not be verified against the CA in {tls.other_ca}"
+        )
         monkeypatch.setenv("PEDL_MASTER_CERT", str(tmp_path / "absent.pem"))
         result = CliRunner().invoke(app, ["-m", url, "agent", "list"])
         assert result.exit_code == 1
-        assert result.output.strip() == f"error: cannot read the master's CA certificate {tmp_path / 'absent.pem'}: " \
-                                        "No such file or directory"
+        assert (
+            result.output.strip() == f"error: cannot read the master's CA certificate {tmp_path / 'absent.pem'}: "
+            "No such file or directory"
+        )

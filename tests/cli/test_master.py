@@ -28,8 +28,9 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[MasterConfig]:
 def test_run_with_overrides(started: list[MasterConfig], tmp_path: Path) -> None:
     cfg = tmp_path / "master.yaml"
     cfg.write_text("port: 9000\ncluster_name: lab\nagent_heartbeat_interval: 2s\n")
-    result = CliRunner().invoke(app, ["master", "run", "--config", str(cfg), "--port", "0",
-                                      "--data-dir", str(tmp_path / "data")])
+    result = CliRunner().invoke(
+        app, ["master", "run", "--config", str(cfg), "--port", "0", "--data-dir", str(tmp_path / "data")]
+    )
     assert result.exit_code == 0, result.output
     (run,) = started
     assert run.port == 0 and run.data_dir == tmp_path / "data" and run.cluster_name == "lab"
@@ -65,8 +66,14 @@ def test_missing_config_file(started: list[MasterConfig], tmp_path: Path) -> Non
 
 
 def test_info(cli, master: FakeMaster) -> None:
-    body = {"version": "0.1.0", "masterId": "m-1", "clusterId": "c-1", "clusterName": "lab",
-            "hasCustomLogo": False, "strictJobQueueControl": False}
+    body = {
+        "version": "0.1.0",
+        "masterId": "m-1",
+        "clusterId": "c-1",
+        "clusterName": "lab",
+        "hasCustomLogo": False,
+        "strictJobQueueControl": False,
+    }
     master.route("GET", "/api/v1/master", body)
     result = cli("master", "info", "--json")
     assert result.exit_code == 0, result.output

@@ -25,9 +25,11 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_a_good_config_prints_its_summary(tmp_path: Path) -> None:
-    path = write(tmp_path, f"""\
+    path = write(
+        tmp_path,
+        f"""\
 port: 8090
-data_dir: {tmp_path / 'data'}
+data_dir: {tmp_path / "data"}
 db: {{host: db.lab, name: pedl, user: pedl, password: s3cret}}
 checkpoint_storage: {{type: s3, bucket: my-ckpts, prefix: pedl}}
 resource_pools:
@@ -35,7 +37,8 @@ resource_pools:
   - pool_name: gpu
     provider: {{type: aws, region: us-west-2, image_id: ami-12345, instance_type: p3.8xlarge, max_instances: 5,
                master_url: ec2.local-ipv4, tag_key: pedl-cluster, tag_value: demo, ssh_key_name: k}}
-""")
+""",
+    )
     result = check(str(path))
     assert result.exit_code == 0, result.output
     out = result.output
@@ -63,8 +66,10 @@ def test_what_fails_only_at_start_is_reported(tmp_path: Path) -> None:
     result = check(str(path))
     assert result.exit_code == 1
     assert "a master would not start on it" in result.output
-    assert f"data_dir: cannot create {tmp_path / 'a-file' / 'data'}: {tmp_path / 'a-file'} is not a directory" \
+    assert (
+        f"data_dir: cannot create {tmp_path / 'a-file' / 'data'}: {tmp_path / 'a-file'} is not a directory"
         in result.output
+    )
     assert "checkpoint_storage.host_path: 'ckpts' must be an absolute path" in result.output
 
 
@@ -75,8 +80,7 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "malformed YAML" in result.output and "line 2" in result.output
 
 
-def test_without_a_file_it_checks_the_one_master_run_would_use(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_file_it_checks_the_one_master_run_would_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path, f"data_dir: {tmp_path / 'data'}\n")
     monkeypatch.setenv("PEDL_CONFIG_PATHS", f"{tmp_path / 'none.yaml'}{os.pathsep}{path}")
     result = check()

@@ -6,10 +6,20 @@ import json
 
 from tests.cli.fake_master import FakeMaster
 
-PEDL_INFO = {"version": "0.38.1", "pedlVersion": "0.1.0", "masterId": "m-1", "clusterId": "c-1", "clusterName": "",
-             "hasCustomLogo": False,
-             "strictJobQueueControl": False, "telemetryEnabled": False, "rbacEnabled": False,
-             "userManagementEnabled": True, "product": "PRODUCT_UNSPECIFIED", "featureSwitches": []}
+PEDL_INFO = {
+    "version": "0.38.1",
+    "pedlVersion": "0.1.0",
+    "masterId": "m-1",
+    "clusterId": "c-1",
+    "clusterName": "",
+    "hasCustomLogo": False,
+    "strictJobQueueControl": False,
+    "telemetryEnabled": False,
+    "rbacEnabled": False,
+    "userManagementEnabled": True,
+    "product": "PRODUCT_UNSPECIFIED",
+    "featureSwitches": [],
+}
 
 
 def test_info_shows_no_wire_enum(cli, master: FakeMaster) -> None:
@@ -18,8 +28,14 @@ def test_info_shows_no_wire_enum(cli, master: FakeMaster) -> None:
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "PRODUCT_" not in out and "UNSPECIFIED" not in out and "Product" not in out
-    for label, value in [("Version", "0.1.0"), ("Determined API", "0.38.1"), ("Cluster ID", "c-1"),
-                         ("Master ID", "m-1"), ("User management", "yes"), ("Cluster name", "(none)")]:
+    for label, value in [
+        ("Version", "0.1.0"),
+        ("Determined API", "0.38.1"),
+        ("Cluster ID", "c-1"),
+        ("Master ID", "m-1"),
+        ("User management", "yes"),
+        ("Cluster name", "(none)"),
+    ]:
         line = next(line for line in out.splitlines() if line.strip().startswith(label))
         assert value in line, (label, out)
     assert "hasCustomLogo" not in out and "Feature switches" not in out

@@ -12,8 +12,9 @@ def entry(i: int, message: str, level: str = "LOG_LEVEL_INFO") -> dict:
 
 
 def test_each_record_is_a_line_with_its_level(cli, master: FakeMaster) -> None:
-    master.route("GET", PATH, NDJSON([entry(1, "pedl.master: up"), entry(2, "pedl.master: [x] odd",
-                                                                          "LOG_LEVEL_WARNING")]))
+    master.route(
+        "GET", PATH, NDJSON([entry(1, "pedl.master: up"), entry(2, "pedl.master: [x] odd", "LOG_LEVEL_WARNING")])
+    )
     result = cli("master", "logs")
     assert result.exit_code == 0, result.output
     first, second = result.stdout.splitlines()
@@ -30,7 +31,8 @@ def test_tail_and_follow_are_asked_of_the_master(cli, master: FakeMaster) -> Non
 
 
 def test_a_user_who_is_not_an_admin_is_told(cli, master: FakeMaster) -> None:
-    master.route("GET", PATH, (403, {"code": 7, "pedlCode": "forbidden",
-                                     "message": "only an admin may read the master's logs"}))
+    master.route(
+        "GET", PATH, (403, {"code": 7, "pedlCode": "forbidden", "message": "only an admin may read the master's logs"})
+    )
     result = cli("master", "logs")
     assert result.exit_code == 1 and "only an admin may read the master's logs" in result.output

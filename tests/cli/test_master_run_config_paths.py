@@ -46,8 +46,9 @@ def test_the_default_search_is_the_seeds_path_then_etc(monkeypatch: pytest.Monke
     assert config_search_paths() == [Path("/usr/local/pedl/etc/master.yaml"), Path("/etc/pedl/master.yaml")]
 
 
-def test_the_first_existing_file_is_used_and_named(started: list[MasterConfig], tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_first_existing_file_is_used_and_named(
+    started: list[MasterConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, second = tmp_path / "usr-local" / "master.yaml", tmp_path / "etc" / "master.yaml"
     config_file(second, "from-etc")
     search(monkeypatch, first, second)
@@ -60,18 +61,23 @@ def test_the_first_existing_file_is_used_and_named(started: list[MasterConfig], 
     assert find_master_config() == first
 
 
-def test_no_file_runs_on_the_defaults_and_says_so(started: list[MasterConfig], tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_file_runs_on_the_defaults_and_says_so(
+    started: list[MasterConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     search(monkeypatch, tmp_path / "a.yaml", tmp_path / "b.yaml")
     result = run()
     assert result.exit_code == 0, result.output
     assert started[0].port == 8080 and started[0].cluster_name == ""
-    assert "no config file at" in result.output and "a.yaml" in result.output and "running on the defaults" in \
-        result.output
+    assert (
+        "no config file at" in result.output
+        and "a.yaml" in result.output
+        and "running on the defaults" in result.output
+    )
 
 
-def test_config_option_wins_over_the_search(started: list[MasterConfig], tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_option_wins_over_the_search(
+    started: list[MasterConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     search(monkeypatch, config_file(tmp_path / "found.yaml", "found"))
     given = config_file(tmp_path / "given.yaml", "given")
     result = run("--config", str(given))
@@ -79,8 +85,9 @@ def test_config_option_wins_over_the_search(started: list[MasterConfig], tmp_pat
     assert started[0].cluster_name == "given"
 
 
-def test_an_invalid_found_file_is_an_error_naming_it(started: list[MasterConfig], tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_invalid_found_file_is_an_error_naming_it(
+    started: list[MasterConfig], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bad = tmp_path / "master.yaml"
     bad.write_text("bogus: 1\n")
     search(monkeypatch, bad)

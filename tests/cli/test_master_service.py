@@ -37,8 +37,9 @@ def fake_systemctl(bin_dir: Path, *, fail_on: str = "") -> Path:
     """A `systemctl` that appends its arguments to bin_dir/calls, and fails (status 1) when they contain `fail_on`."""
     bin_dir.mkdir(exist_ok=True)
     script = bin_dir / "systemctl"
-    check = f'case "$*" in *"{fail_on}"*) echo "Failed to {fail_on}: Access denied" >&2; exit 1;; esac\n' \
-        if fail_on else ""
+    check = (
+        f'case "$*" in *"{fail_on}"*) echo "Failed to {fail_on}: Access denied" >&2; exit 1;; esac\n' if fail_on else ""
+    )
     script.write_text(f'#!/bin/sh\necho "$*" >> "{bin_dir / "calls"}"\n{check}exit 0\n')
     script.chmod(0o755)
     return bin_dir / "calls"
@@ -55,8 +56,9 @@ def read_unit(unit_dir: Path) -> configparser.ConfigParser:
     return ini
 
 
-def test_writes_the_unit_and_enables_it(master_yaml: Path, unit_dir: Path, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_writes_the_unit_and_enables_it(
+    master_yaml: Path, unit_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = fake_systemctl(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     user = getpass.getuser()
@@ -72,7 +74,8 @@ def test_writes_the_unit_and_enables_it(master_yaml: Path, unit_dir: Path, tmp_p
 
 
 def test_relative_config_becomes_absolute_and_no_enable_runs_no_systemctl(
-        master_yaml: Path, unit_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    master_yaml: Path, unit_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = fake_systemctl(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.chdir(master_yaml.parent)
@@ -84,8 +87,9 @@ def test_relative_config_becomes_absolute_and_no_enable_runs_no_systemctl(
     assert "systemctl enable --now pedl-master" in result.output
 
 
-def test_without_config_takes_the_default_path(master_yaml: Path, unit_dir: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_config_takes_the_default_path(
+    master_yaml: Path, unit_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PEDL_CONFIG_PATHS", f"{master_yaml.parent / 'absent.yaml'}{os.pathsep}{master_yaml}")
     result = install("--unit-dir", str(unit_dir), "--no-enable")
     assert result.exit_code == 0, result.output
@@ -95,9 +99,9 @@ def test_without_config_takes_the_default_path(master_yaml: Path, unit_dir: Path
     assert result.exit_code == 2 and "--config" in result.output and "absent.yaml" in result.output
 
 
-def test_without_systemctl_the_unit_is_written_and_the_command_fails(master_yaml: Path, unit_dir: Path,
-                                                                    tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_systemctl_the_unit_is_written_and_the_command_fails(
+    master_yaml: Path, unit_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     result = install("--config", str(master_yaml), "--unit-dir", str(unit_dir))
@@ -106,8 +110,9 @@ def test_without_systemctl_the_unit_is_written_and_the_command_fails(master_yaml
     assert (unit_dir / UNIT).exists() and str(unit_dir / UNIT) in result.output
 
 
-def test_a_failing_systemctl_is_reported_with_its_message(master_yaml: Path, unit_dir: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_systemctl_is_reported_with_its_message(
+    master_yaml: Path, unit_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = fake_systemctl(tmp_path / "bin", fail_on="enable")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     result = install("--config", str(master_yaml), "--unit-dir", str(unit_dir))

@@ -11,8 +11,10 @@ from pedl.cli import checkpoint_download, metric_export
 from tests.cli.fake_master import NDJSON, FakeMaster
 
 CSV_PATH = "/api/v1/trials/4/metrics/csv"
-LINES = ["trial_id,trial_run_id,group,steps_completed,report_time,loss",
-         *(f"4,1,training,{step},2023-11-14T22:13:20Z,0.{step}" for step in range(1, 6))]
+LINES = [
+    "trial_id,trial_run_id,group,steps_completed,report_time,loss",
+    *(f"4,1,training,{step},2023-11-14T22:13:20Z,0.{step}" for step in range(1, 6)),
+]
 
 
 def csv_reply(pause: float = 0.0) -> NDJSON:
@@ -56,14 +58,16 @@ def test_an_error_leaves_no_file(cli, master: FakeMaster, tmp_path: Path) -> Non
     assert list((tmp_path / "out").iterdir()) == []
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--group", ""], "--group: must be 1 to 64 characters long, not 0"),
-    (["--group", "g" * 65], "--group: must be 1 to 64 characters long, not 65"),
-    (["-o", "{tmp}"], "--output {tmp}: is a directory; give a file name"),
-    (["-o", "{tmp}/no/m.csv"], "--output {tmp}/no/m.csv: the directory {tmp}/no does not exist"),
-])
-def test_bad_arguments_name_the_option(cli, master: FakeMaster, tmp_path: Path, args: list[str],
-                                       message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--group", ""], "--group: must be 1 to 64 characters long, not 0"),
+        (["--group", "g" * 65], "--group: must be 1 to 64 characters long, not 65"),
+        (["-o", "{tmp}"], "--output {tmp}: is a directory; give a file name"),
+        (["-o", "{tmp}/no/m.csv"], "--output {tmp}/no/m.csv: the directory {tmp}/no does not exist"),
+    ],
+)
+def test_bad_arguments_name_the_option(cli, master: FakeMaster, tmp_path: Path, args: list[str], message: str) -> None:
     result = cli("trial", "export-metrics", "4", *(a.format(tmp=tmp_path) for a in args))
     assert result.exit_code == 1
     assert result.output.strip() == f"error: {message.format(tmp=tmp_path)}"

@@ -6,14 +6,42 @@ import json
 
 from tests.cli.fake_master import FakeMaster, page
 
-MODEL = {"id": 4, "name": "resnet", "description": "the good one", "metadata": {"k": 1}, "labels": ["prod"],
-         "creationTime": "2025-01-01T00:00:00Z", "lastUpdatedTime": "2025-01-02T00:00:00Z", "archived": False,
-         "numVersions": 2, "userId": 2, "username": "determined", "workspaceId": 1, "notes": ""}
-VERSION = {"id": 9, "version": 2, "model": MODEL, "name": "v2", "comment": "", "notes": "", "metadata": {},
-           "labels": [], "userId": 2, "username": "determined", "creationTime": "2025-01-02T00:00:00Z",
-           "lastUpdatedTime": "2025-01-02T00:00:00Z",
-           "checkpoint": {"uuid": "ck-2", "state": "STATE_COMPLETED", "metadata": {"steps_completed": 30},
-                          "resources": {}, "training": {"trialId": 7, "experimentId": 3}}}
+MODEL = {
+    "id": 4,
+    "name": "resnet",
+    "description": "the good one",
+    "metadata": {"k": 1},
+    "labels": ["prod"],
+    "creationTime": "2025-01-01T00:00:00Z",
+    "lastUpdatedTime": "2025-01-02T00:00:00Z",
+    "archived": False,
+    "numVersions": 2,
+    "userId": 2,
+    "username": "determined",
+    "workspaceId": 1,
+    "notes": "",
+}
+VERSION = {
+    "id": 9,
+    "version": 2,
+    "model": MODEL,
+    "name": "v2",
+    "comment": "",
+    "notes": "",
+    "metadata": {},
+    "labels": [],
+    "userId": 2,
+    "username": "determined",
+    "creationTime": "2025-01-02T00:00:00Z",
+    "lastUpdatedTime": "2025-01-02T00:00:00Z",
+    "checkpoint": {
+        "uuid": "ck-2",
+        "state": "STATE_COMPLETED",
+        "metadata": {"steps_completed": 30},
+        "resources": {},
+        "training": {"trialId": 7, "experimentId": 3},
+    },
+}
 
 
 def test_create_sends_name_description_labels(cli, master: FakeMaster) -> None:
@@ -27,13 +55,30 @@ def test_create_sends_name_description_labels(cli, master: FakeMaster) -> None:
 
 def test_list_sends_filters_and_prints_a_table(cli, master: FakeMaster) -> None:
     master.route("GET", "/api/v1/models", page("models", [MODEL]))
-    result = cli("model", "list", "--name", "res", "--label", "prod", "--unarchived", "--sort-by",
-                 "num_versions", "--desc", "-w", "team")
+    result = cli(
+        "model",
+        "list",
+        "--name",
+        "res",
+        "--label",
+        "prod",
+        "--unarchived",
+        "--sort-by",
+        "num_versions",
+        "--desc",
+        "-w",
+        "team",
+    )
     assert result.exit_code == 0, result.output
     (req,) = master.calls("GET", "/api/v1/models")
-    assert (req.q("name"), req.query["labels"], req.q("archived"), req.q("sortBy"), req.q("orderBy"),
-            req.query["workspaceNames"]) == ("res", ["prod"], "false", "SORT_BY_NUM_VERSIONS", "ORDER_BY_DESC",
-                                             ["team"])
+    assert (
+        req.q("name"),
+        req.query["labels"],
+        req.q("archived"),
+        req.q("sortBy"),
+        req.q("orderBy"),
+        req.query["workspaceNames"],
+    ) == ("res", ["prod"], "false", "SORT_BY_NUM_VERSIONS", "ORDER_BY_DESC", ["team"])
     for text in ("resnet", "the good one", "prod", "determined"):
         assert text in result.stdout, text
     assert json.loads(cli("model", "list", "--json").stdout) == [MODEL]
@@ -50,8 +95,7 @@ def test_describe_shows_the_model_and_its_latest_version(cli, master: FakeMaster
     assert (req.q("limit"), req.q("sortBy"), req.q("orderBy")) == ("1", "SORT_BY_VERSION", "ORDER_BY_DESC")
     for text in ("the good one", '"k": 1', "Latest version", "ck-2", "COMPLETED", "30"):
         assert text in result.stdout, text
-    assert json.loads(cli("model", "describe", "resnet", "--json").stdout) == {"model": MODEL,
-                                                                              "latestVersion": VERSION}
+    assert json.loads(cli("model", "describe", "resnet", "--json").stdout) == {"model": MODEL, "latestVersion": VERSION}
 
 
 def test_list_versions(cli, master: FakeMaster) -> None:
@@ -73,9 +117,18 @@ def test_register_version(cli, master: FakeMaster) -> None:
 
 def test_a_refused_registration_prints_the_masters_reason(cli, master: FakeMaster) -> None:
     message = "checkpointUuid: checkpoint ck-1 was deleted (STATE_DELETED)"
-    master.route("POST", "/api/v1/models/resnet/versions",
-                 (400, {"message": message, "pedlCode": "invalid_argument",
-                        "fields": [{"field": "checkpointUuid", "message": "deleted"}]}))
+    master.route(
+        "POST",
+        "/api/v1/models/resnet/versions",
+        (
+            400,
+            {
+                "message": message,
+                "pedlCode": "invalid_argument",
+                "fields": [{"field": "checkpointUuid", "message": "deleted"}],
+            },
+        ),
+    )
     result = cli("model", "register-version", "resnet", "ck-1")
     assert result.exit_code == 1 and message in result.output
 
@@ -86,7 +139,9 @@ def test_names_are_quoted_in_the_path(cli, master: FakeMaster) -> None:
     assert cli("model", "archive", "my model").exit_code == 0
     assert cli("model", "unarchive", "my model").exit_code == 0
     assert [r.path for r in master.requests if r.method == "POST" and "models" in r.path] == [
-        "/api/v1/models/my%20model/archive", "/api/v1/models/my%20model/unarchive"]
+        "/api/v1/models/my%20model/archive",
+        "/api/v1/models/my%20model/unarchive",
+    ]
 
 
 def test_delete_asks_first(cli, master: FakeMaster) -> None:

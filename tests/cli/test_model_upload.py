@@ -32,8 +32,7 @@ def test_nested_dirs_get_their_own_entries_before_their_files(tmp_path: Path) ->
     write(tmp_path, "pkg/sub/model.py", "M = 1\n")
     files = pack_model_dir(tmp_path)
     by_path = {f["path"]: f for f in files}
-    assert [f["path"] for f in files] == ["pkg", "pkg/__init__.py", "pkg/sub", "pkg/sub/model.py",
-                                          "train.py"]
+    assert [f["path"] for f in files] == ["pkg", "pkg/__init__.py", "pkg/sub", "pkg/sub/model.py", "train.py"]
     assert by_path["pkg"]["type"] == DIRTYPE and by_path["pkg"]["content"] == ""
     assert by_path["pkg/sub/model.py"]["type"] == REGTYPE
     assert base64.b64decode(by_path["train.py"]["content"]) == b"print('hi')\n"
@@ -69,8 +68,7 @@ def test_detignore_and_pedlignore_rules_apply_and_are_not_uploaded(tmp_path: Pat
     write(tmp_path, "notes.md")
     write(tmp_path, ".detignore", "# comment\n/logs/\n*.md\n")
     write(tmp_path, ".pedlignore", "data/*.csv\n!data/small.csv\n")
-    assert paths(tmp_path) == ["data", "data/small.csv", "sub", "sub/logs", "sub/logs/keep.txt",
-                               "train.py"]
+    assert paths(tmp_path) == ["data", "data/small.csv", "sub", "sub/logs", "sub/logs/keep.txt", "train.py"]
 
 
 def test_pedlignore_can_override_detignore(tmp_path: Path) -> None:

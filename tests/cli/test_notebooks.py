@@ -12,8 +12,10 @@ from tests.cli.ntsc_live import Live
 
 def test_start_waits_until_ready_and_prints_the_proxy_url(live: Live) -> None:
     tasks = []
-    live.between(lambda: tasks.extend(live.start_all()),  # running, its service not up yet
-                 lambda: live.serve(tasks[0], 8888))
+    live.between(
+        lambda: tasks.extend(live.start_all()),  # running, its service not up yet
+        lambda: live.serve(tasks[0], 8888),
+    )
     result = live.cli("notebook", "start", "--config", "description=my notebook")
     assert result.exit_code == 0, result.output
     nb_id = tasks[0].task_id

@@ -7,14 +7,28 @@ import pytest
 from pedl.cli.output import epoch_seconds, fmt_enum
 
 
-@pytest.mark.parametrize(("wire", "shown"), [
-    ("STATE_COMPLETED", "COMPLETED"), ("STATE_STOPPING_CANCELED", "STOPPING_CANCELED"),
-    ("LOG_LEVEL_WARNING", "WARNING"), ("TYPE_CUDA", "CUDA"), ("SCHEDULER_TYPE_PRIORITY", "PRIORITY"),
-    ("FITTING_POLICY_BEST", "BEST"), ("RESOURCE_POOL_TYPE_STATIC", "STATIC"), ("ORDER_BY_DESC", "DESC"),
-    ("PRODUCT_UNSPECIFIED", ""), ("STATE_UNSPECIFIED", ""), ("PRODUCT_COMMUNITY", "COMMUNITY"),
-    ("RUNNING", "RUNNING"), ("running", "running"), ("STATE_", "STATE_"), ("a STATE_X", "a STATE_X"),
-    ("", ""), (None, ""),
-])
+@pytest.mark.parametrize(
+    ("wire", "shown"),
+    [
+        ("STATE_COMPLETED", "COMPLETED"),
+        ("STATE_STOPPING_CANCELED", "STOPPING_CANCELED"),
+        ("LOG_LEVEL_WARNING", "WARNING"),
+        ("TYPE_CUDA", "CUDA"),
+        ("SCHEDULER_TYPE_PRIORITY", "PRIORITY"),
+        ("FITTING_POLICY_BEST", "BEST"),
+        ("RESOURCE_POOL_TYPE_STATIC", "STATIC"),
+        ("ORDER_BY_DESC", "DESC"),
+        ("PRODUCT_UNSPECIFIED", ""),
+        ("STATE_UNSPECIFIED", ""),
+        ("PRODUCT_COMMUNITY", "COMMUNITY"),
+        ("RUNNING", "RUNNING"),
+        ("running", "running"),
+        ("STATE_", "STATE_"),
+        ("a STATE_X", "a STATE_X"),
+        ("", ""),
+        (None, ""),
+    ],
+)
 def test_enums_in_words(wire: str | None, shown: str) -> None:
     assert fmt_enum(wire) == shown
 

@@ -36,7 +36,11 @@ def test_create_sends_dets_body(cli, master: FakeMaster) -> None:
     assert result.exit_code == 0, result.output
     assert "Created project Pose (id 7) in workspace Vision" in result.stdout and "--project 7" in result.stdout
     assert master.calls("POST", "/api/v1/workspaces/2/projects")[0].json == {
-        "name": "Pose", "workspaceId": 2, "description": "keypoints", "key": "POSE"}
+        "name": "Pose",
+        "workspaceId": 2,
+        "description": "keypoints",
+        "key": "POSE",
+    }
 
 
 def test_describe_lists_the_projects_experiments(cli, master: FakeMaster) -> None:
@@ -59,7 +63,8 @@ def test_experiment_create_sends_the_project(cli, master: FakeMaster, tmp_path: 
     assert result.exit_code == 0, result.output
     body = master.calls("POST", "/api/v1/experiments")[0].json
     assert body["projectId"] == 5 and body["template"] is None
-    master.route("POST", "/api/v1/experiments", (404, {"message": "projectId: project 99 not found",
-                                                       "pedlCode": "not_found"}))
+    master.route(
+        "POST", "/api/v1/experiments", (404, {"message": "projectId: project 99 not found", "pedlCode": "not_found"})
+    )
     refused = cli("experiment", "create", "--project", "99", str(tmp_path / "exp.yaml"), str(tmp_path / "model"))
     assert refused.exit_code == 1 and "projectId: project 99 not found" in refused.output

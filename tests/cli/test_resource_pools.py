@@ -9,14 +9,33 @@ from tests.cli.fake_master import FakeMaster
 
 
 def pool(name: str, provider: dict | None = None) -> dict:
-    return {"name": name, "provider": provider, "numAgents": 1, "slotsUsed": 0, "slotsAvailable": 2,
-            "queuedTasks": 0, "pendingSlots": 0, "numInstances": 0}
+    return {
+        "name": name,
+        "provider": provider,
+        "numAgents": 1,
+        "slotsUsed": 0,
+        "slotsAvailable": 2,
+        "queuedTasks": 0,
+        "pendingSlots": 0,
+        "numInstances": 0,
+    }
 
 
 LOCAL = {"type": "local", "spot": False, "instanceTypes": ["local"]}
-INSTANCE = {"id": "i-1", "resourcePool": "cloud", "instanceType": "local", "spot": False, "state": "RUNNING",
-            "slots": 1, "launchedAt": 0.0, "registeredAt": 1.0, "idleSeconds": 5.0, "instanceHours": 0.5,
-            "cost": 0.0, "terminationReason": None}
+INSTANCE = {
+    "id": "i-1",
+    "resourcePool": "cloud",
+    "instanceType": "local",
+    "spot": False,
+    "state": "RUNNING",
+    "slots": 1,
+    "launchedAt": 0.0,
+    "registeredAt": 1.0,
+    "idleSeconds": 5.0,
+    "instanceHours": 0.5,
+    "cost": 0.0,
+    "terminationReason": None,
+}
 
 
 def serve(master: FakeMaster, pools: list[dict], instances: list[dict]) -> None:

@@ -43,8 +43,12 @@ class EchoServer:
         if self.refuse is None:
             return None
         body = json.dumps({"message": "not yours"}).encode()
-        return Response(self.refuse, "Refused", Headers({"Content-Type": "application/json",
-                                                         "Content-Length": str(len(body))}), body)
+        return Response(
+            self.refuse,
+            "Refused",
+            Headers({"Content-Type": "application/json", "Content-Length": str(len(body))}),
+            body,
+        )
 
     def _handle(self, conn: ServerConnection) -> None:
         for message in conn:
@@ -61,8 +65,13 @@ def echo() -> Iterator[EchoServer]:
 
 def tunnel(master_url: str, config_dir: Path, task_id: str = TASK) -> subprocess.Popen:
     env = {**os.environ, "PEDL_CONFIG_DIR": str(config_dir)}
-    return subprocess.Popen([*pedl_command(), "-m", master_url, "shell", "tunnel", task_id], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [*pedl_command(), "-m", master_url, "shell", "tunnel", task_id],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def exchange(proc: subprocess.Popen, data: bytes) -> bytes:
@@ -102,9 +111,14 @@ def test_a_refused_tunnel_says_why_and_exits_1(tmp_path: Path) -> None:
     try:
         url = f"http://127.0.0.1:{server.port}"
         AuthStore(tmp_path / "auth.json").set_token(url, "determined", "tok-123")
-        done = subprocess.run([*pedl_command(), "-m", url, "shell", "tunnel", TASK], capture_output=True, text=True,
-                              env={**os.environ, "PEDL_CONFIG_DIR": str(tmp_path)}, stdin=subprocess.DEVNULL,
-                              timeout=60)
+        done = subprocess.run(
+            [*pedl_command(), "-m", url, "shell", "tunnel", TASK],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PEDL_CONFIG_DIR": str(tmp_path)},
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
     finally:
         server.server.shutdown()
     assert done.returncode == 1
@@ -159,6 +173,7 @@ class SshBridge:
         import socket
 
         with socket.create_connection(("127.0.0.1", self.sshd_port)) as tcp:
+
             def to_ws() -> None:
                 while chunk := tcp.recv(65536):
                     conn.send(chunk)
@@ -186,14 +201,19 @@ def sshd(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\nAuthorizedKeysFile {d / 'authorized_keys'}\n"
         f"PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\nStrictModes no\n"
-        f"UsePAM no\nPidFile {d / 'sshd.pid'}\nPermitRootLogin prohibit-password\n")
-    proc = subprocess.Popen([sshd_path, "-D", "-e", "-f", str(d / "sshd_config")], stdout=subprocess.DEVNULL,
-                            stderr=open(d / "sshd.log", "wb"))  # noqa: SIM115 - closed with the process
+        f"UsePAM no\nPidFile {d / 'sshd.pid'}\nPermitRootLogin prohibit-password\n"
+    )
+    proc = subprocess.Popen(
+        [sshd_path, "-D", "-e", "-f", str(d / "sshd_config")],
+        stdout=subprocess.DEVNULL,
+        stderr=open(d / "sshd.log", "wb"),  # noqa: SIM115 - closed with the process
+    )
     try:
         import socket
 
-        wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, 30,
-                 what="sshd to listen")
+        wait_for(
+            lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, 30, what="sshd to listen"
+        )
         yield port, d / "user_key"
     finally:
         proc.terminate()
@@ -216,11 +236,21 @@ def test_ssh_runs_a_command_through_the_tunnel(sshd: tuple[int, Path], tmp_path:
         config = tmp_path / "cli"
         AuthStore(config / "auth.json").set_token(url, "determined", "tok-ssh")
         shell = {"id": TASK, "agentUserGroup": {"user": getpass.getuser()}}
-        argv = ssh_argv(shell, key, proxy_command(MasterClient(url, user="determined"), None),
-                        ["-F", "/dev/null", "-o", "BatchMode=yes", "echo", "hello from sshd"])
+        argv = ssh_argv(
+            shell,
+            key,
+            proxy_command(MasterClient(url, user="determined"), None),
+            ["-F", "/dev/null", "-o", "BatchMode=yes", "echo", "hello from sshd"],
+        )
         # ssh reads options after the destination too (`pedl shell open ID -- -L ...`), then the command
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "PEDL_CONFIG_DIR": str(config)}, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PEDL_CONFIG_DIR": str(config)},
+            stdin=subprocess.DEVNULL,
+        )
     finally:
         bridge.server.shutdown()
     assert done.returncode == 0, done.stderr

@@ -105,8 +105,11 @@ def test_show_ssh_command_keeps_the_key_and_runs_nothing(live: Live, fake_ssh: P
 def test_another_users_shell_gives_no_key(live: Live, fake_ssh: Path) -> None:
     shell_id = ready_shell(live)
     admin = live.http.post("/api/v1/auth/login", json={"username": "admin", "password": ""}).json()["token"]
-    r = live.http.post("/api/v1/users", json={"user": {"username": "eve", "active": True}, "password": ""},
-                       headers={"Authorization": f"Bearer {admin}"})
+    r = live.http.post(
+        "/api/v1/users",
+        json={"user": {"username": "eve", "active": True}, "password": ""},
+        headers={"Authorization": f"Bearer {admin}"},
+    )
     assert r.status_code == 200, r.text
     eve = live.http.post("/api/v1/auth/login", json={"username": "eve", "password": ""}).json()["token"]
     AuthStore().set_token(MasterClient(live.url).url, "eve", eve)

@@ -44,8 +44,17 @@ def test_no_trace_two_traces_and_a_missing_one(trace: Path, tmp_path: Path) -> N
 
 
 def test_the_pool_line_does_not_wrap_at_80_columns(trace: Path) -> None:
-    result = sim(str(trace), "--policy", "pedl", "--instance-type", "p3.8xlarge", "--instance-type", "p3.16xlarge",
-                 "--spot", columns=80)
+    result = sim(
+        str(trace),
+        "--policy",
+        "pedl",
+        "--instance-type",
+        "p3.8xlarge",
+        "--instance-type",
+        "p3.16xlarge",
+        "--spot",
+        columns=80,
+    )
     assert result.exit_code == 0, result.output
     line = next(line for line in result.stdout.splitlines() if line.startswith("pedl sim:"))
     assert line.rstrip() == "pedl sim: p3.8xlarge, p3.16xlarge, max 200, idle 5m, spot"

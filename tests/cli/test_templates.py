@@ -50,8 +50,11 @@ def test_set_creates_then_replaces_like_det(cli, master: FakeMaster, tmp_path: P
     result = cli("template", "set", "base", str(path))
     assert result.exit_code == 0, result.output
     assert "Created template base" in result.stdout
-    assert master.calls("POST", "/api/v1/templates/base")[0].json == {"name": "base", "config": TEMPLATE,
-                                                                      "workspaceId": 0}
+    assert master.calls("POST", "/api/v1/templates/base")[0].json == {
+        "name": "base",
+        "config": TEMPLATE,
+        "workspaceId": 0,
+    }
     path.write_text("max_restarts: 2\n")
     result = cli("template", "set", "base", str(path))
     assert result.exit_code == 0 and "Set template base" in result.stdout
@@ -87,8 +90,9 @@ def test_list_describe_and_remove(cli, master: FakeMaster) -> None:
     assert missing.exit_code == 1
 
 
-def test_experiment_create_with_a_template_sends_it_and_a_partial_config(cli, master: FakeMaster,
-                                                                         tmp_path: Path) -> None:
+def test_experiment_create_with_a_template_sends_it_and_a_partial_config(
+    cli, master: FakeMaster, tmp_path: Path
+) -> None:
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "train.py").write_text("pass\n")
     partial = tmp_path / "exp.yaml"

@@ -52,11 +52,35 @@ def test_logs_of_unknown_trial(cli, master: FakeMaster) -> None:
 
 
 def test_describe(cli, master: FakeMaster) -> None:
-    master.route("GET", "/api/v1/trials/2", {"trial": trial(2, 1, "STATE_RUNNING", latestValidation={
-        "metrics": {"avgMetrics": {"loss": 0.5}}, "numInputs": 0, "totalBatches": 5})})
-    master.route("GET", "/api/v1/trials/2/workloads", page("workloads", [
-        {"validation": {"metrics": {"avgMetrics": {"loss": 0.5}}, "numInputs": 0, "totalBatches": 5,
-                        "endTime": "2025-01-01T00:00:00Z"}}]))
+    master.route(
+        "GET",
+        "/api/v1/trials/2",
+        {
+            "trial": trial(
+                2,
+                1,
+                "STATE_RUNNING",
+                latestValidation={"metrics": {"avgMetrics": {"loss": 0.5}}, "numInputs": 0, "totalBatches": 5},
+            )
+        },
+    )
+    master.route(
+        "GET",
+        "/api/v1/trials/2/workloads",
+        page(
+            "workloads",
+            [
+                {
+                    "validation": {
+                        "metrics": {"avgMetrics": {"loss": 0.5}},
+                        "numInputs": 0,
+                        "totalBatches": 5,
+                        "endTime": "2025-01-01T00:00:00Z",
+                    }
+                }
+            ],
+        ),
+    )
     result = cli("trial", "describe", "2")
     assert result.exit_code == 0, result.output
     for text in ("Trial 2", "RUNNING", '"loss": 0.5', "validation"):

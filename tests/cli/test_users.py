@@ -99,8 +99,11 @@ def test_create_user(cli, master: FakeMaster) -> None:
     result = cli("user", "create", "dave", "--admin", "--password", "Pw-12345")
     assert result.exit_code == 0, result.output
     (req,) = master.calls("POST", "/api/v1/users")
-    assert req.json == {"user": {"username": "dave", "admin": True, "active": True},
-                        "password": salt_and_hash("Pw-12345"), "isHashed": True}
+    assert req.json == {
+        "user": {"username": "dave", "admin": True, "active": True},
+        "password": salt_and_hash("Pw-12345"),
+        "isHashed": True,
+    }
     assert "Created user 'dave' with id 9" in result.stdout
 
 
@@ -121,8 +124,10 @@ def test_list_users(cli, master: FakeMaster) -> None:
 
 
 def test_list_users_shows_their_agent_user(cli, master: FakeMaster) -> None:
-    linked = {**master.user("admin"), "agentUserGroup": {"agentUid": 200, "agentGid": 300, "agentUser": "someuser",
-                                                         "agentGroup": "somegroup"}}
+    linked = {
+        **master.user("admin"),
+        "agentUserGroup": {"agentUid": 200, "agentGid": 300, "agentUser": "someuser", "agentGroup": "somegroup"},
+    }
     master.route("GET", "/api/v1/users", page("users", [linked, master.user("determined")]))
     table = cli("user", "list")
     assert table.exit_code == 0, table.output
@@ -130,8 +135,9 @@ def test_list_users_shows_their_agent_user(cli, master: FakeMaster) -> None:
 
 
 def _users_with_ids(master: FakeMaster) -> None:
-    master.route("GET", "/api/v1/users", page("users", [{**master.user("admin"), "id": 1},
-                                                         {**master.user("bob"), "id": 7}]))
+    master.route(
+        "GET", "/api/v1/users", page("users", [{**master.user("admin"), "id": 1}, {**master.user("bob"), "id": 7}])
+    )
     master.route("PATCH", "/api/v1/users/7", lambda req: {"user": {**master.user("bob"), "id": 7}})
 
 
@@ -146,11 +152,23 @@ def test_edit_sends_only_the_fields_given(cli, master: FakeMaster) -> None:
 
 def test_link_with_agent_user_needs_all_four_or_unlink(cli, master: FakeMaster) -> None:
     _users_with_ids(master)
-    result = cli("user", "link-with-agent-user", "bob", "--agent-uid", "200", "--agent-gid", "300",
-                 "--agent-user", "someuser", "--agent-group", "somegroup")
+    result = cli(
+        "user",
+        "link-with-agent-user",
+        "bob",
+        "--agent-uid",
+        "200",
+        "--agent-gid",
+        "300",
+        "--agent-user",
+        "someuser",
+        "--agent-group",
+        "somegroup",
+    )
     assert result.exit_code == 0, result.output
-    assert master.calls("PATCH", "/api/v1/users/7")[0].json == {"agentUserGroup": {
-        "agentUid": 200, "agentGid": 300, "agentUser": "someuser", "agentGroup": "somegroup"}}
+    assert master.calls("PATCH", "/api/v1/users/7")[0].json == {
+        "agentUserGroup": {"agentUid": 200, "agentGid": 300, "agentUser": "someuser", "agentGroup": "somegroup"}
+    }
     assert cli("user", "link-with-agent-user", "bob", "--agent-uid", "200").exit_code == 1
     assert cli("user", "link-with-agent-user", "bob", "--unlink").exit_code == 0
     assert master.calls("PATCH", "/api/v1/users/7")[-1].json == {"agentUserGroup": {}}

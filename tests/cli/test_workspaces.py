@@ -8,13 +8,29 @@ from tests.cli.fake_master import FakeMaster, Recorded, page
 
 
 def workspace(ws_id: int, name: str, **extra: object) -> dict:
-    return {"id": ws_id, "name": name, "numProjects": 1, "numExperiments": 3, "username": "admin",
-            "immutable": ws_id == 1, **extra}
+    return {
+        "id": ws_id,
+        "name": name,
+        "numProjects": 1,
+        "numExperiments": 3,
+        "username": "admin",
+        "immutable": ws_id == 1,
+        **extra,
+    }
 
 
 def project(pid: int, name: str, ws_id: int = 2) -> dict:
-    return {"id": pid, "name": name, "key": name[:5].upper(), "description": "d", "workspaceId": ws_id,
-            "workspaceName": "Vision", "numExperiments": 2, "numActiveExperiments": 1, "username": "determined"}
+    return {
+        "id": pid,
+        "name": name,
+        "key": name[:5].upper(),
+        "description": "d",
+        "workspaceId": ws_id,
+        "workspaceName": "Vision",
+        "numExperiments": 2,
+        "numActiveExperiments": 1,
+        "username": "determined",
+    }
 
 
 def by_name(workspaces: list[dict]):
@@ -26,8 +42,9 @@ def by_name(workspaces: list[dict]):
 
 
 def test_list_is_a_table_and_json(cli, master: FakeMaster) -> None:
-    master.route("GET", "/api/v1/workspaces", page("workspaces", [workspace(1, "Uncategorized"),
-                                                                  workspace(2, "Vision")]))
+    master.route(
+        "GET", "/api/v1/workspaces", page("workspaces", [workspace(1, "Uncategorized"), workspace(2, "Vision")])
+    )
     result = cli("workspace", "list")
     assert result.exit_code == 0, result.output
     assert "Uncategorized" in result.stdout and "Vision" in result.stdout and "Projects" in result.stdout
@@ -44,8 +61,11 @@ def test_create_sends_the_name(cli, master: FakeMaster) -> None:
 
 
 def test_a_taken_name_is_the_masters_message(cli, master: FakeMaster) -> None:
-    master.route("POST", "/api/v1/workspaces", (409, {"message": "name: a workspace named 'Vision' exists already",
-                                                      "pedlCode": "conflict"}))
+    master.route(
+        "POST",
+        "/api/v1/workspaces",
+        (409, {"message": "name: a workspace named 'Vision' exists already", "pedlCode": "conflict"}),
+    )
     result = cli("workspace", "create", "Vision")
     assert result.exit_code == 1 and "exists already" in result.output
 

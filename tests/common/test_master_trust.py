@@ -43,8 +43,11 @@ def test_a_wrong_ca_is_refused_with_a_message_naming_it_and_the_remedy(tls: TlsF
 
 
 def test_a_host_the_certificate_does_not_name_is_refused_saying_so(tls: TlsFiles) -> None:
-    with (https_json_server(tls, {}) as (url, paths), httpx.Client(verify=client_ssl_context(tls.ca)) as client,
-          pytest.raises(httpx.ConnectError) as caught):  # dialled as a name the certificate lacks
+    with (
+        https_json_server(tls, {}) as (url, paths),
+        httpx.Client(verify=client_ssl_context(tls.ca)) as client,
+        pytest.raises(httpx.ConnectError) as caught,
+    ):  # dialled as a name the certificate lacks
         client.get(url, extensions={"sni_hostname": "elsewhere.example"})
     assert paths == []
     message = tls_failure_message(caught.value, "https://elsewhere.example:8443", tls.ca)

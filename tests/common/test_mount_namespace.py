@@ -62,8 +62,9 @@ def test_a_task_of_its_own_shm_size_sees_a_private_dev_shm_of_that_size(tmp_path
     host_mark.write_text("host")
     try:
         script = f"df -k /dev/shm | tail -1; test ! -e {host_mark} && touch /dev/shm/inside && echo private"
-        done = subprocess.run(wrap(["sh", "-c", script], [], shm_size=1536 * 1024 * 1024), capture_output=True,
-                              text=True, timeout=30)
+        done = subprocess.run(
+            wrap(["sh", "-c", script], [], shm_size=1536 * 1024 * 1024), capture_output=True, text=True, timeout=30
+        )
         assert done.returncode == 0, done.stderr
         size_kib = done.stdout.splitlines()[0].split()[1]
         assert size_kib == "1572864" and done.stdout.splitlines()[-1] == "private"  # 1.5 GiB, as Determined's test
@@ -81,7 +82,9 @@ def test_a_bad_shm_size_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
 @needs_namespaces
 def test_no_new_privs_is_set_before_the_command_runs() -> None:
     script = "grep NoNewPrivs /proc/self/status"
-    assert subprocess.run(wrap(["sh", "-c", script], [], no_new_privs=True), capture_output=True, text=True,
-                          timeout=30).stdout.split() == ["NoNewPrivs:", "1"]
-    assert subprocess.run(wrap(["sh", "-c", script], []), capture_output=True, text=True,
-                          timeout=30).stdout.split() == ["NoNewPrivs:", "0"]
+    assert subprocess.run(
+        wrap(["sh", "-c", script], [], no_new_privs=True), capture_output=True, text=True, timeout=30
+    ).stdout.split() == ["NoNewPrivs:", "1"]
+    assert subprocess.run(
+        wrap(["sh", "-c", script], []), capture_output=True, text=True, timeout=30
+    ).stdout.split() == ["NoNewPrivs:", "0"]

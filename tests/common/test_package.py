@@ -60,7 +60,9 @@ def test_the_same_sources_give_the_same_bytes(tmp_path: Path) -> None:
     first, second = build_wheel(package, "9.9.9"), build_wheel(package, "9.9.9")
     assert first.data == second.data and first.filename == "pedl-9.9.9-py3-none-any.whl"
     assert {n for n in members(first.data) if not n.startswith("pedl-9.9.9.dist-info")} == {
-        "pedl/__init__.py", "pedl/sub/mod.py"}  # no bytecode, no symlink
+        "pedl/__init__.py",
+        "pedl/sub/mod.py",
+    }  # no bytecode, no symlink
 
 
 def test_pip_installs_it_as_the_running_version(tmp_path: Path) -> None:
@@ -68,10 +70,29 @@ def test_pip_installs_it_as_the_running_version(tmp_path: Path) -> None:
     path = tmp_path / wheel.filename
     path.write_bytes(wheel.data)
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
-                    str(target), str(path)], check=True, timeout=120)
-    out = subprocess.run([sys.executable, "-c", "import pedl, pedl.version; print(pedl.__file__); "
-                          "print(pedl.version.__version__)"], env={"PYTHONPATH": str(target)},
-                         capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(path),
+        ],
+        check=True,
+        timeout=120,
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import pedl, pedl.version; print(pedl.__file__); print(pedl.version.__version__)"],
+        env={"PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
     assert out == [str(target / "pedl" / "__init__.py"), __version__]
     assert (target / "bin" / "pedl").exists()  # the console script

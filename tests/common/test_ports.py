@@ -54,8 +54,10 @@ def test_a_services_launcher_picks_its_port_with_the_copy_shipped_beside_it(tmp_
         else:
             target.write_bytes(base64.b64decode(entry["content"]))
     assert (tmp_path / ".pedl" / "pedl_ports.py").read_bytes() == Path(ports.__file__).read_bytes()
-    code = ("import sys; sys.path.insert(0, '.pedl'); import service_launcher, pedl_ports; "
-            "assert 'pedl' not in sys.modules; print(service_launcher.free_port(), pedl_ports.ephemeral_range()[0])")
+    code = (
+        "import sys; sys.path.insert(0, '.pedl'); import service_launcher, pedl_ports; "
+        "assert 'pedl' not in sys.modules; print(service_launcher.free_port(), pedl_ports.ephemeral_range()[0])"
+    )
     out = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     port, first = (int(word) for word in out.stdout.split())

@@ -62,8 +62,13 @@ def test_store_uploads_on_exit_under_prefix_and_uuid(storage: S3Storage, s3, tmp
         written = path
     assert not written.exists()  # the temporary directory is gone
     base = f"team/exp/{UUID}/"
-    assert keys(s3) == {base + "weights.bin": 10, base + "sub/": 0, base + "sub/state.json": 2,
-                        base + "sub/deeper/": 0, base + "empty/": 0}
+    assert keys(s3) == {
+        base + "weights.bin": 10,
+        base + "sub/": 0,
+        base + "sub/state.json": 2,
+        base + "sub/deeper/": 0,
+        base + "empty/": 0,
+    }
     # the same entries shared_fs would list for the same tree
     (tmp_path / UUID).mkdir()
     write_tree(tmp_path / UUID)
@@ -124,8 +129,9 @@ def test_failed_block_uploads_nothing(storage: S3Storage, s3) -> None:
     assert not storage.exists(UUID)
 
 
-def test_delete_removes_every_key_in_batches_and_is_idempotent(storage: S3Storage, s3,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_delete_removes_every_key_in_batches_and_is_idempotent(
+    storage: S3Storage, s3, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(S3Storage, "DELETE_BATCH", 2)
     with storage.store_path(UUID) as path:
         for i in range(5):
@@ -169,8 +175,7 @@ def test_restore_of_a_missing_checkpoint_names_where_it_looked(storage: S3Storag
 
 def test_missing_bucket_is_not_found_naming_the_bucket(moto_endpoint: str, tmp_path: Path) -> None:
     storage = S3Storage("no-such-bucket", endpoint_url=moto_endpoint)
-    with pytest.raises(NotFound, match="the bucket 'no-such-bucket' does not exist"), \
-            storage.store_path(UUID) as path:
+    with pytest.raises(NotFound, match="the bucket 'no-such-bucket' does not exist"), storage.store_path(UUID) as path:
         (path / "f").write_text("1")
     with pytest.raises(NotFound, match=f"s3://no-such-bucket/{UUID}/"):
         storage.resources(UUID)
@@ -188,25 +193,30 @@ def test_unreachable_endpoint_is_unavailable_naming_it(moto_endpoint: str) -> No
     from pedl.common.ports import free_port
 
     endpoint = f"http://127.0.0.1:{free_port()}"
-    client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
-                          config=Config(retries={"max_attempts": 1}, connect_timeout=2))
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, region_name=REGION, config=Config(retries={"max_attempts": 1}, connect_timeout=2)
+    )
     storage = S3Storage(BUCKET, endpoint_url=endpoint, client=client)
     with pytest.raises(Unavailable, match=f"cannot delete s3://{BUCKET}/{UUID}/: .*127.0.0.1"):
         storage.delete(UUID)
 
 
-@pytest.mark.parametrize(("code", "status", "kind", "text"), [
-    ("AccessDenied", 403, Forbidden, "access denied (AccessDenied: nope)"),
-    ("InvalidAccessKeyId", 403, Forbidden, "access denied"),
-    ("NoSuchKey", 404, NotFound, "not found"),
-    ("NoSuchBucket", 404, NotFound, "the bucket 'b' does not exist"),
-    ("SlowDown", 503, Unavailable, "S3 is unavailable"),
-    ("InternalError", 500, Unavailable, "S3 is unavailable"),
-    ("InvalidArgument", 400, PedlError, "InvalidArgument: nope"),
-])
+@pytest.mark.parametrize(
+    ("code", "status", "kind", "text"),
+    [
+        ("AccessDenied", 403, Forbidden, "access denied (AccessDenied: nope)"),
+        ("InvalidAccessKeyId", 403, Forbidden, "access denied"),
+        ("NoSuchKey", 404, NotFound, "not found"),
+        ("NoSuchBucket", 404, NotFound, "the bucket 'b' does not exist"),
+        ("SlowDown", 503, Unavailable, "S3 is unavailable"),
+        ("InternalError", 500, Unavailable, "S3 is unavailable"),
+        ("InvalidArgument", 400, PedlError, "InvalidArgument: nope"),
+    ],
+)
 def test_client_errors_map_to_pedl_errors(code: str, status: int, kind: type, text: str) -> None:
-    exc = ClientError({"Error": {"Code": code, "Message": "nope"}, "ResponseMetadata": {"HTTPStatusCode": status}},
-                      "GetObject")
+    exc = ClientError(
+        {"Error": {"Code": code, "Message": "nope"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject"
+    )
     mapped = s3_error(exc, "read", "s3://b/k", "b")
     assert type(mapped) is kind
     assert mapped.message.startswith("cannot read s3://b/k: ")
@@ -218,11 +228,23 @@ def test_other_exceptions_are_not_mapped() -> None:
 
 
 def test_storage_from_config_builds_s3(moto_endpoint: str) -> None:
-    storage = storage_from_config({"type": "s3", "bucket": BUCKET, "prefix": "p", "endpoint_url": moto_endpoint,
-                                   "region": REGION, "save_trial_best": 2})
+    storage = storage_from_config(
+        {
+            "type": "s3",
+            "bucket": BUCKET,
+            "prefix": "p",
+            "endpoint_url": moto_endpoint,
+            "region": REGION,
+            "save_trial_best": 2,
+        }
+    )
     assert isinstance(storage, S3Storage)
-    assert (storage.bucket, storage.prefix, storage.endpoint_url, storage.region) == (BUCKET, "p", moto_endpoint,
-                                                                                       REGION)
+    assert (storage.bucket, storage.prefix, storage.endpoint_url, storage.region) == (
+        BUCKET,
+        "p",
+        moto_endpoint,
+        REGION,
+    )
     assert "s3://pedl-ckpts/p" in repr(storage)
 
 
@@ -242,5 +264,7 @@ def test_core_checkpoints_round_trip_through_s3(moto_endpoint: str, s3, cwd: Pat
         core.checkpoint.download(storage_id, out)
     assert (out / "model.txt").read_text() == "weights"
     assert json.loads((out / "metadata.json").read_text()) == {"steps_completed": 7}
-    assert set(keys(s3, f"local/{storage_id}/")) == {f"local/{storage_id}/model.txt",
-                                                      f"local/{storage_id}/metadata.json"}
+    assert set(keys(s3, f"local/{storage_id}/")) == {
+        f"local/{storage_id}/model.txt",
+        f"local/{storage_id}/metadata.json",
+    }

@@ -27,8 +27,13 @@ DRIVER = textwrap.dedent("""
 
 def wrapped(*argv: str) -> subprocess.Popen[str]:
     """The task under the init, in a session of its own as the agent starts it."""
-    return subprocess.Popen([sys.executable, "-c", DRIVER, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", DRIVER, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def py(code: str) -> list[str]:
@@ -41,8 +46,16 @@ def lines(proc: subprocess.Popen[str]) -> Iterator[str]:
         yield line.rstrip("\n")
 
 
-@pytest.mark.parametrize(("script", "code"), [("exit 3", 3), ("exit 0", 0), ("kill -TERM $$", -signal.SIGTERM),
-                                              ("kill -SEGV $$", -signal.SIGSEGV), ("kill -KILL $$", -signal.SIGKILL)])
+@pytest.mark.parametrize(
+    ("script", "code"),
+    [
+        ("exit 3", 3),
+        ("exit 0", 0),
+        ("kill -TERM $$", -signal.SIGTERM),
+        ("kill -SEGV $$", -signal.SIGSEGV),
+        ("kill -KILL $$", -signal.SIGKILL),
+    ],
+)
 def test_the_wrapper_ends_as_the_task_ended(script: str, code: int) -> None:
     proc = wrapped("sh", "-c", script)
     proc.communicate(timeout=60)
@@ -52,7 +65,8 @@ def test_the_wrapper_ends_as_the_task_ended(script: str, code: int) -> None:
 def test_a_signal_to_the_group_reaches_the_task_once_and_the_wrapper_reports_its_end() -> None:
     """The agent's kill is a killpg of the wrapper's group: the wrapper holds on (the task may take its
     time, checkpointing after a preemption), the init passes the signal to the task's own group."""
-    proc = wrapped(*py("""
+    proc = wrapped(
+        *py("""
         import os, signal, sys, time
         seen = []
         def on(sig, _):
@@ -65,7 +79,8 @@ def test_a_signal_to_the_group_reaches_the_task_once_and_the_wrapper_reports_its
         print("ready", os.getpgrp() != os.getsid(0), flush=True)
         while True:
             time.sleep(0.05)
-    """))
+    """)
+    )
     out = lines(proc)
     assert next(out) == "ready True"  # a process group of its own, not the wrapper's
     os.killpg(proc.pid, signal.SIGTERM)
@@ -110,8 +125,9 @@ NOBODY = (65534, 65534, [65534])
 
 
 def in_namespace(argv: list[str], user: tuple[int, int, list[int]] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(wrap(argv, [], user=user), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        wrap(argv, [], user=user), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
 
 
 @needs_namespaces
@@ -120,9 +136,11 @@ def test_a_task_sees_only_its_own_processes_and_no_others_environ() -> None:
     line: in its own PID namespace it sees neither."""
     other = subprocess.Popen(["sleep", "600"], env={"SECRET": "alices-token"})
     try:
-        script = (f"echo $$; ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo; "
-                  f"cat /proc/{other.pid}/environ 2>&1 || echo unreadable; "
-                  f"cat /proc/{os.getpid()}/cmdline 2>&1 || echo unreadable")
+        script = (
+            f"echo $$; ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo; "
+            f"cat /proc/{other.pid}/environ 2>&1 || echo unreadable; "
+            f"cat /proc/{os.getpid()}/cmdline 2>&1 || echo unreadable"
+        )
         proc = in_namespace(["sh", "-c", script], user=NOBODY)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -55,14 +55,15 @@ def test_only_host_paths_inside_the_allowed_roots_are_mounted_judged_resolved(en
     (allowed / "in").mkdir()
     (allowed / "link").symlink_to(outside)  # inside the root as written, outside it resolved
     for user in (NOBODY, None):
-        done = run("true", [Bind(str(allowed / "in"), "/mnt/x", as_user=True)], user=user,
-                   allowed_roots=[str(allowed)])
+        done = run("true", [Bind(str(allowed / "in"), "/mnt/x", as_user=True)], user=user, allowed_roots=[str(allowed)])
         assert done.returncode == 0, done.stderr
         for source, roots in ((outside, [str(allowed)]), (allowed / "link", [str(allowed)]), (allowed / "in", [])):
             done = run("true", [Bind(str(source), "/mnt/x", as_user=True)], user=user, allowed_roots=roots)
             assert done.returncode == 126 and f"bind_mounts: host_path {source} " in done.stderr, done.stderr
-    assert "outside the host paths this cluster allows" in run(
-        "true", [Bind(str(allowed / "link"), "/mnt/x", as_user=True)], allowed_roots=[str(allowed)]).stderr
+    assert (
+        "outside the host paths this cluster allows"
+        in run("true", [Bind(str(allowed / "link"), "/mnt/x", as_user=True)], allowed_roots=[str(allowed)]).stderr
+    )
     assert root_problem("/data/x", ["/data"]) is None and root_problem("/database", ["/data"]) is not None
     assert root_problem("/anything", None) is None and "allows no host bind mounts" in root_problem("/x", [])
 
@@ -76,10 +77,15 @@ def test_missing_mountpoints_are_made_in_the_view_only(enterable_tmp: Path) -> N
     os.chmod(enterable_tmp / "out", 0o777)
     marker = f"pedl-test-{os.getpid()}"
     targets = [f"/{marker}/deep/dir", f"/etc/{marker}", str(enterable_tmp / "new" / "dir")]
-    binds = [Bind(str(data), targets[0], as_user=True), Bind(str(data / "f"), targets[1], as_user=True),
-             Bind(str(data), targets[2], as_user=True)]
-    script = (f"cat {targets[0]}/f {targets[1]} {targets[2]}/f && ls -A / | grep -c . && "
-              f"echo written > {enterable_tmp}/out/from-the-task")  # what a view holds is the host's
+    binds = [
+        Bind(str(data), targets[0], as_user=True),
+        Bind(str(data / "f"), targets[1], as_user=True),
+        Bind(str(data), targets[2], as_user=True),
+    ]
+    script = (
+        f"cat {targets[0]}/f {targets[1]} {targets[2]}/f && ls -A / | grep -c . && "
+        f"echo written > {enterable_tmp}/out/from-the-task"
+    )  # what a view holds is the host's
     done = run(script, binds, user=NOBODY)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[:3] == ["mounted"] * 3
@@ -96,14 +102,21 @@ def test_a_mountpoint_in_the_task_directory_is_made_there_as_its_user(enterable_
     os.chown(task_dir, 65534, 65534)
     data = enterable_tmp / "data"
     data.mkdir()
-    done = run(f"touch {task_dir}/in/here/x 2>/dev/null || echo read-only",
-               [Bind(str(data), str(task_dir / "in" / "here"), read_only=True, as_user=True)], user=NOBODY,
-               task_dir=str(task_dir))
+    done = run(
+        f"touch {task_dir}/in/here/x 2>/dev/null || echo read-only",
+        [Bind(str(data), str(task_dir / "in" / "here"), read_only=True, as_user=True)],
+        user=NOBODY,
+        task_dir=str(task_dir),
+    )
     assert (done.returncode, done.stdout) == (0, "read-only\n"), done.stderr
     assert (task_dir / "in" / "here").is_dir() and (task_dir / "in").stat().st_uid == 65534
     (task_dir / "escape").symlink_to("/etc")  # a link from the task's own files is not followed
-    done = run("true", [Bind(str(data), str(task_dir / "escape" / f"pedl-{os.getpid()}"), as_user=True)],
-               user=NOBODY, task_dir=str(task_dir))
+    done = run(
+        "true",
+        [Bind(str(data), str(task_dir / "escape" / f"pedl-{os.getpid()}"), as_user=True)],
+        user=NOBODY,
+        task_dir=str(task_dir),
+    )
     assert done.returncode == 126 and "escape is a symbolic link" in done.stderr
     assert not os.path.lexists(f"/etc/pedl-{os.getpid()}")
 

@@ -48,8 +48,9 @@ def handshake(server_cert: bytes, server_key: bytes, ca_pem: bytes, server_name:
 
 
 def test_the_server_certificate_verifies_against_its_ca_for_its_names(tmp_path) -> None:
-    ca, server = generate_server_certificate(dns_names=["localhost", "Master.Example.com"],
-                                             ip_addresses=["127.0.0.1", "::1"])
+    ca, server = generate_server_certificate(
+        dns_names=["localhost", "Master.Example.com"], ip_addresses=["127.0.0.1", "::1"]
+    )
     assert server.ca_cert_pem == ca.cert_pem
     for name in ("localhost", "master.example.com", "127.0.0.1", "::1"):
         handshake(server.cert_pem, server.key_pem, ca.cert_pem, name, tmp_path)
@@ -84,12 +85,15 @@ def test_a_ca_signs_several_servers_and_only_servers() -> None:
     assert b"ENCRYPTED" not in first.key_pem
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({}, "dns_names/ip_addresses"),
-    ({"ip_addresses": ["300.1.1.1"]}, "ip_addresses"),
-    ({"dns_names": ["bad name"]}, "dns_names"),
-    ({"dns_names": [""]}, "dns_names"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({}, "dns_names/ip_addresses"),
+        ({"ip_addresses": ["300.1.1.1"]}, "ip_addresses"),
+        ({"dns_names": ["bad name"]}, "dns_names"),
+        ({"dns_names": [""]}, "dns_names"),
+    ],
+)
 def test_bad_names_are_refused_naming_the_argument(kwargs: dict, field: str) -> None:
     with pytest.raises(ValueError, match=f"^{field}: "):
         generate_server_certificate(**kwargs)
@@ -100,8 +104,9 @@ def test_check_server_pair_accepts_a_matching_pair_and_names_what_is_wrong() -> 
     _, other = generate_server_certificate(dns_names=["localhost"])
     check_server_pair(server.cert_pem, server.key_pem)
     key = serialization.load_pem_private_key(server.key_pem, password=None)
-    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.BestAvailableEncryption(b"secret"))
+    encrypted = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"secret")
+    )
     cases = [
         (b"not a certificate", server.key_pem, "cert", "not a PEM certificate"),
         (server.cert_pem, b"not a key", "key", "not a PEM private key"),

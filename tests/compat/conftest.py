@@ -20,8 +20,10 @@ def det_missing() -> str | None:
     det = det_venv() / "bin" / "det"
     if det.exists():
         return None
-    return (f"determined==0.38.1 is not installed at {det} (`make det-venv` could not install it; "
-            f"retry with: rm -rf {det_venv()} && make det-venv)")
+    return (
+        f"determined==0.38.1 is not installed at {det} (`make det-venv` could not install it; "
+        f"retry with: rm -rf {det_venv()} && make det-venv)"
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -19,8 +19,9 @@ from tests.support.live_master import LiveMaster
 pytestmark = [pytest.mark.compat, pytest.mark.e2e]
 
 
-def test_det_sees_a_checkpoint_being_deleted_and_its_download_is_refused(master_config: MasterConfig,
-                                                                          tmp_path: Path) -> None:
+def test_det_sees_a_checkpoint_being_deleted_and_its_download_is_refused(
+    master_config: MasterConfig, tmp_path: Path
+) -> None:
     if not DET.exists():
         pytest.skip(f"determined==0.38.1 is not installed at {DET}")
     with LiveMaster(master_config) as master, httpx.Client(base_url=master.url, timeout=60) as client:
@@ -28,8 +29,11 @@ def test_det_sees_a_checkpoint_being_deleted_and_its_download_is_refused(master_
         client.app = app  # type: ignore[attr-defined] - gc_task_world finds the master's storage through it
         agent = FakeAgent(app, "agent-1", slots=1)
         user = {"Authorization": f"Bearer {login(client, 'determined')}"}  # det logs in as determined
-        exp = create_experiment(client, user, "name: held\nentrypoint: python train.py\n"
-                                              "searcher: {name: single, metric: loss, max_length: 10}\n")
+        exp = create_experiment(
+            client,
+            user,
+            "name: held\nentrypoint: python train.py\nsearcher: {name: single, metric: loss, max_length: 10}\n",
+        )
         [trial] = agent.start_all()
         held, kept = stored(client, trial, 2), stored(client, trial, 4)
         assert delete(client, user, held).status_code == 200

@@ -37,8 +37,9 @@ def ended(c: Cluster, plural: str, task_id: str) -> bool:
     return c.master.api("GET", f"/api/v1/{plural}/{task_id}")[plural[:-1]]["state"] == "STATE_TERMINATED"
 
 
-def det(c: Cluster, *args: str, stdin: str = "", check: bool = True,
-        cert: Path | None = None) -> subprocess.CompletedProcess:
+def det(
+    c: Cluster, *args: str, stdin: str = "", check: bool = True, cert: Path | None = None
+) -> subprocess.CompletedProcess:
     """Runs det against `c`; over HTTPS it trusts `cert`, by default the CA that signed the master's."""
     # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override the bundle det sets on its session
     # (psf/requests#3829), so with either set det never uses DET_MASTER_CERT_FILE
@@ -47,8 +48,9 @@ def det(c: Cluster, *args: str, stdin: str = "", check: bool = True,
     env.update({"DET_DEBUG_CONFIG_PATH": str(c.work / "det-config"), "DET_MASTER": c.master.url})
     if c.tls:
         env["DET_MASTER_CERT_FILE"] = str(cert or c.tls.ca)
-    proc = subprocess.run([str(DET), "-m", c.master.url, *args], input=stdin, capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        [str(DET), "-m", c.master.url, *args], input=stdin, capture_output=True, text=True, env=env, timeout=120
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"det {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     assert "Consider upgrading" not in proc.stderr, proc.stderr  # det's version check: no warning
@@ -73,9 +75,13 @@ print(json.dumps({"clusterId": info.clusterId, "version": info.version}))
 @pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
 def test_determined_sdk_reads_the_master_without_logging_in(det_cluster) -> None:
     """The 0.38.1 SDK asks for GET /api/v1/master with no token before it logs in (Determined answers it)."""
-    proc = subprocess.run([str(DET.parent / "python"), "-c", UNAUTH_MASTER_SCRIPT, det_cluster.master.url],
-                          capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    proc = subprocess.run(
+        [str(DET.parent / "python"), "-c", UNAUTH_MASTER_SCRIPT, det_cluster.master.url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DET_")},
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     info = det_cluster.master.api("GET", "/info")
@@ -126,8 +132,11 @@ def test_experiment_create_list_describe_logs_kill(det_cluster, tmp_path) -> Non
     cfg.write_text(yaml.safe_dump(steps_config(name="to-kill", steps=5000, delay=0.05, ckpt_every=1000)))
     out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
     kill_id = int(out.strip().split("Created experiment")[-1].split()[0])
-    wait_for(lambda: det_cluster.trials(kill_id) and det_cluster.trials(kill_id)[0]["state"] == "STATE_RUNNING", 60,
-             what="trial running")
+    wait_for(
+        lambda: det_cluster.trials(kill_id) and det_cluster.trials(kill_id)[0]["state"] == "STATE_RUNNING",
+        60,
+        what="trial running",
+    )
     det(det_cluster, "experiment", "kill", str(kill_id))
     assert wait_experiment(det_cluster.master, kill_id, {"STATE_CANCELED"}, timeout=60)["state"] == "STATE_CANCELED"
     waited = det(det_cluster, "experiment", "wait", str(kill_id), "--polling-interval", "1", check=False)
@@ -163,8 +172,10 @@ def test_det_shows_progress_workload_states_and_the_files_deleted_checkpoints_ha
 
     # garbage collection keeps the trial's best and latest (both the one at 10)
     wait_for(lambda: states() == {5: "STATE_DELETED", 10: "STATE_COMPLETED"}, 60, what="checkpoint 5 deleted")
-    rows = {int(r["# of Batches"]): r for r in _csv(det(det_cluster, "experiment", "list-checkpoints", str(exp_id),
-                                                        "--csv").stdout)}
+    rows = {
+        int(r["# of Batches"]): r
+        for r in _csv(det(det_cluster, "experiment", "list-checkpoints", str(exp_id), "--csv").stdout)
+    }
     # as Determined's, a DELETED checkpoint keeps listing the files it had; its state says they are gone
     assert rows[5]["State"].endswith("DELETED") and "state.json" in rows[5]["Resources"]
     assert rows[10]["State"].endswith("COMPLETED") and "state.json" in rows[10]["Resources"]
@@ -181,8 +192,11 @@ def test_det_shows_progress_workload_states_and_the_files_deleted_checkpoints_ha
     cfg.write_text(yaml.safe_dump(steps_config(name="killed-midway", steps=2000, delay=0.02, ckpt_every=1000)))
     out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
     kill_id = int(out.strip().split("Created experiment")[-1].split()[0])
-    wait_for(lambda: (det_cluster.trials(kill_id) or [{}])[0].get("totalBatchesProcessed", 0) >= 40, 60,
-             what="the trial to report 40 batches")
+    wait_for(
+        lambda: (det_cluster.trials(kill_id) or [{}])[0].get("totalBatchesProcessed", 0) >= 40,
+        60,
+        what="the trial to report 40 batches",
+    )
     det(det_cluster, "experiment", "kill", str(kill_id))
     final = wait_experiment(det_cluster.master, kill_id, {"STATE_CANCELED"}, timeout=60)
     assert 0.02 <= final["progress"] < 1.0
@@ -206,8 +220,10 @@ def test_det_edits_an_experiment_and_the_api_shows_it(det_cluster, tmp_path) -> 
     cfg.write_text(yaml.safe_dump(steps_config(name="to-edit", steps=2)))
     out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
     exp_id = str(int(out.strip().split("Created experiment")[-1].split()[0]))
-    assert wait_experiment(det_cluster.master, int(exp_id), {"STATE_COMPLETED", "STATE_ERROR"})["state"] == \
-        "STATE_COMPLETED"
+    assert (
+        wait_experiment(det_cluster.master, int(exp_id), {"STATE_COMPLETED", "STATE_ERROR"})["state"]
+        == "STATE_COMPLETED"
+    )
 
     def shown() -> dict:
         got = det_cluster.master.api("GET", f"/api/v1/experiments/{exp_id}")
@@ -222,8 +238,12 @@ def test_det_edits_an_experiment_and_the_api_shows_it(det_cluster, tmp_path) -> 
     det(det_cluster, "experiment", "set", "weight", exp_id, "2.5")
     det(det_cluster, "experiment", "archive", exp_id)
     exp = shown()
-    assert (exp["description"], exp["name"], exp["labels"], exp["archived"]) == ("what it tried", "renamed-by-det",
-                                                                               ["keep"], True)
+    assert (exp["description"], exp["name"], exp["labels"], exp["archived"]) == (
+        "what it tried",
+        "renamed-by-det",
+        ["keep"],
+        True,
+    )
     assert exp["config"]["resources"]["priority"] == 12 and exp["config"]["resources"]["weight"] == 2.5
     det(det_cluster, "experiment", "unarchive", exp_id)
     assert shown()["archived"] is False
@@ -250,8 +270,11 @@ def test_det_disables_and_enables_an_agent(det_cluster) -> None:
 @pytest.mark.parametrize("det_cluster", ["http"], indirect=True)  # TLS: the tests above
 def test_det_disables_and_enables_a_slot(det_cluster) -> None:
     def slot(slot_id: str) -> dict:
-        [row] = [r for r in json.loads(det(det_cluster, "slot", "list", "--json").stdout)
-                 if r["agent_id"] == "det-agent-1" and r["slot_id"] == slot_id]
+        [row] = [
+            r
+            for r in json.loads(det(det_cluster, "slot", "list", "--json").stdout)
+            if r["agent_id"] == "det-agent-1" and r["slot_id"] == slot_id
+        ]
         return row
 
     refused = det(det_cluster, "-u", "determined", "slot", "disable", "det-agent-1", "1", stdin="\n", check=False)
@@ -290,9 +313,13 @@ def test_determined_sdk_reads_metrics_and_checkpoints_and_labels(det_cluster, tm
     out = det(det_cluster, "experiment", "create", str(cfg), str(MODELS / "steps")).stdout
     exp_id = int(out.strip().split("Created experiment")[-1].split()[0])
     assert wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
-    proc = subprocess.run([str(DET.parent / "python"), "-c", SDK_SCRIPT, det_cluster.master.url, str(exp_id)],
-                          capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    proc = subprocess.run(
+        [str(DET.parent / "python"), "-c", SDK_SCRIPT, det_cluster.master.url, str(exp_id)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DET_")},
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     [trial] = det_cluster.master.api("GET", f"/api/v1/experiments/{exp_id}/trials")["trials"]
@@ -351,7 +378,11 @@ def test_det_model_registry_and_the_api_agree(det_cluster, tmp_path) -> None:
 
     model = api("GET", "/api/v1/models/det-model")["model"]
     assert (model["description"], model["numVersions"], model["username"], model["workspaceId"]) == (
-        "made by det", 2, "determined", ws_id)
+        "made by det",
+        2,
+        "determined",
+        ws_id,
+    )
     got = api("GET", "/api/v1/models/det-model/versions")["modelVersions"]
     assert [(v["version"], v["checkpoint"]["uuid"]) for v in got] == [(1, kept), (2, kept)]
 
@@ -408,18 +439,30 @@ print(json.dumps(out))
 @pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
 def test_determined_sdk_drives_the_model_registry(det_cluster, tmp_path) -> None:
     _exp_id, kept, _deleted = _completed_run_with_a_deleted_checkpoint(det_cluster, tmp_path, "for-sdk-models")
-    proc = subprocess.run([str(DET.parent / "python"), "-c", SDK_MODELS_SCRIPT, det_cluster.master.url, kept,
-                           str(tmp_path)], capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    proc = subprocess.run(
+        [str(DET.parent / "python"), "-c", SDK_MODELS_SCRIPT, det_cluster.master.url, kept, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DET_")},
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     api = det_cluster.master.api
     model = api("GET", "/api/v1/models/sdk-model")["model"]
     assert model["id"] == got["id"] and got["by_id"] == "sdk-model"
     assert (model["metadata"], model["labels"], model["description"], model["archived"]) == (
-        {"b": 2, "c": 3}, ["y", "z"], "second", False)
+        {"b": 2, "c": 3},
+        ["y", "z"],
+        "second",
+        False,
+    )
     assert (got["metadata"], got["labels"], got["description"], got["archived"]) == (
-        {"b": 2, "c": 3}, ["y", "z"], "second", True)
+        {"b": 2, "c": 3},
+        ["y", "z"],
+        "second",
+        True,
+    )
     assert "sdk-model" in got["names"] and "sdk-doomed" not in got["names"]
     assert [m["name"] for m in api("GET", "/api/v1/models", name="sdk-")["models"]] == ["sdk-model"]
     versions = api("GET", "/api/v1/models/sdk-model/versions", orderBy="ORDER_BY_DESC")["modelVersions"]
@@ -470,8 +513,15 @@ def test_det_workspaces_projects_and_templates(det_cluster, tmp_path) -> None:
     tpl = tmp_path / "tpl.yaml"
     tpl.write_text(yaml.safe_dump({"max_restarts": 0, "labels": ["from-template"]}))
     det(det_cluster, "template", "set", "det-tpl", str(tpl))  # GET 404, then POST
-    tpl.write_text(yaml.safe_dump({"max_restarts": 4, "labels": ["from-template"],
-                                   "searcher": {"name": "single", "metric": "validation_loss"}}))
+    tpl.write_text(
+        yaml.safe_dump(
+            {
+                "max_restarts": 4,
+                "labels": ["from-template"],
+                "searcher": {"name": "single", "metric": "validation_loss"},
+            }
+        )
+    )
     det(det_cluster, "template", "set", "det-tpl", str(tpl))  # GET, then PATCH
     assert api("GET", "/api/v1/templates/det-tpl")["template"]["config"]["max_restarts"] == 4
     listed = det(det_cluster, "template", "list").stdout
@@ -482,28 +532,49 @@ def test_det_workspaces_projects_and_templates(det_cluster, tmp_path) -> None:
     config = steps_config(name="in-a-project", steps=2)
     del config["searcher"]["name"], config["searcher"]["metric"], config["max_restarts"]  # the template's
     cfg.write_text(yaml.safe_dump({**config, "labels": ["mine"]}))
-    out = det(det_cluster, "experiment", "create", "--paused", "--project_id", str(proj["id"]),
-              "--template", "det-tpl", str(cfg), str(MODELS / "steps")).stdout
+    out = det(
+        det_cluster,
+        "experiment",
+        "create",
+        "--paused",
+        "--project_id",
+        str(proj["id"]),
+        "--template",
+        "det-tpl",
+        str(cfg),
+        str(MODELS / "steps"),
+    ).stdout
     exp_id = int(out.strip().split("Created experiment")[-1].split()[0])
     got = api("GET", f"/api/v1/experiments/{exp_id}")
     exp = got["experiment"]
     assert (exp["projectId"], exp["projectName"], exp["workspaceId"], exp["workspaceName"]) == (
-        proj["id"], "det-proj", ws["id"], "det-ws")
+        proj["id"],
+        "det-proj",
+        ws["id"],
+        "det-ws",
+    )
     assert got["config"]["max_restarts"] == 4 and got["config"]["labels"] == ["mine"]  # the experiment's wins
     assert got["config"]["searcher"]["metric"] == "validation_loss"
     assert "in-a-project" in det(det_cluster, "project", "describe", "det-ws", "det-proj").stdout
 
     before = len(experiments())
-    for flags, said in ((["--project_id", "9999", "--template", "det-tpl"], "projectId"),
-                        (["--template", "no-such-tpl"], "no-such-tpl")):
-        proc = det(det_cluster, "experiment", "create", "--paused", *flags, str(cfg), str(MODELS / "steps"),
-                   check=False)
+    for flags, said in (
+        (["--project_id", "9999", "--template", "det-tpl"], "projectId"),
+        (["--template", "no-such-tpl"], "no-such-tpl"),
+    ):
+        proc = det(
+            det_cluster, "experiment", "create", "--paused", *flags, str(cfg), str(MODELS / "steps"), check=False
+        )
         assert proc.returncode != 0 and said in proc.stdout + proc.stderr, proc
     assert len(experiments()) == before
 
-    proc = subprocess.run([str(DET.parent / "python"), "-c", WORKSPACE_SDK_SCRIPT, det_cluster.master.url, "det-ws",
-                           "det-proj"], capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    proc = subprocess.run(
+        [str(DET.parent / "python"), "-c", WORKSPACE_SDK_SCRIPT, det_cluster.master.url, "det-ws", "det-proj"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DET_")},
+    )
     assert proc.returncode == 0, proc.stderr
     listed = json.loads(proc.stdout.strip().splitlines()[-1])
     assert listed["workspaces"] == [w["name"] for w in api("GET", "/api/v1/workspaces")["workspaces"]]
@@ -514,7 +585,6 @@ def test_det_workspaces_projects_and_templates(det_cluster, tmp_path) -> None:
     api("GET", "/api/v1/templates/det-tpl", expect=404)
 
 
-
 def _created(out: str) -> int:
     return int(out.strip().split("Created experiment")[-1].split()[0])
 
@@ -523,8 +593,12 @@ def _stream(c: Cluster, path: str, token: str | None = None, **params: object) -
     """The `result` of each line of an NDJSON answer of the master."""
     import httpx
 
-    r = httpx.get(f"{c.master.url}{path}", params=params, timeout=60,
-                  headers={"Authorization": f"Bearer {token or c.master.token()}"})
+    r = httpx.get(
+        f"{c.master.url}{path}",
+        params=params,
+        timeout=60,
+        headers={"Authorization": f"Bearer {token or c.master.token()}"},
+    )
     assert r.status_code == 200, r.text
     return [json.loads(line)["result"] for line in r.text.splitlines() if line.strip()]
 
@@ -553,8 +627,11 @@ def test_det_lists_the_job_queue_and_updates_jobs(det_cluster, tmp_path) -> None
         return api("GET", f"/api/v1/experiments/{exp_id}")["config"]["resources"]["priority"]
 
     listed = json.loads(det(det_cluster, "job", "list", "--json").stdout)["jobs"]
-    assert [(j["jobId"], j["summary"]["state"]) for j in listed if j["entityId"] in ours] == queue() == [
-        (f"job-{run}", "STATE_SCHEDULED"), (f"job-{a}", "STATE_QUEUED"), (f"job-{b}", "STATE_QUEUED")]
+    assert (
+        [(j["jobId"], j["summary"]["state"]) for j in listed if j["entityId"] in ours]
+        == queue()
+        == [(f"job-{run}", "STATE_SCHEDULED"), (f"job-{a}", "STATE_QUEUED"), (f"job-{b}", "STATE_QUEUED")]
+    )
     assert api("GET", f"/api/v1/experiments/{a}")["experiment"]["jobId"] == f"job-{a}"  # one id everywhere
     assert f"job-{b}" in det(det_cluster, "job", "list").stdout
 
@@ -601,8 +678,11 @@ def test_det_master_logs_for_admins(det_cluster) -> None:
     assert refused.returncode != 0 and "admin" in refused.stdout + refused.stderr
     out = det(det_cluster, "-u", "admin", "master", "logs", stdin="\n").stdout
     assert "pedl master listening on" in out and " [INFO]: " in out
-    r = httpx.post(f"{det_cluster.master.url}/api/v1/auth/login", timeout=30,
-                   content=json.dumps({"username": "admin", "password": ""}))
+    r = httpx.post(
+        f"{det_cluster.master.url}/api/v1/auth/login",
+        timeout=30,
+        content=json.dumps({"username": "admin", "password": ""}),
+    )
     token = r.json()["token"]
 
     def newest() -> list[str]:
@@ -628,17 +708,30 @@ def test_det_continues_then_deletes_an_experiment(det_cluster, tmp_path) -> None
     delete answers at once, and the experiment, its checkpoints and their files go."""
     api = det_cluster.master.api
     cfg = tmp_path / "cont.yaml"
-    cfg.write_text(yaml.safe_dump({**steps_config(name="to-continue", steps=6, ckpt_every=3),
-                                   "checkpoint_storage": {"save_trial_latest": 5}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {**steps_config(name="to-continue", steps=6, ckpt_every=3), "checkpoint_storage": {"save_trial_latest": 5}}
+        )
+    )
     exp_id = _det_created(det_cluster, cfg)
     assert wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
     [trial] = det_cluster.trials(exp_id)
-    first = {c["metadata"]["steps_completed"]: c["uuid"]
-             for c in api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]}
+    first = {
+        c["metadata"]["steps_completed"]: c["uuid"]
+        for c in api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    }
     assert sorted(first) == [3, 6]
 
-    out = det(det_cluster, "experiment", "continue", str(exp_id), "--config", "hyperparameters.steps=9",
-              "--config", "searcher.max_length.batches=9").stdout
+    out = det(
+        det_cluster,
+        "experiment",
+        "continue",
+        str(exp_id),
+        "--config",
+        "hyperparameters.steps=9",
+        "--config",
+        "searcher.max_length.batches=9",
+    ).stdout
     assert f"Continued experiment {exp_id}" in out
     final = wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})
     assert final["state"] == "STATE_COMPLETED"
@@ -651,8 +744,9 @@ def test_det_continues_then_deletes_an_experiment(det_cluster, tmp_path) -> None
     logs = det(det_cluster, "trial", "logs", str(trial["id"])).stdout
     assert f"resumed from {first[6]} at step 6" in logs and "step 9" in logs
     assert logs.count("step 1 pid") == 1  # the new run did not start over
-    after = {c["metadata"]["steps_completed"] for c in api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")[
-        "checkpoints"]}
+    after = {
+        c["metadata"]["steps_completed"] for c in api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    }
     assert after == {3, 6, 9}
 
     storage = got["config"]["checkpoint_storage"]
@@ -660,8 +754,11 @@ def test_det_continues_then_deletes_an_experiment(det_cluster, tmp_path) -> None
     assert all(d.is_dir() for d in dirs)
     out = det(det_cluster, "experiment", "delete", str(exp_id), "--yes").stdout
     assert f"Deletion of experiment {exp_id} is in progress" in out
-    wait_for(lambda: api("GET", f"/api/v1/experiments/{exp_id}", expect=None).get("code") == 5, 60,
-             what="the experiment deleted")
+    wait_for(
+        lambda: api("GET", f"/api/v1/experiments/{exp_id}", expect=None).get("code") == 5,
+        60,
+        what="the experiment deleted",
+    )
     api("GET", f"/api/v1/checkpoints/{first[6]}", expect=404)
     api("GET", f"/api/v1/trials/{trial['id']}", expect=404)
     assert not any(d.exists() for d in dirs)
@@ -702,8 +799,11 @@ def test_det_set_max_slots_holds_trials_back_until_raised(det_cluster, tmp_path)
 
     wait_for(lambda: states() == ["STATE_QUEUED", "STATE_RUNNING"], 60, what="one trial running")
     [waiting] = [t for t in det_cluster.trials(exp_id) if t["state"] == "STATE_QUEUED"]
-    wait_for(lambda: "max_slots" in (api("GET", f"/api/v1/trials/{waiting['id']}")["trial"].get("waitReason") or ""),
-             30, what="the wait reason naming max_slots")
+    wait_for(
+        lambda: "max_slots" in (api("GET", f"/api/v1/trials/{waiting['id']}")["trial"].get("waitReason") or ""),
+        30,
+        what="the wait reason naming max_slots",
+    )
     assert states() == ["STATE_QUEUED", "STATE_RUNNING"]  # a free slot, and still it waits
     det(det_cluster, "experiment", "set", "max-slots", str(exp_id), "2")
     wait_for(lambda: states() == ["STATE_RUNNING", "STATE_RUNNING"], 60, what="both trials running")
@@ -735,17 +835,30 @@ def test_det_trial_download_and_the_sdk_read_checkpoints_in_determineds_order(de
     against Determined it does the same), so --best downloads step 9 and --latest step 3; the files it
     writes are those of the checkpoint it names."""
     cfg = tmp_path / "three.yaml"
-    cfg.write_text(yaml.safe_dump({**steps_config(name="three-checkpoints", steps=9, ckpt_every=3, val_best_at=3),
-                                   "checkpoint_storage": {"save_trial_latest": 5}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                **steps_config(name="three-checkpoints", steps=9, ckpt_every=3, val_best_at=3),
+                "checkpoint_storage": {"save_trial_latest": 5},
+            }
+        )
+    )
     exp_id = _det_created(det_cluster, cfg)
     assert wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
     [trial] = det_cluster.trials(exp_id)
-    proc = subprocess.run([str(DET.parent / "python"), "-c", DOWNLOAD_SDK_SCRIPT, det_cluster.master.url,
-                           str(trial["id"])], capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    proc = subprocess.run(
+        [str(DET.parent / "python"), "-c", DOWNLOAD_SDK_SCRIPT, det_cluster.master.url, str(trial["id"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DET_")},
+    )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"top": 3, "best_first": [3, 6, 9],
-                                                                 "newest_first": [9, 6, 3]}
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "top": 3,
+        "best_first": [3, 6, 9],
+        "newest_first": [9, 6, 3],
+    }
     for flag, step in (("--best", 9), ("--latest", 3)):
         out = tmp_path / flag.strip("-")
         printed = det(det_cluster, "trial", "download", str(trial["id"]), flag, "-o", str(out), "-q").stdout
@@ -779,13 +892,21 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
     through the API and on disk; det trial describe still shows the trial."""
     api = det_cluster.master.api
     cfg = tmp_path / "edits.yaml"
-    cfg.write_text(yaml.safe_dump({**steps_config(name="checkpoint-edits", steps=9, ckpt_every=3),
-                                   "checkpoint_storage": {"save_trial_latest": 5}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                **steps_config(name="checkpoint-edits", steps=9, ckpt_every=3),
+                "checkpoint_storage": {"save_trial_latest": 5},
+            }
+        )
+    )
     exp_id = _det_created(det_cluster, cfg)
     assert wait_experiment(det_cluster.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
     [trial] = det_cluster.trials(exp_id)
-    by_step = {c["metadata"]["steps_completed"]: c["uuid"]
-               for c in api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]}
+    by_step = {
+        c["metadata"]["steps_completed"]: c["uuid"]
+        for c in api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    }
     assert sorted(by_step) == [3, 6, 9]
     storage = api("GET", f"/api/v1/experiments/{exp_id}")["config"]["checkpoint_storage"]
     home = {step: Path(storage["host_path"], storage.get("storage_path") or "", uuid) for step, uuid in by_step.items()}
@@ -795,9 +916,21 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
     for made in (home[3] / "extra", home[3] / "extra" / "notes.txt"):
         os.chown(made, owner.st_uid, owner.st_gid)
 
-    proc = subprocess.run([str(DET.parent / "python"), "-c", CHECKPOINT_SDK_SCRIPT, det_cluster.master.url,
-                           by_step[9], by_step[3], by_step[6]], capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    proc = subprocess.run(
+        [
+            str(DET.parent / "python"),
+            "-c",
+            CHECKPOINT_SDK_SCRIPT,
+            det_cluster.master.url,
+            by_step[9],
+            by_step[3],
+            by_step[6],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DET_")},
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert api("GET", f"/api/v1/trials/{trial['id']}/metrics")["metrics"]  # the trial's own reports...
@@ -807,9 +940,11 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
         return {step: api("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"] for step, uuid in by_step.items()}
 
     # the removals run as a checkpoint GC task on the agent, as in Determined: the rows change on its report
-    wait_for(lambda: [c["state"] for _, c in sorted(show().items())][:2] == ["STATE_PARTIALLY_DELETED",
-                                                                             "STATE_DELETED"],
-             120, what="the SDK's remove_files and delete to be reported by their GC tasks")
+    wait_for(
+        lambda: [c["state"] for _, c in sorted(show().items())][:2] == ["STATE_PARTIALLY_DELETED", "STATE_DELETED"],
+        120,
+        what="the SDK's remove_files and delete to be reported by their GC tasks",
+    )
     shown = show()
     assert shown[9]["metadata"]["note"] == "from-sdk" and "score" not in shown[9]["metadata"]
     assert got["metadata"] == {**shown[9]["metadata"]}
@@ -817,8 +952,9 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
     assert not (home[3] / "state.json").exists() and (home[3] / "extra" / "notes.txt").exists()
     assert shown[3]["state"] == "STATE_PARTIALLY_DELETED"
     assert "state.json" not in shown[3]["resources"] and "extra/notes.txt" in shown[3]["resources"]
-    assert sorted(shown[3]["resources"]) == sorted(str(p.relative_to(home[3])) + ("/" if p.is_dir() else "")
-                                                   for p in home[3].rglob("*"))
+    assert sorted(shown[3]["resources"]) == sorted(
+        str(p.relative_to(home[3])) + ("/" if p.is_dir() else "") for p in home[3].rglob("*")
+    )
     # delete: the directory gone, the checkpoint DELETED
     assert not home[6].exists() and shown[6]["state"] == "STATE_DELETED"
     det(det_cluster, "trial", "describe", str(trial["id"]))  # a PARTIALLY_DELETED checkpoint does not break it
@@ -830,11 +966,11 @@ def test_determined_sdk_and_det_change_and_delete_checkpoints(det_cluster, tmp_p
     assert "extra/notes.txt" not in api("GET", f"/api/v1/checkpoints/{by_step[3]}")["checkpoint"]["resources"]
     out = det(det_cluster, "checkpoint", "delete", f"{by_step[3]},{by_step[9]}", "--yes").stdout
     assert "Deletion of checkpoints" in out
-    wait_for(lambda: {show()[s]["state"] for s in (3, 9)} == {"STATE_DELETED"}, 120,
-             what="det checkpoint delete's GC task")
+    wait_for(
+        lambda: {show()[s]["state"] for s in (3, 9)} == {"STATE_DELETED"}, 120, what="det checkpoint delete's GC task"
+    )
     assert not home[3].exists() and not home[9].exists()
-    assert {api("GET", f"/api/v1/checkpoints/{by_step[s]}")["checkpoint"]["state"] for s in (3, 9)} == {
-        "STATE_DELETED"}
+    assert {api("GET", f"/api/v1/checkpoints/{by_step[s]}")["checkpoint"]["state"] for s in (3, 9)} == {"STATE_DELETED"}
 
 
 SDK_EXPERIMENT_SCRIPT = """
@@ -894,13 +1030,26 @@ def _write_events(c: Cluster, exp_id: int, work: Path) -> Path:
     task sees as /determined_shared_fs); -> the experiment's TensorBoard directory."""
     storage = c.master.api("GET", f"/api/v1/experiments/{exp_id}")["config"]["checkpoint_storage"]
     cluster_id = c.master.api("GET", "/api/v1/master")["clusterId"]
-    proc = subprocess.run([str(DET.parent / "python"), "-c", TENSORBOARD_SCRIPT, json.dumps(storage), cluster_id,
-                           str(exp_id), str(work / f"tb-{exp_id}")], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            str(DET.parent / "python"),
+            "-c",
+            TENSORBOARD_SCRIPT,
+            json.dumps(storage),
+            cluster_id,
+            str(exp_id),
+            str(work / f"tb-{exp_id}"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     trial_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert [p.name for p in trial_dir.iterdir()] == ["events.out.tfevents.1700000000.host.1.0"]
-    expected = Path(storage["host_path"], storage.get("storage_path") or "", cluster_id, "tensorboard",
-                    "experiment", str(exp_id))
+    expected = Path(
+        storage["host_path"], storage.get("storage_path") or "", cluster_id, "tensorboard", "experiment", str(exp_id)
+    )
     assert trial_dir == expected / "trial" / "1"
     return expected
 
@@ -913,8 +1062,9 @@ def test_determined_sdk_downloads_code_moves_deletes_tensorboard_files_and_finds
     model = _model_dir(tmp_path)
     cfg = tmp_path / "code.yaml"
     cfg.write_text(yaml.safe_dump(steps_config(name="for-sdk-code", steps=2)))
-    sdk_exp, det_exp = (_created(det(det_cluster, "experiment", "create", "--paused", str(cfg), str(model)).stdout)
-                        for _ in range(2))
+    sdk_exp, det_exp = (
+        _created(det(det_cluster, "experiment", "create", "--paused", str(cfg), str(model)).stdout) for _ in range(2)
+    )
     det(det_cluster, "workspace", "create", "moves-ws")
     det(det_cluster, "project", "create", "moves-ws", "sdk-target")
     det(det_cluster, "project", "create", "moves-ws", "det-target")
@@ -923,13 +1073,29 @@ def test_determined_sdk_downloads_code_moves_deletes_tensorboard_files_and_finds
     doomed, kept = _write_events(det_cluster, sdk_exp, tmp_path), _write_events(det_cluster, det_exp, tmp_path)
 
     out = tmp_path / "downloaded"
-    proc = subprocess.run([str(DET.parent / "python"), "-c", SDK_EXPERIMENT_SCRIPT, det_cluster.master.url,
-                           str(sdk_exp), str(out), "moves-ws", "sdk-target"], capture_output=True, text=True,
-                          timeout=120, env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    proc = subprocess.run(
+        [
+            str(DET.parent / "python"),
+            "-c",
+            SDK_EXPERIMENT_SCRIPT,
+            det_cluster.master.url,
+            str(sdk_exp),
+            str(out),
+            "moves-ws",
+            "sdk-target",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DET_")},
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    expected = {"train.py": (model / "train.py").read_bytes(), "sub/util.py": b"X = 1\n",
-                "sub/weights.bin": (model / "sub" / "weights.bin").read_bytes()}
+    expected = {
+        "train.py": (model / "train.py").read_bytes(),
+        "sub/util.py": b"X = 1\n",
+        "sub/weights.bin": (model / "sub" / "weights.bin").read_bytes(),
+    }
     assert _files_of(Path(got["path"])) == expected  # .detignore and ignored.txt stayed behind
     exp = api("GET", f"/api/v1/experiments/{sdk_exp}")["experiment"]
     assert (exp["projectId"], exp["projectName"], exp["workspaceId"]) == (targets["sdk-target"], "sdk-target", ws_id)
@@ -947,8 +1113,9 @@ def test_determined_sdk_downloads_code_moves_deletes_tensorboard_files_and_finds
     assert api("GET", f"/api/v1/experiments/{det_exp}")["experiment"]["projectId"] == targets["det-target"]
     det(det_cluster, "experiment", "delete-tb-files", str(det_exp))
     assert not kept.exists()
-    det(det_cluster, "-u", "admin", "experiment", "move", str(det_exp), "Uncategorized", "Uncategorized",
-        stdin="\n")  # an admin moves anyone's (blank password)
+    det(
+        det_cluster, "-u", "admin", "experiment", "move", str(det_exp), "Uncategorized", "Uncategorized", stdin="\n"
+    )  # an admin moves anyone's (blank password)
     assert api("GET", f"/api/v1/experiments/{det_exp}")["experiment"]["projectId"] == 1
 
 
@@ -969,7 +1136,8 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("det_cluster", ["http"], indirect=True)
 def test_determined_sdk_reads_the_metrics_of_the_trials_that_used_a_checkpoint_or_model_version(
-        det_cluster, tmp_path) -> None:
+    det_cluster, tmp_path
+) -> None:
     """A training run takes checkpoints at steps 2 and 4; the one at 2 becomes version 1 of a model. Two
     Determined batch-inference scripts (tests/e2e/models/det_inference) run as processes: one reports
     using the checkpoint at 4 (report_task_using_checkpoint), the other using the model version
@@ -986,24 +1154,42 @@ def test_determined_sdk_reads_the_metrics_of_the_trials_that_used_a_checkpoint_o
         pytest.skip(f"process tasks cannot get /run/determined/info here: {problem}")
     c, api = det_cluster, det_cluster.master.api
     cfg = tmp_path / "producer.yaml"
-    cfg.write_text(yaml.safe_dump({**steps_config(name="source-producer", steps=4, ckpt_every=2),
-                                   "checkpoint_storage": {"save_trial_latest": 5}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                **steps_config(name="source-producer", steps=4, ckpt_every=2),
+                "checkpoint_storage": {"save_trial_latest": 5},
+            }
+        )
+    )
     producer_exp = _det_created(c, cfg)
     assert wait_experiment(c.master, producer_exp, {"STATE_COMPLETED", "STATE_ERROR"})["state"] == "STATE_COMPLETED"
     [producer] = c.trials(producer_exp)
-    by_step = {ck["metadata"]["steps_completed"]: ck["uuid"]
-               for ck in api("GET", f"/api/v1/trials/{producer['id']}/checkpoints")["checkpoints"]}
+    by_step = {
+        ck["metadata"]["steps_completed"]: ck["uuid"]
+        for ck in api("GET", f"/api/v1/trials/{producer['id']}/checkpoints")["checkpoints"]
+    }
     assert sorted(by_step) == [2, 4]
     det(c, "model", "create", "inference-model")
     det(c, "model", "register-version", "inference-model", by_step[2])
 
     def inference(name: str, **hparams: object) -> int:
         path = tmp_path / f"{name}.yaml"
-        path.write_text(yaml.safe_dump({
-            "name": name, "entrypoint": "python3 train.py", "max_restarts": 0, "hyperparameters": hparams,
-            "searcher": {"name": "single", "metric": "accuracy", "max_length": {"batches": 3}},
-            "environment": {"environment_variables": [f"PATH={det_venv() / 'bin'}:/usr/local/bin:/usr/bin:/bin"]},
-            "resources": {"slots_per_trial": 1}}))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "name": name,
+                    "entrypoint": "python3 train.py",
+                    "max_restarts": 0,
+                    "hyperparameters": hparams,
+                    "searcher": {"name": "single", "metric": "accuracy", "max_length": {"batches": 3}},
+                    "environment": {
+                        "environment_variables": [f"PATH={det_venv() / 'bin'}:/usr/local/bin:/usr/bin:/bin"]
+                    },
+                    "resources": {"slots_per_trial": 1},
+                }
+            )
+        )
         return _created(det(c, "experiment", "create", str(path), str(MODELS / "det_inference")).stdout)
 
     by_checkpoint = inference("uses-checkpoint", checkpoint_uuid=by_step[4], scale=1.0)
@@ -1015,9 +1201,22 @@ def test_determined_sdk_reads_the_metrics_of_the_trials_that_used_a_checkpoint_o
         assert state == "STATE_COMPLETED", c.logs(trial_of[exp_id]["id"])
     a, b = trial_of[by_checkpoint]["id"], trial_of[by_version]["id"]
 
-    proc = subprocess.run([str(DET.parent / "python"), "-c", TRIAL_SOURCE_SDK_SCRIPT, c.master.url, by_step[4],
-                           by_step[2], "inference-model", "1"], capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("DET_")})
+    proc = subprocess.run(
+        [
+            str(DET.parent / "python"),
+            "-c",
+            TRIAL_SOURCE_SDK_SCRIPT,
+            c.master.url,
+            by_step[4],
+            by_step[2],
+            "inference-model",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DET_")},
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -1030,15 +1229,22 @@ def test_determined_sdk_reads_the_metrics_of_the_trials_that_used_a_checkpoint_o
         assert got[key]["validation"] == stored(trial_id, "validation") and got[key]["validation"], key
         assert got[key]["every"] == stored(trial_id, "training", "validation"), key
     assert got["version"]["validation"][0][3] == {"accuracy": 1.0} and got["checkpoint"]["validation"][0][3] == {
-        "accuracy": 0.5}
+        "accuracy": 0.5
+    }
     # the version's checkpoint: the trial that used the version; the training trial's reports in none
     assert got["version_checkpoint"] == stored(b, "validation")
-    assert producer["id"] not in {r[0] for part in got.values() for rs in (part.values() if isinstance(part, dict)
-                                                                          else [part]) for r in rs}
+    assert producer["id"] not in {
+        r[0] for part in got.values() for rs in (part.values() if isinstance(part, dict) else [part]) for r in rs
+    }
     # the API answers what the SDK read
-    shown = api("GET", f"/api/v1/checkpoints/{by_step[4]}/metrics", metricGroup="validation",
-                trialSourceInfoType="TRIAL_SOURCE_INFO_TYPE_INFERENCE")["metrics"]
-    assert [[m["trialId"], m["group"], m["totalBatches"], m["metrics"]["validation_metrics"]] for m in shown] == \
-        got["checkpoint"]["validation"]
+    shown = api(
+        "GET",
+        f"/api/v1/checkpoints/{by_step[4]}/metrics",
+        metricGroup="validation",
+        trialSourceInfoType="TRIAL_SOURCE_INFO_TYPE_INFERENCE",
+    )["metrics"]
+    assert [[m["trialId"], m["group"], m["totalBatches"], m["metrics"]["validation_metrics"]] for m in shown] == got[
+        "checkpoint"
+    ]["validation"]
     shown = api("GET", "/api/v1/models/inference-model/versions/1/metrics", metricGroup="validation")["metrics"]
     assert [m["trialId"] for m in shown] == [b]

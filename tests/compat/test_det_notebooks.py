@@ -53,8 +53,11 @@ def test_det_notebook_start_detached_list_and_kill(nb_cluster) -> None:
     assert nb_id in det(c, "notebook", "list", "-q").stdout
     listed = det(c, "notebook", "list").stdout
     assert nb_id in listed and "JupyterLab (" in listed, listed
-    wait_for(lambda: c.master.api("GET", f"/api/v1/notebooks/{nb_id}")["notebook"]["isReady"], 120,
-             what="the notebook to be ready")
+    wait_for(
+        lambda: c.master.api("GET", f"/api/v1/notebooks/{nb_id}")["notebook"]["isReady"],
+        120,
+        what="the notebook to be ready",
+    )
     det(c, "notebook", "kill", nb_id)
     wait_for(lambda: ended(c, "notebooks", nb_id), timeout=60, what="the notebook to end")
     assert _state(c, nb_id) == "STATE_TERMINATED"

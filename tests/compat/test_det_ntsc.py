@@ -53,11 +53,35 @@ def test_det_cmd_list_logs_and_kill_a_running_command(ntsc_cluster) -> None:
 def test_a_linked_users_command_sees_its_linked_names_even_where_the_host_has_no_such_account(ntsc_cluster) -> None:
     c = ntsc_cluster
     det(c, "-u", "admin", "user", "create", "dora", "--password", "Dora-Pass-123", stdin="\n")
-    det(c, "-u", "admin", "user", "link-with-agent-user", "dora", "--agent-uid", "2000000000", "--agent-gid",
-        "2000000001", "--agent-user", "someuser", "--agent-group", "somegroup", stdin="\n")
+    det(
+        c,
+        "-u",
+        "admin",
+        "user",
+        "link-with-agent-user",
+        "dora",
+        "--agent-uid",
+        "2000000000",
+        "--agent-gid",
+        "2000000001",
+        "--agent-user",
+        "someuser",
+        "--agent-group",
+        "somegroup",
+        stdin="\n",
+    )
     det(c, "user", "login", "dora", stdin="Dora-Pass-123\n")
-    out = det(c, "-u", "dora", "cmd", "run", "bash", "-c", "echo NAMES $(id -u -n):$(id -u):$(id -g -n):$(id -g)",
-              stdin="Dora-Pass-123\n").stdout
+    out = det(
+        c,
+        "-u",
+        "dora",
+        "cmd",
+        "run",
+        "bash",
+        "-c",
+        "echo NAMES $(id -u -n):$(id -u):$(id -g -n):$(id -g)",
+        stdin="Dora-Pass-123\n",
+    ).stdout
     assert "NAMES someuser:2000000000:somegroup:2000000001" in out, out
     # the host's own account files are untouched
     assert "someuser" not in Path("/etc/passwd").read_text()
@@ -69,14 +93,29 @@ def test_det_inside_a_command_acts_as_its_owner_with_det_user_token(ntsc_cluster
     the blank-password default user nor prompt (no terminal)."""
     c = ntsc_cluster
     admin = httpx.post(f"{c.master.url}/api/v1/auth/login", json={"username": "admin", "password": ""}).json()["token"]
-    r = httpx.post(f"{c.master.url}/api/v1/users", headers={"Authorization": f"Bearer {admin}"},
-                   json={"user": {"username": "alice", "active": True}, "password": "Pw-alice-1", "isHashed": False})
+    r = httpx.post(
+        f"{c.master.url}/api/v1/users",
+        headers={"Authorization": f"Bearer {admin}"},
+        json={"user": {"username": "alice", "active": True}, "password": "Pw-alice-1", "isHashed": False},
+    )
     assert r.status_code == 200, r.text
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PEDL_"))}
-    env.update({"DET_DEBUG_CONFIG_PATH": str(tmp_path / "det-config"), "DET_MASTER": c.master.url,
-                "DET_USER": "alice", "DET_PASS": "Pw-alice-1"})
+    env.update(
+        {
+            "DET_DEBUG_CONFIG_PATH": str(tmp_path / "det-config"),
+            "DET_MASTER": c.master.url,
+            "DET_USER": "alice",
+            "DET_PASS": "Pw-alice-1",
+        }
+    )
     inner = f"env -u DET_PASS DET_DEBUG_CONFIG_PATH=$(mktemp -d) {DET} user whoami"
-    done = subprocess.run([str(DET), "-m", c.master.url, "cmd", "run", "sh", "-c", inner], capture_output=True,
-                          text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [str(DET), "-m", c.master.url, "cmd", "run", "sh", "-c", inner],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "You are logged in as user 'alice'" in done.stdout, done.stdout

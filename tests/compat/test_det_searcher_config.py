@@ -26,8 +26,15 @@ def det_cluster(tmp_path_factory):
 def asha_config(**searcher: object) -> dict:
     cfg = steps_config(name="asha-time", steps=4, delay=0.01)
     cfg["hyperparameters"]["lr"] = {"type": "double", "minval": 0.1, "maxval": 1.0}
-    cfg["searcher"] = {"name": "adaptive_asha", "metric": "validation_loss", "max_trials": 2, "max_rungs": 2,
-                       "mode": "aggressive", "divisor": 2, **searcher}
+    cfg["searcher"] = {
+        "name": "adaptive_asha",
+        "metric": "validation_loss",
+        "max_trials": 2,
+        "max_rungs": 2,
+        "mode": "aggressive",
+        "divisor": 2,
+        **searcher,
+    }
     return cfg
 
 

@@ -29,8 +29,11 @@ def test_det_shell_start_list_open_and_kill(shell_cluster) -> None:
     c = shell_cluster
     shell_id = det(c, "shell", "start", "--detach").stdout.strip()
     assert shell_id in det(c, "shell", "list", "-q").stdout.split()
-    wait_for(lambda: c.master.api("GET", f"/api/v1/tasks/{shell_id}")["task"]["allocations"][0]["isReady"], 90,
-             what="the shell's sshd to listen")
+    wait_for(
+        lambda: c.master.api("GET", f"/api/v1/tasks/{shell_id}")["task"]["allocations"][0]["isReady"],
+        90,
+        what="the shell's sshd to listen",
+    )
     # ssh joins the words of the command with spaces for the remote shell, as with Determined's shells
     out = det(c, "shell", "open", shell_id, "--", "bash", "-c", "'echo user=$USER'").stdout
     assert "user=pedl-user-determined" in out.split(), out  # no agent user group: a uid of the user's own

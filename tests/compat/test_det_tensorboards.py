@@ -13,9 +13,14 @@ from tests.e2e.conftest import MODELS, Cluster
 
 pytestmark = [pytest.mark.compat, pytest.mark.e2e]
 
-CONFIG = {"name": "tb-reports", "entrypoint": "python3 train.py", "max_restarts": 0, "hyperparameters": {"steps": 3},
-          "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": 3}},
-          "resources": {"slots_per_trial": 1}}
+CONFIG = {
+    "name": "tb-reports",
+    "entrypoint": "python3 train.py",
+    "max_restarts": 0,
+    "hyperparameters": {"steps": 3},
+    "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": 3}},
+    "resources": {"slots_per_trial": 1},
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +42,12 @@ def test_det_tensorboard_start_detached_list_and_kill(tb_cluster) -> None:
     shown = c.master.api("GET", f"/api/v1/tensorboards/{tb_id}")["tensorboard"]
     assert shown["experimentIds"] == [c.exp_id] and shown["description"] == f"TensorBoard (Experiment {c.exp_id})"
     assert tb_id in det(c, "tensorboard", "list", "-q").stdout.split()
-    wait_for(lambda: c.master.api("GET", f"/api/v1/tasks/{tb_id}")["task"]["allocations"][0]["isReady"], 120,
-             interval=0.5, what="the TensorBoard to be ready")
+    wait_for(
+        lambda: c.master.api("GET", f"/api/v1/tasks/{tb_id}")["task"]["allocations"][0]["isReady"],
+        120,
+        interval=0.5,
+        what="the TensorBoard to be ready",
+    )
     listed = det(c, "tensorboard", "list").stdout
     assert tb_id in listed and "RUNNING" in listed.upper(), listed
     det(c, "tensorboard", "kill", tb_id)
@@ -55,8 +64,10 @@ def test_det_tensorboard_start_waits_until_it_is_ready(tb_cluster) -> None:
     url = line.split("Tensorboard is running at:", 1)[1].strip()
     [tb_id] = [t for t in det(c, "tensorboard", "list", "-q").stdout.split() if t in url]
     assert url.startswith(c.master.url) and tb_id in url, url  # Determined's WebUI page for it
-    r = httpx.get(f"{c.master.url}/proxy/{tb_id}/data/plugin/scalars/tags",
-                  headers={"Authorization": f"Bearer {c.master.token()}"})
+    r = httpx.get(
+        f"{c.master.url}/proxy/{tb_id}/data/plugin/scalars/tags",
+        headers={"Authorization": f"Bearer {c.master.token()}"},
+    )
     assert r.status_code == 200, r.text
     det(c, "tensorboard", "kill", tb_id)
     wait_for(lambda: ended(c, "tensorboards", tb_id), 60, what="the TensorBoard to end")

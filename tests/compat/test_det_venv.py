@@ -22,10 +22,28 @@ def run_compat_test(tmp_path: Path, *, ci: bool, det_venv: Path) -> subprocess.C
     if ci:
         env["CI"] = "true"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-rs",
-         "--confcutdir", str(ROOT / "tests" / "compat"), "--basetemp", str(tmp_path / "child"),
-         "tests/compat/test_det_cli.py::test_master_info[http]"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-q",
+            "-rs",
+            "--confcutdir",
+            str(ROOT / "tests" / "compat"),
+            "--basetemp",
+            str(tmp_path / "child"),
+            "tests/compat/test_det_cli.py::test_master_info[http]",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_a_missing_det_venv_skips_the_compat_tests(tmp_path: Path) -> None:
@@ -50,10 +68,10 @@ def test_make_det_venv_fails_under_ci_when_determined_cannot_be_installed(tmp_pa
     no_wheels.mkdir()
     # a pip that can reach no package at all: the install of determined fails as it would offline
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(no_wheels)}
-    argv = ["make", "--no-print-directory", "-C", str(ROOT), "det-venv", f"DET_VENV={venv}",
-            f"PYTHON={sys.executable}"]
-    outside = subprocess.run(argv, env={k: v for k, v in env.items() if k != "CI"}, capture_output=True,
-                             text=True, timeout=240)
+    argv = ["make", "--no-print-directory", "-C", str(ROOT), "det-venv", f"DET_VENV={venv}", f"PYTHON={sys.executable}"]
+    outside = subprocess.run(
+        argv, env={k: v for k, v in env.items() if k != "CI"}, capture_output=True, text=True, timeout=240
+    )
     assert outside.returncode == 0, outside.stdout + outside.stderr
     assert "the compat tests will skip" in outside.stdout
     # the marker of that failed install stands; under CI the target still fails

@@ -36,8 +36,15 @@ def test_det_edits_archives_and_deletes_workspaces(ws_cluster, tmp_path) -> None
 
     det(c, "workspace", "edit", "det-team", "--name", "det-renamed")
     assert api("GET", f"/api/v1/workspaces/{ws['id']}")["workspace"]["name"] == "det-renamed"
-    outside = det(c, "workspace", "edit", "det-renamed", "--checkpoint-storage-config",
-                  json.dumps({"type": "shared_fs", "host_path": "/etc"}), check=False)
+    outside = det(
+        c,
+        "workspace",
+        "edit",
+        "det-renamed",
+        "--checkpoint-storage-config",
+        json.dumps({"type": "shared_fs", "host_path": "/etc"}),
+        check=False,
+    )
     assert outside.returncode != 0 and "checkpointStorageConfig.host_path" in outside.stderr
     assert api("GET", f"/api/v1/workspaces/{ws['id']}")["workspace"]["checkpointStorageConfig"] == storage
     det(c, "workspace", "edit", "det-renamed", "--checkpoint-storage-config", "{}")

@@ -41,19 +41,28 @@ def det_core_cluster(tmp_path_factory):
 
 def det_config(name: str, *, steps: int = 6, searcher: dict | None = None, **hparams) -> dict:
     venv_bin = det_venv() / "bin"
-    return {"name": name, "entrypoint": "python3 train.py", "max_restarts": 0,
-            "hyperparameters": {"delay": 0.05, "ckpt_every": 3, **hparams},
-            "searcher": searcher or {"name": "single", "metric": "validation_loss", "max_length": {"batches": steps}},
-            "environment": {"environment_variables": [f"PATH={venv_bin}:/usr/local/bin:/usr/bin:/bin"]},
-            "resources": {"slots_per_trial": 1}}
+    return {
+        "name": name,
+        "entrypoint": "python3 train.py",
+        "max_restarts": 0,
+        "hyperparameters": {"delay": 0.05, "ckpt_every": 3, **hparams},
+        "searcher": searcher or {"name": "single", "metric": "validation_loss", "max_length": {"batches": steps}},
+        "environment": {"environment_variables": [f"PATH={venv_bin}:/usr/local/bin:/usr/bin:/bin"]},
+        "resources": {"slots_per_trial": 1},
+    }
 
 
 def det(c: Cluster, *args: str, env_extra: dict[str, str] | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PEDL_"))}
     env.update(env_extra or {})
     env["DET_DEBUG_CONFIG_PATH"] = str(c.work / "det-config")
-    proc = subprocess.run([str(det_venv() / "bin" / "det"), "-m", c.master.url, *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [str(det_venv() / "bin" / "det"), "-m", c.master.url, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, f"det {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
@@ -67,8 +76,9 @@ def training_steps(c: Cluster, trial_id: int) -> list[int]:
     return [m["stepsCompleted"] for m in metrics]
 
 
-def test_two_determined_trials_on_one_agent_report_and_checkpoint_each_in_its_own_info(det_core_cluster,
-                                                                                     tmp_path) -> None:
+def test_two_determined_trials_on_one_agent_report_and_checkpoint_each_in_its_own_info(
+    det_core_cluster, tmp_path
+) -> None:
     c = det_core_cluster
     grid = {"name": "grid", "metric": "validation_loss", "max_length": {"batches": 6}}
     cfg = det_config("det-core-grid", searcher=grid, delay=0.3)
@@ -83,8 +93,12 @@ def test_two_determined_trials_on_one_agent_report_and_checkpoint_each_in_its_ow
         # each task saw the four files, and they named its own trial and allocation
         seen = re.search(r"info files (\[.*?\]) trial (\d+) allocation (\S+)", logs)
         assert seen, logs
-        assert json.loads(seen.group(1).replace("'", '"')) == ["cluster.json", "rendezvous.json",
-                                                              "resources.json", "trial.json"]
+        assert json.loads(seen.group(1).replace("'", '"')) == [
+            "cluster.json",
+            "rendezvous.json",
+            "resources.json",
+            "trial.json",
+        ]
         assert int(seen.group(2)) == trial["id"]
         assert training_steps(c, trial["id"]) == [1, 2, 3, 4, 5, 6]
         ckpts = c.master.api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
@@ -99,8 +113,11 @@ def test_two_determined_trials_on_one_agent_report_and_checkpoint_each_in_its_ow
     # experiment's checkpoint GC may still be deleting the others (the policy keeps each trial's latest),
     # so only the latest is sure to stay downloadable.
     listed = det(c, "experiment", "list-checkpoints", str(exp_id))
-    kept = [ck for ck in c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
-            if ck["state"] == "STATE_COMPLETED"]
+    kept = [
+        ck
+        for ck in c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+        if ck["state"] == "STATE_COMPLETED"
+    ]
     assert kept and all(ck["uuid"] in listed for ck in kept)
     latest = max(kept, key=lambda ck: ck["metadata"]["steps_completed"])
     assert latest["metadata"]["steps_completed"] == 6
@@ -114,8 +131,9 @@ def test_two_determined_trials_on_one_agent_report_and_checkpoint_each_in_its_ow
 def test_a_determined_trial_pauses_at_a_checkpoint_and_resumes_from_it(det_core_cluster) -> None:
     c = det_core_cluster
     exp_id = c.create(det_config("det-core-pause", steps=30, delay=0.2), DET_MODEL)
-    wait_for(lambda: c.trials(exp_id) and "checkpoint" in c.logs(c.trials(exp_id)[0]["id"]), 90,
-             what="the first checkpoint")
+    wait_for(
+        lambda: c.trials(exp_id) and "checkpoint" in c.logs(c.trials(exp_id)[0]["id"]), 90, what="the first checkpoint"
+    )
     c.master.api("POST", f"/api/v1/experiments/{exp_id}/pause")
     wait_for(lambda: c.trials(exp_id)[0]["state"] == "STATE_PAUSED", 60, what="the trial paused")
     (trial,) = c.trials(exp_id)
@@ -170,8 +188,10 @@ def test_determined_launcher_trains_across_two_agents() -> None:
             own_tmp.mkdir()
             own_tmp.chmod(0o1777)  # the tasks run as their users' own uids
             agent = LocalAgent(work, c.master.url, name, slots=2, token=c.master.agent_token)
-            agent.argv = wrap(agent.argv, [*_keep_visible(REPO, own_tmp), *_keep_visible(c.ckpts.parent, own_tmp),
-                                           (str(own_tmp), "/tmp", False)])
+            agent.argv = wrap(
+                agent.argv,
+                [*_keep_visible(REPO, own_tmp), *_keep_visible(c.ckpts.parent, own_tmp), (str(own_tmp), "/tmp", False)],
+            )
             agent.start()
             c.agents[name] = agent
             wait_for(lambda n=name: agent_connected(c.master, n), 60, what=f"agent {name}")
@@ -191,7 +211,8 @@ def test_determined_launcher_trains_across_two_agents() -> None:
         (ckpt,) = c.master.api("GET", f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
         stored = c.work / "ckpts" / ckpt["uuid"]
         assert sorted(p.name for p in stored.iterdir() if p.name.startswith("rank")) == [
-            f"rank{r}.json" for r in range(4)]
+            f"rank{r}.json" for r in range(4)
+        ]
         assert sorted(set(json.loads((stored / "rank0.json").read_text())["agents"])) == ["node-a", "node-b"]
     finally:
         c.stop()
@@ -208,19 +229,30 @@ def test_a_determined_trial_checkpoints_to_s3_and_pedl_collects_and_serves_it(mo
 
     reset_moto(moto_server)
     s3 = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
-        "s3", endpoint_url=moto_server, region_name=REGION)
+        "s3", endpoint_url=moto_server, region_name=REGION
+    )
     s3.create_bucket(Bucket="det-core-ckpts")
-    c = Cluster(tmp_path, None, {"security": {"checkpoint_storage_roots": ["s3://det-core-ckpts/runs"],
-                                              "s3_endpoint_urls": [moto_server]}})
+    c = Cluster(
+        tmp_path,
+        None,
+        {"security": {"checkpoint_storage_roots": ["s3://det-core-ckpts/runs"], "s3_endpoint_urls": [moto_server]}},
+    )
     c.master.env.update(FAKE_AWS_ENV)
     c.start()
     try:
         c.add_agent("s3-agent", slots=1)
         cfg = det_config("det-core-s3", steps=9)
         # the region is pedl's key: Determined's harness gets it as AWS_DEFAULT_REGION instead
-        cfg["checkpoint_storage"] = {"type": "s3", "bucket": "det-core-ckpts", "prefix": "runs",
-                                     "endpoint_url": moto_server, "region": REGION, "save_trial_latest": 1,
-                                     "save_trial_best": 0, "save_experiment_best": 0}
+        cfg["checkpoint_storage"] = {
+            "type": "s3",
+            "bucket": "det-core-ckpts",
+            "prefix": "runs",
+            "endpoint_url": moto_server,
+            "region": REGION,
+            "save_trial_latest": 1,
+            "save_trial_best": 0,
+            "save_experiment_best": 0,
+        }
         keys = {k: v for k, v in FAKE_AWS_ENV.items() if k.startswith("AWS_") and "REGION" not in k}
         cfg["environment"]["environment_variables"] += [f"{k}={v}" for k, v in keys.items()]
         exp_id = c.create(cfg, DET_MODEL)
@@ -233,10 +265,16 @@ def test_a_determined_trial_checkpoints_to_s3_and_pedl_collects_and_serves_it(mo
             return {ck["metadata"]["steps_completed"]: ck["state"] for ck in got}
 
         # garbage collection keeps the latest (step 9) and deletes the others from the bucket
-        wait_for(lambda: states() == {3: "STATE_DELETED", 6: "STATE_DELETED", 9: "STATE_COMPLETED"}, 60,
-                 what="checkpoint garbage collection")
-        kept = next(ck for ck in c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
-                    if ck["state"] == "STATE_COMPLETED")
+        wait_for(
+            lambda: states() == {3: "STATE_DELETED", 6: "STATE_DELETED", 9: "STATE_COMPLETED"},
+            60,
+            what="checkpoint garbage collection",
+        )
+        kept = next(
+            ck
+            for ck in c.master.api("GET", f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+            if ck["state"] == "STATE_COMPLETED"
+        )
         listed = {o["Key"] for o in s3.list_objects_v2(Bucket="det-core-ckpts", Prefix="runs/").get("Contents", [])}
         assert f"runs/{kept['uuid']}/state.json" in listed
         assert not any(k.startswith("runs/") and "/state.json" in k and kept["uuid"] not in k for k in listed)

@@ -43,12 +43,27 @@ def test_determineds_own_e2e_suite_passes_outside_the_exclusion_list(tmp_path, s
         pytest.skip(missing)
     out = tmp_path / "det_e2e.log"
     with out.open("w") as log:
-        args = ["--tb=short", "--suite", str(SUITE), "--det-venv", str(det_venv()), "--timeout",
-                str(PER_TEST.get(shard, MNIST_PER_TEST)),
-                "--exclusions", str(EXCLUSIONS), "-k", SHARDS[shard]]
-        rc = subprocess.call([sys.executable, str(REPO / "tools" / "det_e2e.py"), *args],
-                             stdout=log, stderr=subprocess.STDOUT, cwd=REPO, timeout=2300)
+        args = [
+            "--tb=short",
+            "--suite",
+            str(SUITE),
+            "--det-venv",
+            str(det_venv()),
+            "--timeout",
+            str(PER_TEST.get(shard, MNIST_PER_TEST)),
+            "--exclusions",
+            str(EXCLUSIONS),
+            "-k",
+            SHARDS[shard],
+        ]
+        rc = subprocess.call(
+            [sys.executable, str(REPO / "tools" / "det_e2e.py"), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            timeout=2300,
+        )
     text = out.read_text(errors="replace")
-    summary = text[text.rfind("\nfile "):] if "\nfile " in text else text[-6000:]
+    summary = text[text.rfind("\nfile ") :] if "\nfile " in text else text[-6000:]
     assert rc == 0, f"make compat-e2e failed (rc {rc}):\n{summary}\n\nthe run's last lines:\n{text[-8000:]}"
     assert " problem(s)" in summary and " 0 problem(s)" in summary, summary

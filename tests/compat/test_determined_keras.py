@@ -37,18 +37,26 @@ def keras_cluster(tmp_path_factory):
 
 
 def keras_config(name: str, entrypoint: str, *, batches: int, metric: str = "val_loss", **hparams) -> dict:
-    cfg = det_config(name, searcher={"name": "single", "metric": metric, "smaller_is_better": True,
-                                     "max_length": {"batches": batches}})
+    cfg = det_config(
+        name,
+        searcher={"name": "single", "metric": metric, "smaller_is_better": True, "max_length": {"batches": batches}},
+    )
     cfg["entrypoint"] = entrypoint
     cfg["hyperparameters"] = {"global_batch_size": 8, "lr": 0.1, **hparams}
-    cfg["environment"]["environment_variables"] = [f"PATH={TF_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-                                                   "OMP_NUM_THREADS=1", "TF_CPP_MIN_LOG_LEVEL=2"]
+    cfg["environment"]["environment_variables"] = [
+        f"PATH={TF_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "OMP_NUM_THREADS=1",
+        "TF_CPP_MIN_LOG_LEVEL=2",
+    ]
     return cfg
 
 
 def completed_checkpoints(c: Cluster, trial_id: int) -> list[dict]:
-    return [ck for ck in c.master.api("GET", f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]
-            if ck["state"] == "STATE_COMPLETED"]
+    return [
+        ck
+        for ck in c.master.api("GET", f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]
+        if ck["state"] == "STATE_COMPLETED"
+    ]
 
 
 def test_a_tfkeras_trial_completes_with_metrics_and_a_checkpoint(keras_cluster, tmp_path):
@@ -86,8 +94,11 @@ def test_a_keras_fit_script_with_the_determined_callback_reports_checkpoints_and
     # the callback reports validation under Keras' own names (no val_ prefix)
     cfg = keras_config("keras-callback", "python3 train.py", batches=16 * 4, metric="loss", epochs=4, delay=0.25)
     exp_id = c.create(cfg, MODEL)
-    wait_for(lambda: c.trials(exp_id) and completed_checkpoints(c, c.trials(exp_id)[0]["id"]), 240,
-             what="the first epoch's checkpoint")
+    wait_for(
+        lambda: c.trials(exp_id) and completed_checkpoints(c, c.trials(exp_id)[0]["id"]),
+        240,
+        what="the first epoch's checkpoint",
+    )
     c.master.api("POST", f"/api/v1/experiments/{exp_id}/pause")
     wait_for(lambda: c.trials(exp_id)[0]["state"] == "STATE_PAUSED", 120, what="the trial paused")
     (trial,) = c.trials(exp_id)

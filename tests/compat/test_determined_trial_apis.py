@@ -48,15 +48,18 @@ def pt_cluster(tmp_path_factory):
 
 
 def pt_config(c: Cluster, name: str, *, batches: int = 8, searcher: dict | None = None, **hparams) -> dict:
-    cfg = det_config(name, searcher=searcher or {"name": "single", "metric": "validation_loss",
-                                                 "max_length": {"batches": batches}})
+    cfg = det_config(
+        name, searcher=searcher or {"name": "single", "metric": "validation_loss", "max_length": {"batches": batches}}
+    )
     cfg["entrypoint"] = "model_def:RegressionTrial"
     cfg["hyperparameters"] = {"global_batch_size": 8, "lr": 0.1, **hparams}
     cfg["min_validation_period"] = {"batches": 4}
     cfg["scheduling_unit"] = 2  # a training report every 2 batches
     markers = getattr(c, "markers", None)
-    cfg["environment"]["environment_variables"] += [f"PEDL_TEST_MARKERS={markers or '/nonexistent'}",
-                                                    "OMP_NUM_THREADS=1"]
+    cfg["environment"]["environment_variables"] += [
+        f"PEDL_TEST_MARKERS={markers or '/nonexistent'}",
+        "OMP_NUM_THREADS=1",
+    ]
     image = getattr(c, "image", None)
     if image:  # in a container: the image's own python3 and PATH, and the markers' directory at its own path
         own = [v for v in cfg["environment"]["environment_variables"] if not v.startswith("PATH=")]
@@ -91,15 +94,20 @@ def test_a_pytorch_trial_grid_completes_with_metrics_checkpoints_and_a_searcher_
         losses = c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
         assert losses[-1]["metrics"]["loss"] < losses[0]["metrics"]["loss"]  # it trained
         described = c.master.api("GET", f"/api/v1/trials/{trial['id']}")["trial"]
-        best = min(m["metrics"]["validation_loss"] for m in c.master.api(
-            "GET", f"/api/v1/trials/{trial['id']}/metrics", group="validation")["metrics"])
+        best = min(
+            m["metrics"]["validation_loss"]
+            for m in c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="validation")["metrics"]
+        )
         assert described["searcherMetricValue"] == pytest.approx(best)
         assert described["bestValidation"]["metrics"]["avgMetrics"]["validation_loss"] == pytest.approx(best)
         logs = c.logs(trial["id"])
         assert "Creating _PyTorchTrialController with RegressionTrial" in logs  # Determined's own harness ran it
     # the checkpoint GC that follows the experiment may delete all but the best and latest of each trial
-    kept = [ck for ck in c.master.api("GET", f"/api/v1/trials/{trials[0]['id']}/checkpoints")["checkpoints"]
-            if ck["state"] == "STATE_COMPLETED"]
+    kept = [
+        ck
+        for ck in c.master.api("GET", f"/api/v1/trials/{trials[0]['id']}/checkpoints")["checkpoints"]
+        if ck["state"] == "STATE_COMPLETED"
+    ]
     assert kept, "no checkpoint"
     out = tmp_path / "ckpt"
     det(c, "checkpoint", "download", kept[-1]["uuid"], "--output-dir", str(out))
@@ -111,8 +119,9 @@ def test_a_pytorch_trial_pauses_at_a_checkpoint_and_resumes_without_repeating_a_
     c = pt_cluster
     cfg = pt_config(c, "pt-pause", batches=40, delay=0.15)
     exp_id = c.create(cfg, MODEL)
-    wait_for(lambda: c.trials(exp_id) and 8 in training_steps(c, c.trials(exp_id)[0]["id"]), 120,
-             what="8 batches trained")
+    wait_for(
+        lambda: c.trials(exp_id) and 8 in training_steps(c, c.trials(exp_id)[0]["id"]), 120, what="8 batches trained"
+    )
     c.master.api("POST", f"/api/v1/experiments/{exp_id}/pause")
     wait_for(lambda: c.trials(exp_id)[0]["state"] == "STATE_PAUSED", 90, what="the trial paused")
     (trial,) = c.trials(exp_id)
@@ -122,8 +131,10 @@ def test_a_pytorch_trial_pauses_at_a_checkpoint_and_resumes_without_repeating_a_
     exp = wait_experiment(c.master, exp_id, ENDED, timeout=240)
     assert exp["state"] == "STATE_COMPLETED", c.logs(trial["id"])
     assert training_steps(c, trial["id"]) == list(range(2, 41, 2))  # none lost, none twice
-    runs = {m["trialRunId"] for m in c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics",
-                                                  group="training")["metrics"]}
+    runs = {
+        m["trialRunId"]
+        for m in c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
+    }
     assert len(runs) == 2  # the second run took over from the checkpoint
 
 
@@ -152,8 +163,13 @@ def test_a_killed_pytorch_trial_restarts_on_another_agent_from_its_checkpoint(pt
 
 def as_admin(c: Cluster, method: str, path: str, body: dict) -> None:
     login = httpx.post(f"{c.master.url}/api/v1/auth/login", json={"username": "admin", "password": ""}, timeout=30)
-    r = httpx.request(method, f"{c.master.url}{path}", json=body, timeout=30,
-                      headers={"Authorization": f"Bearer {login.json()['token']}"})
+    r = httpx.request(
+        method,
+        f"{c.master.url}{path}",
+        json=body,
+        timeout=30,
+        headers={"Authorization": f"Bearer {login.json()['token']}"},
+    )
     assert r.status_code == 200, r.text
 
 
@@ -198,11 +214,14 @@ def test_test_mode_trains_a_pytorch_trial_for_one_batch(pt_cluster, tmp_path):
     assert "Model definition test succeeded" in out, out
 
 
-@pytest.mark.parametrize(("entrypoint", "says"), [
-    ("no_such_module:RegressionTrial", "the model definition has no module no_such_module"),
-    ("model_def:NoSuchTrial", "module model_def has no attribute NoSuchTrial"),
-    ("model_def:NotATrial", "NotATrial is not a Trial class"),
-])
+@pytest.mark.parametrize(
+    ("entrypoint", "says"),
+    [
+        ("no_such_module:RegressionTrial", "the model definition has no module no_such_module"),
+        ("model_def:NoSuchTrial", "module model_def has no attribute NoSuchTrial"),
+        ("model_def:NotATrial", "NotATrial is not a Trial class"),
+    ],
+)
 def test_a_trial_class_that_cannot_be_loaded_fails_at_once_naming_the_problem(pt_cluster, entrypoint, says):
     c = pt_cluster
     cfg = pt_config(c, "pt-bad-class")
@@ -246,12 +265,19 @@ def test_a_deepspeed_trial_on_cpu_slots_is_refused_naming_the_gpus_it_needs(pt_c
     assert trial["restarts"] == 0
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"searcher": {"name": "single", "metric": "validation_loss", "max_length": {"epochs": 2}}},
-     "searcher.max_length"),
-    ({"optimizations": {"aggregation_frequency": 2, "gradient_compresion": True}},
-     "optimizations.gradient_compresion"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (
+            {"searcher": {"name": "single", "metric": "validation_loss", "max_length": {"epochs": 2}}},
+            "searcher.max_length",
+        ),
+        (
+            {"optimizations": {"aggregation_frequency": 2, "gradient_compresion": True}},
+            "optimizations.gradient_compresion",
+        ),
+    ],
+)
 def test_a_bad_trial_api_config_is_refused_at_submission_naming_the_field(pt_cluster, tmp_path, change, field):
     c = pt_cluster
     cfg = {**pt_config(c, "pt-bad-config"), **change}
@@ -259,9 +285,21 @@ def test_a_bad_trial_api_config_is_refused_at_submission_naming_the_field(pt_clu
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PEDL_"))}
     env["DET_DEBUG_CONFIG_PATH"] = str(c.work / "det-config")
-    proc = subprocess.run([str(det_venv() / "bin" / "det"), "-m", c.master.url, "experiment", "create",
-                           str(tmp_path / "config.yaml"), str(MODEL)], capture_output=True, text=True, env=env,
-                          timeout=120)
+    proc = subprocess.run(
+        [
+            str(det_venv() / "bin" / "det"),
+            "-m",
+            c.master.url,
+            "experiment",
+            "create",
+            str(tmp_path / "config.yaml"),
+            str(MODEL),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert field in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert c.master.api("GET", "/api/v1/experiments")["pagination"]["total"] == before  # nothing stored
@@ -293,8 +331,10 @@ def test_a_pytorch_trial_trains_across_two_agents_of_one_slot():
             own_tmp.mkdir()
             own_tmp.chmod(0o1777)
             agent = LocalAgent(work, c.master.url, name, slots=1, token=c.master.agent_token)
-            agent.argv = wrap(agent.argv, [*_keep_visible(REPO, own_tmp), *_keep_visible(c.ckpts.parent, own_tmp),
-                                           (str(own_tmp), "/tmp", False)])
+            agent.argv = wrap(
+                agent.argv,
+                [*_keep_visible(REPO, own_tmp), *_keep_visible(c.ckpts.parent, own_tmp), (str(own_tmp), "/tmp", False)],
+            )
             agent.start()
             c.agents[name] = agent
             wait_for(lambda n=name: agent_connected(c.master, n), 60, what=f"agent {name}")

@@ -46,10 +46,16 @@ def pt_cluster(docker_daemon: str, test_image: str, tmp_path_factory: pytest.Tem
 
 
 def test_the_task_image_imports_torch_torchvision_and_determined(test_image: str) -> None:
-    script = ("import torch, torchvision, determined, determined.pytorch; "
-              "print(torch.__version__, torchvision.__version__, determined.__version__)")
-    done = subprocess.run(["docker", "run", "--rm", "--network", "none", test_image, "python3", "-c", script],
-                          capture_output=True, text=True, timeout=180)
+    script = (
+        "import torch, torchvision, determined, determined.pytorch; "
+        "print(torch.__version__, torchvision.__version__, determined.__version__)"
+    )
+    done = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", test_image, "python3", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     torch_version, torchvision_version, det_version = done.stdout.split()
     assert torch_version.endswith("+cpu") and torchvision_version and det_version == "0.38.1"

@@ -12,19 +12,26 @@ import time
 from tests.compat.conftest import det_venv
 from tests.master.api.test_proxy import _register, proxy_overrides, world  # noqa: F401 - fixtures
 
-ARGS = ("import json, sys, tensorboard; from determined.exec.tensorboard import get_tensorboard_args; "
-        "print(json.dumps(get_tensorboard_args(tensorboard.__version__, sys.argv[1], [])))")
+ARGS = (
+    "import json, sys, tensorboard; from determined.exec.tensorboard import get_tensorboard_args; "
+    "print(json.dumps(get_tensorboard_args(tensorboard.__version__, sys.argv[1], [])))"
+)
 
 
 def test_determineds_tensorboard_through_the_proxy(world, tmp_path) -> None:  # noqa: F811
     sock, port = world.service.listen("127.0.0.1")
     sock.close()  # a free port for TensorBoard
     bin_dir = det_venv() / "bin"
-    env = {**os.environ, "DET_TASK_ID": world.task.task_id, "TENSORBOARD_PORT": str(port),
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "DET_TASK_ID": world.task.task_id,
+        "TENSORBOARD_PORT": str(port),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     argv = json.loads(subprocess.check_output([str(bin_dir / "python"), "-c", ARGS, str(tmp_path)], env=env))
     assert f"--path_prefix=/proxy/{world.task.task_id}" in argv
     tb = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def alive() -> None:  # the fake agent sends no heartbeats: on a loaded machine it would be taken for lost
         world.agent.conn.last_heartbeat = world.agent.ctx.clock.now()
 

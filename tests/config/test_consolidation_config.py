@@ -61,18 +61,30 @@ def provider(cfg: MasterConfig) -> AWSProviderConfig | LocalProviderConfig:
 
 # --- consolidation: defaults and valid values ---
 
+
 @pytest.mark.parametrize("base", [AWS, LOCAL])
 def test_every_dynamic_pool_has_consolidation_defaults(tmp_path: Path, base: str) -> None:
     c = provider(load(tmp_path, base)).consolidation
     assert c == ConsolidationConfig()
-    assert (c.enabled, c.max_moves_per_hour, c.min_trial_runtime_between_moves, c.min_saving_per_hour,
-            c.checkpoint_cost, c.restore_cost) == (True, 20, 1800.0, 0.5, 60.0, 60.0)
+    assert (
+        c.enabled,
+        c.max_moves_per_hour,
+        c.min_trial_runtime_between_moves,
+        c.min_saving_per_hour,
+        c.checkpoint_cost,
+        c.restore_cost,
+    ) == (True, 20, 1800.0, 0.5, 60.0, 60.0)
     assert (c.yield_to_new_work, c.min_remaining_to_yield) == (True, 3600.0)
     assert (c.checkpoint_cost + c.restore_cost) == 120.0
 
 
 def test_consolidation_values_and_durations(tmp_path: Path) -> None:
-    c = provider(load(tmp_path, with_consolidation(AWS, """
+    c = provider(
+        load(
+            tmp_path,
+            with_consolidation(
+                AWS,
+                """
         max_moves_per_hour: 2
         min_trial_runtime_between_moves: 1h
         min_saving_per_hour: 0
@@ -80,7 +92,10 @@ def test_consolidation_values_and_durations(tmp_path: Path) -> None:
         restore_cost: 90s
         yield_to_new_work: false
         min_remaining_to_yield: 2h
-    """))).consolidation
+    """,
+            ),
+        )
+    ).consolidation
     assert (c.max_moves_per_hour, c.min_trial_runtime_between_moves, c.min_saving_per_hour) == (2, 3600.0, 0.0)
     assert (c.yield_to_new_work, c.min_remaining_to_yield) == (False, 7200.0)
     assert (c.checkpoint_cost, c.restore_cost, (c.checkpoint_cost + c.restore_cost)) == (120.0, 90.0, 210.0)
@@ -92,11 +107,19 @@ def test_disabled_consolidation_may_allow_no_move(tmp_path: Path) -> None:
 
 
 def test_runtime_between_moves_may_equal_the_move_cost(tmp_path: Path) -> None:
-    c = provider(load(tmp_path, with_consolidation(LOCAL, """
+    c = provider(
+        load(
+            tmp_path,
+            with_consolidation(
+                LOCAL,
+                """
         min_trial_runtime_between_moves: 2m
         checkpoint_cost: 1m
         restore_cost: 1m
-    """))).consolidation
+    """,
+            ),
+        )
+    ).consolidation
     assert c.min_trial_runtime_between_moves == (c.checkpoint_cost + c.restore_cost) == 120.0
 
 
@@ -111,22 +134,24 @@ def test_consolidation_dumps_durations_as_text() -> None:
 PATH = "resource_pools[0].provider.consolidation"
 
 
-@pytest.mark.parametrize(("lines", "key", "words"), [
-    ("max_moves_per_hour: -1", "max_moves_per_hour", "greater than or equal to 0"),
-    ("min_saving_per_hour: -0.1", "min_saving_per_hour", "greater than or equal to 0"),
-    ("min_saving_per_hour: .inf", "min_saving_per_hour", "finite"),
-    ("min_trial_runtime_between_moves: -5", "min_trial_runtime_between_moves", "cannot be negative"),
-    ("checkpoint_cost: -1", "checkpoint_cost", "cannot be negative"),
-    ("restore_cost: '-1s'", "restore_cost", "invalid duration"),
-    ("checkpoint_cost: soon", "checkpoint_cost", "invalid duration"),
-    ("enabled: sometimes", "enabled", "valid boolean"),
-    ("yield_to_new_work: maybe", "yield_to_new_work", "valid boolean"),
-    ("min_remaining_to_yield: -1", "min_remaining_to_yield", "cannot be negative"),
-    ("max_moves: 3", "max_moves", "unknown key"),
-])
+@pytest.mark.parametrize(
+    ("lines", "key", "words"),
+    [
+        ("max_moves_per_hour: -1", "max_moves_per_hour", "greater than or equal to 0"),
+        ("min_saving_per_hour: -0.1", "min_saving_per_hour", "greater than or equal to 0"),
+        ("min_saving_per_hour: .inf", "min_saving_per_hour", "finite"),
+        ("min_trial_runtime_between_moves: -5", "min_trial_runtime_between_moves", "cannot be negative"),
+        ("checkpoint_cost: -1", "checkpoint_cost", "cannot be negative"),
+        ("restore_cost: '-1s'", "restore_cost", "invalid duration"),
+        ("checkpoint_cost: soon", "checkpoint_cost", "invalid duration"),
+        ("enabled: sometimes", "enabled", "valid boolean"),
+        ("yield_to_new_work: maybe", "yield_to_new_work", "valid boolean"),
+        ("min_remaining_to_yield: -1", "min_remaining_to_yield", "cannot be negative"),
+        ("max_moves: 3", "max_moves", "unknown key"),
+    ],
+)
 @pytest.mark.parametrize("base", [AWS, LOCAL])
-def test_bad_consolidation_value_names_the_field(tmp_path: Path, base: str, lines: str, key: str,
-                                                 words: str) -> None:
+def test_bad_consolidation_value_names_the_field(tmp_path: Path, base: str, lines: str, key: str, words: str) -> None:
     out = refused(tmp_path, with_consolidation(base, lines))
     assert list(out) == [f"{PATH}.{key}"]
     assert words in out[f"{PATH}.{key}"]
@@ -134,16 +159,23 @@ def test_bad_consolidation_value_names_the_field(tmp_path: Path, base: str, line
 
 def test_no_move_allowed_while_enabled_is_refused(tmp_path: Path) -> None:
     out = refused(tmp_path, with_consolidation(AWS, "max_moves_per_hour: 0"))
-    assert out == {f"{PATH}.max_moves_per_hour":
-                   "0 allows no move while consolidation.enabled is true; set enabled: false"}
+    assert out == {
+        f"{PATH}.max_moves_per_hour": "0 allows no move while consolidation.enabled is true; set enabled: false"
+    }
 
 
 def test_runtime_between_moves_shorter_than_a_move_is_refused(tmp_path: Path) -> None:
-    out = refused(tmp_path, with_consolidation(LOCAL, """
+    out = refused(
+        tmp_path,
+        with_consolidation(
+            LOCAL,
+            """
         min_trial_runtime_between_moves: 5m
         checkpoint_cost: 3m
         restore_cost: 3m
-    """))
+    """,
+        ),
+    )
     message = out[f"{PATH}.min_trial_runtime_between_moves"]
     assert "consolidation.checkpoint_cost + consolidation.restore_cost (360s)" in message
     assert list(out) == [f"{PATH}.min_trial_runtime_between_moves"]
@@ -157,6 +189,7 @@ def test_only_the_bad_cost_is_named_when_a_cost_is_invalid(tmp_path: Path) -> No
 
 # --- prices ---
 
+
 def test_prices_default_to_the_table(tmp_path: Path) -> None:
     p = provider(load(tmp_path, AWS))
     assert isinstance(p, AWSProviderConfig)
@@ -167,11 +200,17 @@ def test_prices_default_to_the_table(tmp_path: Path) -> None:
 
 
 def test_instance_type_prices_number_and_mapping_forms(tmp_path: Path) -> None:
-    p = provider(load(tmp_path, AWS + """
+    p = provider(
+        load(
+            tmp_path,
+            AWS
+            + """
       instance_type_prices:
         g5.xlarge: 0.8
         p3.2xlarge: {on_demand: 2.5, spot: 0.9}
-"""))
+""",
+        )
+    )
     assert isinstance(p, AWSProviderConfig)
     assert (p.price_of("g5.xlarge"), p.spot_price_of("g5.xlarge")) == (0.8, pytest.approx(0.8 * 0.35))
     assert (p.price_of("p3.2xlarge"), p.spot_price_of("p3.2xlarge")) == (2.5, 0.9)
@@ -184,26 +223,35 @@ def test_a_spot_price_alone_keeps_the_table_on_demand_price(tmp_path: Path) -> N
 
 
 def test_prices_for_a_type_the_table_lacks(tmp_path: Path) -> None:
-    p = provider(load(tmp_path, AWS.replace("[g5.xlarge, p3.2xlarge]", "x9.huge") + """
+    p = provider(
+        load(
+            tmp_path,
+            AWS.replace("[g5.xlarge, p3.2xlarge]", "x9.huge")
+            + """
       instance_slots: 2
       instance_type_prices: {x9.huge: 4}
-"""))
+""",
+        )
+    )
     assert (p.price_of("x9.huge"), p.spot_price_of("x9.huge")) == (4.0, pytest.approx(1.4))
 
 
 PRICES = "resource_pools[0].provider.instance_type_prices"
 
 
-@pytest.mark.parametrize(("prices", "field", "words"), [
-    ("{p4d.24xlarge: 30}", PRICES, "'p4d.24xlarge': not among instance_type (g5.xlarge, p3.2xlarge)"),
-    ("{g5.xlarge: -1}", f"{PRICES}.g5.xlarge.on_demand", "greater than or equal to 0"),
-    ("{g5.xlarge: {spot: -0.5}}", f"{PRICES}.g5.xlarge.spot", "greater than or equal to 0"),
-    ("{g5.xlarge: {on_demand: .nan}}", f"{PRICES}.g5.xlarge.on_demand", "finite"),
-    ("{g5.xlarge: cheap}", f"{PRICES}.g5.xlarge.on_demand", "valid number"),
-    ("{g5.xlarge: {}}", f"{PRICES}.g5.xlarge", "give on_demand, spot or both"),
-    ("{g5.xlarge: {reserved: 1}}", f"{PRICES}.g5.xlarge.reserved", "unknown key"),
-    ("[1, 2]", PRICES, "valid dictionary"),
-])
+@pytest.mark.parametrize(
+    ("prices", "field", "words"),
+    [
+        ("{p4d.24xlarge: 30}", PRICES, "'p4d.24xlarge': not among instance_type (g5.xlarge, p3.2xlarge)"),
+        ("{g5.xlarge: -1}", f"{PRICES}.g5.xlarge.on_demand", "greater than or equal to 0"),
+        ("{g5.xlarge: {spot: -0.5}}", f"{PRICES}.g5.xlarge.spot", "greater than or equal to 0"),
+        ("{g5.xlarge: {on_demand: .nan}}", f"{PRICES}.g5.xlarge.on_demand", "finite"),
+        ("{g5.xlarge: cheap}", f"{PRICES}.g5.xlarge.on_demand", "valid number"),
+        ("{g5.xlarge: {}}", f"{PRICES}.g5.xlarge", "give on_demand, spot or both"),
+        ("{g5.xlarge: {reserved: 1}}", f"{PRICES}.g5.xlarge.reserved", "unknown key"),
+        ("[1, 2]", PRICES, "valid dictionary"),
+    ],
+)
 def test_bad_instance_type_prices_name_the_field(tmp_path: Path, prices: str, field: str, words: str) -> None:
     out = refused(tmp_path, AWS + f"      instance_type_prices: {prices}\n")
     assert list(out) == [field]
@@ -230,12 +278,15 @@ def test_local_spot_defaults_and_values(tmp_path: Path) -> None:
     assert (p.spot, p.spot_fallback_to_on_demand) == (True, False)
 
 
-@pytest.mark.parametrize(("line", "field", "words"), [
-    ("spot: sometimes", "spot", "valid boolean"),
-    ("spot_fallback_to_on_demand: later", "spot_fallback_to_on_demand", "valid boolean"),
-    ("spot_request_timeout: 2m", "spot_request_timeout", "unknown key"),  # a local spot launch is never a request
-    ("spot_max_price: '0.5'", "spot_max_price", "unknown key"),
-])
+@pytest.mark.parametrize(
+    ("line", "field", "words"),
+    [
+        ("spot: sometimes", "spot", "valid boolean"),
+        ("spot_fallback_to_on_demand: later", "spot_fallback_to_on_demand", "valid boolean"),
+        ("spot_request_timeout: 2m", "spot_request_timeout", "unknown key"),  # a local spot launch is never a request
+        ("spot_max_price: '0.5'", "spot_max_price", "unknown key"),
+    ],
+)
 def test_bad_local_spot_value_names_the_field(tmp_path: Path, line: str, field: str, words: str) -> None:
     out = refused(tmp_path, LOCAL + f"      {line}\n")
     assert list(out) == [f"resource_pools[0].provider.{field}"]

@@ -41,12 +41,15 @@ def test_minimal_config_defaults() -> None:
 
 def test_config_round_trips_through_its_json_dump() -> None:
     # the master stores model_dump(mode="json") and validates it again for every trial
-    c = cfg("""
+    c = cfg(
+        """
         hyperparameters:
           lr: {type: log, minval: -4, maxval: -2, count: 3}
           n: {a: {type: int, minval: 1, maxval: 2, count: 2}, b: x}
         searcher: {name: grid, metric: acc, smaller_is_better: false, max_length: {epochs: 2}}
-    """, base="entrypoint: [python, train.py]\n")
+    """,
+        base="entrypoint: [python, train.py]\n",
+    )
     again = ExperimentConfig.model_validate(c.model_dump(mode="json"))
     assert again == c
 
@@ -79,7 +82,8 @@ def test_grid_lists_every_missing_count_with_nested_paths() -> None:
 
 
 def test_grid_without_counts_for_categorical_and_const_is_fine() -> None:
-    c = parse_experiment_config(textwrap.dedent("""
+    c = parse_experiment_config(
+        textwrap.dedent("""
         entrypoint: x
         searcher: {name: grid, metric: loss}
         hyperparameters:
@@ -87,7 +91,8 @@ def test_grid_without_counts_for_categorical_and_const_is_fine() -> None:
           b: {type: const, val: 3}
           c: 4
           d: {type: int, minval: 1, maxval: 3, count: 3}
-    """))
+    """)
+    )
     assert c.searcher.name == "grid"
 
 
@@ -132,8 +137,12 @@ def test_searcher_is_required() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "unit", "units"),
-    [("100", "batches", 100), ("{batches: 7}", "batches", 7), ("{epochs: 2}", "epochs", 2),
-     ("{records: 5000}", "records", 5000)],
+    [
+        ("100", "batches", 100),
+        ("{batches: 7}", "batches", 7),
+        ("{epochs: 2}", "epochs", 2),
+        ("{records: 5000}", "records", 5000),
+    ],
 )
 def test_max_length_int_or_mapping(raw: str, unit: str, units: int) -> None:
     c = parse_experiment_config(f"entrypoint: x\nsearcher: {{name: single, metric: l, max_length: {raw}}}\n")
@@ -193,8 +202,12 @@ def test_priority_out_of_bounds(priority: int) -> None:
 
 @pytest.mark.parametrize(
     ("resources", "field"),
-    [("{slots_per_trial: -1}", "resources.slots_per_trial"), ("{slots_per_trial: two}", "resources.slots_per_trial"),
-     ("{weight: 0}", "resources.weight"), ("{gpus: 1}", "resources.gpus")],
+    [
+        ("{slots_per_trial: -1}", "resources.slots_per_trial"),
+        ("{slots_per_trial: two}", "resources.slots_per_trial"),
+        ("{weight: 0}", "resources.weight"),
+        ("{gpus: 1}", "resources.gpus"),
+    ],
 )
 def test_bad_resources(resources: str, field: str) -> None:
     assert field in problems(BASE + f"resources: {resources}\n")
@@ -229,7 +242,11 @@ def test_unknown_keys_are_all_listed() -> None:
           lr: {type: double, minval: 0.1, maxval: 0.2, stepsize: 0.01}
     """)
     assert {f for f, m in found.items() if m == "unknown key"} == {
-        "searcher.patience", "resources.slots", "optimisations", "hyperparameters.lr.stepsize"}
+        "searcher.patience",
+        "resources.slots",
+        "optimisations",
+        "hyperparameters.lr.stepsize",
+    }
 
 
 def test_every_problem_is_listed_in_one_error() -> None:
@@ -246,9 +263,17 @@ def test_every_problem_is_listed_in_one_error() -> None:
         environment: {environment_variables: [=NONAME]}
     """)
     expected = {
-        "entrypoint", "bogus_top", "max_restarts", "records_per_epoch", "searcher.max_length.batches",
-        "searcher.extra", "resources.priority", "resources.slots_per_trial", "hyperparameters.a",
-        "hyperparameters.b.vals", "environment.environment_variables",
+        "entrypoint",
+        "bogus_top",
+        "max_restarts",
+        "records_per_epoch",
+        "searcher.max_length.batches",
+        "searcher.extra",
+        "resources.priority",
+        "resources.slots_per_trial",
+        "hyperparameters.a",
+        "hyperparameters.b.vals",
+        "environment.environment_variables",
     }
     assert expected <= set(found), expected - set(found)
 
@@ -281,53 +306,61 @@ def test_parse_from_a_dict() -> None:
 # -- ranges and values: what a database column and a JSON document take on both databases -----------
 
 
-@pytest.mark.parametrize(("extra", "field"), [
-    ("resources: {slots_per_trial: 1.0e+30}", "resources.slots_per_trial"),
-    ("resources: {slots_per_trial: 10001}", "resources.slots_per_trial"),
-    ("resources: {max_slots: 1000000000000000000000}", "resources.max_slots"),
-    ("resources: {weight: 1e400}", "resources.weight"),
-    ("resources: {weight: .nan}", "resources.weight"),
-    ("max_restarts: 1.0e+30", "max_restarts"),
-    ("max_restarts: 1001", "max_restarts"),
-    ("reproducibility: {experiment_seed: 2147483648}", "reproducibility.experiment_seed"),
-    ("records_per_epoch: 1000000000000000000000", "records_per_epoch"),
-    ("min_validation_period: {batches: 1000000000000000000000}", "min_validation_period.batches"),
-    ("hyperparameters: {x: {type: int, minval: 0, maxval: 100000000000000000000}}", "hyperparameters.x.maxval"),
-    ("hyperparameters: {x: {type: double, minval: -.inf, maxval: 1}}", "hyperparameters.x.minval"),
-    ("hyperparameters: {x: {type: double, minval: 0, maxval: .nan}}", "hyperparameters.x.maxval"),
-    ("hyperparameters: {x: {type: double, minval: -1.0e+308, maxval: 1.0e+308}}", "hyperparameters.x"),
-    ("hyperparameters: {x: {type: log, minval: -5, maxval: 400}}", "hyperparameters.x"),
-    ("hyperparameters: {x: {type: log, minval: -5, maxval: 1, base: .inf}}", "hyperparameters.x.base"),
-    ("name: " + "n" * 256, "name"),
-    ("labels: [" + "l" * 256 + "]", "labels[0]"),
-    ("resources: {resource_pool: " + "p" * 256 + "}", "resources.resource_pool"),
-])
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ("resources: {slots_per_trial: 1.0e+30}", "resources.slots_per_trial"),
+        ("resources: {slots_per_trial: 10001}", "resources.slots_per_trial"),
+        ("resources: {max_slots: 1000000000000000000000}", "resources.max_slots"),
+        ("resources: {weight: 1e400}", "resources.weight"),
+        ("resources: {weight: .nan}", "resources.weight"),
+        ("max_restarts: 1.0e+30", "max_restarts"),
+        ("max_restarts: 1001", "max_restarts"),
+        ("reproducibility: {experiment_seed: 2147483648}", "reproducibility.experiment_seed"),
+        ("records_per_epoch: 1000000000000000000000", "records_per_epoch"),
+        ("min_validation_period: {batches: 1000000000000000000000}", "min_validation_period.batches"),
+        ("hyperparameters: {x: {type: int, minval: 0, maxval: 100000000000000000000}}", "hyperparameters.x.maxval"),
+        ("hyperparameters: {x: {type: double, minval: -.inf, maxval: 1}}", "hyperparameters.x.minval"),
+        ("hyperparameters: {x: {type: double, minval: 0, maxval: .nan}}", "hyperparameters.x.maxval"),
+        ("hyperparameters: {x: {type: double, minval: -1.0e+308, maxval: 1.0e+308}}", "hyperparameters.x"),
+        ("hyperparameters: {x: {type: log, minval: -5, maxval: 400}}", "hyperparameters.x"),
+        ("hyperparameters: {x: {type: log, minval: -5, maxval: 1, base: .inf}}", "hyperparameters.x.base"),
+        ("name: " + "n" * 256, "name"),
+        ("labels: [" + "l" * 256 + "]", "labels[0]"),
+        ("resources: {resource_pool: " + "p" * 256 + "}", "resources.resource_pool"),
+    ],
+)
 def test_values_out_of_range_name_the_field(extra: str, field: str) -> None:
     assert field in problems(BASE + extra + "\n")
 
 
 def test_asha_divisor_near_one_is_refused() -> None:
     """Rungs are counted by repeated multiplication: a divisor of 1.000001 would take millions of steps."""
-    text = ("entrypoint: x\nsearcher: {name: adaptive_asha, metric: loss, max_trials: 4, max_length: 1000000000, "
-            "divisor: 1.000001}\n")
+    text = (
+        "entrypoint: x\nsearcher: {name: adaptive_asha, metric: loss, max_trials: 4, max_length: 1000000000, "
+        "divisor: 1.000001}\n"
+    )
     assert "searcher.divisor" in problems(text)
 
 
-@pytest.mark.parametrize(("extra", "field"), [
-    ('name: "a\\0b"', "name"),
-    ('description: "a\\0b"', "description"),
-    ('labels: [ok, "a\\0b"]', "labels[1]"),
-    ('hyperparameters: {g: {x: "a\\0b"}}', "hyperparameters.g.x"),
-    ('hyperparameters: {x: {type: categorical, vals: [1, "\\0"]}}', "hyperparameters.x.vals[1]"),
-    ('environment: {environment_variables: {A: "\\0"}}', "environment.environment_variables.A"),
-    ('data: {"k\\0": 1}', "data"),
-    ('data: {k: "\\ud800"}', "data.k"),
-    ("data: {k: [1, .inf]}", "data.k[1]"),
-    ("data: {k: 100000000000000000000}", "data.k"),
-    ("description: " + "d" * 70_000, "description"),
-    ('data: {k: !!binary "/w=="}', "data.k"),
-    ('hyperparameters: {x: !!binary "/w=="}', "hyperparameters.x"),
-])
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ('name: "a\\0b"', "name"),
+        ('description: "a\\0b"', "description"),
+        ('labels: [ok, "a\\0b"]', "labels[1]"),
+        ('hyperparameters: {g: {x: "a\\0b"}}', "hyperparameters.g.x"),
+        ('hyperparameters: {x: {type: categorical, vals: [1, "\\0"]}}', "hyperparameters.x.vals[1]"),
+        ('environment: {environment_variables: {A: "\\0"}}', "environment.environment_variables.A"),
+        ('data: {"k\\0": 1}', "data"),
+        ('data: {k: "\\ud800"}', "data.k"),
+        ("data: {k: [1, .inf]}", "data.k[1]"),
+        ("data: {k: 100000000000000000000}", "data.k"),
+        ("description: " + "d" * 70_000, "description"),
+        ('data: {k: !!binary "/w=="}', "data.k"),
+        ('hyperparameters: {x: !!binary "/w=="}', "hyperparameters.x"),
+    ],
+)
 def test_unstorable_values_anywhere_name_their_path(extra: str, field: str) -> None:
     assert field in problems(BASE + extra + "\n")
 
@@ -350,16 +383,27 @@ def test_limits_are_the_masters() -> None:
 
 
 def test_bounds_themselves_are_accepted() -> None:
-    c = cfg("resources: {slots_per_trial: 10000, weight: 1000000}\nmax_restarts: 1000\n"
-            "reproducibility: {experiment_seed: 2147483647}\n"
-            "hyperparameters: {x: {type: log, minval: -300, maxval: 300}, y: {type: double, minval: -1e300, "
-            "maxval: 1e300}}\nname: " + "n" * 255 + "\n")
+    c = cfg(
+        "resources: {slots_per_trial: 10000, weight: 1000000}\nmax_restarts: 1000\n"
+        "reproducibility: {experiment_seed: 2147483647}\n"
+        "hyperparameters: {x: {type: log, minval: -300, maxval: 300}, y: {type: double, minval: -1e300, "
+        "maxval: 1e300}}\nname: " + "n" * 255 + "\n"
+    )
     assert c.resources.slots_per_trial == 10_000 and c.max_restarts == 1000
     assert c.reproducibility.experiment_seed == 2**31 - 1 and len(c.name) == 255
 
 
-@pytest.mark.parametrize("given, size", [("24576", 24576), ("1.5g", 1536 * 2**20), ("512m", 512 * 2**20),
-                                         ("2GiB", 2 * 2**30), (8192, 8192), ("64KB", 64 * 1024)])
+@pytest.mark.parametrize(
+    "given, size",
+    [
+        ("24576", 24576),
+        ("1.5g", 1536 * 2**20),
+        ("512m", 512 * 2**20),
+        ("2GiB", 2 * 2**30),
+        (8192, 8192),
+        ("64KB", 64 * 1024),
+    ],
+)
 def test_shm_size_takes_bytes_or_binary_units(given: object, size: int) -> None:
     from pedl.config.task_config import TaskConfig
 
@@ -368,9 +412,17 @@ def test_shm_size_takes_bytes_or_binary_units(given: object, size: int) -> None:
     assert cfg().resources.shm_size is None
 
 
-@pytest.mark.parametrize("given, words", [("lots", "is not a size"), ("1.5q", "is not a size"), (100, "4096 bytes"),
-                                          ("2t", "4096 bytes to 1 TiB"), (True, "a number of bytes"),
-                                          (10.5, "whole number")])
+@pytest.mark.parametrize(
+    "given, words",
+    [
+        ("lots", "is not a size"),
+        ("1.5q", "is not a size"),
+        (100, "4096 bytes"),
+        ("2t", "4096 bytes to 1 TiB"),
+        (True, "a number of bytes"),
+        (10.5, "whole number"),
+    ],
+)
 def test_a_bad_shm_size_is_refused_naming_the_field(given: object, words: str) -> None:
     from pydantic import ValidationError
 

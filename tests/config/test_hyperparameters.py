@@ -100,7 +100,9 @@ def test_hyperparameters_must_be_a_mapping() -> None:
 
 
 def test_every_bad_hyperparameter_is_listed_including_nested_ones() -> None:
-    found = problems(BASE + textwrap.dedent("""
+    found = problems(
+        BASE
+        + textwrap.dedent("""
         hyperparameters:
           a: {type: int, minval: 3, maxval: 1}
           g:
@@ -108,6 +110,11 @@ def test_every_bad_hyperparameter_is_listed_including_nested_ones() -> None:
             c: {type: categorical, vals: []}
             ok: 1
           d: {type: nope}
-    """))
-    assert set(found) == {"hyperparameters.a", "hyperparameters.g.b.minval", "hyperparameters.g.c.vals",
-                          "hyperparameters.d"}
+    """)
+    )
+    assert set(found) == {
+        "hyperparameters.a",
+        "hyperparameters.g.b.minval",
+        "hyperparameters.g.c.vals",
+        "hyperparameters.d",
+    }

@@ -66,8 +66,10 @@ def test_each_problem_has_field_and_message() -> None:
 def test_field_problems_become_separate_entries() -> None:
     with pytest.raises(ConfigError) as info:
         validate_data(Outer, {"name": "x", "tags": {"a": 1, "b": 2, "c": 3}}, "thing")
-    assert info.value.fields == [{"field": "tags.a", "message": "must be even"},
-                                 {"field": "tags.c", "message": "must be even"}]
+    assert info.value.fields == [
+        {"field": "tags.a", "message": "must be even"},
+        {"field": "tags.c", "message": "must be even"},
+    ]
     assert "tags.a: must be even; tags.c: must be even" in info.value.message
 
 
@@ -112,8 +114,14 @@ def billion_laughs(levels: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("text", ["x: " + "[" * 5000 + "]" * 5000, "x: " + "{a: " * 5000 + "1" + "}" * 5000,
-                                  "".join(" " * i + "a:\n" for i in range(200)) + " " * 200 + "b: 1\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x: " + "[" * 5000 + "]" * 5000,
+        "x: " + "{a: " * 5000 + "1" + "}" * 5000,
+        "".join(" " * i + "a:\n" for i in range(200)) + " " * 200 + "b: 1\n",
+    ],
+)
 def test_deep_nesting_is_refused_not_a_recursion_error(text: str) -> None:
     err = limit_refusal(text)
     assert "nested more than 32 levels deep" in err.message and "limits.max_nesting_depth" in err.message

@@ -43,7 +43,9 @@ def test_empty_file_gives_defaults(tmp_path: Path) -> None:
 
 
 def test_full_file_loads(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 port: 9000
 data_dir: /var/lib/pedl
 cluster_name: lab
@@ -63,7 +65,8 @@ checkpoint_storage:
   type: shared_fs
   host_path: /mnt/ckpt
   storage_path: pedl
-""")
+""",
+    )
     cfg = load_master_config(path)
     assert cfg.port == 9000
     assert cfg.data_dir == Path("/var/lib/pedl")
@@ -141,10 +144,14 @@ def test_unknown_key_names_the_field_path(tmp_path: Path, text: str, field: str)
         ("agent_heartbeat_interval: soon\n", "agent_heartbeat_interval"),
         ("agent_reconnect_wait: -3\n", "agent_reconnect_wait"),
         ("resource_pools: default\n", "resource_pools"),
-        ("resource_pools:\n  - pool_name: a\n    scheduler:\n      fitting_policy: random\n",
-         "resource_pools[0].scheduler.fitting_policy"),
-        ("resource_pools:\n  - pool_name: a\n    scheduler:\n      default_priority: 0\n",
-         "resource_pools[0].scheduler.default_priority"),
+        (
+            "resource_pools:\n  - pool_name: a\n    scheduler:\n      fitting_policy: random\n",
+            "resource_pools[0].scheduler.fitting_policy",
+        ),
+        (
+            "resource_pools:\n  - pool_name: a\n    scheduler:\n      default_priority: 0\n",
+            "resource_pools[0].scheduler.default_priority",
+        ),
         ("resource_pools:\n  - pool_name: 'has space'\n", "resource_pools[0].pool_name"),
         ("resource_pools:\n  - description: no name\n", "resource_pools[0].pool_name"),
         ("db:\n  port: [1]\n", "db.port"),
@@ -173,8 +180,10 @@ def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
 
 
 def test_duplicate_pool_names(tmp_path: Path) -> None:
-    text = ("resource_pools:\n  - pool_name: a\n  - pool_name: b\n  - pool_name: a\n"
-            "default_compute_resource_pool: a\ndefault_aux_resource_pool: b\n")
+    text = (
+        "resource_pools:\n  - pool_name: a\n  - pool_name: b\n  - pool_name: a\n"
+        "default_compute_resource_pool: a\ndefault_aux_resource_pool: b\n"
+    )
     with pytest.raises(ConfigError) as info:
         load_master_config(write(tmp_path, text))
     assert fields_of(info.value) == ["resource_pools[2].pool_name"]
@@ -189,8 +198,10 @@ def test_no_pools_is_an_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key", ["default_compute_resource_pool", "default_aux_resource_pool"])
 def test_default_pools_must_exist(tmp_path: Path, key: str) -> None:
-    text = ("resource_pools:\n  - pool_name: gpu\ndefault_compute_resource_pool: gpu\n"
-            f"default_aux_resource_pool: gpu\n{key}: nope\n")
+    text = (
+        "resource_pools:\n  - pool_name: gpu\ndefault_compute_resource_pool: gpu\n"
+        f"default_aux_resource_pool: gpu\n{key}: nope\n"
+    )
     with pytest.raises(ConfigError) as info:
         load_master_config(write(tmp_path, text))
     assert fields_of(info.value) == [key]
@@ -210,8 +221,10 @@ def test_without_db_section_sqlite_in_data_dir(tmp_path: Path) -> None:
 
 
 def test_db_section_gives_postgresql_psycopg_url(tmp_path: Path) -> None:
-    text = ("db:\n  host: db.example.com\n  port: 6543\n  user: pedl\n  password: s3cret\n  name: cluster\n"
-            "  ssl_mode: require\n")
+    text = (
+        "db:\n  host: db.example.com\n  port: 6543\n  user: pedl\n  password: s3cret\n  name: cluster\n"
+        "  ssl_mode: require\n"
+    )
     cfg = load_master_config(write(tmp_path, text))
     url = cfg.database_url()
     assert url == "postgresql+psycopg://pedl:s3cret@db.example.com:6543/cluster?sslmode=require"
@@ -233,7 +246,10 @@ def test_db_password_with_special_characters_is_escaped() -> None:
 
 
 def test_a_pools_task_container_defaults_replace_only_the_fields_it_sets(tmp_path: Path) -> None:
-    cfg = load_master_config(write(tmp_path, """\
+    cfg = load_master_config(
+        write(
+            tmp_path,
+            """\
 task_container_defaults:
   startup_hook: echo master
   environment_variables: [A=master]
@@ -244,7 +260,9 @@ resource_pools:
     task_container_defaults:
       startup_hook: echo pool
       shm_size_bytes: 2048
-"""))
+""",
+        )
+    )
     assert cfg.task_defaults("default").startup_hook == "echo master"
     gpus = cfg.task_defaults("gpus")
     assert (gpus.startup_hook, gpus.shm_size_bytes, gpus.environment_variables) == ("echo pool", 2048, ["A=master"])
@@ -252,14 +270,21 @@ resource_pools:
     assert cfg.task_defaults("no-such-pool") is cfg.task_container_defaults
 
 
-@pytest.mark.parametrize("text, field", [
-    ("task_container_defaults: {startup_hook: [echo]}\n", "task_container_defaults.startup_hook"),
-    ("resource_pools: [{pool_name: p, task_container_defaults: {shm_size_bytes: -1}}]\n"
-     "default_compute_resource_pool: p\ndefault_aux_resource_pool: p\n",
-     "resource_pools[0].task_container_defaults.shm_size_bytes"),
-    ("resource_pools: [{pool_name: p, task_container_defaults: {startup_hok: x}}]\n",
-     "resource_pools[0].task_container_defaults.startup_hok"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("task_container_defaults: {startup_hook: [echo]}\n", "task_container_defaults.startup_hook"),
+        (
+            "resource_pools: [{pool_name: p, task_container_defaults: {shm_size_bytes: -1}}]\n"
+            "default_compute_resource_pool: p\ndefault_aux_resource_pool: p\n",
+            "resource_pools[0].task_container_defaults.shm_size_bytes",
+        ),
+        (
+            "resource_pools: [{pool_name: p, task_container_defaults: {startup_hok: x}}]\n",
+            "resource_pools[0].task_container_defaults.startup_hok",
+        ),
+    ],
+)
 def test_bad_task_container_defaults_name_the_field(tmp_path: Path, text: str, field: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_master_config(write(tmp_path, text))

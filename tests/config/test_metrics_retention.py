@@ -45,22 +45,25 @@ def test_master_section_and_its_default_interval(tmp_path: Path) -> None:
     assert cfg is not None and (cfg.keep_every, cfg.older_than, cfg.interval) == (1, 90.0, 90.0)
 
 
-@pytest.mark.parametrize(("section", "field"), [
-    ("{keep_every: 0, older_than: 1h}", "metrics_retention.keep_every"),
-    ("{keep_every: -3, older_than: 1h}", "metrics_retention.keep_every"),
-    ("{keep_every: 2000000, older_than: 1h}", "metrics_retention.keep_every"),
-    ("{keep_every: many, older_than: 1h}", "metrics_retention.keep_every"),
-    ("{older_than: 1h}", "metrics_retention.keep_every"),
-    ("{keep_every: 3}", "metrics_retention.older_than"),
-    ("{keep_every: 3, older_than: 0}", "metrics_retention.older_than"),
-    ("{keep_every: 3, older_than: 0s}", "metrics_retention.older_than"),
-    ("{keep_every: 3, older_than: -5}", "metrics_retention.older_than"),
-    ("{keep_every: 3, older_than: 3 days}", "metrics_retention.older_than"),
-    ("{keep_every: 3, older_than: 1h, interval: 0}", "metrics_retention.interval"),
-    ("{keep_every: 3, older_than: 1h, interval: soon}", "metrics_retention.interval"),
-    ("{keep_every: 3, older_than: 1h, every: 2}", "metrics_retention.every"),
-    ("3", "metrics_retention"),
-])
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        ("{keep_every: 0, older_than: 1h}", "metrics_retention.keep_every"),
+        ("{keep_every: -3, older_than: 1h}", "metrics_retention.keep_every"),
+        ("{keep_every: 2000000, older_than: 1h}", "metrics_retention.keep_every"),
+        ("{keep_every: many, older_than: 1h}", "metrics_retention.keep_every"),
+        ("{older_than: 1h}", "metrics_retention.keep_every"),
+        ("{keep_every: 3}", "metrics_retention.older_than"),
+        ("{keep_every: 3, older_than: 0}", "metrics_retention.older_than"),
+        ("{keep_every: 3, older_than: 0s}", "metrics_retention.older_than"),
+        ("{keep_every: 3, older_than: -5}", "metrics_retention.older_than"),
+        ("{keep_every: 3, older_than: 3 days}", "metrics_retention.older_than"),
+        ("{keep_every: 3, older_than: 1h, interval: 0}", "metrics_retention.interval"),
+        ("{keep_every: 3, older_than: 1h, interval: soon}", "metrics_retention.interval"),
+        ("{keep_every: 3, older_than: 1h, every: 2}", "metrics_retention.every"),
+        ("3", "metrics_retention"),
+    ],
+)
 def test_master_refuses_bad_values_naming_the_field(tmp_path: Path, section: str, field: str) -> None:
     problems = refused(lambda: master(tmp_path, f"metrics_retention: {section}\n"))
     assert list(problems) == [field]
@@ -77,14 +80,17 @@ def test_experiment_section_reads_back_from_its_stored_dump() -> None:
     assert bare is not None and (bare.keep_every, bare.older_than) == (1, None)  # older_than: the master's
 
 
-@pytest.mark.parametrize(("section", "field"), [
-    ("{keep_every: 0}", "metrics_retention.keep_every"),
-    ("{older_than: 1h}", "metrics_retention.keep_every"),
-    ("{keep_every: 2, older_than: 0}", "metrics_retention.older_than"),
-    ("{keep_every: 2, older_than: tomorrow}", "metrics_retention.older_than"),
-    ("{keep_every: 2, interval: 1m}", "metrics_retention.interval"),  # the master's alone
-    ("yes", "metrics_retention"),
-])
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        ("{keep_every: 0}", "metrics_retention.keep_every"),
+        ("{older_than: 1h}", "metrics_retention.keep_every"),
+        ("{keep_every: 2, older_than: 0}", "metrics_retention.older_than"),
+        ("{keep_every: 2, older_than: tomorrow}", "metrics_retention.older_than"),
+        ("{keep_every: 2, interval: 1m}", "metrics_retention.interval"),  # the master's alone
+        ("yes", "metrics_retention"),
+    ],
+)
 def test_experiment_refuses_bad_values_naming_the_field(section: str, field: str) -> None:
     problems = refused(lambda: parse_experiment_config(EXPERIMENT + f"metrics_retention: {section}\n"))
     assert list(problems) == [field]

@@ -53,8 +53,7 @@ def test_paths_expand_the_home_directory(tmp_path: Path, tls: TlsFiles, monkeypa
 
 
 @pytest.mark.parametrize("given", ["cert", "key"])
-def test_one_without_the_other_is_refused_naming_the_missing_field(tmp_path: Path, tls: TlsFiles,
-                                                                   given: str) -> None:
+def test_one_without_the_other_is_refused_naming_the_missing_field(tmp_path: Path, tls: TlsFiles, given: str) -> None:
     missing = "key" if given == "cert" else "cert"
     found = problems(tmp_path, {"security": {"tls": {given: str(getattr(tls, given))}}})
     assert found == [(f"security.tls.{missing}", "missing: give both cert and key, or neither")]
@@ -73,8 +72,9 @@ def test_an_unreadable_file_is_refused_naming_the_field_and_path(tmp_path: Path,
 def test_files_that_are_no_pem_pair_are_refused_saying_which(tmp_path: Path, tls: TlsFiles) -> None:
     other = write_tls_files(tmp_path / "other")
     found = problems(tmp_path, {"security": {"tls": {"cert": str(tls.cert), "key": str(other.key)}}})
-    assert found == [("security.tls.key", f"{other.key}: this private key does not belong to the (first) "
-                                          "certificate in cert")]
+    assert found == [
+        ("security.tls.key", f"{other.key}: this private key does not belong to the (first) certificate in cert")
+    ]
     found = problems(tmp_path, {"security": {"tls": {"cert": str(tls.key), "key": str(tls.key)}}})
     assert found == [("security.tls.cert", f"{tls.key}: not a PEM certificate (-----BEGIN CERTIFICATE-----)")]
 
@@ -88,16 +88,24 @@ def test_each_user_has_a_uid_of_their_own_by_default_in_a_range_no_account_uses(
     cfg = load(tmp_path, {})
     assert cfg.security.task_uid_base == 0x70000000 and cfg.security.default_task is None
     # Determined's key stays accepted; null task_uid_base is Determined's behaviour (one shared user)
-    cfg = load(tmp_path, {"security": {"task_uid_base": None, "default_task": {
-        "user": "nobody", "uid": 65534, "group": "nogroup", "gid": 65534}}})
+    cfg = load(
+        tmp_path,
+        {
+            "security": {
+                "task_uid_base": None,
+                "default_task": {"user": "nobody", "uid": 65534, "group": "nogroup", "gid": 65534},
+            }
+        },
+    )
     assert cfg.security.task_uid_base is None and cfg.security.default_task.uid == 65534
     assert [f for f, _ in problems(tmp_path, {"security": {"task_uid_base": 0}})] == ["security.task_uid_base"]
     assert [f for f, _ in problems(tmp_path, {"security": {"task_uid_base": 2**31 - 1}})] == ["security.task_uid_base"]
 
 
 def test_a_default_task_among_the_users_own_uids_is_refused(tmp_path: Path) -> None:
-    found = problems(tmp_path, {"security": {"default_task": {"user": "x", "uid": 0x70000000 + 5, "group": "x",
-                                                              "gid": 100}}})
+    found = problems(
+        tmp_path, {"security": {"default_task": {"user": "x", "uid": 0x70000000 + 5, "group": "x", "gid": 100}}}
+    )
     assert found[0][0] == "security.default_task.uid" and "security.task_uid_base" in found[0][1]
 
 
@@ -108,15 +116,28 @@ def test_bind_mount_roots_are_absolute_and_the_pools_defaults_lie_in_them(tmp_pa
     found = problems(tmp_path, {"security": {"bind_mounts": {"allowed_roots": ["data"]}}})
     assert found[0][0] == "security.bind_mounts.allowed_roots" and "must be an absolute path" in found[0][1]
     mount = {"host_path": "/etc", "container_path": "/x"}
-    gpu = {"pool_name": "gpu", "task_container_defaults": {
-        "bind_mounts": [{"host_path": "/data/ok", "container_path": "/y"}, mount]}}
-    found = problems(tmp_path, {"security": {"bind_mounts": {"allowed_roots": ["/data"]}},
-                                "task_container_defaults": {"bind_mounts": [mount]},
-                                "resource_pools": [{"pool_name": "default"}, gpu]})
-    assert [f for f, _ in found] == ["task_container_defaults.bind_mounts[0].host_path",
-                                     "resource_pools[1].task_container_defaults.bind_mounts[1].host_path"]
+    gpu = {
+        "pool_name": "gpu",
+        "task_container_defaults": {"bind_mounts": [{"host_path": "/data/ok", "container_path": "/y"}, mount]},
+    }
+    found = problems(
+        tmp_path,
+        {
+            "security": {"bind_mounts": {"allowed_roots": ["/data"]}},
+            "task_container_defaults": {"bind_mounts": [mount]},
+            "resource_pools": [{"pool_name": "default"}, gpu],
+        },
+    )
+    assert [f for f, _ in found] == [
+        "task_container_defaults.bind_mounts[0].host_path",
+        "resource_pools[1].task_container_defaults.bind_mounts[1].host_path",
+    ]
     assert "outside the host paths this cluster allows to mount" in found[0][1]
-    found = problems(tmp_path, {"security": {"bind_mounts": {"allowed_roots": []}},
-                                "task_container_defaults": {"bind_mounts": [{"host_path": "/data/ok",
-                                                                             "container_path": "/y"}]}})
+    found = problems(
+        tmp_path,
+        {
+            "security": {"bind_mounts": {"allowed_roots": []}},
+            "task_container_defaults": {"bind_mounts": [{"host_path": "/data/ok", "container_path": "/y"}]},
+        },
+    )
     assert "host bind mounts are not allowed on this cluster" in found[0][1]

@@ -27,8 +27,7 @@ def off_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def on_cluster(monkeypatch: pytest.MonkeyPatch, fake_master: FakeMaster, tmp_path: Path,
-               off_cluster: None) -> Path:
+def on_cluster(monkeypatch: pytest.MonkeyPatch, fake_master: FakeMaster, tmp_path: Path, off_cluster: None) -> Path:
     """DET_* variables pointing at the fake master; returns the checkpoint host_path."""
     host_path = tmp_path / "shared"
     for name, value in task_env(fake_master.url, host_path).items():

@@ -60,8 +60,7 @@ class FakeMaster:
         self._server = QuietHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -87,14 +86,16 @@ class FakeMaster:
             self._preempt = True
             self._cond.notify_all()
 
-    def calls(self, method: str | None = None, path: str | None = None, *,
-              ok: bool = True) -> list[Recorded]:
+    def calls(self, method: str | None = None, path: str | None = None, *, ok: bool = True) -> list[Recorded]:
         """Recorded requests, optionally filtered; only the ones answered 200 unless ok=False."""
         with self._cond:
-            return [r for r in self.requests
-                    if (method is None or r.method == method)
-                    and (path is None or re.fullmatch(path, r.path))
-                    and (not ok or r.status == 200)]
+            return [
+                r
+                for r in self.requests
+                if (method is None or r.method == method)
+                and (path is None or re.fullmatch(path, r.path))
+                and (not ok or r.status == 200)
+            ]
 
     def metric_reports(self, trial_id: int = 3) -> list[dict[str, Any]]:
         """The trial's metric reports the master took, in order: single reports, and each entry of a
@@ -102,9 +103,13 @@ class FakeMaster:
         out: list[dict[str, Any]] = []
         for c in self.calls("POST", rf"/api/v1/trials/{trial_id}/metrics(/batch)?"):
             if c.path.endswith("/batch"):
-                out += [{"group": e["group"], "metrics": {"trialId": trial_id, **{k: v for k, v in e.items()
-                                                                                  if k != "group"}}}
-                        for e in c.body["reports"]]
+                out += [
+                    {
+                        "group": e["group"],
+                        "metrics": {"trialId": trial_id, **{k: v for k, v in e.items() if k != "group"}},
+                    }
+                    for e in c.body["reports"]
+                ]
             else:
                 out.append(c.body)
         return out
@@ -133,8 +138,9 @@ class FakeMaster:
         else:
             status, answer = self._route(method, split.path, query, body)
         with self._cond:
-            self.requests.append(Recorded(method, split.path, query,
-                                          {k.lower(): v for k, v in h.headers.items()}, body, status))
+            self.requests.append(
+                Recorded(method, split.path, query, {k.lower(): v for k, v in h.headers.items()}, body, status)
+            )
             self._cond.notify_all()
         data = json.dumps(answer).encode()
         h.send_response(status)
@@ -143,8 +149,7 @@ class FakeMaster:
         h.end_headers()
         h.wfile.write(data)
 
-    def _route(self, method: str, path: str, query: dict[str, list[str]],
-               body: Any) -> tuple[int, Any]:
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         if method == "GET" and re.fullmatch(r"/api/v1/allocations/[^/]+/signals/preemption", path):
             timeout = float(query.get("timeout_seconds", ["0"])[0])
             with self._cond:
@@ -162,7 +167,8 @@ class FakeMaster:
                 return 404, {"code": "not_found", "message": f"checkpoint {m.group(1)} not found"}
             return 200, {"checkpoint": checkpoint}
         if method == "POST" and re.fullmatch(
-                r"/api/v1/trials/\d+/(metrics|progress|searcher/completed_operation)", path):
+            r"/api/v1/trials/\d+/(metrics|progress|searcher/completed_operation)", path
+        ):
             return 200, {}
         if method == "POST" and re.fullmatch(r"/api/v1/trials/\d+/metrics/batch", path):
             return 200, {"stored": len(body["reports"])}
@@ -177,10 +183,18 @@ def experiment_config(host_path: Path, *, max_length: int = 30) -> dict[str, Any
         "name": "test",
         "entrypoint": "python3 train.py",
         "hyperparameters": {"learning_rate": {"type": "const", "val": 0.05}},
-        "searcher": {"name": "single", "metric": "validation_loss", "smaller_is_better": True,
-                     "max_length": {"batches": max_length, "epochs": None, "records": None}},
-        "checkpoint_storage": {"type": "shared_fs", "host_path": str(host_path),
-                               "storage_path": "exp", "save_trial_latest": 1},
+        "searcher": {
+            "name": "single",
+            "metric": "validation_loss",
+            "smaller_is_better": True,
+            "max_length": {"batches": max_length, "epochs": None, "records": None},
+        },
+        "checkpoint_storage": {
+            "type": "shared_fs",
+            "host_path": str(host_path),
+            "storage_path": "exp",
+            "save_trial_latest": 1,
+        },
         "min_validation_period": {"batches": 10, "epochs": None, "records": None},
         "min_checkpoint_period": {"batches": 20, "epochs": None, "records": None},
         "resources": {"slots_per_trial": 1},
@@ -188,8 +202,14 @@ def experiment_config(host_path: Path, *, max_length: int = 30) -> dict[str, Any
     }
 
 
-def task_env(master_url: str, host_path: Path, *, max_length: int = 30,
-             latest_checkpoint: str = "", hparams: dict[str, Any] | None = None) -> dict[str, str]:
+def task_env(
+    master_url: str,
+    host_path: Path,
+    *,
+    max_length: int = 30,
+    latest_checkpoint: str = "",
+    hparams: dict[str, Any] | None = None,
+) -> dict[str, str]:
     return {
         "DET_MASTER": master_url,
         "DET_CLUSTER_ID": "cluster-1",

@@ -16,8 +16,10 @@ from .fake_master import FakeMaster
 
 
 def test_store_path_writes_to_shared_fs_and_reports(fake_master: FakeMaster, on_cluster: Path) -> None:
-    with pedl.core.init() as core, \
-            core.checkpoint.store_path({"steps_completed": 20, "note": "mid"}) as (path, storage_id):
+    with (
+        pedl.core.init() as core,
+        core.checkpoint.store_path({"steps_completed": 20, "note": "mid"}) as (path, storage_id),
+    ):
         assert path == on_cluster / "exp" / storage_id
         (path / "weights.npz").write_bytes(b"0123456789")
         (path / "opt").mkdir()
@@ -30,8 +32,7 @@ def test_store_path_writes_to_shared_fs_and_reports(fake_master: FakeMaster, on_
         "uuid": storage_id,
         "allocationId": "3.1.0",
         "taskId": "3.1",
-        "resources": {"opt/": "0", "weights.npz": "10", "metadata.json": str(metadata_size),
-                      "opt/state.json": "2"},
+        "resources": {"opt/": "0", "weights.npz": "10", "metadata.json": str(metadata_size), "opt/state.json": "2"},
         "metadata": {"steps_completed": 20, "note": "mid"},
         "state": "STATE_COMPLETED",
         "training": {"trialId": 3},
@@ -59,16 +60,18 @@ def test_steps_completed_is_required(fake_master: FakeMaster, on_cluster: Path) 
     with pedl.core.init() as core:
         with pytest.raises(ValueError, match="steps_completed"), core.checkpoint.store_path({"epoch": 1}):
             pass
-        with pytest.raises(TypeError, match="steps_completed"), \
-                core.checkpoint.store_path({"steps_completed": "ten"}):
+        with pytest.raises(TypeError, match="steps_completed"), core.checkpoint.store_path({"steps_completed": "ten"}):
             pass
     assert fake_master.calls("POST", "/api/v1/checkpoints") == []
     assert not (on_cluster / "exp").exists() or not any((on_cluster / "exp").iterdir())
 
 
 def test_failed_block_keeps_and_reports_nothing(fake_master: FakeMaster, on_cluster: Path) -> None:
-    with pedl.core.init() as core, pytest.raises(OSError, match="disk full"), \
-            core.checkpoint.store_path({"steps_completed": 1}) as (path, _):
+    with (
+        pedl.core.init() as core,
+        pytest.raises(OSError, match="disk full"),
+        core.checkpoint.store_path({"steps_completed": 1}) as (path, _),
+    ):
         (path / "partial").write_text("x")
         raise OSError("disk full")
     assert fake_master.calls("POST", "/api/v1/checkpoints") == []
@@ -93,8 +96,7 @@ def test_upload_and_download(fake_master: FakeMaster, on_cluster: Path, tmp_path
     assert fake_master.checkpoints[storage_id]["resources"]["d/f.bin"] == "3"
 
 
-def test_a_dangling_symlink_does_not_crash_the_trial(fake_master: FakeMaster, on_cluster: Path,
-                                                    tmp_path: Path) -> None:
+def test_a_dangling_symlink_does_not_crash_the_trial(fake_master: FakeMaster, on_cluster: Path, tmp_path: Path) -> None:
     """A trial that leaves a dangling symlink in its checkpoint stores it (a listing that stat'ed the link
     would crash). Links are not part of a checkpoint: not reported, not followed."""
     (tmp_path / "secret.txt").write_text("TOP-SECRET")
@@ -115,25 +117,31 @@ def test_a_dangling_symlink_does_not_crash_the_trial(fake_master: FakeMaster, on
     assert (tmp_path / "dst" / "w.bin").read_bytes() == b"w" * 4
 
 
-def test_missing_storage_config_is_explained(fake_master: FakeMaster, on_cluster: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_storage_config_is_explained(
+    fake_master: FakeMaster, on_cluster: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = json.loads(os.environ["DET_EXPERIMENT_CONFIG"])
     config["checkpoint_storage"] = None
     monkeypatch.setenv("DET_EXPERIMENT_CONFIG", json.dumps(config))
-    with pedl.core.init() as core, pytest.raises(RuntimeError, match="no checkpoint_storage"), \
-            core.checkpoint.store_path({"steps_completed": 1}):
+    with (
+        pedl.core.init() as core,
+        pytest.raises(RuntimeError, match="no checkpoint_storage"),
+        core.checkpoint.store_path({"steps_completed": 1}),
+    ):
         pass
 
 
-def test_init_storage_argument_overrides_the_config(fake_master: FakeMaster, on_cluster: Path,
-                                                    tmp_path: Path) -> None:
-    with pedl.core.init(checkpoint_storage=tmp_path / "mine") as core, \
-            core.checkpoint.store_path({"steps_completed": 1}) as (path, storage_id):
+def test_init_storage_argument_overrides_the_config(fake_master: FakeMaster, on_cluster: Path, tmp_path: Path) -> None:
+    with (
+        pedl.core.init(checkpoint_storage=tmp_path / "mine") as core,
+        core.checkpoint.store_path({"steps_completed": 1}) as (path, storage_id),
+    ):
         assert path == tmp_path / "mine" / storage_id
 
 
-def test_local_checkpoints_go_to_the_given_directory(off_cluster: None, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_checkpoints_go_to_the_given_directory(
+    off_cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pedl.core.init(checkpoint_storage=tmp_path / "ckpts") as core:
         with core.checkpoint.store_path({"steps_completed": 9}) as (path, storage_id):
             (path / "w").write_text("1")
@@ -145,7 +153,8 @@ def test_local_checkpoints_go_to_the_given_directory(off_cluster: None, tmp_path
 
 
 def test_local_default_is_checkpoints_in_the_working_directory(
-        off_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    off_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pedl.core.init() as core, core.checkpoint.store_path({"steps_completed": 1}) as (path, sid):
         pass

@@ -89,16 +89,18 @@ def test_list_directory_marks_directories(tmp_path: Path) -> None:
 
 
 def test_storage_from_config_shared_fs(tmp_path: Path) -> None:
-    storage = storage_from_config({"type": "shared_fs", "host_path": str(tmp_path),
-                                   "storage_path": "s", "save_trial_best": 1})
+    storage = storage_from_config(
+        {"type": "shared_fs", "host_path": str(tmp_path), "storage_path": "s", "save_trial_best": 1}
+    )
     assert isinstance(storage, SharedFSStorage)
     assert storage.base_path == tmp_path / "s"
 
 
 def test_directory_storage_in_a_task_is_its_container_path(tmp_path: Path) -> None:
     """In the task the files are at container_path; the master's host_path is not the task's business."""
-    storage = storage_from_config({"type": "directory", "container_path": str(tmp_path / "c"),
-                                   "host_path": "/elsewhere", "save_trial_best": 1})
+    storage = storage_from_config(
+        {"type": "directory", "container_path": str(tmp_path / "c"), "host_path": "/elsewhere", "save_trial_best": 1}
+    )
     assert isinstance(storage, SharedFSStorage)
     assert storage.base_path == tmp_path / "c"
 
@@ -110,13 +112,16 @@ def test_storage_from_config_accepts_the_config_model(tmp_path: Path) -> None:
     assert isinstance(storage, SharedFSStorage)
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    ({"type": "shared_fs"}, "host_path is required"),
-    ({"type": "s3"}, "bucket is required"),
-    ({"type": "directory"}, "container_path is required"),
-    ({"type": "gcs", "bucket": "b"}, "gcs checkpoint storage is not supported"),
-    ({"type": "floppy"}, "unknown checkpoint_storage.type 'floppy'"),
-])
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"type": "shared_fs"}, "host_path is required"),
+        ({"type": "s3"}, "bucket is required"),
+        ({"type": "directory"}, "container_path is required"),
+        ({"type": "gcs", "bucket": "b"}, "gcs checkpoint storage is not supported"),
+        ({"type": "floppy"}, "unknown checkpoint_storage.type 'floppy'"),
+    ],
+)
 def test_storage_from_config_errors(config: dict, message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
         storage_from_config(config)
@@ -129,8 +134,7 @@ class InMemoryStorage(TransferStorage):
         self.objects: dict[str, dict[str, bytes]] = {}
 
     def upload(self, src: Path, uuid: str) -> None:
-        self.objects[uuid] = {p.relative_to(src).as_posix(): p.read_bytes()
-                              for p in src.rglob("*") if p.is_file()}
+        self.objects[uuid] = {p.relative_to(src).as_posix(): p.read_bytes() for p in src.rglob("*") if p.is_file()}
 
     def download(self, uuid: str, dst: Path) -> None:
         if uuid not in self.objects:

@@ -20,13 +20,21 @@ def test_off_cluster_is_none() -> None:
 
 
 def test_reads_every_variable(tmp_path: Path) -> None:
-    env = task_env("http://127.0.0.1:8080/", tmp_path, latest_checkpoint="ckpt-uuid",
-                   hparams={"learning_rate": 0.1, "layers": {"n": 2}})
+    env = task_env(
+        "http://127.0.0.1:8080/",
+        tmp_path,
+        latest_checkpoint="ckpt-uuid",
+        hparams={"learning_rate": 0.1, "layers": {"n": 2}},
+    )
     info = get_cluster_info(env)
     assert info is not None
     assert info.master_url == "http://127.0.0.1:8080"
     assert (info.cluster_id, info.agent_id, info.task_id, info.allocation_id) == (
-        "cluster-1", "agent-1", "3.1", "3.1.0")
+        "cluster-1",
+        "agent-1",
+        "3.1",
+        "3.1.0",
+    )
     assert info.session_token == TOKEN
     assert info.task_type == "TRIAL"
     assert info.latest_checkpoint == "ckpt-uuid"
@@ -63,11 +71,14 @@ def test_task_without_trial_has_no_trial_info(tmp_path: Path) -> None:
     assert info is not None and info.trial is None and info.task_type == "COMMAND"
 
 
-@pytest.mark.parametrize(("name", "value", "message"), [
-    ("DET_HPARAMS", "{not json", "DET_HPARAMS is not valid JSON"),
-    ("DET_HPARAMS", "[1, 2]", "DET_HPARAMS must be a JSON dict"),
-    ("DET_TRIAL_ID", "three", "DET_TRIAL_ID must be an integer"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("DET_HPARAMS", "{not json", "DET_HPARAMS is not valid JSON"),
+        ("DET_HPARAMS", "[1, 2]", "DET_HPARAMS must be a JSON dict"),
+        ("DET_TRIAL_ID", "three", "DET_TRIAL_ID must be an integer"),
+    ],
+)
 def test_bad_variables_are_named(tmp_path: Path, name: str, value: str, message: str) -> None:
     env = task_env("http://m:8080", tmp_path)
     env[name] = value
@@ -76,7 +87,8 @@ def test_bad_variables_are_named(tmp_path: Path, name: str, value: str, message:
 
 
 def test_pedl_get_cluster_info_reads_the_process_environment(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, off_cluster: None) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, off_cluster: None
+) -> None:
     assert pedl.get_cluster_info() is None
     for name, value in task_env("http://m:8080", tmp_path).items():
         monkeypatch.setenv(name, value)

@@ -37,8 +37,7 @@ def test_cluster_context(fake_master: FakeMaster, on_cluster: Path) -> None:
         assert next(core.searcher.operations()).length == 30
 
 
-def test_cluster_needs_a_trial_task(fake_master: FakeMaster, on_cluster: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cluster_needs_a_trial_task(fake_master: FakeMaster, on_cluster: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DET_TRIAL_ID")
     monkeypatch.setenv("DET_TASK_TYPE", "COMMAND")
     with pytest.raises(RuntimeError, match="trial tasks; this task is COMMAND"):
@@ -48,11 +47,14 @@ def test_cluster_needs_a_trial_task(fake_master: FakeMaster, on_cluster: Path,
 def test_local_context_from_a_config_file(off_cluster: None, tmp_path: Path) -> None:
     config = tmp_path / "grid.yaml"
     config.write_text(GRID_YAML)
-    with pedl.core.init(config=config, hparams={"act": "relu"},
-                        checkpoint_storage=tmp_path / "c") as core:
+    with pedl.core.init(config=config, hparams={"act": "relu"}, checkpoint_storage=tmp_path / "c") as core:
         assert core.info is None
-        assert core.hparams == {"learning_rate": pytest.approx(0.001), "layers": 2, "act": "relu",
-                                "opt": {"momentum": 0.9}}
+        assert core.hparams == {
+            "learning_rate": pytest.approx(0.001),
+            "layers": 2,
+            "act": "relu",
+            "opt": {"momentum": 0.9},
+        }
         assert core.config["searcher"]["name"] == "grid"
         assert core.config["max_restarts"] == 5  # defaulted like the master does
         assert next(core.searcher.operations()).length == 40
@@ -74,20 +76,25 @@ def test_local_bad_config_is_a_config_error(off_cluster: None, tmp_path: Path) -
 
 
 def test_local_storage_from_a_config_dict(off_cluster: None, tmp_path: Path) -> None:
-    with pedl.core.init(checkpoint_storage={"type": "shared_fs", "host_path": str(tmp_path),
-                                            "storage_path": "x"}) as core:
+    with pedl.core.init(
+        checkpoint_storage={"type": "shared_fs", "host_path": str(tmp_path), "storage_path": "x"}
+    ) as core:
         assert core.checkpoint.storage.base_path == tmp_path / "x"
 
 
-def test_local_announces_itself(off_cluster: None, tmp_path: Path,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_announces_itself(off_cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pedl.core.init(checkpoint_storage=tmp_path).close()
     assert capsys.readouterr().out == (
-        f"[pedl] not on a cluster: metrics are printed here, checkpoints go to {tmp_path}\n")
+        f"[pedl] not on a cluster: metrics are printed here, checkpoints go to {tmp_path}\n"
+    )
 
 
 def test_first_grid_point() -> None:
-    tree = {"a": {"type": "const", "val": 1}, "b": {"type": "double", "minval": 0.5, "maxval": 1.0},
-            "c": {"type": "log", "base": 2, "minval": 3, "maxval": 5}, "d": 7,
-            "e": {"f": {"type": "categorical", "vals": ["x", "y"]}}}
+    tree = {
+        "a": {"type": "const", "val": 1},
+        "b": {"type": "double", "minval": 0.5, "maxval": 1.0},
+        "c": {"type": "log", "base": 2, "minval": 3, "maxval": 5},
+        "d": 7,
+        "e": {"f": {"type": "categorical", "vals": ["x", "y"]}},
+    }
     assert first_grid_point(tree) == {"a": 1, "b": 0.5, "c": 8.0, "d": 7, "e": {"f": "x"}}

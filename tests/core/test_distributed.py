@@ -29,8 +29,14 @@ def test_single_process_ranks() -> None:
     d = DistributedContext.single_process()
     assert (d.rank, d.size, d.local_rank, d.local_size, d.cross_rank, d.cross_size) == (0, 1, 0, 1, 0, 1)
     assert d.is_chief and d.is_local_chief
-    assert (d.get_rank(), d.get_size(), d.get_local_rank(), d.get_local_size(),
-            d.get_cross_rank(), d.get_cross_size()) == (0, 1, 0, 1, 0, 1)
+    assert (
+        d.get_rank(),
+        d.get_size(),
+        d.get_local_rank(),
+        d.get_local_size(),
+        d.get_cross_rank(),
+        d.get_cross_size(),
+    ) == (0, 1, 0, 1, 0, 1)
 
 
 def test_single_process_collectives_are_trivially_correct() -> None:
@@ -75,8 +81,7 @@ class RecordingCollectives:
 
 def test_collectives_are_delegated() -> None:
     backend = RecordingCollectives()
-    d = DistributedContext(rank=1, size=2, local_rank=1, local_size=2, cross_rank=0, cross_size=1,
-                           collectives=backend)
+    d = DistributedContext(rank=1, size=2, local_rank=1, local_size=2, cross_rank=0, cross_size=1, collectives=backend)
     assert not d.is_chief
     assert d.gather(1) is None
     assert d.allgather_local(2) == [2, 2]
@@ -86,23 +91,38 @@ def test_collectives_are_delegated() -> None:
 
 # -- ranks from the environment --------------------------------------------------------------------
 
+
 def test_ranks_from_the_pedl_masters_variables() -> None:
-    env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-           "NODE_RANK": "1", "NNODES": "2", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29400"}
-    assert torch_ranks_from_env(env) == TorchRanks(rank=1, size=2, local_rank=0, local_size=1,
-                                                   cross_rank=1, cross_size=2)
+    env = {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "NODE_RANK": "1",
+        "NNODES": "2",
+        "MASTER_ADDR": "10.0.0.5",
+        "MASTER_PORT": "29400",
+    }
+    assert torch_ranks_from_env(env) == TorchRanks(
+        rank=1, size=2, local_rank=0, local_size=1, cross_rank=1, cross_size=2
+    )
 
 
 def test_ranks_from_torchruns_variables() -> None:
-    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
-           "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2"}
+    env = {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "1",
+        "GROUP_WORLD_SIZE": "2",
+    }
     assert torch_ranks_from_env(env) == TorchRanks(3, 4, 1, 2, 1, 2)
 
 
 def test_ranks_on_nodes_of_different_sizes_from_the_launchers_variables() -> None:
     """Node 1 of a trial on 2 + 3 slots: the launcher's worker 1 there is rank 3 of 5."""
-    env = {"RANK": "3", "WORLD_SIZE": "5", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "3",
-           "NODE_RANK": "1", "NNODES": "2"}
+    env = {"RANK": "3", "WORLD_SIZE": "5", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "3", "NODE_RANK": "1", "NNODES": "2"}
     assert torch_ranks_from_env(env) == TorchRanks(3, 5, 1, 3, 1, 2)
 
 
@@ -110,14 +130,17 @@ def test_ranks_default_to_one_process_per_node() -> None:
     assert torch_ranks_from_env({"RANK": "2", "WORLD_SIZE": "3"}) == TorchRanks(2, 3, 0, 1, 2, 3)
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"WORLD_SIZE": "2"}, "needs RANK in the environment"),
-    ({"RANK": "0"}, "needs WORLD_SIZE"),
-    ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK must be an integer, got 'x'"),
-    ({"RANK": "2", "WORLD_SIZE": "2"}, "inconsistent"),
-    ({"RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "2"}, "multiple of LOCAL_WORLD_SIZE.*unless NODE_RANK"),
-    ({"RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "0"}, "LOCAL_WORLD_SIZE must be positive"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"WORLD_SIZE": "2"}, "needs RANK in the environment"),
+        ({"RANK": "0"}, "needs WORLD_SIZE"),
+        ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK must be an integer, got 'x'"),
+        ({"RANK": "2", "WORLD_SIZE": "2"}, "inconsistent"),
+        ({"RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "2"}, "multiple of LOCAL_WORLD_SIZE.*unless NODE_RANK"),
+        ({"RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "0"}, "LOCAL_WORLD_SIZE must be positive"),
+    ],
+)
 def test_bad_rank_variables_are_explained(env: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         torch_ranks_from_env(env)
@@ -142,8 +165,12 @@ def test_a_torch_world_of_one_makes_and_destroys_its_group(monkeypatch: pytest.M
     pytest.importorskip("torch")
     import torch.distributed as dist
 
-    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                        "MASTER_PORT": str(free_port())}.items():
+    for name, value in {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }.items():
         monkeypatch.setenv(name, value)
     d = DistributedContext.from_torch_distributed(timeout=30)
     try:
@@ -157,6 +184,7 @@ def test_a_torch_world_of_one_makes_and_destroys_its_group(monkeypatch: pytest.M
 
 
 # -- what the other ranks do -----------------------------------------------------------------------
+
 
 class FixedBroadcast(RecordingCollectives):
     """Rank 1's view: broadcast answers what the chief decided."""
@@ -175,8 +203,15 @@ class FixedBroadcast(RecordingCollectives):
 
 
 def rank(r: int, collectives: Any = None) -> DistributedContext:
-    return DistributedContext(rank=r, size=2, local_rank=0, local_size=1, cross_rank=r,
-                              cross_size=2, collectives=collectives or FixedBroadcast(False))
+    return DistributedContext(
+        rank=r,
+        size=2,
+        local_rank=0,
+        local_size=1,
+        cross_rank=r,
+        cross_size=2,
+        collectives=collectives or FixedBroadcast(False),
+    )
 
 
 def test_only_the_chief_prints_metrics(capsys: pytest.CaptureFixture[str]) -> None:
@@ -198,8 +233,7 @@ def test_other_ranks_still_check_their_reports() -> None:
         train.report_progress(2.0)
 
 
-def test_every_rank_gets_the_operation_and_only_the_chief_completes_it(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_rank_gets_the_operation_and_only_the_chief_completes_it(capsys: pytest.CaptureFixture[str]) -> None:
     for r in (0, 1):
         for op in LocalSearcherContext(rank(r), 40).operations():
             assert op.length == 40
@@ -218,8 +252,10 @@ def test_only_the_chief_stores_checkpoints_and_everyone_restores(tmp_path: Path)
     with chief.store_path({"steps_completed": 3}) as (path, storage_id):
         (path / "w.txt").write_text("weights")
     other = LocalCheckpointContext(storage, rank(1))
-    with pytest.raises(RuntimeError, match=r"only be called on the chief \(rank 0\), not on rank 1"), \
-            other.store_path({"steps_completed": 3}):
+    with (
+        pytest.raises(RuntimeError, match=r"only be called on the chief \(rank 0\), not on rank 1"),
+        other.store_path({"steps_completed": 3}),
+    ):
         pass
     with pytest.raises(RuntimeError, match="only be called on the chief"):
         other.upload(tmp_path, {"steps_completed": 3})

@@ -19,9 +19,20 @@ from .test_examples import copy_example, stored_checkpoints
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow  # process worlds that train for seconds to tens of seconds
 
-TORCH_VARS = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "NNODES",
-              "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PEDL_SLOTS_PER_NODE",
-              "PEDL_NODE_SLOTS"}
+TORCH_VARS = {
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "NNODES",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "PEDL_SLOTS_PER_NODE",
+    "PEDL_NODE_SLOTS",
+}
 
 # Every rank runs this; it prints one RESULT line of JSON.
 WORKER = """
@@ -70,14 +81,29 @@ print("RESULT " + json.dumps(out), flush=True)
 
 def rank_env(rank: int, world: int, port: int, local_size: int = 1) -> dict[str, str]:
     """What the master gives each process of a distributed allocation (with local_size 1)."""
-    return {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank % local_size),
-            "LOCAL_WORLD_SIZE": str(local_size), "NODE_RANK": str(rank // local_size),
-            "NNODES": str(world // local_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-            "PEDL_SLOTS_PER_NODE": "1", "PEDL_DISTRIBUTED_TIMEOUT_SECONDS": "60"}
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": str(rank % local_size),
+        "LOCAL_WORLD_SIZE": str(local_size),
+        "NODE_RANK": str(rank // local_size),
+        "NNODES": str(world // local_size),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "PEDL_SLOTS_PER_NODE": "1",
+        "PEDL_DISTRIBUTED_TIMEOUT_SECONDS": "60",
+    }
 
 
-def launch(args: list[str], *, world: int, cwd: Path, env: dict[str, str] | None = None,
-           local_size: int = 1, timeout: float = 180) -> list[str]:
+def launch(
+    args: list[str],
+    *,
+    world: int,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    local_size: int = 1,
+    timeout: float = 180,
+) -> list[str]:
     """Run `python ARGS` as `world` ranks at once; every rank must exit 0; their stdouts."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("DET_") and k not in TORCH_VARS}
     port = free_port()
@@ -85,9 +111,16 @@ def launch(args: list[str], *, world: int, cwd: Path, env: dict[str, str] | None
     procs = []
     for r in range(world):
         with logs[r].open("w") as log:
-            procs.append(subprocess.Popen(
-                [sys.executable, *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT, text=True,
-                env={**base, **(env or {}), **rank_env(r, world, port, local_size)}))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, *args],
+                    cwd=cwd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    env={**base, **(env or {}), **rank_env(r, world, port, local_size)},
+                )
+            )
     try:
         codes = [p.wait(timeout=timeout) for p in procs]
     finally:
@@ -107,6 +140,7 @@ def result(out: str) -> dict:
 
 # -- pedl.core in several processes ----------------------------------------------------------------
 
+
 def test_two_ranks_off_cluster(tmp_path: Path) -> None:
     (tmp_path / "worker.py").write_text(WORKER)
     outs = launch(["worker.py", str(tmp_path / "ckpts")], world=2, cwd=tmp_path)
@@ -117,8 +151,7 @@ def test_two_ranks_off_cluster(tmp_path: Path) -> None:
     assert chief["allgather"] == other["allgather"] == [0, 10]
     assert chief["broadcast"] == other["broadcast"] == "from rank 0"
     # One process per node: the local collectives are the process's own.
-    assert (other["gather_local"], other["allgather_local"], other["broadcast_local"]) == (
-        [1], [1], "from rank 1")
+    assert (other["gather_local"], other["allgather_local"], other["broadcast_local"]) == ([1], [1], "from rank 1")
     assert chief["length"] == other["length"] == 7
     assert "only be called on the chief (rank 0), not on rank 1" in other["store_error"]
     assert chief["restored"] == other["restored"] == "written by rank 0"
@@ -135,15 +168,19 @@ def test_two_ranks_off_cluster(tmp_path: Path) -> None:
 
 def test_four_ranks_on_two_nodes_have_local_collectives(tmp_path: Path) -> None:
     (tmp_path / "worker.py").write_text(WORKER)
-    results = [result(out) for out in launch(["worker.py", str(tmp_path / "ckpts")], world=4,
-                                             local_size=2, cwd=tmp_path)]
-    assert [r["ranks"] for r in results] == [[0, 4, 0, 2, 0, 2], [1, 4, 1, 2, 0, 2],
-                                             [2, 4, 0, 2, 1, 2], [3, 4, 1, 2, 1, 2]]
+    results = [
+        result(out) for out in launch(["worker.py", str(tmp_path / "ckpts")], world=4, local_size=2, cwd=tmp_path)
+    ]
+    assert [r["ranks"] for r in results] == [
+        [0, 4, 0, 2, 0, 2],
+        [1, 4, 1, 2, 0, 2],
+        [2, 4, 0, 2, 1, 2],
+        [3, 4, 1, 2, 1, 2],
+    ]
     assert [r["gather"] for r in results] == [[{"rank": i} for i in range(4)], None, None, None]
     assert [r["gather_local"] for r in results] == [[0, 1], None, [2, 3], None]
     assert [r["allgather_local"] for r in results] == [[0, 1], [0, 1], [2, 3], [2, 3]]
-    assert [r["broadcast_local"] for r in results] == ["from rank 0", "from rank 0",
-                                                       "from rank 2", "from rank 2"]
+    assert [r["broadcast_local"] for r in results] == ["from rank 0", "from rank 0", "from rank 2", "from rank 2"]
     assert {r["broadcast"] for r in results} == {"from rank 0"}
 
 
@@ -154,11 +191,33 @@ def test_the_launcher_runs_a_world_of_nodes_of_different_sizes(tmp_path: Path) -
     base = {k: v for k, v in os.environ.items() if not k.startswith("DET_") and k not in TORCH_VARS}
     port = free_port()
     nodes = [{"DET_SLOT_IDS": "[0, 1]", "NODE_RANK": "0"}, {"DET_SLOT_IDS": "[0]", "NODE_RANK": "1"}]
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "pedl.launch.torch_distributed", "--", sys.executable, "worker.py",
-         str(tmp_path / "ckpts")], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**base, **node, "NNODES": "2", "PEDL_NODE_SLOTS": "[2, 1]", "MASTER_ADDR": "127.0.0.1",
-             "MASTER_PORT": str(port), "PEDL_DISTRIBUTED_TIMEOUT_SECONDS": "60"}) for node in nodes]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pedl.launch.torch_distributed",
+                "--",
+                sys.executable,
+                "worker.py",
+                str(tmp_path / "ckpts"),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={
+                **base,
+                **node,
+                "NNODES": "2",
+                "PEDL_NODE_SLOTS": "[2, 1]",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "PEDL_DISTRIBUTED_TIMEOUT_SECONDS": "60",
+            },
+        )
+        for node in nodes
+    ]
     try:
         outs = [p.communicate(timeout=180)[0] for p in procs]
     finally:
@@ -166,8 +225,11 @@ def test_the_launcher_runs_a_world_of_nodes_of_different_sizes(tmp_path: Path) -
             if p.poll() is None:
                 p.kill()
     assert [p.returncode for p in procs] == [0, 0], outs
-    results = {int(m.group(1)): json.loads(m.group(2))
-               for out in outs for m in re.finditer(r"^\[rank=(\d)\] RESULT (.*)$", out, re.M)}
+    results = {
+        int(m.group(1)): json.loads(m.group(2))
+        for out in outs
+        for m in re.finditer(r"^\[rank=(\d)\] RESULT (.*)$", out, re.M)
+    }
     assert [results[r]["ranks"] for r in range(3)] == [[0, 3, 0, 2, 0, 2], [1, 3, 1, 2, 0, 2], [2, 3, 0, 1, 1, 2]]
     assert results[0]["gather"] == [{"rank": 0}, {"rank": 1}, {"rank": 2}]
     assert [results[r]["allgather_local"] for r in range(3)] == [[0, 1], [0, 1], [2]]
@@ -184,7 +246,9 @@ def test_two_ranks_on_a_cluster_report_once(fake_master: FakeMaster, tmp_path: P
 
     metrics = fake_master.metric_reports()
     assert [(m["group"], m["metrics"]["metrics"]["avgMetrics"]) for m in metrics] == [
-        ("training", {"loss": 0.0}), ("validation", {"validation_loss": 0.5})]
+        ("training", {"loss": 0.0}),
+        ("validation", {"validation_loss": 0.5}),
+    ]
     progress = [c.body["progress"] for c in fake_master.calls("POST", "/api/v1/trials/3/progress")]
     assert progress == [0.5, pytest.approx(3 / 7)]
     assert len(fake_master.calls("POST", "/api/v1/checkpoints")) == 1
@@ -196,8 +260,7 @@ def test_two_ranks_on_a_cluster_report_once(fake_master: FakeMaster, tmp_path: P
     assert len([p for p in polls if p.query == {"timeout_seconds": ["0"]}]) == 1
 
 
-def test_the_chiefs_preemption_decision_reaches_every_rank(fake_master: FakeMaster,
-                                                           tmp_path: Path) -> None:
+def test_the_chiefs_preemption_decision_reaches_every_rank(fake_master: FakeMaster, tmp_path: Path) -> None:
     (tmp_path / "worker.py").write_text(WORKER)
     fake_master.preempt()
     env = task_env(fake_master.url, tmp_path / "shared", max_length=7)
@@ -208,9 +271,12 @@ def test_the_chiefs_preemption_decision_reaches_every_rank(fake_master: FakeMast
 
 # -- the torch_ddp example -------------------------------------------------------------------------
 
+
 def final_hashes(outs: list[str]) -> list[str]:
-    return [re.search(rf"^rank {r} done at batch \d+: .* final parameter hash (\w+)$", out, re.M).group(1)
-            for r, out in enumerate(outs)]
+    return [
+        re.search(rf"^rank {r} done at batch \d+: .* final parameter hash (\w+)$", out, re.M).group(1)
+        for r, out in enumerate(outs)
+    ]
 
 
 def test_ddp_example_off_cluster_keeps_the_ranks_in_step_and_resumes(tmp_path: Path) -> None:
@@ -221,8 +287,7 @@ def test_ddp_example_off_cluster_keeps_the_ranks_in_step_and_resumes(tmp_path: P
     assert "rank 0 of 2" in outs[0] and "rank 1 of 2" in outs[1]
 
     # Only the chief prints metrics and stores checkpoints; rank 1 waits for each one's id.
-    assert re.findall(r"training metrics: steps_completed=(\d+)", outs[0]) == [
-        str(s) for s in range(25, 201, 25)]
+    assert re.findall(r"training metrics: steps_completed=(\d+)", outs[0]) == [str(s) for s in range(25, 201, 25)]
     assert re.findall(r"validation metrics: steps_completed=(\d+)", outs[0]) == ["50", "100", "150", "200"]
     assert "[pedl]" not in outs[1]
     checkpoints = stored_checkpoints(outs[0])
@@ -240,12 +305,12 @@ def test_ddp_example_off_cluster_keeps_the_ranks_in_step_and_resumes(tmp_path: P
     assert final_hashes(resumed) == hashes
 
 
-def test_ddp_example_on_a_cluster_reports_once_per_step(fake_master: FakeMaster,
-                                                        tmp_path: Path) -> None:
+def test_ddp_example_on_a_cluster_reports_once_per_step(fake_master: FakeMaster, tmp_path: Path) -> None:
     model_dir = copy_example("torch_ddp", tmp_path)
     host_path = tmp_path / "shared"
-    env = task_env(fake_master.url, host_path, max_length=40,
-                   hparams={"learning_rate": 0.01, "batch_size": 16, "hidden_size": 16})
+    env = task_env(
+        fake_master.url, host_path, max_length=40, hparams={"learning_rate": 0.01, "batch_size": 16, "hidden_size": 16}
+    )
     outs = launch(["train.py"], world=2, cwd=model_dir, env=env)
     assert len(set(final_hashes(outs))) == 1
 
@@ -259,12 +324,12 @@ def test_ddp_example_on_a_cluster_reports_once_per_step(fake_master: FakeMaster,
     assert len(fake_master.calls("POST", "/api/v1/trials/3/searcher/completed_operation")) == 1
 
 
-def test_ddp_example_preempted_stops_every_rank_at_the_same_batch(fake_master: FakeMaster,
-                                                                   tmp_path: Path) -> None:
+def test_ddp_example_preempted_stops_every_rank_at_the_same_batch(fake_master: FakeMaster, tmp_path: Path) -> None:
     model_dir = copy_example("torch_ddp", tmp_path)
     fake_master.preempt()
-    env = task_env(fake_master.url, tmp_path / "shared", max_length=40,
-                   hparams={"learning_rate": 0.01, "hidden_size": 16})
+    env = task_env(
+        fake_master.url, tmp_path / "shared", max_length=40, hparams={"learning_rate": 0.01, "hidden_size": 16}
+    )
     outs = launch(["train.py"], world=2, cwd=model_dir, env=env)
     for r in (0, 1):
         assert f"rank {r} preempted at batch 1; checkpoint saved, exiting" in outs[r]

@@ -21,8 +21,14 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def run_example(model_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
     """Run train.py in `model_dir` the way the agent does (cwd = the unpacked model directory)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    proc = subprocess.run([sys.executable, "train.py", *args], cwd=model_dir, env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "train.py", *args],
+        cwd=model_dir,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc.stdout
 
@@ -44,6 +50,7 @@ def searcher_metric(out: str) -> str:
 
 
 # -- off-cluster ---------------------------------------------------------------------------------
+
 
 def test_numpy_mlp_off_cluster_trains_checkpoints_and_resumes(tmp_path: Path) -> None:
     model_dir = copy_example("numpy_mlp", tmp_path)
@@ -101,6 +108,7 @@ def test_torch_mlp_off_cluster_trains_and_resumes(tmp_path: Path) -> None:
 
 # -- against a (fake) master ---------------------------------------------------------------------
 
+
 def test_numpy_mlp_on_cluster_reports_everything(fake_master: FakeMaster, tmp_path: Path) -> None:
     model_dir = copy_example("numpy_mlp", tmp_path)
     host_path = tmp_path / "shared"
@@ -119,7 +127,8 @@ def test_numpy_mlp_on_cluster_reports_everything(fake_master: FakeMaster, tmp_pa
     for ckpt in checkpoints:
         assert set(ckpt["resources"]) == {"weights.npz", "state.json", "metadata.json"}
         assert (host_path / "exp" / ckpt["uuid"] / "weights.npz").stat().st_size == int(
-            ckpt["resources"]["weights.npz"])
+            ckpt["resources"]["weights.npz"]
+        )
 
     [completed] = fake_master.calls("POST", "/api/v1/trials/3/searcher/completed_operation")
     assert completed.body["op"] == {"length": 60}
@@ -142,8 +151,9 @@ def test_numpy_mlp_on_cluster_preempted_then_resumed(fake_master: FakeMaster, tm
     second = FakeMaster().start()
     try:
         second.checkpoints = dict(fake_master.checkpoints)
-        out = run_example(model_dir, env=task_env(second.url, host_path, max_length=60,
-                                                  latest_checkpoint=checkpoint["uuid"]))
+        out = run_example(
+            model_dir, env=task_env(second.url, host_path, max_length=60, latest_checkpoint=checkpoint["uuid"])
+        )
         assert f"resumed from checkpoint {checkpoint['uuid']} at batch 1" in out
         assert second.calls("GET", f"/api/v1/checkpoints/{checkpoint['uuid']}")
         steps = [r["metrics"]["stepsCompleted"] for r in second.metric_reports()]
@@ -153,8 +163,7 @@ def test_numpy_mlp_on_cluster_preempted_then_resumed(fake_master: FakeMaster, tm
         second.stop()
 
 
-def test_numpy_mlp_on_cluster_waits_out_a_master_that_answers_503(
-        fake_master: FakeMaster, tmp_path: Path) -> None:
+def test_numpy_mlp_on_cluster_waits_out_a_master_that_answers_503(fake_master: FakeMaster, tmp_path: Path) -> None:
     model_dir = copy_example("numpy_mlp", tmp_path)
     fake_master.fail("POST", "/api/v1/trials/3/metrics", 503, 503)
     fake_master.fail("POST", "/api/v1/checkpoints", 502)
@@ -167,8 +176,12 @@ def test_numpy_mlp_on_cluster_waits_out_a_master_that_answers_503(
 def test_torch_mlp_on_cluster(fake_master: FakeMaster, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     model_dir = copy_example("torch_mlp", tmp_path)
-    run_example(model_dir, env=task_env(fake_master.url, tmp_path / "shared", max_length=40,
-                                        hparams={"learning_rate": 0.01, "hidden_size": 16}))
+    run_example(
+        model_dir,
+        env=task_env(
+            fake_master.url, tmp_path / "shared", max_length=40, hparams={"learning_rate": 0.01, "hidden_size": 16}
+        ),
+    )
     checkpoints = [c.body["checkpoint"] for c in fake_master.calls("POST", "/api/v1/checkpoints")]
     assert [c["metadata"]["steps_completed"] for c in checkpoints] == [20, 40]
     assert set(checkpoints[-1]["resources"]) == {"state.pt", "metadata.json"}

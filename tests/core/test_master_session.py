@@ -65,8 +65,7 @@ def test_retries_while_the_master_is_down_then_delivers(tmp_path) -> None:
             master.stop()
 
 
-def test_backoff_doubles_from_half_a_second_to_30s_and_gives_up_at_the_deadline(
-        fake_master: FakeMaster) -> None:
+def test_backoff_doubles_from_half_a_second_to_30s_and_gives_up_at_the_deadline(fake_master: FakeMaster) -> None:
     fake_master.fail("POST", METRICS, *([503] * 50))
     now = [0.0]
     sleeps: list[float] = []
@@ -75,8 +74,9 @@ def test_backoff_doubles_from_half_a_second_to_30s_and_gives_up_at_the_deadline(
         sleeps.append(seconds)
         now[0] += seconds
 
-    session = MasterSession(fake_master.url, TOKEN, retry=RetryPolicy(deadline_s=100),
-                            sleep=fake_sleep, monotonic=lambda: now[0])
+    session = MasterSession(
+        fake_master.url, TOKEN, retry=RetryPolicy(deadline_s=100), sleep=fake_sleep, monotonic=lambda: now[0]
+    )
     with pytest.raises(Unavailable, match="gave up after"):
         session.post(METRICS, {})
     assert sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 8.5]
@@ -102,8 +102,9 @@ def test_retry_false_raises_the_first_failure(fake_master: FakeMaster) -> None:
 
 
 def test_connection_errors_give_up_as_unavailable_after_the_deadline() -> None:
-    session = MasterSession(f"http://127.0.0.1:{free_port()}", TOKEN,
-                            retry=RetryPolicy(deadline_s=0.2, initial_s=0.05, max_s=0.05))
+    session = MasterSession(
+        f"http://127.0.0.1:{free_port()}", TOKEN, retry=RetryPolicy(deadline_s=0.2, initial_s=0.05, max_s=0.05)
+    )
     with pytest.raises(Unavailable, match="cannot reach the master"):
         session.post(METRICS, {})
 
@@ -120,9 +121,14 @@ def test_reports_stay_in_order_while_one_is_retrying(fake_master: FakeMaster) ->
     assert delivered == ["/api/v1/trials/3/progress", METRICS]
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    (None, RetryPolicy()), ("12", RetryPolicy(deadline_s=12.0)), ("-1", RetryPolicy(deadline_s=0.0)),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, RetryPolicy()),
+        ("12", RetryPolicy(deadline_s=12.0)),
+        ("-1", RetryPolicy(deadline_s=0.0)),
+    ],
+)
 def test_retry_policy_from_env(value: str | None, expected: RetryPolicy) -> None:
     env = {} if value is None else {"PEDL_REPORT_RETRY_SECONDS": value}
     policy = RetryPolicy.from_env(env)
@@ -154,7 +160,8 @@ def test_an_https_master_is_verified_and_a_wrong_ca_fails_at_once_without_retryi
     assert caught.value.message == (
         f"GET /x: the TLS certificate of the master at {url} could not be verified against the CA in "
         f"{tls.other_ca} (self-signed certificate in certificate chain): pass the CA certificate that signed "
-        f"the master's with the agent's --cert FILE (its tasks get it as PEDL_MASTER_CERT)")
+        f"the master's with the agent's --cert FILE (its tasks get it as PEDL_MASTER_CERT)"
+    )
 
 
 # -- the background sender's batches ---------------------------------------------------------------
@@ -169,8 +176,10 @@ def queue_reports(session: MasterSession, steps: range) -> None:
 
 def sent_steps(fake_master: FakeMaster) -> list[list[int]]:
     """Each request that carried reports: a single one as [step], a batch as its steps."""
-    return [[e["step"] for e in c.body["reports"]] if c.path == BATCH else [c.body["single"]]
-            for c in fake_master.calls("POST", rf"{METRICS}(/batch)?")]
+    return [
+        [e["step"] for e in c.body["reports"]] if c.path == BATCH else [c.body["single"]]
+        for c in fake_master.calls("POST", rf"{METRICS}(/batch)?")
+    ]
 
 
 def hold_the_sender(session: MasterSession, first: int) -> threading.Event:
@@ -285,6 +294,9 @@ def test_a_run_of_entries_is_one_batch_encoded_whole_or_entry_by_entry_alike() -
     mixed = run({"step": 1}, {"step": 2}, {"step": 3, "v": float("inf")}, {"step": 4})
     out = list(_batches(mixed))
     assert [(i is not None and i.entry["step"], r and [e["step"] for e in json.loads(r)]) for i, r in out] == [
-        (False, [1, 2]), (3, None), (4, None)]
+        (False, [1, 2]),
+        (3, None),
+        (4, None),
+    ]
     [(alone, raw)] = list(_batches(run({"step": 9})))
     assert alone.entry == {"step": 9} and raw is None

@@ -52,8 +52,9 @@ def test_operation_completes_once(fake_master: FakeMaster, on_cluster: Path) -> 
             op.report_completed(1.0)
 
 
-def test_missing_max_length_is_explained(fake_master: FakeMaster, on_cluster: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_max_length_is_explained(
+    fake_master: FakeMaster, on_cluster: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = json.loads(os.environ["DET_EXPERIMENT_CONFIG"])
     config["searcher"]["max_length"] = None
     monkeypatch.setenv("DET_EXPERIMENT_CONFIG", json.dumps(config))
@@ -61,9 +62,15 @@ def test_missing_max_length_is_explained(fake_master: FakeMaster, on_cluster: Pa
         next(core.searcher.operations())
 
 
-@pytest.mark.parametrize(("max_length", "expected"), [
-    (100, 100), ({"batches": 7}, 7), ({"batches": None, "epochs": 3, "records": None}, 3), (None, None),
-])
+@pytest.mark.parametrize(
+    ("max_length", "expected"),
+    [
+        (100, 100),
+        ({"batches": 7}, 7),
+        ({"batches": None, "epochs": 3, "records": None}, 3),
+        (None, None),
+    ],
+)
 def test_length_from_config(max_length: object, expected: int | None) -> None:
     assert length_from_config({"searcher": {"max_length": max_length}}) == expected
 
@@ -73,8 +80,7 @@ def test_length_from_config_refuses_garbage() -> None:
         length_from_config({"searcher": {"max_length": "long"}})
 
 
-def test_local_length_defaults_to_100(off_cluster: None, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_length_defaults_to_100(off_cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pedl.core.init(checkpoint_storage=tmp_path) as core:
         for op in core.searcher.operations():
             assert op.length == 100

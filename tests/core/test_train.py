@@ -19,8 +19,8 @@ METRICS = "/api/v1/trials/3/metrics"
 def test_training_metrics_body(fake_master: FakeMaster, on_cluster: Path) -> None:
     with pedl.core.init() as core:
         core.train.report_training_metrics(
-            steps_completed=50, metrics={"loss": 0.25, "bad": math.nan, "big": math.inf,
-                                         "acc": np.float32(0.5)})
+            steps_completed=50, metrics={"loss": 0.25, "bad": math.nan, "big": math.inf, "acc": np.float32(0.5)}
+        )
     [call] = fake_master.calls("POST", METRICS)
     assert call.headers["authorization"] == f"Bearer {TOKEN}"
     body = call.body
@@ -28,24 +28,25 @@ def test_training_metrics_body(fake_master: FakeMaster, on_cluster: Path) -> Non
     inner = body["metrics"]
     assert "reportTime" not in inner  # the master stamps it when it stores the report
     assert inner == {
-        "trialId": 3, "trialRunId": 1, "stepsCompleted": 50,
-        "metrics": {"avgMetrics": {"loss": 0.25, "bad": "NaN", "big": "Infinity", "acc": 0.5},
-                    "batchMetrics": []},
+        "trialId": 3,
+        "trialRunId": 1,
+        "stepsCompleted": 50,
+        "metrics": {"avgMetrics": {"loss": 0.25, "bad": "NaN", "big": "Infinity", "acc": 0.5}, "batchMetrics": []},
     }
 
 
 def test_batch_metrics_are_sent(fake_master: FakeMaster, on_cluster: Path) -> None:
     with pedl.core.init() as core:
-        core.train.report_training_metrics(steps_completed=2, metrics={"loss": 1.0},
-                                           batch_metrics=[{"loss": 1.5}, {"loss": -math.inf}])
+        core.train.report_training_metrics(
+            steps_completed=2, metrics={"loss": 1.0}, batch_metrics=[{"loss": 1.5}, {"loss": -math.inf}]
+        )
     [call] = fake_master.calls("POST", METRICS)
     assert call.body["metrics"]["metrics"]["batchMetrics"] == [{"loss": 1.5}, {"loss": "-Infinity"}]
 
 
 def test_validation_metrics_body(fake_master: FakeMaster, on_cluster: Path) -> None:
     with pedl.core.init() as core:
-        core.train.report_validation_metrics(steps_completed=np.int64(100),
-                                             metrics={"validation_loss": 0.1})
+        core.train.report_validation_metrics(steps_completed=np.int64(100), metrics={"validation_loss": 0.1})
     [call] = fake_master.calls("POST", METRICS)
     assert call.body["group"] == "validation"
     assert call.body["metrics"]["stepsCompleted"] == 100
@@ -89,8 +90,9 @@ def test_4xx_from_the_master_is_raised(fake_master: FakeMaster, on_cluster: Path
         core.train.report_training_metrics(steps_completed=1, metrics={"loss": 1.0})
 
 
-def test_local_prints_one_line_per_report(off_cluster: None, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_prints_one_line_per_report(
+    off_cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pedl.core.init(checkpoint_storage=tmp_path) as core:
         capsys.readouterr()
         core.train.report_training_metrics(steps_completed=5, metrics={"loss": 0.5, "acc": math.nan})

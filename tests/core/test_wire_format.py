@@ -20,8 +20,9 @@ def test_non_finite_floats_become_strings() -> None:
 
 
 def test_numpy_scalars_and_arrays_become_plain_values() -> None:
-    encoded = to_json_value({"f32": np.float32(0.5), "i64": np.int64(3), "arr": np.array([1.0, np.nan]),
-                             "b": np.bool_(True)})
+    encoded = to_json_value(
+        {"f32": np.float32(0.5), "i64": np.int64(3), "arr": np.array([1.0, np.nan]), "b": np.bool_(True)}
+    )
     assert encoded == {"f32": 0.5, "i64": 3, "arr": [1.0, "NaN"], "b": True}
     assert type(encoded["i64"]) is int
 
@@ -29,7 +30,9 @@ def test_numpy_scalars_and_arrays_become_plain_values() -> None:
 def test_torch_tensors_become_plain_values() -> None:
     torch = pytest.importorskip("torch")
     assert to_json_value({"loss": torch.tensor(float("inf")), "v": torch.tensor([1, 2])}) == {
-        "loss": "Infinity", "v": [1, 2]}
+        "loss": "Infinity",
+        "v": [1, 2],
+    }
 
 
 def test_unserializable_values_are_named() -> None:

@@ -28,8 +28,7 @@ from pedl.deploy.template import AGENT_AMI_PARAMETER, MASTER_AMI_PARAMETER
 from tests.support.moto_server import REGION, MotoNetwork, make_network
 
 SEED_EC2_ACTIONS = ["ec2:DescribeInstances", "ec2:TerminateInstances", "ec2:CreateTags", "ec2:RunInstances"]
-SEED_SPOT_ACTIONS = ["ec2:CancelSpotInstanceRequests", "ec2:RequestSpotInstances",
-                     "ec2:DescribeSpotInstanceRequests"]
+SEED_SPOT_ACTIONS = ["ec2:CancelSpotInstanceRequests", "ec2:RequestSpotInstances", "ec2:DescribeSpotInstanceRequests"]
 
 
 def publish_public_amis(image_id: str, region: str = REGION) -> None:
@@ -39,10 +38,20 @@ def publish_public_amis(image_id: str, region: str = REGION) -> None:
     parameters = ssm_backends[DEFAULT_ACCOUNT_ID][region]._parameters
     for name in (MASTER_AMI_PARAMETER, AGENT_AMI_PARAMETER):
         versions = parameters[name]
-        versions.append(Parameter(
-            account_id=DEFAULT_ACCOUNT_ID, name=name, value=image_id, parameter_type="String", description=None,
-            allowed_pattern=None, keyid=None, last_modified_date=datetime.datetime.now(), version=len(versions) + 1,
-            data_type="aws:ec2:image"))
+        versions.append(
+            Parameter(
+                account_id=DEFAULT_ACCOUNT_ID,
+                name=name,
+                value=image_id,
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=datetime.datetime.now(),
+                version=len(versions) + 1,
+                data_type="aws:ec2:image",
+            )
+        )
 
 
 @pytest.fixture(name="network")
@@ -73,13 +82,23 @@ def set_stack_status(stack_name: str, status: str, region: str = REGION) -> None
     _moto_stack(stack_name, region).status = status
 
 
-def add_stack_event(stack_name: str, resource: str, resource_type: str, status: str, reason: str | None,
-                    region: str = REGION) -> None:
+def add_stack_event(
+    stack_name: str, resource: str, resource_type: str, status: str, reason: str | None, region: str = REGION
+) -> None:
     """An event of one resource (moto records only the stack's own)."""
     stack = _moto_stack(stack_name, region)
-    stack.events.append(Event(stack_id=stack.stack_id, stack_name=stack.name, logical_resource_id=resource,
-                              physical_resource_id="", resource_type=resource_type, resource_status=status,
-                              resource_status_reason=reason, resource_properties=None))
+    stack.events.append(
+        Event(
+            stack_id=stack.stack_id,
+            stack_name=stack.name,
+            logical_resource_id=resource,
+            physical_resource_id="",
+            resource_type=resource_type,
+            resource_status=status,
+            resource_status_reason=reason,
+            resource_properties=None,
+        )
+    )
 
 
 def outputs_of(endpoint: str, stack_name: str) -> dict[str, str]:
@@ -115,12 +134,18 @@ def group_rules(permissions: list[dict[str, Any]], names: dict[str, str]) -> set
     return out
 
 
-def run_tagged_instances(endpoint: str, image_id: str, subnet_id: str, tags: dict[str, str], count: int = 1
-                         ) -> list[str]:
+def run_tagged_instances(
+    endpoint: str, image_id: str, subnet_id: str, tags: dict[str, str], count: int = 1
+) -> list[str]:
     """Instances as the master launches agents: tagged at launch."""
     reservation = client(endpoint, "ec2").run_instances(
-        ImageId=image_id, MinCount=count, MaxCount=count, InstanceType="g5.xlarge", SubnetId=subnet_id,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
+        ImageId=image_id,
+        MinCount=count,
+        MaxCount=count,
+        InstanceType="g5.xlarge",
+        SubnetId=subnet_id,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
+    )
     return [i["InstanceId"] for i in reservation["Instances"]]
 
 

@@ -18,14 +18,27 @@ ELASTIC_IP = "203.0.113.77"
 
 
 def stack_values(subnet: str | None = None, rds: bool = True) -> StackValues:
-    return StackValues(region=REGION, bucket=BUCKET, agent_image_id=AGENT_AMI, agent_security_group_id=AGENT_SG,
-                       subnet_id=subnet or CREATED_SUBNET, agent_instance_profile_arn=AGENT_PROFILE,
-                       db_host=DB_HOST if rds else None)
+    return StackValues(
+        region=REGION,
+        bucket=BUCKET,
+        agent_image_id=AGENT_AMI,
+        agent_security_group_id=AGENT_SG,
+        subnet_id=subnet or CREATED_SUBNET,
+        agent_instance_profile_arn=AGENT_PROFILE,
+        db_host=DB_HOST if rds else None,
+    )
 
 
 # what Fn::Sub replaces each placeholder of the user data with
 SUBSTITUTIONS = {
-    "AWS::Region": REGION, ids.BUCKET: BUCKET, ids.AGENT_IMAGE_PARAM: AGENT_AMI, f"{ids.AGENT_SG}.GroupId": AGENT_SG,
-    ids.SUBNET: CREATED_SUBNET, f"{ids.AGENT_PROFILE}.Arn": AGENT_PROFILE, DB_HOST_VARIABLE: DB_HOST,
-    ids.DB_SECRET: DB_SECRET, ids.DATA_VOLUME: VOLUME, ids.ELASTIC_IP: ELASTIC_IP,
+    "AWS::Region": REGION,
+    ids.BUCKET: BUCKET,
+    ids.AGENT_IMAGE_PARAM: AGENT_AMI,
+    f"{ids.AGENT_SG}.GroupId": AGENT_SG,
+    ids.SUBNET: CREATED_SUBNET,
+    f"{ids.AGENT_PROFILE}.Arn": AGENT_PROFILE,
+    DB_HOST_VARIABLE: DB_HOST,
+    ids.DB_SECRET: DB_SECRET,
+    ids.DATA_VOLUME: VOLUME,
+    ids.ELASTIC_IP: ELASTIC_IP,
 }

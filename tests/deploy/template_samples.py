@@ -15,21 +15,34 @@ AMI = "ami-0123456789abcdef0"
 AXES = ("spot", "db", "vpc", "tls", "elastic_ip", "agent_ami")
 
 
-def options_for(spot: bool, db: str, vpc: bool, tls: bool, elastic_ip: bool, agent_ami: bool,
-                **more: Any) -> DeployOptions:
+def options_for(
+    spot: bool, db: str, vpc: bool, tls: bool, elastic_ip: bool, agent_ami: bool, **more: Any
+) -> DeployOptions:
     network: dict[str, Any] = {}
     if vpc:
         network = {"vpc_id": VPC, "subnet_id": SUBNET}
         if db == "rds":
             network["db_subnet_ids"] = DB_SUBNETS
-    return DeployOptions(cluster_id="demo", keypair="demo-key", spot=spot, db=db, tls=tls,  # type: ignore[arg-type]
-                         elastic_ip=elastic_ip, agent_ami=AMI if agent_ami else None,
-                         inbound_cidr="203.0.113.0/24", **network, **more)
+    return DeployOptions(
+        cluster_id="demo",
+        keypair="demo-key",
+        spot=spot,
+        db=db,
+        tls=tls,  # type: ignore[arg-type]
+        elastic_ip=elastic_ip,
+        agent_ami=AMI if agent_ami else None,
+        inbound_cidr="203.0.113.0/24",
+        **network,
+        **more,
+    )
 
 
 def combinations() -> list[tuple[bool, str, bool, bool, bool, bool]]:
-    return list(itertools.product([False, True], ["embedded", "rds"], [False, True], [False, True], [False, True],
-                                  [False, True]))
+    return list(
+        itertools.product(
+            [False, True], ["embedded", "rds"], [False, True], [False, True], [False, True], [False, True]
+        )
+    )
 
 
 def covering_combinations(strength: int = 3) -> list[tuple[bool, str, bool, bool, bool, bool]]:
@@ -89,13 +102,22 @@ def security_group_rules(template: dict[str, Any]) -> set[tuple[str, str, str, i
     for name, group in resources_of_type(template, "AWS::EC2::SecurityGroup").items():
         for direction, key in (("in", "SecurityGroupIngress"), ("out", "SecurityGroupEgress")):
             for rule in group["Properties"].get(key, []):
-                rules.add((name, direction, rule["IpProtocol"], _port(rule, "FromPort"), _port(rule, "ToPort"),
-                           _peer(rule)))
+                rules.add(
+                    (name, direction, rule["IpProtocol"], _port(rule, "FromPort"), _port(rule, "ToPort"), _peer(rule))
+                )
     for direction, kind in (("in", "AWS::EC2::SecurityGroupIngress"), ("out", "AWS::EC2::SecurityGroupEgress")):
         for rule in resources_of_type(template, kind).values():
             props = rule["Properties"]
-            rules.add((_group(props["GroupId"]), direction, props["IpProtocol"], _port(props, "FromPort"),
-                       _port(props, "ToPort"), _peer(props)))
+            rules.add(
+                (
+                    _group(props["GroupId"]),
+                    direction,
+                    props["IpProtocol"],
+                    _port(props, "FromPort"),
+                    _port(props, "ToPort"),
+                    _peer(props),
+                )
+            )
     return rules
 
 

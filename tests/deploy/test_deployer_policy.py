@@ -47,8 +47,9 @@ def test_every_call_of_up_update_list_describe_and_down_is_allowed(moto_endpoint
     session = boto3.session.Session()
     session.events.register("before-call", record)
     aws = AwsSession(REGION, moto_endpoint, session)
-    options = DeployOptions(cluster_id="demo", keypair=network.key_name, vpc_id=network.vpc_id,
-                            subnet_id=network.subnet_id)
+    options = DeployOptions(
+        cluster_id="demo", keypair=network.key_name, vpc_id=network.vpc_id, subnet_id=network.subnet_id
+    )
     apply_up(aws, plan_up(aws, options, Progress()), Progress())
     apply_up(aws, plan_up(aws, dataclasses.replace(options, inbound_cidr="10.0.0.0/8"), Progress()), Progress())
     run_tagged_instances(moto_endpoint, network.image_id, network.subnet_id, {"pedl-cluster": "demo"})
@@ -56,8 +57,14 @@ def test_every_call_of_up_update_list_describe_and_down_is_allowed(moto_endpoint
     describe_cluster(aws, "demo")
     apply_down(aws, plan_down(aws, "demo"), delete_data=True, progress=Progress())
     needed = {a for service, operation in calls for a in actions_of_operation(service, operation)}
-    assert {"cloudformation:CreateStack", "cloudformation:UpdateStack", "s3:PutObject", "ec2:TerminateInstances",
-            "s3:DeleteBucket", "ec2:DeleteVolume"} <= needed  # the recording saw the whole run
+    assert {
+        "cloudformation:CreateStack",
+        "cloudformation:UpdateStack",
+        "s3:PutObject",
+        "ec2:TerminateInstances",
+        "s3:DeleteBucket",
+        "ec2:DeleteVolume",
+    } <= needed  # the recording saw the whole run
     assert needed <= allowed(), needed - allowed()
 
 

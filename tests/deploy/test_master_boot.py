@@ -110,12 +110,14 @@ def test_a_login_needs_a_db_section() -> None:
         render_master_config("port: 8080\n", ("pedl", "pw"))
 
 
-def test_boot_end_to_end(tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer,
-                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_boot_end_to_end(
+    tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """main() as the user data calls it, with db=rds and TLS: the instance's addresses from the metadata
     service, the password from Secrets Manager, the CA published to the bucket."""
-    metadata_server.ec2.update({"local-ipv4": "10.42.0.10", "public-ipv4": "54.1.2.3",
-                                "local-hostname": "ip-10-42-0-10.ec2.internal"})
+    metadata_server.ec2.update(
+        {"local-ipv4": "10.42.0.10", "public-ipv4": "54.1.2.3", "local-hostname": "ip-10-42-0-10.ec2.internal"}
+    )
     monkeypatch.setenv("PEDL_IMDS_URL", metadata_server.url)
     boto3.client("s3", region_name=REGION, endpoint_url=moto_endpoint).create_bucket(Bucket=BUCKET)
     arn = _secret(moto_endpoint, {"username": "pedl", "password": "pw-from-aws"})
@@ -125,31 +127,71 @@ def test_boot_end_to_end(tmp_path: Path, moto_endpoint: str, metadata_server: Fa
     template = tmp_path / "master.yaml.in"
     template.write_text(master_config_yaml(options, stack_values(), data_dir=str(data_dir)))
     config = tmp_path / "master.yaml"
-    argv = ["--config-template", str(template), "--config", str(config), "--data-dir", str(data_dir),
-            "--region", REGION, "--db-secret", arn, "--tls", "--bucket", BUCKET, "--tls-ip", "203.0.113.77",
-            "--endpoint-url", moto_endpoint]
+    argv = [
+        "--config-template",
+        str(template),
+        "--config",
+        str(config),
+        "--data-dir",
+        str(data_dir),
+        "--region",
+        REGION,
+        "--db-secret",
+        arn,
+        "--tls",
+        "--bucket",
+        BUCKET,
+        "--tls-ip",
+        "203.0.113.77",
+        "--endpoint-url",
+        moto_endpoint,
+    ]
     assert main(argv) == 0
     loaded = load_master_config(config)
     assert loaded.db is not None and loaded.db.password == "pw-from-aws"
     assert (data_dir / "agent_token").exists()
-    assert _sans(Path(tls_files(str(data_dir))[0])) >= {"10.42.0.10", "54.1.2.3", "203.0.113.77",
-                                                       "ip-10-42-0-10.ec2.internal"}
-    published = boto3.client("s3", region_name=REGION, endpoint_url=moto_endpoint).get_object(
-        Bucket=BUCKET, Key=CA_KEY)["Body"].read()
+    assert _sans(Path(tls_files(str(data_dir))[0])) >= {
+        "10.42.0.10",
+        "54.1.2.3",
+        "203.0.113.77",
+        "ip-10-42-0-10.ec2.internal",
+    }
+    published = (
+        boto3.client("s3", region_name=REGION, endpoint_url=moto_endpoint)
+        .get_object(Bucket=BUCKET, Key=CA_KEY)["Body"]
+        .read()
+    )
     assert published == (data_dir / "tls" / "ca.crt").read_bytes()
     token = (data_dir / "agent_token").read_text()
     assert main(argv) == 0  # every boot: nothing made again
     assert (data_dir / "agent_token").read_text() == token
 
 
-def test_boot_fails_clearly_when_the_secret_is_unreadable(tmp_path: Path, moto_endpoint: str,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_boot_fails_clearly_when_the_secret_is_unreadable(
+    tmp_path: Path, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     template = tmp_path / "master.yaml.in"
-    template.write_text(master_config_yaml(options_for(False, "rds", False, False, False, False), stack_values(),
-                                           data_dir=str(tmp_path)))
-    code = main(["--config-template", str(template), "--config", str(tmp_path / "master.yaml"),
-                 "--data-dir", str(tmp_path), "--region", REGION, "--db-secret", "missing-secret",
-                 "--endpoint-url", moto_endpoint])
+    template.write_text(
+        master_config_yaml(
+            options_for(False, "rds", False, False, False, False), stack_values(), data_dir=str(tmp_path)
+        )
+    )
+    code = main(
+        [
+            "--config-template",
+            str(template),
+            "--config",
+            str(tmp_path / "master.yaml"),
+            "--data-dir",
+            str(tmp_path),
+            "--region",
+            REGION,
+            "--db-secret",
+            "missing-secret",
+            "--endpoint-url",
+            moto_endpoint,
+        ]
+    )
     assert code == 1
     assert "cannot read the database secret missing-secret" in capsys.readouterr().err
     assert not (tmp_path / "master.yaml").exists()

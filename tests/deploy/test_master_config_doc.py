@@ -66,7 +66,10 @@ def test_the_master_config_loads(tmp_path: Path, spot: bool, db: str, vpc: bool,
     if db == "rds":
         assert config.db is not None and (config.db.host, config.db.port, config.db.name) == (DB_HOST, 5432, "pedl")
         assert (config.db.user, config.db.password, config.db.ssl_mode) == (
-            "pedl", "s3cret-from-secrets-manager", "require")
+            "pedl",
+            "s3cret-from-secrets-manager",
+            "require",
+        )
     else:
         assert config.db is None and config.database_url().startswith(f"sqlite:///{tmp_path / 'data'}")
     if tls:
@@ -83,14 +86,22 @@ def test_the_master_config_of_the_template_has_no_password() -> None:
 def test_the_placeholders_are_what_the_template_fills() -> None:
     options = options_for(False, "rds", False, True, False, False)
     text = master_config_yaml(options, stack_placeholders(options))
-    for placeholder in ("${CheckpointBucket}", "${AWS::Region}", "${AgentImageId}", "${AgentSecurityGroup.GroupId}",
-                        "${PublicSubnet}", "${AgentInstanceProfile.Arn}", "${DatabaseHost}"):
+    for placeholder in (
+        "${CheckpointBucket}",
+        "${AWS::Region}",
+        "${AgentImageId}",
+        "${AgentSecurityGroup.GroupId}",
+        "${PublicSubnet}",
+        "${AgentInstanceProfile.Arn}",
+        "${DatabaseHost}",
+    ):
         assert placeholder in text, placeholder
 
 
 @pytest.mark.parametrize(("tls", "url"), [(False, "http://10.42.0.10:8080"), (True, "https://10.42.0.10:8443")])
-def test_agents_reach_the_master_at_its_private_address(metadata_server: FakeMetadataServer, tls: bool,
-                                                        url: str) -> None:
+def test_agents_reach_the_master_at_its_private_address(
+    metadata_server: FakeMetadataServer, tls: bool, url: str
+) -> None:
     metadata_server.ec2["local-ipv4"] = "10.42.0.10"
     doc = master_config_document(options_for(False, "embedded", False, tls, False, False), stack_values(rds=False))
     master_url = doc["resource_pools"][0]["provider"]["master_url"]

@@ -68,8 +68,9 @@ def test_it_installs_the_clis_own_wheel_from_the_bucket_into_a_venv() -> None:
 
 
 def test_package_overrides_the_bucket_s_wheel() -> None:
-    override = rendered(options_for(False, "embedded", False, False, False, False,
-                                    package="/srv/wheels/pedl-0.1.0-py3-none-any.whl"))
+    override = rendered(
+        options_for(False, "embedded", False, False, False, False, package="/srv/wheels/pedl-0.1.0-py3-none-any.whl")
+    )
     assert "PACKAGE=/srv/wheels/pedl-0.1.0-py3-none-any.whl\nWHEEL_SHA256=\n" in override
     assert '"$VENV/bin/pip" install --quiet --upgrade "$PACKAGE"' in override
     assert "PEDL_FETCH_WHEEL" not in override and "WHEEL_BUCKET" not in override
@@ -83,24 +84,29 @@ def test_it_mounts_the_data_volume_and_enables_the_service() -> None:
     assert "nvme-Amazon_Elastic_Block_Store_$serial" in script
     assert 'if ! blkid -p "$device"' in script  # formats a volume holding nothing, never one with data
     assert "RequiresMountsFor=%s" in script
-    assert script.rstrip().splitlines()[-2] == \
-        '"$VENV/bin/pedl" master install-service --config "$CONFIG" --user "$SERVICE_USER"'
+    assert (
+        script.rstrip().splitlines()[-2]
+        == '"$VENV/bin/pedl" master install-service --config "$CONFIG" --user "$SERVICE_USER"'
+    )
     assert "CONFIG=/usr/local/pedl/etc/master.yaml\n" in script
     unit = heredoc(script, "PEDL_BOOT_UNIT")
     assert "ExecStart=/usr/local/pedl/bin/pedl-boot" in unit and "Type=oneshot" in unit
     assert "/latest/user-data" in heredoc(script, "PEDL_BOOT")
 
 
-@pytest.mark.parametrize(("db", "tls", "eip", "words", "absent"), [
-    ("embedded", False, False, [], ["--db-secret", "--tls"]),
-    ("rds", False, False, [f"--db-secret {DB_SECRET}"], ["--tls"]),
-    ("embedded", True, False, [f"--tls --bucket {BUCKET}"], ["--tls-ip", "--db-secret"]),
-    ("rds", True, True, [f"--db-secret {DB_SECRET}", f"--tls --bucket {BUCKET} --tls-ip {ELASTIC_IP}"], []),
-])
+@pytest.mark.parametrize(
+    ("db", "tls", "eip", "words", "absent"),
+    [
+        ("embedded", False, False, [], ["--db-secret", "--tls"]),
+        ("rds", False, False, [f"--db-secret {DB_SECRET}"], ["--tls"]),
+        ("embedded", True, False, [f"--tls --bucket {BUCKET}"], ["--tls-ip", "--db-secret"]),
+        ("rds", True, True, [f"--db-secret {DB_SECRET}", f"--tls --bucket {BUCKET} --tls-ip {ELASTIC_IP}"], []),
+    ],
+)
 def test_boot_arguments(db: str, tls: bool, eip: bool, words: list[str], absent: list[str]) -> None:
     script = rendered(options_for(False, db, False, tls, eip, False))
-    boot = script[script.index("-m pedl.deploy.master_boot"):]
-    boot = boot[:boot.index("\n\n")]
+    boot = script[script.index("-m pedl.deploy.master_boot") :]
+    boot = boot[: boot.index("\n\n")]
     for word in words:
         assert word in boot
     for word in absent:
@@ -108,10 +114,18 @@ def test_boot_arguments(db: str, tls: bool, eip: bool, words: list[str], absent:
 
 
 def test_it_fits_in_ec2_user_data() -> None:
-    options = DeployOptions(cluster_id="c" * 32, keypair="k" * 255, db="rds", tls=True, elastic_ip=True, spot=True,
-                            agent_instance_types=("g5.xlarge", "g5.2xlarge", "g6.xlarge", "g6.2xlarge", "p4d.24xlarge"),
-                            vpc_id="vpc-0123456789abcdef0", subnet_id="subnet-0123456789abcdef0",
-                            db_subnet_ids=("subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"))
+    options = DeployOptions(
+        cluster_id="c" * 32,
+        keypair="k" * 255,
+        db="rds",
+        tls=True,
+        elastic_ip=True,
+        spot=True,
+        agent_instance_types=("g5.xlarge", "g5.2xlarge", "g6.xlarge", "g6.2xlarge", "p4d.24xlarge"),
+        vpc_id="vpc-0123456789abcdef0",
+        subnet_id="subnet-0123456789abcdef0",
+        db_subnet_ids=("subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"),
+    )
     long_values = {k: v + "x" * 40 for k, v in SUBSTITUTIONS.items()}
     script = fn_sub(master_user_data(options, wheel_sha256="f" * 64), long_values)
     assert len(script.encode()) < USER_DATA_LIMIT
@@ -125,7 +139,7 @@ def test_fn_sub_as_cloudformation_does_it() -> None:
 
 
 def test_an_odd_key_pair_name_reaches_master_yaml_unchanged() -> None:
-    options = DeployOptions(cluster_id="demo", keypair="ops key's @USER@ #1: \"x\"")
+    options = DeployOptions(cluster_id="demo", keypair='ops key\'s @USER@ #1: "x"')
     yaml_text = heredoc(rendered(options), "PEDL_MASTER_YAML")
     assert yaml_text == master_config_yaml(options, stack_values(rds=False))
     assert yaml.safe_load(yaml_text)["resource_pools"][0]["provider"]["ssh_key_name"] == options.keypair

@@ -49,8 +49,16 @@ from tests.support.moto_server import (  # noqa: F401
 pytestmark = pytest.mark.e2e
 
 # the absolute paths the script writes (or looks at for the data volume), moved under the sandbox's root
-ROOTED = ("/usr/local/pedl", "/var/lib/pedl", "/etc/systemd/system", "/etc/fstab", "/var/log/pedl-boot.log",
-          "/dev/sdf", "/dev/xvdf", "/dev/disk/by-id")
+ROOTED = (
+    "/usr/local/pedl",
+    "/var/lib/pedl",
+    "/etc/systemd/system",
+    "/etc/fstab",
+    "/var/log/pedl-boot.log",
+    "/dev/sdf",
+    "/dev/xvdf",
+    "/dev/disk/by-id",
+)
 _ROOTED = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(p) for p in ROOTED) + r")(?![\w-])")
 INSTALL_SERVICE = 'master install-service --config "$CONFIG"'
 FAKE_UUID = "0b6c1f2e-3d4a-4b5c-8d9e-0f1a2b3c4d5e"
@@ -89,8 +97,15 @@ class Sandbox:
         self.fakes = work / "fakes"
         self.state = work / "fake-state"
         self.fake_log = work / "fake-calls.log"
-        for d in (self.root / "etc" / "systemd" / "system", self.root / "var" / "log", self.root / "dev",
-                  self.root / "usr" / "local", self.fakes, self.state, work / "home"):
+        for d in (
+            self.root / "etc" / "systemd" / "system",
+            self.root / "var" / "log",
+            self.root / "dev",
+            self.root / "usr" / "local",
+            self.fakes,
+            self.state,
+            work / "home",
+        ):
             d.mkdir(parents=True)
         (self.root / "etc" / "fstab").write_text("# sandbox fstab\n")
         for name, body in FAKES.items():
@@ -108,8 +123,9 @@ class Sandbox:
         text = _ROOTED.sub(lambda m: str(self.root) + m.group(1), script)
         assert text.count("\nSERVICE_USER=pedl\n") == 1 and text.count(INSTALL_SERVICE) == 1
         text = text.replace("\nSERVICE_USER=pedl\n", f"\nSERVICE_USER={user}\n")
-        return text.replace(INSTALL_SERVICE, f"master install-service --unit-dir {self.path('/etc/systemd/system')} "
-                                             '--config "$CONFIG"')
+        return text.replace(
+            INSTALL_SERVICE, f'master install-service --unit-dir {self.path("/etc/systemd/system")} --config "$CONFIG"'
+        )
 
     def fake_calls(self) -> list[str]:
         return self.fake_log.read_text().splitlines() if self.fake_log.exists() else []
@@ -134,8 +150,16 @@ def wait_info(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> di
 
 def run_user_data(script: Path, env: dict[str, str]) -> str:
     """bash runs the script to its end; its output (stdout and stderr: the script tees both)."""
-    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, cwd=script.parent,
-                          stdin=subprocess.DEVNULL, timeout=540, check=False)
+    done = subprocess.run(
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=script.parent,
+        stdin=subprocess.DEVNULL,
+        timeout=540,
+        check=False,
+    )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-5000:]
     return out
@@ -160,10 +184,18 @@ class Boot:
         self.s3.create_bucket(Bucket=BUCKET)
         self.user = getpass.getuser()
         self.aws = {**FAKE_AWS_ENV, "AWS_ENDPOINT_URL": moto_endpoint}
-        self.env = {**pedl_env(tmp_path / "home", PATH=f"{self.sandbox.fakes}:{SANDBOX_PATH}",
-                               PEDL_IMDS_URL=metadata_server.url, PYTHONUNBUFFERED="1",
-                               FAKE_LOG=str(self.sandbox.fake_log), FAKE_STATE=str(self.sandbox.state)),
-                    **self.aws, **pip_env()}
+        self.env = {
+            **pedl_env(
+                tmp_path / "home",
+                PATH=f"{self.sandbox.fakes}:{SANDBOX_PATH}",
+                PEDL_IMDS_URL=metadata_server.url,
+                PYTHONUNBUFFERED="1",
+                FAKE_LOG=str(self.sandbox.fake_log),
+                FAKE_STATE=str(self.sandbox.state),
+            ),
+            **self.aws,
+            **pip_env(),
+        }
         self.home = self.sandbox.path("/usr/local/pedl")
         self.venv_pedl = self.home / "venv" / "bin" / "pedl"
         self.data_dir = self.sandbox.path("/var/lib/pedl")
@@ -181,16 +213,30 @@ class Boot:
 
     def installed(self) -> tuple[str, Path]:
         """The version and the location of the pedl in the sandbox's venv."""
-        found = subprocess.run([str(self.home / "venv" / "bin" / "python"), "-c",
-                                "import pedl, pedl.version; print(pedl.version.__version__, pedl.__file__)"],
-                               capture_output=True, text=True, env=pedl_env(self.work / "home"), cwd="/", check=True)
+        found = subprocess.run(
+            [
+                str(self.home / "venv" / "bin" / "python"),
+                "-c",
+                "import pedl, pedl.version; print(pedl.version.__version__, pedl.__file__)",
+            ],
+            capture_output=True,
+            text=True,
+            env=pedl_env(self.work / "home"),
+            cwd="/",
+            check=True,
+        )
         version, file = found.stdout.split()
         return version, Path(file)
 
     def check_config(self) -> None:
-        checked = subprocess.run([str(self.venv_pedl), "master", "check-config", str(self.config)],
-                                 capture_output=True, text=True, env=pedl_env(self.work / "home"), cwd=self.work,
-                                 check=False)
+        checked = subprocess.run(
+            [str(self.venv_pedl), "master", "check-config", str(self.config)],
+            capture_output=True,
+            text=True,
+            env=pedl_env(self.work / "home"),
+            cwd=self.work,
+            check=False,
+        )
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
     @contextmanager
@@ -200,19 +246,21 @@ class Boot:
         port = free_port()
         log = self.work / "master.log"
         with open(log, "ab") as f:
-            proc = subprocess.Popen([str(self.venv_pedl), "master", "run", "--config", str(self.config),
-                                     "--port", str(port)],
-                                    stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.work,
-                                    env=pedl_env(self.work / "home", PEDL_IMDS_URL=self.metadata_server.url,
-                                                 **self.aws))
+            proc = subprocess.Popen(
+                [str(self.venv_pedl), "master", "run", "--config", str(self.config), "--port", str(port)],
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.work,
+                env=pedl_env(self.work / "home", PEDL_IMDS_URL=self.metadata_server.url, **self.aws),
+            )
         try:
             verify: Any = True
             if tls:
                 import ssl
 
                 verify = ssl.create_default_context(cafile=str(self.data_dir / "tls" / "ca.crt"))
-                urllib.request.install_opener(
-                    urllib.request.build_opener(urllib.request.HTTPSHandler(context=verify)))
+                urllib.request.install_opener(urllib.request.build_opener(urllib.request.HTTPSHandler(context=verify)))
             url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
             yield url, wait_info(url, proc, log, timeout=60), verify
         finally:
@@ -226,7 +274,8 @@ class Boot:
 
 
 def test_the_master_user_data_installs_pedl_and_writes_a_master_yaml_that_starts(
-        tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer) -> None:
+    tmp_path: Path, moto_endpoint: str, metadata_server: FakeMetadataServer
+) -> None:
     """The first boot and the boots after it, the upgrade to the next release on the same machine, then
     TLS turned on by a stack update (every boot writes master.yaml and makes what it needs): one
     machine for all, since each fresh install of pedl costs most of a minute."""
@@ -301,8 +350,9 @@ def newer_release(tmp_path: Path) -> tuple[str, Wheel]:
     """A wheel of this pedl that says it is the next release, as `up` of a newer CLI would upload."""
     version = f"{__version__}.post1"
     package = tmp_path / "next-release" / "pedl"
-    shutil.copytree(Path(pedl.__file__).resolve().parent, package,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        Path(pedl.__file__).resolve().parent, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     text = (package / "version.py").read_text()
     (package / "version.py").write_text(text.replace(f'__version__ = "{__version__}"', f'__version__ = "{version}"'))
     return version, build_wheel(package, version=version)
@@ -311,8 +361,11 @@ def newer_release(tmp_path: Path) -> tuple[str, Wheel]:
 def store_a_user(url: str) -> None:
     login = httpx.post(f"{url}/api/v1/auth/login", json={"username": "admin", "password": ""}).json()
     auth = {"Authorization": f"Bearer {login['token']}"}
-    made = httpx.post(f"{url}/api/v1/users", headers=auth,
-                      json={"user": {"username": "kept-across-upgrades", "active": True}, "password": "pw"})
+    made = httpx.post(
+        f"{url}/api/v1/users",
+        headers=auth,
+        json={"user": {"username": "kept-across-upgrades", "active": True}, "password": "pw"},
+    )
     assert made.status_code == 200, made.text
 
 
@@ -333,7 +386,6 @@ def upgrade_keeps_the_data(boot: Boot, options: DeployOptions, tmp_path: Path) -
     boot.check_config()
     with boot.master() as (url, info, _):
         assert info["pedlVersion"] == version
-        login = httpx.post(f"{url}/api/v1/auth/login", json={"username": "kept-across-upgrades",
-                                                             "password": "pw"})
+        login = httpx.post(f"{url}/api/v1/auth/login", json={"username": "kept-across-upgrades", "password": "pw"})
         assert login.status_code == 200, login.text
     return version, wheel

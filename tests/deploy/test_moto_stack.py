@@ -36,8 +36,9 @@ def deploy(endpoint: str, options: DeployOptions) -> tuple[dict[str, str], dict[
     """Create the stack; (outputs, physical ids by logical id, types moto skipped)."""
     cfn = client(endpoint, "cloudformation")
     template = build_template(options)
-    cfn.create_stack(StackName=options.stack_name, TemplateBody=template_yaml(template),
-                     Capabilities=["CAPABILITY_IAM"])
+    cfn.create_stack(
+        StackName=options.stack_name, TemplateBody=template_yaml(template), Capabilities=["CAPABILITY_IAM"]
+    )
     (stack,) = cfn.describe_stacks(StackName=options.stack_name)["Stacks"]
     assert stack["StackStatus"] == "CREATE_COMPLETE", stack.get("StackStatusReason")
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
@@ -62,8 +63,9 @@ def test_the_default_stack_on_moto(moto_endpoint: str, network: MotoNetwork) -> 
     (volume,) = ec2.describe_volumes(VolumeIds=[outputs["DataVolumeId"]])["Volumes"]
     assert volume["Size"] >= 100  # (moto leaves a volume's Tags property out; test_template checks it)
     assert [a["InstanceId"] for a in volume["Attachments"]] == [instance["InstanceId"]]
-    user_data = base64.b64decode(ec2.describe_instance_attribute(
-        InstanceId=instance["InstanceId"], Attribute="userData")["UserData"]["Value"]).decode()
+    user_data = base64.b64decode(
+        ec2.describe_instance_attribute(InstanceId=instance["InstanceId"], Attribute="userData")["UserData"]["Value"]
+    ).decode()
     assert f"VOLUME_ID={volume['VolumeId']}\n" in user_data
     assert f"bucket: {outputs['CheckpointBucket']}\n" in user_data
     assert f"image_id: {network.image_id}\n" in user_data
@@ -76,10 +78,14 @@ def test_the_default_stack_on_moto(moto_endpoint: str, network: MotoNetwork) -> 
     names = {outputs["MasterSecurityGroupId"]: ids.MASTER_SG, outputs["AgentSecurityGroupId"]: ids.AGENT_SG}
     groups = {names[g["GroupId"]]: g for g in ec2.describe_security_groups(GroupIds=list(names))["SecurityGroups"]}
     assert _rules(groups[ids.MASTER_SG]["IpPermissions"], names) == {
-        ("tcp", 8080, 8080, f"sg:{ids.AGENT_SG}"), ("tcp", 8080, 8080, "cidr:203.0.113.0/24"),
-        ("tcp", 22, 22, "cidr:203.0.113.0/24")}
+        ("tcp", 8080, 8080, f"sg:{ids.AGENT_SG}"),
+        ("tcp", 8080, 8080, "cidr:203.0.113.0/24"),
+        ("tcp", 22, 22, "cidr:203.0.113.0/24"),
+    }
     assert _rules(groups[ids.AGENT_SG]["IpPermissions"], names) == {
-        ("tcp", 0, 65535, f"sg:{ids.MASTER_SG}"), ("tcp", 0, 65535, f"sg:{ids.AGENT_SG}")}
+        ("tcp", 0, 65535, f"sg:{ids.MASTER_SG}"),
+        ("tcp", 0, 65535, f"sg:{ids.AGENT_SG}"),
+    }
 
     # IAM: the master's EC2 actions are the seeds'; PassRole names the agents' role
     master_role = physical[ids.MASTER_ROLE]
@@ -98,17 +104,20 @@ def test_the_default_stack_on_moto(moto_endpoint: str, network: MotoNetwork) -> 
 
 
 def test_rds_tls_spot_and_an_elastic_ip_on_moto(moto_endpoint: str, network: MotoNetwork) -> None:
-    options = DeployOptions(cluster_id="full", keypair=network.key_name, db="rds", tls=True, spot=True,
-                            elastic_ip=True)
+    options = DeployOptions(cluster_id="full", keypair=network.key_name, db="rds", tls=True, spot=True, elastic_ip=True)
     outputs, physical, skipped = deploy(moto_endpoint, options)
     assert skipped <= MOTO_UNSUPPORTED
     assert outputs["MasterUrl"].startswith("https://") and outputs["MasterUrl"].endswith(":8443")
-    (db,) = client(moto_endpoint, "rds").describe_db_instances(
-        DBInstanceIdentifier=physical[ids.DATABASE])["DBInstances"]
+    (db,) = client(moto_endpoint, "rds").describe_db_instances(DBInstanceIdentifier=physical[ids.DATABASE])[
+        "DBInstances"
+    ]
     assert db["Engine"] == "postgres" and db["Endpoint"]["Address"] == outputs["DatabaseEndpoint"]
     ec2 = client(moto_endpoint, "ec2")
-    user_data = base64.b64decode(ec2.describe_instance_attribute(
-        InstanceId=outputs["MasterInstanceId"], Attribute="userData")["UserData"]["Value"]).decode()
+    user_data = base64.b64decode(
+        ec2.describe_instance_attribute(InstanceId=outputs["MasterInstanceId"], Attribute="userData")["UserData"][
+            "Value"
+        ]
+    ).decode()
     assert f"host: {outputs['DatabaseEndpoint']}\n" in user_data
     assert "password" not in user_data and "password" not in repr(outputs)
     document = role_policy(moto_endpoint, physical[ids.MASTER_ROLE], "pedl-master")
@@ -121,8 +130,13 @@ def test_rds_tls_spot_and_an_elastic_ip_on_moto(moto_endpoint: str, network: Mot
 def test_an_existing_vpc_on_moto_and_what_deleting_keeps(moto_endpoint: str, network: MotoNetwork) -> None:
     """(Deleting a stack that made its VPC fails on moto, which leaves the route table behind.)"""
     subnet = client(moto_endpoint, "ec2").describe_subnets(SubnetIds=[network.subnet_id])["Subnets"][0]
-    options = DeployOptions(cluster_id="mine", keypair=network.key_name, vpc_id=network.vpc_id,
-                            subnet_id=network.subnet_id, availability_zone=subnet["AvailabilityZone"])
+    options = DeployOptions(
+        cluster_id="mine",
+        keypair=network.key_name,
+        vpc_id=network.vpc_id,
+        subnet_id=network.subnet_id,
+        availability_zone=subnet["AvailabilityZone"],
+    )
     outputs, physical, _ = deploy(moto_endpoint, options)
     assert ids.VPC not in physical and ids.SUBNET not in physical
     assert outputs["VpcId"] == network.vpc_id and outputs["SubnetId"] == network.subnet_id

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")
 def create(endpoint: str, network: MotoNetwork) -> str:
     options = DeployOptions(cluster_id="demo", keypair=network.key_name)
     return client(endpoint, "cloudformation").create_stack(
-        StackName="pedl-demo", TemplateBody=template_yaml(build_template(options)),
-        Capabilities=["CAPABILITY_IAM"])["StackId"]
+        StackName="pedl-demo", TemplateBody=template_yaml(build_template(options)), Capabilities=["CAPABILITY_IAM"]
+    )["StackId"]
 
 
 def test_each_event_is_returned_once_oldest_first(moto_endpoint: str, network: MotoNetwork) -> None:
@@ -41,31 +41,46 @@ def test_a_failed_operation_gives_each_failed_resource_s_reason(moto_endpoint: s
     stack_id = create(moto_endpoint, network)
     aws = AwsSession(REGION, moto_endpoint)
     feed = EventFeed.from_now(aws, stack_id)
-    add_stack_event("pedl-demo", "DataVolumeAttachment", "AWS::EC2::VolumeAttachment", "UPDATE_FAILED",
-                    "vol-1 is already attached to an instance (Service: Ec2, Status Code: 400, VolumeInUse)")
+    add_stack_event(
+        "pedl-demo",
+        "DataVolumeAttachment",
+        "AWS::EC2::VolumeAttachment",
+        "UPDATE_FAILED",
+        "vol-1 is already attached to an instance (Service: Ec2, Status Code: 400, VolumeInUse)",
+    )
     add_stack_event("pedl-demo", "MasterInstance", "AWS::EC2::Instance", "UPDATE_COMPLETE", None)
     set_stack_status("pedl-demo", "UPDATE_ROLLBACK_COMPLETE")
     lines: list[str] = []
-    outcome = wait_for_stack(aws, stack_id, operation="UPDATE", what="the update", feed=feed,
-                             progress=Progress(event=lines.append))
+    outcome = wait_for_stack(
+        aws, stack_id, operation="UPDATE", what="the update", feed=feed, progress=Progress(event=lines.append)
+    )
     assert not outcome.ok and outcome.status == "UPDATE_ROLLBACK_COMPLETE"
-    assert outcome.failures == ["DataVolumeAttachment (AWS::EC2::VolumeAttachment) UPDATE_FAILED: vol-1 is already "
-                                "attached to an instance (Service: Ec2, Status Code: 400, VolumeInUse)"]
+    assert outcome.failures == [
+        "DataVolumeAttachment (AWS::EC2::VolumeAttachment) UPDATE_FAILED: vol-1 is already "
+        "attached to an instance (Service: Ec2, Status Code: 400, VolumeInUse)"
+    ]
     assert [line.split()[1] for line in lines] == ["DataVolumeAttachment", "MasterInstance"]
 
 
 def test_a_completed_operation_is_ok(moto_endpoint: str, network: MotoNetwork) -> None:
     stack_id = create(moto_endpoint, network)
     aws = AwsSession(REGION, moto_endpoint)
-    outcome = wait_for_stack(aws, stack_id, operation="CREATE", what="the stack", feed=EventFeed(aws, stack_id),
-                             progress=Progress())
+    outcome = wait_for_stack(
+        aws, stack_id, operation="CREATE", what="the stack", feed=EventFeed(aws, stack_id), progress=Progress()
+    )
     assert outcome.ok and outcome.status == "CREATE_COMPLETE" and outcome.failures == []
 
 
 def test_format_event() -> None:
     when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
-    line = format_event({"Timestamp": when, "LogicalResourceId": "CheckpointBucket",
-                         "ResourceStatus": "CREATE_FAILED", "ResourceStatusReason": "Access Denied"})
+    line = format_event(
+        {
+            "Timestamp": when,
+            "LogicalResourceId": "CheckpointBucket",
+            "ResourceStatus": "CREATE_FAILED",
+            "ResourceStatusReason": "Access Denied",
+        }
+    )
     assert line.split(None, 1)[1] == "CheckpointBucket             CREATE_FAILED        Access Denied"
     assert line.split()[0] == when.astimezone().strftime("%H:%M:%S")
     bare = format_event({"Timestamp": when, "LogicalResourceId": "X", "ResourceStatus": "CREATE_COMPLETE"})

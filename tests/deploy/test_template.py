@@ -34,8 +34,7 @@ from tests.deploy.template_samples import (
 
 # the seeds' IAM policy (000/001: four actions; 002: the spot calls), written out here on purpose
 SEED_EC2_ACTIONS = ["ec2:DescribeInstances", "ec2:TerminateInstances", "ec2:CreateTags", "ec2:RunInstances"]
-SEED_SPOT_ACTIONS = ["ec2:CancelSpotInstanceRequests", "ec2:RequestSpotInstances",
-                     "ec2:DescribeSpotInstanceRequests"]
+SEED_SPOT_ACTIONS = ["ec2:CancelSpotInstanceRequests", "ec2:RequestSpotInstances", "ec2:DescribeSpotInstanceRequests"]
 REGIONS = ["us-east-1", "eu-west-1"]
 
 
@@ -86,11 +85,17 @@ def expected_rules(o: DeployOptions) -> set[tuple[str, str, str, int | None, int
         (a, "out", "tcp", 0, 65535, "cidr:0.0.0.0/0"),  # agent egress
     }
     # what the master needs beyond the seeds (template_network.py says why): SSH, HTTPS, HTTP
-    added = {(m, "in", "tcp", 22, 22, cidr), (m, "out", "tcp", 443, 443, "cidr:0.0.0.0/0"),
-             (m, "out", "tcp", 80, 80, "cidr:0.0.0.0/0")}
+    added = {
+        (m, "in", "tcp", 22, 22, cidr),
+        (m, "out", "tcp", 443, 443, "cidr:0.0.0.0/0"),
+        (m, "out", "tcp", 80, 80, "cidr:0.0.0.0/0"),
+    }
     if o.db == "rds":
-        added |= {(m, "out", "tcp", 5432, 5432, f"sg:{d}"), (d, "in", "tcp", 5432, 5432, f"sg:{m}"),
-                  (d, "out", "-1", None, None, "cidr:127.0.0.1/32")}
+        added |= {
+            (m, "out", "tcp", 5432, 5432, f"sg:{d}"),
+            (d, "in", "tcp", 5432, 5432, f"sg:{m}"),
+            (d, "out", "-1", None, None, "cidr:127.0.0.1/32"),
+        }
     return seeds | added
 
 
@@ -122,8 +127,9 @@ def test_master_role_has_exactly_the_seeds_ec2_actions(spot: bool) -> None:
 
 
 def test_master_role_passes_the_agent_role_only() -> None:
-    statements = role_statements(build_template(options_for(True, "embedded", False, False, False, False)),
-                                 ids.MASTER_ROLE)
+    statements = role_statements(
+        build_template(options_for(True, "embedded", False, False, False, False)), ids.MASTER_ROLE
+    )
     (pass_role,) = [s for s in statements if any(a.startswith("iam:") for a in actions_of(s))]
     assert actions_of(pass_role) == ["iam:PassRole"]
     assert pass_role["Resource"] == {"Fn::GetAtt": [ids.AGENT_ROLE, "Arn"]}
@@ -131,8 +137,9 @@ def test_master_role_passes_the_agent_role_only() -> None:
 
 
 def _on_the_bucket(resource: Any) -> bool:
-    return resource == {"Fn::GetAtt": [ids.BUCKET, "Arn"]} or \
-        resource == {"Fn::Sub": "arn:${AWS::Partition}:s3:::${CheckpointBucket}/*"}
+    return resource == {"Fn::GetAtt": [ids.BUCKET, "Arn"]} or resource == {
+        "Fn::Sub": "arn:${AWS::Partition}:s3:::${CheckpointBucket}/*"
+    }
 
 
 @pytest.mark.parametrize("db", ["embedded", "rds"])
@@ -143,8 +150,14 @@ def test_the_rest_of_the_master_role_is_the_bucket_and_the_database_secret(db: s
     assert s3 and all(_on_the_bucket(s["Resource"]) for s in s3)
     secrets = [s for s in rest if s not in s3]
     if db == "rds":
-        assert secrets == [{"Sid": "PedlMasterReadsDatabaseSecret", "Effect": "Allow",
-                            "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": ids.DB_SECRET}}]
+        assert secrets == [
+            {
+                "Sid": "PedlMasterReadsDatabaseSecret",
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": {"Ref": ids.DB_SECRET},
+            }
+        ]
     else:
         assert secrets == []
 
@@ -187,8 +200,7 @@ def test_the_database_password_is_in_no_user_data_and_no_output(combo: tuple[Any
     secret = template["Resources"][ids.DB_SECRET]["Properties"]
     assert "SecretString" not in secret and secret["GenerateSecretString"]["GenerateStringKey"] == "password"
     db = template["Resources"][ids.DATABASE]["Properties"]
-    assert db["MasterUserPassword"] == {
-        "Fn::Sub": "{{resolve:secretsmanager:${DatabaseSecret}:SecretString:password}}"}
+    assert db["MasterUserPassword"] == {"Fn::Sub": "{{resolve:secretsmanager:${DatabaseSecret}:SecretString:password}}"}
     # the dynamic references are in the database's properties and nowhere else
     elsewhere = {k: v for k, v in template["Resources"].items() if k != ids.DATABASE}
     assert not [s for s in _strings(elsewhere) + _strings(template["Outputs"]) if "resolve:" in s]
@@ -204,7 +216,8 @@ def test_the_database_password_is_in_no_user_data_and_no_output(combo: tuple[Any
 def test_data_is_kept_when_the_stack_goes(db: str) -> None:
     resources = build_template(options_for(False, db, False, False, False, False))["Resources"]
     for name, policy in [(ids.BUCKET, "Retain"), (ids.DATA_VOLUME, "Retain")] + (
-            [(ids.DATABASE, "Snapshot"), (ids.DB_SECRET, "Retain")] if db == "rds" else []):
+        [(ids.DATABASE, "Snapshot"), (ids.DB_SECRET, "Retain")] if db == "rds" else []
+    ):
         assert resources[name]["DeletionPolicy"] == policy, name
         assert resources[name]["UpdateReplacePolicy"] == policy, name
     volume = resources[ids.DATA_VOLUME]["Properties"]
@@ -234,8 +247,13 @@ def test_every_taggable_resource_carries_the_tag_pair(combo: tuple[Any, ...]) ->
 
 def test_the_network_is_made_unless_given() -> None:
     made = build_template(options_for(False, "rds", False, False, False, False))
-    for kind in ("AWS::EC2::VPC", "AWS::EC2::InternetGateway", "AWS::EC2::VPCGatewayAttachment", "AWS::EC2::Route",
-                 "AWS::EC2::SubnetRouteTableAssociation"):
+    for kind in (
+        "AWS::EC2::VPC",
+        "AWS::EC2::InternetGateway",
+        "AWS::EC2::VPCGatewayAttachment",
+        "AWS::EC2::Route",
+        "AWS::EC2::SubnetRouteTableAssociation",
+    ):
         assert len(resources_of_type(made, kind)) == 1, kind
     assert len(resources_of_type(made, "AWS::EC2::Subnet")) == 3  # public, and two database subnets
     route = resources_of_type(made, "AWS::EC2::Route")[ids.DEFAULT_ROUTE]["Properties"]
@@ -245,8 +263,9 @@ def test_the_network_is_made_unless_given() -> None:
         assert resources_of_type(given, kind) == {}, kind
     (nic,) = given["Resources"][ids.MASTER]["Properties"]["NetworkInterfaces"]
     assert nic["SubnetId"] == SUBNET
-    assert given["Resources"][ids.DB_SUBNET_GROUP]["Properties"]["SubnetIds"] == list(options_for(
-        False, "rds", True, False, False, False).db_subnet_ids)
+    assert given["Resources"][ids.DB_SUBNET_GROUP]["Properties"]["SubnetIds"] == list(
+        options_for(False, "rds", True, False, False, False).db_subnet_ids
+    )
     # the data volume must be in the given subnet's zone: a parameter, with a default when it is known
     assert given["Parameters"][ids.AZ_PARAM]["Type"] == "AWS::EC2::AvailabilityZone::Name"
     assert "Default" not in given["Parameters"][ids.AZ_PARAM]
@@ -256,9 +275,11 @@ def test_the_network_is_made_unless_given() -> None:
 
 def test_amis_come_from_ssm_unless_the_agent_ami_is_given() -> None:
     default = build_template(options_for(False, "embedded", False, False, False, False))["Parameters"]
-    assert default[ids.MASTER_IMAGE_PARAM] == {**default[ids.MASTER_IMAGE_PARAM],
-                                               "Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>",
-                                               "Default": MASTER_AMI_PARAMETER}
+    assert default[ids.MASTER_IMAGE_PARAM] == {
+        **default[ids.MASTER_IMAGE_PARAM],
+        "Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>",
+        "Default": MASTER_AMI_PARAMETER,
+    }
     assert default[ids.AGENT_IMAGE_PARAM]["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
     assert default[ids.AGENT_IMAGE_PARAM]["Default"] == AGENT_AMI_PARAMETER
     assert "deeplearning" in AGENT_AMI_PARAMETER and "gpu" in AGENT_AMI_PARAMETER
@@ -277,16 +298,28 @@ def test_user_data_refers_only_to_names_of_the_stack(combo: tuple[Any, ...]) -> 
     assert {ids.DATA_VOLUME, ids.BUCKET, ids.AGENT_IMAGE_PARAM} <= {n.split(".", 1)[0] for n in used}
 
 
-@pytest.mark.parametrize(("tls", "elastic_ip", "url"), [
-    (False, False, ["http://", {"Fn::GetAtt": [ids.MASTER, "PublicIp"]}, ":8080"]),
-    (True, True, ["https://", {"Ref": ids.ELASTIC_IP}, ":8443"]),
-])
+@pytest.mark.parametrize(
+    ("tls", "elastic_ip", "url"),
+    [
+        (False, False, ["http://", {"Fn::GetAtt": [ids.MASTER, "PublicIp"]}, ":8080"]),
+        (True, True, ["https://", {"Ref": ids.ELASTIC_IP}, ":8443"]),
+    ],
+)
 def test_outputs(tls: bool, elastic_ip: bool, url: list[Any]) -> None:
     template = build_template(options_for(False, "embedded", False, tls, elastic_ip, False))
     outputs = template["Outputs"]
     assert outputs["MasterUrl"]["Value"] == {"Fn::Join": ["", url]}
-    for key in ("MasterInstanceId", "CheckpointBucket", "DataVolumeId", "MasterSecurityGroupId",
-                "AgentSecurityGroupId", "AgentInstanceProfileArn", "VpcId", "SubnetId", "PedlVersion"):
+    for key in (
+        "MasterInstanceId",
+        "CheckpointBucket",
+        "DataVolumeId",
+        "MasterSecurityGroupId",
+        "AgentSecurityGroupId",
+        "AgentInstanceProfileArn",
+        "VpcId",
+        "SubnetId",
+        "PedlVersion",
+    ):
         assert key in outputs, key
     assert (outputs["TagKey"]["Value"], outputs["TagValue"]["Value"]) == ("pedl-cluster", "demo")
     assert ("CaCertificateUrl" in outputs) == tls

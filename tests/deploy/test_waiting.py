@@ -27,18 +27,23 @@ def progress(clock: FakeClock, lines: list[str]) -> Progress:
 def test_it_reports_while_it_waits_and_returns_the_result() -> None:
     clock, lines = FakeClock(), []
     answers = iter([None] * 13 + ["ready"])
-    assert wait_until(lambda: next(answers), what="the stack", timeout_s=600, progress=progress(clock, lines)) \
-        == "ready"
-    assert lines == ["waiting for the stack", "still waiting for the stack (30s)",
-                     "still waiting for the stack (1m00s)"]
+    assert (
+        wait_until(lambda: next(answers), what="the stack", timeout_s=600, progress=progress(clock, lines)) == "ready"
+    )
+    assert lines == [
+        "waiting for the stack",
+        "still waiting for the stack (30s)",
+        "still waiting for the stack (1m00s)",
+    ]
     assert clock.now == 65
 
 
 def test_it_gives_up_at_the_timeout_with_a_hint() -> None:
     clock, lines = FakeClock(), []
     with pytest.raises(DeployError, match=r"gave up waiting for the volume after 2m00s; delete it by hand"):
-        wait_until(lambda: None, what="the volume", timeout_s=120, progress=progress(clock, lines),
-                   hint="delete it by hand")
+        wait_until(
+            lambda: None, what="the volume", timeout_s=120, progress=progress(clock, lines), hint="delete it by hand"
+        )
 
 
 def test_elapsed() -> None:

@@ -36,17 +36,29 @@ def fetch_step() -> str:
 
 def run_fetch(endpoint: str, bucket: str, dest: Path, wait: float, sha: str = SHA) -> subprocess.CompletedProcess:
     env = {**os.environ, "AWS_ENDPOINT_URL": endpoint}
-    return subprocess.run([sys.executable, "-", bucket, KEY, sha, str(dest), REGION, str(wait), "0.2"],
-                          input=fetch_step(), capture_output=True, text=True, env=env, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-", bucket, KEY, sha, str(dest), REGION, str(wait), "0.2"],
+        input=fetch_step(),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_it_waits_for_the_upload_then_installs_what_up_uploaded(moto_endpoint: str, tmp_path: Path) -> None:
     s3 = client(moto_endpoint, "s3")
     s3.create_bucket(Bucket="pedl-demo-bucket")
     env = {**os.environ, "AWS_ENDPOINT_URL": moto_endpoint, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-", "pedl-demo-bucket", KEY, SHA, str(tmp_path / "pedl.whl"), REGION,
-                             "30", "0.2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-", "pedl-demo-bucket", KEY, SHA, str(tmp_path / "pedl.whl"), REGION, "30", "0.2"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(fetch_step())
     proc.stdin.close()
@@ -86,8 +98,7 @@ def test_up_uploads_the_wheel_once_and_again_when_it_changes(moto_endpoint: str)
     s3.create_bucket(Bucket="pedl-demo-bucket")
     aws, lines = AwsSession(REGION, moto_endpoint), []
     first = Wheel("pedl-9.9.9-py3-none-any.whl", DATA, SHA)
-    assert upload_wheel(aws, "pedl-demo-bucket", first, Progress(step=lines.append)) == \
-        f"s3://pedl-demo-bucket/{KEY}"
+    assert upload_wheel(aws, "pedl-demo-bucket", first, Progress(step=lines.append)) == f"s3://pedl-demo-bucket/{KEY}"
     upload_wheel(aws, "pedl-demo-bucket", first, Progress(step=lines.append))
     rebuilt = Wheel(first.filename, b"PK another build", hashlib.sha256(b"PK another build").hexdigest())
     upload_wheel(aws, "pedl-demo-bucket", rebuilt, Progress(step=lines.append))

@@ -44,21 +44,45 @@ class AWSCluster(Cluster):
     """A master whose default pool launches EC2 instances in moto (through the fault proxy), and
     the cloud twin that turns every running tagged instance into a real agent."""
 
-    def __init__(self, work: Path, moto_url: str, net: MotoNetwork, proxy: EC2FaultProxy, *,
-                 provider: dict[str, Any] | None = None, config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        work: Path,
+        moto_url: str,
+        net: MotoNetwork,
+        proxy: EC2FaultProxy,
+        *,
+        provider: dict[str, Any] | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
         port = free_port()  # the agents' master URL is in the pool's config: the port is chosen first
         url = f"http://127.0.0.1:{port}"
         pool_provider = {
-            "type": "aws", "region": REGION, "endpoint_url": proxy.url, "image_id": net.image_id,
-            "ssh_key_name": net.key_name, "tag_key": TAG_KEY, "tag_value": TAG_VALUE, "instance_name": INSTANCE_NAME,
-            "master_url": url, "instance_type": INSTANCE_TYPE, "max_instances": 2,
-            "max_idle_agent_period": f"{IDLE:g}s", "launch_error_backoff": f"{BACKOFF:g}s",
+            "type": "aws",
+            "region": REGION,
+            "endpoint_url": proxy.url,
+            "image_id": net.image_id,
+            "ssh_key_name": net.key_name,
+            "tag_key": TAG_KEY,
+            "tag_value": TAG_VALUE,
+            "instance_name": INSTANCE_NAME,
+            "master_url": url,
+            "instance_type": INSTANCE_TYPE,
+            "max_instances": 2,
+            "max_idle_agent_period": f"{IDLE:g}s",
+            "launch_error_backoff": f"{BACKOFF:g}s",
             "launch_error_backoff_max": f"{BACKOFF_MAX:g}s",
-            "network_interface": {"public_ip": False, "subnet_id": net.subnet_id,
-                                  "security_group_id": net.security_group_id},
-            **(provider or {})}
-        cfg = {"agent_reconnect_wait": "4s",
-               "resource_pools": [{"pool_name": "default", "provider": pool_provider}], **(config or {})}
+            "network_interface": {
+                "public_ip": False,
+                "subnet_id": net.subnet_id,
+                "security_group_id": net.security_group_id,
+            },
+            **(provider or {}),
+        }
+        cfg = {
+            "agent_reconnect_wait": "4s",
+            "resource_pools": [{"pool_name": "default", "provider": pool_provider}],
+            **(config or {}),
+        }
         super().__init__(work, None, cfg)
         written = yaml.safe_load(self.master.config_path.read_text())
         written.pop("port")
@@ -113,12 +137,18 @@ class AWSCluster(Cluster):
 
     def explain(self) -> str:
         """What a failed assertion should show: the proxy's calls, the twin's view, the master's log."""
-        calls = ", ".join(f"{c.action}{'!' + c.error if c.error else ''}" for c in self.proxy.calls()
-                          if c.action not in ("DescribeInstances", "DescribeSpotInstanceRequests"))
-        machines = {i: (m.instance_type, m.spot, m.skipped, m.gone_at is not None)
-                    for i, m in self.twin.machines.items()}
-        return (f"calls: {calls}\ntwin: {machines} errors: {self.twin.errors[-3:]}\n"
-                f"master log:\n{self.master.log_text()[-3000:]}")
+        calls = ", ".join(
+            f"{c.action}{'!' + c.error if c.error else ''}"
+            for c in self.proxy.calls()
+            if c.action not in ("DescribeInstances", "DescribeSpotInstanceRequests")
+        )
+        machines = {
+            i: (m.instance_type, m.spot, m.skipped, m.gone_at is not None) for i, m in self.twin.machines.items()
+        }
+        return (
+            f"calls: {calls}\ntwin: {machines} errors: {self.twin.errors[-3:]}\n"
+            f"master log:\n{self.master.log_text()[-3000:]}"
+        )
 
 
 @pytest.fixture(scope="module", name="moto_url")

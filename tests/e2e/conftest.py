@@ -20,8 +20,12 @@ MODELS = Path(__file__).parent / "models"
 __all__ = ["enterable_tmp"]  # a fixture: a directory every user may enter
 pytestmark = pytest.mark.e2e
 
-FAST_AGENTS = {"agent_heartbeat_interval": "0.5s", "agent_heartbeat_timeout": "3s", "agent_reconnect_wait": "8s",
-               "task_kill_grace_period": "3s"}
+FAST_AGENTS = {
+    "agent_heartbeat_interval": "0.5s",
+    "agent_heartbeat_timeout": "3s",
+    "agent_reconnect_wait": "8s",
+    "task_kill_grace_period": "3s",
+}
 
 
 def rendezvous_ports() -> str:
@@ -45,8 +49,12 @@ class Cluster:
         if not (work / "ckpts").is_symlink():
             work.mkdir(parents=True, exist_ok=True)
             (work / "ckpts").symlink_to(self.ckpts)
-        cfg = {**FAST_AGENTS, "rendezvous_port_range": rendezvous_ports(),
-               "checkpoint_storage": {"type": "shared_fs", "host_path": str(self.ckpts)}, **(config or {})}
+        cfg = {
+            **FAST_AGENTS,
+            "rendezvous_port_range": rendezvous_ports(),
+            "checkpoint_storage": {"type": "shared_fs", "host_path": str(self.ckpts)},
+            **(config or {}),
+        }
         if db:
             cfg["db"] = db
         self.master = HttpsMaster(work, tls, cfg) if tls else Master(work, cfg)
@@ -96,11 +104,18 @@ class Cluster:
 
 
 def steps_config(name: str = "steps", **hparams: Any) -> dict:
-    return {"name": name, "entrypoint": "python3 train.py", "max_restarts": hparams.pop("max_restarts", 2),
-            "hyperparameters": {"steps": 10, "delay": 0.05, **hparams},
-            "searcher": {"name": "single", "metric": "validation_loss",
-                         "max_length": {"batches": hparams.get("steps", 10)}},
-            "resources": {"slots_per_trial": 1}}
+    return {
+        "name": name,
+        "entrypoint": "python3 train.py",
+        "max_restarts": hparams.pop("max_restarts", 2),
+        "hyperparameters": {"steps": 10, "delay": 0.05, **hparams},
+        "searcher": {
+            "name": "single",
+            "metric": "validation_loss",
+            "max_length": {"batches": hparams.get("steps", 10)},
+        },
+        "resources": {"slots_per_trial": 1},
+    }
 
 
 @pytest.fixture

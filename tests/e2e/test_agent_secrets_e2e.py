@@ -44,8 +44,9 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def scan(c: Cluster, work: Path, secrets_by_name: dict[str, str], *, image: str | None = None,
-         roots: list[str] | None = None) -> tuple[list[list[str]], dict[str, int]]:
+def scan(
+    c: Cluster, work: Path, secrets_by_name: dict[str, str], *, image: str | None = None, roots: list[str] | None = None
+) -> tuple[list[list[str]], dict[str, int]]:
     """Run the scanning trial (in `image`, when given) over `roots` (default: the cluster's directory);
     what it found (name, where) and how much it read."""
     decoy_env, decoy_file = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
@@ -54,12 +55,18 @@ def scan(c: Cluster, work: Path, secrets_by_name: dict[str, str], *, image: str 
     decoy.chmod(0o644)
     names = {**secrets_by_name, "decoy in the environment": decoy_env, "decoy file": decoy_file}
     assert all(len(s) == 43 for s in names.values())  # what the trial looks for
-    config = {"name": "secret-scan", "entrypoint": "python3 train.py", "max_restarts": 0,
-              "hyperparameters": {"digests": json.dumps({n: digest(s) for n, s in names.items()}),
-                                  "roots": json.dumps(roots or [str(work)])},
-              "searcher": {"name": "single", "metric": "found", "max_length": {"batches": 1}},
-              "resources": {"slots_per_trial": 1},
-              "environment": {"environment_variables": [f"DECOY={decoy_env}"]}}
+    config = {
+        "name": "secret-scan",
+        "entrypoint": "python3 train.py",
+        "max_restarts": 0,
+        "hyperparameters": {
+            "digests": json.dumps({n: digest(s) for n, s in names.items()}),
+            "roots": json.dumps(roots or [str(work)]),
+        },
+        "searcher": {"name": "single", "metric": "found", "max_length": {"batches": 1}},
+        "resources": {"slots_per_trial": 1},
+        "environment": {"environment_variables": [f"DECOY={decoy_env}"]},
+    }
     if image is not None:
         config["environment"]["image"] = image
     exp_id = c.create(config, model_dir=MODELS / "secret_scan")
@@ -73,8 +80,13 @@ def scan(c: Cluster, work: Path, secrets_by_name: dict[str, str], *, image: str 
 
 
 def local_pool() -> dict:
-    provider = {"type": "local", "slots_per_instance": 1, "min_instances": 1, "max_instances": 1,
-                "max_idle_agent_period": "60s"}
+    provider = {
+        "type": "local",
+        "slots_per_instance": 1,
+        "min_instances": 1,
+        "max_instances": 1,
+        "max_idle_agent_period": "60s",
+    }
     return {"resource_pools": [{"pool_name": "default", "provider": provider}]}
 
 
@@ -86,17 +98,22 @@ def test_a_trial_finds_neither_the_agent_token_nor_its_agents_credential(work: P
     c = Cluster(work, None, local_pool() if local else None).start()
     try:
         if local:
-            instance = wait_for(lambda: [i for i in c.master.api("GET", "/api/v1/instances")["instances"]
-                                         if i["state"] == "RUNNING"], 60, what="the local instance's agent")[0]
+            instance = wait_for(
+                lambda: [i for i in c.master.api("GET", "/api/v1/instances")["instances"] if i["state"] == "RUNNING"],
+                60,
+                what="the local instance's agent",
+            )[0]
             agent_id = instance["id"]
             agent_dir = c.master.data_dir / "local-instances" / agent_id
         else:
             agent_id = "a1"
             c.add_agent(agent_id)
             agent_dir = work / f"agent-{agent_id}"
-        credential = wait_for(lambda: (agent_dir / "agent.credential").is_file()
-                              and (agent_dir / "agent.credential").read_text().strip(), 30,
-                              what="the agent's credential file")
+        credential = wait_for(
+            lambda: (agent_dir / "agent.credential").is_file() and (agent_dir / "agent.credential").read_text().strip(),
+            30,
+            what="the agent's credential file",
+        )
         assert (agent_dir / "agent.credential").stat().st_mode & 0o777 == 0o600
         found, read = scan(c, work, {"the agent token": c.master.agent_token, "the agent's credential": credential})
     finally:
@@ -113,8 +130,13 @@ def test_a_containerized_trial_finds_neither_either(work: Path, docker_daemon, t
         c.add_agent("a1")
         path = work / "agent-a1" / "agent.credential"
         credential = wait_for(lambda: path.is_file() and path.read_text().strip(), 30, what="the credential file")
-        found, read = scan(c, work, {"the agent token": c.master.agent_token, "the agent's credential": credential},
-                           image=test_image, roots=["/run/determined"])
+        found, read = scan(
+            c,
+            work,
+            {"the agent token": c.master.agent_token, "the agent's credential": credential},
+            image=test_image,
+            roots=["/run/determined"],
+        )
     finally:
         c.stop()
     assert {name for name, _ in found} == {"decoy in the environment"}, found
@@ -132,10 +154,17 @@ def test_a_rogue_with_the_agent_token_cannot_take_an_agents_id(work: Path) -> No
 
 def _rogue_against(cluster: Cluster, a1: LocalAgent) -> None:
     url = cluster.master.url.replace("http://", "ws://") + "/agents/ws"
-    register = proto.Register(agent_id="a1", hostname="rogue", address="127.0.0.1", version=__version__,
-                              slots=[proto.SlotInfo(id=str(i)) for i in range(4)])
-    with pytest.raises(ConnectionClosed) as info, \
-            connect(url, additional_headers={proto.TOKEN_HEADER: cluster.master.agent_token}) as rogue:
+    register = proto.Register(
+        agent_id="a1",
+        hostname="rogue",
+        address="127.0.0.1",
+        version=__version__,
+        slots=[proto.SlotInfo(id=str(i)) for i in range(4)],
+    )
+    with (
+        pytest.raises(ConnectionClosed) as info,
+        connect(url, additional_headers={proto.TOKEN_HEADER: cluster.master.agent_token}) as rogue,
+    ):
         rogue.send(register.model_dump_json())
         rogue.recv()
     assert info.value.rcvd is not None

@@ -47,8 +47,10 @@ def sandbox_python() -> str | None:
     for name in ("python3.13", "python3.12", "python3.11", "python3"):
         for directory in SANDBOX_PATH.split(":"):
             exe = Path(directory) / name
-            if exe.exists() and subprocess.run(
-                    [str(exe), "-c", "import sys; sys.exit(sys.version_info < (3, 11))"]).returncode == 0:
+            if (
+                exe.exists()
+                and subprocess.run([str(exe), "-c", "import sys; sys.exit(sys.version_info < (3, 11))"]).returncode == 0
+            ):
                 return str(exe)
     return None
 
@@ -84,15 +86,28 @@ class UserData:
         self.home.mkdir(parents=True)
         self.script.write_text(script)
         # a clean environment, as cloud-init gives: none of this test process's virtualenv or PYTHONPATH
-        self.env = {"PATH": path, "HOME": str(self.home), "LANG": "C.UTF-8", "PEDL_HOME": str(self.pedl_home),
-                    "PEDL_IMDS_URL": imds_url, "PYTHONUNBUFFERED": "1", **pip_env()}
+        self.env = {
+            "PATH": path,
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "PEDL_HOME": str(self.pedl_home),
+            "PEDL_IMDS_URL": imds_url,
+            "PYTHONUNBUFFERED": "1",
+            **pip_env(),
+        }
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> UserData:
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(["bash", str(self.script)], stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=self.env, cwd=self.work,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                ["bash", str(self.script)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                cwd=self.work,
+                start_new_session=True,
+            )
         return self
 
     def output(self) -> str:
@@ -160,8 +175,15 @@ def instance_secret(c: Cluster, instance_id: str = INSTANCE_ID) -> str:
     db = Database(load_master_config(c.master.config_path).database_url())
     try:
         with db.session() as s:
-            s.add(models.InstanceEnrollment(secret_hash=secret_hash(secret), resource_pool=POOL, launch_token="e2e",
-                                            instance_id=instance_id, created_at=time.time()))
+            s.add(
+                models.InstanceEnrollment(
+                    secret_hash=secret_hash(secret),
+                    resource_pool=POOL,
+                    launch_token="e2e",
+                    instance_id=instance_id,
+                    created_at=time.time(),
+                )
+            )
     finally:
         db.dispose()
     return secret
@@ -181,15 +203,25 @@ def wait_registered(c: Cluster, ud: UserData, timeout: float) -> None:
 
 def venv_pedl(pedl_home: Path) -> tuple[str, str]:
     """The version and the file of the pedl that the venv under PEDL_HOME imports."""
-    out = subprocess.run([str(pedl_home / "venv" / "bin" / "python"), "-c",
-                          "import pedl, pedl.version; print(pedl.version.__version__); print(pedl.__file__)"],
-                         capture_output=True, text=True, env={"PATH": SANDBOX_PATH}, cwd="/", check=True).stdout
+    out = subprocess.run(
+        [
+            str(pedl_home / "venv" / "bin" / "python"),
+            "-c",
+            "import pedl, pedl.version; print(pedl.version.__version__); print(pedl.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": SANDBOX_PATH},
+        cwd="/",
+        check=True,
+    ).stdout
     version, file = out.split()
     return version, file
 
 
-def test_a_stock_image_installs_the_masters_pedl_and_runs_a_trial(tmp_path: Path, run_user_data,
-                                                                   imds: FakeMetadataServer) -> None:
+def test_a_stock_image_installs_the_masters_pedl_and_runs_a_trial(
+    tmp_path: Path, run_user_data, imds: FakeMetadataServer
+) -> None:
     python = sandbox_python()
     if python is None:
         pytest.skip(f"no Python 3.11 or newer on {SANDBOX_PATH}: the user data would stop there")
@@ -219,9 +251,21 @@ def test_a_stock_image_installs_the_masters_pedl_and_runs_a_trial(tmp_path: Path
         assert secret.encode() not in Path(f"/proc/{ud.proc.pid}/environ").read_bytes()
         credential = ud.home / ".local" / "share" / "pedl" / "agent" / INSTANCE_ID / "agent.credential"
         assert credential.stat().st_mode & 0o777 == 0o600
-        package = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H",
-                                  f"X-Pedl-Agent-Token: {secret}", f"{c.master.url}/api/v1/pedl/package"],
-                                 capture_output=True, text=True)
+        package = subprocess.run(
+            [
+                "curl",
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-H",
+                f"X-Pedl-Agent-Token: {secret}",
+                f"{c.master.url}/api/v1/pedl/package",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert package.stdout == "401"
         assert ("PUT", "/latest/api/token", False) in imds.requests
         assert ("GET", "/latest/meta-data/instance-id", True) in imds.requests
@@ -245,8 +289,10 @@ def image_with_pedl(bin_dir: Path) -> Path:
     a directory, written as pip writes console scripts."""
     bin_dir.mkdir(parents=True)
     script = bin_dir / "pedl"
-    script.write_text(f"#!{sys.executable}\nimport sys\nfrom pedl.cli.main import main\n"
-                      "if __name__ == '__main__':\n    sys.exit(main())\n")
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom pedl.cli.main import main\n"
+        "if __name__ == '__main__':\n    sys.exit(main())\n"
+    )
     script.chmod(0o755)
     return script
 

@@ -18,9 +18,16 @@ pytestmark = pytest.mark.e2e
 def test_an_experiments_gc_runs_as_a_task_on_the_agent(cluster) -> None:
     c = cluster
     c.add_agent("a1")
-    config = {**steps_config("gc-task"),
-              "checkpoint_storage": {"type": "shared_fs", "host_path": str(c.ckpts), "save_trial_latest": 1,
-                                     "save_trial_best": 0, "save_experiment_best": 0}}
+    config = {
+        **steps_config("gc-task"),
+        "checkpoint_storage": {
+            "type": "shared_fs",
+            "host_path": str(c.ckpts),
+            "save_trial_latest": 1,
+            "save_trial_best": 0,
+            "save_experiment_best": 0,
+        },
+    }
     seen: set[str] = set()
     stop = threading.Event()
 

@@ -28,7 +28,8 @@ PREFIX = "e2e/checkpoints"
 def s3(moto_server: str) -> Iterator[object]:
     reset_moto(moto_server)
     client = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
-        "s3", endpoint_url=moto_server, region_name=REGION)
+        "s3", endpoint_url=moto_server, region_name=REGION
+    )
     client.create_bucket(Bucket=BUCKET)
     yield client
 
@@ -39,8 +40,11 @@ def s3_cluster(request: pytest.FixtureRequest, tmp_path: Path, s3: object, moto_
 
     def make(db: dict | None) -> Cluster:
         # the bucket is not the master's own storage: it must be an allowed storage root
-        c = Cluster(tmp_path, db, {"security": {"checkpoint_storage_roots": [f"s3://{BUCKET}/{PREFIX}"],
-                                                "s3_endpoint_urls": [moto_server]}})
+        c = Cluster(
+            tmp_path,
+            db,
+            {"security": {"checkpoint_storage_roots": [f"s3://{BUCKET}/{PREFIX}"], "s3_endpoint_urls": [moto_server]}},
+        )
         c.master.env.update(FAKE_AWS_ENV)
         return c.start()
 
@@ -65,22 +69,40 @@ def s3_keys(s3) -> dict[str, int]:
 
 def experiment_config(endpoint: str) -> dict:
     return {
-        "name": "s3-gc", "entrypoint": "python3 train.py", "max_restarts": 0,
+        "name": "s3-gc",
+        "entrypoint": "python3 train.py",
+        "max_restarts": 0,
         # validation_loss = |step - val_best_at| + 0.01: each trial's best checkpoint is not its latest
-        "hyperparameters": {"steps": 15, "delay": 0.02, "ckpt_every": 5,
-                            "val_best_at": {"type": "categorical", "vals": [5, 10]}},
-        "searcher": {"name": "grid", "metric": "validation_loss", "smaller_is_better": True,
-                     "max_length": {"batches": 15}},
+        "hyperparameters": {
+            "steps": 15,
+            "delay": 0.02,
+            "ckpt_every": 5,
+            "val_best_at": {"type": "categorical", "vals": [5, 10]},
+        },
+        "searcher": {
+            "name": "grid",
+            "metric": "validation_loss",
+            "smaller_is_better": True,
+            "max_length": {"batches": 15},
+        },
         "resources": {"slots_per_trial": 1},
-        "checkpoint_storage": {"type": "s3", "bucket": BUCKET, "prefix": PREFIX, "endpoint_url": endpoint,
-                               "save_trial_latest": 1, "save_trial_best": 1, "save_experiment_best": 1},
+        "checkpoint_storage": {
+            "type": "s3",
+            "bucket": BUCKET,
+            "prefix": PREFIX,
+            "endpoint_url": endpoint,
+            "save_trial_latest": 1,
+            "save_trial_best": 1,
+            "save_experiment_best": 1,
+        },
         # the trial processes write to the bucket with these
         "environment": {"environment_variables": dict(FAKE_AWS_ENV)},
     }
 
 
 def test_s3_checkpoints_are_garbage_collected_and_downloadable(
-        s3_cluster: Cluster, s3, moto_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s3_cluster: Cluster, s3, moto_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     c = s3_cluster
     c.add_agent("a1")
     c.add_agent("a2")
@@ -95,8 +117,11 @@ def test_s3_checkpoints_are_garbage_collected_and_downloadable(
         return c.master.api("GET", "/api/v1/checkpoints", experimentId=exp_id)["checkpoints"]
 
     # 3 checkpoints per trial (steps 5, 10, 15); each trial keeps its best and its latest
-    wait_for(lambda: sum(ck["state"] == "STATE_DELETED" for ck in checkpoints()) == 2, 60,
-             what="checkpoint garbage collection")
+    wait_for(
+        lambda: sum(ck["state"] == "STATE_DELETED" for ck in checkpoints()) == 2,
+        60,
+        what="checkpoint garbage collection",
+    )
     by_state: dict[str, set[tuple[int, int]]] = {}
     uuid_of = {}
     for ck in checkpoints():
@@ -125,8 +150,9 @@ def test_s3_checkpoints_are_garbage_collected_and_downloadable(
     listed = runner.invoke(app, ["-m", c.master.url, "experiment", "list-checkpoints", str(exp_id)])
     assert listed.exit_code == 0, listed.output
     assert listed.stdout.count("DELETED") == 2 and listed.stdout.count("COMPLETED") == 4
-    listed = runner.invoke(app, ["-m", c.master.url, "checkpoint", "list", "--experiment", str(exp_id),
-                                 "--state", "COMPLETED", "--json"])
+    listed = runner.invoke(
+        app, ["-m", c.master.url, "checkpoint", "list", "--experiment", str(exp_id), "--state", "COMPLETED", "--json"]
+    )
     assert {ck["uuid"] for ck in json.loads(listed.stdout)} == {uuid_of[p] for p in kept}
 
     trial_b = next(tid for tid in trials if best_at[tid] == 10)

@@ -69,19 +69,31 @@ def complete_once_each(c: AWSCluster, *exp_ids: int) -> None:
 
 def terminated_row(c: AWSCluster, inst_id: str) -> dict:
     """The master's row once a pass saw the instance gone from the cloud."""
-    return wait_for(lambda: (r := row(c, inst_id))["state"] == "TERMINATED" and r, 30,
-                    what=f"instance {inst_id}'s row TERMINATED")
+    return wait_for(
+        lambda: (r := row(c, inst_id))["state"] == "TERMINATED" and r, 30, what=f"instance {inst_id}'s row TERMINATED"
+    )
 
 
 def test_a_half_empty_instance_drains_its_trial_moves_and_the_instance_is_terminated_in_moto(
-        cloud, enterable_tmp: Path) -> None:
-    c = cloud(provider={"instance_type": TWO_SLOTS, "cpu_slots_allowed": True, "max_instances": 3,
-                        "instance_type_prices": {TWO_SLOTS: 1.0}, "consolidation": MOVES})
+    cloud, enterable_tmp: Path
+) -> None:
+    c = cloud(
+        provider={
+            "instance_type": TWO_SLOTS,
+            "cpu_slots_allowed": True,
+            "max_instances": 3,
+            "instance_type_prices": {TWO_SLOTS: 1.0},
+            "consolidation": MOVES,
+        }
+    )
     release = enterable_tmp / "release"  # the trials, run as their user, look for it
     # three trials on two 2-slot instances launched together: two share one, the third is alone
     exps = [c.create(held(name, release, DELAY_MOVE), MODELS / "held") for name in ("a", "b", "x")]
-    on = wait_for(lambda: (p := {e: running_on(c, e) for e in exps}) and None not in p.values() and p, 120,
-                  what="three trials running")
+    on = wait_for(
+        lambda: (p := {e: running_on(c, e) for e in exps}) and None not in p.values() and p,
+        120,
+        what="three trials running",
+    )
     assert len(set(on.values())) == 2, on
     launched = c.proxy.count("RunInstances")
     x = next(e for e in exps if list(on.values()).count(on[e]) == 2)  # one of the two that share
@@ -121,15 +133,25 @@ def test_a_half_empty_instance_drains_its_trial_moves_and_the_instance_is_termin
 
 
 def test_spot_capacity_back_moves_the_trial_off_its_on_demand_fallback_which_is_terminated_in_moto(
-        cloud, enterable_tmp: Path) -> None:
+    cloud, enterable_tmp: Path
+) -> None:
     # the replacement waits empty while the trial checkpoints and leaves: the decider does not know it is
     # claimed by a move, so a 3 s idle period could end it first
-    c = cloud(provider={"spot": True, "capacity_retry_period": f"{RETRY:g}s", "consolidation": MOVES,
-                        "instance_type_prices": {INSTANCE_TYPE: {"on_demand": 1.0, "spot": 0.1}},
-                        "max_idle_agent_period": "30s"})
-    c.proxy.fail("RequestSpotInstances", "InsufficientInstanceCapacity",
-                 f"We currently do not have sufficient {INSTANCE_TYPE} capacity in the Availability Zone you "
-                 "requested (us-east-1a).")
+    c = cloud(
+        provider={
+            "spot": True,
+            "capacity_retry_period": f"{RETRY:g}s",
+            "consolidation": MOVES,
+            "instance_type_prices": {INSTANCE_TYPE: {"on_demand": 1.0, "spot": 0.1}},
+            "max_idle_agent_period": "30s",
+        }
+    )
+    c.proxy.fail(
+        "RequestSpotInstances",
+        "InsufficientInstanceCapacity",
+        f"We currently do not have sufficient {INSTANCE_TYPE} capacity in the Availability Zone you "
+        "requested (us-east-1a).",
+    )
     release = enterable_tmp / "release"  # the trials, run as their user, look for it
     exp_id = c.create(held("spot-back", release, DELAY_SPOT), MODELS / "held")
     # no spot capacity: the pool falls back to on-demand, and the trial runs and checkpoints there

@@ -14,15 +14,26 @@ from tests.e2e.conftest import MODELS, Cluster, steps_config
 
 pytestmark = pytest.mark.e2e
 
-MOVES = {"keep_free_slots": 0, "min_saving_per_hour": 0.1, "min_trial_runtime_between_moves": "3s",
-         "checkpoint_cost": "1s", "restore_cost": "1s"}
+MOVES = {
+    "keep_free_slots": 0,
+    "min_saving_per_hour": 0.1,
+    "min_trial_runtime_between_moves": "3s",
+    "checkpoint_cost": "1s",
+    "restore_cost": "1s",
+}
 # held at 2.5 steps/s (at least 120 s for all of them) until the test releases them, then at full speed
 STEPS = 300
 
 
 def pool() -> dict:
-    provider = {"type": "local", "slots_per_instance": 2, "max_instances": 3, "price_per_hour": 1.0,
-                "max_idle_agent_period": "10m", "consolidation": MOVES}
+    provider = {
+        "type": "local",
+        "slots_per_instance": 2,
+        "max_instances": 3,
+        "price_per_hour": 1.0,
+        "max_idle_agent_period": "10m",
+        "consolidation": MOVES,
+    }
     return {"resource_pools": [{"pool_name": "default", "provider": provider}]}
 
 
@@ -91,16 +102,21 @@ def test_a_half_empty_instance_drains_its_trial_moves_and_the_instance_ends(make
     # it checkpoints, leaves and runs again from its checkpoint beside the other; the drained instance ends
     wait_for(lambda: running_on(c, moved) == target, 60, what="the moved trial running on the other instance")
     assert running_on(c, stayed) == target
-    gone = wait_for(lambda: instances(c)[source]["state"] == "TERMINATED" and instances(c)[source], 60,
-                    what="the drained instance terminated")
+    gone = wait_for(
+        lambda: instances(c)[source]["state"] == "TERMINATED" and instances(c)[source],
+        60,
+        what="the drained instance terminated",
+    )
     assert gone["terminationReason"].startswith("drained: its trial(s) fit elsewhere")
     assert instances(c)[target]["state"] == "RUNNING"
     assert set(instances(c)) == {source, target}  # no instance was launched for the move
 
     release.touch()
     for exp_id in (a, b):
-        assert wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)["state"] \
+        assert (
+            wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)["state"]
             == "STATE_COMPLETED"
+        )
     moved_trial, stayed_trial = trial_of(c, moved), trial_of(c, stayed)
     assert moved_trial["restarts"] == 0 and stayed_trial["restarts"] == 0  # a move is no failure
     # the timeline says why the first allocation ended, and where each ran

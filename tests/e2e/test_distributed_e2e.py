@@ -48,8 +48,7 @@ def test_ddp_trial_on_two_agents(any_db_cluster) -> None:
     exp_id, trial, lines, logs = run_to_completion(c, "distributed.yaml", slots_per_agent=1)
 
     # Both ranks ran, one on each agent.
-    agent_of = {r: {line["agentId"] for line in lines if line["message"].startswith(f"rank {r} ")}
-                for r in (0, 1)}
+    agent_of = {r: {line["agentId"] for line in lines if line["message"].startswith(f"rank {r} ")} for r in (0, 1)}
     assert all(len(agents) == 1 for agents in agent_of.values()), agent_of
     assert agent_of[0] | agent_of[1] == {"a1", "a2"}
     assert "rank 0 of 2" in logs and "rank 1 of 2" in logs
@@ -75,8 +74,9 @@ def test_ddp_trial_on_two_agents(any_db_cluster) -> None:
     for ck in ckpts:
         assert f"rank 1 checkpoint {ck['uuid']} at batch {ck['metadata']['steps_completed']}" in logs
     # a checkpoint leaves COMPLETED before the checkpoint GC task may delete its files
-    kept = completed_checkpoints.with_files(c.master, ckpts, lambda ck: (c.work / "ckpts" / ck["uuid"] /
-                                                                         "state.pt").is_file())
+    kept = completed_checkpoints.with_files(
+        c.master, ckpts, lambda ck: (c.work / "ckpts" / ck["uuid"] / "state.pt").is_file()
+    )
     assert 200 in [ck["metadata"]["steps_completed"] for ck in kept]
 
 
@@ -89,8 +89,11 @@ def test_paused_ddp_trial_stops_every_rank_together_and_resumes(cluster) -> None
     # and every rank asks should_preempt at every batch
     config["searcher"]["max_length"] = {"batches": DDP_PAUSED_BATCHES}
     exp_id = cluster.create(config, EXAMPLES / "torch_ddp")
-    wait_for(lambda: cluster.trials(exp_id) and "rank 1 checkpoint" in cluster.logs(cluster.trials(exp_id)[0]["id"]),
-             120, what="the first checkpoint of the distributed trial")
+    wait_for(
+        lambda: cluster.trials(exp_id) and "rank 1 checkpoint" in cluster.logs(cluster.trials(exp_id)[0]["id"]),
+        120,
+        what="the first checkpoint of the distributed trial",
+    )
     cluster.master.api("POST", f"/api/v1/experiments/{exp_id}/pause")
     wait_for(lambda: cluster.trials(exp_id)[0]["state"] == "STATE_PAUSED", 60, what="trial paused")
     trial_id = cluster.trials(exp_id)[0]["id"]
@@ -110,8 +113,9 @@ def test_paused_ddp_trial_stops_every_rank_together_and_resumes(cluster) -> None
     assert trial["restarts"] == 0  # a pause is not a failure
     for r in (0, 1):
         assert re.search(rf"^rank {r} resumed from checkpoint \S+ at batch {batch}$", logs, re.M), logs[-3000:]
-    hashes = dict(re.findall(rf"^rank (\d) done at batch {DDP_PAUSED_BATCHES}: .* final parameter hash (\w+)$",
-                             logs, re.M))
+    hashes = dict(
+        re.findall(rf"^rank (\d) done at batch {DDP_PAUSED_BATCHES}: .* final parameter hash (\w+)$", logs, re.M)
+    )
     assert set(hashes) == {"0", "1"} and hashes["0"] == hashes["1"], hashes
     training = cluster.master.api("GET", f"/api/v1/trials/{trial_id}/metrics", group="training")["metrics"]
     assert [m["stepsCompleted"] for m in training] == list(range(25, DDP_PAUSED_BATCHES + 1, 25))

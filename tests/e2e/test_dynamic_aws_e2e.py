@@ -40,9 +40,13 @@ pytestmark = pytest.mark.e2e
 
 def run_foreign(c: AWSCluster, tags: dict[str, str]) -> str:
     """An instance someone else started in the same account."""
-    reply = c.ec2.run_instances(ImageId=c.net.image_id, InstanceType=INSTANCE_TYPE, MinCount=1, MaxCount=1,
-                                TagSpecifications=[{"ResourceType": "instance",
-                                                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
+    reply = c.ec2.run_instances(
+        ImageId=c.net.image_id,
+        InstanceType=INSTANCE_TYPE,
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
+    )
     return reply["Instances"][0]["InstanceId"]
 
 
@@ -58,6 +62,7 @@ def max_attempts(window: float, base: float, cap: float) -> int:
 
 
 # -- 1. scale up from nothing, run, scale down ---------------------------------------------------
+
 
 def test_an_empty_pool_launches_a_tagged_instance_runs_and_terminates_it_when_idle(cloud) -> None:
     c = cloud()
@@ -89,8 +94,9 @@ def test_an_empty_pool_launches_a_tagged_instance_runs_and_terminates_it_when_id
     agent_ids = {a["id"] for a in c.master.api("GET", "/api/v1/agents")["agents"]}
     assert inst["id"] in agent_ids  # the agent registered under the instance id
 
-    (gone,) = wait_for(lambda: [i for i in c.instances() if i["state"] == "TERMINATED"], 60,
-                       what="the idle instance to be terminated")
+    (gone,) = wait_for(
+        lambda: [i for i in c.instances() if i["state"] == "TERMINATED"], 60, what="the idle instance to be terminated"
+    )
     assert gone["id"] == inst["id"]
     assert f"idle for more than {IDLE:g}s" in gone["terminationReason"]
     assert gone["terminatedAt"] is not None
@@ -101,6 +107,7 @@ def test_an_empty_pool_launches_a_tagged_instance_runs_and_terminates_it_when_id
 
 
 # -- 2. foreign instances ----------------------------------------------------------------------------
+
 
 def test_instances_without_the_tag_pair_are_never_touched(cloud) -> None:
     c = cloud()
@@ -126,11 +133,15 @@ def test_instances_without_the_tag_pair_are_never_touched(cloud) -> None:
 
 # -- 3. spot capacity: fall back to on-demand ----------------------------------------------------
 
+
 def test_spot_capacity_errors_fall_back_to_on_demand(cloud) -> None:
     c = cloud(provider={"spot": True})
-    c.proxy.fail("RequestSpotInstances", "InsufficientInstanceCapacity",
-                 f"We currently do not have sufficient {INSTANCE_TYPE} capacity in the Availability Zone you "
-                 "requested (us-east-1a).")
+    c.proxy.fail(
+        "RequestSpotInstances",
+        "InsufficientInstanceCapacity",
+        f"We currently do not have sufficient {INSTANCE_TYPE} capacity in the Availability Zone you "
+        "requested (us-east-1a).",
+    )
     exp_id = c.create(steps_config(steps=5))
     exp = c.wait_done(exp_id)
     assert exp["state"] == "STATE_COMPLETED", c.explain()
@@ -147,12 +158,16 @@ def test_spot_capacity_errors_fall_back_to_on_demand(cloud) -> None:
 
 # -- 4. quota errors back off, are shown, and launching resumes once cleared ------------------------
 
+
 def test_quota_errors_back_off_show_to_users_and_launching_resumes_when_cleared(cloud, monkeypatch, tmp_path) -> None:
     c = cloud()
-    c.proxy.fail("RunInstances", "InstanceLimitExceeded",
-                 "You have requested more instances (1) than your current instance limit of 0 allows for the "
-                 "specified instance type. Please visit http://aws.amazon.com/contact-us/ec2-request to request "
-                 "an adjustment to this limit.")
+    c.proxy.fail(
+        "RunInstances",
+        "InstanceLimitExceeded",
+        "You have requested more instances (1) than your current instance limit of 0 allows for the "
+        "specified instance type. Please visit http://aws.amazon.com/contact-us/ec2-request to request "
+        "an adjustment to this limit.",
+    )
     submitted = time.monotonic()
     exp_id = c.create(steps_config(steps=5))
     first = c.proxy.wait_call("RunInstances", submitted, 30)
@@ -160,8 +175,11 @@ def test_quota_errors_back_off_show_to_users_and_launching_resumes_when_cleared(
     pool = wait_for(lambda: (p := c.pool())["provisioning"]["lastError"] and p, 30, what="the pool's lastError")
     assert "InstanceLimitExceeded" in pool["provisioning"]["lastError"]
     assert "retrying in" in pool["provisioning"]["lastError"]
-    wait_for(lambda: any("waiting for capacity" in m and "InstanceLimitExceeded" in m for m in c.events(exp_id)), 30,
-             what="the experiment's 'waiting for capacity' event")
+    wait_for(
+        lambda: any("waiting for capacity" in m and "InstanceLimitExceeded" in m for m in c.events(exp_id)),
+        30,
+        what="the experiment's 'waiting for capacity' event",
+    )
     monkeypatch.setenv("PEDL_CONFIG_DIR", str(tmp_path / "pedl-config"))
     monkeypatch.setenv("COLUMNS", "250")
     out = CliRunner().invoke(cli_app, ["-m", c.master.url, "resource-pool", "describe", "default"])
@@ -189,6 +207,7 @@ def test_quota_errors_back_off_show_to_users_and_launching_resumes_when_cleared(
 
 # -- 5. an instance terminated under a running trial -----------------------------------------------
 
+
 def test_an_instance_terminated_under_a_trial_restarts_it_on_new_capacity(cloud) -> None:
     c = cloud()
     exp_id = c.create(steps_config(steps=60, delay=0.1, ckpt_every=5))
@@ -213,6 +232,7 @@ def test_an_instance_terminated_under_a_trial_restarts_it_on_new_capacity(cloud)
 
 
 # -- 6. spot interruption notice ----------------------------------------------------------------------
+
 
 def test_a_spot_interruption_notice_checkpoints_and_moves_the_trial_to_a_replacement(cloud) -> None:
     c = cloud(provider={"spot": True})
@@ -248,6 +268,7 @@ def test_a_spot_interruption_notice_checkpoints_and_moves_the_trial_to_a_replace
 
 
 # -- 7. restart safety ------------------------------------------------------------------------------------
+
 
 def test_a_master_killed_while_its_instance_runs_adopts_it_and_launches_nothing_twice(cloud) -> None:
     c = cloud(config={"agent_reconnect_wait": "30s"})
@@ -285,8 +306,11 @@ def test_a_master_killed_while_its_instance_starts_adopts_it_and_ends_it_when_it
     assert c.proxy.count("RunInstances") == 1
     assert c.proxy.count("RunInstances", since=restarted) == 0
 
-    gone = wait_for(lambda: [i for i in c.instances() if i["state"] == "TERMINATED"], 60,
-                    what="the instance that never registered to be terminated")
+    gone = wait_for(
+        lambda: [i for i in c.instances() if i["state"] == "TERMINATED"],
+        60,
+        what="the instance that never registered to be terminated",
+    )
     assert gone[0]["id"] == first["id"]
     assert f"did not register an agent within {starting:g}s" in gone[0]["terminationReason"]
     exp = c.wait_done(exp_id)

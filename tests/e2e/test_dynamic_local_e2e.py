@@ -12,8 +12,14 @@ pytestmark = pytest.mark.e2e
 
 
 def local_pool(**kw) -> dict:
-    provider = {"type": "local", "slots_per_instance": 1, "max_instances": 2, "boot_delay": "0.5s",
-                "max_idle_agent_period": "3s", **kw}
+    provider = {
+        "type": "local",
+        "slots_per_instance": 1,
+        "max_instances": 2,
+        "boot_delay": "0.5s",
+        "max_idle_agent_period": "3s",
+        **kw,
+    }
     return {"resource_pools": [{"pool_name": "default", "provider": provider}]}
 
 
@@ -31,8 +37,9 @@ def test_an_empty_pool_launches_runs_and_terminates_idle_instances(make_cluster)
     assert inst["registeredAt"] is not None
     agent_ids = {a["id"] for a in c.master.api("GET", "/api/v1/agents")["agents"]}
     assert inst["id"] in agent_ids  # the agent registered under the instance id
-    gone = wait_for(lambda: [i for i in instances(c) if i["state"] == "TERMINATED"], 60,
-                    what="the idle instance to be terminated")
+    gone = wait_for(
+        lambda: [i for i in instances(c) if i["state"] == "TERMINATED"], 60, what="the idle instance to be terminated"
+    )
     assert "idle for more than 3s" in gone[0]["terminationReason"]
     assert instances(c, all_=False) == []
 

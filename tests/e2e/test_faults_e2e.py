@@ -45,8 +45,11 @@ def test_agent_back_within_the_wait_keeps_its_trial(cluster: Cluster) -> None:
     (after,) = cluster.trials(exp_id)
     assert after["restarts"] == 0
     text = cluster.master.api("GET", f"/api/v1/trials/{trial['id']}/logs", follow="false")
-    runs = {json.loads(line)["result"]["allocationId"] for line in text.splitlines()
-            if line and " pid " in json.loads(line)["result"]["message"]}
+    runs = {
+        json.loads(line)["result"]["allocationId"]
+        for line in text.splitlines()
+        if line and " pid " in json.loads(line)["result"]["message"]
+    }
     assert len(runs) == 1  # one run ran the whole trial (its pid is the same in every PID namespace of its own)
 
 
@@ -68,8 +71,10 @@ def test_agent_back_after_the_wait_restarts_its_trial(make_cluster) -> None:
     logs = cluster.logs(trial["id"])
     assert "was lost" in logs
     assert "resumed from" in logs
-    steps = [m["stepsCompleted"] for m in
-             cluster.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]]
+    steps = [
+        m["stepsCompleted"]
+        for m in cluster.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
+    ]
     assert steps == list(range(1, 61))
 
 

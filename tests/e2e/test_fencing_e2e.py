@@ -42,8 +42,10 @@ def _alive(pid: int) -> bool:
 def _orphan_reports(progress: Path) -> list[tuple[int, int, str]]:
     if not progress.exists():
         return []
-    return [(int(pid), int(step), status) for pid, step, status in
-            (line.split() for line in progress.read_text().splitlines() if line.count(" ") == 2)]
+    return [
+        (int(pid), int(step), status)
+        for pid, step, status in (line.split() for line in progress.read_text().splitlines() if line.count(" ") == 2)
+    ]
 
 
 @pytest.mark.parametrize("e2e_db", ["postgres"], indirect=True)  # one database (tests/e2e/conftest.py: e2e_db)
@@ -55,12 +57,24 @@ def test_a_frozen_agent_kills_its_old_run_and_the_master_refuses_it(e2e_db, make
     shared.chmod(0o777)
     wake, progress = shared / "wake", shared / "orphan-reports"
     a1 = c.add_agent("a1")
-    exp_id = c.create({
-        "name": "fencing", "entrypoint": "python3 train.py", "max_restarts": 2,
-        "hyperparameters": {"steps": TOTAL, "delay": 0.05, "ckpt_every": 5, "quiet_at": QUIET_AT,
-                            "wake_file": str(wake), "progress_file": str(progress)},
-        "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": TOTAL}},
-        "resources": {"slots_per_trial": 1}}, model_dir=MODELS / "orphan")
+    exp_id = c.create(
+        {
+            "name": "fencing",
+            "entrypoint": "python3 train.py",
+            "max_restarts": 2,
+            "hyperparameters": {
+                "steps": TOTAL,
+                "delay": 0.05,
+                "ckpt_every": 5,
+                "quiet_at": QUIET_AT,
+                "wake_file": str(wake),
+                "progress_file": str(progress),
+            },
+            "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": TOTAL}},
+            "resources": {"slots_per_trial": 1},
+        },
+        model_dir=MODELS / "orphan",
+    )
 
     def quiet() -> dict | None:
         trials = c.trials(exp_id)
@@ -77,8 +91,14 @@ def test_a_frozen_agent_kills_its_old_run_and_the_master_refuses_it(e2e_db, make
     a1.signal(signal.SIGSTOP)
     try:
         wait_for(lambda: _agent_state(c, "a1") == "GONE", 60, what="a1 declared lost")
-        wait_for(lambda: any(line["allocationId"] != old_allocation and "resumed from" in line["message"]
-                             for line in _log_lines(c, trial_id)), 90, what="the trial to restart on a2")
+        wait_for(
+            lambda: any(
+                line["allocationId"] != old_allocation and "resumed from" in line["message"]
+                for line in _log_lines(c, trial_id)
+            ),
+            90,
+            what="the trial to restart on a2",
+        )
         # the orphan wakes and reports with its old task token while its agent is still frozen
         wake.touch()
         wait_for(lambda: len(_orphan_reports(progress)) >= 5, 30, what="the orphan's reports")

@@ -40,10 +40,14 @@ BATCH_INSERT, PROGRESS_NUDGE = "COPY metrics", "UPDATE experiments SET progress"
 
 def fast_reports_config() -> dict:
     # no restarts: a restarted trial would report every step again and hide a lost report
-    return {"name": "fast-reports", "entrypoint": "python3 train.py", "max_restarts": 0,
-            "hyperparameters": {"steps": STEPS},
-            "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": STEPS}},
-            "resources": {"slots_per_trial": 1}}
+    return {
+        "name": "fast-reports",
+        "entrypoint": "python3 train.py",
+        "max_restarts": 0,
+        "hyperparameters": {"steps": STEPS},
+        "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": STEPS}},
+        "resources": {"slots_per_trial": 1},
+    }
 
 
 def stored_up_to(c: Cluster, exp_id: int) -> int:
@@ -70,8 +74,10 @@ def check_every_step_stored_once(c: Cluster, exp_id: int, trial_id: int) -> None
         counts = Counter(steps)
         missing = sorted(set(range(1, STEPS + 1)) - counts.keys())
         doubled = sorted(s for s, n in counts.items() if n > 1)
-        pytest.fail(f"{len(steps)} training reports stored for {STEPS} steps: {len(missing)} missing "
-                    f"(first {missing[:10]}), {len(doubled)} doubled (first {doubled[:10]})\n{log_tail}")
+        pytest.fail(
+            f"{len(steps)} training reports stored for {STEPS} steps: {len(missing)} missing "
+            f"(first {missing[:10]}), {len(doubled)} doubled (first {doubled[:10]})\n{log_tail}"
+        )
     assert all(m["metrics"]["loss"] == 1.0 / m["stepsCompleted"] for m in metrics)
 
 
@@ -82,16 +88,20 @@ def report_requests(c: Cluster) -> tuple[float, float]:
         for s in family.samples:
             if s.name == "pedl_metric_reports_total" and s.labels.get("group") == "training":
                 reports += s.value
-            if s.name == "pedl_api_request_duration_seconds_count" and s.labels.get("method") == "POST" and \
-                    s.labels.get("route") in ("/api/v1/trials/{trial_id}/metrics",
-                                              "/api/v1/trials/{trial_id}/metrics/batch"):
+            if (
+                s.name == "pedl_api_request_duration_seconds_count"
+                and s.labels.get("method") == "POST"
+                and s.labels.get("route")
+                in ("/api/v1/trials/{trial_id}/metrics", "/api/v1/trials/{trial_id}/metrics/batch")
+            ):
                 requests += s.value
     return reports, requests
 
 
 def conninfo(db: dict) -> str:
-    return make_conninfo(host=db["host"], port=db["port"], user=db["user"], password=db["password"],
-                         dbname=db["name"], connect_timeout=3)
+    return make_conninfo(
+        host=db["host"], port=db["port"], user=db["user"], password=db["password"], dbname=db["name"], connect_timeout=3
+    )
 
 
 @contextlib.contextmanager
@@ -102,10 +112,16 @@ def batch_waiting(db: dict, lock_sql: str, statement: str) -> Iterator[None]:
     try:
         holder.execute(lock_sql)
         with psycopg.connect(conninfo(db), autocommit=True) as watcher:
-            waiting = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND wait_event_type = 'Lock' AND query LIKE %s")
-            wait_for(lambda: watcher.execute(waiting, (f"{statement}%",)).fetchone()[0], 60, interval=0.05,
-                     what=f"a batch to wait for the test's lock in {statement!r}")
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE %s"
+            )
+            wait_for(
+                lambda: watcher.execute(waiting, (f"{statement}%",)).fetchone()[0],
+                60,
+                interval=0.05,
+                what=f"a batch to wait for the test's lock in {statement!r}",
+            )
         yield
     finally:
         with contextlib.suppress(psycopg.Error):  # a restarted server has ended the transaction already
@@ -140,8 +156,9 @@ def test_reports_survive_a_master_sigkill_once_each(e2e_db, make_cluster) -> Non
             c.master.kill()
     else:
         with sqlite_write_lock(c.master.data_dir / "pedl.db") as holder:  # the API would wait on it too
-            before = holder.execute("SELECT max(steps_completed) FROM metrics WHERE trial_id = ? "
-                                    "AND metric_group = 'training'", (trial_id,)).fetchone()[0]
+            before = holder.execute(
+                "SELECT max(steps_completed) FROM metrics WHERE trial_id = ? AND metric_group = 'training'", (trial_id,)
+            ).fetchone()[0]
             c.master.kill()
     c.master.start()
     assert FAULT_AT <= before < STEPS, f"the master was killed after step {before}, not mid-stream"
@@ -151,6 +168,7 @@ def test_reports_survive_a_master_sigkill_once_each(e2e_db, make_cluster) -> Non
     assert 0 < requests <= reports / 50, f"{reports:.0f} reports in {requests:.0f} requests"
     if e2e_db:  # and the batch that had committed before the kill, sent again, replaced itself
         assert reports > STEPS - before, f"{reports:.0f} reports after the restart, {before} before it"
+
 
 class PrivatePostgres:
     """A PostgreSQL server of the test's own on a free port, so restarting it disturbs no other test
@@ -174,20 +192,38 @@ class PrivatePostgres:
         if owner is not None:
             os.chown(self.dir, owner.pw_uid, owner.pw_gid)
         self.port = free_port()
-        self.db = {"host": "127.0.0.1", "port": self.port, "user": "postgres", "password": "", "name": "postgres",
-                   "ssl_mode": "disable"}
+        self.db = {
+            "host": "127.0.0.1",
+            "port": self.port,
+            "user": "postgres",
+            "password": "",
+            "name": "postgres",
+            "ssl_mode": "disable",
+        }
 
     def _run(self, tool: str, *args: str) -> None:
-        result = subprocess.run([*self.as_user, str(self.bin / tool), *args], capture_output=True, text=True,
-                                timeout=120)
+        result = subprocess.run(
+            [*self.as_user, str(self.bin / tool), *args], capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 0, f"{tool} {' '.join(args)} failed: {result.stdout}{result.stderr}"
 
     def pg_ctl(self, *args: str) -> None:
         self._run("pg_ctl", "-D", str(self.dir / "data"), "-l", str(self.dir / "server.log"), "-w", *args)
 
     def start(self) -> None:
-        self._run("initdb", "-D", str(self.dir / "data"), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                  "--locale=C", "--no-sync")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.dir / "data"),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        )
         # no fsync: the test restarts the server, it never crashes the machine
         self.pg_ctl("start", "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off")
 

@@ -22,8 +22,9 @@ pytest.importorskip("jupyterlab", reason="jupyterlab is in the test extra (pypro
 
 
 def _login(url: str, username: str, password: str = "") -> dict[str, str]:
-    r = httpx.post(f"{url}/api/v1/auth/login",
-                   content=json.dumps({"username": username, "password": password, "isHashed": False}))
+    r = httpx.post(
+        f"{url}/api/v1/auth/login", content=json.dumps({"username": username, "password": password, "isHashed": False})
+    )
     r.raise_for_status()
     return {"Authorization": f"Bearer {r.json()['token']}"}
 
@@ -40,11 +41,26 @@ def _notebook(c, task_id: str) -> dict:
 async def _run_cell(ws_url: str, headers: dict[str, str], code: str) -> str:
     """Send an execute_request on the kernel's channels and gather its stream output until idle."""
     msg_id = uuid.uuid4().hex
-    request = {"header": {"msg_id": msg_id, "username": "test", "session": uuid.uuid4().hex, "msg_type":
-                          "execute_request", "version": "5.3"},
-               "parent_header": {}, "metadata": {}, "channel": "shell",
-               "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                           "allow_stdin": False, "stop_on_error": True}}
+    request = {
+        "header": {
+            "msg_id": msg_id,
+            "username": "test",
+            "session": uuid.uuid4().hex,
+            "msg_type": "execute_request",
+            "version": "5.3",
+        },
+        "parent_header": {},
+        "metadata": {},
+        "channel": "shell",
+        "content": {
+            "code": code,
+            "silent": False,
+            "store_history": False,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        },
+    }
     out = []
     async with connect(ws_url, additional_headers=headers, max_size=None) as ws:
         await ws.send(json.dumps(request))

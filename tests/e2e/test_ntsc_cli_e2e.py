@@ -45,8 +45,14 @@ def pedl(ntsc_cluster: Cluster, tmp_path: Path):
         env.pop(name, None)
 
     def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([*pedl_command(), "-m", ntsc_cluster.master.url, *args], capture_output=True,
-                              text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [*pedl_command(), "-m", ntsc_cluster.master.url, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
 
     return run
 
@@ -67,12 +73,16 @@ def test_cmd_run_prints_the_output_of_the_command_with_its_context(pedl, tmp_pat
 def test_the_pools_startup_hook_then_the_contexts_startup_hook_run_before_the_command(pedl, tmp_path: Path) -> None:
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    (ctx / "startup-hook.sh").write_text('echo "the context\'s hook sees POOL_HOOK_RAN=$POOL_HOOK_RAN"\n'
-                                         "export CONTEXT_HOOK_RAN=yes\n")
+    (ctx / "startup-hook.sh").write_text(
+        'echo "the context\'s hook sees POOL_HOOK_RAN=$POOL_HOOK_RAN"\nexport CONTEXT_HOOK_RAN=yes\n'
+    )
     done = pedl("cmd", "run", "-c", str(ctx), "sh", "-c", 'echo "the command sees $POOL_HOOK_RAN $CONTEXT_HOOK_RAN"')
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-3:] == ["the pool's startup hook ran", "the context's hook sees POOL_HOOK_RAN=yes",
-                                             "the command sees yes yes"], done.stdout
+    assert done.stdout.splitlines()[-3:] == [
+        "the pool's startup hook ran",
+        "the context's hook sees POOL_HOOK_RAN=yes",
+        "the command sees yes yes",
+    ], done.stdout
     # a hook that fails ends the task with its code, before the command runs
     (ctx / "startup-hook.sh").write_text("echo broken hook; exit 7\n")
     done = pedl("cmd", "run", "-c", str(ctx), "echo", "never")
@@ -94,11 +104,20 @@ def test_a_process_command_sees_its_bind_mounts_absolute_and_relative(pedl, ente
     (data / "x.txt").write_text("from the host\n")
     at = enterable_tmp / "in-the-task"  # an absolute mountpoint made in the task's view only
     config = enterable_tmp / "cmd.yaml"
-    config.write_text(f"bind_mounts:\n  - {{host_path: {data}, container_path: {at}, read_only: true}}\n"
-                      f"  - {{host_path: {data}, container_path: rel-data}}\n"
-                      f"  - {{host_path: {enterable_tmp / 'absent'}, container_path: absent-data}}\n")
-    done = pedl("cmd", "run", "--config-file", str(config), "sh", "-c",
-                f"cat {at}/x.txt rel-data/x.txt; touch {at}/y 2>/dev/null || echo read-only")
+    config.write_text(
+        f"bind_mounts:\n  - {{host_path: {data}, container_path: {at}, read_only: true}}\n"
+        f"  - {{host_path: {data}, container_path: rel-data}}\n"
+        f"  - {{host_path: {enterable_tmp / 'absent'}, container_path: absent-data}}\n"
+    )
+    done = pedl(
+        "cmd",
+        "run",
+        "--config-file",
+        str(config),
+        "sh",
+        "-c",
+        f"cat {at}/x.txt rel-data/x.txt; touch {at}/y 2>/dev/null || echo read-only",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-3:] == ["from the host", "from the host", "read-only"], done.stdout
     assert not at.exists()  # the host never saw the mountpoint
@@ -122,8 +141,11 @@ def test_a_detached_command_is_listed_logged_and_killed(pedl, ntsc_cluster: Clus
     wait_for(lambda: "started" in pedl("cmd", "logs", cmd_id).stdout, 60, what="the command's output")
     killed = pedl("cmd", "kill", cmd_id[:8])  # a unique prefix names it
     assert killed.returncode == 0 and f"Killed command {cmd_id}" in killed.stdout, killed.stderr
-    wait_for(lambda: ntsc_cluster.master.api("GET", f"/api/v1/commands/{cmd_id}")["command"]["state"]
-             == "STATE_TERMINATED", 60, what="the command to end")
+    wait_for(
+        lambda: ntsc_cluster.master.api("GET", f"/api/v1/commands/{cmd_id}")["command"]["state"] == "STATE_TERMINATED",
+        60,
+        what="the command to end",
+    )
     assert ntsc_cluster.master.api("GET", f"/api/v1/commands/{cmd_id}")["command"]["state"] == "STATE_TERMINATED"
     # its logs stay, and following an ended command's logs returns at once
     followed = pedl("cmd", "logs", "-f", cmd_id)
@@ -154,6 +176,7 @@ def require_ssh() -> None:
             pytest.fail(message)
         pytest.skip(message)
 
+
 def test_notebook_start_prints_a_url_that_serves_jupyter_and_open_prints_it_again(pedl, ntsc_cluster: Cluster) -> None:
     started = pedl("notebook", "start", "--config", "resources.slots=0", timeout=300)
     assert started.returncode == 0, started.stderr
@@ -161,15 +184,19 @@ def test_notebook_start_prints_a_url_that_serves_jupyter_and_open_prints_it_agai
     nb_id = url.rstrip("/").rsplit("/", 1)[-1]
     try:
         assert url == f"{ntsc_cluster.master.url}/proxy/{nb_id}/" and "is ready" in started.stderr
-        status = httpx.get(url + "api/status", headers={"Authorization": f"Bearer {ntsc_cluster.master.token()}"},
-                           timeout=30)
+        status = httpx.get(
+            url + "api/status", headers={"Authorization": f"Bearer {ntsc_cluster.master.token()}"}, timeout=30
+        )
         assert status.status_code == 200 and "kernels" in status.json(), status.text
         opened = pedl("notebook", "open", "--no-browser", nb_id[:8])
         assert opened.returncode == 0 and opened.stdout.strip() == url, opened.stderr
     finally:
         pedl("notebook", "kill", nb_id)
-    wait_for(lambda: ntsc_cluster.master.api("GET", f"/api/v1/notebooks/{nb_id}")["notebook"]["state"]
-             == "STATE_TERMINATED", 60, what="the notebook to end")
+    wait_for(
+        lambda: ntsc_cluster.master.api("GET", f"/api/v1/notebooks/{nb_id}")["notebook"]["state"] == "STATE_TERMINATED",
+        60,
+        what="the notebook to end",
+    )
 
 
 def test_shell_open_runs_a_command_over_ssh_through_the_master(pedl) -> None:
@@ -178,8 +205,7 @@ def test_shell_open_runs_a_command_over_ssh_through_the_master(pedl) -> None:
     assert started.returncode == 0, started.stderr
     shell_id = started.stdout.strip()
     try:
-        opened = pedl("shell", "open", shell_id, "--", "-o", "BatchMode=yes", "echo", "hi", "$DET_TASK_ID",
-                      timeout=300)
+        opened = pedl("shell", "open", shell_id, "--", "-o", "BatchMode=yes", "echo", "hi", "$DET_TASK_ID", timeout=300)
         assert opened.returncode == 0, opened.stderr
         assert opened.stdout.split() == ["hi", shell_id]
         assert f"pedl shell open {shell_id}" in opened.stderr
@@ -196,8 +222,9 @@ def test_tensorboard_start_serves_an_experiments_tensorboard(pedl, ntsc_cluster:
     url = started.stdout.strip()
     tb_id = url.rstrip("/").rsplit("/", 1)[-1]
     try:
-        page = httpx.get(url, headers={"Authorization": f"Bearer {ntsc_cluster.master.token()}"}, timeout=30,
-                         follow_redirects=True)
+        page = httpx.get(
+            url, headers={"Authorization": f"Bearer {ntsc_cluster.master.token()}"}, timeout=30, follow_redirects=True
+        )
         assert page.status_code == 200 and "tb-relative-root" in page.text, page.text[:300]
         listed = pedl("tensorboard", "list")
         assert f"TensorBoard (Experiment {exp_id})" in listed.stdout

@@ -30,7 +30,8 @@ def test_a_notebook_on_an_empty_pool_launches_an_instance_that_ends_after_it(mak
     # while the notebook holds the slot the instance is busy, not idle
     assert next(i for i in instances(c) if i["id"] == inst["id"])["state"] == "RUNNING"
     c.master.api("POST", f"/api/v1/notebooks/{nb['id']}/kill")
-    gone = wait_for(lambda: [i for i in instances(c) if i["state"] == "TERMINATED"], 60,
-                    what="the idle instance to be terminated")
+    gone = wait_for(
+        lambda: [i for i in instances(c) if i["state"] == "TERMINATED"], 60, what="the idle instance to be terminated"
+    )
     assert gone[0]["id"] == inst["id"] and "idle for more than 3s" in gone[0]["terminationReason"]
     assert c.master.api("GET", f"/api/v1/notebooks/{nb['id']}")["notebook"]["state"] == "STATE_TERMINATED"

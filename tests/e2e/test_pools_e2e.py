@@ -13,12 +13,16 @@ pytestmark = pytest.mark.e2e
 
 def test_tasks_go_to_their_kind_of_pool_and_failed_trials_are_reported(make_cluster) -> None:
     local = {"type": "local", "max_instances": 2, "max_idle_agent_period": "30s"}
-    c = make_cluster({
-        "resource_pools": [
-            {"pool_name": "compute", "provider": {**local, "slots_per_instance": 1}},
-            {"pool_name": "aux", "provider": {**local, "slots_per_instance": 0}},
-        ],
-        "default_compute_resource_pool": "compute", "default_aux_resource_pool": "aux"})
+    c = make_cluster(
+        {
+            "resource_pools": [
+                {"pool_name": "compute", "provider": {**local, "slots_per_instance": 1}},
+                {"pool_name": "aux", "provider": {**local, "slots_per_instance": 0}},
+            ],
+            "default_compute_resource_pool": "compute",
+            "default_aux_resource_pool": "aux",
+        }
+    )
     cpu_cfg = steps_config(name="cpu-only", steps=3)
     cpu_cfg["resources"]["slots_per_trial"] = 0
     cpu = c.create(cpu_cfg)

@@ -25,8 +25,11 @@ STEPS = 150
 
 
 def _pg_version() -> str | None:
-    versions = sorted((p.name for p in PG_CONF_DIR.iterdir() if (p / "main").is_dir()), key=_version_key) \
-        if PG_CONF_DIR.is_dir() else []
+    versions = (
+        sorted((p.name for p in PG_CONF_DIR.iterdir() if (p / "main").is_dir()), key=_version_key)
+        if PG_CONF_DIR.is_dir()
+        else []
+    )
     return versions[-1] if versions else None
 
 
@@ -70,13 +73,15 @@ def test_postgres_restarted_under_load_loses_no_accepted_report(tmp_path: Path) 
             started = time.monotonic()
             result = subprocess.run(
                 ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart", "-m", "fast"],
-                capture_output=True, text=True, timeout=120)
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert result.returncode == 0, f"pg_ctlcluster restart failed: {result.stdout}{result.stderr}"
             wait_for(_accepts_connections, 60, interval=0.2, what="PostgreSQL to accept connections again")
             restart_s = time.monotonic() - started
 
-            exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"},
-                                  timeout=180)
+            exp = wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"}, timeout=180)
             log_tail = c.master.log_text()[-4000:]
             assert c.master.alive(), f"the master died after the PostgreSQL restart:\n{log_tail}"
             assert exp["state"] == "STATE_COMPLETED", f"experiment ended {exp['state']}:\n{log_tail}"
@@ -85,7 +90,8 @@ def test_postgres_restarted_under_load_loses_no_accepted_report(tmp_path: Path) 
             missing = sorted(set(range(1, STEPS + 1)) - set(steps))
             assert steps == list(range(1, STEPS + 1)), (
                 f"stored training steps are not 1..{STEPS} (restart took {restart_s:.1f}s); missing {missing}, "
-                f"{len(steps)} rows\nmaster log tail:\n{log_tail}")
+                f"{len(steps)} rows\nmaster log tail:\n{log_tail}"
+            )
             (after,) = c.trials(exp_id)
             assert after["restarts"] == 0, f"the trial restarted {after['restarts']} time(s):\n{log_tail}"
         finally:

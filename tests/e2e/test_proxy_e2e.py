@@ -17,14 +17,19 @@ from tests.e2e.conftest import MODELS
 
 pytestmark = pytest.mark.e2e
 
-CONFIG = {"name": "proxied", "entrypoint": "python3 service.py", "max_restarts": 0,
-          "searcher": {"name": "single", "metric": "x", "max_length": {"batches": 1}},
-          "resources": {"slots_per_trial": 1}}
+CONFIG = {
+    "name": "proxied",
+    "entrypoint": "python3 service.py",
+    "max_restarts": 0,
+    "searcher": {"name": "single", "metric": "x", "max_length": {"batches": 1}},
+    "resources": {"slots_per_trial": 1},
+}
 
 
 def _login(url: str, username: str, password: str = "") -> dict[str, str]:
-    r = httpx.post(f"{url}/api/v1/auth/login",
-                   content=json.dumps({"username": username, "password": password, "isHashed": False}))
+    r = httpx.post(
+        f"{url}/api/v1/auth/login", content=json.dumps({"username": username, "password": password, "isHashed": False})
+    )
     r.raise_for_status()
     return {"Authorization": f"Bearer {r.json()['token']}"}
 
@@ -41,8 +46,9 @@ def test_a_tasks_service_through_the_proxy(cluster) -> None:
     wait_for(lambda: task_id() is not None, 60, what="the trial's allocation")
     base = f"{c.master.url}/proxy/{task_id()}/"
     owner = {"Authorization": f"Bearer {c.master.token()}"}  # `determined` created the experiment
-    wait_for(lambda: httpx.get(base + "ping", headers=owner).status_code == 200, 60,
-             what="the service to register its port")
+    wait_for(
+        lambda: httpx.get(base + "ping", headers=owner).status_code == 200, 60, what="the service to register its port"
+    )
 
     r = httpx.get(base + "some/path?q=1", headers=owner)
     assert r.json()["path"] == f"/proxy/{task_id()}/some/path" and r.json()["query"] == "q=1"

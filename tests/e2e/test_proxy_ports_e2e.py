@@ -36,14 +36,19 @@ def claims(work: Path, image: str | None = None) -> tuple[dict, int]:
     c = Cluster(work, None).start()
     try:
         c.add_agent("a1")
-        config = {"name": "port-claim", "entrypoint": "python3 train.py", "max_restarts": 0,
-                  "hyperparameters": {"other_port": outsider.getsockname()[1]},
-                  "searcher": {"name": "single", "metric": "claimed", "max_length": {"batches": 1}},
-                  "resources": {"slots_per_trial": 1}}
+        config = {
+            "name": "port-claim",
+            "entrypoint": "python3 train.py",
+            "max_restarts": 0,
+            "hyperparameters": {"other_port": outsider.getsockname()[1]},
+            "searcher": {"name": "single", "metric": "claimed", "max_length": {"batches": 1}},
+            "resources": {"slots_per_trial": 1},
+        }
         if image is not None:
             config["environment"] = {"image": image}
-        exp = wait_experiment(c.master, c.create(config, model_dir=MODELS / "port_claim"),
-                              {"STATE_COMPLETED", "STATE_ERROR"})
+        exp = wait_experiment(
+            c.master, c.create(config, model_dir=MODELS / "port_claim"), {"STATE_COMPLETED", "STATE_ERROR"}
+        )
         (trial,) = c.trials(exp["id"])
         logs = c.logs(trial["id"])
         assert exp["state"] == "STATE_COMPLETED", logs[-3000:]

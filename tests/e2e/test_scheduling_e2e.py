@@ -28,6 +28,8 @@ def test_an_urgent_trial_preempts_and_the_preempted_one_resumes(e2e_db, make_clu
     logs = c.logs(trial["id"])
     assert "preempted at step" in logs and "resumed from" in logs
     assert trial["restarts"] == 0  # a preemption is not a failure
-    steps = [m["stepsCompleted"] for m in
-             c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]]
+    steps = [
+        m["stepsCompleted"]
+        for m in c.master.api("GET", f"/api/v1/trials/{trial['id']}/metrics", group="training")["metrics"]
+    ]
     assert steps == list(range(1, 41))

@@ -35,23 +35,44 @@ def require_openssh() -> None:
 
 
 def _login(url: str, username: str, password: str = "") -> str:
-    r = httpx.post(f"{url}/api/v1/auth/login",
-                   content=json.dumps({"username": username, "password": password, "isHashed": False}))
+    r = httpx.post(
+        f"{url}/api/v1/auth/login", content=json.dumps({"username": username, "password": password, "isHashed": False})
+    )
     r.raise_for_status()
     return r.json()["token"]
 
 
-def ssh(url: str, shell_id: str, user: str, key: str, command: str, work: Path, token: str = "") -> \
-        subprocess.CompletedProcess:
+def ssh(
+    url: str, shell_id: str, user: str, key: str, command: str, work: Path, token: str = ""
+) -> subprocess.CompletedProcess:
     key_file = work / f"key-{abs(hash(key))}"
     key_file.write_text(key)
     key_file.chmod(0o600)
     ws = url.replace("http://", "ws://") + f"/proxy/{shell_id}/"
     tunnel = f"{sys.executable} -m tests.support.ssh_tunnel {ws} {token}".strip()
     # -tt: a terminal, as det shell open always asks for one
-    argv = ["ssh", "-tt", "-F", "/dev/null", "-o", f"ProxyCommand={tunnel}", "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-            "-o", "LogLevel=ERROR", "-i", str(key_file), f"{user}@{shell_id}", command]
+    argv = [
+        "ssh",
+        "-tt",
+        "-F",
+        "/dev/null",
+        "-o",
+        f"ProxyCommand={tunnel}",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+        "-i",
+        str(key_file),
+        f"{user}@{shell_id}",
+        command,
+    ]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
 
@@ -71,8 +92,11 @@ def test_a_shell_opens_over_ssh_through_the_master_with_its_key_only(cluster, tm
     assert me == "pedl-user-determined"  # no agent user group: a uid of the user's own
     assert shell["privateKey"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     assert shell["publicKey"].startswith("ssh-ed25519 ")
-    wait_for(lambda: c.master.api("GET", f"/api/v1/tasks/{sid}")["task"]["allocations"][0]["isReady"], 90,
-             what="the shell's sshd to listen")
+    wait_for(
+        lambda: c.master.api("GET", f"/api/v1/tasks/{sid}")["task"]["allocations"][0]["isReady"],
+        90,
+        what="the shell's sshd to listen",
+    )
     assert "Server listening on" in _logs(c, sid)
 
     out = ssh(c.master.url, sid, me, shell["privateKey"], "echo hi $(id -un) $DET_TASK_ID", tmp_path)
@@ -90,8 +114,9 @@ def test_a_shell_opens_over_ssh_through_the_master_with_its_key_only(cluster, tm
     assert out.returncode == 0 and out.stdout.strip() == "owner", out.stderr
     admin = _login(c.master.url, "admin")
     body = {"user": {"username": "bob", "admin": False, "active": True}, "password": "", "isHashed": False}
-    httpx.post(f"{c.master.url}/api/v1/users", content=json.dumps(body),
-               headers={"Authorization": f"Bearer {admin}"}).raise_for_status()
+    httpx.post(
+        f"{c.master.url}/api/v1/users", content=json.dumps(body), headers={"Authorization": f"Bearer {admin}"}
+    ).raise_for_status()
     bob = _login(c.master.url, "bob")
     out = ssh(c.master.url, sid, me, shell["privateKey"], "echo bob", tmp_path, token=bob)
     assert out.returncode != 0 and "tunnel refused: HTTP 404" in out.stderr, out.stderr
@@ -100,8 +125,10 @@ def test_a_shell_opens_over_ssh_through_the_master_with_its_key_only(cluster, tm
 
     async def handshake(token: str) -> int:
         try:
-            async with connect(c.master.url.replace("http://", "ws://") + f"/proxy/{sid}/",
-                               additional_headers={"Authorization": f"Bearer {token}"}):
+            async with connect(
+                c.master.url.replace("http://", "ws://") + f"/proxy/{sid}/",
+                additional_headers={"Authorization": f"Bearer {token}"},
+            ):
                 return 101
         except InvalidStatus as exc:
             return exc.response.status_code
@@ -111,11 +138,13 @@ def test_a_shell_opens_over_ssh_through_the_master_with_its_key_only(cluster, tm
     assert r.status_code == 400 and "WebSocket tunnel" in r.json()["message"]
 
     c.master.api("POST", f"/api/v1/shells/{sid}/kill")
-    wait_for(lambda: c.master.api("GET", f"/api/v1/shells/{sid}")["shell"]["state"] == "STATE_TERMINATED", 60,
-             what="the shell to end")
+    wait_for(
+        lambda: c.master.api("GET", f"/api/v1/shells/{sid}")["shell"]["state"] == "STATE_TERMINATED",
+        60,
+        what="the shell to end",
+    )
     out = ssh(c.master.url, sid, me, shell["privateKey"], "echo hi", tmp_path)
     assert out.returncode != 0 and "tunnel refused: HTTP 404" in out.stderr, out.stderr
-
 
 
 def _login_account() -> pwd.struct_passwd | None:
@@ -137,10 +166,17 @@ def test_a_linked_users_shell_runs_sshd_as_that_user(cluster, tmp_path) -> None:
     c = cluster
     c.add_agent("a1")
     admin = {"Authorization": f"Bearer {_login(c.master.url, 'admin')}"}
-    group = {"agentUid": account.pw_uid, "agentGid": account.pw_gid, "agentUser": account.pw_name,
-             "agentGroup": "staff"}
-    body = {"user": {"username": "carol", "admin": False, "active": True, "agentUserGroup": group}, "password": "",
-            "isHashed": False}
+    group = {
+        "agentUid": account.pw_uid,
+        "agentGid": account.pw_gid,
+        "agentUser": account.pw_name,
+        "agentGroup": "staff",
+    }
+    body = {
+        "user": {"username": "carol", "admin": False, "active": True, "agentUserGroup": group},
+        "password": "",
+        "isHashed": False,
+    }
     httpx.post(f"{c.master.url}/api/v1/users", content=json.dumps(body), headers=admin).raise_for_status()
     carol = {"Authorization": f"Bearer {_login(c.master.url, 'carol')}"}
     r = httpx.post(f"{c.master.url}/api/v1/shells", content="{}", headers=carol)
@@ -148,8 +184,11 @@ def test_a_linked_users_shell_runs_sshd_as_that_user(cluster, tmp_path) -> None:
     shell = r.json()["shell"]
     sid = shell["id"]
     assert shell["agentUserGroup"]["user"] == account.pw_name
-    wait_for(lambda: c.master.api("GET", f"/api/v1/tasks/{sid}")["task"]["allocations"][0]["isReady"], 90,
-             what="the shell's sshd to listen")
+    wait_for(
+        lambda: c.master.api("GET", f"/api/v1/tasks/{sid}")["task"]["allocations"][0]["isReady"],
+        90,
+        what="the shell's sshd to listen",
+    )
     logs = _logs(c, sid)
     assert f"sshd accepts the shell's key for user {account.pw_name}" in logs and "Server listening on" in logs, logs
 

@@ -22,14 +22,27 @@ STEPS = 600
 RETRY = 3  # seconds spot is avoided after a capacity error: then it is tried again
 ON_DEMAND, SPOT = 1.0, 0.2  # USD/h: the move saves $0.80/h
 NO_CAPACITY = "(InsufficientInstanceCapacity)"
-MOVES = {"keep_free_slots": 0, "min_saving_per_hour": 0.1, "min_trial_runtime_between_moves": "3s",
-         "checkpoint_cost": "1s", "restore_cost": "1s"}
+MOVES = {
+    "keep_free_slots": 0,
+    "min_saving_per_hour": 0.1,
+    "min_trial_runtime_between_moves": "3s",
+    "checkpoint_cost": "1s",
+    "restore_cost": "1s",
+}
 
 
 def pool() -> dict:
-    provider = {"type": "local", "spot": True, "slots_per_instance": 1, "max_instances": 2,
-                "price_per_hour": ON_DEMAND, "spot_price_per_hour": SPOT, "capacity_retry_period": f"{RETRY}s",
-                "max_idle_agent_period": "10m", "consolidation": MOVES}
+    provider = {
+        "type": "local",
+        "spot": True,
+        "slots_per_instance": 1,
+        "max_instances": 2,
+        "price_per_hour": ON_DEMAND,
+        "spot_price_per_hour": SPOT,
+        "capacity_retry_period": f"{RETRY}s",
+        "max_idle_agent_period": "10m",
+        "consolidation": MOVES,
+    }
     return {"resource_pools": [{"pool_name": "default", "provider": provider}]}
 
 
@@ -52,19 +65,27 @@ def test_a_trial_on_an_on_demand_fallback_moves_to_spot_once_spot_is_back(make_c
     c = make_cluster(pool())
     spot_market(c, "unavailable")
     release = enterable_tmp / "release"  # the trials, run as their user, look for it
-    exp = c.create(steps_config("spot-back", steps=STEPS, delay=0.4, ckpt_every=5, release=str(release)),
-                   MODELS / "held")
+    exp = c.create(
+        steps_config("spot-back", steps=STEPS, delay=0.4, ckpt_every=5, release=str(release)), MODELS / "held"
+    )
     # no spot capacity: the spot launch fails and the pool falls back to on demand at once
     fallback = wait_for(lambda: running_on(c, exp), 120, what="the trial running on the fallback")
     assert instances(c)[fallback]["spot"] is False
     assert list(instances(c)) == [fallback]  # the failed spot launch started nothing
-    assert any(m.startswith("launching 1 x local (spot) failed: capacity: there is no spot capacity")
-               and NO_CAPACITY in m and m.endswith("trying another option") for m in pool_events(c))
+    assert any(
+        m.startswith("launching 1 x local (spot) failed: capacity: there is no spot capacity")
+        and NO_CAPACITY in m
+        and m.endswith("trying another option")
+        for m in pool_events(c)
+    )
     # once spot may be tried again and the trial has checkpointed, it asks for a spot replacement,
     # which fails while the market is closed: the trial stays where it is
     asked = f"a spot replacement for on-demand instance {fallback}: saves $0.80/h once its trial(s) move"
-    wait_for(lambda: sum(NO_CAPACITY in m for m in pool_events(c)) >= 2 and asked in pool_events(c), 60,
-             what="a spot replacement asked for and refused")
+    wait_for(
+        lambda: sum(NO_CAPACITY in m for m in pool_events(c)) >= 2 and asked in pool_events(c),
+        60,
+        what="a spot replacement asked for and refused",
+    )
     assert list(instances(c)) == [fallback] and pool_state(c)["moves"] == []
     assert running_on(c, exp) == fallback
 
@@ -78,8 +99,11 @@ def test_a_trial_on_an_on_demand_fallback_moves_to_spot_once_spot_is_back(make_c
     assert move["savingPerHour"] == pytest.approx(ON_DEMAND - SPOT)
     # it checkpoints, leaves and runs again from its checkpoint on spot; the fallback ends
     wait_for(lambda: running_on(c, exp) == target, 60, what="the trial running on the spot instance")
-    gone = wait_for(lambda: instances(c)[fallback]["state"] == "TERMINATED" and instances(c)[fallback], 60,
-                    what="the on-demand fallback terminated")
+    gone = wait_for(
+        lambda: instances(c)[fallback]["state"] == "TERMINATED" and instances(c)[fallback],
+        60,
+        what="the on-demand fallback terminated",
+    )
     assert gone["terminationReason"] == "drained: its trial(s) fit elsewhere: saves $0.80/h"
     # it was cordoned (no new work while spot is available) before it drained
     assert gone["cordonedSince"] is not None and gone["drainingSince"] >= gone["cordonedSince"]
@@ -88,8 +112,7 @@ def test_a_trial_on_an_on_demand_fallback_moves_to_spot_once_spot_is_back(make_c
     assert pool_state(c)["cost"]["perHour"] == pytest.approx(SPOT)
 
     release.touch()
-    assert wait_experiment(c.master, exp, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)["state"] \
-        == "STATE_COMPLETED"
+    assert wait_experiment(c.master, exp, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)["state"] == "STATE_COMPLETED"
     trial = trial_of(c, exp)
     assert trial["restarts"] == 0  # a move is no failure
     first_run, second_run = timeline(c, trial["id"])

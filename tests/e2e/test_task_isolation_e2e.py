@@ -61,8 +61,10 @@ def work() -> Iterator[Path]:
 
 
 def token(c: Cluster, username: str) -> dict[str, str]:
-    r = httpx.post(f"{c.master.url}/api/v1/auth/login",
-                   content=json.dumps({"username": username, "password": "", "isHashed": False}))
+    r = httpx.post(
+        f"{c.master.url}/api/v1/auth/login",
+        content=json.dumps({"username": username, "password": "", "isHashed": False}),
+    )
     r.raise_for_status()
     return {"Authorization": f"Bearer {r.json()['token']}"}
 
@@ -76,8 +78,18 @@ def login(c: Cluster, username: str) -> dict[str, str]:
 
 
 def command(c: Cluster, headers: dict[str, str], config: dict, files: dict[str, str] | None = None) -> str:
-    entries = [{"path": name, "type": 48, "content": base64.b64encode(text.encode()).decode(), "mtime": "1700000000",
-                "mode": 33188, "uid": 0, "gid": 0} for name, text in (files or {}).items()]
+    entries = [
+        {
+            "path": name,
+            "type": 48,
+            "content": base64.b64encode(text.encode()).decode(),
+            "mtime": "1700000000",
+            "mode": 33188,
+            "uid": 0,
+            "gid": 0,
+        }
+        for name, text in (files or {}).items()
+    ]
     body = {"config": {"resources": {"slots": 0}, **config}, "files": entries}
     r = httpx.post(f"{c.master.url}/api/v1/commands", content=json.dumps(body), headers=headers, timeout=30)
     assert r.status_code == 200, r.text
@@ -94,8 +106,11 @@ def allocation(c: Cluster, task_id: str) -> dict:
 
 
 def ended(c: Cluster, task_id: str) -> dict:
-    return wait_for(lambda: allocation(c, task_id) if allocation(c, task_id)["endTime"] else None, 240,
-                    what=f"task {task_id} to end")
+    return wait_for(
+        lambda: allocation(c, task_id) if allocation(c, task_id)["endTime"] else None,
+        240,
+        what=f"task {task_id} to end",
+    )
 
 
 def cross_user_probe(c: Cluster, image: dict | None) -> dict[str, str]:
@@ -111,8 +126,16 @@ def cross_user_probe(c: Cluster, image: dict | None) -> dict[str, str]:
     task_dir, info_dir = agent_dir / her_alloc, agent_dir / ".det-info" / her_alloc
     assert (task_dir / "mine.txt").read_text().strip() == secret  # where bob will look, seen as root
     mounts = [{"host_path": str(agent_dir), "container_path": str(agent_dir)}] if image else []
-    his = command(c, bob, {"entrypoint": ["python3", "probe.py", secret, str(task_dir), str(info_dir)],
-                           "environment": image or {}, "bind_mounts": mounts}, files={"probe.py": PROBE})
+    his = command(
+        c,
+        bob,
+        {
+            "entrypoint": ["python3", "probe.py", secret, str(task_dir), str(info_dir)],
+            "environment": image or {},
+            "bind_mounts": mounts,
+        },
+        files={"probe.py": PROBE},
+    )
     done = ended(c, his)
     text = log(c, his)
     assert done["statusCode"] == 0, text
@@ -138,8 +161,14 @@ def test_bobs_process_task_cannot_reach_alices(work: Path) -> None:
         closed = work / "root-only"
         closed.mkdir(mode=0o700)
         (closed / "key").write_text("root's key")
-        refused = command(c, bob, {"entrypoint": ["cat", "/mnt/closed/key"],
-                                   "bind_mounts": [{"host_path": str(closed), "container_path": "/mnt/closed"}]})
+        refused = command(
+            c,
+            bob,
+            {
+                "entrypoint": ["cat", "/mnt/closed/key"],
+                "bind_mounts": [{"host_path": str(closed), "container_path": "/mnt/closed"}],
+            },
+        )
         assert ended(c, refused)["statusCode"] != 0
         text = log(c, refused)
         assert f"host_path {closed} is not readable by uid" in text and "root's key" not in text
@@ -149,8 +178,14 @@ def test_bobs_process_task_cannot_reach_alices(work: Path) -> None:
         shared.mkdir(mode=0o755)
         (shared / "data.txt").write_text("shared data")
         nowhere = f"/pedl-e2e-{secrets.token_hex(4)}"
-        made = command(c, bob, {"entrypoint": ["cat", f"{nowhere}/in/data.txt"],
-                                "bind_mounts": [{"host_path": str(shared), "container_path": f"{nowhere}/in"}]})
+        made = command(
+            c,
+            bob,
+            {
+                "entrypoint": ["cat", f"{nowhere}/in/data.txt"],
+                "bind_mounts": [{"host_path": str(shared), "container_path": f"{nowhere}/in"}],
+            },
+        )
         assert ended(c, made)["statusCode"] == 0, log(c, made)
         assert "shared data" in log(c, made) and not os.path.lexists(nowhere)
     finally:

@@ -23,9 +23,14 @@ STEPS = 5
 
 
 def reports_config(name: str) -> dict:
-    return {"name": name, "entrypoint": "python3 train.py", "max_restarts": 0, "hyperparameters": {"steps": STEPS},
-            "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": STEPS}},
-            "resources": {"slots_per_trial": 1}}
+    return {
+        "name": name,
+        "entrypoint": "python3 train.py",
+        "max_restarts": 0,
+        "hyperparameters": {"steps": STEPS},
+        "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": STEPS}},
+        "resources": {"slots_per_trial": 1},
+    }
 
 
 def task_logs(c, task_id: str) -> str:
@@ -44,14 +49,23 @@ def test_a_tensorboard_shows_the_trials_scalars_through_the_proxy(cluster) -> No
     [storage_trial] = c.trials(from_storage)
     # what Determined's Core API would have synced for the second trial (determined/tensorboard/build.py)
     cluster_id = c.master.api("GET", "/api/v1/master")["clusterId"]
-    synced = (c.work / "ckpts" / cluster_id / "tensorboard" / "experiment" / str(from_storage) / "trial"
-              / str(storage_trial["id"]))
+    synced = (
+        c.work
+        / "ckpts"
+        / cluster_id
+        / "tensorboard"
+        / "experiment"
+        / str(from_storage)
+        / "trial"
+        / str(storage_trial["id"])
+    )
     f = EventFile(str(synced), 1000.0)
     f.write(1001.0, 3, {"Determined/from_storage": 0.125})
     f.flush()
 
-    out = c.master.api("POST", "/api/v1/tensorboards", {"experimentIds": [from_metrics],
-                                                        "trialIds": [storage_trial["id"]]})
+    out = c.master.api(
+        "POST", "/api/v1/tensorboards", {"experimentIds": [from_metrics], "trialIds": [storage_trial["id"]]}
+    )
     tb = out["tensorboard"]
     assert tb["experimentIds"] == [from_metrics, from_storage] and tb["trialIds"] == [storage_trial["id"]]
     assert tb["description"] == f"TensorBoard (Experiment {from_metrics}, {from_storage})"
@@ -90,8 +104,9 @@ def test_a_tensorboard_shows_the_trials_scalars_through_the_proxy(cluster) -> No
     assert series(storage_run, "Determined/from_storage") == [(3, 0.125)]
     # the reports as the master stored them: the same numbers
     stored = c.master.api("GET", f"/api/v1/trials/{metrics_trial['id']}/metrics", group="training")["metrics"]
-    assert [(m["stepsCompleted"], m["metrics"]["loss"]) for m in stored] == \
-        series(f"{metrics_run}/training", "Determined/loss")
+    assert [(m["stepsCompleted"], m["metrics"]["loss"]) for m in stored] == series(
+        f"{metrics_run}/training", "Determined/loss"
+    )
 
     # Determined's e2e waits for TensorBoard's own line in the task's log
     logs = task_logs(c, task_id)
@@ -104,8 +119,11 @@ def test_a_tensorboard_shows_the_trials_scalars_through_the_proxy(cluster) -> No
     assert httpx.get(base + "data/plugin/scalars/tags", headers=bob).status_code == 404
 
     c.master.api("POST", f"/api/v1/tensorboards/{task_id}/kill")
-    wait_for(lambda: c.master.api("GET", f"/api/v1/tensorboards/{task_id}")["tensorboard"]["state"]
-             == "STATE_TERMINATED", 60, what="the TensorBoard to end")
+    wait_for(
+        lambda: c.master.api("GET", f"/api/v1/tensorboards/{task_id}")["tensorboard"]["state"] == "STATE_TERMINATED",
+        60,
+        what="the TensorBoard to end",
+    )
 
 
 def wait_ready(c, task_id: str) -> None:
@@ -122,10 +140,14 @@ def test_a_running_trials_later_reports_reach_the_tensorboard(cluster, enterable
     c.add_agent("a1")
     release = enterable_tmp / "release"  # the trials, run as their user, look for it
     total = 60
-    exp_id = c.create(steps_config("tb-live", steps=total, delay=1.0, ckpt_every=20, release=str(release)),
-                      MODELS / "held")
-    wait_for(lambda: (c.trials(exp_id) or [{}])[0].get("totalBatchesProcessed", 0) >= 2, 120,
-             what="the trial's first reports")
+    exp_id = c.create(
+        steps_config("tb-live", steps=total, delay=1.0, ckpt_every=20, release=str(release)), MODELS / "held"
+    )
+    wait_for(
+        lambda: (c.trials(exp_id) or [{}])[0].get("totalBatchesProcessed", 0) >= 2,
+        120,
+        what="the trial's first reports",
+    )
     [trial] = c.trials(exp_id)
     env = {"environment_variables": ["PEDL_TENSORBOARD_REFRESH_SECONDS=0.5"]}
     tb = c.master.api("POST", "/api/v1/tensorboards", {"experimentIds": [exp_id], "config": {"environment": env}})

@@ -40,8 +40,13 @@ def master(tmp_path_factory: pytest.TempPathFactory, tls: TlsFiles):
 
 def pedl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("PEDL_MASTER_CERT", "DET_MASTER_CERT_FILE")}
-    return subprocess.run([*pedl_command(), *args], capture_output=True, text=True, timeout=60,
-                          env={**base, "COLUMNS": "200", **(env or {})})
+    return subprocess.run(
+        [*pedl_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "COLUMNS": "200", **(env or {})},
+    )
 
 
 def start_agent(master: HttpsMaster, work: Path, agent_id: str, cert: Path | None) -> LocalAgent:
@@ -53,8 +58,9 @@ def start_agent(master: HttpsMaster, work: Path, agent_id: str, cert: Path | Non
     return agent.start()
 
 
-def test_the_master_logs_an_https_url_and_serves_the_api_to_a_cli_with_its_ca(master: HttpsMaster,
-                                                                              tls: TlsFiles, tmp_path: Path) -> None:
+def test_the_master_logs_an_https_url_and_serves_the_api_to_a_cli_with_its_ca(
+    master: HttpsMaster, tls: TlsFiles, tmp_path: Path
+) -> None:
     assert re.search(rf"pedl master listening on https://127\.0\.0\.1:{master.port}\n", master.log_text())
     env = {"PEDL_CONFIG_DIR": str(tmp_path / "cli")}
     info = pedl("-m", master.url, "--cert", str(tls.ca), "master", "info", "--json", env=env)
@@ -64,8 +70,9 @@ def test_the_master_logs_an_https_url_and_serves_the_api_to_a_cli_with_its_ca(ma
     assert listed.returncode == 0, listed.stderr
 
 
-def test_an_agent_registers_over_wss_and_runs_a_trial_to_completed(master: HttpsMaster, tls: TlsFiles,
-                                                                    tmp_path: Path) -> None:
+def test_an_agent_registers_over_wss_and_runs_a_trial_to_completed(
+    master: HttpsMaster, tls: TlsFiles, tmp_path: Path
+) -> None:
     agent = start_agent(master, tmp_path, "tls-agent", tls.ca)
     try:
         wait_for(lambda: agent_connected(master, "tls-agent"), 60, what="the agent to register over wss")
@@ -81,8 +88,9 @@ def test_an_agent_registers_over_wss_and_runs_a_trial_to_completed(master: Https
 
 
 @pytest.mark.parametrize("trusts", ["another CA", "the system's CAs"])
-def test_an_agent_with_the_wrong_ca_is_refused_saying_so(master: HttpsMaster, tls: TlsFiles, tmp_path: Path,
-                                                         trusts: str) -> None:
+def test_an_agent_with_the_wrong_ca_is_refused_saying_so(
+    master: HttpsMaster, tls: TlsFiles, tmp_path: Path, trusts: str
+) -> None:
     cert = tls.other_ca if trusts == "another CA" else None
     agent = start_agent(master, tmp_path, f"wrong-ca-{len(trusts)}", cert)
     wait_for(lambda: not agent.alive(), 60, what="the agent to give up")
@@ -90,19 +98,23 @@ def test_an_agent_with_the_wrong_ca_is_refused_saying_so(master: HttpsMaster, tl
     log = agent.log_text()
     assert "Traceback" not in log
     against = f"the CA in {cert}" if cert else "the system's CAs"
-    assert (f"error: the agent refuses the master: the TLS certificate of the master at "
-            f"wss://127.0.0.1:{master.port}/agents/ws could not be verified against {against}") in log, log
+    assert (
+        f"error: the agent refuses the master: the TLS certificate of the master at "
+        f"wss://127.0.0.1:{master.port}/agents/ws could not be verified against {against}"
+    ) in log, log
     assert "pass the CA certificate that signed the master's with --cert FILE or PEDL_MASTER_CERT" in log
 
 
-def test_a_cli_with_the_wrong_ca_or_plain_http_is_refused_saying_so(master: HttpsMaster, tls: TlsFiles,
-                                                                     tmp_path: Path) -> None:
+def test_a_cli_with_the_wrong_ca_or_plain_http_is_refused_saying_so(
+    master: HttpsMaster, tls: TlsFiles, tmp_path: Path
+) -> None:
     env = {"PEDL_CONFIG_DIR": str(tmp_path / "cli")}
     for cert, against in ((["--cert", str(tls.other_ca)], f"the CA in {tls.other_ca}"), ([], "the system's CAs")):
         result = pedl("-m", master.url, *cert, "agent", "list", env=env)
         assert result.returncode == 1 and "Traceback" not in result.stderr
         assert result.stderr.strip().startswith(
-            f"error: the TLS certificate of the master at {master.url} could not be verified against {against}")
+            f"error: the TLS certificate of the master at {master.url} could not be verified against {against}"
+        )
         assert "--cert FILE or PEDL_MASTER_CERT" in result.stderr
     plain = master.url.replace("https://", "http://")
     result = pedl("-m", plain, "agent", "list", env=env)
@@ -110,16 +122,29 @@ def test_a_cli_with_the_wrong_ca_or_plain_http_is_refused_saying_so(master: Http
     assert "if it serves HTTPS, use an https:// URL" in result.stderr, result.stderr
 
 
-def test_dynamic_local_agents_reach_an_https_master_with_its_ca(tls: TlsFiles,
-                                                                tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_dynamic_local_agents_reach_an_https_master_with_its_ca(
+    tls: TlsFiles, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """A pool with a provider over TLS: the master launches its agents with an https:// URL and the
     CA in its certificate chain (PEDL_MASTER_CERT), and their trial's pedl.core verifies it too."""
     work = tmp_path_factory.mktemp("tls-dynamic")
-    provider = {"type": "local", "slots_per_instance": 1, "max_instances": 1, "boot_delay": "0.5s",
-                "max_idle_agent_period": "60s"}
+    provider = {
+        "type": "local",
+        "slots_per_instance": 1,
+        "max_instances": 1,
+        "boot_delay": "0.5s",
+        "max_idle_agent_period": "60s",
+    }
     storage = {"type": "shared_fs", "host_path": str(enterable_twin(work) / "ckpts")}  # tasks run as their users
-    m = HttpsMaster(work, tls, {**FAST_AGENTS, "resource_pools": [{"pool_name": "default", "provider": provider}],
-                                "checkpoint_storage": storage})
+    m = HttpsMaster(
+        work,
+        tls,
+        {
+            **FAST_AGENTS,
+            "resource_pools": [{"pool_name": "default", "provider": provider}],
+            "checkpoint_storage": storage,
+        },
+    )
     m.start()
     try:
         config = yaml.safe_dump(steps_config(name="dynamic-over-tls", steps=4))

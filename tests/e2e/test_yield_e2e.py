@@ -15,26 +15,41 @@ from tests.e2e.test_consolidation_e2e import held, running_on, timeline, trainin
 
 pytestmark = pytest.mark.e2e
 
-MOVES = {"min_trial_runtime_between_moves": "3s", "checkpoint_cost": "1s", "restore_cost": "1s",
-         "min_remaining_to_yield": "10s"}
+MOVES = {
+    "min_trial_runtime_between_moves": "3s",
+    "checkpoint_cost": "1s",
+    "restore_cost": "1s",
+    "min_remaining_to_yield": "10s",
+}
 STEPS = 300  # the held trial: 2.5 steps/s until the test releases it (at least 120 s to go)
 
 
 def pool() -> dict:
-    provider = {"type": "local", "slots_per_instance": 1, "max_instances": 3, "price_per_hour": 1.0,
-                "boot_delay": "8s", "max_idle_agent_period": "10m", "consolidation": MOVES}
+    provider = {
+        "type": "local",
+        "slots_per_instance": 1,
+        "max_instances": 3,
+        "price_per_hour": 1.0,
+        "boot_delay": "8s",
+        "max_idle_agent_period": "10m",
+        "consolidation": MOVES,
+    }
     return {"resource_pools": [{"pool_name": "default", "provider": provider}]}
 
 
-def test_a_long_trial_yields_its_slot_to_new_work_and_resumes_on_the_booting_instance(make_cluster,
-                                                                                      enterable_tmp: Path) -> None:
+def test_a_long_trial_yields_its_slot_to_new_work_and_resumes_on_the_booting_instance(
+    make_cluster, enterable_tmp: Path
+) -> None:
     c = make_cluster(pool())
     release = enterable_tmp / "release"  # the trials, run as their user's own uid, look for it
     a = c.create(held("a", release), MODELS / "held")
     first = wait_for(lambda: running_on(c, a), 120, what="the long trial running")
     a_trial = trial_of(c, a)["id"]
-    wait_for(lambda: c.master.api("GET", f"/api/v1/trials/{a_trial}/checkpoints")["checkpoints"], 60,
-             what="the long trial's first checkpoint")
+    wait_for(
+        lambda: c.master.api("GET", f"/api/v1/trials/{a_trial}/checkpoints")["checkpoints"],
+        60,
+        what="the long trial's first checkpoint",
+    )
     n = c.create(held("n", release), MODELS / "held")  # new work that outlasts the boot
 
     def yielded() -> dict | None:
@@ -46,12 +61,17 @@ def test_a_long_trial_yields_its_slot_to_new_work_and_resumes_on_the_booting_ins
     # the new work runs where the long trial was, while the other instance boots; the long trial
     # resumes on the instance that booted for the new work, from its checkpoint
     assert wait_for(lambda: running_on(c, n), 60, what="the new work running") == first
-    second = wait_for(lambda: (on := running_on(c, a)) not in (None, first) and on, 120,
-                      what="the long trial running on the booted instance")
+    second = wait_for(
+        lambda: (on := running_on(c, a)) not in (None, first) and on,
+        120,
+        what="the long trial running on the booted instance",
+    )
     release.touch()
     for exp_id in (n, a):
-        assert wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)["state"] \
+        assert (
+            wait_experiment(c.master, exp_id, {"STATE_COMPLETED", "STATE_ERROR"}, timeout=120)["state"]
             == "STATE_COMPLETED"
+        )
     (n_run,) = timeline(c, trial_of(c, n)["id"])
     assert [p["agentId"] for p in n_run["places"]] == [first]
     first_run, second_run = timeline(c, a_trial)

@@ -31,7 +31,11 @@ def test_ranks_follow_the_master_node_environment_with_nodes_of_different_sizes(
     for layout in (chief, second):
         env = layout.worker_env(0)
         assert (env["WORLD_SIZE"], env["NNODES"], env["MASTER_ADDR"], env["MASTER_PORT"]) == (
-            "5", "2", "10.0.0.7", "29401")
+            "5",
+            "2",
+            "10.0.0.7",
+            "29401",
+        )
     assert second.worker_env(2)["LOCAL_WORLD_SIZE"] == "3" and second.worker_env(2)["NODE_RANK"] == "1"
 
 
@@ -46,22 +50,35 @@ def test_a_zero_slot_task_still_runs_one_worker() -> None:
     assert layout_from_env({}, free_port=port).node_sizes == (1,)
 
 
-@pytest.mark.parametrize(("env", "nproc", "names"), [
-    ({"NODE_RANK": "x"}, None, "NODE_RANK must be an integer"),
-    ({"PEDL_NODE_SLOTS": "[1, 2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None, "PEDL_NODE_SLOTS is not valid JSON"),
-    ({"PEDL_NODE_SLOTS": "[]"}, None, "PEDL_NODE_SLOTS must be a non-empty JSON list"),
-    ({"PEDL_NODE_SLOTS": "[1, -1]"}, None, "PEDL_NODE_SLOTS must be a non-empty JSON list"),
-    ({"PEDL_NODE_SLOTS": "[1, 1]", "NNODES": "3", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None,
-     "NNODES (3) does not match PEDL_NODE_SLOTS"),
-    ({"PEDL_NODE_SLOTS": "[1, 1]", "NODE_RANK": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None,
-     "NODE_RANK 2 is outside 0..1"),
-    ({"PEDL_NODE_SLOTS": "[1, 1]", "NODE_RANK": "1"}, None, "MASTER_ADDR and MASTER_PORT"),
-    ({"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None, "PEDL_NODE_SLOTS (the slots"),
-    ({"NNODES": "0"}, None, "NNODES must be at least 1"),
-    ({"MASTER_PORT": "70000"}, None, "MASTER_PORT must be a TCP port"),
-    ({"DET_SLOT_IDS": "{}"}, None, "DET_SLOT_IDS must be a JSON list"),
-    ({}, 0, "--nproc-per-node must be at least 1"),
-])
+@pytest.mark.parametrize(
+    ("env", "nproc", "names"),
+    [
+        ({"NODE_RANK": "x"}, None, "NODE_RANK must be an integer"),
+        (
+            {"PEDL_NODE_SLOTS": "[1, 2", "MASTER_ADDR": "h", "MASTER_PORT": "1"},
+            None,
+            "PEDL_NODE_SLOTS is not valid JSON",
+        ),
+        ({"PEDL_NODE_SLOTS": "[]"}, None, "PEDL_NODE_SLOTS must be a non-empty JSON list"),
+        ({"PEDL_NODE_SLOTS": "[1, -1]"}, None, "PEDL_NODE_SLOTS must be a non-empty JSON list"),
+        (
+            {"PEDL_NODE_SLOTS": "[1, 1]", "NNODES": "3", "MASTER_ADDR": "h", "MASTER_PORT": "1"},
+            None,
+            "NNODES (3) does not match PEDL_NODE_SLOTS",
+        ),
+        (
+            {"PEDL_NODE_SLOTS": "[1, 1]", "NODE_RANK": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"},
+            None,
+            "NODE_RANK 2 is outside 0..1",
+        ),
+        ({"PEDL_NODE_SLOTS": "[1, 1]", "NODE_RANK": "1"}, None, "MASTER_ADDR and MASTER_PORT"),
+        ({"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None, "PEDL_NODE_SLOTS (the slots"),
+        ({"NNODES": "0"}, None, "NNODES must be at least 1"),
+        ({"MASTER_PORT": "70000"}, None, "MASTER_PORT must be a TCP port"),
+        ({"DET_SLOT_IDS": "{}"}, None, "DET_SLOT_IDS must be a JSON list"),
+        ({}, 0, "--nproc-per-node must be at least 1"),
+    ],
+)
 def test_an_inconsistent_environment_is_refused_naming_the_variable(env: dict, nproc: int | None, names: str) -> None:
     with pytest.raises(LayoutError, match=names.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         layout_from_env(env, nproc_per_node=nproc, free_port=port)

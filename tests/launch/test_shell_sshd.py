@@ -25,10 +25,21 @@ def test_the_config_takes_public_keys_from_its_own_file_for_the_tasks_user_only(
 
 
 def test_the_tasks_variables_ride_on_the_key_and_unwritable_ones_are_named() -> None:
-    env = {"DET_MASTER": "http://m:8080", "PATH": "/venv/bin:/usr/bin", "HOME": "/root", "SSH_AUTH_SOCK": "/s",
-           PUBLIC_KEY_VAR: KEY, "QUOTED": 'a"b', "MULTI": "a\nb", "bad-name": "x", "EMPTY": ""}
+    env = {
+        "DET_MASTER": "http://m:8080",
+        "PATH": "/venv/bin:/usr/bin",
+        "HOME": "/root",
+        "SSH_AUTH_SOCK": "/s",
+        PUBLIC_KEY_VAR: KEY,
+        "QUOTED": 'a"b',
+        "MULTI": "a\nb",
+        "bad-name": "x",
+        "EMPTY": "",
+    }
     options, skipped = environment_options(env)
-    assert options == 'environment="DET_MASTER=http://m:8080",environment="EMPTY=",environment="PATH=/venv/bin:/usr/bin"'
+    assert (
+        options == 'environment="DET_MASTER=http://m:8080",environment="EMPTY=",environment="PATH=/venv/bin:/usr/bin"'
+    )
     assert skipped == ["MULTI", "QUOTED"]
     line, _ = authorized_keys(KEY + "\n", env)
     assert line == f"{options} {KEY}\n"

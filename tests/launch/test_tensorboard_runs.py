@@ -26,16 +26,22 @@ def test_crc32c_is_castagnolis() -> None:
 
 def test_tags_are_determineds_and_only_numbers_are_kept() -> None:
     assert tags("training", {"loss": 1, "acc": 0.5, "name": "x", "flag": True, "none": None}) == {
-        "Determined/loss": 1.0, "Determined/acc": 0.5}
+        "Determined/loss": 1.0,
+        "Determined/acc": 0.5,
+    }
     assert tags("validation", {"validation_loss": 0.25, "acc": 0.75}) == {
-        "Determined/validation_loss": 0.25, "Determined/val_acc": 0.75}
+        "Determined/validation_loss": 0.25,
+        "Determined/val_acc": 0.75,
+    }
 
 
 def scalars(directory: Path) -> dict[str, list[tuple[int, float, float]]]:
     acc = EventAccumulator(str(directory))
     acc.Reload()
-    return {tag: [(e.step, e.wall_time, tensor_util.make_ndarray(e.tensor_proto).item()) for e in acc.Tensors(tag)]
-            for tag in acc.Tags()["tensors"]}
+    return {
+        tag: [(e.step, e.wall_time, tensor_util.make_ndarray(e.tensor_proto).item()) for e in acc.Tensors(tag)]
+        for tag in acc.Tags()["tensors"]
+    }
 
 
 def test_event_files_read_back_exactly(tmp_path: Path) -> None:
@@ -43,8 +49,10 @@ def test_event_files_read_back_exactly(tmp_path: Path) -> None:
     f.write(1001.5, 1, {"Determined/loss": 1 / 3, "Determined/acc": 0.1})
     f.write(1002.5, 2**40, {"Determined/loss": -2.5})
     f.flush()
-    assert scalars(tmp_path / "run") == {"Determined/loss": [(1, 1001.5, 1 / 3), (2**40, 1002.5, -2.5)],
-                                         "Determined/acc": [(1, 1001.5, 0.1)]}
+    assert scalars(tmp_path / "run") == {
+        "Determined/loss": [(1, 1001.5, 1 / 3), (2**40, 1002.5, -2.5)],
+        "Determined/acc": [(1, 1001.5, 0.1)],
+    }
 
 
 class FakeMaster:
@@ -72,8 +80,13 @@ class FakeMaster:
 
 def report(rid: int, steps: int, group: str, **values: float) -> dict[str, Any]:
     key = "validation_metrics" if group == "validation" else "avg_metrics"
-    return {"id": str(rid), "totalBatches": steps, "endTime": f"2026-01-01T00:00:{steps:02d}Z",
-            "metrics": {key: values}, "group": group}
+    return {
+        "id": str(rid),
+        "totalBatches": steps,
+        "endTime": f"2026-01-01T00:00:{steps:02d}Z",
+        "metrics": {key: values},
+        "group": group,
+    }
 
 
 def test_a_trial_with_event_files_in_storage_is_shown_from_them_and_the_others_from_metrics(tmp_path: Path) -> None:
@@ -82,10 +95,18 @@ def test_a_trial_with_event_files_in_storage_is_shown_from_them_and_the_others_f
     f = EventFile(str(stored), 5.0)
     f.write(6.0, 3, {"Determined/x": 2.0})
     f.flush()
-    master = FakeMaster({(12, "training"): [report(1, 1, "training", loss=0.5), report(2, 2, "training", loss=0.25)],
-                         (12, "validation"): [report(3, 2, "validation", validation_loss=0.75)]})
-    plan = {"experiments": [{"id": 7, "storage_root": str(root), "trials": [11, 12]},
-                            {"id": 8, "storage_root": None, "trials": [13]}]}
+    master = FakeMaster(
+        {
+            (12, "training"): [report(1, 1, "training", loss=0.5), report(2, 2, "training", loss=0.25)],
+            (12, "validation"): [report(3, 2, "validation", validation_loss=0.75)],
+        }
+    )
+    plan = {
+        "experiments": [
+            {"id": 7, "storage_root": str(root), "trials": [11, 12]},
+            {"id": 8, "storage_root": None, "trials": [13]},
+        ]
+    }
     out = tmp_path / "out"
     writers = runs(plan, CLUSTER, master, str(out))
     assert [w.trial_id for w in writers] == [12, 13]
@@ -114,8 +135,7 @@ def test_a_refresh_writes_only_the_new_reports(tmp_path: Path) -> None:
     assert writer.catch_up() == 2
     assert master.starts == [1, 0]  # from the last step written (its later reports too); nothing validated yet
     assert writer.catch_up() == 0
-    assert [(s, v) for s, _, v in scalars(tmp_path / "training")["Determined/loss"]] == [(1, 1.0), (1, 0.75),
-                                                                                          (2, 0.5)]
+    assert [(s, v) for s, _, v in scalars(tmp_path / "training")["Determined/loss"]] == [(1, 1.0), (1, 0.75), (2, 0.5)]
 
 
 def test_the_refresh_follows_running_trials_until_they_end(tmp_path: Path, monkeypatch) -> None:

@@ -15,17 +15,34 @@ import pytest
 from pedl.launch.torch_distributed import parse_args
 
 LAUNCH = [sys.executable, "-m", "pedl.launch.torch_distributed"]
-CLEAN = {k: v for k, v in os.environ.items()
-         if k not in {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "NNODES",
-                      "MASTER_ADDR", "MASTER_PORT", "PEDL_NODE_SLOTS", "DET_SLOT_IDS"}}
+CLEAN = {
+    k: v
+    for k, v in os.environ.items()
+    if k
+    not in {
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "NODE_RANK",
+        "NNODES",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "PEDL_NODE_SLOTS",
+        "DET_SLOT_IDS",
+    }
+}
 
-SHOW = ("import os; print(' '.join(f'{k}={os.environ[k]}' for k in "
-        "('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'NODE_RANK', 'MASTER_ADDR', 'MASTER_PORT')))")
+SHOW = (
+    "import os; print(' '.join(f'{k}={os.environ[k]}' for k in "
+    "('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'NODE_RANK', 'MASTER_ADDR', 'MASTER_PORT')))"
+)
 
 
 def launch(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LAUNCH, *args], env={**CLEAN, **(env or {})}, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [*LAUNCH, *args], env={**CLEAN, **(env or {})}, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_every_slot_gets_a_worker_with_its_rank() -> None:
@@ -34,15 +51,22 @@ def test_every_slot_gets_a_worker_with_its_rank() -> None:
     lines = sorted(done.stdout.splitlines())
     assert [line.split(" ", 1)[0] for line in lines] == ["[rank=0]", "[rank=1]", "[rank=2]"]
     for rank, line in enumerate(lines):
-        assert (f"RANK={rank} LOCAL_RANK={rank} WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 NODE_RANK=0 "
-                "MASTER_ADDR=127.0.0.1") in line
+        assert (
+            f"RANK={rank} LOCAL_RANK={rank} WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 NODE_RANK=0 MASTER_ADDR=127.0.0.1"
+        ) in line
     assert len({line.rsplit("MASTER_PORT=", 1)[1] for line in lines}) == 1  # one rendezvous
     assert "node 0 of 1, ranks 0-2 of 3" in done.stderr
 
 
 def test_the_second_node_of_a_trial_numbers_its_workers_after_the_first() -> None:
-    env = {"DET_SLOT_IDS": "[0, 1]", "NODE_RANK": "1", "NNODES": "2", "PEDL_NODE_SLOTS": "[3, 2]",
-           "MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "29400"}
+    env = {
+        "DET_SLOT_IDS": "[0, 1]",
+        "NODE_RANK": "1",
+        "NNODES": "2",
+        "PEDL_NODE_SLOTS": "[3, 2]",
+        "MASTER_ADDR": "10.1.2.3",
+        "MASTER_PORT": "29400",
+    }
     done = launch("--no-log-prefix", sys.executable, "-c", SHOW, env=env)
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.splitlines()) == [
@@ -62,7 +86,8 @@ def test_a_failed_worker_stops_the_others_and_its_status_is_the_launchers(tmp_pa
         f"    open(r'{tmp_path}/stopped-' + str(rank), 'w').close(); sys.exit(0)\n"
         "signal.signal(signal.SIGTERM, bye)\n"
         "print('ready', flush=True)\n"
-        "time.sleep(60)\n")
+        "time.sleep(60)\n"
+    )
     done = launch("--", sys.executable, str(script), env={"DET_SLOT_IDS": "[0, 1, 2]"})
     assert done.returncode == 7, done.stderr
     assert "[rank=1] rank 1 fails" in done.stdout
@@ -77,7 +102,8 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path
         "if os.environ['RANK'] == '0':\n"
         "    time.sleep(0.5); sys.exit(3)\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "time.sleep(120)\n")
+        "time.sleep(120)\n"
+    )
     done = launch("--grace-period", "1", "--", sys.executable, str(script), env={"DET_SLOT_IDS": "[0, 1]"})
     assert done.returncode == 3
     assert "rank 0 exited with code 3; stopping the other 1 rank(s)" in done.stderr
@@ -91,10 +117,16 @@ def test_sigterm_to_the_launcher_reaches_every_worker(tmp_path: Path) -> None:
         f"    open(r'{tmp_path}/term-' + os.environ['RANK'], 'w').close(); sys.exit(0)\n"
         "signal.signal(signal.SIGTERM, bye)\n"
         f"open(r'{tmp_path}/up-' + os.environ['RANK'], 'w').close()\n"
-        "time.sleep(60)\n")
+        "time.sleep(60)\n"
+    )
     # its own process group, as the agent runs it, but the signal goes to the launcher alone
-    proc = subprocess.Popen([*LAUNCH, "--", sys.executable, str(script)], env={**CLEAN, "DET_SLOT_IDS": "[0, 1]"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [*LAUNCH, "--", sys.executable, str(script)],
+        env={**CLEAN, "DET_SLOT_IDS": "[0, 1]"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while len(list(tmp_path.glob("up-*"))) < 2:
@@ -111,8 +143,13 @@ def test_sigterm_to_the_launcher_reaches_every_worker(tmp_path: Path) -> None:
 def test_a_killed_launcher_takes_its_workers_with_it(tmp_path: Path) -> None:
     script = tmp_path / "w.py"
     script.write_text(f"import os, time\nopen(r'{tmp_path}/pid-' + str(os.getpid()), 'w').close()\ntime.sleep(60)\n")
-    proc = subprocess.Popen([*LAUNCH, "--", sys.executable, str(script)], env={**CLEAN, "DET_SLOT_IDS": "[0, 1]"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*LAUNCH, "--", sys.executable, str(script)],
+        env={**CLEAN, "DET_SLOT_IDS": "[0, 1]"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     while len(list(tmp_path.glob("pid-*"))) < 2:
         assert time.monotonic() < deadline, "workers did not start"
@@ -138,12 +175,15 @@ def test_a_bad_environment_is_an_error_naming_the_variable() -> None:
     assert "MASTER_ADDR and MASTER_PORT" in done.stderr
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    ([], "the argument COMMAND is required"),
-    (["--"], "the argument COMMAND is required"),
-    (["--grace-period", "-1", "--", "x"], "argument --grace-period: must not be negative"),
-    (["--nproc-per-node", "two", "--", "x"], "argument --nproc-per-node: invalid int value"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "the argument COMMAND is required"),
+        (["--"], "the argument COMMAND is required"),
+        (["--grace-period", "-1", "--", "x"], "argument --grace-period: must not be negative"),
+        (["--nproc-per-node", "two", "--", "x"], "argument --nproc-per-node: invalid int value"),
+    ],
+)
 def test_bad_arguments_name_the_argument(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         parse_args(argv)

@@ -19,18 +19,35 @@ from tests.master.fakes import FakeAgent, bearer, login
 # aggregate returns. Every route's SQL lives in the domain packages, whose tests (tests/master/<domain>) run on both;
 # the CLI tests drive the same routes on SQLite, and schemathesis every operation on PostgreSQL. The master's routes
 # are built once per process.
-API_MODULES_ON_BOTH_DATABASES = frozenset({
-    "test_checkpoints", "test_trial_checkpoints", "test_experiment_listing", "test_trials", "test_trial_time_series",
-    "test_metric_export", "test_metric_batches", "test_metric_reports", "test_model_registry", "test_project_columns",
-    "test_jobs", "test_task_logs", "test_experiment_bulk", "test_projects", "test_workspaces",
-})
+API_MODULES_ON_BOTH_DATABASES = frozenset(
+    {
+        "test_checkpoints",
+        "test_trial_checkpoints",
+        "test_experiment_listing",
+        "test_trials",
+        "test_trial_time_series",
+        "test_metric_export",
+        "test_metric_batches",
+        "test_metric_reports",
+        "test_model_registry",
+        "test_project_columns",
+        "test_jobs",
+        "test_task_logs",
+        "test_experiment_bulk",
+        "test_projects",
+        "test_workspaces",
+    }
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the markers are read: a parametrize marker replaces the fixture's params
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     module = metafunc.module.__name__
-    if ("db_kind" in metafunc.fixturenames and module.startswith("tests.master.api.")
-            and module.rpartition(".")[2] not in API_MODULES_ON_BOTH_DATABASES):
+    if (
+        "db_kind" in metafunc.fixturenames
+        and module.startswith("tests.master.api.")
+        and module.rpartition(".")[2] not in API_MODULES_ON_BOTH_DATABASES
+    ):
         metafunc.definition.add_marker(pytest.mark.parametrize("db_kind", ["postgres"], indirect=True))
 
 

@@ -14,7 +14,19 @@ def legacy_checkpoint(app: FastAPI, task: StartedTask, ckpt_uuid: str, storage: 
     storage as the request said, unchecked. Its report time is its step count, so more steps is newer."""
     with ctx_of(app).db.session() as s:
         trial = s.get(models.Trial, task.trial_id)
-        s.add(models.Checkpoint(uuid=ckpt_uuid, trial_id=trial.id, experiment_id=trial.experiment_id,
-                                task_id=task.task_id, allocation_id=task.allocation_id, state="STATE_COMPLETED",
-                                report_time=float(steps), steps_completed=steps, meta={"steps_completed": steps},
-                                resources={}, storage=storage, size_bytes=0))
+        s.add(
+            models.Checkpoint(
+                uuid=ckpt_uuid,
+                trial_id=trial.id,
+                experiment_id=trial.experiment_id,
+                task_id=task.task_id,
+                allocation_id=task.allocation_id,
+                state="STATE_COMPLETED",
+                report_time=float(steps),
+                steps_completed=steps,
+                meta={"steps_completed": steps},
+                resources={},
+                storage=storage,
+                size_bytes=0,
+            )
+        )

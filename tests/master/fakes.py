@@ -66,16 +66,29 @@ def task_header(token: str) -> dict[str, str]:
 
 
 def file_entry(path: str, data: bytes = b"", *, directory: bool = False) -> dict[str, Any]:
-    return {"path": path, "type": 53 if directory else 48,
-            "content": "" if directory else base64.b64encode(data).decode(),
-            "mtime": "1700000000", "mode": 16877 if directory else 33188, "uid": 0, "gid": 0}
+    return {
+        "path": path,
+        "type": 53 if directory else 48,
+        "content": "" if directory else base64.b64encode(data).decode(),
+        "mtime": "1700000000",
+        "mode": 16877 if directory else 33188,
+        "uid": 0,
+        "gid": 0,
+    }
 
 
-def create_experiment(client: TestClient, headers: dict, config: str = GRID_CONFIG, *,
-                      files: list | None = None, activate: bool = True) -> dict:
-    body = {"activate": activate, "config": config, "modelDefinition": files if files is not None else
-            [file_entry("train.py", b"print('hi')\n")], "parentId": None, "projectId": None,
-            "template": None, "validateOnly": False}
+def create_experiment(
+    client: TestClient, headers: dict, config: str = GRID_CONFIG, *, files: list | None = None, activate: bool = True
+) -> dict:
+    body = {
+        "activate": activate,
+        "config": config,
+        "modelDefinition": files if files is not None else [file_entry("train.py", b"print('hi')\n")],
+        "parentId": None,
+        "projectId": None,
+        "template": None,
+        "validateOnly": False,
+    }
     r = post(client, "/api/v1/experiments", body, headers)
     assert r.status_code == 200, r.text
     return r.json()["experiment"]
@@ -105,8 +118,15 @@ class AnsweringConnection(AgentConnection):
         self.questions.append((allocation_id, port))
         owned = self.owns(allocation_id, port)
         answer: Future[proto.PortChecked] = Future()
-        answer.set_result(proto.PortChecked(request_id="fake", allocation_id=allocation_id, port=port, owned=owned,
-                                            reason="" if owned else f"nothing listens on port {port}"))
+        answer.set_result(
+            proto.PortChecked(
+                request_id="fake",
+                allocation_id=allocation_id,
+                port=port,
+                owned=owned,
+                reason="" if owned else f"nothing listens on port {port}",
+            )
+        )
         return answer
 
 
@@ -117,14 +137,26 @@ class FakeAgent:
         self.loop = asyncio.new_event_loop()
         # the ports its tasks listen on, as (allocation id, port); None: every port is its task's
         self.listening: set[tuple[str, int]] | None = None
-        self.conn = AnsweringConnection(agent_id=agent_id, master_url="http://testserver", remote_host="127.0.0.1",
-                                        loop=self.loop, last_heartbeat=self.ctx.clock.now(),
-                                        owns=lambda a, p: self.listening is None or (a, p) in self.listening)
+        self.conn = AnsweringConnection(
+            agent_id=agent_id,
+            master_url="http://testserver",
+            remote_host="127.0.0.1",
+            loop=self.loop,
+            last_heartbeat=self.ctx.clock.now(),
+            owns=lambda a, p: self.listening is None or (a, p) in self.listening,
+        )
         self.ctx.hub.attach(self.conn)
         self.registered = self.ctx.controller.agent_registered(
-            proto.Register(agent_id=agent_id, hostname="fakehost", address="127.0.0.1", resource_pool=pool,
-                           slots=[proto.SlotInfo(id=str(i)) for i in range(slots)], version="test"),
-            "127.0.0.1")
+            proto.Register(
+                agent_id=agent_id,
+                hostname="fakehost",
+                address="127.0.0.1",
+                resource_pool=pool,
+                slots=[proto.SlotInfo(id=str(i)) for i in range(slots)],
+                version="test",
+            ),
+            "127.0.0.1",
+        )
         self.inbox: list[dict[str, Any]] = []
 
     def messages(self) -> list[dict[str, Any]]:
@@ -145,8 +177,11 @@ class FakeAgent:
                 self.inbox.append(m)
                 continue
             self.ctx.controller.task_started(self.agent_id, m["allocation_id"])
-            started.append(StartedTask(m["allocation_id"], m["task_id"], int(m["env"].get("DET_TRIAL_ID", 0)),
-                                       m["session_token"], m))
+            started.append(
+                StartedTask(
+                    m["allocation_id"], m["task_id"], int(m["env"].get("DET_TRIAL_ID", 0)), m["session_token"], m
+                )
+            )
         return started
 
     def exit(self, allocation_id: str, exit_code: int | None = 0, reason: str = "", *, contacted: bool = True) -> None:

@@ -35,9 +35,15 @@ def stored(client: TestClient, task: StartedTask, steps: int, files: dict[str, b
             (path / rel).parent.mkdir(parents=True, exist_ok=True)
             (path / rel).write_bytes(data)
         listing = list_directory(path)
-    body = {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id, "training": {},
-            "metadata": {"steps_completed": steps}, "state": "STATE_COMPLETED",
-            "resources": {k: str(v) for k, v in listing.items()}}
+    body = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "taskId": task.task_id,
+        "training": {},
+        "metadata": {"steps_completed": steps},
+        "state": "STATE_COMPLETED",
+        "resources": {k: str(v) for k, v in listing.items()},
+    }
     assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
     return name
 
@@ -49,8 +55,9 @@ def shown(client: TestClient, headers: dict, name: str) -> dict:
 
 
 def delete(client: TestClient, headers: dict, *names: str):
-    return client.request("DELETE", "/api/v1/checkpoints", content=json.dumps({"checkpointUuids": list(names)}),
-                          headers=headers)
+    return client.request(
+        "DELETE", "/api/v1/checkpoints", content=json.dumps({"checkpointUuids": list(names)}), headers=headers
+    )
 
 
 def spec_of(client: TestClient, gc: StartedTask) -> dict[str, Any]:

@@ -11,8 +11,11 @@ from tests.master.fakes import bearer, login, post
 
 def make_user(client: TestClient, admin: dict, name: str, *, is_admin: bool = False) -> dict[str, str]:
     """Headers of a new user `name` (password "pw-<name>")."""
-    body = {"user": {"username": name, "admin": is_admin, "active": True}, "password": client_hash("pw-" + name),
-            "isHashed": True}
+    body = {
+        "user": {"username": name, "admin": is_admin, "active": True},
+        "password": client_hash("pw-" + name),
+        "isHashed": True,
+    }
     r = post(client, "/api/v1/users", body, admin)
     assert r.status_code == 200, r.text
     return bearer(login(client, name, "pw-" + name))

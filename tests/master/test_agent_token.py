@@ -73,16 +73,29 @@ def test_an_empty_file_left_by_a_crash_is_replaced(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_the_local_provider_hands_the_resolved_token_and_aws_instances_get_secrets_of_their_own(
-        tmp_path: Path) -> None:
+def test_the_local_provider_hands_the_resolved_token_and_aws_instances_get_secrets_of_their_own(tmp_path: Path) -> None:
     from pedl.master.agents import credentials as agent_credentials
     from pedl.master.app import create_app
     from pedl.master.wiring import make_provider
 
-    aws = {"type": "aws", "region": "us-east-1", "endpoint_url": "http://127.0.0.1:9", "image_id": "ami-1",
-           "ssh_key_name": "k", "master_url": "http://10.0.0.1:8080"}
-    config = MasterConfig.model_validate({"data_dir": str(tmp_path / "data"), "port": 0, "resource_pools": [
-        {"pool_name": "default", "provider": {"type": "local"}}, {"pool_name": "aws", "provider": aws}]})
+    aws = {
+        "type": "aws",
+        "region": "us-east-1",
+        "endpoint_url": "http://127.0.0.1:9",
+        "image_id": "ami-1",
+        "ssh_key_name": "k",
+        "master_url": "http://10.0.0.1:8080",
+    }
+    config = MasterConfig.model_validate(
+        {
+            "data_dir": str(tmp_path / "data"),
+            "port": 0,
+            "resource_pools": [
+                {"pool_name": "default", "provider": {"type": "local"}},
+                {"pool_name": "aws", "provider": aws},
+            ],
+        }
+    )
     ctx = create_app(config).state.ctx
     try:
         assert ctx.agent_token == token_path(tmp_path / "data").read_text().strip()

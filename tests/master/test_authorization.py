@@ -67,15 +67,20 @@ def _world(client: TestClient, app: FastAPI) -> World:
     admin = bearer(login(client, "admin"))
     ids: dict[str, Any] = {}
     for name in ("alice", "bob"):
-        body = {"user": {"username": name, "admin": False, "active": True}, "password": client_hash("pw-" + name),
-                "isHashed": True}
+        body = {
+            "user": {"username": name, "admin": False, "active": True},
+            "password": client_hash("pw-" + name),
+            "isHashed": True,
+        }
         r = post(client, "/api/v1/users", body, admin)
         assert r.status_code == 200, r.text
         ids[name] = r.json()["user"]["id"]
-    admin_id = next(u["id"] for u in client.get("/api/v1/users", headers=admin).json()["users"]
-                    if u["username"] == "admin")
-    r = post(client, f"/api/v1/users/{admin_id}/password",
-             {"password": client_hash("pw-admin"), "isHashed": True}, admin)
+    admin_id = next(
+        u["id"] for u in client.get("/api/v1/users", headers=admin).json()["users"] if u["username"] == "admin"
+    )
+    r = post(
+        client, f"/api/v1/users/{admin_id}/password", {"password": client_hash("pw-admin"), "isHashed": True}, admin
+    )
     assert r.status_code == 200, r.text
     alice = bearer(login(client, "alice", "pw-alice"))
     agent = FakeAgent(app, "agent-1", slots=3)
@@ -88,8 +93,15 @@ def _world(client: TestClient, app: FastAPI) -> World:
     side = create_experiment(client, alice, SINGLE_CONFIG, activate=False)
     side_trial = client.get(f"/api/v1/experiments/{side['id']}/trials", headers=alice).json()["trials"][0]
     # a validation metric and a checkpoint with a file, so the read routes have something to read
-    body = {"group": "validation", "metrics": {"trialId": task_a.trial_id, "trialRunId": 1, "stepsCompleted": 1,
-                                               "metrics": {"avgMetrics": {"loss": 0.5}}}}
+    body = {
+        "group": "validation",
+        "metrics": {
+            "trialId": task_a.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": 1,
+            "metrics": {"avgMetrics": {"loss": 0.5}},
+        },
+    }
     assert post(client, f"/api/v1/trials/{task_a.trial_id}/metrics", body, bearer(task_a.token)).status_code == 200
     ckpt = str(uuid.uuid4())
     storage = app.state.ctx.config.effective_checkpoint_storage()
@@ -101,8 +113,16 @@ def _world(client: TestClient, app: FastAPI) -> World:
         f.write(b"w")
     r = post(client, "/api/v1/checkpoints", _checkpoint_body(ckpt, task_a), bearer(task_a.token))
     assert r.status_code == 200, r.text
-    ids.update(exp=exp["id"], side=side["id"], side_trial=side_trial["id"], trial=task_a.trial_id,
-               task=task_a.task_id, alloc=task_a.allocation_id, ckpt=ckpt, task_a=task_a)
+    ids.update(
+        exp=exp["id"],
+        side=side["id"],
+        side_trial=side_trial["id"],
+        trial=task_a.trial_id,
+        task=task_a.task_id,
+        alloc=task_a.allocation_id,
+        ckpt=ckpt,
+        task_a=task_a,
+    )
     # alice's model, with the checkpoint as version 1 (the matrix registers versions 2 and 3)
     assert post(client, "/api/v1/models", {"name": "alice-model", "labels": ["l"]}, alice).status_code == 200
     assert post(client, "/api/v1/models/alice-model/versions", {"checkpointUuid": ckpt}, alice).status_code == 200
@@ -112,23 +132,42 @@ def _world(client: TestClient, app: FastAPI) -> World:
     project = post(client, f"/api/v1/workspaces/{ws}/projects", {"name": "alice-project"}, alice).json()["project"]
     assert post(client, "/api/v1/templates/alice-tpl", {"config": {}}, alice).status_code == 200
     ids.update(ws=ws, project=project["id"], tpl="alice-tpl", new_tpl="new-tpl", doomed_tpl="doomed-tpl")
-    tokens = {"none": {}, "garbage": bearer("not-a-token"), "other": bearer(login(client, "bob", "pw-bob")),
-              "owner": alice, "admin": bearer(login(client, "admin", "pw-admin")),
-              "task_other": bearer(task_b.token), "task_revoked": bearer(task_c.token),
-              "task_own": bearer(task_a.token)}
+    tokens = {
+        "none": {},
+        "garbage": bearer("not-a-token"),
+        "other": bearer(login(client, "bob", "pw-bob")),
+        "owner": alice,
+        "admin": bearer(login(client, "admin", "pw-admin")),
+        "task_other": bearer(task_b.token),
+        "task_revoked": bearer(task_c.token),
+        "task_own": bearer(task_a.token),
+    }
     return World(client, app, tokens, ids)
 
 
 def _checkpoint_body(ckpt: str, task: Any) -> dict:
-    return {"checkpoint": {"uuid": ckpt, "allocationId": task.allocation_id, "taskId": task.task_id,
-                           "metadata": {"steps_completed": 1}, "resources": {"weights": "1"},
-                           "state": "STATE_COMPLETED"}}
+    return {
+        "checkpoint": {
+            "uuid": ckpt,
+            "allocationId": task.allocation_id,
+            "taskId": task.task_id,
+            "metadata": {"steps_completed": 1},
+            "resources": {"weights": "1"},
+            "state": "STATE_COMPLETED",
+        }
+    }
 
 
 def _metrics(w: World) -> dict:
-    return {"group": "training", "metrics": {"trialId": w.ids["trial"], "trialRunId": 1,
-                                             "stepsCompleted": next(w.counter) + 10,
-                                             "metrics": {"avgMetrics": {"loss": 1.0}}}}
+    return {
+        "group": "training",
+        "metrics": {
+            "trialId": w.ids["trial"],
+            "trialRunId": 1,
+            "stepsCompleted": next(w.counter) + 10,
+            "metrics": {"avgMetrics": {"loss": 1.0}},
+        },
+    }
 
 
 def _new_user(w: World) -> dict:
@@ -206,8 +245,10 @@ def _doomed_template(w: World) -> None:
 def _doomed_workspace(w: World) -> None:
     """The workspace the DELETE row deletes (with a project), made again (by alice) before each cell."""
     owner = w.tokens["owner"]
-    if "doomed_ws" not in w.ids or w.client.get("/api/v1/workspaces/{doomed_ws}".format(**w.ids),
-                                                headers=owner).status_code == 404:
+    if (
+        "doomed_ws" not in w.ids
+        or w.client.get("/api/v1/workspaces/{doomed_ws}".format(**w.ids), headers=owner).status_code == 404
+    ):
         r = post(w.client, "/api/v1/workspaces", {"name": f"doomed-ws-{next(w.counter)}"}, owner)
         w.ids["doomed_ws"] = r.json()["workspace"]["id"]
         post(w.client, "/api/v1/workspaces/{doomed_ws}/projects".format(**w.ids), {"name": "p"}, owner)
@@ -216,10 +257,16 @@ def _doomed_workspace(w: World) -> None:
 def _doomed_project(w: World) -> None:
     """The project the DELETE row deletes, made again (by alice, in her workspace) before each cell."""
     owner = w.tokens["owner"]
-    if "doomed_project" not in w.ids or w.client.get("/api/v1/projects/{doomed_project}".format(**w.ids),
-                                                     headers=owner).status_code == 404:
-        r = post(w.client, "/api/v1/workspaces/{ws}/projects".format(**w.ids),
-                 {"name": f"doomed-project-{next(w.counter)}"}, owner)
+    if (
+        "doomed_project" not in w.ids
+        or w.client.get("/api/v1/projects/{doomed_project}".format(**w.ids), headers=owner).status_code == 404
+    ):
+        r = post(
+            w.client,
+            "/api/v1/workspaces/{ws}/projects".format(**w.ids),
+            {"name": f"doomed-project-{next(w.counter)}"},
+            owner,
+        )
         w.ids["doomed_project"] = r.json()["project"]["id"]
 
 
@@ -233,8 +280,12 @@ def _project_move(w: World) -> dict:
 
 def _live_task(w: World, plural: str) -> None:
     """A fresh live task of alice's of this kind as {ntsc}, for the cells that kill one: each cell gets its own."""
-    r = post(w.client, f"/api/v1/{plural}", {"config": {"entrypoint": "sleep 1000", "resources": {"slots": 0}},
-                                              **_shown(w, plural)}, w.tokens["owner"])
+    r = post(
+        w.client,
+        f"/api/v1/{plural}",
+        {"config": {"entrypoint": "sleep 1000", "resources": {"slots": 0}}, **_shown(w, plural)},
+        w.tokens["owner"],
+    )
     assert r.status_code == 200, r.text
     w.ids["ntsc"] = r.json()[plural[:-1]]["id"]
 
@@ -255,12 +306,20 @@ def _alices_task(w: World, plural: str) -> None:
 
 def _ntsc_rows(plural: str) -> list[tuple[str, str, tuple[int, ...], Any]]:
     return [
-        ("POST", f"/api/v1/{plural}", USER,
-         lambda w: {"config": {"entrypoint": "true", "resources": {"slots": 0}}, **_shown(w, plural)}),
+        (
+            "POST",
+            f"/api/v1/{plural}",
+            USER,
+            lambda w: {"config": {"entrypoint": "true", "resources": {"slots": 0}}, **_shown(w, plural)},
+        ),
         ("GET", f"/api/v1/{plural}", R, lambda w: _alices_task(w, plural)),
         ("GET", f"/api/v1/{plural}/{{ntsc}}", R, lambda w: _alices_task(w, plural)),
-        ("POST", f"/api/v1/{plural}/{{ntsc}}/set_priority", OWNER,
-         lambda w: _alices_task(w, plural) or {"priority": 10 + next(w.counter) % 9}),
+        (
+            "POST",
+            f"/api/v1/{plural}/{{ntsc}}/set_priority",
+            OWNER,
+            lambda w: _alices_task(w, plural) or {"priority": 10 + next(w.counter) % 9},
+        ),
         ("POST", f"/api/v1/{plural}/{{ntsc}}/kill", OWNER, lambda w: _live_task(w, plural)),
     ]
 
@@ -270,8 +329,12 @@ Body = Callable[[World], Any] | None
 # (method, path, expected per column, body). Paths take {names} from World.ids. Rows run in order.
 MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/info", PUBLIC, None),
-    ("POST", "/api/v1/auth/login", PUBLIC,
-     lambda w: {"username": "bob", "password": client_hash("pw-bob"), "isHashed": True}),
+    (
+        "POST",
+        "/api/v1/auth/login",
+        PUBLIC,
+        lambda w: {"username": "bob", "password": client_hash("pw-bob"), "isHashed": True},
+    ),
     ("POST", "/api/v1/auth/session", PUBLIC, lambda w: {"username": "bob", "password": "pw-bob"}),  # the WebUI's
     ("GET", "/api/v1/master", PUBLIC, None),  # as Determined's: det's SDK asks before it logs in
     ("GET", "/api/v1/master/config", ADMIN, None),
@@ -307,12 +370,24 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/experiments/{exp}/metric-series?group=validation", R, None),
     # Determined's metric streams, of an ended experiment (one message, then the end)
     ("GET", "/api/v1/experiments/metrics-stream/metric-names?ids={streamed}", R, _ended_once),
-    ("GET", "/api/v1/experiments/{streamed}/metrics-stream/batches?metric_name=loss&metric_type=METRIC_TYPE_TRAINING",
-     R, _ended_once),
-    ("GET", "/api/v1/experiments/{streamed}/metrics-stream/trials-snapshot?metric_name=loss&group=validation",
-     R, _ended_once),
-    ("GET", "/api/v1/experiments/{streamed}/metrics-stream/trials-sample?metric_name=loss&group=validation",
-     R, _ended_once),
+    (
+        "GET",
+        "/api/v1/experiments/{streamed}/metrics-stream/batches?metric_name=loss&metric_type=METRIC_TYPE_TRAINING",
+        R,
+        _ended_once,
+    ),
+    (
+        "GET",
+        "/api/v1/experiments/{streamed}/metrics-stream/trials-snapshot?metric_name=loss&group=validation",
+        R,
+        _ended_once,
+    ),
+    (
+        "GET",
+        "/api/v1/experiments/{streamed}/metrics-stream/trials-sample?metric_name=loss&group=validation",
+        R,
+        _ended_once,
+    ),
     ("GET", "/api/v1/trials/{trial}/metrics", R, None),
     ("GET", "/api/v1/trials/time-series?trialIds={trial}&metricIds=validation.loss", R, None),
     ("GET", "/api/v1/trials/{trial}/metrics/csv?group=training", R, None),
@@ -325,8 +400,12 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/tasks/{task}/logs/fields", R, None),
     ("GET", "/api/v1/job-queues-v2", R, None),
     ("GET", "/proxy/{task}/", PROXY, None),  # every method and WebSocket alike (tests/master/api/test_proxy.py)
-    ("GET", "/api/v1/resources/allocation/raw?timestampAfter=2023-01-01T00:00:00Z&timestampBefore=2024-01-01T00:00:00Z",
-     USER, None),  # a user's own, an admin's everyone's
+    (
+        "GET",
+        "/api/v1/resources/allocation/raw?timestampAfter=2023-01-01T00:00:00Z&timestampBefore=2024-01-01T00:00:00Z",
+        USER,
+        None,
+    ),  # a user's own, an admin's everyone's
     ("GET", "/api/v1/master/logs", ADMIN, None),  # they name users, hosts and paths
     ("GET", "/api/v1/checkpoints", R, None),
     ("GET", "/api/v1/checkpoints/{ckpt}", R, None),
@@ -347,8 +426,16 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("GET", "/api/v1/model/labels", R, None),
     # what a task reports about itself
     ("POST", "/api/v1/trials/{trial}/metrics", TASK_OR_OWNER, _metrics),  # a user: as Determined's SDK
-    ("POST", "/api/v1/trials/{trial}/metrics/batch", TASK, lambda w: {"reports": [
-        {"group": "training", "stepsCompleted": 2, "trialRunId": 1, "metrics": {"avgMetrics": {"loss": 1.0}}}]}),
+    (
+        "POST",
+        "/api/v1/trials/{trial}/metrics/batch",
+        TASK,
+        lambda w: {
+            "reports": [
+                {"group": "training", "stepsCompleted": 2, "trialRunId": 1, "metrics": {"avgMetrics": {"loss": 1.0}}}
+            ]
+        },
+    ),
     ("POST", "/api/v1/trials/{trial}/progress", TASK, lambda w: {"progress": 0.5}),
     ("POST", "/api/v1/trials/{trial}/searcher/completed_operation", TASK, lambda w: {"op": {"length": 1}}),
     ("POST", "/api/v1/trials/{trial}/runner/metadata", TASK, lambda w: {}),
@@ -362,12 +449,24 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/allocations/{alloc}/activity", TASK, lambda w: {}),
     ("POST", "/api/v1/allocations/{alloc}/checkpoint_gc", GC_TASK, lambda w: {"checkpoints": []}),
     ("POST", "/api/v1/checkpoints", TASK, lambda w: _checkpoint_body(str(uuid.uuid4()), w.ids["task_a"])),
-    ("POST", "/api/v1/trial-source-info", TASK, lambda w: {"trialSourceInfo": {
-        "trialId": w.ids["trial"], "checkpointUuid": w.ids["ckpt"],
-        "trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE"}}),
+    (
+        "POST",
+        "/api/v1/trial-source-info",
+        TASK,
+        lambda w: {
+            "trialSourceInfo": {
+                "trialId": w.ids["trial"],
+                "checkpointUuid": w.ids["ckpt"],
+                "trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
+            }
+        },
+    ),
     # what users do
     ("POST", "/api/v1/experiments", USER, _experiment),
-    *_ntsc_rows("commands"), *_ntsc_rows("notebooks"), *_ntsc_rows("shells"), *_ntsc_rows("tensorboards"),
+    *_ntsc_rows("commands"),
+    *_ntsc_rows("notebooks"),
+    *_ntsc_rows("shells"),
+    *_ntsc_rows("tensorboards"),
     ("POST", "/api/v1/agents/{agent}/disable", ADMIN, lambda w: {"drain": True}),  # its tasks run on
     ("POST", "/api/v1/agents/{agent}/enable", ADMIN, None),
     ("POST", "/api/v1/agents/{agent}/forget", ADMIN, None),  # its credential (the fake agent has none)
@@ -381,20 +480,36 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/experiments/{side}/unarchive", OWNER, None),
     ("PATCH", "/api/v1/experiments/{side}", OWNER, lambda w: {"description": f"set {next(w.counter)}"}),
     ("PATCH", "/api/v1/experiments/{side}", OWNER, lambda w: {"resources": {"priority": 40 + next(w.counter) % 9}}),
-    ("POST", "/api/v1/job-queues", OWNER,
-     lambda w: {"updates": [{"jobId": f"job-{w.ids['side']}", "priority": 40 + next(w.counter) % 9}]}),
+    (
+        "POST",
+        "/api/v1/job-queues",
+        OWNER,
+        lambda w: {"updates": [{"jobId": f"job-{w.ids['side']}", "priority": 40 + next(w.counter) % 9}]},
+    ),
     ("PUT", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
     ("DELETE", "/api/v1/experiments/{side}/labels/{label}", OWNER, None),
-    ("POST", "/api/v1/experiments/{side}/move", OWNER,  # into alice's project and back, cell by cell
-     lambda w: {"destinationProjectId": w.ids["project"] if next(w.counter) % 2 else 1}),
+    (
+        "POST",
+        "/api/v1/experiments/{side}/move",
+        OWNER,  # into alice's project and back, cell by cell
+        lambda w: {"destinationProjectId": w.ids["project"] if next(w.counter) % 2 else 1},
+    ),
     ("DELETE", "/api/v1/experiments/{side}/tensorboard-files", OWNER, None),
     ("DELETE", "/api/v1/experiments/{ended}", OWNER, _ended),
     ("POST", "/api/v1/experiments/continue", OWNER, _continued),
-    ("POST", "/api/v1/checkpoints/{ckpt}/metadata", OWNER,
-     lambda w: {"checkpoint": {"uuid": w.ids["ckpt"], "metadata": {"steps_completed": 1, "n": next(w.counter)}}}),
+    (
+        "POST",
+        "/api/v1/checkpoints/{ckpt}/metadata",
+        OWNER,
+        lambda w: {"checkpoint": {"uuid": w.ids["ckpt"], "metadata": {"steps_completed": 1, "n": next(w.counter)}}},
+    ),
     ("DELETE", "/api/v1/checkpoints", OWNER, lambda w: {"checkpointUuids": [_fresh_checkpoint(w)]}),
-    ("POST", "/api/v1/checkpoints/rm", OWNER,
-     lambda w: {"checkpointUuids": [_fresh_checkpoint(w)], "checkpointGlobs": ["extra"]}),
+    (
+        "POST",
+        "/api/v1/checkpoints/rm",
+        OWNER,
+        lambda w: {"checkpointUuids": [_fresh_checkpoint(w)], "checkpointGlobs": ["extra"]},
+    ),
     ("POST", "/api/v1/models", USER, lambda w: {"name": f"model-{next(w.counter)}"}),
     ("PATCH", "/api/v1/models/{model}", OWNER, lambda w: {"description": f"set {next(w.counter)}"}),
     ("POST", "/api/v1/models/{model}/archive", OWNER, None),
@@ -432,26 +547,48 @@ MATRIX: list[tuple[str, str, tuple[int, ...], Body]] = [
     ("POST", "/api/v1/projects/{project}/experiments/archive", USER, lambda w: {"experimentIds": []}),
     ("POST", "/api/v1/projects/{project}/experiments/unarchive", USER, lambda w: {"experimentIds": []}),
     ("DELETE", "/api/v1/projects/{project}/experiments/delete", USER, lambda w: {"experimentIds": []}),
-    ("POST", "/api/v1/projects/{project}/experiments/move", USER,
-     lambda w: {"experimentIds": [], "destinationProjectId": 1}),
+    (
+        "POST",
+        "/api/v1/projects/{project}/experiments/move",
+        USER,
+        lambda w: {"experimentIds": [], "destinationProjectId": 1},
+    ),
     # a user edits their own display name; linking an agent user is for admins, even one's own
     ("PATCH", "/api/v1/users/{alice}", OWNER, lambda w: {"displayName": f"Alice {next(w.counter)}"}),
-    ("PATCH", "/api/v1/users/{alice}", ADMIN, lambda w: {"agentUserGroup": {
-        "agentUid": 1000 + next(w.counter), "agentGid": 1000, "agentUser": "alice", "agentGroup": "alice"}}),
+    (
+        "PATCH",
+        "/api/v1/users/{alice}",
+        ADMIN,
+        lambda w: {
+            "agentUserGroup": {
+                "agentUid": 1000 + next(w.counter),
+                "agentGid": 1000,
+                "agentUser": "alice",
+                "agentGroup": "alice",
+            }
+        },
+    ),
     ("POST", "/api/v1/auth/logout", USER, None),  # run with fresh logins: see below
     ("DELETE", "/api/v1/auth/session", USER, None),  # the WebUI's logout: the same, by any token
     # alice changes her own password (a fresh login), then an admin resets it, revoking her sessions; last:
     # a new password also ends the tokens of alice's tasks (task_own, task_other), which the other rows use
-    ("POST", "/api/v1/users/{alice}/password", OWNER,
-     lambda w: {"password": client_hash("pw-alice"), "isHashed": True}),
+    (
+        "POST",
+        "/api/v1/users/{alice}/password",
+        OWNER,
+        lambda w: {"password": client_hash("pw-alice"), "isHashed": True},
+    ),
 ]
 
 
 def _run_matrix(w: World) -> list[str]:
     wrong = []
     for method, path, expected, body in MATRIX:
-        if (method, path) in (("POST", "/api/v1/auth/logout"), ("DELETE", "/api/v1/auth/session"),
-                              ("POST", "/api/v1/users/{alice}/password")):
+        if (method, path) in (
+            ("POST", "/api/v1/auth/logout"),
+            ("DELETE", "/api/v1/auth/session"),
+            ("POST", "/api/v1/users/{alice}/password"),
+        ):
             w.relogin()
         for column, want in zip(COLUMNS, expected, strict=True):
             payload = body(w) if body else None
@@ -463,8 +600,9 @@ def _run_matrix(w: World) -> list[str]:
             elif method == "POST":
                 r = post(w.client, url, payload, w.tokens[column])
             else:
-                r = w.client.request(method, url, content=None if payload is None else json.dumps(payload),
-                                     headers=w.tokens[column])
+                r = w.client.request(
+                    method, url, content=None if payload is None else json.dumps(payload), headers=w.tokens[column]
+                )
             w.client.cookies.clear()  # a browser login's cookie must not authenticate the next cells
             if r.status_code != want:
                 wrong.append(f"{method} {path} as {column}: {r.status_code} (expected {want}) {r.text[:160]}")
@@ -477,8 +615,9 @@ def test_every_route_is_in_the_matrix(app: FastAPI) -> None:
     routes.add(("GET", "/metrics"))  # served outside the OpenAPI document (Prometheus text)
 
     def shape(path: str) -> str:  # compare paths by shape: {trial_id} and {trial} are one parameter
-        return "/".join("{}" if part.startswith("{") or part in ("default",) or part.isdigit() else part
-                        for part in path.split("/"))
+        return "/".join(
+            "{}" if part.startswith("{") or part in ("default",) or part.isdigit() else part for part in path.split("/")
+        )
 
     missing = {(m, p) for m, p in routes if (m, shape(p)) not in {(lm, shape(lp)) for lm, lp in listed}}
     missing = {(m, p) for m, p in missing if p != "/api/v1/experiments/{experiment_id}/{action}"}

@@ -30,13 +30,21 @@ def self_signed(tmp_path: Path, name: str) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "master.test")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now)
-            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
@@ -70,7 +78,8 @@ def test_data_dir_may_be_created_but_not_under_a_file(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("")
     assert writable_dir_problem(tmp_path / "f") == f"{tmp_path / 'f'} is not a directory"
     assert data_dir_problems(MasterConfig(data_dir=tmp_path / "f" / "d")) == [
-        ("data_dir", f"cannot create {tmp_path / 'f' / 'd'}: {tmp_path / 'f'} is not a directory")]
+        ("data_dir", f"cannot create {tmp_path / 'f' / 'd'}: {tmp_path / 'f'} is not a directory")
+    ]
 
 
 @pytest.mark.skipif(AS_ROOT, reason="root can write any directory")

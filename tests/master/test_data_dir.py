@@ -41,7 +41,10 @@ def test_an_older_masters_database_becomes_owner_only_and_its_directory_keeps_it
         db = open_database(MasterConfig(data_dir=data))
         try:
             assert {f.name: mode(f) for f in data.iterdir()} == {
-                "pedl.db": 0o600, "pedl.db-wal": 0o600, "pedl.db-shm": 0o600}
+                "pedl.db": 0o600,
+                "pedl.db-wal": 0o600,
+                "pedl.db-shm": 0o600,
+            }
             assert mode(data) == 0o755
         finally:
             db.engine.dispose()

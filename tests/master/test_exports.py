@@ -14,8 +14,17 @@ import pytest
 
 from pedl.master.exports import lazy_exports
 
-PACKAGES = ("agents", "checkpoints", "experiments", "identity", "metrics", "model_registry", "tasks", "trials",
-            "workspaces")
+PACKAGES = (
+    "agents",
+    "checkpoints",
+    "experiments",
+    "identity",
+    "metrics",
+    "model_registry",
+    "tasks",
+    "trials",
+    "workspaces",
+)
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -24,8 +33,11 @@ def test_each_public_name_is_its_modules_own(package: str) -> None:
     assert pkg.__all__, f"{package} names no public function"
     for name in pkg.__all__:
         value = getattr(pkg, name)
-        assert any(getattr(module, name, None) is value for module_name, module in sys.modules.items()
-                   if module_name.startswith(f"pedl.master.{package}.")), name
+        assert any(
+            getattr(module, name, None) is value
+            for module_name, module in sys.modules.items()
+            if module_name.startswith(f"pedl.master.{package}.")
+        ), name
 
 
 def _type_checking_imports(init: Path) -> dict[str, list[str]]:
@@ -52,10 +64,12 @@ def test_type_checkers_see_the_same_public_names(package: str) -> None:
 
 
 def test_importing_the_packages_imports_none_of_their_modules() -> None:
-    code = ("import sys\n"
-            f"for p in {PACKAGES!r}:\n"
-            "    __import__('pedl.master.' + p)\n"
-            f"print(sorted(m for m in sys.modules if m.count('.') == 3 and m.split('.')[2] in {PACKAGES!r}))\n")
+    code = (
+        "import sys\n"
+        f"for p in {PACKAGES!r}:\n"
+        "    __import__('pedl.master.' + p)\n"
+        f"print(sorted(m for m in sys.modules if m.count('.') == 3 and m.split('.')[2] in {PACKAGES!r}))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

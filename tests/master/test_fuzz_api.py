@@ -42,21 +42,62 @@ surrogates = st.integers(0xD800, 0xDFFF).map(chr)
 chars = st.one_of(st.characters(), surrogates, st.sampled_from(["\x00", "\\", "/", ".", "\n", "\x7f"]))
 strings = st.one_of(
     st.lists(chars, max_size=12).map("".join),
-    st.sampled_from(["", "\x00", "a\x00b", "\ud800", "x\udfff", "..", ".", "/etc/passwd", "a\\b", "x" * 70_000,
-                     "s3://bucket", "1e30", "-1", "inf", "nan", "0x10"]),
+    st.sampled_from(
+        [
+            "",
+            "\x00",
+            "a\x00b",
+            "\ud800",
+            "x\udfff",
+            "..",
+            ".",
+            "/etc/passwd",
+            "a\\b",
+            "x" * 70_000,
+            "s3://bucket",
+            "1e30",
+            "-1",
+            "inf",
+            "nan",
+            "0x10",
+        ]
+    ),
 )
 numbers = st.one_of(
     st.integers(-3, 20),
     st.integers(-(2**70), 2**70),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([0, 1, 2**31, 2**63, 2**64, 10**30, -(10**30), 1e30, 1e308, -1e308,
-                     float("inf"), float("-inf"), float("nan"), 0.5, -0.0, HUGE]),
+    st.sampled_from(
+        [
+            0,
+            1,
+            2**31,
+            2**63,
+            2**64,
+            10**30,
+            -(10**30),
+            1e30,
+            1e308,
+            -1e308,
+            float("inf"),
+            float("-inf"),
+            float("nan"),
+            0.5,
+            -0.0,
+            HUGE,
+        ]
+    ),
 )
 scalars = st.one_of(st.none(), st.booleans(), numbers, strings)
-keys = st.one_of(st.sampled_from(["type", "name", "val", "vals", "minval", "maxval", "count", "batches", "a"]),
-                 strings.filter(lambda k: len(k) < 100))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(keys, inner, max_size=4)), max_leaves=12)
+keys = st.one_of(
+    st.sampled_from(["type", "name", "val", "vals", "minval", "maxval", "count", "batches", "a"]),
+    strings.filter(lambda k: len(k) < 100),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def nested(depth: int, leaf: Any = 1) -> Any:
@@ -78,8 +119,10 @@ anything = mostly(values, deep)
 small = st.integers(0, 20)  # plausible values, so that many inputs pass validation and create trials
 
 hparam = st.one_of(
-    st.fixed_dictionaries({"type": st.sampled_from(["int", "double", "log"]), "minval": numbers, "maxval": numbers},
-                          optional={"count": numbers, "base": numbers}),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["int", "double", "log"]), "minval": numbers, "maxval": numbers},
+        optional={"count": numbers, "base": numbers},
+    ),
     st.fixed_dictionaries({"type": st.just("categorical"), "vals": st.one_of(st.lists(scalars, max_size=5), anything)}),
     st.fixed_dictionaries({"type": st.sampled_from(["const", "junk", ""]), "val": anything}),
     anything,
@@ -88,27 +131,48 @@ hyperparameters = st.dictionaries(keys, st.one_of(hparam, st.dictionaries(keys, 
 
 # plausible values for Determined's keys, by dotted path
 FIELDS: dict[str, st.SearchStrategy] = {
-    "name": strings, "description": strings, "entrypoint": st.one_of(strings, st.lists(strings, max_size=3)),
+    "name": strings,
+    "description": strings,
+    "entrypoint": st.one_of(strings, st.lists(strings, max_size=3)),
     "searcher.name": st.one_of(st.sampled_from(["single", "grid", "random", "adaptive_asha"]), strings),
-    "searcher.metric": strings, "searcher.smaller_is_better": scalars,
-    "searcher.max_trials": small | numbers, "searcher.max_concurrent_trials": small | numbers,
+    "searcher.metric": strings,
+    "searcher.smaller_is_better": scalars,
+    "searcher.max_trials": small | numbers,
+    "searcher.max_concurrent_trials": small | numbers,
     "searcher.max_length": st.one_of(small, numbers, st.fixed_dictionaries({"batches": numbers}), anything),
-    "searcher.divisor": small | numbers, "searcher.max_rungs": small | numbers,
+    "searcher.divisor": small | numbers,
+    "searcher.max_rungs": small | numbers,
     "searcher.mode": st.sampled_from(["aggressive", "standard", "conservative"]) | strings,
-    "searcher.source_trial_id": numbers, "searcher.source_checkpoint_uuid": strings,
+    "searcher.source_trial_id": numbers,
+    "searcher.source_checkpoint_uuid": strings,
     "hyperparameters": st.one_of(hyperparameters, anything),
-    "resources.slots_per_trial": small | numbers, "resources.resource_pool": st.just("default") | strings,
-    "resources.priority": small | numbers, "resources.weight": small | numbers, "max_restarts": small | numbers,
+    "resources.slots_per_trial": small | numbers,
+    "resources.resource_pool": st.just("default") | strings,
+    "resources.priority": small | numbers,
+    "resources.weight": small | numbers,
+    "max_restarts": small | numbers,
     "reproducibility.experiment_seed": small | numbers,
     "records_per_epoch": numbers,
     "min_validation_period": st.one_of(numbers, st.fixed_dictionaries({"batches": numbers})),
     "checkpoint_storage": st.one_of(
-        st.fixed_dictionaries({"type": st.sampled_from(["shared_fs", "s3", "gcs", "junk"])},
-                              optional={"host_path": strings, "storage_path": strings, "bucket": strings,
-                                        "save_trial_best": numbers, "save_trial_latest": numbers}),
-        anything),
-    "environment.environment_variables": anything, "environment.image": anything,
-    "labels": anything, "data": anything, "bind_mounts": anything, "debug": scalars,
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["shared_fs", "s3", "gcs", "junk"])},
+            optional={
+                "host_path": strings,
+                "storage_path": strings,
+                "bucket": strings,
+                "save_trial_best": numbers,
+                "save_trial_latest": numbers,
+            },
+        ),
+        anything,
+    ),
+    "environment.environment_variables": anything,
+    "environment.image": anything,
+    "labels": anything,
+    "data": anything,
+    "bind_mounts": anything,
+    "debug": scalars,
 }
 GRID_DEFAULT = {"lr": {"type": "double", "minval": 0.001, "maxval": 0.1, "count": 2}}
 
@@ -124,9 +188,12 @@ def _set(tree: dict[str, Any], path: str, value: Any) -> None:
 
 @st.composite
 def config_texts(draw: st.DrawFn) -> Any:
-    cfg: dict[str, Any] = {"name": "fuzz", "entrypoint": "python train.py",
-                           "searcher": {"name": "single", "metric": "loss", "max_length": 10},
-                           "hyperparameters": GRID_DEFAULT}
+    cfg: dict[str, Any] = {
+        "name": "fuzz",
+        "entrypoint": "python train.py",
+        "searcher": {"name": "single", "metric": "loss", "max_length": 10},
+        "hyperparameters": GRID_DEFAULT,
+    }
     for path in draw(st.lists(st.sampled_from(sorted(FIELDS)), max_size=5, unique=True)):
         _set(cfg, path, draw(FIELDS[path]))
     for key, value in draw(mostly(st.just({}), st.dictionaries(keys, anything, max_size=2), 4)).items():  # unknown keys
@@ -147,29 +214,73 @@ def config_texts(draw: st.DrawFn) -> Any:
 
 # -- model definitions -------------------------------------------------------------------------------------
 
-paths = st.one_of(st.sampled_from(["train.py", "..", "../x", "/abs/x", "a\x00b", "a\\b", "", ".", "dir/", "a/../../b",
-                                   "./ok.py", "d/" * 300 + "f", "\ud800.py"]), strings)
-contents = st.one_of(st.binary(max_size=64).map(lambda b: base64.b64encode(b).decode()),
-                     st.sampled_from(["not base64!", "=", "AAA", "\x00"]), strings, numbers)
+paths = st.one_of(
+    st.sampled_from(
+        [
+            "train.py",
+            "..",
+            "../x",
+            "/abs/x",
+            "a\x00b",
+            "a\\b",
+            "",
+            ".",
+            "dir/",
+            "a/../../b",
+            "./ok.py",
+            "d/" * 300 + "f",
+            "\ud800.py",
+        ]
+    ),
+    strings,
+)
+contents = st.one_of(
+    st.binary(max_size=64).map(lambda b: base64.b64encode(b).decode()),
+    st.sampled_from(["not base64!", "=", "AAA", "\x00"]),
+    strings,
+    numbers,
+)
 file_entries = st.one_of(
     st.fixed_dictionaries(
         {"path": paths},
-        optional={"type": st.one_of(st.sampled_from([48, 53, 0, 49, 50, 51, 52, 54, "0", "5", None]), numbers),
-                  "content": contents,
-                  "mtime": st.one_of(numbers, st.sampled_from(["1700000000", "1e30", "-1", "abc", ""])),
-                  "mode": st.one_of(st.sampled_from([33188, 16877, 0o777, 0o170777]), numbers),
-                  "uid": numbers, "gid": numbers}),
+        optional={
+            "type": st.one_of(st.sampled_from([48, 53, 0, 49, 50, 51, 52, 54, "0", "5", None]), numbers),
+            "content": contents,
+            "mtime": st.one_of(numbers, st.sampled_from(["1700000000", "1e30", "-1", "abc", ""])),
+            "mode": st.one_of(st.sampled_from([33188, 16877, 0o777, 0o170777]), numbers),
+            "uid": numbers,
+            "gid": numbers,
+        },
+    ),
     anything,
 )
-file_lists = mostly(st.just([{"path": "train.py", "type": 48, "content": "cGFzcwo=", "mtime": "1700000000",
-                              "mode": 33188, "uid": 0, "gid": 0}]),
-                    st.one_of(st.lists(file_entries, max_size=4), anything), 2)
+file_lists = mostly(
+    st.just(
+        [
+            {
+                "path": "train.py",
+                "type": 48,
+                "content": "cGFzcwo=",
+                "mtime": "1700000000",
+                "mode": 33188,
+                "uid": 0,
+                "gid": 0,
+            }
+        ]
+    ),
+    st.one_of(st.lists(file_entries, max_size=4), anything),
+    2,
+)
 
 bodies = st.fixed_dictionaries(
     {"config": config_texts(), "modelDefinition": file_lists},
-    optional={"activate": mostly(st.booleans(), scalars), "validateOnly": mostly(st.booleans(), scalars),
-              "parentId": mostly(st.none(), numbers), "projectId": mostly(st.none(), numbers),
-              "template": mostly(st.none(), strings)},
+    optional={
+        "activate": mostly(st.booleans(), scalars),
+        "validateOnly": mostly(st.booleans(), scalars),
+        "parentId": mostly(st.none(), numbers),
+        "projectId": mostly(st.none(), numbers),
+        "template": mostly(st.none(), strings),
+    },
 )
 
 
@@ -246,8 +357,13 @@ def test_experiment_create_never_answers_5xx(live_master: LiveMaster) -> None:
     answers: dict[int, int] = {}
 
     @seed(SEED)
-    @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None, print_blob=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+    @settings(
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
     @given(body=bodies)
     def create(body: dict[str, Any]) -> None:
         sent = _json(body)
@@ -257,7 +373,8 @@ def test_experiment_create_never_answers_5xx(live_master: LiveMaster) -> None:
             pytest.fail(f"no answer ({exc!r})\nbody sent: {sent[:3000]}")
         answers[r.status_code] = answers.get(r.status_code, 0) + 1
         assert 200 <= r.status_code < 300 or 400 <= r.status_code < 500, (
-            f"{r.status_code}: {r.text[:1000]}\nbody sent: {sent[:3000]}")
+            f"{r.status_code}: {r.text[:1000]}\nbody sent: {sent[:3000]}"
+        )
 
     watcher.start()
     try:

@@ -83,8 +83,14 @@ def serve(settings: ServerConfig, caps: ConnectionCaps) -> Iterator[Running]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = uvicorn.Config(make_app(seen), host="127.0.0.1", port=port, log_level="warning",
-                            http=MasterHttpProtocol.bound(settings, caps), proxy_headers=False)
+    config = uvicorn.Config(
+        make_app(seen),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        http=MasterHttpProtocol.bound(settings, caps),
+        proxy_headers=False,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -151,8 +157,10 @@ def test_a_pause_while_the_master_is_not_reading_is_not_the_clients(server: Runn
     waited on the master (reading paused), so the request is answered, not cut off."""
     body = b"x" * (512 * 1024)
     with server.connect() as sock:
-        sender = threading.Thread(target=sock.sendall, args=(
-            b"POST /later HTTP/1.1\r\nHost: master\r\nContent-Length: %d\r\n\r\n" % len(body) + body,))
+        sender = threading.Thread(
+            target=sock.sendall,
+            args=(b"POST /later HTTP/1.1\r\nHost: master\r\nContent-Length: %d\r\n\r\n" % len(body) + body,),
+        )
         sender.start()
         threading.Event().wait(4 * SHORT)
         server.seen.go.set()
@@ -204,8 +212,11 @@ def test_a_websocket_leaves_its_addresss_count() -> None:
     from websockets.sync.client import connect
 
     settings = ServerConfig(header_read_timeout=60, body_read_timeout=60)
-    with (serve(settings, ConnectionCaps(total=100, per_address=1, trusted_proxies=[])) as server,
-          connect(f"ws://127.0.0.1:{server.port}/agents/ws"), connect(f"ws://127.0.0.1:{server.port}/agents/ws")):
+    with (
+        serve(settings, ConnectionCaps(total=100, per_address=1, trusted_proxies=[])) as server,
+        connect(f"ws://127.0.0.1:{server.port}/agents/ws"),
+        connect(f"ws://127.0.0.1:{server.port}/agents/ws"),
+    ):
         assert server.caps.open_from("127.0.0.1") == 0
         with server.connect() as sock:
             sock.sendall(b"GET /x HTTP/1.1\r\nHost: master\r\n\r\n")
@@ -222,7 +233,9 @@ def test_rare_log_says_once_a_minute_how_many_more(caplog) -> None:
             now[0] = t
             rare.warn("kind", f"refused at {t}")
     assert [r.getMessage() for r in caplog.records] == [
-        "refused at 0", "refused at 61 (3 more like it in the last 61 s)"]
+        "refused at 0",
+        "refused at 61 (3 more like it in the last 61 s)",
+    ]
 
 
 def test_a_request_answered_before_its_body_arrived_closes_the_connection() -> None:

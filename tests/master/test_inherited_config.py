@@ -10,12 +10,15 @@ from fastapi.testclient import TestClient
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, create_experiment, ctx_of, file_entry, post
 from tests.master.other_users import make_user
 
-BOBS = SINGLE_CONFIG + ("environment: {environment_variables: [PYTHONPATH=/home/bob/evil]}\n"
-                        "bind_mounts: [{host_path: /home/bob, container_path: /home/bob}]\n")
+BOBS = SINGLE_CONFIG + (
+    "environment: {environment_variables: [PYTHONPATH=/home/bob/evil]}\n"
+    "bind_mounts: [{host_path: /home/bob, container_path: /home/bob}]\n"
+)
 
 
-def test_a_fork_in_another_users_workspace_takes_only_the_workspaces_storage(client: TestClient, admin: dict,
-                                                                            agent: FakeAgent) -> None:
+def test_a_fork_in_another_users_workspace_takes_only_the_workspaces_storage(
+    client: TestClient, admin: dict, agent: FakeAgent
+) -> None:
     bob, alice = make_user(client, admin, "bob"), make_user(client, admin, "alice")
     root = ctx_of(client.app).config.effective_checkpoint_storage().host_path
     storage = {"type": "shared_fs", "host_path": str(root), "storage_path": "bobs"}
@@ -24,9 +27,18 @@ def test_a_fork_in_another_users_workspace_takes_only_the_workspaces_storage(cli
     ws = r.json()["workspace"]["id"]
     project = post(client, f"/api/v1/workspaces/{ws}/projects", {"name": "p", "workspaceId": ws}, bob).json()
     parent = create_experiment(client, bob, BOBS, activate=False)
-    r = post(client, "/api/v1/experiments", {"activate": True, "config": SINGLE_CONFIG, "parentId": parent["id"],
-                                             "projectId": project["project"]["id"],
-                                             "modelDefinition": [file_entry("train.py", b"x\n")]}, alice)
+    r = post(
+        client,
+        "/api/v1/experiments",
+        {
+            "activate": True,
+            "config": SINGLE_CONFIG,
+            "parentId": parent["id"],
+            "projectId": project["project"]["id"],
+            "modelDefinition": [file_entry("train.py", b"x\n")],
+        },
+        alice,
+    )
     assert r.status_code == 200, r.text
     config = r.json()["config"]
     assert config["checkpoint_storage"]["storage_path"] == "bobs"  # the workspace's, inside the roots

@@ -25,7 +25,8 @@ FORBIDDEN_FUNCTIONS = {"select"}
 def _type_checking_only(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _forbidden_module(name: str) -> bool:
@@ -72,20 +73,23 @@ def test_no_router_touches_the_database() -> None:
     assert not found, "routers must call a service instead:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("source", [
-    "import sqlalchemy\n",
-    "from sqlalchemy import select\n",
-    "from sqlalchemy.orm import Session\n",
-    "from pedl.master.db import models\n",
-    "from pedl.master import db\n",
-    "def f(ctx):\n    with ctx.db.session() as s:\n        pass\n",
-    "def f(ctx):\n    with ctx.db.read_session() as s:\n        pass\n",
-    "def f(s):\n    s.execute(1)\n",
-    "def f(s):\n    return s.scalar(1)\n",
-    "def f(s):\n    return list(s.scalars(1))\n",
-    "def f(q):\n    return select(q)\n",
-    "def f(ctl):\n    ctl.run(lambda s: None)\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import sqlalchemy\n",
+        "from sqlalchemy import select\n",
+        "from sqlalchemy.orm import Session\n",
+        "from pedl.master.db import models\n",
+        "from pedl.master import db\n",
+        "def f(ctx):\n    with ctx.db.session() as s:\n        pass\n",
+        "def f(ctx):\n    with ctx.db.read_session() as s:\n        pass\n",
+        "def f(s):\n    s.execute(1)\n",
+        "def f(s):\n    return s.scalar(1)\n",
+        "def f(s):\n    return list(s.scalars(1))\n",
+        "def f(q):\n    return select(q)\n",
+        "def f(ctl):\n    ctl.run(lambda s: None)\n",
+    ],
+)
 def test_the_check_catches(source: str) -> None:
     assert problems(source, "x.py")
 
@@ -107,11 +111,18 @@ def controller_importers(root: Path) -> set[str]:
     found = set()
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(n == "pedl.master.cluster.controller" for n in names) or (
-                    isinstance(node, ast.ImportFrom) and node.module == "pedl.master.cluster"
-                    and any(a.name == "controller" for a in node.names)):
+                isinstance(node, ast.ImportFrom)
+                and node.module == "pedl.master.cluster"
+                and any(a.name == "controller" for a in node.names)
+            ):
                 found.add(str(path.relative_to(root)))
     return found
 
@@ -145,8 +156,9 @@ def _load_module_graph():
 module_graph = _load_module_graph()
 
 # the domain packages: each holds a resource's service functions, rules and persistence helpers
-DOMAINS = frozenset({"agents", "checkpoints", "experiments", "identity", "metrics", "model_registry", "tasks", "trials",
-                     "workspaces"})
+DOMAINS = frozenset(
+    {"agents", "checkpoints", "experiments", "identity", "metrics", "model_registry", "tasks", "trials", "workspaces"}
+)
 # what each layer must not import (module-level, lazy and TYPE_CHECKING imports alike): from the bottom, lifecycle/
 # (the rules every domain and the cluster obey), cluster/ and provisioner/ (who runs where, and on what), the
 # domains, workers/ (their background loops), api/ (the routers)
@@ -164,14 +176,18 @@ FORBIDDEN = {
 def layer_violations(root: Path) -> list[str]:
     """'importer -> imported (kind)' for each import a layer must not make, under the package at `root`."""
     graph = module_graph.build_graph(root)
-    return sorted(f"{source} -> {target} ({kind})" for (source, target), kind in graph.edges.items()
-                  if module_graph.layer_of(graph, target) in FORBIDDEN.get(module_graph.layer_of(graph, source), ()))
+    return sorted(
+        f"{source} -> {target} ({kind})"
+        for (source, target), kind in graph.edges.items()
+        if module_graph.layer_of(graph, target) in FORBIDDEN.get(module_graph.layer_of(graph, source), ())
+    )
 
 
 def test_each_layer_imports_only_the_layers_below_it() -> None:
     found = layer_violations(MASTER)
-    assert not found, ("move the rule the lower layer needs below it (lifecycle/), or the caller up:\n"
-                       + "\n".join(found))
+    assert not found, "move the rule the lower layer needs below it (lifecycle/), or the caller up:\n" + "\n".join(
+        found
+    )
 
 
 def test_no_module_is_left_in_a_services_package() -> None:
@@ -193,8 +209,10 @@ def test_the_layer_check_catches(tmp_path: Path) -> None:
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    assert layer_violations(tmp_path / "pkg") == ["pkg.cluster.a -> pkg.experiments.service (lazy)",
-                                                  "pkg.lifecycle.b -> pkg.cluster.a (typing)"]
+    assert layer_violations(tmp_path / "pkg") == [
+        "pkg.cluster.a -> pkg.experiments.service (lazy)",
+        "pkg.lifecycle.b -> pkg.cluster.a (typing)",
+    ]
 
 
 # -- tests mirror the packages ----------------------------------------------------------------------
@@ -229,14 +247,21 @@ def mirror_problems(tests: Path, sources: list[str], elsewhere: dict[str, list[s
     for module, paths in elsewhere.items():
         if module not in sources:
             problems.append(f"docs/internals.md names {module}, which is not a module of {', '.join(MIRRORED)}")
-        problems += [f"docs/internals.md: {module} is tested in {p}, which does not exist"
-                     for p in paths if not (tests.parents[1] / p).exists()]
+        problems += [
+            f"docs/internals.md: {module} is tested in {p}, which does not exist"
+            for p in paths
+            if not (tests.parents[1] / p).exists()
+        ]
     return problems
 
 
 def test_each_module_of_a_package_has_its_test_at_the_mirrored_path_or_a_line_saying_where() -> None:
-    sources = sorted(f"{p.parent.name}/{p.name}" for package in MIRRORED for p in (MASTER / package).glob("*.py")
-                     if p.name != "__init__.py")
+    sources = sorted(
+        f"{p.parent.name}/{p.name}"
+        for package in MIRRORED
+        for p in (MASTER / package).glob("*.py")
+        if p.name != "__init__.py"
+    )
     problems = mirror_problems(TESTS, sources, modules_tested_elsewhere(INTERNALS.read_text()))
     assert not problems, "\n".join(problems)
 
@@ -246,11 +271,14 @@ def test_the_mirror_check_catches(tmp_path: Path) -> None:
     (tmp_path / "tests" / "master" / "lifecycle" / "test_a.py").write_text("")
     (tmp_path / "tests" / "master" / "api").mkdir()
     (tmp_path / "tests" / "master" / "api" / "test_c.py").write_text("")
-    elsewhere = modules_tested_elsewhere("- `lifecycle/a.py`: `tests/master/api/test_c.py`\n"
-                                 "- `lifecycle/c.py`: `tests/master/api/test_gone.py`\n"
-                                 "- `services/d.py`: `tests/master/api/test_c.py`\n")
-    problems = mirror_problems(tmp_path / "tests" / "master", ["lifecycle/a.py", "lifecycle/b.py", "lifecycle/c.py"],
-                               elsewhere)
+    elsewhere = modules_tested_elsewhere(
+        "- `lifecycle/a.py`: `tests/master/api/test_c.py`\n"
+        "- `lifecycle/c.py`: `tests/master/api/test_gone.py`\n"
+        "- `services/d.py`: `tests/master/api/test_c.py`\n"
+    )
+    problems = mirror_problems(
+        tmp_path / "tests" / "master", ["lifecycle/a.py", "lifecycle/b.py", "lifecycle/c.py"], elsewhere
+    )
     assert problems == [
         "lifecycle/a.py has tests/master/lifecycle/test_a.py: drop its line in docs/internals.md",
         "lifecycle/b.py: no tests/master/lifecycle/test_b.py and no line in docs/internals.md",

@@ -36,8 +36,19 @@ def tables(db: Database) -> set[str]:
 
 
 def test_models_define_the_expected_tables() -> None:
-    assert {"users", "user_sessions", "experiments", "trials", "allocations", "agents",
-                           "metrics", "checkpoints", "task_logs", "events", "model_definitions"} <= PEDL_TABLES
+    assert {
+        "users",
+        "user_sessions",
+        "experiments",
+        "trials",
+        "allocations",
+        "agents",
+        "metrics",
+        "checkpoints",
+        "task_logs",
+        "events",
+        "model_definitions",
+    } <= PEDL_TABLES
 
 
 def test_upgrade_downgrade_upgrade(isolated_master_config: MasterConfig) -> None:

@@ -12,8 +12,7 @@ from fastapi.testclient import TestClient
 from pedl.config.master_config import MasterConfig
 from pedl.master.app import create_app
 
-PUBLIC = {("get", "/info"), ("get", "/api/v1/master"), ("post", "/api/v1/auth/login"),
-          ("post", "/api/v1/auth/session")}
+PUBLIC = {("get", "/info"), ("get", "/api/v1/master"), ("post", "/api/v1/auth/login"), ("post", "/api/v1/auth/session")}
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +65,8 @@ def test_errors_are_400_never_422(doc: dict[str, Any]) -> None:
         assert "422" not in op["responses"], (method, path)
         if op.get("parameters") or op.get("requestBody"):
             assert op["responses"]["400"]["content"]["application/json"]["schema"] == {
-                "$ref": "#/components/schemas/Error"}, (method, path)
+                "$ref": "#/components/schemas/Error"
+            }, (method, path)
         if "{" in path:
             assert "404" in op["responses"], (method, path)
         if op.get("requestBody"):
@@ -91,11 +91,14 @@ def test_enum_like_parameters_list_their_values(doc: dict[str, Any]) -> None:
     assert "ORDER_BY_DESC" in str(order_by["schema"])
 
 
-@pytest.mark.parametrize(("method", "path", "allow"), [
-    ("PUT", "/api/v1/experiments", "GET, POST"),  # two routes of one path: Allow names both
-    ("GET", "/api/v1/auth/login", "POST"),
-    ("DELETE", "/api/v1/experiments/1/trials", "GET"),  # not the POST of /experiments/{id}/{action}
-])
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("PUT", "/api/v1/experiments", "GET, POST"),  # two routes of one path: Allow names both
+        ("GET", "/api/v1/auth/login", "POST"),
+        ("DELETE", "/api/v1/experiments/1/trials", "GET"),  # not the POST of /experiments/{id}/{action}
+    ],
+)
 def test_405_names_the_allowed_methods(client: TestClient, method: str, path: str, allow: str) -> None:
     r = client.request(method, path)
     assert r.status_code == 405

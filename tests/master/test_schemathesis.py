@@ -44,8 +44,10 @@ from tests.support.live_master import LiveMaster
 
 pytestmark = pytest.mark.slow  # minutes each: handed out first under pytest-xdist
 
-CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
-          "response_schema_conformance,ignored_auth,unsupported_method,allow_header_conformance")
+CHECKS = (
+    "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
+    "response_schema_conformance,ignored_auth,unsupported_method,allow_header_conformance"
+)
 # Fuzzed examples per operation, beside the coverage phase, which sends every documented edge value: 5 on
 # PostgreSQL, the production database (69 s of CPU, the master's and schemathesis's, of a main pass's ~2,060).
 # It runs on PostgreSQL alone: a run on SQLite (~60 s more) found nothing the API modules that run on both
@@ -78,8 +80,7 @@ def _login(url: str, username: str) -> str:
 def _seed(url: str, token: str) -> None:
     """An experiment of the user's own, so that small ids hit rows and not only 404s."""
     body = {"config": SINGLE_CONFIG, "activate": False, "modelDefinition": [file_entry("train.py", b"print(1)\n")]}
-    r = httpx.post(f"{url}/api/v1/experiments", content=json.dumps(body),
-                   headers={"Authorization": f"Bearer {token}"})
+    r = httpx.post(f"{url}/api/v1/experiments", content=json.dumps(body), headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200, r.text
 
 
@@ -88,12 +89,39 @@ def _schemathesis(url: str, token: str, work: Path, examples: int, *args: str) -
     (work / "schemathesis.toml").write_text(CONFIG_TOML)
     # one worker: with two, hypothesis describing strategies in threads trips CPython 3.11's AST
     # recursion check ("AST constructor recursion depth mismatch"), a tool error, not the master's
-    cmd = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(work / "schemathesis.toml"), "run",
-           f"{url}/openapi.json", "--header", f"Authorization: Bearer {token}", "--checks", CHECKS,
-           "--max-examples", str(examples), "--seed", SEED, "--exclude-path", "/api/v1/auth/logout",
-           "--exclude-name", "DELETE /api/v1/auth/session",
-           "--continue-on-failure", "--request-timeout", "20", "--workers", "1", "--generation-database", "none",
-           "--no-color", "--report", "json", "--report-json-path", str(work / "report.json")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(work / "schemathesis.toml"),
+        "run",
+        f"{url}/openapi.json",
+        "--header",
+        f"Authorization: Bearer {token}",
+        "--checks",
+        CHECKS,
+        "--max-examples",
+        str(examples),
+        "--seed",
+        SEED,
+        "--exclude-path",
+        "/api/v1/auth/logout",
+        "--exclude-name",
+        "DELETE /api/v1/auth/session",
+        "--continue-on-failure",
+        "--request-timeout",
+        "20",
+        "--workers",
+        "1",
+        "--generation-database",
+        "none",
+        "--no-color",
+        "--report",
+        "json",
+        "--report-json-path",
+        str(work / "report.json"),
+    ]
     cmd += args
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600)
     report = json.loads((work / "report.json").read_text()) if (work / "report.json").exists() else {}
@@ -126,7 +154,17 @@ def test_every_operation_answers_as_documented(live_master: LiveMaster, tmp_path
     _still_logged_in(url, user)
     # then as an admin, the operations a user is refused outright (after the user's pass: an admin
     # may change the user's password, which ends the user's sessions)
-    _assert_clean(*_schemathesis(url, admin, tmp_path / "admin", MAX_EXAMPLES,
-                                 "--include-path-regex", "^/api/v1/(master/config$|users)",
-                                 "--phases", "examples,coverage,fuzzing"), min_tested=4)
+    _assert_clean(
+        *_schemathesis(
+            url,
+            admin,
+            tmp_path / "admin",
+            MAX_EXAMPLES,
+            "--include-path-regex",
+            "^/api/v1/(master/config$|users)",
+            "--phases",
+            "examples,coverage,fuzzing",
+        ),
+        min_tested=4,
+    )
     _still_logged_in(url, admin)

@@ -17,8 +17,10 @@ from tests.support.databases import PG_PASSWORD, fresh_postgres_db
 
 pytestmark = pytest.mark.e2e
 
-POOLS = [{"pool_name": "default"},
-         {"pool_name": "cpu", "provider": {"type": "local", "max_instances": 2, "instance_type": "box"}}]
+POOLS = [
+    {"pool_name": "default"},
+    {"pool_name": "cpu", "provider": {"type": "local", "max_instances": 2, "instance_type": "box"}},
+]
 LISTENING = re.compile(r"pedl master listening on http://127\.0\.0\.1:(\d+)\n")
 
 
@@ -30,6 +32,7 @@ def start_master(tmp_path: Path, config: dict) -> ManagedProcess:
 
 def run_and_stop(master: ManagedProcess) -> str:
     """Wait until the master serves on the port its log names, SIGTERM it, return its whole log."""
+
     def listening() -> int | None:
         if not master.alive():
             raise AssertionError(f"the master exited: {master.log_text()}")
@@ -90,8 +93,11 @@ def test_a_certificate_unusable_at_start_is_one_error_line_and_exit_1(tmp_path: 
 
     tls = write_tls_files(tmp_path / "tls")
     path = tmp_path / "master.yaml"
-    path.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"),
-                                    "security": {"tls": {"cert": str(tls.cert), "key": str(tls.key)}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {"data_dir": str(tmp_path / "data"), "security": {"tls": {"cert": str(tls.cert), "key": str(tls.key)}}}
+        )
+    )
     config = load_master_config(path)
     assert tls_options(config) == {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
     tls.key.write_text("replaced since the config was checked\n")
@@ -109,6 +115,7 @@ def test_a_real_master_cuts_off_stalled_requests_and_logs_an_aborted_body_as_one
 
     master = Master(tmp_path, {"server": {"header_read_timeout": "1s", "body_read_timeout": "1s"}}).start()
     try:
+
         def exchange(data: bytes, hang_up: bool = False) -> bytes:
             with socket.create_connection(("127.0.0.1", master.port), timeout=60) as sock:
                 sock.sendall(data)
@@ -120,25 +127,30 @@ def test_a_real_master_cuts_off_stalled_requests_and_logs_an_aborted_body_as_one
                 return out
 
         assert exchange(b"GET /info HTTP/1.1\r\nHost: m").startswith(b"HTTP/1.1 408")
-        login = b"POST /api/v1/auth/login HTTP/1.1\r\nHost: m\r\nContent-Length: 100\r\n\r\n{\"user"
+        login = b'POST /api/v1/auth/login HTTP/1.1\r\nHost: m\r\nContent-Length: 100\r\n\r\n{"user'
         assert exchange(login).startswith(b"HTTP/1.1 408")
         for _ in range(3):
             exchange(login, hang_up=True)
-        wait_for(lambda: master.log_text().count("went away before its request body arrived") == 3, 60,
-                 what="three lines of clients that went away")
+        wait_for(
+            lambda: master.log_text().count("went away before its request body arrived") == 3,
+            60,
+            what="three lines of clients that went away",
+        )
         log = master.log_text()
         assert "sent no body bytes for 1 s (server.body_read_timeout): POST /api/v1/auth/login" in log, log
         assert "Traceback" not in log and "ERROR" not in log, log
         metrics = httpx.get(f"{master.url}/metrics", headers={"Authorization": f"Bearer {master.token()}"}).text
-        login_series = [line for line in metrics.splitlines()
-                        if line.startswith("pedl_api_request_duration_seconds_count") and "/auth/login" in line]
+        login_series = [
+            line
+            for line in metrics.splitlines()
+            if line.startswith("pedl_api_request_duration_seconds_count") and "/auth/login" in line
+        ]
         assert login_series and not [line for line in login_series if 'status="5xx"' in line], login_series
     finally:
         master.stop()
 
 
-def test_a_real_master_ignores_x_forwarded_for_and_logs_the_admin_in_through_its_console_socket(
-        tmp_path: Path) -> None:
+def test_a_real_master_ignores_x_forwarded_for_and_logs_the_admin_in_through_its_console_socket(tmp_path: Path) -> None:
     """A client on loopback cannot start a fresh count of failed logins by naming another address in
     X-Forwarded-For (uvicorn trusted it from loopback; security.trusted_proxies is empty by default). The
     admin held up at that address still logs in through data_dir/console.sock, on the master's host."""
@@ -152,9 +164,13 @@ def test_a_real_master_ignores_x_forwarded_for_and_logs_the_admin_in_through_its
     limit = {"failures_per_address": 3, "failures_per_user": 100, "window": "10m"}
     master = Master(tmp_path, {"security": {"login_rate_limit": limit}}).start()
     try:
+
         def log_in(username: str, password: str, forwarded: str) -> httpx.Response:
-            return httpx.post(f"{master.url}/api/v1/auth/login", headers={"X-Forwarded-For": forwarded},
-                              content=json.dumps({"username": username, "password": password}))
+            return httpx.post(
+                f"{master.url}/api/v1/auth/login",
+                headers={"X-Forwarded-For": forwarded},
+                content=json.dumps({"username": username, "password": password}),
+            )
 
         assert [log_in(f"guess-{i}", "x", f"192.0.2.{i}").status_code for i in range(3)] == [401, 401, 401]
         held = log_in("admin", "", "192.0.2.99")  # the address is loopback's, whatever the header says
@@ -162,12 +178,19 @@ def test_a_real_master_ignores_x_forwarded_for_and_logs_the_admin_in_through_its
         console = master.data_dir / "console.sock"
         assert oct(console.stat().st_mode & 0o777) == "0o600"
         env = {**os.environ, CONFIG_DIR_ENV: str(tmp_path / "cli")}
-        done = subprocess.run([*pedl_command(), "-m", master.url, "user", "login", "admin", "--console", str(console)],
-                              input="\n", capture_output=True, text=True, env=env, timeout=120)
+        done = subprocess.run(
+            [*pedl_command(), "-m", master.url, "user", "login", "admin", "--console", str(console)],
+            input="\n",
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"Logged in as 'admin' at {master.url}" in done.stdout
-        whoami = subprocess.run([*pedl_command(), "-m", master.url, "user", "whoami"], capture_output=True, text=True,
-                                env=env, timeout=120)  # the token works over TCP too
+        whoami = subprocess.run(
+            [*pedl_command(), "-m", master.url, "user", "whoami"], capture_output=True, text=True, env=env, timeout=120
+        )  # the token works over TCP too
         assert "admin" in whoami.stdout, whoami.stdout + whoami.stderr
     finally:
         master.stop()
@@ -197,8 +220,9 @@ def test_a_real_master_answers_while_strangers_post_4_mb_logins(tmp_path: Path) 
 
     senders = [threading.Thread(target=send, daemon=True) for _ in range(8)]
     try:
-        with httpx.Client(base_url=master.url, headers={"Authorization": f"Bearer {master.token()}"},
-                          timeout=60) as monitor:
+        with httpx.Client(
+            base_url=master.url, headers={"Authorization": f"Bearer {master.token()}"}, timeout=60
+        ) as monitor:
             for sender in senders:
                 sender.start()
             wait_for(lambda: len(statuses) >= 16, 120, what="the senders' first answers")

@@ -53,4 +53,6 @@ def test_connection_caps_fit_under_the_open_file_limit() -> None:
     assert server.connection_caps(defaults, 1024) == (768, 256)  # a quarter (at least 256 files) kept back
     assert server.connection_caps(defaults, 300) == (44, 44)
     assert server.connection_caps(ServerConfig(max_connections=100, max_connections_per_address=500), 1 << 20) == (
-        100, 100)
+        100,
+        100,
+    )

@@ -19,20 +19,35 @@ def test_the_database_is_shown_without_its_password(tmp_path: Path) -> None:
 
 def test_each_pool_is_shown_with_its_provider() -> None:
     assert pool_summary(ResourcePoolConfig(pool_name="default")) == "default: static agents (no provider)"
-    aws = ResourcePoolConfig.model_validate({"pool_name": "gpu", "provider": {
-        "type": "aws", "image_id": "ami-1", "ssh_key_name": "k", "instance_type": ["p3.8xlarge", "p3.2xlarge"],
-        "min_instances": 1, "max_instances": 4, "spot": True}})
+    aws = ResourcePoolConfig.model_validate(
+        {
+            "pool_name": "gpu",
+            "provider": {
+                "type": "aws",
+                "image_id": "ami-1",
+                "ssh_key_name": "k",
+                "instance_type": ["p3.8xlarge", "p3.2xlarge"],
+                "min_instances": 1,
+                "max_instances": 4,
+                "spot": True,
+            },
+        }
+    )
     assert pool_summary(aws) == "gpu: aws provider, p3.8xlarge, p3.2xlarge, 1 to 4 instances, spot"
 
 
 def test_the_operator_hears_who_the_tasks_of_users_with_no_link_run_as() -> None:
     config = MasterConfig()
     assert task_users_summary(config) == (
-        "each as a uid of their own, 1879048192 + their user id (security.task_uid_base)", True)
+        "each as a uid of their own, 1879048192 + their user id (security.task_uid_base)",
+        True,
+    )
     config.security.default_task = DefaultTaskUser(user="nobody", uid=65534, group="nogroup", gid=65534)
     assert task_users_summary(config)[0].endswith("; security.default_task is not used")
     config.security.task_uid_base = None  # Determined's behaviour: a warning, they are not kept apart
-    assert task_users_summary(config) == ("all as nobody (uid 65534, security.default_task): their tasks can read "
-                                          "each other's processes and files", False)
+    assert task_users_summary(config) == (
+        "all as nobody (uid 65534, security.default_task): their tasks can read each other's processes and files",
+        False,
+    )
     config.security.default_task = None
     assert task_users_summary(config)[0].startswith("as the agent's own user (root on a root agent)")

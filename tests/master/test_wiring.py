@@ -50,8 +50,9 @@ def test_the_controller_shares_the_contexts_parts(master_config: MasterConfig, d
     assert ctx.caller_cache.get("login-token", clock.now()) is not None
 
 
-def test_a_missing_cluster_id_is_made_once_and_kept_in_the_database(master_config: MasterConfig,
-                                                                    database: Database) -> None:
+def test_a_missing_cluster_id_is_made_once_and_kept_in_the_database(
+    master_config: MasterConfig, database: Database
+) -> None:
     clock = ManualClock(5_000.0)
     first = build_context(master_config, database, clock)
     uuid.UUID(first.cluster_id)  # a fresh uuid
@@ -65,8 +66,9 @@ def test_a_missing_cluster_id_is_made_once_and_kept_in_the_database(master_confi
     assert build_context(master_config, database, clock, cluster_id="given").cluster_id == "given"
 
 
-def test_attached_checkpoint_gc_receives_the_controllers_requests(master_config: MasterConfig,
-                                                                  database: Database) -> None:
+def test_attached_checkpoint_gc_receives_the_controllers_requests(
+    master_config: MasterConfig, database: Database
+) -> None:
     clock = ManualClock(5_000.0)
     ctx = build_context(master_config, database, clock, cluster_id="c-1")
     ctx.controller.want_checkpoint_gc(3)  # before a worker is attached: dropped, no error

@@ -86,7 +86,8 @@ def test_stop_workers_waits_up_to_the_grace_and_names_those_still_running(caplog
 
 
 def test_the_apps_stop_disposes_of_the_database_after_the_pass_in_progress(
-        app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ctx = app.state.ctx
     order: list[str] = []
     holding = threading.Event()

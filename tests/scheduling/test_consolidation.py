@@ -12,18 +12,38 @@ from pedl.scheduling.consolidation import (
 )
 
 NOW = 100_000.0
-P = MovePolicy(max_moves_per_hour=6, min_runtime_between_moves=1800, min_saving_per_hour=0.5,
-               checkpoint_cost=60, restore_cost=60, boot_time=90, keep_free_slots=0)
+P = MovePolicy(
+    max_moves_per_hour=6,
+    min_runtime_between_moves=1800,
+    min_saving_per_hour=0.5,
+    checkpoint_cost=60,
+    restore_cost=60,
+    boot_time=90,
+    keep_free_slots=0,
+)
 HOURS = 3600.0
 
 
-def host(hid: str, free: int, *, slots: int = 4, price: float = 12.24, spot: bool = False, ready: bool = True,
-         draining: bool = False) -> HostView:
+def host(
+    hid: str,
+    free: int,
+    *,
+    slots: int = 4,
+    price: float = 12.24,
+    spot: bool = False,
+    ready: bool = True,
+    draining: bool = False,
+) -> HostView:
     return HostView(hid, "p3.8xlarge", slots, free, price, spot=spot, ready=ready, draining=draining)
 
 
-def task(aid: str, *placements: tuple[str, int], remaining: float | None = 10 * HOURS, movable: bool = True,
-         since: float = NOW - 2 * HOURS) -> TaskView:
+def task(
+    aid: str,
+    *placements: tuple[str, int],
+    remaining: float | None = 10 * HOURS,
+    movable: bool = True,
+    since: float = NOW - 2 * HOURS,
+) -> TaskView:
     return TaskView(aid, tuple(placements), movable, remaining, since)
 
 
@@ -53,9 +73,17 @@ def test_the_budget_counts_the_last_hours_moves() -> None:
     assert moves_left(NOW, P, [NOW - 10, NOW - 20, NOW - 2 * HOURS]) == 4
     # an instance whose trials exceed what is left of the budget is not emptied half-way
     three = [host("a", 1), host("b", 3)]
-    assert plan_moves(NOW, MovePolicy(max_moves_per_hour=2, keep_free_slots=0), three + [host("c", 4, slots=8)],
-                      [task("1", ("a", 1)), task("2", ("a", 1)), task("3", ("a", 1)), task("4", ("b", 1))]
-                      ).moves[0].allocation_id == "4"
+    assert (
+        plan_moves(
+            NOW,
+            MovePolicy(max_moves_per_hour=2, keep_free_slots=0),
+            three + [host("c", 4, slots=8)],
+            [task("1", ("a", 1)), task("2", ("a", 1)), task("3", ("a", 1)), task("4", ("b", 1))],
+        )
+        .moves[0]
+        .allocation_id
+        == "4"
+    )
 
 
 def test_a_trial_that_never_checkpointed_or_opted_out_or_of_unknown_length_never_moves() -> None:
@@ -145,13 +173,17 @@ def test_spot_first_asks_for_a_replacement_then_moves_onto_it() -> None:
     assert plan.moves[0].saving_per_hour == round(12.24 * 0.65, 4) and plan.launch == []
     # no room to launch, or a trial too short to pay for the boot: no replacement
     assert plan_moves(NOW, P, [od], [task("t", ("od", 1))], spot_offers=offers).launch == []
-    assert plan_moves(NOW, P, [od], [task("t", ("od", 1), remaining=200)], spot_offers=offers,
-                      max_new_instances=5).launch == []
+    assert (
+        plan_moves(NOW, P, [od], [task("t", ("od", 1), remaining=200)], spot_offers=offers, max_new_instances=5).launch
+        == []
+    )
 
 
 def test_the_pool_keeps_free_slots_for_new_work() -> None:
-    hosts, tasks = [host("a", 2), host("b", 2), host("c", 3)], [task("t1", ("a", 2)), task("t2", ("b", 2)),
-                                                                 task("t3", ("c", 1))]
+    hosts, tasks = (
+        [host("a", 2), host("b", 2), host("c", 3)],
+        [task("t1", ("a", 2)), task("t2", ("b", 2)), task("t3", ("c", 1))],
+    )
     keep = MovePolicy(keep_free_slots=3)
     # 7 free slots; emptying c (4 slots) leaves 3: allowed once, and then no more
     plan = plan_moves(NOW, keep, hosts, tasks)

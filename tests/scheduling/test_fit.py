@@ -127,8 +127,12 @@ def test_bins_added_later_are_found() -> None:
 
 FEW = settings(max_examples=80, deadline=None)
 # (total, free, preferred, capable) per bin
-bin_specs = st.lists(st.integers(1, 8).flatmap(lambda total: st.tuples(
-    st.just(total), st.integers(0, total), st.booleans(), st.booleans())), max_size=8)
+bin_specs = st.lists(
+    st.integers(1, 8).flatmap(
+        lambda total: st.tuples(st.just(total), st.integers(0, total), st.booleans(), st.booleans())
+    ),
+    max_size=8,
+)
 
 
 def build(specs: list[tuple[int, int, bool, bool]]) -> SlotBins[int]:
@@ -142,8 +146,14 @@ def build(specs: list[tuple[int, int, bool, bool]]) -> SlotBins[int]:
 @given(specs=bin_specs, need=st.integers(1, 20), capable_only=st.booleans())
 def test_a_gang_is_the_fewest_whole_bins_adding_up_exactly(specs, need, capable_only) -> None:
     whole = [i for i, (total, free, _, capable) in enumerate(specs) if free == total and (capable or not capable_only)]
-    fewest = next((k for k in range(1, len(whole) + 1)
-                   if any(sum(specs[i][0] for i in c) == need for c in combinations(whole, k))), None)
+    fewest = next(
+        (
+            k
+            for k in range(1, len(whole) + 1)
+            if any(sum(specs[i][0] for i in c) == need for c in combinations(whole, k))
+        ),
+        None,
+    )
     got = build(specs).fit_whole(need, capable_only=capable_only)
     if fewest is None:
         assert got is None
@@ -153,8 +163,7 @@ def test_a_gang_is_the_fewest_whole_bins_adding_up_exactly(specs, need, capable_
 
 
 @FEW
-@given(specs=bin_specs, need=st.integers(1, 8), fitting=st.sampled_from(["best", "worst"]),
-       capable_only=st.booleans())
+@given(specs=bin_specs, need=st.integers(1, 8), fitting=st.sampled_from(["best", "worst"]), capable_only=st.booleans())
 def test_one_bin_is_the_tightest_or_roomiest_of_the_first_class_with_room(specs, need, fitting, capable_only) -> None:
     eligible = [i for i, (_, free, _, capable) in enumerate(specs) if free >= need and (capable or not capable_only)]
     got = build(specs).fit_one(need, fitting, capable_only=capable_only)  # type: ignore[arg-type]

@@ -13,8 +13,12 @@ from pedl.scheduling.scaling_decider import InstanceView, PendingTask, decide
 from pedl.scheduling.scheduler import AgentSnapshot, SlotRequest, schedule
 
 NOW = 10_000.0
-TYPES = (TypeOffer("t1", 1, 1.0), TypeOffer("t2", 2, 2.1, spot_price=0.9), TypeOffer("t4", 4, 3.9),
-         TypeOffer("t8", 8, 8.5, spot_price=2.5))
+TYPES = (
+    TypeOffer("t1", 1, 1.0),
+    TypeOffer("t2", 2, 2.1, spot_price=0.9),
+    TypeOffer("t4", 4, 3.9),
+    TypeOffer("t8", 8, 8.5, spot_price=2.5),
+)
 SIZES = (1, 2, 4, 8)
 FEW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -28,8 +32,19 @@ def instances(draw, booting: bool = True) -> list[InstanceView]:
         spot = draw(st.booleans()) or state == "requested"
         if state == "running":
             free = draw(st.integers(0, size))
-            out.append(InstanceView(f"i{i}", f"t{size}", "running", 0.0, size, spot, free_slots=free,
-                                    busy=free < size, idle_since=None if free < size else NOW))
+            out.append(
+                InstanceView(
+                    f"i{i}",
+                    f"t{size}",
+                    "running",
+                    0.0,
+                    size,
+                    spot,
+                    free_slots=free,
+                    busy=free < size,
+                    idle_since=None if free < size else NOW,
+                )
+            )
         else:
             out.append(InstanceView(f"i{i}", f"t{size}", state, NOW - 1.0, size, spot))  # type: ignore[arg-type]
     return out
@@ -45,15 +60,16 @@ def requests(tasks: list[PendingTask]) -> list[SlotRequest]:
 
 def agent(inst: InstanceView) -> AgentSnapshot:
     ids = tuple(str(s) for s in range(inst.slots))
-    free = ids[inst.slots - inst.free_slots:] if inst.state == "running" else ids
+    free = ids[inst.slots - inst.free_slots :] if inst.state == "running" else ids
     return AgentSnapshot(inst.id, ids, free, spot=inst.spot)
 
 
 def placed(tasks: list[PendingTask], insts: list[InstanceView], fitting: str) -> set[str]:
     """What the scheduler places now on the running agents, and then on the booting instances once
     they register (as free agents), in its FIFO order."""
-    now = {a.allocation_id for a in schedule(requests(tasks), [agent(i) for i in insts if i.state == "running"],
-                                             fitting)}  # type: ignore[arg-type]
+    now = {
+        a.allocation_id for a in schedule(requests(tasks), [agent(i) for i in insts if i.state == "running"], fitting)
+    }  # type: ignore[arg-type]
     rest = [t for t in tasks if t.allocation_id not in now]
     later = schedule(requests(rest), [agent(i) for i in insts if i.state != "running"], fitting)  # type: ignore[arg-type]
     return now | {a.allocation_id for a in later}
@@ -79,8 +95,9 @@ def test_no_launch_for_demand_the_scheduler_places(insts, slots, fitting, types,
 @FEW
 @given(sizes=st.lists(st.sampled_from(SIZES), min_size=1, max_size=6), data=st.data(), fitting=fittings)
 def test_no_launch_for_a_gang_over_free_agents_of_mixed_sizes(sizes, data, fitting) -> None:
-    insts = [InstanceView(f"i{i}", f"t{s}", "running", 0.0, s, free_slots=s, idle_since=NOW)
-             for i, s in enumerate(sizes)]
+    insts = [
+        InstanceView(f"i{i}", f"t{s}", "running", 0.0, s, free_slots=s, idle_since=NOW) for i, s in enumerate(sizes)
+    ]
     chosen = data.draw(st.lists(st.sampled_from(range(len(sizes))), min_size=1, unique=True))
     need = sum(sizes[i] for i in chosen)
     tasks = waiting([need])
@@ -115,8 +132,7 @@ def test_what_is_opened_holds_the_demand_nothing_else_holds(insts, slots, types,
 
 
 @FEW
-@given(need=st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16]), count=st.integers(1, 9), types=type_lists,
-       spot=st.booleans())
+@given(need=st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16]), count=st.integers(1, 9), types=type_lists, spot=st.booleans())
 def test_tasks_of_one_need_open_the_cheapest_packing(need, count, types, spot) -> None:
     max_instances = 200  # room for every packing: the cost alone decides
     d = decide(NOW, PoolPolicy(types=tuple(types), max_instances=max_instances, spot=spot), [], waiting([need] * count))
@@ -149,8 +165,19 @@ def tight(draw) -> tuple[list[InstanceView], list[int]]:
     for i in range(draw(st.integers(1, 6))):
         size = draw(st.integers(1, 8))
         free = draw(st.integers(0, size))
-        insts.append(InstanceView(f"i{i}", f"t{size}", "running", 0.0, size, draw(st.booleans()), free_slots=free,
-                                  busy=free < size, idle_since=None if free < size else NOW))
+        insts.append(
+            InstanceView(
+                f"i{i}",
+                f"t{size}",
+                "running",
+                0.0,
+                size,
+                draw(st.booleans()),
+                free_slots=free,
+                busy=free < size,
+                idle_since=None if free < size else NOW,
+            )
+        )
         while free:
             part = draw(st.integers(1, free))
             parts.append(part)

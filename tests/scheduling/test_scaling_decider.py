@@ -18,14 +18,23 @@ def policy(*types: TypeOffer, **kw) -> PoolPolicy:
 def running(id_: str, slots: int = 4, free: int | None = None, idle_since: float | None = None, **kw) -> InstanceView:
     free = slots if free is None else free
     busy = free < slots
-    return InstanceView(id_, kw.pop("instance_type", "g4dn.12xlarge"), "running", launched_at=0.0, slots=slots,
-                        free_slots=free, busy=busy,
-                        idle_since=None if busy else (NOW if idle_since is None else idle_since), **kw)
+    return InstanceView(
+        id_,
+        kw.pop("instance_type", "g4dn.12xlarge"),
+        "running",
+        launched_at=0.0,
+        slots=slots,
+        free_slots=free,
+        busy=busy,
+        idle_since=None if busy else (NOW if idle_since is None else idle_since),
+        **kw,
+    )
 
 
 def starting(id_: str, slots: int = 4, launched_at: float = NOW - 10, **kw) -> InstanceView:
-    return InstanceView(id_, kw.pop("instance_type", "g4dn.12xlarge"), "starting", launched_at=launched_at,
-                        slots=slots, **kw)
+    return InstanceView(
+        id_, kw.pop("instance_type", "g4dn.12xlarge"), "starting", launched_at=launched_at, slots=slots, **kw
+    )
 
 
 def tasks(*slots: int) -> list[PendingTask]:

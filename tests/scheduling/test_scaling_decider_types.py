@@ -22,8 +22,17 @@ def launched(d) -> dict[tuple[str, bool], int]:
 
 def running(id_: str, slots: int, free: int | None = None, idle_since: float = NOW, **kw) -> InstanceView:
     free = slots if free is None else free
-    return InstanceView(id_, "any", "running", launched_at=0.0, slots=slots, free_slots=free, busy=free < slots,
-                        idle_since=None if free < slots else idle_since, **kw)
+    return InstanceView(
+        id_,
+        "any",
+        "running",
+        launched_at=0.0,
+        slots=slots,
+        free_slots=free,
+        busy=free < slots,
+        idle_since=None if free < slots else idle_since,
+        **kw,
+    )
 
 
 def starting(id_: str, slots: int, **kw) -> InstanceView:
@@ -113,8 +122,7 @@ def test_a_blocked_spot_pair_leaves_the_other_spot_types_before_any_on_demand() 
 
 def test_a_blocked_on_demand_type_leaves_the_next_cheapest() -> None:
     policy = PoolPolicy(types=(P38, G5X))
-    assert launched(decide(NOW, policy, [], tasks(1), unavailable={("g5.xlarge", False)})) == \
-        {("p3.8xlarge", False): 1}
+    assert launched(decide(NOW, policy, [], tasks(1), unavailable={("g5.xlarge", False)})) == {("p3.8xlarge", False): 1}
     d = decide(NOW, policy, [], tasks(1), unavailable={("g5.xlarge", False), ("p3.8xlarge", False)})
     assert d.launch == [] and d.never_fit == []  # it waits for a type to come back
 
@@ -127,11 +135,11 @@ def test_a_type_that_cannot_hold_the_task_is_not_chosen_even_if_cheaper() -> Non
 def test_within_max_instances_the_type_that_holds_the_most_tasks() -> None:
     g1, g8 = TypeOffer("g1", 1, 1.0), TypeOffer("g8", 8, 10.0)
     # room for 2: g1 would hold 2 of the 8 tasks, one g8 holds all 8
-    assert launched(decide(NOW, PoolPolicy(types=(g1, g8), max_instances=2), [], tasks(*[1] * 8))) == \
-        {("g8", False): 1}
+    assert launched(decide(NOW, PoolPolicy(types=(g1, g8), max_instances=2), [], tasks(*[1] * 8))) == {("g8", False): 1}
     # room enough: eight g1 (8.0) cost less than one g8 (10.0)
-    assert launched(decide(NOW, PoolPolicy(types=(g1, g8), max_instances=10), [], tasks(*[1] * 8))) == \
-        {("g1", False): 8}
+    assert launched(decide(NOW, PoolPolicy(types=(g1, g8), max_instances=10), [], tasks(*[1] * 8))) == {
+        ("g1", False): 8
+    }
 
 
 def test_a_gang_that_needs_more_instances_than_the_room_takes_a_bigger_type() -> None:

@@ -19,7 +19,7 @@ from pedl.scheduling.scheduler import (
 
 def agent(agent_id: str, slots: int, free: int | None = None) -> AgentSnapshot:
     ids = tuple(str(i) for i in range(slots))
-    return AgentSnapshot(agent_id, ids, ids if free is None else ids[slots - free:])
+    return AgentSnapshot(agent_id, ids, ids if free is None else ids[slots - free :])
 
 
 def req(alloc_id: str, slots: int = 1, priority: int = 42, queued_at: float = 0.0) -> SlotRequest:
@@ -38,8 +38,7 @@ def order(out: list[Assignment]) -> list[str]:
 
 
 def test_lower_priority_number_goes_first() -> None:
-    out = schedule([req("low", priority=60), req("urgent", priority=1), req("mid", priority=42)],
-                   [agent("a", 1)])
+    out = schedule([req("low", priority=60), req("urgent", priority=1), req("mid", priority=42)], [agent("a", 1)])
     assert order(out) == ["urgent"]
 
 
@@ -200,8 +199,12 @@ def test_zero_slot_requests_stop_at_each_agents_cap() -> None:
     are refused (they wait), and a request of slots still goes on a capped agent."""
     busy = AgentSnapshot("busy", ("0", "1"), ("1",), zero_slot_tasks=2)  # the fullest, at the cap already
     roomy = AgentSnapshot("roomy", ("0", "1"), ("0", "1"), zero_slot_tasks=1)
-    requests = [req("z1", 0, queued_at=1), req("z2", 0, queued_at=2), req("z3", 0, queued_at=3),
-                req("t", 1, queued_at=4)]
+    requests = [
+        req("z1", 0, queued_at=1),
+        req("z2", 0, queued_at=2),
+        req("z3", 0, queued_at=3),
+        req("t", 1, queued_at=4),
+    ]
     result = plan(requests, [busy, roomy], [], max_zero_slot_per_agent=2)
     assert placed(result.assignments) == {"z1": [("roomy", [])], "t": [("busy", ["1"])]}
     assert result.zero_capped == ["z2", "z3"]
@@ -222,8 +225,9 @@ def test_many_agents_and_requests_are_consistent(fitting: str) -> None:
     for i in range(300):
         size = rng.choice([1, 2, 4, 8])
         agents.append(agent(f"agent-{i:03d}", size, free=rng.randint(0, size)))
-    requests = [req(f"r{i:04d}", rng.choice([0, 1, 1, 2, 4, 8, 16]), rng.randint(1, 99), rng.random())
-                for i in range(3000)]
+    requests = [
+        req(f"r{i:04d}", rng.choice([0, 1, 1, 2, 4, 8, 16]), rng.randint(1, 99), rng.random()) for i in range(3000)
+    ]
     out = schedule(requests, agents, fitting)  # type: ignore[arg-type]
 
     free = {a.id: set(a.free_slot_ids) for a in agents}

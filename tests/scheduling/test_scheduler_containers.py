@@ -9,7 +9,7 @@ from pedl.scheduling.scheduler import AgentSnapshot, RunningTask, SlotRequest, p
 
 def agent(agent_id: str, slots: int, *, docker: bool, free: int | None = None) -> AgentSnapshot:
     ids = tuple(str(i) for i in range(slots))
-    return AgentSnapshot(agent_id, ids, ids if free is None else ids[slots - free:], runs_containers=docker)
+    return AgentSnapshot(agent_id, ids, ids if free is None else ids[slots - free :], runs_containers=docker)
 
 
 def req(alloc_id: str, slots: int = 1, *, image: bool, priority: int = 42, queued_at: float = 0.0) -> SlotRequest:
@@ -27,8 +27,10 @@ def test_best_fit_skips_an_agent_without_docker_for_a_container_task() -> None:
 
 
 def test_process_tasks_still_go_anywhere_and_leave_docker_room() -> None:
-    out = schedule([req("img", 2, image=True, queued_at=1), req("proc", image=False, queued_at=0)],
-                   [agent("plain", 1, docker=False), agent("docker", 2, docker=True)])
+    out = schedule(
+        [req("img", 2, image=True, queued_at=1), req("proc", image=False, queued_at=0)],
+        [agent("plain", 1, docker=False), agent("docker", 2, docker=True)],
+    )
     assert where(out) == {"proc": ["plain"], "img": ["docker"]}
 
 
@@ -45,8 +47,10 @@ def test_a_gang_over_whole_agents_uses_docker_agents_only() -> None:
 
 def test_preemption_for_a_container_task_picks_victims_where_it_can_run() -> None:
     agents = [agent("plain", 1, docker=False, free=0), agent("docker", 1, docker=True, free=0)]
-    running = [RunningTask("on-plain", 60, (("plain", ("0",)),), started_at=2.0),
-               RunningTask("on-docker", 60, (("docker", ("0",)),), started_at=1.0)]
+    running = [
+        RunningTask("on-plain", 60, (("plain", ("0",)),), started_at=2.0),
+        RunningTask("on-docker", 60, (("docker", ("0",)),), started_at=1.0),
+    ]
     result = plan([req("urgent-img", image=True, priority=1)], agents, running, preemption=True)
     # on-plain started later (it would lose less work) but freeing it would not let the task run
     assert result.preempt == ["on-docker"]

@@ -12,8 +12,9 @@ def free_agent(id_: str, slots: int, used: int = 0) -> AgentSnapshot:
     return AgentSnapshot(id_, ids, ids[used:])
 
 
-def req(id_: str, slots: int = 1, *, group: str = "e1", max_slots: int | None = None, priority: int = 42,
-        t: float = 0.0) -> SlotRequest:
+def req(
+    id_: str, slots: int = 1, *, group: str = "e1", max_slots: int | None = None, priority: int = 42, t: float = 0.0
+) -> SlotRequest:
     return SlotRequest(id_, slots, priority, t, group, 1.0, max_slots)
 
 
@@ -43,8 +44,12 @@ def test_running_tasks_count_against_the_cap_and_are_not_stopped() -> None:
 
 
 def test_the_cap_is_per_group_and_other_groups_take_the_room() -> None:
-    reqs = [req("a0", t=0, group="A", max_slots=1), req("a1", t=1, group="A", max_slots=1),
-            req("b0", t=2, group="B"), req("b1", t=3, group="B")]
+    reqs = [
+        req("a0", t=0, group="A", max_slots=1),
+        req("a1", t=1, group="A", max_slots=1),
+        req("b0", t=2, group="B"),
+        req("b1", t=3, group="B"),
+    ]
     result = plan(reqs, [free_agent("x", 3)], [])
     assert placed(result) == ["a0", "b0", "b1"] and list(result.capped) == ["a1"]
 
@@ -70,7 +75,8 @@ def test_a_capped_request_preempts_nothing() -> None:
 
 
 def test_fair_share_honours_the_cap() -> None:
-    reqs = [req(f"a{i}", t=i, group="A", max_slots=1) for i in range(3)] + \
-        [req(f"b{i}", t=10 + i, group="B") for i in range(3)]
+    reqs = [req(f"a{i}", t=i, group="A", max_slots=1) for i in range(3)] + [
+        req(f"b{i}", t=10 + i, group="B") for i in range(3)
+    ]
     result = plan(reqs, [free_agent("x", 4)], [], scheduler="fair_share")
     assert sorted(placed(result)) == ["a0", "b0", "b1", "b2"]

@@ -21,7 +21,9 @@ def test_without_positions_the_order_is_fifo() -> None:
 
 def test_the_first_in_the_queue_gets_the_only_slot() -> None:
     agent = AgentSnapshot("a1", ("s0",), ("s0",))
-    reqs = [SlotRequest("old", 1, 42, queued_at=1.0, position=1.0), SlotRequest("moved", 1, 42, queued_at=9.0,
-                                                                                  position=0.5)]
+    reqs = [
+        SlotRequest("old", 1, 42, queued_at=1.0, position=1.0),
+        SlotRequest("moved", 1, 42, queued_at=9.0, position=0.5),
+    ]
     [placed] = schedule(reqs, [agent])
     assert placed.allocation_id == "moved"

@@ -8,7 +8,7 @@ from pedl.scheduling.scheduler import AgentSnapshot, SlotRequest, plan, schedule
 
 def agent(agent_id: str, slots: int, free: int | None = None, *, spot: bool = False) -> AgentSnapshot:
     ids = tuple(str(i) for i in range(slots))
-    return AgentSnapshot(agent_id, ids, ids if free is None else ids[slots - free:], spot=spot)
+    return AgentSnapshot(agent_id, ids, ids if free is None else ids[slots - free :], spot=spot)
 
 
 def req(alloc_id: str, slots: int = 1, queued_at: float = 0.0) -> SlotRequest:

@@ -16,11 +16,19 @@ def held(alloc_id: str, *placements: tuple[str, int], queued_at: float = 50.0) -
 
 
 def test_each_live_state_maps_to_the_deciders_and_the_facts_carry_over() -> None:
-    instances = [facts("r", "requested", spot=True, launched_at=10.0), facts("s", "starting", slots=8),
-                 facts("u", "running"), facts("t", "terminating")]
+    instances = [
+        facts("r", "requested", spot=True, launched_at=10.0),
+        facts("s", "starting", slots=8),
+        facts("u", "running"),
+        facts("t", "terminating"),
+    ]
     views, pending = snapshot(1000.0, instances, [], [], {})
-    assert [(v.id, v.state) for v in views] == [("r", "requested"), ("s", "starting"), ("u", "running"),
-                                                ("t", "terminating")]
+    assert [(v.id, v.state) for v in views] == [
+        ("r", "requested"),
+        ("s", "starting"),
+        ("u", "running"),
+        ("t", "terminating"),
+    ]
     r, s = views[0], views[1]
     assert (r.instance_type, r.launched_at, r.slots, r.spot) == ("g5.12xlarge", 10.0, 4, True)
     assert (s.slots, s.spot, s.interrupted, s.disconnected_since) == (8, False, False, None)
@@ -29,8 +37,12 @@ def test_each_live_state_maps_to_the_deciders_and_the_facts_carry_over() -> None
 
 def test_free_slots_are_what_held_placements_leave_and_never_below_zero() -> None:
     instances = [facts("a"), facts("b"), facts("c", slots=2), facts("d")]
-    tasks = [held("x", ("a", 1)), held("y", ("a", 2)), held("gang", ("b", 4), ("c", 2)),
-             held("over", ("c", 1))]  # c holds more than it has (a smaller agent re-registered)
+    tasks = [
+        held("x", ("a", 1)),
+        held("y", ("a", 2)),
+        held("gang", ("b", 4), ("c", 2)),
+        held("over", ("c", 1)),
+    ]  # c holds more than it has (a smaller agent re-registered)
     views, _ = snapshot(1000.0, instances, tasks, [], {})
     by_id = {v.id: v for v in views}
     assert (by_id["a"].free_slots, by_id["a"].busy) == (1, True)
@@ -61,25 +73,31 @@ def test_idle_since_counts_from_the_first_snapshot_that_sees_the_instance_idle()
 
 def test_only_a_running_instance_is_idle() -> None:
     idle = {"t": 900.0, "s": 900.0}
-    views, _ = snapshot(1000.0, [facts("s", "starting"), facts("t", "terminating"), facts("r", "requested")],
-                        [], [], idle)
+    views, _ = snapshot(
+        1000.0, [facts("s", "starting"), facts("t", "terminating"), facts("r", "requested")], [], [], idle
+    )
     assert [v.idle_since for v in views] == [None, None, None]
     assert idle == {}
 
 
 def test_a_running_instance_without_a_connected_agent_is_disconnected() -> None:
-    instances = [facts("gone", agent_connected=False, agent_disconnected_at=700.0),
-                 facts("unknown", agent_connected=False),  # no record of when: from now
-                 facts("up"),
-                 facts("booting", "starting", agent_connected=False)]
+    instances = [
+        facts("gone", agent_connected=False, agent_disconnected_at=700.0),
+        facts("unknown", agent_connected=False),  # no record of when: from now
+        facts("up"),
+        facts("booting", "starting", agent_connected=False),
+    ]
     views, _ = snapshot(1000.0, instances, [], [], {})
     assert [v.disconnected_since for v in views] == [700.0, 1000.0, None, None]
 
 
 def test_work_on_an_interrupted_instance_waits_again_after_the_waiting_tasks() -> None:
     instances = [facts("spot", spot=True, interrupted=True), facts("od")]
-    tasks = [held("on-spot", ("spot", 2), queued_at=5.0), held("on-od", ("od", 1)),
-             held("gang", ("od", 4), ("spot", 4), queued_at=7.0)]
+    tasks = [
+        held("on-spot", ("spot", 2), queued_at=5.0),
+        held("on-od", ("od", 1)),
+        held("gang", ("od", 4), ("spot", 4), queued_at=7.0),
+    ]
     waiting = [PendingTask("new", 1, 900.0)]
     views, pending = snapshot(1000.0, instances, tasks, waiting, {})
     assert views[0].interrupted and not views[1].interrupted

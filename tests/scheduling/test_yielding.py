@@ -16,8 +16,15 @@ def host(i: str, slots: int = 4, free: int = 0, ready: bool = True, draining: bo
     return HostView(i, "p3.8xlarge", slots, free if ready else slots, 12.24, ready=ready, draining=draining)
 
 
-def trial(alloc: str, on: str = "a", slots: int = 1, remaining: float | None = 7200.0, movable: bool = True,
-          since: float = NOW - 3600, priority: int = 42) -> TaskView:
+def trial(
+    alloc: str,
+    on: str = "a",
+    slots: int = 1,
+    remaining: float | None = 7200.0,
+    movable: bool = True,
+    since: float = NOW - 3600,
+    priority: int = 42,
+) -> TaskView:
     return TaskView(alloc, ((on, slots),), movable, remaining, since, priority)
 
 
@@ -54,8 +61,13 @@ def test_nothing_booting_or_too_little_booting_means_no_yield() -> None:
 
 
 def test_what_never_yields() -> None:
-    never = [trial("unckpt", movable=False), trial("unknown", remaining=None), trial("ending", remaining=3599),
-             trial("recent", since=NOW - 599), TaskView("gang", (("a", 2), ("c", 2)), True, 9e9, 0.0)]
+    never = [
+        trial("unckpt", movable=False),
+        trial("unknown", remaining=None),
+        trial("ending", remaining=3599),
+        trial("recent", since=NOW - 599),
+        TaskView("gang", (("a", 2), ("c", 2)), True, 9e9, 0.0),
+    ]
     room = [FULL, BOOTING, host("b2", ready=False)]  # 8 slots coming: enough for all the waiting work
     for task in never:
         assert yields(hosts=room, tasks=[task], waiting=[new("n1"), new("n4", slots=4)]) == [], task

@@ -33,8 +33,20 @@ def test_json_has_the_figures_of_each_policy(write_trace) -> None:
 
 
 def test_one_policy_and_several_types(write_trace) -> None:
-    result = sim("--trace", str(small_trace(write_trace)), "--json", "--policy", "pedl",
-                 "--instance-type", "g5.xlarge", "--instance-type", "p3.8xlarge", "--spot", "--seed", "3")
+    result = sim(
+        "--trace",
+        str(small_trace(write_trace)),
+        "--json",
+        "--policy",
+        "pedl",
+        "--instance-type",
+        "g5.xlarge",
+        "--instance-type",
+        "p3.8xlarge",
+        "--spot",
+        "--seed",
+        "3",
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert list(data["policies"]) == ["pedl"]
@@ -45,15 +57,24 @@ def test_one_policy_and_several_types(write_trace) -> None:
 def test_the_table(write_trace) -> None:
     result = sim("--trace", str(small_trace(write_trace)))
     assert result.exit_code == 0, result.output
-    for text in ("instance-hours", "lower bound", "queue p95", "spot interruptions", "pedl", "determined",
-                 "0-GPU job(s) left out"):
+    for text in (
+        "instance-hours",
+        "lower bound",
+        "queue p95",
+        "spot interruptions",
+        "pedl",
+        "determined",
+        "0-GPU job(s) left out",
+    ):
         assert text in result.stdout
 
 
 def test_pool_settings_from_a_config(write_trace, tmp_path: Path) -> None:
     config = tmp_path / "master.yaml"
-    config.write_text("resource_pools:\n  - pool_name: default\n    provider: {type: aws, image_id: ami-1, "
-                      "ssh_key_name: k, instance_type: g5.12xlarge, max_instances: 3, max_idle_agent_period: 2m}\n")
+    config.write_text(
+        "resource_pools:\n  - pool_name: default\n    provider: {type: aws, image_id: ami-1, "
+        "ssh_key_name: k, instance_type: g5.12xlarge, max_instances: 3, max_idle_agent_period: 2m}\n"
+    )
     result = sim("--trace", str(small_trace(write_trace)), "--config", str(config), "--json", "--max-instances", "4")
     assert result.exit_code == 0, result.output
     pool = json.loads(result.stdout)["pool"]

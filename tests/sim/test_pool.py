@@ -28,11 +28,14 @@ def test_policies_share_bounds_but_the_baseline_has_one_type_and_no_fallback() -
     assert pedl.max_idle == det.max_idle == 60.0 and det.spot
 
 
-@pytest.mark.parametrize(("names", "message"), [
-    (["p9.huge"], "--instance-type: unknown instance type 'p9.huge'"),
-    (["m5.large"], "--instance-type: m5.large has no GPUs"),
-    (["g5.xlarge", "g5.xlarge"], "given twice"),
-])
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["p9.huge"], "--instance-type: unknown instance type 'p9.huge'"),
+        (["m5.large"], "--instance-type: m5.large has no GPUs"),
+        (["g5.xlarge", "g5.xlarge"], "given twice"),
+    ],
+)
 def test_bad_instance_types(names: list[str], message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
         offers_for(names)
@@ -82,8 +85,10 @@ default_aux_resource_pool: gpu
 
 def test_pool_from_a_local_provider(tmp_path: Path) -> None:
     path = tmp_path / "master.yaml"
-    path.write_text("resource_pools:\n  - pool_name: default\n    provider: {type: local, slots_per_instance: 2, "
-                    "price_per_hour: 1.5, boot_delay: 10s, max_instances: 3}\n")
+    path.write_text(
+        "resource_pools:\n  - pool_name: default\n    provider: {type: local, slots_per_instance: 2, "
+        "price_per_hour: 1.5, boot_delay: 10s, max_instances: 3}\n"
+    )
     pool = pool_from_master_config(path)
     assert [(o.name, o.slots, o.price) for o in pool.scaling.types] == [("local", 2, 1.5)]
     assert pool.boot_delay == 10.0 and pool.scaling.max_instances == 3

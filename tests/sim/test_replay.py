@@ -167,8 +167,12 @@ def test_pedl_checkpoints_at_the_spot_notice_and_loses_nothing() -> None:
     assert r.lost_work_hours == 0.0
     # the job ran its 10 hours once, plus a restore after each notice
     assert r.gpu_hours_used == pytest.approx(10.0 + r.interruptions * 3.0 / HOUR)
-    slow = replay([job("long", 0, 10.0)], spot=True, settings=settings,
-                  moves=MovePolicy(checkpoint_cost=150.0, restore_cost=3.0, min_runtime_between_moves=1800.0))
+    slow = replay(
+        [job("long", 0, 10.0)],
+        spot=True,
+        settings=settings,
+        moves=MovePolicy(checkpoint_cost=150.0, restore_cost=3.0, min_runtime_between_moves=1800.0),
+    )
     assert slow.interruptions > 0 and slow.lost_work_hours > 0
 
 
@@ -214,8 +218,13 @@ class CheckedReplay(Replay):
     def _snapshot(self, now: float):
         idle_since = dict(self.idle_since)
         held = {job_id: task for inst in self.instances.values() for job_id, task in inst.jobs.items()}
-        full = snapshot(now, [fresh_facts(i) for i in self.instances.values()], list(held.values()),
-                        [job.task for job in self.pending.values()], idle_since)
+        full = snapshot(
+            now,
+            [fresh_facts(i) for i in self.instances.values()],
+            list(held.values()),
+            [job.task for job in self.pending.values()],
+            idle_since,
+        )
         cached = super()._snapshot(now)
         assert cached == full and self.idle_since == idle_since
         self.snapshots += 1
@@ -225,8 +234,10 @@ class CheckedReplay(Replay):
 @pytest.mark.parametrize("policy", ["pedl", "determined"])
 def test_the_cached_snapshot_is_the_provisioners_full_snapshot(policy) -> None:
     rng = random.Random(5)
-    jobs = [job(f"j{k}", k * rng.uniform(0, 900), rng.uniform(0.05, 2.0), gpus=rng.choice([0, 1, 1, 2, 4, 8]))
-            for k in range(150)]
+    jobs = [
+        job(f"j{k}", k * rng.uniform(0, 900), rng.uniform(0.05, 2.0), gpus=rng.choice([0, 1, 1, 2, 4, 8]))
+        for k in range(150)
+    ]
     pool = SimPool(PoolPolicy(types=offers_for(["g5.12xlarge"]), max_instances=8, max_idle=300.0, spot=True))
     settings = CloudSettings(seed=2, interruption_rate=0.5, spot_capacity_failure=0.2, spot_capacity_wait=300.0)
     r = CheckedReplay(jobs, pool, settings, policy, 1.0)

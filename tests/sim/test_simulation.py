@@ -10,13 +10,30 @@ from pedl.sim import CloudSettings, default_pool, parse_window, simulate
 from pedl.sim.pool import override
 from tests.sim.scenarios import REAL_TRACE, csv_row
 
-KEYS = {"instance_hours", "cost", "lower_bound_instance_hours", "cost_ratio", "idle_instance_hours", "queue_p50_s",
-        "queue_p95_s", "queue_max_s", "launches", "jobs", "jobs_never_fit", "interruptions", "wall_seconds"}
+KEYS = {
+    "instance_hours",
+    "cost",
+    "lower_bound_instance_hours",
+    "cost_ratio",
+    "idle_instance_hours",
+    "queue_p50_s",
+    "queue_p95_s",
+    "queue_max_s",
+    "launches",
+    "jobs",
+    "jobs_never_fit",
+    "interruptions",
+    "wall_seconds",
+}
 
 
 def test_both_policies_replay_the_same_jobs_against_the_same_bound(write_trace) -> None:
-    path = write_trace(csv_row("a", 1, 0, 3600, 0), csv_row("b", 4, 100, 7300, 100), csv_row("c", 8, 50, 3650, 50),
-                       csv_row("cpu", 0, 0, 100, 0))
+    path = write_trace(
+        csv_row("a", 1, 0, 3600, 0),
+        csv_row("b", 4, 100, 7300, 100),
+        csv_row("c", 8, 50, 3650, 50),
+        csv_row("cpu", 0, 0, 100, 0),
+    )
     report = simulate(path, default_pool(), CloudSettings(), ["pedl", "determined"])
     assert list(report.results) == ["pedl", "determined"]
     for r in report.results.values():

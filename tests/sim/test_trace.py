@@ -51,13 +51,16 @@ def test_window_filters_by_arrival(write_trace) -> None:
     assert [j.id for j in load_trace(path, parse_window(":86400"))[0]] == ["j0"]
 
 
-@pytest.mark.parametrize(("text", "window"), [
-    ("10d:20d", Window(864000.0, 1728000.0)),
-    ("0:86400", Window(0.0, 86400.0)),
-    ("1d12h:", Window(129600.0, math.inf)),
-    (":90m", Window(0.0, 5400.0)),
-    ("1.5h:2h30s", Window(5400.0, 7230.0)),
-])
+@pytest.mark.parametrize(
+    ("text", "window"),
+    [
+        ("10d:20d", Window(864000.0, 1728000.0)),
+        ("0:86400", Window(0.0, 86400.0)),
+        ("1d12h:", Window(129600.0, math.inf)),
+        (":90m", Window(0.0, 5400.0)),
+        ("1.5h:2h30s", Window(5400.0, 7230.0)),
+    ],
+)
 def test_window_forms(text: str, window: Window) -> None:
     assert parse_window(text) == window
 

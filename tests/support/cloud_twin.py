@@ -101,9 +101,20 @@ class Machine:
 
 
 class CloudTwin:
-    def __init__(self, moto_url: str, master_url: str, work_dir: Path, *, tag_key: str, tag_value: str,
-                 pool: str = "default", region: str = "us-east-1", poll_interval: float = 0.2,
-                 spot_watch: bool = True, agent_token: str | None = None) -> None:
+    def __init__(
+        self,
+        moto_url: str,
+        master_url: str,
+        work_dir: Path,
+        *,
+        tag_key: str,
+        tag_value: str,
+        pool: str = "default",
+        region: str = "us-east-1",
+        poll_interval: float = 0.2,
+        spot_watch: bool = True,
+        agent_token: str | None = None,
+    ) -> None:
         self.moto_url, self.master_url, self.work_dir = moto_url, master_url, work_dir
         self.tag_key, self.tag_value, self.pool = tag_key, tag_value, pool
         self.poll_interval, self.spot_watch, self.agent_token = poll_interval, spot_watch, agent_token
@@ -169,8 +180,10 @@ class CloudTwin:
             self._stop.wait(self.poll_interval)
 
     def poll(self) -> None:
-        filters = [{"Name": f"tag:{self.tag_key}", "Values": [self.tag_value]},
-                   {"Name": f"tag:{POOL_TAG}", "Values": [self.pool]}]
+        filters = [
+            {"Name": f"tag:{self.tag_key}", "Values": [self.tag_value]},
+            {"Name": f"tag:{POOL_TAG}", "Values": [self.pool]},
+        ]
         seen: dict[str, dict[str, Any]] = {}
         for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
             for reservation in page.get("Reservations") or []:
@@ -199,8 +212,21 @@ class CloudTwin:
             m.skipped = True
             log.info("cloud twin: %s boots without an agent", inst_id)
             return
-        argv = [*pedl_command(), "agent", "run", "--id", inst_id, "--slots", str(m.slots), "--master",
-                self.master_url, "--resource-pool", self.pool, "--work-dir", str(self.work_dir / f"agent-{inst_id}")]
+        argv = [
+            *pedl_command(),
+            "agent",
+            "run",
+            "--id",
+            inst_id,
+            "--slots",
+            str(m.slots),
+            "--master",
+            self.master_url,
+            "--resource-pool",
+            self.pool,
+            "--work-dir",
+            str(self.work_dir / f"agent-{inst_id}"),
+        ]
         if spot and self.spot_watch:
             m.imds = FakeMetadataServer(ec2={"instance-id": inst_id, "instance-type": itype}).start()
             argv += ["--spot-watch", "--imds-url", m.imds.url]

@@ -20,8 +20,9 @@ PG_PASSWORD = os.environ.get("PEDL_TEST_PG_PASSWORD", "")
 def pg_admin_dsn(dbname: str = "postgres") -> str:
     from psycopg.conninfo import make_conninfo  # quotes empty and special values correctly
 
-    return make_conninfo(host=PG_HOST, port=PG_PORT, user=PG_USER, password=PG_PASSWORD, dbname=dbname,
-                         connect_timeout=3)
+    return make_conninfo(
+        host=PG_HOST, port=PG_PORT, user=PG_USER, password=PG_PASSWORD, dbname=dbname, connect_timeout=3
+    )
 
 
 def postgres_error() -> str | None:
@@ -62,8 +63,14 @@ def fresh_postgres_db() -> Iterator[dict]:
     with psycopg.connect(pg_admin_dsn(), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield {"host": PG_HOST, "port": PG_PORT, "user": PG_USER, "password": PG_PASSWORD, "name": name,
-               "ssl_mode": "disable"}
+        yield {
+            "host": PG_HOST,
+            "port": PG_PORT,
+            "user": PG_USER,
+            "password": PG_PASSWORD,
+            "name": name,
+            "ssl_mode": "disable",
+        }
     finally:
         with psycopg.connect(pg_admin_dsn(), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -73,8 +73,13 @@ SKIPPED_DISTRIBUTIONS = {"pip", "setuptools"}  # setuptools' RECORD holds _distu
 # what no task uses: googleapiclient's offline copies of Google's API discovery documents (100 MB), and
 # torch's C++ headers and CMake files (for building extensions, which the image has no compiler for), its
 # C++ test binaries and its bin/ of test programs and protoc (190 MB together)
-SKIPPED_PREFIXES = ("googleapiclient/discovery_cache/documents/", "torch/include/", "torch/share/", "torch/test/",
-                    "torch/bin/")
+SKIPPED_PREFIXES = (
+    "googleapiclient/discovery_cache/documents/",
+    "torch/include/",
+    "torch/share/",
+    "torch/test/",
+    "torch/bin/",
+)
 # but torch.multiprocessing's file_system sharing strategy runs this one
 KEPT_FILES = frozenset({"torch/bin/torch_shm_manager"})
 
@@ -92,8 +97,9 @@ def docker_error() -> str | None:
     if not shutil.which("docker"):
         return "the docker command is not installed"
     try:
-        done = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                              text=True, timeout=30)
+        done = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=30
+        )
     except subprocess.TimeoutExpired:
         return "`docker info` did not answer in 30 s"
     if done.returncode != 0 or not done.stdout.strip():
@@ -193,12 +199,15 @@ def site_packages() -> tuple[dict[str, str], list[str]]:
     determined = det_dists.get("determined")
     if determined is None or determined.version != DETERMINED_VERSION:
         found = determined.version if determined else "nothing"
-        raise ImageBuildError(f"{DET_SITE} holds determined {found}, not {DETERMINED_VERSION}: "
-                              "rm -rf .venv-det && make det-venv")
+        raise ImageBuildError(
+            f"{DET_SITE} holds determined {found}, not {DETERMINED_VERSION}: rm -rf .venv-det && make det-venv"
+        )
     missing = [name for name in REQUIRED_DISTRIBUTIONS if name not in det_dists]
     if missing:
-        raise ImageBuildError(f"{DET_SITE} has no {' or '.join(missing)}, which the image carries for "
-                              "PyTorchTrials: rm -rf .venv-det && make det-venv")
+        raise ImageBuildError(
+            f"{DET_SITE} has no {' or '.join(missing)}, which the image carries for "
+            "PyTorchTrials: rm -rf .venv-det && make det-venv"
+        )
     chosen = {name: dist for name, dist in det_dists.items() if name not in SKIPPED_DISTRIBUTIONS}
     chosen.update({canonicalize_name(d.metadata["Name"]): d for d in _pedl_core_distributions()})
     files: dict[str, str] = {}
@@ -223,8 +232,12 @@ def _commit_layer(below: str, name: str, files: dict[str, str] | dict[str, bytes
     _docker("create", "--name", container, "--network", "none", below, "true")
     try:
         parents = sorted({parent.as_posix() for arcname in files for parent in Path(arcname).parents} - {"."})
-        copy = subprocess.Popen(["docker", "cp", "-", f"{container}:/{dest}"], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        copy = subprocess.Popen(
+            ["docker", "cp", "-", f"{container}:/{dest}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             with tarfile.open(fileobj=copy.stdin, mode="w|") as tar:
                 for directory in parents:
@@ -255,8 +268,19 @@ def _commit_layer(below: str, name: str, files: dict[str, str] | dict[str, bytes
 def _prune(keep: set[str], log: Log) -> None:
     """Untag the test images of other keys built over PRUNE_AFTER_S ago (a session that started
     before the source changed may still use a recent one); `docker rmi` leaves those in use."""
-    listed = subprocess.run(["docker", "image", "ls", "--filter", "reference=pedl-test-*", "--format",
-                             "{{.Repository}}:{{.Tag}}\t{{.CreatedAt}}"], capture_output=True, text=True)
+    listed = subprocess.run(
+        [
+            "docker",
+            "image",
+            "ls",
+            "--filter",
+            "reference=pedl-test-*",
+            "--format",
+            "{{.Repository}}:{{.Tag}}\t{{.CreatedAt}}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     now = datetime.datetime.now(datetime.UTC)
     for line in listed.stdout.splitlines():
         name, _, created = line.partition("\t")
@@ -324,8 +348,10 @@ def docker_daemon() -> str:
     CI it fails."""
     error = docker_error()
     if error:
-        _unavailable(f"Docker is not available ({error}): the container tests skip outside CI. "
-                     "`make docker` as root installs Debian's docker.io and starts dockerd.")
+        _unavailable(
+            f"Docker is not available ({error}): the container tests skip outside CI. "
+            "`make docker` as root installs Debian's docker.io and starts dockerd."
+        )
     return shutil.which("docker")
 
 

@@ -24,8 +24,7 @@ PACKAGES = ("python3", "ca-certificates", "procps")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SITE_DIR = "usr/local/lib/python3.11/dist-packages"  # on Debian's python3 path; apt never writes it
 IMAGE_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
-SLIMMED = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt",
-           "var/lib/apt/lists")
+SLIMMED = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt", "var/lib/apt/lists")
 Log = Callable[[str], None]
 
 
@@ -121,8 +120,12 @@ def _docker(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 
 def image_exists(name: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", name], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
+    return (
+        subprocess.run(
+            ["docker", "image", "inspect", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ).returncode
+        == 0
+    )
 
 
 # -- the build ----------------------------------------------------------------------------------------
@@ -153,12 +156,16 @@ def _build_rootfs_tarball(tarball: Path, log: Log) -> None:
     log(f"debootstrap {SUITE} with {','.join(PACKAGES)} from {mirror} (a few minutes; log: {debootstrap_log})")
     try:
         with debootstrap_log.open("w") as out:
-            done = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE,
-                                   str(rootfs), mirror], stdout=out, stderr=subprocess.STDOUT)
+            done = subprocess.run(
+                ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(rootfs), mirror],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         if done.returncode != 0:
             tail = debootstrap_log.read_text(errors="replace").strip().splitlines()[-5:]
-            raise ImageBuildError(f"debootstrap failed (exit status {done.returncode}; {debootstrap_log}):\n"
-                                  + "\n".join(tail))
+            raise ImageBuildError(
+                f"debootstrap failed (exit status {done.returncode}; {debootstrap_log}):\n" + "\n".join(tail)
+            )
         for part in SLIMMED:
             shutil.rmtree(rootfs / part, ignore_errors=True)
         (rootfs / SITE_DIR).mkdir(parents=True, exist_ok=True)
@@ -194,7 +201,6 @@ def _build_lock() -> Iterator[None]:
     with (cache_dir() / "build.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
-
 
 
 def ensure_base(log: Log = print) -> str:

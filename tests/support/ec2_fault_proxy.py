@@ -30,8 +30,20 @@ import httpx
 from tests.support.quiet_http import QuietHTTPServer
 
 # headers that belong to one hop, or that httpx sets again from what it sends
-_HOP_HEADERS = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
-                          "upgrade", "content-length", "accept-encoding", "content-encoding"})
+_HOP_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "content-length",
+        "accept-encoding",
+        "content-encoding",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -47,8 +59,9 @@ class Call:
         out: dict[str, list[str]] = {}
         n = 1
         while f"Filter.{n}.Name" in self.params:
-            out[self.params[f"Filter.{n}.Name"]] = [v for k, v in sorted(self.params.items())
-                                                    if k.startswith(f"Filter.{n}.Value.")]
+            out[self.params[f"Filter.{n}.Name"]] = [
+                v for k, v in sorted(self.params.items()) if k.startswith(f"Filter.{n}.Value.")
+            ]
             n += 1
         return out
 
@@ -65,8 +78,10 @@ class Fault:
 def ec2_error_xml(code: str, message: str, request_id: str | None = None) -> bytes:
     """EC2's error body (the Query protocol's `<Response><Errors>` form, which botocore parses)."""
     rid = request_id or str(uuid.uuid4())
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{escape(code)}</Code>'
-            f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{rid}</RequestID></Response>").encode()
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{escape(code)}</Code>'
+        f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{rid}</RequestID></Response>"
+    ).encode()
 
 
 def ec2_params(body: bytes, query: str = "") -> dict[str, str]:
@@ -108,8 +123,9 @@ class EC2FaultProxy:
 
     def calls(self, action: str | None = None, since: float | None = None) -> list[Call]:
         with self._lock:
-            return [c for c in self._calls if (action is None or c.action == action)
-                    and (since is None or c.t >= since)]
+            return [
+                c for c in self._calls if (action is None or c.action == action) and (since is None or c.t >= since)
+            ]
 
     def count(self, action: str, since: float | None = None, until: float | None = None) -> int:
         return len([c for c in self.calls(action, since) if until is None or c.t <= until])
@@ -201,8 +217,9 @@ class EC2FaultProxy:
         fault = self._take_fault(action) if action else None
         if fault is not None:
             self._record(Call(arrived, action, fault.code, fault.status, params))
-            self._reply(h, fault.status, {"Content-Type": "text/xml;charset=UTF-8"},
-                        ec2_error_xml(fault.code, fault.message))
+            self._reply(
+                h, fault.status, {"Content-Type": "text/xml;charset=UTF-8"}, ec2_error_xml(fault.code, fault.message)
+            )
             return
         headers = {k: v for k, v in h.headers.items() if k.lower() not in _HOP_HEADERS}
         try:
@@ -224,4 +241,3 @@ class EC2FaultProxy:
         h.end_headers()
         if data:
             h.wfile.write(data)
-

@@ -75,8 +75,9 @@ class MemoryProvider:
         self.instances[inst_id].state = CloudState.RUNNING
 
     def add_foreign(self, inst_id: str, instance_type: str = "g4dn.xlarge") -> None:
-        self.instances[inst_id] = MemoryInstance(inst_id, instance_type, False, self.clock.now(), ours=False,
-                                                 state=CloudState.RUNNING)
+        self.instances[inst_id] = MemoryInstance(
+            inst_id, instance_type, False, self.clock.now(), ours=False, state=CloudState.RUNNING
+        )
 
     def fail_next_launch(self, kind: CloudErrorKind, times: int = 1, code: str = "") -> None:
         self.launch_errors += [CloudError(kind, f"injected {kind}", code) for _ in range(times)]

@@ -30,10 +30,14 @@ from moto.server import ThreadedMotoServer
 
 REGION = "us-east-1"
 FAKE_AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION,
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
     # never a real profile or the real metadata service for credentials
-    "AWS_CONFIG_FILE": "/nonexistent/pedl-test-aws-config", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/pedl-test",
+    "AWS_CONFIG_FILE": "/nonexistent/pedl-test-aws-config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/pedl-test",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
 UNSET_AWS_ENV = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2")
@@ -121,8 +125,9 @@ class MotoNetwork:
 def make_network(endpoint: str, region: str = REGION, *, key_name: str = "pedl-test-key") -> MotoNetwork:
     """An AMI (root device /dev/sda1), a VPC with one subnet, a security group and a key pair."""
     ec2 = ec2_client(endpoint, region)
-    image_id = ec2.register_image(Name="pedl-agent-test", RootDeviceName="/dev/sda1", Architecture="x86_64",
-                                  VirtualizationType="hvm")["ImageId"]
+    image_id = ec2.register_image(
+        Name="pedl-agent-test", RootDeviceName="/dev/sda1", Architecture="x86_64", VirtualizationType="hvm"
+    )["ImageId"]
     vpc_id = ec2.create_vpc(CidrBlock="10.77.0.0/16")["Vpc"]["VpcId"]
     subnet_id = ec2.create_subnet(VpcId=vpc_id, CidrBlock="10.77.1.0/24")["Subnet"]["SubnetId"]
     sg_id = ec2.create_security_group(GroupName="pedl-agents", Description="pedl agents", VpcId=vpc_id)["GroupId"]
@@ -134,8 +139,10 @@ def make_instance_profile(endpoint: str, name: str = "pedl-agent") -> str:
     """An IAM role and instance profile of that name; returns the profile's ARN (moto refuses
     RunInstances with a profile it does not know)."""
     iam = _session.client("iam", endpoint_url=endpoint, region_name=REGION)
-    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
-                                                     "Principal": {"Service": "ec2.amazonaws.com"}}]}
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": "ec2.amazonaws.com"}}],
+    }
     iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
     arn = iam.create_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Arn"]
     iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)

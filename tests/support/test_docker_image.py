@@ -16,15 +16,20 @@ from tests.support import docker, docker_base
 
 def test_the_image_runs_determined_and_pedl_core_offline(test_image: str) -> None:
     script = "import sys, determined, pedl.core; print(determined.__version__); print('%d.%d' % sys.version_info[:2])"
-    done = subprocess.run(["docker", "run", "--rm", "--network", "none", test_image, "python3", "-c", script],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", test_image, "python3", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0.38.1", "3.11"]
 
 
 @pytest.mark.slow
 def test_an_image_is_reused_and_a_source_change_rebuilds_only_its_layer(
-        test_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    test_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     src = tmp_path / "pedl"  # a copy: others may edit src/pedl while this runs
     shutil.copytree(docker.PEDL_SRC, src, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(docker, "PEDL_SRC", src)
@@ -43,9 +48,22 @@ def test_an_image_is_reused_and_a_source_change_rebuilds_only_its_layer(
     try:
         assert rebuilt != name and rebuilt.startswith("pedl-test-task:")
         assert [step.split(" as ")[0] for step in changed if step.startswith("adding")] == ["adding src/pedl"]
-        done = subprocess.run(["docker", "run", "--rm", "--network", "none", rebuilt, "python3", "-c",
-                               "import pedl.core; print(pedl.core.CHANGED)"], capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [
+                "docker",
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                rebuilt,
+                "python3",
+                "-c",
+                "import pedl.core; print(pedl.core.CHANGED)",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.stdout.strip() == mark, done.stderr
     finally:
         if rebuilt != name:
@@ -53,8 +71,12 @@ def test_an_image_is_reused_and_a_source_change_rebuilds_only_its_layer(
 
 
 def test_old_images_of_other_keys_are_removed(test_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    listed = subprocess.run(["docker", "image", "ls", "--filter", "reference=pedl-test-*", "--format",
-                             "{{.Repository}}:{{.Tag}}"], capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["docker", "image", "ls", "--filter", "reference=pedl-test-*", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     others = set(listed.stdout.split())  # other sessions' images stay: only the one made here is old enough
     old = f"pedl-test-pruned:{uuid.uuid4().hex[:12]}"
     subprocess.run(["docker", "tag", test_image, old], check=True)
@@ -70,8 +92,9 @@ def test_the_unknown_image_is_not_there(docker_daemon: str) -> None:
     name = docker.unknown_image_name()
     assert name != docker.unknown_image_name()
     assert not docker.image_exists(name)
-    done = subprocess.run(["docker", "run", "--rm", "--pull", "never", name, "true"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        ["docker", "run", "--rm", "--pull", "never", name, "true"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode != 0
     assert "No such image" in done.stderr
 
@@ -102,10 +125,14 @@ def test_a_changed_input_changes_the_key() -> None:
 def test_the_base_builder_needs_only_the_standard_library() -> None:
     """`make test` runs it with the system's python3 while the venvs are still installing."""
     tree = ast.parse(Path(docker_base.__file__).read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+    }
     assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
 
 
@@ -116,12 +143,14 @@ def test_the_mirror_is_apts_bookworm_source(tmp_path: Path, monkeypatch: pytest.
     (tmp_path / "sources.list.d" / "debian.sources").write_text(
         "Types: deb\n# a comment\nURIs: http://security.example/debian-security\nSuites: bookworm-security\n"
         "Components: main\n\nTypes: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n\n"
-        "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n")
+        "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n"
+    )
     (tmp_path / "sources.list.d" / "other.list.disabled").write_text("deb http://off.example/debian bookworm main\n")
     assert docker_base.debian_mirror(tmp_path) == "http://mirror.example/debian"
     (tmp_path / "sources.list").write_text(
         "# deb http://old.example/debian bookworm main\n"
-        "deb [arch=amd64 signed-by=/k.gpg] http://list.example/debian bookworm main\n")
+        "deb [arch=amd64 signed-by=/k.gpg] http://list.example/debian bookworm main\n"
+    )
     assert docker_base.debian_mirror(tmp_path) == "http://list.example/debian"
     monkeypatch.setenv("PEDL_TEST_DEBIAN_MIRROR", "http://override.example/debian")
     assert docker_base.debian_mirror(tmp_path) == "http://override.example/debian"
@@ -130,8 +159,10 @@ def test_the_mirror_is_apts_bookworm_source(tmp_path: Path, monkeypatch: pytest.
 def test_a_newer_debian_hosts_mirror_serves_bookworm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PEDL_TEST_DEBIAN_MIRROR", raising=False)
     (tmp_path / "sources.list.d").mkdir()
-    (tmp_path / "sources.list").write_text("deb http://security.example/debian-security trixie-security main\n"
-                                           "deb http://mirror.example/debian trixie main\n")
+    (tmp_path / "sources.list").write_text(
+        "deb http://security.example/debian-security trixie-security main\n"
+        "deb http://mirror.example/debian trixie main\n"
+    )
     assert docker_base.debian_mirror(tmp_path) == "http://mirror.example/debian"
 
 

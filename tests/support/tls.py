@@ -38,8 +38,12 @@ def write_tls_files(directory: Path) -> TlsFiles:
     directory.mkdir(parents=True, exist_ok=True)
     ca, server = generate_server_certificate(dns_names=["localhost"], ip_addresses=["127.0.0.1", "::1"])
     other, _ = generate_server_certificate(dns_names=["localhost"], ca_common_name="some other CA")
-    files = TlsFiles(ca=directory / "ca.pem", cert=directory / "master-cert.pem", key=directory / "master-key.pem",
-                     other_ca=directory / "other-ca.pem")
+    files = TlsFiles(
+        ca=directory / "ca.pem",
+        cert=directory / "master-cert.pem",
+        key=directory / "master-key.pem",
+        other_ca=directory / "other-ca.pem",
+    )
     files.ca.write_bytes(ca.cert_pem)
     files.cert.write_bytes(server.cert_pem)
     files.key.write_bytes(server.key_pem)

@@ -22,8 +22,13 @@ with pedl.core.init() as core:
         core.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step, **metrics})
     seconds = time.perf_counter() - started
     print(f"{reports} reports in {seconds:.2f}s: {reports / seconds:.0f} reports/s", flush=True)
-    handoff = {"reports": reports, "seconds": seconds, "token": info.session_token,
-               "trial_id": info.trial.trial_id, "trial_run_id": info.trial.trial_run_id}
+    handoff = {
+        "reports": reports,
+        "seconds": seconds,
+        "token": info.session_token,
+        "trial_id": info.trial.trial_id,
+        "trial_run_id": info.trial.trial_run_id,
+    }
     name = f"handoff-{info.trial.trial_id}.json"
     (out / f"{name}.tmp").write_text(json.dumps(handoff))
     os.replace(out / f"{name}.tmp", out / name)

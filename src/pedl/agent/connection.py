@@ -49,8 +49,9 @@ def ws_url(master_url: str) -> str:
     return urlunsplit((scheme, parts.netloc, parts.path + AGENTS_WS_PATH, "", ""))
 
 
-def open_connection(master_url: str, token: str | None, ssl_context: ssl.SSLContext | None = None,
-                    credential: str | None = None) -> connect:
+def open_connection(
+    master_url: str, token: str | None, ssl_context: ssl.SSLContext | None = None, credential: str | None = None
+) -> connect:
     """An awaitable / async context manager that opens the socket (no automatic reconnects), presenting
     the agent's credential and the enrollment secret `token` (which registers an id that has no credential).
     `ssl_context` verifies a wss:// master (None: the system's CAs); ws:// takes none."""
@@ -68,25 +69,34 @@ CREDENTIAL_REASONS = ("credential of its own", "wrong credential")  # the master
 def refusal(exc: BaseException, agent_id: str = "ID", credential_path: Path | None = None) -> AgentRefused | None:
     """The `AgentRefused` that `exc` means, if it means one."""
     hint = f"pass the right one with --token-file or {TOKEN_ENV}: {TOKEN_WHERE}"
-    if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_UNAUTHORIZED \
-            and any(r in exc.rcvd.reason for r in CREDENTIAL_REASONS):
+    if (
+        isinstance(exc, ConnectionClosed)
+        and exc.rcvd
+        and exc.rcvd.code == CLOSE_UNAUTHORIZED
+        and any(r in exc.rcvd.reason for r in CREDENTIAL_REASONS)
+    ):
         where = f" ({credential_path})" if credential_path is not None else ""
         return AgentRefused(
             f"the master refused this agent (close {exc.rcvd.code}: {exc.rcvd.reason}): the master issued agent id "
             f"{agent_id} a credential of its own, which this agent's work dir{where} does not hold. If that file "
-            f"was lost, an admin runs `pedl agent forget {agent_id}`; the agent token then registers this id again")
+            f"was lost, an admin runs `pedl agent forget {agent_id}`; the agent token then registers this id again"
+        )
     if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_VERSION_MISMATCH:
-        return AgentRefused(f"the master refused this agent: its version differs ({exc.rcvd.reason}); run the "
-                            f"master's version on this host: `pip install pedl==VERSION`, or the wheel the master "
-                            f"serves at {PACKAGE_PATH} (with a login, or the agent token in {TOKEN_HEADER})")
+        return AgentRefused(
+            f"the master refused this agent: its version differs ({exc.rcvd.reason}); run the "
+            f"master's version on this host: `pip install pedl==VERSION`, or the wheel the master "
+            f"serves at {PACKAGE_PATH} (with a login, or the agent token in {TOKEN_HEADER})"
+        )
     if isinstance(exc, ConnectionClosed) and exc.rcvd and exc.rcvd.code == CLOSE_UNAUTHORIZED:
-        return AgentRefused(f"the master refused this agent (close {exc.rcvd.code}: "
-                            f"{exc.rcvd.reason or 'unauthorized'}); {hint}")
+        return AgentRefused(
+            f"the master refused this agent (close {exc.rcvd.code}: {exc.rcvd.reason or 'unauthorized'}); {hint}"
+        )
     # a server that closes before accepting the upgrade (Starlette does) answers with a plain HTTP
     # status instead, and its reason is lost on the way
     if isinstance(exc, InvalidStatus) and exc.response.status_code in (401, 403):
-        return AgentRefused(f"the master refused this agent (HTTP {exc.response.status_code}: missing or "
-                            f"wrong agent token); {hint}")
+        return AgentRefused(
+            f"the master refused this agent (HTTP {exc.response.status_code}: missing or wrong agent token); {hint}"
+        )
     return None
 
 

@@ -39,8 +39,13 @@ class FoundContainer:
 async def find(agent_id: str, work_dir: Path) -> list[FoundContainer]:
     """The containers this agent (its id and work dir) started, running or ended."""
     code, out = await containers.docker_command(
-        "ps", "-aq", "--filter", f"label={containers.AGENT_LABEL}={agent_id}",
-        "--filter", f"label={containers.WORK_DIR_LABEL}={work_dir.resolve()}")
+        "ps",
+        "-aq",
+        "--filter",
+        f"label={containers.AGENT_LABEL}={agent_id}",
+        "--filter",
+        f"label={containers.WORK_DIR_LABEL}={work_dir.resolve()}",
+    )
     ids = out.split() if code == 0 else []
     if not ids:
         return []
@@ -53,27 +58,40 @@ async def find(agent_id: str, work_dir: Path) -> list[FoundContainer]:
         state = item.get("State") or {}
         allocation_id = labels.get(containers.ALLOCATION_LABEL)
         if allocation_id:
-            found.append(FoundContainer(name=str(item.get("Name", "")).lstrip("/"), allocation_id=allocation_id,
-                                        running=bool(state.get("Running")), exit_code=state.get("ExitCode")))
+            found.append(
+                FoundContainer(
+                    name=str(item.get("Name", "")).lstrip("/"),
+                    allocation_id=allocation_id,
+                    running=bool(state.get("Running")),
+                    exit_code=state.get("ExitCode"),
+                )
+            )
     return found
 
 
-async def take_up(agent_id: str, work_dir: Path, send: Callable[[BaseModel], None],
-                  start: Callable[[ReattachedContainer], None]) -> None:
+async def take_up(
+    agent_id: str, work_dir: Path, send: Callable[[BaseModel], None], start: Callable[[ReattachedContainer], None]
+) -> None:
     """The containers an earlier run of this agent started: each running one is handed to `start` as
     it is found, to go on as this run's task; those that ended meanwhile are removed and have their
     exit reported (the master ignores what it no longer holds)."""
     for found in await find(agent_id, work_dir):
         if found.running:
             start(ReattachedContainer(found, work_dir, send))
-            log.warning("agent %s: took up container %s (allocation %s) again", agent_id, found.name,
-                        found.allocation_id)
+            log.warning(
+                "agent %s: took up container %s (allocation %s) again", agent_id, found.name, found.allocation_id
+            )
         else:
             await containers.remove(found.name)
             why = "" if found.exit_code is not None else "ended while the agent was away"
             send(TaskExited(allocation_id=found.allocation_id, exit_code=found.exit_code, reason=why))
-            log.warning("agent %s: container %s (allocation %s) ended with %s while the agent was away",
-                        agent_id, found.name, found.allocation_id, found.exit_code)
+            log.warning(
+                "agent %s: container %s (allocation %s) ended with %s while the agent was away",
+                agent_id,
+                found.name,
+                found.allocation_id,
+                found.exit_code,
+            )
 
 
 class ReattachedContainer:
@@ -93,18 +111,32 @@ class ReattachedContainer:
     async def run(self) -> int | None:
         since = f"{time.time():.3f}"
         follow = await asyncio.create_subprocess_exec(
-            "docker", "logs", "--follow", "--since", since, self.container, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            "docker",
+            "logs",
+            "--follow",
+            "--since",
+            since,
+            self.container,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         assert follow.stdout is not None and follow.stderr is not None
-        readers = [asyncio.create_task(pump_lines(follow.stdout, lambda line: self._logs.add("stdout", line))),
-                   asyncio.create_task(pump_lines(follow.stderr, lambda line: self._logs.add("stderr", line)))]
-        self._logs.add("agent", f"pedl agent: took up container {self.container} again after an agent restart "
-                                f"(its output while the agent was away is in `docker logs {self.container}`)")
+        readers = [
+            asyncio.create_task(pump_lines(follow.stdout, lambda line: self._logs.add("stdout", line))),
+            asyncio.create_task(pump_lines(follow.stderr, lambda line: self._logs.add("stderr", line))),
+        ]
+        self._logs.add(
+            "agent",
+            f"pedl agent: took up container {self.container} again after an agent restart "
+            f"(its output while the agent was away is in `docker logs {self.container}`)",
+        )
         code: int | None
         try:
             status, out = await containers.docker_command("wait", self.container, timeout=None)
-            code = int(out.split()[-1]) if status == 0 and out.split() and out.split()[-1].lstrip("-").isdigit() \
-                else None
+            code = (
+                int(out.split()[-1]) if status == 0 and out.split() and out.split()[-1].lstrip("-").isdigit() else None
+            )
         finally:
             _, pending = await asyncio.wait(readers, timeout=READER_DRAIN_S)
             for reader in pending:
@@ -121,8 +153,11 @@ class ReattachedContainer:
         if self.exited or self._stopper is not None:
             return
         self._kill_reason = reason or "killed"
-        self._stopper = asyncio.ensure_future(containers.docker_command(
-            "stop", "--time", str(max(int(grace_period), 0)), self.container, timeout=grace_period + 60))
+        self._stopper = asyncio.ensure_future(
+            containers.docker_command(
+                "stop", "--time", str(max(int(grace_period), 0)), self.container, timeout=grace_period + 60
+            )
+        )
 
     def finish(self, code: int | None, reason: str) -> None:
         self._logs.flush()

@@ -27,6 +27,8 @@ def mount_target(container_path: str, workdir: str = WORKDIR) -> str:
     """Where a bind mount goes in the task: an absolute container_path as it is, a relative one under the
     task's working directory (the config refuses one with '..')."""
     return container_path if container_path.startswith("/") else os.path.join(workdir, container_path)
+
+
 AGENT_LABEL = "pedl.agent-id"
 ALLOCATION_LABEL = "pedl.allocation-id"
 # the agent's work dir: unique on a host (work_dir_lock.py), so two agents of one id (of two masters,
@@ -53,8 +55,12 @@ def docker_problem() -> str | None:
     import subprocess
 
     try:
-        done = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                              text=True, timeout=DOCKER_TIMEOUT_S)
+        done = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=DOCKER_TIMEOUT_S,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"docker info did not answer: {exc}"
     if done.returncode != 0:
@@ -70,12 +76,14 @@ def pick_image(spec: ContainerSpec, gpu: bool) -> str:
     return image
 
 
-async def docker_command(*args: str, timeout: float | None = DOCKER_TIMEOUT_S,
-                         config_dir: str | None = None) -> tuple[int, str]:
+async def docker_command(
+    *args: str, timeout: float | None = DOCKER_TIMEOUT_S, config_dir: str | None = None
+) -> tuple[int, str]:
     """Run a docker command: (exit code, its output); None waits for as long as it takes."""
     argv = ["docker", *(["--config", config_dir] if config_dir else []), *args]
-    proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
@@ -99,8 +107,9 @@ async def ensure_image(spec: ContainerSpec, image: str, progress: Callable[[str]
             entry = {k: v for k, v in spec.registry_auth.items() if k != "serveraddress"}
             Path(config_dir, "config.json").write_text(json.dumps({"auths": {server: entry}}))
             os.chmod(Path(config_dir, "config.json"), 0o600)
-        code, out = await docker_command("pull", image, timeout=PULL_TIMEOUT_S,
-                                  config_dir=config_dir if spec.registry_auth else None)
+        code, out = await docker_command(
+            "pull", image, timeout=PULL_TIMEOUT_S, config_dir=config_dir if spec.registry_auth else None
+        )
     if code != 0:
         last = out.splitlines()[-1] if out else f"exit code {code}"
         raise ContainerError(f"cannot pull image {image!r}: {last}")
@@ -111,19 +120,52 @@ def _registry_of(image: str) -> str:
     return first if "/" in image and ("." in first or ":" in first or first == "localhost") else "docker.io"
 
 
-def run_argv(*, spec: ContainerSpec, image: str, allocation_id: str, agent_id: str, task_dir: Path,
-             info_dir: Path | None, env_file: Path, entrypoint: Sequence[str], gpu_devices: Sequence[str],
-             shared_fs: Path | None, master_cert: Path | None, user: tuple[int, int] | None = None,
-             accounts: Path | None = None, model_copy: Path | None = None) -> list[str]:
+def run_argv(
+    *,
+    spec: ContainerSpec,
+    image: str,
+    allocation_id: str,
+    agent_id: str,
+    task_dir: Path,
+    info_dir: Path | None,
+    env_file: Path,
+    entrypoint: Sequence[str],
+    gpu_devices: Sequence[str],
+    shared_fs: Path | None,
+    master_cert: Path | None,
+    user: tuple[int, int] | None = None,
+    accounts: Path | None = None,
+    model_copy: Path | None = None,
+) -> list[str]:
     """`docker run` for the task: attached, removed at exit, its files mounted, its GPUs passed;
     as `user` (uid, gid) when given, with `accounts` (a directory holding passwd and group) over
     the image's /etc/passwd and /etc/group, so the names resolve."""
-    argv = ["docker", "run", "--rm", "--init", "--name", container_name(allocation_id, agent_id),
-            "--label", f"{AGENT_LABEL}={agent_id}", "--label", f"{ALLOCATION_LABEL}={allocation_id}",
-            "--label", f"{WORK_DIR_LABEL}={task_dir.parent.resolve()}",
-            "--env-file", str(env_file), "--workdir", WORKDIR, "--network", spec.network_mode,
-            "--shm-size", str(spec.shm_size_bytes), "--pull", "never",
-            "-v", f"{task_dir}:{WORKDIR}"]
+    argv = [
+        "docker",
+        "run",
+        "--rm",
+        "--init",
+        "--name",
+        container_name(allocation_id, agent_id),
+        "--label",
+        f"{AGENT_LABEL}={agent_id}",
+        "--label",
+        f"{ALLOCATION_LABEL}={allocation_id}",
+        "--label",
+        f"{WORK_DIR_LABEL}={task_dir.parent.resolve()}",
+        "--env-file",
+        str(env_file),
+        "--workdir",
+        WORKDIR,
+        "--network",
+        spec.network_mode,
+        "--shm-size",
+        str(spec.shm_size_bytes),
+        "--pull",
+        "never",
+        "-v",
+        f"{task_dir}:{WORKDIR}",
+    ]
     if info_dir is not None:
         argv += ["-v", f"{info_dir}:{task_info.INFO_DIR}:ro"]
     if model_copy is not None:
@@ -137,7 +179,7 @@ def run_argv(*, spec: ContainerSpec, image: str, allocation_id: str, agent_id: s
         options = ["ro" if mount.get("read_only") else "rw", str(mount.get("propagation") or "rprivate")]
         argv += ["-v", f"{mount['host_path']}:{mount_target(mount['container_path'])}:{','.join(options)}"]
     if gpu_devices:
-        argv += ["--gpus", f"\"device={','.join(gpu_devices)}\""]
+        argv += ["--gpus", f'"device={",".join(gpu_devices)}"']
     if user is not None:
         argv += ["--user", f"{user[0]}:{user[1]}"]
     if accounts is not None:
@@ -172,8 +214,9 @@ def write_env_file(path: Path, env: Mapping[str, str]) -> None:
     lines = []
     for name, value in env.items():
         if "\n" in value or "\n" in name or "=" in name:
-            raise ContainerError(f"environment variable {name!r} cannot be passed to a container "
-                                 "(a newline, or '=' in its name)")
+            raise ContainerError(
+                f"environment variable {name!r} cannot be passed to a container (a newline, or '=' in its name)"
+            )
         lines.append(f"{name}={value}")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -29,8 +29,9 @@ class ContextError(Exception):
     """The model definition could not be downloaded or unpacked."""
 
 
-async def fetch_context(url: str, session_token: str, ssl_context: ssl.SSLContext | None = None,
-                        cert: Path | None = None) -> bytes:
+async def fetch_context(
+    url: str, session_token: str, ssl_context: ssl.SSLContext | None = None, cert: Path | None = None
+) -> bytes:
     """GET `url` with the task's bearer token; return the decoded tgz bytes. `ssl_context`
     verifies an https:// master (None: httpx's default CAs); `cert` names its CA file in errors.
 
@@ -58,7 +59,8 @@ async def fetch_context(url: str, session_token: str, ssl_context: ssl.SSLContex
             if response.status_code != 200:
                 raise ContextError(
                     f"downloading the model definition from {url} failed: "
-                    f"HTTP {response.status_code} {response.text[:200]}")
+                    f"HTTP {response.status_code} {response.text[:200]}"
+                )
             return _decode(response)
     raise ContextError(f"downloading the model definition from {url} failed: {last_error}")
 
@@ -68,7 +70,7 @@ def _decode(response: httpx.Response) -> bytes:
         b64 = response.json()["b64Tgz"]
         return base64.b64decode(b64 or "", validate=True)
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-        raise ContextError(f"the master's model definition is not {{\"b64Tgz\": ...}}: {exc}") from exc
+        raise ContextError(f'the master\'s model definition is not {{"b64Tgz": ...}}: {exc}') from exc
 
 
 def unpack_context(tgz: bytes, dest: Path) -> None:
@@ -82,8 +84,7 @@ def unpack_context(tgz: bytes, dest: Path) -> None:
             for member in members:
                 target = (root / member.name).resolve()
                 if target != root and root not in target.parents:
-                    raise ContextError(f"the model definition has a path outside its directory: "
-                                       f"{member.name!r}")
+                    raise ContextError(f"the model definition has a path outside its directory: {member.name!r}")
             if hasattr(tarfile, "data_filter"):
                 # the "data" filter also refuses links out of the tree, devices, and setuid bits
                 archive.extractall(root, members=members, filter="data")
@@ -116,7 +117,8 @@ def _plain(root: Path, member: tarfile.TarInfo) -> tarfile.TarInfo:
         base = (root / member.name).parent if member.issym() else root
         target = (base / member.linkname).resolve()
         if target != root and root not in target.parents:
-            raise ContextError(f"the model definition has a link outside its directory: {member.name!r} -> "
-                               f"{member.linkname!r}")
+            raise ContextError(
+                f"the model definition has a link outside its directory: {member.name!r} -> {member.linkname!r}"
+            )
     member.mode &= 0o755
     return member

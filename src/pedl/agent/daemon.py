@@ -66,14 +66,25 @@ MIN_HEARTBEAT_S = 0.05
 class Agent:
     """One agent, runnable in-process: `await Agent(options).run(stop_event)`."""
 
-    def __init__(self, options: AgentOptions, *, slots: list[SlotInfo] | None = None,
-                 shutdown_grace_period: float = 10.0, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        options: AgentOptions,
+        *,
+        slots: list[SlotInfo] | None = None,
+        shutdown_grace_period: float = 10.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.options = options
         self.slots = detect_slots(options.slots) if slots is None else slots
         self.shutdown_grace_period = shutdown_grace_period
-        self._host = TaskHost(master_url=options.master_url, agent_id=options.id,
-                              work_dir=options.work_path, slots={s.id: s for s in self.slots},
-                              master_cert=options.cert_path, ssl_context=options.ssl_context)
+        self._host = TaskHost(
+            master_url=options.master_url,
+            agent_id=options.id,
+            work_dir=options.work_path,
+            slots={s.id: s for s in self.slots},
+            master_cert=options.cert_path,
+            ssl_context=options.ssl_context,
+        )
         self.tasks: dict[str, AgentTask] = {}  # allocation id -> task not yet exited
         self._task_runs: dict[str, asyncio.Task[None]] = {}
         self._outbox: deque[BaseModel] = deque()
@@ -96,19 +107,29 @@ class Agent:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve the master until `stop` is set; raises AgentRefused if the master refuses us."""
-        log.info("pedl agent %s starting: master %s, %d %s slot(s), work dir %s",
-                 self.options.id, self.options.master_url, len(self.slots),
-                 self.slots[0].type if self.slots else "no", self.options.work_path)
+        log.info(
+            "pedl agent %s starting: master %s, %d %s slot(s), work dir %s",
+            self.options.id,
+            self.options.master_url,
+            len(self.slots),
+            self.slots[0].type if self.slots else "no",
+            self.options.work_path,
+        )
         await self._probe_host()
         link = asyncio.create_task(self._stay_connected())
         watch = asyncio.create_task(self._watch_contact())
         stopped = asyncio.create_task(stop.wait())
         spot = None
         if self.options.spot_watch:
-            spot = asyncio.create_task(watch_spot(
-                self.options.imds_url or "", self.options.spot_poll_interval,
-                lambda n: self._enqueue(SpotInterruption(action=str(n.get("action", "terminate")),
-                                                         time=str(n.get("time", ""))))))
+            spot = asyncio.create_task(
+                watch_spot(
+                    self.options.imds_url or "",
+                    self.options.spot_poll_interval,
+                    lambda n: self._enqueue(
+                        SpotInterruption(action=str(n.get("action", "terminate")), time=str(n.get("time", "")))
+                    ),
+                )
+            )
         try:
             await asyncio.wait({link, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if link.done():
@@ -126,8 +147,7 @@ class Agent:
         self._host = dataclasses.replace(self._host, no_task_namespace=await host_probes.task_namespace_problem())
         problem = await host_probes.container_problem(self.options.container_runtime)
         if problem is None:
-            await container_reattach.take_up(self.options.id, self.options.work_path, self._enqueue,
-                                             self._begin_task)
+            await container_reattach.take_up(self.options.id, self.options.work_path, self._enqueue, self._begin_task)
             log.info("tasks that name an image run in Docker containers")
         else:
             log.info("tasks that name an image are not for this agent (%s)", problem)
@@ -143,8 +163,9 @@ class Agent:
             self.check_master_contact()  # tasks the master has given away die before we reconnect
             try:
                 credential = await asyncio.to_thread(read_credential, self.options.credential_path)
-                ws = await open_connection(self.options.master_url, self.options.token, self.options.ssl_context,
-                                           credential=credential)
+                ws = await open_connection(
+                    self.options.master_url, self.options.token, self.options.ssl_context, credential=credential
+                )
                 try:
                     await self._session(ws, backoff)
                 finally:
@@ -152,39 +173,63 @@ class Agent:
                     await ws.close(CloseCode.GOING_AWAY, "agent stopping")
             except Exception as exc:
                 refused = refusal(exc, self.options.id, self.options.credential_path) or tls_refusal(
-                    exc, self.options.master_url, self.options.cert_path)
+                    exc, self.options.master_url, self.options.cert_path
+                )
                 if refused is not None:
                     log.error("%s", refused)
                     raise refused from exc
                 delay = backoff.next_delay()
                 what = "lost the connection to" if self._was_registered else "no connection to"
-                log.warning("agent %s: %s the master at %s (attempt %d): %s; retrying in %.1f s",
-                            self.options.id, what, url, backoff.attempts, describe_failure(exc), delay)
+                log.warning(
+                    "agent %s: %s the master at %s (attempt %d): %s; retrying in %.1f s",
+                    self.options.id,
+                    what,
+                    url,
+                    backoff.attempts,
+                    describe_failure(exc),
+                    delay,
+                )
                 await asyncio.sleep(delay)
 
     async def _session(self, ws: ClientConnection, backoff: Backoff) -> None:
         """Register, then serve until the connection fails (always ends with an exception)."""
-        await send_message(ws, Register(
-            agent_id=self.options.id, hostname=self.options.hostname, address=local_address(ws),
-            resource_pool=self.options.resource_pool, slots=self.slots, version=__version__,
-            running_allocations=self.held_allocations(),
-            container_runtime="docker" if self._host.no_containers is None else ""))
+        await send_message(
+            ws,
+            Register(
+                agent_id=self.options.id,
+                hostname=self.options.hostname,
+                address=local_address(ws),
+                resource_pool=self.options.resource_pool,
+                slots=self.slots,
+                version=__version__,
+                running_allocations=self.held_allocations(),
+                container_runtime="docker" if self._host.no_containers is None else "",
+            ),
+        )
         registered = await asyncio.wait_for(self._await_registered(ws), REGISTER_TIMEOUT_S)
         if registered.credential:
             # first thing: the master keeps only its digest, and this id is admitted with nothing else now
             await asyncio.to_thread(write_credential, self.options.credential_path, registered.credential)
-            log.info("agent %s: the master issued it a credential of its own, kept in %s", self.options.id,
-                     self.options.credential_path)
+            log.info(
+                "agent %s: the master issued it a credential of its own, kept in %s",
+                self.options.id,
+                self.options.credential_path,
+            )
         backoff.reset()
         self._contact.reconnect_wait = registered.reconnect_wait
         if registered.kill_grace_period is not None:
             self._fence_grace = registered.kill_grace_period
-        log.info("agent %s registered with the master (%d slot(s), %d allocation(s) held)",
-                 self.options.id, len(self.slots), len(self.held_allocations()))
+        log.info(
+            "agent %s registered with the master (%d slot(s), %d allocation(s) held)",
+            self.options.id,
+            len(self.slots),
+            len(self.held_allocations()),
+        )
         for allocation_id in registered.kill_unknown:
             if allocation_id in self.tasks:
-                self.tasks[allocation_id].kill(KillTask.model_fields["grace_period"].default,
-                                               "the master has ended this allocation")
+                self.tasks[allocation_id].kill(
+                    KillTask.model_fields["grace_period"].default, "the master has ended this allocation"
+                )
         interval = self.options.heartbeat_interval or registered.heartbeat_interval
         self._ws = ws
         self._was_registered = True
@@ -246,9 +291,11 @@ class Agent:
         if not self._contact.overdue():
             return False
         self._contact.fenced()
-        reason = (f"no word from the master for {self._contact.silence():.1f} s, more than its reconnect wait "
-                  f"of {self._contact.reconnect_wait:g} s: the master has declared this agent lost and "
-                  f"restarted its tasks elsewhere")
+        reason = (
+            f"no word from the master for {self._contact.silence():.1f} s, more than its reconnect wait "
+            f"of {self._contact.reconnect_wait:g} s: the master has declared this agent lost and "
+            f"restarted its tasks elsewhere"
+        )
         log.warning("agent %s: %s; killing %d task(s)", self.options.id, reason, len(self.tasks))
         for task in list(self.tasks.values()):
             task.kill(self._fence_grace, reason)
@@ -277,8 +324,9 @@ class Agent:
                 task.kill(msg.grace_period, msg.reason)
             elif not self._exit_pending(msg.allocation_id):
                 # the master waits for an exit that this agent can no longer produce; end it
-                self._enqueue(TaskExited(allocation_id=msg.allocation_id, exit_code=None,
-                                         reason="not running on this agent"))
+                self._enqueue(
+                    TaskExited(allocation_id=msg.allocation_id, exit_code=None, reason="not running on this agent")
+                )
 
     def _start_task(self, spec: StartTask) -> None:
         if spec.allocation_id in self.tasks or self._exit_pending(spec.allocation_id):
@@ -297,8 +345,11 @@ class Agent:
         except Exception as exc:  # a bug must still end the task for the master
             log.exception("task %s crashed the agent's runtime", runtime.allocation_id)
             if not runtime.exited:
-                self._enqueue(TaskExited(allocation_id=runtime.allocation_id, exit_code=None,
-                                         reason=f"internal agent error: {exc!r}"))
+                self._enqueue(
+                    TaskExited(
+                        allocation_id=runtime.allocation_id, exit_code=None, reason=f"internal agent error: {exc!r}"
+                    )
+                )
         finally:
             self.tasks.pop(runtime.allocation_id, None)
             self._task_runs.pop(runtime.allocation_id, None)
@@ -312,8 +363,7 @@ class Agent:
         task.add_done_callback(self._side_tasks.discard)
 
     def _exit_pending(self, allocation_id: str) -> bool:
-        return any(isinstance(m, TaskExited) and m.allocation_id == allocation_id
-                   for m in self._outbox)
+        return any(isinstance(m, TaskExited) and m.allocation_id == allocation_id for m in self._outbox)
 
     def _enqueue(self, msg: BaseModel) -> None:
         self._outbox.append(msg)
@@ -327,8 +377,7 @@ class Agent:
         for task in list(self.tasks.values()):
             task.kill(self.shutdown_grace_period, "the agent is shutting down")
         if runs:
-            _, stuck = await asyncio.wait(runs, timeout=self.shutdown_grace_period
-                                          + READER_DRAIN_S + 5.0)
+            _, stuck = await asyncio.wait(runs, timeout=self.shutdown_grace_period + READER_DRAIN_S + 5.0)
             for run in stuck:
                 run.cancel()
         if not link.done():

@@ -41,13 +41,15 @@ def gpu_slots(nvml: ModuleType | None = None) -> list[SlotInfo]:
         found = []
         for index in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            found.append(SlotInfo(
-                id=str(index),
-                type="cuda",
-                brand=_text(nvml.nvmlDeviceGetName(handle)),
-                uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-                memory_mib=_memory_mib(nvml, handle),
-            ))
+            found.append(
+                SlotInfo(
+                    id=str(index),
+                    type="cuda",
+                    brand=_text(nvml.nvmlDeviceGetName(handle)),
+                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    memory_mib=_memory_mib(nvml, handle),
+                )
+            )
         return found
     except Exception as exc:
         log.warning("NVML failed while listing GPUs (%s); using CPU slots", exc)

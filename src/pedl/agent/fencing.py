@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 CHECK_INTERVAL_S = 0.5  # how often the agent looks at the clock, connected or not
 
+
 class MasterContact:
     """When this agent last heard from the master, and whether its tasks must go."""
 

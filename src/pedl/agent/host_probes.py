@@ -18,16 +18,22 @@ async def task_namespace_problem() -> str | None:
     problem = await asyncio.to_thread(task_namespace.probe)
     if problem is None:
         try:
-            await asyncio.to_thread(task_namespace.prepare_mountpoints,
-                                    [task_info.INFO_DIR, task_info.SHARED_FS_DIR, containers.WORKDIR])
+            await asyncio.to_thread(
+                task_namespace.prepare_mountpoints, [task_info.INFO_DIR, task_info.SHARED_FS_DIR, containers.WORKDIR]
+            )
         except OSError as exc:
             problem = f"cannot create {task_info.INFO_DIR} and {task_info.SHARED_FS_DIR}: {exc}"
     if problem is None:
-        log.info("process tasks get %s and %s in mount namespaces of their own",
-                 task_info.INFO_DIR, task_info.SHARED_FS_DIR)
+        log.info(
+            "process tasks get %s and %s in mount namespaces of their own", task_info.INFO_DIR, task_info.SHARED_FS_DIR
+        )
     else:
-        log.warning("process tasks get no %s (%s): scripts on Determined's Core API will not find the "
-                    "cluster there; pedl.core scripts are unaffected", task_info.INFO_DIR, problem)
+        log.warning(
+            "process tasks get no %s (%s): scripts on Determined's Core API will not find the "
+            "cluster there; pedl.core scripts are unaffected",
+            task_info.INFO_DIR,
+            problem,
+        )
     return problem
 
 

@@ -19,8 +19,10 @@ from pedl.common.master_trust import MASTER_CERT_ENV, client_ssl_context
 TOKEN_ENV = "PEDL_AGENT_TOKEN"
 CREDENTIAL_FILE = "agent.credential"  # in the work dir: the credential the master issued this agent
 # where an operator finds the token a master expects (said by `pedl agent run` and by refusals)
-TOKEN_WHERE = ("the master's agent token is `agent_token` in its master.yaml when set, else the file "
-               "<data_dir>/agent_token on the master's host (data_dir defaults to ~/.local/share/pedl)")
+TOKEN_WHERE = (
+    "the master's agent token is `agent_token` in its master.yaml when set, else the file "
+    "<data_dir>/agent_token on the master's host (data_dir defaults to ~/.local/share/pedl)"
+)
 
 
 def take_env_token() -> str | None:
@@ -78,12 +80,15 @@ def read_token_file(path: Path) -> str:
     with os.fdopen(fd) as f:
         mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
         if mode & 0o077:
-            raise ValueError(f"--token-file: {path} has mode {mode:03o}: other users may read the agent token; "
-                             f"`chmod 600 {path}`")
+            raise ValueError(
+                f"--token-file: {path} has mode {mode:03o}: other users may read the agent token; `chmod 600 {path}`"
+            )
         token = f.read().strip()
     if not token:
         raise ValueError(f"--token-file: {path} is empty")
     return token
+
+
 IMDS_ENV = "PEDL_IMDS_URL"
 DEFAULT_IMDS_URL = "http://169.254.169.254"
 

@@ -22,9 +22,11 @@ async def task_root(container: str | None, pid: int | None) -> tuple[int | None,
 
 async def answer(msg: CheckPort, task: object | None) -> PortChecked:
     """`task`: the allocation's TaskRuntime or ReattachedContainer on this agent, None when it runs none."""
+
     def reply(owned: bool, reason: str = "") -> PortChecked:
-        return PortChecked(request_id=msg.request_id, allocation_id=msg.allocation_id, port=msg.port, owned=owned,
-                           reason=reason)
+        return PortChecked(
+            request_id=msg.request_id, allocation_id=msg.allocation_id, port=msg.port, owned=owned, reason=reason
+        )
 
     if task is None or getattr(task, "exited", False):
         return reply(False, "the task is not running on this agent")

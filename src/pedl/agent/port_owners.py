@@ -32,7 +32,7 @@ def listening_inodes(table: str, port: int) -> set[int]:
 def socket_inode(link: str) -> int | None:
     """The inode of a descriptor's link target `socket:[N]`; None for anything else."""
     if link.startswith("socket:[") and link.endswith("]"):
-        inner = link[len("socket:["):-1]
+        inner = link[len("socket:[") : -1]
         return int(inner) if inner.isdigit() else None
     return None
 

@@ -29,10 +29,21 @@ class TaskSetupError(Exception):
     """The task could not be started; the message is shown to the user."""
 
 
-def namespace_argv(argv: list[str], env: dict[str, str], *, spec: StartTask, host: TaskHost,
-                   user: run_as.ProcessUser | None, group: AgentUserGroup | None, directory: Path,
-                   info_directory: Path, model_copy: Path, accounts_directory: Path, gpu_uuids: list[str],
-                   note: Callable[[str], None]) -> tuple[list[str], PopenUser]:
+def namespace_argv(
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    spec: StartTask,
+    host: TaskHost,
+    user: run_as.ProcessUser | None,
+    group: AgentUserGroup | None,
+    directory: Path,
+    info_directory: Path,
+    model_copy: Path,
+    accounts_directory: Path,
+    gpu_uuids: list[str],
+    note: Callable[[str], None],
+) -> tuple[list[str], PopenUser]:
     """Give the process its own /run/determined/info and /determined_shared_fs (a mount namespace of
     its own), or say in its log (`note`) why it cannot have them. Returns the argv to spawn, and the
     user Popen changes to where no namespace does it. `env` gets the paths as the task sees them."""
@@ -45,14 +56,20 @@ def namespace_argv(argv: list[str], env: dict[str, str], *, spec: StartTask, hos
     if storage is not None:
         note(storage)
     if host.no_task_namespace is not None:
-        note(f"no /run/determined/info for this task ({host.no_task_namespace}); a script on Determined's "
-             "Core API will not find the cluster")
+        note(
+            f"no /run/determined/info for this task ({host.no_task_namespace}); a script on Determined's "
+            "Core API will not find the cluster"
+        )
         if shm is not None:
-            note(f"resources.shm_size ({shm} bytes) not applied: the task shares the host's /dev/shm (a /dev/shm "
-                 "of its own needs a mount namespace)")
+            note(
+                f"resources.shm_size ({shm} bytes) not applied: the task shares the host's /dev/shm (a /dev/shm "
+                "of its own needs a mount namespace)"
+            )
         if spec.bind_mounts:
-            note("bind_mounts not applied (they need a mount namespace): "
-                 + ", ".join(f"{m['host_path']} -> {m['container_path']}" for m in spec.bind_mounts))
+            note(
+                "bind_mounts not applied (they need a mount namespace): "
+                + ", ".join(f"{m['host_path']} -> {m['container_path']}" for m in spec.bind_mounts)
+            )
         if user is not None:
             return argv, {"user": user.uid, "group": user.gid, "extra_groups": user.groups}
         return argv, {}
@@ -87,10 +104,20 @@ def namespace_argv(argv: list[str], env: dict[str, str], *, spec: StartTask, hos
         except OSError as exc:
             raise TaskSetupError(f"cannot write the task's /etc/passwd and /etc/group: {exc}") from exc
         if accounts is not None:
-            binds += [task_namespace.Bind(str(accounts[0]), "/etc/passwd", read_only=True),
-                      task_namespace.Bind(str(accounts[1]), "/etc/group", read_only=True)]
-    return task_namespace.wrap(argv, binds, user=(user.uid, user.gid, user.groups), chdir=containers.WORKDIR,
-                               shm_size=shm, no_new_privs=no_new_privs, task_dir=task_dir, allowed_roots=roots), {}
+            binds += [
+                task_namespace.Bind(str(accounts[0]), "/etc/passwd", read_only=True),
+                task_namespace.Bind(str(accounts[1]), "/etc/group", read_only=True),
+            ]
+    return task_namespace.wrap(
+        argv,
+        binds,
+        user=(user.uid, user.gid, user.groups),
+        chdir=containers.WORKDIR,
+        shm_size=shm,
+        no_new_privs=no_new_privs,
+        task_dir=task_dir,
+        allowed_roots=roots,
+    ), {}
 
 
 def _mountpoints(spec: StartTask, directory: Path) -> list[task_namespace.Bind]:
@@ -98,7 +125,12 @@ def _mountpoints(spec: StartTask, directory: Path) -> list[task_namespace.Bind]:
     the task's directory. The namespace opens each host_path with the task user's permissions (one it
     may not read fails the task, naming it; one that does not exist is left out, and the task's log says
     so) and makes a missing mountpoint in the task's view only, never on the host."""
-    return [task_namespace.Bind(str(mount["host_path"]), containers.mount_target(mount["container_path"],
-                                                                                str(directory)),
-                                read_only=bool(mount.get("read_only")), as_user=True)
-            for mount in spec.bind_mounts]
+    return [
+        task_namespace.Bind(
+            str(mount["host_path"]),
+            containers.mount_target(mount["container_path"], str(directory)),
+            read_only=bool(mount.get("read_only")),
+            as_user=True,
+        )
+        for mount in spec.bind_mounts
+    ]

@@ -32,7 +32,9 @@ def rendezvous_port_problem(env: Mapping[str, str]) -> str | None:
             s.bind(("", port))
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                return (f"rendezvous port {port} (MASTER_PORT) is in use on this agent by a program "
-                        "outside pedl; the next run takes another port of rendezvous_port_range")
+                return (
+                    f"rendezvous port {port} (MASTER_PORT) is in use on this agent by a program "
+                    "outside pedl; the next run takes another port of rendezvous_port_range"
+                )
             return f"cannot listen on rendezvous port {port} (MASTER_PORT): {exc.strerror or exc}"
     return None

@@ -28,9 +28,11 @@ def refusal(run_as: AgentUserGroup | None, agent_id: str, euid: int, egid: int) 
     running as the very uid and gid asked for runs the task as itself."""
     if run_as is None or euid == 0 or (run_as.uid, run_as.gid) == (euid, egid):
         return None
-    return (f"the task must run as agent user {run_as.user} (uid {run_as.uid}, gid {run_as.gid}, its owner's "
-            f"agent user group), but agent {agent_id} runs as uid {euid}, not root, and cannot change user; "
-            "run the agent as root, or unlink the user (det user link-with-agent-user)")
+    return (
+        f"the task must run as agent user {run_as.user} (uid {run_as.uid}, gid {run_as.gid}, its owner's "
+        f"agent user group), but agent {agent_id} runs as uid {euid}, not root, and cannot change user; "
+        "run the agent as root, or unlink the user (det user link-with-agent-user)"
+    )
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,11 @@ def process_user(run_as: AgentUserGroup, task_home: Path, *, names_shown: bool =
         entry = pwd.getpwuid(run_as.uid)
     except KeyError:
         if not names_shown:
-            notes.append(f"this host has no user with uid {run_as.uid}: the task runs as uid {run_as.uid} but "
-                         f"`id -u -n` will not find the name {run_as.user!r} (create the user on the agent's "
-                         f"host, e.g. useradd -u {run_as.uid} {run_as.user})")
+            notes.append(
+                f"this host has no user with uid {run_as.uid}: the task runs as uid {run_as.uid} but "
+                f"`id -u -n` will not find the name {run_as.user!r} (create the user on the agent's "
+                f"host, e.g. useradd -u {run_as.uid} {run_as.user})"
+            )
     else:
         if entry.pw_name != run_as.user and not names_shown:
             notes.append(f"uid {run_as.uid} is {entry.pw_name!r} on this host, not {run_as.user!r}")
@@ -71,8 +75,10 @@ def process_user(run_as: AgentUserGroup, task_home: Path, *, names_shown: bool =
         group = grp.getgrgid(run_as.gid)
     except KeyError:
         if not names_shown:
-            notes.append(f"this host has no group with gid {run_as.gid}: `id -g -n` will not find the name "
-                         f"{run_as.group!r} (e.g. groupadd -g {run_as.gid} {run_as.group})")
+            notes.append(
+                f"this host has no group with gid {run_as.gid}: `id -g -n` will not find the name "
+                f"{run_as.group!r} (e.g. groupadd -g {run_as.gid} {run_as.group})"
+            )
     else:
         if group.gr_name != run_as.group and not names_shown:
             notes.append(f"gid {run_as.gid} is {group.gr_name!r} on this host, not {run_as.group!r}")
@@ -101,8 +107,10 @@ def storage_note(path: Path, uid: int, groups: list[int]) -> str | None:
     the task's log; None when nothing does (judged by mode bits)."""
     blocked = blocked_at(path, uid, groups)
     if blocked is not None:
-        return (f"uid {uid} cannot enter {blocked}, so the task cannot reach the checkpoint storage's host_path "
-                f"{path}: every directory above it must be enterable by the task users (chmod o+x)")
+        return (
+            f"uid {uid} cannot enter {blocked}, so the task cannot reach the checkpoint storage's host_path "
+            f"{path}: every directory above it must be enterable by the task users (chmod o+x)"
+        )
     try:
         st = os.stat(path)
     except OSError:
@@ -110,9 +118,11 @@ def storage_note(path: Path, uid: int, groups: list[int]) -> str | None:
     bit = stat.S_IWUSR if st.st_uid == uid else stat.S_IWGRP if st.st_gid in groups else stat.S_IWOTH
     if uid == 0 or st.st_mode & bit:
         return None
-    return (f"uid {uid} may not create checkpoints in the checkpoint storage's host_path {path} (mode "
-            f"{stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}): make it mode 1777, as the agent makes one it "
-            "creates, or writable by the task users' group")
+    return (
+        f"uid {uid} may not create checkpoints in the checkpoint storage's host_path {path} (mode "
+        f"{stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}): make it mode 1777, as the agent makes one it "
+        "creates, or writable by the task users' group"
+    )
 
 
 def give_tree(root: Path, uid: int, gid: int) -> None:

@@ -16,11 +16,13 @@ TOKEN_TTL = "21600"
 
 async def fetch_notice(client: httpx.AsyncClient, imds_url: str) -> dict | None:
     """The notice as {"action", "time"}, or None while there is none (404)."""
-    token = await client.put(f"{imds_url}/latest/api/token",
-                             headers={"X-aws-ec2-metadata-token-ttl-seconds": TOKEN_TTL})
+    token = await client.put(
+        f"{imds_url}/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": TOKEN_TTL}
+    )
     token.raise_for_status()
-    r = await client.get(f"{imds_url}/latest/meta-data/spot/instance-action",
-                         headers={"X-aws-ec2-metadata-token": token.text})
+    r = await client.get(
+        f"{imds_url}/latest/meta-data/spot/instance-action", headers={"X-aws-ec2-metadata-token": token.text}
+    )
     if r.status_code == 404:
         return None
     r.raise_for_status()

@@ -47,8 +47,9 @@ def inherited(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
 
 
-def task_env(spec: StartTask, host: TaskHost,
-             base: Mapping[str, str] | None = None, *, gpu: bool = False) -> dict[str, str]:
+def task_env(
+    spec: StartTask, host: TaskHost, base: Mapping[str, str] | None = None, *, gpu: bool = False
+) -> dict[str, str]:
     """The allowed part of the agent's environment (`base`, else os.environ) + the experiment's
     variables of the task's device type + start_task.env + what only the agent knows; the agent's
     values win."""
@@ -56,12 +57,14 @@ def task_env(spec: StartTask, host: TaskHost,
     env.update(spec.device_env.get("gpu" if gpu else "cpu", {}))
     env.update(spec.env)
     cuda = [host.slots[s] for s in spec.slot_ids if s in host.slots and host.slots[s].type == "cuda"]
-    env.update({
-        "DET_MASTER": host.master_url,
-        "DET_AGENT_ID": host.agent_id,
-        "DET_SLOT_IDS": json.dumps(_slot_id_list(spec.slot_ids)),
-        "CUDA_VISIBLE_DEVICES": ",".join(slot.uuid or slot.id for slot in cuda),
-    })
+    env.update(
+        {
+            "DET_MASTER": host.master_url,
+            "DET_AGENT_ID": host.agent_id,
+            "DET_SLOT_IDS": json.dumps(_slot_id_list(spec.slot_ids)),
+            "CUDA_VISIBLE_DEVICES": ",".join(slot.uuid or slot.id for slot in cuda),
+        }
+    )
     for name, value in storage_variables(env).items():  # Determined's harness reads no region from its config
         env.setdefault(name, value)
     if host.master_cert is not None:

@@ -34,8 +34,9 @@ def fresh_directory(directory: Path) -> None:
     directory.mkdir(parents=True)
 
 
-async def container_accounts(image: str, group: AgentUserGroup, task_dir: Path, info_dir: Path,
-                             accounts: Path) -> tuple[Path | None, str | None]:
+async def container_accounts(
+    image: str, group: AgentUserGroup, task_dir: Path, info_dir: Path, accounts: Path
+) -> tuple[Path | None, str | None]:
     """For a container task run as `group`: its files given to that user (as root), and in `accounts`
     the image's account files with the user and group added (Determined adds them too). Returns the
     accounts directory, or None and why the names will not resolve."""
@@ -50,6 +51,8 @@ async def container_accounts(image: str, group: AgentUserGroup, task_dir: Path, 
         (accounts / "group").write_text(groups)
         os.chmod(accounts, 0o755)
     except (OSError, containers.ContainerError) as exc:
-        return None, (f"the container runs as uid {group.uid}, gid {group.gid}, but its /etc/passwd and "
-                      f"/etc/group could not name them {group.user!r} and {group.group!r}: {exc}")
+        return None, (
+            f"the container runs as uid {group.uid}, gid {group.gid}, but its /etc/passwd and "
+            f"/etc/group could not name them {group.user!r} and {group.group!r}: {exc}"
+        )
     return accounts, None

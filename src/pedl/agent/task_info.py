@@ -79,8 +79,11 @@ def _rendezvous(env: Mapping[str, str]) -> dict[str, Any]:
     addrs = _json(env.get("PEDL_NODE_ADDRS"), None) or [env.get("MASTER_ADDR") or "127.0.0.1"]
     slot_ids = _json(env.get("DET_SLOT_IDS"), [])
     counts = _json(env.get("PEDL_NODE_SLOTS"), None) or [len(slot_ids) if isinstance(slot_ids, list) else 0]
-    return {"container_addrs": addrs, "container_rank": int(env.get("NODE_RANK", "0") or 0),
-            "container_slot_counts": counts}
+    return {
+        "container_addrs": addrs,
+        "container_rank": int(env.get("NODE_RANK", "0") or 0),
+        "container_slot_counts": counts,
+    }
 
 
 def shared_fs_host_path(env: Mapping[str, str]) -> Path | None:
@@ -112,8 +115,11 @@ def prepare_shared_fs(env: Mapping[str, str]) -> Path | None:
     shared = [host, base] if base != host and host in base.parents else [host]
     cluster_id = env.get("DET_CLUSTER_ID", "")
     if cluster_id and "/" not in cluster_id and cluster_id not in (".", ".."):
-        shared += [shared[-1] / cluster_id, shared[-1] / cluster_id / "tensorboard",
-                   shared[-1] / cluster_id / "tensorboard" / "experiment"]
+        shared += [
+            shared[-1] / cluster_id,
+            shared[-1] / cluster_id / "tensorboard",
+            shared[-1] / cluster_id / "tensorboard" / "experiment",
+        ]
     for directory in shared:
         if not directory.exists():
             directory.mkdir(parents=True, exist_ok=True)

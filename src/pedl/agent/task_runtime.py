@@ -132,9 +132,15 @@ class TaskRuntime:
             return self._fail(f"internal agent error: {exc!r}")
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=self.directory, env=env,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True, **self._popen_user)
+                *argv,
+                cwd=self.directory,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                **self._popen_user,
+            )
         except OSError as exc:
             return self._fail(f"cannot run {argv[0]!r}: {exc.strerror or exc}")
         self._send(TaskStarted(allocation_id=self.allocation_id, pid=self._proc.pid))
@@ -177,8 +183,9 @@ class TaskRuntime:
             await asyncio.to_thread(task_files.fresh_directory, directory)
         except OSError as exc:
             raise TaskSetupError(f"cannot create the task directory {directory}: {exc}") from exc
-        tgz = await fetch_context(self.spec.context_url, self.spec.session_token, self._host.ssl_context,
-                                  self._host.master_cert)
+        tgz = await fetch_context(
+            self.spec.context_url, self.spec.session_token, self._host.ssl_context, self._host.master_cert
+        )
         await asyncio.to_thread(unpack_context, tgz, directory)
         if self.spec.env.get("DET_TRIAL_ID"):
             await asyncio.to_thread(task_files.model_copy, tgz, self.model_copy, self._run_as)
@@ -198,12 +205,23 @@ class TaskRuntime:
                 # their files are there for every user to find
                 await asyncio.to_thread((directory / TASK_TMP).mkdir, mode=0o700, exist_ok=True)
                 env["TMPDIR"] = str(home / TASK_TMP)
-            blocked = None if self._host.no_task_namespace is None else \
-                run_as.blocked_at(directory, self._user.uid, self._user.groups)
-            notes = [*self._user.notes] if blocked is None else [*self._user.notes, (
-                f"uid {self._user.uid} cannot enter {blocked}, so the task reaches its directory {directory} "
-                f"(HOME={self._user.env['HOME']}) only by relative paths; give the agent a --work-dir every user "
-                "can enter, or run it where it can have mount namespaces")]
+            blocked = (
+                None
+                if self._host.no_task_namespace is None
+                else run_as.blocked_at(directory, self._user.uid, self._user.groups)
+            )
+            notes = (
+                [*self._user.notes]
+                if blocked is None
+                else [
+                    *self._user.notes,
+                    (
+                        f"uid {self._user.uid} cannot enter {blocked}, so the task reaches its directory "
+                        f"{directory} (HOME={self._user.env['HOME']}) only by relative paths; give the agent a "
+                        "--work-dir every user can enter, or run it where it can have mount namespaces"
+                    ),
+                ]
+            )
             for note in notes:
                 self._logs.add("agent", f"pedl agent {self._host.agent_id}: {note}")
             await asyncio.to_thread(task_files.give_directory, directory, self._user.uid, self._user.gid)
@@ -211,16 +229,26 @@ class TaskRuntime:
             os.chmod(directory, 0o700)
         # a few small files: no thread needed
         argv, self._popen_user = namespace_argv(
-            argv, env, spec=self.spec, host=self._host, user=self._user, group=self._run_as,
-            directory=directory, info_directory=self.info_directory, model_copy=self.model_copy,
-            accounts_directory=self.accounts_directory, gpu_uuids=self._gpu_uuids(),
-            note=lambda text: self._logs.add("agent", f"pedl agent {self._host.agent_id}: {text}"))
+            argv,
+            env,
+            spec=self.spec,
+            host=self._host,
+            user=self._user,
+            group=self._run_as,
+            directory=directory,
+            info_directory=self.info_directory,
+            model_copy=self.model_copy,
+            accounts_directory=self.accounts_directory,
+            gpu_uuids=self._gpu_uuids(),
+            note=lambda text: self._logs.add("agent", f"pedl agent {self._host.agent_id}: {text}"),
+        )
         return argv, env
 
     @property
     def _gpu(self) -> bool:
-        return any(self._host.slots.get(s) is not None and self._host.slots[s].type == "cuda"
-                   for s in self.spec.slot_ids)
+        return any(
+            self._host.slots.get(s) is not None and self._host.slots[s].type == "cuda" for s in self.spec.slot_ids
+        )
 
     async def _container(self, entrypoint: list[str]) -> tuple[list[str], dict[str, str]]:
         """`docker run` of the task in its image: the container gets the task's variables (not the
@@ -229,8 +257,10 @@ class TaskRuntime:
         spec = self.spec.container
         assert spec is not None
         if self._host.no_containers is not None:
-            raise TaskSetupError(f"this task names an image ({spec.image_gpu if self._gpu else spec.image_cpu}) "
-                                 f"but agent {self._host.agent_id} cannot run containers: {self._host.no_containers}")
+            raise TaskSetupError(
+                f"this task names an image ({spec.image_gpu if self._gpu else spec.image_cpu}) "
+                f"but agent {self._host.agent_id} cannot run containers: {self._host.no_containers}"
+            )
         for i, mount in enumerate(spec.bind_mounts):  # the daemon mounts as root: only the allowed roots bound it
             refused = root_problem(os.path.realpath(mount["host_path"]), self.spec.bind_mount_roots)
             if refused:
@@ -255,12 +285,24 @@ class TaskRuntime:
         cuda = [self._host.slots[s] for s in self.spec.slot_ids if self._gpu and s in self._host.slots]
         user, accounts = await self._container_user(image)
         argv = containers.run_argv(
-            spec=spec, image=image, allocation_id=self.allocation_id, agent_id=self._host.agent_id,
-            task_dir=self.directory, info_dir=self.info_directory, env_file=env_file, entrypoint=entrypoint,
-            gpu_devices=[slot.id for slot in cuda], shared_fs=shared, master_cert=self._host.master_cert,
-            user=user, accounts=accounts, model_copy=self.model_copy if self.model_copy.is_dir() else None)
-        self._logs.add("agent", f"pedl agent {self._host.agent_id}: running in container "
-                                f"{self.container} of image {image}")
+            spec=spec,
+            image=image,
+            allocation_id=self.allocation_id,
+            agent_id=self._host.agent_id,
+            task_dir=self.directory,
+            info_dir=self.info_directory,
+            env_file=env_file,
+            entrypoint=entrypoint,
+            gpu_devices=[slot.id for slot in cuda],
+            shared_fs=shared,
+            master_cert=self._host.master_cert,
+            user=user,
+            accounts=accounts,
+            model_copy=self.model_copy if self.model_copy.is_dir() else None,
+        )
+        self._logs.add(
+            "agent", f"pedl agent {self._host.agent_id}: running in container {self.container} of image {image}"
+        )
         return argv, dict(os.environ)
 
     @property
@@ -275,7 +317,8 @@ class TaskRuntime:
         if group is None:
             return None, None
         accounts, problem = await task_files.container_accounts(
-            image, group, self.directory, self.info_directory, self.accounts_directory)
+            image, group, self.directory, self.info_directory, self.accounts_directory
+        )
         if problem is not None:
             self._logs.add("agent", f"pedl agent {self._host.agent_id}: {problem}")
         return (group.uid, group.gid), accounts
@@ -360,4 +403,3 @@ class TaskRuntime:
         self._logs.flush()
         self.exited = True
         self._send(TaskExited(allocation_id=self.allocation_id, exit_code=code, reason=reason))
-

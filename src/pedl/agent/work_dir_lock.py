@@ -50,8 +50,9 @@ def lock_work_dir(work_dir: Path, agent_id: str, *, default_work_dir: bool = Fal
         # O_CLOEXEC: a task the agent starts must not inherit the lock and hold it after the agent is gone
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        raise WorkDirError(f"cannot use the work dir {work_dir}: {exc.strerror or exc}; "
-                           f"choose another with --work-dir") from None
+        raise WorkDirError(
+            f"cannot use the work dir {work_dir}: {exc.strerror or exc}; choose another with --work-dir"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -67,11 +68,15 @@ def refusal(agent_id: str, work_dir: Path, holder: dict, default_work_dir: bool)
     pid = holder.get("pid", "unknown")
     other = holder.get("agent_id")
     if other is not None and other != agent_id:
-        return (f"another agent (id {other}, pid {pid}) uses the work dir {work_dir}; "
-                f"start this one with its own --work-dir")
+        return (
+            f"another agent (id {other}, pid {pid}) uses the work dir {work_dir}; "
+            f"start this one with its own --work-dir"
+        )
     how = "--id NAME" if default_work_dir else "--id NAME and its own --work-dir"
-    return (f"another agent with id {agent_id} runs on this host (pid {pid}, work dir {work_dir}); "
-            f"start this one with {how} (e.g. --id {agent_id}-2)")
+    return (
+        f"another agent with id {agent_id} runs on this host (pid {pid}, work dir {work_dir}); "
+        f"start this one with {how} (e.g. --id {agent_id}-2)"
+    )
 
 
 def _holder(fd: int) -> dict:

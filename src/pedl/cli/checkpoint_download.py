@@ -30,8 +30,7 @@ class DownloadProgress:
     """A Rich bar on a terminal; elsewhere (CI logs, pipes) a line every PLAIN_PROGRESS_EVERY
     seconds, so a long download still shows that it moves."""
 
-    def __init__(self, description: str, total: int | None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, description: str, total: int | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.description, self.total, self.done = description, total, 0
         self._clock = clock
         self._console = err()
@@ -50,9 +49,15 @@ class DownloadProgress:
                 TransferSpeedColumn,
             )
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                 TransferSpeedColumn(), TimeRemainingColumn(), console=self._console,
-                                 transient=True)
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=self._console,
+                transient=True,
+            )
             self._bar.__enter__()
             self._task = self._bar.add_task(self.description, total=self.total)
         return self
@@ -99,8 +104,9 @@ def prepare_output(dest: Path) -> None:
         raise InvalidArgument(f"--output {dest}: the directory is not empty; choose another or empty it")
 
 
-def download_checkpoint(client: MasterClient, checkpoint: dict[str, Any], dest: Path, *,
-                        via_master: bool = False) -> str:
+def download_checkpoint(
+    client: MasterClient, checkpoint: dict[str, Any], dest: Path, *, via_master: bool = False
+) -> str:
     """Write the checkpoint's files under `dest`; returns how they came ("copied from PATH" or
     "streamed from the master")."""
     uuid = checkpoint["uuid"]
@@ -183,12 +189,16 @@ def _stream(client: MasterClient, uuid: str, staging: Path) -> None:
                 raise PedlError(f"the download of checkpoint {uuid} broke off ({exc}); try again") from None
             reader.read()  # tarfile stops at the first end-of-archive block; count the rest
             if length and progress.done != int(length):
-                raise PedlError(f"the download of checkpoint {uuid} broke off after {fmt_bytes(progress.done)} "
-                                f"of {fmt_bytes(int(length))}; try again")
+                raise PedlError(
+                    f"the download of checkpoint {uuid} broke off after {fmt_bytes(progress.done)} "
+                    f"of {fmt_bytes(int(length))}; try again"
+                )
 
 
 def _check_member(member: tarfile.TarInfo) -> None:
     path = PurePosixPath(member.name)
     if path.is_absolute() or ".." in path.parts or not (member.isfile() or member.isdir()):
-        raise PedlError(f"refusing the entry {member.name!r} of the checkpoint's tar (only plain files and "
-                        "directories inside the checkpoint are allowed)")
+        raise PedlError(
+            f"refusing the entry {member.name!r} of the checkpoint's tar (only plain files and "
+            "directories inside the checkpoint are allowed)"
+        )

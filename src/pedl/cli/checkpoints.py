@@ -46,12 +46,15 @@ def where(checkpoint: dict[str, Any]) -> str | None:
 
 
 @app.command("list")
-def list_(ctx: typer.Context,
-          experiment: int | None = typer.Option(None, "--experiment", "-e", help="only this experiment's"),
-          trial: int | None = typer.Option(None, "--trial", "-t", help="only this trial's"),
-          state: list[str] = typer.Option([], "--state", "-s",
-                                          help="only in this state (COMPLETED, DELETED, ...); repeatable"),
-          as_json: JsonFlag = False) -> None:
+def list_(
+    ctx: typer.Context,
+    experiment: int | None = typer.Option(None, "--experiment", "-e", help="only this experiment's"),
+    trial: int | None = typer.Option(None, "--trial", "-t", help="only this trial's"),
+    state: list[str] = typer.Option(
+        [], "--state", "-s", help="only in this state (COMPLETED, DELETED, ...); repeatable"
+    ),
+    as_json: JsonFlag = False,
+) -> None:
     """List checkpoints, oldest first (GET /api/v1/checkpoints)."""
     params = {"experimentId": experiment, "trialId": trial, "states": [_state_param(s) for s in state] or None}
     checkpoints = client_of(ctx).paginate("/api/v1/checkpoints", "checkpoints", params)
@@ -62,9 +65,18 @@ def list_(ctx: typer.Context,
     for c in checkpoints:
         training = c.get("training") or {}
         size = "" if c.get("state") == DELETED else fmt_bytes(file_bytes(c.get("resources") or {}))
-        rows.append([c.get("uuid"), training.get("experimentId"), training.get("trialId"),
-                     (c.get("metadata") or {}).get("steps_completed"), fmt_state(c.get("state")),
-                     training.get("searcherMetric"), size, fmt_time(c.get("reportTime"))])
+        rows.append(
+            [
+                c.get("uuid"),
+                training.get("experimentId"),
+                training.get("trialId"),
+                (c.get("metadata") or {}).get("steps_completed"),
+                fmt_state(c.get("state")),
+                training.get("searcherMetric"),
+                size,
+                fmt_time(c.get("reportTime")),
+            ]
+        )
     print_table(["UUID", "Experiment", "Trial", "Steps", "State", "Searcher metric", "Size", "Reported"], rows)
 
 
@@ -79,30 +91,40 @@ def describe(ctx: typer.Context, uuid: str, as_json: JsonFlag = False) -> None:
     resources = checkpoint.get("resources") or {}
     size = sum(int(v) for v in resources.values() if str(v).isdigit())
     deleted = checkpoint.get("state") == DELETED
-    print_fields([
-        ("UUID", checkpoint.get("uuid")), ("State", fmt_state(checkpoint.get("state"))),
-        ("Trial", training.get("trialId")), ("Experiment", training.get("experimentId")),
-        ("Reported", fmt_time(checkpoint.get("reportTime"))),
-        ("Validation metrics", (training.get("validationMetrics") or {}).get("avgMetrics")),
-        ("Metadata", checkpoint.get("metadata")),
-        ("Files", "none: deleted" if deleted else f"{len(resources)} ({fmt_bytes(size)})"),
-        ("Location", "its files were deleted" if deleted else where(checkpoint)),
-    ], title=f"Checkpoint {uuid}")
+    print_fields(
+        [
+            ("UUID", checkpoint.get("uuid")),
+            ("State", fmt_state(checkpoint.get("state"))),
+            ("Trial", training.get("trialId")),
+            ("Experiment", training.get("experimentId")),
+            ("Reported", fmt_time(checkpoint.get("reportTime"))),
+            ("Validation metrics", (training.get("validationMetrics") or {}).get("avgMetrics")),
+            ("Metadata", checkpoint.get("metadata")),
+            ("Files", "none: deleted" if deleted else f"{len(resources)} ({fmt_bytes(size)})"),
+            ("Location", "its files were deleted" if deleted else where(checkpoint)),
+        ],
+        title=f"Checkpoint {uuid}",
+    )
 
 
 @app.command("download")
-def download(ctx: typer.Context, uuid: str,
-             output: Path | None = typer.Option(None, "--output", "-o",
-                                                help="directory to create (default: ./checkpoints/UUID)"),
-             via_master: bool = typer.Option(False, "--via-master",
-                                             help="stream through the master even if the files are visible here"),
-             ) -> None:
+def download(
+    ctx: typer.Context,
+    uuid: str,
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="directory to create (default: ./checkpoints/UUID)"
+    ),
+    via_master: bool = typer.Option(
+        False, "--via-master", help="stream through the master even if the files are visible here"
+    ),
+) -> None:
     """Download a checkpoint's files into a new directory, showing progress."""
     client = client_of(ctx)
     checkpoint = client.get(f"/api/v1/checkpoints/{uuid}").get("checkpoint") or {}
     dest = output if output is not None else Path("checkpoints") / uuid
-    how = download_checkpoint(client, {**checkpoint, "uuid": checkpoint.get("uuid") or uuid}, dest,
-                              via_master=via_master)
+    how = download_checkpoint(
+        client, {**checkpoint, "uuid": checkpoint.get("uuid") or uuid}, dest, via_master=via_master
+    )
     resources = checkpoint.get("resources") or {}
     files = sum(1 for name in resources if not name.endswith("/"))
     say(f"Checkpoint {uuid} ({files} files, {fmt_bytes(file_bytes(resources))}) is in {dest} ({how})")
@@ -120,14 +142,20 @@ def _show_outcome(ctx: typer.Context, uuids: list[str]) -> None:
         checkpoint = client.get(f"/api/v1/checkpoints/{uuid}").get("checkpoint") or {}
         resources = checkpoint.get("resources") or {}
         files = sum(1 for name in resources if not name.endswith("/"))
-        left = "no files left" if checkpoint.get("state") == DELETED else \
-            f"{files} files left ({fmt_bytes(file_bytes(resources))})"
+        left = (
+            "no files left"
+            if checkpoint.get("state") == DELETED
+            else f"{files} files left ({fmt_bytes(file_bytes(resources))})"
+        )
         say(f"Checkpoint {uuid}: {fmt_state(checkpoint.get('state'))}, {left}")
 
 
 @app.command("delete")
-def delete(ctx: typer.Context, uuids: list[str] = typer.Argument(..., help="the checkpoints (at most 100)"),
-           yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
+def delete(
+    ctx: typer.Context,
+    uuids: list[str] = typer.Argument(..., help="the checkpoints (at most 100)"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+) -> None:
     """Delete checkpoints' files from storage; they stay listed as DELETED. A checkpoint registered as a
     model version is refused (delete the version first)."""
     _confirm(f"Delete the files of {len(uuids)} checkpoint(s) from storage? This cannot be undone", yes)
@@ -136,16 +164,24 @@ def delete(ctx: typer.Context, uuids: list[str] = typer.Argument(..., help="the 
 
 
 @app.command("rm")
-def remove_files(ctx: typer.Context, uuids: list[str] = typer.Argument(..., help="the checkpoints (at most 100)"),
-                 globs: list[str] = typer.Option([], "--glob", "-g",
-                                                 help="files to delete, relative to the checkpoint (`*.pt`, "
-                                                      "`logs`, `**/*.tmp`); repeatable. None: only read again "
-                                                      "what storage holds"),
-                 yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
+def remove_files(
+    ctx: typer.Context,
+    uuids: list[str] = typer.Argument(..., help="the checkpoints (at most 100)"),
+    globs: list[str] = typer.Option(
+        [],
+        "--glob",
+        "-g",
+        help="files to delete, relative to the checkpoint (`*.pt`, "
+        "`logs`, `**/*.tmp`); repeatable. None: only read again "
+        "what storage holds",
+    ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+) -> None:
     """Delete the files of checkpoints that globs name. A checkpoint with files left is PARTIALLY_DELETED,
     one with none DELETED."""
     if globs:
-        _confirm(f"Delete the files matching {', '.join(globs)} from {len(uuids)} checkpoint(s)? "
-                 "This cannot be undone", yes)
+        _confirm(
+            f"Delete the files matching {', '.join(globs)} from {len(uuids)} checkpoint(s)? This cannot be undone", yes
+        )
     client_of(ctx).post("/api/v1/checkpoints/rm", {"checkpointUuids": uuids, "checkpointGlobs": globs})
     _show_outcome(ctx, uuids)

@@ -52,8 +52,7 @@ def normalize_master_url(url: str) -> str:
     if not parts.hostname:
         raise InvalidArgument(f"invalid master URL {url!r}: no host name")
     if parts.username or parts.password or parts.query or parts.fragment:
-        raise InvalidArgument(
-            f"invalid master URL {url!r}: no user name, password, query or fragment allowed")
+        raise InvalidArgument(f"invalid master URL {url!r}: no user name, password, query or fragment allowed")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return urlunsplit((parts.scheme, f"{host}:{port}", parts.path, "", "")).rstrip("/")
 
@@ -73,8 +72,16 @@ def _query(params: dict[str, Any] | None) -> dict[str, Any]:
 class MasterClient:
     """One master, one user. The user is `user`, else the master's active user, else `determined`."""
 
-    def __init__(self, master: str, *, user: str | None = None, store: AuthStore | None = None,
-                 timeout: float = 30.0, cert: str | None = None, console: str | None = None) -> None:
+    def __init__(
+        self,
+        master: str,
+        *,
+        user: str | None = None,
+        store: AuthStore | None = None,
+        timeout: float = 30.0,
+        cert: str | None = None,
+        console: str | None = None,
+    ) -> None:
         """`cert`: a CA file to verify an https:// master against instead of the system's CAs. `console`:
         the master's console socket (data_dir/console.sock) to reach it through, on its host; tokens are
         still kept for `master`'s URL."""
@@ -91,8 +98,9 @@ class MasterClient:
             except MasterCertError as exc:
                 raise InvalidArgument(str(exc)) from None
         if console is not None:  # plain HTTP over the socket, whatever the master's URL says
-            self._http = httpx.Client(base_url="http://pedl-console", timeout=timeout,
-                                      transport=httpx.HTTPTransport(uds=console))
+            self._http = httpx.Client(
+                base_url="http://pedl-console", timeout=timeout, transport=httpx.HTTPTransport(uds=console)
+            )
         else:
             self._http = httpx.Client(base_url=self.url, timeout=timeout, verify=verify)
 
@@ -123,8 +131,9 @@ class MasterClient:
         try:
             self.login(DEFAULT_USER, "")
         except (Unauthenticated, Forbidden) as exc:
-            raise Unauthenticated(f"automatic login as {DEFAULT_USER!r} failed ({exc.message}): "
-                                  "run `pedl user login USERNAME`") from None
+            raise Unauthenticated(
+                f"automatic login as {DEFAULT_USER!r} failed ({exc.message}): run `pedl user login USERNAME`"
+            ) from None
         assert self._token is not None
         return self._token
 
@@ -139,8 +148,9 @@ class MasterClient:
         token = self.store.token(self.url, user)
         if token is not None:
             try:
-                resp = self._send("POST", "/api/v1/auth/logout", auth=False,
-                                  headers={"Authorization": f"Bearer {token}"})
+                resp = self._send(
+                    "POST", "/api/v1/auth/logout", auth=False, headers={"Authorization": f"Bearer {token}"}
+                )
                 resp.close()
             except Unavailable:
                 pass  # the token is forgotten here either way
@@ -156,8 +166,9 @@ class MasterClient:
         self.store.drop_token(self.url, user)
         self._token = None
         if user != DEFAULT_USER:
-            raise Unauthenticated(f"the session of {user!r} at {self.url} has expired or is invalid: "
-                                  f"run `pedl user login {user}`")
+            raise Unauthenticated(
+                f"the session of {user!r} at {self.url} has expired or is invalid: run `pedl user login {user}`"
+            )
         self._auto_login()
 
     # -- requests -------------------------------------------------------------------------
@@ -173,14 +184,27 @@ class MasterClient:
         if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and self.url.startswith("http://"):
             # what a master serving HTTPS does to a plain HTTP request: it hangs up, with a clean close or,
             # when its TLS alert races the request, a reset (seen under load in CI)
-            return Unavailable(f"the master at {self.url} closed the connection without an answer; "
-                               "if it serves HTTPS, use an https:// URL")
+            return Unavailable(
+                f"the master at {self.url} closed the connection without an answer; "
+                "if it serves HTTPS, use an https:// URL"
+            )
         return Unavailable(f"lost the connection to the master at {self.url} ({type(exc).__name__})")
 
-    def _send(self, method: str, path: str, *, auth: bool, stream: bool = False,
-              params: dict[str, Any] | None = None, json_body: Any = None, has_body: bool = False,
-              raw: bytes | None = None, progress: Callable[[int], None] | None = None,
-              timeout: Any = None, headers: dict[str, str] | None = None) -> httpx.Response:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        auth: bool,
+        stream: bool = False,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        has_body: bool = False,
+        raw: bytes | None = None,
+        progress: Callable[[int], None] | None = None,
+        timeout: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         for attempt in (0, 1):
             sent = {**(headers or {}), **(self.auth_headers() if auth else {})}
             kwargs: dict[str, Any] = {"params": _query(params), "headers": sent}
@@ -216,11 +240,20 @@ class MasterClient:
             err.args = (err.message,)
         raise err
 
-    def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                json: Any = None, auth: bool = True, timeout: Any = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: Any = None,
+        auth: bool = True,
+        timeout: Any = None,
+    ) -> Any:
         """Send a request; with `json=None` no body is sent (as det does for kill/pause/activate)."""
-        resp = self._send(method, path, auth=auth, params=params, timeout=timeout,
-                          json_body=json, has_body=json is not None)
+        resp = self._send(
+            method, path, auth=auth, params=params, timeout=timeout, json_body=json, has_body=json is not None
+        )
         self._check(method, path, resp)
         if not resp.content:
             return {}
@@ -242,14 +275,12 @@ class MasterClient:
         self._check("POST", path, resp)
         return resp.json() if resp.content else {}
 
-    def paginate(self, path: str, key: str, params: dict[str, Any] | None = None,
-                 page_size: int = 200) -> list[Any]:
+    def paginate(self, path: str, key: str, params: dict[str, Any] | None = None, page_size: int = 200) -> list[Any]:
         """Follow Determined's `pagination` (offset, endIndex, total) until every item is read."""
         items: list[Any] = []
         offset = 0
         while True:
-            body = self.request("GET", path, params={**(params or {}), "offset": offset,
-                                                     "limit": page_size})
+            body = self.request("GET", path, params={**(params or {}), "offset": offset, "limit": page_size})
             page = body.get(key) or []
             items.extend(page)
             pagination = body.get("pagination") or {}
@@ -259,12 +290,14 @@ class MasterClient:
             offset = end
 
     @contextlib.contextmanager
-    def open_stream(self, path: str, params: dict[str, Any] | None = None,
-                    read_timeout: float | None = 300.0) -> Iterator[httpx.Response]:
+    def open_stream(
+        self, path: str, params: dict[str, Any] | None = None, read_timeout: float | None = 300.0
+    ) -> Iterator[httpx.Response]:
         """GET an answer that is not JSON (a checkpoint's tar) as a response to read in pieces;
         an error status raises as `request` does, a broken connection as Unavailable."""
-        resp = self._send("GET", path, auth=True, stream=True, params=params,
-                          timeout=httpx.Timeout(self.timeout, read=read_timeout))
+        resp = self._send(
+            "GET", path, auth=True, stream=True, params=params, timeout=httpx.Timeout(self.timeout, read=read_timeout)
+        )
         try:
             if not 200 <= resp.status_code < 300:
                 resp.read()
@@ -277,8 +310,9 @@ class MasterClient:
 
     def stream_ndjson(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Yield each line's `result` of a newline-delimited JSON stream (logs, `follow=true`)."""
-        resp = self._send("GET", path, auth=True, stream=True, params=params,
-                          timeout=httpx.Timeout(self.timeout, read=None))
+        resp = self._send(
+            "GET", path, auth=True, stream=True, params=params, timeout=httpx.Timeout(self.timeout, read=None)
+        )
         try:
             if not 200 <= resp.status_code < 300:
                 resp.read()
@@ -303,6 +337,6 @@ class MasterClient:
 
 def _chunks(raw: bytes, progress: Callable[[int], None]) -> Iterator[bytes]:
     for start in range(0, len(raw), UPLOAD_CHUNK):
-        chunk = raw[start:start + UPLOAD_CHUNK]
+        chunk = raw[start : start + UPLOAD_CHUNK]
         yield chunk
         progress(len(chunk))

@@ -46,6 +46,7 @@ def _output_printer() -> Any:
                 info(text)
         else:
             printer.log(record)
+
     return show
 
 
@@ -53,8 +54,9 @@ def _output_printer() -> Any:
 @app.command("run", context_settings={"allow_interspersed_args": False})
 def run(
     ctx: typer.Context,
-    entrypoint: list[str] | None = typer.Argument(None, metavar="CMD [ARG...]",
-                                                  help="the command and its arguments (else config's entrypoint)"),
+    entrypoint: list[str] | None = typer.Argument(
+        None, metavar="CMD [ARG...]", help="the command and its arguments (else config's entrypoint)"
+    ),
     config: list[str] = ntsc.ConfigOption,
     config_file: Path | None = ntsc.ConfigFileOption,
     context: Path | None = ntsc.ContextOption,
@@ -64,8 +66,9 @@ def run(
 ) -> None:
     """Run a command on an agent and print its output until it ends (-d: print its id and return)."""
     client = client_of(ctx)
-    body = ntsc.launch_body(client, config_file=config_file, config=config, context=context, workspace=workspace,
-                            template=template)
+    body = ntsc.launch_body(
+        client, config_file=config_file, config=config, context=context, workspace=workspace, template=template
+    )
     if entrypoint and not body["config"].get("entrypoint"):
         body["config"]["entrypoint"] = list(entrypoint)
     if not body["config"].get("entrypoint") and template is None:
@@ -81,8 +84,10 @@ def run(
         stream_logs(client, task_logs_path(task_id), _output_printer(), follow=True)
         alloc = final_allocation(client, task_id)
     except KeyboardInterrupt:
-        info(f"Command {task_id} goes on: `pedl cmd logs -f {task_id}` follows it again, "
-             f"`pedl cmd kill {task_id}` stops it")
+        info(
+            f"Command {task_id} goes on: `pedl cmd logs -f {task_id}` follows it again, "
+            f"`pedl cmd kill {task_id}` stops it"
+        )
         raise typer.Exit(130) from None
     except PedlError as exc:
         error_line(f"{exc.message} (the command goes on: `pedl cmd logs -f {task_id}` follows it again)")

@@ -53,10 +53,17 @@ def iam_policy(*, spot: bool = False, agent_role_arn: str | None = None) -> dict
     """The policy document; the actions are the ones the AWS provider is limited to."""
     actions = master_ec2_actions(spot)
     statements: list[dict[str, Any]] = [
-        {"Sid": "PedlMasterManagesAgents", "Effect": "Allow", "Action": actions, "Resource": "*"}]
+        {"Sid": "PedlMasterManagesAgents", "Effect": "Allow", "Action": actions, "Resource": "*"}
+    ]
     if agent_role_arn:
-        statements.append({"Sid": "PedlMasterPassesAgentRole", "Effect": "Allow", "Action": "iam:PassRole",
-                           "Resource": agent_role_arn})
+        statements.append(
+            {
+                "Sid": "PedlMasterPassesAgentRole",
+                "Effect": "Allow",
+                "Action": "iam:PassRole",
+                "Resource": agent_role_arn,
+            }
+        )
     return {"Version": "2012-10-17", "Statement": statements}
 
 
@@ -64,10 +71,14 @@ def iam_policy(*, spot: bool = False, agent_role_arn: str | None = None) -> dict
 def iam_policy_command(
     spot: bool = typer.Option(False, "--spot", help="add the spot calls (for pools with spot: true)"),
     agent_role_arn: str | None = typer.Option(
-        None, "--agent-role-arn", metavar="ARN",
-        help="the agents' IAM role (iam_instance_profile_arn's role): adds iam:PassRole on it"),
+        None,
+        "--agent-role-arn",
+        metavar="ARN",
+        help="the agents' IAM role (iam_instance_profile_arn's role): adds iam:PassRole on it",
+    ),
     deployer: bool = typer.Option(
-        False, "--deployer", help="print instead the policy of whoever runs `pedl deploy aws up/down/list/describe`"),
+        False, "--deployer", help="print instead the policy of whoever runs `pedl deploy aws up/down/list/describe`"
+    ),
 ) -> None:
     """Print the IAM policy the master's role needs (JSON), or with --deployer the deployer's."""
     if deployer:
@@ -81,14 +92,18 @@ def iam_policy_command(
         agent_role_arn = agent_role_arn.strip()
         m = _IAM_ARN.match(agent_role_arn)
         if not m:
-            fail(f"--agent-role-arn: {agent_role_arn!r} is not an IAM role ARN "
-                 "(arn:aws:iam::<12-digit account>:role/<name>) or instance profile ARN "
-                 "(arn:aws:iam::<account>:instance-profile/<name>)")
+            fail(
+                f"--agent-role-arn: {agent_role_arn!r} is not an IAM role ARN "
+                "(arn:aws:iam::<12-digit account>:role/<name>) or instance profile ARN "
+                "(arn:aws:iam::<account>:instance-profile/<name>)"
+            )
         if m.group("kind") == "instance-profile":
             # PassRole is checked against the role inside the profile; the console names both alike
             agent_role_arn = agent_role_arn.replace(":instance-profile/", ":role/", 1)
-            warn(f"iam:PassRole applies to roles, not instance profiles: using {agent_role_arn}, the role of "
-                 "the same name; give the role's ARN if the profile's role is named differently")
+            warn(
+                f"iam:PassRole applies to roles, not instance profiles: using {agent_role_arn}, the role of "
+                "the same name; give the role's ARN if the profile's role is named differently"
+            )
     print_json(iam_policy(spot=spot, agent_role_arn=agent_role_arn))
 
 
@@ -116,8 +131,22 @@ def print_template_command(
     from pedl.deploy.template import build_template, template_yaml
 
     options = deploy_options(
-        cluster_id=cluster_id, keypair=keypair, region=region, master_instance_type=master_instance_type,
-        agent_instance_types=agent_instance_types, max_instances=max_instances, spot=spot, agent_ami=agent_ami,
-        db=db, inbound_cidr=inbound_cidr, vpc_id=vpc_id, subnet_id=subnet_id, db_subnet_ids=db_subnet_ids,
-        availability_zone=availability_zone, tls=tls, elastic_ip=elastic_ip, package=package)
+        cluster_id=cluster_id,
+        keypair=keypair,
+        region=region,
+        master_instance_type=master_instance_type,
+        agent_instance_types=agent_instance_types,
+        max_instances=max_instances,
+        spot=spot,
+        agent_ami=agent_ami,
+        db=db,
+        inbound_cidr=inbound_cidr,
+        vpc_id=vpc_id,
+        subnet_id=subnet_id,
+        db_subnet_ids=db_subnet_ids,
+        availability_zone=availability_zone,
+        tls=tls,
+        elastic_ip=elastic_ip,
+        package=package,
+    )
     sys.stdout.write(template_yaml(build_template(options)))

@@ -124,17 +124,34 @@ def up_command(
     from pedl.deploy.stack_up import apply_up, plan_up
 
     options = deploy_options(
-        cluster_id=cluster_id, keypair=keypair, region=region, master_instance_type=master_instance_type,
-        agent_instance_types=agent_instance_types, max_instances=max_instances, spot=spot, agent_ami=agent_ami,
-        db=db, inbound_cidr=inbound_cidr, vpc_id=vpc_id, subnet_id=subnet_id, db_subnet_ids=db_subnet_ids,
-        availability_zone=availability_zone, tls=tls, elastic_ip=elastic_ip, package=package)
+        cluster_id=cluster_id,
+        keypair=keypair,
+        region=region,
+        master_instance_type=master_instance_type,
+        agent_instance_types=agent_instance_types,
+        max_instances=max_instances,
+        spot=spot,
+        agent_ami=agent_ami,
+        db=db,
+        inbound_cidr=inbound_cidr,
+        vpc_id=vpc_id,
+        subnet_id=subnet_id,
+        db_subnet_ids=db_subnet_ids,
+        availability_zone=availability_zone,
+        tls=tls,
+        elastic_ip=elastic_ip,
+        package=package,
+    )
     aws = _session(options.region, endpoint_url)
     progress = _progress()
     try:
         plan = plan_up(aws, options, progress)
         if plan.action == "update" and plan.master_changes and not yes:
-            _confirm(f"This update restarts the master of {cluster_id} (its {', '.join(plan.master_changes)} "
-                     "change); its agents and their trials keep running. Go on?", "nothing was changed")
+            _confirm(
+                f"This update restarts the master of {cluster_id} (its {', '.join(plan.master_changes)} "
+                "change); its agents and their trials keep running. Go on?",
+                "nothing was changed",
+            )
         result = apply_up(aws, plan, progress)
     except DeployError as exc:
         raise _fail(exc) from None
@@ -171,14 +188,19 @@ def down_command(
     ctx: typer.Context,
     cluster_id: ClusterId,
     delete_data: bool = typer.Option(
-        False, "--delete-data",
-        help="delete the checkpoint bucket, the data volume and the database's final snapshot too (kept otherwise)"),
+        False,
+        "--delete-data",
+        help="delete the checkpoint bucket, the data volume and the database's final snapshot too (kept otherwise)",
+    ),
     yes: Yes = False,
     region: Region = None,
     endpoint_url: EndpointUrl = None,
     master_url: str | None = typer.Option(
-        None, "--master-url", metavar="URL",
-        help="ask this master about active experiments (default: the stack's MasterUrl), e.g. through a tunnel"),
+        None,
+        "--master-url",
+        metavar="URL",
+        help="ask this master about active experiments (default: the stack's MasterUrl), e.g. through a tunnel",
+    ),
 ) -> None:
     """Terminate the cluster's agents, then delete its stack; the bucket, data volume and database are kept."""
     from pedl.deploy.stack_down import apply_down, plan_down
@@ -190,8 +212,10 @@ def down_command(
         question = None if yes else _active_experiments_question(ctx, master_url or plan.stack.master_url)
         if question:
             _confirm(question, "nothing was deleted")
-        say(f"deleting cluster {cluster_id} in {aws.region}: {len(plan.agents)} agent instance(s), "
-            f"{len(plan.spot_requests)} spot request(s), the stack {plan.stack.name}")
+        say(
+            f"deleting cluster {cluster_id} in {aws.region}: {len(plan.agents)} agent instance(s), "
+            f"{len(plan.spot_requests)} spot request(s), the stack {plan.stack.name}"
+        )
         result = apply_down(aws, plan, delete_data=delete_data, progress=progress)
     except DeployError as exc:
         raise _fail(exc) from None
@@ -216,17 +240,20 @@ def list_command(region: Region = None, endpoint_url: EndpointUrl = None, as_jso
     if as_json:
         print_json(clusters)
         return
-    print_table(["Cluster", "Status", "Master URL", "Created"],
-                [[c["cluster_id"], c["status"], c["master_url"], _when(c["created"])] for c in clusters],
-                title=f"pedl clusters in {aws.region}")
+    print_table(
+        ["Cluster", "Status", "Master URL", "Created"],
+        [[c["cluster_id"], c["status"], c["master_url"], _when(c["created"])] for c in clusters],
+        title=f"pedl clusters in {aws.region}",
+    )
 
 
 def _when(value: Any) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
 
 
-def describe_command(cluster_id: ClusterId, region: Region = None, endpoint_url: EndpointUrl = None,
-                     as_json: JsonFlag = False) -> None:
+def describe_command(
+    cluster_id: ClusterId, region: Region = None, endpoint_url: EndpointUrl = None, as_json: JsonFlag = False
+) -> None:
     """Show a cluster: its stack's status and outputs, the master URL, its agent instances."""
     from pedl.deploy.cluster_info import describe_cluster
 
@@ -239,11 +266,23 @@ def describe_command(cluster_id: ClusterId, region: Region = None, endpoint_url:
         print_json(cluster)
         return
     status = cluster["status"] + (f" ({cluster['reason']})" if cluster["reason"] else "")
-    print_fields([("cluster", cluster["cluster_id"]), ("stack", cluster["stack"]), ("region", cluster["region"]),
-                  ("status", status), ("master", cluster["master_url"]), ("pedl", cluster["pedl_version"]),
-                  ("created", _when(cluster["created"]))])
+    print_fields(
+        [
+            ("cluster", cluster["cluster_id"]),
+            ("stack", cluster["stack"]),
+            ("region", cluster["region"]),
+            ("status", status),
+            ("master", cluster["master_url"]),
+            ("pedl", cluster["pedl_version"]),
+            ("created", _when(cluster["created"])),
+        ]
+    )
     print_table(["Output", "Value"], list(cluster["outputs"].items()), title="outputs")
-    print_table(["Instance", "Type", "State", "Market", "Pool", "Private IP", "Launched"],
-                [[a["instance_id"], a["type"], a["state"], a["market"], a["pool"], a["private_ip"],
-                  _when(a["launched"])] for a in cluster["agents"]],
-                title=f"agent instances ({len(cluster['agents'])})")
+    print_table(
+        ["Instance", "Type", "State", "Market", "Pool", "Private IP", "Launched"],
+        [
+            [a["instance_id"], a["type"], a["state"], a["market"], a["pool"], a["private_ip"], _when(a["launched"])]
+            for a in cluster["agents"]
+        ],
+        title=f"agent instances ({len(cluster['agents'])})",
+    )

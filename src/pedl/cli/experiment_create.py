@@ -33,9 +33,16 @@ def _progress() -> Progress:
     )
 
     console = err()
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                    TimeElapsedColumn(), console=console, transient=True,
-                    disable=not console.is_terminal)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
 
 
 def config_problems(exc: InvalidArgument | ConfigError) -> list[str]:
@@ -72,8 +79,7 @@ def validate_config(path: Path) -> str:
         problems = config_problems(exc)
         if not problems or exc.message.startswith("malformed YAML"):
             fail(exc.message)
-        error_line(f"invalid experiment config {path} ({len(problems)} problem"
-                   f"{'s' if len(problems) > 1 else ''}):")
+        error_line(f"invalid experiment config {path} ({len(problems)} problem{'s' if len(problems) > 1 else ''}):")
         for line in problems:
             err().print(f"  - {line}", style="red", markup=False, highlight=False)
         raise typer.Exit(1) from None
@@ -124,21 +130,33 @@ def create(
     ctx: typer.Context,
     config: Path = typer.Argument(..., help="experiment config (YAML)"),
     model_dir: Path = typer.Argument(..., help="directory with the training code"),
-    follow: bool = typer.Option(False, "--follow", "-f",
-                                help="stream every trial's logs until the experiment ends"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="stream every trial's logs until the experiment ends"),
     paused: bool = typer.Option(False, "--paused", help="create the experiment without starting it"),
-    project: int | None = typer.Option(None, "--project", "--project-id", min=1,
-                                       help="the id of the project it goes into (pedl project list shows them)"),
-    template: str | None = typer.Option(None, "--template", "-t",
-                                        help="a template (pedl template list) to merge under CONFIG"),
+    project: int | None = typer.Option(
+        None,
+        "--project",
+        "--project-id",
+        min=1,
+        help="the id of the project it goes into (pedl project list shows them)",
+    ),
+    template: str | None = typer.Option(
+        None, "--template", "-t", help="a template (pedl template list) to merge under CONFIG"
+    ),
 ) -> None:
     """Create an experiment from CONFIG and the code in MODEL_DIR."""
     text = read_partial_config(config) if template else validate_config(config)
     files = pack(model_dir)
     client = client_of(ctx)
     # The same fields Determined's `det experiment create` sends.
-    body = {"activate": not paused, "config": text, "modelDefinition": files, "parentId": None,
-            "projectId": project, "template": template, "validateOnly": False}
+    body = {
+        "activate": not paused,
+        "config": text,
+        "modelDefinition": files,
+        "parentId": None,
+        "projectId": project,
+        "template": template,
+        "validateOnly": False,
+    }
     answer = upload(client, body)
     experiment_id = (answer.get("experiment") or {}).get("id")
     say(f"Created experiment {experiment_id}")

@@ -15,12 +15,16 @@ from pedl.cli.state import client_of
 set_app = typer.Typer(no_args_is_help=True, help="Change a live experiment's resources.")
 
 
-def delete(ctx: typer.Context, experiment_id: int,
-           yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
+def delete(
+    ctx: typer.Context,
+    experiment_id: int,
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+) -> None:
     """Delete an ended experiment: its checkpoints' files, metrics, logs and every record of it.
     The master answers at once and deletes in the background (the experiment shows DELETING)."""
-    if not yes and not typer.confirm(f"Delete experiment {experiment_id} with its checkpoints, metrics and logs? "
-                                     "This cannot be undone"):
+    if not yes and not typer.confirm(
+        f"Delete experiment {experiment_id} with its checkpoints, metrics and logs? This cannot be undone"
+    ):
         say("Not deleted")
         raise typer.Exit(1)
     client_of(ctx).request("DELETE", f"/api/v1/experiments/{experiment_id}")
@@ -63,11 +67,14 @@ def overrides(config_file: Path | None, pairs: list[str]) -> dict[str, Any]:
     return data
 
 
-def continue_(ctx: typer.Context, experiment_id: int,
-              config: list[str] = typer.Option([], "--config", help="KEY=VALUE to change, e.g. "
-                                                "searcher.max_length.batches=2000; repeatable"),
-              config_file: Path | None = typer.Option(None, "--config-file",
-                                                      help="YAML of the keys to change")) -> None:
+def continue_(
+    ctx: typer.Context,
+    experiment_id: int,
+    config: list[str] = typer.Option(
+        [], "--config", help="KEY=VALUE to change, e.g. searcher.max_length.batches=2000; repeatable"
+    ),
+    config_file: Path | None = typer.Option(None, "--config-file", help="YAML of the keys to change"),
+) -> None:
     """Continue an ended single-trial experiment: its trial trains on from its latest checkpoint,
     with the changes given (a longer searcher.max_length, a fixed hyperparameter...)."""
     import yaml
@@ -79,15 +86,18 @@ def continue_(ctx: typer.Context, experiment_id: int,
 
 
 def _patch_resources(ctx: typer.Context, experiment_id: int, key: str, value: Any, shown: str) -> None:
-    client_of(ctx).request("PATCH", f"/api/v1/experiments/{experiment_id}",
-                           json={"id": experiment_id, "resources": {key: value}})
+    client_of(ctx).request(
+        "PATCH", f"/api/v1/experiments/{experiment_id}", json={"id": experiment_id, "resources": {key: value}}
+    )
     say(f"Set {shown} of experiment {experiment_id} to {'none' if value is None else value}")
 
 
 @set_app.command("max-slots")
-def set_max_slots(ctx: typer.Context, experiment_id: int,
-                  slots: str = typer.Argument(..., metavar="N|none",
-                                              help="the most slots its trials hold at once; none: no cap")) -> None:
+def set_max_slots(
+    ctx: typer.Context,
+    experiment_id: int,
+    slots: str = typer.Argument(..., metavar="N|none", help="the most slots its trials hold at once; none: no cap"),
+) -> None:
     """Cap the slots the experiment's trials hold together; running trials keep theirs, new ones wait."""
     if slots.lower() in ("none", "null"):
         value = None
@@ -99,14 +109,16 @@ def set_max_slots(ctx: typer.Context, experiment_id: int,
 
 
 @set_app.command("priority")
-def set_priority(ctx: typer.Context, experiment_id: int,
-                 priority: int = typer.Argument(..., help="1 (most urgent) to 99")) -> None:
+def set_priority(
+    ctx: typer.Context, experiment_id: int, priority: int = typer.Argument(..., help="1 (most urgent) to 99")
+) -> None:
     """Change the priority of the experiment's trials, waiting and running."""
     _patch_resources(ctx, experiment_id, "priority", priority, "priority")
 
 
 @set_app.command("weight")
-def set_weight(ctx: typer.Context, experiment_id: int,
-               weight: float = typer.Argument(..., help="its fair-share weight")) -> None:
+def set_weight(
+    ctx: typer.Context, experiment_id: int, weight: float = typer.Argument(..., help="its fair-share weight")
+) -> None:
     """Change the experiment's fair-share weight."""
     _patch_resources(ctx, experiment_id, "weight", weight, "weight")

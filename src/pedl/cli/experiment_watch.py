@@ -52,8 +52,13 @@ class ExperimentPoller:
             return []
 
 
-def wait_for_experiment(client: MasterClient, experiment_id: int, interval: float,
-                        on_state: Callable[[str], None], sleep: Callable[[float], None] = time.sleep) -> str:
+def wait_for_experiment(
+    client: MasterClient,
+    experiment_id: int,
+    interval: float,
+    on_state: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
     """Poll until a terminal state and return it; `on_state` sees every poll's state."""
     poller = ExperimentPoller(client, experiment_id)
     while True:
@@ -125,8 +130,13 @@ class EventFeed:
                 # a master whose creation event names no state: the state it was created in comes first
                 change = next((e for e in mine if e.get("fromState")), None)
                 state = fmt_enum(change["fromState"] if change else exp.get("state"))
-                out.append((epoch_seconds(exp.get("startTime")) or time.time(), -1,
-                            f"Experiment {self.poller.experiment_id} is {state}"))
+                out.append(
+                    (
+                        epoch_seconds(exp.get("startTime")) or time.time(),
+                        -1,
+                        f"Experiment {self.poller.experiment_id} is {state}",
+                    )
+                )
         for event in events:
             if event.get("entityType") == "trial":
                 self.trial_ids.add(int(event["entityId"]))
@@ -167,9 +177,14 @@ class _TrialLogThread(threading.Thread):
             self.merge.add_line(time.time(), 0, f"{prefix}(logs unavailable: {exc.message})")
 
 
-def follow_experiment(client: MasterClient, experiment_id: int, *, interval: float | None = None,
-                      printer: LinePrinter | None = None,
-                      sleep: Callable[[float], None] = time.sleep) -> str:
+def follow_experiment(
+    client: MasterClient,
+    experiment_id: int,
+    *,
+    interval: float | None = None,
+    printer: LinePrinter | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
     """Print the events of the experiment and its trials, and every trial's logs, in the order they
     happened, until the experiment reaches a terminal state; returns that state."""
     printer = printer or LinePrinter()

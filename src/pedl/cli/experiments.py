@@ -40,9 +40,11 @@ DELETED = "STATE_DELETED"  # a checkpoint whose files garbage collection removed
 
 
 @app.command("list")
-def list_(ctx: typer.Context,
-          all_: bool = typer.Option(False, "--all", "-a", help="every user's, archived included"),
-          as_json: JsonFlag = False) -> None:
+def list_(
+    ctx: typer.Context,
+    all_: bool = typer.Option(False, "--all", "-a", help="every user's, archived included"),
+    as_json: JsonFlag = False,
+) -> None:
     """List your experiments (GET /api/v1/experiments)."""
     client = client_of(ctx)
     params: dict[str, Any] = {} if all_ else {"archived": False, "users": [client.username]}
@@ -50,10 +52,22 @@ def list_(ctx: typer.Context,
     if as_json:
         print_json(experiments)
         return
-    print_table(["ID", "Owner", "Name", "State", "Progress", "Started", "Ended", "Resource pool"],
-                [[e.get("id"), e.get("username"), e.get("name"), fmt_state(e.get("state")),
-                  fmt_percent(e.get("progress")), fmt_time(e.get("startTime")),
-                  fmt_time(e.get("endTime")), e.get("resourcePool")] for e in experiments])
+    print_table(
+        ["ID", "Owner", "Name", "State", "Progress", "Started", "Ended", "Resource pool"],
+        [
+            [
+                e.get("id"),
+                e.get("username"),
+                e.get("name"),
+                fmt_state(e.get("state")),
+                fmt_percent(e.get("progress")),
+                fmt_time(e.get("startTime")),
+                fmt_time(e.get("endTime")),
+                e.get("resourcePool"),
+            ]
+            for e in experiments
+        ],
+    )
 
 
 def searcher_metric(body: dict[str, Any]) -> str | None:
@@ -83,8 +97,12 @@ def kept_checkpoints(client: MasterClient, experiment_id: int, trials: list[dict
     if len(chosen) == len(trials):
         return chosen
     try:
-        checkpoints = client.get(f"/api/v1/experiments/{experiment_id}/checkpoints",
-                                 sortByAttr="SORT_BY_SEARCHER_METRIC").get("checkpoints") or []
+        checkpoints = (
+            client.get(f"/api/v1/experiments/{experiment_id}/checkpoints", sortByAttr="SORT_BY_SEARCHER_METRIC").get(
+                "checkpoints"
+            )
+            or []
+        )
     except NotFound:  # a master without the endpoint: show what the trials carry
         return chosen
     latest: dict[Any, tuple[int, str]] = {}
@@ -133,37 +151,75 @@ def describe(ctx: typer.Context, experiment_id: int, as_json: JsonFlag = False) 
         return
     exp = body.get("experiment") or {}
     metric = searcher_metric(body)
-    print_fields([
-        ("ID", exp.get("id")), ("Name", exp.get("name")), ("State", fmt_state(exp.get("state"))),
-        ("Owner", exp.get("username")), ("Progress", fmt_percent(exp.get("progress"))),
-        ("Started", fmt_time(exp.get("startTime"))), ("Ended", fmt_time(exp.get("endTime"))),
-        ("Searcher", exp.get("searcherType")), ("Metric", metric),
-        ("Resource pool", exp.get("resourcePool")), ("Labels", ", ".join(exp.get("labels") or [])),
-        ("Outcome", exp.get("endReason") or ""),
-    ], title=f"Experiment {experiment_id}")
+    print_fields(
+        [
+            ("ID", exp.get("id")),
+            ("Name", exp.get("name")),
+            ("State", fmt_state(exp.get("state"))),
+            ("Owner", exp.get("username")),
+            ("Progress", fmt_percent(exp.get("progress"))),
+            ("Started", fmt_time(exp.get("startTime"))),
+            ("Ended", fmt_time(exp.get("endTime"))),
+            ("Searcher", exp.get("searcherType")),
+            ("Metric", metric),
+            ("Resource pool", exp.get("resourcePool")),
+            ("Labels", ", ".join(exp.get("labels") or [])),
+            ("Outcome", exp.get("endReason") or ""),
+        ],
+        title=f"Experiment {experiment_id}",
+    )
     # why a trial ended early: stopped by the searcher (and its rung), failed, never fit
     kept = kept_checkpoints(client, experiment_id, trials) if trials else {}
-    print_table(["Trial", "State", "Hyperparameters", f"Best {metric or 'metric'}", "Restarts",
-                 "Batches", "Checkpoint", "Ended because"],
-                [[t.get("id"), fmt_state(t.get("state")), cell_text(t.get("hparams")),
-                  best_validation(t, metric), t.get("restarts"), t.get("totalBatchesProcessed"),
-                  kept.get(t.get("id")), t.get("endReason") or ""] for t in trials],
-                title="Trials")
+    print_table(
+        [
+            "Trial",
+            "State",
+            "Hyperparameters",
+            f"Best {metric or 'metric'}",
+            "Restarts",
+            "Batches",
+            "Checkpoint",
+            "Ended because",
+        ],
+        [
+            [
+                t.get("id"),
+                fmt_state(t.get("state")),
+                cell_text(t.get("hparams")),
+                best_validation(t, metric),
+                t.get("restarts"),
+                t.get("totalBatchesProcessed"),
+                kept.get(t.get("id")),
+                t.get("endReason") or "",
+            ]
+            for t in trials
+        ],
+        title="Trials",
+    )
     if events:
-        print_table(["Time", "Entity", "State", "Message"],
-                    [_event_row(e) for e in events[-RECENT_EVENTS:]],
-                    title="Recent events")
+        print_table(
+            ["Time", "Entity", "State", "Message"],
+            [_event_row(e) for e in events[-RECENT_EVENTS:]],
+            title="Recent events",
+        )
 
 
 @app.command("wait")
-def wait(ctx: typer.Context, experiment_id: int,
-         interval: float = typer.Option(5.0, "--interval", min=0.0, help="seconds between polls")) -> None:
+def wait(
+    ctx: typer.Context,
+    experiment_id: int,
+    interval: float = typer.Option(5.0, "--interval", min=0.0, help="seconds between polls"),
+) -> None:
     """Wait for the experiment to end: exit 0 if it COMPLETED, 1 otherwise."""
     client = client_of(ctx)
     with err().status(f"experiment {experiment_id}: ...") as status:
         final = wait_for_experiment(
-            client, experiment_id, interval,
-            lambda s: status.update(f"experiment {experiment_id}: {fmt_state(s)}"), time.sleep)
+            client,
+            experiment_id,
+            interval,
+            lambda s: status.update(f"experiment {experiment_id}: {fmt_state(s)}"),
+            time.sleep,
+        )
     say(f"Experiment {experiment_id} is {fmt_state(final)}")
     raise typer.Exit(0 if final == COMPLETED else 1)
 
@@ -192,16 +248,27 @@ def activate(ctx: typer.Context, experiment_id: int) -> None:
 
 
 @app.command("move")
-def move(ctx: typer.Context, experiment_id: int,
-         project: int = typer.Option(..., "--project", "--project-id", min=1,
-                                     help="the id of the project it goes into (pedl project list shows them)")) -> None:
+def move(
+    ctx: typer.Context,
+    experiment_id: int,
+    project: int = typer.Option(
+        ...,
+        "--project",
+        "--project-id",
+        min=1,
+        help="the id of the project it goes into (pedl project list shows them)",
+    ),
+) -> None:
     """Move the experiment into another project (its owner or an admin; not into an archived one)."""
     client = client_of(ctx)
-    client.post(f"/api/v1/experiments/{experiment_id}/move",
-                {"destinationProjectId": project, "experimentId": experiment_id})
+    client.post(
+        f"/api/v1/experiments/{experiment_id}/move", {"destinationProjectId": project, "experimentId": experiment_id}
+    )
     exp = client.get(f"/api/v1/experiments/{experiment_id}").get("experiment") or {}
-    say(f"Moved experiment {experiment_id} to project {exp.get('projectId', project)} "
-        f"({exp.get('workspaceName', '?')}/{exp.get('projectName', '?')})")
+    say(
+        f"Moved experiment {experiment_id} to project {exp.get('projectId', project)} "
+        f"({exp.get('workspaceName', '?')}/{exp.get('projectName', '?')})"
+    )
 
 
 @app.command("list-checkpoints")
@@ -209,8 +276,10 @@ def list_checkpoints(ctx: typer.Context, experiment_id: int, as_json: JsonFlag =
     """List the experiment's checkpoints (GET /api/v1/experiments/{id}/checkpoints)."""
     client = client_of(ctx)
     # One call, not paginated, as det makes it.
-    checkpoints = client.get(f"/api/v1/experiments/{experiment_id}/checkpoints",
-                             sortByAttr="SORT_BY_END_TIME").get("checkpoints") or []
+    checkpoints = (
+        client.get(f"/api/v1/experiments/{experiment_id}/checkpoints", sortByAttr="SORT_BY_END_TIME").get("checkpoints")
+        or []
+    )
     if as_json:
         print_json(checkpoints)
         return
@@ -222,8 +291,15 @@ def list_checkpoints(ctx: typer.Context, experiment_id: int, as_json: JsonFlag =
         training = c.get("training") or {}
         values = (training.get("validationMetrics") or {}).get("avgMetrics") or {}
         size = sum(int(v) for v in (c.get("resources") or {}).values() if str(v).isdigit())
-        rows.append([training.get("trialId"), (c.get("metadata") or {}).get("steps_completed"),
-                     c.get("uuid"), fmt_state(c.get("state")), values.get(metric) if metric else None,
-                     "" if c.get("state") == DELETED else fmt_bytes(size), fmt_time(c.get("reportTime"))])
-    print_table(["Trial", "Steps", "UUID", "State", f"Validation {metric or 'metric'}", "Size",
-                 "Reported"], rows)
+        rows.append(
+            [
+                training.get("trialId"),
+                (c.get("metadata") or {}).get("steps_completed"),
+                c.get("uuid"),
+                fmt_state(c.get("state")),
+                values.get(metric) if metric else None,
+                "" if c.get("state") == DELETED else fmt_bytes(size),
+                fmt_time(c.get("reportTime")),
+            ]
+        )
+    print_table(["Trial", "Steps", "UUID", "State", f"Validation {metric or 'metric'}", "Size", "Reported"], rows)

@@ -37,8 +37,14 @@ class FollowMerge:
     An entry waits behind an older one that is not ready yet, so the order holds. Entries may be
     added from any thread; `release` and `flush` are called from one."""
 
-    def __init__(self, emit: Callable[[str], None], *, clock: Callable[[], float] = time.monotonic,
-                 event_hold: float = EVENT_HOLD, line_hold_max: float = LINE_HOLD_MAX) -> None:
+    def __init__(
+        self,
+        emit: Callable[[str], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        event_hold: float = EVENT_HOLD,
+        line_hold_max: float = LINE_HOLD_MAX,
+    ) -> None:
         self._emit, self.clock = emit, clock
         self._event_hold, self._line_hold_max = event_hold, line_hold_max
         self._heap: list[Entry] = []

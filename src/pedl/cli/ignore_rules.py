@@ -44,7 +44,7 @@ def _translate(pattern: str) -> str:
             if end == -1:
                 out.append(re.escape(c))
             else:
-                body = pattern[i + 1:end]
+                body = pattern[i + 1 : end]
                 if body[:1] in ("!", "^"):
                     body = "^" + body[1:]
                 out.append("[" + body.replace("\\", "\\\\") + "]")

@@ -26,12 +26,25 @@ def list_(
     if as_json:
         print_json(jobs)
         return
-    rows = [[j["summary"]["jobsAhead"], j["jobId"], f"{j['name']} ({j['entityId']})", j["resourcePool"],
-             j.get("priority", ""), j.get("weight", ""), fmt_time(j["submissionTime"]),
-             f"{j['allocatedSlots']}/{j['requestedSlots']}", fmt_enum(j["summary"]["state"]), j["username"]]
-            for j in jobs]
-    print_table(["#", "Job", "Experiment", "Pool", "Priority", "Weight", "Submitted", "Slots (held/asked)", "State",
-                 "User"], rows)
+    rows = [
+        [
+            j["summary"]["jobsAhead"],
+            j["jobId"],
+            f"{j['name']} ({j['entityId']})",
+            j["resourcePool"],
+            j.get("priority", ""),
+            j.get("weight", ""),
+            fmt_time(j["submissionTime"]),
+            f"{j['allocatedSlots']}/{j['requestedSlots']}",
+            fmt_enum(j["summary"]["state"]),
+            j["username"],
+        ]
+        for j in jobs
+    ]
+    print_table(
+        ["#", "Job", "Experiment", "Pool", "Priority", "Weight", "Submitted", "Slots (held/asked)", "State", "User"],
+        rows,
+    )
 
 
 @app.command("update")
@@ -40,17 +53,30 @@ def update(
     job_id: str = typer.Argument(..., help="the job, as `pedl job list` shows it (job-<experiment id>)"),
     priority: int | None = typer.Option(None, "--priority", "-p", help="1 (most urgent) to 99"),
     weight: float | None = typer.Option(None, "--weight", "-w", help="its fair-share weight"),
-    resource_pool: str | None = typer.Option(None, "--resource-pool", help="move it to this pool (none of its "
-                                                                           "trials may be running)"),
+    resource_pool: str | None = typer.Option(
+        None, "--resource-pool", help="move it to this pool (none of its trials may be running)"
+    ),
     ahead_of: str | None = typer.Option(None, "--ahead-of", help="put it right ahead of this job of its priority"),
     behind_of: str | None = typer.Option(None, "--behind-of", help="put it right behind this job of its priority"),
 ) -> None:
     """Change one thing of a job: its priority, weight, pool, or place in the queue."""
-    change = {k: v for k, v in (("priority", priority), ("weight", weight), ("resourcePool", resource_pool),
-                                ("aheadOf", ahead_of), ("behindOf", behind_of)) if v is not None}
+    change = {
+        k: v
+        for k, v in (
+            ("priority", priority),
+            ("weight", weight),
+            ("resourcePool", resource_pool),
+            ("aheadOf", ahead_of),
+            ("behindOf", behind_of),
+        )
+        if v is not None
+    }
     if len(change) != 1:
         fail("give one of --priority, --weight, --resource-pool, --ahead-of or --behind-of")
     client_of(ctx).post("/api/v1/job-queues", {"updates": [{"jobId": job_id, **change}]})
     [(key, value)] = change.items()
-    say(f"{job_id}: {key} set to {value}" if key in ("priority", "weight", "resourcePool")
-        else f"{job_id} moved {'ahead of' if key == 'aheadOf' else 'behind'} {value}")
+    say(
+        f"{job_id}: {key} set to {value}"
+        if key in ("priority", "weight", "resourcePool")
+        else f"{job_id} moved {'ahead of' if key == 'aheadOf' else 'behind'} {value}"
+    )

@@ -59,22 +59,35 @@ def task_logs_path(task_id: str) -> str:
 
 def tail_trial_logs(client: MasterClient, trial_id: int, count: int) -> list[dict[str, Any]]:
     """The last `count` (at least 1) lines, oldest first (limit=N, orderBy=ORDER_BY_DESC, like det)."""
-    records = list(client.stream_ndjson(logs_path(trial_id), {
-        "follow": False, "limit": max(count, 1), "orderBy": "ORDER_BY_DESC"}))
+    records = list(
+        client.stream_ndjson(logs_path(trial_id), {"follow": False, "limit": max(count, 1), "orderBy": "ORDER_BY_DESC"})
+    )
     records.reverse()
     return records
 
 
-def stream_trial_logs(client: MasterClient, trial_id: int, emit: Callable[[dict[str, Any]], None],
-                      *, follow: bool, after_id: int | None = None,
-                      sleep: Callable[[float], None] = time.sleep) -> int | None:
+def stream_trial_logs(
+    client: MasterClient,
+    trial_id: int,
+    emit: Callable[[dict[str, Any]], None],
+    *,
+    follow: bool,
+    after_id: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int | None:
     """Emit each log record of a trial; returns the id of the last one (see `stream_logs`)."""
     return stream_logs(client, logs_path(trial_id), emit, follow=follow, after_id=after_id, sleep=sleep)
 
 
-def stream_logs(client: MasterClient, path: str, emit: Callable[[dict[str, Any]], None],
-                *, follow: bool, after_id: int | None = None,
-                sleep: Callable[[float], None] = time.sleep) -> int | None:
+def stream_logs(
+    client: MasterClient,
+    path: str,
+    emit: Callable[[dict[str, Any]], None],
+    *,
+    follow: bool,
+    after_id: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int | None:
     """Emit each log record of the stream at `path`; returns the id of the last one. With `follow`,
     the master ends the stream when the trial or task ends; a lost connection is retried for
     RECONNECT_FOR seconds."""

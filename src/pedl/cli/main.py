@@ -64,13 +64,19 @@ app = typer.Typer(
 @app.callback()
 def _global_options(
     ctx: typer.Context,
-    master_url: str = typer.Option(DEFAULT_MASTER, "-m", "--master", envvar=[MASTER_ENV, "DET_MASTER"],
-                                   help="master URL (host:port is fine)"),
-    user: str | None = typer.Option(None, "-u", "--user", envvar="PEDL_USER",
-                                    help="act as this user (default: the logged-in user)"),
-    cert: str | None = typer.Option(None, "--cert", envvar=MASTER_CERT_ENV, metavar="FILE",
-                                    help="CA certificate (PEM) to verify an https:// master against, "
-                                         "instead of the system's CAs"),
+    master_url: str = typer.Option(
+        DEFAULT_MASTER, "-m", "--master", envvar=[MASTER_ENV, "DET_MASTER"], help="master URL (host:port is fine)"
+    ),
+    user: str | None = typer.Option(
+        None, "-u", "--user", envvar="PEDL_USER", help="act as this user (default: the logged-in user)"
+    ),
+    cert: str | None = typer.Option(
+        None,
+        "--cert",
+        envvar=MASTER_CERT_ENV,
+        metavar="FILE",
+        help="CA certificate (PEM) to verify an https:// master against, instead of the system's CAs",
+    ),
 ) -> None:
     ctx.obj = CliState(master=master_url, user=user, cert=cert)
 

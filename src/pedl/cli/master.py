@@ -90,8 +90,9 @@ def _problem_lines(header: str, problems: list[tuple[str, str]]) -> None:
 
 @app.command("check-config")
 def check_config(
-    config: Path | None = typer.Argument(None, metavar="FILE",
-                                         help="master.yaml (default: the file `master run` would use)"),
+    config: Path | None = typer.Argument(
+        None, metavar="FILE", help="master.yaml (default: the file `master run` would use)"
+    ),
 ) -> None:
     """Validate a master.yaml without starting anything: print what it configures and exit 0, or
     print each problem with the field at fault and exit 1."""
@@ -120,7 +121,8 @@ def check_config(
 @app.command("install-service")
 def install_service(
     config: Path | None = typer.Option(
-        None, "--config", "-c", help="master.yaml the service runs (default: the file `master run` would use)"),
+        None, "--config", "-c", help="master.yaml the service runs (default: the file `master run` would use)"
+    ),
     user: str | None = typer.Option(None, "--user", help="run the master as this user (default: root)"),
     unit_dir: Path = typer.Option(Path("/etc/systemd/system"), "--unit-dir", help="where to write the unit"),
     no_enable: bool = typer.Option(False, "--no-enable", help="write the unit only; no systemctl"),
@@ -159,11 +161,19 @@ def install_service(
 
 
 # GET /api/v1/master's fields, as `master info` names them; other fields follow under their own names
-INFO_FIELDS = {"pedlVersion": "Version", "version": "Determined API", "clusterName": "Cluster name",
-               "clusterId": "Cluster ID", "masterId": "Master ID", "product": "Product",
-               "userManagementEnabled": "User management",
-               "rbacEnabled": "RBAC", "strictJobQueueControl": "Strict job queue control",
-               "telemetryEnabled": "Telemetry", "featureSwitches": "Feature switches"}
+INFO_FIELDS = {
+    "pedlVersion": "Version",
+    "version": "Determined API",
+    "clusterName": "Cluster name",
+    "clusterId": "Cluster ID",
+    "masterId": "Master ID",
+    "product": "Product",
+    "userManagementEnabled": "User management",
+    "rbacEnabled": "RBAC",
+    "strictJobQueueControl": "Strict job queue control",
+    "telemetryEnabled": "Telemetry",
+    "featureSwitches": "Feature switches",
+}
 INFO_HIDDEN = frozenset({"hasCustomLogo"})  # the web UI's concern
 
 

@@ -26,17 +26,19 @@ def check_service_user(user: str) -> str:
     try:
         pwd.getpwnam(user)
     except KeyError:
-        raise InvalidArgument(f"--user: there is no user {user!r} on this machine (create it first, e.g. "
-                              f"`useradd --system {user}`)",
-                              fields=[{"field": "--user", "message": "no such user"}]) from None
+        raise InvalidArgument(
+            f"--user: there is no user {user!r} on this machine (create it first, e.g. `useradd --system {user}`)",
+            fields=[{"field": "--user", "message": "no such user"}],
+        ) from None
     return user
 
 
 def write_unit(unit_dir: Path, text: str) -> Path:
     """Write the unit into `unit_dir` (replacing an older one whole, never half-written); its path."""
     if not unit_dir.is_dir():
-        raise InvalidArgument(f"--unit-dir: {unit_dir} is not a directory",
-                              fields=[{"field": "--unit-dir", "message": "not a directory"}])
+        raise InvalidArgument(
+            f"--unit-dir: {unit_dir} is not a directory", fields=[{"field": "--unit-dir", "message": "not a directory"}]
+        )
     path = unit_dir / UNIT_NAME
     tmp = unit_dir / f".{UNIT_NAME}.tmp"
     try:
@@ -55,16 +57,26 @@ def enable_unit(unit_path: Path) -> None:
     manual = " && ".join("systemctl " + " ".join(args) for args in ENABLE_COMMANDS)
     systemctl = shutil.which("systemctl")
     if systemctl is None:
-        raise Unavailable(f"systemctl not found: this host does not seem to run systemd, so the service is not "
-                          f"enabled. The unit is written at {unit_path}; on a systemd host run `{manual}`")
+        raise Unavailable(
+            f"systemctl not found: this host does not seem to run systemd, so the service is not "
+            f"enabled. The unit is written at {unit_path}; on a systemd host run `{manual}`"
+        )
     for args in ENABLE_COMMANDS:
         shown = "systemctl " + " ".join(args)
         try:
-            done = subprocess.run([systemctl, *args], capture_output=True, text=True, timeout=SYSTEMCTL_TIMEOUT_S,
-                                  stdin=subprocess.DEVNULL, check=False)
+            done = subprocess.run(
+                [systemctl, *args],
+                capture_output=True,
+                text=True,
+                timeout=SYSTEMCTL_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise Unavailable(f"`{shown}` did not run: {exc}. The unit is written at {unit_path}") from None
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip() or "no message"
-            raise Unavailable(f"`{shown}` failed with status {done.returncode}: {said}. The unit is written at "
-                              f"{unit_path}; fix the cause and run `{manual}`")
+            raise Unavailable(
+                f"`{shown}` failed with status {done.returncode}: {said}. The unit is written at "
+                f"{unit_path}; fix the cause and run `{manual}`"
+            )

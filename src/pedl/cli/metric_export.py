@@ -30,8 +30,9 @@ def check_arguments(group: str | None, output: Path | None) -> None:
         raise InvalidArgument(f"--output {output}: the directory {output.parent} does not exist")
 
 
-def _copy(client: MasterClient, trial_id: int, group: str | None, sink: BinaryIO,
-          progress: DownloadProgress | None) -> int:
+def _copy(
+    client: MasterClient, trial_id: int, group: str | None, sink: BinaryIO, progress: DownloadProgress | None
+) -> int:
     written = 0
     params = {"group": group} if group is not None else None
     with client.open_stream(f"/api/v1/trials/{trial_id}/metrics/csv", params, read_timeout=READ_TIMEOUT) as resp:

@@ -21,11 +21,19 @@ def model_path(name: str) -> str:
 
 
 def _model_fields(model: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [("ID", model.get("id")), ("Name", model.get("name")), ("Description", model.get("description")),
-            ("Owner", model.get("username")), ("Workspace ID", model.get("workspaceId")),
-            ("Labels", ", ".join(model.get("labels") or [])), ("Metadata", model.get("metadata") or {}),
-            ("Versions", model.get("numVersions")), ("Archived", model.get("archived")),
-            ("Created", fmt_time(model.get("creationTime"))), ("Updated", fmt_time(model.get("lastUpdatedTime")))]
+    return [
+        ("ID", model.get("id")),
+        ("Name", model.get("name")),
+        ("Description", model.get("description")),
+        ("Owner", model.get("username")),
+        ("Workspace ID", model.get("workspaceId")),
+        ("Labels", ", ".join(model.get("labels") or [])),
+        ("Metadata", model.get("metadata") or {}),
+        ("Versions", model.get("numVersions")),
+        ("Archived", model.get("archived")),
+        ("Created", fmt_time(model.get("creationTime"))),
+        ("Updated", fmt_time(model.get("lastUpdatedTime"))),
+    ]
 
 
 def _version_rows(versions: list[dict[str, Any]]) -> list[list[Any]]:
@@ -33,50 +41,98 @@ def _version_rows(versions: list[dict[str, Any]]) -> list[list[Any]]:
     for v in versions:
         ckpt = v.get("checkpoint") or {}
         training = ckpt.get("training") or {}
-        rows.append([v.get("version"), v.get("name"), ckpt.get("uuid"), training.get("experimentId"),
-                     training.get("trialId"), (ckpt.get("metadata") or {}).get("steps_completed"),
-                     fmt_state(ckpt.get("state")), v.get("username"), fmt_time(v.get("creationTime"))])
+        rows.append(
+            [
+                v.get("version"),
+                v.get("name"),
+                ckpt.get("uuid"),
+                training.get("experimentId"),
+                training.get("trialId"),
+                (ckpt.get("metadata") or {}).get("steps_completed"),
+                fmt_state(ckpt.get("state")),
+                v.get("username"),
+                fmt_time(v.get("creationTime")),
+            ]
+        )
     return rows
 
 
-VERSION_COLUMNS = ["Version", "Name", "Checkpoint", "Experiment", "Trial", "Steps", "Checkpoint state", "By",
-                   "Registered"]
+VERSION_COLUMNS = [
+    "Version",
+    "Name",
+    "Checkpoint",
+    "Experiment",
+    "Trial",
+    "Steps",
+    "Checkpoint state",
+    "By",
+    "Registered",
+]
 
 
 @app.command("list")
-def list_(ctx: typer.Context,
-          name: str | None = typer.Option(None, "--name", help="only models whose name contains this"),
-          label: list[str] = typer.Option([], "--label", "-l", help="only models with this label; repeatable"),
-          archived: bool | None = typer.Option(None, "--archived/--unarchived", help="only archived, or only not"),
-          workspace: list[str] = typer.Option([], "--workspace", "-w", help="only in this workspace; repeatable"),
-          sort_by: str = typer.Option("name", "--sort-by", help=f"one of {', '.join(SORTS)}"),
-          desc: bool = typer.Option(False, "--desc", help="in descending order"),
-          as_json: JsonFlag = False) -> None:
+def list_(
+    ctx: typer.Context,
+    name: str | None = typer.Option(None, "--name", help="only models whose name contains this"),
+    label: list[str] = typer.Option([], "--label", "-l", help="only models with this label; repeatable"),
+    archived: bool | None = typer.Option(None, "--archived/--unarchived", help="only archived, or only not"),
+    workspace: list[str] = typer.Option([], "--workspace", "-w", help="only in this workspace; repeatable"),
+    sort_by: str = typer.Option("name", "--sort-by", help=f"one of {', '.join(SORTS)}"),
+    desc: bool = typer.Option(False, "--desc", help="in descending order"),
+    as_json: JsonFlag = False,
+) -> None:
     """List the registry's models (GET /api/v1/models)."""
     if sort_by not in SORTS:
         raise typer.BadParameter(f"{sort_by!r} is not one of {', '.join(SORTS)}", param_hint="--sort-by")
-    params = {"name": name, "labels": label or None, "archived": archived, "workspaceNames": workspace or None,
-              "sortBy": f"SORT_BY_{sort_by.upper()}",
-              "orderBy": "ORDER_BY_DESC" if desc else "ORDER_BY_ASC"}
+    params = {
+        "name": name,
+        "labels": label or None,
+        "archived": archived,
+        "workspaceNames": workspace or None,
+        "sortBy": f"SORT_BY_{sort_by.upper()}",
+        "orderBy": "ORDER_BY_DESC" if desc else "ORDER_BY_ASC",
+    }
     found = client_of(ctx).paginate("/api/v1/models", "models", params)
     if as_json:
         print_json(found)
         return
-    print_table(["ID", "Name", "Description", "Versions", "Labels", "Owner", "Archived", "Updated"],
-                [[m.get("id"), m.get("name"), m.get("description"), m.get("numVersions"),
-                  ", ".join(m.get("labels") or []), m.get("username"), m.get("archived"),
-                  fmt_time(m.get("lastUpdatedTime"))] for m in found])
+    print_table(
+        ["ID", "Name", "Description", "Versions", "Labels", "Owner", "Archived", "Updated"],
+        [
+            [
+                m.get("id"),
+                m.get("name"),
+                m.get("description"),
+                m.get("numVersions"),
+                ", ".join(m.get("labels") or []),
+                m.get("username"),
+                m.get("archived"),
+                fmt_time(m.get("lastUpdatedTime")),
+            ]
+            for m in found
+        ],
+    )
 
 
 @app.command("create")
-def create(ctx: typer.Context, name: str,
-           description: str | None = typer.Option(None, "--description", "-d"),
-           label: list[str] = typer.Option([], "--label", "-l", help="a label; repeatable"),
-           workspace: str | None = typer.Option(None, "--workspace", "-w", help="default: Uncategorized"),
-           as_json: JsonFlag = False) -> None:
+def create(
+    ctx: typer.Context,
+    name: str,
+    description: str | None = typer.Option(None, "--description", "-d"),
+    label: list[str] = typer.Option([], "--label", "-l", help="a label; repeatable"),
+    workspace: str | None = typer.Option(None, "--workspace", "-w", help="default: Uncategorized"),
+    as_json: JsonFlag = False,
+) -> None:
     """Create a model, owned by you (POST /api/v1/models)."""
-    model = client_of(ctx).post("/api/v1/models", {"name": name, "description": description, "labels": label or None,
-                                                   "workspaceName": workspace}).get("model") or {}
+    model = (
+        client_of(ctx)
+        .post(
+            "/api/v1/models",
+            {"name": name, "description": description, "labels": label or None, "workspaceName": workspace},
+        )
+        .get("model")
+        or {}
+    )
     if as_json:
         print_json(model)
         return
@@ -84,13 +140,18 @@ def create(ctx: typer.Context, name: str,
 
 
 @app.command("describe")
-def describe(ctx: typer.Context, name: str = typer.Argument(..., help="the model's name or id"),
-             as_json: JsonFlag = False) -> None:
+def describe(
+    ctx: typer.Context, name: str = typer.Argument(..., help="the model's name or id"), as_json: JsonFlag = False
+) -> None:
     """Show a model and its latest version."""
     client = client_of(ctx)
     model = client.get(model_path(name)).get("model") or {}
-    latest = client.get(f"{model_path(name)}/versions", limit=1, sortBy="SORT_BY_VERSION",
-                        orderBy="ORDER_BY_DESC").get("modelVersions") or []
+    latest = (
+        client.get(f"{model_path(name)}/versions", limit=1, sortBy="SORT_BY_VERSION", orderBy="ORDER_BY_DESC").get(
+            "modelVersions"
+        )
+        or []
+    )
     if as_json:
         print_json({"model": model, "latestVersion": latest[0] if latest else None})
         return
@@ -100,11 +161,13 @@ def describe(ctx: typer.Context, name: str = typer.Argument(..., help="the model
 
 
 @app.command("list-versions")
-def list_versions(ctx: typer.Context, name: str = typer.Argument(..., help="the model's name or id"),
-                  as_json: JsonFlag = False) -> None:
+def list_versions(
+    ctx: typer.Context, name: str = typer.Argument(..., help="the model's name or id"), as_json: JsonFlag = False
+) -> None:
     """List a model's versions, the newest first."""
-    versions = client_of(ctx).paginate(f"{model_path(name)}/versions", "modelVersions",
-                                       {"sortBy": "SORT_BY_VERSION", "orderBy": "ORDER_BY_DESC"})
+    versions = client_of(ctx).paginate(
+        f"{model_path(name)}/versions", "modelVersions", {"sortBy": "SORT_BY_VERSION", "orderBy": "ORDER_BY_DESC"}
+    )
     if as_json:
         print_json(versions)
         return
@@ -112,19 +175,29 @@ def list_versions(ctx: typer.Context, name: str = typer.Argument(..., help="the 
 
 
 @app.command("register-version")
-def register_version(ctx: typer.Context, name: str, checkpoint_uuid: str,
-                     version_name: str | None = typer.Option(None, "--name", help="a name for the version"),
-                     comment: str | None = typer.Option(None, "--comment"),
-                     as_json: JsonFlag = False) -> None:
+def register_version(
+    ctx: typer.Context,
+    name: str,
+    checkpoint_uuid: str,
+    version_name: str | None = typer.Option(None, "--name", help="a name for the version"),
+    comment: str | None = typer.Option(None, "--comment"),
+    as_json: JsonFlag = False,
+) -> None:
     """Register a COMPLETED checkpoint as the model's next version (garbage collection keeps it)."""
     body = {"checkpointUuid": checkpoint_uuid, "name": version_name, "comment": comment}
-    version = client_of(ctx).post(f"{model_path(name)}/versions",
-                                  {k: v for k, v in body.items() if v is not None}).get("modelVersion") or {}
+    version = (
+        client_of(ctx)
+        .post(f"{model_path(name)}/versions", {k: v for k, v in body.items() if v is not None})
+        .get("modelVersion")
+        or {}
+    )
     if as_json:
         print_json(version)
         return
-    say(f"Registered checkpoint {checkpoint_uuid} as version {version.get('version')} of model "
-        f"'{(version.get('model') or {}).get('name', name)}'")
+    say(
+        f"Registered checkpoint {checkpoint_uuid} as version {version.get('version')} of model "
+        f"'{(version.get('model') or {}).get('name', name)}'"
+    )
 
 
 @app.command("move")
@@ -161,8 +234,9 @@ def delete(ctx: typer.Context, name: str, yes: bool = typer.Option(False, "--yes
 
 
 @app.command("delete-version")
-def delete_version(ctx: typer.Context, name: str, version: int,
-                   yes: bool = typer.Option(False, "--yes", "-y", help="do not ask")) -> None:
+def delete_version(
+    ctx: typer.Context, name: str, version: int, yes: bool = typer.Option(False, "--yes", "-y", help="do not ask")
+) -> None:
     """Delete one version of a model; its checkpoint stays."""
     if not yes:
         typer.confirm(f"Delete version {version} of model '{name}'?", abort=True)

@@ -96,7 +96,8 @@ def check_size(entries: list[Entry], model_dir: str | Path, limit: int | None = 
     if total > limit:
         raise InvalidArgument(
             f"model directory {str(model_dir)!r} is {fmt_bytes(total)} ({total} bytes), over the "
-            f"limit of {fmt_bytes(limit)} ({limit} bytes); list large files in .pedlignore")
+            f"limit of {fmt_bytes(limit)} ({limit} bytes); list large files in .pedlignore"
+        )
     return total
 
 
@@ -118,8 +119,9 @@ def v1_file(entry: Entry) -> dict[str, Any]:
     }
 
 
-def pack_model_dir(model_dir: str | Path, *, limit: int | None = None,
-                   progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+def pack_model_dir(
+    model_dir: str | Path, *, limit: int | None = None, progress: Callable[[int], None] | None = None
+) -> list[dict[str, Any]]:
     """Scan, check the size (before reading any content), then encode every entry."""
     entries = scan_model_dir(model_dir)
     check_size(entries, model_dir, limit)

@@ -27,6 +27,7 @@ def start(
 ) -> None:
     """Start a notebook, wait until it is ready and print its URL (-d: print its id and return)."""
     client = client_of(ctx)
-    body = ntsc.launch_body(client, config_file=config_file, config=config, context=context, workspace=workspace,
-                            template=template)
+    body = ntsc.launch_body(
+        client, config_file=config_file, config=config, context=context, workspace=workspace, template=template
+    )
     proxied.started(client, ntsc.NOTEBOOK, ntsc.launch(client, ntsc.NOTEBOOK, body), detach=detach)

@@ -62,21 +62,38 @@ TENSORBOARD = Kind("tensorboard", "tensorboards", "TensorBoard", "tensorboard")
 
 # -- options every `start` takes -----------------------------------------------------------------
 
-ConfigOption = typer.Option([], "--config", metavar="KEY=VALUE",
-                            help="a config key to set (dotted, a YAML value), e.g. resources.slots=0; repeatable")
+ConfigOption = typer.Option(
+    [],
+    "--config",
+    metavar="KEY=VALUE",
+    help="a config key to set (dotted, a YAML value), e.g. resources.slots=0; repeatable",
+)
 ConfigFileOption = typer.Option(None, "--config-file", metavar="FILE", help="the task's config (YAML)")
-ContextOption = typer.Option(None, "--context", "-c", metavar="DIR",
-                             help="a directory whose files the task gets in its working directory "
-                                  "(.pedlignore and .detignore honoured)")
+ContextOption = typer.Option(
+    None,
+    "--context",
+    "-c",
+    metavar="DIR",
+    help="a directory whose files the task gets in its working directory (.pedlignore and .detignore honoured)",
+)
 DetachOption = typer.Option(False, "--detach", "-d", help="start it in the background and print its id")
-WorkspaceOption = typer.Option(None, "--workspace", "-w", metavar="NAME|ID",
-                               help="the workspace it is started in (default: Uncategorized)")
-TemplateOption = typer.Option(None, "--template", metavar="NAME", help="a template (pedl template list) merged "
-                                                                      "under the config")
+WorkspaceOption = typer.Option(
+    None, "--workspace", "-w", metavar="NAME|ID", help="the workspace it is started in (default: Uncategorized)"
+)
+TemplateOption = typer.Option(
+    None, "--template", metavar="NAME", help="a template (pedl template list) merged under the config"
+)
 
 
-def launch_body(client: MasterClient, *, config_file: Path | None, config: list[str], context: Path | None,
-                workspace: str | None, template: str | None) -> dict[str, Any]:
+def launch_body(
+    client: MasterClient,
+    *,
+    config_file: Path | None,
+    config: list[str],
+    context: Path | None,
+    workspace: str | None,
+    template: str | None,
+) -> dict[str, Any]:
     """POST /api/v1/{kinds}'s body, Determined's fields; a bad argument exits 1 naming it."""
     if config_file is not None and not config_file.is_file():
         fail(f"--config-file {config_file}: no such file")
@@ -153,6 +170,7 @@ def service_url(client: MasterClient, item: dict[str, Any]) -> str:
 
 # -- waiting -------------------------------------------------------------------------------------
 
+
 def wait_reason(client: MasterClient, task_id: str) -> str:
     """Why the task's allocation waits, as the scheduler says (GET /api/v1/tasks), or ""."""
     try:
@@ -217,8 +235,10 @@ def wait_ready(client: MasterClient, kind: Kind, task_id: str) -> dict[str, Any]
     item = wait_for(client, kind, task_id, lambda i: bool(i.get("isReady")))
     if item.get("isReady"):
         return item
-    error_line(f"{kind.name} {task_id} ended before it was ready"
-               + (f" ({item['exitStatus']})" if item.get("exitStatus") else ""))
+    error_line(
+        f"{kind.name} {task_id} ended before it was ready"
+        + (f" ({item['exitStatus']})" if item.get("exitStatus") else "")
+    )
     tail = last_log_lines(client, task_id, FAILED_TAIL)
     if tail:
         err().print(f"its last log lines (pedl {kind.verb} logs {task_id} shows them all):", style="dim")
@@ -229,14 +249,16 @@ def wait_ready(client: MasterClient, kind: Kind, task_id: str) -> dict[str, Any]
 
 def last_log_lines(client: MasterClient, task_id: str, count: int) -> list[str]:
     try:
-        records = list(client.stream_ndjson(task_logs_path(task_id), {"follow": False, "limit": count,
-                                                                      "orderBy": "ORDER_BY_DESC"}))
+        records = list(
+            client.stream_ndjson(task_logs_path(task_id), {"follow": False, "limit": count, "orderBy": "ORDER_BY_DESC"})
+        )
     except PedlError:
         return []
     return [log_text(r).rstrip("\n") for r in reversed(records) if log_text(r)]
 
 
 # -- the verbs every kind has -----------------------------------------------------------------------
+
 
 def columns(kind: Kind) -> list[str]:
     extra = ["Experiments", "Trials"] if kind is TENSORBOARD else []
@@ -245,17 +267,27 @@ def columns(kind: Kind) -> list[str]:
 
 def row(kind: Kind, item: dict[str, Any]) -> list[Any]:
     extra = [", ".join(map(str, item.get("experimentIds") or [])), ", ".join(map(str, item.get("trialIds") or []))]
-    return [item.get("id"), item.get("username"), item.get("description"), fmt_state(item.get("state")),
-            bool(item.get("isReady")), *(extra if kind is TENSORBOARD else []), item.get("resourcePool"),
-            fmt_time(item.get("startTime"))]
+    return [
+        item.get("id"),
+        item.get("username"),
+        item.get("description"),
+        fmt_state(item.get("state")),
+        bool(item.get("isReady")),
+        *(extra if kind is TENSORBOARD else []),
+        item.get("resourcePool"),
+        fmt_time(item.get("startTime")),
+    ]
 
 
 def add_common_verbs(app: typer.Typer, kind: Kind) -> None:
     """`list`, `logs` and `kill` of a kind."""
 
     @app.command("list")
-    def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all", "-a", help="every user's, not only yours"),
-              as_json: JsonFlag = False) -> None:
+    def list_(
+        ctx: typer.Context,
+        all_: bool = typer.Option(False, "--all", "-a", help="every user's, not only yours"),
+        as_json: JsonFlag = False,
+    ) -> None:
         client = client_of(ctx)
         params = {} if all_ else {"users": [client.username]}
         items = client.get(kind.path(), **params).get(kind.plural) or []
@@ -267,9 +299,12 @@ def add_common_verbs(app: typer.Typer, kind: Kind) -> None:
     list_.__doc__ = f"List your {kind.plural} (-a: everyone's): the live ones, and those that ended in the last day."
 
     @app.command("logs")
-    def logs(ctx: typer.Context, task_id: str = typer.Argument(..., metavar="ID", help=f"the {kind.name}'s id"),
-             follow: bool = typer.Option(False, "--follow", "-f", help=f"keep printing until the {kind.name} ends"),
-             tail: int | None = typer.Option(None, "--tail", min=0, help="only the last N lines")) -> None:
+    def logs(
+        ctx: typer.Context,
+        task_id: str = typer.Argument(..., metavar="ID", help=f"the {kind.name}'s id"),
+        follow: bool = typer.Option(False, "--follow", "-f", help=f"keep printing until the {kind.name} ends"),
+        tail: int | None = typer.Option(None, "--tail", min=0, help="only the last N lines"),
+    ) -> None:
         from pedl.cli import tasks
 
         client = client_of(ctx)
@@ -279,8 +314,10 @@ def add_common_verbs(app: typer.Typer, kind: Kind) -> None:
     logs.__doc__ = f"Print a {kind.name}'s logs."
 
     @app.command("kill")
-    def kill(ctx: typer.Context, task_ids: list[str] = typer.Argument(..., metavar="ID...",
-                                                                     help=f"the {kind.plural} to kill")) -> None:
+    def kill(
+        ctx: typer.Context,
+        task_ids: list[str] = typer.Argument(..., metavar="ID...", help=f"the {kind.plural} to kill"),
+    ) -> None:
         client = client_of(ctx)
         failed = 0
         for task_id in expand_ids(client, kind, task_ids):

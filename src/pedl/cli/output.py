@@ -123,8 +123,18 @@ def epoch_seconds(value: str | None) -> float | None:
 
 
 # Determined's wire enums name their type before the value; the longer prefixes come first
-_ENUM_PREFIXES = ("RESOURCE_POOL_TYPE_", "SCHEDULER_TYPE_", "FITTING_POLICY_", "LOG_LEVEL_", "TASK_TYPE_",
-                  "ORDER_BY_", "SORT_BY_", "PRODUCT_", "STATE_", "TYPE_")
+_ENUM_PREFIXES = (
+    "RESOURCE_POOL_TYPE_",
+    "SCHEDULER_TYPE_",
+    "FITTING_POLICY_",
+    "LOG_LEVEL_",
+    "TASK_TYPE_",
+    "ORDER_BY_",
+    "SORT_BY_",
+    "PRODUCT_",
+    "STATE_",
+    "TYPE_",
+)
 _ENUM = re.compile(r"[A-Z][A-Z0-9_]*")
 
 

@@ -25,8 +25,9 @@ def project_by_name(client: MasterClient, workspace: str, name: str) -> dict[str
 
 
 @app.command("list")
-def list_(ctx: typer.Context, workspace: str = typer.Argument(..., help="workspace name"),
-          as_json: JsonFlag = False) -> None:
+def list_(
+    ctx: typer.Context, workspace: str = typer.Argument(..., help="workspace name"), as_json: JsonFlag = False
+) -> None:
     """List a workspace's projects."""
     client = client_of(ctx)
     ws = workspace_by_name(client, workspace)
@@ -38,11 +39,14 @@ def list_(ctx: typer.Context, workspace: str = typer.Argument(..., help="workspa
 
 
 @app.command("create")
-def create(ctx: typer.Context, workspace: str = typer.Argument(..., help="workspace name"),
-           name: str = typer.Argument(..., help="a name no other project of the workspace has, in any case"),
-           description: str | None = typer.Option(None, "--description", help="what the project is for"),
-           key: str | None = typer.Option(None, "--key", help="1 to 5 letters or digits (default: from the name)"),
-           as_json: JsonFlag = False) -> None:
+def create(
+    ctx: typer.Context,
+    workspace: str = typer.Argument(..., help="workspace name"),
+    name: str = typer.Argument(..., help="a name no other project of the workspace has, in any case"),
+    description: str | None = typer.Option(None, "--description", help="what the project is for"),
+    key: str | None = typer.Option(None, "--key", help="1 to 5 letters or digits (default: from the name)"),
+    as_json: JsonFlag = False,
+) -> None:
     """Create a project of your own in a workspace (not Uncategorized, which takes none)."""
     client = client_of(ctx)
     ws = workspace_by_name(client, workspace)
@@ -51,13 +55,19 @@ def create(ctx: typer.Context, workspace: str = typer.Argument(..., help="worksp
     if as_json:
         print_json(project)
         return
-    say(f"Created project {project['name']} (id {project['id']}) in workspace {ws['name']}; "
-        f"pedl experiment create --project {project['id']} puts experiments in it")
+    say(
+        f"Created project {project['name']} (id {project['id']}) in workspace {ws['name']}; "
+        f"pedl experiment create --project {project['id']} puts experiments in it"
+    )
 
 
 @app.command("describe")
-def describe(ctx: typer.Context, workspace: str = typer.Argument(..., help="workspace name"),
-             name: str = typer.Argument(..., help="project name"), as_json: JsonFlag = False) -> None:
+def describe(
+    ctx: typer.Context,
+    workspace: str = typer.Argument(..., help="workspace name"),
+    name: str = typer.Argument(..., help="project name"),
+    as_json: JsonFlag = False,
+) -> None:
     """A project and its experiments."""
     client = client_of(ctx)
     project = project_by_name(client, workspace, name)
@@ -65,12 +75,32 @@ def describe(ctx: typer.Context, workspace: str = typer.Argument(..., help="work
     if as_json:
         print_json({"project": project, "experiments": experiments})
         return
-    print_fields([("ID", project.get("id")), ("Name", project.get("name")), ("Key", project.get("key")),
-                  ("Workspace", project.get("workspaceName")), ("Description", project.get("description")),
-                  ("Owner", project.get("username")), ("Experiments", project.get("numExperiments")),
-                  ("Active experiments", project.get("numActiveExperiments"))],
-                 title=f"Project {project.get('name')}")
-    print_table(["ID", "Owner", "Name", "State", "Progress", "Started", "Ended"],
-                [[e.get("id"), e.get("username"), e.get("name"), fmt_state(e.get("state")),
-                  fmt_percent(e.get("progress")), fmt_time(e.get("startTime")), fmt_time(e.get("endTime"))]
-                 for e in experiments], title="Experiments")
+    print_fields(
+        [
+            ("ID", project.get("id")),
+            ("Name", project.get("name")),
+            ("Key", project.get("key")),
+            ("Workspace", project.get("workspaceName")),
+            ("Description", project.get("description")),
+            ("Owner", project.get("username")),
+            ("Experiments", project.get("numExperiments")),
+            ("Active experiments", project.get("numActiveExperiments")),
+        ],
+        title=f"Project {project.get('name')}",
+    )
+    print_table(
+        ["ID", "Owner", "Name", "State", "Progress", "Started", "Ended"],
+        [
+            [
+                e.get("id"),
+                e.get("username"),
+                e.get("name"),
+                fmt_state(e.get("state")),
+                fmt_percent(e.get("progress")),
+                fmt_time(e.get("startTime")),
+                fmt_time(e.get("endTime")),
+            ]
+            for e in experiments
+        ],
+        title="Experiments",
+    )

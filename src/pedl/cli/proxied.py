@@ -29,9 +29,13 @@ def started(client: MasterClient, kind: ntsc.Kind, item: dict[str, Any], *, deta
 
 def add_open(app: typer.Typer, kind: ntsc.Kind) -> None:
     @app.command("open")
-    def open_(ctx: typer.Context, task_id: str = typer.Argument(..., metavar="ID", help=f"the {kind.name}'s id"),
-              browser: bool = typer.Option(True, "--browser/--no-browser",
-                                           help="open the URL in a browser (else only print it)")) -> None:
+    def open_(
+        ctx: typer.Context,
+        task_id: str = typer.Argument(..., metavar="ID", help=f"the {kind.name}'s id"),
+        browser: bool = typer.Option(
+            True, "--browser/--no-browser", help="open the URL in a browser (else only print it)"
+        ),
+    ) -> None:
         client = client_of(ctx)
         [full] = ntsc.expand_ids(client, kind, [task_id])
         item = ntsc.describe(client, kind, full)

@@ -41,22 +41,70 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(pools)
         return
-    rows = [[p["name"], _provider(p), p["numAgents"], f"{p['slotsUsed']}/{p['slotsAvailable']}", p["queuedTasks"],
-             p["pendingSlots"], p["numInstances"],
-             f"{p.get('minAgents', '')}-{p.get('maxAgents', '')}" if p.get("provider") else "",
-             (p.get("provisioning") or {}).get("lastError") or ""] for p in pools]
-    print_table(["Pool", "Provider", "Agents", "Slots used", "Queued", "Pending slots", "Instances", "Min-max",
-                 "Last provisioning error"], rows)
+    rows = [
+        [
+            p["name"],
+            _provider(p),
+            p["numAgents"],
+            f"{p['slotsUsed']}/{p['slotsAvailable']}",
+            p["queuedTasks"],
+            p["pendingSlots"],
+            p["numInstances"],
+            f"{p.get('minAgents', '')}-{p.get('maxAgents', '')}" if p.get("provider") else "",
+            (p.get("provisioning") or {}).get("lastError") or "",
+        ]
+        for p in pools
+    ]
+    print_table(
+        [
+            "Pool",
+            "Provider",
+            "Agents",
+            "Slots used",
+            "Queued",
+            "Pending slots",
+            "Instances",
+            "Min-max",
+            "Last provisioning error",
+        ],
+        rows,
+    )
 
 
 def _instance_rows(instances: list[dict[str, Any]]) -> list[list[Any]]:
-    return [[i["id"], i["resourcePool"], i["instanceType"], "spot" if i["spot"] else "on-demand", fmt_enum(i["state"]),
-             i["slots"], _ts(i["launchedAt"]), _ts(i["registeredAt"]), _dur(i["idleSeconds"]),
-             f"{i['instanceHours']:.2f}", f"${i['cost']:.2f}", i.get("terminationReason") or ""] for i in instances]
+    return [
+        [
+            i["id"],
+            i["resourcePool"],
+            i["instanceType"],
+            "spot" if i["spot"] else "on-demand",
+            fmt_enum(i["state"]),
+            i["slots"],
+            _ts(i["launchedAt"]),
+            _ts(i["registeredAt"]),
+            _dur(i["idleSeconds"]),
+            f"{i['instanceHours']:.2f}",
+            f"${i['cost']:.2f}",
+            i.get("terminationReason") or "",
+        ]
+        for i in instances
+    ]
 
 
-INSTANCE_COLUMNS = ["Instance", "Pool", "Type", "Market", "State", "Slots", "Launched", "Registered", "Idle",
-                    "Hours", "Cost", "Reason"]
+INSTANCE_COLUMNS = [
+    "Instance",
+    "Pool",
+    "Type",
+    "Market",
+    "State",
+    "Slots",
+    "Launched",
+    "Registered",
+    "Idle",
+    "Hours",
+    "Cost",
+    "Reason",
+]
 
 
 @app.command("describe")
@@ -67,25 +115,51 @@ def describe(ctx: typer.Context, name: str = typer.Argument(..., help="pool name
         print_json(pool)
         return
     prov = pool.get("provisioning") or {}
-    print_fields([("Pool", pool["name"]), ("Provider", _provider(pool)), ("Agents", pool["numAgents"]),
-                  ("Slots used / available", f"{pool['slotsUsed']}/{pool['slotsAvailable']}"),
-                  ("Queued tasks", pool["queuedTasks"]), ("Pending slots", pool["pendingSlots"]),
-                  ("Instances", pool["numInstances"]), ("Last provisioning error", prov.get("lastError") or "none"),
-                  ("Launches held back until", _ts(prov.get("backoffUntil")) or "-"),
-                  *_cost_fields(pool)], title=f"Resource pool {name}")
+    print_fields(
+        [
+            ("Pool", pool["name"]),
+            ("Provider", _provider(pool)),
+            ("Agents", pool["numAgents"]),
+            ("Slots used / available", f"{pool['slotsUsed']}/{pool['slotsAvailable']}"),
+            ("Queued tasks", pool["queuedTasks"]),
+            ("Pending slots", pool["pendingSlots"]),
+            ("Instances", pool["numInstances"]),
+            ("Last provisioning error", prov.get("lastError") or "none"),
+            ("Launches held back until", _ts(prov.get("backoffUntil")) or "-"),
+            *_cost_fields(pool),
+        ],
+        title=f"Resource pool {name}",
+    )
     if pool.get("instances"):
         print_table(INSTANCE_COLUMNS, _instance_rows(pool["instances"]), title="Instances")
     if pool.get("draining"):
-        print_table(["Instance", "Draining since", "Why"], [[d["instanceId"], _ts(d["since"]), d["reason"] or ""]
-                                                          for d in pool["draining"]], title="Planned moves: draining")
+        print_table(
+            ["Instance", "Draining since", "Why"],
+            [[d["instanceId"], _ts(d["since"]), d["reason"] or ""] for d in pool["draining"]],
+            title="Planned moves: draining",
+        )
     if pool.get("moves"):
-        print_table(["Time", "Trial", "From", "To", "Saves $/h", "Why"],
-                    [[_ts(m["at"]), m["trialId"] if m["trialId"] is not None else "-", ",".join(m["from"]),
-                      ",".join(m["to"]), f"{m['savingPerHour']:.2f}", m["reason"]] for m in pool["moves"]],
-                    title="Recent moves")
+        print_table(
+            ["Time", "Trial", "From", "To", "Saves $/h", "Why"],
+            [
+                [
+                    _ts(m["at"]),
+                    m["trialId"] if m["trialId"] is not None else "-",
+                    ",".join(m["from"]),
+                    ",".join(m["to"]),
+                    f"{m['savingPerHour']:.2f}",
+                    m["reason"],
+                ]
+                for m in pool["moves"]
+            ],
+            title="Recent moves",
+        )
     if pool.get("recentEvents"):
-        print_table(["Time", "Level", "Event"], [[_ts(e["time"]), e["level"], e["message"]]
-                                                 for e in pool["recentEvents"]], title="Recent provisioning events")
+        print_table(
+            ["Time", "Level", "Event"],
+            [[_ts(e["time"]), e["level"], e["message"]] for e in pool["recentEvents"]],
+            title="Recent provisioning events",
+        )
 
 
 def _cost_fields(pool: dict) -> list[tuple[str, object]]:
@@ -98,9 +172,12 @@ def _cost_fields(pool: dict) -> list[tuple[str, object]]:
 
 
 @instances_app.command("list")
-def list_instances(ctx: typer.Context, pool: str | None = typer.Option(None, "--pool", help="only this pool"),
-                   all_: bool = typer.Option(False, "--all", help="include terminated instances"),
-                   as_json: JsonFlag = False) -> None:
+def list_instances(
+    ctx: typer.Context,
+    pool: str | None = typer.Option(None, "--pool", help="only this pool"),
+    all_: bool = typer.Option(False, "--all", help="include terminated instances"),
+    as_json: JsonFlag = False,
+) -> None:
     """List instances with their type, market, state, idle time and cost so far."""
     params: dict[str, Any] = {"all": "true" if all_ else "false"}
     if pool:
@@ -129,6 +206,8 @@ def no_instances_note(pools: list[dict[str, Any]], pool: str | None, all_: bool)
             return f"Pool {pool} has static agents only: {static}."
         return f"No instances in pool {pool}{live}."
     if not dynamic:
-        return ("Every pool has static agents only (none has a provider), so the master launches no instances; "
-                "`pedl agent list` shows the agents.")
+        return (
+            "Every pool has static agents only (none has a provider), so the master launches no instances; "
+            "`pedl agent list` shows the agents."
+        )
     return f"No instances in pool{'s' if len(dynamic) > 1 else ''} {', '.join(dynamic)}{live}."

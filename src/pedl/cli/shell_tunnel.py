@@ -41,8 +41,15 @@ def refusal(exc: InvalidStatus) -> str:
 def open_tunnel(url: str, headers: dict[str, str], ssl_context: ssl.SSLContext | None) -> ClientConnection:
     """The WebSocket, open; a refusal or an unreachable master is Unavailable, saying which."""
     try:
-        return connect(url, additional_headers=headers, ssl=ssl_context, compression=None, max_size=None,
-                       proxy=None, open_timeout=OPEN_TIMEOUT)
+        return connect(
+            url,
+            additional_headers=headers,
+            ssl=ssl_context,
+            compression=None,
+            max_size=None,
+            proxy=None,
+            open_timeout=OPEN_TIMEOUT,
+        )
     except InvalidStatus as exc:
         raise Unavailable(f"the master refused the tunnel to {url} ({refusal(exc)})") from None
     except (OSError, TimeoutError, InvalidHandshake) as exc:
@@ -52,7 +59,7 @@ def open_tunnel(url: str, headers: dict[str, str], ssl_context: ssl.SSLContext |
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _send_input(ws: ClientConnection, stdin_fd: int) -> None:
@@ -82,6 +89,6 @@ def copy(ws: ClientConnection, stdin_fd: int, stdout_fd: int) -> int:
     code = ws.close_code
     if code is None or code in NORMAL_CLOSE:
         return 0
-    os.write(2, f"pedl shell tunnel: closed by the master ({code}{': ' + ws.close_reason if ws.close_reason else ''})\n"
-             .encode())
+    why = f"{code}: {ws.close_reason}" if ws.close_reason else str(code)
+    os.write(2, f"pedl shell tunnel: closed by the master ({why})\n".encode())
     return 1

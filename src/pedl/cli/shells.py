@@ -29,8 +29,9 @@ app = typer.Typer(no_args_is_help=True, help="Shells on the cluster, over ssh th
 ntsc.add_common_verbs(app, ntsc.SHELL)
 
 SshOpts = typer.Argument(None, metavar="[SSH_OPTS...]", help="more arguments for ssh (after --)")
-ShowOption = typer.Option(False, "--show-ssh-command",
-                          help="print the ssh command (for an IDE) and keep the key; do not run it")
+ShowOption = typer.Option(
+    False, "--show-ssh-command", help="print the ssh command (for an IDE) and keep the key; do not run it"
+)
 DEFAULT_SSH_USER = "root"  # as det: the shell's agentUserGroup.user where the master names one
 
 
@@ -47,9 +48,21 @@ def proxy_command(client: MasterClient, cert: str | None) -> str:
 def ssh_argv(shell: dict[str, Any], key_path: Path, proxy: str, extra: list[str]) -> list[str]:
     user = (shell.get("agentUserGroup") or {}).get("user") or DEFAULT_SSH_USER
     # each shell has a host key of its own, reached by its id: nothing to remember in ~/.ssh/known_hosts
-    return ["ssh", "-o", f"ProxyCommand={proxy}", "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "IdentitiesOnly=yes", "-i", str(key_path),
-            f"{user}@{shell['id']}", *extra]
+    return [
+        "ssh",
+        "-o",
+        f"ProxyCommand={proxy}",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-i",
+        str(key_path),
+        f"{user}@{shell['id']}",
+        *extra,
+    ]
 
 
 def write_key(path: Path, key: str) -> None:
@@ -117,8 +130,9 @@ def start(
 ) -> None:
     """Start a shell, wait until it is ready and connect to it with ssh (-d: print its id and return)."""
     client = client_of(ctx)
-    body = ntsc.launch_body(client, config_file=config_file, config=config, context=context, workspace=workspace,
-                            template=template)
+    body = ntsc.launch_body(
+        client, config_file=config_file, config=config, context=context, workspace=workspace, template=template
+    )
     shell = ntsc.launch(client, ntsc.SHELL, body)
     shell_id = str(shell.get("id"))
     if detach:
@@ -130,8 +144,12 @@ def start(
 
 
 @app.command("open")
-def open_(ctx: typer.Context, shell_id: str = typer.Argument(..., metavar="ID", help="the shell's id"),
-          ssh_opts: list[str] | None = SshOpts, show: bool = ShowOption) -> None:
+def open_(
+    ctx: typer.Context,
+    shell_id: str = typer.Argument(..., metavar="ID", help="the shell's id"),
+    ssh_opts: list[str] | None = SshOpts,
+    show: bool = ShowOption,
+) -> None:
     """Connect to a shell with ssh through the master (it waits until the shell is ready)."""
     [full] = ntsc.expand_ids(client_of(ctx), ntsc.SHELL, [shell_id])
     open_shell(ctx, full, list(ssh_opts or []), show)

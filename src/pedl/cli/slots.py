@@ -24,22 +24,36 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
             device = slot.get("device") or {}
             container = slot.get("container") or {}
             alloc = by_container.get(container.get("id") or "") or {}
-            rows.append({
-                "agentId": agent.get("id"),
-                "resourcePools": agent.get("resourcePools") or [],
-                "slotId": slot.get("id") or slot_id,
-                "enabled": slot.get("enabled"),
-                "draining": slot.get("draining"),
-                "allocationId": alloc.get("allocationId") or ("OCCUPIED" if container else "FREE"),
-                "taskName": alloc.get("name") or "",
-                "type": fmt_enum(device.get("type")).lower(),
-                "device": device.get("brand") or "",
-            })
+            rows.append(
+                {
+                    "agentId": agent.get("id"),
+                    "resourcePools": agent.get("resourcePools") or [],
+                    "slotId": slot.get("id") or slot_id,
+                    "enabled": slot.get("enabled"),
+                    "draining": slot.get("draining"),
+                    "allocationId": alloc.get("allocationId") or ("OCCUPIED" if container else "FREE"),
+                    "taskName": alloc.get("name") or "",
+                    "type": fmt_enum(device.get("type")).lower(),
+                    "device": device.get("brand") or "",
+                }
+            )
     if as_json:
         print_json(rows)
         return
-    print_table(["Agent ID", "Resource pool", "Slot ID", "Enabled", "Draining", "Allocation ID",
-                 "Task name", "Type", "Device"],
-                [[r["agentId"], ", ".join(r["resourcePools"]), r["slotId"], r["enabled"],
-                  r["draining"], r["allocationId"], r["taskName"], r["type"], r["device"]]
-                 for r in rows])
+    print_table(
+        ["Agent ID", "Resource pool", "Slot ID", "Enabled", "Draining", "Allocation ID", "Task name", "Type", "Device"],
+        [
+            [
+                r["agentId"],
+                ", ".join(r["resourcePools"]),
+                r["slotId"],
+                r["enabled"],
+                r["draining"],
+                r["allocationId"],
+                r["taskName"],
+                r["type"],
+                r["device"],
+            ]
+            for r in rows
+        ],
+    )

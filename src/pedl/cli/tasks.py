@@ -37,11 +37,34 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(summaries)
         return
-    rows = [[s.get("taskId"), aid, s.get("name"), fmt_state(s.get("state")), s.get("slotsNeeded"),
-             s.get("resourcePool"), fmt_time(s.get("registeredTime")), s.get("priority"), s.get("waitReason") or ""]
-            for aid, s in sorted(summaries.items(), key=lambda kv: kv[1].get("registeredTime") or "")]
-    print_table(["Task ID", "Allocation ID", "Name", "State", "Slots needed", "Resource pool", "Registered",
-                 "Priority", "Waiting because"], rows)
+    rows = [
+        [
+            s.get("taskId"),
+            aid,
+            s.get("name"),
+            fmt_state(s.get("state")),
+            s.get("slotsNeeded"),
+            s.get("resourcePool"),
+            fmt_time(s.get("registeredTime")),
+            s.get("priority"),
+            s.get("waitReason") or "",
+        ]
+        for aid, s in sorted(summaries.items(), key=lambda kv: kv[1].get("registeredTime") or "")
+    ]
+    print_table(
+        [
+            "Task ID",
+            "Allocation ID",
+            "Name",
+            "State",
+            "Slots needed",
+            "Resource pool",
+            "Registered",
+            "Priority",
+            "Waiting because",
+        ],
+        rows,
+    )
 
 
 @app.command("logs")
@@ -57,8 +80,9 @@ def logs(
     printer = LinePrinter()
     last: int | None = None
     if tail is not None:  # the newest N, as det asks for them, printed oldest first
-        records = list(client.stream_ndjson(path, {"follow": False, "limit": max(tail, 1),
-                                                   "orderBy": "ORDER_BY_DESC"}))[::-1]
+        records = list(
+            client.stream_ndjson(path, {"follow": False, "limit": max(tail, 1), "orderBy": "ORDER_BY_DESC"})
+        )[::-1]
         for record in records[-tail:] if tail else []:
             printer.log(record)
         last = max((i for i in (log_id(r) for r in records) if i is not None), default=None)

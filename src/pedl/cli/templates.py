@@ -40,8 +40,11 @@ def dump(config: Any) -> str:
 
 
 @app.command("set")
-def set_(ctx: typer.Context, name: str = typer.Argument(..., help="template name"),
-         file: Path = typer.Argument(..., help="the template's config (YAML)")) -> None:
+def set_(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="template name"),
+    file: Path = typer.Argument(..., help="the template's config (YAML)"),
+) -> None:
     """Create the template NAME, or replace its config, from FILE."""
     config = read_template(file)
     client = client_of(ctx)
@@ -56,8 +59,11 @@ def set_(ctx: typer.Context, name: str = typer.Argument(..., help="template name
 
 
 @app.command("list")
-def list_(ctx: typer.Context, details: bool = typer.Option(False, "--details", "-d", help="show their configs"),
-          as_json: JsonFlag = False) -> None:
+def list_(
+    ctx: typer.Context,
+    details: bool = typer.Option(False, "--details", "-d", help="show their configs"),
+    as_json: JsonFlag = False,
+) -> None:
     """List the templates."""
     client = client_of(ctx)
     templates = client.paginate("/api/v1/templates", "templates")
@@ -66,13 +72,20 @@ def list_(ctx: typer.Context, details: bool = typer.Option(False, "--details", "
         return
     workspaces = {w["id"]: w["name"] for w in client.paginate("/api/v1/workspaces", "workspaces")}
     columns = ["Name", "Workspace", "Owner"] + (["Config"] if details else [])
-    print_table(columns, [[t["name"], workspaces.get(t.get("workspaceId"), t.get("workspaceId")), t.get("username")]
-                          + ([dump(t.get("config"))] if details else []) for t in templates])
+    print_table(
+        columns,
+        [
+            [t["name"], workspaces.get(t.get("workspaceId"), t.get("workspaceId")), t.get("username")]
+            + ([dump(t.get("config"))] if details else [])
+            for t in templates
+        ],
+    )
 
 
 @app.command("describe")
-def describe(ctx: typer.Context, name: str = typer.Argument(..., help="template name"),
-             as_json: JsonFlag = False) -> None:
+def describe(
+    ctx: typer.Context, name: str = typer.Argument(..., help="template name"), as_json: JsonFlag = False
+) -> None:
     """Print a template's config (YAML)."""
     template = client_of(ctx).get(url(name))["template"]
     if as_json:

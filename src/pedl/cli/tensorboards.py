@@ -19,10 +19,12 @@ proxied.add_open(app, ntsc.TENSORBOARD)
 @app.command("start")
 def start(
     ctx: typer.Context,
-    experiment_ids: list[int] | None = typer.Argument(None, metavar="[EXP_ID...]", min=1,
-                                                      help="the experiments whose trials it shows"),
-    trial_ids: list[int] = typer.Option([], "--trial", "-t", metavar="TRIAL_ID", min=1,
-                                        help="a trial it shows; repeatable"),
+    experiment_ids: list[int] | None = typer.Argument(
+        None, metavar="[EXP_ID...]", min=1, help="the experiments whose trials it shows"
+    ),
+    trial_ids: list[int] = typer.Option(
+        [], "--trial", "-t", metavar="TRIAL_ID", min=1, help="a trial it shows; repeatable"
+    ),
     config: list[str] = ntsc.ConfigOption,
     config_file: Path | None = ntsc.ConfigFileOption,
     context: Path | None = ntsc.ContextOption,
@@ -34,7 +36,8 @@ def start(
     if not experiment_ids and not trial_ids:
         fail("EXP_ID: give at least one experiment id (or --trial TRIAL_ID)")
     client = client_of(ctx)
-    body = ntsc.launch_body(client, config_file=config_file, config=config, context=context, workspace=workspace,
-                            template=template)
+    body = ntsc.launch_body(
+        client, config_file=config_file, config=config, context=context, workspace=workspace, template=template
+    )
     body.update(experimentIds=list(experiment_ids or []), trialIds=list(trial_ids))
     proxied.started(client, ntsc.TENSORBOARD, ntsc.launch(client, ntsc.TENSORBOARD, body), detach=detach)

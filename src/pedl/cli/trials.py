@@ -30,33 +30,46 @@ def describe(ctx: typer.Context, trial_id: int, as_json: JsonFlag = False) -> No
     client = client_of(ctx)
     trial = client.get(f"/api/v1/trials/{trial_id}").get("trial") or {}
     try:
-        workloads = client.paginate(f"/api/v1/trials/{trial_id}/workloads", "workloads",
-                                    {"includeBatchMetrics": False}, page_size=1000)
+        workloads = client.paginate(
+            f"/api/v1/trials/{trial_id}/workloads", "workloads", {"includeBatchMetrics": False}, page_size=1000
+        )
     except NotFound:
         workloads = []
     if as_json:
         print_json({"trial": trial, "workloads": workloads})
         return
-    print_fields([
-        ("ID", trial.get("id")), ("Experiment", trial.get("experimentId")),
-        ("State", fmt_state(trial.get("state"))),
-        *([("Waiting because", trial["waitReason"])] if trial.get("waitReason") else []),
-        ("Hyperparameters", trial.get("hparams")),
-        ("Started", fmt_time(trial.get("startTime"))), ("Ended", fmt_time(trial.get("endTime"))),
-        ("Restarts", trial.get("restarts")), ("Batches", trial.get("totalBatchesProcessed")),
-        ("Best validation", _metrics(trial.get("bestValidation"))),
-        ("Latest validation", _metrics(trial.get("latestValidation"))),
-        ("Best checkpoint", (trial.get("bestCheckpoint") or {}).get("uuid")),
-        ("Summary metrics", trial.get("summaryMetrics")),
-    ], title=f"Trial {trial_id}")
+    print_fields(
+        [
+            ("ID", trial.get("id")),
+            ("Experiment", trial.get("experimentId")),
+            ("State", fmt_state(trial.get("state"))),
+            *([("Waiting because", trial["waitReason"])] if trial.get("waitReason") else []),
+            ("Hyperparameters", trial.get("hparams")),
+            ("Started", fmt_time(trial.get("startTime"))),
+            ("Ended", fmt_time(trial.get("endTime"))),
+            ("Restarts", trial.get("restarts")),
+            ("Batches", trial.get("totalBatchesProcessed")),
+            ("Best validation", _metrics(trial.get("bestValidation"))),
+            ("Latest validation", _metrics(trial.get("latestValidation"))),
+            ("Best checkpoint", (trial.get("bestCheckpoint") or {}).get("uuid")),
+            ("Summary metrics", trial.get("summaryMetrics")),
+        ],
+        title=f"Trial {trial_id}",
+    )
     if workloads:
         rows = []
         for w in workloads:
             kind, body = next(((k, v) for k, v in w.items() if isinstance(v, dict)), ("", {}))
-            rows.append([kind, body.get("totalBatches"), fmt_state(body.get("state")),
-                         fmt_time(body.get("endTime")), _metrics(body) or body.get("uuid")])
-        print_table(["Workload", "Batches", "State", "Ended", "Metrics / checkpoint"], rows,
-                    title="Workloads")
+            rows.append(
+                [
+                    kind,
+                    body.get("totalBatches"),
+                    fmt_state(body.get("state")),
+                    fmt_time(body.get("endTime")),
+                    _metrics(body) or body.get("uuid"),
+                ]
+            )
+        print_table(["Workload", "Batches", "State", "Ended", "Metrics / checkpoint"], rows, title="Workloads")
 
 
 @app.command("logs")
@@ -84,10 +97,17 @@ def logs(
 def pick_checkpoint(client: Any, trial_id: int, latest: bool) -> dict[str, Any]:
     """The trial's newest kept checkpoint, or the one of its best searcher metric (the master's order
     for SORT_BY_SEARCHER_METRIC: best first, those without a validation last)."""
-    query = ({"sortByAttr": "SORT_BY_BATCH_NUMBER", "orderBy": "ORDER_BY_DESC"} if latest
-             else {"sortByAttr": "SORT_BY_SEARCHER_METRIC"})
-    found = client.get(f"/api/v1/trials/{trial_id}/checkpoints", states="STATE_COMPLETED", limit=1,
-                       **query).get("checkpoints") or []
+    query = (
+        {"sortByAttr": "SORT_BY_BATCH_NUMBER", "orderBy": "ORDER_BY_DESC"}
+        if latest
+        else {"sortByAttr": "SORT_BY_SEARCHER_METRIC"}
+    )
+    found = (
+        client.get(f"/api/v1/trials/{trial_id}/checkpoints", states="STATE_COMPLETED", limit=1, **query).get(
+            "checkpoints"
+        )
+        or []
+    )
     if not found:
         fail(f"trial {trial_id} has no checkpoint whose files are kept")
     if not latest and "searcherMetric" not in (found[0].get("training") or {}):
@@ -96,14 +116,18 @@ def pick_checkpoint(client: Any, trial_id: int, latest: bool) -> dict[str, Any]:
 
 
 @app.command("download")
-def download(ctx: typer.Context, trial_id: int,
-             best: bool = typer.Option(False, "--best", help="the checkpoint of its best searcher metric"),
-             latest: bool = typer.Option(False, "--latest", help="its newest checkpoint (most steps)"),
-             output: Path | None = typer.Option(None, "--output", "-o",
-                                                help="directory to create (default: ./checkpoints/UUID)"),
-             via_master: bool = typer.Option(False, "--via-master",
-                                             help="stream through the master even if the files are visible here"),
-             ) -> None:
+def download(
+    ctx: typer.Context,
+    trial_id: int,
+    best: bool = typer.Option(False, "--best", help="the checkpoint of its best searcher metric"),
+    latest: bool = typer.Option(False, "--latest", help="its newest checkpoint (most steps)"),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="directory to create (default: ./checkpoints/UUID)"
+    ),
+    via_master: bool = typer.Option(
+        False, "--via-master", help="stream through the master even if the files are visible here"
+    ),
+) -> None:
     """Download the trial's best or latest checkpoint into a new directory."""
     if best == latest:
         fail("give exactly one of --best and --latest")
@@ -114,13 +138,16 @@ def download(ctx: typer.Context, trial_id: int,
     how = download_checkpoint(client, checkpoint, dest, via_master=via_master)
     resources = checkpoint.get("resources") or {}
     steps = (checkpoint.get("metadata") or {}).get("steps_completed")
-    say(f"Checkpoint {uuid} of trial {trial_id} at step {steps} ({fmt_bytes(file_bytes(resources))}) "
-        f"is in {dest} ({how})")
+    say(
+        f"Checkpoint {uuid} of trial {trial_id} at step {steps} ({fmt_bytes(file_bytes(resources))}) "
+        f"is in {dest} ({how})"
+    )
 
 
 @app.command("export-metrics")
 def export_metrics_command(
-    ctx: typer.Context, trial_id: int,
+    ctx: typer.Context,
+    trial_id: int,
     group: str | None = typer.Option(None, "--group", help="only this metric group (default: every group)"),
     output: Path | None = typer.Option(None, "--output", "-o", help="file to write (default: stdout)"),
 ) -> None:

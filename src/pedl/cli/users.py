@@ -39,11 +39,17 @@ def user_id_of(client: MasterClient, username: str) -> int:
 
 
 @app.command("login")
-def login(ctx: typer.Context, username: str | None = typer.Argument(None),
-          console: str | None = typer.Option(
-              None, "--console", metavar="SOCKET",
-              help="log in through the master's console socket (DATA_DIR/console.sock, on the master's host, as "
-                   "its user or root): never held up by others' failed logins")) -> None:
+def login(
+    ctx: typer.Context,
+    username: str | None = typer.Argument(None),
+    console: str | None = typer.Option(
+        None,
+        "--console",
+        metavar="SOCKET",
+        help="log in through the master's console socket (DATA_DIR/console.sock, on the master's host, as "
+        "its user or root): never held up by others' failed logins",
+    ),
+) -> None:
     """Log in and make USERNAME the active user of this master."""
     state = state_of(ctx)
     client = client_of(ctx) if console is None else MasterClient(state.master, user=state.user, console=console)
@@ -86,8 +92,7 @@ def change_password(ctx: typer.Context, username: str | None = typer.Argument(No
         body["oldPassword"] = salt_and_hash(_prompt_password(f"Current password for user '{target}'"))
     password = _new_password(target)
     user_id = user_id_of(client, target)
-    client.post(f"/api/v1/users/{user_id}/password",
-                {"password": salt_and_hash(password), "isHashed": True, **body})
+    client.post(f"/api/v1/users/{user_id}/password", {"password": salt_and_hash(password), "isHashed": True, **body})
     say(f"Changed the password of '{target}'")
     if own:
         client.login(target, password)  # the old session may be revoked; keep working
@@ -105,11 +110,16 @@ def create(
     client = client_of(ctx)
     if password is None:
         password = _new_password(username)
-    body = {"user": {"username": username, "admin": admin, "active": True},
-            "password": salt_and_hash(password), "isHashed": True}
+    body = {
+        "user": {"username": username, "admin": admin, "active": True},
+        "password": salt_and_hash(password),
+        "isHashed": True,
+    }
     created = client.post("/api/v1/users", body).get("user") or {}
-    say(f"Created user '{created.get('username', username)}'" +
-        (f" with id {created['id']}" if created.get("id") is not None else ""))
+    say(
+        f"Created user '{created.get('username', username)}'"
+        + (f" with id {created['id']}" if created.get("id") is not None else "")
+    )
 
 
 @app.command("list")
@@ -119,10 +129,21 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(users)
         return
-    print_table(["ID", "Username", "Display name", "Admin", "Active", "Agent user", "Last login"],
-                [[u.get("id"), u.get("username"), u.get("displayName"), u.get("admin"),
-                  u.get("active"), _agent_user(u.get("agentUserGroup")), fmt_time(u.get("lastAuthAt"))]
-                 for u in users])
+    print_table(
+        ["ID", "Username", "Display name", "Admin", "Active", "Agent user", "Last login"],
+        [
+            [
+                u.get("id"),
+                u.get("username"),
+                u.get("displayName"),
+                u.get("admin"),
+                u.get("active"),
+                _agent_user(u.get("agentUserGroup")),
+                fmt_time(u.get("lastAuthAt")),
+            ]
+            for u in users
+        ],
+    )
 
 
 def _agent_user(group: dict | None) -> str:
@@ -142,8 +163,11 @@ def edit(
 ) -> None:
     """Change a user's fields (PATCH /api/v1/users/ID): admins any user's, a user their own display name."""
     client = client_of(ctx)
-    body = {k: v for k, v in (("username", new_username), ("displayName", display_name), ("active", active),
-                              ("admin", admin)) if v is not None}
+    body = {
+        k: v
+        for k, v in (("username", new_username), ("displayName", display_name), ("active", active), ("admin", admin))
+        if v is not None
+    }
     if not body:
         fail("nothing to change: give --username, --display-name, --active/--inactive or --admin/--no-admin")
     client.request("PATCH", f"/api/v1/users/{user_id_of(client, username)}", json=body)
@@ -170,5 +194,8 @@ def link_with_agent_user(
     else:
         group = values
     client.request("PATCH", f"/api/v1/users/{user_id_of(client, username)}", json={"agentUserGroup": group})
-    say(f"Unlinked '{username}'" if unlink else
-        f"Linked '{username}' with agent user {agent_user} ({agent_uid}) and group {agent_group} ({agent_gid})")
+    say(
+        f"Unlinked '{username}'"
+        if unlink
+        else f"Linked '{username}' with agent user {agent_user} ({agent_uid}) and group {agent_group} ({agent_gid})"
+    )

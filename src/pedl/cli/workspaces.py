@@ -24,8 +24,18 @@ def workspace_by_name(client: MasterClient, name: str) -> dict[str, Any]:
 
 
 def project_rows(projects: list[dict[str, Any]]) -> list[list[Any]]:
-    return [[p.get("id"), p.get("key"), p.get("name"), p.get("description"), p.get("numExperiments"),
-             p.get("numActiveExperiments"), p.get("username")] for p in projects]
+    return [
+        [
+            p.get("id"),
+            p.get("key"),
+            p.get("name"),
+            p.get("description"),
+            p.get("numExperiments"),
+            p.get("numActiveExperiments"),
+            p.get("username"),
+        ]
+        for p in projects
+    ]
 
 
 PROJECT_COLUMNS = ["ID", "Key", "Name", "Description", "Experiments", "Active", "Owner"]
@@ -38,14 +48,21 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(workspaces)
         return
-    print_table(["ID", "Name", "Projects", "Experiments", "Owner"],
-                [[w.get("id"), w.get("name"), w.get("numProjects"), w.get("numExperiments"), w.get("username")]
-                 for w in workspaces])
+    print_table(
+        ["ID", "Name", "Projects", "Experiments", "Owner"],
+        [
+            [w.get("id"), w.get("name"), w.get("numProjects"), w.get("numExperiments"), w.get("username")]
+            for w in workspaces
+        ],
+    )
 
 
 @app.command("create")
-def create(ctx: typer.Context, name: str = typer.Argument(..., help="a name no other workspace has, in any case"),
-           as_json: JsonFlag = False) -> None:
+def create(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="a name no other workspace has, in any case"),
+    as_json: JsonFlag = False,
+) -> None:
     """Create a workspace of your own."""
     ws = client_of(ctx).post("/api/v1/workspaces", {"name": name})["workspace"]
     if as_json:
@@ -55,8 +72,9 @@ def create(ctx: typer.Context, name: str = typer.Argument(..., help="a name no o
 
 
 @app.command("describe")
-def describe(ctx: typer.Context, name: str = typer.Argument(..., help="workspace name"),
-             as_json: JsonFlag = False) -> None:
+def describe(
+    ctx: typer.Context, name: str = typer.Argument(..., help="workspace name"), as_json: JsonFlag = False
+) -> None:
     """A workspace and its projects."""
     client = client_of(ctx)
     ws = workspace_by_name(client, name)
@@ -64,7 +82,15 @@ def describe(ctx: typer.Context, name: str = typer.Argument(..., help="workspace
     if as_json:
         print_json({"workspace": ws, "projects": projects})
         return
-    print_fields([("ID", ws.get("id")), ("Name", ws.get("name")), ("Owner", ws.get("username")),
-                  ("Projects", ws.get("numProjects")), ("Experiments", ws.get("numExperiments")),
-                  ("Immutable", ws.get("immutable"))], title=f"Workspace {ws.get('name')}")
+    print_fields(
+        [
+            ("ID", ws.get("id")),
+            ("Name", ws.get("name")),
+            ("Owner", ws.get("username")),
+            ("Projects", ws.get("numProjects")),
+            ("Experiments", ws.get("numExperiments")),
+            ("Immutable", ws.get("immutable")),
+        ],
+        title=f"Workspace {ws.get('name')}",
+    )
     print_table(PROJECT_COLUMNS, project_rows(projects), title="Projects")

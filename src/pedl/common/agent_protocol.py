@@ -90,8 +90,10 @@ class PortChecked(_Msg):
     reason: str = ""  # why not, for the task's error
 
 
-AgentMessage = Annotated[Register | Heartbeat | TaskStarted | TaskLogs | TaskExited | SpotInterruption | PortChecked,
-                         Field(discriminator="type")]
+AgentMessage = Annotated[
+    Register | Heartbeat | TaskStarted | TaskLogs | TaskExited | SpotInterruption | PortChecked,
+    Field(discriminator="type"),
+]
 AGENT_MESSAGE = TypeAdapter(AgentMessage)
 
 

@@ -25,8 +25,10 @@ from pedl.common.checkpoint_files import list_directory, open_below
 from pedl.common.s3_errors import s3_code_error, s3_error
 from pedl.errors import Forbidden, InvalidArgument, NotFound, PedlError
 
-_UNSUPPORTED = {"gcs": "gcs checkpoint storage is not supported (use shared_fs or s3)",
-                "azure": "azure checkpoint storage is not supported (use shared_fs or s3)"}
+_UNSUPPORTED = {
+    "gcs": "gcs checkpoint storage is not supported (use shared_fs or s3)",
+    "azure": "azure checkpoint storage is not supported (use shared_fs or s3)",
+}
 
 
 class CheckpointNotFound(NotFound, FileNotFoundError):
@@ -114,7 +116,8 @@ class SharedFSStorage(CheckpointStorage):
             base = (host / Path(storage_path).expanduser()).resolve()
             if base != host and host not in base.parents:
                 raise InvalidArgument(
-                    f"checkpoint_storage.storage_path {storage_path!r} must be inside host_path {str(host)!r}")
+                    f"checkpoint_storage.storage_path {storage_path!r} must be inside host_path {str(host)!r}"
+                )
         self.host_path = host
         self.base_path = base
 
@@ -160,8 +163,9 @@ class SharedFSStorage(CheckpointStorage):
         except FileNotFoundError:
             raise CheckpointNotFound(f"file {path!r} of checkpoint {uuid} not found in {self.base_path}") from None
         except OSError as exc:
-            raise Forbidden(f"file {path!r} of checkpoint {uuid} is not a regular file inside it ({exc.strerror})") \
-                from None
+            raise Forbidden(
+                f"file {path!r} of checkpoint {uuid} is not a regular file inside it ({exc.strerror})"
+            ) from None
         with os.fdopen(fd, "rb") as f:
             yield f
 
@@ -201,8 +205,15 @@ class S3Storage(TransferStorage):
 
     DELETE_BATCH = 1000  # S3's limit for one DeleteObjects call
 
-    def __init__(self, bucket: str, *, prefix: str = "", endpoint_url: str | None = None,
-                 region: str | None = None, client: Any = None) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        client: Any = None,
+    ) -> None:
         self.bucket = bucket
         self.prefix = "/".join(p for p in prefix.split("/") if p)
         self.endpoint_url = endpoint_url
@@ -220,11 +231,14 @@ class S3Storage(TransferStorage):
             from botocore.config import Config
 
             # custom endpoints (MinIO, moto) rarely resolve <bucket>.<host>: use path-style URLs there
-            config = Config(retries={"max_attempts": 5, "mode": "standard"},
-                            s3={"addressing_style": "path"} if self.endpoint_url else None)
+            config = Config(
+                retries={"max_attempts": 5, "mode": "standard"},
+                s3={"addressing_style": "path"} if self.endpoint_url else None,
+            )
             # a session per storage: boto3's default session is not safe to share across threads
             self._client = boto3.Session().client(
-                "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=config)
+                "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=config
+            )
         return self._client
 
     def key_prefix(self, uuid: str) -> str:
@@ -258,7 +272,7 @@ class S3Storage(TransferStorage):
         found = False
         for key, _size in self._keys(uuid, "list"):
             found = True
-            rel = key[len(base):]
+            rel = key[len(base) :]
             if not rel:
                 continue
             target = dst / _check_relpath(rel.rstrip("/"))
@@ -273,7 +287,7 @@ class S3Storage(TransferStorage):
 
     def resources(self, uuid: str) -> dict[str, int]:
         base = self.key_prefix(uuid)
-        return {key[len(base):]: size for key, size in self._keys(uuid, "list") if key != base}
+        return {key[len(base) :]: size for key, size in self._keys(uuid, "list") if key != base}
 
     def exists(self, uuid: str) -> bool:
         base = self.key_prefix(uuid)
@@ -284,16 +298,23 @@ class S3Storage(TransferStorage):
     def delete(self, uuid: str) -> None:
         keys = [key for key, _size in self._keys(uuid, "delete")]
         for start in range(0, len(keys), self.DELETE_BATCH):
-            batch = keys[start:start + self.DELETE_BATCH]
+            batch = keys[start : start + self.DELETE_BATCH]
             with self._errors("delete", self.url(uuid)):
                 answer = self.client.delete_objects(
-                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+                )
             failed = answer.get("Errors") or []
             if failed:
                 first = failed[0]
-                raise s3_code_error(first.get("Code", ""), first.get("Message", ""), 0, "delete",
-                                    f"s3://{self.bucket}/{first.get('Key')}", self.bucket,
-                                    more=len(failed) - 1)
+                raise s3_code_error(
+                    first.get("Code", ""),
+                    first.get("Message", ""),
+                    0,
+                    "delete",
+                    f"s3://{self.bucket}/{first.get('Key')}",
+                    self.bucket,
+                    more=len(failed) - 1,
+                )
 
     @contextlib.contextmanager
     def open_file(self, uuid: str, path: str) -> Iterator[BinaryIO]:
@@ -347,8 +368,12 @@ def storage_from_config(config: Mapping[str, Any] | ConfigModel) -> CheckpointSt
         bucket = config.get("bucket")
         if not bucket:
             raise InvalidArgument("checkpoint_storage.bucket is required for s3 storage")
-        return S3Storage(bucket, prefix=config.get("prefix") or "", endpoint_url=config.get("endpoint_url"),
-                         region=config.get("region"))
+        return S3Storage(
+            bucket,
+            prefix=config.get("prefix") or "",
+            endpoint_url=config.get("endpoint_url"),
+            region=config.get("region"),
+        )
     if kind in _UNSUPPORTED:
         raise InvalidArgument(_UNSUPPORTED[kind])
     raise InvalidArgument(f"unknown checkpoint_storage.type {kind!r}")

@@ -88,8 +88,9 @@ def _below(root: Path, rel: str, act: Callable[[str, int], None]) -> None:
             except FileNotFoundError:
                 return
             except OSError as exc:
-                raise ValueError(f"cannot delete {rel!r}: {part!r} is not a directory inside the checkpoint "
-                                 f"({exc.strerror or exc})") from None
+                raise ValueError(
+                    f"cannot delete {rel!r}: {part!r} is not a directory inside the checkpoint ({exc.strerror or exc})"
+                ) from None
             os.close(fd)
             fd = inner
         _act(name, fd, act, rel)

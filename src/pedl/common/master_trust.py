@@ -43,8 +43,9 @@ def client_ssl_context(cert_file: str | os.PathLike[str] | None) -> ssl.SSLConte
     try:
         return ssl.create_default_context(cafile=str(path))
     except ssl.SSLError:  # before OSError, of which it is a kind
-        raise MasterCertError(f"the master's CA certificate {path} holds no PEM certificate "
-                              "(-----BEGIN CERTIFICATE-----)") from None
+        raise MasterCertError(
+            f"the master's CA certificate {path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+        ) from None
     except OSError as exc:
         raise MasterCertError(f"cannot read the master's CA certificate {path}: {exc.strerror or exc}") from None
 
@@ -61,8 +62,9 @@ def tls_failure(exc: BaseException) -> ssl.SSLError | None:
     return None
 
 
-def tls_failure_message(exc: BaseException, url: str, cert_file: str | os.PathLike[str] | None,
-                        hint: str = CERT_HINT) -> str | None:
+def tls_failure_message(
+    exc: BaseException, url: str, cert_file: str | os.PathLike[str] | None, hint: str = CERT_HINT
+) -> str | None:
     """What to tell the user when `exc` is a failed TLS handshake with the master at `url`; None
     when it is not one. Names the CA in use and how to pass the right one."""
     error = tls_failure(exc)
@@ -71,11 +73,15 @@ def tls_failure_message(exc: BaseException, url: str, cert_file: str | os.PathLi
     if isinstance(error, ssl.SSLCertVerificationError):
         reason = error.verify_message or error.reason or "verification failed"
         if error.verify_code in _NAME_MISMATCH:
-            return (f"the TLS certificate of the master at {url} could not be verified ({reason}): "
-                    "connect with a host name or address that the certificate names")
+            return (
+                f"the TLS certificate of the master at {url} could not be verified ({reason}): "
+                "connect with a host name or address that the certificate names"
+            )
         trusted = f"the CA in {cert_file}" if cert_file else "the system's CAs"
-        return (f"the TLS certificate of the master at {url} could not be verified against {trusted} "
-                f"({reason}): pass the CA certificate that signed the master's with {hint}")
+        return (
+            f"the TLS certificate of the master at {url} could not be verified against {trusted} "
+            f"({reason}): pass the CA certificate that signed the master's with {hint}"
+        )
     reason = error.reason or str(error)
     if reason == "WRONG_VERSION_NUMBER":
         return f"the master at {url} does not speak TLS ({reason}): if it serves plain HTTP, use an http:// URL"

@@ -24,8 +24,10 @@ from pedl.common.task_mounts import CLONE_NEWNS, CLONE_NEWPID, Bind, NamespaceEr
 PR_SET_NO_NEW_PRIVS = 38
 MOUNTPOINTS_MODE = 0o755
 OPTIONS = ("--user", "--chdir", "--shm-size", "--task-dir", "--allowed-roots")
-USAGE = ("usage: [--bind[-ro] SRC DST | --user-bind[-ro] SRC DST] ... [--user UID:GID:GIDS] [--chdir DIR] "
-         "[--shm-size BYTES] [--task-dir DIR] [--allowed-roots JSON] [--no-new-privs] -- ARGV")
+USAGE = (
+    "usage: [--bind[-ro] SRC DST | --user-bind[-ro] SRC DST] ... [--user UID:GID:GIDS] [--chdir DIR] "
+    "[--shm-size BYTES] [--task-dir DIR] [--allowed-roots JSON] [--no-new-privs] -- ARGV"
+)
 
 __all__ = ["Bind", "NamespaceError", "main", "prepare_mountpoints", "probe", "wrap"]
 
@@ -37,10 +39,17 @@ def prepare_mountpoints(targets: Sequence[str]) -> None:
         Path(target).mkdir(parents=True, exist_ok=True, mode=MOUNTPOINTS_MODE)
 
 
-def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str, bool] | Bind],
-         user: tuple[int, int, Sequence[int]] | None = None, chdir: str | None = None,
-         shm_size: int | None = None, no_new_privs: bool = False, *, task_dir: str | None = None,
-         allowed_roots: Sequence[str] | None = None) -> list[str]:
+def wrap(
+    argv: Sequence[str],
+    binds: Sequence[tuple[str, str, bool] | Bind],
+    user: tuple[int, int, Sequence[int]] | None = None,
+    chdir: str | None = None,
+    shm_size: int | None = None,
+    no_new_privs: bool = False,
+    *,
+    task_dir: str | None = None,
+    allowed_roots: Sequence[str] | None = None,
+) -> list[str]:
     """The command line that runs `argv` in namespaces of its own with `binds` (a Bind with `as_user`: one
     of the task's bind_mounts), then, when `user` (uid, gid, supplementary gids) is given, as that user:
     mounting needs root, so the task changes user only after it. `chdir`: the directory it then works
@@ -53,8 +62,11 @@ def wrap(argv: Sequence[str], binds: Sequence[tuple[str, str, bool] | Bind],
     if user is not None:
         uid, gid, groups = user
         out += ["--user", f"{uid}:{gid}:{','.join(str(g) for g in groups)}"]
-    for flag, value in (("--chdir", chdir), ("--shm-size", None if shm_size is None else str(int(shm_size))),
-                        ("--task-dir", task_dir)):
+    for flag, value in (
+        ("--chdir", chdir),
+        ("--shm-size", None if shm_size is None else str(int(shm_size))),
+        ("--task-dir", task_dir),
+    ):
         if value is not None:
             out += [flag, value]
     if allowed_roots is not None:
@@ -79,8 +91,12 @@ def probe() -> str | None:
     if not sys.platform.startswith("linux"):
         return "mount namespaces need Linux"
     try:
-        done = subprocess.run([sys.executable, "-I", "-m", "pedl.common.mount_namespace", "--", "true"],
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [sys.executable, "-I", "-m", "pedl.common.mount_namespace", "--", "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"the namespace probe did not run: {exc}"
     if done.returncode != 0:

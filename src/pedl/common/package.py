@@ -50,9 +50,13 @@ def _requires() -> list[str]:
 
 
 def _metadata(version: str) -> str:
-    lines = ["Metadata-Version: 2.1", f"Name: {NAME}", f"Version: {version}",
-             "Summary: pedl: a deep-learning training cluster (Determined-compatible)",
-             "Requires-Python: >=3.11"]
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {NAME}",
+        f"Version: {version}",
+        "Summary: pedl: a deep-learning training cluster (Determined-compatible)",
+        "Requires-Python: >=3.11",
+    ]
     lines += [f"Requires-Dist: {req}" for req in _requires()]
     return "\n".join(lines) + "\n"
 
@@ -68,8 +72,12 @@ def build_wheel(package_dir: Path | None = None, version: str = __version__) -> 
     members: list[tuple[str, bytes]] = []
     for path in sorted(package_dir.rglob("*")):
         rel = path.relative_to(package_dir)
-        if not path.is_file() or path.is_symlink() or SKIPPED_DIRS.intersection(rel.parts) \
-                or path.suffix in SKIPPED_SUFFIXES:
+        if (
+            not path.is_file()
+            or path.is_symlink()
+            or SKIPPED_DIRS.intersection(rel.parts)
+            or path.suffix in SKIPPED_SUFFIXES
+        ):
             continue
         members.append((f"{NAME}/{rel.as_posix()}", path.read_bytes()))
     dist_info = f"{NAME}-{version}.dist-info"

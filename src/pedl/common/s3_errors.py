@@ -6,8 +6,9 @@ from __future__ import annotations
 from pedl.errors import Forbidden, NotFound, PedlError, Unavailable
 
 
-def s3_error(exc: BaseException, action: str, where: str, bucket: str,
-             endpoint_url: str | None = None) -> PedlError | None:
+def s3_error(
+    exc: BaseException, action: str, where: str, bucket: str, endpoint_url: str | None = None
+) -> PedlError | None:
     """A boto3/botocore failure as a pedl error whose message names the bucket or key; None for an
     exception that did not come from boto3."""
     from boto3.exceptions import S3TransferFailedError, S3UploadFailedError
@@ -19,29 +20,49 @@ def s3_error(exc: BaseException, action: str, where: str, bucket: str,
             exc = cause
     endpoint = endpoint_url or "AWS S3"
     if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError | bx.CredentialRetrievalError):
-        return Forbidden(f"cannot {action} {where}: no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID "
-                         "and AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance profile")
-    if isinstance(exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError
-                  | bx.ConnectionClosedError):
+        return Forbidden(
+            f"cannot {action} {where}: no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID "
+            "and AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance profile"
+        )
+    if isinstance(
+        exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError | bx.ConnectionClosedError
+    ):
         return Unavailable(f"cannot {action} {where}: {endpoint} is unreachable ({exc})")
     if isinstance(exc, bx.ClientError):
         error = exc.response.get("Error") or {}
         status = int((exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
-        return s3_code_error(str(error.get("Code") or ""), str(error.get("Message") or ""), status, action,
-                             where, bucket)
+        return s3_code_error(
+            str(error.get("Code") or ""), str(error.get("Message") or ""), status, action, where, bucket
+        )
     if isinstance(exc, bx.BotoCoreError | S3UploadFailedError | S3TransferFailedError):
         return PedlError(f"cannot {action} {where}: {exc}")
     return None
 
 
-_FORBIDDEN = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-              "AllAccessDisabled", "AccountProblem", "InvalidObjectState"}
-_UNAVAILABLE = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable",
-                "InternalError", "RequestTimeTooSkewed"}
+_FORBIDDEN = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "AllAccessDisabled",
+    "AccountProblem",
+    "InvalidObjectState",
+}
+_UNAVAILABLE = {
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeout",
+    "ServiceUnavailable",
+    "InternalError",
+    "RequestTimeTooSkewed",
+}
 
 
-def s3_code_error(code: str, message: str, status: int, action: str, where: str, bucket: str,
-                  more: int = 0) -> PedlError:
+def s3_code_error(
+    code: str, message: str, status: int, action: str, where: str, bucket: str, more: int = 0
+) -> PedlError:
     """An S3 error code (or, lacking one, the HTTP status) as the pedl error that says what went wrong
     with `action` on `where`; `more` counts further keys that failed the same way."""
     detail = f"{code}: {message}" if message and message != code else code or f"HTTP {status}"

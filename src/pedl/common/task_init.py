@@ -26,8 +26,15 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
-             signal.SIGWINCH)
+FORWARDED = (
+    signal.SIGHUP,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGTERM,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+)
 # ignored by Python at start; an exec keeps an ignored signal ignored, so the task gets them back at default
 RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
 SETUP_FAILED = 126

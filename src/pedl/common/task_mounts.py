@@ -71,8 +71,16 @@ def check(result: int, what: str) -> None:
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None, what: str) -> None:
-    check(libc().mount(source and os.fsencode(source), os.fsencode(target), fstype and fstype.encode(), flags,
-                       data and data.encode()), what)
+    check(
+        libc().mount(
+            source and os.fsencode(source),
+            os.fsencode(target),
+            fstype and fstype.encode(),
+            flags,
+            data and data.encode(),
+        ),
+        what,
+    )
 
 
 def make(view: View, note: Callable[[str], None]) -> None:
@@ -86,16 +94,29 @@ def make(view: View, note: Callable[[str], None]) -> None:
             if fd is not None:
                 opened.append((bind, fd))
         if view.shm_size is not None:
-            mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  f"size={int(view.shm_size)},mode=1777", f"mounting a /dev/shm of {view.shm_size} bytes")
+            mount(
+                "shm",
+                "/dev/shm",
+                "tmpfs",
+                MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                f"size={int(view.shm_size)},mode=1777",
+                f"mounting a /dev/shm of {view.shm_size} bytes",
+            )
         for bind, fd in opened:
             directory = stat.S_ISDIR(os.fstat(fd).st_mode)
             with _mountpoint(bind, directory, view) as (target, mounted):
-                mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC, None,
-                      f"bind-mounting {bind.source} on {bind.target}")
+                mount(
+                    f"/proc/self/fd/{fd}",
+                    target,
+                    None,
+                    MS_BIND | MS_REC,
+                    None,
+                    f"bind-mounting {bind.source} on {bind.target}",
+                )
                 if bind.read_only:
-                    mount("none", mounted, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None,
-                          f"making {bind.target} read-only")
+                    mount(
+                        "none", mounted, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None, f"making {bind.target} read-only"
+                    )
     finally:
         for _, fd in opened:
             os.close(fd)
@@ -169,8 +190,10 @@ def open_as(user: tuple[int, int, list[int]], path: str) -> int | None:
     except FileNotFoundError:
         return None
     except PermissionError:
-        raise NamespaceError(f"bind_mounts: host_path {path} is not readable by uid {uid} (the task's user), so it "
-                             "is not mounted: a task mounts only what its user may read") from None
+        raise NamespaceError(
+            f"bind_mounts: host_path {path} is not readable by uid {uid} (the task's user), so it "
+            "is not mounted: a task mounts only what its user may read"
+        ) from None
     except OSError as exc:
         raise NamespaceError(f"bind_mounts: host_path {path}: {exc.strerror or exc}") from None
     return fd
@@ -205,8 +228,10 @@ def root_problem(real: str, roots: Sequence[str] | None) -> str | None:
         return "is refused: this cluster allows no host bind mounts (security.bind_mounts.allowed_roots: [])"
     if any(inside(real, os.path.realpath(root)) for root in roots):
         return None
-    return (f"is {real}, outside the host paths this cluster allows to mount (security.bind_mounts.allowed_roots: "
-            f"{', '.join(roots)})")
+    return (
+        f"is {real}, outside the host paths this cluster allows to mount (security.bind_mounts.allowed_roots: "
+        f"{', '.join(roots)})"
+    )
 
 
 def inside(path: str, root: str) -> bool:
@@ -253,8 +278,14 @@ def _in_task_dir(view: View, target: str, directory: bool) -> tuple[int, int]:
                     if want_dir:
                         os.mkdir(name, 0o755, dir_fd=fd)
                     else:
-                        os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                         0o644, dir_fd=fd))
+                        os.close(
+                            os.open(
+                                name,
+                                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                0o644,
+                                dir_fd=fd,
+                            )
+                        )
                     nfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             except OSError as exc:
                 for opened in (fd, parent):
@@ -308,11 +339,18 @@ def view_of(directory: str, scratch: str) -> None:
         st = os.fstat(source)
         names = os.listdir(source)
         if len(names) > MAX_VIEW_ENTRIES:
-            raise NamespaceError(f"{directory} has {len(names)} entries; pedl makes a mountpoint only in a directory "
-                                 f"of at most {MAX_VIEW_ENTRIES} (give a container_path that exists, or one elsewhere)")
-        mount("pedl-view", scratch, "tmpfs", MS_NOSUID | MS_NODEV,
-              f"mode={stat.S_IMODE(st.st_mode):o},uid={st.st_uid},gid={st.st_gid},size={VIEW_SIZE}",
-              f"mounting a view of {directory}")
+            raise NamespaceError(
+                f"{directory} has {len(names)} entries; pedl makes a mountpoint only in a directory "
+                f"of at most {MAX_VIEW_ENTRIES} (give a container_path that exists, or one elsewhere)"
+            )
+        mount(
+            "pedl-view",
+            scratch,
+            "tmpfs",
+            MS_NOSUID | MS_NODEV,
+            f"mode={stat.S_IMODE(st.st_mode):o},uid={st.st_uid},gid={st.st_gid},size={VIEW_SIZE}",
+            f"mounting a view of {directory}",
+        )
         for name in names:
             _copy_entry(source, name, os.path.join(scratch, name))
         here = os.getcwd()

@@ -32,30 +32,50 @@ class ServerCertificate:
     ca_cert_pem: bytes  # the CA clients verify it against
 
 
-def generate_ca(*, common_name: str = "pedl cluster CA", valid_days: int = CA_VALID_DAYS,
-                now: datetime | None = None) -> CertificateAuthority:
+def generate_ca(
+    *, common_name: str = "pedl cluster CA", valid_days: int = CA_VALID_DAYS, now: datetime | None = None
+) -> CertificateAuthority:
     """A new self-signed CA (ECDSA P-256) that may sign server certificates, not other CAs."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     start = (now or datetime.now(UTC)) - CLOCK_SKEW
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name).issuer_name(name).public_key(key.public_key())
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(start).not_valid_after(start + CLOCK_SKEW + timedelta(days=valid_days))
+        .not_valid_before(start)
+        .not_valid_after(start + CLOCK_SKEW + timedelta(days=valid_days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
     return CertificateAuthority(cert_pem=cert.public_bytes(serialization.Encoding.PEM), key_pem=_key_pem(key))
 
 
-def issue_server_certificate(ca: CertificateAuthority, *, dns_names: Sequence[str] = (),
-                             ip_addresses: Sequence[str] = (), valid_days: int = SERVER_VALID_DAYS,
-                             now: datetime | None = None) -> ServerCertificate:
+def issue_server_certificate(
+    ca: CertificateAuthority,
+    *,
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = (),
+    valid_days: int = SERVER_VALID_DAYS,
+    now: datetime | None = None,
+) -> ServerCertificate:
     """A server certificate signed by `ca` for these host names and addresses (clients check
     that the host they dial is one of them)."""
     alt_names = _alt_names(dns_names, ip_addresses)
@@ -69,13 +89,26 @@ def issue_server_certificate(ca: CertificateAuthority, *, dns_names: Sequence[st
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, first)]))
-        .issuer_name(ca_cert.subject).public_key(key.public_key())
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(start).not_valid_after(start + CLOCK_SKEW + timedelta(days=valid_days))
+        .not_valid_before(start)
+        .not_valid_after(start + CLOCK_SKEW + timedelta(days=valid_days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=False, crl_sign=False,
-                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=False,
+                crl_sign=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -86,9 +119,13 @@ def issue_server_certificate(ca: CertificateAuthority, *, dns_names: Sequence[st
     return ServerCertificate(cert_pem=chain, key_pem=_key_pem(key), ca_cert_pem=ca.cert_pem)
 
 
-def generate_server_certificate(*, dns_names: Sequence[str] = (), ip_addresses: Sequence[str] = (),
-                                ca_common_name: str = "pedl cluster CA",
-                                now: datetime | None = None) -> tuple[CertificateAuthority, ServerCertificate]:
+def generate_server_certificate(
+    *,
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = (),
+    ca_common_name: str = "pedl cluster CA",
+    now: datetime | None = None,
+) -> tuple[CertificateAuthority, ServerCertificate]:
     """A new CA and a server certificate it signs, in one call."""
     _alt_names(dns_names, ip_addresses)  # bad names fail before any key is made
     ca = generate_ca(common_name=ca_common_name, now=now)
@@ -114,8 +151,9 @@ def check_server_pair(cert_pem: bytes, key_pem: bytes) -> None:
     try:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except TypeError:
-        raise PairError("key", "the private key is encrypted; the master needs it unencrypted "
-                               "(readable by the master's user only)") from None
+        raise PairError(
+            "key", "the private key is encrypted; the master needs it unencrypted (readable by the master's user only)"
+        ) from None
     except ValueError:
         raise PairError("key", "not a PEM private key (-----BEGIN PRIVATE KEY-----)") from None
     except Exception as exc:  # an unsupported algorithm raises cryptography's own errors
@@ -141,8 +179,9 @@ def _alt_names(dns_names: Sequence[str], ip_addresses: Sequence[str]) -> list[x5
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _spki(public_key: PublicKeyTypes) -> bytes:

@@ -25,8 +25,10 @@ def parse_byte_size(value: Any) -> int:
     else:
         match = _SIZE.match(value.strip())
         if match is None:
-            raise ValueError(f"{value!r} is not a size: a number of bytes, or one with a unit k, m, g or t "
-                             "(powers of 1024), e.g. '512m' or '1.5g'")
+            raise ValueError(
+                f"{value!r} is not a size: a number of bytes, or one with a unit k, m, g or t "
+                "(powers of 1024), e.g. '512m' or '1.5g'"
+            )
         size = float(match.group(1)) * _UNITS[match.group(2).lower()]
     return int(size)
 

@@ -41,8 +41,11 @@ def storage_discriminator(*names: str) -> Discriminator:
     """The discriminator of a `checkpoint_storage` union of models tagged by `storage_type` (`names`), so
     errors name the fields of the chosen type only. The union is written out where it is used, so that
     type checkers see its members."""
-    return Discriminator(storage_type, custom_error_type="invalid_storage_type",
-                         custom_error_message="type must be one of: " + ", ".join(names))
+    return Discriminator(
+        storage_type,
+        custom_error_type="invalid_storage_type",
+        custom_error_message="type must be one of: " + ", ".join(names),
+    )
 
 
 def directory_host_path(container_path: str, container: dict[str, Any] | None) -> str | None:
@@ -76,8 +79,12 @@ def master_view(storage: dict[str, Any]) -> dict[str, Any]:
     if storage.get("type") != "directory":
         return storage
     policy = {k: v for k, v in storage.items() if k.startswith("save_")}
-    return {**policy, "type": "shared_fs", "host_path": storage.get("host_path") or storage.get("container_path"),
-            "storage_path": None}
+    return {
+        **policy,
+        "type": "shared_fs",
+        "host_path": storage.get("host_path") or storage.get("container_path"),
+        "storage_path": None,
+    }
 
 
 class S3Location(StrictModel):
@@ -124,7 +131,8 @@ def merge_storage(master: dict[str, Any], experiment: dict[str, Any] | None) -> 
         return dict(master)
     given = {k: v for k, v in experiment.items() if v is not None}
     kind = given.get("type") or (
-        "shared_fs" if {"host_path", "storage_path"} & given.keys() else master.get("type") or "shared_fs")
+        "shared_fs" if {"host_path", "storage_path"} & given.keys() else master.get("type") or "shared_fs"
+    )
     if kind == (master.get("type") or "shared_fs"):
         return {**master, **given, "type": kind}
     policy = {k: v for k, v in master.items() if k.startswith("save_")}
@@ -134,7 +142,8 @@ def merge_storage(master: dict[str, Any], experiment: dict[str, Any] | None) -> 
 
         raise InvalidArgument(
             f"checkpoint_storage.host_path: required, because the master's storage is {master.get('type')}",
-            fields=[{"field": "checkpoint_storage.host_path", "message": "required"}])
+            fields=[{"field": "checkpoint_storage.host_path", "message": "required"}],
+        )
     return out
 
 
@@ -159,7 +168,7 @@ def parse_storage_root(text: str) -> StorageRoot:
     if not isinstance(text, str) or not text or "\x00" in text:
         raise ValueError(f"{text!r} is not a storage root (an absolute directory or s3://bucket[/prefix])")
     if text.startswith("s3://"):
-        bucket, _, prefix = text[len("s3://"):].partition("/")
+        bucket, _, prefix = text[len("s3://") :].partition("/")
         if not _BUCKET.match(bucket):
             raise ValueError(f"{text!r}: {bucket!r} is not a valid S3 bucket name")
         parts = [p for p in prefix.split("/") if p]
@@ -178,8 +187,11 @@ def storage_root_of(storage: dict[str, Any]) -> StorageRoot:
     """The root a checkpoint_storage section (a plain dict) stores under: its shared_fs directory
     (host_path joined with storage_path) or its s3 bucket and prefix."""
     if (storage.get("type") or "shared_fs") == "s3":
-        return StorageRoot("s3", bucket=str(storage.get("bucket") or ""),
-                           prefix="/".join(p for p in str(storage.get("prefix") or "").split("/") if p))
+        return StorageRoot(
+            "s3",
+            bucket=str(storage.get("bucket") or ""),
+            prefix="/".join(p for p in str(storage.get("prefix") or "").split("/") if p),
+        )
     host = os.path.expanduser(str(storage.get("host_path") or ""))
     sub = os.path.expanduser(str(storage.get("storage_path") or ""))
     return StorageRoot("shared_fs", path=os.path.join(host, sub) if sub else host)

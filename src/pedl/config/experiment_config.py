@@ -80,24 +80,38 @@ _ASHA_ONLY = ("divisor", "max_rungs", "mode", "time_metric", "max_time")
 
 class SearcherConfig(StrictModel):
     name: Literal["single", "grid", "random", "adaptive_asha"]
-    metric: str = Field(..., min_length=1, max_length=MAX_NAME_LENGTH,
-                        description="validation metric the searcher optimizes")
+    metric: str = Field(
+        ..., min_length=1, max_length=MAX_NAME_LENGTH, description="validation metric the searcher optimizes"
+    )
     smaller_is_better: bool = True
     max_trials: int | None = Field(default=None, ge=1, description="trials to sample (random, adaptive_asha)")
     max_length: Length | None = None
     max_concurrent_trials: int = Field(
-        default=0, ge=0, le=INT64_MAX, description="0 means no limit (adaptive_asha: Determined's per-bracket default)")
+        default=0, ge=0, le=INT64_MAX, description="0 means no limit (adaptive_asha: Determined's per-bracket default)"
+    )
     # at least 1.01: rungs are counted by repeated multiplication, about log(max_length)/log(divisor) steps
-    divisor: FiniteFloat = Field(default=4, ge=1.01, le=1_000_000,
-                                 description="adaptive_asha: keep the top 1/divisor at each rung")
+    divisor: FiniteFloat = Field(
+        default=4, ge=1.01, le=1_000_000, description="adaptive_asha: keep the top 1/divisor at each rung"
+    )
     max_rungs: int = Field(default=5, ge=1, le=100, description="adaptive_asha: rungs of the most aggressive bracket")
     mode: Literal["aggressive", "standard", "conservative"] = Field(
-        default="standard", description="adaptive_asha: which brackets run (aggressive: one, conservative: all)")
+        default="standard", description="adaptive_asha: which brackets run (aggressive: one, conservative: all)"
+    )
     # Determined 0.38's replacement of max_length: rungs measured by a metric of the validation reports
-    time_metric: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_LENGTH, description=(
-        "adaptive_asha: the validation metric that measures a trial's training (e.g. batches); with max_time"))
-    max_time: int | None = Field(default=None, ge=1, le=MAX_LENGTH_UNITS, description=(
-        "adaptive_asha: the time_metric value a trial that is never stopped trains to; with time_metric"))
+    time_metric: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description=(
+            "adaptive_asha: the validation metric that measures a trial's training (e.g. batches); with max_time"
+        ),
+    )
+    max_time: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_LENGTH_UNITS,
+        description=("adaptive_asha: the time_metric value a trial that is never stopped trains to; with time_metric"),
+    )
     source_trial_id: int | None = Field(default=None, ge=0, le=INT64_MAX)
     source_checkpoint_uuid: str | None = Field(default=None, max_length=64)
 
@@ -120,15 +134,25 @@ class SearcherConfig(StrictModel):
             missing = "max_time" if self.max_time is None else "time_metric"
             problems.append((f"searcher.{missing}", "time_metric and max_time are given together"))
         if self.name == "adaptive_asha":
-            problems += [(f"searcher.{key}", "required for the adaptive_asha searcher")
-                         for key in ("max_trials",) if getattr(self, key) is None]
+            problems += [
+                (f"searcher.{key}", "required for the adaptive_asha searcher")
+                for key in ("max_trials",)
+                if getattr(self, key) is None
+            ]
             if self.max_length is None and self.time_metric is None and self.max_time is None:
-                problems.append(("searcher.max_length", "the adaptive_asha searcher needs time_metric and "
-                                 "max_time (or the deprecated max_length)"))
+                problems.append(
+                    (
+                        "searcher.max_length",
+                        "the adaptive_asha searcher needs time_metric and max_time (or the deprecated max_length)",
+                    )
+                )
         else:
             # compared with the defaults, not model_fields_set: stored configs are full dumps
-            problems += [(f"searcher.{key}", "only for the adaptive_asha searcher") for key in _ASHA_ONLY
-                         if getattr(self, key) != type(self).model_fields[key].default]
+            problems += [
+                (f"searcher.{key}", "only for the adaptive_asha searcher")
+                for key in _ASHA_ONLY
+                if getattr(self, key) != type(self).model_fields[key].default
+            ]
         if problems:
             raise FieldProblems(problems)
         return self
@@ -141,21 +165,28 @@ class ResourcesConfig(StrictModel):
     weight: FiniteFloat = Field(default=1.0, gt=0, le=1_000_000)
     max_slots: int | None = Field(default=None, ge=0, le=1_000_000)
     movable: bool = Field(
-        default=True, description="false: consolidation never moves this experiment's trials to another instance")
-    shm_size: ShmSize = Field(default=None, description="/dev/shm of each trial: bytes, or '512m', '1.5g' (powers of "
-                                                        "1024); left out: task_container_defaults.shm_size_bytes in a "
-                                                        "container, the host's /dev/shm for a process")
+        default=True, description="false: consolidation never moves this experiment's trials to another instance"
+    )
+    shm_size: ShmSize = Field(
+        default=None,
+        description="/dev/shm of each trial: bytes, or '512m', '1.5g' (powers of "
+        "1024); left out: task_container_defaults.shm_size_bytes in a "
+        "container, the host's /dev/shm for a process",
+    )
 
 
 class StorageRetention(StrictModel):
     """Which checkpoints every storage type keeps; left out: the master's checkpoint_storage says."""
 
     save_experiment_best: int | None = Field(
-        default=None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept")
+        default=None, ge=0, le=INT64_MAX, description="best checkpoints of the experiment kept"
+    )
     save_trial_best: int | None = Field(
-        default=None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept")
+        default=None, ge=0, le=INT64_MAX, description="best checkpoints of each trial kept"
+    )
     save_trial_latest: int | None = Field(
-        default=None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept")
+        default=None, ge=0, le=INT64_MAX, description="latest checkpoints of each trial kept"
+    )
 
 
 class SharedFSStorageConfig(StorageRetention):
@@ -180,8 +211,10 @@ class DirectoryStorageConfig(StorageRetention):
     type: Literal["directory"]
     container_path: str = Field(..., min_length=1, max_length=4096, description="absolute path in the task")
     host_path: str | None = Field(
-        default=None, max_length=4096,
-        description="where the master finds the same files; left out: worked out from the bind mounts")
+        default=None,
+        max_length=4096,
+        description="where the master finds the same files; left out: worked out from the bind mounts",
+    )
 
     @field_validator("container_path", "host_path")
     @classmethod
@@ -192,14 +225,17 @@ class DirectoryStorageConfig(StorageRetention):
 
 
 CheckpointStorageConfig = Annotated[
-    Annotated[SharedFSStorageConfig, Tag("shared_fs")] | Annotated[S3StorageConfig, Tag("s3")]
+    Annotated[SharedFSStorageConfig, Tag("shared_fs")]
+    | Annotated[S3StorageConfig, Tag("s3")]
     | Annotated[DirectoryStorageConfig, Tag("directory")],
-    storage_discriminator("shared_fs", "s3", "directory")]
+    storage_discriminator("shared_fs", "s3", "directory"),
+]
 
 
 class EnvironmentConfig(StrictModel):
     image: str | DeviceImages | None = Field(
-        default=None, description="Docker image the task runs in (or {cpu, gpu}); none: a process on the agent")
+        default=None, description="Docker image the task runs in (or {cpu, gpu}); none: a process on the agent"
+    )
     force_pull_image: bool | None = Field(default=None, description="pull the image even when the agent has it")
     registry_auth: RegistryAuth | None = None
     environment_variables: list[str] | dict[str, str] | DeviceEnvironment = Field(default_factory=list)
@@ -242,22 +278,24 @@ class ExperimentConfig(StrictModel):
     bind_mounts: list[BindMount] = Field(default_factory=list, description="host directories the task sees")
     metrics_retention: ExperimentMetricsRetention | None = Field(
         default=None,
-        description="pedl's: thin this experiment's old training reports (instead of the master's setting)")
+        description="pedl's: thin this experiment's old training reports (instead of the master's setting)",
+    )
     # Determined keys pedl accepts and does not use: scheduling_unit (batches per legacy workload;
     # the Core API has none) and profiling (Determined's profiler, removed in 0.38)
     # Determined's Trial APIs read these (pedl.config.trial_api): batches between training reports, when
     # to checkpoint after a validation, a validation before the first batch, Determined's profiler
     scheduling_unit: int | None = Field(
-        default=None, ge=1, le=MAX_LENGTH_UNITS, description="Trial APIs: batches per report")
+        default=None, ge=1, le=MAX_LENGTH_UNITS, description="Trial APIs: batches per report"
+    )
     optimizations: OptimizationsConfig = Field(default_factory=OptimizationsConfig)
     checkpoint_policy: CheckpointPolicy = Field(
-        default="best", description="Trial APIs: checkpoint after which validations")
+        default="best", description="Trial APIs: checkpoint after which validations"
+    )
     perform_initial_validation: bool = False
     debug: bool = Field(default=False, description="the harness's debug logs")
     profiling: dict[str, Any] | None = Field(default=None, description="Trial APIs: Determined's profiler settings")
 
-    _coerce_min_val = field_validator("min_validation_period", "min_checkpoint_period",
-                                      mode="before")(_coerce_length)
+    _coerce_min_val = field_validator("min_validation_period", "min_checkpoint_period", mode="before")(_coerce_length)
 
     @field_validator("entrypoint", mode="before")
     @classmethod
@@ -289,9 +327,11 @@ class ExperimentConfig(StrictModel):
     @model_validator(mode="after")
     def _grid(self) -> ExperimentConfig:
         if self.searcher.name == "grid":
-            missing = [(f"hyperparameters.{path}.count", "required for the grid searcher")
-                       for path, hp in iter_hparams(self.hyperparameters)
-                       if isinstance(hp, IntHP | DoubleHP | LogHP) and hp.count is None]
+            missing = [
+                (f"hyperparameters.{path}.count", "required for the grid searcher")
+                for path, hp in iter_hparams(self.hyperparameters)
+                if isinstance(hp, IntHP | DoubleHP | LogHP) and hp.count is None
+            ]
             if missing:
                 raise FieldProblems(missing)
         return self
@@ -300,8 +340,9 @@ class ExperimentConfig(StrictModel):
         return self.entrypoint
 
 
-def parse_experiment_config(text_or_data: str | dict[str, Any], source: str = "experiment config", *,
-                            limits: LimitsConfig | None = None) -> ExperimentConfig:
+def parse_experiment_config(
+    text_or_data: str | dict[str, Any], source: str = "experiment config", *, limits: LimitsConfig | None = None
+) -> ExperimentConfig:
     """Parse and validate within `limits` (the master's; the defaults where None). Every value is
     checked before the models see it, so a NUL character or an infinite number anywhere (`data`,
     hyperparameter values, environment variables) is refused naming its path, the same on SQLite
@@ -334,8 +375,10 @@ def validate_checked(model: type[M], data: Any, source: str, limits: LimitsConfi
     else:  # what a submission may not set, though a stored config that has it still loads
         environment = getattr(config, "environment", None)
         if isinstance(environment, EnvironmentConfig):
-            fields += [{"field": f"environment.{f}", "message": m}
-                       for f, m in master_only_problems(environment.environment_variables)]
+            fields += [
+                {"field": f"environment.{f}", "message": m}
+                for f, m in master_only_problems(environment.environment_variables)
+            ]
     if fields or config is None:
         lines = "; ".join(f"{p['field']}: {p['message']}" for p in fields)
         raise ConfigError(f"invalid {source}: {lines}", fields=fields)

@@ -78,7 +78,6 @@ Hyperparameter = Annotated[ConstHP | IntHP | DoubleHP | LogHP | CategoricalHP, F
 _HP_ADAPTER: TypeAdapter[Any] = TypeAdapter(Hyperparameter)
 
 
-
 def parse_hyperparameters(tree: dict[str, Any]) -> dict[str, Any]:
     """An experiment's `hyperparameters` as their models (nested groups as dicts, a bare value as
     ConstHP); every problem is raised at once, each with its path under `hyperparameters`."""

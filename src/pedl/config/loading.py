@@ -164,8 +164,9 @@ def parse_yaml_text(text: str, source: str, *, limits: YamlBounds | None = None)
     chars = len(text)
     size, unit = (chars, "characters") if chars > max_bytes else (len(text.encode("utf-8", "surrogatepass")), "bytes")
     if size > max_bytes:
-        raise _limit_error(source, f"{size} {unit} is more than the limit of {max_bytes} bytes "
-                                   "(limits.max_config_bytes)")
+        raise _limit_error(
+            source, f"{size} {unit} is more than the limit of {max_bytes} bytes (limits.max_config_bytes)"
+        )
     loader = None
     try:
         loader = _BoundedLoader(text)  # its reader refuses control characters (ReaderError) right here
@@ -178,23 +179,32 @@ def parse_yaml_text(text: str, source: str, *, limits: YamlBounds | None = None)
             raise _limit_error(source, "an alias refers to a node that contains it (recursive alias)")
         size, depth = measure
         if size > max_bytes:
-            raise _limit_error(source, f"about {size} bytes once YAML aliases are expanded, more than the limit "
-                                       f"of {max_bytes} (limits.max_config_bytes)")
+            raise _limit_error(
+                source,
+                f"about {size} bytes once YAML aliases are expanded, more than the limit "
+                f"of {max_bytes} (limits.max_config_bytes)",
+            )
         if depth > max_depth:
-            raise _limit_error(source, f"nested {depth} levels deep once YAML aliases are expanded, more than "
-                                       f"the limit of {max_depth} (limits.max_nesting_depth)")
+            raise _limit_error(
+                source,
+                f"nested {depth} levels deep once YAML aliases are expanded, more than "
+                f"the limit of {max_depth} (limits.max_nesting_depth)",
+            )
         return loader.construct_document(node)
     except _TooDeep as exc:
-        raise _limit_error(source, f"nested more than {max_depth} levels deep at line {exc.line} "
-                                   f"(limits.max_nesting_depth)") from None
+        raise _limit_error(
+            source, f"nested more than {max_depth} levels deep at line {exc.line} (limits.max_nesting_depth)"
+        ) from None
     except RecursionError:  # a depth limit set above what the interpreter's stack allows
         raise _limit_error(source, "nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"malformed YAML in {source}{where}: {problem}",
-                          fields=[{"field": "<root>", "message": f"malformed YAML{where}"}]) from None
+        raise ConfigError(
+            f"malformed YAML in {source}{where}: {problem}",
+            fields=[{"field": "<root>", "message": f"malformed YAML{where}"}],
+        ) from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -204,8 +214,10 @@ def validate_data(model: type[M], data: Any, source: str) -> M:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"invalid {source}: the top level must be a mapping, got {type(data).__name__}",
-                          fields=[{"field": "<root>", "message": "must be a mapping"}])
+        raise ConfigError(
+            f"invalid {source}: the top level must be a mapping, got {type(data).__name__}",
+            fields=[{"field": "<root>", "message": "must be a mapping"}],
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -17,8 +17,9 @@ DEFAULT_OLDER_THAN = 7 * 24 * 3600.0  # an experiment's section without older_th
 class MetricsRetentionConfig(StrictModel):
     """master.yaml's section; absent (or keep_every 1), no report is ever deleted."""
 
-    keep_every: int = Field(..., ge=1, le=MAX_KEEP_EVERY,
-                            description="keep one training report in this many; 1 keeps them all")
+    keep_every: int = Field(
+        ..., ge=1, le=MAX_KEEP_EVERY, description="keep one training report in this many; 1 keeps them all"
+    )
     older_than: Duration = Field(..., gt=0, description="only training reports older than this are thinned")
     interval: Duration = Field(default=DEFAULT_INTERVAL, gt=0, description="time between two thinning passes")
 
@@ -26,7 +27,9 @@ class MetricsRetentionConfig(StrictModel):
 class ExperimentMetricsRetention(StrictModel):
     """An experiment's section: its trials follow it instead of the master's (keep_every 1: keep all)."""
 
-    keep_every: int = Field(..., ge=1, le=MAX_KEEP_EVERY,
-                            description="keep one training report in this many; 1 keeps them all")
+    keep_every: int = Field(
+        ..., ge=1, le=MAX_KEEP_EVERY, description="keep one training report in this many; 1 keeps them all"
+    )
     older_than: Duration | None = Field(
-        default=None, gt=0, description="left out: the master's older_than, or 168h when the master has none")
+        default=None, gt=0, description="left out: the master's older_than, or 168h when the master has none"
+    )

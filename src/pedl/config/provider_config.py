@@ -38,26 +38,32 @@ def parse_master_url(value: str) -> tuple[str, str, int, bool]:
 
 class ProviderCommon(StrictModel):
     master_url: str | None = Field(
-        default=None, alias="master_address",
+        default=None,
+        alias="master_address",
         description="how agents reach the master; an alias (ec2.local-ipv4, gce.internal-ip, ...) is "
-                    "resolved from the instance metadata service at start; port defaults to 8080")
+        "resolved from the instance metadata service at start; port defaults to 8080",
+    )
     startup_script: str = Field(default="", description="shell run on each new instance before the agent starts")
     agent_docker_network: str = Field(default="pedl", description="kept for compatibility with Determined")
     max_idle_agent_period: Duration = Field(default=300.0, description="idle time before an instance is terminated")
     max_agent_starting_period: Duration = Field(default=1200.0, description="time a launched instance has to register")
     max_disconnected_period: Duration = Field(
-        default=600.0, description="time an instance's agent may stay disconnected before the instance is terminated")
+        default=600.0, description="time an instance's agent may stay disconnected before the instance is terminated"
+    )
     max_instances: int = Field(default=5, ge=0)
     min_instances: int = Field(default=0, ge=0)
     launch_error_backoff: Duration = Field(default=5.0, description="first wait after a failed launch; doubles")
     launch_error_backoff_max: Duration = Field(default=300.0, description="cap of the launch backoff")
     capacity_retry_period: Duration = Field(
-        default=DEFAULT_CAPACITY_RETRY, gt=0,
+        default=DEFAULT_CAPACITY_RETRY,
+        gt=0,
         description="how long a type (spot or on-demand) is avoided after a capacity error or an unfulfilled spot "
-                    "request; spot is asked for again after it")
+        "request; spot is asked for again after it",
+    )
     consolidation: ConsolidationConfig = Field(
         default_factory=ConsolidationConfig,
-        description="moving checkpointed trials so that half-empty or on-demand instances can go away")
+        description="moving checkpointed trials so that half-empty or on-demand instances can go away",
+    )
 
     @field_validator("master_url", mode="after")
     @classmethod
@@ -98,8 +104,7 @@ class InstancePrice(StrictModel):
 def _as_price_mapping(v: Any) -> Any:
     """`type: 1.5` is `type: {on_demand: 1.5}`."""
     if isinstance(v, dict):
-        return {k: p if isinstance(p, dict | bool) or p is None else {"on_demand": p}
-                for k, p in v.items()}
+        return {k: p if isinstance(p, dict | bool) or p is None else {"on_demand": p} for k, p in v.items()}
     return v
 
 
@@ -115,12 +120,14 @@ class AWSProviderConfig(ProviderCommon):
     iam_instance_profile_arn: str | None = None
     network_interface: NetworkInterface = Field(default_factory=NetworkInterface)
     security_group: str | None = Field(
-        default=None, description="seed 000's spelling of network_interface.security_group_id")
+        default=None, description="seed 000's spelling of network_interface.security_group_id"
+    )
     instance_type: str | list[str] = Field(default="p3.8xlarge", description="a type, or a list in order of preference")
     instance_type_prices: dict[str, InstancePrice] = Field(
         default_factory=dict,
         description="prices of the configured types, overriding the table: a number (on-demand USD/hour) or "
-                    "{on_demand, spot}")
+        "{on_demand, spot}",
+    )
     instance_slots: int | None = Field(default=None, ge=0, description="slots per instance, overriding the GPU table")
     cpu_slots_allowed: bool = Field(default=False, description="allow CPU-only types (slots = vCPUs)")
     spot: bool = False
@@ -210,13 +217,19 @@ class LocalProviderConfig(ProviderCommon):
     instance_type: str = Field(default="local", description="a label; local instances have one shape")
     price_per_hour: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="for cost figures")
     spot_price_per_hour: float | None = Field(
-        default=None, ge=0, allow_inf_nan=False,
-        description="as spot, for cost figures and the simulator; default price_per_hour x DEFAULT_SPOT_FRACTION")
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="as spot, for cost figures and the simulator; default price_per_hour x DEFAULT_SPOT_FRACTION",
+    )
     spot: bool = Field(
-        default=False, description="launch spot instances first (the local spot market: spot-capacity in "
-                                   "<data_dir>/local-instances says whether there is capacity)")
+        default=False,
+        description="launch spot instances first (the local spot market: spot-capacity in "
+        "<data_dir>/local-instances says whether there is capacity)",
+    )
     spot_fallback_to_on_demand: bool = Field(
-        default=True, description="launch on demand while spot capacity is unavailable")
+        default=True, description="launch on demand while spot capacity is unavailable"
+    )
 
     def instance_types(self) -> list[str]:
         return [self.instance_type]

@@ -24,17 +24,24 @@ class LoginRateLimit(StrictModel):
     counted; a login through the master's console socket (data_dir/console.sock) is never held up."""
 
     failures_per_user: int = Field(
-        default=5, ge=1, le=1_000_000,
+        default=5,
+        ge=1,
+        le=1_000_000,
         description="failed logins of one user name from one client address before each further one waits: "
-                    "1 s, doubling with each failure up to max_delay. Another address is not held up")
-    max_delay: Duration = Field(default=300.0, gt=0, description="the longest wait between failed logins of one user "
-                                                                 "name from one address")
+        "1 s, doubling with each failure up to max_delay. Another address is not held up",
+    )
+    max_delay: Duration = Field(
+        default=300.0, gt=0, description="the longest wait between failed logins of one user name from one address"
+    )
     forget_after: Duration = Field(
-        default=3600.0, gt=0,
+        default=3600.0,
+        gt=0,
         description="the failures of a user name from an address are forgotten this long after the "
-                    "last one (or at once, by a successful login)")
+        "last one (or at once, by a successful login)",
+    )
     failures_per_address: int = Field(
-        default=20, ge=1, le=1_000_000, description="failed logins from one client address, any user names, per window")
+        default=20, ge=1, le=1_000_000, description="failed logins from one client address, any user names, per window"
+    )
     window: Duration = Field(default=60.0, description="length of the sliding window of failures_per_address")
 
 
@@ -105,7 +112,8 @@ class BindMountPolicy(StrictModel):
 
     allowed_roots: list[str] | None = Field(
         default=None,
-        description="absolute directories a host_path must lie in; null: anywhere, []: no host bind mounts")
+        description="absolute directories a host_path must lie in; null: anywhere, []: no host bind mounts",
+    )
 
     @field_validator("allowed_roots")
     @classmethod
@@ -126,9 +134,12 @@ class BindMountPolicy(StrictModel):
         for i, mount in enumerate(mounts):
             host = os.path.normpath(str(mount.get("host_path") or ""))
             if not any(host == root or host.startswith(root.rstrip("/") + "/") for root in roots):
-                why = (f"{host} is outside the host paths this cluster allows to mount "
-                       f"(security.bind_mounts.allowed_roots: {', '.join(roots)})" if roots else
-                       "host bind mounts are not allowed on this cluster (security.bind_mounts.allowed_roots: [])")
+                why = (
+                    f"{host} is outside the host paths this cluster allows to mount "
+                    f"(security.bind_mounts.allowed_roots: {', '.join(roots)})"
+                    if roots
+                    else "host bind mounts are not allowed on this cluster (security.bind_mounts.allowed_roots: [])"
+                )
                 return f"{field}[{i}].host_path", why
         return None
 
@@ -154,53 +165,75 @@ def _network(entry: str) -> str:
 
 class SecurityConfig(StrictModel):
     allow_unauthenticated_loopback_agents: bool = Field(
-        default=False, description="accept agents on loopback addresses without the agent token (development only)")
+        default=False, description="accept agents on loopback addresses without the agent token (development only)"
+    )
     metrics_access: Literal["public", "authenticated", "admin"] = Field(
-        default="authenticated", description="who may read /metrics: anyone, any logged-in user, or admins")
+        default="authenticated", description="who may read /metrics: anyone, any logged-in user, or admins"
+    )
     login_rate_limit: LoginRateLimit = Field(default_factory=LoginRateLimit)
     tls: TlsConfig = Field(default_factory=TlsConfig, description="serve HTTPS and WSS: {cert, key}")
     task_uid_base: int | None = Field(
-        default=TASK_UID_BASE, ge=1000, le=ID_MAX - TASK_UIDS + 1,
+        default=TASK_UID_BASE,
+        ge=1000,
+        le=ID_MAX - TASK_UIDS + 1,
         description="a user with no agent user group runs their tasks, on agents that run as root, as uid and gid "
-                    "task_uid_base + their user id (named pedl-user-<username> in the task), so no two users' tasks "
-                    "share a uid; null: as default_task, else as the agent's own user (Determined's behaviour)")
+        "task_uid_base + their user id (named pedl-user-<username> in the task), so no two users' tasks "
+        "share a uid; null: as default_task, else as the agent's own user (Determined's behaviour)",
+    )
     default_task: DefaultTaskUser | None = Field(
         default=None,
         description="Determined's key, used only with task_uid_base: null: who the tasks of users without an "
-                    "agent user group run as, all of them as one user: {user, uid, group, gid}")
+        "agent user group run as, all of them as one user: {user, uid, group, gid}",
+    )
     bind_mounts: BindMountPolicy = Field(
-        default_factory=BindMountPolicy, description="which host paths tasks may bind-mount: {allowed_roots}")
+        default_factory=BindMountPolicy, description="which host paths tasks may bind-mount: {allowed_roots}"
+    )
     password_hashing: PasswordHashing = Field(
-        default_factory=PasswordHashing, description="argon2id costs of password hashes: {time_cost, memory_kib, "
-                                                     "parallelism}")
+        default_factory=PasswordHashing,
+        description="argon2id costs of password hashes: {time_cost, memory_kib, parallelism}",
+    )
     fresh_login_window: Duration = Field(
-        default=300.0, description="a user may change their own password without the old one only with a "
-                                   "token issued this recently (Determined's clients send no old password)")
+        default=300.0,
+        description="a user may change their own password without the old one only with a "
+        "token issued this recently (Determined's clients send no old password)",
+    )
     checkpoint_storage_roots: list[str] = Field(
         default_factory=list,
         description="where experiments may store checkpoints besides the master's own checkpoint_storage: "
-                    "absolute directories (shared_fs) and s3://bucket[/prefix] (s3)")
+        "absolute directories (shared_fs) and s3://bucket[/prefix] (s3)",
+    )
 
     s3_endpoint_urls: list[str] = Field(
         default_factory=list,
         description="S3-compatible endpoints (MinIO, moto) an experiment's s3 storage may name besides the "
-                    "master's own checkpoint_storage.endpoint_url; an experiment naming another is refused, "
-                    "so the master never sends signed requests to a host a user chose")
+        "master's own checkpoint_storage.endpoint_url; an experiment naming another is refused, "
+        "so the master never sends signed requests to a host a user chose",
+    )
 
     trusted_proxies: list[Annotated[str, AfterValidator(_network)]] = Field(
         default_factory=list,
         description="addresses or CIDR networks of reverse proxies in front of the master; only a connection from "
-                    "one of them may name its client in X-Forwarded-For (and its scheme in X-Forwarded-Proto). "
-                    "None by default: the client is the connection's peer, whatever the headers say")
+        "one of them may name its client in X-Forwarded-For (and its scheme in X-Forwarded-Proto). "
+        "None by default: the client is the connection's peer, whatever the headers say",
+    )
 
     @model_validator(mode="after")
     def _task_uids_apart(self) -> SecurityConfig:
         """No uid of default_task among the users' own: its tasks would share one with a user's."""
         base, task = self.task_uid_base, self.default_task
-        if base is not None and task is not None and (base <= task.uid < base + TASK_UIDS
-                                                      or base <= task.gid < base + TASK_UIDS):
-            raise FieldProblems([("security.default_task.uid", f"uid and gid {base} to {base + TASK_UIDS - 1} are "
-                                                               "the users' own (security.task_uid_base)")])
+        if (
+            base is not None
+            and task is not None
+            and (base <= task.uid < base + TASK_UIDS or base <= task.gid < base + TASK_UIDS)
+        ):
+            raise FieldProblems(
+                [
+                    (
+                        "security.default_task.uid",
+                        f"uid and gid {base} to {base + TASK_UIDS - 1} are the users' own (security.task_uid_base)",
+                    )
+                ]
+            )
         return self
 
     @field_validator("checkpoint_storage_roots")
@@ -215,48 +248,77 @@ class LimitsConfig(StrictModel):
     """Bounds on what one request may ask of the master."""
 
     max_trials_per_experiment: int = Field(
-        default=10_000, ge=1, le=10_000_000, description="searcher.max_trials and the size of a grid")
+        default=10_000, ge=1, le=10_000_000, description="searcher.max_trials and the size of a grid"
+    )
     min_live_trials_per_experiment: int = Field(
-        default=16, ge=1, le=10_000,
+        default=16,
+        ge=1,
+        le=10_000,
         description="trials are created as the pool has room for them (its capacity in trials, and "
-                    "max_concurrent_trials); an experiment may still have this many live, queued where the pool is "
-                    "smaller (Determined's default max_concurrent_trials is 16)")
+        "max_concurrent_trials); an experiment may still have this many live, queued where the pool is "
+        "smaller (Determined's default max_concurrent_trials is 16)",
+    )
     max_request_body_bytes: int = Field(
-        default=4 * MiB, ge=1024, description="any request body except an experiment's model definition upload")
+        default=4 * MiB, ge=1024, description="any request body except an experiment's model definition upload"
+    )
     max_anonymous_body_bytes: int = Field(
-        default=4096, ge=512, le=1024 * 1024,
-        description="the body of a route anyone may call without logging in (a login is a few hundred bytes)")
+        default=4096,
+        ge=512,
+        le=1024 * 1024,
+        description="the body of a route anyone may call without logging in (a login is a few hundred bytes)",
+    )
     max_model_definition_bytes: int = Field(
-        default=96 * MiB, ge=1024, description="an experiment create request with its model definition")
+        default=96 * MiB, ge=1024, description="an experiment create request with its model definition"
+    )
     max_config_bytes: int = Field(
-        default=DEFAULT_MAX_CONFIG_BYTES, ge=1024,
-        description="an experiment config after YAML anchors and aliases are expanded")
+        default=DEFAULT_MAX_CONFIG_BYTES,
+        ge=1024,
+        description="an experiment config after YAML anchors and aliases are expanded",
+    )
     max_nesting_depth: int = Field(
-        default=DEFAULT_MAX_NESTING_DEPTH, ge=4, le=1000, description="nesting of JSON bodies and YAML configs")
+        default=DEFAULT_MAX_NESTING_DEPTH, ge=4, le=1000, description="nesting of JSON bodies and YAML configs"
+    )
     max_string_length: int = Field(
-        default=64 * 1024, ge=256, description="any single string in a request (names are held to 255 characters)")
+        default=64 * 1024, ge=256, description="any single string in a request (names are held to 255 characters)"
+    )
     max_metric_names_per_trial: int = Field(
-        default=1000, ge=1, le=1_000_000,
+        default=1000,
+        ge=1,
+        le=1_000_000,
         description="distinct metric names one trial may report, over all its groups (Determined has no such "
-                    "limit); a report that would take a trial past it is refused")
+        "limit); a report that would take a trial past it is refused",
+    )
     max_listing_bytes: int = Field(
-        default=4 * MiB, ge=64 * 1024,
+        default=4 * MiB,
+        ge=64 * 1024,
         description="what a listing that grows with the metrics reported carries: a project's columns and metric "
-                    "ranges (past it the list is cut and says so: truncated) and a page of trials (cut short: "
-                    "its pagination's endIndex says where the next starts)")
+        "ranges (past it the list is cut and says so: truncated) and a page of trials (cut short: "
+        "its pagination's endIndex says where the next starts)",
+    )
     max_concurrent_uploads_per_user: int = Field(
-        default=2, ge=1, le=1000, description="experiment creates with a model definition one user may send at once")
+        default=2, ge=1, le=1000, description="experiment creates with a model definition one user may send at once"
+    )
     max_concurrent_uploads: int = Field(
-        default=8, ge=1, le=10_000, description="experiment creates with a model definition being read at once, in all")
+        default=8, ge=1, le=10_000, description="experiment creates with a model definition being read at once, in all"
+    )
     max_model_definition_bytes_per_user: int = Field(
-        default=2 * 1024 * MiB, ge=1024,
+        default=2 * 1024 * MiB,
+        ge=1024,
         description="the model definitions the master stores of one user's experiments (compressed); an "
-                    "experiment create past it is refused, and deleting experiments frees it")
+        "experiment create past it is refused, and deleting experiments frees it",
+    )
     max_zero_slot_tasks_per_user: int = Field(
-        default=100, ge=1, le=100_000,
-        description="live commands, notebooks, shells and TensorBoards of no slots one user may have")
+        default=100,
+        ge=1,
+        le=100_000,
+        description="live commands, notebooks, shells and TensorBoards of no slots one user may have",
+    )
     max_zero_slot_tasks_per_agent: int = Field(
-        default=100, ge=1, le=100_000,
-        description="zero-slot allocations the scheduler places on one agent (Determined: 100)")
+        default=100,
+        ge=1,
+        le=100_000,
+        description="zero-slot allocations the scheduler places on one agent (Determined: 100)",
+    )
     max_log_follows_per_user: int = Field(
-        default=16, ge=1, le=10_000, description="log streams one user may follow at once (follow=true)")
+        default=16, ge=1, le=10_000, description="log streams one user may follow at once (follow=true)"
+    )

@@ -39,8 +39,9 @@ def _text_problem(text: str, max_length: int | None) -> str | None:
     return None
 
 
-def value_problems(data: Any, *, max_string_length: int | None = None, path: str = "",
-                   limit: int = 20) -> list[tuple[str, str]]:
+def value_problems(
+    data: Any, *, max_string_length: int | None = None, path: str = "", limit: int = 20
+) -> list[tuple[str, str]]:
     """(field path, message) for values no database column or JSON document takes the same way on
     SQLite and PostgreSQL: strings with a NUL character or a lone surrogate (or longer than
     `max_string_length`), non-finite floats, integers beyond 64 bits, binary data. Keys are checked

@@ -23,14 +23,17 @@ MAX_IDLE_TIMEOUT = 365 * 24 * 3600.0
 
 class TaskResources(StrictModel):
     slots: int | None = Field(
-        default=None, ge=0, description="slots the task holds (0: none); left out: 1, a TensorBoard's 0")
+        default=None, ge=0, description="slots the task holds (0: none); left out: 1, a TensorBoard's 0"
+    )
     resource_pool: Name | None = None
     priority: int | None = Field(default=None, ge=1, le=99, description="1 is most urgent")
     weight: float = Field(default=1.0, gt=0, le=1_000_000, allow_inf_nan=False)
     shm_size: ShmSize = Field(
-        default=None, description="/dev/shm of the task: bytes, or '512m', '1.5g' (powers of 1024); "
-                                  "left out: task_container_defaults.shm_size_bytes in a container, "
-                                  "the host's /dev/shm for a process")
+        default=None,
+        description="/dev/shm of the task: bytes, or '512m', '1.5g' (powers of 1024); "
+        "left out: task_container_defaults.shm_size_bytes in a container, "
+        "the host's /dev/shm for a process",
+    )
     # Determined keys accepted and not used: a process or container on one agent has no other say
     max_slots: int | None = Field(default=None, ge=0, le=1_000_000, description="accepted, unused")
     devices: list[Any] | None = Field(default=None, description="accepted, unused")
@@ -53,10 +56,14 @@ class TaskConfig(StrictModel):
     # a task starts in its own directory, where its context is (Determined's /run/determined/workdir)
     work_dir: str | None = Field(default=None, max_length=4096, description="accepted, unused")
     idle_timeout: Duration | None = Field(
-        default=None, ge=1, le=MAX_IDLE_TIMEOUT,
-        description="a notebook or TensorBoard unused for this long is killed (none: never)")
+        default=None,
+        ge=1,
+        le=MAX_IDLE_TIMEOUT,
+        description="a notebook or TensorBoard unused for this long is killed (none: never)",
+    )
     notebook_idle_type: Literal["kernels_or_terminals", "kernel_connections", "activity"] = Field(
-        default="kernels_or_terminals", description="what keeps a notebook busy")
+        default="kernels_or_terminals", description="what keeps a notebook busy"
+    )
     tensorboard_args: list[str] = Field(default_factory=list, description="more arguments for tensorboard")
     # accepted and not used (Determined's debug logging, and the HPC launchers pedl has none of)
     debug: bool | None = Field(default=None, description="accepted, unused")

@@ -67,8 +67,9 @@ class RegistryAuth(StrictModel):
 
 class BindMount(StrictModel):
     host_path: str = Field(..., min_length=1, description="absolute path on the agent's host")
-    container_path: str = Field(..., min_length=1, description="path in the task: absolute, or relative to its "
-                                                               "working directory")
+    container_path: str = Field(
+        ..., min_length=1, description="path in the task: absolute, or relative to its working directory"
+    )
     read_only: bool = False
     propagation: Literal["rprivate", "private", "rshared", "shared", "rslave", "slave"] = "rprivate"
 
@@ -118,15 +119,27 @@ MASTER_ONLY_VARIABLES = frozenset({"DET_EXPERIMENT_CONFIG", "DET_CLUSTER_ID"})
 def master_only_problems(value: list[str] | dict[str, str] | DeviceEnvironment) -> list[tuple[str, str]]:
     """(path under environment_variables, message) for each variable of `value` (a config's
     environment_variables, in any of its forms) that only the master sets."""
-    forms = ([(f".{d}", getattr(value, d)) for d in DeviceEnvironment.model_fields]
-             if isinstance(value, DeviceEnvironment) else [("", value)])
+    forms = (
+        [(f".{d}", getattr(value, d)) for d in DeviceEnvironment.model_fields]
+        if isinstance(value, DeviceEnvironment)
+        else [("", value)]
+    )
     problems = []
     for prefix, form in forms:
-        names = ([(f"[{i}]", item.split("=", 1)[0]) for i, item in enumerate(form)] if isinstance(form, list)
-                 else [(f".{name}", str(name)) for name in form])
-        problems += [(f"environment_variables{prefix}{at}", f"{name} is set by the master only (the agent "
-                      "trusts it to pick what it mounts and creates as root); remove it")
-                     for at, name in names if name in MASTER_ONLY_VARIABLES]
+        names = (
+            [(f"[{i}]", item.split("=", 1)[0]) for i, item in enumerate(form)]
+            if isinstance(form, list)
+            else [(f".{name}", str(name)) for name in form]
+        )
+        problems += [
+            (
+                f"environment_variables{prefix}{at}",
+                f"{name} is set by the master only (the agent "
+                "trusts it to pick what it mounts and creates as root); remove it",
+            )
+            for at, name in names
+            if name in MASTER_ONLY_VARIABLES
+        ]
     return problems
 
 
@@ -144,25 +157,33 @@ class TaskContainerDefaults(StrictModel):
     otherwise."""
 
     image: str | DeviceImages | None = Field(
-        default=None, description="default image; tasks without one (here or in their experiment) run as processes")
+        default=None, description="default image; tasks without one (here or in their experiment) run as processes"
+    )
     force_pull_image: bool = False
     registry_auth: RegistryAuth | None = None
     bind_mounts: list[BindMount] = Field(default_factory=list, description="added before the experiment's own")
     environment_variables: list[str] | dict[str, str] | DeviceEnvironment = Field(default_factory=list)
     shm_size_bytes: int = Field(
-        default=4 * 2**30, ge=0, le=2**40, description="/dev/shm of a container (Docker's --shm-size)")
+        default=4 * 2**30, ge=0, le=2**40, description="/dev/shm of a container (Docker's --shm-size)"
+    )
     network_mode: Literal["host", "bridge"] = Field(
-        default="host", description="containers share the agent's network (host), or get Docker's bridge")
+        default="host", description="containers share the agent's network (host), or get Docker's bridge"
+    )
     gloo_port_range: str | None = Field(
-        default=None, pattern=PORT_RANGE, description="GLOO_PORT_RANGE in tasks, low:high")
+        default=None, pattern=PORT_RANGE, description="GLOO_PORT_RANGE in tasks, low:high"
+    )
     nccl_port_range: str | None = Field(
-        default=None, pattern=PORT_RANGE, description="NCCL_PORT_RANGE in tasks, low:high")
+        default=None, pattern=PORT_RANGE, description="NCCL_PORT_RANGE in tasks, low:high"
+    )
     dtrain_network_interface: str | None = Field(
-        default=None, max_length=64, description="interface distributed training uses (NCCL/GLOO_SOCKET_IFNAME)")
+        default=None, max_length=64, description="interface distributed training uses (NCCL/GLOO_SOCKET_IFNAME)"
+    )
     startup_hook: str | None = Field(
-        default=None, max_length=65536,
+        default=None,
+        max_length=65536,
         description="shell commands every task runs in its own shell before its context's "
-                    "startup-hook.sh and its entrypoint (output in the task's logs)")
+        "startup-hook.sh and its entrypoint (output in the task's logs)",
+    )
 
     _image = field_validator("image")(lambda cls, v: image_name(v) if isinstance(v, str) else v)
     _env = field_validator("environment_variables")(lambda cls, v: check_env_list(v))
@@ -178,8 +199,9 @@ class TaskContainerDefaults(StrictModel):
         return self
 
 
-def container_spec(defaults: TaskContainerDefaults, environment: Any, bind_mounts: list[BindMount],
-                   shm_size: int | None = None) -> dict[str, Any] | None:
+def container_spec(
+    defaults: TaskContainerDefaults, environment: Any, bind_mounts: list[BindMount], shm_size: int | None = None
+) -> dict[str, Any] | None:
     """What an agent needs to run a task in a container (the agent picks the cpu or gpu image by the
     slots it gives the task), or None for a process task: no image here or in the defaults.
     `shm_size`: the task's resources.shm_size, over the defaults' shm_size_bytes."""
@@ -189,10 +211,15 @@ def container_spec(defaults: TaskContainerDefaults, environment: Any, bind_mount
     images = image if isinstance(image, DeviceImages) else DeviceImages(cpu=image, gpu=image)
     auth = environment.registry_auth or defaults.registry_auth
     force = environment.force_pull_image if environment.force_pull_image is not None else defaults.force_pull_image
-    return {"image_cpu": images.pick(False), "image_gpu": images.pick(True), "force_pull": force,
-            "registry_auth": auth.model_dump(exclude_none=True) if auth else None,
-            "bind_mounts": [m.model_dump() for m in [*defaults.bind_mounts, *bind_mounts]],
-            "shm_size_bytes": shm_size or defaults.shm_size_bytes, "network_mode": defaults.network_mode}
+    return {
+        "image_cpu": images.pick(False),
+        "image_gpu": images.pick(True),
+        "force_pull": force,
+        "registry_auth": auth.model_dump(exclude_none=True) if auth else None,
+        "bind_mounts": [m.model_dump() for m in [*defaults.bind_mounts, *bind_mounts]],
+        "shm_size_bytes": shm_size or defaults.shm_size_bytes,
+        "network_mode": defaults.network_mode,
+    }
 
 
 def process_mounts(defaults: TaskContainerDefaults, bind_mounts: list[BindMount]) -> list[dict[str, Any]]:
@@ -201,8 +228,9 @@ def process_mounts(defaults: TaskContainerDefaults, bind_mounts: list[BindMount]
     return [m.model_dump() for m in [*defaults.bind_mounts, *bind_mounts]]
 
 
-def task_variables(defaults: TaskContainerDefaults,
-                   environment: Any) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+def task_variables(
+    defaults: TaskContainerDefaults, environment: Any
+) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """(variables for every task, variables by device type from {cpu, gpu} forms); the defaults'
     first, the experiment's over them; never one of MASTER_ONLY_VARIABLES."""
     plain: dict[str, str] = dict(network_variables(defaults))
@@ -224,8 +252,9 @@ def network_variables(defaults: TaskContainerDefaults) -> dict[str, str]:
     env: dict[str, str] = {}
     if defaults.dtrain_network_interface:
         iface = defaults.dtrain_network_interface
-        env.update({"DET_INTER_NODE_NETWORK_INTERFACE": iface, "NCCL_SOCKET_IFNAME": iface,
-                    "GLOO_SOCKET_IFNAME": iface})
+        env.update(
+            {"DET_INTER_NODE_NETWORK_INTERFACE": iface, "NCCL_SOCKET_IFNAME": iface, "GLOO_SOCKET_IFNAME": iface}
+        )
     if defaults.nccl_port_range:
         env["NCCL_PORT_RANGE"] = defaults.nccl_port_range
     if defaults.gloo_port_range:

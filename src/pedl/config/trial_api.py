@@ -51,18 +51,41 @@ CheckpointPolicy = Literal["best", "all", "none"]
 
 # Determined 0.38.1's defaults (schemas/expconf/v0), for the keys a trial's harness reads
 _TOP_DEFAULTS: dict[str, Any] = {
-    "bind_mounts": [], "checkpoint_policy": "best", "data": {}, "debug": False, "description": None,
-    "environment": {}, "hyperparameters": {}, "labels": [], "log_policies": [], "max_restarts": 5,
-    "min_checkpoint_period": {"batches": 0}, "min_validation_period": {"batches": 0}, "name": None,
-    "perform_initial_validation": False, "preemption_timeout": None, "project": "", "records_per_epoch": 0,
-    "scheduling_unit": 100, "workspace": "",
+    "bind_mounts": [],
+    "checkpoint_policy": "best",
+    "data": {},
+    "debug": False,
+    "description": None,
+    "environment": {},
+    "hyperparameters": {},
+    "labels": [],
+    "log_policies": [],
+    "max_restarts": 5,
+    "min_checkpoint_period": {"batches": 0},
+    "min_validation_period": {"batches": 0},
+    "name": None,
+    "perform_initial_validation": False,
+    "preemption_timeout": None,
+    "project": "",
+    "records_per_epoch": 0,
+    "scheduling_unit": 100,
+    "workspace": "",
 }
 _SECTION_DEFAULTS: dict[str, dict[str, Any]] = {
     "optimizations": OptimizationsConfig().model_dump(),
     "profiling": {"enabled": False, "begin_on_batch": 0, "end_after_batch": None, "sync_timings": True},
-    "resources": {"agent_label": None, "devices": [], "is_single_node": None, "max_slots": None,
-                  "native_parallel": False, "priority": None, "resource_pool": "", "shm_size": None,
-                  "slots_per_trial": 1, "weight": 1},
+    "resources": {
+        "agent_label": None,
+        "devices": [],
+        "is_single_node": None,
+        "max_slots": None,
+        "native_parallel": False,
+        "priority": None,
+        "resource_pool": "",
+        "shm_size": None,
+        "slots_per_trial": 1,
+        "weight": 1,
+    },
     "reproducibility": {"experiment_seed": None},
 }
 _LENGTHS = ("min_checkpoint_period", "min_validation_period")
@@ -86,8 +109,12 @@ def determined_trial_config(config: dict[str, Any]) -> dict[str, Any]:
         out[key] = _length(out[key])
     searcher = out.get("searcher")
     if isinstance(searcher, dict):
-        out["searcher"] = {"smaller_is_better": True, "source_trial_id": None, "source_checkpoint_uuid": None,
-                           **searcher}
+        out["searcher"] = {
+            "smaller_is_better": True,
+            "source_trial_id": None,
+            "source_checkpoint_uuid": None,
+            **searcher,
+        }
         if searcher.get("max_length") is not None:
             out["searcher"]["max_length"] = _length(searcher["max_length"])
     return out
@@ -106,18 +133,26 @@ def epoch_length_problems(config: Any) -> list[tuple[str, str]]:
     epochs into batches with it (and TFKerasTrial refuses to start without it)."""
     if not is_legacy_entrypoint(config.entrypoint) or config.records_per_epoch:
         return []
-    lengths = {"searcher.max_length": config.searcher.max_length,
-               "min_validation_period": config.min_validation_period,
-               "min_checkpoint_period": config.min_checkpoint_period}
-    return [(where, "is in epochs, which a Trial class entrypoint needs records_per_epoch for: set "
-                    "records_per_epoch, or give the length in batches")
-            for where, length in lengths.items() if length is not None and length.epochs is not None]
+    lengths = {
+        "searcher.max_length": config.searcher.max_length,
+        "min_validation_period": config.min_validation_period,
+        "min_checkpoint_period": config.min_checkpoint_period,
+    }
+    return [
+        (
+            where,
+            "is in epochs, which a Trial class entrypoint needs records_per_epoch for: set "
+            "records_per_epoch, or give the length in batches",
+        )
+        for where, length in lengths.items()
+        if length is not None and length.epochs is not None
+    ]
 
 
 # Run by the task's own python3 before Determined's launcher: the task environment may have no pedl (an
 # image of the user's), so this is plain Python. It names what is missing instead of a traceback or
 # `/bin/sh: model_def:MyTrial: not found`, and exits UNLOADABLE_TRIAL_EXIT; then it execs the launcher.
-_LOAD_CHECK = r'''
+_LOAD_CHECK = r"""
 import importlib, importlib.metadata, importlib.util, json, os, sys, traceback
 entrypoint = sys.argv[1]
 def fail(message):
@@ -203,7 +238,7 @@ if keras_api is not None and issubclass(trial_class, keras_api.TFKerasTrial) and
              f"or run the trial on one slot")
     launcher = ["python3", "-m", "determined.exec.harness", entrypoint]
 os.execvp("python3", launcher)
-'''.replace("EXIT_STATUS", str(UNLOADABLE_TRIAL_EXIT))
+""".replace("EXIT_STATUS", str(UNLOADABLE_TRIAL_EXIT))
 
 
 def task_entrypoint(entrypoint: str | list[str]) -> str | list[str]:

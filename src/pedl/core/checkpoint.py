@@ -45,8 +45,13 @@ class CheckpointContext(abc.ABC):
     Every rank may restore (`restore_path`, `download`, `get_metadata`): the storage is shared.
     """
 
-    def __init__(self, storage: CheckpointStorage | None, distributed: DistributedContext, *,
-                 missing_storage_reason: str = "no checkpoint storage is configured") -> None:
+    def __init__(
+        self,
+        storage: CheckpointStorage | None,
+        distributed: DistributedContext,
+        *,
+        missing_storage_reason: str = "no checkpoint storage is configured",
+    ) -> None:
         self._storage = storage
         self._distributed = distributed
         self._missing_reason = missing_storage_reason
@@ -108,12 +113,19 @@ class CheckpointContext(abc.ABC):
             raise RuntimeError(
                 f"checkpoint.{what}() can only be called on the chief (rank 0), not on rank "
                 f"{self._distributed.rank}: let the chief store the checkpoint and broadcast its "
-                f"storage_id (core.distributed.broadcast) to the other ranks")
+                f"storage_id (core.distributed.broadcast) to the other ranks"
+            )
 
 
 class MasterCheckpointContext(CheckpointContext):
-    def __init__(self, storage: CheckpointStorage | None, distributed: DistributedContext,
-                 session: MasterSession, info: ClusterInfo, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        storage: CheckpointStorage | None,
+        distributed: DistributedContext,
+        session: MasterSession,
+        info: ClusterInfo,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(storage, distributed, **kwargs)
         self._session = session
         self._info = info
@@ -147,14 +159,18 @@ class LocalCheckpointContext(CheckpointContext):
     def _report(self, storage_id: str, resources: dict[str, int], metadata: dict[str, Any]) -> None:
         storage = self.storage
         where = storage.path_of(storage_id) if isinstance(storage, SharedFSStorage) else storage
-        print(f"[pedl] checkpoint {storage_id} stored at {where} "
-              f"(steps_completed={metadata['steps_completed']})", flush=True)
+        print(
+            f"[pedl] checkpoint {storage_id} stored at {where} (steps_completed={metadata['steps_completed']})",
+            flush=True,
+        )
 
 
 def _checked_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(metadata, Mapping) or "steps_completed" not in metadata:
-        raise ValueError("checkpoint metadata must be a dict that includes 'steps_completed', "
-                         "e.g. store_path({'steps_completed': steps})")
+        raise ValueError(
+            "checkpoint metadata must be a dict that includes 'steps_completed', "
+            "e.g. store_path({'steps_completed': steps})"
+        )
     out = dict(to_json_value(metadata, where="metadata"))
     out["steps_completed"] = check_steps(metadata["steps_completed"], "metadata['steps_completed']")
     return out

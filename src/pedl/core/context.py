@@ -46,10 +46,19 @@ class Context:
     dict (off-cluster: the config given to init, validated and defaulted, or {}).
     """
 
-    def __init__(self, *, train: TrainContext, checkpoint: CheckpointContext,
-                 preempt: PreemptContext, distributed: DistributedContext,
-                 searcher: SearcherContext, info: ClusterInfo | None, hparams: dict[str, Any],
-                 config: dict[str, Any], sessions: tuple[MasterSession, ...] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        train: TrainContext,
+        checkpoint: CheckpointContext,
+        preempt: PreemptContext,
+        distributed: DistributedContext,
+        searcher: SearcherContext,
+        info: ClusterInfo | None,
+        hparams: dict[str, Any],
+        config: dict[str, Any],
+        sessions: tuple[MasterSession, ...] = (),
+    ) -> None:
         self.train = train
         self.checkpoint = checkpoint
         self.preempt = preempt
@@ -77,8 +86,9 @@ class Context:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc is None:
             self.close()  # an undelivered report is raised here, so the trial does not end quietly
             return
@@ -121,16 +131,18 @@ def init(
         raise
 
 
-def _cluster_context(info: ClusterInfo, distributed: DistributedContext,
-                     checkpoint_storage: StorageArg | None) -> Context:
+def _cluster_context(
+    info: ClusterInfo, distributed: DistributedContext, checkpoint_storage: StorageArg | None
+) -> Context:
     trial = info.trial
     if trial is None:
-        raise RuntimeError(f"pedl.core.init() runs in trial tasks; this task is "
-                           f"{info.task_type or 'unknown'} (DET_TRIAL_ID is not set)")
+        raise RuntimeError(
+            f"pedl.core.init() runs in trial tasks; this task is "
+            f"{info.task_type or 'unknown'} (DET_TRIAL_ID is not set)"
+        )
     retry = RetryPolicy.from_env()
     session = MasterSession(info.master_url, info.session_token, retry=retry, cert_file=info.master_cert_file)
-    watch_session = MasterSession(info.master_url, info.session_token, retry=retry,
-                                  cert_file=info.master_cert_file)
+    watch_session = MasterSession(info.master_url, info.session_token, retry=retry, cert_file=info.master_cert_file)
     config = trial.config
     storage = None
     if checkpoint_storage is not None:
@@ -140,14 +152,22 @@ def _cluster_context(info: ClusterInfo, distributed: DistributedContext,
     return Context(
         train=MasterTrainContext(session, trial, distributed=distributed),
         checkpoint=MasterCheckpointContext(
-            storage, distributed, session, info,
+            storage,
+            distributed,
+            session,
+            info,
             missing_storage_reason="the experiment config (DET_EXPERIMENT_CONFIG) has no "
-                                   "checkpoint_storage; pass checkpoint_storage= to pedl.core.init()"),
+            "checkpoint_storage; pass checkpoint_storage= to pedl.core.init()",
+        ),
         preempt=MasterPreemptContext(distributed, session, watch_session, info.allocation_id),
         distributed=distributed,
         searcher=MasterSearcherContext(
-            distributed, length_from_config(config), session, trial.trial_id,
-            missing_length_reason="the experiment config has no searcher.max_length"),
+            distributed,
+            length_from_config(config),
+            session,
+            trial.trial_id,
+            missing_length_reason="the experiment config has no searcher.max_length",
+        ),
         info=info,
         hparams=dict(trial.hparams),
         config=config,
@@ -155,19 +175,21 @@ def _cluster_context(info: ClusterInfo, distributed: DistributedContext,
     )
 
 
-def _local_context(distributed: DistributedContext, checkpoint_storage: StorageArg | None,
-                   config: str | os.PathLike[str] | Mapping[str, Any] | None,
-                   hparams: Mapping[str, Any] | None, max_length: int | None) -> Context:
+def _local_context(
+    distributed: DistributedContext,
+    checkpoint_storage: StorageArg | None,
+    config: str | os.PathLike[str] | Mapping[str, Any] | None,
+    hparams: Mapping[str, Any] | None,
+    max_length: int | None,
+) -> Context:
     config_dict = load_local_config(config) if config is not None else {}
     local_hparams = first_grid_point(config_dict.get("hyperparameters") or {})
     local_hparams.update(hparams or {})
     length = max_length if max_length is not None else length_from_config(config_dict)
-    storage = _storage_from_arg(checkpoint_storage if checkpoint_storage is not None
-                                else DEFAULT_LOCAL_CHECKPOINT_DIR)
+    storage = _storage_from_arg(checkpoint_storage if checkpoint_storage is not None else DEFAULT_LOCAL_CHECKPOINT_DIR)
     where = storage.base_path if isinstance(storage, SharedFSStorage) else storage
     if distributed.is_chief:
-        print(f"[pedl] not on a cluster: metrics are printed here, checkpoints go to {where}",
-              flush=True)
+        print(f"[pedl] not on a cluster: metrics are printed here, checkpoints go to {where}", flush=True)
     return Context(
         train=LocalTrainContext(distributed=distributed),
         checkpoint=LocalCheckpointContext(storage, distributed),

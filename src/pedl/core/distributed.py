@@ -86,8 +86,9 @@ class DistributedContext:
         return cls(rank=0, size=1, local_rank=0, local_size=1, cross_rank=0, cross_size=1)
 
     @classmethod
-    def from_torch_distributed(cls, *, backend: str | None = None,
-                               timeout: float | datetime.timedelta | None = None) -> DistributedContext:
+    def from_torch_distributed(
+        cls, *, backend: str | None = None, timeout: float | datetime.timedelta | None = None
+    ) -> DistributedContext:
         """This worker's place from RANK, WORLD_SIZE, LOCAL_RANK, ... and a torch.distributed group.
 
         The pedl master sets those variables (plus MASTER_ADDR and MASTER_PORT, the chief's
@@ -98,15 +99,21 @@ class DistributedContext:
         destroys it. A group the caller made is used as it is and left alone.
         """
         ranks = torch_ranks_from_env(os.environ)
-        return cls(rank=ranks.rank, size=ranks.size, local_rank=ranks.local_rank,
-                   local_size=ranks.local_size, cross_rank=ranks.cross_rank,
-                   cross_size=ranks.cross_size,
-                   collectives=TorchCollectives.start(ranks, backend=backend,
-                                                      timeout=_timeout(timeout)))
+        return cls(
+            rank=ranks.rank,
+            size=ranks.size,
+            local_rank=ranks.local_rank,
+            local_size=ranks.local_size,
+            cross_rank=ranks.cross_rank,
+            cross_size=ranks.cross_size,
+            collectives=TorchCollectives.start(ranks, backend=backend, timeout=_timeout(timeout)),
+        )
 
     def __repr__(self) -> str:
-        return (f"DistributedContext(rank={self.rank}, size={self.size}, local_rank={self.local_rank}, "
-                f"local_size={self.local_size}, cross_rank={self.cross_rank}, cross_size={self.cross_size})")
+        return (
+            f"DistributedContext(rank={self.rank}, size={self.size}, local_rank={self.local_rank}, "
+            f"local_size={self.local_size}, cross_rank={self.cross_rank}, cross_size={self.cross_size})"
+        )
 
     @property
     def is_chief(self) -> bool:
@@ -173,6 +180,7 @@ class DistributedContext:
 
 # -- torch.distributed ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TorchRanks:
     rank: int
@@ -191,6 +199,7 @@ def torch_ranks_from_env(environ: Mapping[str, str]) -> TorchRanks:
     per slot). The node index and count come from NODE_RANK/NNODES (pedl), GROUP_RANK/
     GROUP_WORLD_SIZE (torchrun), or are derived assuming node-major ranks of equal-sized nodes.
     """
+
     def read(*names: str, default: int | None = None) -> int:
         for name in names:
             raw = environ.get(name, "").strip()
@@ -200,9 +209,11 @@ def torch_ranks_from_env(environ: Mapping[str, str]) -> TorchRanks:
                 except ValueError:
                     raise ValueError(f"{name} must be an integer, got {raw!r}") from None
         if default is None:
-            raise ValueError(f"torch.distributed needs {names[0]} in the environment (the pedl "
-                             f"master sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for a "
-                             f"trial on several agents; torchrun sets them too)")
+            raise ValueError(
+                f"torch.distributed needs {names[0]} in the environment (the pedl "
+                f"master sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for a "
+                f"trial on several agents; torchrun sets them too)"
+            )
         return default
 
     rank = read("RANK")
@@ -211,12 +222,15 @@ def torch_ranks_from_env(environ: Mapping[str, str]) -> TorchRanks:
     local_size = read("LOCAL_WORLD_SIZE", default=1)
     if local_size <= 0:
         raise ValueError(f"LOCAL_WORLD_SIZE must be positive, got {local_size}")
-    explicit = any(environ.get(n, "").strip() for n in ("NODE_RANK", "GROUP_RANK")) and \
-        any(environ.get(n, "").strip() for n in ("NNODES", "GROUP_WORLD_SIZE"))
+    explicit = any(environ.get(n, "").strip() for n in ("NODE_RANK", "GROUP_RANK")) and any(
+        environ.get(n, "").strip() for n in ("NNODES", "GROUP_WORLD_SIZE")
+    )
     if not explicit and size % local_size:
         # nodes may differ in size (pedl's launcher says which node this is); otherwise derive it
-        raise ValueError(f"WORLD_SIZE ({size}) must be a multiple of LOCAL_WORLD_SIZE ({local_size}) "
-                         "unless NODE_RANK and NNODES are set")
+        raise ValueError(
+            f"WORLD_SIZE ({size}) must be a multiple of LOCAL_WORLD_SIZE ({local_size}) "
+            "unless NODE_RANK and NNODES are set"
+        )
     cross_rank = read("NODE_RANK", "GROUP_RANK", default=rank // local_size)
     cross_size = read("NNODES", "GROUP_WORLD_SIZE", default=size // local_size)
     ranks = TorchRanks(rank, size, local_rank, local_size, cross_rank, cross_size)
@@ -232,8 +246,9 @@ class TorchCollectives:
     host-side messages off the GPU streams. Local collectives use one gloo group per node.
     """
 
-    def __init__(self, ranks: TorchRanks, *, group: Any, local_group: Any,
-                 local_chief_rank: int, owns_default_group: bool) -> None:
+    def __init__(
+        self, ranks: TorchRanks, *, group: Any, local_group: Any, local_chief_rank: int, owns_default_group: bool
+    ) -> None:
         self._ranks = ranks
         self._group = group
         self._local_group = local_group
@@ -241,16 +256,17 @@ class TorchCollectives:
         self._owns_default_group = owns_default_group
 
     @classmethod
-    def start(cls, ranks: TorchRanks, *, backend: str | None,
-              timeout: datetime.timedelta) -> TorchCollectives:
+    def start(cls, ranks: TorchRanks, *, backend: str | None, timeout: datetime.timedelta) -> TorchCollectives:
         torch, dist = _import_torch()
         owns = False
         if not dist.is_initialized():
             if ranks.size > 1:
                 missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(v)]
                 if missing:
-                    raise ValueError(f"torch.distributed needs {' and '.join(missing)} in the "
-                                     f"environment: the chief's rendezvous address")
+                    raise ValueError(
+                        f"torch.distributed needs {' and '.join(missing)} in the "
+                        f"environment: the chief's rendezvous address"
+                    )
             else:
                 # A world of one still gets a group (DDP wants one); it needs no real rendezvous.
                 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -259,21 +275,22 @@ class TorchCollectives:
                 backend = "nccl" if torch.cuda.is_available() else "gloo"
             if backend == "nccl":
                 torch.cuda.set_device(ranks.local_rank % torch.cuda.device_count())
-            dist.init_process_group(backend=backend, init_method="env://", rank=ranks.rank,
-                                    world_size=ranks.size, timeout=timeout)
+            dist.init_process_group(
+                backend=backend, init_method="env://", rank=ranks.rank, world_size=ranks.size, timeout=timeout
+            )
             owns = True
         elif (dist.get_rank(), dist.get_world_size()) != (ranks.rank, ranks.size):
-            raise ValueError(f"the torch.distributed group has rank {dist.get_rank()} of "
-                             f"{dist.get_world_size()}, the environment says {ranks.rank} of {ranks.size}")
+            raise ValueError(
+                f"the torch.distributed group has rank {dist.get_rank()} of "
+                f"{dist.get_world_size()}, the environment says {ranks.rank} of {ranks.size}"
+            )
         gloo = dist.get_backend() == "gloo"
         group = None if gloo else dist.new_group(backend="gloo", timeout=timeout)
         local_group, local_chief = cls._local_group(dist, ranks, timeout, group)
-        return cls(ranks, group=group, local_group=local_group, local_chief_rank=local_chief,
-                   owns_default_group=owns)
+        return cls(ranks, group=group, local_group=local_group, local_chief_rank=local_chief, owns_default_group=owns)
 
     @staticmethod
-    def _local_group(dist: Any, ranks: TorchRanks, timeout: datetime.timedelta,
-                     group: Any) -> tuple[Any, int]:
+    def _local_group(dist: Any, ranks: TorchRanks, timeout: datetime.timedelta, group: Any) -> tuple[Any, int]:
         """(this node's group, the global rank of its local chief); None when local == global."""
         if ranks.local_size == ranks.size:
             return group, 0
@@ -287,8 +304,7 @@ class TorchCollectives:
         for node in sorted({n for n, _ in table}):
             members = sorted((local, rank) for rank, (n, local) in enumerate(table) if n == node)
             if [rank for _, rank in members] != sorted(rank for _, rank in members):
-                raise ValueError("local ranks must follow global ranks on each node "
-                                 f"(node {node}: {members})")
+                raise ValueError(f"local ranks must follow global ranks on each node (node {node}: {members})")
             g = dist.new_group(ranks=[rank for _, rank in members], backend="gloo", timeout=timeout)
             if node == ranks.cross_rank:
                 mine, chief = g, members[0][1]
@@ -297,8 +313,7 @@ class TorchCollectives:
     def _pick(self, local: bool) -> tuple[Any, int, int, bool]:
         """(group, global rank of its chief, its size, whether it has only this process)."""
         if local:
-            return (self._local_group, self._local_chief_rank, self._ranks.local_size,
-                    self._ranks.local_size == 1)
+            return (self._local_group, self._local_chief_rank, self._ranks.local_size, self._ranks.local_size == 1)
         return self._group, 0, self._ranks.size, self._ranks.size == 1
 
     def gather(self, obj: Any, *, local: bool) -> list[Any] | None:
@@ -349,8 +364,9 @@ def _import_torch() -> tuple[Any, Any]:
         import torch  # pyright: ignore[reportMissingImports]  # optional dependency, may be absent
         import torch.distributed as dist  # pyright: ignore[reportMissingImports]  # optional dependency
     except ImportError:
-        raise RuntimeError("distributed training (WORLD_SIZE > 1) needs PyTorch: "
-                           "pip install torch (or pedl[torch])") from None
+        raise RuntimeError(
+            "distributed training (WORLD_SIZE > 1) needs PyTorch: pip install torch (or pedl[torch])"
+        ) from None
     if not dist.is_available():
         raise RuntimeError("this PyTorch build has no torch.distributed support")
     return torch, dist

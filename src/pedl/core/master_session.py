@@ -114,8 +114,9 @@ class MasterSession:
         self._sender: threading.Thread | None = None
         self._background_error: PedlError | None = None
 
-    def get(self, path: str, *, params: Mapping[str, Any] | None = None,
-            timeout_s: float | None = None, retry: bool = True) -> Any:
+    def get(
+        self, path: str, *, params: Mapping[str, Any] | None = None, timeout_s: float | None = None, retry: bool = True
+    ) -> Any:
         return self.request("GET", path, params=params, timeout_s=timeout_s, retry=retry)
 
     def post(self, path: str, body: Any, *, timeout_s: float | None = None, retry: bool = True) -> Any:
@@ -160,8 +161,12 @@ class MasterSession:
                 if item.batch_path is None:
                     self._send_background(item.path, item.body)
                     continue
-                run = [item, *self._outbox.take_while(lambda q, p=item.batch_path: q is not None and q.batch_path == p,
-                                                      BATCH_REPORTS - 1)]
+                run = [
+                    item,
+                    *self._outbox.take_while(
+                        lambda q, p=item.batch_path: q is not None and q.batch_path == p, BATCH_REPORTS - 1
+                    ),
+                ]
                 for request in _batches(run):
                     if request[0] is not None:  # alone: Determined's single report
                         part = request[0]
@@ -185,9 +190,18 @@ class MasterSession:
             if self._background_error is None:
                 self._background_error = exc
 
-    def request(self, method: str, path: str, *, body: Any = None,
-                params: Mapping[str, Any] | None = None, timeout_s: float | None = None,
-                retry: bool = True, _flush: bool = True, _raw: bytes | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+        retry: bool = True,
+        _flush: bool = True,
+        _raw: bytes | None = None,
+    ) -> Any:
         """Send one call; return the parsed JSON answer (None for an empty one). `_raw`: the body,
         encoded already (the sender's batches)."""
         if _flush:
@@ -231,8 +245,8 @@ class MasterSession:
                     untrusted = tls_failure_message(exc, self.master_url, self.cert_file, hint=TASK_CERT_HINT)
                     raise Unavailable(f"{method} {path}: {untrusted}") from None
                 failure: PedlError = Unavailable(
-                    f"{method} {path}: cannot reach the master at {self.master_url}: "
-                    f"{type(exc).__name__}: {exc}")
+                    f"{method} {path}: cannot reach the master at {self.master_url}: {type(exc).__name__}: {exc}"
+                )
                 cause: BaseException | None = exc
             else:
                 if response.is_success:
@@ -258,8 +272,11 @@ def _batches(run: list[_Queued]) -> Iterator[tuple[_Queued, None] | tuple[None, 
     """A run of batch entries as requests, in order: (item, None) for one that goes alone (a run of one,
     or an entry JSON cannot say), (None, b"[entry,...]") for a batch of up to about BATCH_BYTES.
     The whole run is encoded in one call where it can be (the common case: plain finite numbers)."""
-    if len(run) > 1 and (whole := _encode([q.entry for q in run], check=False)) is not None \
-            and len(whole) - len(run) - 1 <= BATCH_BYTES:  # (the entries' own bytes, as below)
+    if (
+        len(run) > 1
+        and (whole := _encode([q.entry for q in run], check=False)) is not None
+        and len(whole) - len(run) - 1 <= BATCH_BYTES
+    ):  # (the entries' own bytes, as below)
         yield None, whole
         return
     held: list[tuple[_Queued, bytes]] = []  # the next batch's items and their JSON

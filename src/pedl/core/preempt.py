@@ -84,13 +84,13 @@ class LocalPreemptContext(PreemptContext):
 
 
 class MasterPreemptContext(PreemptContext):
-    def __init__(self, distributed: DistributedContext, session: MasterSession,
-                 watch_session: MasterSession, allocation_id: str) -> None:
+    def __init__(
+        self, distributed: DistributedContext, session: MasterSession, watch_session: MasterSession, allocation_id: str
+    ) -> None:
         super().__init__(distributed)
         self._session = session
         self._allocation_id = allocation_id
-        self._watcher = (PreemptionWatcher(watch_session, allocation_id)
-                         if distributed.is_chief else None)
+        self._watcher = PreemptionWatcher(watch_session, allocation_id) if distributed.is_chief else None
 
     def start(self) -> None:
         if self._watcher is not None:
@@ -117,9 +117,13 @@ class PreemptionWatcher:
     poll again for as long as the task runs.
     """
 
-    def __init__(self, session: MasterSession, allocation_id: str,
-                 long_poll_seconds: int = LONG_POLL_SECONDS,
-                 backoff: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        session: MasterSession,
+        allocation_id: str,
+        long_poll_seconds: int = LONG_POLL_SECONDS,
+        backoff: RetryPolicy | None = None,
+    ) -> None:
         self._session = session
         self._path = f"/api/v1/allocations/{allocation_id}/signals/preemption"
         self._long_poll_seconds = long_poll_seconds
@@ -133,8 +137,7 @@ class PreemptionWatcher:
     def start_once(self) -> None:
         with self._start_lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="pedl-preemption-watcher",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._run, name="pedl-preemption-watcher", daemon=True)
                 self._thread.start()
 
     def should_preempt(self) -> bool:
@@ -155,8 +158,12 @@ class PreemptionWatcher:
         while not self._stopping.is_set():
             started = time.monotonic()
             try:
-                answer = self._session.get(self._path, params={"timeout_seconds": timeout},
-                                           timeout_s=timeout + 10, retry=False) or {}
+                answer = (
+                    self._session.get(
+                        self._path, params={"timeout_seconds": timeout}, timeout_s=timeout + 10, retry=False
+                    )
+                    or {}
+                )
             except Exception as exc:  # keep watching, whatever went wrong
                 if self._stopping.is_set():
                     return

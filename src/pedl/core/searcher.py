@@ -59,8 +59,13 @@ class SearcherOperation:
 class SearcherContext(abc.ABC):
     """`MasterSearcherContext` on the cluster, `LocalSearcherContext` off it."""
 
-    def __init__(self, distributed: DistributedContext, length: int | None, *,
-                 missing_length_reason: str = "the searcher length is unknown") -> None:
+    def __init__(
+        self,
+        distributed: DistributedContext,
+        length: int | None,
+        *,
+        missing_length_reason: str = "the searcher length is unknown",
+    ) -> None:
         self._distributed = distributed
         self._length = length
         self._missing_reason = missing_length_reason
@@ -73,8 +78,9 @@ class SearcherContext(abc.ABC):
         op = SearcherOperation(self, self._length, is_chief=self._distributed.is_chief)
         yield op
         if self._distributed.is_chief and not op.completed:
-            raise RuntimeError("call op.report_completed(searcher_metric) before asking for the "
-                               "next searcher operation")
+            raise RuntimeError(
+                "call op.report_completed(searcher_metric) before asking for the next searcher operation"
+            )
 
     @abc.abstractmethod
     def _send_progress(self, fraction: float) -> None: ...
@@ -84,19 +90,21 @@ class SearcherContext(abc.ABC):
 
 
 class MasterSearcherContext(SearcherContext):
-    def __init__(self, distributed: DistributedContext, length: int | None, session: MasterSession,
-                 trial_id: int, **kwargs: Any) -> None:
+    def __init__(
+        self, distributed: DistributedContext, length: int | None, session: MasterSession, trial_id: int, **kwargs: Any
+    ) -> None:
         super().__init__(distributed, length, **kwargs)
         self._session = session
         self._trial_id = trial_id
 
     def _send_progress(self, fraction: float) -> None:
-        self._session.post(f"/api/v1/trials/{self._trial_id}/progress",
-                           {"progress": fraction, "is_raw": False})
+        self._session.post(f"/api/v1/trials/{self._trial_id}/progress", {"progress": fraction, "is_raw": False})
 
     def _send_completed(self, length: int, raw_metric: Any, encoded_metric: Any) -> None:
-        self._session.post(f"/api/v1/trials/{self._trial_id}/searcher/completed_operation",
-                           {"op": {"length": length}, "searcherMetric": encoded_metric})
+        self._session.post(
+            f"/api/v1/trials/{self._trial_id}/searcher/completed_operation",
+            {"op": {"length": length}, "searcherMetric": encoded_metric},
+        )
 
 
 class LocalSearcherContext(SearcherContext):

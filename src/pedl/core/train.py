@@ -33,26 +33,41 @@ class TrainContext(abc.ABC):
     def __init__(self, *, distributed: DistributedContext | None = None) -> None:
         self._is_chief = distributed is None or distributed.is_chief
 
-    def report_training_metrics(self, *, steps_completed: int, metrics: Mapping[str, Any],
-                                batch_metrics: Sequence[Mapping[str, Any]] | None = None) -> None:
+    def report_training_metrics(
+        self,
+        *,
+        steps_completed: int,
+        metrics: Mapping[str, Any],
+        batch_metrics: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
         """Training metrics averaged over the batches since the last report."""
-        self.report_metrics(group=TRAINING, steps_completed=steps_completed, metrics=metrics,
-                            batch_metrics=batch_metrics)
+        self.report_metrics(
+            group=TRAINING, steps_completed=steps_completed, metrics=metrics, batch_metrics=batch_metrics
+        )
 
     def report_validation_metrics(self, *, steps_completed: int, metrics: Mapping[str, Any]) -> None:
         """Validation metrics; the searcher reads the experiment's `searcher.metric` from these."""
         self.report_metrics(group=VALIDATION, steps_completed=steps_completed, metrics=metrics)
 
-    def report_metrics(self, *, group: str, steps_completed: int, metrics: Mapping[str, Any],
-                       batch_metrics: Sequence[Mapping[str, Any]] | None = None) -> None:
+    def report_metrics(
+        self,
+        *,
+        group: str,
+        steps_completed: int,
+        metrics: Mapping[str, Any],
+        batch_metrics: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
         steps_completed = check_steps(steps_completed)
         if type(metrics) is not dict and not isinstance(metrics, Mapping):  # (a dict's check first: cheaper)
             raise TypeError(f"metrics must be a dict of name -> value, got {type(metrics).__name__}")
         if not group:
             raise ValueError("group must be a non-empty string")
         encoded = to_json_value(metrics, where="metrics")
-        encoded_batches = [to_json_value(b, where=f"batch_metrics[{i}]")
-                           for i, b in enumerate(batch_metrics)] if batch_metrics else []
+        encoded_batches = (
+            [to_json_value(b, where=f"batch_metrics[{i}]") for i, b in enumerate(batch_metrics)]
+            if batch_metrics
+            else []
+        )
         if not self._is_chief:
             return
         self._send_metrics(group, steps_completed, metrics, encoded, encoded_batches)
@@ -66,16 +81,23 @@ class TrainContext(abc.ABC):
             self._send_progress(progress)
 
     @abc.abstractmethod
-    def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
-                      encoded: dict[str, Any], batch_metrics: list[Any]) -> None: ...
+    def _send_metrics(
+        self,
+        group: str,
+        steps_completed: int,
+        raw: Mapping[str, Any],
+        encoded: dict[str, Any],
+        batch_metrics: list[Any],
+    ) -> None: ...
 
     @abc.abstractmethod
     def _send_progress(self, progress: float) -> None: ...
 
 
 class MasterTrainContext(TrainContext):
-    def __init__(self, session: MasterSession, trial: TrialInfo, *,
-                 distributed: DistributedContext | None = None) -> None:
+    def __init__(
+        self, session: MasterSession, trial: TrialInfo, *, distributed: DistributedContext | None = None
+    ) -> None:
         super().__init__(distributed=distributed)
         self._session = session
         self._trial = trial
@@ -83,16 +105,32 @@ class MasterTrainContext(TrainContext):
         self._batch_path = f"/api/v1/trials/{trial.trial_id}/metrics/batch"
         self._single = self._single_form  # (bound once: a report per step)
 
-    def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
-                      encoded: dict[str, Any], batch_metrics: list[Any]) -> None:
+    def _send_metrics(
+        self,
+        group: str,
+        steps_completed: int,
+        raw: Mapping[str, Any],
+        encoded: dict[str, Any],
+        batch_metrics: list[Any],
+    ) -> None:
         # alone, Determined's single report (made from the entry only then); queued behind others, one entry
         # of a batch (one request). No reportTime: the master stamps a report when it stores it (it never
         # read the trial's; formatting it was a fifth of a report's cost to the training loop), and no
         # batchMetrics where there are none (the master's default).
         metrics = {"avgMetrics": encoded, "batchMetrics": batch_metrics} if batch_metrics else {"avgMetrics": encoded}
-        self._session.post_in_background(self._single_path, self._single, batch=(self._batch_path, {
-            "group": group, "trialRunId": self._trial.trial_run_id, "stepsCompleted": steps_completed,
-            "metrics": metrics}))
+        self._session.post_in_background(
+            self._single_path,
+            self._single,
+            batch=(
+                self._batch_path,
+                {
+                    "group": group,
+                    "trialRunId": self._trial.trial_run_id,
+                    "stepsCompleted": steps_completed,
+                    "metrics": metrics,
+                },
+            ),
+        )
 
     def _single_form(self, entry: dict[str, Any]) -> dict[str, Any]:
         """A batch entry as the body of Determined's single-report route."""
@@ -101,17 +139,23 @@ class MasterTrainContext(TrainContext):
         return {"metrics": {"trialId": self._trial.trial_id, **report}, "group": entry["group"]}
 
     def _send_progress(self, progress: float) -> None:
-        self._session.post_in_background(f"/api/v1/trials/{self._trial.trial_id}/progress",
-                                         {"progress": progress, "is_raw": False})
+        self._session.post_in_background(
+            f"/api/v1/trials/{self._trial.trial_id}/progress", {"progress": progress, "is_raw": False}
+        )
 
 
 class LocalTrainContext(TrainContext):
     """Off-cluster twin: one readable line per report on stdout."""
 
-    def _send_metrics(self, group: str, steps_completed: int, raw: Mapping[str, Any],
-                      encoded: dict[str, Any], batch_metrics: list[Any]) -> None:
-        print(f"[pedl] {group} metrics: steps_completed={steps_completed} {format_metrics(raw)}",
-              flush=True)
+    def _send_metrics(
+        self,
+        group: str,
+        steps_completed: int,
+        raw: Mapping[str, Any],
+        encoded: dict[str, Any],
+        batch_metrics: list[Any],
+    ) -> None:
+        print(f"[pedl] {group} metrics: steps_completed={steps_completed} {format_metrics(raw)}", flush=True)
 
     def _send_progress(self, progress: float) -> None:
         pass

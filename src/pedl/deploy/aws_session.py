@@ -40,8 +40,10 @@ def aws_errors(doing: str) -> Iterator[None]:
     try:
         yield
     except NoCredentialsError:
-        raise DeployError("no AWS credentials: configure some (aws configure, AWS_PROFILE, or "
-                          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)") from None
+        raise DeployError(
+            "no AWS credentials: configure some (aws configure, AWS_PROFILE, or "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+        ) from None
     except (ClientError, BotoCoreError) as exc:
         raise DeployError(f"{doing} failed: {error_message(exc)}") from None
 
@@ -58,8 +60,9 @@ class AwsSession:
     def client(self, service: str) -> Any:
         if service not in self._clients:
             session = self.session or boto3.Session()
-            self._clients[service] = session.client(service, region_name=self.region,
-                                                    endpoint_url=self.endpoint_url, config=_CONFIG)
+            self._clients[service] = session.client(
+                service, region_name=self.region, endpoint_url=self.endpoint_url, config=_CONFIG
+            )
         return self._clients[service]
 
 
@@ -68,8 +71,7 @@ def open_session(region: str | None, endpoint_url: str | None = None) -> AwsSess
     session = boto3.Session(region_name=region) if region else boto3.Session()
     region = region or session.region_name
     if not region:
-        raise DeployError("no AWS region: give --region, or configure one (aws configure, AWS_REGION)",
-                          option="region")
+        raise DeployError("no AWS region: give --region, or configure one (aws configure, AWS_REGION)", option="region")
     if endpoint_url is not None and not endpoint_url.startswith(("http://", "https://")):
         raise DeployError(f"{endpoint_url!r} is not an http:// or https:// URL", option="endpoint-url")
     return AwsSession(region=region, endpoint_url=endpoint_url, session=session)

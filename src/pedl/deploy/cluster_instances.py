@@ -27,26 +27,32 @@ def _tags(resource: dict[str, Any]) -> dict[str, str]:
 def spot_requests(aws: AwsSession, cluster_id: str) -> list[dict[str, Any]]:
     """The cluster's spot requests that can still launch (or hold) an instance."""
     with aws_errors("DescribeSpotInstanceRequests"):
-        pages = aws.client("ec2").get_paginator("describe_spot_instance_requests").paginate(
-            Filters=[_tag_filter(cluster_id), {"Name": "state", "Values": OPEN_SPOT_STATES}])
+        pages = (
+            aws.client("ec2")
+            .get_paginator("describe_spot_instance_requests")
+            .paginate(Filters=[_tag_filter(cluster_id), {"Name": "state", "Values": OPEN_SPOT_STATES}])
+        )
         return [r for page in pages for r in page.get("SpotInstanceRequests", [])]
 
 
-def agent_instances(aws: AwsSession, cluster_id: str, *, exclude: set[str],
-                    also: set[str] | None = None) -> list[dict[str, Any]]:
+def agent_instances(
+    aws: AwsSession, cluster_id: str, *, exclude: set[str], also: set[str] | None = None
+) -> list[dict[str, Any]]:
     """The cluster's instances not yet terminated, but those in `exclude` (the master); with `also`
     (instances of the cluster's spot requests, which may lack the tags yet) when they live."""
     ec2 = aws.client("ec2")
     found: dict[str, dict[str, Any]] = {}
     with aws_errors("DescribeInstances"):
         for page in ec2.get_paginator("describe_instances").paginate(
-                Filters=[_tag_filter(cluster_id), {"Name": "instance-state-name", "Values": LIVE_STATES}]):
+            Filters=[_tag_filter(cluster_id), {"Name": "instance-state-name", "Values": LIVE_STATES}]
+        ):
             for reservation in page.get("Reservations", []):
                 found.update({i["InstanceId"]: i for i in reservation["Instances"]})
         extra = sorted((also or set()) - found.keys() - exclude)
         if extra:
             for page in ec2.get_paginator("describe_instances").paginate(
-                    InstanceIds=extra, Filters=[{"Name": "instance-state-name", "Values": LIVE_STATES}]):
+                InstanceIds=extra, Filters=[{"Name": "instance-state-name", "Values": LIVE_STATES}]
+            ):
                 for reservation in page.get("Reservations", []):
                     found.update({i["InstanceId"]: i for i in reservation["Instances"]})
     return [i for iid, i in sorted(found.items()) if iid not in exclude]
@@ -54,10 +60,15 @@ def agent_instances(aws: AwsSession, cluster_id: str, *, exclude: set[str],
 
 def instance_row(instance: dict[str, Any]) -> dict[str, Any]:
     """What `describe` shows of an agent instance."""
-    return {"instance_id": instance["InstanceId"], "type": instance.get("InstanceType"),
-            "state": instance.get("State", {}).get("Name"), "pool": _tags(instance).get(POOL_TAG),
-            "market": "spot" if instance.get("InstanceLifecycle") == "spot" else "on-demand",
-            "private_ip": instance.get("PrivateIpAddress"), "launched": instance.get("LaunchTime")}
+    return {
+        "instance_id": instance["InstanceId"],
+        "type": instance.get("InstanceType"),
+        "state": instance.get("State", {}).get("Name"),
+        "pool": _tags(instance).get(POOL_TAG),
+        "market": "spot" if instance.get("InstanceLifecycle") == "spot" else "on-demand",
+        "private_ip": instance.get("PrivateIpAddress"),
+        "launched": instance.get("LaunchTime"),
+    }
 
 
 def cancel_spot_requests(aws: AwsSession, request_ids: list[str], progress: Progress) -> None:
@@ -84,5 +95,9 @@ def terminate_instances(aws: AwsSession, instance_ids: list[str], progress: Prog
             states = [i["State"]["Name"] for page in pages for r in page["Reservations"] for i in r["Instances"]]
         return True if all(s == "terminated" for s in states) else None
 
-    wait_until(all_terminated, what=f"{len(instance_ids)} agent instance(s) to terminate", timeout_s=TERMINATE_WAIT_S,
-               progress=progress)
+    wait_until(
+        all_terminated,
+        what=f"{len(instance_ids)} agent instance(s) to terminate",
+        timeout_s=TERMINATE_WAIT_S,
+        progress=progress,
+    )

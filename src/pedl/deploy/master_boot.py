@@ -78,8 +78,9 @@ def ensure_tls_files(data_dir: Path, owner: Owner, *, ip_addresses: list[str], d
     cert_path.parent.mkdir(mode=0o750, exist_ok=True)
     if owner is not None:
         os.chown(cert_path.parent, *owner)
-    ca, server = generate_server_certificate(dns_names=dns_names, ip_addresses=ip_addresses,
-                                             ca_common_name="pedl cluster CA")
+    ca, server = generate_server_certificate(
+        dns_names=dns_names, ip_addresses=ip_addresses, ca_common_name="pedl cluster CA"
+    )
     for path in (cert_path, key_path, cert_path.parent / CA_FILE):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
@@ -130,7 +131,8 @@ def publish_ca(ca_pem: bytes, bucket: str, region: str, endpoint_url: str | None
     import boto3
 
     boto3.client("s3", region_name=region, endpoint_url=endpoint_url).put_object(
-        Bucket=bucket, Key=CA_KEY, Body=ca_pem, ContentType="application/x-pem-file")
+        Bucket=bucket, Key=CA_KEY, Body=ca_pem, ContentType="application/x-pem-file"
+    )
     return f"s3://{bucket}/{CA_KEY}"
 
 
@@ -189,8 +191,10 @@ def main(argv: list[str] | None = None) -> int:
             if ca is not None:
                 log.info("made a TLS certificate for %s", ", ".join(ips + names))
                 if args.bucket:
-                    log.info("published the CA certificate at %s",
-                             publish_ca(ca, args.bucket, args.region, args.endpoint_url))
+                    log.info(
+                        "published the CA certificate at %s",
+                        publish_ca(ca, args.bucket, args.region, args.endpoint_url),
+                    )
         login = database_login(args.db_secret, args.region, args.endpoint_url) if args.db_secret else None
         text = render_master_config(args.config_template.read_text(), login)
         write_master_config(text, args.config, None if owner is None else owner[1])

@@ -66,8 +66,7 @@ def master_url(options: DeployOptions) -> str:
     return "ec2.local-ipv4"  # the seeds' alias; http and port 8080 are the defaults
 
 
-def master_config_document(options: DeployOptions, values: StackValues, *, data_dir: str = DATA_DIR
-                           ) -> dict[str, Any]:
+def master_config_document(options: DeployOptions, values: StackValues, *, data_dir: str = DATA_DIR) -> dict[str, Any]:
     """master.yaml without the database password, which the instance reads from Secrets Manager.
     The agent token is not in it either: the instance makes it at first boot in data_dir/agent_token,
     where the master reads it (master/agent_token.py)."""
@@ -85,23 +84,29 @@ def master_config_document(options: DeployOptions, values: StackValues, *, data_
         "tag_value": tag_value,
         "instance_name": f"pedl-{options.cluster_id}-agent",
         "iam_instance_profile_arn": values.agent_instance_profile_arn,
-        "network_interface": {"public_ip": True, "security_group_id": values.agent_security_group_id,
-                              "subnet_id": values.subnet_id},
+        "network_interface": {
+            "public_ip": True,
+            "security_group_id": values.agent_security_group_id,
+            "subnet_id": values.subnet_id,
+        },
     }
     doc: dict[str, Any] = {
         "port": options.port,
         "data_dir": data_dir,
         "cluster_name": options.cluster_id,
-        "checkpoint_storage": {"type": "s3", "bucket": values.bucket, "prefix": CHECKPOINT_PREFIX,
-                               "region": values.region},
+        "checkpoint_storage": {
+            "type": "s3",
+            "bucket": values.bucket,
+            "prefix": CHECKPOINT_PREFIX,
+            "region": values.region,
+        },
         "resource_pools": [{"pool_name": POOL_NAME, "provider": provider}],
     }
     if options.db == "rds":
         if not values.db_host:
             raise ValueError("db_host: required with db=rds")
         # require: RDS forces TLS; verify-full would need the RDS CA bundle on the instance
-        doc["db"] = {"host": values.db_host, "port": DB_PORT, "user": DB_USER, "name": DB_NAME,
-                     "ssl_mode": "require"}
+        doc["db"] = {"host": values.db_host, "port": DB_PORT, "user": DB_USER, "name": DB_NAME, "ssl_mode": "require"}
     if options.tls:
         cert, key = tls_files(data_dir)
         doc["security"] = {"tls": {"cert": cert, "key": key}}
@@ -109,5 +114,6 @@ def master_config_document(options: DeployOptions, values: StackValues, *, data_
 
 
 def master_config_yaml(options: DeployOptions, values: StackValues, *, data_dir: str = DATA_DIR) -> str:
-    return yaml.safe_dump(master_config_document(options, values, data_dir=data_dir), sort_keys=False,
-                          default_flow_style=False)
+    return yaml.safe_dump(
+        master_config_document(options, values, data_dir=data_dir), sort_keys=False, default_flow_style=False
+    )

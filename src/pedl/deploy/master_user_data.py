@@ -210,9 +210,15 @@ def wheel_key(version: str) -> str:
     return WHEEL_PREFIX + wheel_filename(version)
 
 
-def master_user_data(options: DeployOptions, values: StackValues | None = None, *, volume_id: str | None = None,
-                     db_secret: str | None = None, elastic_ip: str | None = None,
-                     wheel_sha256: str | None = None) -> str:
+def master_user_data(
+    options: DeployOptions,
+    values: StackValues | None = None,
+    *,
+    volume_id: str | None = None,
+    db_secret: str | None = None,
+    elastic_ip: str | None = None,
+    wheel_sha256: str | None = None,
+) -> str:
     """The script, with `${...}` placeholders for Fn::Sub unless sample values are given (tests).
     It installs the wheel at wheel_key() in the bucket, checked against `wheel_sha256` when given,
     or with options.package (tests) that requirement, URL or path instead."""
@@ -236,8 +242,10 @@ def master_user_data(options: DeployOptions, values: StackValues | None = None, 
         package_variables = f"PACKAGE={shlex.quote(options.package)}\nWHEEL_SHA256=\n"
     else:
         install = _INSTALL_WHEEL.replace("@WAIT@", f"{WHEEL_WAIT_S} {WHEEL_POLL_S}")
-        package_variables = (f"WHEEL_BUCKET={_word(values.bucket)}\nWHEEL_KEY={wheel_key(options.pedl_version)}\n"
-                             f"WHEEL_SHA256={wheel_sha256 or ''}\n")
+        package_variables = (
+            f"WHEEL_BUCKET={_word(values.bucket)}\nWHEEL_KEY={wheel_key(options.pedl_version)}\n"
+            f"WHEEL_SHA256={wheel_sha256 or ''}\n"
+        )
     text = _SCRIPT.replace("@INSTALL@", install)
     for key, value in {
         "@BOOT_ARGS@": boot_args,

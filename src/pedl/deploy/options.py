@@ -122,18 +122,26 @@ def _problems(o: DeployOptions) -> list[DeployOptionError]:
         out.append(DeployOptionError(option, message))
 
     if not _CLUSTER_ID.match(o.cluster_id or ""):
-        bad("cluster-id", f"{o.cluster_id!r} cannot name the stack's resources: use 1-32 characters, lower-case "
-                          "letters, digits and single hyphens, starting with a letter and not ending with a hyphen")
+        bad(
+            "cluster-id",
+            f"{o.cluster_id!r} cannot name the stack's resources: use 1-32 characters, lower-case "
+            "letters, digits and single hyphens, starting with a letter and not ending with a hyphen",
+        )
     if not _KEYPAIR.match(o.keypair or ""):
-        bad("keypair", f"{o.keypair!r} is not an EC2 key pair name pedl can use (1-255 printable ASCII "
-                          "characters, without $)")
+        bad(
+            "keypair",
+            f"{o.keypair!r} is not an EC2 key pair name pedl can use (1-255 printable ASCII characters, without $)",
+        )
     if o.region is not None and not _REGION.match(o.region):
         bad("region", f"{o.region!r} is not an AWS region such as us-east-1")
     if not _INSTANCE_TYPE.match(o.master_instance_type or ""):
         bad("master-instance-type", f"{o.master_instance_type!r} is not an EC2 instance type such as t3.medium")
     _check_agent_types(o.agent_instance_types, bad)
-    if isinstance(o.max_instances, bool) or not isinstance(o.max_instances, int) \
-            or not 1 <= o.max_instances <= MAX_INSTANCES_LIMIT:
+    if (
+        isinstance(o.max_instances, bool)
+        or not isinstance(o.max_instances, int)
+        or not 1 <= o.max_instances <= MAX_INSTANCES_LIMIT
+    ):
         bad("max-instances", f"{o.max_instances!r} is not a number of agent instances from 1 to {MAX_INSTANCES_LIMIT}")
     if o.agent_ami is not None and not _AMI.match(o.agent_ami):
         bad("agent-ami", f"{o.agent_ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
@@ -187,8 +195,11 @@ def _check_network(o: DeployOptions, bad: Bad) -> None:
     if o.db_subnet_ids and (o.db != "rds" or o.vpc_id is None):
         bad("db-subnet-id", "only with --db rds and --vpc-id (a created VPC gets its own database subnets)")
     if o.db == "rds" and o.vpc_id is not None and len(set(o.db_subnet_ids)) < 2:
-        bad("db-subnet-id", "--db rds in an existing VPC needs two or more subnets in different availability "
-                            "zones for the database (give --db-subnet-id twice)")
+        bad(
+            "db-subnet-id",
+            "--db rds in an existing VPC needs two or more subnets in different availability "
+            "zones for the database (give --db-subnet-id twice)",
+        )
     if o.availability_zone is not None and not _AZ.match(o.availability_zone):
         bad("availability-zone", f"{o.availability_zone!r} is not an availability zone such as us-east-1a")
     if o.availability_zone and o.region and not o.availability_zone.startswith(o.region):

@@ -18,9 +18,12 @@ def check_keypair(aws: AwsSession, name: str) -> DeployError | None:
         aws.client("ec2").describe_key_pairs(KeyNames=[name])
     except ClientError as exc:
         if error_code(exc) == "InvalidKeyPair.NotFound":
-            return DeployError(f"no key pair named {name!r} in {aws.region}: import yours (aws ec2 import-key-pair "
-                               f"--region {aws.region} --key-name {name} --public-key-material fileb://~/.ssh/id_ed25519"
-                               ".pub) or create one (aws ec2 create-key-pair)", option="keypair")
+            return DeployError(
+                f"no key pair named {name!r} in {aws.region}: import yours (aws ec2 import-key-pair "
+                f"--region {aws.region} --key-name {name} --public-key-material fileb://~/.ssh/id_ed25519"
+                ".pub) or create one (aws ec2 create-key-pair)",
+                option="keypair",
+            )
         return DeployError(f"cannot look up the key pair {name!r}: {error_message(exc)}", option="keypair")
     return None
 
@@ -30,11 +33,17 @@ def check_instance_types(aws: AwsSession, options: DeployOptions) -> list[Deploy
     for name in options.agent_instance_types:
         wanted.setdefault(name, "agent-instance-type")
     with aws_errors("DescribeInstanceTypeOfferings"):
-        pages = aws.client("ec2").get_paginator("describe_instance_type_offerings").paginate(
-            LocationType="region", Filters=[{"Name": "instance-type", "Values": sorted(wanted)}])
+        pages = (
+            aws.client("ec2")
+            .get_paginator("describe_instance_type_offerings")
+            .paginate(LocationType="region", Filters=[{"Name": "instance-type", "Values": sorted(wanted)}])
+        )
         offered = {o["InstanceType"] for page in pages for o in page.get("InstanceTypeOfferings", [])}
-    return [DeployError(f"{name} is not offered in {aws.region}; choose another type or --region", option=option)
-            for name, option in wanted.items() if name not in offered]
+    return [
+        DeployError(f"{name} is not offered in {aws.region}; choose another type or --region", option=option)
+        for name, option in wanted.items()
+        if name not in offered
+    ]
 
 
 def with_subnet_zone(aws: AwsSession, options: DeployOptions) -> DeployOptions:
@@ -51,8 +60,9 @@ def with_subnet_zone(aws: AwsSession, options: DeployOptions) -> DeployOptions:
         raise DeployError(f"{options.subnet_id} is in {subnet['VpcId']}, not in {options.vpc_id}", option="vpc-id")
     zone = subnet["AvailabilityZone"]
     if options.availability_zone and options.availability_zone != zone:
-        raise DeployError(f"{options.subnet_id} is in {zone}, not {options.availability_zone}",
-                          option="availability-zone")
+        raise DeployError(
+            f"{options.subnet_id} is in {zone}, not {options.availability_zone}", option="availability-zone"
+        )
     return dataclasses.replace(options, availability_zone=zone)
 
 
@@ -72,8 +82,10 @@ def resolve_master_image(aws: AwsSession) -> str:
     try:
         value = aws.client("ssm").get_parameter(Name=MASTER_AMI_PARAMETER)["Parameter"]["Value"]
     except (ClientError, BotoCoreError) as exc:
-        raise DeployError(f"cannot resolve the master's AMI from the SSM parameter {MASTER_AMI_PARAMETER} in "
-                          f"{aws.region}: {error_message(exc)}") from None
+        raise DeployError(
+            f"cannot resolve the master's AMI from the SSM parameter {MASTER_AMI_PARAMETER} in "
+            f"{aws.region}: {error_message(exc)}"
+        ) from None
     if not str(value).startswith("ami-"):
         raise DeployError(f"the SSM parameter {MASTER_AMI_PARAMETER} holds {value!r}, not an AMI id")
     return str(value)

@@ -36,18 +36,39 @@ def refused_changes(old: dict[str, Any], new: dict[str, Any]) -> list[DeployErro
     out: list[DeployError] = []
     old_db, new_db = _metadata(old).get("db"), _metadata(new).get("db")
     if old_db and new_db and old_db != new_db:
-        out.append(DeployError(f"the cluster was created with --db {old_db}; with --db {new_db} its master would "
-                               f"start on an empty database: {_KEEP}", option="db"))
+        out.append(
+            DeployError(
+                f"the cluster was created with --db {old_db}; with --db {new_db} its master would "
+                f"start on an empty database: {_KEEP}",
+                option="db",
+            )
+        )
     old_key, new_key = _properties(old, ids.MASTER).get("KeyName"), _properties(new, ids.MASTER).get("KeyName")
     if old_key != new_key:
-        out.append(DeployError(f"the cluster's master was created with the key pair {old_key!r}; another key pair "
-                               "replaces the master instance, which CloudFormation cannot do while the data volume "
-                               f"is attached to it: {_KEEP}", option="keypair"))
+        out.append(
+            DeployError(
+                f"the cluster's master was created with the key pair {old_key!r}; another key pair "
+                "replaces the master instance, which CloudFormation cannot do while the data volume "
+                f"is attached to it: {_KEEP}",
+                option="keypair",
+            )
+        )
     if _subnet(old) != _subnet(new):
-        out.append(DeployError(f"the cluster's master is in {_subnet(old)}; another network replaces the master "
-                               f"instance and its data volume: {_KEEP}", option="subnet-id"))
-    elif _properties(old, ids.DATA_VOLUME).get("AvailabilityZone") != \
-            _properties(new, ids.DATA_VOLUME).get("AvailabilityZone"):
-        out.append(DeployError("another zone replaces the data volume with a new, empty one: give the zone the "
-                               f"cluster was created in: {_KEEP}", option="availability-zone"))
+        out.append(
+            DeployError(
+                f"the cluster's master is in {_subnet(old)}; another network replaces the master "
+                f"instance and its data volume: {_KEEP}",
+                option="subnet-id",
+            )
+        )
+    elif _properties(old, ids.DATA_VOLUME).get("AvailabilityZone") != _properties(new, ids.DATA_VOLUME).get(
+        "AvailabilityZone"
+    ):
+        out.append(
+            DeployError(
+                "another zone replaces the data volume with a new, empty one: give the zone the "
+                f"cluster was created in: {_KEEP}",
+                option="availability-zone",
+            )
+        )
     return out

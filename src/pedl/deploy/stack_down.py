@@ -46,8 +46,12 @@ def plan_down(aws: AwsSession, cluster_id: str) -> DownPlan:
     resources = stack_resources(aws, stack.stack_id)
     requests = spot_requests(aws, cluster_id)
     master = resources.get(ids.MASTER) or stack.outputs.get("MasterInstanceId")
-    agents = agent_instances(aws, cluster_id, exclude={master} if master else set(),
-                             also={r["InstanceId"] for r in requests if r.get("InstanceId")})
+    agents = agent_instances(
+        aws,
+        cluster_id,
+        exclude={master} if master else set(),
+        also={r["InstanceId"] for r in requests if r.get("InstanceId")},
+    )
     return DownPlan(stack, resources, [i["InstanceId"] for i in agents], [r["SpotInstanceRequestId"] for r in requests])
 
 
@@ -79,8 +83,9 @@ def _delete_stack(aws: AwsSession, stack: ClusterStack, progress: Progress) -> d
         aws.client("cloudformation").delete_stack(StackName=stack.stack_id)
     except (ClientError, BotoCoreError) as exc:
         raise DeployError(f"deleting the stack {stack.name} failed: {error_message(exc)}") from None
-    outcome = wait_for_stack(aws, stack.stack_id, operation="DELETE", what=f"the deletion of {stack.name}",
-                             feed=feed, progress=progress)
+    outcome = wait_for_stack(
+        aws, stack.stack_id, operation="DELETE", what=f"the deletion of {stack.name}", feed=feed, progress=progress
+    )
     if not outcome.ok:
         lines = [f"deleting the stack {stack.name} failed ({outcome.status}):"]
         lines += [f"  {line}" for line in outcome.failures or ["CloudFormation gave no reason"]]
@@ -93,10 +98,12 @@ def _empty_and_delete_bucket(aws: AwsSession, bucket: str) -> bool:
     s3 = aws.client("s3")
     try:
         for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
-            objects = [{"Key": v["Key"], "VersionId": v["VersionId"]}
-                       for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+            objects = [
+                {"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ]
             for start in range(0, len(objects), 1000):
-                s3.delete_objects(Bucket=bucket, Delete={"Objects": objects[start:start + 1000], "Quiet": True})
+                s3.delete_objects(Bucket=bucket, Delete={"Objects": objects[start : start + 1000], "Quiet": True})
         s3.delete_bucket(Bucket=bucket)
     except ClientError as exc:
         if error_code(exc) == "NoSuchBucket":
@@ -117,8 +124,12 @@ def _delete_volume(aws: AwsSession, volume_id: str, progress: Progress) -> bool:
             raise DeployError(f"DescribeVolumes {volume_id} failed: {error_message(exc)}") from None
         return "available" if volume["State"] == "available" else None
 
-    if wait_until(detached, what=f"the data volume {volume_id} to be detached", timeout_s=VOLUME_WAIT_S,
-                  progress=progress) == "gone":
+    if (
+        wait_until(
+            detached, what=f"the data volume {volume_id} to be detached", timeout_s=VOLUME_WAIT_S, progress=progress
+        )
+        == "gone"
+    ):
         return False
     with aws_errors(f"DeleteVolume {volume_id}"):
         ec2.delete_volume(VolumeId=volume_id)
@@ -138,8 +149,9 @@ def _delete_database_leftovers(aws: AwsSession, plan: DownPlan, since: datetime 
     if not database:
         return
     with aws_errors("DescribeDBSnapshots"):
-        snapshots = aws.client("rds").describe_db_snapshots(DBInstanceIdentifier=database,
-                                                            SnapshotType="manual")["DBSnapshots"]
+        snapshots = aws.client("rds").describe_db_snapshots(DBInstanceIdentifier=database, SnapshotType="manual")[
+            "DBSnapshots"
+        ]
     for snapshot in snapshots:
         created = snapshot.get("SnapshotCreateTime")
         if since is None or created is None or created < since:
@@ -158,8 +170,10 @@ def _kept(plan: DownPlan) -> list[str]:
     if volume:
         out.append(f"the master's data volume {volume} (aws ec2 delete-volume --volume-id {volume})")
     if plan.resources.get(ids.DATABASE):
-        out.append(f"the database's final snapshot (of {plan.resources[ids.DATABASE]}) and its login secret "
-                   f"{plan.resources.get(ids.DB_SECRET, '')}".rstrip())
+        out.append(
+            f"the database's final snapshot (of {plan.resources[ids.DATABASE]}) and its login secret "
+            f"{plan.resources.get(ids.DB_SECRET, '')}".rstrip()
+        )
     return out
 
 

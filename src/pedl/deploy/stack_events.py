@@ -46,8 +46,11 @@ class EventFeed:
     def poll(self) -> list[dict[str, Any]]:
         new: list[dict[str, Any]] = []
         try:
-            pages = self.aws.client("cloudformation").get_paginator("describe_stack_events").paginate(
-                StackName=self.stack_id)
+            pages = (
+                self.aws.client("cloudformation")
+                .get_paginator("describe_stack_events")
+                .paginate(StackName=self.stack_id)
+            )
             for page in pages:  # newest first: stop at the first event already known
                 for event in page.get("StackEvents", []):
                     if event["EventId"] == self.after or event["EventId"] in self._seen:
@@ -76,18 +79,29 @@ class Outcome:
 
 
 def _failures(feed: EventFeed, description: dict[str, Any] | None) -> list[str]:
-    out = [f"{e['LogicalResourceId']} ({e.get('ResourceType', '?')}) {e['ResourceStatus']}: "
-           f"{e.get('ResourceStatusReason') or 'no reason given'}"
-           for e in feed.events if e["ResourceStatus"].endswith("_FAILED")]
+    out = [
+        f"{e['LogicalResourceId']} ({e.get('ResourceType', '?')}) {e['ResourceStatus']}: "
+        f"{e.get('ResourceStatusReason') or 'no reason given'}"
+        for e in feed.events
+        if e["ResourceStatus"].endswith("_FAILED")
+    ]
     reason = (description or {}).get("StackStatusReason")
     if reason and not any(reason in line for line in out):
         out.append(f"{(description or {}).get('StackName', 'the stack')}: {reason}")
     return out
 
 
-def wait_for_stack(aws: AwsSession, stack_id: str, *, operation: str, what: str, feed: EventFeed,
-                   progress: Progress, on_event: Callable[[dict[str, Any]], None] | None = None,
-                   timeout_s: float = STACK_WAIT_S) -> Outcome:
+def wait_for_stack(
+    aws: AwsSession,
+    stack_id: str,
+    *,
+    operation: str,
+    what: str,
+    feed: EventFeed,
+    progress: Progress,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    timeout_s: float = STACK_WAIT_S,
+) -> Outcome:
     """Report the stack's events until `operation` (CREATE, UPDATE or DELETE) ends; its outcome."""
     last: dict[str, Any] = {}
 
@@ -106,8 +120,13 @@ def wait_for_stack(aws: AwsSession, stack_id: str, *, operation: str, what: str,
         status = str(description["StackStatus"])
         return None if status.endswith("_IN_PROGRESS") else status
 
-    status = wait_until(ended, what=what, timeout_s=timeout_s, progress=progress,
-                        hint="CloudFormation goes on: follow it with `pedl deploy aws describe` or the AWS console")
+    status = wait_until(
+        ended,
+        what=what,
+        timeout_s=timeout_s,
+        progress=progress,
+        hint="CloudFormation goes on: follow it with `pedl deploy aws describe` or the AWS console",
+    )
     report_new_events()  # those that came with the final status
     ok = status == f"{operation}_COMPLETE"
     return Outcome(status, ok, [] if ok else _failures(feed, last.get("description")))

@@ -52,14 +52,22 @@ class UpResult:
 def _stack_problems(stack: ClusterStack) -> list[DeployError]:
     reason = f" ({stack.reason})" if stack.reason else ""
     if stack.status in ONLY_DELETABLE:
-        return [DeployError(
-            f"the stack {stack.name} is {stack.status}{reason}: CloudFormation cannot update it, only delete it. "
-            f"Run `pedl deploy aws down --cluster-id {stack.cluster_id}` (the bucket and data volume are kept), "
-            "then `up` again", option="cluster-id")]
+        return [
+            DeployError(
+                f"the stack {stack.name} is {stack.status}{reason}: CloudFormation cannot update it, only delete it. "
+                f"Run `pedl deploy aws down --cluster-id {stack.cluster_id}` (the bucket and data volume are kept), "
+                "then `up` again",
+                option="cluster-id",
+            )
+        ]
     if stack.busy:
-        return [DeployError(f"the stack {stack.name} is busy ({stack.status}): wait until it ends "
-                            f"(`pedl deploy aws describe --cluster-id {stack.cluster_id}`), then `up` again",
-                            option="cluster-id")]
+        return [
+            DeployError(
+                f"the stack {stack.name} is busy ({stack.status}): wait until it ends "
+                f"(`pedl deploy aws describe --cluster-id {stack.cluster_id}`), then `up` again",
+                option="cluster-id",
+            )
+        ]
     return []
 
 
@@ -82,8 +90,9 @@ def plan_up(aws: AwsSession, options: DeployOptions, progress: Progress) -> UpPl
     refused = refused_changes(current, template)
     if refused:
         raise DeployError("\n".join(str(p) for p in refused))
-    return UpPlan(options, existing, template, wheel, image, current != template,
-                  tuple(master_changes(current, template)))
+    return UpPlan(
+        options, existing, template, wheel, image, current != template, tuple(master_changes(current, template))
+    )
 
 
 def _upload(aws: AwsSession, bucket: str | None, wheel: Wheel | None, progress: Progress) -> str | None:
@@ -96,8 +105,10 @@ def _failed(plan: UpPlan, doing: str, outcome: Outcome) -> DeployError:
     lines = [f"{doing} {plan.options.stack_name} failed ({outcome.status}):"]
     lines += [f"  {line}" for line in outcome.failures or ["CloudFormation gave no reason"]]
     if outcome.status in ONLY_DELETABLE:
-        lines.append("the stack can only be deleted now: "
-                     f"`pedl deploy aws down --cluster-id {plan.options.cluster_id}`, then `up` again")
+        lines.append(
+            "the stack can only be deleted now: "
+            f"`pedl deploy aws down --cluster-id {plan.options.cluster_id}`, then `up` again"
+        )
     elif outcome.status == "UPDATE_ROLLBACK_COMPLETE":
         lines.append("CloudFormation rolled the stack back: the cluster runs as before this update")
     return DeployError("\n".join(lines))
@@ -108,8 +119,11 @@ def _create(aws: AwsSession, plan: UpPlan, progress: Progress) -> str | None:
     progress.step(f"creating the stack {plan.options.stack_name} in {aws.region}")
     with aws_errors(f"CreateStack {plan.options.stack_name}"):
         stack_id = cfn.create_stack(
-            StackName=plan.options.stack_name, TemplateBody=template_yaml(plan.template), Capabilities=CAPABILITIES,
-            Tags=[{"Key": TAG_KEY, "Value": plan.options.cluster_id}])["StackId"]
+            StackName=plan.options.stack_name,
+            TemplateBody=template_yaml(plan.template),
+            Capabilities=CAPABILITIES,
+            Tags=[{"Key": TAG_KEY, "Value": plan.options.cluster_id}],
+        )["StackId"]
     uploaded: list[str] = []
 
     def on_event(event: dict[str, Any]) -> None:
@@ -119,11 +133,20 @@ def _create(aws: AwsSession, plan: UpPlan, progress: Progress) -> str | None:
             uploaded.extend([url] if url else [])
 
     try:
-        outcome = wait_for_stack(aws, stack_id, operation="CREATE", what=f"the stack {plan.options.stack_name}",
-                                 feed=EventFeed(aws, stack_id), progress=progress, on_event=on_event)
+        outcome = wait_for_stack(
+            aws,
+            stack_id,
+            operation="CREATE",
+            what=f"the stack {plan.options.stack_name}",
+            feed=EventFeed(aws, stack_id),
+            progress=progress,
+            on_event=on_event,
+        )
     except DeployError as exc:
-        raise DeployError(f"{exc}\nthe stack's creation goes on; `up` again once it is CREATE_COMPLETE uploads pedl's "
-                          "wheel if it is not there yet") from None
+        raise DeployError(
+            f"{exc}\nthe stack's creation goes on; `up` again once it is CREATE_COMPLETE uploads pedl's "
+            "wheel if it is not there yet"
+        ) from None
     if not outcome.ok:
         raise _failed(plan, "creating", outcome)
     if uploaded:
@@ -138,20 +161,26 @@ def _update(aws: AwsSession, plan: UpPlan, progress: Progress) -> tuple[bool, st
     stack = plan.existing
     url = _upload(aws, stack.outputs.get("CheckpointBucket"), plan.wheel, progress)  # before the master restarts
     feed = EventFeed.from_now(aws, stack.stack_id)
-    progress.step(f"updating the stack {stack.name}" + (
-        f" (the master restarts: its {', '.join(plan.master_changes)} change)" if plan.master_changes else ""))
+    progress.step(
+        f"updating the stack {stack.name}"
+        + (f" (the master restarts: its {', '.join(plan.master_changes)} change)" if plan.master_changes else "")
+    )
     try:
         aws.client("cloudformation").update_stack(
-            StackName=stack.stack_id, TemplateBody=template_yaml(plan.template), Capabilities=CAPABILITIES,
-            Tags=[{"Key": TAG_KEY, "Value": plan.options.cluster_id}])
+            StackName=stack.stack_id,
+            TemplateBody=template_yaml(plan.template),
+            Capabilities=CAPABILITIES,
+            Tags=[{"Key": TAG_KEY, "Value": plan.options.cluster_id}],
+        )
     except ClientError as exc:
         if error_code(exc) == "ValidationError" and NO_UPDATES in str(exc):
             return False, url
         raise DeployError(f"UpdateStack {stack.name} failed: {error_message(exc)}") from None
     except BotoCoreError as exc:
         raise DeployError(f"UpdateStack {stack.name} failed: {exc}") from None
-    outcome = wait_for_stack(aws, stack.stack_id, operation="UPDATE", what=f"the update of {stack.name}",
-                             feed=feed, progress=progress)
+    outcome = wait_for_stack(
+        aws, stack.stack_id, operation="UPDATE", what=f"the update of {stack.name}", feed=feed, progress=progress
+    )
     if not outcome.ok:
         raise _failed(plan, "updating", outcome)
     return True, url

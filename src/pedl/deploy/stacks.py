@@ -41,8 +41,10 @@ class ClusterStack:
 
 
 def _parameters(description: dict[str, Any]) -> dict[str, str]:
-    return {p["ParameterKey"]: p.get("ResolvedValue") or p.get("ParameterValue", "")
-            for p in description.get("Parameters") or []}
+    return {
+        p["ParameterKey"]: p.get("ResolvedValue") or p.get("ParameterValue", "")
+        for p in description.get("Parameters") or []
+    }
 
 
 def cluster_stack(description: dict[str, Any]) -> ClusterStack | None:
@@ -53,10 +55,16 @@ def cluster_stack(description: dict[str, Any]) -> ClusterStack | None:
     if not name.startswith(STACK_PREFIX) or tags.get(TAG_KEY) != cluster_id:
         return None
     return ClusterStack(
-        cluster_id=cluster_id, stack_id=description["StackId"], name=name, status=description["StackStatus"],
-        reason=description.get("StackStatusReason"), created=description.get("CreationTime"),
+        cluster_id=cluster_id,
+        stack_id=description["StackId"],
+        name=name,
+        status=description["StackStatus"],
+        reason=description.get("StackStatusReason"),
+        created=description.get("CreationTime"),
         outputs={o["OutputKey"]: o.get("OutputValue", "") for o in description.get("Outputs") or []},
-        parameters=_parameters(description), tags=tags)
+        parameters=_parameters(description),
+        tags=tags,
+    )
 
 
 def describe_stack(aws: AwsSession, name_or_id: str) -> dict[str, Any] | None:
@@ -78,18 +86,22 @@ def find_stack(aws: AwsSession, cluster_id: str) -> ClusterStack | None:
         return None
     stack = cluster_stack(description)
     if stack is None:
-        raise DeployError(f"the stack {description['StackName']} in {aws.region} was not made by pedl (it lacks the "
-                          f"tag {TAG_KEY}={cluster_id}); pedl leaves it alone: choose another cluster id",
-                          option="cluster-id")
+        raise DeployError(
+            f"the stack {description['StackName']} in {aws.region} was not made by pedl (it lacks the "
+            f"tag {TAG_KEY}={cluster_id}); pedl leaves it alone: choose another cluster id",
+            option="cluster-id",
+        )
     return stack
 
 
 def require_stack(aws: AwsSession, cluster_id: str) -> ClusterStack:
     stack = find_stack(aws, cluster_id)
     if stack is None:
-        raise DeployError(f"no cluster {cluster_id!r} in {aws.region}: there is no stack {stack_name(cluster_id)} "
-                          "(`pedl deploy aws list` shows the region's clusters; --region picks another)",
-                          option="cluster-id")
+        raise DeployError(
+            f"no cluster {cluster_id!r} in {aws.region}: there is no stack {stack_name(cluster_id)} "
+            "(`pedl deploy aws list` shows the region's clusters; --region picks another)",
+            option="cluster-id",
+        )
     return stack
 
 
@@ -121,8 +133,11 @@ def stack_resources(aws: AwsSession, stack_id: str) -> dict[str, str]:
     """Physical id by logical id, of the resources the stack has made."""
     with aws_errors("ListStackResources"):
         pages = aws.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=stack_id)
-        return {r["LogicalResourceId"]: r.get("PhysicalResourceId", "")
-                for page in pages for r in page.get("StackResourceSummaries", [])}
+        return {
+            r["LogicalResourceId"]: r.get("PhysicalResourceId", "")
+            for page in pages
+            for r in page.get("StackResourceSummaries", [])
+        }
 
 
 def pinned_master_image(aws: AwsSession, stack: ClusterStack) -> str | None:

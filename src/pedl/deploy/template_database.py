@@ -24,37 +24,59 @@ def database_resources(options: DeployOptions) -> dict[str, Any]:
     if options.db != "rds":
         return {}
     name = f"pedl-{options.cluster_id}"
-    subnets = list(options.db_subnet_ids) if not options.creates_network else [
-        ref(ids.DB_SUBNET_A), ref(ids.DB_SUBNET_B)]
+    subnets = (
+        list(options.db_subnet_ids) if not options.creates_network else [ref(ids.DB_SUBNET_A), ref(ids.DB_SUBNET_B)]
+    )
 
     def secret(key: str) -> dict[str, str]:  # a dynamic reference: resolved by CloudFormation, never shown
         return sub("{{resolve:secretsmanager:" + placeholder(ids.DB_SECRET) + ":SecretString:" + key + "}}")
 
     return {
-        ids.DB_SECRET: retained({"Type": "AWS::SecretsManager::Secret", "Properties": {
-            "Description": f"pedl cluster {options.cluster_id}: the master's PostgreSQL login",
-            "GenerateSecretString": {
-                "SecretStringTemplate": json.dumps({"username": DB_USER}), "GenerateStringKey": "password",
-                "PasswordLength": 32, "ExcludeCharacters": PASSWORD_EXCLUDES},
-            "Tags": tags(options, f"{name}-database")}}),
-        ids.DB_SUBNET_GROUP: {"Type": "AWS::RDS::DBSubnetGroup", "Properties": {
-            "DBSubnetGroupDescription": f"pedl database of cluster {options.cluster_id}",
-            "SubnetIds": subnets, "Tags": tags(options, f"{name}-database")}},
-        ids.DATABASE: retained({"Type": "AWS::RDS::DBInstance", "Properties": {
-            "Engine": "postgres",
-            "DBInstanceClass": DB_INSTANCE_CLASS,
-            "AllocatedStorage": DB_STORAGE_GB,
-            "StorageType": "gp3",
-            "StorageEncrypted": True,
-            "DBName": DB_NAME,
-            "Port": str(DB_PORT),
-            "MasterUsername": secret("username"),
-            "MasterUserPassword": secret("password"),
-            "DBSubnetGroupName": ref(ids.DB_SUBNET_GROUP),
-            "VPCSecurityGroups": [get_att(ids.DB_SG, "GroupId")],
-            "PubliclyAccessible": False,
-            "MultiAZ": False,
-            "BackupRetentionPeriod": DB_BACKUP_DAYS,
-            "CopyTagsToSnapshot": True,
-            "Tags": tags(options, f"{name}-database")}}, policy="Snapshot"),
+        ids.DB_SECRET: retained(
+            {
+                "Type": "AWS::SecretsManager::Secret",
+                "Properties": {
+                    "Description": f"pedl cluster {options.cluster_id}: the master's PostgreSQL login",
+                    "GenerateSecretString": {
+                        "SecretStringTemplate": json.dumps({"username": DB_USER}),
+                        "GenerateStringKey": "password",
+                        "PasswordLength": 32,
+                        "ExcludeCharacters": PASSWORD_EXCLUDES,
+                    },
+                    "Tags": tags(options, f"{name}-database"),
+                },
+            }
+        ),
+        ids.DB_SUBNET_GROUP: {
+            "Type": "AWS::RDS::DBSubnetGroup",
+            "Properties": {
+                "DBSubnetGroupDescription": f"pedl database of cluster {options.cluster_id}",
+                "SubnetIds": subnets,
+                "Tags": tags(options, f"{name}-database"),
+            },
+        },
+        ids.DATABASE: retained(
+            {
+                "Type": "AWS::RDS::DBInstance",
+                "Properties": {
+                    "Engine": "postgres",
+                    "DBInstanceClass": DB_INSTANCE_CLASS,
+                    "AllocatedStorage": DB_STORAGE_GB,
+                    "StorageType": "gp3",
+                    "StorageEncrypted": True,
+                    "DBName": DB_NAME,
+                    "Port": str(DB_PORT),
+                    "MasterUsername": secret("username"),
+                    "MasterUserPassword": secret("password"),
+                    "DBSubnetGroupName": ref(ids.DB_SUBNET_GROUP),
+                    "VPCSecurityGroups": [get_att(ids.DB_SG, "GroupId")],
+                    "PubliclyAccessible": False,
+                    "MultiAZ": False,
+                    "BackupRetentionPeriod": DB_BACKUP_DAYS,
+                    "CopyTagsToSnapshot": True,
+                    "Tags": tags(options, f"{name}-database"),
+                },
+            },
+            policy="Snapshot",
+        ),
     }

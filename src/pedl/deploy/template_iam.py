@@ -11,8 +11,10 @@ from pedl.deploy.options import DeployOptions
 from pedl.deploy.template_parts import get_att, placeholder, ref, sub, tags
 from pedl.master.provisioner.providers.aws_iam import MASTER_EC2_ACTIONS, SPOT_EC2_ACTIONS
 
-EC2_TRUST = {"Version": "2012-10-17", "Statement": [{
-    "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+EC2_TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+}
 # reading and writing checkpoints: objects, multipart uploads left behind, and listing the bucket
 BUCKET_OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
 BUCKET_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation")
@@ -25,41 +27,80 @@ def master_ec2_actions(spot: bool) -> list[str]:
 
 def bucket_statements(sid: str) -> list[dict[str, Any]]:
     return [
-        {"Sid": f"{sid}Objects", "Effect": "Allow", "Action": list(BUCKET_OBJECT_ACTIONS),
-         "Resource": sub("arn:${AWS::Partition}:s3:::" + placeholder(ids.BUCKET) + "/*")},
-        {"Sid": f"{sid}Bucket", "Effect": "Allow", "Action": list(BUCKET_ACTIONS),
-         "Resource": get_att(ids.BUCKET, "Arn")},
+        {
+            "Sid": f"{sid}Objects",
+            "Effect": "Allow",
+            "Action": list(BUCKET_OBJECT_ACTIONS),
+            "Resource": sub("arn:${AWS::Partition}:s3:::" + placeholder(ids.BUCKET) + "/*"),
+        },
+        {
+            "Sid": f"{sid}Bucket",
+            "Effect": "Allow",
+            "Action": list(BUCKET_ACTIONS),
+            "Resource": get_att(ids.BUCKET, "Arn"),
+        },
     ]
 
 
 def iam_resources(options: DeployOptions) -> dict[str, Any]:
     master_statements: list[dict[str, Any]] = [
-        {"Sid": "PedlMasterManagesAgents", "Effect": "Allow", "Action": master_ec2_actions(options.spot),
-         "Resource": "*"},
-        {"Sid": "PedlMasterPassesAgentRole", "Effect": "Allow", "Action": "iam:PassRole",
-         "Resource": get_att(ids.AGENT_ROLE, "Arn"),
-         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+        {
+            "Sid": "PedlMasterManagesAgents",
+            "Effect": "Allow",
+            "Action": master_ec2_actions(options.spot),
+            "Resource": "*",
+        },
+        {
+            "Sid": "PedlMasterPassesAgentRole",
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": get_att(ids.AGENT_ROLE, "Arn"),
+            "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        },
         # the master deletes checkpoints no policy keeps, streams downloads and publishes its TLS CA
         *bucket_statements("PedlMasterCheckpoints"),
     ]
     if options.db == "rds":
-        master_statements.append({"Sid": "PedlMasterReadsDatabaseSecret", "Effect": "Allow",
-                                  "Action": "secretsmanager:GetSecretValue", "Resource": ref(ids.DB_SECRET)})
+        master_statements.append(
+            {
+                "Sid": "PedlMasterReadsDatabaseSecret",
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": ref(ids.DB_SECRET),
+            }
+        )
     return {
-        ids.MASTER_ROLE: {"Type": "AWS::IAM::Role", "Properties": {
-            "Description": f"pedl master of cluster {options.cluster_id}",
-            "AssumeRolePolicyDocument": EC2_TRUST,
-            "Policies": [{"PolicyName": "pedl-master", "PolicyDocument": {
-                "Version": "2012-10-17", "Statement": master_statements}}],
-            "Tags": tags(options)}},
-        ids.MASTER_PROFILE: {"Type": "AWS::IAM::InstanceProfile", "Properties": {
-            "Roles": [ref(ids.MASTER_ROLE)]}},
-        ids.AGENT_ROLE: {"Type": "AWS::IAM::Role", "Properties": {
-            "Description": f"pedl agents of cluster {options.cluster_id}: the checkpoint bucket only",
-            "AssumeRolePolicyDocument": EC2_TRUST,
-            "Policies": [{"PolicyName": "pedl-agent", "PolicyDocument": {
-                "Version": "2012-10-17", "Statement": bucket_statements("PedlAgentCheckpoints")}}],
-            "Tags": tags(options)}},
-        ids.AGENT_PROFILE: {"Type": "AWS::IAM::InstanceProfile", "Properties": {
-            "Roles": [ref(ids.AGENT_ROLE)]}},
+        ids.MASTER_ROLE: {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "Description": f"pedl master of cluster {options.cluster_id}",
+                "AssumeRolePolicyDocument": EC2_TRUST,
+                "Policies": [
+                    {
+                        "PolicyName": "pedl-master",
+                        "PolicyDocument": {"Version": "2012-10-17", "Statement": master_statements},
+                    }
+                ],
+                "Tags": tags(options),
+            },
+        },
+        ids.MASTER_PROFILE: {"Type": "AWS::IAM::InstanceProfile", "Properties": {"Roles": [ref(ids.MASTER_ROLE)]}},
+        ids.AGENT_ROLE: {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "Description": f"pedl agents of cluster {options.cluster_id}: the checkpoint bucket only",
+                "AssumeRolePolicyDocument": EC2_TRUST,
+                "Policies": [
+                    {
+                        "PolicyName": "pedl-agent",
+                        "PolicyDocument": {
+                            "Version": "2012-10-17",
+                            "Statement": bucket_statements("PedlAgentCheckpoints"),
+                        },
+                    }
+                ],
+                "Tags": tags(options),
+            },
+        },
+        ids.AGENT_PROFILE: {"Type": "AWS::IAM::InstanceProfile", "Properties": {"Roles": [ref(ids.AGENT_ROLE)]}},
     }

@@ -34,8 +34,7 @@ def elapsed(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def wait_until(check: Callable[[], T | None], *, what: str, timeout_s: float, progress: Progress,
-               hint: str = "") -> T:
+def wait_until(check: Callable[[], T | None], *, what: str, timeout_s: float, progress: Progress, hint: str = "") -> T:
     """Call `check` until it returns something, reporting every report_every_s; a DeployError after timeout_s."""
     start = last_report = progress.clock()
     progress.waiting(f"waiting for {what}")

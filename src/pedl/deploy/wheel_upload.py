@@ -36,7 +36,12 @@ def upload_wheel(aws: AwsSession, bucket: str, wheel: Wheel, progress: Progress)
         progress.step(f"{url} is already there (sha256 {wheel.sha256[:12]})")
         return url
     with aws_errors(f"uploading {url}"):
-        aws.client("s3").put_object(Bucket=bucket, Key=WHEEL_PREFIX + wheel.filename, Body=wheel.data,
-                                    ContentType="application/zip", Metadata={SHA256_METADATA: wheel.sha256})
+        aws.client("s3").put_object(
+            Bucket=bucket,
+            Key=WHEEL_PREFIX + wheel.filename,
+            Body=wheel.data,
+            ContentType="application/zip",
+            Metadata={SHA256_METADATA: wheel.sha256},
+        )
     progress.step(f"uploaded {wheel.filename} ({len(wheel.data) // 1024} KiB, sha256 {wheel.sha256[:12]}) to {url}")
     return url

@@ -68,8 +68,7 @@ def run(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
             print(f"checkpoint {item['uuid']}: FAILED: {exc}", flush=True)
             continue
         what = "deleted" if item.get("delete") else f"{len(item.get('entries') or [])} entries removed"
-        print(f"checkpoint {item['uuid']}: {what}; {len(left)} entries ({sum(left.values())} bytes) left",
-              flush=True)
+        print(f"checkpoint {item['uuid']}: {what}; {len(left)} entries ({sum(left.values())} bytes) left", flush=True)
         done.append({"uuid": item["uuid"], "resources": left})
     return done, failed
 
@@ -86,9 +85,11 @@ def report(checkpoints: list[dict[str, Any]]) -> None:
     master = os.environ["DET_MASTER"].rstrip("/")
     allocation = os.environ["DET_ALLOCATION_ID"]
     req = urllib.request.Request(
-        f"{master}/api/v1/allocations/{allocation}/checkpoint_gc", method="POST",
+        f"{master}/api/v1/allocations/{allocation}/checkpoint_gc",
+        method="POST",
         data=json.dumps({"checkpoints": checkpoints}).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}"})
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}"},
+    )
     context = _ssl_context() if master.startswith("https") else None
     for attempt in range(REPORT_ATTEMPTS):
         try:
@@ -96,8 +97,9 @@ def report(checkpoints: list[dict[str, Any]]) -> None:
                 return
         except urllib.error.HTTPError as exc:
             if exc.code < 500:
-                raise SystemExit(f"pedl: the master refused the report: {exc.code} "
-                                 f"{exc.read()[:500].decode(errors='replace')}") from exc
+                raise SystemExit(
+                    f"pedl: the master refused the report: {exc.code} {exc.read()[:500].decode(errors='replace')}"
+                ) from exc
         except OSError as exc:
             print(f"pedl: cannot reach the master ({exc}); retrying", file=sys.stderr, flush=True)
         time.sleep(min(5.0, 0.5 * (attempt + 1)))

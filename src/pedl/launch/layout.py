@@ -56,8 +56,9 @@ class Layout:
         }
 
 
-def layout_from_env(environ: Mapping[str, str], *, nproc_per_node: int | None = None,
-                    free_port: Callable[[], int] = ports.free_port) -> Layout:
+def layout_from_env(
+    environ: Mapping[str, str], *, nproc_per_node: int | None = None, free_port: Callable[[], int] = ports.free_port
+) -> Layout:
     """This node's layout. `nproc_per_node` (every node the same) overrides the slot counts.
 
     On one node with no MASTER_ADDR/MASTER_PORT the workers meet on 127.0.0.1 at `free_port()`.
@@ -71,8 +72,10 @@ def layout_from_env(environ: Mapping[str, str], *, nproc_per_node: int | None = 
         if nnodes < 1:
             raise LayoutError(f"NNODES must be at least 1, got {nnodes}")
         if nnodes > 1 and nproc_per_node is None:
-            raise LayoutError("PEDL_NODE_SLOTS (the slots of every node) is missing for a trial on "
-                              f"{nnodes} nodes; pass --nproc-per-node to run the same number on each")
+            raise LayoutError(
+                "PEDL_NODE_SLOTS (the slots of every node) is missing for a trial on "
+                f"{nnodes} nodes; pass --nproc-per-node to run the same number on each"
+            )
         here = _slot_count(environ)
         slots = [here] * nnodes
     elif "NNODES" in environ and _int(environ, "NNODES", 0) != len(slots):
@@ -84,8 +87,9 @@ def layout_from_env(environ: Mapping[str, str], *, nproc_per_node: int | None = 
     addr = environ.get("MASTER_ADDR", "").strip()
     raw_port = environ.get("MASTER_PORT", "").strip()
     if len(sizes) > 1 and not (addr and raw_port):
-        raise LayoutError("MASTER_ADDR and MASTER_PORT (the chief node's rendezvous address) are "
-                          "needed for a trial on several nodes")
+        raise LayoutError(
+            "MASTER_ADDR and MASTER_PORT (the chief node's rendezvous address) are needed for a trial on several nodes"
+        )
     if raw_port:
         port = _int(environ, "MASTER_PORT", 0)
         if not 0 < port < 65536:
@@ -126,7 +130,10 @@ def _json_ints(environ: Mapping[str, str], name: str) -> list[int] | None:
         value = json.loads(raw)
     except ValueError:
         raise LayoutError(f"{name} is not valid JSON: {raw[:100]!r}") from None
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)
+    ):
         raise LayoutError(f"{name} must be a non-empty JSON list of slot counts, got {raw[:100]!r}")
     return value

@@ -27,8 +27,13 @@ from typing import Any
 IDLE_TYPES = ("kernels_or_terminals", "kernel_connections", "activity")
 
 
-def in_use(idle_type: str, kernels: list[dict[str, Any]], terminals: list[dict[str, Any]],
-           sessions: list[dict[str, Any]], seen: str | None) -> tuple[bool, str | None]:
+def in_use(
+    idle_type: str,
+    kernels: list[dict[str, Any]],
+    terminals: list[dict[str, Any]],
+    sessions: list[dict[str, Any]],
+    seen: str | None,
+) -> tuple[bool, str | None]:
     """Whether Jupyter counts as in use now, and the newest activity it shows (pass it as `seen`
     next time). kernels_or_terminals: any kernel, terminal or session is open; kernel_connections:
     some kernel has a client connected; activity: a kernel is busy, or a kernel or terminal did
@@ -44,8 +49,9 @@ def in_use(idle_type: str, kernels: list[dict[str, Any]], terminals: list[dict[s
 
 
 def _get_json(port: int, path: str, token: str | None) -> list[dict[str, Any]]:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
-                                 headers={"Authorization": f"token {token}"} if token else {})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"token {token}"} if token else {}
+    )
     with urllib.request.urlopen(req, timeout=5) as resp:  # Jupyter on loopback
         out = json.loads(resp.read(4 << 20))
     return out if isinstance(out, list) else []
@@ -56,8 +62,11 @@ def report_activity(context: Any) -> None:
     next look reports again."""
     master = os.environ["DET_MASTER"].rstrip("/")
     req = urllib.request.Request(
-        f"{master}/api/v1/allocations/{os.environ['DET_ALLOCATION_ID']}/activity", method="POST", data=b"{}",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}"})
+        f"{master}/api/v1/allocations/{os.environ['DET_ALLOCATION_ID']}/activity",
+        method="POST",
+        data=b"{}",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=10, context=context):  # the master's URL
             pass
@@ -65,15 +74,23 @@ def report_activity(context: Any) -> None:
         print(f"pedl: could not report the notebook's activity to the master: {exc}", file=sys.stderr, flush=True)
 
 
-def watch(port: int, base: str, token: str | None, idle_type: str, every: float, report: Callable[[], None],
-          stop: threading.Event) -> None:
+def watch(
+    port: int,
+    base: str,
+    token: str | None,
+    idle_type: str,
+    every: float,
+    report: Callable[[], None],
+    stop: threading.Event,
+) -> None:
     """Every `every` seconds ask Jupyter for its kernels, terminals and sessions; report when in use.
     While Jupyter does not answer (starting, or gone) nothing is reported."""
     seen: str | None = None
     while not stop.wait(every):
         try:
-            kernels, terminals, sessions = (_get_json(port, f"{base}api/{name}", token)
-                                            for name in ("kernels", "terminals", "sessions"))
+            kernels, terminals, sessions = (
+                _get_json(port, f"{base}api/{name}", token) for name in ("kernels", "terminals", "sessions")
+            )
         except (OSError, ValueError, urllib.error.HTTPError):
             continue
         used, seen = in_use(idle_type, kernels, terminals, sessions, seen)
@@ -100,8 +117,12 @@ def main(argv: list[str]) -> int:
         base = f"/proxy/{os.environ['DET_TASK_ID']}/"
         master = os.environ.get("DET_MASTER", "")
         context = service_launcher._ssl_context() if master.startswith("https") else None
-        threading.Thread(target=watch, args=(port, base, token, idle_type, every, lambda: report_activity(context),
-                                             stop), name="notebook-activity", daemon=True).start()
+        threading.Thread(
+            target=watch,
+            args=(port, base, token, idle_type, every, lambda: report_activity(context), stop),
+            name="notebook-activity",
+            daemon=True,
+        ).start()
     try:
         return service_launcher.main(argv)
     finally:

@@ -51,8 +51,9 @@ def answers(port: int, http_path: str | None) -> bool:
         except OSError:
             return False
     auth = os.environ.get("PEDL_SERVICE_AUTHORIZATION")
-    probe = urllib.request.Request(f"http://127.0.0.1:{port}{http_path}",
-                                   headers={"Authorization": auth} if auth else {})
+    probe = urllib.request.Request(
+        f"http://127.0.0.1:{port}{http_path}", headers={"Authorization": auth} if auth else {}
+    )
     try:
         with urllib.request.urlopen(probe, timeout=2) as resp:
             return resp.status < 500
@@ -74,9 +75,11 @@ def register(port: int) -> None:
     master = os.environ["DET_MASTER"].rstrip("/")
     allocation = os.environ["DET_ALLOCATION_ID"]
     req = urllib.request.Request(
-        f"{master}/api/v1/allocations/{allocation}/proxy_port", method="POST",
+        f"{master}/api/v1/allocations/{allocation}/proxy_port",
+        method="POST",
         data=json.dumps({"port": port}).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}"})
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}"},
+    )
     context = _ssl_context() if master.startswith("https") else None
     for attempt in range(REGISTER_ATTEMPTS):
         try:
@@ -84,8 +87,10 @@ def register(port: int) -> None:
                 return
         except urllib.error.HTTPError as exc:
             if exc.code < 500:
-                raise SystemExit(f"pedl: the master refused the service's port {port}: {exc.code} "
-                                 f"{exc.read()[:500].decode(errors='replace')}") from exc
+                raise SystemExit(
+                    f"pedl: the master refused the service's port {port}: {exc.code} "
+                    f"{exc.read()[:500].decode(errors='replace')}"
+                ) from exc
         except OSError as exc:
             print(f"pedl: cannot reach the master to register port {port} ({exc}); retrying", file=sys.stderr)
         time.sleep(min(5.0, 0.5 * (attempt + 1)))
@@ -110,8 +115,11 @@ def main(argv: list[str]) -> int:
     while proc.poll() is None and not answers(port, http_path):
         time.sleep(POLL_SECONDS)
     if proc.poll() is not None:
-        print(f"pedl: the service exited with code {proc.returncode} before it answered on port {port}",
-              file=sys.stderr, flush=True)
+        print(
+            f"pedl: the service exited with code {proc.returncode} before it answered on port {port}",
+            file=sys.stderr,
+            flush=True,
+        )
         return proc.returncode or 1
     register(port)
     print(f"pedl: the service answers on port {port}; it is reachable through the master's proxy", flush=True)

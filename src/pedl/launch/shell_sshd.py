@@ -28,8 +28,22 @@ SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
 PRIVSEP_DIR = "/run/sshd"  # Debian's; sshd started as root needs it, and a container may not have it
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # set by sshd for the session, or of this process only: not passed on
-NOT_PASSED = frozenset({"HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "SHLVL", "_", "TERM", "MAIL",
-                        "PEDL_SERVICE_PORT", PUBLIC_KEY_VAR})
+NOT_PASSED = frozenset(
+    {
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+        "TERM",
+        "MAIL",
+        "PEDL_SERVICE_PORT",
+        PUBLIC_KEY_VAR,
+    }
+)
 
 
 def sshd_config(directory: str, user: str, *, root: bool) -> str:
@@ -102,28 +116,38 @@ def main(argv: list[str]) -> int:
     sshd = find_sshd()
     keygen = shutil.which("ssh-keygen") or next((p for p in ("/usr/bin/ssh-keygen",) if os.access(p, os.X_OK)), None)
     if sshd is None or keygen is None:
-        return _fail("a shell needs OpenSSH's sshd and ssh-keygen in the task's environment "
-                     "(Debian: apt-get install openssh-server)")
+        return _fail(
+            "a shell needs OpenSSH's sshd and ssh-keygen in the task's environment "
+            "(Debian: apt-get install openssh-server)"
+        )
     try:
         user = pwd.getpwuid(os.getuid()).pw_name
     except KeyError:
-        return _fail(f"uid {os.getuid()} has no name in /etc/passwd, so sshd cannot log anyone in as it "
-                     "(create the user on the agent's host, or link the owner with an agent user that exists)")
+        return _fail(
+            f"uid {os.getuid()} has no name in /etc/passwd, so sshd cannot log anyone in as it "
+            "(create the user on the agent's host, or link the owner with an agent user that exists)"
+        )
     root = os.geteuid() == 0
     directory = Path(STATE_DIR).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     host_key = directory / "host_ed25519_key"
     if not host_key.exists():
-        made = subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", "pedl-shell-host", "-f", str(host_key)],
-                              stdin=subprocess.DEVNULL, check=False)  # OpenSSH's own tool
+        made = subprocess.run(
+            [keygen, "-q", "-t", "ed25519", "-N", "", "-C", "pedl-shell-host", "-f", str(host_key)],
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )  # OpenSSH's own tool
         if made.returncode != 0:
             return _fail(f"ssh-keygen could not make the shell's host key in {directory} (exit {made.returncode})")
     keys, skipped = authorized_keys(public_key, dict(os.environ))
     _write(directory / "authorized_keys", keys)
     if skipped:
-        print(f"pedl: the shell's sessions do not get {', '.join(skipped)} (a value with a newline or a double "
-              "quote)", file=sys.stderr, flush=True)
+        print(
+            f"pedl: the shell's sessions do not get {', '.join(skipped)} (a value with a newline or a double quote)",
+            file=sys.stderr,
+            flush=True,
+        )
     config = directory / "sshd_config"
     _write(config, sshd_config(str(directory), user, root=root))
     if root and not os.path.isdir(PRIVSEP_DIR):

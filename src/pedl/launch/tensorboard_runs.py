@@ -42,6 +42,7 @@ TERMINAL = {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"}
 
 # --- TensorBoard event files (TFRecord framing, the Event and Summary protobufs hand-encoded) ---
 
+
 def _crc32c_table() -> list[int]:
     table = []
     for n in range(256):
@@ -94,8 +95,9 @@ def scalar_value(tag: str, value: float) -> bytes:
     return _field(1, tag.encode()) + _field(9, _SCALAR_METADATA) + _field(8, tensor)
 
 
-def event(wall_time: float, step: int, *, summary_values: list[bytes] | None = None,
-          file_version: str | None = None) -> bytes:
+def event(
+    wall_time: float, step: int, *, summary_values: list[bytes] | None = None, file_version: str | None = None
+) -> bytes:
     out = _varint(1 << 3 | 1) + struct.pack("<d", wall_time) + _varint(2 << 3) + _varint(step)
     if file_version is not None:
         out += _field(3, file_version.encode())
@@ -138,6 +140,7 @@ def tags(group: str, metrics: dict[str, Any]) -> dict[str, float]:
 
 
 # --- the master ---
+
 
 class Master:
     def __init__(self, url: str, token: str) -> None:
@@ -193,7 +196,7 @@ class TrialWriter:
                 if key <= after:
                     continue
                 after = key
-                values = (rep.get("metrics") or {})
+                values = rep.get("metrics") or {}
                 values = values.get("validation_metrics" if group == "validation" else "avg_metrics") or {}
                 scalars = tags(group, values)
                 if not scalars:
@@ -224,8 +227,9 @@ def runs(plan: dict[str, Any], cluster_id: str, master: Master, out_dir: str) ->
             path = os.path.join(out_dir, name)
             stored = None
             if exp.get("storage_root") and cluster_id:
-                stored = os.path.join(exp["storage_root"], cluster_id, "tensorboard", "experiment", str(exp_id),
-                                      "trial", str(trial_id))
+                stored = os.path.join(
+                    exp["storage_root"], cluster_id, "tensorboard", "experiment", str(exp_id), "trial", str(trial_id)
+                )
             if stored is not None and os.path.isdir(stored) and has_files(stored):
                 print(f"pedl: {name}: the event files in {stored}", flush=True)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -267,7 +271,7 @@ def main(argv: list[str]) -> int:
         return 2
     with open(argv[1]) as f:
         plan = json.load(f)
-    command = argv[argv.index("--") + 1:]
+    command = argv[argv.index("--") + 1 :]
     master = Master(os.environ["DET_MASTER"], os.environ["DET_SESSION_TOKEN"])
     out_dir = os.path.abspath(OUT_DIR)
     os.makedirs(out_dir, exist_ok=True)

@@ -27,20 +27,32 @@ PROG = "python3 -m pedl.launch.torch_distributed"
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nproc-per-node", type=int, default=None, metavar="N",
-                        help="workers per node (default: the node's slots, at least 1)")
-    parser.add_argument("--grace-period", type=float, default=10.0, metavar="SECONDS",
-                        help="how long the other workers may take to stop after one fails (default 10)")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=None,
+        metavar="N",
+        help="workers per node (default: the node's slots, at least 1)",
+    )
+    parser.add_argument(
+        "--grace-period",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long the other workers may take to stop after one fails (default 10)",
+    )
     parser.add_argument("--no-log-prefix", action="store_true", help="do not prefix output lines with [rank=N]")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the training command and its arguments")
     args = parser.parse_args(argv)
     if args.command and args.command[0] == "--":
         args.command = args.command[1:]
     if not args.command:
-        parser.error("the argument COMMAND is required: the training command to run once per slot, "
-                     "e.g. -- python3 train.py")
+        parser.error(
+            "the argument COMMAND is required: the training command to run once per slot, e.g. -- python3 train.py"
+        )
     if args.grace_period < 0:
         parser.error(f"argument --grace-period: must not be negative, got {args.grace_period}")
     return args
@@ -54,9 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     first, n = layout.first_rank, layout.local_size
-    print(f"pedl launch: node {layout.node_rank} of {len(layout.node_sizes)}, ranks {first}-{first + n - 1} "
-          f"of {layout.world_size}, rendezvous {layout.master_addr}:{layout.master_port}",
-          file=sys.stderr, flush=True)
+    print(
+        f"pedl launch: node {layout.node_rank} of {len(layout.node_sizes)}, ranks {first}-{first + n - 1} "
+        f"of {layout.world_size}, rendezvous {layout.master_addr}:{layout.master_port}",
+        file=sys.stderr,
+        flush=True,
+    )
     envs = [{**os.environ, **layout.worker_env(i)} for i in range(n)]
     workers = Workers(args.command, envs, grace_period=args.grace_period, prefix=not args.no_log_prefix)
     for sig in (signal.SIGTERM, signal.SIGINT):

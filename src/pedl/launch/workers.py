@@ -27,9 +27,17 @@ class Workers:
     """One process per environment in `envs` (each with its RANK), all running `argv`, supervised
     until they end."""
 
-    def __init__(self, argv: Sequence[str], envs: Sequence[Mapping[str, str]], *, grace_period: float,
-                 prefix: bool = True, out: BinaryIO | None = None, err: BinaryIO | None = None,
-                 say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        envs: Sequence[Mapping[str, str]],
+        *,
+        grace_period: float,
+        prefix: bool = True,
+        out: BinaryIO | None = None,
+        err: BinaryIO | None = None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
         self._argv = list(argv)
         self._envs = [dict(env) for env in envs]
         self._ranks = [int(env["RANK"]) for env in self._envs]
@@ -67,9 +75,16 @@ class Workers:
     def _start(self) -> None:
         preexec = _die_with_parent()
         for env in self._envs:
-            self._procs.append(subprocess.Popen(self._argv, env=env, stdin=subprocess.DEVNULL,
-                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                preexec_fn=preexec))
+            self._procs.append(
+                subprocess.Popen(
+                    self._argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    preexec_fn=preexec,
+                )
+            )
         for rank, proc in zip(self._ranks, self._procs, strict=True):
             tag = f"[rank={rank}] ".encode() if self._prefix else b""
             for pipe, sink in ((proc.stdout, self._out), (proc.stderr, self._err)):

@@ -41,8 +41,9 @@ def resolve_agent_token(config: MasterConfig) -> str:
             if token is None:
                 raise Unavailable(f"cannot create the agent token file {path}") from None
             return token
-        log.info("created the agent token in %s; static agents need it (pedl agent run --token, "
-                 "or PEDL_AGENT_TOKEN)", path)
+        log.info(
+            "created the agent token in %s; static agents need it (pedl agent run --token, or PEDL_AGENT_TOKEN)", path
+        )
     return token
 
 
@@ -56,8 +57,10 @@ def _read(path: Path) -> str | None:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise Unavailable(f"the agent token file {path} is a symlink; remove it (a new token is then "
-                              f"created) or set agent_token in master.yaml") from None
+            raise Unavailable(
+                f"the agent token file {path} is a symlink; remove it (a new token is then "
+                f"created) or set agent_token in master.yaml"
+            ) from None
         raise Unavailable(f"cannot read the agent token file {path}: {exc.strerror}") from None
     with os.fdopen(fd, "r") as f:
         info = os.fstat(f.fileno())  # of the file we opened, not of whatever the path names later
@@ -74,13 +77,17 @@ def _check_safe(path: Path, info: os.stat_result) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise Unavailable(f"the agent token file {path} is not a regular file")
     if info.st_uid != os.geteuid():
-        raise Unavailable(f"the agent token file {path} belongs to uid {info.st_uid}, not to the master's "
-                          f"user (uid {os.geteuid()}); remove it (a new token is then created)")
+        raise Unavailable(
+            f"the agent token file {path} belongs to uid {info.st_uid}, not to the master's "
+            f"user (uid {os.geteuid()}); remove it (a new token is then created)"
+        )
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077:
-        raise Unavailable(f"the agent token file {path} has mode {mode:03o}: other users may read or change it. "
-                          f"Run `chmod 600 {path}` if no one else can have read it, or remove it to create a "
-                          f"new token (agents then need the new one)")
+        raise Unavailable(
+            f"the agent token file {path} has mode {mode:03o}: other users may read or change it. "
+            f"Run `chmod 600 {path}` if no one else can have read it, or remove it to create a "
+            f"new token (agents then need the new one)"
+        )
 
 
 def _create(path: Path) -> str:
@@ -97,4 +104,3 @@ def _create(path: Path) -> str:
         raise
     os.close(fd)
     return token
-

@@ -98,8 +98,7 @@ def _default_users(ctx: MasterContext) -> None:
             log.warning("created user(s) %s with BLANK passwords", ", ".join(created))
         blank = users_service.users_with_blank_password(s)
     if blank:
-        log.warning("users %s have blank passwords: set them with `pedl user change-password USER`",
-                    ", ".join(blank))
+        log.warning("users %s have blank passwords: set them with `pedl user change-password USER`", ", ".join(blank))
 
 
 async def control_loop(ctx: MasterContext, stop: asyncio.Event) -> None:
@@ -168,8 +167,13 @@ def _add_routes(app: FastAPI, router: APIRouter) -> None:
 def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database | None = None) -> FastAPI:
     hashing = config.security.password_hashing
     passwords.configure(hashing.time_cost, hashing.memory_kib, hashing.parallelism)
-    ctx = build_context(config, db or open_database(config), clock or SystemClock(), master_id=str(uuid.uuid4()),
-                        agent_token=resolve_agent_token(config))
+    ctx = build_context(
+        config,
+        db or open_database(config),
+        clock or SystemClock(),
+        master_id=str(uuid.uuid4()),
+        agent_token=resolve_agent_token(config),
+    )
     checkpoint_gc = attach_checkpoint_gc(ctx)
     deleter = attach_experiment_deletion(ctx)
 
@@ -181,18 +185,20 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
         await asyncio.to_thread(_default_users, ctx)
         await asyncio.to_thread(ctx.controller.startup)
         stop = asyncio.Event()
-        workers = [asyncio.create_task(control_loop(ctx, stop), name="control loop"),
-                   *start_provisioners(ctx, stop)]
+        workers = [asyncio.create_task(control_loop(ctx, stop), name="control loop"), *start_provisioners(ctx, stop)]
         await asyncio.to_thread(checkpoints_service.report_outside_roots, ctx)
-        workers += [asyncio.create_task(checkpoint_gc.run_loop(stop), name="checkpoint GC"),
-                    asyncio.create_task(deleter.run_loop(stop), name="experiment deletion"),
-                    asyncio.create_task(metric_digests.run_loop(ctx.db, ctx.digest_queue, stop), name="metric digests"),
-                    # deletes only where configured
-                    asyncio.create_task(metric_retention.run_loop(ctx, stop), name="metric retention"),
-                    # services unused for their idle_timeout
-                    asyncio.create_task(idle_tasks.run_loop(ctx, stop), name="idle tasks")]
-        log.info("pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id,
-                 database_summary(ctx.config))
+        workers += [
+            asyncio.create_task(checkpoint_gc.run_loop(stop), name="checkpoint GC"),
+            asyncio.create_task(deleter.run_loop(stop), name="experiment deletion"),
+            asyncio.create_task(metric_digests.run_loop(ctx.db, ctx.digest_queue, stop), name="metric digests"),
+            # deletes only where configured
+            asyncio.create_task(metric_retention.run_loop(ctx, stop), name="metric retention"),
+            # services unused for their idle_timeout
+            asyncio.create_task(idle_tasks.run_loop(ctx, stop), name="idle tasks"),
+        ]
+        log.info(
+            "pedl master %s up (cluster %s, database %s)", __version__, ctx.cluster_id, database_summary(ctx.config)
+        )
         for pool in ctx.config.resource_pools:
             log.info("resource pool %s", pool_summary(pool))
         who, apart = task_users_summary(ctx.config)
@@ -208,8 +214,12 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
             ctx.db.dispose()
             master_log.detach()
 
-    app = FastAPI(title="pedl master", version=__version__, lifespan=lifespan,
-                  description="pedl's REST API, in Determined's /api/v1 dialect.")
+    app = FastAPI(
+        title="pedl master",
+        version=__version__,
+        lifespan=lifespan,
+        description="pedl's REST API, in Determined's /api/v1 dialect.",
+    )
     app.state.ctx = ctx
     app.state.master_logs = master_log
     app.state.checkpoint_gc = checkpoint_gc
@@ -222,11 +232,37 @@ def create_app(config: MasterConfig, *, clock: Clock | None = None, db: Database
     app.add_middleware(RequestLatency, metrics=ctx.metrics)  # outermost of the two: a 413 is timed too
     if config.security.trusted_proxies:  # outermost: every part of the app sees the client the proxy names
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(config.security.trusted_proxies))
-    for module in (master, auth, users, agents, experiments, metrics_streams, trials, metric_series, tasks, checkpoints,
-                   resource_pools, instances, package, prometheus, jobs, master_logs, model_registry, workspaces,
-                   projects, project_experiments, templates,
-                   trial_source_infos, metric_export, resource_allocation, proxy, proxy_websocket, ntsc,
-                   task_activity, checkpoint_gc_reports):
+    for module in (
+        master,
+        auth,
+        users,
+        agents,
+        experiments,
+        metrics_streams,
+        trials,
+        metric_series,
+        tasks,
+        checkpoints,
+        resource_pools,
+        instances,
+        package,
+        prometheus,
+        jobs,
+        master_logs,
+        model_registry,
+        workspaces,
+        projects,
+        project_experiments,
+        templates,
+        trial_source_infos,
+        metric_export,
+        resource_allocation,
+        proxy,
+        proxy_websocket,
+        ntsc,
+        task_activity,
+        checkpoint_gc_reports,
+    ):
         _add_routes(app, module.router)
     _add_routes(app, tasks.legacy_router)
     _add_routes(app, checkpoints.legacy_router)

@@ -55,5 +55,6 @@ class CallerCache:
 
     def drop_allocation(self, allocation_id: str) -> None:
         with self._lock:
-            self._entries = {k: v for k, v in self._entries.items()
-                             if allocation_id not in (v[1].allocation_id, v[1].for_allocation)}
+            self._entries = {
+                k: v for k, v in self._entries.items() if allocation_id not in (v[1].allocation_id, v[1].for_allocation)
+            }

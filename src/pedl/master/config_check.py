@@ -65,11 +65,15 @@ def readable_file_problem(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def tls_problems(cert: str | os.PathLike[str] | None, key: str | os.PathLike[str] | None,
-                 field: str = "security.tls") -> list[Problem]:
+def tls_problems(
+    cert: str | os.PathLike[str] | None, key: str | os.PathLike[str] | None, field: str = "security.tls"
+) -> list[Problem]:
     """The certificate and key files exist, can be read, and load together as the server's."""
-    problems = [(f"{field}.{name}", why) for name, path in (("cert", cert), ("key", key))
-                if path is not None and (why := readable_file_problem(path)) is not None]
+    problems = [
+        (f"{field}.{name}", why)
+        for name, path in (("cert", cert), ("key", key))
+        if path is not None and (why := readable_file_problem(path)) is not None
+    ]
     if problems or cert is None:
         return problems
     try:
@@ -127,9 +131,11 @@ def storage_summary(config: MasterConfig) -> str:
 def config_summary(config: MasterConfig) -> list[tuple[str, str]]:
     """Labelled rows: what a master started on this config would use."""
     scheme = "https" if configured_tls(config) is not None else "http"
-    return [("Listens on", f"{scheme}://{config.host}:{config.port}"),
-            ("Database", database_summary(config)),
-            ("Data directory", str(config.data_dir)),
-            ("Resource pools", "\n".join(pool_summary(pool) for pool in config.resource_pools)),
-            ("Task users", f"users with no agent user group: {task_users_summary(config)[0]}"),
-            ("Checkpoint storage", storage_summary(config))]
+    return [
+        ("Listens on", f"{scheme}://{config.host}:{config.port}"),
+        ("Database", database_summary(config)),
+        ("Data directory", str(config.data_dir)),
+        ("Resource pools", "\n".join(pool_summary(pool) for pool in config.resource_pools)),
+        ("Task users", f"users with no agent user group: {task_users_summary(config)[0]}"),
+        ("Checkpoint storage", storage_summary(config)),
+    ]

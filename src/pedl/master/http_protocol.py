@@ -42,8 +42,9 @@ class RareLog:
     """A warning of each kind at most once a minute, with how many more there were: a flood of
     refused connections is a few lines, not one per connection."""
 
-    def __init__(self, logger: logging.Logger, every: float = RARE_LOG_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, logger: logging.Logger, every: float = RARE_LOG_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.logger, self.every, self.clock = logger, every, clock
         self._last: dict[str, float] = {}
         self._since: dict[str, int] = {}
@@ -56,8 +57,11 @@ class RareLog:
             return
         more = self._since.pop(kind, 0)  # (counted only after a first warning: `last` is set)
         self._last[kind] = now
-        self.logger.warning("%s%s", message, f" ({more} more like it in the last {now - last:.0f} s)"
-                            if more and last is not None else "")
+        self.logger.warning(
+            "%s%s",
+            message,
+            f" ({more} more like it in the last {now - last:.0f} s)" if more and last is not None else "",
+        )
 
 
 class ConnectionCaps:
@@ -87,8 +91,10 @@ class ConnectionCaps:
             return None
         with self._lock:
             if self._open.get(host, 0) >= self.per_address:
-                return 429, (f"{host} has {self.per_address} connections open "
-                             f"(server.max_connections_per_address: {self.per_address})")
+                return 429, (
+                    f"{host} has {self.per_address} connections open "
+                    f"(server.max_connections_per_address: {self.per_address})"
+                )
             self._open[host] = self._open.get(host, 0) + 1
         return None
 
@@ -124,11 +130,22 @@ class TimedFlowControl(FlowControl):
 def raw_response(status: int, reason: str, code: str, message: str, headers: tuple[str, ...] = ()) -> bytes:
     """An error answer written straight to the socket, in the shape of PedlError.to_dict, closing the
     connection: for what the master decides before (or instead of) the app."""
-    body = json.dumps({"code": 8 if status == 429 else 14 if status == 503 else 3, "pedlCode": code,
-                       "message": message, "error": {"reason": reason, "error": message, "message": message}},
-                      ensure_ascii=True).encode()
-    head = [f"HTTP/1.1 {status} {reason}", "content-type: application/json", f"content-length: {len(body)}",
-            "connection: close", *headers]
+    body = json.dumps(
+        {
+            "code": 8 if status == 429 else 14 if status == 503 else 3,
+            "pedlCode": code,
+            "message": message,
+            "error": {"reason": reason, "error": message, "message": message},
+        },
+        ensure_ascii=True,
+    ).encode()
+    head = [
+        f"HTTP/1.1 {status} {reason}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+        "connection: close",
+        *headers,
+    ]
     return ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
 
 
@@ -168,10 +185,12 @@ class MasterHttpProtocol(HttpToolsProtocol):
         if refusal is not None:
             status, why = refusal
             self.rare.warn(f"refused {status}", f"refused a connection from {host}: {why}")
-            reason, code = ("Too Many Requests", "too_many_requests") if status == 429 else \
-                ("Service Unavailable", "unavailable")
-            self._answer_and_close(raw_response(status, reason, code, f"too many connections: {why}",
-                                                ("retry-after: 1",)))
+            reason, code = (
+                ("Too Many Requests", "too_many_requests") if status == 429 else ("Service Unavailable", "unavailable")
+            )
+            self._answer_and_close(
+                raw_response(status, reason, code, f"too many connections: {why}", ("retry-after: 1",))
+            )
             return
         self._address = host
         self._header_timer = self.loop.call_later(self.settings.header_read_timeout, self._header_timeout)
@@ -213,9 +232,14 @@ class MasterHttpProtocol(HttpToolsProtocol):
         limit = self.settings.max_header_bytes
         if self._awaiting_headers and self._header_bytes > limit and not self.transport.is_closing():
             self.rare.warn("431", f"refused a request from {self._peer()}: headers over {limit} bytes")
-            self._answer_and_close(raw_response(431, "Request Header Fields Too Large", "invalid_argument",
-                                                f"the request line and headers are over {limit} bytes "
-                                                "(server.max_header_bytes)"))
+            self._answer_and_close(
+                raw_response(
+                    431,
+                    "Request Header Fields Too Large",
+                    "invalid_argument",
+                    f"the request line and headers are over {limit} bytes (server.max_header_bytes)",
+                )
+            )
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -257,11 +281,19 @@ class MasterHttpProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         timeout = self.settings.header_read_timeout
-        self.rare.warn("408 headers", f"closed a connection from {self._peer()}: no whole request line and headers "
-                                      f"in {timeout:g} s (server.header_read_timeout)")
-        self._answer_and_close(raw_response(408, "Request Timeout", "invalid_argument",
-                                            f"the request's headers took over {timeout:g} s "
-                                            "(server.header_read_timeout)"))
+        self.rare.warn(
+            "408 headers",
+            f"closed a connection from {self._peer()}: no whole request line and headers "
+            f"in {timeout:g} s (server.header_read_timeout)",
+        )
+        self._answer_and_close(
+            raw_response(
+                408,
+                "Request Timeout",
+                "invalid_argument",
+                f"the request's headers took over {timeout:g} s (server.header_read_timeout)",
+            )
+        )
 
     # -- the body: a deadline for each pause -----------------------------------------------------
 
@@ -293,8 +325,14 @@ class MasterHttpProtocol(HttpToolsProtocol):
         if cycle is not None:
             _extend(cycle.scope, BODY_TIMED_OUT, timeout)
         if cycle is None or not cycle.response_started:
-            self._answer_and_close(raw_response(408, "Request Timeout", "invalid_argument",
-                                                f"no request body bytes for {timeout:g} s (server.body_read_timeout)"))
+            self._answer_and_close(
+                raw_response(
+                    408,
+                    "Request Timeout",
+                    "invalid_argument",
+                    f"no request body bytes for {timeout:g} s (server.body_read_timeout)",
+                )
+            )
         else:
             self.transport.close()
 

@@ -70,8 +70,11 @@ def tune_runtime() -> None:
 
 
 def setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
@@ -227,15 +230,28 @@ def server_config(config: MasterConfig, app: Any, certificate: TlsOptions) -> uv
     soft, hard = raise_open_file_limit()
     total, per_address = connection_caps(config.server, soft)
     if total < config.server.max_connections:
-        log.warning("the open-file limit is %d (hard limit %d): serving at most %d connections at once, not "
-                    "server.max_connections (%d); raise the limit (LimitNOFILE= of a systemd unit, ulimit -n) for more",
-                    soft, hard, total, config.server.max_connections)
+        log.warning(
+            "the open-file limit is %d (hard limit %d): serving at most %d connections at once, not "
+            "server.max_connections (%d); raise the limit (LimitNOFILE= of a systemd unit, ulimit -n) for more",
+            soft,
+            hard,
+            total,
+            config.server.max_connections,
+        )
     caps = ConnectionCaps(total, per_address, config.security.trusted_proxies)
     return uvicorn.Config(
-        app, host=config.host, port=config.port, log_level="warning",
-        http=MasterHttpProtocol.bound(config.server, caps), proxy_headers=False,
+        app,
+        host=config.host,
+        port=config.port,
+        log_level="warning",
+        http=MasterHttpProtocol.bound(config.server, caps),
+        proxy_headers=False,
         timeout_keep_alive=config.server.keep_alive_timeout,  # pyright: ignore[reportArgumentType]  # int, says uvicorn: a float works
-        ws_ping_interval=20, ws_ping_timeout=20, timeout_graceful_shutdown=5, **certificate)
+        ws_ping_interval=20,
+        ws_ping_timeout=20,
+        timeout_graceful_shutdown=5,
+        **certificate,
+    )
 
 
 def run_master(config: MasterConfig) -> None:

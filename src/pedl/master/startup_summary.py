@@ -13,8 +13,14 @@ def database_summary(config: MasterConfig) -> str:
         return config.database_url()  # a SQLite file path holds no secret
     from sqlalchemy.engine import URL
 
-    return URL.create("postgresql", username=config.db.user, host=config.db.host, port=config.db.port,
-                      database=config.db.name, query={"sslmode": config.db.ssl_mode}).render_as_string()
+    return URL.create(
+        "postgresql",
+        username=config.db.user,
+        host=config.db.host,
+        port=config.db.port,
+        database=config.db.name,
+        query={"sslmode": config.db.ssl_mode},
+    ).render_as_string()
 
 
 def pool_summary(pool: ResourcePoolConfig) -> str:
@@ -22,8 +28,11 @@ def pool_summary(pool: ResourcePoolConfig) -> str:
     provider = pool.provider
     if provider is None:
         return f"{pool.pool_name}: static agents (no provider)"
-    parts = [f"{provider.type} provider", ", ".join(provider.instance_types()),
-             f"{provider.min_instances} to {provider.max_instances} instances"]
+    parts = [
+        f"{provider.type} provider",
+        ", ".join(provider.instance_types()),
+        f"{provider.min_instances} to {provider.max_instances} instances",
+    ]
     if getattr(provider, "spot", False):
         parts.append("spot")
     return f"{pool.pool_name}: {', '.join(parts)}"
@@ -35,11 +44,18 @@ def task_users_summary(config: MasterConfig) -> tuple[str, bool]:
     security = config.security
     if security.task_uid_base is not None:
         ignored = "; security.default_task is not used" if security.default_task is not None else ""
-        return (f"each as a uid of their own, {security.task_uid_base} + their user id (security.task_uid_base)"
-                f"{ignored}", True)
+        return (
+            f"each as a uid of their own, {security.task_uid_base} + their user id (security.task_uid_base){ignored}",
+            True,
+        )
     task = security.default_task
     if task is not None:
-        return (f"all as {task.user} (uid {task.uid}, security.default_task): their tasks can read each other's "
-                "processes and files", False)
-    return ("as the agent's own user (root on a root agent): their tasks can read each other's processes and files",
-            False)
+        return (
+            f"all as {task.user} (uid {task.uid}, security.default_task): their tasks can read each other's "
+            "processes and files",
+            False,
+        )
+    return (
+        "as the agent's own user (root on a root agent): their tasks can read each other's processes and files",
+        False,
+    )

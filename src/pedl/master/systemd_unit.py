@@ -39,8 +39,10 @@ def quote_exec_arg(arg: str) -> str:
 def check_user_name(user: str) -> str:
     """`user` when systemd can take it in User=; ValueError saying why not."""
     if not _USER.match(user):
-        raise ValueError(f"{user!r} is not a valid user name (letters, digits, '_', '.', '-'; "
-                         "not starting with a digit or '-'; at most 32 characters)")
+        raise ValueError(
+            f"{user!r} is not a valid user name (letters, digits, '_', '.', '-'; "
+            "not starting with a digit or '-'; at most 32 characters)"
+        )
     return user
 
 

@@ -34,8 +34,16 @@ def cluster_id_of(db: Database, now: float) -> str:
         return row.cluster_id
 
 
-def build_context(config: MasterConfig, db: Database, clock: Clock, *, cluster_id: str | None = None,
-                  master_id: str = "", agent_token: str = "", metrics: MasterMetrics | None = None) -> MasterContext:
+def build_context(
+    config: MasterConfig,
+    db: Database,
+    clock: Clock,
+    *,
+    cluster_id: str | None = None,
+    master_id: str = "",
+    agent_token: str = "",
+    metrics: MasterMetrics | None = None,
+) -> MasterContext:
     """Every shared part, wired: the controller gets the same hub, clock, caller cache and metrics as the
     rest. `cluster_id` None reads (or makes) the database's. `metrics` None makes a registry of this
     master's own, whose pool gauges read this context at scrape time."""
@@ -44,25 +52,38 @@ def build_context(config: MasterConfig, db: Database, clock: Clock, *, cluster_i
     caller_cache = CallerCache()
     if cluster_id is None:
         cluster_id = cluster_id_of(db, clock.now())
-    controller = Controller(config=config, db=db, clock=clock, hub=hub, caller_cache=caller_cache,
-                            cluster_id=cluster_id, metrics=metrics)
-    ctx = MasterContext(config=config, db=db, clock=clock, hub=hub, controller=controller,
-                        login_limiter=LoginLimiter(config.security.login_rate_limit), caller_cache=caller_cache,
-                        cluster_id=cluster_id, master_id=master_id, agent_token=agent_token, metrics=metrics)
+    controller = Controller(
+        config=config, db=db, clock=clock, hub=hub, caller_cache=caller_cache, cluster_id=cluster_id, metrics=metrics
+    )
+    ctx = MasterContext(
+        config=config,
+        db=db,
+        clock=clock,
+        hub=hub,
+        controller=controller,
+        login_limiter=LoginLimiter(config.security.login_rate_limit),
+        caller_cache=caller_cache,
+        cluster_id=cluster_id,
+        master_id=master_id,
+        agent_token=agent_token,
+        metrics=metrics,
+    )
     metrics.registry.register(PoolStateCollector(ctx))
     return ctx
 
 
-def attach_checkpoint_gc(ctx: MasterContext, storage_for: Callable[[Mapping[str, Any]], CheckpointStorage]
-                         = storage_from_config) -> CheckpointGC:
+def attach_checkpoint_gc(
+    ctx: MasterContext, storage_for: Callable[[Mapping[str, Any]], CheckpointStorage] = storage_from_config
+) -> CheckpointGC:
     """A checkpoint GC worker for the context; the controller's GC requests go to it from now on."""
     gc = CheckpointGC(ctx, storage_for=storage_for)
     ctx.controller.set_checkpoint_gc(gc.request)
     return gc
 
 
-def attach_experiment_deletion(ctx: MasterContext, storage_for: Callable[[Mapping[str, Any]], CheckpointStorage]
-                               = storage_from_config) -> ExperimentDeleter:
+def attach_experiment_deletion(
+    ctx: MasterContext, storage_for: Callable[[Mapping[str, Any]], CheckpointStorage] = storage_from_config
+) -> ExperimentDeleter:
     """The worker that deletes the experiments DELETE /api/v1/experiments/{id} marks DELETING."""
     return ExperimentDeleter(ctx, storage_for=storage_for)
 
@@ -79,9 +100,16 @@ def make_provider(pool: ResourcePoolConfig, ctx: MasterContext) -> Provider:
 
         master_url = cfg.master_url or f"{scheme}://127.0.0.1:{ctx.config.port}"
         # the certificate chain the master serves holds the CA that agents verify it against
-        return LocalProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id, data_dir=ctx.config.data_dir,
-                             master_url=master_url, agent_token=ctx.agent_token, clock=ctx.clock,
-                             master_cert=tls.cert if tls.enabled else None)
+        return LocalProvider(
+            cfg,
+            pool=pool.pool_name,
+            cluster_id=ctx.cluster_id,
+            data_dir=ctx.config.data_dir,
+            master_url=master_url,
+            agent_token=ctx.agent_token,
+            clock=ctx.clock,
+            master_cert=tls.cert if tls.enabled else None,
+        )
     if cfg.type == "aws":
         from pedl.master.agents.credentials import InstanceSecrets
         from pedl.master.provisioner.master_address import resolve_master_url
@@ -89,7 +117,13 @@ def make_provider(pool: ResourcePoolConfig, ctx: MasterContext) -> Provider:
 
         master_url = resolve_master_url(cfg.master_url or f"{scheme}://ec2.local-ipv4:{ctx.config.port}")
         # user data is readable on the instance: each one gets a single-use secret, never the agent token
-        return AWSProvider(cfg, pool=pool.pool_name, cluster_id=ctx.cluster_id, master_url=master_url,
-                           instance_secrets=InstanceSecrets(ctx, pool.pool_name), clock=ctx.clock,
-                           master_ca=tls.cert.read_text() if tls.enabled and tls.cert else None)
+        return AWSProvider(
+            cfg,
+            pool=pool.pool_name,
+            cluster_id=ctx.cluster_id,
+            master_url=master_url,
+            instance_secrets=InstanceSecrets(ctx, pool.pool_name),
+            clock=ctx.clock,
+            master_ca=tls.cert.read_text() if tls.enabled and tls.cert else None,
+        )
     raise ValueError(f"unknown provider type {cfg.type!r}")

@@ -47,6 +47,7 @@ async def stop_workers(tasks: Sequence[asyncio.Task], grace: float) -> list[asyn
             log.error("worker %s had failed", t.get_name(), exc_info=t.exception())
     still = sorted(pending, key=lambda t: t.get_name())
     if still:
-        log.warning("stopping with a pass still running after %.0f s in: %s", grace,
-                    ", ".join(t.get_name() for t in still))
+        log.warning(
+            "stopping with a pass still running after %.0f s in: %s", grace, ", ".join(t.get_name() for t in still)
+        )
     return still

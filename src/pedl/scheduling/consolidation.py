@@ -43,12 +43,18 @@ class MovePolicy:
 
 def policy_from_config(config: ConsolidationConfig, boot_time: float | None = None) -> MovePolicy:
     """The planner's policy from a pool's `consolidation:` section (and its expected boot time)."""
-    return MovePolicy(enabled=config.enabled, max_moves_per_hour=config.max_moves_per_hour,
-                      min_runtime_between_moves=config.min_trial_runtime_between_moves,
-                      min_saving_per_hour=config.min_saving_per_hour, checkpoint_cost=config.checkpoint_cost,
-                      restore_cost=config.restore_cost, keep_free_slots=config.keep_free_slots,
-                      yield_to_new_work=config.yield_to_new_work, min_remaining_to_yield=config.min_remaining_to_yield,
-                      boot_time=MovePolicy.boot_time if boot_time is None else boot_time)
+    return MovePolicy(
+        enabled=config.enabled,
+        max_moves_per_hour=config.max_moves_per_hour,
+        min_runtime_between_moves=config.min_trial_runtime_between_moves,
+        min_saving_per_hour=config.min_saving_per_hour,
+        checkpoint_cost=config.checkpoint_cost,
+        restore_cost=config.restore_cost,
+        keep_free_slots=config.keep_free_slots,
+        yield_to_new_work=config.yield_to_new_work,
+        min_remaining_to_yield=config.min_remaining_to_yield,
+        boot_time=MovePolicy.boot_time if boot_time is None else boot_time,
+    )
 
 
 @dataclass(frozen=True)
@@ -117,9 +123,16 @@ def moves_left(now: float, policy: MovePolicy, recent_moves: Sequence[float]) ->
     return max(policy.max_moves_per_hour - sum(1 for t in recent_moves if now - t < HOUR), 0)
 
 
-def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks: Sequence[TaskView], *,
-               recent_moves: Sequence[float] = (), spot_offers: Sequence[SpotOffer] = (),
-               max_new_instances: int = 0) -> MovePlan:
+def plan_moves(
+    now: float,
+    policy: MovePolicy,
+    hosts: Sequence[HostView],
+    tasks: Sequence[TaskView],
+    *,
+    recent_moves: Sequence[float] = (),
+    spot_offers: Sequence[SpotOffer] = (),
+    max_new_instances: int = 0,
+) -> MovePlan:
     """Which instances to empty and which trials that moves. `spot_offers` (for a spot pool whose spot
     capacity is available) lets it ask for spot replacements of on-demand instances, at most
     `max_new_instances` of them; an instance already draining or not ready is never a target."""
@@ -178,8 +191,7 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
     pool_free: int | None = None  # the pool's free slots and its targets' prices: again after each move
     busy_min = idle_min = math.inf  # set with pool_free, before their first use
     # each host's own tasks keep it until the longest ends: moving onto it costs only beyond that
-    kept_until = {h.id: max((t.remaining or 0.0 for t in on[h.id]), default=0.0) for h in hosts} \
-        if candidates else {}
+    kept_until = {h.id: max((t.remaining or 0.0 for t in on[h.id]), default=0.0) for h in hosts} if candidates else {}
     for _, _, host_id in sorted(candidates):
         if budget <= 0:
             break
@@ -202,8 +214,12 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
             continue
         # a gang that leaves may empty its other instances too: they go with the source
         moved = {t.allocation_id for t in own}
-        freed = [source] + [by_id[hid] for t in own for hid, _ in t.placements
-                            if hid != host_id and hid in by_id and all(o.allocation_id in moved for o in on[hid])]
+        freed = [source] + [
+            by_id[hid]
+            for t in own
+            for hid, _ in t.placements
+            if hid != host_id and hid in by_id and all(o.allocation_id in moved for o in on[hid])
+        ]
         saving, rate = _worth(freed, own, placed, by_id, kept_until, policy)
         if saving <= 0 or rate < policy.min_saving_per_hour:
             free.update(undo)
@@ -211,10 +227,16 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
         for task, targets in placed:
             for hid in targets:
                 busy_targets.add(hid)
-            plan.moves.append(Move(task.allocation_id, tuple(h for h, _ in task.placements), tuple(targets),
-                                   round(rate, 4), round(saving, 2),
-                                   f"moved from instance {host_id} to {', '.join(targets)} to save "
-                                   f"${rate:.2f}/h"))
+            plan.moves.append(
+                Move(
+                    task.allocation_id,
+                    tuple(h for h, _ in task.placements),
+                    tuple(targets),
+                    round(rate, 4),
+                    round(saving, 2),
+                    f"moved from instance {host_id} to {', '.join(targets)} to save ${rate:.2f}/h",
+                )
+            )
         for task, targets in placed:
             for hid in targets:
                 kept_until[hid] = max(kept_until[hid], (task.remaining or 0.0) + policy.restore_cost)
@@ -225,8 +247,9 @@ def plan_moves(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks:
                 emptied.add(host.id)
                 plan.drain.append((host.id, f"its trial(s) fit elsewhere: saves ${rate:.2f}/h"))
     if spot_offers and max_new_instances > 0 and budget > 0:
-        _ask_for_spot(now, policy, hosts, on, emptied | busy_targets, spot_offers, max_new_instances, budget,
-                      plan, waiting_for)
+        _ask_for_spot(
+            now, policy, hosts, on, emptied | busy_targets, spot_offers, max_new_instances, budget, plan, waiting_for
+        )
     return plan
 
 
@@ -239,8 +262,9 @@ def _leaving(source: HostView, own: list[TaskView], by_id: dict[str, HostView]) 
     return total
 
 
-def _target_prices(open_hosts: list[HostView], free: dict[str, int], on: dict[str, list[TaskView]],
-                   busy: set[str]) -> tuple[float, float]:
+def _target_prices(
+    open_hosts: list[HostView], free: dict[str, int], on: dict[str, list[TaskView]], busy: set[str]
+) -> tuple[float, float]:
     """(the lowest price per slot of an instance with room and work of its own, the lowest price of
     an idle one): a move goes to the one at no higher price per slot, or empties onto the other."""
     busy_min = idle_min = math.inf
@@ -256,8 +280,14 @@ def _target_prices(open_hosts: list[HostView], free: dict[str, int], on: dict[st
     return busy_min, idle_min
 
 
-def _place_all(own: list[TaskView], source: HostView, hosts: Sequence[HostView], free: dict[str, int],
-               excluded: set[str], policy: MovePolicy) -> list[tuple[TaskView, list[str]]] | None:
+def _place_all(
+    own: list[TaskView],
+    source: HostView,
+    hosts: Sequence[HostView],
+    free: dict[str, int],
+    excluded: set[str],
+    policy: MovePolicy,
+) -> list[tuple[TaskView, list[str]]] | None:
     """Where each of the source's trials goes (largest first; a gang whole), or None if one does not
     fit. Commits the free slots it takes only when all fit."""
     trial = dict(free)
@@ -290,8 +320,9 @@ def _fit(need: int, targets: list[HostView], free: dict[str, int], source: HostV
     if best is not None:
         free[best[1]] -= need
         return [best[1]]
-    whole = sorted((h for h in targets if free[h.id] == h.slots and h.slots > 0),
-                   key=lambda h: (-h.slots, not h.spot, h.id))
+    whole = sorted(
+        (h for h in targets if free[h.id] == h.slots and h.slots > 0), key=lambda h: (-h.slots, not h.spot, h.id)
+    )
     chosen, total = [], 0
     for h in whole:
         if total + h.slots <= need:
@@ -308,8 +339,14 @@ def _gang_hosts(own: list[TaskView]) -> set[str]:
     return {hid for t in own if len(t.placements) > 1 for hid, _ in t.placements}
 
 
-def _worth(freed: list[HostView], own: list[TaskView], placed: list[tuple[TaskView, list[str]]],
-           hosts: dict[str, HostView], kept_until: dict[str, float], policy: MovePolicy) -> tuple[float, float]:
+def _worth(
+    freed: list[HostView],
+    own: list[TaskView],
+    placed: list[tuple[TaskView, list[str]]],
+    hosts: dict[str, HostView],
+    kept_until: dict[str, float],
+    policy: MovePolicy,
+) -> tuple[float, float]:
     """(USD saved over the trials' remaining time, costs deducted; USD/h spent less while they run).
     `freed`: the instances the moves empty (the source, and the others of a gang left with nothing)."""
     horizon = max(t.remaining or 0.0 for t in own)
@@ -331,9 +368,18 @@ def _worth(freed: list[HostView], own: list[TaskView], placed: list[tuple[TaskVi
     return saved - cost, price - extra_rate
 
 
-def _ask_for_spot(now: float, policy: MovePolicy, hosts: Sequence[HostView], on: dict[str, list[TaskView]],
-                  skip: set[str], offers: Sequence[SpotOffer], max_new: int, budget: int, plan: MovePlan,
-                  waiting_for: Callable[[TaskView], float | None]) -> None:
+def _ask_for_spot(
+    now: float,
+    policy: MovePolicy,
+    hosts: Sequence[HostView],
+    on: dict[str, list[TaskView]],
+    skip: set[str],
+    offers: Sequence[SpotOffer],
+    max_new: int,
+    budget: int,
+    plan: MovePlan,
+    waiting_for: Callable[[TaskView], float | None],
+) -> None:
     """Spot first: an on-demand instance whose trials are all movable asks for a spot replacement
     (the cheapest spot type that holds them on one instance) when that pays for its boot and the move.
     The replacement starts empty; once it is ready, the next plan moves the trials onto it."""
@@ -341,8 +387,10 @@ def _ask_for_spot(now: float, policy: MovePolicy, hosts: Sequence[HostView], on:
     by_id = {h.id: h for h in hosts}
     # spot instances still booting, empty: replacements asked for earlier, counted before asking again
     coming = {h.id: h.free for h in hosts if h.spot and not h.ready and not h.draining and not on[h.id]}
-    for h in sorted((h for h in hosts if not h.spot and h.ready and not h.draining and h.id not in skip),
-                    key=lambda h: (-h.price, h.id)):
+    for h in sorted(
+        (h for h in hosts if not h.spot and h.ready and not h.draining and h.id not in skip),
+        key=lambda h: (-h.price, h.id),
+    ):
         own = on[h.id]
         if not own or len(own) > budget or sum(launches.values()) >= max_new:
             continue
@@ -373,16 +421,27 @@ def _ask_for_spot(now: float, policy: MovePolicy, hosts: Sequence[HostView], on:
         # the trials run on here while the replacement boots, then checkpoint and leave
         left = horizon - policy.boot_time
         # what leaves: this instance, and a gang's other instances when the gang is all they hold
-        leaving = h.price + sum(by_id[hid].price for t in own for hid, _ in t.placements
-                                if hid != h.id and hid in by_id and all(o in own for o in on[hid]))
+        leaving = h.price + sum(
+            by_id[hid].price
+            for t in own
+            for hid, _ in t.placements
+            if hid != h.id and hid in by_id and all(o in own for o in on[hid])
+        )
         new_price = offer.price * count
-        cost = (leaving * (policy.boot_time + policy.checkpoint_cost)
-                + new_price * (policy.boot_time + left + policy.checkpoint_cost + policy.restore_cost)) / HOUR
+        cost = (
+            leaving * (policy.boot_time + policy.checkpoint_cost)
+            + new_price * (policy.boot_time + left + policy.checkpoint_cost + policy.restore_cost)
+        ) / HOUR
         saving = leaving * horizon / HOUR - cost
         rate = leaving - new_price
         if saving <= 0 or rate < policy.min_saving_per_hour:
             continue
         launches[offer.instance_type] = launches.get(offer.instance_type, 0) + count
         budget -= len(own)
-        plan.launch.append((offer.instance_type, count, f"a spot replacement for on-demand instance {h.id}: "
-                                                        f"saves ${rate:.2f}/h once its trial(s) move"))
+        plan.launch.append(
+            (
+                offer.instance_type,
+                count,
+                f"a spot replacement for on-demand instance {h.id}: saves ${rate:.2f}/h once its trial(s) move",
+            )
+        )

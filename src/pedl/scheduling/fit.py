@@ -48,8 +48,10 @@ class SlotBins(Generic[K]):
             self._ranks = sorted([*self._ranks, rank])
         if capable not in self._capable_orders[0]:
             present = {*self._capable_orders[0], capable}
-            self._capable_orders = (tuple(c for c in (False, True) if c in present),  # without the capability first
-                                    (True,) if True in present else ())
+            self._capable_orders = (
+                tuple(c for c in (False, True) if c in present),  # without the capability first
+                (True,) if True in present else (),
+            )
 
     def _bucket(self, rank: int, capable: bool, free: int) -> tuple[dict[K, None], dict[K, None]]:
         entry = self._buckets.get((rank, capable, free))
@@ -111,8 +113,12 @@ class SlotBins(Generic[K]):
         caps = self._capable_orders[capable_only]
         count: dict[int, int] = {}  # size -> wholly free bins of that size (as many as could be used)
         for size in range(1, min(need, self.max_free) + 1):
-            n = sum(len(entry[1]) for rank in self._ranks for capable in caps
-                    if (entry := self._buckets.get((rank, capable, size))) is not None)
+            n = sum(
+                len(entry[1])
+                for rank in self._ranks
+                for capable in caps
+                if (entry := self._buckets.get((rank, capable, size))) is not None
+            )
             if n:
                 count[size] = min(n, need // size)
         if sum(size * n for size, n in count.items()) < need:

@@ -50,11 +50,19 @@ def pool_policy(provider: AWSProviderConfig | LocalProviderConfig, fitting: Fitt
     """pedl's policy for a pool with this provider and this scheduler fitting policy: the provider's instance
     types with their slots and prices, its bounds, its periods and its spot settings."""
     return PoolPolicy(
-        types=tuple(TypeOffer(t, provider.slots_of(t), provider.price_of(t), spot_price=provider.spot_price_of(t))
-                    for t in provider.instance_types()),
-        fitting=fitting, max_instances=provider.max_instances, min_instances=provider.min_instances,
-        max_idle=provider.max_idle_agent_period, max_starting=provider.max_agent_starting_period,
-        max_disconnected=provider.max_disconnected_period, spot=provider.spot,
-        spot_request_timeout=provider.spot_request_timeout if isinstance(provider, AWSProviderConfig)
+        types=tuple(
+            TypeOffer(t, provider.slots_of(t), provider.price_of(t), spot_price=provider.spot_price_of(t))
+            for t in provider.instance_types()
+        ),
+        fitting=fitting,
+        max_instances=provider.max_instances,
+        min_instances=provider.min_instances,
+        max_idle=provider.max_idle_agent_period,
+        max_starting=provider.max_agent_starting_period,
+        max_disconnected=provider.max_disconnected_period,
+        spot=provider.spot,
+        spot_request_timeout=provider.spot_request_timeout
+        if isinstance(provider, AWSProviderConfig)
         else PoolPolicy.spot_request_timeout,
-        spot_fallback_to_on_demand=provider.spot_fallback_to_on_demand)
+        spot_fallback_to_on_demand=provider.spot_fallback_to_on_demand,
+    )

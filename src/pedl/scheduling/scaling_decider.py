@@ -86,9 +86,15 @@ def _choose(policy: PoolPolicy, blocked: set[tuple[str, bool]]) -> tuple[TypeOff
     return None
 
 
-def decide(now: float, policy: PoolPolicy, instances: list[InstanceView], pending: list[PendingTask], *,
-           launch_blocked_until: float | None = None,
-           unavailable: set[tuple[str, bool]] | None = None) -> Decision:
+def decide(
+    now: float,
+    policy: PoolPolicy,
+    instances: list[InstanceView],
+    pending: list[PendingTask],
+    *,
+    launch_blocked_until: float | None = None,
+    unavailable: set[tuple[str, bool]] | None = None,
+) -> Decision:
     d = Decision()
     blocked = set(unavailable or ())
     live = [i for i in instances if i.state != "terminating"]
@@ -134,8 +140,18 @@ def decide(now: float, policy: PoolPolicy, instances: list[InstanceView], pendin
     # 3. idle instances, never below min_instances, and never while demand would reuse them;
     # an instance the cloud is reclaiming counts for neither bound
     alive = len([i for i in live if i.id not in terminating and not i.interrupted])
-    idle = sorted(((i.idle_since, i) for i in live if i.id not in terminating and i.state == "running" and not i.busy
-                   and i.idle_since is not None and i.disconnected_since is None), key=lambda pair: pair[0])
+    idle = sorted(
+        (
+            (i.idle_since, i)
+            for i in live
+            if i.id not in terminating
+            and i.state == "running"
+            and not i.busy
+            and i.idle_since is not None
+            and i.disconnected_since is None
+        ),
+        key=lambda pair: pair[0],
+    )
     wanted_new = sum(n for _, _, n in new_counts)
     for idle_since, inst in idle:
         if inst.id in claimed:
@@ -149,8 +165,10 @@ def decide(now: float, policy: PoolPolicy, instances: list[InstanceView], pendin
 
     # 4. bounds: trim above max (starting ones and idle ones first), fill up to min
     if alive > policy.max_instances:
-        order = sorted((i for i in live if i.id not in terminating and not i.interrupted),
-                       key=lambda i: (i.state == "running" and i.busy, i.state == "running", -i.launched_at))
+        order = sorted(
+            (i for i in live if i.id not in terminating and not i.interrupted),
+            key=lambda i: (i.state == "running" and i.busy, i.state == "running", -i.launched_at),
+        )
         for inst in order[: alive - policy.max_instances]:
             kill(inst, f"above max_instances ({policy.max_instances})")
         alive = policy.max_instances
@@ -176,8 +194,15 @@ def decide(now: float, policy: PoolPolicy, instances: list[InstanceView], pendin
     return d
 
 
-def _packed_demand(policy: PoolPolicy, usable: list[InstanceView], pending: list[PendingTask], d: Decision,
-                   blocked: set[tuple[str, bool]], claimed: set[str], room: int) -> list[tuple[TypeOffer, bool, int]]:
+def _packed_demand(
+    policy: PoolPolicy,
+    usable: list[InstanceView],
+    pending: list[PendingTask],
+    d: Decision,
+    blocked: set[tuple[str, bool]],
+    claimed: set[str],
+    room: int,
+) -> list[tuple[TypeOffer, bool, int]]:
     """Where the waiting tasks go: onto the running agents' free slots as the scheduler's next pass
     would place them, then onto booting instances (wholly free bins of their size) the same way, then
     onto new instances (at most `room` of them), all through the scheduler's fit model."""
@@ -199,8 +224,9 @@ def _packed_demand(policy: PoolPolicy, usable: list[InstanceView], pending: list
     left = _claim(_claim(queue, running, policy.fitting, claimed), booting, policy.fitting, claimed)
     waiting = {t.allocation_id for t in left}
     unplaced = [t for t in largest_first if t.allocation_id in waiting]
-    d.never_fit += [(t.allocation_id, _never_fit_reason(t.slots_needed, policy)) for t in unplaced
-                    if not fits[t.slots_needed]]
+    d.never_fit += [
+        (t.allocation_id, _never_fit_reason(t.slots_needed, policy)) for t in unplaced if not fits[t.slots_needed]
+    ]
     return _new_capacity([t for t in unplaced if fits[t.slots_needed]], policy, blocked, room)
 
 
@@ -218,8 +244,9 @@ def _claim(tasks: list[PendingTask], bins: SlotBins[str], fitting: Fitting, clai
     return left
 
 
-def _new_capacity(tasks: list[PendingTask], policy: PoolPolicy, blocked: set[tuple[str, bool]],
-                  room: int) -> list[tuple[TypeOffer, bool, int]]:
+def _new_capacity(
+    tasks: list[PendingTask], policy: PoolPolicy, blocked: set[tuple[str, bool]], room: int
+) -> list[tuple[TypeOffer, bool, int]]:
     """New instances for tasks that nothing holds, largest need first: a task first fills room left
     in instances this decision opens; each need opens the (type, market) that costs least for its
     tasks (see _cheapest), and the room its instances leave serves smaller tasks."""
@@ -266,8 +293,9 @@ def _markets(policy: PoolPolicy) -> list[bool]:
     return ([True] if policy.spot else []) + ([False] if not policy.spot or policy.spot_fallback_to_on_demand else [])
 
 
-def _cheapest(need: int, tasks: int, policy: PoolPolicy, blocked: set[tuple[str, bool]],
-              room: int) -> tuple[TypeOffer, bool] | None:
+def _cheapest(
+    need: int, tasks: int, policy: PoolPolicy, blocked: set[tuple[str, bool]], room: int
+) -> tuple[TypeOffer, bool] | None:
     """The (type, market) for `tasks` tasks of `need` slots each: of the first market (spot, then
     on-demand) with an allowed type that fits them, the type that holds the most of them within
     `room` new instances, then the one whose packing costs least per hour (instances x price), then
@@ -303,13 +331,16 @@ def _fits_some_type(need: int, policy: PoolPolicy) -> bool:
 
 def _never_fit_reason(need: int, policy: PoolPolicy) -> str:
     largest = max((o.slots for o in policy.types), default=0)
-    return (f"needs {need} slot(s); no allowed instance type fits it "
-            f"(types: {', '.join(f'{o.name}={o.slots}' for o in policy.types)}; largest "
-            f"{largest}, at most {policy.max_instances} instance(s))")
+    return (
+        f"needs {need} slot(s); no allowed instance type fits it "
+        f"(types: {', '.join(f'{o.name}={o.slots}' for o in policy.types)}; largest "
+        f"{largest}, at most {policy.max_instances} instance(s))"
+    )
 
 
-def _determined_demand(policy: PoolPolicy, usable: list[InstanceView], pending: list[PendingTask],
-                       d: Decision) -> list[tuple[TypeOffer, bool, int]]:
+def _determined_demand(
+    policy: PoolPolicy, usable: list[InstanceView], pending: list[PendingTask], d: Decision
+) -> list[tuple[TypeOffer, bool, int]]:
     """Determined's rule: ceil(sum of fitting tasks' slots / slots per agent) minus booting instances;
     one type; tasks that fit no agent are ignored (they wait forever)."""
     offer = policy.types[0]

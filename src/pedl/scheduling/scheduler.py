@@ -122,9 +122,15 @@ class ZeroSlotCaps:
         self.count[agent_id] += 1
 
 
-def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
-             fitting: Fitting = "best", *, ordered: bool = False, caps: GroupCaps | None = None,
-             zero_caps: ZeroSlotCaps | None = None) -> list[Assignment]:
+def schedule(
+    requests: list[SlotRequest],
+    agents: list[AgentSnapshot],
+    fitting: Fitting = "best",
+    *,
+    ordered: bool = False,
+    caps: GroupCaps | None = None,
+    zero_caps: ZeroSlotCaps | None = None,
+) -> list[Assignment]:
     """Place as many requests as fit, in priority/FIFO order; a request that does not fit now
     is skipped, and later (smaller) ones may still be placed. With `caps`, a request its group's
     max_slots does not allow is skipped too (and `caps` counts what is placed); with `zero_caps`, a
@@ -142,8 +148,9 @@ def schedule(requests: list[SlotRequest], agents: list[AgentSnapshot],
         if req.slots_needed == 0:
             zero_left -= 1
             # zero-slot tasks go on the agent with the fewest free slots (keeps GPUs for GPU work)
-            agent_id = bins.fullest(capable_only=req.needs_containers,
-                                    usable=zero_caps.allows if zero_caps is not None else None)
+            agent_id = bins.fullest(
+                capable_only=req.needs_containers, usable=zero_caps.allows if zero_caps is not None else None
+            )
             if agent_id is not None:
                 out.append(Assignment(req.allocation_id, [(agent_id, [])]))
                 if zero_caps is not None:
@@ -196,16 +203,26 @@ def fair_order(requests: list[SlotRequest], running: list[RunningTask]) -> list[
     return out
 
 
-def plan(requests: list[SlotRequest], agents: list[AgentSnapshot], running: list[RunningTask], *,
-         scheduler: Literal["priority", "fair_share"] = "priority", fitting: Fitting = "best",
-         preemption: bool = False, max_zero_slot_per_agent: int | None = None) -> SchedulePlan:
+def plan(
+    requests: list[SlotRequest],
+    agents: list[AgentSnapshot],
+    running: list[RunningTask],
+    *,
+    scheduler: Literal["priority", "fair_share"] = "priority",
+    fitting: Fitting = "best",
+    preemption: bool = False,
+    max_zero_slot_per_agent: int | None = None,
+) -> SchedulePlan:
     ordered = fair_order(requests, running) if scheduler == "fair_share" else order_requests(requests)
     caps = GroupCaps(requests, running)
     zero_caps = ZeroSlotCaps(max_zero_slot_per_agent, agents) if max_zero_slot_per_agent is not None else None
     assignments = schedule(ordered, agents, fitting, ordered=True, caps=caps, zero_caps=zero_caps)
     placed = {a.allocation_id for a in assignments}
-    result = SchedulePlan(assignments, capped=caps.capped([r for r in ordered if r.allocation_id not in placed]),
-                          zero_capped=zero_caps.refused if zero_caps is not None else [])
+    result = SchedulePlan(
+        assignments,
+        capped=caps.capped([r for r in ordered if r.allocation_id not in placed]),
+        zero_capped=zero_caps.refused if zero_caps is not None else [],
+    )
     if scheduler != "priority" or not preemption or any(t.preempting for t in running):
         return result  # one round of preemption at a time: wait for the victims to leave
     free: dict[str, int] = {a.id: len(a.free_slot_ids) for a in agents}
@@ -224,15 +241,24 @@ def plan(requests: list[SlotRequest], agents: list[AgentSnapshot], running: list
     return result
 
 
-def _victims(req: SlotRequest, free: dict[str, int], running: list[RunningTask], taken: set[str],
-             eligible: set[str] | None = None) -> list[str]:
+def _victims(
+    req: SlotRequest,
+    free: dict[str, int],
+    running: list[RunningTask],
+    taken: set[str],
+    eligible: set[str] | None = None,
+) -> list[str]:
     """The fewest least-urgent tasks on one agent (of `eligible`, None: any) whose slots, with the free
     ones, fit the request."""
     by_agent: dict[str, list[RunningTask]] = defaultdict(list)
     for task in running:
-        if task.preemptible and task.priority > req.priority and task.allocation_id not in taken \
-                and len(task.placements) == 1 \
-                and (eligible is None or task.placements[0][0] in eligible):
+        if (
+            task.preemptible
+            and task.priority > req.priority
+            and task.allocation_id not in taken
+            and len(task.placements) == 1
+            and (eligible is None or task.placements[0][0] in eligible)
+        ):
             by_agent[task.placements[0][0]].append(task)
     best: list[RunningTask] | None = None
     for agent_id, tasks in by_agent.items():

@@ -36,8 +36,13 @@ class HeldTask:
     placements: tuple[tuple[str, int], ...] = ()  # (agent id, slots held there); 0 for a zero-slot task
 
 
-def snapshot(now: float, instances: Iterable[InstanceFacts], held: Collection[HeldTask], waiting: Iterable[PendingTask],
-             idle_since: dict[str, float]) -> tuple[list[InstanceView], list[PendingTask]]:
+def snapshot(
+    now: float,
+    instances: Iterable[InstanceFacts],
+    held: Collection[HeldTask],
+    waiting: Iterable[PendingTask],
+    idle_since: dict[str, float],
+) -> tuple[list[InstanceView], list[PendingTask]]:
     """The decider's instance views and waiting tasks.
 
     `idle_since` (instance id -> since when) is updated in place: set the first time an instance is
@@ -71,15 +76,28 @@ def snapshot(now: float, instances: Iterable[InstanceFacts], held: Collection[He
         if facts.interrupted:
             interrupted.add(facts.id)
         # positional, in InstanceView's field order: a third cheaper, and a replay builds thousands
-        views.append(InstanceView(
-            facts.id, facts.instance_type, state, facts.launched_at, facts.slots,
-            facts.spot, 0 if facts.cordoned else max(facts.slots - (held_slots or 0), 0), held_slots is not None,
-            idle, disconnected,
-            facts.interrupted))
+        views.append(
+            InstanceView(
+                facts.id,
+                facts.instance_type,
+                state,
+                facts.launched_at,
+                facts.slots,
+                facts.spot,
+                0 if facts.cordoned else max(facts.slots - (held_slots or 0), 0),
+                held_slots is not None,
+                idle,
+                disconnected,
+                facts.interrupted,
+            )
+        )
     pending = list(waiting)
     # work on an instance the cloud is about to reclaim needs a new home now, not after it
     # checkpoints and leaves: count it as waiting, so the replacement boots meanwhile
     if interrupted:
-        pending += [PendingTask(t.allocation_id, t.slots_needed, t.queued_at) for t in held
-                    if any(agent_id in interrupted for agent_id, _ in t.placements)]
+        pending += [
+            PendingTask(t.allocation_id, t.slots_needed, t.queued_at)
+            for t in held
+            if any(agent_id in interrupted for agent_id, _ in t.placements)
+        ]
     return views, pending

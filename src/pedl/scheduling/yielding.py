@@ -37,9 +37,16 @@ class WaitingTask:
     priority: int = 42
 
 
-def plan_yields(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks: Sequence[TaskView],
-                waiting: Sequence[WaitingTask], *, recent_moves: Sequence[float] = (),
-                leaving: Mapping[str, int] | None = None) -> list[Move]:
+def plan_yields(
+    now: float,
+    policy: MovePolicy,
+    hosts: Sequence[HostView],
+    tasks: Sequence[TaskView],
+    waiting: Sequence[WaitingTask],
+    *,
+    recent_moves: Sequence[float] = (),
+    leaving: Mapping[str, int] | None = None,
+) -> list[Move]:
     """The trials to move so that waiting new work starts now rather than after a boot.
 
     `hosts` are the pool's instances, booting ones with `ready=False`, their slots all free and
@@ -54,8 +61,13 @@ def plan_yields(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks
         return []
     leaving = leaving or {}
     # capacity coming: a boot expected to end sooner than a checkpoint would gives the work a place sooner
-    booting = sum(h.free for h in hosts if not h.ready and not h.draining and (
-        h.launched_at is None or h.launched_at + policy.boot_time - now > policy.checkpoint_cost))
+    booting = sum(
+        h.free
+        for h in hosts
+        if not h.ready
+        and not h.draining
+        and (h.launched_at is None or h.launched_at + policy.boot_time - now > policy.checkpoint_cost)
+    )
     demand = sum(w.slots for w in waiting)
     if booting <= 0 or booting < demand:
         return []
@@ -64,9 +76,14 @@ def plan_yields(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks
     soon = sum(n for host_id, n in leaving.items() if host_id in open_ids)
     by_size: dict[int, list[TaskView]] = {}
     for task in tasks:
-        if (len(task.placements) == 1 and task.placements[0][0] in open_ids and task.movable
-                and task.remaining is not None and task.remaining >= policy.min_remaining_to_yield
-                and now - task.since >= policy.min_runtime_between_moves):
+        if (
+            len(task.placements) == 1
+            and task.placements[0][0] in open_ids
+            and task.movable
+            and task.remaining is not None
+            and task.remaining >= policy.min_remaining_to_yield
+            and now - task.since >= policy.min_runtime_between_moves
+        ):
             by_size.setdefault(task.slots, []).append(task)
     for group in by_size.values():  # the longest still to run yields first: a boot is least of it
         group.sort(key=lambda t: (-(t.remaining or 0.0), t.allocation_id))
@@ -83,8 +100,17 @@ def plan_yields(now: float, policy: MovePolicy, hosts: Sequence[HostView], tasks
             continue
         candidates.remove(task)
         host_id = task.placements[0][0]
-        moves.append(Move(task.allocation_id, (host_id,), ("booting",), 0.0, 0.0,
-                          f"yielded its slots on instance {host_id} to new work ({w.allocation_id}); it resumes "
-                          f"on the instance booting for that work", yield_to=w.allocation_id))
+        moves.append(
+            Move(
+                task.allocation_id,
+                (host_id,),
+                ("booting",),
+                0.0,
+                0.0,
+                f"yielded its slots on instance {host_id} to new work ({w.allocation_id}); it resumes "
+                f"on the instance booting for that work",
+                yield_to=w.allocation_id,
+            )
+        )
         budget -= 1
     return moves

@@ -7,5 +7,18 @@ from pedl.sim.results import PolicyResult
 from pedl.sim.simulation import SimReport, replay_jobs, simulate
 from pedl.sim.trace import TraceJob, TraceSummary, Window, load_trace, parse_window
 
-__all__ = ["CloudSettings", "PolicyResult", "SimPool", "SimReport", "TraceJob", "TraceSummary", "Window",
-           "default_pool", "load_trace", "parse_window", "pool_from_master_config", "replay_jobs", "simulate"]
+__all__ = [
+    "CloudSettings",
+    "PolicyResult",
+    "SimPool",
+    "SimReport",
+    "TraceJob",
+    "TraceSummary",
+    "Window",
+    "default_pool",
+    "load_trace",
+    "parse_window",
+    "pool_from_master_config",
+    "replay_jobs",
+    "simulate",
+]

@@ -55,8 +55,12 @@ TRANSITIONS: dict[InstanceState, frozenset[InstanceState]] = {
 # the master's record of each: an interrupted instance is RUNNING with interrupted_at set; a terminated
 # one has left the replay's instances, so TERMINATING is only there to make the table total
 _LIFECYCLE: dict[InstanceState, LiveState] = {
-    InstanceState.REQUESTED: "requested", InstanceState.STARTING: "starting", InstanceState.RUNNING: "running",
-    InstanceState.INTERRUPTED: "running", InstanceState.TERMINATED: "terminating"}
+    InstanceState.REQUESTED: "requested",
+    InstanceState.STARTING: "starting",
+    InstanceState.RUNNING: "running",
+    InstanceState.INTERRUPTED: "running",
+    InstanceState.TERMINATED: "terminating",
+}
 
 
 class IllegalTransition(RuntimeError):
@@ -107,8 +111,17 @@ class SimInstance:
         """The move planner's view of it, rebuilt only after a change."""
         if self.host is None:
             ready = self.state == InstanceState.RUNNING
-            self.host = HostView(self.id, self.instance_type, self.slots, len(self.free) if ready else self.slots,
-                                 self.price, self.spot, ready, self.draining, self.launched_at)
+            self.host = HostView(
+                self.id,
+                self.instance_type,
+                self.slots,
+                len(self.free) if ready else self.slots,
+                self.price,
+                self.spot,
+                ready,
+                self.draining,
+                self.launched_at,
+            )
         return self.host
 
     def facts(self) -> InstanceFacts:
@@ -116,11 +129,16 @@ class SimInstance:
         connected here), rebuilt only after a change of state; its jobs are the replay's held tasks."""
         if self._facts is None:
             self._facts = InstanceFacts(
-                self.id, self.instance_type, _LIFECYCLE[self.state],
+                self.id,
+                self.instance_type,
+                _LIFECYCLE[self.state],
                 launched_at=self.launched_at if self.launched_at is not None else self.requested_at,
                 # a draining instance, like a reclaimed one, will go: its jobs need a home elsewhere
-                slots=self.slots, spot=self.spot, interrupted=self.state == InstanceState.INTERRUPTED or self.draining,
-                cordoned=self.cordoned)
+                slots=self.slots,
+                spot=self.spot,
+                interrupted=self.state == InstanceState.INTERRUPTED or self.draining,
+                cordoned=self.cordoned,
+            )
         return self._facts
 
     def billed_seconds(self, end: float) -> float:
@@ -153,8 +171,16 @@ class SimulatedCloud:
         price = offer.price * (self.settings.spot_price_fraction if spot else 1.0)
         prefix = "sir" if spot else "i"
         slot_ids = tuple(str(k) for k in range(offer.slots))
-        return SimInstance(f"{prefix}-{self._count:06d}", instance_type, offer.slots, price, spot, now,
-                           slot_ids=slot_ids, free=list(slot_ids))
+        return SimInstance(
+            f"{prefix}-{self._count:06d}",
+            instance_type,
+            offer.slots,
+            price,
+            spot,
+            now,
+            slot_ids=slot_ids,
+            free=list(slot_ids),
+        )
 
     def boot_delay(self) -> float:
         s = self.settings

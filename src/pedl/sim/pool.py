@@ -32,15 +32,26 @@ class SimPool:
         if kind == "determined":
             # One type, slot-sum demand, no fallback from spot, and no timeout on an unfulfilled spot
             # request (Determined has none: the request stays open and counts as booting).
-            return replace(self.scaling, types=self.scaling.types[:1], spot_request_timeout=math.inf,
-                           spot_fallback_to_on_demand=False, policy="determined")
+            return replace(
+                self.scaling,
+                types=self.scaling.types[:1],
+                spot_request_timeout=math.inf,
+                spot_fallback_to_on_demand=False,
+                policy="determined",
+            )
         return replace(self.scaling, policy="pedl")
 
     def to_dict(self) -> dict[str, object]:
         p = self.scaling
-        return {"instance_types": [{"name": o.name, "slots": o.slots, "price": o.price} for o in p.types],
-                "max_instances": p.max_instances, "min_instances": p.min_instances,
-                "max_idle_s": p.max_idle, "spot": p.spot, "fitting": p.fitting, "source": self.source}
+        return {
+            "instance_types": [{"name": o.name, "slots": o.slots, "price": o.price} for o in p.types],
+            "max_instances": p.max_instances,
+            "min_instances": p.min_instances,
+            "max_idle_s": p.max_idle,
+            "spot": p.spot,
+            "fitting": p.fitting,
+            "source": self.source,
+        }
 
 
 def offers_for(names: list[str]) -> tuple[TypeOffer, ...]:
@@ -50,8 +61,9 @@ def offers_for(names: list[str]) -> tuple[TypeOffer, ...]:
         info = instance_types.lookup(name)
         if info is None:
             gpu_types = sorted(n for n, t in instance_types.AWS_TYPES.items() if t.gpus)
-            raise InvalidArgument(f"--instance-type: unknown instance type {name!r} (known GPU types: "
-                                  f"{', '.join(gpu_types)})")
+            raise InvalidArgument(
+                f"--instance-type: unknown instance type {name!r} (known GPU types: {', '.join(gpu_types)})"
+            )
         if info.gpus == 0:
             raise InvalidArgument(f"--instance-type: {name} has no GPUs; the simulator replays GPU jobs")
         if any(o.name == name for o in out):
@@ -81,15 +93,27 @@ def pool_from_master_config(path: str | Path) -> SimPool:
         scaling = pool_policy(provider, pool.scheduler.fitting_policy)
         # spot is priced by the simulated market (CloudSettings.spot_price_fraction), not by the config
         scaling = replace(scaling, types=tuple(replace(o, spot_price=None) for o in scaling.types))
-        return SimPool(scaling, moves=policy_from_config(provider.consolidation, boot_delay),
-                       source=f"{path} (pool {pool.pool_name})", boot_delay=boot_delay)
+        return SimPool(
+            scaling,
+            moves=policy_from_config(provider.consolidation, boot_delay),
+            source=f"{path} (pool {pool.pool_name})",
+            boot_delay=boot_delay,
+        )
     raise InvalidArgument(f"--config: no resource pool in {path} has an aws or local provider")
 
 
-def override(pool: SimPool, *, instance_types_: list[str] | None = None, max_instances: int | None = None,
-             min_instances: int | None = None, max_idle: float | None = None, spot: bool | None = None,
-             consolidation: bool | None = None, checkpoint_cost: float | None = None,
-             restore_cost: float | None = None) -> SimPool:
+def override(
+    pool: SimPool,
+    *,
+    instance_types_: list[str] | None = None,
+    max_instances: int | None = None,
+    min_instances: int | None = None,
+    max_idle: float | None = None,
+    spot: bool | None = None,
+    consolidation: bool | None = None,
+    checkpoint_cost: float | None = None,
+    restore_cost: float | None = None,
+) -> SimPool:
     """Options given on the command line win over the pool's (default or file) settings."""
     changes: dict[str, object] = {}
     moves = pool.moves
@@ -115,8 +139,9 @@ def override(pool: SimPool, *, instance_types_: list[str] | None = None, max_ins
     if scaling.min_instances < 0:
         raise InvalidArgument(f"--min-instances: must be >= 0, got {scaling.min_instances}")
     if scaling.min_instances > scaling.max_instances:
-        raise InvalidArgument(f"--min-instances: {scaling.min_instances} exceeds --max-instances "
-                              f"{scaling.max_instances}")
+        raise InvalidArgument(
+            f"--min-instances: {scaling.min_instances} exceeds --max-instances {scaling.max_instances}"
+        )
     return replace(pool, scaling=scaling, moves=moves)
 
 

@@ -35,8 +35,9 @@ ARRIVE, FULFIL, BOOTED, FINISH, INTERRUPT, RECLAIM, MOVED, WAKE = range(8)
 class Replay(ReplayMoves):
     """One policy over one trace. `run()` returns the figures; the replay is not reusable."""
 
-    def __init__(self, jobs: list[TraceJob], pool: SimPool, settings: CloudSettings, policy: Policy,
-                 lower_bound_hours: float) -> None:
+    def __init__(
+        self, jobs: list[TraceJob], pool: SimPool, settings: CloudSettings, policy: Policy, lower_bound_hours: float
+    ) -> None:
         self.pool = pool
         self.kind = policy
         self.policy = pool.policy(policy)
@@ -64,8 +65,9 @@ class Replay(ReplayMoves):
         self._billed_now = self.peak_instances = 0
         # consolidation and spot first (pedl only): the move planner on every change, and at its wake-ups
         # (expecting the cloud's median boot, as the live provisioner expects its provider's)
-        self.moves_policy = replace(pool.moves, boot_time=settings.boot_delay) \
-            if policy == "pedl" and pool.moves.enabled else None
+        self.moves_policy = (
+            replace(pool.moves, boot_time=settings.boot_delay) if policy == "pedl" and pool.moves.enabled else None
+        )
         self.recent_moves: list[float] = []
         self.moves = self.yields = 0
         self.yield_wait_gpu_seconds = 0.0
@@ -87,9 +89,16 @@ class Replay(ReplayMoves):
         started = time.perf_counter()
         for job in self.trace_jobs:
             self._push(job.arrival, ARRIVE, job)
-        handlers = {ARRIVE: self._on_arrive, FULFIL: self._on_fulfil, BOOTED: self._on_booted,
-                    FINISH: self._on_finish, INTERRUPT: self._on_interrupt, RECLAIM: self._on_reclaim,
-                    MOVED: self._on_moved, WAKE: self._on_wake}
+        handlers = {
+            ARRIVE: self._on_arrive,
+            FULFIL: self._on_fulfil,
+            BOOTED: self._on_booted,
+            FINISH: self._on_finish,
+            INTERRUPT: self._on_interrupt,
+            RECLAIM: self._on_reclaim,
+            MOVED: self._on_moved,
+            WAKE: self._on_wake,
+        }
         heap = self._heap
         now = 0.0
         while heap:
@@ -105,9 +114,11 @@ class Replay(ReplayMoves):
     def _settled(self) -> bool:
         """Every job finished or dropped, and the pool down to what min_instances keeps, idle: the
         replay ends here (spot replacements of kept instances would otherwise go on forever)."""
-        return (len(self.instances) <= self.policy.min_instances
-                and self.finished + self.never_fit == len(self.trace_jobs)
-                and all(i.state == InstanceState.RUNNING and not i.jobs for i in self.instances.values()))
+        return (
+            len(self.instances) <= self.policy.min_instances
+            and self.finished + self.never_fit == len(self.trace_jobs)
+            and all(i.state == InstanceState.RUNNING and not i.jobs for i in self.instances.values())
+        )
 
     def _step(self, now: float) -> None:
         """After every batch of events at one instant: schedule, then decide (pedl at once,
@@ -231,8 +242,11 @@ class Replay(ReplayMoves):
 
     def _schedule(self, now: float) -> None:
         zero = self._zero_pending > 0
-        agents = [AgentSnapshot(i.id, i.slot_ids, tuple(i.free), spot=i.spot) for i in self.running.values()
-                  if (zero or i.free) and not i.draining and not i.cordoned]
+        agents = [
+            AgentSnapshot(i.id, i.slot_ids, tuple(i.free), spot=i.spot)
+            for i in self.running.values()
+            if (zero or i.free) and not i.draining and not i.cordoned
+        ]
         if not agents:
             return
         # every pending job has its request and task, made as it was queued (_enqueue)
@@ -252,8 +266,12 @@ class Replay(ReplayMoves):
             self.yield_wait_gpu_seconds += job.trace.slots * (now - job.yielded_at)
             job.yielded_at = None
         assert job.task is not None
-        held = HeldTask(job.id, job.task.slots_needed, job.task.queued_at,
-                        tuple([(agent_id, len(slot_ids)) for agent_id, slot_ids in placements]))
+        held = HeldTask(
+            job.id,
+            job.task.slots_needed,
+            job.task.queued_at,
+            tuple([(agent_id, len(slot_ids)) for agent_id, slot_ids in placements]),
+        )
         for agent_id, slot_ids in placements:
             inst = self.running[agent_id]
             if slot_ids:

@@ -57,18 +57,34 @@ class ReplayMoves:
                 job = self._all_jobs[job_id]
                 ran = job.trained(now)
                 checkpointed = job.progress > 0 or (0 < self.settings.checkpoint_period <= ran)
-                tasks.append(TaskView(job_id, tuple((i.id, len(slots)) for i, slots in job.placements),
-                                      checkpointed and not job.moving,
-                                      job.trace.run_time - job.progress - ran, job.run_started))
+                tasks.append(
+                    TaskView(
+                        job_id,
+                        tuple((i.id, len(slots)) for i, slots in job.placements),
+                        checkpointed and not job.moving,
+                        job.trace.run_time - job.progress - ran,
+                        job.run_started,
+                    )
+                )
         offers = []
         if self.policy.spot:
-            offers = [SpotOffer(o.name, o.slots, o.price * self.settings.spot_price_fraction)
-                      for o in self.policy.types if (o.name, True) not in self._blocked]
+            offers = [
+                SpotOffer(o.name, o.slots, o.price * self.settings.spot_price_fraction)
+                for o in self.policy.types
+                if (o.name, True) not in self._blocked
+            ]
         alive = len([i for i in self.instances.values() if i.state != InstanceState.INTERRUPTED])
         if not (offers or any(t.movable for t in tasks) or any(i.cordoned for i in self.instances.values())):
             return  # no trial can move yet, and no cordon to set or lift
-        plan = plan_moves(now, policy, hosts, tasks, recent_moves=self.recent_moves, spot_offers=offers,
-                          max_new_instances=max(self.policy.max_instances - alive, 0))
+        plan = plan_moves(
+            now,
+            policy,
+            hosts,
+            tasks,
+            recent_moves=self.recent_moves,
+            spot_offers=offers,
+            max_new_instances=max(self.policy.max_instances - alive, 0),
+        )
         self._carry_out(plan, now)
 
     def _yield(self, now: float) -> None:
@@ -77,8 +93,9 @@ class ReplayMoves:
         assert policy is not None
         if not any(i.state == InstanceState.STARTING for i in self.instances.values()):
             return
-        hosts = [i.host_view() for i in self.instances.values()
-                 if i.state in (InstanceState.RUNNING, InstanceState.STARTING)]
+        hosts = [
+            i.host_view() for i in self.instances.values() if i.state in (InstanceState.RUNNING, InstanceState.STARTING)
+        ]
         tasks, leaving = [], {}
         for inst in self.running.values():
             if inst.draining or inst.cordoned:
@@ -92,8 +109,15 @@ class ReplayMoves:
                     continue
                 ran = job.trained(now)
                 checkpointed = job.progress > 0 or (0 < self.settings.checkpoint_period <= ran)
-                tasks.append(TaskView(job_id, ((inst.id, job.trace.slots),), checkpointed,
-                                      job.trace.run_time - job.progress - ran, job.run_started))
+                tasks.append(
+                    TaskView(
+                        job_id,
+                        ((inst.id, job.trace.slots),),
+                        checkpointed,
+                        job.trace.run_time - job.progress - ran,
+                        job.run_started,
+                    )
+                )
         waiting = [WaitingTask(j.id, j.trace.slots, j.started_at is None) for j in self.pending.values()]
         for move in plan_yields(now, policy, hosts, tasks, waiting, recent_moves=self.recent_moves, leaving=leaving):
             job = self._all_jobs[move.allocation_id]

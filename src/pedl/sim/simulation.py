@@ -25,18 +25,26 @@ class SimReport:
     def notes(self) -> list[str]:
         out = self.trace.notes()
         first = self.pool.scaling.types[0]
-        out.append(f"lower bound: ∫ ceil(GPUs demanded / {first.slots}) dt ({first.name}, the first type), "
-                   "trace run times, no queueing, jobs that fit the pool")
+        out.append(
+            f"lower bound: ∫ ceil(GPUs demanded / {first.slots}) dt ({first.name}, the first type), "
+            "trace run times, no queueing, jobs that fit the pool"
+        )
         out.append("idle instance-hours: billed time with no job on the instance, booting included")
-        out.append("queue: arrival to first start (a job requeued after an interruption waits again, "
-                   "not counted there)")
+        out.append(
+            "queue: arrival to first start (a job requeued after an interruption waits again, not counted there)"
+        )
         if "determined" in self.results and len(self.pool.scaling.types) > 1:
             out.append(f"the Determined-style policy uses one type: {first.name}")
         return out
 
     def to_dict(self) -> dict[str, object]:
-        return {"trace": self.trace.to_dict(), "pool": self.pool.to_dict(), "cloud": asdict(self.settings),
-                "notes": self.notes(), "policies": {k: r.to_dict() for k, r in self.results.items()}}
+        return {
+            "trace": self.trace.to_dict(),
+            "pool": self.pool.to_dict(),
+            "cloud": asdict(self.settings),
+            "notes": self.notes(),
+            "policies": {k: r.to_dict() for k, r in self.results.items()},
+        }
 
 
 def fits_pool(slots: int, pool: SimPool) -> bool:
@@ -50,15 +58,23 @@ def fits_pool(slots: int, pool: SimPool) -> bool:
     return False
 
 
-def replay_jobs(jobs: list[TraceJob], pool: SimPool, settings: CloudSettings,
-                policies: list[Policy]) -> dict[str, PolicyResult]:
+def replay_jobs(
+    jobs: list[TraceJob], pool: SimPool, settings: CloudSettings, policies: list[Policy]
+) -> dict[str, PolicyResult]:
     gpus_per_instance = max(pool.scaling.types[0].slots, 1)
     bound = lower_bound_instance_hours([j for j in jobs if fits_pool(j.slots, pool)], gpus_per_instance)
     return {p: Replay(jobs, pool, settings, p, bound).run() for p in policies}
 
 
-def simulate(trace: str | Path, pool: SimPool, settings: CloudSettings, policies: list[Policy], *,
-             window: Window | None = None, include_cpu_jobs: bool = False) -> SimReport:
+def simulate(
+    trace: str | Path,
+    pool: SimPool,
+    settings: CloudSettings,
+    policies: list[Policy],
+    *,
+    window: Window | None = None,
+    include_cpu_jobs: bool = False,
+) -> SimReport:
     jobs, summary = load_trace(trace, window, include_cpu_jobs=include_cpu_jobs)
     report = SimReport(summary, pool, settings)
     report.results = replay_jobs(jobs, pool, settings, policies)

@@ -75,18 +75,26 @@ class TraceSummary:
         else:
             out.append(f"{self.cpu_jobs_excluded} 0-GPU job(s) left out (--include-cpu-jobs to replay them)")
         if self.gpu_sharing_as_whole:
-            out.append(f"{self.gpu_sharing_as_whole} GPU-sharing job(s) (gpu_milli < 1000) take a whole GPU: "
-                       "pedl has no fractional slots")
+            out.append(
+                f"{self.gpu_sharing_as_whole} GPU-sharing job(s) (gpu_milli < 1000) take a whole GPU: "
+                "pedl has no fractional slots"
+            )
         return out
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "path": self.path, "window": self.window.text(), "rows": self.rows, "jobs": self.jobs,
+            "path": self.path,
+            "window": self.window.text(),
+            "rows": self.rows,
+            "jobs": self.jobs,
             "skipped_missing_times": self.skipped_missing_times,
             "skipped_nonpositive_run_time": self.skipped_nonpositive_run_time,
-            "outside_window": self.outside_window, "include_cpu_jobs": self.include_cpu_jobs,
-            "cpu_jobs_excluded": self.cpu_jobs_excluded, "cpu_jobs_included": self.cpu_jobs_included,
-            "gpu_sharing_as_whole": self.gpu_sharing_as_whole, "notes": self.notes(),
+            "outside_window": self.outside_window,
+            "include_cpu_jobs": self.include_cpu_jobs,
+            "cpu_jobs_excluded": self.cpu_jobs_excluded,
+            "cpu_jobs_included": self.cpu_jobs_included,
+            "gpu_sharing_as_whole": self.gpu_sharing_as_whole,
+            "notes": self.notes(),
         }
 
 
@@ -140,8 +148,9 @@ def _number(row: dict[str, str], column: str, line: int, path: Path) -> float | 
     return value
 
 
-def load_trace(path: str | Path, window: Window | None = None, *,
-               include_cpu_jobs: bool = False) -> tuple[list[TraceJob], TraceSummary]:
+def load_trace(
+    path: str | Path, window: Window | None = None, *, include_cpu_jobs: bool = False
+) -> tuple[list[TraceJob], TraceSummary]:
     """Jobs sorted by arrival, and the summary of what was read."""
     path = Path(path)
     window = window or Window()
@@ -158,8 +167,9 @@ def load_trace(path: str | Path, window: Window | None = None, *,
         reader = csv.DictReader(handle)
         missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
-            raise TraceError(f"--trace: {path} lacks required column(s) {', '.join(missing)} "
-                             f"(needs {', '.join(REQUIRED_COLUMNS)})")
+            raise TraceError(
+                f"--trace: {path} lacks required column(s) {', '.join(missing)} (needs {', '.join(REQUIRED_COLUMNS)})"
+            )
         for line, row in enumerate(reader, start=2):
             summary.rows += 1
             gpus = _number(row, "num_gpu", line, path)

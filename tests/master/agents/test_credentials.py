@@ -42,52 +42,73 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 # -- the decision -----------------------------------------------------------------------------
 
-def enrollment(bound: str | None = "i-a", consumed: bool = False, ended: bool = False,
-               fulfilled_by: str | None = None) -> EnrollmentView:
+
+def enrollment(
+    bound: str | None = "i-a", consumed: bool = False, ended: bool = False, fulfilled_by: str | None = None
+) -> EnrollmentView:
     return EnrollmentView(bound, consumed, ended, fulfilled_by)
 
 
-@pytest.mark.parametrize(("agent_id", "stored", "offer", "view", "expected"), [
-    # an id without a credential: the cluster's secret admits it, and it gets one
-    ("a", None, Offer(secret=CLUSTER), None, Admission(None, issue=True)),
-    ("a", None, Offer(secret="guess"), None, Admission(ac.WRONG_TOKEN)),
-    ("a", None, Offer(), None, Admission(ac.MISSING_TOKEN)),
-    ("a", None, Offer(loopback_dev=True), None, Admission(None, issue=True)),
-    ("a", None, Offer(secret="guess", loopback_dev=True), None, Admission(ac.WRONG_TOKEN)),
-    # a stale credential and the secret (its credential was forgotten): admitted, a new one issued
-    ("a", None, Offer(credential="stale", secret=CLUSTER), None, Admission(None, issue=True)),
-    # an id with a credential: only that credential, whatever else is offered
-    ("a", secret_hash("mine"), Offer(credential="mine"), None, Admission(None)),
-    ("a", secret_hash("mine"), Offer(secret=CLUSTER), None, Admission(ac.HAS_CREDENTIAL)),
-    ("a", secret_hash("mine"), Offer(loopback_dev=True), None, Admission(ac.HAS_CREDENTIAL)),
-    ("a", secret_hash("mine"), Offer(credential="theirs", secret=CLUSTER), None, Admission(ac.WRONG_CREDENTIAL)),
-    # an instance's single-use secret: its own instance, once, while it lives
-    ("i-a", None, Offer(secret="s"), enrollment(), Admission(None, issue=True, consume=True)),
-    ("i-b", None, Offer(secret="s"), enrollment(), Admission(ac.OTHER_INSTANCE)),
-    ("i-a", None, Offer(secret="s"), enrollment(consumed=True), Admission(ac.SECRET_USED)),
-    ("i-a", None, Offer(secret="s"), enrollment(ended=True), Admission(ac.INSTANCE_ENDED)),
-    ("i-a", None, Offer(secret="s"), enrollment(bound=None), Admission(ac.NOT_LAUNCHED)),
-    ("i-c", None, Offer(secret="s"), enrollment(bound="sir-1", fulfilled_by="i-c"),
-     Admission(None, issue=True, consume=True)),
-    ("i-d", None, Offer(secret="s"), enrollment(bound="sir-1", fulfilled_by="i-c"), Admission(ac.OTHER_INSTANCE)),
-    ("i-a", secret_hash("mine"), Offer(secret="s"), enrollment(), Admission(ac.HAS_CREDENTIAL)),
-])
-def test_admit(agent_id: str, stored: str | None, offer: Offer, view: EnrollmentView | None,
-               expected: Admission) -> None:
+@pytest.mark.parametrize(
+    ("agent_id", "stored", "offer", "view", "expected"),
+    [
+        # an id without a credential: the cluster's secret admits it, and it gets one
+        ("a", None, Offer(secret=CLUSTER), None, Admission(None, issue=True)),
+        ("a", None, Offer(secret="guess"), None, Admission(ac.WRONG_TOKEN)),
+        ("a", None, Offer(), None, Admission(ac.MISSING_TOKEN)),
+        ("a", None, Offer(loopback_dev=True), None, Admission(None, issue=True)),
+        ("a", None, Offer(secret="guess", loopback_dev=True), None, Admission(ac.WRONG_TOKEN)),
+        # a stale credential and the secret (its credential was forgotten): admitted, a new one issued
+        ("a", None, Offer(credential="stale", secret=CLUSTER), None, Admission(None, issue=True)),
+        # an id with a credential: only that credential, whatever else is offered
+        ("a", secret_hash("mine"), Offer(credential="mine"), None, Admission(None)),
+        ("a", secret_hash("mine"), Offer(secret=CLUSTER), None, Admission(ac.HAS_CREDENTIAL)),
+        ("a", secret_hash("mine"), Offer(loopback_dev=True), None, Admission(ac.HAS_CREDENTIAL)),
+        ("a", secret_hash("mine"), Offer(credential="theirs", secret=CLUSTER), None, Admission(ac.WRONG_CREDENTIAL)),
+        # an instance's single-use secret: its own instance, once, while it lives
+        ("i-a", None, Offer(secret="s"), enrollment(), Admission(None, issue=True, consume=True)),
+        ("i-b", None, Offer(secret="s"), enrollment(), Admission(ac.OTHER_INSTANCE)),
+        ("i-a", None, Offer(secret="s"), enrollment(consumed=True), Admission(ac.SECRET_USED)),
+        ("i-a", None, Offer(secret="s"), enrollment(ended=True), Admission(ac.INSTANCE_ENDED)),
+        ("i-a", None, Offer(secret="s"), enrollment(bound=None), Admission(ac.NOT_LAUNCHED)),
+        (
+            "i-c",
+            None,
+            Offer(secret="s"),
+            enrollment(bound="sir-1", fulfilled_by="i-c"),
+            Admission(None, issue=True, consume=True),
+        ),
+        ("i-d", None, Offer(secret="s"), enrollment(bound="sir-1", fulfilled_by="i-c"), Admission(ac.OTHER_INSTANCE)),
+        ("i-a", secret_hash("mine"), Offer(secret="s"), enrollment(), Admission(ac.HAS_CREDENTIAL)),
+    ],
+)
+def test_admit(
+    agent_id: str, stored: str | None, offer: Offer, view: EnrollmentView | None, expected: Admission
+) -> None:
     assert admit(agent_id, stored, offer, CLUSTER, view) == expected
 
 
 def test_close_reasons_fit_a_websocket_close_frame() -> None:
-    reasons = [ac.HAS_CREDENTIAL, ac.WRONG_CREDENTIAL, ac.WRONG_TOKEN, ac.MISSING_TOKEN, ac.SECRET_USED,
-               ac.OTHER_INSTANCE, ac.INSTANCE_ENDED, ac.NOT_LAUNCHED]
+    reasons = [
+        ac.HAS_CREDENTIAL,
+        ac.WRONG_CREDENTIAL,
+        ac.WRONG_TOKEN,
+        ac.MISSING_TOKEN,
+        ac.SECRET_USED,
+        ac.OTHER_INSTANCE,
+        ac.INSTANCE_ENDED,
+        ac.NOT_LAUNCHED,
+    ]
     assert all(len(r.encode()) <= 123 for r in reasons)
 
 
 # -- registration -----------------------------------------------------------------------------
 
+
 def reg(agent_id: str) -> proto.Register:
-    return proto.Register(agent_id=agent_id, hostname="h", address="10.0.0.9", slots=[proto.SlotInfo(id="0")],
-                          version=__version__)
+    return proto.Register(
+        agent_id=agent_id, hostname="h", address="10.0.0.9", slots=[proto.SlotInfo(id="0")], version=__version__
+    )
 
 
 def conn(loop: asyncio.AbstractEventLoop, agent_id: str) -> AgentConnection:
@@ -103,7 +124,8 @@ def queued(c: AgentConnection) -> list:
 
 
 def test_the_first_registration_issues_a_credential_kept_as_its_digest(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop
+) -> None:
     registered, old = ac.register(ctx, reg("a1"), "10.0.0.9", Offer(secret=CLUSTER), conn(loop, "a1"))
     assert old is None
     assert registered.credential and len(registered.credential) >= 40
@@ -117,7 +139,8 @@ def test_the_first_registration_issues_a_credential_kept_as_its_digest(
 
 
 def test_the_enrollment_secret_cannot_take_a_registered_agents_id(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop
+) -> None:
     """Before, any holder of the agent token registered under a connected agent's id: the master closed the
     real agent (4409) and sent the impostor its tasks."""
     real = conn(loop, "a1")
@@ -138,7 +161,8 @@ def test_the_enrollment_secret_cannot_take_a_registered_agents_id(
 
 
 def test_forget_lets_the_enrollment_secret_register_the_id_again(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop
+) -> None:
     first, _ = ac.register(ctx, reg("a1"), "10.0.0.9", Offer(secret=CLUSTER), conn(loop, "a1"))
     with ctx.db.session() as s:
         admin = models.User(username="root-admin", password_hash="", admin=True, created_at=1.0, modified_at=1.0)
@@ -161,10 +185,24 @@ def test_forget_lets_the_enrollment_secret_register_the_id_again(
 
 # -- instances' single-use secrets -------------------------------------------------------------
 
-def instance(s, inst_id: str, state: InstanceState = InstanceState.STARTING,  # a Session
-             spot_request_id: str | None = None) -> None:
-    s.add(models.Instance(id=inst_id, resource_pool="default", provider="aws", instance_type="t3.micro",
-                          state=state, launched_at=1.0, spot_request_id=spot_request_id))
+
+def instance(
+    s,
+    inst_id: str,
+    state: InstanceState = InstanceState.STARTING,  # a Session
+    spot_request_id: str | None = None,
+) -> None:
+    s.add(
+        models.Instance(
+            id=inst_id,
+            resource_pool="default",
+            provider="aws",
+            instance_type="t3.micro",
+            state=state,
+            launched_at=1.0,
+            spot_request_id=spot_request_id,
+        )
+    )
 
 
 def test_an_instance_secret_admits_its_own_instance_once(ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
@@ -203,7 +241,8 @@ def test_an_instance_secret_admits_its_own_instance_once(ctx: MasterContext, loo
 
 
 def test_a_spot_requests_secret_admits_the_instance_that_fulfilled_it(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop
+) -> None:
     secrets = ac.InstanceSecrets(ctx, "default")
     secret = secrets.issue("launch-2")
     secrets.bind(secret, "sir-1")
@@ -222,7 +261,8 @@ def test_a_spot_requests_secret_admits_the_instance_that_fulfilled_it(
 
 
 def test_a_spot_requests_secret_dies_with_the_instance_that_fulfilled_it(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop
+) -> None:
     secrets = ac.InstanceSecrets(ctx, "default")
     secret = secrets.issue("launch-3")
     secrets.bind(secret, "sir-9")

@@ -23,8 +23,9 @@ def allocations(app: FastAPI) -> list[models.Allocation]:
         return list(s.scalars(select(models.Allocation).order_by(models.Allocation.id)))
 
 
-def test_disable_with_drain_lets_tasks_run_and_places_nothing_new(app: FastAPI, client: TestClient, admin: dict,
-                                                                  user: dict) -> None:
+def test_disable_with_drain_lets_tasks_run_and_places_nothing_new(
+    app: FastAPI, client: TestClient, admin: dict, user: dict
+) -> None:
     fake = FakeAgent(app, "agent-drain", slots=2)
     try:
         create_experiment(client, user, SINGLE_CONFIG)
@@ -58,8 +59,9 @@ def test_disable_without_drain_preempts_its_tasks(app: FastAPI, client: TestClie
         fake.close()
 
 
-def test_a_disabled_agent_stays_disabled_when_it_registers_again(app: FastAPI, client: TestClient,
-                                                                  admin: dict, user: dict) -> None:
+def test_a_disabled_agent_stays_disabled_when_it_registers_again(
+    app: FastAPI, client: TestClient, admin: dict, user: dict
+) -> None:
     fake = FakeAgent(app, "agent-back", slots=1)
     assert post(client, "/api/v1/agents/agent-back/disable", {"drain": True}, admin).status_code == 200
     fake.close()

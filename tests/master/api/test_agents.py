@@ -44,14 +44,24 @@ def token_client(master_config: MasterConfig, clock: ManualClock) -> Iterator[Te
 
 
 def register(agent_id: str = "ws-agent", slots: int = 1, pool: str = "default", version: str = __version__) -> dict:
-    return proto.dump(proto.Register(agent_id=agent_id, hostname="host-1", address="10.0.0.5", resource_pool=pool,
-                                     slots=[proto.SlotInfo(id=str(i)) for i in range(slots)], version=version))
+    return proto.dump(
+        proto.Register(
+            agent_id=agent_id,
+            hostname="host-1",
+            address="10.0.0.5",
+            resource_pool=pool,
+            slots=[proto.SlotInfo(id=str(i)) for i in range(slots)],
+            version=version,
+        )
+    )
 
 
 @pytest.mark.parametrize("headers", [{}, {"X-Pedl-Agent-Token": "wrong"}])
 def test_wrong_or_missing_agent_token_is_refused(token_client: TestClient, headers: dict) -> None:
-    with (pytest.raises(WebSocketDisconnect) as info,
-          token_client.websocket_connect("/agents/ws", headers=headers) as ws):
+    with (
+        pytest.raises(WebSocketDisconnect) as info,
+        token_client.websocket_connect("/agents/ws", headers=headers) as ws,
+    ):
         ws.receive_json()
     assert info.value.code == proto.CLOSE_UNAUTHORIZED
 
@@ -64,16 +74,20 @@ def test_without_a_configured_token_a_tokenless_agent_is_refused(client: TestCli
 
 @pytest.mark.parametrize("first", [{"type": "heartbeat"}, {"type": "register"}, {"hello": 1}])
 def test_first_message_must_be_a_register(token_client: TestClient, first: dict) -> None:
-    with pytest.raises(WebSocketDisconnect) as info, \
-            token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+    with (
+        pytest.raises(WebSocketDisconnect) as info,
+        token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws,
+    ):
         ws.send_json(first)
         ws.receive_json()
     assert info.value.code == proto.CLOSE_BAD_REQUEST
 
 
 def test_unknown_pool_is_refused(token_client: TestClient) -> None:
-    with pytest.raises(WebSocketDisconnect) as info, \
-            token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
+    with (
+        pytest.raises(WebSocketDisconnect) as info,
+        token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws,
+    ):
         ws.send_json(register(pool="nope"))
         ws.receive_json()
     assert info.value.code == proto.CLOSE_BAD_REQUEST
@@ -98,22 +112,38 @@ def test_register_and_list(token_client: TestClient, master_config: MasterConfig
         assert agent["slotStats"]["typeStats"]["TYPE_CPU"]["total"] == 2
     [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
     assert agent["connected"] is False
-    assert eventually(lambda: token_client.get("/api/v1/agents", headers=h).json()["agents"][0]["state"]
-                      == "DISCONNECTED")
+    assert eventually(
+        lambda: token_client.get("/api/v1/agents", headers=h).json()["agents"][0]["state"] == "DISCONNECTED"
+    )
 
 
 def test_listed_slots_carry_each_gpus_memory_beside_determineds_device_fields(token_client: TestClient) -> None:
     h = bearer(login(token_client, "determined"))
-    gpus = [proto.SlotInfo(id="0", type="cuda", brand="NVIDIA H100 80GB HBM3", uuid="GPU-a", memory_mib=81559),
-            proto.SlotInfo(id="1", type="cuda", brand="GRID T4-8Q", uuid="GPU-b")]  # NVML told no memory size
-    msg = proto.dump(proto.Register(agent_id="gpu-agent", hostname="host-1", address="10.0.0.5",
-                                    resource_pool="default", slots=gpus, version=__version__))
+    gpus = [
+        proto.SlotInfo(id="0", type="cuda", brand="NVIDIA H100 80GB HBM3", uuid="GPU-a", memory_mib=81559),
+        proto.SlotInfo(id="1", type="cuda", brand="GRID T4-8Q", uuid="GPU-b"),
+    ]  # NVML told no memory size
+    msg = proto.dump(
+        proto.Register(
+            agent_id="gpu-agent",
+            hostname="host-1",
+            address="10.0.0.5",
+            resource_pool="default",
+            slots=gpus,
+            version=__version__,
+        )
+    )
     with token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws:
         ws.send_json(msg)
         assert ws.receive_json()["type"] == "registered"
         [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
-    assert agent["slots"]["0"]["device"] == {"id": 0, "type": "TYPE_CUDA", "brand": "NVIDIA H100 80GB HBM3",
-                                             "uuid": "GPU-a", "memoryMib": 81559}
+    assert agent["slots"]["0"]["device"] == {
+        "id": 0,
+        "type": "TYPE_CUDA",
+        "brand": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-a",
+        "memoryMib": 81559,
+    }
     assert agent["slots"]["1"]["device"] == {"id": 1, "type": "TYPE_CUDA", "brand": "GRID T4-8Q", "uuid": "GPU-b"}
     assert agent["slotStats"]["typeStats"]["TYPE_CUDA"]["total"] == 2
 
@@ -149,20 +179,42 @@ def test_a_task_runs_over_the_socket(token_client: TestClient) -> None:
         trial_id = int(start.env["DET_TRIAL_ID"])
 
         ws.send_json(proto.dump(proto.TaskStarted(allocation_id=start.allocation_id, pid=4242)))
-        ws.send_json(proto.dump(proto.TaskLogs(allocation_id=start.allocation_id, lines=[
-            proto.LogLine(timestamp=1.0, stdtype="stdout", message="hello from the task"),
-            proto.LogLine(timestamp=2.0, stdtype="stderr", message="a warning\n")])))
+        ws.send_json(
+            proto.dump(
+                proto.TaskLogs(
+                    allocation_id=start.allocation_id,
+                    lines=[
+                        proto.LogLine(timestamp=1.0, stdtype="stdout", message="hello from the task"),
+                        proto.LogLine(timestamp=2.0, stdtype="stderr", message="a warning\n"),
+                    ],
+                )
+            )
+        )
         # reports made with the session token the start message carried
-        body = {"group": "validation", "metrics": {"trialId": trial_id, "trialRunId": 1, "stepsCompleted": 10,
-                                                   "metrics": {"avgMetrics": {"loss": 0.5}}}}
-        r = token_client.post(f"/api/v1/trials/{trial_id}/metrics", content=json.dumps(body),
-                              headers={"Grpc-Metadata-x-allocation-token": f"Bearer {start.session_token}"})
+        body = {
+            "group": "validation",
+            "metrics": {
+                "trialId": trial_id,
+                "trialRunId": 1,
+                "stepsCompleted": 10,
+                "metrics": {"avgMetrics": {"loss": 0.5}},
+            },
+        }
+        r = token_client.post(
+            f"/api/v1/trials/{trial_id}/metrics",
+            content=json.dumps(body),
+            headers={"Grpc-Metadata-x-allocation-token": f"Bearer {start.session_token}"},
+        )
         assert r.status_code == 200
         ws.send_json(proto.dump(proto.TaskExited(allocation_id=start.allocation_id, exit_code=0)))
         # the master answers nothing to task_exited, so watch for its effect; leaving this block
         # would cancel the socket's handler before it read the message
-        assert eventually(lambda: token_client.get(f"/api/v1/experiments/{exp['id']}", headers=h)
-                          .json()["experiment"]["state"] == "STATE_COMPLETED")
+        assert eventually(
+            lambda: (
+                token_client.get(f"/api/v1/experiments/{exp['id']}", headers=h).json()["experiment"]["state"]
+                == "STATE_COMPLETED"
+            )
+        )
     text = token_client.get(f"/api/v1/trials/{trial_id}/logs?follow=false", headers=h).text
     messages = [json.loads(line)["result"]["message"] for line in text.splitlines()]
     assert messages == ["hello from the task\n", "a warning\n"]
@@ -222,8 +274,9 @@ def test_the_generated_token_admits_an_agent(app) -> None:
         assert _attach(c, {"X-Pedl-Agent-Token": stored})["type"] == "registered"
 
 
-def test_the_loopback_opt_in_admits_tokenless_loopback_agents_only(master_config: MasterConfig,
-                                                                     clock: ManualClock) -> None:
+def test_the_loopback_opt_in_admits_tokenless_loopback_agents_only(
+    master_config: MasterConfig, clock: ManualClock
+) -> None:
     security = master_config.security.model_copy(update={"allow_unauthenticated_loopback_agents": True})
     config = master_config.model_copy(update={"security": security})
     with TestClient(create_app(config, clock=clock), client=LOOPBACK_PEER) as c:
@@ -243,8 +296,10 @@ def test_a_rogue_with_the_agent_token_cannot_take_a_connected_agents_id(token_cl
         real.send_json(register())
         reply = real.receive_json()
         assert reply["type"] == "registered" and reply["credential"]
-        with (pytest.raises(WebSocketDisconnect) as info,
-              token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as rogue):
+        with (
+            pytest.raises(WebSocketDisconnect) as info,
+            token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as rogue,
+        ):
             rogue.send_json(register())
             rogue.receive_json()
         assert (info.value.code, info.value.reason) == (proto.CLOSE_UNAUTHORIZED, agent_credentials.HAS_CREDENTIAL)
@@ -262,8 +317,10 @@ def test_an_agent_comes_back_with_its_credential_alone(token_client: TestClient)
         ws.send_json(register())
         reply = ws.receive_json()
         assert reply["type"] == "registered" and reply["credential"] is None  # it has one already
-    with (pytest.raises(WebSocketDisconnect) as info,
-          token_client.websocket_connect("/agents/ws", headers={proto.CREDENTIAL_HEADER: "guess"}) as ws):
+    with (
+        pytest.raises(WebSocketDisconnect) as info,
+        token_client.websocket_connect("/agents/ws", headers={proto.CREDENTIAL_HEADER: "guess"}) as ws,
+    ):
         ws.send_json(register())
         ws.receive_json()
     assert (info.value.code, info.value.reason) == (proto.CLOSE_UNAUTHORIZED, agent_credentials.WRONG_CREDENTIAL)
@@ -276,8 +333,10 @@ def test_an_admin_forgets_a_lost_credential(token_client: TestClient) -> None:
     user, admin = bearer(login(token_client, "determined")), bearer(login(token_client, "admin"))
     assert token_client.post("/api/v1/agents/ws-agent/forget", headers=user).status_code == 403
     assert token_client.post("/api/v1/agents/nobody/forget", headers=admin).status_code == 404
-    with (pytest.raises(WebSocketDisconnect),
-          token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws):
+    with (
+        pytest.raises(WebSocketDisconnect),
+        token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws,
+    ):
         ws.send_json(register())
         ws.receive_json()
     assert token_client.post("/api/v1/agents/ws-agent/forget", headers=admin).status_code == 200
@@ -286,8 +345,9 @@ def test_an_admin_forgets_a_lost_credential(token_client: TestClient) -> None:
         assert ws.receive_json()["credential"]
 
 
-def test_an_agent_is_sent_only_the_tasks_placed_on_it(token_client: TestClient,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_agent_is_sent_only_the_tasks_placed_on_it(
+    token_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A second agent registered with the agent token (a rogue, say) gets nothing the scheduler did not
     place on it: every start_task, with its session token and environment, goes to its placement's agents."""
     ctx = token_client.app.state.ctx  # type: ignore[attr-defined]
@@ -301,8 +361,10 @@ def test_an_agent_is_sent_only_the_tasks_placed_on_it(token_client: TestClient,
 
     monkeypatch.setattr(ctx.hub, "send", recording)
     h, admin = bearer(login(token_client, "determined")), bearer(login(token_client, "admin"))
-    with (token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as real,
-          token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as rogue):
+    with (
+        token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as real,
+        token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as rogue,
+    ):
         real.send_json(register("real", slots=1))
         assert real.receive_json()["type"] == "registered"
         rogue.send_json(register("rogue", slots=4))
@@ -316,8 +378,9 @@ def test_an_agent_is_sent_only_the_tasks_placed_on_it(token_client: TestClient,
     assert [(agent_id, m.allocation_id) for agent_id, m in sent] == [("real", start.allocation_id)]
 
 
-def test_registered_tells_the_agent_how_long_it_may_stay_cut_off(token_client: TestClient,
-                                                                  master_config: MasterConfig) -> None:
+def test_registered_tells_the_agent_how_long_it_may_stay_cut_off(
+    token_client: TestClient, master_config: MasterConfig
+) -> None:
     reply = _attach(token_client, {"X-Pedl-Agent-Token": TOKEN})
     assert reply["type"] == "registered"
     assert reply["reconnect_wait"] == master_config.agent_reconnect_wait
@@ -325,8 +388,10 @@ def test_registered_tells_the_agent_how_long_it_may_stay_cut_off(token_client: T
 
 
 def test_an_agent_of_another_version_is_refused_naming_both(token_client: TestClient) -> None:
-    with (pytest.raises(WebSocketDisconnect) as info,
-          token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws):
+    with (
+        pytest.raises(WebSocketDisconnect) as info,
+        token_client.websocket_connect("/agents/ws", headers={"X-Pedl-Agent-Token": TOKEN}) as ws,
+    ):
         ws.send_json(register("old-agent", version="0.0.9"))
         ws.receive_json()
     assert info.value.code == proto.CLOSE_VERSION_MISMATCH
@@ -353,7 +418,8 @@ def _database_down_once(original: Callable) -> tuple[Callable, list[str]]:
 
 @pytest.mark.parametrize("failing", ["store_logs", "task_exited"])
 def test_a_message_the_database_could_not_take_is_retried_on_the_same_connection(
-        token_client: TestClient, monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    token_client: TestClient, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
     """Before, the socket's catch-all dropped the agent's connection; the agent had already
     removed the message from its outbox, so the log lines (or the exit code) were lost."""
     monkeypatch.setattr(agents_api, "DB_RETRY_FIRST_S", 0.0)
@@ -373,16 +439,36 @@ def test_a_message_the_database_could_not_take_is_retried_on_the_same_connection
         assert isinstance(start, proto.StartTask)
         trial_id = int(start.env["DET_TRIAL_ID"])
         ws.send_json(proto.dump(proto.TaskStarted(allocation_id=start.allocation_id, pid=4242)))
-        ws.send_json(proto.dump(proto.TaskLogs(allocation_id=start.allocation_id, lines=[
-            proto.LogLine(timestamp=1.0, stdtype="stdout", message="said during the outage")])))
-        body = {"group": "validation", "metrics": {"trialId": trial_id, "trialRunId": 1, "stepsCompleted": 10,
-                                                   "metrics": {"avgMetrics": {"loss": 0.5}}}}
-        r = token_client.post(f"/api/v1/trials/{trial_id}/metrics", content=json.dumps(body),
-                              headers={"Grpc-Metadata-x-allocation-token": f"Bearer {start.session_token}"})
+        ws.send_json(
+            proto.dump(
+                proto.TaskLogs(
+                    allocation_id=start.allocation_id,
+                    lines=[proto.LogLine(timestamp=1.0, stdtype="stdout", message="said during the outage")],
+                )
+            )
+        )
+        body = {
+            "group": "validation",
+            "metrics": {
+                "trialId": trial_id,
+                "trialRunId": 1,
+                "stepsCompleted": 10,
+                "metrics": {"avgMetrics": {"loss": 0.5}},
+            },
+        }
+        r = token_client.post(
+            f"/api/v1/trials/{trial_id}/metrics",
+            content=json.dumps(body),
+            headers={"Grpc-Metadata-x-allocation-token": f"Bearer {start.session_token}"},
+        )
         assert r.status_code == 200
         ws.send_json(proto.dump(proto.TaskExited(allocation_id=start.allocation_id, exit_code=0)))
-        assert eventually(lambda: token_client.get(f"/api/v1/experiments/{exp['id']}", headers=h)
-                          .json()["experiment"]["state"] == "STATE_COMPLETED")
+        assert eventually(
+            lambda: (
+                token_client.get(f"/api/v1/experiments/{exp['id']}", headers=h).json()["experiment"]["state"]
+                == "STATE_COMPLETED"
+            )
+        )
         # the exit code arrived (0: completed, not "no longer running") and the agent stayed connected
         [agent] = token_client.get("/api/v1/agents", headers=h).json()["agents"]
         assert agent["connected"] is True and agent["state"] == "CONNECTED"
@@ -392,8 +478,9 @@ def test_a_message_the_database_could_not_take_is_retried_on_the_same_connection
     assert messages == ["said during the outage\n"]  # stored once
 
 
-def test_a_large_agent_message_is_parsed_off_the_event_loop(token_client: TestClient,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_large_agent_message_is_parsed_off_the_event_loop(
+    token_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A batch of task logs may be megabytes: it is parsed in a worker thread (on the loop it would hold up every
     request and every other agent's heartbeat); a register- or heartbeat-sized message is parsed in place."""
     real = agents_api.run_in_threadpool
@@ -416,8 +503,12 @@ def test_a_large_agent_message_is_parsed_off_the_event_loop(token_client: TestCl
         ws.send_json(proto.dump(proto.TaskLogs(allocation_id=start.allocation_id, lines=lines)))
         ws.send_json(proto.dump(proto.TaskExited(allocation_id=start.allocation_id, exit_code=0)))
         # the master answers nothing to task_exited: watch for its effect (it follows the logs on the socket)
-        assert eventually(lambda: token_client.get(f"/api/v1/experiments/{exp['id']}", headers=h)
-                          .json()["experiment"]["state"] != "STATE_ACTIVE")
+        assert eventually(
+            lambda: (
+                token_client.get(f"/api/v1/experiments/{exp['id']}", headers=h).json()["experiment"]["state"]
+                != "STATE_ACTIVE"
+            )
+        )
     text = token_client.get(f"/api/v1/trials/{start.env['DET_TRIAL_ID']}/logs?follow=false", headers=h).text
     assert sum("x" * 1000 in line for line in text.splitlines()) == 400
     assert len(parsed_off_loop) == 1 and parsed_off_loop[0] > 400_000  # the logs alone

@@ -16,8 +16,12 @@ from pedl.master.app import create_app
 from pedl.version import __version__
 from tests.master.fakes import bearer, login, post
 
-OPEN_ROUTES = {("get", "/info"), ("get", "/api/v1/master"), ("post", "/api/v1/auth/login"),
-               ("post", "/api/v1/auth/session")}
+OPEN_ROUTES = {
+    ("get", "/info"),
+    ("get", "/api/v1/master"),
+    ("post", "/api/v1/auth/login"),
+    ("post", "/api/v1/auth/session"),
+}
 
 
 def all_routes(app: FastAPI) -> list[tuple[str, str]]:
@@ -148,8 +152,14 @@ def test_expired_session_row_is_401(app: FastAPI, client: TestClient) -> None:
     ctx = app.state.ctx
     with ctx.db.session() as s:
         user = s.query(models.User).filter_by(username="admin").one()
-        s.add(models.UserSession(user_id=user.id, token_hash=token_hash("old-token"),
-                                 created_at=ctx.clock.now() - 100, expires_at=ctx.clock.now() - 1))
+        s.add(
+            models.UserSession(
+                user_id=user.id,
+                token_hash=token_hash("old-token"),
+                created_at=ctx.clock.now() - 100,
+                expires_at=ctx.clock.now() - 1,
+            )
+        )
     assert client.get("/api/v1/me", headers=bearer("old-token")).status_code == 401
 
 
@@ -167,25 +177,43 @@ def test_tokens_survive_a_master_restart(master_config: MasterConfig) -> None:
 
 
 # GET /api/v1/master's fields: Determined's GetMasterResponse, and pedl's own version (as /info has it)
-MASTER_FIELDS = {"version", "pedlVersion", "masterId", "clusterId", "clusterName", "hasCustomLogo",
-                 "strictJobQueueControl", "telemetryEnabled", "rbacEnabled", "userManagementEnabled", "product",
-                 "featureSwitches"}
+MASTER_FIELDS = {
+    "version",
+    "pedlVersion",
+    "masterId",
+    "clusterId",
+    "clusterName",
+    "hasCustomLogo",
+    "strictJobQueueControl",
+    "telemetryEnabled",
+    "rbacEnabled",
+    "userManagementEnabled",
+    "product",
+    "featureSwitches",
+}
 
 
 def test_master_info_shape(client: TestClient, user: dict) -> None:
     r = client.get("/api/v1/master", headers=user)
     assert r.status_code == 200
     body = r.json()
-    for key, kind in (("clusterId", str), ("clusterName", str), ("hasCustomLogo", bool), ("masterId", str),
-                      ("strictJobQueueControl", bool), ("version", str)):
+    for key, kind in (
+        ("clusterId", str),
+        ("clusterName", str),
+        ("hasCustomLogo", bool),
+        ("masterId", str),
+        ("strictJobQueueControl", bool),
+        ("version", str),
+    ):
         assert isinstance(body[key], kind), key
     assert body["clusterId"] == client.get("/info").json()["cluster_id"]
     assert body["telemetryEnabled"] is False
 
 
 @pytest.mark.parametrize("headers", BAD_HEADERS)
-def test_master_info_needs_no_token_and_tells_a_stranger_nothing_more(client: TestClient, user: dict,
-                                                                       admin: dict, headers: dict) -> None:
+def test_master_info_needs_no_token_and_tells_a_stranger_nothing_more(
+    client: TestClient, user: dict, admin: dict, headers: dict
+) -> None:
     """As in Determined (the 0.38.1 SDK asks before it logs in): the same answer to anyone, whatever
     token comes with it, and only the fields above: no pools, database, paths or users."""
     r = client.get("/api/v1/master", headers=headers)
@@ -205,14 +233,19 @@ def test_master_config_is_admin_only(client: TestClient, user: dict, admin: dict
     r = client.get("/api/v1/master/config", headers=admin)
     assert r.status_code == 200
     # as Determined names it: det's clients tell Kubernetes apart by resource_manager.type
-    assert r.json()["config"]["resource_manager"] == {"type": "agent", "default_aux_resource_pool": "default",
-                                                      "default_compute_resource_pool": "default"}
+    assert r.json()["config"]["resource_manager"] == {
+        "type": "agent",
+        "default_aux_resource_pool": "default",
+        "default_compute_resource_pool": "default",
+    }
 
 
-@pytest.mark.parametrize(("access", "anonymous", "user_status"),
-                         [("public", 200, 200), ("authenticated", 401, 200), ("admin", 401, 403)])
-def test_prometheus_metrics_access_is_set_in_master_yaml(master_config: MasterConfig, access: str, anonymous: int,
-                                                          user_status: int) -> None:
+@pytest.mark.parametrize(
+    ("access", "anonymous", "user_status"), [("public", 200, 200), ("authenticated", 401, 200), ("admin", 401, 403)]
+)
+def test_prometheus_metrics_access_is_set_in_master_yaml(
+    master_config: MasterConfig, access: str, anonymous: int, user_status: int
+) -> None:
     security = master_config.security.model_copy(update={"metrics_access": access})
     with TestClient(create_app(master_config.model_copy(update={"security": security}))) as c:
         assert c.get("/metrics").status_code == anonymous
@@ -222,8 +255,9 @@ def test_prometheus_metrics_access_is_set_in_master_yaml(master_config: MasterCo
         assert "python_info" in r.text or "process_" in r.text or "# HELP" in r.text
 
 
-def test_password_hashes_take_the_costs_master_yaml_gives(master_config: MasterConfig,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_password_hashes_take_the_costs_master_yaml_gives(
+    master_config: MasterConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """security.password_hashing sets the argon2id costs of the hashes the master makes from then on
     (a hash records its own costs, so older ones still verify); below OWASP's floor is refused."""
     from pydantic import ValidationError
@@ -235,10 +269,15 @@ def test_password_hashes_take_the_costs_master_yaml_gives(master_config: MasterC
     monkeypatch.setattr(passwords, "_hasher", passwords._hasher)
     old = passwords.hash_password("")
     security = master_config.security.model_copy(
-        update={"password_hashing": PasswordHashing(time_cost=2, memory_kib=19456, parallelism=1)})
+        update={"password_hashing": PasswordHashing(time_cost=2, memory_kib=19456, parallelism=1)}
+    )
     with TestClient(create_app(master_config.model_copy(update={"security": security}))) as c:
-        r = post(c, "/api/v1/users", {"user": {"username": "costed", "active": True}, "password": "s3cret!x"},
-                 bearer(login(c, "admin")))
+        r = post(
+            c,
+            "/api/v1/users",
+            {"user": {"username": "costed", "active": True}, "password": "s3cret!x"},
+            bearer(login(c, "admin")),
+        )
         assert r.status_code == 200, r.text
         assert login(c, "costed", "s3cret!x")
     assert passwords.hash_password("").startswith("$argon2id$v=19$m=19456,t=2,p=1$")
@@ -248,16 +287,20 @@ def test_password_hashes_take_the_costs_master_yaml_gives(master_config: MasterC
             SecurityConfig.model_validate({"password_hashing": bad})
 
 
-def test_the_start_checks_only_the_default_users_for_blank_passwords(app: FastAPI, client: TestClient,
-                                                                      admin: dict,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_start_checks_only_the_default_users_for_blank_passwords(
+    app: FastAPI, client: TestClient, admin: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A verify is a deliberately slow hash: the start's check looks at admin and determined (created
     blank) only, so its work does not grow with the number of users."""
     from pedl.master.identity import passwords, users
 
     for name in ("u1", "u2", "u3"):
-        assert post(client, "/api/v1/users", {"user": {"username": name, "active": True}, "password": ""},
-                    admin).status_code == 200
+        assert (
+            post(
+                client, "/api/v1/users", {"user": {"username": name, "active": True}, "password": ""}, admin
+            ).status_code
+            == 200
+        )
     verified: list[str] = []
     real = passwords.verify_password
     monkeypatch.setattr(passwords, "verify_password", lambda h, p: verified.append(h) or real(h, p))
@@ -266,27 +309,42 @@ def test_the_start_checks_only_the_default_users_for_blank_passwords(app: FastAP
     assert sorted(blank) == ["admin", "determined"] and len(verified) == 2
 
 
-@pytest.mark.parametrize(("peer", "forwarded", "counted_as"), [
-    ("10.1.2.3", "192.0.2.9", "192.0.2.9"),  # a trusted proxy names its client
-    ("10.1.2.3", "192.0.2.9, 10.7.7.7", "192.0.2.9"),  # through two of them: the first address no proxy of ours
-    ("198.51.100.7", "192.0.2.10", "198.51.100.7"),  # anyone else: the peer, whatever the header says
-    ("127.0.0.1", "192.0.2.11", "127.0.0.1"),  # loopback too (uvicorn's own default trusted it)
-])
+@pytest.mark.parametrize(
+    ("peer", "forwarded", "counted_as"),
+    [
+        ("10.1.2.3", "192.0.2.9", "192.0.2.9"),  # a trusted proxy names its client
+        ("10.1.2.3", "192.0.2.9, 10.7.7.7", "192.0.2.9"),  # through two of them: the first address no proxy of ours
+        ("198.51.100.7", "192.0.2.10", "198.51.100.7"),  # anyone else: the peer, whatever the header says
+        ("127.0.0.1", "192.0.2.11", "127.0.0.1"),  # loopback too (uvicorn's own default trusted it)
+    ],
+)
 def test_x_forwarded_for_is_trusted_from_security_trusted_proxies_only(
-        master_config: MasterConfig, clock: ManualClock, peer: str, forwarded: str, counted_as: str) -> None:
+    master_config: MasterConfig, clock: ManualClock, peer: str, forwarded: str, counted_as: str
+) -> None:
     """The client address that failed logins are counted against: a client cannot pick its own address
     to start a fresh count, unless the master is told the connection is from a proxy of its own."""
     import asyncio
     import json
 
-    config = master_config.model_copy(update={"security": master_config.security.model_copy(
-        update={"trusted_proxies": ["10.0.0.0/8"]})})
+    config = master_config.model_copy(
+        update={"security": master_config.security.model_copy(update={"trusted_proxies": ["10.0.0.0/8"]})}
+    )
     app = create_app(config, clock=clock)
     body = json.dumps({"username": "admin", "password": "wrong"}).encode()
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/api/v1/auth/login", "raw_path": b"/api/v1/auth/login", "root_path": "", "query_string": b"",
-             "headers": [(b"content-length", str(len(body)).encode()), (b"x-forwarded-for", forwarded.encode())],
-             "client": (peer, 40000), "server": ("master", 8080)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/v1/auth/login",
+        "raw_path": b"/api/v1/auth/login",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-length", str(len(body)).encode()), (b"x-forwarded-for", forwarded.encode())],
+        "client": (peer, 40000),
+        "server": ("master", 8080),
+    }
     sent: list[dict] = []
 
     async def receive() -> dict:

@@ -18,8 +18,9 @@ from pedl.master.app import create_app
 from tests.master.fakes import SINGLE_CONFIG, bearer, file_entry, login, post
 
 MiB = 1024 * 1024
-SMALL = LimitsConfig(max_request_body_bytes=4096, max_model_definition_bytes=8192, max_config_bytes=1024,
-                     max_anonymous_body_bytes=512)
+SMALL = LimitsConfig(
+    max_request_body_bytes=4096, max_model_definition_bytes=8192, max_config_bytes=1024, max_anonymous_body_bytes=512
+)
 
 
 def assert_too_large(r, setting: str) -> None:
@@ -63,11 +64,15 @@ def small_client(master_config: MasterConfig, clock: ManualClock) -> Iterator[Te
 
 def test_limits_come_from_master_yaml(small_client: TestClient) -> None:
     headers = bearer(login(small_client, "admin"))
-    assert_too_large(small_client.patch("/api/v1/users/1", json={"displayName": "p" * 5000}, headers=headers),
-                     "limits.max_request_body_bytes")
+    assert_too_large(
+        small_client.patch("/api/v1/users/1", json={"displayName": "p" * 5000}, headers=headers),
+        "limits.max_request_body_bytes",
+    )
     assert small_client.patch("/api/v1/users/1", json={"displayName": "Ada"}, headers=headers).status_code == 200
-    assert_too_large(post(small_client, "/api/v1/auth/login", {"username": "admin", "password": "p" * 600}),
-                     "limits.max_anonymous_body_bytes")
+    assert_too_large(
+        post(small_client, "/api/v1/auth/login", {"username": "admin", "password": "p" * 600}),
+        "limits.max_anonymous_body_bytes",
+    )
     assert post(small_client, "/api/v1/auth/login", {"username": "admin", "password": "p" * 300}).status_code == 401
 
 
@@ -87,7 +92,9 @@ def test_a_model_upload_has_its_own_limit(small_client: TestClient) -> None:
 
 def test_upload_allowance_is_base64_plus_config_plus_a_body() -> None:
     assert body_limit(SMALL, "POST", "/api/v1/experiments") == (
-        8192 * 4 // 3 + 1024 + 4096, "limits.max_model_definition_bytes")
+        8192 * 4 // 3 + 1024 + 4096,
+        "limits.max_model_definition_bytes",
+    )
     assert body_limit(SMALL, "POST", "/api/v1/experiments/1/kill") == (4096, "limits.max_request_body_bytes")
     assert body_limit(SMALL, "GET", "/api/v1/experiments")[1] == "limits.max_request_body_bytes"
     assert body_limit(SMALL, "POST", "/api/v1/auth/login/") == (512, "limits.max_anonymous_body_bytes")
@@ -100,8 +107,13 @@ class Recorder:
         self.chunks = chunks
         self.received = 0  # receive() calls
         self.sent: list[dict] = []
-        self.scope = {"type": "http", "method": "POST", "path": "/api/v1/experiments/1/kill", "query_string": b"",
-                      "headers": headers or []}
+        self.scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/api/v1/experiments/1/kill",
+            "query_string": b"",
+            "headers": headers or [],
+        }
 
     async def receive(self) -> dict:
         self.received += 1

@@ -32,8 +32,9 @@ def test_login_sets_an_httponly_strict_session_cookie_and_a_readable_csrf_cookie
 def test_wrong_password_and_a_form_post_are_refused(client: TestClient) -> None:
     r = client.post("/api/v1/auth/session", json={"username": "admin", "password": "wrong"})
     assert r.status_code == 401 and SESSION_COOKIE not in r.cookies
-    form = client.post("/api/v1/auth/session", content='{"username": "admin", "password": ""}',
-                       headers={"Content-Type": "text/plain"})
+    form = client.post(
+        "/api/v1/auth/session", content='{"username": "admin", "password": ""}', headers={"Content-Type": "text/plain"}
+    )
     assert form.status_code == 400 and "Content-Type" in form.json()["message"]
     assert client.get("/api/v1/me").status_code == 401
 

@@ -28,7 +28,8 @@ FILES = {"model.pt": b"m" * 100, "optimizer.pt": b"o" * 50, "logs/events.txt": b
 @pytest.fixture
 def master_config(master_config: MasterConfig, moto_server: str) -> MasterConfig:
     security = master_config.security.model_copy(
-        update={"checkpoint_storage_roots": [f"s3://{BUCKET}"], "s3_endpoint_urls": [moto_server]})
+        update={"checkpoint_storage_roots": [f"s3://{BUCKET}"], "s3_endpoint_urls": [moto_server]}
+    )
     # the fake agent runs no checkpoint GC task: these tests drive the master-side path
     return master_config.model_copy(update={"security": security, "checkpoint_gc_tasks": False})
 
@@ -44,8 +45,7 @@ def storage_of(client: TestClient) -> SharedFSStorage:
     return SharedFSStorage(ctx_of(client.app).config.effective_checkpoint_storage().host_path)
 
 
-def stored(client: TestClient, task: StartedTask, steps: int, files: dict[str, bytes] = FILES,
-           storage=None) -> str:
+def stored(client: TestClient, task: StartedTask, steps: int, files: dict[str, bytes] = FILES, storage=None) -> str:
     """Write a checkpoint's files where its experiment keeps them and report it with their listing."""
     name = str(uuid_lib.uuid4())
     storage = storage or storage_of(client)
@@ -54,9 +54,15 @@ def stored(client: TestClient, task: StartedTask, steps: int, files: dict[str, b
             (path / rel).parent.mkdir(parents=True, exist_ok=True)
             (path / rel).write_bytes(data)
         listing = list_directory(path)
-    body = {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id, "training": {},
-            "metadata": {"steps_completed": steps, "framework": "torch"}, "state": "STATE_COMPLETED",
-            "resources": {k: str(v) for k, v in listing.items()}}
+    body = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "taskId": task.task_id,
+        "training": {},
+        "metadata": {"steps_completed": steps, "framework": "torch"},
+        "state": "STATE_COMPLETED",
+        "resources": {k: str(v) for k, v in listing.items()},
+    }
     assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
     return name
 
@@ -69,13 +75,21 @@ def shown(client: TestClient, headers: dict, name: str) -> dict:
 
 def metadata_body(name: str, metadata: dict) -> dict:
     """What the SDK's add_metadata/remove_metadata send."""
-    return {"checkpoint": {"uuid": name, "metadata": metadata, "resources": {}, "training": {},
-                           "state": "STATE_UNSPECIFIED"}}
+    return {
+        "checkpoint": {
+            "uuid": name,
+            "metadata": metadata,
+            "resources": {},
+            "training": {},
+            "state": "STATE_UNSPECIFIED",
+        }
+    }
 
 
 def delete(client: TestClient, headers: dict, *names: str):
-    return client.request("DELETE", "/api/v1/checkpoints", content=json.dumps({"checkpointUuids": list(names)}),
-                          headers=headers)
+    return client.request(
+        "DELETE", "/api/v1/checkpoints", content=json.dumps({"checkpointUuids": list(names)}), headers=headers
+    )
 
 
 def rm(client: TestClient, headers: dict, names: list[str], globs: list[str]):
@@ -84,8 +98,11 @@ def rm(client: TestClient, headers: dict, names: list[str], globs: list[str]):
 
 @pytest.fixture
 def bob(client: TestClient, admin: dict) -> dict:
-    body = {"user": {"username": "bob", "admin": False, "active": True}, "password": client_hash("pw-bob"),
-            "isHashed": True}
+    body = {
+        "user": {"username": "bob", "admin": False, "active": True},
+        "password": client_hash("pw-bob"),
+        "isHashed": True,
+    }
     assert post(client, "/api/v1/users", body, admin).status_code == 200
     return bearer(login(client, "bob", "pw-bob"))
 
@@ -95,11 +112,19 @@ def bob(client: TestClient, admin: dict) -> dict:
 
 def test_metadata_is_replaced_whole_and_answered(client: TestClient, user: dict, task: StartedTask) -> None:
     name = stored(client, task, 4)
-    r = post(client, f"/api/v1/checkpoints/{name}/metadata",
-             metadata_body(name, {"steps_completed": 4, "framework": "torch", "note": "best", "n": [1, 2.5]}), user)
+    r = post(
+        client,
+        f"/api/v1/checkpoints/{name}/metadata",
+        metadata_body(name, {"steps_completed": 4, "framework": "torch", "note": "best", "n": [1, 2.5]}),
+        user,
+    )
     assert r.status_code == 200, r.text
-    assert r.json()["checkpoint"]["metadata"] == {"steps_completed": 4, "framework": "torch", "note": "best",
-                                                  "n": [1, 2.5]}
+    assert r.json()["checkpoint"]["metadata"] == {
+        "steps_completed": 4,
+        "framework": "torch",
+        "note": "best",
+        "n": [1, 2.5],
+    }
     assert shown(client, user, name)["metadata"]["note"] == "best"
     # remove_metadata sends what is left; steps_completed may go, and is shown anyway
     r = post(client, f"/api/v1/checkpoints/{name}/metadata", metadata_body(name, {"framework": "torch"}), user)
@@ -107,14 +132,17 @@ def test_metadata_is_replaced_whole_and_answered(client: TestClient, user: dict,
     assert shown(client, user, name)["metadata"] == {"framework": "torch", "steps_completed": 4}
 
 
-@pytest.mark.parametrize(("metadata", "field"), [
-    ({"steps_completed": 9}, "checkpoint.metadata.steps_completed"),
-    ({f"k{i}": "x" * 1000 for i in range(70)}, "checkpoint.metadata"),
-    ({"bad": "nul\x00"}, "checkpoint.metadata.bad"),
-])
-def test_metadata_that_cannot_be_stored_is_refused_naming_the_field(client: TestClient, user: dict,
-                                                                   task: StartedTask, metadata: dict,
-                                                                   field: str) -> None:
+@pytest.mark.parametrize(
+    ("metadata", "field"),
+    [
+        ({"steps_completed": 9}, "checkpoint.metadata.steps_completed"),
+        ({f"k{i}": "x" * 1000 for i in range(70)}, "checkpoint.metadata"),
+        ({"bad": "nul\x00"}, "checkpoint.metadata.bad"),
+    ],
+)
+def test_metadata_that_cannot_be_stored_is_refused_naming_the_field(
+    client: TestClient, user: dict, task: StartedTask, metadata: dict, field: str
+) -> None:
     name = stored(client, task, 4)
     r = post(client, f"/api/v1/checkpoints/{name}/metadata", metadata_body(name, metadata), user)
     assert r.status_code == 400, r.text
@@ -143,8 +171,9 @@ def test_metadata_refusals(client: TestClient, user: dict, admin: dict, bob: dic
 # -- delete -------------------------------------------------------------------------------------
 
 
-def test_delete_removes_the_files_and_marks_the_checkpoints_deleted(client: TestClient, user: dict,
-                                                                   task: StartedTask) -> None:
+def test_delete_removes_the_files_and_marks_the_checkpoints_deleted(
+    client: TestClient, user: dict, task: StartedTask
+) -> None:
     storage = storage_of(client)
     first, second, kept = stored(client, task, 2), stored(client, task, 4), stored(client, task, 6)
     trial = client.get(f"/api/v1/trials/{task.trial_id}", headers=user).json()["trial"]
@@ -163,8 +192,9 @@ def test_delete_removes_the_files_and_marks_the_checkpoints_deleted(client: Test
     assert delete(client, user, first).status_code == 200  # deleting again: nothing to do
 
 
-def test_delete_refusals_change_nothing(client: TestClient, user: dict, admin: dict, bob: dict,
-                                        task: StartedTask) -> None:
+def test_delete_refusals_change_nothing(
+    client: TestClient, user: dict, admin: dict, bob: dict, task: StartedTask
+) -> None:
     storage = storage_of(client)
     name, registered = stored(client, task, 2), stored(client, task, 4)
     unknown = str(uuid_lib.uuid4())
@@ -191,16 +221,23 @@ def test_delete_refusals_change_nothing(client: TestClient, user: dict, admin: d
     assert shown(client, user, name)["state"] == "STATE_DELETED"
 
 
-def test_a_checkpoint_outside_the_storage_roots_is_left_alone(client: TestClient, user: dict,
-                                                              task: StartedTask, tmp_path: Path) -> None:
+def test_a_checkpoint_outside_the_storage_roots_is_left_alone(
+    client: TestClient, user: dict, task: StartedTask, tmp_path: Path
+) -> None:
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "keep").write_text("x")
     storage = storage_of(client)
     storage.base_path.mkdir(parents=True, exist_ok=True)
     name = str(uuid_lib.uuid4())
     (storage.base_path / name).symlink_to(tmp_path / "elsewhere", target_is_directory=True)
-    body = {"uuid": name, "allocationId": task.allocation_id, "metadata": {"steps_completed": 1},
-            "resources": {"keep": "1"}, "state": "STATE_COMPLETED", "training": {}}
+    body = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "metadata": {"steps_completed": 1},
+        "resources": {"keep": "1"},
+        "state": "STATE_COMPLETED",
+        "training": {},
+    }
     assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
     for r in (delete(client, user, name), rm(client, user, [name], ["keep"])):
         assert r.status_code == 403 and "symbolic link" in r.json()["message"], r.text
@@ -258,9 +295,12 @@ def test_checkpoint_sizes_count_the_files_left(client: TestClient, user: dict, t
         [in_page] = client.get(f"/api/v1/experiments/{exp_id}/trials", headers=user).json()["trials"]
         exp = client.get(f"/api/v1/experiments/{exp_id}", headers=user).json()["experiment"]
         [listed] = client.get("/api/v1/experiments", headers=user).json()["experiments"]
-        return {(trial["checkpointCount"], trial["totalCheckpointSize"]),
-                (in_page["checkpointCount"], in_page["totalCheckpointSize"]),
-                (exp["checkpointCount"], exp["checkpointSize"]), (listed["checkpointCount"], listed["checkpointSize"])}
+        return {
+            (trial["checkpointCount"], trial["totalCheckpointSize"]),
+            (in_page["checkpointCount"], in_page["totalCheckpointSize"]),
+            (exp["checkpointCount"], exp["checkpointSize"]),
+            (listed["checkpointCount"], listed["checkpointSize"]),
+        }
 
     assert totals() == {(2, str(2 * full))}
     etag = client.get(f"/api/v1/experiments/{exp_id}", headers=user).headers["ETag"]
@@ -275,21 +315,26 @@ def test_checkpoint_sizes_count_the_files_left(client: TestClient, user: dict, t
     assert shown(client, user, a)["resources"] == {"logs/": "0", "logs/events.txt": "10", "metadata.json": "2"}
 
 
-@pytest.mark.parametrize(("globs", "field", "words"), [
-    (["../other/*"], "checkpointGlobs[0]", "'..'"),
-    (["*.pt", "/etc/passwd"], "checkpointGlobs[1]", "absolute"),
-    ([""], "checkpointGlobs[0]", "empty"),
-    (["./"], "checkpointGlobs[0]", "checkpoint itself"),
-])
-def test_globs_that_leave_the_checkpoint_are_refused(client: TestClient, user: dict, task: StartedTask,
-                                                     globs: list[str], field: str, words: str) -> None:
+@pytest.mark.parametrize(
+    ("globs", "field", "words"),
+    [
+        (["../other/*"], "checkpointGlobs[0]", "'..'"),
+        (["*.pt", "/etc/passwd"], "checkpointGlobs[1]", "absolute"),
+        ([""], "checkpointGlobs[0]", "empty"),
+        (["./"], "checkpointGlobs[0]", "checkpoint itself"),
+    ],
+)
+def test_globs_that_leave_the_checkpoint_are_refused(
+    client: TestClient, user: dict, task: StartedTask, globs: list[str], field: str, words: str
+) -> None:
     storage = storage_of(client)
     name = stored(client, task, 3)
     r = rm(client, user, [name], globs)
     assert r.status_code == 400, r.text
     assert r.json()["fields"][0]["field"] == field and words in r.json()["message"]
     assert sorted(list_directory(storage.path_of(name))) == sorted(
-        ["logs/", "logs/events.txt", "metadata.json", "model.pt", "optimizer.pt"])
+        ["logs/", "logs/events.txt", "metadata.json", "model.pt", "optimizer.pt"]
+    )
     assert shown(client, user, name)["state"] == "STATE_COMPLETED"
 
 
@@ -305,13 +350,14 @@ def test_remove_files_refusals(client: TestClient, user: dict, bob: dict, task: 
     assert (storage_of(client).path_of(name) / "model.pt").exists()
 
 
-def test_remove_files_and_delete_on_s3(client: TestClient, user: dict, agent: FakeAgent,
-                                       moto_endpoint: str) -> None:
+def test_remove_files_and_delete_on_s3(client: TestClient, user: dict, agent: FakeAgent, moto_endpoint: str) -> None:
     import boto3
 
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    config = SINGLE_CONFIG + f"checkpoint_storage: {{type: s3, bucket: {BUCKET}, prefix: p, " \
-                             f"endpoint_url: '{moto_endpoint}'}}\n"
+    config = (
+        SINGLE_CONFIG + f"checkpoint_storage: {{type: s3, bucket: {BUCKET}, prefix: p, "
+        f"endpoint_url: '{moto_endpoint}'}}\n"
+    )
     create_experiment(client, user, config)
     [task] = agent.start_all()
     storage = S3Storage(BUCKET, prefix="p", endpoint_url=moto_endpoint)
@@ -325,8 +371,7 @@ def test_remove_files_and_delete_on_s3(client: TestClient, user: dict, agent: Fa
     assert {shown(client, user, n)["state"] for n in (name, other)} == {"STATE_DELETED"}
 
 
-def test_a_storage_failure_is_named_and_the_rest_is_marked(client: TestClient, user: dict,
-                                                          task: StartedTask) -> None:
+def test_a_storage_failure_is_named_and_the_rest_is_marked(client: TestClient, user: dict, task: StartedTask) -> None:
     """Storage that fails one deletion: the error names that checkpoint and why; the one deleted is
     marked DELETED, the other is left PARTIALLY_DELETED (it left COMPLETED before its files were touched,
     and which are gone is unknown), no longer held, with the files it kept."""
@@ -339,8 +384,12 @@ def test_a_storage_failure_is_named_and_the_rest_is_marked(client: TestClient, u
             super().delete(uuid)
 
     with pytest.raises(Unavailable) as raised:
-        checkpoint_edits.delete(ctx_of(client.app), _caller(client, user), [good, bad],
-                                storage_for=lambda config: Failing(config["host_path"]))
+        checkpoint_edits.delete(
+            ctx_of(client.app),
+            _caller(client, user),
+            [good, bad],
+            storage_for=lambda config: Failing(config["host_path"]),
+        )
     assert bad in raised.value.message and "disk on fire" in raised.value.message
     assert f"done for checkpoint {good}" in raised.value.message
     assert shown(client, user, good)["state"] == "STATE_DELETED"
@@ -359,13 +408,21 @@ def _caller(client: TestClient, headers: dict):
 
 
 def report(client: TestClient, task: StartedTask, group: str, steps: int, values: dict) -> None:
-    body = {"group": group, "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                        "metrics": {"avgMetrics": values}}}
+    body = {
+        "group": group,
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "metrics": {"avgMetrics": values},
+        },
+    }
     assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, bearer(task.token)).status_code == 200
 
 
 def test_metrics_are_the_reports_of_the_trials_that_reported_using_the_checkpoint(
-        client: TestClient, user: dict, bob: dict, task: StartedTask) -> None:
+    client: TestClient, user: dict, bob: dict, task: StartedTask
+) -> None:
     """Determined's semantics: not the reports of the trial that took the checkpoint, but those of the
     trials that called report_task_using_checkpoint (tests/master/api/test_trial_source_infos.py has more)."""
     report(client, task, "training", 1, {"loss": 0.9})
@@ -378,17 +435,23 @@ def test_metrics_are_the_reports_of_the_trials_that_reported_using_the_checkpoin
         [user_of] = other.start_all()
         report(client, user_of, "training", 2, {"loss": 0.7})
         report(client, user_of, "validation", 2, {"loss": 0.8})
-        info = {"trialId": user_of.trial_id, "checkpointUuid": name,
-                "trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE"}
-        assert post(client, "/api/v1/trial-source-info", {"trialSourceInfo": info},
-                    bearer(user_of.token)).status_code == 200
+        info = {
+            "trialId": user_of.trial_id,
+            "checkpointUuid": name,
+            "trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
+        }
+        assert (
+            post(client, "/api/v1/trial-source-info", {"trialSourceInfo": info}, bearer(user_of.token)).status_code
+            == 200
+        )
     finally:
         other.close()
     r = client.get(f"/api/v1/checkpoints/{name}/metrics?metricGroup=training&{q}", headers=bob)  # any user reads
     assert r.status_code == 200, r.text
     got = r.json()["metrics"]
     assert [(m["trialId"], m["group"], m["totalBatches"], m["metrics"]) for m in got] == [
-        (user_of.trial_id, "training", 2, {"avg_metrics": {"loss": 0.7}})]
+        (user_of.trial_id, "training", 2, {"avg_metrics": {"loss": 0.7}})
+    ]
     assert all(m["endTime"] and m["id"] for m in got)
     # every group: training, validation, then the others; validations also under avg_metrics
     every = client.get(f"/api/v1/checkpoints/{name}/metrics?{q}", headers=user).json()["metrics"]

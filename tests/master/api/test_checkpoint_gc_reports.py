@@ -17,8 +17,9 @@ def task(client: TestClient, user: dict, agent: FakeAgent) -> StartedTask:
     return start_trial(client, user, agent)
 
 
-def test_only_the_gc_tasks_own_live_token_and_its_checkpoints(client: TestClient, user: dict, admin: dict,
-                                                              agent: FakeAgent, task: StartedTask) -> None:
+def test_only_the_gc_tasks_own_live_token_and_its_checkpoints(
+    client: TestClient, user: dict, admin: dict, agent: FakeAgent, task: StartedTask
+) -> None:
     name, other = stored(client, task, 2), stored(client, task, 4)
     assert delete(client, user, name).status_code == 200
     [gc] = agent.start_all()
@@ -44,6 +45,10 @@ def test_only_the_gc_tasks_own_live_token_and_its_checkpoints(client: TestClient
 
 
 def test_a_trials_own_token_is_no_gc_tasks(client: TestClient, task: StartedTask) -> None:
-    r = post(client, f"/api/v1/allocations/{task.allocation_id}/checkpoint_gc",
-             {"checkpoints": [{"uuid": str(uuid_lib.uuid4()), "resources": {}}]}, bearer(task.token))
+    r = post(
+        client,
+        f"/api/v1/allocations/{task.allocation_id}/checkpoint_gc",
+        {"checkpoints": [{"uuid": str(uuid_lib.uuid4()), "resources": {}}]},
+        bearer(task.token),
+    )
     assert r.status_code == 403

@@ -43,8 +43,11 @@ S3_BUCKETS = ("dl-bucket", "not-there")
 def master_config(master_config: MasterConfig, tmp_path: Path, moto_server: str) -> MasterConfig:
     """The shared config, with the buckets of the s3 tests (on moto) allowed as storage roots."""
     security = master_config.security.model_copy(
-        update={"checkpoint_storage_roots": [f"s3://{bucket}" for bucket in S3_BUCKETS],
-                "s3_endpoint_urls": [moto_server]})
+        update={
+            "checkpoint_storage_roots": [f"s3://{bucket}" for bucket in S3_BUCKETS],
+            "s3_endpoint_urls": [moto_server],
+        }
+    )
     return master_config.model_copy(update={"security": security})
 
 
@@ -62,16 +65,29 @@ def task(client: TestClient, user: dict, agent: FakeAgent) -> StartedTask:
 
 def det_checkpoint(task: StartedTask, steps: int, ckpt_uuid: str | None = None) -> dict:
     """What determined.core posts: v1Checkpoint with `training: {}` (`ckpt_uuid` names a `uid`)."""
-    return {"metadata": {"steps_completed": steps, "framework": "torch"},
-            "resources": {"model.pt": "1024", "metadata.json": "27"}, "state": "STATE_COMPLETED",
-            "training": {}, "uuid": uid(ckpt_uuid) if ckpt_uuid else str(uuid.uuid4()),
-            "allocationId": task.allocation_id,
-            "reportTime": "2025-01-01T00:00:00+00:00", "storageId": None, "taskId": task.task_id}
+    return {
+        "metadata": {"steps_completed": steps, "framework": "torch"},
+        "resources": {"model.pt": "1024", "metadata.json": "27"},
+        "state": "STATE_COMPLETED",
+        "training": {},
+        "uuid": uid(ckpt_uuid) if ckpt_uuid else str(uuid.uuid4()),
+        "allocationId": task.allocation_id,
+        "reportTime": "2025-01-01T00:00:00+00:00",
+        "storageId": None,
+        "taskId": task.task_id,
+    }
 
 
 def validate(client: TestClient, task: StartedTask, steps: int, loss: float) -> None:
-    body = {"group": "validation", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                               "metrics": {"avgMetrics": {"loss": loss}}}}
+    body = {
+        "group": "validation",
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "metrics": {"avgMetrics": {"loss": loss}},
+        },
+    }
     assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, bearer(task.token)).status_code == 200
 
 
@@ -129,24 +145,35 @@ def test_checkpoint_shows_in_workloads_and_trial(client: TestClient, user: dict,
     assert ck["state"] in ("STATE_ACTIVE", "STATE_COMPLETED", "STATE_ERROR", "STATE_DELETED")
 
 
-def test_workloads_of_a_step_put_the_ones_with_a_state_first(client: TestClient, user: dict,
-                                                             task: StartedTask) -> None:
+def test_workloads_of_a_step_put_the_ones_with_a_state_first(client: TestClient, user: dict, task: StartedTask) -> None:
     """det's `experiment describe` merges a step's workloads into one row whose State column is the
     first one's, and only a checkpoint or a validation has a state."""
     h = bearer(task.token)
     for steps in (3, 5):
-        body = {"group": "training", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                                 "metrics": {"avgMetrics": {"loss": 1.0}}}}
+        body = {
+            "group": "training",
+            "metrics": {
+                "trialId": task.trial_id,
+                "trialRunId": 1,
+                "stepsCompleted": steps,
+                "metrics": {"avgMetrics": {"loss": 1.0}},
+            },
+        }
         assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, h).status_code == 200
     validate(client, task, 5, 0.5)
     post(client, "/api/v1/checkpoints", det_checkpoint(task, 5), h)
     work = client.get(f"/api/v1/trials/{task.trial_id}/workloads", headers=user).json()["workloads"]
     assert [(kind, w[kind]["totalBatches"]) for w in work for kind in w] == [
-        ("training", 3), ("checkpoint", 5), ("validation", 5), ("training", 5)]
+        ("training", 3),
+        ("checkpoint", 5),
+        ("validation", 5),
+        ("training", 5),
+    ]
 
 
-def test_restart_resumes_from_the_latest_checkpoint(client: TestClient, user: dict, task: StartedTask,
-                                                     agent: FakeAgent) -> None:
+def test_restart_resumes_from_the_latest_checkpoint(
+    client: TestClient, user: dict, task: StartedTask, agent: FakeAgent
+) -> None:
     body = det_checkpoint(task, 6)
     post(client, "/api/v1/checkpoints", body, bearer(task.token))
     agent.exit(task.allocation_id, 1, "crashed")
@@ -180,8 +207,7 @@ def test_same_uuid_from_another_trial_is_400(client: TestClient, task: StartedTa
     assert "checkpoint.uuid" in r.json()["message"]
 
 
-def test_experiment_checkpoints_sorted_by_searcher_metric(client: TestClient, user: dict,
-                                                          task: StartedTask) -> None:
+def test_experiment_checkpoints_sorted_by_searcher_metric(client: TestClient, user: dict, task: StartedTask) -> None:
     for steps, loss in ((10, 0.5), (20, 0.1), (30, 0.3)):
         validate(client, task, steps, loss)
         post(client, "/api/v1/checkpoints", det_checkpoint(task, steps, f"ck-{steps}"), bearer(task.token))
@@ -202,8 +228,9 @@ def test_unknown_checkpoint_is_404(client: TestClient, user: dict) -> None:
 # -- who may register a checkpoint, and what it may say -----------------------------------
 
 
-def test_a_user_token_cannot_register_a_checkpoint(client: TestClient, user: dict, admin: dict,
-                                                   task: StartedTask) -> None:
+def test_a_user_token_cannot_register_a_checkpoint(
+    client: TestClient, user: dict, admin: dict, task: StartedTask
+) -> None:
     """Only a task registers checkpoints: a user's token, even an admin's, cannot (nor name a storage)."""
     for headers in (user, admin):
         r = post(client, "/api/v1/checkpoints", det_checkpoint(task, 1), headers)
@@ -243,10 +270,14 @@ def test_the_storage_recorded_is_the_experiments(client: TestClient, user: dict,
     assert storage_id({**c["storage"], "storage_path": "elsewhere"}) != c["storageId"]
 
 
-def test_a_task_token_of_another_trial_cannot_register(client: TestClient, task: StartedTask,
-                                                       other: StartedTask) -> None:
-    for field, value in (("training", {"trialId": task.trial_id}), ("allocationId", task.allocation_id),
-                         ("taskId", task.task_id)):
+def test_a_task_token_of_another_trial_cannot_register(
+    client: TestClient, task: StartedTask, other: StartedTask
+) -> None:
+    for field, value in (
+        ("training", {"trialId": task.trial_id}),
+        ("allocationId", task.allocation_id),
+        ("taskId", task.task_id),
+    ):
         body = det_checkpoint(other, 1)
         body[field] = value
         r = post(client, "/api/v1/checkpoints", body, bearer(other.token))
@@ -285,10 +316,25 @@ def test_a_uuid_is_stored_in_its_canonical_form(client: TestClient, user: dict, 
     assert describe(client, user, canonical)["uuid"] == canonical
 
 
-@pytest.mark.parametrize("resources", [
-    {"../x": "1"}, {"/etc/passwd": "1"}, {"a/../../b": "1"}, {"./a": "1"}, {"a//b": "1"}, {"": "1"},
-    {"a\x00b": "1"}, {"a": "-1"}, {"a": -1}, {"a": "lots"}, {"a": True}, {"a": 1.5}, {"a": 2 ** 70}, {"a": None},
-])
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"../x": "1"},
+        {"/etc/passwd": "1"},
+        {"a/../../b": "1"},
+        {"./a": "1"},
+        {"a//b": "1"},
+        {"": "1"},
+        {"a\x00b": "1"},
+        {"a": "-1"},
+        {"a": -1},
+        {"a": "lots"},
+        {"a": True},
+        {"a": 1.5},
+        {"a": 2**70},
+        {"a": None},
+    ],
+)
 def test_resources_are_relative_paths_and_sizes(client: TestClient, task: StartedTask, resources: dict) -> None:
     body = det_checkpoint(task, 1)
     body["resources"] = resources
@@ -313,8 +359,9 @@ def _master_storage(client: TestClient):
     return storage_from_config(client.app.state.ctx.config.effective_checkpoint_storage().model_dump())
 
 
-def test_list_filters_by_experiment_trial_and_state(client: TestClient, user: dict, task: StartedTask,
-                                                    clock: ManualClock) -> None:
+def test_list_filters_by_experiment_trial_and_state(
+    client: TestClient, user: dict, task: StartedTask, clock: ManualClock
+) -> None:
     for steps in (1, 2, 3):
         post(client, "/api/v1/checkpoints", det_checkpoint(task, steps, f"ck-{steps}"), bearer(task.token))
         clock.advance(1)  # listed in report order
@@ -326,8 +373,9 @@ def test_list_filters_by_experiment_trial_and_state(client: TestClient, user: di
     [two] = [c for c in body["checkpoints"] if c["uuid"] == uid("ck-2")]
     assert two["training"]["validationMetrics"]["avgMetrics"] == {"loss": 0.5}
     assert two["training"]["trialId"] == task.trial_id
-    assert client.get(f"/api/v1/checkpoints?trialId={task.trial_id}&limit=2&offset=2",
-                      headers=user).json()["checkpoints"][0]["uuid"] == uid("ck-3")
+    assert client.get(f"/api/v1/checkpoints?trialId={task.trial_id}&limit=2&offset=2", headers=user).json()[
+        "checkpoints"
+    ][0]["uuid"] == uid("ck-3")
     newest = client.get("/api/v1/checkpoints?orderBy=ORDER_BY_DESC&limit=1", headers=user).json()
     assert newest["checkpoints"][0]["uuid"] == uid("ck-3") and newest["pagination"]["endIndex"] == 1
     assert client.get(f"/api/v1/checkpoints?experimentId={exp_id + 1}", headers=user).json()["checkpoints"] == []
@@ -372,8 +420,9 @@ def test_download_of_missing_or_deleted_checkpoints_is_404(client: TestClient, u
     assert client.get(f"/api/v1/checkpoints/{uid('gone')}/download").status_code == 401
 
 
-def test_download_never_follows_a_symlink_out_of_the_checkpoint(client: TestClient, user: dict, task: StartedTask,
-                                                                tmp_path: Path) -> None:
+def test_download_never_follows_a_symlink_out_of_the_checkpoint(
+    client: TestClient, user: dict, task: StartedTask, tmp_path: Path
+) -> None:
     """Neither a link to a secret is streamed nor a dangling link fails the download: links are left out
     of the tar, whatever they point at."""
     secret = tmp_path / "secret.txt"
@@ -400,8 +449,9 @@ def test_download_never_follows_a_symlink_out_of_the_checkpoint(client: TestClie
         assert tar.extractfile("model.pt").read() == b"m" * 100
 
 
-def test_a_checkpoint_directory_that_is_a_symlink_is_not_served(client: TestClient, user: dict, task: StartedTask,
-                                                                tmp_path: Path) -> None:
+def test_a_checkpoint_directory_that_is_a_symlink_is_not_served(
+    client: TestClient, user: dict, task: StartedTask, tmp_path: Path
+) -> None:
     (tmp_path / "secret-dir").mkdir()
     (tmp_path / "secret-dir" / "key").write_text("TOP-SECRET-BYTES")
     storage = _master_storage(client)
@@ -414,8 +464,9 @@ def test_a_checkpoint_directory_that_is_a_symlink_is_not_served(client: TestClie
     assert "symbolic link" in r.json()["message"] and b"TOP-SECRET" not in r.content
 
 
-def test_download_reads_s3_checkpoints_from_the_bucket(client: TestClient, user: dict, agent: FakeAgent,
-                                                      moto_endpoint: str) -> None:
+def test_download_reads_s3_checkpoints_from_the_bucket(
+    client: TestClient, user: dict, agent: FakeAgent, moto_endpoint: str
+) -> None:
     import boto3
 
     from pedl.common.checkpoint_storage import S3Storage
@@ -457,8 +508,9 @@ def victim(tmp_path: Path) -> Path:
     return victim
 
 
-def test_legacy_checkpoints_outside_the_roots_are_not_served(client: TestClient, app: FastAPI, user: dict,
-                                                             task: StartedTask, victim: Path) -> None:
+def test_legacy_checkpoints_outside_the_roots_are_not_served(
+    client: TestClient, app: FastAPI, user: dict, task: StartedTask, victim: Path
+) -> None:
     legacy_checkpoint(app, task, "important", {"type": "shared_fs", "host_path": str(victim)})
     r = client.get("/api/v1/checkpoints/important/download", headers=user)
     assert r.status_code == 403, r.text
@@ -466,8 +518,9 @@ def test_legacy_checkpoints_outside_the_roots_are_not_served(client: TestClient,
     assert b"hunter2" not in r.content
 
 
-def test_an_experiment_stored_outside_the_roots_is_not_served(client: TestClient, app: FastAPI, user: dict,
-                                                              task: StartedTask, victim: Path) -> None:
+def test_an_experiment_stored_outside_the_roots_is_not_served(
+    client: TestClient, app: FastAPI, user: dict, task: StartedTask, victim: Path
+) -> None:
     with ctx_of(app).db.session() as s:  # an experiment created before the roots were checked
         exp = s.get(models.Experiment, s.get(models.Trial, task.trial_id).experiment_id)
         exp.config = {**exp.config, "checkpoint_storage": {"type": "shared_fs", "host_path": str(victim)}}
@@ -478,8 +531,9 @@ def test_an_experiment_stored_outside_the_roots_is_not_served(client: TestClient
 
 
 @pytest.mark.parametrize("legacy_uuid", ["%2E%2E", "%2E", "a%5Cb"])
-def test_legacy_uuids_that_are_not_a_path_component_are_403_not_500(client: TestClient, app: FastAPI, user: dict,
-                                                                    task: StartedTask, legacy_uuid: str) -> None:
+def test_legacy_uuids_that_are_not_a_path_component_are_403_not_500(
+    client: TestClient, app: FastAPI, user: dict, task: StartedTask, legacy_uuid: str
+) -> None:
     from urllib.parse import unquote
 
     legacy_checkpoint(app, task, unquote(legacy_uuid), {})
@@ -489,8 +543,14 @@ def test_legacy_uuids_that_are_not_a_path_component_are_403_not_500(client: Test
 
 
 def test_legacy_checkpoints_outside_the_roots_are_reported_at_start(
-        client: TestClient, app: FastAPI, task: StartedTask, victim: Path, master_config: MasterConfig,
-        clock: ManualClock, caplog: pytest.LogCaptureFixture) -> None:
+    client: TestClient,
+    app: FastAPI,
+    task: StartedTask,
+    victim: Path,
+    master_config: MasterConfig,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     legacy_checkpoint(app, task, "important", {"type": "shared_fs", "host_path": str(victim)})
     legacy_checkpoint(app, task, "a\\b", {})
     legacy_checkpoint(app, task, uid("fine"), {})
@@ -501,8 +561,9 @@ def test_legacy_checkpoints_outside_the_roots_are_reported_at_start(
     assert any("'a\\\\b'" in line for line in warned), warned
     assert not any(uid("fine") in line for line in warned)
     with ctx_of(app).db.session() as s:  # reported, never touched
-        assert s.scalar(select(models.Checkpoint.state).where(models.Checkpoint.uuid == "important")) == \
-            "STATE_COMPLETED"
+        assert (
+            s.scalar(select(models.Checkpoint.state).where(models.Checkpoint.uuid == "important")) == "STATE_COMPLETED"
+        )
 
 
 def test_experiment_trials_carry_their_checkpoint_counts(app: FastAPI, client: TestClient, user: dict) -> None:
@@ -515,8 +576,9 @@ def test_experiment_trials_carry_their_checkpoint_counts(app: FastAPI, client: T
         exp = create_experiment(client, user)  # grid: two trials
         first, second = sorted(fake.start_all(), key=lambda t: t.trial_id)
         for task, steps in ((first, 1), (first, 2), (second, 1)):
-            assert post(client, "/api/v1/checkpoints", det_checkpoint(task, steps), bearer(task.token)).status_code \
-                == 200
+            assert (
+                post(client, "/api/v1/checkpoints", det_checkpoint(task, steps), bearer(task.token)).status_code == 200
+            )
         url = f"/api/v1/experiments/{exp['id']}/trials"
         statements: list[str] = []
         db = ctx_of(app).db
@@ -543,20 +605,25 @@ def test_experiment_trials_carry_their_checkpoint_counts(app: FastAPI, client: T
         post(client, "/api/v1/checkpoints", det_checkpoint(second, 3), bearer(second.token))
         again = client.get(url, headers={**user, "If-None-Match": etag})
         assert again.status_code == 200
-        assert {t["id"]: t["checkpointCount"] for t in again.json()["trials"]} == {first.trial_id: 2,
-                                                                                   second.trial_id: 2}
+        assert {t["id"]: t["checkpointCount"] for t in again.json()["trials"]} == {
+            first.trial_id: 2,
+            second.trial_id: 2,
+        }
         with db.session() as s:  # garbage collection deleted one: it no longer counts
-            s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == first.trial_id,
-                                                      models.Checkpoint.steps_completed == 1)).one().state = \
-                CheckpointState.DELETED
+            s.scalars(
+                select(models.Checkpoint).where(
+                    models.Checkpoint.trial_id == first.trial_id, models.Checkpoint.steps_completed == 1
+                )
+            ).one().state = CheckpointState.DELETED
         counted = client.get(url, headers=user).json()["trials"]
         assert {t["id"]: t["checkpointCount"] for t in counted} == {first.trial_id: 1, second.trial_id: 2}
     finally:
         fake.close()
 
 
-def test_listed_experiments_carry_their_checkpoint_totals_in_one_query(app: FastAPI, client: TestClient,
-                                                                       user: dict) -> None:
+def test_listed_experiments_carry_their_checkpoint_totals_in_one_query(
+    app: FastAPI, client: TestClient, user: dict
+) -> None:
     """GET /experiments: each experiment's checkpointCount and checkpointSize (int64 as a string:
     the bytes of its checkpoints not DELETED), in one grouped query for the page whatever its size."""
     from sqlalchemy import event
@@ -567,11 +634,13 @@ def test_listed_experiments_carry_their_checkpoint_totals_in_one_query(app: Fast
         tasks = {t.trial_id: t for t in fake.start_all()}
         first, second = (tasks[t] for t in sorted(tasks))
         for task, steps in ((first, 1), (first, 2), (second, 1)):
-            assert post(client, "/api/v1/checkpoints", det_checkpoint(task, steps), bearer(task.token)).status_code \
-                == 200
+            assert (
+                post(client, "/api/v1/checkpoints", det_checkpoint(task, steps), bearer(task.token)).status_code == 200
+            )
         with ctx_of(app).db.session() as s:  # garbage collection deleted one: it no longer counts
-            s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == second.trial_id)).one().state = \
-                CheckpointState.DELETED
+            s.scalars(
+                select(models.Checkpoint).where(models.Checkpoint.trial_id == second.trial_id)
+            ).one().state = CheckpointState.DELETED
         statements: list[str] = []
         db = ctx_of(app).db
         engines = {id(e): e for e in (db.engine, db.read_engine)}.values()
@@ -588,7 +657,10 @@ def test_listed_experiments_carry_their_checkpoint_totals_in_one_query(app: Fast
                 event.remove(engine, "before_cursor_execute", seen)
         assert r.status_code == 200, r.text
         assert {e["id"]: (e["checkpointCount"], e["checkpointSize"]) for e in r.json()["experiments"]} == {
-            ids[0]: (2, str(2 * 1051)), ids[1]: (0, "0"), ids[2]: (0, "0")}
+            ids[0]: (2, str(2 * 1051)),
+            ids[1]: (0, "0"),
+            ids[2]: (0, "0"),
+        }
         assert len([q for q in statements if "FROM checkpoints" in q]) == 1
         shown = client.get(f"/api/v1/experiments/{ids[0]}", headers=user).json()["experiment"]
         assert (shown["checkpointCount"], shown["checkpointSize"]) == (2, "2102")
@@ -627,8 +699,11 @@ def test_a_trials_checkpoints_sort_filter_and_page_as_det_asks(app: FastAPI, cli
             s.get(models.Checkpoint, uuids[1]).state = CheckpointState.DELETED
         assert listed(states="STATE_COMPLETED") == [2, 3]
         assert listed(states=["STATE_COMPLETED", "STATE_DELETED"]) == [1, 2, 3]
-        for params, field in (({"sortByAttr": "SORT_BY_COLOR"}, "sortByAttr"), ({"orderBy": "UP"}, "orderBy"),
-                              ({"states": "STATE_GONE"}, "states")):
+        for params, field in (
+            ({"sortByAttr": "SORT_BY_COLOR"}, "sortByAttr"),
+            ({"orderBy": "UP"}, "orderBy"),
+            ({"states": "STATE_GONE"}, "states"),
+        ):
             r = client.get(url, params=params, headers=user)
             assert r.status_code == 400 and field in r.json()["message"], r.text
         assert client.get("/api/v1/trials/999/checkpoints", headers=user).status_code == 404

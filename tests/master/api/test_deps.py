@@ -31,16 +31,19 @@ def fields_of(data: dict) -> list[dict]:
     return info.value.fields
 
 
-@pytest.mark.parametrize(("data", "field", "message"), [
-    ({"inner": {"name": "a\x00b"}}, "inner.name", "contains a NUL character"),
-    ({"inner": {"name": "\ud800"}}, "inner.name", "contains a lone surrogate (not valid Unicode text)"),
-    ({"inner": {"name": "ok", "tags": ["x", "y\x00"]}}, "inner.tags[1]", "contains a NUL character"),
-    ({"items": [{"name": "ok"}, {"name": "\x00"}]}, "items[1].name", "contains a NUL character"),
-    ({"meta": {"a": {"b": "\x00"}}}, "meta.a.b", "contains a NUL character"),
-    ({"meta": {"a": [1, float("nan")]}}, "meta.a[1]", "must be a finite number"),
-    ({"meta": {"big": 2**64}}, "meta.big", "is out of range (a 64-bit integer)"),
-    ({"count": 2**63}, "count", "is out of range (a 64-bit integer)"),
-])
+@pytest.mark.parametrize(
+    ("data", "field", "message"),
+    [
+        ({"inner": {"name": "a\x00b"}}, "inner.name", "contains a NUL character"),
+        ({"inner": {"name": "\ud800"}}, "inner.name", "contains a lone surrogate (not valid Unicode text)"),
+        ({"inner": {"name": "ok", "tags": ["x", "y\x00"]}}, "inner.tags[1]", "contains a NUL character"),
+        ({"items": [{"name": "ok"}, {"name": "\x00"}]}, "items[1].name", "contains a NUL character"),
+        ({"meta": {"a": {"b": "\x00"}}}, "meta.a.b", "contains a NUL character"),
+        ({"meta": {"a": [1, float("nan")]}}, "meta.a[1]", "must be a finite number"),
+        ({"meta": {"big": 2**64}}, "meta.big", "is out of range (a 64-bit integer)"),
+        ({"count": 2**63}, "count", "is out of range (a 64-bit integer)"),
+    ],
+)
 def test_unstorable_values_name_their_place(data: dict, field: str, message: str) -> None:
     assert fields_of(data) == [{"field": field, "message": message}]
 
@@ -51,8 +54,16 @@ def test_float_fields_are_finite(ratio: float) -> None:
 
 
 def test_good_values_and_unknown_keys_pass() -> None:
-    body = parse(Outer, {"inner": {"name": "\U0001f600 ok", "tags": ["a"]}, "ratio": 0.5, "count": -(2**63),
-                         "meta": {"x": [1.5, "y"]}, "newerClientField": {"a": "\x00"}})
+    body = parse(
+        Outer,
+        {
+            "inner": {"name": "\U0001f600 ok", "tags": ["a"]},
+            "ratio": 0.5,
+            "count": -(2**63),
+            "meta": {"x": [1.5, "y"]},
+            "newerClientField": {"a": "\x00"},
+        },
+    )
     assert body.inner is not None and body.inner.name == "\U0001f600 ok"
     assert body.count == -(2**63)
 
@@ -78,8 +89,10 @@ def test_a_body_is_parsed_off_the_event_loop(client, admin, monkeypatch) -> None
     monkeypatch.setattr(deps, "parse_json", recording)
     assert client.post("/api/v1/auth/login", json={"username": "admin", "password": ""}).status_code == 200
     assert client.patch("/api/v1/users/1", json={"displayName": "Ada"}, headers=admin).status_code == 200
-    assert client.post("/api/v1/users/1/password", json={"password": "", "isHashed": True},
-                       headers=admin).status_code == 200
+    assert (
+        client.post("/api/v1/users/1/password", json={"password": "", "isHashed": True}, headers=admin).status_code
+        == 200
+    )
     assert on_loop == [False, False, False]
 
 
@@ -110,8 +123,12 @@ def test_large_bodies_are_parsed_one_at_a_time(client, admin, monkeypatch) -> No
     monkeypatch.setattr(deps, "parse_json", counting)
     large = '{"displayName": "Ada", "pad": "' + "x" * deps.LARGE_BODY_BYTES + '"}'
     answers: list[int] = []
-    threads = [threading.Thread(target=lambda: answers.append(
-        client.patch("/api/v1/users/1", content=large, headers=admin).status_code)) for _ in range(4)]
+    threads = [
+        threading.Thread(
+            target=lambda: answers.append(client.patch("/api/v1/users/1", content=large, headers=admin).status_code)
+        )
+        for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -36,20 +36,41 @@ WRONG_TYPES = [
     ("/api/v1/trials/1/metrics", {"metrics": 5}, "metrics"),
     ("/api/v1/trials/1/metrics", {"group": "training"}, "metrics"),
     ("/api/v1/trials/1/metrics", {"metrics": {"metrics": {"avgMetrics": {}}}}, "metrics.stepsCompleted"),
-    ("/api/v1/trials/1/metrics", {"metrics": {"stepsCompleted": "ten", "metrics": {"avgMetrics": {}}}},
-     "metrics.stepsCompleted"),
-    ("/api/v1/trials/1/metrics", {"metrics": {"stepsCompleted": -1, "metrics": {"avgMetrics": {}}}},
-     "metrics.stepsCompleted"),
-    ("/api/v1/trials/1/metrics", {"metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": [1]}}},
-     "metrics.metrics.avgMetrics"),
-    ("/api/v1/trials/1/metrics", {"metrics": {"stepsCompleted": 1, "trialId": "x", "metrics": {"avgMetrics": {}}}},
-     "metrics.trialId"),
-    ("/api/v1/trials/1/metrics", {"group": 3, "metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": {}}}},
-     "group"),
-    ("/api/v1/trials/1/metrics", {"group": "", "metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": {}}}},
-     "group"),
-    ("/api/v1/trials/1/metrics", {"metrics": {"stepsCompleted": 1, "trialId": 2, "metrics": {"avgMetrics": {}}}},
-     "metrics.trialId"),
+    (
+        "/api/v1/trials/1/metrics",
+        {"metrics": {"stepsCompleted": "ten", "metrics": {"avgMetrics": {}}}},
+        "metrics.stepsCompleted",
+    ),
+    (
+        "/api/v1/trials/1/metrics",
+        {"metrics": {"stepsCompleted": -1, "metrics": {"avgMetrics": {}}}},
+        "metrics.stepsCompleted",
+    ),
+    (
+        "/api/v1/trials/1/metrics",
+        {"metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": [1]}}},
+        "metrics.metrics.avgMetrics",
+    ),
+    (
+        "/api/v1/trials/1/metrics",
+        {"metrics": {"stepsCompleted": 1, "trialId": "x", "metrics": {"avgMetrics": {}}}},
+        "metrics.trialId",
+    ),
+    (
+        "/api/v1/trials/1/metrics",
+        {"group": 3, "metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": {}}}},
+        "group",
+    ),
+    (
+        "/api/v1/trials/1/metrics",
+        {"group": "", "metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": {}}}},
+        "group",
+    ),
+    (
+        "/api/v1/trials/1/metrics",
+        {"metrics": {"stepsCompleted": 1, "trialId": 2, "metrics": {"avgMetrics": {}}}},
+        "metrics.trialId",
+    ),
     ("/api/v1/trials/1/progress", {"progress": "half"}, "progress"),
     ("/api/v1/trials/1/progress", {"progress": -0.5}, "progress"),
     ("/api/v1/trials/1/progress", {}, "progress"),
@@ -70,11 +91,19 @@ WRONG_TYPES = [
     ("/api/v1/trials/1/searcher/completed_operation", {"op": {}, "searcherMetric": {"a": 1}}, "searcherMetric"),
 ]
 
-MALFORMED_ROUTES = sorted({p for p, _, _ in WRONG_TYPES} | {
-    "/api/v1/experiments/1/kill", "/api/v1/experiments/1/pause", "/api/v1/experiments/1/activate",
-    "/api/v1/trials/1/kill", "/api/v1/trials/1/early_exit", "/api/v1/runs/start",
-    "/api/v1/allocations/a/signals/ack_preemption", "/api/v1/trials/1/runner/metadata",
-})
+MALFORMED_ROUTES = sorted(
+    {p for p, _, _ in WRONG_TYPES}
+    | {
+        "/api/v1/experiments/1/kill",
+        "/api/v1/experiments/1/pause",
+        "/api/v1/experiments/1/activate",
+        "/api/v1/trials/1/kill",
+        "/api/v1/trials/1/early_exit",
+        "/api/v1/runs/start",
+        "/api/v1/allocations/a/signals/ack_preemption",
+        "/api/v1/trials/1/runner/metadata",
+    }
+)
 
 
 def bad_request_problem(r, field: str) -> str | None:
@@ -127,13 +156,15 @@ def test_malformed_json_is_400_on_every_post_route(client: TestClient, admin: di
 
 @pytest.mark.parametrize("raw", [b"\x80{", b"\xc3(", b'"\xc3("', b"\xff\xfe\x00{"])
 def test_invalid_utf8_is_400(client: TestClient, admin: dict, raw: bytes) -> None:
-    failures = [(path, problem) for path in MALFORMED_ROUTES
-                if (problem := bad_request_problem(client.post(path, content=raw, headers=admin), "body"))]
+    failures = [
+        (path, problem)
+        for path in MALFORMED_ROUTES
+        if (problem := bad_request_problem(client.post(path, content=raw, headers=admin), "body"))
+    ]
     assert failures == []
 
 
-@pytest.mark.parametrize("path", ["/api/v1/experiments/1/kill", "/api/v1/experiments/1/pause",
-                                  "/api/v1/trials/1/kill"])
+@pytest.mark.parametrize("path", ["/api/v1/experiments/1/kill", "/api/v1/experiments/1/pause", "/api/v1/trials/1/kill"])
 def test_empty_body_is_fine_where_det_sends_none(client: TestClient, admin: dict, path: str) -> None:
     r = client.post(path, headers=admin)  # det: Content-Length 0
     assert r.status_code == 404  # nothing there; not a body problem
@@ -160,8 +191,11 @@ BAD_PARAMS = [
 
 
 def test_bad_query_and_path_parameters_name_the_param(client: TestClient, admin: dict) -> None:
-    failures = [(path, problem) for path, param in BAD_PARAMS
-                if (problem := bad_request_problem(client.get(path, headers=admin), param))]
+    failures = [
+        (path, problem)
+        for path, param in BAD_PARAMS
+        if (problem := bad_request_problem(client.get(path, headers=admin), param))
+    ]
     assert failures == []
 
 
@@ -180,9 +214,14 @@ def test_unknown_experiment_action_is_404(client: TestClient, admin: dict) -> No
     assert post(client, "/api/v1/experiments/1/explode", None, admin).status_code == 404
 
 
-@pytest.mark.parametrize(("path", "what"), [("/api/v1/experiments/999", "experiment 999"),
-                                            ("/api/v1/trials/999", "trial 999"),
-                                            ("/api/v1/checkpoints/nope", "checkpoint nope")])
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [
+        ("/api/v1/experiments/999", "experiment 999"),
+        ("/api/v1/trials/999", "trial 999"),
+        ("/api/v1/checkpoints/nope", "checkpoint nope"),
+    ],
+)
 def test_missing_things_are_404_with_a_message(client: TestClient, admin: dict, path: str, what: str) -> None:
     r = client.get(path, headers=admin)
     assert r.status_code == 404
@@ -196,10 +235,16 @@ UNSTORABLE = [
     ("/api/v1/checkpoints", {"uuid": CK, "training": {"trialId": "abc"}}, "checkpoint.training"),
     ("/api/v1/checkpoints", {"uuid": CK, "training": {"trialId": HUGE}}, "training.trialId"),
     ("/api/v1/checkpoints", {"uuid": CK, "metadata": {"steps_completed": HUGE}}, "metadata.steps_completed"),
-    ("/api/v1/trials/{tid}/metrics", {"metrics": {"stepsCompleted": HUGE, "metrics": {"avgMetrics": {}}}},
-     "metrics.stepsCompleted"),
-    ("/api/v1/trials/{tid}/metrics", {"metrics": {"stepsCompleted": 1, "trialRunId": HUGE,
-                                                  "metrics": {"avgMetrics": {}}}}, "metrics.trialRunId"),
+    (
+        "/api/v1/trials/{tid}/metrics",
+        {"metrics": {"stepsCompleted": HUGE, "metrics": {"avgMetrics": {}}}},
+        "metrics.stepsCompleted",
+    ),
+    (
+        "/api/v1/trials/{tid}/metrics",
+        {"metrics": {"stepsCompleted": 1, "trialRunId": HUGE, "metrics": {"avgMetrics": {}}}},
+        "metrics.trialRunId",
+    ),
     ("/api/v1/trials/{tid}/searcher/completed_operation", {"op": {"length": HUGE}}, "op.length"),
     ("/api/v1/trials/{tid}/progress", {"progress": float("inf")}, "progress"),
     ("/api/v1/trials/{tid}/progress", {"progress": float("nan")}, "progress"),
@@ -210,9 +255,14 @@ UNSTORABLE = [
     (f"/api/v1/experiments/{HUGE}/kill", None, ""),
     (f"/api/v1/trials/{HUGE}/kill", None, ""),
 ]
-UNSTORABLE_GETS = [f"/api/v1/experiments/{HUGE}", f"/api/v1/trials/{HUGE}", f"/api/v1/trials/{HUGE}/logs",
-                   "/api/v1/checkpoints/a%00b", "/api/v1/experiments?users=a%00b",
-                   "/api/v1/experiments?offset=" + str(HUGE)]
+UNSTORABLE_GETS = [
+    f"/api/v1/experiments/{HUGE}",
+    f"/api/v1/trials/{HUGE}",
+    f"/api/v1/trials/{HUGE}/logs",
+    "/api/v1/checkpoints/a%00b",
+    "/api/v1/experiments?users=a%00b",
+    "/api/v1/experiments?offset=" + str(HUGE),
+]
 
 
 def test_values_the_database_cannot_store_are_not_500(client: TestClient, admin: dict, agent) -> None:
@@ -297,16 +347,31 @@ def test_a_client_that_hangs_up_mid_body_is_one_log_line_not_a_5xx(app, client, 
     async def send(message: dict) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/api/v1/auth/login", "raw_path": b"/api/v1/auth/login", "root_path": "", "query_string": b"",
-             "headers": [(b"content-length", b"100")], "client": ("192.0.2.7", 40000), "server": ("master", 8080)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/v1/auth/login",
+        "raw_path": b"/api/v1/auth/login",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-length", b"100")],
+        "client": ("192.0.2.7", 40000),
+        "server": ("master", 8080),
+    }
     with caplog.at_level(logging.INFO):
         asyncio.run(app(scope, receive, send))
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [499]
     lines = [r for r in caplog.records if "192.0.2.7" in r.getMessage()]
     assert len(lines) == 1 and "went away" in lines[0].getMessage(), [r.getMessage() for r in caplog.records]
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
-    statuses = {s.labels["status"] for family in app.state.ctx.metrics.registry.collect()
-                if family.name == "pedl_api_request_duration_seconds" for s in family.samples
-                if s.name.endswith("_count") and s.labels["route"] == "/api/v1/auth/login"}
+    statuses = {
+        s.labels["status"]
+        for family in app.state.ctx.metrics.registry.collect()
+        if family.name == "pedl_api_request_duration_seconds"
+        for s in family.samples
+        if s.name.endswith("_count") and s.labels["route"] == "/api/v1/auth/login"
+    }
     assert statuses == {"4xx"}

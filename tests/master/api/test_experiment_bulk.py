@@ -16,8 +16,9 @@ from tests.master.fakes import post
 
 def bulk(client: TestClient, headers: dict, action: str, body: dict, project_id: int = -1):
     if action == "delete":
-        return client.request("DELETE", f"/api/v1/projects/{project_id}/experiments/delete",
-                              content=json.dumps(body), headers=headers)
+        return client.request(
+            "DELETE", f"/api/v1/projects/{project_id}/experiments/delete", content=json.dumps(body), headers=headers
+        )
     return post(client, f"/api/v1/projects/{project_id}/experiments/{action}", body, headers)
 
 
@@ -38,7 +39,8 @@ def test_by_ids_each_result_says_what_happened(client: TestClient, user: dict, a
     assert results[mine] == "" and "owner" in results[theirs] and "not found" in results[999]
     assert state(client, user, mine) == "STATE_ACTIVE" and state(client, admin, theirs) == "STATE_PAUSED"
     assert bulk(client, user, "pause", {"experimentIds": [mine], "projectId": -1}).json()["results"] == [
-        {"id": mine, "error": ""}]
+        {"id": mine, "error": ""}
+    ]
     assert state(client, user, mine) == "STATE_PAUSED"
     assert bulk(client, user, "kill", {"experimentIds": [mine], "projectId": -1}).json()["results"][0]["error"] == ""
     assert state(client, user, mine) == "STATE_CANCELED"
@@ -49,25 +51,32 @@ def test_by_ids_each_result_says_what_happened(client: TestClient, user: dict, a
     assert not client.get(f"/api/v1/experiments/{mine}", headers=user).json()["experiment"]["archived"]
 
 
-def test_by_filters_only_the_callers_experiments_in_the_right_states(client: TestClient, user: dict,
-                                                                    admin: dict) -> None:
+def test_by_filters_only_the_callers_experiments_in_the_right_states(
+    client: TestClient, user: dict, admin: dict
+) -> None:
     config = "name: {name}\nentrypoint: python train.py\nsearcher: {{name: single, metric: loss, max_length: 10}}\n"
     mine = experiment(client, user, 1, config.format(name="alpha-1")).json()["experiment"]["id"]
     other = experiment(client, user, 1, config.format(name="beta")).json()["experiment"]["id"]
     theirs = experiment(client, admin, 1, config.format(name="alpha-2")).json()["experiment"]["id"]
     assert bulk(client, user, "activate", {"experimentIds": [], "projectId": -1, "filters": {"name": "ALPHA"}}).json()[
-        "results"] == [{"id": mine, "error": ""}]
+        "results"
+    ] == [{"id": mine, "error": ""}]
     assert [state(client, user, e) for e in (mine, other, theirs)] == ["STATE_ACTIVE", "STATE_PAUSED", "STATE_PAUSED"]
     assert bulk(client, user, "pause", {"experimentIds": [], "projectId": -1, "filters": {"name": "alpha"}}).json()[
-        "results"] == [{"id": mine, "error": ""}]
+        "results"
+    ] == [{"id": mine, "error": ""}]
     r = bulk(client, user, "kill", {"experimentIds": [], "projectId": -1, "filters": {"name": "alpha"}})
     assert r.json()["results"] == [{"id": mine, "error": ""}]
     # archive takes ended experiments only; the killed one is the only match
     r = bulk(client, user, "archive", {"experimentIds": [], "projectId": -1, "filters": {}})
     assert r.json()["results"] == [{"id": mine, "error": ""}]
     # an admin's filter reaches everyone's; excludedExperimentIds and states narrow it
-    r = bulk(client, admin, "kill", {"experimentIds": [], "filters": {"excludedExperimentIds": [other],
-                                                                      "states": ["STATE_PAUSED"]}})
+    r = bulk(
+        client,
+        admin,
+        "kill",
+        {"experimentIds": [], "filters": {"excludedExperimentIds": [other], "states": ["STATE_PAUSED"]}},
+    )
     assert r.json()["results"] == [{"id": theirs, "error": ""}]
     assert state(client, user, other) == "STATE_PAUSED"
 
@@ -78,8 +87,9 @@ def test_move_and_delete_in_bulk(client: TestClient, user: dict) -> None:
     a, b = (experiment(client, user, 1).json()["experiment"]["id"] for _ in range(2))
     r = bulk(client, user, "move", {"experimentIds": [a, b], "projectId": 1, "destinationProjectId": pid}, 1)
     assert r.status_code == 200 and [x["error"] for x in r.json()["results"]] == ["", ""]
-    assert {e["id"] for e in client.get(f"/api/v1/experiments?projectId={pid}", headers=user).json()[
-        "experiments"]} == {a, b}
+    assert {
+        e["id"] for e in client.get(f"/api/v1/experiments?projectId={pid}", headers=user).json()["experiments"]
+    } == {a, b}
     bulk(client, user, "kill", {"experimentIds": [a]})
     r = bulk(client, user, "delete", {"experimentIds": [a, b], "projectId": pid}, pid)
     results = {x["id"]: x["error"] for x in r.json()["results"]}
@@ -87,13 +97,17 @@ def test_move_and_delete_in_bulk(client: TestClient, user: dict) -> None:
     assert state(client, user, b) == "STATE_PAUSED"
 
 
-def test_refusals_name_the_field_and_change_nothing(client: TestClient, user: dict,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_refusals_name_the_field_and_change_nothing(
+    client: TestClient, user: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ids = [experiment(client, user, 1).json()["experiment"]["id"] for _ in range(3)]
-    for body, field in (({"experimentIds": list(range(1, experiment_bulk.MAX_IDS + 2))}, "experimentIds"),
-                        ({"experimentIds": ids, "projectId": 5}, "projectId"),
-                        ({"experimentIds": "x"}, "experimentIds"), ({"experimentIds": [2**40]}, "experimentIds"),
-                        ({"experimentIds": [], "filters": {"name": 3}}, "filters.name")):
+    for body, field in (
+        ({"experimentIds": list(range(1, experiment_bulk.MAX_IDS + 2))}, "experimentIds"),
+        ({"experimentIds": ids, "projectId": 5}, "projectId"),
+        ({"experimentIds": "x"}, "experimentIds"),
+        ({"experimentIds": [2**40]}, "experimentIds"),
+        ({"experimentIds": [], "filters": {"name": 3}}, "filters.name"),
+    ):
         r = bulk(client, user, "activate", body)
         assert r.status_code == 400 and field in r.json()["message"], (body, r.text)
     r = bulk(client, user, "move", {"experimentIds": ids})

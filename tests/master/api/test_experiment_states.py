@@ -62,8 +62,9 @@ def test_pause_and_activate_of_an_experiment_no_agent_can_hold(client: TestClien
     assert state(client, user, exp_id) == "STATE_CANCELED"
 
 
-def test_the_state_filter_takes_substates_and_active_takes_them_all(client: TestClient, user: dict,
-                                                                     agent: FakeAgent) -> None:
+def test_the_state_filter_takes_substates_and_active_takes_them_all(
+    client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     running = create_experiment(client, user, SINGLE_CONFIG)["id"]
     agent.start_all()
     queued = create_experiment(client, user, SINGLE_CONFIG)["id"]  # the one slot is taken
@@ -78,8 +79,9 @@ def test_the_state_filter_takes_substates_and_active_takes_them_all(client: Test
     assert total == 1
 
 
-def test_a_page_reads_the_states_in_one_grouped_query(app: FastAPI, client: TestClient, user: dict,
-                                                      agent: FakeAgent) -> None:
+def test_a_page_reads_the_states_in_one_grouped_query(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     for _ in range(6):
         create_experiment(client, user, SINGLE_CONFIG)
     agent.start_all()

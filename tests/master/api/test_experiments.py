@@ -23,14 +23,34 @@ from tests.master.fakes import (
     post,
 )
 
-REQUIRED_EXPERIMENT_FIELDS = ("archived", "config", "id", "jobId", "name", "numTrials", "originalConfig",
-                              "projectId", "projectOwnerId", "searcherType", "startTime", "state", "username")
+REQUIRED_EXPERIMENT_FIELDS = (
+    "archived",
+    "config",
+    "id",
+    "jobId",
+    "name",
+    "numTrials",
+    "originalConfig",
+    "projectId",
+    "projectOwnerId",
+    "searcherType",
+    "startTime",
+    "state",
+    "username",
+)
 REQUIRED_TRIAL_FIELDS = ("experimentId", "hparams", "id", "restarts", "startTime", "state", "totalBatchesProcessed")
 
 
 def create_body(config: str = GRID_CONFIG, files: list | None = None, **kw: object) -> dict:
-    body = {"activate": True, "config": config, "modelDefinition": files if files is not None else [],
-            "parentId": None, "projectId": None, "template": None, "validateOnly": False}
+    body = {
+        "activate": True,
+        "config": config,
+        "modelDefinition": files if files is not None else [],
+        "parentId": None,
+        "projectId": None,
+        "template": None,
+        "validateOnly": False,
+    }
     body.update(kw)
     return body
 
@@ -127,8 +147,11 @@ def test_validate_only_stores_nothing(client: TestClient, user: dict) -> None:
 
 
 def test_model_definition_is_served_to_tasks(client: TestClient, user: dict, admin: dict, agent: FakeAgent) -> None:
-    files = [file_entry("sub", directory=True), file_entry("sub/util.py", b"X = 1\n"),
-             file_entry("train.py", b"print('hello')\n")]
+    files = [
+        file_entry("sub", directory=True),
+        file_entry("sub/util.py", b"X = 1\n"),
+        file_entry("train.py", b"print('hello')\n"),
+    ]
     create_experiment(client, user, SINGLE_CONFIG, files=files)
     [task] = agent.start_all()
     # the code is the task's to fetch, not every user's (not even its owner's or an admin's)
@@ -147,11 +170,13 @@ def test_model_definition_is_served_to_tasks(client: TestClient, user: dict, adm
 
 @pytest.mark.parametrize(
     ("config", "needle"),
-    [("entrypoint: x\nsearcher: {name: single\n", "malformed YAML"),
-     ("entrypoint: [\n", "line"),
-     ("- just\n- a list\n", "mapping"),
-     ("", "config"),
-     ("   \n", "config")],
+    [
+        ("entrypoint: x\nsearcher: {name: single\n", "malformed YAML"),
+        ("entrypoint: [\n", "line"),
+        ("- just\n- a list\n", "mapping"),
+        ("", "config"),
+        ("   \n", "config"),
+    ],
 )
 def test_bad_yaml_is_400_and_stores_nothing(client: TestClient, user: dict, config: str, needle: str) -> None:
     r = post(client, "/api/v1/experiments", create_body(config), user)
@@ -161,8 +186,10 @@ def test_bad_yaml_is_400_and_stores_nothing(client: TestClient, user: dict, conf
 
 
 def test_unknown_keys_and_wrong_types_are_all_listed(client: TestClient, user: dict) -> None:
-    config = ("entrypoint: x\nsearcher: {name: single, metric: l, bogus: 1}\nresources: {slots_per_trial: many}\n"
-              "max_restarts: -1\ncolour: blue\nhyperparameters: {lr: {type: int, minval: 3, maxval: 1}}\n")
+    config = (
+        "entrypoint: x\nsearcher: {name: single, metric: l, bogus: 1}\nresources: {slots_per_trial: many}\n"
+        "max_restarts: -1\ncolour: blue\nhyperparameters: {lr: {type: int, minval: 3, maxval: 1}}\n"
+    )
     r = post(client, "/api/v1/experiments", create_body(config), user)
     assert r.status_code == 400
     body = r.json()
@@ -182,10 +209,16 @@ def test_unknown_resource_pool_is_400(client: TestClient, user: dict) -> None:
 
 
 def test_pool_limits_and_defaults(master_config: MasterConfig) -> None:
-    cfg = master_config.model_copy(update={
-        "resource_pools": [ResourcePoolConfig(pool_name="gpu", max_slots_per_trial=2),
-                           ResourcePoolConfig(pool_name="cpu")],
-        "default_compute_resource_pool": "gpu", "default_aux_resource_pool": "cpu"})
+    cfg = master_config.model_copy(
+        update={
+            "resource_pools": [
+                ResourcePoolConfig(pool_name="gpu", max_slots_per_trial=2),
+                ResourcePoolConfig(pool_name="cpu"),
+            ],
+            "default_compute_resource_pool": "gpu",
+            "default_aux_resource_pool": "cpu",
+        }
+    )
     with TestClient(create_app(cfg)) as c:
         h = bearer(login(c, "determined"))
         r = post(c, "/api/v1/experiments", create_body(SINGLE_CONFIG + "resources: {slots_per_trial: 4}\n"), h)
@@ -216,8 +249,9 @@ BAD_FILES = [
 
 
 @pytest.mark.parametrize(("files", "field"), BAD_FILES, ids=[f for _, f in BAD_FILES])
-def test_bad_model_definition_is_400_and_stores_nothing(client: TestClient, user: dict, files: list,
-                                                        field: str) -> None:
+def test_bad_model_definition_is_400_and_stores_nothing(
+    client: TestClient, user: dict, files: list, field: str
+) -> None:
     r = post(client, "/api/v1/experiments", create_body(SINGLE_CONFIG, files=files), user)
     assert r.status_code == 400, r.text
     assert field in r.json()["message"]
@@ -225,8 +259,9 @@ def test_bad_model_definition_is_400_and_stores_nothing(client: TestClient, user
     assert tasks(client, user) == {}
 
 
-def test_too_large_model_definition_is_400_and_stores_nothing(client: TestClient, user: dict,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_too_large_model_definition_is_400_and_stores_nothing(
+    client: TestClient, user: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(client.app.state.ctx.config.limits, "max_model_definition_bytes", 1024)
     files = [file_entry("a.bin", b"a" * 600), file_entry("b.bin", b"b" * 600)]
     r = post(client, "/api/v1/experiments", create_body(SINGLE_CONFIG, files=files), user)
@@ -286,7 +321,9 @@ def test_list_users_filter(client: TestClient, user: dict, admin: dict) -> None:
     assert listed("archived=false&limit=200&offset=0&users=determined") == mine
     assert listed("archived=true") == []
     assert {e["username"] for e in client.get("/api/v1/experiments", headers=user).json()["experiments"]} == {
-        "determined", "admin"}
+        "determined",
+        "admin",
+    }
 
 
 def test_list_states_filter(client: TestClient, user: dict) -> None:
@@ -383,10 +420,20 @@ def test_experiment_completes_when_its_trials_do(client: TestClient, user: dict,
     exp = create_experiment(client, user)
     for _ in range(2):  # one slot: the trials run one after the other
         [task] = agent.start_all()
-        r = post(client, f"/api/v1/trials/{task.trial_id}/metrics",
-                 {"group": "validation", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": 10,
-                                                     "metrics": {"avgMetrics": {"loss": 0.1 * task.trial_id}}}},
-                 bearer(task.token))
+        r = post(
+            client,
+            f"/api/v1/trials/{task.trial_id}/metrics",
+            {
+                "group": "validation",
+                "metrics": {
+                    "trialId": task.trial_id,
+                    "trialRunId": 1,
+                    "stepsCompleted": 10,
+                    "metrics": {"avgMetrics": {"loss": 0.1 * task.trial_id}},
+                },
+            },
+            bearer(task.token),
+        )
         assert r.status_code == 200
         agent.exit(task.allocation_id, 0)
     got = experiment(client, user, exp["id"])
@@ -408,8 +455,13 @@ def test_events_record_transitions(client: TestClient, user: dict) -> None:
     events = client.get(f"/api/v1/experiments/{exp['id']}/events", headers=user).json()["events"]
     # transitions only: with no agent registered, the create also records a warning (no agent can hold a trial)
     exp_moves = [(e["fromState"], e["toState"]) for e in events if e["entityType"] == "experiment" and e["toState"]]
-    assert exp_moves == [(None, "STATE_ACTIVE"), ("STATE_ACTIVE", "STATE_PAUSED"), ("STATE_PAUSED", "STATE_ACTIVE"),
-                         ("STATE_ACTIVE", "STATE_STOPPING_CANCELED"), ("STATE_STOPPING_CANCELED", "STATE_CANCELED")]
+    assert exp_moves == [
+        (None, "STATE_ACTIVE"),
+        ("STATE_ACTIVE", "STATE_PAUSED"),
+        ("STATE_PAUSED", "STATE_ACTIVE"),
+        ("STATE_ACTIVE", "STATE_STOPPING_CANCELED"),
+        ("STATE_STOPPING_CANCELED", "STATE_CANCELED"),
+    ]
     trial_moves = [(e["fromState"], e["toState"]) for e in events if e["entityType"] == "trial"]
     assert trial_moves[0] == (None, "STATE_QUEUED")
     assert ("STATE_QUEUED", "STATE_PAUSED") in trial_moves
@@ -429,4 +481,3 @@ def test_events_only_for_this_experiment(client: TestClient, user: dict) -> None
     post(client, f"/api/v1/experiments/{b['id']}/kill", None, user)
     events = client.get(f"/api/v1/experiments/{a['id']}/events", headers=user).json()["events"]
     assert all(e["toState"] != "STATE_CANCELED" for e in events)
-

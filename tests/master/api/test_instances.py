@@ -19,13 +19,28 @@ HOUR = 3600.0
 @pytest.fixture
 def instances(app: FastAPI, client: TestClient, clock: ManualClock) -> None:
     now = clock.now()
-    rows = [("i-1", "default", N.RUNNING, now - 2 * HOUR, None, 0.5),
-            ("i-2", "default", N.TERMINATED, now - 4 * HOUR, now - 3 * HOUR, 1.0),
-            ("i-3", "gpu", N.STARTING, now - HOUR, None, 3.0)]
+    rows = [
+        ("i-1", "default", N.RUNNING, now - 2 * HOUR, None, 0.5),
+        ("i-2", "default", N.TERMINATED, now - 4 * HOUR, now - 3 * HOUR, 1.0),
+        ("i-3", "gpu", N.STARTING, now - HOUR, None, 3.0),
+    ]
     with ctx_of(app).db.session() as s:
-        s.add_all([models.Instance(id=i, resource_pool=pool, provider="aws", instance_type="g4dn.xlarge",
-                                   state=state, slots=1, price_per_hour=price, launched_at=launched,
-                                   terminated_at=ended) for i, pool, state, launched, ended, price in rows])
+        s.add_all(
+            [
+                models.Instance(
+                    id=i,
+                    resource_pool=pool,
+                    provider="aws",
+                    instance_type="g4dn.xlarge",
+                    state=state,
+                    slots=1,
+                    price_per_hour=price,
+                    launched_at=launched,
+                    terminated_at=ended,
+                )
+                for i, pool, state, launched, ended, price in rows
+            ]
+        )
 
 
 def ids(r) -> list[str]:
@@ -43,7 +58,11 @@ def test_a_user_sees_the_live_instances_with_their_cost(client: TestClient, user
     assert ids(r) == ["i-1", "i-3"]  # by launch time; the terminated one left out
     first = r.json()["instances"][0]
     assert (first["resourcePool"], first["state"], first["instanceHours"], first["cost"]) == (
-        "default", "RUNNING", 2.0, 1.0)
+        "default",
+        "RUNNING",
+        2.0,
+        1.0,
+    )
     assert first["idleSeconds"] is None  # no provisioner runs for these pools
 
 

@@ -16,8 +16,19 @@ from pedl.master.app import create_app
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, bearer, create_experiment, login, post
 
 # determined 0.38.1, bindings.v1Job.from_json and v1JobSummary.from_json
-JOB_KEYS = {"allocatedSlots", "entityId", "isPreemptible", "jobId", "name", "requestedSlots", "resourcePool",
-            "submissionTime", "type", "username", "workspaceId"}
+JOB_KEYS = {
+    "allocatedSlots",
+    "entityId",
+    "isPreemptible",
+    "jobId",
+    "name",
+    "requestedSlots",
+    "resourcePool",
+    "submissionTime",
+    "type",
+    "username",
+    "workspaceId",
+}
 
 
 def jobs(client: TestClient, headers: dict, **params) -> list[dict]:
@@ -44,7 +55,8 @@ def three(client: TestClient, headers: dict, clock: ManualClock) -> list[dict]:
 
 
 def test_the_queue_in_the_schedulers_order_with_every_key_det_requires(
-        client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock) -> None:
+    client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     a, b, c = three(client, user, clock)
     agent.start_all()  # one slot: a runs, b and c wait
     got = jobs(client, user)
@@ -53,10 +65,18 @@ def test_the_queue_in_the_schedulers_order_with_every_key_det_requires(
         assert set(job) >= JOB_KEYS, JOB_KEYS - set(job)
         assert set(job["summary"]) == {"state", "jobsAhead"}
     assert [(j["summary"]["state"], j["summary"]["jobsAhead"]) for j in got] == [
-        ("STATE_SCHEDULED", 0), ("STATE_QUEUED", 1), ("STATE_QUEUED", 2)]
+        ("STATE_SCHEDULED", 0),
+        ("STATE_QUEUED", 1),
+        ("STATE_QUEUED", 2),
+    ]
     first = got[0]
     assert (first["type"], first["entityId"], first["name"], first["username"], first["resourcePool"]) == (
-        "TYPE_EXPERIMENT", str(a["id"]), "single-exp", "determined", "default")
+        "TYPE_EXPERIMENT",
+        str(a["id"]),
+        "single-exp",
+        "determined",
+        "default",
+    )
     assert (first["allocatedSlots"], first["requestedSlots"], got[1]["allocatedSlots"]) == (1, 1, 0)
     assert (first["priority"], first["weight"]) == (42, 1.0)
     assert ids(jobs(client, user, orderBy="ORDER_BY_DESC")) == ids(got)[::-1]
@@ -68,7 +88,8 @@ def test_the_queue_in_the_schedulers_order_with_every_key_det_requires(
 
 
 def test_ahead_of_and_behind_move_a_job_and_the_scheduler_follows(
-        client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock) -> None:
+    client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     a, b, c = three(client, user, clock)
     [running] = agent.start_all()
     assert update(client, user, {"jobId": c["jobId"], "aheadOf": b["jobId"]}).json() == {}
@@ -80,12 +101,13 @@ def test_ahead_of_and_behind_move_a_job_and_the_scheduler_follows(
     assert started.task_id.startswith(f"{c['id']}.")
     assert update(client, user, {"jobId": c["jobId"], "behindOf": b["jobId"]}).status_code == 200
     got = jobs(client, user)  # the queue's order, running or not: c's place counts for its next trials
-    assert [(j["jobId"], j["summary"]["state"]) for j in got] == [(b["jobId"], "STATE_QUEUED"),
-                                                                  (c["jobId"], "STATE_SCHEDULED")]
+    assert [(j["jobId"], j["summary"]["state"]) for j in got] == [
+        (b["jobId"], "STATE_QUEUED"),
+        (c["jobId"], "STATE_SCHEDULED"),
+    ]
 
 
-def test_a_job_moves_between_jobs_submitted_at_the_same_instant(
-        app: FastAPI, client: TestClient, user: dict) -> None:
+def test_a_job_moves_between_jobs_submitted_at_the_same_instant(app: FastAPI, client: TestClient, user: dict) -> None:
     a, b, c, d = (create_experiment(client, user, SINGLE_CONFIG) for _ in range(4))  # the clock stands still
     assert update(client, user, {"jobId": d["jobId"], "aheadOf": b["jobId"]}).status_code == 200
     assert ids(jobs(client, user)) == [a["jobId"], d["jobId"], b["jobId"], c["jobId"]]
@@ -100,11 +122,14 @@ def test_a_job_moves_between_jobs_submitted_at_the_same_instant(
 
 
 def test_priority_and_weight_change_the_config_and_the_live_allocations(
-        client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock) -> None:
+    client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     a, b, c = three(client, user, clock)
     agent.start_all()
-    assert update(client, user, {"jobId": c["jobId"], "priority": 10, "weight": None, "resourcePool": None}
-                  ).status_code == 200
+    assert (
+        update(client, user, {"jobId": c["jobId"], "priority": 10, "weight": None, "resourcePool": None}).status_code
+        == 200
+    )
     assert update(client, user, {"jobId": c["jobId"], "weight": 2.5}).status_code == 200
     got = jobs(client, user)
     assert ids(got) == [c["jobId"], a["jobId"], b["jobId"]]  # more urgent than the running one
@@ -116,7 +141,8 @@ def test_priority_and_weight_change_the_config_and_the_live_allocations(
 
 
 def test_bad_updates_are_refused_naming_the_field(
-        client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock) -> None:
+    client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     a, b, c = three(client, user, clock)
     agent.start_all()
     update(client, user, {"jobId": c["jobId"], "priority": 7})
@@ -153,23 +179,31 @@ def test_only_the_owner_or_an_admin_updates_a_job(client: TestClient, user: dict
     assert r.status_code == 403, r.text
     theirs = create_experiment(client, user, SINGLE_CONFIG)
     assert update(client, admin, {"jobId": theirs["jobId"], "priority": 5}).status_code == 200
-    r = update(client, user, {"jobId": theirs["jobId"], "behindOf": mine["jobId"]},
-               {"jobId": mine["jobId"], "priority": 9})
+    r = update(
+        client, user, {"jobId": theirs["jobId"], "behindOf": mine["jobId"]}, {"jobId": mine["jobId"], "priority": 9}
+    )
     assert r.status_code == 400  # another priority: nothing of the batch was applied before it failed
     assert client.get(f"/api/v1/experiments/{mine['id']}", headers=user).json()["config"]["resources"]["priority"] == 42
 
 
 @pytest.fixture
 def two_pools(master_config: MasterConfig, clock: ManualClock) -> Iterator[tuple[FastAPI, TestClient]]:
-    config = master_config.model_copy(update={"resource_pools": [
-        ResourcePoolConfig(pool_name="default"), ResourcePoolConfig(pool_name="big", max_slots_per_trial=8)]})
+    config = master_config.model_copy(
+        update={
+            "resource_pools": [
+                ResourcePoolConfig(pool_name="default"),
+                ResourcePoolConfig(pool_name="big", max_slots_per_trial=8),
+            ]
+        }
+    )
     app = create_app(config, clock=clock)
     with TestClient(app) as client:
         yield app, client
 
 
 def test_a_job_moves_to_another_pool_while_none_of_its_trials_runs(
-        two_pools: tuple[FastAPI, TestClient], clock: ManualClock) -> None:
+    two_pools: tuple[FastAPI, TestClient], clock: ManualClock
+) -> None:
     app, client = two_pools
     user = bearer(login(client, "determined"))
     agent = FakeAgent(app, "agent-1", slots=1)
@@ -185,16 +219,18 @@ def test_a_job_moves_to_another_pool_while_none_of_its_trials_runs(
         assert b["jobId"] not in ids(jobs(client, user, resourcePool="default"))
         r = update(client, user, {"jobId": a["jobId"], "resourcePool": "big"})
         assert r.status_code == 409 and "running" in r.json()["message"], r.text
-        assert client.get(f"/api/v1/experiments/{a['id']}", headers=user).json()["experiment"]["resourcePool"] == \
-            "default"
+        assert (
+            client.get(f"/api/v1/experiments/{a['id']}", headers=user).json()["experiment"]["resourcePool"] == "default"
+        )
     finally:
         agent.close()
 
 
 def test_a_job_names_the_workspace_of_its_experiments_project(client: TestClient, user: dict) -> None:
     ws = post(client, "/api/v1/workspaces", {"name": "team"}, user).json()["workspace"]
-    project = post(client, f"/api/v1/workspaces/{ws['id']}/projects", {"name": "p", "workspaceId": ws["id"]},
-                   user).json()["project"]
+    project = post(
+        client, f"/api/v1/workspaces/{ws['id']}/projects", {"name": "p", "workspaceId": ws["id"]}, user
+    ).json()["project"]
     body = {"activate": True, "config": SINGLE_CONFIG, "modelDefinition": [], "projectId": project["id"]}
     exp = post(client, "/api/v1/experiments", body, user).json()["experiment"]
     plain = create_experiment(client, user, SINGLE_CONFIG)

@@ -10,11 +10,22 @@ from fastapi.testclient import TestClient
 from pedl.master.api.json_body import GZIP_MIN_BYTES, accepts_gzip, json_body
 
 
-@pytest.mark.parametrize(("header", "expected"), [
-    ("gzip", True), ("gzip, deflate, br", True), ("br;q=1.0, gzip;q=0.5", True), ("*", True),
-    ("", False), ("identity", False), ("gzip;q=0", False), ("gzip;q=0.0, br", False), ("gzip;q=x", False),
-    ("GZip", True), ("x-gzip", False),
-])
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("gzip", True),
+        ("gzip, deflate, br", True),
+        ("br;q=1.0, gzip;q=0.5", True),
+        ("*", True),
+        ("", False),
+        ("identity", False),
+        ("gzip;q=0", False),
+        ("gzip;q=0.0, br", False),
+        ("gzip;q=x", False),
+        ("GZip", True),
+        ("x-gzip", False),
+    ],
+)
 def test_accept_encoding(header: str, expected: bool) -> None:
     assert accepts_gzip(header) is expected
 

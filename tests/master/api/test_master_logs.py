@@ -24,7 +24,8 @@ def test_the_master_keeps_its_records_for_admins(client: TestClient, admin: dict
     mine = [e for e in got if "marker" in e["message"]]
     assert [(e["level"], e["message"]) for e in mine] == [
         ("LOG_LEVEL_WARNING", "pedl.master.test: first marker"),
-        ("LOG_LEVEL_ERROR", "pedl.master.test: second marker for alice")]
+        ("LOG_LEVEL_ERROR", "pedl.master.test: second marker for alice"),
+    ]
     assert all(isinstance(e["id"], int) and e["timestamp"].endswith("Z") for e in got)
     assert [e["id"] for e in got] == sorted({e["id"] for e in got})
     assert entries(client, admin, offset=-1) == got[-1:]  # det's --tail 1

@@ -22,9 +22,13 @@ BIG_INT = 2**63
 
 names = st.sampled_from(["loss", "accuracy", "lr", "", "x" * 300, "a.b", "\u00e9t\u00e9"])
 scalars = st.one_of(
-    st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(-(2**70), 2**70),
     st.sampled_from([BIG_INT - 1, BIG_INT, -BIG_INT, -BIG_INT - 1, 2**64, 1e300, 2.0**63, -(2.0**63), 0.5]),
-    st.sampled_from(["NaN", "Infinity", "-Infinity", "", "a\x00b", "y" * 300, "ok"]), st.booleans(), st.none())
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "", "a\x00b", "y" * 300, "ok"]),
+    st.booleans(),
+    st.none(),
+)
 values = st.one_of(scalars, st.lists(scalars, max_size=2), st.dictionaries(st.just("k"), scalars, max_size=1))
 odd = st.sampled_from([None, -1, "text", 1.5, [], {}, True, 2**70])
 
@@ -36,8 +40,10 @@ def reports(draw: Any) -> Any:
         "stepsCompleted": draw(st.integers(0, 50)),
         "trialRunId": draw(st.integers(0, 3)),
         "reportTime": draw(st.sampled_from([None, "2026-11-27T08:00:00Z"])),
-        "metrics": {"avgMetrics": draw(st.dictionaries(names, scalars, max_size=3)),
-                    "batchMetrics": draw(st.sampled_from([None, []]))},
+        "metrics": {
+            "avgMetrics": draw(st.dictionaries(names, scalars, max_size=3)),
+            "batchMetrics": draw(st.sampled_from([None, []])),
+        },
     }
     for key in draw(st.lists(st.sampled_from(["group", "stepsCompleted", "trialRunId", "reportTime"]), max_size=1)):
         report[key] = draw(odd)
@@ -73,28 +79,45 @@ def test_the_lean_path_answers_as_the_general_path(batch: list[Any]) -> None:
     same_answer(json.dumps({"reports": batch}).encode())
 
 
-@pytest.mark.parametrize("raw", [
-    b"", b"   ", b"[]", b"{}", b'{"reports": []}', b'{"reports": {}}', b"not json", b'{"reports": [1]}',
-    b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": NaN}}}]}',
-    b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": 1e400}}}]}',
-    # an integer past 64 bits: orjson reads a float, the models refuse it
-    b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": 100000000000000000000000}}}]}',
-    b'{"reports": [{"stepsCompleted": 18446744073709551615, "metrics": {"avgMetrics": {}}}]}',
-    b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a\\u0000": 1}}}]}',
-    b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": "\\ud800"}}}]}',
-    b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": "\\ud83d\\ude00"}}}]}',
-    b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": 1}}}], "other": 1}',
-    b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": 1, "a": 2}}}]}',
-    b'\xff\xfe',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"   ",
+        b"[]",
+        b"{}",
+        b'{"reports": []}',
+        b'{"reports": {}}',
+        b"not json",
+        b'{"reports": [1]}',
+        b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": NaN}}}]}',
+        b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": 1e400}}}]}',
+        # an integer past 64 bits: orjson reads a float, the models refuse it
+        b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": 100000000000000000000000}}}]}',
+        b'{"reports": [{"stepsCompleted": 18446744073709551615, "metrics": {"avgMetrics": {}}}]}',
+        b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a\\u0000": 1}}}]}',
+        b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": "\\ud800"}}}]}',
+        b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": "\\ud83d\\ude00"}}}]}',
+        b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": 1}}}], "other": 1}',
+        b'{"reports": [{"stepsCompleted": 1, "metrics": {"avgMetrics": {"a": 1, "a": 2}}}]}',
+        b"\xff\xfe",
+    ],
+)
 def test_bodies_orjson_reads_differently_get_the_general_answer(raw: bytes) -> None:
     same_answer(raw)
 
 
 def test_the_common_batch_takes_the_lean_path_with_its_values_as_stored() -> None:
-    batch = [{"group": "training", "stepsCompleted": i, "trialRunId": 1, "reportTime": "2026-11-27T08:00:00Z",
-              "metrics": {"avgMetrics": {"loss": 1 / i, "bad": "NaN", "n": i}, "batchMetrics": []}}
-             for i in range(1, MAX_REPORTS + 1)]
+    batch = [
+        {
+            "group": "training",
+            "stepsCompleted": i,
+            "trialRunId": 1,
+            "reportTime": "2026-11-27T08:00:00Z",
+            "metrics": {"avgMetrics": {"loss": 1 / i, "bad": "NaN", "n": i}, "batchMetrics": []},
+        }
+        for i in range(1, MAX_REPORTS + 1)
+    ]
     raw = json.dumps({"reports": batch}).encode()
     reports = metric_batch_body._lean(raw, LIMITS)
     assert reports is not None and len(reports) == MAX_REPORTS

@@ -24,8 +24,15 @@ def trials(client: TestClient, user: dict) -> list[int]:
 
 def report(app: FastAPI, trial_id: int, step: int, values: dict, group: str) -> None:
     with ctx_of(app).db.session() as s:
-        metrics.record(s, s.get(models.Trial, trial_id), group=group, steps_completed=step, trial_run_id=1,
-                       report_time=1_700_000_000.0 + step, metrics=values)
+        metrics.record(
+            s,
+            s.get(models.Trial, trial_id),
+            group=group,
+            steps_completed=step,
+            trial_run_id=1,
+            report_time=1_700_000_000.0 + step,
+            metrics=values,
+        )
 
 
 def stream(client: TestClient, headers: dict, path: str, **params) -> list[list[dict]]:
@@ -34,8 +41,9 @@ def stream(client: TestClient, headers: dict, path: str, **params) -> list[list[
     return [json.loads(line)["result"]["metrics"] for line in r.text.splitlines() if line]
 
 
-def test_reports_stream_in_pages_in_step_order(app: FastAPI, client: TestClient, user: dict, trials: list[int],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reports_stream_in_pages_in_step_order(
+    app: FastAPI, client: TestClient, user: dict, trials: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, second = trials
     for step in (3, 1, 2):
         report(app, first, step, {"loss": step / 10}, "training")
@@ -51,7 +59,10 @@ def test_reports_stream_in_pages_in_step_order(app: FastAPI, client: TestClient,
     [[val]] = stream(client, user, "validation_metrics", trialIds=[first])
     assert val["metrics"] == {"validation_metrics": {"acc": 0.9}} and val["totalBatches"] == 2
     assert [m["totalBatches"] for p in stream(client, user, "training_metrics", trialIds=[first]) for m in p] == [
-        1, 2, 3]
+        1,
+        2,
+        3,
+    ]
     assert stream(client, user, "trial_metrics", trialIds=[first], group="nothing") == []
     # pedl's own startBatches (a TensorBoard's refresh): the reports from that many steps on, in pages too
     later = stream(client, user, "trial_metrics", trialIds=[first, second], group="training", startBatches=2)
@@ -59,16 +70,20 @@ def test_reports_stream_in_pages_in_step_order(app: FastAPI, client: TestClient,
     assert [(m["trialId"], m["totalBatches"]) for p in later for m in p] == [(first, 2), (first, 3), (second, 5)]
 
 
-@pytest.mark.parametrize(("params", "status", "field"), [
-    ({"group": "training"}, 400, "trialIds"),
-    ({"trialIds": "x", "group": "training"}, 400, "trialIds"),
-    ({"trialIds": 1}, 400, "group"),
-    ({"trialIds": list(range(1, 1003)), "group": "training"}, 400, "trialIds"),
-    ({"trialIds": 1, "group": "training", "startBatches": -1}, 400, "startBatches"),
-    ({"trialIds": 999, "group": "training"}, 404, "trial 999"),
-])
-def test_bad_requests_name_the_problem(client: TestClient, user: dict, trials: list[int], params: dict, status: int,
-                                       field: str) -> None:
+@pytest.mark.parametrize(
+    ("params", "status", "field"),
+    [
+        ({"group": "training"}, 400, "trialIds"),
+        ({"trialIds": "x", "group": "training"}, 400, "trialIds"),
+        ({"trialIds": 1}, 400, "group"),
+        ({"trialIds": list(range(1, 1003)), "group": "training"}, 400, "trialIds"),
+        ({"trialIds": 1, "group": "training", "startBatches": -1}, 400, "startBatches"),
+        ({"trialIds": 999, "group": "training"}, 404, "trial 999"),
+    ],
+)
+def test_bad_requests_name_the_problem(
+    client: TestClient, user: dict, trials: list[int], params: dict, status: int, field: str
+) -> None:
     r = client.get("/api/v1/trials/metrics/trial_metrics", params=params, headers=user)
     assert r.status_code == status and field in r.json()["message"], r.text
 

@@ -39,8 +39,15 @@ class Running:
         self.trials = sorted(self.tasks)
 
     def report(self, trial_id: int, step: int, values: dict, group: str = "training") -> None:
-        body = {"group": group, "metrics": {"trialId": trial_id, "trialRunId": 1, "stepsCompleted": step,
-                                            "metrics": {"avgMetrics": values}}}
+        body = {
+            "group": group,
+            "metrics": {
+                "trialId": trial_id,
+                "trialRunId": 1,
+                "stepsCompleted": step,
+                "metrics": {"avgMetrics": values},
+            },
+        }
         r = post(self.client, f"/api/v1/trials/{trial_id}/metrics", body, bearer(self.tasks[trial_id].token))
         assert r.status_code == 200, r.text
 
@@ -78,8 +85,12 @@ def test_metric_names_first_then_each_name_once(app: FastAPI, client: TestClient
     exp.report(b, 20, {"loss": 0.2, "epochs": 1})
     exp.report(b, 20, {"custom": 1}, "inference")
     got, _ = poll()
-    assert got == {"searcherMetrics": [], "trainingMetrics": ["epochs"], "validationMetrics": [],
-                   "metricNames": [{"group": "inference", "name": "custom"}, {"group": "training", "name": "epochs"}]}
+    assert got == {
+        "searcherMetrics": [],
+        "trainingMetrics": ["epochs"],
+        "validationMetrics": [],
+        "metricNames": [{"group": "inference", "name": "custom"}, {"group": "training", "name": "epochs"}],
+    }
     exp.end()
     got, ended = poll()
     assert ended and got["trainingMetrics"] == [] and got["metricNames"] == []
@@ -124,8 +135,9 @@ def test_trials_snapshot_in_the_window_once_per_report(app: FastAPI, client: Tes
 
 def test_trials_sample_promotes_then_sends_new_points(app: FastAPI, client: TestClient, user: dict) -> None:
     exp = Running(app, client, user, ASHA_CONFIG)
-    poll = reads.sample_poll(app.state.ctx, exp.id, "training", "loss", most_trials=1, most_points=1000, low=0,
-                             high=2**62)
+    poll = reads.sample_poll(
+        app.state.ctx, exp.id, "training", "loss", most_trials=1, most_points=1000, low=0, high=2**62
+    )
     empty = {"trials": [], "promotedTrials": [], "demotedTrials": []}
     assert poll() == (empty, False)  # ASHA ranks the trials that have validated: none yet
     a, b = exp.trials
@@ -141,8 +153,13 @@ def test_trials_sample_promotes_then_sends_new_points(app: FastAPI, client: Test
     assert poll() == (empty, False)  # nothing new
     exp.report(a, 30, {"loss": 0.7})
     got, _ = poll()
-    assert got["trials"] == [{"trialId": a, "hparams": None, "data": [
-        {"batches": 30, "values": {"loss": 0.7}, "time": got["trials"][0]["data"][0]["time"]}]}]
+    assert got["trials"] == [
+        {
+            "trialId": a,
+            "hparams": None,
+            "data": [{"batches": 30, "values": {"loss": 0.7}, "time": got["trials"][0]["data"][0]["time"]}],
+        }
+    ]
     # b validates further: it takes a's place (max_trials 1)
     exp.report(b, 40, {"loss": 0.6})
     exp.report(b, 40, {"loss": 0.6}, "validation")
@@ -170,14 +187,18 @@ def test_thin_keeps_the_last_point() -> None:
     assert streams.thin(points[:3], 10) == points[:3]
 
 
-def test_follow_sends_the_first_message_then_each_poll_until_the_end(app: FastAPI, client: TestClient,
-                                                                   user: dict) -> None:
+def test_follow_sends_the_first_message_then_each_poll_until_the_end(
+    app: FastAPI, client: TestClient, user: dict
+) -> None:
     """The loop the routes run: the first message, a poll each period (off the event loop), the end."""
     exp = Running(app, client, user)
     poll = reads.batches_poll(app.state.ctx, exp.id, "training", "loss")
     a, _ = exp.trials
-    steps: list[Callable[[], None]] = [lambda: exp.report(a, 100, {"loss": 1}),
-                                       lambda: exp.report(a, 200, {"loss": 1}), exp.end]
+    steps: list[Callable[[], None]] = [
+        lambda: exp.report(a, 100, {"loss": 1}),
+        lambda: exp.report(a, 200, {"loss": 1}),
+        exp.end,
+    ]
     waits: list[float] = []
 
     async def wait(seconds: float) -> None:
@@ -189,8 +210,11 @@ def test_follow_sends_the_first_message_then_each_poll_until_the_end(app: FastAP
 
     async def run() -> list[dict]:
         first = poll()
-        return [json.loads(line)["result"] async for line in follow(poll, first, period=7.0, disconnected=connected,
-                                                                     wait=wait)]
+        return [
+            json.loads(line)["result"]
+            async for line in follow(poll, first, period=7.0, disconnected=connected, wait=wait)
+        ]
+
     assert asyncio.run(run()) == [{"batches": []}, {"batches": [100]}, {"batches": [200]}, {"batches": []}]
     assert waits == [7.0, 7.0, 7.0]
 
@@ -210,14 +234,14 @@ def test_follow_ends_when_the_client_leaves() -> None:
 
     async def run() -> list[str]:
         return [line async for line in follow(poll, poll(), period=1.0, disconnected=gone, wait=nothing)]
+
     assert len(asyncio.run(run())) == 1 and len(polls) == 1
 
 
 # ---- over HTTP: an ended experiment's stream is its whole history in one message, then the end
 
 
-def test_each_route_streams_an_ended_experiment_in_one_message(app: FastAPI, client: TestClient,
-                                                               user: dict) -> None:
+def test_each_route_streams_an_ended_experiment_in_one_message(app: FastAPI, client: TestClient, user: dict) -> None:
     exp = Running(app, client, user)
     a, b = exp.trials
     for t in (a, b):
@@ -225,18 +249,32 @@ def test_each_route_streams_an_ended_experiment_in_one_message(app: FastAPI, cli
         exp.report(t, 100, {"validation_loss": 0.4, "accuracy": 0.9}, "validation")
     exp.end()
     base = f"/api/v1/experiments/{exp.id}/metrics-stream"
-    [names] = results(client.get("/api/v1/experiments/metrics-stream/metric-names",
-                                 params={"ids": exp.id, "period_seconds": 1}, headers=user))
+    [names] = results(
+        client.get(
+            "/api/v1/experiments/metrics-stream/metric-names", params={"ids": exp.id, "period_seconds": 1}, headers=user
+        )
+    )
     assert names["searcherMetrics"] == ["loss"] and names["trainingMetrics"] == ["batches", "loss"]
     assert names["validationMetrics"] == ["accuracy", "validation_loss"]
-    [batches] = results(client.get(f"{base}/batches", params={"metric_name": "accuracy",
-                                                                "metric_type": "METRIC_TYPE_VALIDATION"}, headers=user))
+    [batches] = results(
+        client.get(
+            f"{base}/batches", params={"metric_name": "accuracy", "metric_type": "METRIC_TYPE_VALIDATION"}, headers=user
+        )
+    )
     assert batches == {"batches": [100]}
-    [snap] = results(client.get(f"{base}/trials-snapshot", params={
-        "metric_name": "loss", "metric_type": "METRIC_TYPE_TRAINING", "batches_processed": 100}, headers=user))
+    [snap] = results(
+        client.get(
+            f"{base}/trials-snapshot",
+            params={"metric_name": "loss", "metric_type": "METRIC_TYPE_TRAINING", "batches_processed": 100},
+            headers=user,
+        )
+    )
     assert sorted(t["trialId"] for t in snap["trials"]) == [a, b]
-    [sample] = results(client.get(f"{base}/trials-sample", params={
-        "metric_name": "loss", "group": "training", "max_trials": 1}, headers=user))
+    [sample] = results(
+        client.get(
+            f"{base}/trials-sample", params={"metric_name": "loss", "group": "training", "max_trials": 1}, headers=user
+        )
+    )
     assert len(sample["promotedTrials"]) == 1 and sample["demotedTrials"] == []
     assert app.state.ctx.metric_streams.held() == 0  # each stream gave its slot back
 
@@ -258,25 +296,43 @@ def test_who_may_read_a_stream(app: FastAPI, client: TestClient, user: dict, adm
         assert r.status_code == 404 and "999" in r.text
 
 
-@pytest.mark.parametrize(("url", "field"), [
-    ("/api/v1/experiments/metrics-stream/metric-names", "ids"),
-    ("/api/v1/experiments/metrics-stream/metric-names?ids=abc", "ids"),
-    ("/api/v1/experiments/metrics-stream/metric-names?ids=1&ids=0", "ids"),
-    ("/api/v1/experiments/metrics-stream/metric-names?" + "&".join(f"ids={i}" for i in range(1, 102)), "ids"),
-    ("/api/v1/experiments/metrics-stream/metric-names?ids=1&period_seconds=-1", "period_seconds"),
-    ("/api/v1/experiments/metrics-stream/metric-names?ids=1&period_seconds=x", "period_seconds"),
-    ("/api/v1/experiments/1/metrics-stream/batches?metric_name=loss", "metric_type"),
-    ("/api/v1/experiments/1/metrics-stream/batches?metric_name=loss&metric_type=TRAINING", "metric_type"),
-    ("/api/v1/experiments/1/metrics-stream/batches?metric_type=METRIC_TYPE_TRAINING", "metric_name"),
-    ("/api/v1/experiments/1/metrics-stream/batches?metric_name=l&metric_type=METRIC_TYPE_TRAINING&group=g", "group"),
-    ("/api/v1/experiments/x/metrics-stream/batches?metric_name=l&metric_type=METRIC_TYPE_TRAINING", "experiment_id"),
-    ("/api/v1/experiments/1/metrics-stream/trials-snapshot?metric_name=l&metric_type=METRIC_TYPE_TRAINING"
-     "&batches_margin=101", "batches_margin"),
-    ("/api/v1/experiments/1/metrics-stream/trials-sample?metric_name=l&metric_type=METRIC_TYPE_TRAINING"
-     "&max_trials=101", "max_trials"),
-    ("/api/v1/experiments/1/metrics-stream/trials-sample?metric_name=l&metric_type=METRIC_TYPE_TRAINING"
-     "&max_datapoints=-1", "max_datapoints"),
-])
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/api/v1/experiments/metrics-stream/metric-names", "ids"),
+        ("/api/v1/experiments/metrics-stream/metric-names?ids=abc", "ids"),
+        ("/api/v1/experiments/metrics-stream/metric-names?ids=1&ids=0", "ids"),
+        ("/api/v1/experiments/metrics-stream/metric-names?" + "&".join(f"ids={i}" for i in range(1, 102)), "ids"),
+        ("/api/v1/experiments/metrics-stream/metric-names?ids=1&period_seconds=-1", "period_seconds"),
+        ("/api/v1/experiments/metrics-stream/metric-names?ids=1&period_seconds=x", "period_seconds"),
+        ("/api/v1/experiments/1/metrics-stream/batches?metric_name=loss", "metric_type"),
+        ("/api/v1/experiments/1/metrics-stream/batches?metric_name=loss&metric_type=TRAINING", "metric_type"),
+        ("/api/v1/experiments/1/metrics-stream/batches?metric_type=METRIC_TYPE_TRAINING", "metric_name"),
+        (
+            "/api/v1/experiments/1/metrics-stream/batches?metric_name=l&metric_type=METRIC_TYPE_TRAINING&group=g",
+            "group",
+        ),
+        (
+            "/api/v1/experiments/x/metrics-stream/batches?metric_name=l&metric_type=METRIC_TYPE_TRAINING",
+            "experiment_id",
+        ),
+        (
+            "/api/v1/experiments/1/metrics-stream/trials-snapshot?metric_name=l&metric_type=METRIC_TYPE_TRAINING"
+            "&batches_margin=101",
+            "batches_margin",
+        ),
+        (
+            "/api/v1/experiments/1/metrics-stream/trials-sample?metric_name=l&metric_type=METRIC_TYPE_TRAINING"
+            "&max_trials=101",
+            "max_trials",
+        ),
+        (
+            "/api/v1/experiments/1/metrics-stream/trials-sample?metric_name=l&metric_type=METRIC_TYPE_TRAINING"
+            "&max_datapoints=-1",
+            "max_datapoints",
+        ),
+    ],
+)
 def test_bad_input_is_a_400_naming_the_parameter(client: TestClient, user: dict, url: str, field: str) -> None:
     r = client.get(url, headers=user)
     assert r.status_code == 400, r.text

@@ -18,15 +18,53 @@ from pedl.master.identity.passwords import client_hash
 from pedl.master.model_registry import service as model_registry
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, StartedTask, bearer, create_experiment, ctx_of, login, post
 
-MODEL_KEYS = {"archived", "creationTime", "id", "lastUpdatedTime", "metadata", "name", "numVersions", "userId",
-              "username", "workspaceId", "description", "labels", "notes"}  # v1Model's required ones, and more
-VERSION_KEYS = {"checkpoint", "creationTime", "id", "lastUpdatedTime", "model", "version", "name", "comment",
-                "notes", "metadata", "labels", "userId", "username"}
+MODEL_KEYS = {
+    "archived",
+    "creationTime",
+    "id",
+    "lastUpdatedTime",
+    "metadata",
+    "name",
+    "numVersions",
+    "userId",
+    "username",
+    "workspaceId",
+    "description",
+    "labels",
+    "notes",
+}  # v1Model's required ones, and more
+VERSION_KEYS = {
+    "checkpoint",
+    "creationTime",
+    "id",
+    "lastUpdatedTime",
+    "model",
+    "version",
+    "name",
+    "comment",
+    "notes",
+    "metadata",
+    "labels",
+    "userId",
+    "username",
+}
 
 
 def create(client: TestClient, headers: dict, name: str, **fields) -> dict:
-    r = post(client, "/api/v1/models", {"name": name, "description": None, "labels": None, "metadata": None,
-                                        "notes": None, "workspaceName": None, **fields}, headers)
+    r = post(
+        client,
+        "/api/v1/models",
+        {
+            "name": name,
+            "description": None,
+            "labels": None,
+            "metadata": None,
+            "notes": None,
+            "workspaceName": None,
+            **fields,
+        },
+        headers,
+    )
     assert r.status_code == 200, r.text
     return r.json()["model"]
 
@@ -43,8 +81,11 @@ def send(client: TestClient, method: str, path: str, headers: dict, body: dict |
 
 @pytest.fixture
 def bob(client: TestClient, admin: dict) -> dict:
-    body = {"user": {"username": "bob", "admin": False, "active": True}, "password": client_hash("pw"),
-            "isHashed": True}
+    body = {
+        "user": {"username": "bob", "admin": False, "active": True},
+        "password": client_hash("pw"),
+        "isHashed": True,
+    }
     assert post(client, "/api/v1/users", body, admin).status_code == 200
     return bearer(login(client, "bob", "pw"))
 
@@ -58,15 +99,26 @@ def task(client: TestClient, user: dict, agent: FakeAgent) -> StartedTask:
 
 def checkpoint(client: TestClient, task: StartedTask, steps: int) -> str:
     name = str(uuid.uuid4())
-    body = {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id, "training": {},
-            "metadata": {"steps_completed": steps}, "resources": {"model.pt": "10"}, "state": "STATE_COMPLETED"}
+    body = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "taskId": task.task_id,
+        "training": {},
+        "metadata": {"steps_completed": steps},
+        "resources": {"model.pt": "10"},
+        "state": "STATE_COMPLETED",
+    }
     assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
     return name
 
 
 def register(client: TestClient, headers: dict, model: str, ckpt: str, **fields):
-    return post(client, f"/api/v1/models/{quote(model)}/versions",
-                {"modelName": model, "checkpointUuid": ckpt, **fields}, headers)
+    return post(
+        client,
+        f"/api/v1/models/{quote(model)}/versions",
+        {"modelName": model, "checkpointUuid": ckpt, **fields},
+        headers,
+    )
 
 
 # -- models ---------------------------------------------------------------------------------------
@@ -76,9 +128,12 @@ def test_create_then_get_by_name_or_id(client: TestClient, user: dict) -> None:
     made = create(client, user, "my model", description="first", metadata={"k": [1, 2]}, labels=["a", "b", "a"])
     assert set(made) >= MODEL_KEYS
     assert (made["name"], made["description"], made["metadata"], made["labels"]) == (
-        "my model", "first", {"k": [1, 2]}, ["a", "b"])
-    assert (made["username"], made["workspaceId"], made["numVersions"], made["archived"]) == (
-        "determined", 1, 0, False)
+        "my model",
+        "first",
+        {"k": [1, 2]},
+        ["a", "b"],
+    )
+    assert (made["username"], made["workspaceId"], made["numVersions"], made["archived"]) == ("determined", 1, 0, False)
     me = get(client, user, "/api/v1/me")["user"]
     assert made["userId"] == me["id"]
     assert get(client, user, "/api/v1/models/my%20model")["model"] == made
@@ -107,16 +162,22 @@ def test_a_duplicate_name_is_a_conflict_and_changes_nothing(client: TestClient, 
 
 
 def test_other_bad_fields_are_named(client: TestClient, user: dict) -> None:
-    cases = [({"name": "m", "labels": ["ok", ""]}, "labels[1]"),
-             ({"name": "m", "workspaceName": "elsewhere"}, "workspaceName"),
-             ({"name": "m", "workspaceId": 7}, "workspaceId"),
-             ({"name": "m", "metadata": {f"k{i}": "x" * 1000 for i in range(70)}}, "metadata"),
-             ({"name": "m", "metadata": [1]}, "metadata")]
+    cases = [
+        ({"name": "m", "labels": ["ok", ""]}, "labels[1]"),
+        ({"name": "m", "workspaceName": "elsewhere"}, "workspaceName"),
+        ({"name": "m", "workspaceId": 7}, "workspaceId"),
+        ({"name": "m", "metadata": {f"k{i}": "x" * 1000 for i in range(70)}}, "metadata"),
+        ({"name": "m", "metadata": [1]}, "metadata"),
+    ]
     for body, field in cases:
         r = post(client, "/api/v1/models", body, user)
         assert r.status_code == 400 and r.json()["fields"][0]["field"] == field, (body, r.text)
-    assert post(client, "/api/v1/models", {"name": "m", "workspaceName": "Uncategorized", "workspaceId": 1},
-                user).status_code == 200
+    assert (
+        post(
+            client, "/api/v1/models", {"name": "m", "workspaceName": "Uncategorized", "workspaceId": 1}, user
+        ).status_code
+        == 200
+    )
 
 
 def test_models_live_in_a_workspace(client: TestClient, user: dict) -> None:
@@ -140,10 +201,12 @@ def test_models_live_in_a_workspace(client: TestClient, user: dict) -> None:
     assert get(client, user, "/api/v1/models/by-id")["model"]["workspaceId"] == 1
 
 
-def test_listing_filters_sorts_and_pages(client: TestClient, user: dict, admin: dict, clock,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    for i, (name, owner, labels) in enumerate([("beta", user, ["x"]), ("alpha", admin, ["x", "y"]),
-                                               ("gamma", user, ["y"])]):
+def test_listing_filters_sorts_and_pages(
+    client: TestClient, user: dict, admin: dict, clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i, (name, owner, labels) in enumerate(
+        [("beta", user, ["x"]), ("alpha", admin, ["x", "y"]), ("gamma", user, ["y"])]
+    ):
         clock.advance(10)
         create(client, owner, name, description=f"number {i}", labels=labels)
 
@@ -179,19 +242,30 @@ def test_listing_filters_sorts_and_pages(client: TestClient, user: dict, admin: 
 
 def test_the_owner_edits_and_others_cannot(client: TestClient, user: dict, bob: dict, admin: dict) -> None:
     create(client, user, "edited", description="d0", metadata={"a": 1}, labels=["l1"])
-    for method, path, body in [("PATCH", "/api/v1/models/edited", {"description": "by bob"}),
-                               ("POST", "/api/v1/models/edited/archive", None),
-                               ("DELETE", "/api/v1/models/edited", None)]:
+    for method, path, body in [
+        ("PATCH", "/api/v1/models/edited", {"description": "by bob"}),
+        ("POST", "/api/v1/models/edited/archive", None),
+        ("DELETE", "/api/v1/models/edited", None),
+    ]:
         r = send(client, method, path, bob, body)
         assert r.status_code == 403 and "owner" in r.json()["message"], (method, path)
     got = get(client, user, "/api/v1/models/edited")["model"]
     assert (got["description"], got["archived"]) == ("d0", False)
 
-    r = send(client, "PATCH", "/api/v1/models/edited", user,
-             {"description": "d1", "metadata": {"b": 2}, "labels": ["l2", "l3"], "notes": "n"})
+    r = send(
+        client,
+        "PATCH",
+        "/api/v1/models/edited",
+        user,
+        {"description": "d1", "metadata": {"b": 2}, "labels": ["l2", "l3"], "notes": "n"},
+    )
     assert r.status_code == 200, r.text
     assert {k: r.json()["model"][k] for k in ("description", "metadata", "labels", "notes")} == {
-        "description": "d1", "metadata": {"b": 2}, "labels": ["l2", "l3"], "notes": "n"}
+        "description": "d1",
+        "metadata": {"b": 2},
+        "labels": ["l2", "l3"],
+        "notes": "n",
+    }
     r = send(client, "PATCH", "/api/v1/models/edited", admin, {"name": "renamed"})
     assert r.status_code == 200 and r.json()["model"]["username"] == "determined"  # the owner stays
     assert client.get("/api/v1/models/edited", headers=user).status_code == 404
@@ -221,8 +295,9 @@ def test_archive_unarchive_delete(client: TestClient, user: dict, task: StartedT
 # -- versions -------------------------------------------------------------------------------------
 
 
-def test_versions_number_per_model_and_embed_their_checkpoint(client: TestClient, user: dict,
-                                                              task: StartedTask) -> None:
+def test_versions_number_per_model_and_embed_their_checkpoint(
+    client: TestClient, user: dict, task: StartedTask
+) -> None:
     a, b = checkpoint(client, task, 1), checkpoint(client, task, 2)
     model = create(client, user, "vm")
     create(client, user, "other")
@@ -231,7 +306,13 @@ def test_versions_number_per_model_and_embed_their_checkpoint(client: TestClient
     v1 = r.json()["modelVersion"]
     assert set(v1) >= VERSION_KEYS
     assert (v1["version"], v1["name"], v1["comment"], v1["metadata"], v1["labels"], v1["username"]) == (
-        1, "first", "c", {"m": 1}, ["v"], "determined")
+        1,
+        "first",
+        "c",
+        {"m": 1},
+        ["v"],
+        "determined",
+    )
     assert v1["checkpoint"] == get(client, user, f"/api/v1/checkpoints/{a}")["checkpoint"]
     assert v1["model"]["id"] == model["id"] and v1["model"]["numVersions"] == 1
     by_id = post(client, f"/api/v1/models/{model['id']}/versions", {"checkpointUuid": b}, user)  # det --json
@@ -242,15 +323,16 @@ def test_versions_number_per_model_and_embed_their_checkpoint(client: TestClient
     listed = get(client, user, "/api/v1/models/vm/versions", orderBy="ORDER_BY_DESC")
     assert [v["version"] for v in listed["modelVersions"]] == [3, 2, 1]
     assert listed["model"]["numVersions"] == 3 and listed["pagination"]["total"] == 3
-    latest = get(client, user, "/api/v1/models/vm/versions", limit=1, sortBy="SORT_BY_VERSION",
-                 orderBy="ORDER_BY_DESC")
+    latest = get(client, user, "/api/v1/models/vm/versions", limit=1, sortBy="SORT_BY_VERSION", orderBy="ORDER_BY_DESC")
     assert [v["version"] for v in latest["modelVersions"]] == [3] and latest["pagination"]["endIndex"] == 1
     assert get(client, user, "/api/v1/models/vm/versions/2")["modelVersion"]["checkpoint"]["uuid"] == b
     assert client.get("/api/v1/models/vm/versions/9", headers=user).status_code == 404
 
     r = send(client, "PATCH", "/api/v1/models/vm/versions/2", user, {"name": "second", "notes": "readme"})
     assert r.status_code == 200 and (r.json()["modelVersion"]["name"], r.json()["modelVersion"]["notes"]) == (
-        "second", "readme")
+        "second",
+        "readme",
+    )
     r = send(client, "PATCH", "/api/v1/models/vm/versions/2", user, {"checkpoint": {"uuid": a}})
     assert r.status_code == 400 and r.json()["fields"][0]["field"] == "checkpoint.uuid"
     assert send(client, "DELETE", "/api/v1/models/vm/versions/3", user).status_code == 200
@@ -258,8 +340,7 @@ def test_versions_number_per_model_and_embed_their_checkpoint(client: TestClient
     assert register(client, user, "vm", b).json()["modelVersion"]["version"] == 3  # one past the highest
 
 
-def test_only_completed_checkpoints_register(client: TestClient, app: FastAPI, user: dict,
-                                             task: StartedTask) -> None:
+def test_only_completed_checkpoints_register(client: TestClient, app: FastAPI, user: dict, task: StartedTask) -> None:
     create(client, user, "strict")
     gone = checkpoint(client, task, 1)
     with ctx_of(app).db.session() as s:
@@ -280,8 +361,9 @@ def test_only_completed_checkpoints_register(client: TestClient, app: FastAPI, u
     assert get(client, user, "/api/v1/models/strict")["model"]["numVersions"] == 0
 
 
-def test_only_the_models_owner_or_an_admin_changes_versions(client: TestClient, user: dict, bob: dict,
-                                                            admin: dict, task: StartedTask) -> None:
+def test_only_the_models_owner_or_an_admin_changes_versions(
+    client: TestClient, user: dict, bob: dict, admin: dict, task: StartedTask
+) -> None:
     create(client, user, "mine")
     ckpt = checkpoint(client, task, 1)
     assert register(client, bob, "mine", ckpt).status_code == 403

@@ -40,13 +40,18 @@ def _last_activity(app, task_id: str) -> float | None:
         return s.get(models.GenericTask, task_id).last_activity
 
 
-def test_each_notebook_gets_a_token_of_its_own_in_its_environment_only(client: TestClient, user: dict,
-                                                                      agent: FakeAgent) -> None:
-    ids = [post(client, "/api/v1/notebooks", {"config": {"idle_timeout": "2m",
-                                                          "notebook_idle_type": "activity"}}, user).json()
-           for _ in range(2)]
-    tasks = sorted(FakeAgent.start_all(agent) + FakeAgent.start_all(FakeAgent(client.app, "agent-2")),
-                   key=lambda t: t.task_id)
+def test_each_notebook_gets_a_token_of_its_own_in_its_environment_only(
+    client: TestClient, user: dict, agent: FakeAgent
+) -> None:
+    ids = [
+        post(
+            client, "/api/v1/notebooks", {"config": {"idle_timeout": "2m", "notebook_idle_type": "activity"}}, user
+        ).json()
+        for _ in range(2)
+    ]
+    tasks = sorted(
+        FakeAgent.start_all(agent) + FakeAgent.start_all(FakeAgent(client.app, "agent-2")), key=lambda t: t.task_id
+    )
     assert len(tasks) == 2
     tokens = [t.message["env"]["JUPYTER_TOKEN"] for t in tasks]
     assert len(set(tokens)) == 2 and all(len(t) >= 32 for t in tokens)
@@ -65,14 +70,18 @@ def test_each_notebook_gets_a_token_of_its_own_in_its_environment_only(client: T
     assert {i["notebook"]["id"] for i in ids} == {t.task_id for t in tasks}
 
 
-def test_the_proxy_sends_the_notebooks_token_and_notes_its_use(app, client: TestClient, user: dict,
-                                                               agent: FakeAgent, clock: ManualClock,
-                                                               echo: int) -> None:
+def test_the_proxy_sends_the_notebooks_token_and_notes_its_use(
+    app, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock, echo: int
+) -> None:
     nb = post(client, "/api/v1/notebooks", {}, user).json()["notebook"]["id"]
     (task,) = agent.start_all()
     token = task.message["env"]["JUPYTER_TOKEN"]
-    assert post(client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": echo},
-                bearer(task.token)).status_code == 200
+    assert (
+        post(
+            client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": echo}, bearer(task.token)
+        ).status_code
+        == 200
+    )
     assert _last_activity(app, nb) == clock.now()  # the service answers: its idle clock starts
     advance(clock, agent, 60)
     r = client.get(f"/proxy/{nb}/api/status", headers=user)
@@ -94,18 +103,27 @@ def test_a_trials_service_gets_no_token(app, client: TestClient, user: dict, age
 
     create_experiment(client, user, SINGLE_CONFIG)
     (task,) = agent.start_all()
-    assert post(client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": echo},
-                bearer(task.token)).status_code == 200
+    assert (
+        post(
+            client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": echo}, bearer(task.token)
+        ).status_code
+        == 200
+    )
     r = client.get(f"/proxy/{task.task_id}/x", headers=user)
     assert r.status_code == 200 and "authorization" not in r.json()["headers"], r.text
 
 
-def test_messages_over_the_proxys_websocket_are_use(app, client: TestClient, user: dict, agent: FakeAgent,
-                                                    clock: ManualClock, echo: int) -> None:
+def test_messages_over_the_proxys_websocket_are_use(
+    app, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock, echo: int
+) -> None:
     nb = post(client, "/api/v1/notebooks", {}, user).json()["notebook"]["id"]
     (task,) = agent.start_all()
-    assert post(client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": echo},
-                bearer(task.token)).status_code == 200
+    assert (
+        post(
+            client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": echo}, bearer(task.token)
+        ).status_code
+        == 200
+    )
     with client.websocket_connect(f"/proxy/{nb}/ws", headers=user) as ws:
         advance(clock, agent, 30)
         ws.send_text("hello")

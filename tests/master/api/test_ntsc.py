@@ -20,10 +20,15 @@ def launch(client: TestClient, headers: dict, kind: str = "commands", **body) ->
     return r.json()
 
 
-def test_a_command_runs_its_entrypoint_with_its_files_as_a_task_of_its_own(client: TestClient, user: dict,
-                                                                          agent: FakeAgent, clock) -> None:
-    out = launch(client, user, config={"entrypoint": ["echo", "hi"], "description": "say hi"},
-                 files=[file_entry("data.txt", b"payload")])
+def test_a_command_runs_its_entrypoint_with_its_files_as_a_task_of_its_own(
+    client: TestClient, user: dict, agent: FakeAgent, clock
+) -> None:
+    out = launch(
+        client,
+        user,
+        config={"entrypoint": ["echo", "hi"], "description": "say hi"},
+        files=[file_entry("data.txt", b"payload")],
+    )
     cmd = out["command"]
     assert cmd["description"] == "say hi" and cmd["state"] == "STATE_QUEUED" and cmd["username"] == "determined"
     assert out["config"]["resources"] == {**out["config"]["resources"], "slots": 1, "resource_pool": "default"}
@@ -106,14 +111,14 @@ def test_bad_input_is_refused_naming_the_field(client: TestClient, user: dict) -
 def test_variables_the_master_alone_sets_are_refused_naming_the_field(client: TestClient, user: dict) -> None:
     host = '{"checkpoint_storage": {"type": "shared_fs", "host_path": "/root"}}'
     for variables, field in (
-            ([f"DET_EXPERIMENT_CONFIG={host}"], "environment.environment_variables[0]"),
-            ({"A": "1", "DET_EXPERIMENT_CONFIG": host}, "environment.environment_variables.DET_EXPERIMENT_CONFIG"),
-            ({"cpu": ["A=1", f"DET_EXPERIMENT_CONFIG={host}"]}, "environment.environment_variables.cpu[1]"),
-            ({"gpu": {"DET_EXPERIMENT_CONFIG": host}}, "environment.environment_variables.gpu.DET_EXPERIMENT_CONFIG"),
-            (["DET_CLUSTER_ID=x"], "environment.environment_variables[0]")):
+        ([f"DET_EXPERIMENT_CONFIG={host}"], "environment.environment_variables[0]"),
+        ({"A": "1", "DET_EXPERIMENT_CONFIG": host}, "environment.environment_variables.DET_EXPERIMENT_CONFIG"),
+        ({"cpu": ["A=1", f"DET_EXPERIMENT_CONFIG={host}"]}, "environment.environment_variables.cpu[1]"),
+        ({"gpu": {"DET_EXPERIMENT_CONFIG": host}}, "environment.environment_variables.gpu.DET_EXPERIMENT_CONFIG"),
+        (["DET_CLUSTER_ID=x"], "environment.environment_variables[0]"),
+    ):
         for kind in ("commands", "notebooks", "shells"):
-            r = post(client, f"/api/v1/{kind}", {"config": {"environment": {"environment_variables": variables}}},
-                     user)
+            r = post(client, f"/api/v1/{kind}", {"config": {"environment": {"environment_variables": variables}}}, user)
             assert r.status_code == 400 and field in r.text and "set by the master" in r.text, (kind, r.text)
     assert client.get("/api/v1/commands", headers=user).json()["commands"] == []  # nothing was started
 
@@ -139,8 +144,9 @@ def test_deleting_a_workspace_kills_its_tasks_and_no_others(client: TestClient, 
     assert client.get("/api/v1/notebooks", params={"workspaceId": ws}, headers=user).status_code == 404
 
 
-def test_a_command_without_an_entrypoint_is_taken_and_its_agent_says_why_it_ends(client: TestClient, user: dict,
-                                                                                agent: FakeAgent) -> None:
+def test_a_command_without_an_entrypoint_is_taken_and_its_agent_says_why_it_ends(
+    client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     """Determined takes it (its e2e test_workspaceid_set launches one); the agent ends it at once with
     'the entrypoint is empty' (tests/agent)."""
     cmd = launch(client, user)["command"]
@@ -150,8 +156,12 @@ def test_a_command_without_an_entrypoint_is_taken_and_its_agent_says_why_it_ends
 
 def test_a_shells_key_is_its_owners_and_it_names_the_user_det_logs_in_as(client: TestClient, admin: dict) -> None:
     group = {"agentUid": 1000, "agentGid": 1001, "agentUser": "alice", "agentGroup": "staff"}
-    r = post(client, "/api/v1/users", {"user": {"username": "alice", "active": True, "agentUserGroup": group},
-                                       "password": ""}, admin)
+    r = post(
+        client,
+        "/api/v1/users",
+        {"user": {"username": "alice", "active": True, "agentUserGroup": group}, "password": ""},
+        admin,
+    )
     assert r.status_code == 200, r.text
     post(client, "/api/v1/users", {"user": {"username": "eve", "active": True}, "password": ""}, admin)
     alice, eve = bearer(login(client, "alice")), bearer(login(client, "eve"))
@@ -167,13 +177,18 @@ def test_a_shells_key_is_its_owners_and_it_names_the_user_det_logs_in_as(client:
     # a user with no agent user group: a uid of their own (security.task_uid_base), named for them
     theirs = launch(client, eve, "shells")["shell"]
     eve_id = client.get("/api/v1/me", headers=eve).json()["user"]["id"]
-    assert theirs["agentUserGroup"] == {"uid": TASK_UID_BASE + eve_id, "gid": TASK_UID_BASE + eve_id,
-                                        "user": "pedl-user-eve", "group": "pedl-user-eve"}
+    assert theirs["agentUserGroup"] == {
+        "uid": TASK_UID_BASE + eve_id,
+        "gid": TASK_UID_BASE + eve_id,
+        "user": "pedl-user-eve",
+        "group": "pedl-user-eve",
+    }
     assert theirs["privateKey"] != mine["privateKey"]
 
 
-def test_one_word_is_shell_text_and_the_end_is_logged_in_determineds_words(client: TestClient, user: dict,
-                                                                          agent: FakeAgent) -> None:
+def test_one_word_is_shell_text_and_the_end_is_logged_in_determineds_words(
+    client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     """`det cmd run 'env | grep X'` sends one word: the agent gets shell text; several stay an argv. A bare
     NAME among the variables (Determined passes it to Docker) sets nothing. The task's log ends with
     Determined's "resources exited successfully" or "resources failed with non-zero exit code"."""
@@ -198,8 +213,9 @@ def test_one_word_is_shell_text_and_the_end_is_logged_in_determineds_words(clien
     assert "exited with code 2: resources failed with non-zero exit code" in logged(many["id"])
 
 
-def test_tasks_get_their_pools_task_container_defaults_and_startup_hook(app, client: TestClient, user: dict,
-                                                                       agent: FakeAgent) -> None:
+def test_tasks_get_their_pools_task_container_defaults_and_startup_hook(
+    app, client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     from pedl.config.task_container import TaskContainerDefaults
     from tests.master.fakes import SINGLE_CONFIG, create_experiment
 
@@ -221,8 +237,9 @@ def test_tasks_get_their_pools_task_container_defaults_and_startup_hook(app, cli
     assert trial.trial_id and trial.message["startup_hook"] == "echo pool" and trial.message["env"]["A"] == "1"
 
 
-def test_resources_shm_size_reaches_the_agent_for_a_process_and_a_container(client: TestClient, user: dict,
-                                                                            agent: FakeAgent) -> None:
+def test_resources_shm_size_reaches_the_agent_for_a_process_and_a_container(
+    client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     launch(client, user, config={"entrypoint": "true", "resources": {"shm_size": "1.5g"}})
     [task] = agent.start_all()
     assert task.message["shm_size_bytes"] == 1536 * 2**20 and task.message["container"] is None
@@ -246,18 +263,27 @@ def test_a_containers_shm_size_is_the_tasks_over_the_defaults() -> None:
 
 
 def test_a_process_tasks_bind_mounts_reach_its_agent_and_a_containers_stay_in_its_container(
-        client: TestClient, user: dict, agent: FakeAgent) -> None:
-    mounts = [{"host_path": "/data", "container_path": "/data", "read_only": True},
-              {"host_path": "/srv/x", "container_path": "rel/x"}]
+    client: TestClient, user: dict, agent: FakeAgent
+) -> None:
+    mounts = [
+        {"host_path": "/data", "container_path": "/data", "read_only": True},
+        {"host_path": "/srv/x", "container_path": "rel/x"},
+    ]
     launch(client, user, config={"entrypoint": "true", "bind_mounts": mounts})
     [task] = agent.start_all()
     got = task.message["bind_mounts"]
     assert [(m["host_path"], m["container_path"], m["read_only"]) for m in got] == [
-        ("/data", "/data", True), ("/srv/x", "rel/x", False)]
+        ("/data", "/data", True),
+        ("/srv/x", "rel/x", False),
+    ]
     agent.exit(task.allocation_id, 0)
     for bad, words in (("../up", "no '..'"), ("a/../../b", "no '..'"), ("x:y", "':'")):
-        r = post(client, "/api/v1/commands", {"config": {"entrypoint": "true", "bind_mounts": [
-            {"host_path": "/data", "container_path": bad}]}}, user)
+        r = post(
+            client,
+            "/api/v1/commands",
+            {"config": {"entrypoint": "true", "bind_mounts": [{"host_path": "/data", "container_path": bad}]}},
+            user,
+        )
         assert r.status_code == 400 and "bind_mounts" in r.text and words in r.text, r.text
 
 

@@ -20,8 +20,15 @@ hyperparameters:
 
 
 def report(client: TestClient, task, group: str, step: int, metrics: dict) -> None:
-    body = {"group": group, "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": step,
-                                        "metrics": {"avgMetrics": metrics}}}
+    body = {
+        "group": group,
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": step,
+            "metrics": {"avgMetrics": metrics},
+        },
+    }
     r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, bearer(task.token))
     assert r.status_code == 200, r.text
 
@@ -66,8 +73,9 @@ def test_metric_ranges_span_the_projects_trials(client: TestClient, user: dict, 
         agent.close()
 
 
-def test_columns_and_ranges_are_bounded_in_bytes_and_say_they_were_cut(client: TestClient, user: dict, app,
-                                                                       agent: FakeAgent, monkeypatch) -> None:
+def test_columns_and_ranges_are_bounded_in_bytes_and_say_they_were_cut(
+    client: TestClient, user: dict, app, agent: FakeAgent, monkeypatch
+) -> None:
     """Past limits.max_listing_bytes the metric columns (and ranges) of the newest trials are kept, the rest
     left out, and `truncated` says so; the general and hyperparameter columns are always there."""
     create_experiment(client, user, CONFIG)
@@ -78,8 +86,11 @@ def test_columns_and_ranges_are_bounded_in_bytes_and_say_they_were_cut(client: T
     assert whole.json()["truncated"] is False and len(whole.json()["columns"]) > 3600
     ranges = client.get("/api/v1/projects/1/experiments/metric-ranges", headers=user).json()
     assert ranges["truncated"] is False and len(ranges["ranges"]) == 900
-    monkeypatch.setattr(ctx, "config", ctx.config.model_copy(update={"limits": ctx.config.limits.model_copy(
-        update={"max_listing_bytes": 64 * 1024})}))
+    monkeypatch.setattr(
+        ctx,
+        "config",
+        ctx.config.model_copy(update={"limits": ctx.config.limits.model_copy(update={"max_listing_bytes": 64 * 1024})}),
+    )
     r = client.get("/api/v1/projects/1/columns", headers=user)
     assert r.status_code == 200 and r.json()["truncated"] is True
     assert len(r.content) <= 64 * 1024 < len(whole.content)

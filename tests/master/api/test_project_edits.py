@@ -39,13 +39,20 @@ def test_patch_edits_name_description_and_key(client: TestClient, user: dict) ->
     assert get(client, user, pid) == shown
 
 
-def test_only_its_creator_or_an_admin_changes_it_and_the_default_is_refused(client: TestClient, user: dict,
-                                                                           admin: dict) -> None:
+def test_only_its_creator_or_an_admin_changes_it_and_the_default_is_refused(
+    client: TestClient, user: dict, admin: dict
+) -> None:
     ws = workspace(client, admin, "Admins")["id"]
     pid = project(client, admin, ws, "Theirs")
-    calls = (("PATCH", "", '{"name": "Mine"}'), ("POST", "/archive", None), ("POST", "/unarchive", None),
-             ("POST", "/move", json.dumps({"destinationWorkspaceId": ws})), ("DELETE", "", None),
-             ("PUT", "/notes", '{"notes": []}'), ("POST", "/notes", '{"name": "n", "contents": "c"}'))
+    calls = (
+        ("PATCH", "", '{"name": "Mine"}'),
+        ("POST", "/archive", None),
+        ("POST", "/unarchive", None),
+        ("POST", "/move", json.dumps({"destinationWorkspaceId": ws})),
+        ("DELETE", "", None),
+        ("PUT", "/notes", '{"notes": []}'),
+        ("POST", "/notes", '{"name": "n", "contents": "c"}'),
+    )
     for method, path, body in calls:
         r = client.request(method, f"/api/v1/projects/{pid}{path}", content=body, headers=user)
         assert r.status_code == 403, (method, path, r.text)
@@ -93,8 +100,9 @@ def test_notes_are_added_and_replaced(client: TestClient, user: dict) -> None:
     note, note2 = {"name": "Hello", "contents": "Hello World"}, {"name": "Hello 2", "contents": "Hello World"}
     assert post(client, f"/api/v1/projects/{pid}/notes", note, user).json()["notes"] == [note]
     assert post(client, f"/api/v1/projects/{pid}/notes", note2, user).json()["notes"] == [note, note2]
-    r = client.put(f"/api/v1/projects/{pid}/notes", content=json.dumps({"notes": [note], "projectId": pid}),
-                   headers=user)
+    r = client.put(
+        f"/api/v1/projects/{pid}/notes", content=json.dumps({"notes": [note], "projectId": pid}), headers=user
+    )
     assert r.status_code == 200 and r.json()["notes"] == [note]
     r = client.put(f"/api/v1/projects/{pid}/notes", content=json.dumps({"notes": [{"name": 1}]}), headers=user)
     assert r.status_code == 400 and "notes[0]" in r.json()["message"]
@@ -118,8 +126,11 @@ def test_delete_takes_its_ended_experiments(client: TestClient, user: dict) -> N
 
 def test_unarchived_listing_leaves_out_archived_projects_and_workspaces(client: TestClient, user: dict) -> None:
     vision, audio = workspace(client, user, "Vision")["id"], workspace(client, user, "Audio")["id"]
-    p1, p2, p3 = project(client, user, vision, "A"), project(client, user, vision, "B"), project(client, user,
-                                                                                                 audio, "C")
+    p1, p2, p3 = (
+        project(client, user, vision, "A"),
+        project(client, user, vision, "B"),
+        project(client, user, audio, "C"),
+    )
     ids = {pid: experiment(client, user, pid).json()["experiment"]["id"] for pid in (p1, p2, p3)}
 
     def listed(query: str) -> set[int]:

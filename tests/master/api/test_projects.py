@@ -8,8 +8,22 @@ from fastapi.testclient import TestClient
 from tests.master.fakes import SINGLE_CONFIG, file_entry, post
 
 # what det's bindings require of a v1Project (determined 0.38.1, bindings.py)
-V1_PROJECT = {"archived", "errorMessage", "id", "immutable", "key", "name", "notes", "numActiveExperiments",
-              "numExperiments", "numRuns", "state", "userId", "username", "workspaceId"}
+V1_PROJECT = {
+    "archived",
+    "errorMessage",
+    "id",
+    "immutable",
+    "key",
+    "name",
+    "notes",
+    "numActiveExperiments",
+    "numExperiments",
+    "numRuns",
+    "state",
+    "userId",
+    "username",
+    "workspaceId",
+}
 
 
 def workspace(client: TestClient, headers: dict, name: str) -> int:
@@ -23,9 +37,20 @@ def project(client: TestClient, headers: dict, ws: int, name: str, **extra: obje
 
 
 def experiment(client: TestClient, headers: dict, config: str = SINGLE_CONFIG, **body: object):
-    return post(client, "/api/v1/experiments", {"activate": False, "config": config, "parentId": None,
-                                                "modelDefinition": [file_entry("train.py", b"x\n")],
-                                                "validateOnly": False, "template": None, **body}, headers)
+    return post(
+        client,
+        "/api/v1/experiments",
+        {
+            "activate": False,
+            "config": config,
+            "parentId": None,
+            "modelDefinition": [file_entry("train.py", b"x\n")],
+            "validateOnly": False,
+            "template": None,
+            **body,
+        },
+        headers,
+    )
 
 
 def count_experiments(client: TestClient, headers: dict) -> int:
@@ -39,7 +64,13 @@ def test_create_and_get_a_project_with_every_key_det_needs(client: TestClient, u
     p = r.json()["project"]
     assert set(p) >= V1_PROJECT
     assert (p["name"], p["workspaceId"], p["workspaceName"], p["description"], p["key"], p["username"]) == (
-        "Detection", ws, "Vision", "boxes", "DET", "determined")
+        "Detection",
+        ws,
+        "Vision",
+        "boxes",
+        "DET",
+        "determined",
+    )
     assert client.get(f"/api/v1/projects/{p['id']}", headers=admin).json()["project"] == p
     assert project(client, user, ws, "Tracking").json()["project"]["key"] == "TRACK"  # made from the name
     assert client.get(f"/api/v1/workspaces/{ws}", headers=user).json()["workspace"]["numProjects"] == 2
@@ -58,11 +89,12 @@ def test_names_are_unique_in_a_workspace_whatever_their_case(client: TestClient,
 def test_refusals_name_the_field_and_store_nothing(client: TestClient, user: dict) -> None:
     ws = workspace(client, user, "Vision")
     for path, body, status, field in [
-            ("/api/v1/workspaces/1/projects", {"name": "P", "workspaceId": 1}, 400, "workspaceId"),  # immutable
-            (f"/api/v1/workspaces/{ws}/projects", {"name": "P", "workspaceId": 1}, 400, "workspaceId"),
-            (f"/api/v1/workspaces/{ws}/projects", {"name": "P", "key": "toolong"}, 400, "key"),
-            (f"/api/v1/workspaces/{ws}/projects", {"name": " "}, 400, "name"),
-            ("/api/v1/workspaces/99/projects", {"name": "P"}, 404, "workspace 99")]:
+        ("/api/v1/workspaces/1/projects", {"name": "P", "workspaceId": 1}, 400, "workspaceId"),  # immutable
+        (f"/api/v1/workspaces/{ws}/projects", {"name": "P", "workspaceId": 1}, 400, "workspaceId"),
+        (f"/api/v1/workspaces/{ws}/projects", {"name": "P", "key": "toolong"}, 400, "key"),
+        (f"/api/v1/workspaces/{ws}/projects", {"name": " "}, 400, "name"),
+        ("/api/v1/workspaces/99/projects", {"name": "P"}, 404, "workspace 99"),
+    ]:
         r = post(client, path, body, user)
         assert r.status_code == status and field in r.json()["message"], (path, body, r.text)
     assert client.get("/api/v1/workspaces/0/projects", headers=user).json()["pagination"]["total"] == 1
@@ -90,7 +122,11 @@ def test_an_experiment_goes_into_the_project_asked_for(client: TestClient, user:
     assert r.status_code == 200, r.text
     exp = r.json()["experiment"]
     assert (exp["projectId"], exp["projectName"], exp["workspaceId"], exp["workspaceName"]) == (
-        pid, "Detection", ws, "Vision")
+        pid,
+        "Detection",
+        ws,
+        "Vision",
+    )
     assert exp["projectOwnerId"] == client.get("/api/v1/me", headers=user).json()["user"]["id"]
     by_config = experiment(client, user, SINGLE_CONFIG + "workspace: vision\nproject: detection\n", projectId=None)
     assert by_config.status_code == 200 and by_config.json()["experiment"]["projectId"] == pid
@@ -108,9 +144,11 @@ def test_an_experiment_goes_into_the_project_asked_for(client: TestClient, user:
 def test_an_unknown_project_is_refused_and_nothing_stored(client: TestClient, user: dict) -> None:
     r = experiment(client, user, projectId=99)
     assert r.status_code == 404 and r.json()["message"].startswith("projectId"), r.text
-    for extra, field in (("workspace: Nowhere\nproject: P\n", "workspace"),
-                         ("workspace: Uncategorized\nproject: Nope\n", "project"),
-                         ("workspace: Uncategorized\n", "project")):
+    for extra, field in (
+        ("workspace: Nowhere\nproject: P\n", "workspace"),
+        ("workspace: Uncategorized\nproject: Nope\n", "project"),
+        ("workspace: Uncategorized\n", "project"),
+    ):
         r = experiment(client, user, SINGLE_CONFIG + extra)
         assert r.status_code == 400 and r.json()["message"].startswith(field), r.text
     r = experiment(client, user, validateOnly=True, projectId=99)  # validating says so too

@@ -42,8 +42,13 @@ def proxy_overrides() -> dict:
 
 @pytest.fixture
 def world(master_config: MasterConfig, proxy_overrides: dict) -> Iterator[SimpleNamespace]:
-    config = master_config.model_copy(update={"proxy": master_config.proxy.model_copy(
-        update={"max_relays_per_task": 3, "end_check_interval": 0.1, **proxy_overrides})})
+    config = master_config.model_copy(
+        update={
+            "proxy": master_config.proxy.model_copy(
+                update={"max_relays_per_task": 3, "end_check_interval": 0.1, **proxy_overrides}
+            )
+        }
+    )
     service = _service_module()
     sock, port = service.listen("127.0.0.1")
     srv, thread = service.serve_in_thread(sock)
@@ -51,15 +56,29 @@ def world(master_config: MasterConfig, proxy_overrides: dict) -> Iterator[Simple
         app = master.server.config.app
         admin = bearer(login(client, "admin"))
         for name in ("alice", "bob"):
-            body = {"user": {"username": name, "admin": False, "active": True}, "password": client_hash("pw"),
-                    "isHashed": True}
+            body = {
+                "user": {"username": name, "admin": False, "active": True},
+                "password": client_hash("pw"),
+                "isHashed": True,
+            }
             assert post(client, "/api/v1/users", body, admin).status_code == 200
         alice, bob = (bearer(login(client, name, "pw")) for name in ("alice", "bob"))
         agent = FakeAgent(app, "agent-1", slots=1)
         create_experiment(client, alice, SINGLE_CONFIG)
         (task,) = agent.start_all()
-        yield SimpleNamespace(master=master, client=client, app=app, admin=admin, alice=alice, bob=bob, agent=agent,
-                              task=task, port=port, service=service, url=f"/proxy/{task.task_id}/")
+        yield SimpleNamespace(
+            master=master,
+            client=client,
+            app=app,
+            admin=admin,
+            alice=alice,
+            bob=bob,
+            agent=agent,
+            task=task,
+            port=port,
+            service=service,
+            url=f"/proxy/{task.task_id}/",
+        )
         agent.close()
     srv.should_exit = True
     thread.join()
@@ -67,8 +86,12 @@ def world(master_config: MasterConfig, proxy_overrides: dict) -> Iterator[Simple
 
 
 def _register(w: SimpleNamespace, port: int | None = None) -> httpx.Response:
-    return post(w.client, f"/api/v1/allocations/{w.task.allocation_id}/proxy_port", {"port": port or w.port},
-                bearer(w.task.token))
+    return post(
+        w.client,
+        f"/api/v1/allocations/{w.task.allocation_id}/proxy_port",
+        {"port": port or w.port},
+        bearer(w.task.token),
+    )
 
 
 def test_before_the_port_is_registered_the_proxy_answers_503(world) -> None:
@@ -81,10 +104,18 @@ def test_get_passes_the_whole_path_and_drops_credentials_and_hop_headers(world) 
     assert _register(world).status_code == 200
     summary = world.client.get("/api/v1/tasks", headers=world.alice).json()["allocationIdToSummary"]
     assert summary[world.task.allocation_id]["proxyPorts"] == [
-        {"port": world.port, "proxyTcp": False, "serviceId": world.task.task_id, "unauthenticated": False}]
-    r = world.client.get(world.url + "api/a%2Fb/c?x=1&y=%20", headers={**world.alice, "Connection": "x-gone",
-                                                                         "X-Gone": "1", "X-Kept": "2",
-                                                                         "Cookie": f"{SESSION_COOKIE}=s; jup=1"})
+        {"port": world.port, "proxyTcp": False, "serviceId": world.task.task_id, "unauthenticated": False}
+    ]
+    r = world.client.get(
+        world.url + "api/a%2Fb/c?x=1&y=%20",
+        headers={
+            **world.alice,
+            "Connection": "x-gone",
+            "X-Gone": "1",
+            "X-Kept": "2",
+            "Cookie": f"{SESSION_COOKIE}=s; jup=1",
+        },
+    )
     assert r.status_code == 200, r.text
     got = r.json()
     assert got["raw_path"] == f"/proxy/{world.task.task_id}/api/a%2Fb/c" and got["query"] == "x=1&y=%20"
@@ -160,7 +191,8 @@ def test_who_passes(world) -> None:
     unknown = c.get("/proxy/no-such-task/", headers=world.bob)
     assert other.status_code == unknown.status_code == 404
     assert other.json()["message"].replace(world.task.task_id, "X") == unknown.json()["message"].replace(
-        "no-such-task", "X")
+        "no-such-task", "X"
+    )
     assert c.get(world.url, headers=bearer(world.task.token)).status_code == 403  # its own task token
     assert c.get(world.url, headers=world.admin).status_code == 200
 

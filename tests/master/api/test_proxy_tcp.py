@@ -64,15 +64,19 @@ class EchoServer:
 
 @pytest.fixture
 def world(master_config: MasterConfig) -> Iterator[SimpleNamespace]:
-    config = master_config.model_copy(update={"proxy": master_config.proxy.model_copy(
-        update={"max_relays_per_task": 2, "end_check_interval": 0.1})})
+    config = master_config.model_copy(
+        update={"proxy": master_config.proxy.model_copy(update={"max_relays_per_task": 2, "end_check_interval": 0.1})}
+    )
     echo = EchoServer()
     with LiveMaster(config) as master, httpx.Client(base_url=master.url, timeout=60) as client:
         app = master.server.config.app
         admin = bearer(login(client, "admin"))
         for name in ("alice", "bob"):
-            body = {"user": {"username": name, "admin": False, "active": True}, "password": client_hash("pw"),
-                    "isHashed": True}
+            body = {
+                "user": {"username": name, "admin": False, "active": True},
+                "password": client_hash("pw"),
+                "isHashed": True,
+            }
             assert post(client, "/api/v1/users", body, admin).status_code == 200
         alice, bob = (bearer(login(client, name, "pw")) for name in ("alice", "bob"))
         agent = FakeAgent(app, "agent-1", slots=2)
@@ -80,12 +84,22 @@ def world(master_config: MasterConfig) -> Iterator[SimpleNamespace]:
         notebook = post(client, "/api/v1/notebooks", {}, alice).json()["notebook"]
         tasks = {t.task_id: t for t in agent.start_all()}
         for task in tasks.values():
-            r = post(client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": echo.port},
-                     bearer(task.token))
+            r = post(
+                client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": echo.port}, bearer(task.token)
+            )
             assert r.status_code == 200, r.text
-        yield SimpleNamespace(master=master, client=client, alice=alice, bob=bob, admin=admin, agent=agent,
-                              echo=echo, shell=tasks[shell["id"]], notebook=tasks[notebook["id"]],
-                              ws=master.url.replace("http://", "ws://") + f"/proxy/{shell['id']}/")
+        yield SimpleNamespace(
+            master=master,
+            client=client,
+            alice=alice,
+            bob=bob,
+            admin=admin,
+            agent=agent,
+            echo=echo,
+            shell=tasks[shell["id"]],
+            notebook=tasks[notebook["id"]],
+            ws=master.url.replace("http://", "ws://") + f"/proxy/{shell['id']}/",
+        )
         agent.close()
     echo.close()
 
@@ -104,9 +118,10 @@ def test_bytes_go_both_ways_in_binary_messages_without_credentials(world) -> Non
     async def run() -> tuple[bytes, int]:
         got = bytearray()
         async with connect(world.ws, max_size=None) as ws:
+
             async def send() -> None:
                 for i in range(0, len(data), 100_000):
-                    await ws.send(data[i:i + 100_000])
+                    await ws.send(data[i : i + 100_000])
 
             sender = asyncio.ensure_future(send())
             biggest = 0

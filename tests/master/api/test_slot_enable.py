@@ -18,14 +18,20 @@ def allocation(app: FastAPI, allocation_id: str) -> models.Allocation:
         return s.scalars(select(models.Allocation).where(models.Allocation.id == allocation_id)).one()
 
 
-def test_a_disabled_slot_gets_no_task_and_the_other_does(app: FastAPI, client: TestClient, admin: dict,
-                                                          user: dict) -> None:
+def test_a_disabled_slot_gets_no_task_and_the_other_does(
+    app: FastAPI, client: TestClient, admin: dict, user: dict
+) -> None:
     fake = FakeAgent(app, "agent-s", slots=2)
     try:
         r = post(client, "/api/v1/agents/agent-s/slots/0/disable", {}, admin)
         assert r.status_code == 200, r.text
-        assert r.json()["slot"] == {"id": "0", "enabled": False, "draining": False, "container": None,
-                                    "device": {"id": 0, "type": "TYPE_CPU", "brand": "CPU", "uuid": ""}}
+        assert r.json()["slot"] == {
+            "id": "0",
+            "enabled": False,
+            "draining": False,
+            "container": None,
+            "device": {"id": 0, "type": "TYPE_CPU", "brand": "CPU", "uuid": ""},
+        }
         create_experiment(client, user, SINGLE_CONFIG)
         create_experiment(client, user, SINGLE_CONFIG)
         [task] = fake.start_all()  # two trials wait, one slot takes work
@@ -39,8 +45,9 @@ def test_a_disabled_slot_gets_no_task_and_the_other_does(app: FastAPI, client: T
         fake.close()
 
 
-def test_disable_without_drain_preempts_the_slots_task_with_drain_not(app: FastAPI, client: TestClient,
-                                                                       admin: dict, user: dict) -> None:
+def test_disable_without_drain_preempts_the_slots_task_with_drain_not(
+    app: FastAPI, client: TestClient, admin: dict, user: dict
+) -> None:
     fake = FakeAgent(app, "agent-p", slots=1)
     try:
         create_experiment(client, user, SINGLE_CONFIG)
@@ -56,8 +63,9 @@ def test_disable_without_drain_preempts_the_slots_task_with_drain_not(app: FastA
         fake.close()
 
 
-def test_a_disabled_slot_stays_disabled_when_its_agent_registers_again(app: FastAPI, client: TestClient,
-                                                                        admin: dict, user: dict) -> None:
+def test_a_disabled_slot_stays_disabled_when_its_agent_registers_again(
+    app: FastAPI, client: TestClient, admin: dict, user: dict
+) -> None:
     fake = FakeAgent(app, "agent-r", slots=1)
     assert post(client, "/api/v1/agents/agent-r/slots/0/disable", {}, admin).status_code == 200
     fake.close()
@@ -71,8 +79,7 @@ def test_a_disabled_slot_stays_disabled_when_its_agent_registers_again(app: Fast
         again.close()
 
 
-def test_read_routes_show_determineds_version_and_null_containers(app: FastAPI, client: TestClient,
-                                                                   user: dict) -> None:
+def test_read_routes_show_determineds_version_and_null_containers(app: FastAPI, client: TestClient, user: dict) -> None:
     fake = FakeAgent(app, "agent-v", slots=2)
     try:
         r = client.get("/api/v1/agents/agent-v", headers=user)

@@ -37,17 +37,24 @@ def running_task(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent,
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()
     clock.advance(10)
-    agents_service.store_logs(app.state.ctx, "agent-1", task.allocation_id, [
-        LogLine(timestamp=clock.now(), message="step 1"), LogLine(timestamp=clock.now() + 1, stdtype="stderr",
-                                                                  message="oops")])
+    agents_service.store_logs(
+        app.state.ctx,
+        "agent-1",
+        task.allocation_id,
+        [
+            LogLine(timestamp=clock.now(), message="step 1"),
+            LogLine(timestamp=clock.now() + 1, stdtype="stderr", message="oops"),
+        ],
+    )
     clock.advance(10)
     body = {"logs": [{"taskId": task.task_id, "log": "careful", "level": "LOG_LEVEL_WARNING"}]}
     assert post(client, "/api/v1/task/logs", body, bearer(task.token)).status_code == 200
     return task
 
 
-def test_task_logs_as_det_reads_them(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent,
-                                     clock: ManualClock) -> None:
+def test_task_logs_as_det_reads_them(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     task = running_task(app, client, user, agent, clock)
     got = lines(client, user, task.task_id)
     assert texts(got) == ["step 1\n", "oops\n", "careful\n"]
@@ -71,62 +78,86 @@ def test_task_logs_as_det_reads_them(app: FastAPI, client: TestClient, user: dic
     assert texts(lines(client, user, task.task_id, timestampAfter=mid)) == ["careful\n"]
 
 
-def test_a_followed_stream_ends_once_the_task_has(app: FastAPI, client: TestClient, user: dict,
-                                                  agent: FakeAgent, clock: ManualClock) -> None:
+def test_a_followed_stream_ends_once_the_task_has(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     task = running_task(app, client, user, agent, clock)
     agent.exit(task.allocation_id, 0)
     got = lines(client, user, task.task_id, follow="true")
     assert texts(got)[:3] == ["step 1\n", "oops\n", "careful\n"]
 
 
-def test_bad_log_filters_are_refused_naming_them(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent,
-                                                 clock: ManualClock) -> None:
+def test_bad_log_filters_are_refused_naming_them(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     task = running_task(app, client, user, agent, clock)
-    for params, field in (({"levels": "LOUD"}, "levels"), ({"timestampAfter": "yesterday"}, "timestampAfter"),
-                          ({"rankIds": list(range(101))}, "rankIds"), ({"enableRegex": "true"}, "enableRegex"),
-                          ({"agentIds": [f"a{i}" for i in range(101)]}, "agentIds")):
+    for params, field in (
+        ({"levels": "LOUD"}, "levels"),
+        ({"timestampAfter": "yesterday"}, "timestampAfter"),
+        ({"rankIds": list(range(101))}, "rankIds"),
+        ({"enableRegex": "true"}, "enableRegex"),
+        ({"agentIds": [f"a{i}" for i in range(101)]}, "agentIds"),
+    ):
         r = client.get(f"/api/v1/tasks/{task.task_id}/logs", headers=user, params=params)
         assert r.status_code == 400 and r.json()["fields"][0]["field"] == field, (params, r.text)
     assert client.get("/api/v1/tasks/1.nope/logs", headers=user).status_code == 404
     assert client.get("/api/v1/tasks/1.nope", headers=user).status_code == 404
 
 
-def test_a_task_in_determineds_shape(app: FastAPI, client: TestClient, user: dict, agent: FakeAgent,
-                                     clock: ManualClock) -> None:
+def test_a_task_in_determineds_shape(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     task = running_task(app, client, user, agent, clock)
     got = client.get(f"/api/v1/tasks/{task.task_id}", headers=user).json()["task"]
     assert (got["taskId"], got["taskType"], got["trialId"], got["endTime"]) == (
-        task.task_id, "TASK_TYPE_TRIAL", task.trial_id, None)
+        task.task_id,
+        "TASK_TYPE_TRIAL",
+        task.trial_id,
+        None,
+    )
     [alloc] = got["allocations"]
     assert (alloc["allocationId"], alloc["taskId"], alloc["state"], alloc["isReady"], alloc["slots"]) == (
-        task.allocation_id, task.task_id, "STATE_RUNNING", True, 1)
+        task.allocation_id,
+        task.task_id,
+        "STATE_RUNNING",
+        True,
+        1,
+    )
     agent.exit(task.allocation_id, 0)
     got = client.get(f"/api/v1/tasks/{task.task_id}", headers=user).json()["task"]
     assert got["endTime"] and got["allocations"][0]["state"] == "STATE_TERMINATED"
 
 
-def test_a_task_id_an_older_master_stored_still_works(app: FastAPI, client: TestClient, user: dict,
-                                                      agent: FakeAgent, clock: ManualClock) -> None:
+def test_a_task_id_an_older_master_stored_still_works(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     """Trials created before Determined's shape have `{exp}.{trial}` task ids; nothing parses them."""
     task = running_task(app, client, user, agent, clock)
     with app.state.ctx.db.session() as s:
         for table in (models.Trial, models.Allocation, models.TaskLog):
             s.execute(update(table).where(table.task_id == task.task_id).values(task_id="1.1"))
     assert texts(lines(client, user, "1.1")) == ["step 1\n", "oops\n", "careful\n"]
-    assert client.get("/api/v1/tasks/1.1", headers=user).json()["task"]["allocations"][0]["allocationId"] == \
-        task.allocation_id
+    assert (
+        client.get("/api/v1/tasks/1.1", headers=user).json()["task"]["allocations"][0]["allocationId"]
+        == task.allocation_id
+    )
 
 
 NUL_LINE = "Logs\x00Can\x00Have\x00Null\x00Bytes"
 
 
-def test_nul_bytes_come_back_as_printed_through_every_log_route(app: FastAPI, client: TestClient, user: dict,
-                                                                 agent: FakeAgent, clock: ManualClock) -> None:
+def test_nul_bytes_come_back_as_printed_through_every_log_route(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()
     printed = [NUL_LINE, "keeps \ufdd0 and \ufdd0\ufdd2 as printed", "\x00"]
-    agents_service.store_logs(app.state.ctx, "agent-1", task.allocation_id,
-                              [LogLine(timestamp=clock.now() + i, message=m) for i, m in enumerate(printed)])
+    agents_service.store_logs(
+        app.state.ctx,
+        "agent-1",
+        task.allocation_id,
+        [LogLine(timestamp=clock.now() + i, message=m) for i, m in enumerate(printed)],
+    )
     want = [m + "\n" for m in printed]
     assert texts(lines(client, user, task.task_id)) == want
     assert texts(lines(client, user, task.task_id, limit=1, orderBy="ORDER_BY_DESC")) == want[-1:]  # tail
@@ -143,20 +174,31 @@ def test_nul_bytes_come_back_as_printed_through_every_log_route(app: FastAPI, cl
     assert stored and "\x00" not in stored[0]
 
 
-def test_lines_stored_before_the_escape_read_as_stored(app: FastAPI, client: TestClient, user: dict,
-                                                       agent: FakeAgent, clock: ManualClock) -> None:
+def test_lines_stored_before_the_escape_read_as_stored(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()
     with app.state.ctx.db.session() as s:  # a NUL the old master had replaced, and a lone escape char
         for text in ("Logs\ufffdCan\n", "odd \ufdd0 char\n"):
-            s.add(models.TaskLog(task_id=task.task_id, trial_id=task.trial_id, allocation_id=task.allocation_id,
-                                 timestamp=clock.now(), level="LOG_LEVEL_INFO", stdtype="stdout", source="task",
-                                 message=text))
+            s.add(
+                models.TaskLog(
+                    task_id=task.task_id,
+                    trial_id=task.trial_id,
+                    allocation_id=task.allocation_id,
+                    timestamp=clock.now(),
+                    level="LOG_LEVEL_INFO",
+                    stdtype="stdout",
+                    source="task",
+                    message=text,
+                )
+            )
     assert texts(lines(client, user, task.task_id)) == ["Logs\ufffdCan\n", "odd \ufdd0 char\n"]
 
 
 def test_log_fields_and_determineds_rank_filters_on_task_and_trial_routes(
-        app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock) -> None:
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     task = running_task(app, client, user, agent, clock)
     agent.exit(task.allocation_id, 0)
     for base in (f"/api/v1/tasks/{task.task_id}/logs", f"/api/v1/trials/{task.trial_id}/logs"):
@@ -180,17 +222,24 @@ def test_log_fields_and_determineds_rank_filters_on_task_and_trial_routes(
     assert client.get("/api/v1/trials/999999/logs/fields", headers=user).status_code == 404
 
 
-def test_a_user_follows_a_bounded_number_of_streams(app: FastAPI, client: TestClient, user: dict, admin: dict,
-                                                    agent: FakeAgent, clock: ManualClock,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_user_follows_a_bounded_number_of_streams(
+    app: FastAPI,
+    client: TestClient,
+    user: dict,
+    admin: dict,
+    agent: FakeAgent,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """With limits.max_log_follows_per_user streams of theirs open (slots held, as open streams hold them),
     a user's next follow of a task's or a trial's logs is a 429 naming the setting; reading without follow,
     and another user's follow, go on; a stream that ended gives its slot back."""
     task = running_task(app, client, user, agent, clock)
     ctx = app.state.ctx
     monkeypatch.setattr(ctx.config.limits, "max_log_follows_per_user", 2)
-    me = next(u["id"] for u in client.get("/api/v1/users", headers=admin).json()["users"]
-              if u["username"] == "determined")
+    me = next(
+        u["id"] for u in client.get("/api/v1/users", headers=admin).json()["users"] if u["username"] == "determined"
+    )
     held = [task_logs.follow_slot(ctx, me) for _ in range(2)]
     for path in (f"/api/v1/tasks/{task.task_id}/logs", f"/api/v1/trials/{task.trial_id}/logs"):
         r = client.get(path, params={"follow": "true"}, headers=user)

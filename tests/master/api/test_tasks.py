@@ -39,8 +39,16 @@ def test_every_summary_has_registered_time(client: TestClient, user: dict, agent
     for alloc_id, s in out.items():
         assert s["registeredTime"], s
         assert s["allocationId"] == alloc_id
-        for key in ("taskId", "name", "slotsNeeded", "resources", "resourcePool", "priority", "schedulerType",
-                    "proxyPorts"):
+        for key in (
+            "taskId",
+            "name",
+            "slotsNeeded",
+            "resources",
+            "resourcePool",
+            "priority",
+            "schedulerType",
+            "proxyPorts",
+        ):
             assert key in s, key
     ran = out[running.allocation_id]
     assert ran["state"] == "STATE_RUNNING"
@@ -118,8 +126,9 @@ def test_preemption_signal_after_pause(client: TestClient, user: dict, agent: Fa
 def test_preemption_long_poll_times_out(client: TestClient, user: dict, agent: FakeAgent) -> None:
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()
-    r = client.get(f"/api/v1/allocations/{task.allocation_id}/signals/preemption?timeout_seconds=1",
-                   headers=bearer(task.token))
+    r = client.get(
+        f"/api/v1/allocations/{task.allocation_id}/signals/preemption?timeout_seconds=1", headers=bearer(task.token)
+    )
     assert r.json() == {"preempt": False}
 
 
@@ -131,13 +140,19 @@ def test_preemption_of_unknown_allocation_is_404(client: TestClient, user: dict)
 def test_task_posts_its_own_logs(client: TestClient, user: dict, agent: FakeAgent) -> None:
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()
-    body = {"logs": [{"taskId": task.task_id, "log": "from the task", "timestamp": None, "level": "LOG_LEVEL_INFO"},
-                     {"taskId": task.task_id, "log": "warned\n", "level": "LOG_LEVEL_WARNING"}]}
+    body = {
+        "logs": [
+            {"taskId": task.task_id, "log": "from the task", "timestamp": None, "level": "LOG_LEVEL_INFO"},
+            {"taskId": task.task_id, "log": "warned\n", "level": "LOG_LEVEL_WARNING"},
+        ]
+    }
     assert post(client, "/api/v1/task/logs", body, bearer(task.token)).status_code == 200
     text = client.get(f"/api/v1/trials/{task.trial_id}/logs?follow=false", headers=user).text
     lines = [json.loads(line)["result"] for line in text.splitlines()]
-    assert [(ln["message"], ln["level"]) for ln in lines] == [("from the task\n", "LOG_LEVEL_INFO"),
-                                                              ("warned\n", "LOG_LEVEL_WARNING")]
+    assert [(ln["message"], ln["level"]) for ln in lines] == [
+        ("from the task\n", "LOG_LEVEL_INFO"),
+        ("warned\n", "LOG_LEVEL_WARNING"),
+    ]
 
 
 def test_task_cannot_post_logs_for_another_task(client: TestClient, user: dict, agent: FakeAgent) -> None:
@@ -150,8 +165,9 @@ def test_task_cannot_post_logs_for_another_task(client: TestClient, user: dict, 
     assert post(client, "/api/v1/task/logs", body, user).status_code == 403
 
 
-def test_an_orphaned_task_of_a_lost_agent_is_fenced_off(app: FastAPI, client: TestClient, user: dict,
-                                                         clock: ManualClock) -> None:
+def test_an_orphaned_task_of_a_lost_agent_is_fenced_off(
+    app: FastAPI, client: TestClient, user: dict, clock: ManualClock
+) -> None:
     """An agent stopped past the reconnect wait is lost and its trial restarts elsewhere; its old
     process may still run. Its token must die with the allocation, even though it is cached."""
     ctx = app.state.ctx
@@ -159,8 +175,15 @@ def test_an_orphaned_task_of_a_lost_agent_is_fenced_off(app: FastAPI, client: Te
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = first.start_all()
     h = bearer(task.token)
-    metrics = {"group": "training", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": 1,
-                                                "metrics": {"avgMetrics": {"loss": 1.0}}}}
+    metrics = {
+        "group": "training",
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": 1,
+            "metrics": {"avgMetrics": {"loss": 1.0}},
+        },
+    }
     assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics, h).status_code == 200  # now cached
     first.close()  # the agent stops answering
     ctx.controller.agent_disconnected("agent-1", "stopped")
@@ -171,14 +194,17 @@ def test_an_orphaned_task_of_a_lost_agent_is_fenced_off(app: FastAPI, client: Te
     assert rerun.trial_id == task.trial_id and rerun.allocation_id != task.allocation_id
     metrics["metrics"]["stepsCompleted"] = 2
     for method, path, body in (
-            ("POST", f"/api/v1/trials/{task.trial_id}/metrics", metrics),
-            ("POST", f"/api/v1/trials/{task.trial_id}/progress", {"progress": 0.9}),
-            ("POST", "/api/v1/task/logs", {"logs": [{"taskId": task.task_id, "log": "orphan"}]}),
-            ("GET", f"/api/v1/allocations/{task.allocation_id}/signals/preemption", None)):
+        ("POST", f"/api/v1/trials/{task.trial_id}/metrics", metrics),
+        ("POST", f"/api/v1/trials/{task.trial_id}/progress", {"progress": 0.9}),
+        ("POST", "/api/v1/task/logs", {"logs": [{"taskId": task.task_id, "log": "orphan"}]}),
+        ("GET", f"/api/v1/allocations/{task.allocation_id}/signals/preemption", None),
+    ):
         r = client.get(path, headers=h) if method == "GET" else post(client, path, body, h)
         assert r.status_code == 401, (path, r.text)
-    steps = [m["stepsCompleted"] for m in client.get(f"/api/v1/trials/{task.trial_id}/metrics",
-                                                      headers=user).json()["metrics"]]
+    steps = [
+        m["stepsCompleted"]
+        for m in client.get(f"/api/v1/trials/{task.trial_id}/metrics", headers=user).json()["metrics"]
+    ]
     assert steps == [1]
     assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics, bearer(rerun.token)).status_code == 200
     second.close()

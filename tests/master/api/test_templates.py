@@ -10,14 +10,22 @@ from fastapi.testclient import TestClient
 from tests.master.fakes import FakeAgent, file_entry, post
 from tests.master.other_users import make_user
 
-TEMPLATE = {"searcher": {"name": "single", "metric": "loss", "max_length": 5}, "max_restarts": 2,
-            "resources": {"priority": 7}, "labels": ["from-template"]}
+TEMPLATE = {
+    "searcher": {"name": "single", "metric": "loss", "max_length": 5},
+    "max_restarts": 2,
+    "resources": {"priority": 7},
+    "labels": ["from-template"],
+}
 CONFIG = "name: templated\nentrypoint: python train.py\nsearcher: {max_length: 9}\nlabels: [mine]\n"
 
 
 def create(client: TestClient, headers: dict, path_name: str, config: object = TEMPLATE, **body: object):
-    return post(client, f"/api/v1/templates/{path_name}",
-                {"name": path_name, "config": config, "workspaceId": 0, **body}, headers)
+    return post(
+        client,
+        f"/api/v1/templates/{path_name}",
+        {"name": path_name, "config": config, "workspaceId": 0, **body},
+        headers,
+    )
 
 
 def patch(client: TestClient, headers: dict, name: str, config: object):
@@ -25,10 +33,21 @@ def patch(client: TestClient, headers: dict, name: str, config: object):
 
 
 def experiment(client: TestClient, headers: dict, template: str | None, config: str = CONFIG, **body: object):
-    return post(client, "/api/v1/experiments", {"activate": False, "config": config, "parentId": None,
-                                                "modelDefinition": [file_entry("train.py", b"x\n")],
-                                                "projectId": None, "template": template, "validateOnly": False,
-                                                **body}, headers)
+    return post(
+        client,
+        "/api/v1/experiments",
+        {
+            "activate": False,
+            "config": config,
+            "parentId": None,
+            "modelDefinition": [file_entry("train.py", b"x\n")],
+            "projectId": None,
+            "template": template,
+            "validateOnly": False,
+            **body,
+        },
+        headers,
+    )
 
 
 def total_experiments(client: TestClient, headers: dict) -> int:
@@ -39,8 +58,13 @@ def test_set_list_describe_and_remove(client: TestClient, user: dict) -> None:
     assert client.get("/api/v1/templates/base", headers=user).status_code == 404  # det set: GET first
     r = create(client, user, "base")
     assert r.status_code == 200, r.text
-    assert r.json()["template"] == {"name": "base", "config": TEMPLATE, "workspaceId": 1, "userId": 2,
-                                    "username": "determined"}
+    assert r.json()["template"] == {
+        "name": "base",
+        "config": TEMPLATE,
+        "workspaceId": 1,
+        "userId": 2,
+        "username": "determined",
+    }
     assert create(client, user, "other", {"max_restarts": 0}).status_code == 200
     body = client.get("/api/v1/templates", headers=user).json()
     assert [t["name"] for t in body["templates"]] == ["base", "other"]
@@ -67,12 +91,13 @@ def test_only_the_owner_or_an_admin_changes_a_template(client: TestClient, user:
 def test_refusals_name_the_field_and_store_nothing(client: TestClient, user: dict) -> None:
     assert create(client, user, "taken").status_code == 200
     for path_name, body, status, field in [
-            ("taken", {}, 409, "'taken'"),
-            ("t", {"config": ["a list"]}, 400, "config"),
-            ("t", {"config": {"entrypoint": "x", "bogus": 1}}, 400, "config.bogus"),
-            ("t", {"config": {"data": {"x": "a\u0000b"}}}, 400, "config.data.x"),
-            ("t", {"name": "u"}, 400, "name"),
-            ("t", {"workspaceId": 42}, 404, "workspaceId")]:
+        ("taken", {}, 409, "'taken'"),
+        ("t", {"config": ["a list"]}, 400, "config"),
+        ("t", {"config": {"entrypoint": "x", "bogus": 1}}, 400, "config.bogus"),
+        ("t", {"config": {"data": {"x": "a\u0000b"}}}, 400, "config.data.x"),
+        ("t", {"name": "u"}, 400, "name"),
+        ("t", {"workspaceId": 42}, 404, "workspaceId"),
+    ]:
         r = create(client, user, path_name, **body)
         assert r.status_code == status and field in r.json()["message"], (body, r.text)
     r = patch(client, user, "taken", ["not", "a", "mapping"])
@@ -106,14 +131,18 @@ def test_an_unknown_template_or_a_bad_merge_is_refused_and_nothing_stored(client
     assert total_experiments(client, user) == 0
 
 
-def test_a_template_runs_only_as_its_owner_or_from_an_admin(client: TestClient, user: dict, admin: dict,
-                                                            agent: FakeAgent) -> None:
+def test_a_template_runs_only_as_its_owner_or_from_an_admin(
+    client: TestClient, user: dict, admin: dict, agent: FakeAgent
+) -> None:
     """A template's config (variables, mounts, image) runs as whoever names it: bob's, named by alice (or by
     an admin), would run bob's choices with their tokens. Refused with a 403 naming the field, for an
     experiment and for a task; an admin's template, or one's own, is usable by all."""
     bob, alice = make_user(client, admin, "bob"), make_user(client, admin, "alice")
-    evil = {**TEMPLATE, "environment": {"environment_variables": ["PYTHONPATH=/home/bob/evil"]},
-            "bind_mounts": [{"host_path": "/home/bob", "container_path": "/usr/lib/python3"}]}
+    evil = {
+        **TEMPLATE,
+        "environment": {"environment_variables": ["PYTHONPATH=/home/bob/evil"]},
+        "bind_mounts": [{"host_path": "/home/bob", "container_path": "/usr/lib/python3"}],
+    }
     assert create(client, bob, "bobs", evil).status_code == 200
     assert create(client, admin, "team", {"environment": {"environment_variables": ["TEAM=1"]}}).status_code == 200
     before = total_experiments(client, admin)

@@ -33,13 +33,26 @@ def trial(app: FastAPI, client: TestClient, user: dict, clock: ManualClock) -> I
         with store.store_path(names[steps]) as path:
             (path / "state.json").write_text(str(steps))
         if loss is not None:
-            metrics = {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                       "metrics": {"avgMetrics": {"loss": loss}}}
+            metrics = {
+                "trialId": task.trial_id,
+                "trialRunId": 1,
+                "stepsCompleted": steps,
+                "metrics": {"avgMetrics": {"loss": loss}},
+            }
             body = {"group": "validation", "metrics": metrics}
             assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, bearer(task.token)).status_code == 200
-        r = post(client, "/api/v1/checkpoints", {"uuid": names[steps], "allocationId": task.allocation_id,
-                                                 "taskId": task.task_id, "metadata": {"steps_completed": steps},
-                                                 "resources": store.resources(names[steps])}, bearer(task.token))
+        r = post(
+            client,
+            "/api/v1/checkpoints",
+            {
+                "uuid": names[steps],
+                "allocationId": task.allocation_id,
+                "taskId": task.task_id,
+                "metadata": {"steps_completed": steps},
+                "resources": store.resources(names[steps]),
+            },
+            bearer(task.token),
+        )
         assert r.status_code == 200, r.text
     yield task.trial_id, names
     fake.close()
@@ -51,24 +64,28 @@ def steps_of(client: TestClient, user: dict, trial_id: int, query: str) -> list[
     return [c["metadata"]["steps_completed"] for c in r.json()["checkpoints"]]
 
 
-@pytest.mark.parametrize(("query", "order"), [
-    ("", [2, 4, 6, 8]),
-    ("sortByAttr=SORT_BY_UNSPECIFIED", [2, 4, 6, 8]),
-    ("sortByAttr=SORT_BY_TRIAL_ID&orderBy=ORDER_BY_DESC", [8, 6, 4, 2]),
-    ("sortByAttr=SORT_BY_BATCH_NUMBER", [2, 4, 6, 8]),
-    ("sortByAttr=SORT_BY_BATCH_NUMBER&orderBy=ORDER_BY_DESC", [8, 6, 4, 2]),  # det trial download --latest
-    ("sortByAttr=SORT_BY_END_TIME&orderBy=ORDER_BY_ASC", [2, 4, 6, 8]),
-    ("sortByAttr=SORT_BY_END_TIME&orderBy=ORDER_BY_DESC", [8, 6, 4, 2]),
-    ("offset=0&sortByAttr=SORT_BY_SEARCHER_METRIC", [2, 6, 4, 8]),  # det trial download --best: best first
-    ("sortByAttr=SORT_BY_SEARCHER_METRIC&orderBy=ORDER_BY_ASC", [2, 6, 4, 8]),
-    ("sortByAttr=SORT_BY_SEARCHER_METRIC&orderBy=ORDER_BY_DESC", [4, 6, 2, 8]),  # no metric: last either way
-    ("sortByMetric=loss&orderBy=ORDER_BY_DESC", [4, 6, 2, 8]),
-    ("sortByMetric=loss&orderBy=ORDER_BY_ASC", [2, 6, 4, 8]),
-    ("sortByAttr=SORT_BY_SEARCHER_METRIC&limit=1", [2]),  # the SDK's trial.top_checkpoint()
-    ("sortByAttr=SORT_BY_BATCH_NUMBER&orderBy=ORDER_BY_DESC&offset=1&limit=2", [6, 4]),
-])
-def test_the_order_of_each_sort(client: TestClient, user: dict, trial: tuple[int, dict[int, str]], query: str,
-                                order: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("query", "order"),
+    [
+        ("", [2, 4, 6, 8]),
+        ("sortByAttr=SORT_BY_UNSPECIFIED", [2, 4, 6, 8]),
+        ("sortByAttr=SORT_BY_TRIAL_ID&orderBy=ORDER_BY_DESC", [8, 6, 4, 2]),
+        ("sortByAttr=SORT_BY_BATCH_NUMBER", [2, 4, 6, 8]),
+        ("sortByAttr=SORT_BY_BATCH_NUMBER&orderBy=ORDER_BY_DESC", [8, 6, 4, 2]),  # det trial download --latest
+        ("sortByAttr=SORT_BY_END_TIME&orderBy=ORDER_BY_ASC", [2, 4, 6, 8]),
+        ("sortByAttr=SORT_BY_END_TIME&orderBy=ORDER_BY_DESC", [8, 6, 4, 2]),
+        ("offset=0&sortByAttr=SORT_BY_SEARCHER_METRIC", [2, 6, 4, 8]),  # det trial download --best: best first
+        ("sortByAttr=SORT_BY_SEARCHER_METRIC&orderBy=ORDER_BY_ASC", [2, 6, 4, 8]),
+        ("sortByAttr=SORT_BY_SEARCHER_METRIC&orderBy=ORDER_BY_DESC", [4, 6, 2, 8]),  # no metric: last either way
+        ("sortByMetric=loss&orderBy=ORDER_BY_DESC", [4, 6, 2, 8]),
+        ("sortByMetric=loss&orderBy=ORDER_BY_ASC", [2, 6, 4, 8]),
+        ("sortByAttr=SORT_BY_SEARCHER_METRIC&limit=1", [2]),  # the SDK's trial.top_checkpoint()
+        ("sortByAttr=SORT_BY_BATCH_NUMBER&orderBy=ORDER_BY_DESC&offset=1&limit=2", [6, 4]),
+    ],
+)
+def test_the_order_of_each_sort(
+    client: TestClient, user: dict, trial: tuple[int, dict[int, str]], query: str, order: list[int]
+) -> None:
     assert steps_of(client, user, trial[0], query) == order
 
 
@@ -81,8 +98,9 @@ def test_uuid_order_and_states(client: TestClient, user: dict, trial: tuple[int,
     assert steps_of(client, user, trial_id, "states=STATE_COMPLETED&sortByAttr=SORT_BY_BATCH_NUMBER") == [2, 4, 6, 8]
 
 
-def test_larger_is_better_puts_the_largest_first(app: FastAPI, client: TestClient, user: dict,
-                                                 trial: tuple[int, dict[int, str]]) -> None:
+def test_larger_is_better_puts_the_largest_first(
+    app: FastAPI, client: TestClient, user: dict, trial: tuple[int, dict[int, str]]
+) -> None:
     from pedl.master.db import models
 
     trial_id, _ = trial

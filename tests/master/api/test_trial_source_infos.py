@@ -61,32 +61,61 @@ def trials(app: FastAPI, client: TestClient, user: dict) -> Iterator[Trials]:
 
 @pytest.fixture
 def bob(client: TestClient, admin: dict) -> dict:
-    body = {"user": {"username": "bob", "admin": False, "active": True}, "password": client_hash("pw-bob"),
-            "isHashed": True}
+    body = {
+        "user": {"username": "bob", "admin": False, "active": True},
+        "password": client_hash("pw-bob"),
+        "isHashed": True,
+    }
     assert post(client, "/api/v1/users", body, admin).status_code == 200
     return bearer(login(client, "bob", "pw-bob"))
 
 
 def checkpoint(client: TestClient, task: StartedTask, steps: int) -> str:
     name = str(uuid_lib.uuid4())
-    body = {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id, "training": {},
-            "metadata": {"steps_completed": steps}, "resources": {"model.pt": "10"}, "state": "STATE_COMPLETED"}
+    body = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "taskId": task.task_id,
+        "training": {},
+        "metadata": {"steps_completed": steps},
+        "resources": {"model.pt": "10"},
+        "state": "STATE_COMPLETED",
+    }
     assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
     return name
 
 
 def report(client: TestClient, task: StartedTask, group: str, steps: int, values: dict) -> None:
-    body = {"group": group, "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                        "metrics": {"avgMetrics": values}}}
+    body = {
+        "group": group,
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "metrics": {"avgMetrics": values},
+        },
+    }
     assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, bearer(task.token)).status_code == 200
 
 
-def link(client: TestClient, task: StartedTask, ckpt: str, kind: str = INFERENCE, *, trial_id: int | None = None,
-         headers: dict | None = None, **model: int):
+def link(
+    client: TestClient,
+    task: StartedTask,
+    ckpt: str,
+    kind: str = INFERENCE,
+    *,
+    trial_id: int | None = None,
+    headers: dict | None = None,
+    **model: int,
+):
     """What core_context.experimental.report_task_using_checkpoint (and _model_version) send."""
     info = {"checkpointUuid": ckpt, "trialId": trial_id or task.trial_id, "trialSourceInfoType": kind, **model}
-    return post(client, "/api/v1/trial-source-info", {"trialSourceInfo": info},
-                task_header(task.token) if headers is None else headers)
+    return post(
+        client,
+        "/api/v1/trial-source-info",
+        {"trialSourceInfo": info},
+        task_header(task.token) if headers is None else headers,
+    )
 
 
 def reports(client: TestClient, headers: dict, path: str, **params) -> list[tuple[int, str, int, dict]]:
@@ -98,8 +127,12 @@ def reports(client: TestClient, headers: dict, path: str, **params) -> list[tupl
 def rows(client: TestClient) -> list[tuple]:
     S = models.TrialSourceInfo
     with ctx_of(client.app).db.read_session() as s:
-        return [tuple(r) for r in s.execute(select(S.trial_id, S.checkpoint_uuid, S.type, S.model_id, S.model_version)
-                                            .order_by(S.id))]
+        return [
+            tuple(r)
+            for r in s.execute(
+                select(S.trial_id, S.checkpoint_uuid, S.type, S.model_id, S.model_version).order_by(S.id)
+            )
+        ]
 
 
 def register(client: TestClient, headers: dict, model: str, ckpt: str) -> dict:
@@ -118,8 +151,10 @@ def test_a_report_answers_what_det_reads_and_is_idempotent(client: TestClient, t
         assert r.status_code == 200, r.text
         assert r.json() == {"trialId": trials.first.trial_id, "checkpointUuid": ckpt}
     assert link(client, trials.first, ckpt, FINE_TUNING).status_code == 200  # another type: another row
-    assert rows(client) == [(trials.first.trial_id, ckpt, "INFERENCE", None, None),
-                            (trials.first.trial_id, ckpt, "FINE_TUNING", None, None)]
+    assert rows(client) == [
+        (trials.first.trial_id, ckpt, "INFERENCE", None, None),
+        (trials.first.trial_id, ckpt, "FINE_TUNING", None, None),
+    ]
 
 
 def test_a_report_is_refused_naming_what_is_wrong(client: TestClient, user: dict, trials: Trials) -> None:
@@ -132,22 +167,38 @@ def test_a_report_is_refused_naming_what_is_wrong(client: TestClient, user: dict
     assert r.status_code == 404 and unknown in r.json()["message"]
     assert r.json()["fields"][0]["field"] == "trialSourceInfo.checkpointUuid"
     cases = [
-        (link(client, trials.first, ckpt, "TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED"), 400,
-         "trialSourceInfo.trialSourceInfoType"),
+        (
+            link(client, trials.first, ckpt, "TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED"),
+            400,
+            "trialSourceInfo.trialSourceInfoType",
+        ),
         (link(client, trials.first, ckpt, "INFERENCE"), 400, "trialSourceInfo.trialSourceInfoType"),
         (link(client, trials.first, ckpt, modelId=version["model"]["id"]), 400, "trialSourceInfo.modelVersion"),
         (link(client, trials.first, ckpt, modelVersion=1), 400, "trialSourceInfo.modelId"),
-        (link(client, trials.first, ckpt, modelId=version["model"]["id"], modelVersion=9), 404,
-         "trialSourceInfo.modelVersion"),
-        (link(client, trials.first, other, modelId=version["model"]["id"], modelVersion=1), 400,
-         "trialSourceInfo.checkpointUuid"),
-        (link(client, trials.first, ckpt, modelId=version["model"]["id"] + 100, modelVersion=1), 404,
-         "trialSourceInfo.modelVersion"),
+        (
+            link(client, trials.first, ckpt, modelId=version["model"]["id"], modelVersion=9),
+            404,
+            "trialSourceInfo.modelVersion",
+        ),
+        (
+            link(client, trials.first, other, modelId=version["model"]["id"], modelVersion=1),
+            400,
+            "trialSourceInfo.checkpointUuid",
+        ),
+        (
+            link(client, trials.first, ckpt, modelId=version["model"]["id"] + 100, modelVersion=1),
+            404,
+            "trialSourceInfo.modelVersion",
+        ),
     ]
     for r, status, field in cases:
         assert r.status_code == status and r.json()["fields"][0]["field"] == field, r.text
-    r = post(client, "/api/v1/trial-source-info", {"trialSourceInfo": {"checkpointUuid": ckpt}},
-             task_header(trials.first.token))
+    r = post(
+        client,
+        "/api/v1/trial-source-info",
+        {"trialSourceInfo": {"checkpointUuid": ckpt}},
+        task_header(trials.first.token),
+    )
     assert r.status_code == 400 and "trialId" in r.text
     # only the task token of that trial
     assert link(client, trials.first, ckpt, headers=user).status_code == 403
@@ -155,8 +206,7 @@ def test_a_report_is_refused_naming_what_is_wrong(client: TestClient, user: dict
     assert rows(client) == []
 
 
-def test_a_model_version_given_again_replaces_the_one_recorded(client: TestClient, user: dict,
-                                                               trials: Trials) -> None:
+def test_a_model_version_given_again_replaces_the_one_recorded(client: TestClient, user: dict, trials: Trials) -> None:
     ckpt = checkpoint(client, trials.producer, 5)
     for name in ("a", "b"):
         assert post(client, "/api/v1/models", {"name": name}, user).status_code == 200
@@ -172,8 +222,9 @@ def test_a_model_version_given_again_replaces_the_one_recorded(client: TestClien
 # -- GET /checkpoints/{uuid}/metrics ----------------------------------------------------------------
 
 
-def test_checkpoint_metrics_are_the_reports_of_the_trials_that_used_it(client: TestClient, user: dict, bob: dict,
-                                                                     trials: Trials) -> None:
+def test_checkpoint_metrics_are_the_reports_of_the_trials_that_used_it(
+    client: TestClient, user: dict, bob: dict, trials: Trials
+) -> None:
     p, first, second = trials.producer, trials.first, trials.second
     report(client, p, "training", 1, {"loss": 0.9})
     ckpt = checkpoint(client, p, 1)
@@ -190,18 +241,31 @@ def test_checkpoint_metrics_are_the_reports_of_the_trials_that_used_it(client: T
     # what the SDK asks: INFERENCE links, one group (any user reads, and any live task)
     for headers in (bob, bearer(p.token)):
         assert reports(client, headers, path, trialSourceInfoType=INFERENCE, metricGroup="training") == [
-            (a, "training", 1, {"avg_metrics": {"loss": 0.5}}), (a, "training", 2, {"avg_metrics": {"loss": 0.4}})]
+            (a, "training", 1, {"avg_metrics": {"loss": 0.5}}),
+            (a, "training", 2, {"avg_metrics": {"loss": 0.4}}),
+        ]
     assert reports(client, user, path, trialSourceInfoType=INFERENCE, metricGroup="validation") == [
-        (a, "validation", 2, {"validation_metrics": {"loss": 0.45}})]
+        (a, "validation", 2, {"validation_metrics": {"loss": 0.45}})
+    ]
     assert reports(client, user, path, trialSourceInfoType=FINE_TUNING, metricGroup="validation") == [
-        (b, "validation", 3, {"validation_metrics": {"loss": 0.3}})]
+        (b, "validation", 3, {"validation_metrics": {"loss": 0.3}})
+    ]
     # every group: training, validation, then the others; validations also under avg_metrics
     assert [(t, g, s) for t, g, s, _ in reports(client, user, path, trialSourceInfoType=INFERENCE)] == [
-        (a, "training", 1), (a, "training", 2), (a, "validation", 2), (a, "inference", 2)]
+        (a, "training", 1),
+        (a, "training", 2),
+        (a, "validation", 2),
+        (a, "inference", 2),
+    ]
     every = reports(client, user, path)  # no type (or UNSPECIFIED): every linked trial, in id order
     assert every == reports(client, user, path, trialSourceInfoType="TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED")
-    assert [(t, g, s) for t, g, s, _ in every] == [(a, "training", 1), (a, "training", 2), (a, "validation", 2),
-                                                   (a, "inference", 2), (b, "validation", 3)]
+    assert [(t, g, s) for t, g, s, _ in every] == [
+        (a, "training", 1),
+        (a, "training", 2),
+        (a, "validation", 2),
+        (a, "inference", 2),
+        (b, "validation", 3),
+    ]
     assert every[2][3] == {"validation_metrics": {"loss": 0.45}, "avg_metrics": {"loss": 0.45}}
     assert reports(client, user, path, metricGroup="nothing") == []
 
@@ -223,20 +287,21 @@ def test_a_deleted_checkpoint_keeps_its_links(client: TestClient, user: dict, tr
     ckpt = checkpoint(client, trials.producer, 2)
     report(client, trials.first, "validation", 1, {"loss": 0.5})
     assert link(client, trials.first, ckpt).status_code == 200
-    r = client.request("DELETE", "/api/v1/checkpoints", content=json.dumps({"checkpointUuids": [ckpt]}),
-                       headers=user)
+    r = client.request("DELETE", "/api/v1/checkpoints", content=json.dumps({"checkpointUuids": [ckpt]}), headers=user)
     assert r.status_code == 200, r.text
     assert client.get(f"/api/v1/checkpoints/{ckpt}", headers=user).json()["checkpoint"]["state"] == "STATE_DELETED"
     assert reports(client, user, f"/api/v1/checkpoints/{ckpt}/metrics") == [
-        (trials.first.trial_id, "validation", 1, {"validation_metrics": {"loss": 0.5}, "avg_metrics": {"loss": 0.5}})]
+        (trials.first.trial_id, "validation", 1, {"validation_metrics": {"loss": 0.5}, "avg_metrics": {"loss": 0.5}})
+    ]
     assert link(client, trials.second, ckpt).status_code == 200  # as in Determined: the row is still there
 
 
 # -- GET /models/{name}/versions/{n}/metrics -------------------------------------------------------
 
 
-def test_version_metrics_are_the_reports_of_the_trials_that_used_the_version(client: TestClient, user: dict,
-                                                                           bob: dict, trials: Trials) -> None:
+def test_version_metrics_are_the_reports_of_the_trials_that_used_the_version(
+    client: TestClient, user: dict, bob: dict, trials: Trials
+) -> None:
     ckpt, other = checkpoint(client, trials.producer, 1), checkpoint(client, trials.producer, 2)
     assert post(client, "/api/v1/models", {"name": "my model"}, user).status_code == 200
     v1, v2 = register(client, user, "my%20model", ckpt), register(client, user, "my%20model", other)
@@ -253,16 +318,19 @@ def test_version_metrics_are_the_reports_of_the_trials_that_used_the_version(cli
     assert reports(client, user, "/api/v1/models/my%20model/versions/1/metrics", trialSourceInfoType=FINE_TUNING) == []
     assert reports(client, user, f"/api/v1/models/my%20model/versions/{v2['version']}/metrics") == []
     # the checkpoint's reports: both trials, the one that named the version too
-    assert [t for t, *_ in reports(client, user, f"/api/v1/checkpoints/{ckpt}/metrics", metricGroup="validation")] \
-        == [a, b]
+    assert [t for t, *_ in reports(client, user, f"/api/v1/checkpoints/{ckpt}/metrics", metricGroup="validation")] == [
+        a,
+        b,
+    ]
     for path in ("/api/v1/models/nobody/versions/1/metrics", "/api/v1/models/my%20model/versions/7/metrics"):
         assert client.get(path, headers=user).status_code == 404, path
     r = client.get("/api/v1/models/my%20model/versions/1/metrics?trialSourceInfoType=NOPE", headers=user)
     assert r.status_code == 400 and "trialSourceInfoType" in r.text
 
 
-def test_deleting_the_version_or_model_keeps_the_link_to_the_checkpoint(client: TestClient, user: dict,
-                                                                       trials: Trials) -> None:
+def test_deleting_the_version_or_model_keeps_the_link_to_the_checkpoint(
+    client: TestClient, user: dict, trials: Trials
+) -> None:
     ckpt = checkpoint(client, trials.producer, 1)
     assert post(client, "/api/v1/models", {"name": "m"}, user).status_code == 200
     model_id = register(client, user, "m", ckpt)["model"]["id"]
@@ -278,5 +346,7 @@ def test_deleting_the_version_or_model_keeps_the_link_to_the_checkpoint(client: 
     # deleting the model clears the links to its versions the same way
     assert link(client, trials.second, ckpt, modelId=model_id, modelVersion=1).status_code == 200
     assert client.delete("/api/v1/models/m", headers=user).status_code == 200
-    assert rows(client) == [(trials.first.trial_id, ckpt, "INFERENCE", None, None),
-                            (trials.second.trial_id, ckpt, "INFERENCE", None, None)]
+    assert rows(client) == [
+        (trials.first.trial_id, ckpt, "INFERENCE", None, None),
+        (trials.second.trial_id, ckpt, "INFERENCE", None, None),
+    ]

@@ -19,8 +19,10 @@ def paused_trial(client: TestClient, headers: dict) -> int:
 
 
 def report(client: TestClient, headers: dict, trial_id: int, group: str, step: int, values: dict):
-    body = {"group": group, "metrics": {"trialId": trial_id, "trialRunId": 0, "stepsCompleted": step,
-                                        "metrics": {"avgMetrics": values}}}
+    body = {
+        "group": group,
+        "metrics": {"trialId": trial_id, "trialRunId": 0, "stepsCompleted": step, "metrics": {"avgMetrics": values}},
+    }
     return post(client, f"/api/v1/trials/{trial_id}/metrics", body, headers)
 
 
@@ -37,15 +39,19 @@ def test_a_users_report_reads_back_by_group_and_name(client: TestClient, user: d
     [series] = entry["metrics"]
     assert series["group"] == group
     assert series["type"] == {"training": "METRIC_TYPE_TRAINING", "validation": "METRIC_TYPE_VALIDATION"}.get(
-        group, "METRIC_TYPE_UNSPECIFIED")
+        group, "METRIC_TYPE_UNSPECIFIED"
+    )
     assert [(p["batches"], p["values"]) for p in series["data"]] == [(10, {"lossx": 3.3}), (20, {"lossx": 2.2})]
     assert all(p["time"] for p in series["data"])
 
 
 def test_only_a_user_who_may_edit_the_experiment_reports(client: TestClient, user: dict, admin: dict) -> None:
     trial_id = paused_trial(client, user)
-    body = {"user": {"username": "carol", "admin": False, "active": True}, "password": client_hash("pw-carol"),
-            "isHashed": True}
+    body = {
+        "user": {"username": "carol", "admin": False, "active": True},
+        "password": client_hash("pw-carol"),
+        "isHashed": True,
+    }
     assert post(client, "/api/v1/users", body, admin).status_code == 200
     carol = bearer(login(client, "carol", "pw-carol"))
     r = report(client, carol, trial_id, "training", 1, {"x": 1})
@@ -58,20 +64,26 @@ def test_metric_names_of_a_group_and_the_batch_window(client: TestClient, user: 
     trial_id = paused_trial(client, user)
     for step in (1, 2, 3):
         assert report(client, user, trial_id, "validation", step, {"a": step, "b": -step}).status_code == 200
-    r = client.get(SERIES, params={"trialIds": trial_id, "metricNames": ["a", "b"], "group": "validation",
-                                   "startBatches": 2}, headers=user)
+    r = client.get(
+        SERIES,
+        params={"trialIds": trial_id, "metricNames": ["a", "b"], "group": "validation", "startBatches": 2},
+        headers=user,
+    )
     assert r.status_code == 200, r.text
     [series] = r.json()["trials"][0]["metrics"]
     assert [(p["batches"], p["values"]) for p in series["data"]] == [(2, {"a": 2, "b": -2}), (3, {"a": 3, "b": -3})]
 
 
-@pytest.mark.parametrize(("params", "status", "field"), [
-    ({"trialIds": 1}, 400, "metricIds"),
-    ({"trialIds": 1, "metricIds": "nodot"}, 400, "metricIds"),
-    ({"metricIds": "training.x"}, 400, "trialIds"),
-    ({"trialIds": list(range(1, 102)), "metricIds": "training.x"}, 400, "trialIds"),
-    ({"trialIds": 999_999, "metricIds": "training.x"}, 404, "trial 999999"),
-])
+@pytest.mark.parametrize(
+    ("params", "status", "field"),
+    [
+        ({"trialIds": 1}, 400, "metricIds"),
+        ({"trialIds": 1, "metricIds": "nodot"}, 400, "metricIds"),
+        ({"metricIds": "training.x"}, 400, "trialIds"),
+        ({"trialIds": list(range(1, 102)), "metricIds": "training.x"}, 400, "trialIds"),
+        ({"trialIds": 999_999, "metricIds": "training.x"}, 404, "trial 999999"),
+    ],
+)
 def test_bad_requests_name_the_field(client: TestClient, user: dict, params: dict, status: int, field: str) -> None:
     r = client.get(SERIES, params=params, headers=user)
     assert r.status_code == status and field in r.json()["message"], r.text

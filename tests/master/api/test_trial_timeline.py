@@ -7,8 +7,7 @@ from fastapi.testclient import TestClient
 from tests.master.fakes import SINGLE_CONFIG, FakeAgent, create_experiment
 
 
-def test_each_start_is_an_allocation_with_its_agent_and_end(client: TestClient, user: dict,
-                                                            agent: FakeAgent) -> None:
+def test_each_start_is_an_allocation_with_its_agent_and_end(client: TestClient, user: dict, agent: FakeAgent) -> None:
     create_experiment(client, user, SINGLE_CONFIG + "max_restarts: 1\n")
     [first] = agent.start_all()
     agent.exit(first.allocation_id, 3, "boom")
@@ -24,8 +23,10 @@ def test_each_start_is_an_allocation_with_its_agent_and_end(client: TestClient, 
     assert running["places"][0]["instance"] is None  # a static agent: no instance behind it
     assert not done["preempted"] and not done["spotInterrupted"]
     etag = r.headers["etag"]
-    assert client.get(f"/api/v1/trials/{first.trial_id}/allocations",
-                      headers={**user, "If-None-Match": etag}).status_code == 304
+    assert (
+        client.get(f"/api/v1/trials/{first.trial_id}/allocations", headers={**user, "If-None-Match": etag}).status_code
+        == 304
+    )
     agent.exit(second.allocation_id, 0)
     changed = client.get(f"/api/v1/trials/{first.trial_id}/allocations", headers={**user, "If-None-Match": etag})
     assert changed.status_code == 200 and changed.json()["allocations"][1]["exitCode"] == 0

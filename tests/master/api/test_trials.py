@@ -26,8 +26,16 @@ from tests.master.fakes import (
 
 
 def metrics_body(trial_id: int, steps: int, values: dict, group: str = "training", run: int = 1) -> dict:
-    return {"group": group, "metrics": {"trialId": trial_id, "trialRunId": run, "stepsCompleted": steps,
-                                        "reportTime": None, "metrics": {"avgMetrics": values, "batchMetrics": None}}}
+    return {
+        "group": group,
+        "metrics": {
+            "trialId": trial_id,
+            "trialRunId": run,
+            "stepsCompleted": steps,
+            "reportTime": None,
+            "metrics": {"avgMetrics": values, "batchMetrics": None},
+        },
+    }
 
 
 @pytest.fixture
@@ -50,8 +58,9 @@ def add_logs(app: FastAPI, task: StartedTask, messages: list[str], clock: Manual
         lines = []
         for m in messages:
             clock.advance(1)
-            lines.append(LogLine(timestamp=clock.now(), stdtype="stderr" if m.startswith("ERR") else "stdout",
-                                 message=m))
+            lines.append(
+                LogLine(timestamp=clock.now(), stdtype="stderr" if m.startswith("ERR") else "stdout", message=m)
+            )
         logs_service.add_task_lines(s, alloc, "agent-1", lines)
 
 
@@ -72,10 +81,24 @@ def read_stream(text: str) -> list[dict]:
 
 def test_start_task_carries_the_det_environment(task: StartedTask) -> None:
     env = task.message["env"]
-    for key in ("DET_CLUSTER_ID", "DET_TASK_ID", "DET_ALLOCATION_ID", "DET_SESSION_TOKEN", "DET_TASK_TYPE",
-                "DET_TRIAL_ID", "DET_EXPERIMENT_ID", "DET_TRIAL_SEED", "DET_HPARAMS", "DET_EXPERIMENT_CONFIG",
-                "DET_STEPS_COMPLETED", "DET_TRIAL_RUN_ID", "DET_LATEST_CHECKPOINT", "DET_USER", "DET_USER_TOKEN",
-                "DET_RESOURCES_ID"):
+    for key in (
+        "DET_CLUSTER_ID",
+        "DET_TASK_ID",
+        "DET_ALLOCATION_ID",
+        "DET_SESSION_TOKEN",
+        "DET_TASK_TYPE",
+        "DET_TRIAL_ID",
+        "DET_EXPERIMENT_ID",
+        "DET_TRIAL_SEED",
+        "DET_HPARAMS",
+        "DET_EXPERIMENT_CONFIG",
+        "DET_STEPS_COMPLETED",
+        "DET_TRIAL_RUN_ID",
+        "DET_LATEST_CHECKPOINT",
+        "DET_USER",
+        "DET_USER_TOKEN",
+        "DET_RESOURCES_ID",
+    ):
         assert key in env, key
     assert env["DET_SESSION_TOKEN"] == task.token
     assert env["DET_ALLOCATION_ID"] == task.allocation_id
@@ -86,8 +109,9 @@ def test_start_task_carries_the_det_environment(task: StartedTask) -> None:
     assert task.message["slot_ids"] == ["0"]
 
 
-def test_det_user_token_acts_as_the_tasks_owner_while_the_task_lives(client: TestClient, user: dict, admin: dict,
-                                                                      agent: FakeAgent, task: StartedTask) -> None:
+def test_det_user_token_acts_as_the_tasks_owner_while_the_task_lives(
+    client: TestClient, user: dict, admin: dict, agent: FakeAgent, task: StartedTask
+) -> None:
     user_token = task.message["env"]["DET_USER_TOKEN"]
     assert user_token != task.token and task.token in user_token
     as_owner = bearer(user_token)
@@ -114,10 +138,24 @@ def test_det_user_token_acts_as_the_tasks_owner_while_the_task_lives(client: Tes
 @pytest.mark.parametrize("header", [bearer, task_header], ids=["authorization", "allocation-token"])
 def test_metrics_with_the_task_session_token(client: TestClient, user: dict, task: StartedTask, header) -> None:
     h = header(task.token)
-    assert post(client, f"/api/v1/trials/{task.trial_id}/metrics",
-                metrics_body(task.trial_id, 5, {"loss": 0.9, "acc": "NaN"}), h).status_code == 200
-    assert post(client, f"/api/v1/trials/{task.trial_id}/metrics",
-                metrics_body(task.trial_id, 10, {"loss": 0.4}, "validation"), h).status_code == 200
+    assert (
+        post(
+            client,
+            f"/api/v1/trials/{task.trial_id}/metrics",
+            metrics_body(task.trial_id, 5, {"loss": 0.9, "acc": "NaN"}),
+            h,
+        ).status_code
+        == 200
+    )
+    assert (
+        post(
+            client,
+            f"/api/v1/trials/{task.trial_id}/metrics",
+            metrics_body(task.trial_id, 10, {"loss": 0.4}, "validation"),
+            h,
+        ).status_code
+        == 200
+    )
     t = trial(client, user, task.trial_id)
     assert t["state"] == "STATE_RUNNING"
     assert t["totalBatchesProcessed"] == 10
@@ -139,8 +177,12 @@ def test_metrics_with_the_task_session_token(client: TestClient, user: dict, tas
 def test_best_validation_respects_smaller_is_better(client: TestClient, user: dict, task: StartedTask) -> None:
     h = bearer(task.token)
     for steps, loss in ((10, 0.5), (20, 0.2), (30, 0.7)):
-        post(client, f"/api/v1/trials/{task.trial_id}/metrics",
-             metrics_body(task.trial_id, steps, {"loss": loss}, "validation"), h)
+        post(
+            client,
+            f"/api/v1/trials/{task.trial_id}/metrics",
+            metrics_body(task.trial_id, steps, {"loss": loss}, "validation"),
+            h,
+        )
     t = trial(client, user, task.trial_id)
     assert t["bestValidation"]["totalBatches"] == 20
     assert t["latestValidation"]["totalBatches"] == 30
@@ -154,11 +196,13 @@ def test_task_token_cannot_report_for_another_trial(client: TestClient, user: di
         tasks = agent.start_all() + agent2.start_all()
         assert len(tasks) == 2
         a, b = tasks
-        r = post(client, f"/api/v1/trials/{b.trial_id}/metrics", metrics_body(b.trial_id, 1, {"loss": 1}),
-                 bearer(a.token))
+        r = post(
+            client, f"/api/v1/trials/{b.trial_id}/metrics", metrics_body(b.trial_id, 1, {"loss": 1}), bearer(a.token)
+        )
         assert r.status_code == 403
-        assert post(client, f"/api/v1/trials/{b.trial_id}/progress", {"progress": 0.5},
-                    bearer(a.token)).status_code == 403
+        assert (
+            post(client, f"/api/v1/trials/{b.trial_id}/progress", {"progress": 0.5}, bearer(a.token)).status_code == 403
+        )
     finally:
         agent2.close()
 
@@ -172,12 +216,14 @@ def test_task_token_dies_with_its_allocation(client: TestClient, task: StartedTa
     assert r.status_code == 401
 
 
-def test_the_owner_and_admins_may_report_with_a_login_token(client: TestClient, user: dict, admin: dict,
-                                                              task: StartedTask) -> None:
+def test_the_owner_and_admins_may_report_with_a_login_token(
+    client: TestClient, user: dict, admin: dict, task: StartedTask
+) -> None:
     # as Determined's SDK does (trialRunId 0); another user may not (tests/master/api/test_trial_time_series.py)
     for step, headers in ((3, user), (4, admin)):
-        r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", metrics_body(task.trial_id, step, {"loss": 1.0}),
-                 headers)
+        r = post(
+            client, f"/api/v1/trials/{task.trial_id}/metrics", metrics_body(task.trial_id, step, {"loss": 1.0}), headers
+        )
         assert r.status_code == 200, r.text
     listed = client.get(f"/api/v1/trials/{task.trial_id}/metrics", headers=user).json()["metrics"]
     assert [m["stepsCompleted"] for m in listed] == [3, 4]
@@ -200,8 +246,10 @@ def test_a_restart_replaces_metrics_of_the_same_steps(client: TestClient, user: 
 
 def test_progress(client: TestClient, user: dict, task: StartedTask) -> None:
     h = bearer(task.token)
-    assert post(client, f"/api/v1/trials/{task.trial_id}/progress", {"progress": 0.25, "is_raw": True},
-                h).status_code == 200
+    assert (
+        post(client, f"/api/v1/trials/{task.trial_id}/progress", {"progress": 0.25, "is_raw": True}, h).status_code
+        == 200
+    )
     assert trial(client, user, task.trial_id)["summaryMetrics"]["progress"] == 0.25
     assert post(client, f"/api/v1/trials/{task.trial_id}/progress", 0.5, h).status_code == 200  # a bare number
     assert trial(client, user, task.trial_id)["summaryMetrics"]["progress"] == 0.5
@@ -209,8 +257,12 @@ def test_progress(client: TestClient, user: dict, task: StartedTask) -> None:
 
 def test_completed_operation_advances_batches(client: TestClient, user: dict, task: StartedTask) -> None:
     h = bearer(task.token)
-    r = post(client, f"/api/v1/trials/{task.trial_id}/searcher/completed_operation",
-             {"op": {"length": 10}, "searcherMetric": 0.3}, h)
+    r = post(
+        client,
+        f"/api/v1/trials/{task.trial_id}/searcher/completed_operation",
+        {"op": {"length": 10}, "searcherMetric": 0.3},
+        h,
+    )
     assert r.status_code == 200
     assert trial(client, user, task.trial_id)["totalBatchesProcessed"] == 10
 
@@ -263,8 +315,7 @@ def test_kill_a_queued_trial(client: TestClient, user: dict) -> None:
 # -- logs ---------------------------------------------------------------------------------------------
 
 
-def test_trial_logs_stream(app: FastAPI, client: TestClient, user: dict, task: StartedTask,
-                           clock: ManualClock) -> None:
+def test_trial_logs_stream(app: FastAPI, client: TestClient, user: dict, task: StartedTask, clock: ManualClock) -> None:
     add_logs(app, task, ["epoch 1", "epoch 2\n", "ERR oops", "done"], clock)
     r = client.get(f"/api/v1/trials/{task.trial_id}/logs?follow=false", headers=user)
     assert r.status_code == 200
@@ -281,37 +332,45 @@ def test_trial_logs_stream(app: FastAPI, client: TestClient, user: dict, task: S
     assert ids == sorted(ids)
 
 
-def test_trial_logs_head_and_tail(app: FastAPI, client: TestClient, user: dict, task: StartedTask,
-                                  clock: ManualClock) -> None:
+def test_trial_logs_head_and_tail(
+    app: FastAPI, client: TestClient, user: dict, task: StartedTask, clock: ManualClock
+) -> None:
     add_logs(app, task, [f"line {i}" for i in range(10)], clock)
     head = read_stream(client.get(f"/api/v1/trials/{task.trial_id}/logs?follow=false&limit=3", headers=user).text)
     assert [ln["message"] for ln in head] == ["line 0\n", "line 1\n", "line 2\n"]
-    tail = read_stream(client.get(f"/api/v1/trials/{task.trial_id}/logs?follow=false&limit=3&orderBy=ORDER_BY_DESC",
-                                  headers=user).text)
+    tail = read_stream(
+        client.get(f"/api/v1/trials/{task.trial_id}/logs?follow=false&limit=3&orderBy=ORDER_BY_DESC", headers=user).text
+    )
     assert [ln["message"] for ln in tail] == ["line 9\n", "line 8\n", "line 7\n"]  # newest first
-    everything = read_stream(client.get(f"/api/v1/trials/{task.trial_id}/logs?orderBy=ORDER_BY_DESC",
-                                        headers=user).text)
+    everything = read_stream(
+        client.get(f"/api/v1/trials/{task.trial_id}/logs?orderBy=ORDER_BY_DESC", headers=user).text
+    )
     assert [ln["message"] for ln in everything] == [f"line {i}\n" for i in range(9, -1, -1)]
 
 
-def test_trial_logs_level_filter(app: FastAPI, client: TestClient, user: dict, task: StartedTask,
-                                 clock: ManualClock) -> None:
+def test_trial_logs_level_filter(
+    app: FastAPI, client: TestClient, user: dict, task: StartedTask, clock: ManualClock
+) -> None:
     add_logs(app, task, ["fine", "ERR bad", "fine again"], clock)
-    r = client.get(f"/api/v1/trials/{task.trial_id}/logs?follow=false&levels=LOG_LEVEL_ERROR"
-                   "&levels=LOG_LEVEL_CRITICAL", headers=user)
+    r = client.get(
+        f"/api/v1/trials/{task.trial_id}/logs?follow=false&levels=LOG_LEVEL_ERROR&levels=LOG_LEVEL_CRITICAL",
+        headers=user,
+    )
     assert [ln["message"] for ln in read_stream(r.text)] == ["ERR bad\n"]
 
 
-def test_trial_logs_more_than_one_batch(app: FastAPI, client: TestClient, user: dict, task: StartedTask,
-                                        clock: ManualClock) -> None:
+def test_trial_logs_more_than_one_batch(
+    app: FastAPI, client: TestClient, user: dict, task: StartedTask, clock: ManualClock
+) -> None:
     add_logs(app, task, [f"l{i}" for i in range(1200)], clock)
     lines = read_stream(client.get(f"/api/v1/trials/{task.trial_id}/logs?follow=false", headers=user).text)
     assert len(lines) == 1200
     assert lines[0]["message"] == "l0\n" and lines[-1]["message"] == "l1199\n"
 
 
-def test_follow_ends_when_the_trial_is_over(app: FastAPI, client: TestClient, user: dict, task: StartedTask,
-                                            agent: FakeAgent, clock: ManualClock) -> None:
+def test_follow_ends_when_the_trial_is_over(
+    app: FastAPI, client: TestClient, user: dict, task: StartedTask, agent: FakeAgent, clock: ManualClock
+) -> None:
     add_logs(app, task, ["a", "b"], clock)
     agent.exit(task.allocation_id, 0)
     r = client.get(f"/api/v1/trials/{task.trial_id}/logs?follow=true", headers=user)
@@ -337,8 +396,9 @@ def test_failure_is_logged_for_the_user(client: TestClient, user: dict, task: St
 
 
 @pytest.mark.parametrize("follow", ["false", "true"])
-def test_level_filter_finds_lines_far_down_the_log(app: FastAPI, client: TestClient, user: dict, task: StartedTask,
-                                                   agent: FakeAgent, clock: ManualClock, follow: str) -> None:
+def test_level_filter_finds_lines_far_down_the_log(
+    app: FastAPI, client: TestClient, user: dict, task: StartedTask, agent: FakeAgent, clock: ManualClock, follow: str
+) -> None:
     # more non-matching lines than one batch of the stream, then the one that matters
     add_logs(app, task, [f"step {i}" for i in range(1100)] + ["ERR the real problem"], clock)
     agent.exit(task.allocation_id, 0)  # so a followed stream ends
@@ -346,8 +406,9 @@ def test_level_filter_finds_lines_far_down_the_log(app: FastAPI, client: TestCli
     assert [ln["message"] for ln in read_stream(r.text)] == ["ERR the real problem\n"]
 
 
-def test_log_lines_an_agent_ships_are_stored_whatever_bytes_they_hold(app: FastAPI, client: TestClient, user: dict,
-                                                                     task: StartedTask, clock: ManualClock) -> None:
+def test_log_lines_an_agent_ships_are_stored_whatever_bytes_they_hold(
+    app: FastAPI, client: TestClient, user: dict, task: StartedTask, clock: ManualClock
+) -> None:
     """PostgreSQL refuses NUL and lone surrogates in text; a task may print both (a NUL comes back)."""
     add_logs(app, task, ["a\x00b", "lone \ud800 surrogate", "fine"], clock)
     lines = read_stream(client.get(f"/api/v1/trials/{task.trial_id}/logs", headers=user).text)
@@ -361,9 +422,9 @@ def test_a_task_log_level_must_be_one_of_determineds(client: TestClient, task: S
     assert r.json()["fields"][0]["field"] == "logs[0].level"
 
 
-def test_a_report_past_the_trials_distinct_metric_names_is_refused(app: FastAPI, client: TestClient, user: dict,
-                                                                   task: StartedTask,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_report_past_the_trials_distinct_metric_names_is_refused(
+    app: FastAPI, client: TestClient, user: dict, task: StartedTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """limits.max_metric_names_per_trial counts the names a trial holds over its groups: a report that would
     take it past them is a 400 naming the field and the limit, nothing stored; names it holds go on."""
     url, headers = f"/api/v1/trials/{task.trial_id}/metrics", task_header(task.token)
@@ -372,8 +433,13 @@ def test_a_report_past_the_trials_distinct_metric_names_is_refused(app: FastAPI,
     assert "1001 distinct metric names, more than the limit of 1000" in r.text
     assert "limits.max_metric_names_per_trial" in r.text
     ctx = app.state.ctx
-    monkeypatch.setattr(ctx, "config", ctx.config.model_copy(update={"limits": ctx.config.limits.model_copy(
-        update={"max_metric_names_per_trial": 3})}))
+    monkeypatch.setattr(
+        ctx,
+        "config",
+        ctx.config.model_copy(
+            update={"limits": ctx.config.limits.model_copy(update={"max_metric_names_per_trial": 3})}
+        ),
+    )
     assert post(client, url, metrics_body(task.trial_id, 1, {"loss": 1.0, "acc": 0.5}), headers).status_code == 200
     assert post(client, url, metrics_body(task.trial_id, 2, {"val": 1.0}, "validation"), headers).status_code == 200
     r = post(client, url, metrics_body(task.trial_id, 3, {"loss": 0.9, "lr": 0.1}), headers)
@@ -385,8 +451,9 @@ def test_a_report_past_the_trials_distinct_metric_names_is_refused(app: FastAPI,
     assert trial(client, user, task.trial_id)["totalBatchesProcessed"] == 3
 
 
-def test_a_page_of_trials_is_cut_short_past_the_listing_bytes(app: FastAPI, client: TestClient, user: dict,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_of_trials_is_cut_short_past_the_listing_bytes(
+    app: FastAPI, client: TestClient, user: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Trials whose summaries are large fill limits.max_listing_bytes before the page's rows: the page is cut
     short (at least one trial), and its endIndex is where det's SDK and the WebUI ask for the next."""
     agent = FakeAgent(app, "agent-pages", slots=2)
@@ -394,14 +461,24 @@ def test_a_page_of_trials_is_cut_short_past_the_listing_bytes(app: FastAPI, clie
     tasks = sorted(agent.start_all(), key=lambda t: t.trial_id)
     for t in tasks:
         values = {f"metric_{i:03d}": float(i) for i in range(200)}
-        assert post(client, f"/api/v1/trials/{t.trial_id}/metrics", metrics_body(t.trial_id, 1, values),
-                    task_header(t.token)).status_code == 200
+        assert (
+            post(
+                client,
+                f"/api/v1/trials/{t.trial_id}/metrics",
+                metrics_body(t.trial_id, 1, values),
+                task_header(t.token),
+            ).status_code
+            == 200
+        )
     url = f"/api/v1/experiments/{exp['id']}/trials"
     whole = client.get(url, headers=user).json()
     assert [t["id"] for t in whole["trials"]] == [t.trial_id for t in tasks]
     ctx = app.state.ctx
-    monkeypatch.setattr(ctx, "config", ctx.config.model_copy(update={"limits": ctx.config.limits.model_copy(
-        update={"max_listing_bytes": 30_000})}))
+    monkeypatch.setattr(
+        ctx,
+        "config",
+        ctx.config.model_copy(update={"limits": ctx.config.limits.model_copy(update={"max_listing_bytes": 30_000})}),
+    )
     first = client.get(url, headers=user).json()
     assert [t["id"] for t in first["trials"]] == [tasks[0].trial_id]
     assert (first["pagination"]["endIndex"], first["pagination"]["total"]) == (1, 2)

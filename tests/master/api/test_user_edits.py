@@ -34,8 +34,7 @@ def get(client: TestClient, user_id: int, headers: dict) -> dict:
 
 
 def login_status(client: TestClient, username: str, password: str) -> int:
-    r = post(client, "/api/v1/auth/login", {"username": username, "password": client_hash(password),
-                                            "isHashed": True})
+    r = post(client, "/api/v1/auth/login", {"username": username, "password": client_hash(password), "isHashed": True})
     return r.status_code
 
 
@@ -57,8 +56,7 @@ def test_get_user_by_id(client: TestClient, admin: dict, alice: int, user: dict)
 
 
 def test_create_user_with_an_agent_user_group(client: TestClient, admin: dict) -> None:
-    r = post(client, "/api/v1/users", {"user": {"username": "linked", "agentUserGroup": GROUP}, "password": ""},
-             admin)
+    r = post(client, "/api/v1/users", {"user": {"username": "linked", "agentUserGroup": GROUP}, "password": ""}, admin)
     assert r.status_code == 200, r.text
     assert r.json()["user"]["agentUserGroup"] == GROUP
     assert get(client, r.json()["user"]["id"], admin)["agentUserGroup"] == GROUP
@@ -83,29 +81,34 @@ def test_admin_links_and_unlinks_an_agent_user_group(client: TestClient, admin: 
     assert patch(client, alice, {"agentUserGroup": {}}, admin).json()["user"]["agentUserGroup"] is None  # unlinked
 
 
-@pytest.mark.parametrize(("group", "field"), [
-    ({"agentUid": 1000, "agentGid": 1000}, "agentUserGroup.agentUser"),
-    ({**GROUP, "agentUser": ""}, "agentUserGroup.agentUser"),
-    ({**GROUP, "agentUid": -1}, "agentUserGroup.agentUid"),
-    ({**GROUP, "agentGid": 2**31}, "agentUserGroup.agentGid"),
-    ({**GROUP, "agentUser": "-dash"}, "agentUserGroup.agentUser"),
-    ({**GROUP, "agentUser": "has space"}, "agentUserGroup.agentUser"),
-    ({**GROUP, "agentGroup": "a:b"}, "agentUserGroup.agentGroup"),
-    ({**GROUP, "agentGroup": "1234"}, "agentUserGroup.agentGroup"),
-    # another user's own uid and gid (security.task_uid_base + their id)
-    ({**GROUP, "agentUid": TASK_UID_BASE + 1}, "agentUserGroup.agentUid"),
-    ({**GROUP, "agentGid": TASK_UID_BASE + TASK_UIDS - 1}, "agentUserGroup.agentGid"),
-])
-def test_bad_agent_user_groups_are_400_naming_the_field(client: TestClient, admin: dict, alice: int, group: dict,
-                                                         field: str) -> None:
+@pytest.mark.parametrize(
+    ("group", "field"),
+    [
+        ({"agentUid": 1000, "agentGid": 1000}, "agentUserGroup.agentUser"),
+        ({**GROUP, "agentUser": ""}, "agentUserGroup.agentUser"),
+        ({**GROUP, "agentUid": -1}, "agentUserGroup.agentUid"),
+        ({**GROUP, "agentGid": 2**31}, "agentUserGroup.agentGid"),
+        ({**GROUP, "agentUser": "-dash"}, "agentUserGroup.agentUser"),
+        ({**GROUP, "agentUser": "has space"}, "agentUserGroup.agentUser"),
+        ({**GROUP, "agentGroup": "a:b"}, "agentUserGroup.agentGroup"),
+        ({**GROUP, "agentGroup": "1234"}, "agentUserGroup.agentGroup"),
+        # another user's own uid and gid (security.task_uid_base + their id)
+        ({**GROUP, "agentUid": TASK_UID_BASE + 1}, "agentUserGroup.agentUid"),
+        ({**GROUP, "agentGid": TASK_UID_BASE + TASK_UIDS - 1}, "agentUserGroup.agentGid"),
+    ],
+)
+def test_bad_agent_user_groups_are_400_naming_the_field(
+    client: TestClient, admin: dict, alice: int, group: dict, field: str
+) -> None:
     r = patch(client, alice, {"agentUserGroup": group}, admin)
     assert r.status_code == 400, r.text
     assert field in r.json()["message"]
     assert get(client, alice, admin)["agentUserGroup"] is None
 
 
-def test_only_admins_link_agent_users_even_their_own(client: TestClient, admin: dict, alice: int,
-                                                     alice_headers: dict, user: dict) -> None:
+def test_only_admins_link_agent_users_even_their_own(
+    client: TestClient, admin: dict, alice: int, alice_headers: dict, user: dict
+) -> None:
     for headers in (alice_headers, user):
         r = patch(client, alice, {"agentUserGroup": GROUP}, headers)
         assert r.status_code == 403, r.text
@@ -136,15 +139,17 @@ def test_rename_to_a_taken_name_is_409_and_bad_names_400(client: TestClient, adm
     assert patch(client, alice, {"username": "alice"}, admin).status_code == 200  # its own name: no change
 
 
-def test_users_cannot_rename_themselves_or_others(client: TestClient, alice: int, alice_headers: dict,
-                                                  admin: dict) -> None:
+def test_users_cannot_rename_themselves_or_others(
+    client: TestClient, alice: int, alice_headers: dict, admin: dict
+) -> None:
     r = patch(client, alice, {"username": "alice2"}, alice_headers)
     assert r.status_code == 403
     assert get(client, alice, admin)["username"] == "alice"
 
 
-def test_display_name_own_and_by_admin(client: TestClient, admin: dict, alice: int, alice_headers: dict,
-                                       user: dict) -> None:
+def test_display_name_own_and_by_admin(
+    client: TestClient, admin: dict, alice: int, alice_headers: dict, user: dict
+) -> None:
     r = patch(client, alice, {"displayName": "renamed display-name"}, alice_headers)
     assert r.status_code == 200, r.text
     assert get(client, alice, user)["displayName"] == "renamed display-name"
@@ -155,15 +160,17 @@ def test_display_name_own_and_by_admin(client: TestClient, admin: dict, alice: i
 
 
 @pytest.mark.parametrize("name", ["Admin", "DETERMINED", "determined", "ADMIN", "caf\u00e9", "bell\x07"])
-def test_reserved_similar_and_non_ascii_display_names_are_400(client: TestClient, alice: int, alice_headers: dict,
-                                                              name: str) -> None:
+def test_reserved_similar_and_non_ascii_display_names_are_400(
+    client: TestClient, alice: int, alice_headers: dict, name: str
+) -> None:
     r = patch(client, alice, {"displayName": name}, alice_headers)
     assert r.status_code == 400, r.text
     assert "displayName" in r.json()["message"]
 
 
-def test_display_name_may_not_copy_another_users(client: TestClient, admin: dict, alice: int,
-                                                  alice_headers: dict) -> None:
+def test_display_name_may_not_copy_another_users(
+    client: TestClient, admin: dict, alice: int, alice_headers: dict
+) -> None:
     bob = make_user(client, admin, "bob")
     assert patch(client, bob, {"displayName": "Bobby"}, admin).status_code == 200
     assert patch(client, alice, {"displayName": "BOBBY"}, alice_headers).status_code == 400
@@ -171,13 +178,13 @@ def test_display_name_may_not_copy_another_users(client: TestClient, admin: dict
     assert patch(client, bob, {"displayName": "bobby"}, admin).status_code == 200  # their own, another case
 
 
-def test_deactivate_ends_sessions_and_activate_lets_them_log_in(client: TestClient, admin: dict, alice: int,
-                                                                alice_headers: dict) -> None:
+def test_deactivate_ends_sessions_and_activate_lets_them_log_in(
+    client: TestClient, admin: dict, alice: int, alice_headers: dict
+) -> None:
     r = patch(client, alice, {"active": False}, admin)
     assert r.status_code == 200 and r.json()["user"]["active"] is False
     assert client.get("/api/v1/me", headers=alice_headers).status_code == 401
-    r = post(client, "/api/v1/auth/login", {"username": "alice", "password": client_hash("pw-alice"),
-                                            "isHashed": True})
+    r = post(client, "/api/v1/auth/login", {"username": "alice", "password": client_hash("pw-alice"), "isHashed": True})
     assert r.status_code == 403 and "user is not active" in r.json()["message"]
     assert patch(client, alice, {"active": True}, admin).json()["user"]["active"] is True
     assert login_status(client, "alice", "pw-alice") == 200
@@ -202,8 +209,9 @@ def test_users_list_filters_by_state_admin_and_name(client: TestClient, admin: d
     assert client.get("/api/v1/users?sortBy=SORT_BY_NOPE", headers=admin).status_code == 400
 
 
-def test_users_cannot_change_their_own_admin_or_active(client: TestClient, admin: dict, alice: int,
-                                                       alice_headers: dict) -> None:
+def test_users_cannot_change_their_own_admin_or_active(
+    client: TestClient, admin: dict, alice: int, alice_headers: dict
+) -> None:
     for body in ({"admin": True}, {"active": False}, {"remote": False}):
         r = patch(client, alice, body, alice_headers)
         assert r.status_code == 403, body
@@ -215,14 +223,18 @@ def test_user_edit_in_one_body_as_det_user_edit(client: TestClient, admin: dict,
     r = patch(client, alice, body, admin)
     assert r.status_code == 200, r.text
     got = r.json()["user"]
-    assert (got["displayName"], got["username"], got["active"], got["remote"], got["admin"]) == \
-        ("New Name", "alice-new", True, False, True)
+    assert (got["displayName"], got["username"], got["active"], got["remote"], got["admin"]) == (
+        "New Name",
+        "alice-new",
+        True,
+        False,
+        True,
+    )
     r = patch(client, alice, {"remote": True}, admin)
     assert r.status_code == 400 and "remote" in r.json()["message"]
 
 
-def test_a_refused_field_changes_nothing_else(client: TestClient, admin: dict, alice: int,
-                                              alice_headers: dict) -> None:
+def test_a_refused_field_changes_nothing_else(client: TestClient, admin: dict, alice: int, alice_headers: dict) -> None:
     r = patch(client, alice, {"displayName": "fine", "admin": True}, alice_headers)
     assert r.status_code == 403
     assert get(client, alice, admin)["displayName"] == ""
@@ -232,8 +244,9 @@ def test_a_refused_field_changes_nothing_else(client: TestClient, admin: dict, a
 
 
 @pytest.mark.parametrize("hashed", [True, False])
-def test_admin_sets_a_password_det_style(client: TestClient, admin: dict, alice: int, alice_headers: dict,
-                                         hashed: bool) -> None:
+def test_admin_sets_a_password_det_style(
+    client: TestClient, admin: dict, alice: int, alice_headers: dict, hashed: bool
+) -> None:
     sent = client_hash("newPass123!") if hashed else "newPass123!"
     r = patch(client, alice, {"password": sent, "isHashed": hashed}, admin)
     assert r.status_code == 200, r.text
@@ -256,8 +269,9 @@ def test_own_password_change_keeps_this_session(client: TestClient, alice: int, 
     assert login_status(client, "alice", "newPass123!") == 200
 
 
-def test_own_password_change_needs_a_fresh_login(client: TestClient, clock: ManualClock, alice: int,
-                                                 alice_headers: dict) -> None:
+def test_own_password_change_needs_a_fresh_login(
+    client: TestClient, clock: ManualClock, alice: int, alice_headers: dict
+) -> None:
     clock.advance(3600)
     r = patch(client, alice, {"password": client_hash("stolen"), "isHashed": True}, alice_headers)
     assert r.status_code == 403
@@ -276,19 +290,26 @@ def test_patch_unknown_user_is_404_and_task_tokens_are_refused(client: TestClien
     assert client.patch("/api/v1/users/1", content="{}").status_code == 401
 
 
-def test_a_linked_users_tasks_start_as_their_agent_user(client: TestClient, admin: dict, alice: int,
-                                                       alice_headers: dict, agent) -> None:
+def test_a_linked_users_tasks_start_as_their_agent_user(
+    client: TestClient, admin: dict, alice: int, alice_headers: dict, agent
+) -> None:
     from tests.master.fakes import SINGLE_CONFIG, create_experiment
 
     assert patch(client, alice, {"agentUserGroup": GROUP}, admin).status_code == 200
     create_experiment(client, alice_headers, SINGLE_CONFIG)
     (task,) = agent.start_all()
-    assert task.message["run_as"] == {"uid": 1000, "gid": 1001, "user": "username", "group": "groupname",
-                                      "derived": False}
+    assert task.message["run_as"] == {
+        "uid": 1000,
+        "gid": 1001,
+        "user": "username",
+        "group": "groupname",
+        "derived": False,
+    }
 
 
-def test_unlinked_users_tasks_each_run_as_a_uid_of_their_own(client: TestClient, app, admin: dict, alice: int,
-                                                            alice_headers: dict, agent) -> None:
+def test_unlinked_users_tasks_each_run_as_a_uid_of_their_own(
+    client: TestClient, app, admin: dict, alice: int, alice_headers: dict, agent
+) -> None:
     """Not one shared uid (default_task's, or the agent's root): bob's task could read alice's task's
     /proc/<pid>/environ, her DET_USER_TOKEN among it. Per user, not per task: a trial's checkpoints are
     read by the next trial and deleted by the checkpoint GC task, all of them the owner's."""
@@ -297,24 +318,38 @@ def test_unlinked_users_tasks_each_run_as_a_uid_of_their_own(client: TestClient,
 
     bob = make_user(client, admin, "bob", "pw-bob")
     bob_headers = bearer(login(client, "bob", "pw-bob"))
-    app.state.ctx.config.security.default_task = DefaultTaskUser(user="nobody", uid=65534, group="nogroup",
-                                                                 gid=65534)  # Determined's key: not shared now
+    app.state.ctx.config.security.default_task = DefaultTaskUser(
+        user="nobody", uid=65534, group="nogroup", gid=65534
+    )  # Determined's key: not shared now
     seen = {}
-    for who, headers, user_id in (("alice", alice_headers, alice), ("bob", bob_headers, bob), ("alice", alice_headers,
-                                                                                              alice)):
+    for who, headers, user_id in (
+        ("alice", alice_headers, alice),
+        ("bob", bob_headers, bob),
+        ("alice", alice_headers, alice),
+    ):
         create_experiment(client, headers, SINGLE_CONFIG)
         (task,) = agent.start_all()
         uid = TASK_UID_BASE + user_id
-        assert task.message["run_as"] == {"uid": uid, "gid": uid, "user": f"pedl-user-{who}",
-                                          "group": f"pedl-user-{who}", "derived": True}
+        assert task.message["run_as"] == {
+            "uid": uid,
+            "gid": uid,
+            "user": f"pedl-user-{who}",
+            "group": f"pedl-user-{who}",
+            "derived": True,
+        }
         seen.setdefault(who, set()).add(uid)
         agent.exit(task.allocation_id, 0)
     assert len(seen["alice"]) == 1 and seen["alice"].isdisjoint(seen["bob"])  # her trials share hers; bob has his
     app.state.ctx.config.security.task_uid_base = None  # Determined's behaviour: default_task, for every user
     create_experiment(client, bob_headers, SINGLE_CONFIG)
     (task,) = agent.start_all()
-    assert task.message["run_as"] == {"uid": 65534, "gid": 65534, "user": "nobody", "group": "nogroup",
-                                      "derived": False}
+    assert task.message["run_as"] == {
+        "uid": 65534,
+        "gid": 65534,
+        "user": "nobody",
+        "group": "nogroup",
+        "derived": False,
+    }
     agent.exit(task.allocation_id, 0)
     app.state.ctx.config.security.default_task = None
     create_experiment(client, bob_headers, SINGLE_CONFIG)

@@ -103,7 +103,8 @@ def test_admin_password_reset_revokes_every_session_of_the_user(client: TestClie
 
 
 def test_own_password_change_with_a_stale_token_needs_the_old_password(
-        client: TestClient, user: dict, clock: ManualClock, master_config: MasterConfig) -> None:
+    client: TestClient, user: dict, clock: ManualClock, master_config: MasterConfig
+) -> None:
     me = user_id(client, user, "determined")
     clock.advance(master_config.security.fresh_login_window + 1)
     r = post(client, f"/api/v1/users/{me}/password", client_hash("stolen"), user)
@@ -125,8 +126,9 @@ def test_a_fresh_login_may_change_its_own_password_without_the_old_one(client: T
     assert login_status(client, "determined", "n3w") == 200
 
 
-def test_failed_logins_of_a_user_wait_longer_and_longer(client: TestClient, clock: ManualClock,
-                                                        master_config: MasterConfig) -> None:
+def test_failed_logins_of_a_user_wait_longer_and_longer(
+    client: TestClient, clock: ManualClock, master_config: MasterConfig
+) -> None:
     limit = master_config.security.login_rate_limit
     for _ in range(limit.failures_per_user):
         assert login_status(client, "determined", "wrong") == 401
@@ -151,8 +153,16 @@ def test_failed_logins_are_rate_limited_per_address(client: TestClient, master_c
 
 
 def test_admin_creates_a_user_who_can_log_in(client: TestClient, admin: dict) -> None:
-    r = post(client, "/api/v1/users", {"user": {"username": "alice", "admin": False, "active": True},
-                                       "password": client_hash("wonderland"), "isHashed": True}, admin)
+    r = post(
+        client,
+        "/api/v1/users",
+        {
+            "user": {"username": "alice", "admin": False, "active": True},
+            "password": client_hash("wonderland"),
+            "isHashed": True,
+        },
+        admin,
+    )
     assert r.status_code == 200, r.text
     created = r.json()["user"]
     assert created["username"] == "alice" and created["id"] > 0 and created["admin"] is False
@@ -200,9 +210,22 @@ def test_inactive_user_cannot_log_in(client: TestClient, admin: dict) -> None:
 def test_a_listed_user_has_exactly_v1users_keys(client: TestClient, user: dict) -> None:
     listed = client.get("/api/v1/users", headers=user).json()
     assert set(listed) == {"users", "pagination"}
-    assert set(listed["users"][0]) == {"id", "username", "admin", "active", "displayName", "remote", "modifiedAt",
-                                       "agentUserGroup"}
-    assert listed["pagination"] == {"offset": 0, "limit": 0, "startIndex": 0, "endIndex": len(listed["users"]),
-                                    "total": len(listed["users"])}
+    assert set(listed["users"][0]) == {
+        "id",
+        "username",
+        "admin",
+        "active",
+        "displayName",
+        "remote",
+        "modifiedAt",
+        "agentUserGroup",
+    }
+    assert listed["pagination"] == {
+        "offset": 0,
+        "limit": 0,
+        "startIndex": 0,
+        "endIndex": len(listed["users"]),
+        "total": len(listed["users"]),
+    }
     me = client.get("/api/v1/me", headers=user).json()
     assert set(me) == {"user"} and me["user"] in listed["users"]

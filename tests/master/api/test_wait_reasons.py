@@ -15,13 +15,22 @@ searcher: {name: single, metric: loss, max_length: 10}
 resources: {slots_per_trial: 3}
 """
 
-TOO_LARGE = ("no agent in pool default is large enough: it needs 3 slots, the largest agent has 2 and whole "
-             "agents cannot add up to 3")
+TOO_LARGE = (
+    "no agent in pool default is large enough: it needs 3 slots, the largest agent has 2 and whole "
+    "agents cannot add up to 3"
+)
 
 
 def create(client: TestClient, user: dict) -> dict:
-    body = {"activate": True, "config": THREE_SLOTS, "modelDefinition": [file_entry("train.py", b"pass\n")],
-            "parentId": None, "projectId": None, "template": None, "validateOnly": False}
+    body = {
+        "activate": True,
+        "config": THREE_SLOTS,
+        "modelDefinition": [file_entry("train.py", b"pass\n")],
+        "parentId": None,
+        "projectId": None,
+        "template": None,
+        "validateOnly": False,
+    }
     r = post(client, "/api/v1/experiments", body, user)
     assert r.status_code == 200, r.text
     return r.json()
@@ -35,7 +44,8 @@ def test_a_trial_too_large_for_every_agent_says_so_everywhere(app: FastAPI, clie
         assert answer["warnings"] == ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"]
         assert answer["warningMessages"] == [
             "no agent in pool default can hold a trial of 3 slots (the largest has 2); the trials wait until a "
-            "larger agent registers"]
+            "larger agent registers"
+        ]
         exp_id = answer["experiment"]["id"]
         assert agent.start_all() == []
         [trial] = client.get(f"/api/v1/experiments/{exp_id}/trials", headers=user).json()["trials"]

@@ -73,8 +73,9 @@ def test_the_masters_own_paths_are_unchanged(ui_client: TestClient) -> None:
     assert ui_client.get("/tasks/x").status_code == 404
 
 
-def test_an_install_without_the_built_ui_says_how_to_build_it(master_config: MasterConfig, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_install_without_the_built_ui_says_how_to_build_it(
+    master_config: MasterConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(webui, "STATIC", tmp_path / "nothing")
     with TestClient(create_app(master_config)) as c:
         r = c.get("/experiments")

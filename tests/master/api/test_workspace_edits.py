@@ -23,8 +23,17 @@ def project(client: TestClient, headers: dict, ws: int, name: str) -> int:
 
 
 def experiment(client: TestClient, headers: dict, project_id: int, config: str = SINGLE_CONFIG):
-    return post(client, "/api/v1/experiments", {"activate": False, "config": config, "projectId": project_id,
-                                                "modelDefinition": [file_entry("train.py", b"x\n")]}, headers)
+    return post(
+        client,
+        "/api/v1/experiments",
+        {
+            "activate": False,
+            "config": config,
+            "projectId": project_id,
+            "modelDefinition": [file_entry("train.py", b"x\n")],
+        },
+        headers,
+    )
 
 
 def patch(client: TestClient, headers: dict, ws: int, body: dict):
@@ -48,15 +57,19 @@ def test_patch_renames_and_a_taken_name_is_a_409(client: TestClient, user: dict,
     assert r.json()["workspace"]["name"] == "Sight" == get(client, user, ws["id"])["name"]
     r = patch(client, admin, ws["id"], {"name": "audio"})
     assert r.status_code == 409 and "'audio'" in r.json()["message"], r.text
-    for body, field in (({"name": ""}, "name"), ({"defaultComputePool": "gpu"}, "defaultComputePool"),
-                        ({"name": 3}, "name")):
+    for body, field in (
+        ({"name": ""}, "name"),
+        ({"defaultComputePool": "gpu"}, "defaultComputePool"),
+        ({"name": 3}, "name"),
+    ):
         r = patch(client, user, ws["id"], body)
         assert r.status_code == 400 and field in r.json()["message"], (body, r.text)
     assert get(client, user, ws["id"])["name"] == "Sight"
 
 
-def test_only_its_creator_or_an_admin_edits_it_and_the_default_is_refused(client: TestClient, user: dict,
-                                                                          admin: dict) -> None:
+def test_only_its_creator_or_an_admin_edits_it_and_the_default_is_refused(
+    client: TestClient, user: dict, admin: dict
+) -> None:
     ws = workspace(client, admin, "Admins")
     for method, path in (("PATCH", ""), ("POST", "/archive"), ("POST", "/unarchive"), ("DELETE", "")):
         body = '{"name": "Mine"}' if method == "PATCH" else None
@@ -106,8 +119,9 @@ def test_pins_are_each_users_own(client: TestClient, user: dict, admin: dict) ->
     assert post(client, "/api/v1/workspaces/99/pin", None, user).status_code == 404
 
 
-def test_checkpoint_storage_is_checked_kept_reset_and_used_by_its_experiments(app: FastAPI, client: TestClient,
-                                                                              user: dict) -> None:
+def test_checkpoint_storage_is_checked_kept_reset_and_used_by_its_experiments(
+    app: FastAPI, client: TestClient, user: dict
+) -> None:
     root = storage_root(app)
     ws = workspace(client, user, "Vision", checkpointStorageConfig={"type": "shared_fs", "host_path": root + "/ws"})
     assert ws["checkpointStorageConfig"] == {"type": "shared_fs", "host_path": root + "/ws"}
@@ -115,23 +129,32 @@ def test_checkpoint_storage_is_checked_kept_reset_and_used_by_its_experiments(ap
     exp = experiment(client, user, pid).json()["experiment"]
     assert exp["config"]["checkpoint_storage"]["host_path"] == root + "/ws"
     own = SINGLE_CONFIG + f"checkpoint_storage: {{host_path: {root}/own}}\n"
-    assert experiment(client, user, pid, own).json()["experiment"]["config"]["checkpoint_storage"]["host_path"] \
-        == root + "/own"  # the experiment's own storage wins
+    assert (
+        experiment(client, user, pid, own).json()["experiment"]["config"]["checkpoint_storage"]["host_path"]
+        == root + "/own"
+    )  # the experiment's own storage wins
     # outside the master's roots, or malformed: 400 naming the field, nothing changed
-    for given, field in (({"type": "shared_fs", "host_path": "/etc"}, "checkpointStorageConfig.host_path"),
-                         ({"type": "shared_fs", "host_path": root + "/../.."}, "checkpointStorageConfig.host_path"),
-                         ({"type": "shared_fs", "bucket": "b"}, "checkpointStorageConfig"),
-                         ({"type": "azure"}, "checkpointStorageConfig"), ([], "checkpointStorageConfig")):
+    for given, field in (
+        ({"type": "shared_fs", "host_path": "/etc"}, "checkpointStorageConfig.host_path"),
+        ({"type": "shared_fs", "host_path": root + "/../.."}, "checkpointStorageConfig.host_path"),
+        ({"type": "shared_fs", "bucket": "b"}, "checkpointStorageConfig"),
+        ({"type": "azure"}, "checkpointStorageConfig"),
+        ([], "checkpointStorageConfig"),
+    ):
         r = patch(client, user, ws["id"], {"checkpointStorageConfig": given})
         assert r.status_code == 400 and r.json()["message"].startswith(field), (given, r.text)
         r = post(client, "/api/v1/workspaces", {"name": "Bad", "checkpointStorageConfig": given}, user)
         assert r.status_code == 400 and r.json()["message"].startswith(field), (given, r.text)
     assert get(client, user, ws["id"])["checkpointStorageConfig"]["host_path"] == root + "/ws"
     assert [w["name"] for w in client.get("/api/v1/workspaces", headers=user).json()["workspaces"]] == [
-        "Uncategorized", "Vision"]
+        "Uncategorized",
+        "Vision",
+    ]
     # {} resets it (det's test_reset_workspace_checkpoint_storage_conf); null leaves it
-    assert patch(client, user, ws["id"], {"checkpointStorageConfig": None}).json()["workspace"][
-        "checkpointStorageConfig"] is not None
+    assert (
+        patch(client, user, ws["id"], {"checkpointStorageConfig": None}).json()["workspace"]["checkpointStorageConfig"]
+        is not None
+    )
     r = patch(client, user, ws["id"], {"checkpointStorageConfig": {}})
     assert r.status_code == 200 and r.json()["workspace"]["checkpointStorageConfig"] is None
     assert experiment(client, user, pid).json()["experiment"]["config"]["checkpoint_storage"]["host_path"] == root

@@ -8,13 +8,35 @@ from fastapi.testclient import TestClient
 from tests.master.fakes import post
 
 # what det's bindings require of a v1Workspace (determined 0.38.1, bindings.py)
-V1_WORKSPACE = {"archived", "errorMessage", "id", "immutable", "name", "numExperiments", "numProjects", "pinned",
-                "state", "userId", "username"}
+V1_WORKSPACE = {
+    "archived",
+    "errorMessage",
+    "id",
+    "immutable",
+    "name",
+    "numExperiments",
+    "numProjects",
+    "pinned",
+    "state",
+    "userId",
+    "username",
+}
 
 
 def create(client: TestClient, headers: dict, name: str, **extra: object):
-    return post(client, "/api/v1/workspaces", {"name": name, "agentUserGroup": None, "checkpointStorageConfig": None,
-                                               "defaultAuxPool": None, "defaultComputePool": None, **extra}, headers)
+    return post(
+        client,
+        "/api/v1/workspaces",
+        {
+            "name": name,
+            "agentUserGroup": None,
+            "checkpointStorageConfig": None,
+            "defaultAuxPool": None,
+            "defaultComputePool": None,
+            **extra,
+        },
+        headers,
+    )
 
 
 def names(client: TestClient, headers: dict, query: str = "") -> list[str]:
@@ -24,12 +46,18 @@ def names(client: TestClient, headers: dict, query: str = "") -> list[str]:
 
 
 def test_the_default_workspace_is_listed_with_every_key_det_needs(client: TestClient, user: dict) -> None:
-    body = client.get("/api/v1/workspaces?limit=200&offset=0&orderBy=ORDER_BY_ASC&sortBy=SORT_BY_ID",
-                      headers=user).json()
+    body = client.get(
+        "/api/v1/workspaces?limit=200&offset=0&orderBy=ORDER_BY_ASC&sortBy=SORT_BY_ID", headers=user
+    ).json()
     [ws] = body["workspaces"]
     assert set(ws) >= V1_WORKSPACE
     assert (ws["id"], ws["name"], ws["immutable"], ws["numProjects"], ws["username"]) == (
-        1, "Uncategorized", True, 1, "admin")
+        1,
+        "Uncategorized",
+        True,
+        1,
+        "admin",
+    )
     assert ws["state"] == "WORKSPACE_STATE_UNSPECIFIED"
     assert body["pagination"] == {"offset": 0, "limit": 200, "startIndex": 0, "endIndex": 1, "total": 1}
 
@@ -52,12 +80,18 @@ def test_create_owns_it_and_a_taken_name_in_any_case_is_a_409(client: TestClient
 
 
 def test_bad_names_and_unsupported_settings_are_a_400_and_store_nothing(client: TestClient, user: dict) -> None:
-    for body, field in (({"name": ""}, "name"), ({"name": "x" * 256}, "name"), ({}, "name"),
-                        ({"name": "ok", "defaultComputePool": "gpu"}, "defaultComputePool"),
-                        ({"name": "ok", "checkpointStorageConfig": {"type": "shared_fs", "host_path": "/etc"}},
-                         "checkpointStorageConfig.host_path"),
-                        ({"name": "ok", "checkpointStorageConfig": {"type": "gcs"}}, "checkpointStorageConfig"),
-                        ({"name": "ok", "checkpointStorageConfig": "x"}, "checkpointStorageConfig")):
+    for body, field in (
+        ({"name": ""}, "name"),
+        ({"name": "x" * 256}, "name"),
+        ({}, "name"),
+        ({"name": "ok", "defaultComputePool": "gpu"}, "defaultComputePool"),
+        (
+            {"name": "ok", "checkpointStorageConfig": {"type": "shared_fs", "host_path": "/etc"}},
+            "checkpointStorageConfig.host_path",
+        ),
+        ({"name": "ok", "checkpointStorageConfig": {"type": "gcs"}}, "checkpointStorageConfig"),
+        ({"name": "ok", "checkpointStorageConfig": "x"}, "checkpointStorageConfig"),
+    ):
         r = post(client, "/api/v1/workspaces", body, user)
         assert r.status_code == 400, (body, r.text)
         assert field in r.json()["message"], r.text
@@ -86,8 +120,11 @@ def test_pages_and_sorting(client: TestClient, user: dict) -> None:
     assert body["pagination"] == {"offset": 1, "limit": 2, "startIndex": 1, "endIndex": 3, "total": 4}
     # no limit, or one too large: a bounded page, which det's and the SDK's paging go on from
     assert client.get("/api/v1/workspaces?limit=100000", headers=user).json()["pagination"]["limit"] == 1000
-    for query, field in (("?sortBy=SORT_BY_COLOR", "sortBy"), ("?orderBy=UP", "orderBy"),
-                         ("?archived=maybe", "archived")):
+    for query, field in (
+        ("?sortBy=SORT_BY_COLOR", "sortBy"),
+        ("?orderBy=UP", "orderBy"),
+        ("?archived=maybe", "archived"),
+    ):
         r = client.get(f"/api/v1/workspaces{query}", headers=user)
         assert r.status_code == 400 and field in r.json()["message"], r.text
 

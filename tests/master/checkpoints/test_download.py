@@ -41,7 +41,12 @@ def test_the_stream_is_a_tar_of_exactly_the_planned_length(storage: SharedFSStor
         names = [m.name for m in members]
         assert names.index("d") < names.index("d/e") < names.index("d/e/f.txt")
         assert {m.name: m.size for m in members if m.isfile()} == {
-            "empty.txt": 0, "odd.bin": 513, "exact.bin": 1024, "d/e/f.txt": 4, ("a very long name " * 10): 3}
+            "empty.txt": 0,
+            "odd.bin": 513,
+            "exact.bin": 1024,
+            "d/e/f.txt": 4,
+            ("a very long name " * 10): 3,
+        }
         assert all(m.mtime == 1_700_000_000 for m in members)
         assert tar.extractfile("odd.bin").read() == b"o" * 513
 
@@ -86,15 +91,23 @@ def test_links_and_special_files_are_left_out(storage: SharedFSStorage, secret: 
     (path / "d" / "inner-link").symlink_to("../odd.bin")
     os.mkfifo(path / "fifo")
     plan = plan_tar(storage.resources("ck"), mtime=0)
-    assert {rel for rel, _, _ in plan.entries} == {"empty.txt", "odd.bin", "exact.bin", "d/", "d/e/", "d/e/f.txt",
-                                                   "a very long name " * 10}
+    assert {rel for rel, _, _ in plan.entries} == {
+        "empty.txt",
+        "odd.bin",
+        "exact.bin",
+        "d/",
+        "d/e/",
+        "d/e/f.txt",
+        "a very long name " * 10,
+    }
     data = b"".join(tar_stream(storage, "ck", plan))
     assert b"SSSS" not in data and len(data) == plan.length
 
 
 @pytest.mark.parametrize("swap", ["file", "directory"])
-def test_a_link_swapped_in_after_the_listing_is_not_followed(storage: SharedFSStorage, secret: Path, tmp_path: Path,
-                                                              swap: str) -> None:
+def test_a_link_swapped_in_after_the_listing_is_not_followed(
+    storage: SharedFSStorage, secret: Path, tmp_path: Path, swap: str
+) -> None:
     plan = plan_tar(storage.resources("ck"), mtime=0)
     path = storage.path_of("ck")
     if swap == "file":  # the same size as the file it replaces, so only the link gives it away

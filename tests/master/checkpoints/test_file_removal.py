@@ -92,7 +92,9 @@ def test_other_storage_is_refused(tmp_path: Path) -> None:
     class Elsewhere(S3Storage.__mro__[1]):  # TransferStorage: neither shared_fs nor S3
         def upload(self, src, uuid): ...
         def download(self, uuid, dst): ...
-        def resources(self, uuid): return {}
+        def resources(self, uuid):
+            return {}
+
         def delete(self, uuid): ...
 
     with pytest.raises(InvalidArgument, match="not supported"):

@@ -33,8 +33,9 @@ from tests.support.moto_server import moto_endpoint_fixture, moto_server_fixture
 @pytest.fixture
 def master_config(master_config: MasterConfig, moto_server: str) -> MasterConfig:
     """The shared config, with the bucket of the s3 test (on moto) allowed as a storage root."""
-    security = master_config.security.model_copy(update={"checkpoint_storage_roots": ["s3://gc-bucket"],
-                                                         "s3_endpoint_urls": [moto_server]})
+    security = master_config.security.model_copy(
+        update={"checkpoint_storage_roots": ["s3://gc-bucket"], "s3_endpoint_urls": [moto_server]}
+    )
     # the fake agent runs no checkpoint GC task: these tests drive the master-side path
     return master_config.model_copy(update={"security": security, "checkpoint_gc_tasks": False})
 
@@ -50,8 +51,9 @@ def policy(experiment_best: int = 0, trial_best: int = 1, trial_latest: int = 1)
     return RetentionPolicy(experiment_best, trial_best, trial_latest)
 
 
-def deleted(checkpoints: list[CheckpointFacts], p: RetentionPolicy, *, smaller: bool = True,
-            closed: set[int] | None = None) -> list[str]:
+def deleted(
+    checkpoints: list[CheckpointFacts], p: RetentionPolicy, *, smaller: bool = True, closed: set[int] | None = None
+) -> list[str]:
     closed = {c.trial_id for c in checkpoints} if closed is None else closed
     return select_deletions(checkpoints, p, smaller_is_better=smaller, closed_trials=closed)
 
@@ -67,15 +69,18 @@ def test_larger_is_better_flips_the_best() -> None:
     assert deleted(ONE_TRIAL, policy(), smaller=False) == ["a10", "a15"]  # best 0.5 (a5), latest a20
 
 
-@pytest.mark.parametrize(("p", "kept"), [
-    (policy(trial_best=0, trial_latest=1), {"a20"}),
-    (policy(trial_best=0, trial_latest=2), {"a15", "a20"}),
-    (policy(trial_best=2, trial_latest=0), {"a10", "a15"}),
-    (policy(trial_best=2, trial_latest=1), {"a10", "a15", "a20"}),
-    (policy(trial_best=0, trial_latest=0), set()),
-    (policy(trial_best=10, trial_latest=10), {"a5", "a10", "a15", "a20"}),
-    (policy(experiment_best=1, trial_best=0, trial_latest=0), {"a10"}),
-])
+@pytest.mark.parametrize(
+    ("p", "kept"),
+    [
+        (policy(trial_best=0, trial_latest=1), {"a20"}),
+        (policy(trial_best=0, trial_latest=2), {"a15", "a20"}),
+        (policy(trial_best=2, trial_latest=0), {"a10", "a15"}),
+        (policy(trial_best=2, trial_latest=1), {"a10", "a15", "a20"}),
+        (policy(trial_best=0, trial_latest=0), set()),
+        (policy(trial_best=10, trial_latest=10), {"a5", "a10", "a15", "a20"}),
+        (policy(experiment_best=1, trial_best=0, trial_latest=0), {"a10"}),
+    ],
+)
 def test_each_number_keeps_that_many(p: RetentionPolicy, kept: set[str]) -> None:
     assert set(deleted(ONE_TRIAL, p)) == {c.uuid for c in ONE_TRIAL} - kept
 
@@ -86,9 +91,14 @@ def test_a_checkpoint_kept_by_several_rules_is_kept_once() -> None:
 
 
 def test_experiment_best_looks_across_trials() -> None:
-    checkpoints = [ck("a1", 1, 1, 0.9), ck("a2", 1, 2, 0.3),
-                   ck("b1", 2, 1, 0.2), ck("b2", 2, 2, 0.8),
-                   ck("c1", 3, 1, 0.25), ck("c2", 3, 2, 0.7)]
+    checkpoints = [
+        ck("a1", 1, 1, 0.9),
+        ck("a2", 1, 2, 0.3),
+        ck("b1", 2, 1, 0.2),
+        ck("b2", 2, 2, 0.8),
+        ck("c1", 3, 1, 0.25),
+        ck("c2", 3, 2, 0.7),
+    ]
     p = policy(experiment_best=2, trial_best=0, trial_latest=0)
     assert set(deleted(checkpoints, p)) == {"a1", "a2", "b2", "c2"}  # b1 (0.2) and c1 (0.25) stay
     assert set(deleted(checkpoints, p, smaller=False)) == {"a2", "b1", "c1", "c2"}  # a1 (0.9), b2 (0.8)
@@ -127,8 +137,14 @@ def test_latest_is_by_steps_not_by_report_time() -> None:
 
 
 def test_output_is_in_trial_and_step_order() -> None:
-    checkpoints = [ck("b9", 2, 9), ck("a3", 1, 3), ck("b1", 2, 1), ck("a1", 1, 1),
-                   ck("keep", 1, 99), ck("keepb", 2, 99)]
+    checkpoints = [
+        ck("b9", 2, 9),
+        ck("a3", 1, 3),
+        ck("b1", 2, 1),
+        ck("a1", 1, 1),
+        ck("keep", 1, 99),
+        ck("keepb", 2, 99),
+    ]
     assert deleted(checkpoints, policy(trial_best=0)) == ["a1", "a3", "b1", "b9"]
 
 
@@ -143,8 +159,11 @@ def test_collecting_after_each_trial_agrees_with_collecting_at_the_end() -> None
     rng = random.Random(7)
     for _ in range(300):
         trials = rng.randint(1, 4)
-        checkpoints = [ck(f"t{t}-{s}", t, s * 5, rng.choice([None, round(rng.random(), 2)]))
-                       for t in range(1, trials + 1) for s in range(1, rng.randint(1, 6) + 1)]
+        checkpoints = [
+            ck(f"t{t}-{s}", t, s * 5, rng.choice([None, round(rng.random(), 2)]))
+            for t in range(1, trials + 1)
+            for s in range(1, rng.randint(1, 6) + 1)
+        ]
         p = policy(rng.randint(0, 3), rng.randint(0, 2), rng.randint(0, 2))
         smaller = rng.random() < 0.5
         at_end = set(deleted(checkpoints, p, smaller=smaller))
@@ -153,7 +172,7 @@ def test_collecting_after_each_trial_agrees_with_collecting_at_the_end() -> None
         rng.shuffle(order)
         for i in range(len(order)):  # trials end one by one; each end collects what it can
             alive = [c for c in checkpoints if c.uuid not in gone]
-            gone |= set(deleted(alive, p, smaller=smaller, closed=set(order[:i + 1])))
+            gone |= set(deleted(alive, p, smaller=smaller, closed=set(order[: i + 1])))
             assert gone <= at_end
         assert gone == at_end
 
@@ -170,8 +189,9 @@ def test_metric_value_accepts_only_finite_numbers() -> None:
 
 def test_retention_policy_of_a_storage_section() -> None:
     assert RetentionPolicy.of({}) == RetentionPolicy(0, 1, 1)
-    assert RetentionPolicy.of({"save_trial_best": None, "save_experiment_best": 2, "host_path": "/x"}) == \
-        RetentionPolicy(2, 1, 1)
+    assert RetentionPolicy.of(
+        {"save_trial_best": None, "save_experiment_best": 2, "host_path": "/x"}
+    ) == RetentionPolicy(2, 1, 1)
     assert "save_trial_latest=1" in RetentionPolicy().describe()
 
 
@@ -212,26 +232,42 @@ def report(client: TestClient, app: FastAPI, task: StartedTask, steps: int, loss
         (path / "state.json").write_text(f'{{"step": {steps}}}')
     headers = bearer(task.token)
     if loss is not None:
-        body = {"group": "validation", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                                   "metrics": {"avgMetrics": {"loss": loss}}}}
+        body = {
+            "group": "validation",
+            "metrics": {
+                "trialId": task.trial_id,
+                "trialRunId": 1,
+                "stepsCompleted": steps,
+                "metrics": {"avgMetrics": {"loss": loss}},
+            },
+        }
         assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, headers).status_code == 200
-    ckpt = {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id,
-            "metadata": {"steps_completed": steps}, "resources": {"state.json": "13"}, "state": "STATE_COMPLETED",
-            "training": {}}
+    ckpt = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "taskId": task.task_id,
+        "metadata": {"steps_completed": steps},
+        "resources": {"state.json": "13"},
+        "state": "STATE_COMPLETED",
+        "training": {},
+    }
     assert post(client, "/api/v1/checkpoints", ckpt, headers).status_code == 200
     return name
 
 
 def states(app: FastAPI, experiment_id: int) -> dict[str, str]:
     with ctx_of(app).db.session() as s:
-        return {c.uuid: c.state for c in s.scalars(select(models.Checkpoint).where(
-            models.Checkpoint.experiment_id == experiment_id))}
+        return {
+            c.uuid: c.state
+            for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.experiment_id == experiment_id))
+        }
 
 
 def events(app: FastAPI, entity_type: str) -> list[models.Event]:
     with ctx_of(app).db.session() as s:
-        rows = list(s.scalars(select(models.Event).where(models.Event.entity_type == entity_type)
-                              .order_by(models.Event.id)))
+        rows = list(
+            s.scalars(select(models.Event).where(models.Event.entity_type == entity_type).order_by(models.Event.id))
+        )
         s.expunge_all()
         return rows
 
@@ -245,8 +281,13 @@ def running(client: TestClient, user: dict, agent2: FakeAgent) -> tuple[int, lis
 
 
 def test_trial_end_collects_that_trial_and_experiment_end_the_rest(
-        client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, gc: CheckpointGC,
-        running: tuple[int, list[StartedTask]]) -> None:
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    agent2: FakeAgent,
+    gc: CheckpointGC,
+    running: tuple[int, list[StartedTask]],
+) -> None:
     exp_id, (t1, t2) = running
     a = [report(client, app, t1, steps, loss) for steps, loss in ((2, 0.5), (4, 0.1), (6, 0.3), (8, None))]
     b = [report(client, app, t2, steps, loss) for steps, loss in ((2, 0.9), (4, 0.8))]
@@ -274,15 +315,22 @@ def test_trial_end_collects_that_trial_and_experiment_end_the_rest(
     assert all(e.from_state == "STATE_PARTIALLY_DELETED" and "save_trial_best=1" in e.message for e in ck_events)
     held = [e for e in events(app, "checkpoint") if e.to_state == "STATE_PARTIALLY_DELETED"]
     assert sorted(e.entity_id for e in held) == sorted([a[0], a[2], b[0]])
-    assert all(e.from_state == "STATE_COMPLETED" and "being deleted by the master's checkpoint garbage collection"
-               in e.message for e in held)
+    assert all(
+        e.from_state == "STATE_COMPLETED" and "being deleted by the master's checkpoint garbage collection" in e.message
+        for e in held
+    )
     summaries = [e.message for e in events(app, "trial") if "garbage collection" in e.message]
     assert len(summaries) == 2 and "deleted 2 checkpoint(s)" in summaries[0] and a[0] in summaries[0]
 
 
 def test_deleted_checkpoints_show_as_deleted_over_the_api(
-        client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, gc: CheckpointGC,
-        running: tuple[int, list[StartedTask]]) -> None:
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    agent2: FakeAgent,
+    gc: CheckpointGC,
+    running: tuple[int, list[StartedTask]],
+) -> None:
     exp_id, (t1, t2) = running
     old, new = report(client, app, t1, 2, 0.5), report(client, app, t1, 4, 0.1)
     agent2.exit(t1.allocation_id, 0)
@@ -290,13 +338,20 @@ def test_deleted_checkpoints_show_as_deleted_over_the_api(
     listed = client.get(f"/api/v1/experiments/{exp_id}/checkpoints", headers=user).json()["checkpoints"]
     assert {c["uuid"]: c["state"] for c in listed} == {old: "STATE_DELETED", new: "STATE_COMPLETED"}
     work = client.get(f"/api/v1/trials/{t1.trial_id}/workloads", headers=user).json()["workloads"]
-    assert {w["checkpoint"]["uuid"]: w["checkpoint"]["state"] for w in work if "checkpoint" in w} == \
-        {old: "STATE_DELETED", new: "STATE_COMPLETED"}
+    assert {w["checkpoint"]["uuid"]: w["checkpoint"]["state"] for w in work if "checkpoint" in w} == {
+        old: "STATE_DELETED",
+        new: "STATE_COMPLETED",
+    }
 
 
 def test_a_deleted_checkpoint_keeps_its_file_list_but_counts_in_no_size_and_is_not_served(
-        client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, gc: CheckpointGC,
-        running: tuple[int, list[StartedTask]]) -> None:
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    agent2: FakeAgent,
+    gc: CheckpointGC,
+    running: tuple[int, list[StartedTask]],
+) -> None:
     """As Determined's: a DELETED checkpoint still lists the files it had (its state says they are
     gone); the trial's and experiment's checkpoint count and size leave it out."""
     exp_id, (t1, _t2) = running
@@ -310,7 +365,9 @@ def test_a_deleted_checkpoint_keeps_its_file_list_but_counts_in_no_size_and_is_n
     work = client.get(f"/api/v1/trials/{t1.trial_id}/workloads", headers=user).json()["workloads"]
     for shown in (by_experiment, listed, [w["checkpoint"] for w in work if "checkpoint" in w]):
         assert {c["uuid"]: (c["state"], c["resources"]) for c in shown} == {
-            old: ("STATE_DELETED", {"state.json": "13"}), new: ("STATE_COMPLETED", {"state.json": "13"})}
+            old: ("STATE_DELETED", {"state.json": "13"}),
+            new: ("STATE_COMPLETED", {"state.json": "13"}),
+        }
     described = client.get(f"/api/v1/checkpoints/{old}", headers=user).json()["checkpoint"]
     assert (described["state"], described["resources"]) == ("STATE_DELETED", {"state.json": "13"})
     assert client.get(f"/api/v1/checkpoints/{old}/download", headers=user).status_code == 404
@@ -321,7 +378,8 @@ def test_a_deleted_checkpoint_keeps_its_file_list_but_counts_in_no_size_and_is_n
 
 
 def test_the_background_worker_runs_without_being_driven(
-        client: TestClient, app: FastAPI, agent2: FakeAgent, running: tuple[int, list[StartedTask]]) -> None:
+    client: TestClient, app: FastAPI, agent2: FakeAgent, running: tuple[int, list[StartedTask]]
+) -> None:
     exp_id, (t1, _t2) = running
     old = report(client, app, t1, 2, 0.5)
     report(client, app, t1, 4, 0.1)
@@ -332,8 +390,13 @@ def test_the_background_worker_runs_without_being_driven(
 
 
 def test_killing_the_experiment_collects_paused_trials(
-        client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, gc: CheckpointGC,
-        running: tuple[int, list[StartedTask]]) -> None:
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    agent2: FakeAgent,
+    gc: CheckpointGC,
+    running: tuple[int, list[StartedTask]],
+) -> None:
     exp_id, (t1, t2) = running
     a = [report(client, app, t1, steps, 0.5) for steps in (2, 4, 6)]
     assert post(client, f"/api/v1/experiments/{exp_id}/pause", None, user).status_code == 200
@@ -349,8 +412,13 @@ def test_killing_the_experiment_collects_paused_trials(
 
 
 def test_failed_deletions_stay_held_and_are_retried(
-        client: TestClient, app: FastAPI, user: dict, clock: ManualClock, agent2: FakeAgent,
-        running: tuple[int, list[StartedTask]]) -> None:
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    clock: ManualClock,
+    agent2: FakeAgent,
+    running: tuple[int, list[StartedTask]],
+) -> None:
     exp_id, (t1, _t2) = running
     old = report(client, app, t1, 2, 0.5)
     report(client, app, t1, 4, 0.1)
@@ -389,8 +457,8 @@ def test_failed_deletions_stay_held_and_are_retried(
 
 
 def test_storage_is_deleted_outside_the_cluster_lock_after_the_checkpoint_left_completed(
-        client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent,
-        running: tuple[int, list[StartedTask]]) -> None:
+    client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, running: tuple[int, list[StartedTask]]
+) -> None:
     exp_id, (t1, _t2) = running
     old = report(client, app, t1, 2, 0.5)
     report(client, app, t1, 4, 0.1)
@@ -406,8 +474,12 @@ def test_storage_is_deleted_outside_the_cluster_lock_after_the_checkpoint_left_c
             probe.start()
             probe.join()
             seen.append(bool(got and got[0]))
-            held.append((states(app, exp_id)[uuid], client.get(f"/api/v1/checkpoints/{uuid}/download",
-                                                               headers=user).json().get("message", "")))
+            held.append(
+                (
+                    states(app, exp_id)[uuid],
+                    client.get(f"/api/v1/checkpoints/{uuid}/download", headers=user).json().get("message", ""),
+                )
+            )
             super().delete(uuid)
 
     storage = storage_of(app)
@@ -416,14 +488,17 @@ def test_storage_is_deleted_outside_the_cluster_lock_after_the_checkpoint_left_c
     gc.run_pending()
     assert seen == [True]
     # while its files went, it was no longer COMPLETED, and download said why it refused
-    why = (f"checkpoint {old} is being deleted by the master's checkpoint garbage collection "
-           "(STATE_PARTIALLY_DELETED): its files are not served")
+    why = (
+        f"checkpoint {old} is being deleted by the master's checkpoint garbage collection "
+        "(STATE_PARTIALLY_DELETED): its files are not served"
+    )
     assert held == [("STATE_PARTIALLY_DELETED", why)]
     assert states(app, exp_id)[old] == "STATE_DELETED"
 
 
 def test_the_startup_sweep_finds_collections_that_were_not_done(
-        client: TestClient, app: FastAPI, agent2: FakeAgent, running: tuple[int, list[StartedTask]]) -> None:
+    client: TestClient, app: FastAPI, agent2: FakeAgent, running: tuple[int, list[StartedTask]]
+) -> None:
     exp_id, (t1, _t2) = running
     old = report(client, app, t1, 2, 0.5)
     report(client, app, t1, 4, 0.1)
@@ -443,14 +518,22 @@ def test_a_missing_experiment_is_nothing_to_do(app: FastAPI, client: TestClient,
 
 
 def test_checkpoints_of_an_s3_experiment_are_deleted_from_the_bucket(
-        client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, gc: CheckpointGC,
-        moto_endpoint: str, tmp_path: Path) -> None:
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    agent2: FakeAgent,
+    gc: CheckpointGC,
+    moto_endpoint: str,
+    tmp_path: Path,
+) -> None:
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="gc-bucket")
-    config = GRID.replace("checkpoint_storage: {", f"checkpoint_storage: {{type: s3, bucket: gc-bucket, "
-                                                   f"prefix: exp, endpoint_url: '{moto_endpoint}', ")
+    config = GRID.replace(
+        "checkpoint_storage: {",
+        f"checkpoint_storage: {{type: s3, bucket: gc-bucket, prefix: exp, endpoint_url: '{moto_endpoint}', ",
+    )
     exp = create_experiment(client, user, config)
     t1, _t2 = sorted(agent2.start_all(), key=lambda t: t.trial_id)
     storage = storage_from_config(exp["config"]["checkpoint_storage"])
@@ -458,17 +541,35 @@ def test_checkpoints_of_an_s3_experiment_are_deleted_from_the_bucket(
     for steps, loss in ((2, 0.5), (4, 0.1), (6, 0.3)):
         with storage.store_path(names[steps]) as path:
             (path / "w.bin").write_bytes(b"w" * steps)
-        body = {"group": "validation", "metrics": {"trialId": t1.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                                   "metrics": {"avgMetrics": {"loss": loss}}}}
+        body = {
+            "group": "validation",
+            "metrics": {
+                "trialId": t1.trial_id,
+                "trialRunId": 1,
+                "stepsCompleted": steps,
+                "metrics": {"avgMetrics": {"loss": loss}},
+            },
+        }
         post(client, f"/api/v1/trials/{t1.trial_id}/metrics", body, bearer(t1.token))
-        r = post(client, "/api/v1/checkpoints", {"uuid": names[steps], "allocationId": t1.allocation_id,
-                                                 "metadata": {"steps_completed": steps},
-                                                 "resources": storage.resources(names[steps])}, bearer(t1.token))
+        r = post(
+            client,
+            "/api/v1/checkpoints",
+            {
+                "uuid": names[steps],
+                "allocationId": t1.allocation_id,
+                "metadata": {"steps_completed": steps},
+                "resources": storage.resources(names[steps]),
+            },
+            bearer(t1.token),
+        )
         assert r.status_code == 200, r.text
     agent2.exit(t1.allocation_id, 0)
     gc.run_pending()
-    assert states(app, exp["id"]) == {names[2]: "STATE_DELETED", names[4]: "STATE_COMPLETED",
-                                      names[6]: "STATE_COMPLETED"}
+    assert states(app, exp["id"]) == {
+        names[2]: "STATE_DELETED",
+        names[4]: "STATE_COMPLETED",
+        names[6]: "STATE_COMPLETED",
+    }
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="gc-bucket").get("Contents", []))
     assert keys == sorted([f"exp/{names[4]}/w.bin", f"exp/{names[6]}/w.bin"])
 
@@ -497,16 +598,26 @@ def kill_and_end(client: TestClient, user: dict, agent: FakeAgent, exp_id: int, 
         agent.exit(t.allocation_id, None, "killed")
 
 
-def test_a_user_cannot_make_gc_delete_a_directory(client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent,
-                                                  own_gc: CheckpointGC, running: tuple[int, list[StartedTask]],
-                                                  victim: Path) -> None:
+def test_a_user_cannot_make_gc_delete_a_directory(
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    agent2: FakeAgent,
+    own_gc: CheckpointGC,
+    running: tuple[int, list[StartedTask]],
+    victim: Path,
+) -> None:
     """Two checkpoints attached to a trial of one's own experiment, one named `data` in `/some/dir`, the
     other newer, are refused, so killing the experiment cannot make GC remove /some/dir/data."""
     exp_id, (t1, t2) = running
     storage = {"type": "shared_fs", "host_path": str(victim)}
     for name, steps in (("data", 0), (str(uuid_lib.uuid4()), 10)):
-        body = {"uuid": name, "metadata": {"steps_completed": steps}, "storage": storage,
-                "training": {"trialId": t1.trial_id}}
+        body = {
+            "uuid": name,
+            "metadata": {"steps_completed": steps},
+            "storage": storage,
+            "training": {"trialId": t1.trial_id},
+        }
         assert post(client, "/api/v1/checkpoints", body, user).status_code in (400, 403)
         assert post(client, "/api/v1/checkpoints", body, bearer(t1.token)).status_code == 400
     kill_and_end(client, user, agent2, exp_id, [t1, t2])
@@ -514,9 +625,15 @@ def test_a_user_cannot_make_gc_delete_a_directory(client: TestClient, app: FastA
     assert (victim / "data" / "precious.txt").read_text() == "do not delete"
 
 
-def test_legacy_rows_outside_the_roots_are_left_alone(client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent,
-                                                      own_gc: CheckpointGC, running: tuple[int, list[StartedTask]],
-                                                      victim: Path) -> None:
+def test_legacy_rows_outside_the_roots_are_left_alone(
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    agent2: FakeAgent,
+    own_gc: CheckpointGC,
+    running: tuple[int, list[StartedTask]],
+    victim: Path,
+) -> None:
     """Rows stored before storage roots were checked, outside the roots: GC neither deletes their files
     nor marks them."""
     exp_id, (t1, t2) = running
@@ -536,13 +653,21 @@ def test_legacy_rows_outside_the_roots_are_left_alone(client: TestClient, app: F
 
 
 def test_an_experiment_stored_outside_the_roots_is_left_alone(
-        client: TestClient, app: FastAPI, user: dict, agent2: FakeAgent, own_gc: CheckpointGC,
-        running: tuple[int, list[StartedTask]], victim: Path) -> None:
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    agent2: FakeAgent,
+    own_gc: CheckpointGC,
+    running: tuple[int, list[StartedTask]],
+    victim: Path,
+) -> None:
     exp_id, (t1, t2) = running
     with ctx_of(app).db.session() as s:  # an experiment created before the roots were checked
         exp = s.get(models.Experiment, exp_id)
-        exp.config = {**exp.config, "checkpoint_storage": {**exp.config["checkpoint_storage"],
-                                                           "host_path": str(victim)}}
+        exp.config = {
+            **exp.config,
+            "checkpoint_storage": {**exp.config["checkpoint_storage"], "host_path": str(victim)},
+        }
     legacy_checkpoint(app, t1, "data", {}, steps=0)
     legacy_checkpoint(app, t1, str(uuid_lib.uuid4()), {}, steps=10)
     kill_and_end(client, user, agent2, exp_id, [t1, t2])
@@ -552,8 +677,13 @@ def test_an_experiment_stored_outside_the_roots_is_left_alone(
 
 
 def test_a_symlink_inside_a_checkpoint_is_removed_not_its_target(
-        client: TestClient, app: FastAPI, gc: CheckpointGC, agent2: FakeAgent,
-        running: tuple[int, list[StartedTask]], victim: Path) -> None:
+    client: TestClient,
+    app: FastAPI,
+    gc: CheckpointGC,
+    agent2: FakeAgent,
+    running: tuple[int, list[StartedTask]],
+    victim: Path,
+) -> None:
     exp_id, (t1, _t2) = running
     old = report(client, app, t1, 2, 0.5)
     report(client, app, t1, 4, 0.1)
@@ -569,8 +699,13 @@ def test_a_symlink_inside_a_checkpoint_is_removed_not_its_target(
 
 
 def test_a_checkpoint_directory_that_is_a_symlink_is_left_alone(
-        client: TestClient, app: FastAPI, own_gc: CheckpointGC, agent2: FakeAgent,
-        running: tuple[int, list[StartedTask]], victim: Path) -> None:
+    client: TestClient,
+    app: FastAPI,
+    own_gc: CheckpointGC,
+    agent2: FakeAgent,
+    running: tuple[int, list[StartedTask]],
+    victim: Path,
+) -> None:
     exp_id, (t1, _t2) = running
     old = report(client, app, t1, 2, 0.5)
     report(client, app, t1, 4, 0.1)

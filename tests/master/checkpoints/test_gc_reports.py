@@ -28,23 +28,28 @@ def sizes(client: TestClient, user: dict, task: StartedTask) -> tuple[int, int]:
     return int(exp["checkpointSize"]), int(trial["totalCheckpointSize"])
 
 
-def test_a_users_requests_are_marked_from_the_report(client: TestClient, user: dict, agent: FakeAgent,
-                                                     task: StartedTask) -> None:
+def test_a_users_requests_are_marked_from_the_report(
+    client: TestClient, user: dict, agent: FakeAgent, task: StartedTask
+) -> None:
     first, kept = stored(client, task, 2), stored(client, task, 4)
     before = shown(client, user, first)["resources"]
     total = sum(int(v) for v in before.values())
     assert sizes(client, user, task) == (2 * total, 2 * total)
     # nothing removed, nothing changed: unchanged
-    assert post(client, "/api/v1/checkpoints/rm", {"checkpointUuids": [first], "checkpointGlobs": []},
-                user).status_code == 200
+    assert (
+        post(client, "/api/v1/checkpoints/rm", {"checkpointUuids": [first], "checkpointGlobs": []}, user).status_code
+        == 200
+    )
     [gc] = agent.start_all()
     assert report(client, gc, {first: {k: int(v) for k, v in before.items()}}).status_code == 200
     agent.exit(gc.allocation_id, 0)
     assert shown(client, user, first)["state"] == "STATE_COMPLETED"
     # a file gone: PARTIALLY_DELETED with what is left, the sizes shrink
     left = {k: int(v) for k, v in before.items() if k != "state"}
-    assert post(client, "/api/v1/checkpoints/rm", {"checkpointUuids": [first], "checkpointGlobs": []},
-                user).status_code == 200
+    assert (
+        post(client, "/api/v1/checkpoints/rm", {"checkpointUuids": [first], "checkpointGlobs": []}, user).status_code
+        == 200
+    )
     [gc] = agent.start_all()
     assert report(client, gc, {first: left}).status_code == 200
     assert report(client, gc, {first: left}).status_code == 200  # again (a retried POST): no change
@@ -63,8 +68,9 @@ def test_a_users_requests_are_marked_from_the_report(client: TestClient, user: d
     assert not trial["latestCheckpointUuid"]  # none left with all its files
 
 
-def test_a_row_already_deleted_is_left_alone(client: TestClient, user: dict, agent: FakeAgent,
-                                             task: StartedTask) -> None:
+def test_a_row_already_deleted_is_left_alone(
+    client: TestClient, user: dict, agent: FakeAgent, task: StartedTask
+) -> None:
     name = stored(client, task, 2)
     assert delete(client, user, name).status_code == 200
     assert delete(client, user, name).status_code == 200  # a second task for the same checkpoint
@@ -83,8 +89,9 @@ checkpoint_storage: {save_trial_best: 0, save_trial_latest: 1, save_experiment_b
 """
 
 
-def test_a_collection_runs_as_a_task_and_a_failed_one_is_retried(app: FastAPI, client: TestClient, user: dict,
-                                                                  agent: FakeAgent) -> None:
+def test_a_collection_runs_as_a_task_and_a_failed_one_is_retried(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     gc: CheckpointGC = app.state.checkpoint_gc
     exp = create_experiment(client, user, CONFIG)
     [trial] = agent.start_all()
@@ -97,12 +104,15 @@ def test_a_collection_runs_as_a_task_and_a_failed_one_is_retried(app: FastAPI, c
     agent.exit(task.allocation_id, 1, "killed")  # never reported: the row stays held, the collection is retried
     gc.run_pending()  # (or the master's own worker did it first: the end of the task asked for it)
     assert (shown(client, user, old)["state"], shown(client, user, old)["deleting"]) == (
-        "STATE_PARTIALLY_DELETED", True)
+        "STATE_PARTIALLY_DELETED",
+        True,
+    )
     assert gc.pending() == {exp["id"]: app.state.ctx.clock.now() + checkpoint_gc_worker.RETRY_FIRST}
     assert agent.start_all() == []  # not before the backoff
     events = client.get(f"/api/v1/experiments/{exp['id']}/events", headers=user).json()["events"]
-    assert any(e["level"] == "warning" and task.task_id in e["message"] and "will retry" in e["message"]
-               for e in events)
+    assert any(
+        e["level"] == "warning" and task.task_id in e["message"] and "will retry" in e["message"] for e in events
+    )
     app.state.ctx.clock.advance(checkpoint_gc_worker.RETRY_FIRST + 1)
     agent.conn.last_heartbeat = app.state.ctx.clock.now()  # the agent stayed (its heartbeat, as the clock moved)
     gc.run_pending()
@@ -117,7 +127,8 @@ def test_a_collection_runs_as_a_task_and_a_failed_one_is_retried(app: FastAPI, c
 
 
 def test_a_task_no_agent_takes_is_ended_and_the_master_deletes_once_none_is_up(
-        app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, monkeypatch: pytest.MonkeyPatch) -> None:
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The pool's one agent leaves just as a collection decides to run on it: its GC task waits, ended after
     WAIT_LIMIT (no instance is booted for it: the provisioner's test), and the retry is the master's."""
     gc: CheckpointGC = app.state.checkpoint_gc
@@ -136,8 +147,9 @@ def test_a_task_no_agent_takes_is_ended_and_the_master_deletes_once_none_is_up(
         clock.advance(2)
         gc.run_pending()  # overdue: ended; its collection, asked again at once, notes the failure
         assert gc.pending() == {exp["id"]: clock.now() + checkpoint_gc_worker.RETRY_FIRST}
-    events = [e["message"] for e in
-              client.get(f"/api/v1/experiments/{exp['id']}/events", headers=user).json()["events"]]
+    events = [
+        e["message"] for e in client.get(f"/api/v1/experiments/{exp['id']}/events", headers=user).json()["events"]
+    ]
     assert any("no agent took it within 120 s" in m for m in events), events
     assert shown(client, user, old)["state"] == "STATE_PARTIALLY_DELETED"
     clock.advance(checkpoint_gc_worker.RETRY_FIRST + 1)
@@ -146,9 +158,9 @@ def test_a_task_no_agent_takes_is_ended_and_the_master_deletes_once_none_is_up(
     assert not storage_of(client).path_of(old).exists() and shown(client, user, new)["state"] == "STATE_COMPLETED"
 
 
-def test_a_users_delete_no_agent_takes_ends_with_a_warning(app: FastAPI, client: TestClient, user: dict,
-                                                           agent: FakeAgent, task: StartedTask,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_users_delete_no_agent_takes_ends_with_a_warning(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent, task: StartedTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
     gc: CheckpointGC = app.state.checkpoint_gc
     name = stored(client, task, 2)
     agent.exit(task.allocation_id, 0)
@@ -161,15 +173,18 @@ def test_a_users_delete_no_agent_takes_ends_with_a_warning(app: FastAPI, client:
     app.state.ctx.clock.advance(WAIT_LIMIT)
     gc.run_pending()
     events = client.get(f"/api/v1/experiments/{exp_id}/events", headers=user).json()["events"]
-    assert any(e["level"] == "warning" and "no agent took it within 120 s" in e["message"]
-               and "ask again" in e["message"] for e in events), events
+    assert any(
+        e["level"] == "warning" and "no agent took it within 120 s" in e["message"] and "ask again" in e["message"]
+        for e in events
+    ), events
     c = shown(client, user, name)
     assert (c["state"], c["deleting"]) == ("STATE_PARTIALLY_DELETED", False)
     assert delete(client, user, name).status_code == 200  # asked again: held again
 
 
-def test_a_task_still_running_after_the_limit_is_killed_once(app: FastAPI, client: TestClient, user: dict,
-                                                              agent: FakeAgent) -> None:
+def test_a_task_still_running_after_the_limit_is_killed_once(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     gc: CheckpointGC = app.state.checkpoint_gc
     clock = app.state.ctx.clock
     create_experiment(client, user, CONFIG)
@@ -192,8 +207,9 @@ def test_a_task_still_running_after_the_limit_is_killed_once(app: FastAPI, clien
     assert "it was still running after 3600 s" in kills[0]["reason"]
 
 
-def test_a_collection_whose_task_left_files_is_retried_with_backoff(app: FastAPI, client: TestClient, user: dict,
-                                                                    agent: FakeAgent) -> None:
+def test_a_collection_whose_task_left_files_is_retried_with_backoff(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     """A collection deletes whole checkpoints: one the task reports with files left stays held and the
     collection counts as failed (retried with backoff, not at once)."""
     gc: CheckpointGC = app.state.checkpoint_gc
@@ -218,8 +234,9 @@ def test_a_collection_whose_task_left_files_is_retried_with_backoff(app: FastAPI
     assert shown(client, user, old)["state"] == "STATE_DELETED"
 
 
-def test_a_restarted_master_deletes_again_what_a_collection_left(app: FastAPI, client: TestClient, user: dict,
-                                                                 agent: FakeAgent) -> None:
+def test_a_restarted_master_deletes_again_what_a_collection_left(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     """The master stopped while a collection's task ran (or while it deleted on its own): a restarted
     worker's sweep finds the held checkpoints and deletes them; a user's request on the master that held
     checkpoints when it stopped is released (PARTIALLY_DELETED, served again, for the user to ask again)."""
@@ -231,8 +248,9 @@ def test_a_restarted_master_deletes_again_what_a_collection_left(app: FastAPI, c
     ctx = app.state.ctx
     ctx.controller.set_checkpoint_gc(lambda _e: None)  # the master's worker is gone: nothing collects
     agent.exit(trial.allocation_id, 0)
-    gc_task = checkpoint_gc_tasks.start(ctx, checkpoint_gc_tasks.Job(
-        exp["id"], [checkpoint_gc_tasks.Item(old, str(storage_of(client).path_of(old)))]))
+    gc_task = checkpoint_gc_tasks.start(
+        ctx, checkpoint_gc_tasks.Job(exp["id"], [checkpoint_gc_tasks.Item(old, str(storage_of(client).path_of(old)))])
+    )
     [task] = agent.start_all()
     agent.exit(task.allocation_id, None, "agent lost")  # it ended without a report
     with ctx.db.session() as s:

@@ -24,21 +24,26 @@ def task(client: TestClient, user: dict, agent: FakeAgent) -> StartedTask:
     return start_trial(client, user, agent)
 
 
-@pytest.mark.parametrize(("storage", "agent_up", "want"), [
-    ({"type": "shared_fs", "host_path": "/c"}, True, True),
-    ({"type": "directory", "container_path": "/c"}, True, True),
-    ({"host_path": "/c"}, True, True),  # shared_fs is the default type
-    ({"type": "shared_fs", "host_path": "/c"}, False, False),  # pedl boots no instance to delete files
-    ({"type": "s3", "bucket": "b"}, True, False),  # the master deletes from a bucket itself
-    ({"type": "s3", "bucket": "b"}, False, False),
-])
-def test_a_deletion_runs_on_an_agent_only_on_a_filesystem_with_an_agent_up(storage: dict, agent_up: bool,
-                                                                           want: bool) -> None:
+@pytest.mark.parametrize(
+    ("storage", "agent_up", "want"),
+    [
+        ({"type": "shared_fs", "host_path": "/c"}, True, True),
+        ({"type": "directory", "container_path": "/c"}, True, True),
+        ({"host_path": "/c"}, True, True),  # shared_fs is the default type
+        ({"type": "shared_fs", "host_path": "/c"}, False, False),  # pedl boots no instance to delete files
+        ({"type": "s3", "bucket": "b"}, True, False),  # the master deletes from a bucket itself
+        ({"type": "s3", "bucket": "b"}, False, False),
+    ],
+)
+def test_a_deletion_runs_on_an_agent_only_on_a_filesystem_with_an_agent_up(
+    storage: dict, agent_up: bool, want: bool
+) -> None:
     assert on_agent(storage, agent_up) is want
 
 
-def test_a_users_delete_answers_at_once_and_queues_a_gc_task(client: TestClient, user: dict, agent: FakeAgent,
-                                                             task: StartedTask) -> None:
+def test_a_users_delete_answers_at_once_and_queues_a_gc_task(
+    client: TestClient, user: dict, agent: FakeAgent, task: StartedTask
+) -> None:
     first, second = stored(client, task, 2), stored(client, task, 4)
     r = delete(client, user, first)
     assert r.status_code == 200, r.text
@@ -46,8 +51,9 @@ def test_a_users_delete_answers_at_once_and_queues_a_gc_task(client: TestClient,
     [gc] = agent.start_all()
     spec = spec_of(client, gc)
     storage = client.app.state.ctx.config.effective_checkpoint_storage()
-    assert spec == {"checkpoints": [{"uuid": first, "dir": f"{storage.host_path}/{first}", "delete": True,
-                                     "entries": []}]}
+    assert spec == {
+        "checkpoints": [{"uuid": first, "dir": f"{storage.host_path}/{first}", "delete": True, "entries": []}]
+    }
     m = gc.message
     assert m["entrypoint"] == ["python3", ".pedl/checkpoint_gc.py", ".pedl/checkpoint_gc.json"]
     assert m["container"] is None and m["env"]["DET_TASK_TYPE"] == "CHECKPOINT_GC"
@@ -65,8 +71,9 @@ def test_a_users_delete_answers_at_once_and_queues_a_gc_task(client: TestClient,
     assert f"Checkpoint GC (Experiment {exp_id})" not in names  # gone from the live list the suite polls
 
 
-def test_a_file_removal_gives_the_task_the_exact_entries_the_globs_match(client: TestClient, user: dict,
-                                                                         agent: FakeAgent, task: StartedTask) -> None:
+def test_a_file_removal_gives_the_task_the_exact_entries_the_globs_match(
+    client: TestClient, user: dict, agent: FakeAgent, task: StartedTask
+) -> None:
     name = stored(client, task, 2)
     r = post(client, "/api/v1/checkpoints/rm", {"checkpointUuids": [name], "checkpointGlobs": ["logs/**"]}, user)
     assert r.status_code == 200, r.text
@@ -78,8 +85,9 @@ def test_a_file_removal_gives_the_task_the_exact_entries_the_globs_match(client:
     assert spec_of(client, gc2)["checkpoints"][0]["delete"] is True
 
 
-def test_refusals_stay_in_the_request_and_start_no_task(client: TestClient, user: dict, admin: dict,
-                                                        agent: FakeAgent, task: StartedTask) -> None:
+def test_refusals_stay_in_the_request_and_start_no_task(
+    client: TestClient, user: dict, admin: dict, agent: FakeAgent, task: StartedTask
+) -> None:
     name = stored(client, task, 2)
     r = post(client, "/api/v1/checkpoints/rm", {"checkpointUuids": [name], "checkpointGlobs": ["../x"]}, user)
     assert r.status_code == 400 and "checkpointGlobs" in r.text
@@ -92,8 +100,9 @@ def test_refusals_stay_in_the_request_and_start_no_task(client: TestClient, user
     assert agent.start_all() == []
 
 
-def test_a_failed_task_of_a_users_request_releases_the_rows_and_warns(client: TestClient, user: dict,
-                                                                       agent: FakeAgent, task: StartedTask) -> None:
+def test_a_failed_task_of_a_users_request_releases_the_rows_and_warns(
+    client: TestClient, user: dict, agent: FakeAgent, task: StartedTask
+) -> None:
     """Which of its files the task deleted is unknown: the checkpoint stays PARTIALLY_DELETED, no longer held
     (what is left is served again, as a partial deletion's is), and the experiment says to ask again."""
     name = stored(client, task, 2)
@@ -114,8 +123,12 @@ def test_the_context_ships_the_script_and_its_stdlib_modules(app: FastAPI) -> No
     with tarfile.open(fileobj=io.BytesIO(tgz), mode="r:gz") as tar:
         names = sorted(m.name for m in tar.getmembers() if m.isfile())
         spec = json.load(tar.extractfile(".pedl/checkpoint_gc.json"))
-    assert names == [".pedl/checkpoint_gc.json", ".pedl/checkpoint_gc.py", ".pedl/pedl_checkpoint_files.py",
-                     ".pedl/pedl_local_removal.py"]
+    assert names == [
+        ".pedl/checkpoint_gc.json",
+        ".pedl/checkpoint_gc.py",
+        ".pedl/pedl_checkpoint_files.py",
+        ".pedl/pedl_local_removal.py",
+    ]
     assert spec == {"checkpoints": []}
 
 
@@ -128,7 +141,8 @@ checkpoint_storage: {save_trial_best: 0, save_trial_latest: 1, save_experiment_b
 
 
 def test_every_reader_sees_a_checkpoint_leave_completed_before_its_gc_task_starts(
-        app: FastAPI, client: TestClient, user: dict, agent: FakeAgent) -> None:
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     """The collection's GC task held at its start (queued, then started, nothing deleted or reported yet):
     the checkpoint it will delete is no longer COMPLETED for any reader, and no download is offered."""
     exp = create_experiment(client, user, COLLECTED)
@@ -151,10 +165,13 @@ def test_every_reader_sees_a_checkpoint_leave_completed_before_its_gc_task_start
             listed = client.get(path, params=completed, headers=user).json()["checkpoints"]
             assert [c["uuid"] for c in listed] == [new], path
         work = client.get(f"/api/v1/trials/{trial.trial_id}/workloads", headers=user).json()["workloads"]
-        assert {w["checkpoint"]["uuid"]: w["checkpoint"]["state"] for w in work if "checkpoint" in w} == \
-            {old: "STATE_DELETED", new: "STATE_COMPLETED"}  # det trial describe: none of its files offered
-        assert client.get(f"/api/v1/trials/{trial.trial_id}", headers=user).json()["trial"][
-            "latestCheckpointUuid"] == new
+        assert {w["checkpoint"]["uuid"]: w["checkpoint"]["state"] for w in work if "checkpoint" in w} == {
+            old: "STATE_DELETED",
+            new: "STATE_COMPLETED",
+        }  # det trial describe: none of its files offered
+        assert (
+            client.get(f"/api/v1/trials/{trial.trial_id}", headers=user).json()["trial"]["latestCheckpointUuid"] == new
+        )
         if client.get("/api/v1/models/keeper", headers=user).status_code == 404:
             assert post(client, "/api/v1/models", {"name": "keeper"}, user).status_code == 200
         r = post(client, "/api/v1/models/keeper/versions", {"checkpointUuid": old}, user)

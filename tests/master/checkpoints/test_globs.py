@@ -13,10 +13,37 @@ import pytest
 from pedl.errors import InvalidArgument
 from pedl.master.checkpoints.globs import MAX_GLOBS, check_globs, doomed
 
-LISTING = {"model.pt": 9, "metadata.json": 2, ".hidden": 1, "sub/": 0, "sub/x.pt": 3, "sub/y.txt": 4,
-           "deep/": 0, "deep/er/": 0, "deep/er/z.pt": 5, "deep/er/.h.pt": 1}
-PATTERNS = ["*.pt", "**/*.pt", "sub", "sub/", "sub/*", "**", "**/*", "*", "deep/**", "d*/er", "?odel.pt",
-            "[ms]*", ".h*", "**/.h*", "model.pt/", "nothing*", "deep/*/z.pt"]
+LISTING = {
+    "model.pt": 9,
+    "metadata.json": 2,
+    ".hidden": 1,
+    "sub/": 0,
+    "sub/x.pt": 3,
+    "sub/y.txt": 4,
+    "deep/": 0,
+    "deep/er/": 0,
+    "deep/er/z.pt": 5,
+    "deep/er/.h.pt": 1,
+}
+PATTERNS = [
+    "*.pt",
+    "**/*.pt",
+    "sub",
+    "sub/",
+    "sub/*",
+    "**",
+    "**/*",
+    "*",
+    "deep/**",
+    "d*/er",
+    "?odel.pt",
+    "[ms]*",
+    ".h*",
+    "**/.h*",
+    "model.pt/",
+    "nothing*",
+    "deep/*/z.pt",
+]
 
 
 def _by_glob_glob(root: Path, pattern: str) -> set[str]:
@@ -52,16 +79,19 @@ def test_directories_only_object_keys_imply_can_be_named() -> None:
     assert doomed(keys, []) == set()
 
 
-@pytest.mark.parametrize(("globs", "field", "words"), [
-    (["a", "../b"], "checkpointGlobs[1]", "'..'"),
-    (["x/..y"], "checkpointGlobs[0]", "'..'"),
-    (["/abs/*"], "checkpointGlobs[0]", "absolute"),
-    ([""], "checkpointGlobs[0]", "empty"),
-    ([" "], "checkpointGlobs[0]", "empty"),
-    (["."], "checkpointGlobs[0]", "checkpoint itself"),
-    (["x" * 1025], "checkpointGlobs[0]", "limit"),
-    (["*"] * (MAX_GLOBS + 1), "checkpointGlobs", "limit"),
-])
+@pytest.mark.parametrize(
+    ("globs", "field", "words"),
+    [
+        (["a", "../b"], "checkpointGlobs[1]", "'..'"),
+        (["x/..y"], "checkpointGlobs[0]", "'..'"),
+        (["/abs/*"], "checkpointGlobs[0]", "absolute"),
+        ([""], "checkpointGlobs[0]", "empty"),
+        ([" "], "checkpointGlobs[0]", "empty"),
+        (["."], "checkpointGlobs[0]", "checkpoint itself"),
+        (["x" * 1025], "checkpointGlobs[0]", "limit"),
+        (["*"] * (MAX_GLOBS + 1), "checkpointGlobs", "limit"),
+    ],
+)
 def test_globs_that_leave_the_checkpoint_are_refused(globs: list[str], field: str, words: str) -> None:
     with pytest.raises(InvalidArgument) as raised:
         check_globs(globs)

@@ -17,10 +17,22 @@ CONFIG = {"searcher": {"name": "single", "metric": "loss"}, "checkpoint_storage"
 
 
 def row(**over) -> models.Checkpoint:
-    fields = {"uuid": "c-1", "trial_id": 3, "experiment_id": 2, "task_id": "2.t", "allocation_id": "2.t.1",
-              "state": "STATE_COMPLETED", "report_time": 1_700_000_000.5, "steps_completed": 40,
-              "meta": {"note": "x"}, "resources": {"model.pt": 1024, "code/": 0}, "storage": STORAGE,
-              "size_bytes": 1024, "deleting_by": None, **over}
+    fields = {
+        "uuid": "c-1",
+        "trial_id": 3,
+        "experiment_id": 2,
+        "task_id": "2.t",
+        "allocation_id": "2.t.1",
+        "state": "STATE_COMPLETED",
+        "report_time": 1_700_000_000.5,
+        "steps_completed": 40,
+        "meta": {"note": "x"},
+        "resources": {"model.pt": 1024, "code/": 0},
+        "storage": STORAGE,
+        "size_bytes": 1024,
+        "deleting_by": None,
+        **over,
+    }
     return models.Checkpoint(**fields)
 
 
@@ -29,16 +41,27 @@ def test_the_json_of_a_known_row() -> None:
     trial = models.Trial(id=3, experiment_id=2, hparams={"lr": 0.1})
     sent = checkpoint(row(), exp, trial, {"loss": 0.25, "acc": 1}).model_dump(mode="json", exclude_unset=True)
     assert sent == {
-        "uuid": "c-1", "state": "STATE_COMPLETED", "deleting": False,
-        "metadata": {"note": "x", "steps_completed": 40}, "resources": {"model.pt": "1024", "code/": "0"},
-        "training": {"trialId": 3, "experimentId": 2,
-                     # host_path is pedl's own: Determined's clients would choke on it
-                     "experimentConfig": {**CONFIG, "checkpoint_storage": {"type": "directory",
-                                                                           "container_path": "/ckpt"}},
-                     "hparams": {"lr": 0.1}, "trainingMetrics": {"avgMetrics": {}},
-                     "validationMetrics": {"avgMetrics": {"loss": 0.25, "acc": 1}}, "searcherMetric": 0.25},
-        "reportTime": "2023-11-14T22:13:20.500000Z", "taskId": "2.t", "allocationId": "2.t.1",
-        "storage": STORAGE, "storageId": storage_id(STORAGE)}
+        "uuid": "c-1",
+        "state": "STATE_COMPLETED",
+        "deleting": False,
+        "metadata": {"note": "x", "steps_completed": 40},
+        "resources": {"model.pt": "1024", "code/": "0"},
+        "training": {
+            "trialId": 3,
+            "experimentId": 2,
+            # host_path is pedl's own: Determined's clients would choke on it
+            "experimentConfig": {**CONFIG, "checkpoint_storage": {"type": "directory", "container_path": "/ckpt"}},
+            "hparams": {"lr": 0.1},
+            "trainingMetrics": {"avgMetrics": {}},
+            "validationMetrics": {"avgMetrics": {"loss": 0.25, "acc": 1}},
+            "searcherMetric": 0.25,
+        },
+        "reportTime": "2023-11-14T22:13:20.500000Z",
+        "taskId": "2.t",
+        "allocationId": "2.t.1",
+        "storage": STORAGE,
+        "storageId": storage_id(STORAGE),
+    }
 
 
 def test_searcher_metric_only_where_the_validation_has_it() -> None:
@@ -53,8 +76,19 @@ def test_searcher_metric_only_where_the_validation_has_it() -> None:
 
 
 def test_a_checkpoint_of_no_trial() -> None:
-    sent = checkpoint(row(trial_id=None, experiment_id=None, task_id=None, allocation_id=None,
-                          deleting_by="gc-task-1", meta={"steps_completed": 7}), None, None, None)
+    sent = checkpoint(
+        row(
+            trial_id=None,
+            experiment_id=None,
+            task_id=None,
+            allocation_id=None,
+            deleting_by="gc-task-1",
+            meta={"steps_completed": 7},
+        ),
+        None,
+        None,
+        None,
+    )
     assert sent.model_dump(mode="json", exclude_unset=True)["training"] == {}
     assert (sent.taskId, sent.allocationId, sent.deleting, sent.metadata) == ("", "", True, {"steps_completed": 7})
 

@@ -28,11 +28,18 @@ from tests.master.lifecycle.recording_effects import (
 A, G, T = AllocationState, AgentState, TrialState
 
 
-def register(agent_id: str = "a1", *, slots: int = 1, running: list[str] | None = None, address: str = "",
-             pool: str = "default") -> proto.Register:
-    return proto.Register(agent_id=agent_id, hostname=f"host-{agent_id}", address=address, resource_pool=pool,
-                          slots=[proto.SlotInfo(id=str(i), type="cuda") for i in range(slots)], version="0.9",
-                          running_allocations=running or [])
+def register(
+    agent_id: str = "a1", *, slots: int = 1, running: list[str] | None = None, address: str = "", pool: str = "default"
+) -> proto.Register:
+    return proto.Register(
+        agent_id=agent_id,
+        hostname=f"host-{agent_id}",
+        address=address,
+        resource_pool=pool,
+        slots=[proto.SlotInfo(id=str(i), type="cuda") for i in range(slots)],
+        version="0.9",
+        running_allocations=running or [],
+    )
 
 
 def trial_with_allocation(fx: RecordingEffects, s: Session, **kw) -> tuple[models.Trial, models.Allocation]:
@@ -43,13 +50,26 @@ def trial_with_allocation(fx: RecordingEffects, s: Session, **kw) -> tuple[model
 
 def agent_events_of(s: Session, agent_id: str) -> list[tuple[str | None, str, str]]:
     s.flush()
-    return [(e.to_state, e.level, e.message) for e in s.scalars(select(models.Event).where(
-        models.Event.entity_type == "agent", models.Event.entity_id == agent_id).order_by(models.Event.id))]
+    return [
+        (e.to_state, e.level, e.message)
+        for e in s.scalars(
+            select(models.Event)
+            .where(models.Event.entity_type == "agent", models.Event.entity_id == agent_id)
+            .order_by(models.Event.id)
+        )
+    ]
 
 
 def instance(s: Session, instance_id: str, state: InstanceState) -> models.Instance:
-    row = models.Instance(id=instance_id, resource_pool="default", provider="aws", instance_type="g4dn.xlarge",
-                          state=state, slots=1, launched_at=0.0)
+    row = models.Instance(
+        id=instance_id,
+        resource_pool="default",
+        provider="aws",
+        instance_type="g4dn.xlarge",
+        state=state,
+        slots=1,
+        launched_at=0.0,
+    )
     s.add(row)
     s.flush()
     return row
@@ -60,15 +80,22 @@ def instance(s: Session, instance_id: str, state: InstanceState) -> models.Insta
 
 def test_a_new_agent_is_recorded_connected(fx: RecordingEffects, s: Session) -> None:
     reply = agent_events.registered(fx, s, register("a1", slots=2), "10.0.0.5")
-    assert reply == proto.Registered(agent_id="a1", heartbeat_interval=fx.config.agent_heartbeat_interval,
-                                     kill_unknown=[])
+    assert reply == proto.Registered(
+        agent_id="a1", heartbeat_interval=fx.config.agent_heartbeat_interval, kill_unknown=[]
+    )
     row = s.get(models.Agent, "a1")
     assert (row.state, row.hostname, row.address, row.resource_pool, row.version) == (
-        G.CONNECTED, "host-a1", "10.0.0.5", "default", "0.9")  # no address given: where it connected from
+        G.CONNECTED,
+        "host-a1",
+        "10.0.0.5",
+        "default",
+        "0.9",
+    )  # no address given: where it connected from
     assert (row.registered_at, row.last_heartbeat, row.disconnected_at) == (fx.now, fx.now, None)
     assert [sl["id"] for sl in row.slots] == ["0", "1"] and row.slots[0]["type"] == "cuda"
     assert agent_events_of(s, "a1") == [
-        (G.CONNECTED, "info", "registered from 10.0.0.5 with 2 slot(s) in pool default")]
+        (G.CONNECTED, "info", "registered from 10.0.0.5 with 2 slot(s) in pool default")
+    ]
 
 
 def test_a_reconnecting_agent_is_updated(fx: RecordingEffects, s: Session) -> None:
@@ -106,8 +133,7 @@ def test_reconcile_returns_unknown_foreign_and_ended_allocations_to_kill(fx: Rec
     run_on(fx, s, foreign, "a2")
     allocations.kill(fx, s, ended, "dropped while pending")
     fx.sent.clear()
-    reply = agent_events.registered(fx, s, register("a1", running=[mine.id, foreign.id, ended.id, "9.9.1"]),
-                                    "10.0.0.5")
+    reply = agent_events.registered(fx, s, register("a1", running=[mine.id, foreign.id, ended.id, "9.9.1"]), "10.0.0.5")
     assert sorted(reply.kill_unknown) == sorted([foreign.id, ended.id, "9.9.1"])
     assert mine.state == A.RUNNING and foreign.state == A.RUNNING and fx.sent == []
 
@@ -121,13 +147,15 @@ def test_reconcile_repeats_the_kill_of_a_kill_requested_allocation(fx: Recording
     fx.sent.clear()
     reply = agent_events.registered(fx, s, register("a1", running=[alloc.id]), "10.0.0.5")
     assert reply.kill_unknown == []
-    assert fx.sent == [("a1", proto.KillTask(allocation_id=alloc.id, grace_period=4.0,
-                                             reason="killed while the agent was away"))]
+    assert fx.sent == [
+        ("a1", proto.KillTask(allocation_id=alloc.id, grace_period=4.0, reason="killed while the agent was away"))
+    ]
     assert alloc.state == A.TERMINATING
 
 
 def test_an_assigned_allocation_the_agent_never_started_is_queued_again_uncounted(
-        fx: RecordingEffects, s: Session) -> None:
+    fx: RecordingEffects, s: Session
+) -> None:
     agent(s, "a1")
     trial, alloc = trial_with_allocation(fx, s, restarts=0)  # a counted failure would end the trial
     assign(fx, s, alloc, "a1")
@@ -192,7 +220,10 @@ def test_a_spot_interruption_drains_the_agent_and_preempts_its_tasks(fx: Recordi
     assert s.get(models.Agent, "i-1").draining is True
     assert inst.interrupted_at == fx.now
     assert agent_events_of(s, "i-1")[-1] == (
-        None, "warning", "spot interruption notice (terminate at 2026-01-01T00:02:00Z)")
+        None,
+        "warning",
+        "spot interruption notice (terminate at 2026-01-01T00:02:00Z)",
+    )
     assert (running.state, running.preempt_requested) == (A.RUNNING, True)
     assert fx.preempt_signals == {running.id}
     assert (waiting.state, waiting.preempt_requested) == (A.PENDING, False)
@@ -276,11 +307,13 @@ def test_a_distributed_allocation_ends_when_its_last_rank_exits(fx: RecordingEff
 # -- check_agents ------------------------------------------------------------------------------
 
 
-def connect(fx: RecordingEffects, s: Session, hub: AgentHub, loop: asyncio.AbstractEventLoop,
-            agent_id: str) -> AgentConnection:
+def connect(
+    fx: RecordingEffects, s: Session, hub: AgentHub, loop: asyncio.AbstractEventLoop, agent_id: str
+) -> AgentConnection:
     """An agent connected as the agent WebSocket connects one: in the hub, then registered."""
-    conn = AgentConnection(agent_id=agent_id, master_url="http://m:8080", remote_host="10.0.0.5", loop=loop,
-                           last_heartbeat=fx.now)
+    conn = AgentConnection(
+        agent_id=agent_id, master_url="http://m:8080", remote_host="10.0.0.5", loop=loop, last_heartbeat=fx.now
+    )
     hub.attach(conn)
     agent_events.registered(fx, s, register(agent_id), "10.0.0.5")
     return conn
@@ -296,7 +329,8 @@ def queued(loop: asyncio.AbstractEventLoop, conn: AgentConnection) -> list:
 
 
 def test_a_silent_agent_is_disconnected_then_lost_with_its_allocations(
-        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop
+) -> None:
     cfg = fx.config  # heartbeat timeout 15 s, reconnect wait 25 s
     hub = AgentHub()
     conn = connect(fx, s, hub, loop, "a1")
@@ -332,8 +366,7 @@ def test_a_silent_agent_is_disconnected_then_lost_with_its_allocations(
     assert [a.state for a in allocations_of(s, trial)] == [A.TERMINATED, A.PENDING]
 
 
-def test_a_connected_agent_without_a_connection_is_disconnected_at_once(
-        fx: RecordingEffects, s: Session) -> None:
+def test_a_connected_agent_without_a_connection_is_disconnected_at_once(fx: RecordingEffects, s: Session) -> None:
     agent(s, "a1")
     agent_events.check_agents(fx, s, AgentHub())
     row = s.get(models.Agent, "a1")
@@ -342,7 +375,8 @@ def test_a_connected_agent_without_a_connection_is_disconnected_at_once(
 
 
 def test_a_disconnected_agent_that_reconnected_in_the_hub_is_not_lost(
-        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop
+) -> None:
     hub = AgentHub()
     connect(fx, s, hub, loop, "a1")
     agent_events.disconnected(fx, s, "a1", "connection closed")
@@ -352,7 +386,8 @@ def test_a_disconnected_agent_that_reconnected_in_the_hub_is_not_lost(
 
 
 def test_a_reconnecting_agent_whose_rank_already_exited_leaves_the_other_ranks_running(
-        fx: RecordingEffects, s: Session) -> None:
+    fx: RecordingEffects, s: Session
+) -> None:
     agent(s, "a1")
     agent(s, "a2")
     trial, alloc = trial_with_allocation(fx, s, slots=2, restarts=1)
@@ -363,7 +398,8 @@ def test_a_reconnecting_agent_whose_rank_already_exited_leaves_the_other_ranks_r
 
 
 def test_losing_an_agent_whose_rank_already_exited_leaves_the_other_ranks_running(
-        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop
+) -> None:
     hub = AgentHub()
     connect(fx, s, hub, loop, "a1")
     a2 = connect(fx, s, hub, loop, "a2")

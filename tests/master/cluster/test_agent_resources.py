@@ -27,8 +27,11 @@ from tests.master.lifecycle.recording_effects import (
 
 
 def _calls(cls: type) -> dict[str, list[str]]:
-    return {name: list(inspect.signature(fn).parameters) for name, fn in vars(cls).items()
-            if inspect.isfunction(fn) and not name.startswith("_")}
+    return {
+        name: list(inspect.signature(fn).parameters)
+        for name, fn in vars(cls).items()
+        if inspect.isfunction(fn) and not name.startswith("_")
+    }
 
 
 def test_the_agents_implement_every_call_of_the_protocol() -> None:
@@ -38,7 +41,8 @@ def test_the_agents_implement_every_call_of_the_protocol() -> None:
 
 
 def test_a_pass_through_the_resource_manager_places_and_starts_a_trial(
-        fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop
+) -> None:
     with database.session() as s:
         agent(s, "a1", slots=2)
         agent(s, "away", slots=8)  # its agent is not connected: no capacity

@@ -59,7 +59,8 @@ def assigned_events(s: Session) -> list[str]:
 
 @pytest.mark.parametrize("change", ["disconnected", "left the hub", "disabled", "draining"])
 def test_a_placement_on_an_agent_no_longer_usable_waits_and_the_batch_goes_on(
-        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop, change: str) -> None:
+    fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop, change: str
+) -> None:
     hub = hub_of(loop, "a1", "a2")
     decided, on = two_planned(fx, s, hub)
     row = s.get(models.Agent, "a1")
@@ -76,7 +77,8 @@ def test_a_placement_on_an_agent_no_longer_usable_waits_and_the_batch_goes_on(
 
 @pytest.mark.parametrize("change", ["killed", "moved to another pool"])
 def test_an_allocation_killed_or_moved_since_the_plan_is_not_assigned(
-        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop, change: str) -> None:
+    fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop, change: str
+) -> None:
     hub = hub_of(loop, "a1", "a2")
     decided, on = two_planned(fx, s, hub)
     changed = s.get(models.Allocation, on["a1"])
@@ -91,7 +93,8 @@ def test_an_allocation_killed_or_moved_since_the_plan_is_not_assigned(
 
 
 def test_each_assignment_is_written_once_with_its_token_event_and_start(
-        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop
+) -> None:
     hub = hub_of(loop, "a1", "a2")
     decided, on = two_planned(fx, s, hub)
     objects = {aid: s.get(models.Allocation, aid) for aid in on.values()}  # held by the session: kept current
@@ -104,14 +107,21 @@ def test_each_assignment_is_written_once_with_its_token_event_and_start(
     for agent_id, aid in on.items():
         alloc = objects[aid]
         assert (alloc.state, alloc.assigned_at, without_chief_port(alloc.assignment)) == (
-            A.ASSIGNED, fx.now, [{"agent_id": agent_id, "slot_ids": [f"{agent_id}-0"]}])
+            A.ASSIGNED,
+            fx.now,
+            [{"agent_id": agent_id, "slot_ids": [f"{agent_id}-0"]}],
+        )
         assert alloc.session_token_hash == token_hash(starts[aid].session_token)
         assert starts[aid].env["DET_ALLOCATION_ID"] == aid
     assert sorted(assigned_events(s)) == sorted(on.values())
     E = models.Event
     event = s.scalar(select(E).where(E.entity_id == on["a1"], E.to_state == A.ASSIGNED))
     assert (event.from_state, event.time, event.message, event.level) == (
-        A.PENDING, fx.now, "assigned to a1['a1-0']", "info")
+        A.PENDING,
+        fx.now,
+        "assigned to a1['a1-0']",
+        "info",
+    )
     assert len({m.session_token for m in starts.values()}) == 2
 
 
@@ -124,7 +134,8 @@ def test_apply_without_a_plan_reads_the_allocations_itself(fx: RecordingEffects,
 
 
 def test_an_allocation_killed_between_prepare_and_write_is_not_assigned(
-        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop
+) -> None:
     hub = hub_of(loop, "a1", "a2")
     decided, on = two_planned(fx, s, hub)
     ready = assignment.prepare(fx, s, hub, decided.placements, planned=decided.planned)
@@ -141,8 +152,11 @@ def test_a_prepared_batch_is_written_in_parts_and_only_on_agents_still_usable() 
         return (aid, pool, "hash", [{"agent_id": a, "slot_ids": ["0"]} for a in agents], "assigned")
 
     waits = [WaitUpdate("w", "default", None, None, "NO_ROOM", "why", None)]
-    ready = assignment.Prepared([row("x", "default", "a1"), row("y", "default", "a1", "a2"), row("z", "gpu", "a3")],
-                                {"x": [], "y": [], "z": []}, waits)
+    ready = assignment.Prepared(
+        [row("x", "default", "a1"), row("y", "default", "a1", "a2"), row("z", "gpu", "a3")],
+        {"x": [], "y": [], "z": []},
+        waits,
+    )
     assert ready.agent_ids() == {"a1", "a2", "a3"}
     first = ready.take(2)
     assert ([r[0] for r in first.assigned], set(first.starts), first.waits) == (["x", "y"], {"x", "y"}, waits)

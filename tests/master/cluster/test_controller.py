@@ -58,8 +58,9 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 
 def attach(ctx: MasterContext, loop: asyncio.AbstractEventLoop, agent_id: str) -> AgentConnection:
-    conn = AgentConnection(agent_id=agent_id, master_url="http://m:8080", remote_host="10.0.0.5", loop=loop,
-                           last_heartbeat=ctx.clock.now())
+    conn = AgentConnection(
+        agent_id=agent_id, master_url="http://m:8080", remote_host="10.0.0.5", loop=loop, last_heartbeat=ctx.clock.now()
+    )
     ctx.hub.attach(conn)
     return conn
 
@@ -67,8 +68,12 @@ def attach(ctx: MasterContext, loop: asyncio.AbstractEventLoop, agent_id: str) -
 def connect(ctx: MasterContext, loop: asyncio.AbstractEventLoop, agent_id: str) -> AgentConnection:
     """An agent connected as the agent WebSocket connects one: in the hub, then registered."""
     conn = attach(ctx, loop, agent_id)
-    ctx.controller.agent_registered(proto.Register(agent_id=agent_id, hostname=agent_id, address="10.0.0.5",
-                                                   slots=[proto.SlotInfo(id="0", type="cuda")]), "10.0.0.5")
+    ctx.controller.agent_registered(
+        proto.Register(
+            agent_id=agent_id, hostname=agent_id, address="10.0.0.5", slots=[proto.SlotInfo(id="0", type="cuda")]
+        ),
+        "10.0.0.5",
+    )
     return conn
 
 
@@ -116,8 +121,7 @@ def test_run_delivers_messages_after_the_transaction(ctx: MasterContext, loop: a
     assert delivered(loop, conn) == []  # delivered once
 
 
-def test_run_drops_messages_and_revocations_when_fn_raises(ctx: MasterContext,
-                                                           loop: asyncio.AbstractEventLoop) -> None:
+def test_run_drops_messages_and_revocations_when_fn_raises(ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
     conn = attach(ctx, loop, "a1")
     ctl = ctx.controller
 
@@ -173,7 +177,8 @@ def test_allocation_closed_drops_its_cached_callers_and_its_preemption_signal(ct
 
 
 def test_startup_waits_for_agents_to_reconnect_and_reloads_preemptions(
-        ctx: MasterContext, master_config: MasterConfig, database: Database, clock: ManualClock) -> None:
+    ctx: MasterContext, master_config: MasterConfig, database: Database, clock: ManualClock
+) -> None:
     ctl = ctx.controller
     ids: dict[str, str] = {}
 
@@ -210,7 +215,8 @@ def test_startup_waits_for_agents_to_reconnect_and_reloads_preemptions(
 
 
 def test_tick_starts_a_pending_trial_on_an_agent_connected_through_the_hub(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop
+) -> None:
     conn = connect(ctx, loop, "a1")
     exp_id = submit(ctx)
     assert delivered(loop, conn) == []
@@ -229,7 +235,8 @@ def test_tick_starts_a_pending_trial_on_an_agent_connected_through_the_hub(
 
 
 def test_tick_creates_trials_for_room_that_came_and_places_them(
-        master_config: MasterConfig, database: Database, clock: ManualClock, loop: asyncio.AbstractEventLoop) -> None:
+    master_config: MasterConfig, database: Database, clock: ManualClock, loop: asyncio.AbstractEventLoop
+) -> None:
     limits = master_config.limits.model_copy(update={"min_live_trials_per_experiment": 1})
     ctx = build_context(master_config.model_copy(update={"limits": limits}), database, clock, cluster_id="c1")
     ctl = ctx.controller
@@ -250,8 +257,9 @@ def test_tick_creates_trials_for_room_that_came_and_places_them(
     assert sorted(started.values()) == ["a1", "a2"]
 
 
-def test_agent_reports_wake_the_scheduler_and_the_provisioners(ctx: MasterContext,
-                                                               loop: asyncio.AbstractEventLoop) -> None:
+def test_agent_reports_wake_the_scheduler_and_the_provisioners(
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop
+) -> None:
     ctl, wakes = ctx.controller, []
     ctl.set_waker(lambda: wakes.append("scheduler"))
     ctl.set_provisioner_waker(lambda: wakes.append("provisioners"))
@@ -270,8 +278,17 @@ def test_agent_reports_wake_the_scheduler_and_the_provisioners(ctx: MasterContex
 
 def test_the_controller_implements_the_effects_protocol(ctx: MasterContext, clock: ManualClock) -> None:
     members = {name: value for name, value in vars(ClusterEffects).items() if not name.startswith("_")}
-    assert set(members) == {"now", "config", "cluster_id", "send", "wake", "wake_provisioners",
-                            "want_checkpoint_gc", "signal_preemption", "allocation_closed"}
+    assert set(members) == {
+        "now",
+        "config",
+        "cluster_id",
+        "send",
+        "wake",
+        "wake_provisioners",
+        "want_checkpoint_gc",
+        "signal_preemption",
+        "allocation_closed",
+    }
     for name, declared in members.items():
         implemented = inspect.getattr_static(Controller, name)
         assert isinstance(implemented, property) == isinstance(declared, property), name
@@ -282,8 +299,9 @@ def test_the_controller_implements_the_effects_protocol(ctx: MasterContext, cloc
     assert (effects.now, effects.config, effects.cluster_id) == (clock.now(), ctx.config, "c1")
 
 
-def test_build_context_shares_one_hub_clock_and_caller_cache(master_config: MasterConfig, database: Database,
-                                                             clock: ManualClock) -> None:
+def test_build_context_shares_one_hub_clock_and_caller_cache(
+    master_config: MasterConfig, database: Database, clock: ManualClock
+) -> None:
     ctx = build_context(master_config, database, clock, master_id="m1", agent_token="secret")
     ctl = ctx.controller
     assert ctl.hub is ctx.hub and ctl.caller_cache is ctx.caller_cache
@@ -294,8 +312,9 @@ def test_build_context_shares_one_hub_clock_and_caller_cache(master_config: Mast
     assert again.cluster_id == ctx.cluster_id and again.hub is not ctx.hub  # kept in the database
 
 
-def test_checkpoint_gc_requests_reach_the_attached_collector(ctx: MasterContext, clock: ManualClock,
-                                                            loop: asyncio.AbstractEventLoop) -> None:
+def test_checkpoint_gc_requests_reach_the_attached_collector(
+    ctx: MasterContext, clock: ManualClock, loop: asyncio.AbstractEventLoop
+) -> None:
     ctl = ctx.controller
     ctl.want_checkpoint_gc(99)  # nothing attached yet: dropped
     gc = attach_checkpoint_gc(ctx)
@@ -324,7 +343,8 @@ def connect_agents(ctx: MasterContext, loop: asyncio.AbstractEventLoop, n: int) 
 
 
 def test_a_pass_larger_than_a_batch_assigns_each_placement_once_in_several_transactions(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(controller_module, "SCHEDULE_BATCH", 2)
     conns = connect_agents(ctx, loop, 5)
     for _ in range(6):
@@ -350,7 +370,8 @@ def test_a_pass_larger_than_a_batch_assigns_each_placement_once_in_several_trans
 
 
 def test_the_pass_plans_without_the_cluster_lock_or_the_database_write_lock(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
     connect(ctx, loop, "a1")
     submit(ctx)
     ctl = ctx.controller
@@ -378,7 +399,8 @@ def test_the_pass_plans_without_the_cluster_lock_or_the_database_write_lock(
 
 
 def test_what_changed_between_the_plan_and_its_batch_counts(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
     conns = connect_agents(ctx, loop, 3)
     for _ in range(3):
         submit(ctx)
@@ -403,7 +425,8 @@ def test_what_changed_between_the_plan_and_its_batch_counts(
 
 
 def test_an_agent_disabled_after_its_batch_was_prepared_is_not_assigned_to(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(controller_module, "SCHEDULE_BATCH", 1)
     conns = connect_agents(ctx, loop, 2)
     for _ in range(2):

@@ -79,11 +79,13 @@ def test_any_other_commit_to_the_agents_is_seen_by_the_next_read(database: Datab
     after = rows(known, database)
     assert known.reads == 2
     assert after["a2"] == before["a2"]
-    expected = {"slots": ("CONNECTED", "default", ("x", "y"), True),
-                "pool": ("CONNECTED", "other", ("a1-0",), True),
-                "disabled": ("CONNECTED", "default", ("a1-0",), False),
-                "draining": ("CONNECTED", "default", ("a1-0",), False),
-                "disconnected": ("DISCONNECTED", "default", ("a1-0",), False)}.get(change)
+    expected = {
+        "slots": ("CONNECTED", "default", ("x", "y"), True),
+        "pool": ("CONNECTED", "other", ("a1-0",), True),
+        "disabled": ("CONNECTED", "default", ("a1-0",), False),
+        "draining": ("CONNECTED", "default", ("a1-0",), False),
+        "disconnected": ("DISCONNECTED", "default", ("a1-0",), False),
+    }.get(change)
     assert after.get("a1") == expected
 
 
@@ -102,7 +104,8 @@ def test_a_new_agent_is_seen_and_a_rolled_back_write_reads_nothing_stale(databas
 
 
 def test_check_agents_keeps_the_rows_valid_with_the_heartbeats_it_writes(
-        fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop
+) -> None:
     with database.session() as s:
         agent(s, "a1")
         agent(s, "a2")
@@ -141,12 +144,19 @@ def ctx(master_config: MasterConfig, database: Database) -> MasterContext:
 
 
 def connect(ctx: MasterContext, loop: asyncio.AbstractEventLoop, agent_id: str, slots: int = 1) -> AgentConnection:
-    conn = AgentConnection(agent_id=agent_id, master_url="http://m:8080", remote_host="10.0.0.5", loop=loop,
-                           last_heartbeat=ctx.clock.now())
+    conn = AgentConnection(
+        agent_id=agent_id, master_url="http://m:8080", remote_host="10.0.0.5", loop=loop, last_heartbeat=ctx.clock.now()
+    )
     ctx.hub.attach(conn)
-    ctx.controller.agent_registered(proto.Register(
-        agent_id=agent_id, hostname=agent_id, address="10.0.0.5",
-        slots=[proto.SlotInfo(id=str(i), type="cuda") for i in range(slots)]), "10.0.0.5")
+    ctx.controller.agent_registered(
+        proto.Register(
+            agent_id=agent_id,
+            hostname=agent_id,
+            address="10.0.0.5",
+            slots=[proto.SlotInfo(id=str(i), type="cuda") for i in range(slots)],
+        ),
+        "10.0.0.5",
+    )
     return conn
 
 
@@ -171,7 +181,8 @@ def change(ctx: MasterContext, agent_id: str, **values: object) -> None:
 
 
 def test_the_next_pass_sees_a_new_a_disabled_a_draining_a_changed_and_a_removed_agent(
-        ctx: MasterContext, loop: asyncio.AbstractEventLoop) -> None:
+    ctx: MasterContext, loop: asyncio.AbstractEventLoop
+) -> None:
     ctl = ctx.controller
     connect(ctx, loop, "a1")
     submit(ctx, 2)
@@ -205,7 +216,8 @@ def test_the_next_pass_sees_a_new_a_disabled_a_draining_a_changed_and_a_removed_
 
 
 def test_the_snapshot_reads_the_agents_first_so_no_commit_falls_between_its_snapshot_and_their_version(
-        fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop
+) -> None:
     """Read after the transaction's snapshot was taken, the agents could be older than the version
     recorded with them: a registration committed in between would go unseen until the next change."""
     with database.session() as s:

@@ -27,7 +27,8 @@ from tests.master.lifecycle.recording_effects import (
 
 
 def test_the_snapshot_holds_the_pending_the_usable_agents_and_the_held_slots(
-        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop
+) -> None:
     agent(s, "a1", slots=2)
     agent(s, "a2")  # not in the hub
     agent(s, "a3").enabled = False
@@ -41,7 +42,14 @@ def test_the_snapshot_holds_the_pending_the_usable_agents_and_the_held_slots(
     snap = pass_snapshot.load(s, fx.config, hub_of(loop, "a1", "a3"))
     (row,) = snap.pending
     assert (row.id, row.task_id, row.trial_id, row.name, row.experiment_id, row.resource_pool, row.slots_needed) == (
-        waiting.id, waiting.task_id, trial.id, waiting.name, exp.id, "default", 2)
+        waiting.id,
+        waiting.task_id,
+        trial.id,
+        waiting.name,
+        exp.id,
+        "default",
+        2,
+    )
     assert [(a.id, a.slot_ids) for a in snap.agents] == [("a1", ("a1-0", "a1-1"))]
     (held,) = snap.held
     assert (held.id, without_chief_port(held.assignment)) == (running.id, [{"agent_id": "a1", "slot_ids": ["a1-0"]}])
@@ -60,21 +68,25 @@ def test_slot_ids_are_parsed_again_when_an_agent_registers_other_slots_and_gone_
     cache = known_agents.SlotIdsCache()
     one, two = '[{"id": "0"}]', '[{"id": "0"}, {"id": "1"}]'
     assert cache.read([("a1", "p", one, ""), ("a2", "p", one, "docker")]) == [
-        ("a1", "p", ("0",), ""), ("a2", "p", ("0",), "docker")]
+        ("a1", "p", ("0",), ""),
+        ("a2", "p", ("0",), "docker"),
+    ]
     assert cache.read([("a1", "p", two, "")]) == [("a1", "p", ("0", "1"), "")]
     assert set(cache._ids) == {"a1"}
 
 
 def test_the_snapshot_is_read_while_another_transaction_holds_the_write_lock(
-        fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop
+) -> None:
     with database.session() as s:
         agent(s, "a1")
         experiment(fx, s)
     got: list[pass_snapshot.PassSnapshot] = []
     with database.session() as writer:  # a write in progress (on SQLite: BEGIN IMMEDIATE, the write lock)
         writer.execute(update(models.Agent).values(state=AgentState.DISCONNECTED))
-        reader = threading.Thread(target=lambda: got.append(
-            pass_snapshot.read(database, fx.config, hub_of(loop, "a1"))), daemon=True)
+        reader = threading.Thread(
+            target=lambda: got.append(pass_snapshot.read(database, fx.config, hub_of(loop, "a1"))), daemon=True
+        )
         reader.start()
         reader.join(timeout=10)
         assert not reader.is_alive(), "the snapshot waited for the writer"
@@ -84,7 +96,8 @@ def test_the_snapshot_is_read_while_another_transaction_holds_the_write_lock(
 
 
 def test_without_fair_share_preemption_or_max_slots_only_the_held_slots_are_read(
-        fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop) -> None:
+    fx: RecordingEffects, s: Session, loop: asyncio.AbstractEventLoop
+) -> None:
     agent(s, "a1", slots=3)
     agent(s, "a2", slots=2)
     for agent_ids in (("a1",), ("a1", "a2")):

@@ -33,10 +33,21 @@ from tests.master.lifecycle.recording_effects import (
 )
 
 
-@pytest.mark.parametrize(("need", "agents", "fits"), [
-    (2, [2], True), (3, [2], False), (3, [2, 2], False), (4, [2, 2], True), (3, [1, 2], True),
-    (6, [4, 3, 3], True), (5, [4, 4], False), (0, [], False), (0, [1], True), (1, [], False),
-])
+@pytest.mark.parametrize(
+    ("need", "agents", "fits"),
+    [
+        (2, [2], True),
+        (3, [2], False),
+        (3, [2, 2], False),
+        (4, [2, 2], True),
+        (3, [1, 2], True),
+        (6, [4, 3, 3], True),
+        (5, [4, 4], False),
+        (0, [], False),
+        (0, [1], True),
+        (1, [], False),
+    ],
+)
 def test_can_ever_fit_is_one_agent_or_whole_agents_adding_up(need: int, agents: list[int], fits: bool) -> None:
     assert can_ever_fit(need, agents) is fits
 
@@ -53,8 +64,10 @@ def test_a_static_pool_without_agents_says_so() -> None:
 def test_a_trial_no_agent_can_hold_says_how_large_it_is() -> None:
     why = reason(3, static([2]), 5)  # too large wins over the queue: waiting would never end
     assert why.kind == WaitKind.TOO_LARGE
-    assert why.text == ("no agent in pool default is large enough: it needs 3 slots, the largest agent has 2 "
-                        "and whole agents cannot add up to 3")
+    assert why.text == (
+        "no agent in pool default is large enough: it needs 3 slots, the largest agent has 2 "
+        "and whole agents cannot add up to 3"
+    )
 
 
 def test_behind_more_urgent_trials() -> None:
@@ -69,17 +82,24 @@ def test_waiting_for_free_slots() -> None:
 
 
 def dynamic(agents: list[int], *, live: int = 0, booting: int = 0, max_instances: int = 4) -> PoolView:
-    return PoolView("gpu", agents, 0, dynamic=True, max_instances=max_instances, live_instances=live,
-                    booting_instances=booting)
+    return PoolView(
+        "gpu", agents, 0, dynamic=True, max_instances=max_instances, live_instances=live, booting_instances=booting
+    )
 
 
-@pytest.mark.parametrize(("pool", "kind", "text"), [
-    (dynamic([], booting=2, live=2), WaitKind.BOOTING, "2 instances booting in pool gpu"),
-    (dynamic([4, 4], live=2, max_instances=2), WaitKind.AT_MAX,
-     "pool gpu is at max_instances (2); 4 slots must be freed first"),
-    (dynamic([4], live=1), WaitKind.LAUNCHING, "an instance is to be launched in pool gpu"),
-    (dynamic([]), WaitKind.LAUNCHING, "an instance is to be launched in pool gpu"),
-])
+@pytest.mark.parametrize(
+    ("pool", "kind", "text"),
+    [
+        (dynamic([], booting=2, live=2), WaitKind.BOOTING, "2 instances booting in pool gpu"),
+        (
+            dynamic([4, 4], live=2, max_instances=2),
+            WaitKind.AT_MAX,
+            "pool gpu is at max_instances (2); 4 slots must be freed first",
+        ),
+        (dynamic([4], live=1), WaitKind.LAUNCHING, "an instance is to be launched in pool gpu"),
+        (dynamic([]), WaitKind.LAUNCHING, "an instance is to be launched in pool gpu"),
+    ],
+)
 def test_dynamic_pool_reasons(pool: PoolView, kind: WaitKind, text: str) -> None:
     why = reason(4, pool, 0)
     assert (why.kind, why.text) == (kind, text)
@@ -89,11 +109,13 @@ def test_static_pool_warning_at_create() -> None:
     assert static_pool_warning(2, "default", [2, 1]) is None
     assert static_pool_warning(3, "default", [2]) == (
         "no agent in pool default can hold a trial of 3 slots (the largest has 2); "
-        "the trials wait until a larger agent registers")
+        "the trials wait until a larger agent registers"
+    )
     assert "has no agents yet" in static_pool_warning(1, "default", [])
 
 
 # -- the scheduling pass stores them ---------------------------------------------------------------
+
 
 @pytest.fixture
 def hub_with(loop: asyncio.AbstractEventLoop):  # a factory
@@ -103,12 +125,18 @@ def hub_with(loop: asyncio.AbstractEventLoop):  # a factory
             agent(s, agent_id, slots=slots)
             hub.attach(AgentConnection(agent_id, "http://m", "127.0.0.1", loop, last_heartbeat=0.0))
         return hub
+
     return make
 
 
 def trial_events(s: Session, trial: models.Trial) -> list[str]:
-    return list(s.scalars(select(models.Event.message).where(
-        models.Event.entity_type == "trial", models.Event.entity_id == str(trial.id)).order_by(models.Event.id)))
+    return list(
+        s.scalars(
+            select(models.Event.message)
+            .where(models.Event.entity_type == "trial", models.Event.entity_id == str(trial.id))
+            .order_by(models.Event.id)
+        )
+    )
 
 
 def test_the_pass_stores_the_reason_and_an_event_once(fx: RecordingEffects, database: Database, hub_with) -> None:
@@ -150,7 +178,9 @@ def test_a_less_urgent_trial_is_told_it_is_behind(fx: RecordingEffects, database
         placement.plan(fx, s, hub)
         assert urgent.wait_kind == WaitKind.NO_FREE_SLOTS
         assert (relaxed.wait_kind, relaxed.wait_reason) == (
-            WaitKind.BEHIND, "behind 1 trial of higher priority in pool default")
+            WaitKind.BEHIND,
+            "behind 1 trial of higher priority in pool default",
+        )
 
 
 # -- a pool without container agents, and an experiment's max_slots ------------------------------------
@@ -174,8 +204,9 @@ def test_the_reason_names_max_slots() -> None:
     assert never.text.startswith("the experiment's max_slots (2) is less than the trial's 4 slots")
 
 
-def test_the_pass_places_up_to_max_slots_and_stores_the_reason(fx: RecordingEffects, database: Database,
-                                                               loop: asyncio.AbstractEventLoop) -> None:
+def test_the_pass_places_up_to_max_slots_and_stores_the_reason(
+    fx: RecordingEffects, database: Database, loop: asyncio.AbstractEventLoop
+) -> None:
     hub = AgentHub()
     hub.attach(AgentConnection("a1", "http://m", "127.0.0.1", loop, last_heartbeat=0.0))
     with database.session() as s:
@@ -194,8 +225,10 @@ def test_the_pass_places_up_to_max_slots_and_stores_the_reason(fx: RecordingEffe
 
 
 def _grid(fx: RecordingEffects, s: Session, *, max_slots: int | None):
-    text = ("name: capped\nentrypoint: python3 train.py\n"
-            "searcher: {name: grid, metric: loss, max_length: 10}\n"
-            "hyperparameters: {lr: {type: categorical, vals: [1, 2, 3]}}\n"
-            + (f"resources: {{max_slots: {max_slots}}}\n" if max_slots is not None else ""))
+    text = (
+        "name: capped\nentrypoint: python3 train.py\n"
+        "searcher: {name: grid, metric: loss, max_length: 10}\n"
+        "hyperparameters: {lr: {type: categorical, vals: [1, 2, 3]}}\n"
+        + (f"resources: {{max_slots: {max_slots}}}\n" if max_slots is not None else "")
+    )
     return experiments_service.create(fx, s, owner(s), config_text=text, files=[], activate=True)

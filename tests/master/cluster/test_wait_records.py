@@ -17,17 +17,21 @@ from tests.master.lifecycle.recording_effects import RecordingEffects, allocatio
 
 def trial_events(s: Session, trial_id: int) -> list[tuple[str, str]]:
     E = models.Event
-    return [(e.level, e.message) for e in s.scalars(select(E).where(E.entity_type == "trial",
-                                                                    E.entity_id == str(trial_id)).order_by(E.id))]
+    return [
+        (e.level, e.message)
+        for e in s.scalars(select(E).where(E.entity_type == "trial", E.entity_id == str(trial_id)).order_by(E.id))
+    ]
 
 
 @pytest.mark.parametrize("change", [None, "killed", "moved to another pool", "another reason since"])
 def test_a_reason_is_stored_only_where_the_allocation_is_as_it_was_decided(
-        fx: RecordingEffects, s: Session, change: str | None) -> None:
+    fx: RecordingEffects, s: Session, change: str | None
+) -> None:
     (alloc,) = allocations_of(s, trials_of(s, experiment(fx, s))[0])
     s.flush()
-    decided = WaitUpdate(alloc.id, "default", alloc.trial_id, None, WaitKind.NO_AGENTS, "no agent is connected",
-                         "warning")
+    decided = WaitUpdate(
+        alloc.id, "default", alloc.trial_id, None, WaitKind.NO_AGENTS, "no agent is connected", "warning"
+    )
     before = trial_events(s, alloc.trial_id)
     if change == "killed":
         allocations.kill(fx, s, alloc, "killed")
@@ -41,7 +45,10 @@ def test_a_reason_is_stored_only_where_the_allocation_is_as_it_was_decided(
     if change is None:
         assert written == {alloc.id}
         assert (alloc.wait_kind, alloc.wait_reason, alloc.wait_since) == (
-            WaitKind.NO_AGENTS, "no agent is connected", fx.now)
+            WaitKind.NO_AGENTS,
+            "no agent is connected",
+            fx.now,
+        )
         assert trial_events(s, alloc.trial_id) == [*before, ("warning", "waiting: no agent is connected")]
     else:
         assert written == set() and alloc.wait_reason is None
@@ -54,7 +61,10 @@ def test_a_refreshed_text_of_the_same_kind_records_no_event(fx: RecordingEffects
     s.flush()
     before = trial_events(s, alloc.trial_id)
     text = "needs 1 free slot in pool default (0 of 4 free)"
-    assert wait_records.store(s, fx.now, [WaitUpdate(alloc.id, "default", alloc.trial_id, WaitKind.NO_FREE_SLOTS,
-                                                     WaitKind.NO_FREE_SLOTS, text, None)]) == {alloc.id}
+    assert wait_records.store(
+        s,
+        fx.now,
+        [WaitUpdate(alloc.id, "default", alloc.trial_id, WaitKind.NO_FREE_SLOTS, WaitKind.NO_FREE_SLOTS, text, None)],
+    ) == {alloc.id}
     s.expire_all()
     assert alloc.wait_reason == text and trial_events(s, alloc.trial_id) == before

@@ -28,16 +28,21 @@ def test_orm_writes_bump_their_table_at_commit(database: Database) -> None:
 def test_dml_statements_bump_their_table(database: Database) -> None:
     with database.session() as s:
         s.add(_user("dml"))
-    for stmt in (update(models.User).where(models.User.username == "dml").values(display_name="D"),
-                 delete(models.User).where(models.User.username == "dml")):
+    for stmt in (
+        update(models.User).where(models.User.username == "dml").values(display_name="D"),
+        delete(models.User).where(models.User.username == "dml"),
+    ):
         (before,) = database.changes.versions(["users"])
         with database.session() as s:
             s.execute(stmt)
         assert database.changes.versions(["users"]) == (before + 1,)
     (before,) = database.changes.versions(["users"])
     with database.session() as s:
-        s.execute(insert(models.User).values(username="core", admin=False, active=True, password_hash="",
-                                             created_at=0.0, modified_at=0.0))
+        s.execute(
+            insert(models.User).values(
+                username="core", admin=False, active=True, password_hash="", created_at=0.0, modified_at=0.0
+            )
+        )
     assert database.changes.versions(["users"]) == (before + 1,)
 
 

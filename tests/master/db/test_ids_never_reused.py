@@ -24,16 +24,30 @@ def _user(s: Session) -> models.User:
 
 
 def _experiment(s: Session, owner: models.User) -> models.Experiment:
-    exp = models.Experiment(name="e", owner_id=owner.id, state=ExperimentState.COMPLETED, config={},
-                            original_config="", resource_pool="default", start_time=1.0)
+    exp = models.Experiment(
+        name="e",
+        owner_id=owner.id,
+        state=ExperimentState.COMPLETED,
+        config={},
+        original_config="",
+        resource_pool="default",
+        start_time=1.0,
+    )
     s.add(exp)
     s.flush()
     return exp
 
 
 def _trial(s: Session, exp: models.Experiment, n: int) -> models.Trial:
-    trial = models.Trial(experiment_id=exp.id, request_id=f"r{n}", task_id=f"{exp.id}.{n}", hparams={}, seed=0,
-                         state=TrialState.COMPLETED, start_time=1.0)
+    trial = models.Trial(
+        experiment_id=exp.id,
+        request_id=f"r{n}",
+        task_id=f"{exp.id}.{n}",
+        hparams={},
+        seed=0,
+        state=TrialState.COMPLETED,
+        start_time=1.0,
+    )
     s.add(trial)
     s.flush()
     return trial
@@ -64,8 +78,13 @@ def _insert(c: Connection, table: str, **given: object) -> int:
         if col["name"] in values or col["nullable"] or col["default"] is not None or col["name"] == "id":
             continue
         kind = str(col["type"]).upper()
-        values[col["name"]] = 0 if any(k in kind for k in ("INT", "FLOAT", "BOOL", "NUMERIC", "DOUBLE", "REAL")) \
-            else "{}" if "JSON" in kind else f"{table}-{len(values)}-{given.get('id', '')}"
+        values[col["name"]] = (
+            0
+            if any(k in kind for k in ("INT", "FLOAT", "BOOL", "NUMERIC", "DOUBLE", "REAL"))
+            else "{}"
+            if "JSON" in kind
+            else f"{table}-{len(values)}-{given.get('id', '')}"
+        )
     names = ", ".join(values)
     marks = ", ".join(f":{k}" for k in values)
     return c.execute(text(f"INSERT INTO {table} ({names}) VALUES ({marks}) RETURNING id"), values).scalar_one()

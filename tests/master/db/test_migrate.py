@@ -64,8 +64,12 @@ def test_master_run_on_a_newer_database_exits_with_the_message(tmp_path) -> None
     stamp(db, NEWER)
     db.dispose()
     (tmp_path / "master.yaml").write_text(f"port: 0\ndata_dir: {config.data_dir}\n")
-    done = subprocess.run([*pedl_command(), "master", "run", "--config", str(tmp_path / "master.yaml")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*pedl_command(), "master", "run", "--config", str(tmp_path / "master.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1, done.stderr
     assert f"the database is at schema revision {NEWER}" in done.stderr
     assert "Traceback" not in done.stderr

@@ -18,24 +18,38 @@ def test_an_existing_database_gets_the_defaults(isolated_master_config: MasterCo
         migrate.upgrade(db.engine, "0006")
         with db.engine.begin() as conn:
             for name in ("determined", "admin"):
-                conn.execute(text("INSERT INTO users (username, password_hash, admin, active, created_at, modified_at) "
-                                  "VALUES (:n, '', false, true, 10.0, 10.0)"), {"n": name})
+                conn.execute(
+                    text(
+                        "INSERT INTO users (username, password_hash, admin, active, created_at, modified_at) "
+                        "VALUES (:n, '', false, true, 10.0, 10.0)"
+                    ),
+                    {"n": name},
+                )
             for project in (1, 99):  # pedl once accepted any projectId
-                conn.execute(text(
-                    "INSERT INTO experiments (name, description, owner_id, state, config, original_config, "
-                    "searcher_state, progress, resource_pool, start_time, archived, project_id, notes, labels) "
-                    "VALUES ('e', '', 1, 'STATE_COMPLETED', '{}', '', '{}', 0, 'default', 1.0, false, :p, '', '')"),
-                    {"p": project})
+                conn.execute(
+                    text(
+                        "INSERT INTO experiments (name, description, owner_id, state, config, original_config, "
+                        "searcher_state, progress, resource_pool, start_time, archived, project_id, notes, labels) "
+                        "VALUES ('e', '', 1, 'STATE_COMPLETED', '{}', '', '{}', 0, 'default', 1.0, false, :p, '', '')"
+                    ),
+                    {"p": project},
+                )
         migrate.upgrade(db.engine)
         with db.engine.begin() as conn:
             admin = conn.execute(text("SELECT id FROM users WHERE username = 'admin'")).scalar_one()
             assert conn.execute(text("SELECT id, name, owner_id, immutable FROM workspaces")).all() == [
-                (1, "Uncategorized", admin, True)]
+                (1, "Uncategorized", admin, True)
+            ]
             assert conn.execute(text("SELECT id, workspace_id, name, owner_id FROM projects")).all() == [
-                (1, 1, "Uncategorized", admin)]
+                (1, 1, "Uncategorized", admin)
+            ]
             assert conn.execute(text("SELECT project_id FROM experiments ORDER BY id")).scalars().all() == [1, 1]
-            conn.execute(text("INSERT INTO workspaces (name, name_key, immutable, archived, created_at) "
-                              "VALUES ('next', 'next', false, false, 1.0)"))
+            conn.execute(
+                text(
+                    "INSERT INTO workspaces (name, name_key, immutable, archived, created_at) "
+                    "VALUES ('next', 'next', false, false, 1.0)"
+                )
+            )
             assert conn.execute(text("SELECT max(id) FROM workspaces")).scalar_one() == 2
         migrate.downgrade(db.engine, "0006")
         migrate.upgrade(db.engine)  # and again: the defaults come back once

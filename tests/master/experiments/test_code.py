@@ -17,10 +17,14 @@ def members(b64: str) -> dict[str, bytes | None]:
         return {m.name: (tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()}  # type: ignore[union-attr]
 
 
-def test_any_user_downloads_the_code_the_tasks_get(client: TestClient, user: dict, admin: dict,
-                                                   agent: FakeAgent) -> None:
-    files = [file_entry("sub", directory=True), file_entry("sub/util.py", b"X = 1\n"),
-             file_entry("train.py", b"print('hello')\n")]
+def test_any_user_downloads_the_code_the_tasks_get(
+    client: TestClient, user: dict, admin: dict, agent: FakeAgent
+) -> None:
+    files = [
+        file_entry("sub", directory=True),
+        file_entry("sub/util.py", b"X = 1\n"),
+        file_entry("train.py", b"print('hello')\n"),
+    ]
     exp = create_experiment(client, user, SINGLE_CONFIG, files=files)
     [task] = agent.start_all()
     given = client.get(f"/api/v1/tasks/{task.task_id}/context_directory", headers=bearer(task.token)).json()["b64Tgz"]

@@ -45,10 +45,19 @@ def checkpoint(client: TestClient, app: FastAPI, task: StartedTask, steps: int) 
     store = storage_from_config(ctx_of(app).config.effective_checkpoint_storage().model_dump())
     with store.store_path(name) as path:
         (path / "state.json").write_text(f'{{"step": {steps}}}')
-    r = post(client, "/api/v1/checkpoints", {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id,
-                                             "metadata": {"steps_completed": steps},
-                                             "resources": store.resources(name), "state": "STATE_COMPLETED"},
-             bearer(task.token))
+    r = post(
+        client,
+        "/api/v1/checkpoints",
+        {
+            "uuid": name,
+            "allocationId": task.allocation_id,
+            "taskId": task.task_id,
+            "metadata": {"steps_completed": steps},
+            "resources": store.resources(name),
+            "state": "STATE_COMPLETED",
+        },
+        bearer(task.token),
+    )
     assert r.status_code == 200, r.text
     return name
 
@@ -63,8 +72,9 @@ def shown(client: TestClient, headers: dict, exp_id: int) -> dict:
     return {**got["experiment"], "config": got["config"], "trials": trials}
 
 
-def test_a_completed_experiment_trains_on_from_its_latest_checkpoint(client: TestClient, app: FastAPI, user: dict,
-                                                                     fake: FakeAgent) -> None:
+def test_a_completed_experiment_trains_on_from_its_latest_checkpoint(
+    client: TestClient, app: FastAPI, user: dict, fake: FakeAgent
+) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG + "checkpoint_storage: {save_trial_latest: 1}\n")
     [first] = fake.start_all()
     checkpoint(client, app, first, 5)
@@ -92,12 +102,15 @@ def test_a_completed_experiment_trains_on_from_its_latest_checkpoint(client: Tes
     fake.exit(second.allocation_id, 0)
     after = shown(client, user, exp["id"])
     assert after["state"] == "STATE_COMPLETED" and after["progress"] == 1.0
-    assert after["startTime"] == before["startTime"] and after["trials"][0]["startTime"] == before["trials"][0][
-        "startTime"]
+    assert (
+        after["startTime"] == before["startTime"]
+        and after["trials"][0]["startTime"] == before["trials"][0]["startTime"]
+    )
 
 
 def test_an_errored_experiment_is_fixed_by_its_override_and_restarts_count_again(
-        client: TestClient, app: FastAPI, user: dict, fake: FakeAgent) -> None:
+    client: TestClient, app: FastAPI, user: dict, fake: FakeAgent
+) -> None:
     config = SINGLE_CONFIG + "max_restarts: 1\nhyperparameters: {sigma: {type: const, val: -1}}\n"
     exp = create_experiment(client, user, config)
     for _ in range(2):  # the run and its one restart fail
@@ -130,18 +143,22 @@ def test_a_killed_experiment_continues_without_an_override(client: TestClient, u
     assert len(fake.start_all()) == 1
 
 
-@pytest.mark.parametrize(("override", "named"), [
-    ("searcher:\n  name: grid\n", "searcher.name"),
-    ("project: other\n", "overrideConfig.project"),
-    ("workspace: other\n", "overrideConfig.workspace"),
-    ("checkpoint_storage:\n  host_path: /elsewhere\n", "checkpoint_storage.host_path"),
-    ("max_restarts: -1\n", "max_restarts"),
-    ("[1, 2]\n", "overrideConfig"),
-    ("searcher: {max_length: {batches: 0}}\n", "searcher.max_length"),
-    (": : :\n", "overrideConfig"),
-])
-def test_bad_overrides_are_refused_naming_the_field(client: TestClient, user: dict, fake: FakeAgent,
-                                                    override: str, named: str) -> None:
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("searcher:\n  name: grid\n", "searcher.name"),
+        ("project: other\n", "overrideConfig.project"),
+        ("workspace: other\n", "overrideConfig.workspace"),
+        ("checkpoint_storage:\n  host_path: /elsewhere\n", "checkpoint_storage.host_path"),
+        ("max_restarts: -1\n", "max_restarts"),
+        ("[1, 2]\n", "overrideConfig"),
+        ("searcher: {max_length: {batches: 0}}\n", "searcher.max_length"),
+        (": : :\n", "overrideConfig"),
+    ],
+)
+def test_bad_overrides_are_refused_naming_the_field(
+    client: TestClient, user: dict, fake: FakeAgent, override: str, named: str
+) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG)
     [task] = fake.start_all()
     fake.exit(task.allocation_id, 0)
@@ -172,12 +189,19 @@ def test_what_determined_refuses_is_refused(client: TestClient, user: dict, admi
 
 
 def test_merge_replaces_lengths_and_typed_hyperparameters_whole() -> None:
-    base = {"searcher": {"name": "single", "max_length": {"batches": 10, "epochs": None}},
-            "hyperparameters": {"lr": {"type": "const", "val": 0.1}, "opt": {"m": {"type": "const", "val": 1}}},
-            "resources": {"slots_per_trial": 1, "priority": 42}}
-    out = merge(base, {"searcher": {"max_length": {"epochs": 2}},
-                       "hyperparameters": {"lr": {"type": "categorical", "vals": [1, 2]}, "opt": {"m": 3}},
-                       "resources": {"priority": 7}})
+    base = {
+        "searcher": {"name": "single", "max_length": {"batches": 10, "epochs": None}},
+        "hyperparameters": {"lr": {"type": "const", "val": 0.1}, "opt": {"m": {"type": "const", "val": 1}}},
+        "resources": {"slots_per_trial": 1, "priority": 42},
+    }
+    out = merge(
+        base,
+        {
+            "searcher": {"max_length": {"epochs": 2}},
+            "hyperparameters": {"lr": {"type": "categorical", "vals": [1, 2]}, "opt": {"m": 3}},
+            "resources": {"priority": 7},
+        },
+    )
     assert out["searcher"] == {"name": "single", "max_length": {"epochs": 2}}
     assert out["hyperparameters"] == {"lr": {"type": "categorical", "vals": [1, 2]}, "opt": {"m": 3}}
     assert out["resources"] == {"slots_per_trial": 1, "priority": 7}

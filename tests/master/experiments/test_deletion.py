@@ -32,8 +32,9 @@ from tests.support.moto_server import moto_endpoint_fixture, moto_server_fixture
 @pytest.fixture
 def master_config(master_config: MasterConfig, moto_server: str) -> MasterConfig:
     """The shared config, with the bucket of the s3 test (on moto) allowed as a storage root."""
-    security = master_config.security.model_copy(update={"checkpoint_storage_roots": ["s3://del-bucket"],
-                                                         "s3_endpoint_urls": [moto_server]})
+    security = master_config.security.model_copy(
+        update={"checkpoint_storage_roots": ["s3://del-bucket"], "s3_endpoint_urls": [moto_server]}
+    )
     # the fake agent runs no checkpoint GC task: these tests drive the master-side path
     return master_config.model_copy(update={"security": security, "checkpoint_gc_tasks": False})
 
@@ -54,28 +55,52 @@ def storage(app: FastAPI, config: Mapping[str, Any] | None = None) -> Checkpoint
     return storage_from_config(config or ctx_of(app).config.effective_checkpoint_storage().model_dump())
 
 
-def report(client: TestClient, app: FastAPI, task: StartedTask, steps: int,
-           config: Mapping[str, Any] | None = None) -> str:
+def report(
+    client: TestClient, app: FastAPI, task: StartedTask, steps: int, config: Mapping[str, Any] | None = None
+) -> str:
     """A checkpoint with a file, a validation at its step and a log line, as a trial reports them."""
     name = str(uuid_lib.uuid4())
     store = storage(app, config)
     with store.store_path(name) as path:
         (path / "state.json").write_text(f'{{"step": {steps}}}')
     headers = bearer(task.token)
-    body = {"group": "validation", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                               "metrics": {"avgMetrics": {"loss": 1.0 / steps}}}}
+    body = {
+        "group": "validation",
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "metrics": {"avgMetrics": {"loss": 1.0 / steps}},
+        },
+    }
     assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, headers).status_code == 200
-    r = post(client, "/api/v1/checkpoints", {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id,
-                                             "metadata": {"steps_completed": steps},
-                                             "resources": store.resources(name), "state": "STATE_COMPLETED"}, headers)
+    r = post(
+        client,
+        "/api/v1/checkpoints",
+        {
+            "uuid": name,
+            "allocationId": task.allocation_id,
+            "taskId": task.task_id,
+            "metadata": {"steps_completed": steps},
+            "resources": store.resources(name),
+            "state": "STATE_COMPLETED",
+        },
+        headers,
+    )
     assert r.status_code == 200, r.text
     logs = {"logs": [{"taskId": task.task_id, "log": f"step {steps}"}]}
     assert post(client, "/api/v1/task/logs", logs, headers).status_code == 200
     return name
 
 
-def completed(client: TestClient, app: FastAPI, user: dict, fake: FakeAgent, config: str = SINGLE_CONFIG,
-              storage_config: Mapping[str, Any] | None = None) -> tuple[int, list[str]]:
+def completed(
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    fake: FakeAgent,
+    config: str = SINGLE_CONFIG,
+    storage_config: Mapping[str, Any] | None = None,
+) -> tuple[int, list[str]]:
     exp = create_experiment(client, user, config)
     [task] = fake.start_all()
     names = [report(client, app, task, steps, storage_config) for steps in (2, 4)]
@@ -98,18 +123,25 @@ def rows_left(app: FastAPI, exp_id: int) -> dict[str, int]:
         def count(q) -> int:
             return s.scalar(select(func.count()).select_from(q.subquery())) or 0
 
-        return {"experiments": count(select(models.Experiment.id).where(models.Experiment.id == exp_id)),
-                "model_definitions": count(select(models.ModelDefinition.experiment_id).where(
-                    models.ModelDefinition.experiment_id == exp_id)),
-                "trials": count(select(T.id).where(T.experiment_id == exp_id)),
-                "metrics": count(select(models.Metric.id).where(models.Metric.trial_id.in_(trials))),
-                "checkpoints": count(select(models.Checkpoint.uuid).where(models.Checkpoint.experiment_id == exp_id)),
-                "task_logs": count(select(models.TaskLog.id).where(models.TaskLog.trial_id.in_(trials))),
-                "allocations": count(select(models.Allocation.id).where(models.Allocation.trial_id.in_(trials))),
-                "digest marks": count(select(models.MetricDigestMark.trial_id).where(
-                    models.MetricDigestMark.trial_id.in_(trials))),
-                "experiment events": count(select(models.Event.id).where(
-                    models.Event.entity_type == "experiment", models.Event.entity_id == str(exp_id)))}
+        return {
+            "experiments": count(select(models.Experiment.id).where(models.Experiment.id == exp_id)),
+            "model_definitions": count(
+                select(models.ModelDefinition.experiment_id).where(models.ModelDefinition.experiment_id == exp_id)
+            ),
+            "trials": count(select(T.id).where(T.experiment_id == exp_id)),
+            "metrics": count(select(models.Metric.id).where(models.Metric.trial_id.in_(trials))),
+            "checkpoints": count(select(models.Checkpoint.uuid).where(models.Checkpoint.experiment_id == exp_id)),
+            "task_logs": count(select(models.TaskLog.id).where(models.TaskLog.trial_id.in_(trials))),
+            "allocations": count(select(models.Allocation.id).where(models.Allocation.trial_id.in_(trials))),
+            "digest marks": count(
+                select(models.MetricDigestMark.trial_id).where(models.MetricDigestMark.trial_id.in_(trials))
+            ),
+            "experiment events": count(
+                select(models.Event.id).where(
+                    models.Event.entity_type == "experiment", models.Event.entity_id == str(exp_id)
+                )
+            ),
+        }
 
 
 class HeldStorage:
@@ -136,8 +168,13 @@ KEEP_ALL = SINGLE_CONFIG + "checkpoint_storage: {save_trial_latest: 5}\n"  # gar
 
 
 def test_delete_answers_at_once_then_the_worker_deletes_files_and_rows(
-        client: TestClient, app: FastAPI, user: dict, fake: FakeAgent, deleter: ExperimentDeleter,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    fake: FakeAgent,
+    deleter: ExperimentDeleter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     exp_id, names = completed(client, app, user, fake, KEEP_ALL)
     other_id, other_names = completed(client, app, user, fake, KEEP_ALL)
     held = HeldStorage(storage(app))
@@ -166,8 +203,9 @@ def test_delete_answers_at_once_then_the_worker_deletes_files_and_rows(
 
 
 @pytest.mark.parametrize("action", [None, "pause"])
-def test_an_experiment_that_has_not_ended_is_refused_naming_its_state(client: TestClient, user: dict,
-                                                                      fake: FakeAgent, action: str | None) -> None:
+def test_an_experiment_that_has_not_ended_is_refused_naming_its_state(
+    client: TestClient, user: dict, fake: FakeAgent, action: str | None
+) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG)
     fake.start_all()
     if action:
@@ -179,8 +217,9 @@ def test_an_experiment_that_has_not_ended_is_refused_naming_its_state(client: Te
     assert state(client, user, exp["id"]) == before
 
 
-def test_only_the_owner_or_an_admin_deletes(client: TestClient, app: FastAPI, user: dict, admin: dict,
-                                            fake: FakeAgent, deleter: ExperimentDeleter) -> None:
+def test_only_the_owner_or_an_admin_deletes(
+    client: TestClient, app: FastAPI, user: dict, admin: dict, fake: FakeAgent, deleter: ExperimentDeleter
+) -> None:
     exp_id, _ = completed(client, app, admin, fake)
     r = client.delete(f"/api/v1/experiments/{exp_id}", headers=user)
     assert r.status_code == 403 and state(client, admin, exp_id) == "STATE_COMPLETED"
@@ -188,7 +227,8 @@ def test_only_the_owner_or_an_admin_deletes(client: TestClient, app: FastAPI, us
 
 
 def test_a_failure_leaves_delete_failed_with_the_reason_and_deleting_again_retries(
-        client: TestClient, app: FastAPI, user: dict, fake: FakeAgent, deleter: ExperimentDeleter) -> None:
+    client: TestClient, app: FastAPI, user: dict, fake: FakeAgent, deleter: ExperimentDeleter
+) -> None:
     exp_id, names = completed(client, app, user, fake, KEEP_ALL)
     held = HeldStorage(storage(app))
     held.fail = True
@@ -209,8 +249,9 @@ def test_a_failure_leaves_delete_failed_with_the_reason_and_deleting_again_retri
     assert not any(storage(app).exists(n) for n in names)
 
 
-def test_a_restarted_master_finishes_a_deletion(client: TestClient, app: FastAPI, user: dict, fake: FakeAgent,
-                                                master_config: MasterConfig) -> None:
+def test_a_restarted_master_finishes_a_deletion(
+    client: TestClient, app: FastAPI, user: dict, fake: FakeAgent, master_config: MasterConfig
+) -> None:
     exp_id, names = completed(client, app, user, fake)
     # as a master that stopped after marking it: DELETING, the worker never ran
     with ctx_of(app).db.session() as s:
@@ -223,22 +264,24 @@ def test_a_restarted_master_finishes_a_deletion(client: TestClient, app: FastAPI
     assert not any(storage(app).exists(n) for n in names)
 
 
-def test_the_background_worker_deletes_without_being_driven(client: TestClient, app: FastAPI, user: dict,
-                                                            fake: FakeAgent) -> None:
+def test_the_background_worker_deletes_without_being_driven(
+    client: TestClient, app: FastAPI, user: dict, fake: FakeAgent
+) -> None:
     exp_id, _ = completed(client, app, user, fake)
     assert client.delete(f"/api/v1/experiments/{exp_id}", headers=user).status_code == 200
     wait_for(lambda: state(client, user, exp_id) is None, 20, interval=0.05, what="the worker")
 
 
-def test_checkpoints_in_s3_are_deleted_from_the_bucket(client: TestClient, app: FastAPI, user: dict,
-                                                       fake: FakeAgent, deleter: ExperimentDeleter,
-                                                       moto_endpoint: str) -> None:
+def test_checkpoints_in_s3_are_deleted_from_the_bucket(
+    client: TestClient, app: FastAPI, user: dict, fake: FakeAgent, deleter: ExperimentDeleter, moto_endpoint: str
+) -> None:
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="del-bucket")
-    config = SINGLE_CONFIG + (f"checkpoint_storage: {{type: s3, bucket: del-bucket, prefix: exp, "
-                              f"endpoint_url: '{moto_endpoint}'}}\n")
+    config = SINGLE_CONFIG + (
+        f"checkpoint_storage: {{type: s3, bucket: del-bucket, prefix: exp, endpoint_url: '{moto_endpoint}'}}\n"
+    )
     probe = create_experiment(client, user, config, activate=False)
     exp_id, names = completed(client, app, user, fake, config, probe["config"]["checkpoint_storage"])
     kept = [o["Key"] for o in s3.list_objects_v2(Bucket="del-bucket").get("Contents", [])]
@@ -250,7 +293,8 @@ def test_checkpoints_in_s3_are_deleted_from_the_bucket(client: TestClient, app: 
 
 
 def test_checkpoints_registered_as_model_versions_block_the_deletion(
-        client: TestClient, app: FastAPI, user: dict, fake: FakeAgent) -> None:
+    client: TestClient, app: FastAPI, user: dict, fake: FakeAgent
+) -> None:
     exp_id, names = completed(client, app, user, fake)
     now = ctx_of(app).clock.now()
     with ctx_of(app).db.session() as s:
@@ -258,8 +302,16 @@ def test_checkpoints_registered_as_model_versions_block_the_deletion(
         model = models.RegisteredModel(name="mnist", owner_id=owner.id, created_at=now, updated_at=now)
         s.add(model)
         s.flush()
-        s.add(models.ModelVersion(model_id=model.id, version=1, checkpoint_uuid=names[-1], owner_id=owner.id,
-                                  created_at=now, updated_at=now))
+        s.add(
+            models.ModelVersion(
+                model_id=model.id,
+                version=1,
+                checkpoint_uuid=names[-1],
+                owner_id=owner.id,
+                created_at=now,
+                updated_at=now,
+            )
+        )
     r = client.delete(f"/api/v1/experiments/{exp_id}", headers=user)
     assert r.status_code == 400
     assert "'mnist' version 1" in r.json()["message"] and names[-1] in r.json()["message"]

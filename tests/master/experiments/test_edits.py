@@ -15,8 +15,9 @@ def _trials(client: TestClient, headers: dict, exp_id: int) -> list[dict]:
     return client.get(f"/api/v1/experiments/{exp_id}/trials", headers=headers).json()["trials"]
 
 
-def test_max_slots_caps_the_experiment_and_a_patch_applies_at_the_next_pass(app: FastAPI, client: TestClient,
-                                                                          user: dict) -> None:
+def test_max_slots_caps_the_experiment_and_a_patch_applies_at_the_next_pass(
+    app: FastAPI, client: TestClient, user: dict
+) -> None:
     fake = FakeAgent(app, "agent-1", slots=3)
     try:
         exp = create_experiment(client, user, THREE + "resources: {max_slots: 1}\n")
@@ -26,15 +27,15 @@ def test_max_slots_caps_the_experiment_and_a_patch_applies_at_the_next_pass(app:
         assert len(waiting) == 2
         assert all("max_slots" in t["waitReason"] for t in waiting), waiting
 
-        r = client.patch(f"/api/v1/experiments/{exp['id']}", headers=user,
-                         json={"id": exp["id"], "resources": {"maxSlots": 3}})
+        r = client.patch(
+            f"/api/v1/experiments/{exp['id']}", headers=user, json={"id": exp["id"], "resources": {"maxSlots": 3}}
+        )
         assert r.status_code == 200, r.text
         assert r.json()["experiment"]["config"]["resources"]["max_slots"] == 3
         assert len(fake.start_all()) == 2  # the next pass places the other two
 
         # lowering the cap stops nothing that runs
-        r = client.patch(f"/api/v1/experiments/{exp['id']}", headers=user,
-                         json={"resources": {"maxSlots": 1}})
+        r = client.patch(f"/api/v1/experiments/{exp['id']}", headers=user, json={"resources": {"maxSlots": 1}})
         assert r.status_code == 200, r.text
         fake.start_all()
         assert not [m for m in fake.messages() if m["type"] == "kill_task"]

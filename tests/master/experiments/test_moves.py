@@ -25,8 +25,12 @@ def new_project(client: TestClient, headers: dict, ws_name: str, name: str) -> i
 
 
 def move(client: TestClient, headers: dict, exp_id: int, project_id: object, **extra: object):
-    return post(client, f"/api/v1/experiments/{exp_id}/move",
-                {"destinationProjectId": project_id, "experimentId": exp_id, **extra}, headers)
+    return post(
+        client,
+        f"/api/v1/experiments/{exp_id}/move",
+        {"destinationProjectId": project_id, "experimentId": exp_id, **extra},
+        headers,
+    )
 
 
 def set_archived(app: FastAPI, model: type, row_id: int) -> None:
@@ -45,8 +49,9 @@ def test_the_owner_moves_an_experiment_and_the_api_shows_its_new_project(client:
     listed = client.get("/api/v1/experiments", params={"projectId": target}, headers=user).json()["experiments"]
     assert [e["id"] for e in listed] == [exp["id"]]
     events = client.get(f"/api/v1/experiments/{exp['id']}/events", headers=user).json()["events"]
-    assert any("moved from Uncategorized/Uncategorized" in e["message"] and "team/vision" in e["message"]
-               for e in events), events
+    assert any(
+        "moved from Uncategorized/Uncategorized" in e["message"] and "team/vision" in e["message"] for e in events
+    ), events
     # and back, without experimentId in the body (pedl's CLI may leave it out)
     r = post(client, f"/api/v1/experiments/{exp['id']}/move", {"destinationProjectId": 1}, user)
     assert r.status_code == 200, r.text
@@ -86,17 +91,19 @@ def test_an_unknown_project_or_experiment_is_a_404_naming_it(client: TestClient,
 def test_bad_bodies_are_400s_naming_the_field(client: TestClient, user: dict) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG, activate=False)
     target = new_project(client, user, "w", "p")
-    for body, field in (({}, "destinationProjectId"), ({"destinationProjectId": "x"}, "destinationProjectId"),
-                        ({"destinationProjectId": 0}, "destinationProjectId"),
-                        ({"destinationProjectId": target, "experimentId": exp["id"] + 1}, "experimentId")):
+    for body, field in (
+        ({}, "destinationProjectId"),
+        ({"destinationProjectId": "x"}, "destinationProjectId"),
+        ({"destinationProjectId": 0}, "destinationProjectId"),
+        ({"destinationProjectId": target, "experimentId": exp["id"] + 1}, "experimentId"),
+    ):
         r = post(client, f"/api/v1/experiments/{exp['id']}/move", body, user)
         assert r.status_code == 400, (body, r.text)
         assert field in r.json()["message"], (body, r.json())
     assert project_of(client, user, exp["id"])[0] == 1
 
 
-def test_archived_projects_and_experiments_stay_where_they_are(client: TestClient, app: FastAPI,
-                                                              user: dict) -> None:
+def test_archived_projects_and_experiments_stay_where_they_are(client: TestClient, app: FastAPI, user: dict) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG, activate=False)
     archived = new_project(client, user, "old", "done")
     set_archived(app, models.Project, archived)

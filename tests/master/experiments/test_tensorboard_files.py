@@ -30,8 +30,9 @@ CLUSTER = "5b0d7c1e-0000-4000-8000-000000000000"
 @pytest.fixture
 def master_config(master_config: MasterConfig, moto_server: str) -> MasterConfig:
     """The shared config, with the bucket of the s3 test (on moto) allowed as a storage root."""
-    security = master_config.security.model_copy(update={"checkpoint_storage_roots": ["s3://tb-bucket"],
-                                                         "s3_endpoint_urls": [moto_server]})
+    security = master_config.security.model_copy(
+        update={"checkpoint_storage_roots": ["s3://tb-bucket"], "s3_endpoint_urls": [moto_server]}
+    )
     return master_config.model_copy(update={"security": security})
 
 
@@ -39,14 +40,21 @@ def master_config(master_config: MasterConfig, moto_server: str) -> MasterConfig
 
 
 def test_the_storage_of_an_experiments_tensorboard_files() -> None:
-    shared = storage_of({"type": "shared_fs", "host_path": "/data", "storage_path": None, "save_trial_best": 1},
-                        CLUSTER)
-    assert shared == {"type": "shared_fs", "host_path": "/data", "save_trial_best": 1,
-                      "storage_path": f"{CLUSTER}/tensorboard/experiment"}
+    shared = storage_of(
+        {"type": "shared_fs", "host_path": "/data", "storage_path": None, "save_trial_best": 1}, CLUSTER
+    )
+    assert shared == {
+        "type": "shared_fs",
+        "host_path": "/data",
+        "save_trial_best": 1,
+        "storage_path": f"{CLUSTER}/tensorboard/experiment",
+    }
     assert storage_of({"host_path": "/data", "storage_path": "ckpts"}, CLUSTER)["storage_path"] == (
-        f"ckpts/{CLUSTER}/tensorboard/experiment")
+        f"ckpts/{CLUSTER}/tensorboard/experiment"
+    )
     assert storage_of({"type": "s3", "bucket": "b", "prefix": "/team/runs/"}, CLUSTER)["prefix"] == (
-        f"team/runs/{CLUSTER}/tensorboard/experiment")
+        f"team/runs/{CLUSTER}/tensorboard/experiment"
+    )
     assert storage_of({"type": "s3", "bucket": "b"}, CLUSTER)["prefix"] == f"{CLUSTER}/tensorboard/experiment"
     with pytest.raises(InvalidArgument):
         storage_of({"host_path": "/data"}, "../elsewhere")
@@ -69,8 +77,9 @@ def write_events(app: FastAPI, exp_id: int) -> Path:
     return path
 
 
-def test_the_owner_deletes_the_experiments_directory_and_nothing_else(client: TestClient, app: FastAPI,
-                                                                     user: dict, admin: dict) -> None:
+def test_the_owner_deletes_the_experiments_directory_and_nothing_else(
+    client: TestClient, app: FastAPI, user: dict, admin: dict
+) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG, activate=False)
     other = create_experiment(client, user, SINGLE_CONFIG, activate=False)
     mine, kept = write_events(app, exp["id"]), write_events(app, other["id"])
@@ -96,8 +105,7 @@ def test_only_the_owner_or_an_admin_deletes_them(client: TestClient, app: FastAP
     assert path.is_dir()
 
 
-def test_a_link_out_of_the_storage_is_left_alone(client: TestClient, app: FastAPI, user: dict,
-                                                 tmp_path: Path) -> None:
+def test_a_link_out_of_the_storage_is_left_alone(client: TestClient, app: FastAPI, user: dict, tmp_path: Path) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG, activate=False)
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "precious").mkdir(parents=True)
@@ -128,14 +136,17 @@ def test_a_storage_failure_is_unavailable_naming_it(client: TestClient, app: Fas
     assert path.is_dir()
 
 
-def test_tensorboard_files_in_s3_are_deleted_from_the_bucket(client: TestClient, app: FastAPI, user: dict,
-                                                             moto_endpoint: str) -> None:
+def test_tensorboard_files_in_s3_are_deleted_from_the_bucket(
+    client: TestClient, app: FastAPI, user: dict, moto_endpoint: str
+) -> None:
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="tb-bucket")
-    config = SINGLE_CONFIG + f"checkpoint_storage: {{type: s3, bucket: tb-bucket, prefix: runs, " \
-                             f"endpoint_url: '{moto_endpoint}'}}\n"
+    config = (
+        SINGLE_CONFIG + f"checkpoint_storage: {{type: s3, bucket: tb-bucket, prefix: runs, "
+        f"endpoint_url: '{moto_endpoint}'}}\n"
+    )
     exp = create_experiment(client, user, config, activate=False)
     base = f"runs/{ctx_of(app).cluster_id}/tensorboard/experiment"
     doomed = [f"{base}/{exp['id']}/trial/1/events.out.tfevents.1", f"{base}/{exp['id']}/trial/2/events.out.tfevents.2"]
@@ -149,23 +160,26 @@ def test_tensorboard_files_in_s3_are_deleted_from_the_bucket(client: TestClient,
     assert left == sorted(kept)
 
 
-def test_deleting_the_experiment_deletes_its_tensorboard_files(client: TestClient, app: FastAPI, user: dict,
-                                                               agent: FakeAgent) -> None:
+def test_deleting_the_experiment_deletes_its_tensorboard_files(
+    client: TestClient, app: FastAPI, user: dict, agent: FakeAgent
+) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()
     agent.exit(task.allocation_id, 0)
     other = create_experiment(client, user, SINGLE_CONFIG, activate=False)
     mine, kept = write_events(app, exp["id"]), write_events(app, other["id"])
     assert client.get(f"/api/v1/experiments/{exp['id']}", headers=user).json()["experiment"]["state"] == (
-        "STATE_COMPLETED")
+        "STATE_COMPLETED"
+    )
     assert client.delete(f"/api/v1/experiments/{exp['id']}", headers=user).status_code == 200
     app.state.experiment_deletion.run_pending()
     assert client.get(f"/api/v1/experiments/{exp['id']}", headers=user).status_code == 404
     assert not mine.exists() and kept.is_dir()
 
 
-def test_a_failure_to_delete_them_fails_the_experiments_deletion(client: TestClient, app: FastAPI, user: dict,
-                                                                 agent: FakeAgent) -> None:
+def test_a_failure_to_delete_them_fails_the_experiments_deletion(
+    client: TestClient, app: FastAPI, user: dict, agent: FakeAgent
+) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()
     agent.exit(task.allocation_id, 0)

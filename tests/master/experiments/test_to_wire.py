@@ -16,26 +16,74 @@ CONFIG = {"searcher": {"name": "grid", "metric": "loss"}, "resources": {"slots_p
 
 
 def row(**changes: object) -> models.Experiment:
-    fields: dict = dict(id=7, name="exp", description="d", labels="a\x1fb", archived=False, config=CONFIG,
-                        original_config="name: exp", project_id=3, owner_id=2, start_time=1700000000.0,
-                        end_time=None, state="STATE_ACTIVE", progress=0.25, resource_pool="default", parent_id=None,
-                        notes="", end_reason=None)
+    fields: dict = dict(
+        id=7,
+        name="exp",
+        description="d",
+        labels="a\x1fb",
+        archived=False,
+        config=CONFIG,
+        original_config="name: exp",
+        project_id=3,
+        owner_id=2,
+        start_time=1700000000.0,
+        end_time=None,
+        state="STATE_ACTIVE",
+        progress=0.25,
+        resource_pool="default",
+        parent_id=None,
+        notes="",
+        end_reason=None,
+    )
     return models.Experiment(**{**fields, **changes})
 
 
 def test_a_known_row_has_exactly_this_shape() -> None:
-    stats = ExperimentStats(num_trials=4, active_trials=1, best_metric=0.5, best_trial_id=9, state="STATE_RUNNING",
-                            checkpoints=CheckpointTotals(count=2, size=2048))
+    stats = ExperimentStats(
+        num_trials=4,
+        active_trials=1,
+        best_metric=0.5,
+        best_trial_id=9,
+        state="STATE_RUNNING",
+        checkpoints=CheckpointTotals(count=2, size=2048),
+    )
     place = Placement(project_name="p", project_owner_id=5, workspace_id=6, workspace_name="w")
     got = to_wire.experiment(row(), "alice", stats, place).model_dump(exclude_unset=True)
     assert got == {
-        "id": 7, "name": "exp", "description": "d", "labels": ["a", "b"], "archived": False, "config": CONFIG,
-        "originalConfig": "name: exp", "jobId": "job-7", "numTrials": 4, "projectId": 3, "projectOwnerId": 5,
-        "activeTrials": 1, "bestTrialSearcherMetric": 0.5, "bestTrialId": 9, "searcherType": "grid",
-        "searcherMetric": "loss", "startTime": "2023-11-14T22:13:20Z", "endTime": None, "state": "STATE_RUNNING",
-        "username": "alice", "userId": 2, "progress": 0.25, "resourcePool": "default", "forkedFrom": None,
-        "notes": "", "projectName": "p", "workspaceName": "w", "workspaceId": 6, "parentArchived": False,
-        "unmanaged": False, "endReason": None, "checkpointCount": 2, "checkpointSize": "2048"}
+        "id": 7,
+        "name": "exp",
+        "description": "d",
+        "labels": ["a", "b"],
+        "archived": False,
+        "config": CONFIG,
+        "originalConfig": "name: exp",
+        "jobId": "job-7",
+        "numTrials": 4,
+        "projectId": 3,
+        "projectOwnerId": 5,
+        "activeTrials": 1,
+        "bestTrialSearcherMetric": 0.5,
+        "bestTrialId": 9,
+        "searcherType": "grid",
+        "searcherMetric": "loss",
+        "startTime": "2023-11-14T22:13:20Z",
+        "endTime": None,
+        "state": "STATE_RUNNING",
+        "username": "alice",
+        "userId": 2,
+        "progress": 0.25,
+        "resourcePool": "default",
+        "forkedFrom": None,
+        "notes": "",
+        "projectName": "p",
+        "workspaceName": "w",
+        "workspaceId": 6,
+        "parentArchived": False,
+        "unmanaged": False,
+        "endReason": None,
+        "checkpointCount": 2,
+        "checkpointSize": "2048",
+    }
 
 
 def test_without_statistics_the_stored_state_and_the_default_place_show() -> None:
@@ -46,10 +94,27 @@ def test_without_statistics_the_stored_state_and_the_default_place_show() -> Non
 
 def test_the_validated_only_experiment_sets_only_determineds_zero_fields() -> None:
     assert to_wire.validated_only().model_dump(exclude_unset=True) == {
-        "id": 0, "name": "", "description": "", "labels": [], "archived": False, "config": None,
-        "originalConfig": "", "jobId": "", "numTrials": 0, "projectId": 0, "projectOwnerId": 0,
-        "searcherType": "", "startTime": "0001-01-01T00:00:00Z", "state": "STATE_UNSPECIFIED",
-        "username": "", "userId": 0, "progress": 0.0, "resourcePool": "", "notes": "", "unmanaged": False}
+        "id": 0,
+        "name": "",
+        "description": "",
+        "labels": [],
+        "archived": False,
+        "config": None,
+        "originalConfig": "",
+        "jobId": "",
+        "numTrials": 0,
+        "projectId": 0,
+        "projectOwnerId": 0,
+        "searcherType": "",
+        "startTime": "0001-01-01T00:00:00Z",
+        "state": "STATE_UNSPECIFIED",
+        "username": "",
+        "userId": 0,
+        "progress": 0.0,
+        "resourcePool": "",
+        "notes": "",
+        "unmanaged": False,
+    }
 
 
 def test_a_validate_only_create_leaves_the_unset_keys_out_of_the_json(client: TestClient, user: dict) -> None:

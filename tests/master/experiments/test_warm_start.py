@@ -32,8 +32,12 @@ def source(client: TestClient, app: FastAPI, user: dict, fake: FakeAgent) -> tup
     return task.trial_id, first, latest
 
 
-def test_source_trial_id_starts_from_its_latest_checkpoint(client: TestClient, user: dict, fake: FakeAgent,  # noqa: F811
-                                                           source: tuple[int, str, str]) -> None:
+def test_source_trial_id_starts_from_its_latest_checkpoint(
+    client: TestClient,
+    user: dict,
+    fake: FakeAgent,  # noqa: F811
+    source: tuple[int, str, str],
+) -> None:
     trial_id, _, latest = source
     exp = create_experiment(client, user, with_searcher(source_trial_id=trial_id))
     (trial,) = trials(client, user, exp["id"])
@@ -43,8 +47,12 @@ def test_source_trial_id_starts_from_its_latest_checkpoint(client: TestClient, u
     assert task.message["env"]["DET_STEPS_COMPLETED"] == "0"
 
 
-def test_source_checkpoint_uuid_starts_from_that_checkpoint(client: TestClient, user: dict, fake: FakeAgent,  # noqa: F811
-                                                            source: tuple[int, str, str]) -> None:
+def test_source_checkpoint_uuid_starts_from_that_checkpoint(
+    client: TestClient,
+    user: dict,
+    fake: FakeAgent,  # noqa: F811
+    source: tuple[int, str, str],
+) -> None:
     _, first, _ = source
     exp = create_experiment(client, user, with_searcher(source_checkpoint_uuid=first))
     (trial,) = trials(client, user, exp["id"])
@@ -59,19 +67,33 @@ def test_a_trial_without_a_warm_start_reports_none(client: TestClient, user: dic
 
 
 def refused(client: TestClient, headers: dict, config: str) -> dict[str, str]:
-    body = {"activate": True, "config": config, "modelDefinition": [file_entry("train.py", b"print(1)\n")],
-            "parentId": None, "projectId": None, "template": None, "validateOnly": False}
+    body = {
+        "activate": True,
+        "config": config,
+        "modelDefinition": [file_entry("train.py", b"print(1)\n")],
+        "parentId": None,
+        "projectId": None,
+        "template": None,
+        "validateOnly": False,
+    }
     r = post(client, "/api/v1/experiments", body, headers)
     assert r.status_code == 400, r.text
     return {f["field"]: f["message"] for f in r.json()["fields"]}
 
 
-def test_an_unknown_or_unusable_source_is_refused_naming_the_field(client: TestClient, user: dict,
-                                                                    fake: FakeAgent) -> None:  # noqa: F811
+def test_an_unknown_or_unusable_source_is_refused_naming_the_field(
+    client: TestClient,
+    user: dict,
+    fake: FakeAgent,  # noqa: F811
+) -> None:
     assert "no trial 9999" in refused(client, user, with_searcher(source_trial_id=9999))["searcher.source_trial_id"]
-    assert "no checkpoint" in refused(client, user, with_searcher(source_checkpoint_uuid="nope"))[
-        "searcher.source_checkpoint_uuid"]
+    assert (
+        "no checkpoint"
+        in refused(client, user, with_searcher(source_checkpoint_uuid="nope"))["searcher.source_checkpoint_uuid"]
+    )
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = fake.start_all()  # running, no checkpoint yet
-    assert "no completed checkpoint" in refused(client, user, with_searcher(source_trial_id=task.trial_id))[
-        "searcher.source_trial_id"]
+    assert (
+        "no completed checkpoint"
+        in refused(client, user, with_searcher(source_trial_id=task.trial_id))["searcher.source_trial_id"]
+    )

@@ -11,10 +11,18 @@ from pedl.master.identity import login_limiter
 from pedl.master.identity.login_limiter import LoginLimiter
 
 
-def limiter(user: int = 3, address: int = 100, window: float = 60.0, max_delay: float = 300.0,
-            forget_after: float = 3600.0) -> LoginLimiter:
-    return LoginLimiter(LoginRateLimit(failures_per_user=user, failures_per_address=address, window=window,
-                                       max_delay=max_delay, forget_after=forget_after))
+def limiter(
+    user: int = 3, address: int = 100, window: float = 60.0, max_delay: float = 300.0, forget_after: float = 3600.0
+) -> LoginLimiter:
+    return LoginLimiter(
+        LoginRateLimit(
+            failures_per_user=user,
+            failures_per_address=address,
+            window=window,
+            max_delay=max_delay,
+            forget_after=forget_after,
+        )
+    )
 
 
 def wait_of(lim: LoginLimiter, user: str, address: str, now: float) -> int:

@@ -18,8 +18,11 @@ TASK_ROUTES = ("/api/v1/me", "/api/v1/shells", "/api/v1/experiments")
 
 @pytest.fixture
 def alice(client: TestClient, admin: dict) -> int:
-    body = {"user": {"username": "alice", "admin": False, "active": True}, "password": client_hash("wonderland"),
-            "isHashed": True}
+    body = {
+        "user": {"username": "alice", "admin": False, "active": True},
+        "password": client_hash("wonderland"),
+        "isHashed": True,
+    }
     r = post(client, "/api/v1/users", body, admin)
     assert r.status_code == 200, r.text
     return r.json()["user"]["id"]
@@ -46,8 +49,15 @@ def assert_tokens_dead(client: TestClient, task: StartedTask) -> None:
         for route in TASK_ROUTES:
             r = client.get(route, headers=bearer(token))
             assert r.status_code == 401, (route, r.text)
-    report = {"metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": 1,
-                          "metrics": {"avgMetrics": {"loss": 1.0}}}, "group": "training"}
+    report = {
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": 1,
+            "metrics": {"avgMetrics": {"loss": 1.0}},
+        },
+        "group": "training",
+    }
     r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", report, bearer(task.token))
     assert r.status_code == 401, r.text
 
@@ -57,7 +67,8 @@ def experiment_state(client: TestClient, headers: dict, exp_id: int) -> str:
 
 
 def test_deactivating_a_user_ends_their_task_tokens_and_pauses_their_work(
-        client: TestClient, admin: dict, alice: int, agent: FakeAgent) -> None:
+    client: TestClient, admin: dict, alice: int, agent: FakeAgent
+) -> None:
     alice_headers = bearer(login(client, "alice", "wonderland"))
     exp_id, task = running_trial(client, agent, alice_headers)
     r = client.patch(f"/api/v1/users/{alice}", json={"active": False}, headers=admin)
@@ -81,15 +92,21 @@ def test_deactivating_a_user_ends_their_task_tokens_and_pauses_their_work(
 
 @pytest.mark.parametrize("route", ["patch", "password"])
 def test_a_new_password_ends_the_users_task_tokens_but_not_this_session(
-        client: TestClient, alice: int, agent: FakeAgent, route: str) -> None:
+    client: TestClient, alice: int, agent: FakeAgent, route: str
+) -> None:
     alice_headers = bearer(login(client, "alice", "wonderland"))
     exp_id, task = running_trial(client, agent, alice_headers)
     if route == "patch":  # det user edit: a fresh login changes its own password
-        r = client.patch(f"/api/v1/users/{alice}", json={"password": client_hash("new"), "isHashed": True},
-                         headers=alice_headers)
+        r = client.patch(
+            f"/api/v1/users/{alice}", json={"password": client_hash("new"), "isHashed": True}, headers=alice_headers
+        )
     else:
-        r = post(client, f"/api/v1/users/{alice}/password", {"password": client_hash("new"), "isHashed": True,
-                                                               "oldPassword": client_hash("wonderland")}, alice_headers)
+        r = post(
+            client,
+            f"/api/v1/users/{alice}/password",
+            {"password": client_hash("new"), "isHashed": True, "oldPassword": client_hash("wonderland")},
+            alice_headers,
+        )
     assert r.status_code == 200, r.text
     assert_tokens_dead(client, task)
     assert client.get("/api/v1/me", headers=alice_headers).status_code == 200  # the session that changed it

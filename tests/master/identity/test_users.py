@@ -22,8 +22,9 @@ def limiter(master_config) -> LoginLimiter:
     return LoginLimiter(master_config.security.login_rate_limit)
 
 
-def log_in(db: Database, limiter: LoginLimiter | None, username: str, password: str, address: str,
-           now: float = 100.0) -> str:
+def log_in(
+    db: Database, limiter: LoginLimiter | None, username: str, password: str, address: str, now: float = 100.0
+) -> str:
     with db.session() as s:
         token, _ = users.login(s, now, 3600.0, username, client_hash(password), True, limiter, address)
         s.commit()
@@ -43,7 +44,8 @@ def test_a_guesser_elsewhere_cannot_lock_the_admin_out(database: Database, limit
 
 
 def test_an_unknown_user_name_costs_the_same_verification_as_a_known_one(
-        database: Database, limiter: LoginLimiter, monkeypatch: pytest.MonkeyPatch) -> None:
+    database: Database, limiter: LoginLimiter, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with database.session() as s:
         users.ensure_default_users(s, 0.0)
         s.commit()

@@ -79,12 +79,20 @@ def owner(s: Session) -> models.User:
     return s.scalar(select(models.User).where(models.User.username == "determined"))
 
 
-def experiment(fx: ClusterEffects, s: Session, *, slots: int = 1, restarts: int = 0, searcher: str = "single",
-               extra: str = "", resources: str = "", activate: bool = True) -> models.Experiment:
+def experiment(
+    fx: ClusterEffects,
+    s: Session,
+    *,
+    slots: int = 1,
+    restarts: int = 0,
+    searcher: str = "single",
+    extra: str = "",
+    resources: str = "",
+    activate: bool = True,
+) -> models.Experiment:
     """An experiment created the way the API creates one (its searcher makes its first trials).
     `extra` goes into the searcher's mapping and `resources` into resources', each as ", key: value"."""
-    text = CONFIG % {"searcher": searcher, "extra": extra, "slots": slots, "restarts": restarts,
-                     "resources": resources}
+    text = CONFIG % {"searcher": searcher, "extra": extra, "slots": slots, "restarts": restarts, "resources": resources}
     return experiments_service.create(fx, s, owner(s), config_text=text, files=[], activate=activate)
 
 
@@ -93,14 +101,27 @@ def trials_of(s: Session, exp: models.Experiment) -> list[models.Trial]:
 
 
 def allocations_of(s: Session, trial: models.Trial) -> list[models.Allocation]:
-    return list(s.scalars(select(models.Allocation).where(models.Allocation.trial_id == trial.id)
-                          .order_by(models.Allocation.queued_at, models.Allocation.id)))
+    return list(
+        s.scalars(
+            select(models.Allocation)
+            .where(models.Allocation.trial_id == trial.id)
+            .order_by(models.Allocation.queued_at, models.Allocation.id)
+        )
+    )
 
 
 def agent(s: Session, agent_id: str, *, slots: int = 1, pool: str = "default", now: float = 0.0) -> models.Agent:
-    row = models.Agent(id=agent_id, hostname=agent_id, address="127.0.0.1", resource_pool=pool,
-                       slots=[{"id": f"{agent_id}-{i}", "type": "cpu"} for i in range(slots)],
-                       state=AgentState.CONNECTED, version="test", registered_at=now, last_heartbeat=now)
+    row = models.Agent(
+        id=agent_id,
+        hostname=agent_id,
+        address="127.0.0.1",
+        resource_pool=pool,
+        slots=[{"id": f"{agent_id}-{i}", "type": "cpu"} for i in range(slots)],
+        state=AgentState.CONNECTED,
+        version="test",
+        registered_at=now,
+        last_heartbeat=now,
+    )
     s.add(row)
     s.flush()
     return row
@@ -113,8 +134,13 @@ def assign(fx: ClusterEffects, s: Session, alloc: models.Allocation, *agent_ids:
     per_agent = alloc.slots_needed // len(agent_ids)
     places = []
     for agent_id in agent_ids:
-        used = {slot for held in allocations.held_on(s, agent_id) for p in held.assignment
-                if p["agent_id"] == agent_id for slot in p["slot_ids"]}
+        used = {
+            slot
+            for held in allocations.held_on(s, agent_id)
+            for p in held.assignment
+            if p["agent_id"] == agent_id
+            for slot in p["slot_ids"]
+        }
         free = [sl["id"] for sl in s.get(models.Agent, agent_id).slots if sl["id"] not in used]
         assert len(free) >= per_agent, f"agent {agent_id} has {len(free)} free slot(s), {per_agent} wanted"
         places.append((agent_id, free[:per_agent]))

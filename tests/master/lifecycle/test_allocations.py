@@ -35,14 +35,24 @@ def pending(fx: RecordingEffects, s: Session, **kw) -> models.Allocation:
 
 def events(s: Session, alloc: models.Allocation) -> list[tuple[str | None, str]]:
     s.flush()
-    return [(e.to_state, e.message) for e in s.scalars(select(models.Event).where(
-        models.Event.entity_type == "allocation", models.Event.entity_id == alloc.id).order_by(models.Event.id))]
+    return [
+        (e.to_state, e.message)
+        for e in s.scalars(
+            select(models.Event)
+            .where(models.Event.entity_type == "allocation", models.Event.entity_id == alloc.id)
+            .order_by(models.Event.id)
+        )
+    ]
 
 
 def master_lines(s: Session, alloc: models.Allocation) -> list[tuple[str, str]]:
     s.flush()
-    return [(ln.level, ln.message) for ln in s.scalars(select(models.TaskLog).where(
-        models.TaskLog.allocation_id == alloc.id, models.TaskLog.source == "master"))]
+    return [
+        (ln.level, ln.message)
+        for ln in s.scalars(
+            select(models.TaskLog).where(models.TaskLog.allocation_id == alloc.id, models.TaskLog.source == "master")
+        )
+    ]
 
 
 def kills(fx: RecordingEffects) -> list[tuple[str, str, str, float]]:
@@ -67,9 +77,19 @@ def test_new_queues_a_pending_allocation_for_the_trials_next_run(fx: RecordingEf
     (trial,) = trials_of(s, exp)
     (first,) = allocations_of(s, trial)
     assert (first.id, first.task_id, first.state, first.slots_needed, first.priority, first.resource_pool) == (
-        f"{trial.task_id}.1", trial.task_id, A.PENDING, 2, 42, "default")
+        f"{trial.task_id}.1",
+        trial.task_id,
+        A.PENDING,
+        2,
+        42,
+        "default",
+    )
     assert (first.queued_at, first.owner_id, first.assignment, first.session_token_hash) == (
-        fx.now, exp.owner_id, [], "")
+        fx.now,
+        exp.owner_id,
+        [],
+        "",
+    )
     assert first.name == f"Trial {trial.id} (Experiment {exp.id})"
     assert events(s, first) == [(A.PENDING, "waiting for 2 slot(s) in pool default")]
     assert fx.wakes == 1
@@ -79,8 +99,7 @@ def test_new_queues_a_pending_allocation_for_the_trials_next_run(fx: RecordingEf
     assert (second.id, trial.run_id, second.queued_at, fx.wakes) == (f"{trial.task_id}.2", 2, fx.now, 2)
 
 
-def test_new_takes_the_priority_from_the_config_else_the_pools_default(
-        fx: RecordingEffects, s: Session) -> None:
+def test_new_takes_the_priority_from_the_config_else_the_pools_default(fx: RecordingEffects, s: Session) -> None:
     pool = ResourcePoolConfig(pool_name="default", scheduler=SchedulerConfig(default_priority=17))
     fx.config = fx.config.model_copy(update={"resource_pools": [pool]})
     exp = experiment(fx, s, resources=", priority: 7")
@@ -101,7 +120,11 @@ def test_killing_a_pending_allocation_drops_it_without_messages(fx: RecordingEff
     fx.clock.advance(3)
     allocations.kill(fx, s, alloc, "experiment killed")
     assert (alloc.state, alloc.ended_at, alloc.exit_reason, alloc.kill_requested) == (
-        A.TERMINATED, fx.now, "experiment killed", False)
+        A.TERMINATED,
+        fx.now,
+        "experiment killed",
+        False,
+    )
     assert fx.sent == [] and fx.closed == []
     assert events(s, alloc)[-1] == (A.TERMINATED, "experiment killed")
 
@@ -166,7 +189,8 @@ def test_preempting_a_placed_allocation_signals_it_once(fx: RecordingEffects, s:
     assert (alloc.state, alloc.preempt_requested) == (state, True)
     assert fx.preempt_signals == {alloc.id} and fx.sent == []
     assert [m for _, m in events(s, alloc) if m.startswith("preemption")] == [
-        "preemption requested: a more urgent trial"]
+        "preemption requested: a more urgent trial"
+    ]
 
 
 def test_a_terminating_allocation_is_not_preempted(fx: RecordingEffects, s: Session) -> None:
@@ -210,7 +234,9 @@ def test_a_repeated_exit_report_of_a_rank_is_ignored(fx: RecordingEffects, s: Se
     assert allocations.placement_exited(fx, s, alloc, "a1", 0, "again") is None
     assert fx.sent == []
     assert [(p.get("exited"), p.get("exit_code"), p.get("order")) for p in alloc.assignment] == [
-        (True, 137, 0), (None, None, None)]
+        (True, 137, 0),
+        (None, None, None),
+    ]
     assert allocations.placement_exited(fx, s, alloc, "a2", 137, "") == Ending(137, "rank 0 on agent a1")
 
 
@@ -224,15 +250,19 @@ def test_all_ranks_exiting_zero_end_the_allocation_with_zero(fx: RecordingEffect
 # -- terminate ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("exit_code", "reason", "why"), [
-    (0, "ignored", "exited with code 0"),
-    (None, "agent a1 was lost", "agent a1 was lost"),
-    (None, "", "ended before its process ran"),
-    (3, "oom", "exited with code 3: oom"),
-    (3, "", "exited with code 3"),
-])
-def test_terminate_records_how_it_ended(fx: RecordingEffects, s: Session, exit_code: int | None, reason: str,
-                                        why: str) -> None:
+@pytest.mark.parametrize(
+    ("exit_code", "reason", "why"),
+    [
+        (0, "ignored", "exited with code 0"),
+        (None, "agent a1 was lost", "agent a1 was lost"),
+        (None, "", "ended before its process ran"),
+        (3, "oom", "exited with code 3: oom"),
+        (3, "", "exited with code 3"),
+    ],
+)
+def test_terminate_records_how_it_ended(
+    fx: RecordingEffects, s: Session, exit_code: int | None, reason: str, why: str
+) -> None:
     agent(s, "a1")
     alloc = pending(fx, s)
     run_on(fx, s, alloc, "a1")
@@ -245,8 +275,9 @@ def test_terminate_records_how_it_ended(fx: RecordingEffects, s: Session, exit_c
     assert fx.sent == []  # a single process: it has ended already
     # a non-zero exit in Determined's words too (what det's e2e suite looks for); a lost agent gave no exit code
     said = ": resources failed with non-zero exit code" if exit_code is not None else ""
-    assert master_lines(s, alloc) == ([] if exit_code == 0 else
-                                      [("LOG_LEVEL_ERROR", f"allocation {alloc.id} {why}{said}\n")])
+    assert master_lines(s, alloc) == (
+        [] if exit_code == 0 else [("LOG_LEVEL_ERROR", f"allocation {alloc.id} {why}{said}\n")]
+    )
 
 
 def test_terminate_logs_no_failure_of_a_killed_allocation(fx: RecordingEffects, s: Session) -> None:

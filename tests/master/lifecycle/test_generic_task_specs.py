@@ -19,16 +19,28 @@ def spec_of(environment_variables, defaults: TaskContainerDefaults | None = None
     config = {"entrypoint": ["true"], "environment": {"environment_variables": environment_variables}}
     task = GenericRow("cmd-1", "command", 7, config, [], [], {})
     rows = GenericRows({task.id: task}, {7: "alice"}, {})
-    return spec("cluster-x", SimpleNamespace(id="alloc-1", task_id=task.id), "token", rows,
-                defaults or TaskContainerDefaults(), TaskUsers(None, None))
+    return spec(
+        "cluster-x",
+        SimpleNamespace(id="alloc-1", task_id=task.id),
+        "token",
+        rows,
+        defaults or TaskContainerDefaults(),
+        TaskUsers(None, None),
+    )
 
 
-@pytest.mark.parametrize("variables", [
-    [f"DET_EXPERIMENT_CONFIG={HOST_PATH}", "KEPT=1"],
-    {"DET_EXPERIMENT_CONFIG": HOST_PATH, "KEPT": "1"},
-    {"cpu": [f"DET_EXPERIMENT_CONFIG={HOST_PATH}", "KEPT=1"], "gpu": {"DET_EXPERIMENT_CONFIG": HOST_PATH,
-                                                                     "KEPT": "1"}},
-], ids=["list", "dict", "by device"])
+@pytest.mark.parametrize(
+    "variables",
+    [
+        [f"DET_EXPERIMENT_CONFIG={HOST_PATH}", "KEPT=1"],
+        {"DET_EXPERIMENT_CONFIG": HOST_PATH, "KEPT": "1"},
+        {
+            "cpu": [f"DET_EXPERIMENT_CONFIG={HOST_PATH}", "KEPT=1"],
+            "gpu": {"DET_EXPERIMENT_CONFIG": HOST_PATH, "KEPT": "1"},
+        },
+    ],
+    ids=["list", "dict", "by device"],
+)
 def test_a_stored_config_never_sets_what_the_master_alone_sets(variables) -> None:
     got = spec_of(variables)
     for env in (got["env"], *got["device_env"].values()):

@@ -32,8 +32,9 @@ def few_live_trials(master_config: MasterConfig) -> RecordingEffects:
     return RecordingEffects(config=master_config.model_copy(update={"limits": limits}))
 
 
-def run(fx: RecordingEffects, s: Session, alloc: models.Allocation, agent_id: str = "a1", *,
-        contacted: bool = True) -> None:
+def run(
+    fx: RecordingEffects, s: Session, alloc: models.Allocation, agent_id: str = "a1", *, contacted: bool = True
+) -> None:
     """Place a pending allocation on one slot of `agent_id` and report its process started, the
     way the scheduling pass and the agent's task_started do; unless `contacted` is False the task
     then calls the master, as every trial on the cluster does."""
@@ -52,8 +53,7 @@ def live(s: Session, trial: models.Trial) -> models.Allocation:
     return alloc
 
 
-def running_single(fx: RecordingEffects, s: Session, **kw) -> tuple[models.Experiment, models.Trial,
-                                                                      models.Allocation]:
+def running_single(fx: RecordingEffects, s: Session, **kw) -> tuple[models.Experiment, models.Trial, models.Allocation]:
     exp = experiment(fx, s, **kw)
     (trial,) = trials_of(s, exp)
     alloc = live(s, trial)
@@ -63,16 +63,20 @@ def running_single(fx: RecordingEffects, s: Session, **kw) -> tuple[models.Exper
 
 
 def events(s: Session, kind: str, ident: object) -> list[tuple[str, str]]:
-    rows = s.scalars(select(models.Event).where(models.Event.entity_type == kind,
-                                                models.Event.entity_id == str(ident)).order_by(models.Event.id))
+    rows = s.scalars(
+        select(models.Event)
+        .where(models.Event.entity_type == kind, models.Event.entity_id == str(ident))
+        .order_by(models.Event.id)
+    )
     return [(e.level, e.message) for e in rows]
 
 
 # -- allocation_ended: the outcome table -------------------------------------------------------------
 
 
-def test_exit_0_completes_the_trial_and_the_single_searchers_experiment(fx: RecordingEffects,
-                                                                        database: Database) -> None:
+def test_exit_0_completes_the_trial_and_the_single_searchers_experiment(
+    fx: RecordingEffects, database: Database
+) -> None:
     with database.session() as s:
         exp, trial, alloc = running_single(fx, s)
         fx.clock.advance(30)
@@ -85,8 +89,9 @@ def test_exit_0_completes_the_trial_and_the_single_searchers_experiment(fx: Reco
         assert len(allocations_of(s, trial)) == 1  # nothing queued again
 
 
-def test_exit_0_without_ever_calling_the_master_completes_with_a_log_line_saying_so(fx: RecordingEffects,
-                                                                                  database: Database) -> None:
+def test_exit_0_without_ever_calling_the_master_completes_with_a_log_line_saying_so(
+    fx: RecordingEffects, database: Database
+) -> None:
     # as Determined: a script with no Core API (or in its dummy mode) reported nothing and exited 0
     with database.session() as s:
         exp = experiment(fx, s)
@@ -100,12 +105,12 @@ def test_exit_0_without_ever_calling_the_master_completes_with_a_log_line_saying
         assert len(allocations_of(s, trial)) == 1
         lines = list(s.scalars(select(models.TaskLog).where(models.TaskLog.trial_id == trial.id)))
         assert [(line.level, "without ever calling the master" in line.message) for line in lines] == [
-            ("LOG_LEVEL_WARNING", True)]
+            ("LOG_LEVEL_WARNING", True)
+        ]
         assert "/run/determined/info" in lines[0].message
 
 
-def test_exit_0_without_a_call_after_earlier_reports_still_completes(fx: RecordingEffects,
-                                                                     database: Database) -> None:
+def test_exit_0_without_a_call_after_earlier_reports_still_completes(fx: RecordingEffects, database: Database) -> None:
     # a restarted trial that had reported before keeps the benefit of the doubt
     with database.session() as s:
         exp, trial, _ = running_single(fx, s)
@@ -164,8 +169,9 @@ def test_a_failure_with_restarts_left_restarts_the_trial(fx: RecordingEffects, d
         assert exp.state == E.ACTIVE
 
 
-def test_a_failure_without_restarts_left_errors_the_trial_and_the_experiment(fx: RecordingEffects,
-                                                                             database: Database) -> None:
+def test_a_failure_without_restarts_left_errors_the_trial_and_the_experiment(
+    fx: RecordingEffects, database: Database
+) -> None:
     with database.session() as s:
         exp, trial, alloc = running_single(fx, s, restarts=0)
         progression.allocation_ended(fx, s, alloc, 1, "boom")
@@ -177,8 +183,9 @@ def test_a_failure_without_restarts_left_errors_the_trial_and_the_experiment(fx:
         assert set(fx.gc_wanted) == {exp.id}
 
 
-def test_a_start_never_delivered_queues_again_without_counting_a_restart(fx: RecordingEffects,
-                                                                         database: Database) -> None:
+def test_a_start_never_delivered_queues_again_without_counting_a_restart(
+    fx: RecordingEffects, database: Database
+) -> None:
     with database.session() as s:
         exp = experiment(fx, s, restarts=0)  # a counted failure would end the trial in ERROR
         (trial,) = trials_of(s, exp)
@@ -225,16 +232,18 @@ def test_an_unschedulable_trial_errors_and_its_experiment_says_why(fx: Recording
         assert alloc.state == A.TERMINATED and fx.closed == [alloc.id]
         assert trial.state == T.ERROR
         assert trial.end_reason == "can never be scheduled: no instance type has 1 slot"
-        assert ("error", f"trial {trial.id} can never be scheduled: no instance type has 1 slot") \
-            in events(s, "experiment", exp.id)
+        assert ("error", f"trial {trial.id} can never be scheduled: no instance type has 1 slot") in events(
+            s, "experiment", exp.id
+        )
         assert exp.state == E.ERROR  # its only trial failed
 
 
 # -- the user actions ------------------------------------------------------------------------------
 
 
-def two_trials(fx: RecordingEffects, s: Session) -> tuple[models.Experiment, models.Trial, models.Allocation,
-                                                           models.Trial, models.Allocation]:
+def two_trials(
+    fx: RecordingEffects, s: Session
+) -> tuple[models.Experiment, models.Trial, models.Allocation, models.Trial, models.Allocation]:
     """An experiment with a running trial (on agent a1) and a pending one."""
     exp = experiment(fx, s, searcher="random", extra=", max_trials: 2")
     running, pending = trials_of(s, exp)
@@ -245,7 +254,8 @@ def two_trials(fx: RecordingEffects, s: Session) -> tuple[models.Experiment, mod
 
 
 def test_kill_cancels_pending_trials_at_once_and_the_experiment_when_the_last_run_ends(
-        fx: RecordingEffects, database: Database) -> None:
+    fx: RecordingEffects, database: Database
+) -> None:
     with database.session() as s:
         exp, running, ra, pending, pa = two_trials(fx, s)
         experiment_actions.kill(fx, s, exp)
@@ -263,7 +273,8 @@ def test_kill_cancels_pending_trials_at_once_and_the_experiment_when_the_last_ru
 
 
 def test_pause_drops_pending_runs_preempts_running_ones_and_activate_queues_them_again(
-        fx: RecordingEffects, database: Database) -> None:
+    fx: RecordingEffects, database: Database
+) -> None:
     with database.session() as s:
         exp, running, ra, pending, pa = two_trials(fx, s)
         experiment_actions.pause(fx, s, exp)
@@ -295,7 +306,8 @@ def test_every_ended_trial_and_experiment_says_why(fx: RecordingEffects, databas
 
 
 def test_an_error_or_a_kill_keeps_the_progress_reached_and_completion_is_all_of_it(
-        fx: RecordingEffects, database: Database) -> None:
+    fx: RecordingEffects, database: Database
+) -> None:
     with database.session() as s:
         exp, trial, alloc = running_single(fx, s)  # max_length 10 batches, no restarts
         trial.total_batches = 4
@@ -393,7 +405,8 @@ def test_top_up_creates_trials_when_room_appears(master_config: MasterConfig, da
 
 
 def test_top_up_records_an_experiment_that_created_nothing_and_skips_it_while_unchanged(
-        fx: RecordingEffects, database: Database) -> None:
+    fx: RecordingEffects, database: Database
+) -> None:
     # adaptive_asha (max_trials 16, 10 batches): brackets of 11 and 5 trials with 5 live each, so
     # 10 live trials where the empty pool's floor is 16
     with database.session() as s:
@@ -418,7 +431,8 @@ def test_top_up_records_an_experiment_that_created_nothing_and_skips_it_while_un
 
 
 def test_top_up_looks_again_when_the_capacity_changes_and_forgets_finished_experiments(
-        fx: RecordingEffects, database: Database) -> None:
+    fx: RecordingEffects, database: Database
+) -> None:
     with database.session() as s:
         exp = experiment(fx, s, searcher="adaptive_asha", extra=", max_trials: 16")
         saturated: dict[int, tuple[int, int]] = {}

@@ -20,15 +20,21 @@ hyperparameters:
 
 
 def report_validation(client: TestClient, trial_id: int, token: str, steps: int, loss: float) -> None:
-    body = {"group": "validation", "metrics": {"trialId": trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                               "reportTime": None,
-                                               "metrics": {"avgMetrics": {"loss": loss}, "batchMetrics": None}}}
+    body = {
+        "group": "validation",
+        "metrics": {
+            "trialId": trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "reportTime": None,
+            "metrics": {"avgMetrics": {"loss": loss}, "batchMetrics": None},
+        },
+    }
     r = post(client, f"/api/v1/trials/{trial_id}/metrics", body, task_header(token))
     assert r.status_code == 200, r.text
 
 
-def test_a_stopped_trial_says_why_and_pause_keeps_the_searcher(client: TestClient, user: dict,
-                                                                app: FastAPI) -> None:
+def test_a_stopped_trial_says_why_and_pause_keeps_the_searcher(client: TestClient, user: dict, app: FastAPI) -> None:
     agent = FakeAgent(app, "agent-4", slots=4)
     try:
         exp = create_experiment(client, user, ASHA_CONFIG)
@@ -83,14 +89,23 @@ hyperparameters:
 
 
 def report(client: TestClient, trial_id: int, token: str, steps: int, metrics: dict) -> None:
-    body = {"group": "validation", "metrics": {"trialId": trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                               "reportTime": None, "metrics": {"avgMetrics": metrics}}}
+    body = {
+        "group": "validation",
+        "metrics": {
+            "trialId": trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "reportTime": None,
+            "metrics": {"avgMetrics": metrics},
+        },
+    }
     r = post(client, f"/api/v1/trials/{trial_id}/metrics", body, task_header(token))
     assert r.status_code == 200, r.text
 
 
-def test_through_the_master_the_reported_time_metric_places_the_trial(client: TestClient, user: dict,
-                                                                      app: FastAPI) -> None:
+def test_through_the_master_the_reported_time_metric_places_the_trial(
+    client: TestClient, user: dict, app: FastAPI
+) -> None:
     agent = FakeAgent(app, "agent-4", slots=4)
     try:
         exp = create_experiment(client, user, TIME_CONFIG)

@@ -28,14 +28,22 @@ def listed_progress(client: TestClient, headers: dict, exp_id: int) -> float:
 
 
 def report_progress(client: TestClient, task: StartedTask, fraction: float) -> None:
-    r = post(client, f"/api/v1/trials/{task.trial_id}/progress", {"progress": fraction, "is_raw": True},
-             bearer(task.token))
+    r = post(
+        client, f"/api/v1/trials/{task.trial_id}/progress", {"progress": fraction, "is_raw": True}, bearer(task.token)
+    )
     assert r.status_code == 200, r.text
 
 
 def report_steps(client: TestClient, task: StartedTask, steps: int, group: str = "training") -> None:
-    body = {"group": group, "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                        "metrics": {"avgMetrics": {"loss": 1.0 / steps}}}}
+    body = {
+        "group": group,
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "metrics": {"avgMetrics": {"loss": 1.0 / steps}},
+        },
+    }
     r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, bearer(task.token))
     assert r.status_code == 200, r.text
 
@@ -51,8 +59,9 @@ def single(client: TestClient, user: dict, agent: FakeAgent) -> tuple[int, Start
     return exp["id"], task
 
 
-def test_a_trials_reported_progress_is_the_single_searchers_progress(client: TestClient, user: dict,
-                                                                     single: tuple[int, StartedTask]) -> None:
+def test_a_trials_reported_progress_is_the_single_searchers_progress(
+    client: TestClient, user: dict, single: tuple[int, StartedTask]
+) -> None:
     exp_id, task = single
     assert progress(client, user, exp_id) == 0.0
     report_progress(client, task, 0.6)
@@ -62,8 +71,9 @@ def test_a_trials_reported_progress_is_the_single_searchers_progress(client: Tes
     assert progress(client, user, exp_id) == pytest.approx(0.6)
 
 
-def test_batches_reported_in_metrics_count_against_the_target(client: TestClient, user: dict,
-                                                              single: tuple[int, StartedTask]) -> None:
+def test_batches_reported_in_metrics_count_against_the_target(
+    client: TestClient, user: dict, single: tuple[int, StartedTask]
+) -> None:
     exp_id, task = single  # max_length: 10 batches
     report_steps(client, task, 3)
     assert progress(client, user, exp_id) == pytest.approx(0.3)
@@ -73,17 +83,23 @@ def test_batches_reported_in_metrics_count_against_the_target(client: TestClient
     assert progress(client, user, exp_id) == pytest.approx(1.0)
 
 
-def test_a_completed_operation_counts_its_length(client: TestClient, user: dict,
-                                                 single: tuple[int, StartedTask]) -> None:
+def test_a_completed_operation_counts_its_length(
+    client: TestClient, user: dict, single: tuple[int, StartedTask]
+) -> None:
     exp_id, task = single
-    r = post(client, f"/api/v1/trials/{task.trial_id}/searcher/completed_operation", {"op": {"length": 4}},
-             bearer(task.token))
+    r = post(
+        client,
+        f"/api/v1/trials/{task.trial_id}/searcher/completed_operation",
+        {"op": {"length": 4}},
+        bearer(task.token),
+    )
     assert r.status_code == 200
     assert progress(client, user, exp_id) == pytest.approx(0.4)
 
 
-def test_grid_progress_is_the_sum_of_trial_lengths_against_all_trials(client: TestClient, user: dict,
-                                                                      app: FastAPI) -> None:
+def test_grid_progress_is_the_sum_of_trial_lengths_against_all_trials(
+    client: TestClient, user: dict, app: FastAPI
+) -> None:
     exp = create_experiment(client, user, GRID_CONFIG)  # 2 trials of 10 batches
     agent = FakeAgent(app, "agent-2", slots=2)
     try:
@@ -102,8 +118,9 @@ def test_grid_progress_is_the_sum_of_trial_lengths_against_all_trials(client: Te
         agent.close()
 
 
-def test_a_paused_experiment_keeps_its_progress(client: TestClient, user: dict, agent: FakeAgent,
-                                                single: tuple[int, StartedTask]) -> None:
+def test_a_paused_experiment_keeps_its_progress(
+    client: TestClient, user: dict, agent: FakeAgent, single: tuple[int, StartedTask]
+) -> None:
     exp_id, task = single
     report_progress(client, task, 0.6)
     assert post(client, f"/api/v1/experiments/{exp_id}/pause", None, user).status_code == 200
@@ -113,8 +130,9 @@ def test_a_paused_experiment_keeps_its_progress(client: TestClient, user: dict, 
     assert progress(client, user, exp_id) == pytest.approx(0.6)
 
 
-def test_a_killed_experiment_keeps_the_progress_it_reached(client: TestClient, user: dict, agent: FakeAgent,
-                                                           single: tuple[int, StartedTask]) -> None:
+def test_a_killed_experiment_keeps_the_progress_it_reached(
+    client: TestClient, user: dict, agent: FakeAgent, single: tuple[int, StartedTask]
+) -> None:
     exp_id, task = single
     report_steps(client, task, 6)
     assert post(client, f"/api/v1/experiments/{exp_id}/kill", None, user).status_code == 200
@@ -123,8 +141,7 @@ def test_a_killed_experiment_keeps_the_progress_it_reached(client: TestClient, u
     assert progress(client, user, exp_id) == pytest.approx(0.6)
 
 
-def test_a_failed_experiment_keeps_the_progress_it_reached(client: TestClient, user: dict,
-                                                           agent: FakeAgent) -> None:
+def test_a_failed_experiment_keeps_the_progress_it_reached(client: TestClient, user: dict, agent: FakeAgent) -> None:
     exp = create_experiment(client, user, SINGLE_CONFIG + "max_restarts: 0\n")
     [task] = agent.start_all()
     report_steps(client, task, 3)
@@ -134,8 +151,8 @@ def test_a_failed_experiment_keeps_the_progress_it_reached(client: TestClient, u
 
 
 def test_a_training_report_does_not_scan_the_experiments_trials_or_metrics(
-        client: TestClient, user: dict, app: FastAPI, single: tuple[int, StartedTask],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: TestClient, user: dict, app: FastAPI, single: tuple[int, StartedTask], monkeypatch: pytest.MonkeyPatch
+) -> None:
     exp_id, task = single
     # the digester reads the reports back in the background, on the same engine: not the report's work (its
     # loop calls the digest_pass it imported)
@@ -157,7 +174,8 @@ def test_a_training_report_does_not_scan_the_experiments_trials_or_metrics(
 
 
 def test_a_nudge_is_not_counted_twice_when_the_searcher_recomputed_in_between(
-        client: TestClient, user: dict, app: FastAPI, single: tuple[int, StartedTask]) -> None:
+    client: TestClient, user: dict, app: FastAPI, single: tuple[int, StartedTask]
+) -> None:
     exp_id, task = single
     db = app.state.ctx.db
     with db.session() as s:  # a progress report's own transaction ...
@@ -172,14 +190,17 @@ def test_a_nudge_is_not_counted_twice_when_the_searcher_recomputed_in_between(
     assert progress(client, user, exp_id) == pytest.approx(0.6)
 
 
-@pytest.mark.parametrize(("batches", "target", "reported", "by_batches", "expected"), [
-    (5, 10, None, True, 0.5),
-    (5, 10, 0.8, True, 0.8),  # whichever is further
-    (60_750, 10, None, True, 1.0),  # never past the target
-    (5, 10, None, False, 0.0),  # max_length in epochs: batches say nothing of it
-    (5, 10, 0.25, False, 0.25),
-    (0, 0, 3.0, True, 1.0),
-    (0, 0, float("nan"), True, 0.0),
-])
+@pytest.mark.parametrize(
+    ("batches", "target", "reported", "by_batches", "expected"),
+    [
+        (5, 10, None, True, 0.5),
+        (5, 10, 0.8, True, 0.8),  # whichever is further
+        (60_750, 10, None, True, 1.0),  # never past the target
+        (5, 10, None, False, 0.0),  # max_length in epochs: batches say nothing of it
+        (5, 10, 0.25, False, 0.25),
+        (0, 0, 3.0, True, 1.0),
+        (0, 0, float("nan"), True, 0.0),
+    ],
+)
 def test_share(batches: int, target: int, reported: float | None, by_batches: bool, expected: float) -> None:
     assert share(batches, target, reported, by_batches) == pytest.approx(expected)

@@ -24,10 +24,17 @@ def test_each_shell_gets_its_own_key_pair_whose_halves_match() -> None:
 
 
 def test_sshd_runs_under_the_launcher_with_the_public_key_in_its_environment() -> None:
-    task = SimpleNamespace(id="t", kind="shell", config={}, secrets={"public_key": "ssh-ed25519 AAA pedl-shell",
-                                                                     "private_key": "secret"})
-    assert task_kinds.entrypoint(task) == ["python3", ".pedl/service_launcher.py", "--",
-                                           "python3", ".pedl/shell_sshd.py", "{port}"]
+    task = SimpleNamespace(
+        id="t", kind="shell", config={}, secrets={"public_key": "ssh-ed25519 AAA pedl-shell", "private_key": "secret"}
+    )
+    assert task_kinds.entrypoint(task) == [
+        "python3",
+        ".pedl/service_launcher.py",
+        "--",
+        "python3",
+        ".pedl/shell_sshd.py",
+        "{port}",
+    ]
     assert task_kinds.environment(task) == {PUBLIC_KEY_VAR: "ssh-ed25519 AAA pedl-shell"}
     files = {f["path"]: f for f in task_kinds.context_files("shell")}
     assert b"def sshd_config" in base64.b64decode(files[".pedl/shell_sshd.py"]["content"])

@@ -48,6 +48,7 @@ def test_known_tables_are_registered() -> None:
     assert TABLES[AgentState] is AGENT_TRANSITIONS
     assert TABLES[InstanceState] is INSTANCE_TRANSITIONS
 
+
 ALLOWED = [(old, new) for table in TABLES.values() for old, news in table.items() for new in sorted(news)]
 FORBIDDEN = [
     (old, new)
@@ -70,8 +71,9 @@ def test_allowed_transitions_pass(old: StrEnum, new: StrEnum) -> None:
     check_transition("thing", 1, old, new)  # no exception
 
 
-@pytest.mark.parametrize(("old", "new"), FORBIDDEN,
-                         ids=[f"{type(o).__name__}:{o.name}->{n.name}" for o, n in FORBIDDEN])
+@pytest.mark.parametrize(
+    ("old", "new"), FORBIDDEN, ids=[f"{type(o).__name__}:{o.name}->{n.name}" for o, n in FORBIDDEN]
+)
 def test_every_other_transition_is_refused(old: StrEnum, new: StrEnum) -> None:
     assert not can_transition(old, new)
     with pytest.raises(IllegalTransition):
@@ -112,7 +114,8 @@ def test_illegal_sample_is_an_internal_500_naming_both_states(old: StrEnum, new:
 
 
 @pytest.mark.parametrize(
-    "state", [AllocationState.TERMINATED, InstanceState.TERMINATED], ids=lambda s: f"{type(s).__name__}:{s.name}")
+    "state", [AllocationState.TERMINATED, InstanceState.TERMINATED], ids=lambda s: f"{type(s).__name__}:{s.name}"
+)
 def test_terminal_states_have_no_exits(state: StrEnum) -> None:
     assert TABLES[type(state)][state] == set()
     for other in type(state):
@@ -131,17 +134,21 @@ def test_ended_experiments_and_trials_only_continue_or_are_deleted() -> None:
 
 def test_terminal_sets_are_exactly_the_states_that_only_continue_or_delete() -> None:
     assert TERMINAL_EXPERIMENT == ENDED_EXPERIMENT | DELETING_EXPERIMENT
-    assert {s for s, n in EXPERIMENT_TRANSITIONS.items()
-            if n <= {ExperimentState.ACTIVE} | DELETING_EXPERIMENT} == TERMINAL_EXPERIMENT
+    assert {
+        s for s, n in EXPERIMENT_TRANSITIONS.items() if n <= {ExperimentState.ACTIVE} | DELETING_EXPERIMENT
+    } == TERMINAL_EXPERIMENT
     assert {s for s, n in TRIAL_TRANSITIONS.items() if n == {TrialState.QUEUED}} == TERMINAL_TRIAL
     assert {s for s, n in ALLOCATION_TRANSITIONS.items() if not n} == {AllocationState.TERMINATED}
     assert set(AllocationState) - {AllocationState.TERMINATED} == LIVE_ALLOCATION
 
 
 def test_every_non_terminal_state_can_reach_a_terminal_one() -> None:
-    for enum, terminal in ((ExperimentState, TERMINAL_EXPERIMENT), (TrialState, TERMINAL_TRIAL),
-                           (AllocationState, {AllocationState.TERMINATED}),
-                           (InstanceState, {InstanceState.TERMINATED})):
+    for enum, terminal in (
+        (ExperimentState, TERMINAL_EXPERIMENT),
+        (TrialState, TERMINAL_TRIAL),
+        (AllocationState, {AllocationState.TERMINATED}),
+        (InstanceState, {InstanceState.TERMINATED}),
+    ):
         table = TABLES[enum]
         for start in enum:
             seen, todo = {start}, [start]
@@ -187,7 +194,12 @@ def test_checkpoint_setter_checks_the_edge_and_records_one_event() -> None:
     assert ckpt.state == "STATE_DELETED"
     [ev] = s.added
     assert (ev.entity_type, ev.entity_id, ev.from_state, ev.to_state, ev.message) == (
-        "checkpoint", "ck-1", "STATE_COMPLETED", "STATE_DELETED", "deleted by garbage collection")
+        "checkpoint",
+        "ck-1",
+        "STATE_COMPLETED",
+        "STATE_DELETED",
+        "deleted by garbage collection",
+    )
     with pytest.raises(IllegalTransition, match="checkpoint ck-1"):
         set_checkpoint_state(s, 6.0, ckpt, CheckpointState.COMPLETED)
     assert ckpt.state == "STATE_DELETED" and len(s.added) == 1

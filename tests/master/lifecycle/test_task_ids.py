@@ -16,7 +16,8 @@ from tests.master.lifecycle.recording_effects import RecordingEffects, allocatio
 
 # determined/cli/ntsc.py, 0.38.1
 DET_TASK_ID_REGEX = re.compile(
-    r"^(?:[0-9]+\.)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
+    r"^(?:[0-9]+\.)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE
+)
 
 
 @pytest.fixture

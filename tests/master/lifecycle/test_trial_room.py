@@ -35,18 +35,29 @@ def grid_config(*counts: int, nested: bool = False) -> str:
     lines = [f"  h{i}: {{type: int, minval: 0, maxval: 1000000000000, count: {n}}}" for i, n in enumerate(counts)]
     if nested:  # the same axes inside groups: a grid's size counts nested hyperparameters too
         lines = ["  group:", "    inner:"] + ["    " + line for line in lines]
-    return ("name: grid-exp\nentrypoint: python train.py\nsearcher: {name: grid, metric: loss, max_length: 10}\n"
-            "hyperparameters:\n" + "\n".join(lines) + "\n")
+    return (
+        "name: grid-exp\nentrypoint: python train.py\nsearcher: {name: grid, metric: loss, max_length: 10}\n"
+        "hyperparameters:\n" + "\n".join(lines) + "\n"
+    )
 
 
 def asha_config(max_trials: int) -> str:
-    return ("entrypoint: python train.py\nsearcher: {name: adaptive_asha, metric: loss, max_length: 64, "
-            f"max_trials: {max_trials}}}\nhyperparameters:\n  lr: {{type: double, minval: 0.001, maxval: 0.1}}\n")
+    return (
+        "entrypoint: python train.py\nsearcher: {name: adaptive_asha, metric: loss, max_length: 64, "
+        f"max_trials: {max_trials}}}\nhyperparameters:\n  lr: {{type: double, minval: 0.001, maxval: 0.1}}\n"
+    )
 
 
 def create(client: TestClient, headers: dict, config: str, *, validate_only: bool = False, activate: bool = True):
-    body = {"activate": activate, "config": config, "modelDefinition": [file_entry("train.py", b"pass\n")],
-            "parentId": None, "projectId": None, "template": None, "validateOnly": validate_only}
+    body = {
+        "activate": activate,
+        "config": config,
+        "modelDefinition": [file_entry("train.py", b"pass\n")],
+        "parentId": None,
+        "projectId": None,
+        "template": None,
+        "validateOnly": validate_only,
+    }
     return post(client, "/api/v1/experiments", body, headers)
 
 
@@ -174,8 +185,9 @@ def test_a_registering_agent_tops_experiments_up(app: FastAPI, client: TestClien
         agent.close()
 
 
-def test_top_up_looks_only_at_active_experiments_that_may_create_more(app: FastAPI, client: TestClient,
-                                                                       user: dict) -> None:
+def test_top_up_looks_only_at_active_experiments_that_may_create_more(
+    app: FastAPI, client: TestClient, user: dict
+) -> None:
     agent = FakeAgent(app, "a-4", slots=4)
     try:
         wanting = created(client, user, random_config(50, slots=2))
@@ -188,8 +200,9 @@ def test_top_up_looks_only_at_active_experiments_that_may_create_more(app: FastA
         agent.close()
 
 
-def test_creation_is_batched_per_request_and_per_pass(app: FastAPI, client: TestClient, user: dict,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_creation_is_batched_per_request_and_per_pass(
+    app: FastAPI, client: TestClient, user: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ctl = ctx_of(app).controller
     # the master's own control loop runs in the background: keep its top-up passes out, run ours
     monkeypatch.setattr(experiment_progression, "top_up", lambda _fx, _s, _saturated: None)
@@ -206,8 +219,9 @@ def test_creation_is_batched_per_request_and_per_pass(app: FastAPI, client: Test
         agent.close()
 
 
-def test_an_experiment_runs_to_the_end_a_few_trials_at_a_time(app: FastAPI, client: TestClient, user: dict,
-                                                              agent: FakeAgent) -> None:
+def test_an_experiment_runs_to_the_end_a_few_trials_at_a_time(
+    app: FastAPI, client: TestClient, user: dict, agent: FakeAgent
+) -> None:
     exp_id = created(client, user, random_config(5))
     for _ in range(5):
         [task] = agent.start_all()
@@ -222,8 +236,13 @@ def test_an_experiment_runs_to_the_end_a_few_trials_at_a_time(app: FastAPI, clie
 
 
 def test_pool_slots_of_a_provider_is_max_instances_of_the_largest_type() -> None:
-    aws = AWSProviderConfig(type="aws", image_id="ami-1", ssh_key_name="k", max_instances=3,
-                            instance_type=["p3.2xlarge", "p3.16xlarge", "p3.8xlarge"])
+    aws = AWSProviderConfig(
+        type="aws",
+        image_id="ami-1",
+        ssh_key_name="k",
+        max_instances=3,
+        instance_type=["p3.2xlarge", "p3.16xlarge", "p3.8xlarge"],
+    )
     assert trial_room.pool_slots(ResourcePoolConfig(pool_name="gpu", provider=aws), registered_slots=0) == 3 * 8
     local = LocalProviderConfig(type="local", max_instances=5, slots_per_instance=2)
     assert trial_room.pool_slots(ResourcePoolConfig(pool_name="l", provider=local), registered_slots=99) == 10

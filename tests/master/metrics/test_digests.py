@@ -32,9 +32,20 @@ def trials(client: TestClient, user: dict) -> list[int]:
 
 def bulk(app: FastAPI, trial_id: int, points: list[tuple[int, dict[str, Any]]], group: str = "training") -> None:
     with ctx_of(app).db.session() as s:
-        s.execute(insert(models.Metric), [
-            {"trial_id": trial_id, "trial_run_id": 1, "group": group, "steps_completed": step,
-             "report_time": float(step), "metrics": values} for step, values in points])
+        s.execute(
+            insert(models.Metric),
+            [
+                {
+                    "trial_id": trial_id,
+                    "trial_run_id": 1,
+                    "group": group,
+                    "steps_completed": step,
+                    "report_time": float(step),
+                    "metrics": values,
+                }
+                for step, values in points
+            ],
+        )
         trial = s.get(models.Trial, trial_id)
         summary = dict(trial.summary_metrics or {})
         summary[f"latest_{group}"] = {"steps_completed": points[-1][0], "metrics": points[-1][1]}
@@ -43,8 +54,15 @@ def bulk(app: FastAPI, trial_id: int, points: list[tuple[int, dict[str, Any]]], 
 
 def record(app: FastAPI, trial_id: int, step: int, values: dict[str, Any], group: str = "training") -> None:
     with ctx_of(app).db.session() as s:
-        metrics.record(s, s.get(models.Trial, trial_id), group=group, steps_completed=step, trial_run_id=1,
-                       report_time=float(step), metrics=values)
+        metrics.record(
+            s,
+            s.get(models.Trial, trial_id),
+            group=group,
+            steps_completed=step,
+            trial_run_id=1,
+            report_time=float(step),
+            metrics=values,
+        )
 
 
 def digest_all(app: FastAPI) -> None:
@@ -56,8 +74,9 @@ def digest_all(app: FastAPI) -> None:
         pass
 
 
-def read(app: FastAPI, trial_ids: list[int], names: list[str], max_points: int,
-         group: str = "training") -> dict[tuple[int, str], list[tuple[int, float]]]:
+def read(
+    app: FastAPI, trial_ids: list[int], names: list[str], max_points: int, group: str = "training"
+) -> dict[tuple[int, str], list[tuple[int, float]]]:
     with ctx_of(app).db.read_session() as s:
         got = metric_series.read_series(s, trial_ids, group, names, max_points)
     return {(x.trial_id, x.name): list(zip(x.steps, x.values, strict=True)) for x in got}
@@ -88,8 +107,9 @@ def test_charts_read_the_digests_once_built(app: FastAPI, client: TestClient, tr
     for t, points in series.items():
         bulk(app, t, [(step, {"loss": v, "acc": -v}) for step, v in points])
     before = read(app, trials, ["loss"], 400)  # no digest yet: from the reports
-    assert before[(trials[0], "loss")] == list(zip(*downsample(*map(list, zip(*series[trials[0]], strict=True)), 400),
-                                                   strict=True))
+    assert before[(trials[0], "loss")] == list(
+        zip(*downsample(*map(list, zip(*series[trials[0]], strict=True)), 400), strict=True)
+    )
     digest_all(app)
     assert mark(app, trials[0]).through_step == 15_000
     got = read(app, trials, ["loss", "acc"], 400)
@@ -116,8 +136,9 @@ def test_reports_after_the_mark_are_read_with_the_digest(app: FastAPI, client: T
     assert read(app, [t], ["loss"], 300)[(t, "loss")] == expected(points[:4_010], 300)
 
 
-def test_a_replayed_step_makes_the_digests_stale_until_built_again(app: FastAPI, client: TestClient,
-                                                                     trials: list[int]) -> None:
+def test_a_replayed_step_makes_the_digests_stale_until_built_again(
+    app: FastAPI, client: TestClient, trials: list[int]
+) -> None:
     t = trials[0]
     points = noisy(3_000, 2)
     bulk(app, t, [(s, {"loss": v}) for s, v in points])
@@ -148,11 +169,13 @@ def test_a_new_step_writes_no_reset_and_a_retried_one_does(app: FastAPI, client:
     record(app, t, 20, {"loss": 2.0})
     with ctx_of(app).db.read_session() as s:
         assert s.execute(select(models.MetricDigestReset.group, models.MetricDigestReset.from_step)).all() == [
-            ("training", 20)]
+            ("training", 20)
+        ]
 
 
-def test_a_long_backlog_is_digested_in_bounded_transactions(app: FastAPI, client: TestClient,
-                                                             trials: list[int]) -> None:
+def test_a_long_backlog_is_digested_in_bounded_transactions(
+    app: FastAPI, client: TestClient, trials: list[int]
+) -> None:
     t = trials[0]
     points = noisy(10_000, 3, every=3)
     bulk(app, t, [(s, {"loss": v}) for s, v in points])
@@ -167,12 +190,15 @@ def test_a_long_backlog_is_digested_in_bounded_transactions(app: FastAPI, client
     assert read(app, [t], ["loss"], 500)[(t, "loss")] == expected(points, 500)
 
 
-def test_names_past_the_limit_and_values_that_are_not_numbers(app: FastAPI, client: TestClient,
-                                                              trials: list[int]) -> None:
+def test_names_past_the_limit_and_values_that_are_not_numbers(
+    app: FastAPI, client: TestClient, trials: list[int]
+) -> None:
     t = trials[0]
     many = [f"m{i:03}" for i in range(metric_digests.MAX_DIGESTED_NAMES + 6)]
-    rows = [(step, {**{name: step + i for i, name in enumerate(many)}, "odd": "NaN" if step % 2 else step,
-                    "flag": True}) for step in range(1, 3_001)]
+    rows = [
+        (step, {**{name: step + i for i, name in enumerate(many)}, "odd": "NaN" if step % 2 else step, "flag": True})
+        for step in range(1, 3_001)
+    ]
     bulk(app, t, rows)
     digest_all(app)
     assert mark(app, t).complete is False
@@ -207,8 +233,9 @@ def test_the_sweep_queues_only_what_is_behind(app: FastAPI, client: TestClient, 
     assert queue.take() == (trials[1], "validation") and queue.take() is None
 
 
-def test_an_unknown_or_deleted_trial_in_the_queue_is_harmless(app: FastAPI, client: TestClient, user: dict,
-                                                               trials: list[int]) -> None:
+def test_an_unknown_or_deleted_trial_in_the_queue_is_harmless(
+    app: FastAPI, client: TestClient, user: dict, trials: list[int]
+) -> None:
     bulk(app, trials[0], [(s, {"loss": 1.0}) for s in range(1, 50)])
     queue = digest_queue.DigestQueue()
     queue.touch(999_999, "training")
@@ -217,13 +244,21 @@ def test_an_unknown_or_deleted_trial_in_the_queue_is_harmless(app: FastAPI, clie
     assert mark(app, trials[0]).through_step == 49
 
 
-def test_reports_through_the_api_are_digested_in_the_background(client: TestClient, app: FastAPI, user: dict,
-                                                                 agent: FakeAgent) -> None:
+def test_reports_through_the_api_are_digested_in_the_background(
+    client: TestClient, app: FastAPI, user: dict, agent: FakeAgent
+) -> None:
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()
     for step in range(1, 6):
-        body = {"group": "validation", "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": step,
-                                                    "metrics": {"avgMetrics": {"loss": 1.0 / step}}}}
+        body = {
+            "group": "validation",
+            "metrics": {
+                "trialId": task.trial_id,
+                "trialRunId": 1,
+                "stepsCompleted": step,
+                "metrics": {"avgMetrics": {"loss": 1.0 / step}},
+            },
+        }
         r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, task_header(task.token))
         assert r.status_code == 200, r.text
     deadline = time.monotonic() + 30
@@ -231,11 +266,11 @@ def test_reports_through_the_api_are_digested_in_the_background(client: TestClie
         assert time.monotonic() < deadline, "the digester did not catch up"
         time.sleep(0.05)
     assert read(app, [task.trial_id], ["loss"], 10, group="validation")[(task.trial_id, "loss")] == [
-        (step, 1.0 / step) for step in range(1, 6)]
+        (step, 1.0 / step) for step in range(1, 6)
+    ]
 
 
-def test_names_json_paths_cannot_address_are_digested_too(app: FastAPI, client: TestClient,
-                                                          trials: list[int]) -> None:
+def test_names_json_paths_cannot_address_are_digested_too(app: FastAPI, client: TestClient, trials: list[int]) -> None:
     t = trials[0]
     names = ["a.b", "é", 'a"b', "损失", "x[0]"]
     points = noisy(2_500, 5)
@@ -246,9 +281,9 @@ def test_names_json_paths_cannot_address_are_digested_too(app: FastAPI, client: 
         assert got[(t, name)] == expected([(s, v + i) for s, v in points], 300)
 
 
-def test_a_mark_moved_between_the_two_reads_is_read_from_the_reports(app: FastAPI, client: TestClient,
-                                                                     trials: list[int],
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mark_moved_between_the_two_reads_is_read_from_the_reports(
+    app: FastAPI, client: TestClient, trials: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     t = trials[0]
     points = noisy(3_000, 6)
     bulk(app, t, [(s, {"loss": v}) for s, v in points[:2_990]])
@@ -278,8 +313,9 @@ def _folded(points: list, held: dict[str, bytes], how: str, monkeypatch: pytest.
     the reports allow, or a value at a time), or as the batch path feeds them (a block)."""
     if how == "by values":
         monkeypatch.setattr(metric_digests, "_uniform_series", lambda *_: None)
-    digests = {name: models.MetricDigest(trial_id=1, group="training", name=name, data=data)
-               for name, data in held.items()}
+    digests = {
+        name: models.MetricDigest(trial_id=1, group="training", name=name, data=data) for name, data in held.items()
+    }
     if how == "from a block":
         block = digest_queue.block_of([step for step, _ in points], [report for _, report in points])
         series, complete = metric_digests._block_series(block, digests.keys(), True)
@@ -292,10 +328,12 @@ def _folded(points: list, held: dict[str, bytes], how: str, monkeypatch: pytest.
     return rows, complete
 
 
-@pytest.mark.parametrize("kind", ["floats", "ints and floats", "some not finite", "a string", "a name missing",
-                                  "past the names limit"])
+@pytest.mark.parametrize(
+    "kind", ["floats", "ints and floats", "some not finite", "a string", "a name missing", "past the names limit"]
+)
 def test_reports_of_the_same_names_fold_a_name_at_a_time_into_the_same_digests(
-        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = random.Random(kind)
     names = [f"m{i}" for i in range(metric_digests.MAX_DIGESTED_NAMES + 1 if kind == "past the names limit" else 4)]
     points = []

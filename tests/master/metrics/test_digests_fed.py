@@ -40,16 +40,29 @@ def queue(app: FastAPI, client: TestClient) -> digest_queue.DigestQueue:
 
 
 def send_batch(client: TestClient, task: StartedTask, points: list[tuple[int, float]]) -> None:
-    reports = [{"group": "training", "stepsCompleted": step, "trialRunId": 1,
-                "metrics": {"avgMetrics": {"loss": value, "note": "text"}, "batchMetrics": []}}
-               for step, value in points]
+    reports = [
+        {
+            "group": "training",
+            "stepsCompleted": step,
+            "trialRunId": 1,
+            "metrics": {"avgMetrics": {"loss": value, "note": "text"}, "batchMetrics": []},
+        }
+        for step, value in points
+    ]
     r = post(client, f"/api/v1/trials/{task.trial_id}/metrics/batch", {"reports": reports}, task_header(task.token))
     assert r.status_code == 200, r.text
 
 
 def send_one(client: TestClient, task: StartedTask, step: int, value: float) -> None:
-    body = {"metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": step,
-                        "metrics": {"avgMetrics": {"loss": value}, "batchMetrics": []}}, "group": "training"}
+    body = {
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": step,
+            "metrics": {"avgMetrics": {"loss": value}, "batchMetrics": []},
+        },
+        "group": "training",
+    }
     r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, task_header(task.token))
     assert r.status_code == 200, r.text
 
@@ -60,8 +73,11 @@ def digest(app: FastAPI, queue: digest_queue.DigestQueue) -> list[str]:
     me = threading.get_ident()
 
     def watch(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if threading.get_ident() == me and statement.lstrip().upper().startswith("SELECT") \
-                and "metrics.metrics" in statement:
+        if (
+            threading.get_ident() == me
+            and statement.lstrip().upper().startswith("SELECT")
+            and "metrics.metrics" in statement
+        ):
             reads.append(statement)
 
     engine = ctx_of(app).db.engine
@@ -103,11 +119,12 @@ def noisy(first: int, n: int, seed: int) -> list[tuple[int, float]]:
 
 
 def test_batches_are_folded_from_what_was_fed_without_reading_the_reports(
-        app: FastAPI, client: TestClient, task: StartedTask, queue: digest_queue.DigestQueue) -> None:
+    app: FastAPI, client: TestClient, task: StartedTask, queue: digest_queue.DigestQueue
+) -> None:
     points = noisy(1, 1500, seed=1)
     points[700] = (points[700][0], 50.0)  # a spike the digest must keep
     for i in range(0, 1500, 500):
-        send_batch(client, task, points[i:i + 500])
+        send_batch(client, task, points[i : i + 500])
     assert digest(app, queue) == []
     through, answered = from_digest(app, task.trial_id)
     assert through == 1500
@@ -123,7 +140,8 @@ def test_batches_are_folded_from_what_was_fed_without_reading_the_reports(
 
 @pytest.mark.parametrize("between", ["single_report", "replayed_steps", "feed_dropped"])
 def test_what_was_not_fed_sends_the_digester_to_the_reports_and_the_digests_agree(
-        app: FastAPI, client: TestClient, task: StartedTask, queue: digest_queue.DigestQueue, between: str) -> None:
+    app: FastAPI, client: TestClient, task: StartedTask, queue: digest_queue.DigestQueue, between: str
+) -> None:
     first = noisy(1, 400, seed=3)
     send_batch(client, task, first)
     assert digest(app, queue) == []
@@ -153,14 +171,15 @@ def test_what_was_not_fed_sends_the_digester_to_the_reports_and_the_digests_agre
 
 
 def test_a_feed_that_lost_its_oldest_blocks_reads_only_those_back(
-        app: FastAPI, client: TestClient, task: StartedTask, queue: digest_queue.DigestQueue) -> None:
+    app: FastAPI, client: TestClient, task: StartedTask, queue: digest_queue.DigestQueue
+) -> None:
     first = noisy(1, 300, seed=8)
     send_batch(client, task, first)
     assert digest(app, queue) == []
     queue._max_per_pair = 250  # the next three batches of 100: the oldest block goes
     later = noisy(301, 300, seed=9)
     for i in range(0, 300, 100):
-        send_batch(client, task, later[i:i + 100])
+        send_batch(client, task, later[i : i + 100])
     reads = digest(app, queue)
     assert len(reads) == 1 and "metrics.steps_completed <" in reads[0]  # only what came before the feed
     assert from_digest(app, task.trial_id) == (600, expected(first + later))
@@ -212,6 +231,10 @@ def test_a_block_holds_each_names_finite_numbers_in_report_order() -> None:
     steps, names, values = digest_queue.block_of([5, 6, 7], reports)
     assert steps.tolist() == [5, 6, 7] and names == ("loss", "n", "note", "extra")
     assert [[None if v != v else v for v in row] for row in values.tolist()] == [
-        [0.5, None, None], [3.0, None, 2.5], [None, None, None], [None, None, 1.0]]
+        [0.5, None, None],
+        [3.0, None, 2.5],
+        [None, None, None],
+        [None, None, 1.0],
+    ]
     uniform = digest_queue.block_of([1, 2], [{"a": 1, "b": 2.5}, {"a": 3, "b": 4.0}])
     assert uniform[1] == ("a", "b") and uniform[2].tolist() == [[1.0, 3.0], [2.5, 4.0]]

@@ -44,20 +44,39 @@ def app(master_config: MasterConfig, clock: ManualClock) -> FastAPI:
     return app
 
 
-def report(app: FastAPI, trial_id: int, step: int, values: dict[str, Any], group: str = "training",
-           run: int = 1) -> None:
+def report(
+    app: FastAPI, trial_id: int, step: int, values: dict[str, Any], group: str = "training", run: int = 1
+) -> None:
     """A report stored the way the trial's POST stores it (metrics.record: summary, replaced step)."""
     with ctx_of(app).db.session() as s:
-        metrics.record(s, s.get(models.Trial, trial_id), group=group, steps_completed=step, trial_run_id=run,
-                       report_time=float(step), metrics=values)
+        metrics.record(
+            s,
+            s.get(models.Trial, trial_id),
+            group=group,
+            steps_completed=step,
+            trial_run_id=run,
+            report_time=float(step),
+            metrics=values,
+        )
 
 
 def bulk(app: FastAPI, trial_id: int, points: list[tuple[int, dict[str, Any]]], group: str = "training") -> None:
     """Many reports at once, as rows (through the API they would take minutes)."""
     with ctx_of(app).db.session() as s:
-        s.execute(insert(models.Metric), [
-            {"trial_id": trial_id, "trial_run_id": 1, "group": group, "steps_completed": step,
-             "report_time": float(step), "metrics": values} for step, values in points])
+        s.execute(
+            insert(models.Metric),
+            [
+                {
+                    "trial_id": trial_id,
+                    "trial_run_id": 1,
+                    "group": group,
+                    "steps_completed": step,
+                    "report_time": float(step),
+                    "metrics": values,
+                }
+                for step, values in points
+            ],
+        )
 
 
 def get(client: TestClient, headers: dict, path: str, **params: Any) -> dict:
@@ -78,24 +97,47 @@ def trials(client: TestClient, user: dict) -> list[int]:
     return [t["id"] for t in client.get(f"/api/v1/experiments/{exp['id']}/trials", headers=user).json()["trials"]]
 
 
-def test_a_short_series_comes_whole_in_step_order(client: TestClient, app: FastAPI, user: dict,
-                                                   trials: list[int]) -> None:
+def test_a_short_series_comes_whole_in_step_order(
+    client: TestClient, app: FastAPI, user: dict, trials: list[int]
+) -> None:
     trial = trials[0]
     for step, loss in [(30, 0.5), (10, 0.9), (20, 0.7)]:  # reported out of order
         report(app, trial, step, {"loss": loss, "acc": step // 10})
     answer = get(client, user, f"trials/{trial}", group="training", names=["loss", "acc"])
-    assert answer == {"group": "training", "maxPoints": 1000, "names": ["acc", "loss"], "series": [
-        {"trialId": trial, "name": "loss", "steps": [10, 20, 30], "values": [0.9, 0.7, 0.5], "total": 3,
-         "downsampled": False},
-        {"trialId": trial, "name": "acc", "steps": [10, 20, 30], "values": [1.0, 2.0, 3.0], "total": 3,
-         "downsampled": False}]}
+    assert answer == {
+        "group": "training",
+        "maxPoints": 1000,
+        "names": ["acc", "loss"],
+        "series": [
+            {
+                "trialId": trial,
+                "name": "loss",
+                "steps": [10, 20, 30],
+                "values": [0.9, 0.7, 0.5],
+                "total": 3,
+                "downsampled": False,
+            },
+            {
+                "trialId": trial,
+                "name": "acc",
+                "steps": [10, 20, 30],
+                "values": [1.0, 2.0, 3.0],
+                "total": 3,
+                "downsampled": False,
+            },
+        ],
+    }
     # maxPoints as large as the series: still whole
-    assert points(get(client, user, f"trials/{trial}", group="training", names="loss", maxPoints=3),
-                  trial, "loss") == [(10, 0.9), (20, 0.7), (30, 0.5)]
+    assert points(get(client, user, f"trials/{trial}", group="training", names="loss", maxPoints=3), trial, "loss") == [
+        (10, 0.9),
+        (20, 0.7),
+        (30, 0.5),
+    ]
 
 
-def test_20000_points_keep_the_spike_and_each_buckets_min_and_max(client: TestClient, app: FastAPI, user: dict,
-                                                                   trials: list[int]) -> None:
+def test_20000_points_keep_the_spike_and_each_buckets_min_and_max(
+    client: TestClient, app: FastAPI, user: dict, trials: list[int]
+) -> None:
     trial = trials[0]
     values = {step: math.sin(step / 300) for step in range(1, 20_001)}
     values[12_345], values[777] = 1000.0, -1000.0  # a spike and a dip, one point each
@@ -131,17 +173,23 @@ def test_an_experiment_answers_every_trial(client: TestClient, app: FastAPI, use
     assert answer["trialCount"] == 2 and answer["truncated"] is False
     assert answer["names"] == ["validation_acc", "validation_loss"]
     assert [(s["trialId"], s["name"], s["total"]) for s in answer["series"]] == [
-        (first, "validation_loss", 3), (second, "validation_loss", 1)]
+        (first, "validation_loss", 3),
+        (second, "validation_loss", 1),
+    ]
     assert points(answer, first, "validation_loss") == [(5, 0.2), (10, 0.1), (15, 1 / 15)]
     assert points(answer, second, "validation_loss") == [(10, 0.25)]
     # no names: every numeric name
     every = get(client, user, f"experiments/{exp_id}", group="validation")
     assert [(s["trialId"], s["name"]) for s in every["series"]] == [
-        (first, "validation_loss"), (second, "validation_acc"), (second, "validation_loss")]
+        (first, "validation_loss"),
+        (second, "validation_acc"),
+        (second, "validation_loss"),
+    ]
 
 
-def test_an_experiment_past_the_trial_limit_says_so(client: TestClient, app: FastAPI, user: dict,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_experiment_past_the_trial_limit_says_so(
+    client: TestClient, app: FastAPI, user: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exp = create_experiment(client, user, GRID_3)
     ids = [t["id"] for t in client.get(f"/api/v1/experiments/{exp['id']}/trials", headers=user).json()["trials"]]
     for trial in ids:
@@ -164,16 +212,16 @@ def test_names_filter_and_listing(client: TestClient, app: FastAPI, user: dict, 
     assert points(everything, trial, "c") == [(1, 3.0)]
 
 
-def test_values_that_are_not_numbers_are_skipped(client: TestClient, app: FastAPI, user: dict,
-                                                  trials: list[int]) -> None:
+def test_values_that_are_not_numbers_are_skipped(
+    client: TestClient, app: FastAPI, user: dict, trials: list[int]
+) -> None:
     trial = trials[0]
     odd: list[Any] = [float("nan"), float("inf"), "NaN", "Infinity", "0.5", None, True, False, {"x": 1}, [1, 2]]
     for step, value in enumerate(odd, start=1):
         report(app, trial, step, {"loss": value, "flag": value})
     report(app, trial, 100, {"loss": 3})  # an integer is a number
     answer = get(client, user, f"trials/{trial}", group="training", names=["loss", "flag"])
-    assert [(s["name"], s["steps"], s["values"], s["total"]) for s in answer["series"]] == [
-        ("loss", [100], [3.0], 1)]
+    assert [(s["name"], s["steps"], s["values"], s["total"]) for s in answer["series"]] == [("loss", [100], [3.0], 1)]
     assert answer["names"] == ["flag", "loss"]
     assert [s["name"] for s in get(client, user, f"trials/{trial}", group="training")["series"]] == ["loss"]
 
@@ -194,8 +242,15 @@ def test_a_step_replayed_after_a_restart_is_shown_once(client: TestClient, user:
     create_experiment(client, user, SINGLE_CONFIG)
     [task] = agent.start_all()
     for run, step, loss in [(1, 10, 0.9), (1, 20, 0.8), (2, 20, 0.7), (2, 30, 0.6)]:
-        body = {"group": "training", "metrics": {"trialId": task.trial_id, "trialRunId": run, "stepsCompleted": step,
-                                                  "metrics": {"avgMetrics": {"loss": loss}}}}
+        body = {
+            "group": "training",
+            "metrics": {
+                "trialId": task.trial_id,
+                "trialRunId": run,
+                "stepsCompleted": step,
+                "metrics": {"avgMetrics": {"loss": loss}},
+            },
+        }
         assert post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, task_header(task.token)).status_code == 200
     answer = get(client, user, f"trials/{task.trial_id}", group="training", names="loss")
     assert points(answer, task.trial_id, "loss") == [(10, 0.9), (20, 0.7), (30, 0.6)]
@@ -207,20 +262,24 @@ def test_unknown_trial_and_experiment_are_404(client: TestClient, user: dict) ->
         assert r.status_code == 404 and what in r.json()["message"], r.text
 
 
-@pytest.mark.parametrize(("params", "field"), [
-    ({"group": "training", "maxPoints": 1}, "maxPoints"),
-    ({"group": "training", "maxPoints": 10_001}, "maxPoints"),
-    ({"group": "training", "maxPoints": "many"}, "maxPoints"),
-    ({}, "group"),
-    ({"group": ""}, "group"),
-    ({"group": "g" * 65}, "group"),
-    ({"group": "training", "names": ""}, "names"),
-    ({"group": "training", "names": "n" * 256}, "names"),
-    ({"group": "training", "names": [f"n{i}" for i in range(51)]}, "names"),
-])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"group": "training", "maxPoints": 1}, "maxPoints"),
+        ({"group": "training", "maxPoints": 10_001}, "maxPoints"),
+        ({"group": "training", "maxPoints": "many"}, "maxPoints"),
+        ({}, "group"),
+        ({"group": ""}, "group"),
+        ({"group": "g" * 65}, "group"),
+        ({"group": "training", "names": ""}, "names"),
+        ({"group": "training", "names": "n" * 256}, "names"),
+        ({"group": "training", "names": [f"n{i}" for i in range(51)]}, "names"),
+    ],
+)
 @pytest.mark.parametrize("path", ["trials/{trial}", "experiments/{experiment}"])
-def test_bad_parameters_are_400_naming_them(client: TestClient, user: dict, trials: list[int], path: str,
-                                            params: dict, field: str) -> None:
+def test_bad_parameters_are_400_naming_them(
+    client: TestClient, user: dict, trials: list[int], path: str, params: dict, field: str
+) -> None:
     url = "/api/v1/" + path.format(trial=trials[0], experiment=1) + "/metric-series"
     r = client.get(url, params=params, headers=user)
     assert r.status_code == 400, r.text

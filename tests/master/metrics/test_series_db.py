@@ -26,12 +26,32 @@ def seed(db: Database, trials: int, experiment_id: int = 1) -> list[int]:
         if s.get(models.User, 1) is None:
             s.add(models.User(id=1, username="u", password_hash="", created_at=0.0, modified_at=0.0))
             s.flush()
-        s.add(models.Experiment(id=experiment_id, name="e", owner_id=1, state="STATE_ACTIVE", config={},
-                                original_config="", resource_pool="default", start_time=0.0))
+        s.add(
+            models.Experiment(
+                id=experiment_id,
+                name="e",
+                owner_id=1,
+                state="STATE_ACTIVE",
+                config={},
+                original_config="",
+                resource_pool="default",
+                start_time=0.0,
+            )
+        )
         s.flush()
-        rows = [models.Trial(experiment_id=experiment_id, request_id=str(i), task_id=f"{experiment_id}.{i}",
-                             hparams={}, seed=0, state="STATE_RUNNING", start_time=0.0, summary_metrics={})
-                for i in range(trials)]
+        rows = [
+            models.Trial(
+                experiment_id=experiment_id,
+                request_id=str(i),
+                task_id=f"{experiment_id}.{i}",
+                hparams={},
+                seed=0,
+                state="STATE_RUNNING",
+                start_time=0.0,
+                summary_metrics={},
+            )
+            for i in range(trials)
+        ]
         s.add_all(rows)
         s.flush()
         return [t.id for t in rows]
@@ -62,8 +82,11 @@ def test_random_series_are_answered_as_the_downsampler_says(database: Database, 
                 roll = rnd.random()
                 if roll < 0.1:
                     continue  # not reported this time
-                value = rnd.choice(ODD) if roll < 0.2 else rnd.choice(
-                    [rnd.randint(-5, 5), float(rnd.randint(-3, 3)), rnd.uniform(-1e6, 1e6)])
+                value = (
+                    rnd.choice(ODD)
+                    if roll < 0.2
+                    else rnd.choice([rnd.randint(-5, 5), float(rnd.randint(-3, 3)), rnd.uniform(-1e6, 1e6)])
+                )
                 report[name] = value
                 if roll >= 0.2:
                     steps, values = expected.setdefault((trial_id, name), ([], []))
@@ -72,8 +95,17 @@ def test_random_series_are_answered_as_the_downsampler_says(database: Database, 
             rows.append({"trial_id": trial_id, "group": "training", "steps_completed": step, "metrics": report})
     rnd.shuffle(rows)  # stored in any order
     store(database, rows)
-    store(database, [{"trial_id": trial_ids[0], "group": "validation", "steps_completed": 1,
-                      "metrics": {name: 99.0 for name in NAMES}}])
+    store(
+        database,
+        [
+            {
+                "trial_id": trial_ids[0],
+                "group": "validation",
+                "steps_completed": 1,
+                "metrics": {name: 99.0 for name in NAMES},
+            }
+        ],
+    )
     for max_points in (2, 7, 50, 1000):
         got = answer_of(database, 1, group="training", names=NAMES, max_points=max_points)
         want = {}
@@ -87,19 +119,29 @@ def test_two_stored_reports_of_one_step_read_as_the_later(database: Database) ->
     """metrics.record replaces a step's report; should two be stored anyway (two reports racing),
     the later one is read, whole: a name it lacks is not taken from the earlier one."""
     [trial] = seed(database, 1)
-    store(database, [{"trial_id": trial, "group": "training", "steps_completed": 1, "metrics": {"a": 1.0, "b": 1.0}},
-                     {"trial_id": trial, "group": "training", "steps_completed": 2, "metrics": {"a": 2.0, "b": 2.0}},
-                     {"trial_id": trial, "group": "training", "steps_completed": 2, "metrics": {"a": 2.5}},
-                     {"trial_id": trial, "group": "training", "steps_completed": 3, "metrics": {"a": 3.0, "b": 3.0}}])
+    store(
+        database,
+        [
+            {"trial_id": trial, "group": "training", "steps_completed": 1, "metrics": {"a": 1.0, "b": 1.0}},
+            {"trial_id": trial, "group": "training", "steps_completed": 2, "metrics": {"a": 2.0, "b": 2.0}},
+            {"trial_id": trial, "group": "training", "steps_completed": 2, "metrics": {"a": 2.5}},
+            {"trial_id": trial, "group": "training", "steps_completed": 3, "metrics": {"a": 3.0, "b": 3.0}},
+        ],
+    )
     got = answer_of(database, 1, group="training", names=["a", "b"], max_points=10)
-    assert got == {(trial, "a"): ([1, 2, 3], [1.0, 2.5, 3.0], 3, False),
-                   (trial, "b"): ([1, 3], [1.0, 3.0], 2, False)}
+    assert got == {(trial, "a"): ([1, 2, 3], [1.0, 2.5, 3.0], 3, False), (trial, "b"): ([1, 3], [1.0, 3.0], 2, False)}
 
 
 def test_trials_are_read_in_batches_and_answered_alike(database: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     trial_ids = seed(database, 5)
-    store(database, [{"trial_id": t, "group": "validation", "steps_completed": step,
-                      "metrics": {"m": float(t * 1000 + step)}} for t in trial_ids for step in range(1, 41)])
+    store(
+        database,
+        [
+            {"trial_id": t, "group": "validation", "steps_completed": step, "metrics": {"m": float(t * 1000 + step)}}
+            for t in trial_ids
+            for step in range(1, 41)
+        ],
+    )
     whole = answer_of(database, 1, group="validation", names=["m"], max_points=10)
     monkeypatch.setattr(metric_series, "BATCH_VALUES", 50)  # a batch per trial, or so
     assert answer_of(database, 1, group="validation", names=["m"], max_points=10) == whole
@@ -116,8 +158,15 @@ def test_the_reads_go_through_the_index(database: Database) -> None:
     """A trial's reports among many others': found by the index, on both databases (PostgreSQL's
     planner, with statistics, picks it on its own)."""
     trial_ids = seed(database, 60)
-    store(database, [{"trial_id": t, "group": g, "steps_completed": step, "metrics": {"loss": 1.0}}
-                     for t in trial_ids for g in ("training", "validation") for step in range(100)])
+    store(
+        database,
+        [
+            {"trial_id": t, "group": g, "steps_completed": step, "metrics": {"loss": 1.0}}
+            for t in trial_ids
+            for g in ("training", "validation")
+            for step in range(100)
+        ],
+    )
     with database.session() as s:
         s.connection().exec_driver_sql("ANALYZE")
     dialect = "sqlite" if database.is_sqlite else "postgresql"

@@ -25,8 +25,13 @@ def _series(n: int, seed: int, gap: int, levels: int) -> list[tuple[int, float]]
     return out
 
 
-series_strategy = st.builds(_series, st.integers(min_value=1, max_value=4000), st.integers(min_value=0),
-                            st.integers(min_value=1, max_value=5000), st.integers(min_value=1, max_value=1000))
+series_strategy = st.builds(
+    _series,
+    st.integers(min_value=1, max_value=4000),
+    st.integers(min_value=0),
+    st.integers(min_value=1, max_value=5000),
+    st.integers(min_value=1, max_value=1000),
+)
 
 
 def _buckets_of(points: list[tuple[int, float]], origin: int, width: int) -> dict[int, list[tuple[int, float]]]:
@@ -107,8 +112,9 @@ def test_answer_groups_hold_the_exact_min_and_max_of_their_steps():
     for g, got in by_group.items():
         inside = [v for s, v in points if (s - d.origin) // span == g]
         assert sorted(got) == sorted({min(inside), max(inside)})
-    assert len(by_group) == -(-len(points) * 3 // span) or len(by_group) == len({(s - d.origin) // span
-                                                                                   for s, _ in points})
+    assert len(by_group) == -(-len(points) * 3 // span) or len(by_group) == len(
+        {(s - d.origin) // span for s, _ in points}
+    )
 
 
 def test_a_short_series_is_given_whole_and_a_lossy_one_says_so():
@@ -145,7 +151,8 @@ def test_encode_decode_round_trip(points):
     assert (back.origin, back.width, back.points, back.last_step) == (d.origin, d.width, d.points, d.last_step)
     for name in ("counts", "min_steps", "min_values", "max_steps", "max_values"):
         assert getattr(back, name) == getattr(d, name) or all(
-            getattr(back, name)[i] == getattr(d, name)[i] for i in range(BUCKETS) if d.counts[i])
+            getattr(back, name)[i] == getattr(d, name)[i] for i in range(BUCKETS) if d.counts[i]
+        )
     assert answer(back, 300) == answer(d, 300)
     fold(back, [(points[-1][0] + 1, 0.5)])  # a decoded digest folds on
     assert back.points == d.points + 1
@@ -164,8 +171,17 @@ def _full() -> bytes:
     return encode(d)
 
 
-@pytest.mark.parametrize("data", [b"", b"\x00" * 39, _full()[:-1], _full() + b"\x00",
-                                  struct.pack("<qqqqq", 0, 1, 0, 0, BUCKETS + 1), struct.pack("<qqqqq", 0, 0, 0, 0, 0)])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x00" * 39,
+        _full()[:-1],
+        _full() + b"\x00",
+        struct.pack("<qqqqq", 0, 1, 0, 0, BUCKETS + 1),
+        struct.pack("<qqqqq", 0, 0, 0, 0, 0),
+    ],
+)
 def test_decode_refuses_damaged_bytes(data):
     with pytest.raises(ValueError):
         decode(data)
@@ -204,7 +220,8 @@ def test_fold_arrays_is_fold(points, head):
     for d in (by_arrays, by_points):
         fold(d, points[:head])
     rest = points[head:]
-    series_digest.fold_arrays(by_arrays, np.array([p[0] for p in rest], dtype=np.int64),
-                              np.array([p[1] for p in rest], dtype=np.float64))
+    series_digest.fold_arrays(
+        by_arrays, np.array([p[0] for p in rest], dtype=np.int64), np.array([p[1] for p in rest], dtype=np.float64)
+    )
     fold(by_points, rest)
     assert by_arrays == by_points

@@ -67,8 +67,9 @@ def test_downsample_refuses_what_it_cannot_do() -> None:
 
 
 @given(st.lists(st.integers(0, 5000), max_size=60), st.integers(1, 50), st.integers(1, 20_000))
-def test_batches_keep_every_trial_in_order_and_within_the_budget(reports: list[int], per_report: int,
-                                                                  budget: int) -> None:
+def test_batches_keep_every_trial_in_order_and_within_the_budget(
+    reports: list[int], per_report: int, budget: int
+) -> None:
     counts = list(enumerate(reports, start=1))
     got = metric_series.batches(counts, per_report, budget)
     assert [t for batch in got for t in batch] == [t for t, _ in counts]

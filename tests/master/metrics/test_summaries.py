@@ -35,12 +35,22 @@ def test_fold_leaves_its_input_alone_and_takes_json_safe_non_finite_values() -> 
     first = metric_summaries.fold(None, {"x": 1})
     second = metric_summaries.fold(first, {"x": "Infinity"})
     assert first["x"]["count"] == 1
-    assert second["x"] == {"count": 2, "sum": "Infinity", "min": 1, "max": "Infinity", "mean": "Infinity",
-                           "last": "Infinity", "type": "number"}
+    assert second["x"] == {
+        "count": 2,
+        "sum": "Infinity",
+        "min": 1,
+        "max": "Infinity",
+        "mean": "Infinity",
+        "last": "Infinity",
+        "type": "number",
+    }
 
 
-_VALUES = st.one_of(st.integers(-5, 5), st.floats(allow_nan=True, allow_infinity=True, width=32),
-                    st.sampled_from(["NaN", "Infinity", "-Infinity", "text", True, None, [1], {"a": 1}]))
+_VALUES = st.one_of(
+    st.integers(-5, 5),
+    st.floats(allow_nan=True, allow_infinity=True, width=32),
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "text", True, None, [1], {"a": 1}]),
+)
 _REPORTS = st.lists(st.dictionaries(st.sampled_from(["x", "y", "z"]), _VALUES, max_size=3), max_size=12)
 
 
@@ -69,10 +79,15 @@ _NUMBERS = st.one_of(st.integers(-5, 5), st.floats(-1e6, 1e6), st.sampled_from([
 
 
 @settings(max_examples=300, deadline=None)
-@given(before=_REPORTS, width=st.integers(1, 3), rows=st.lists(st.lists(_NUMBERS, min_size=3, max_size=3), max_size=12),
-       odd=st.one_of(st.none(), st.tuples(st.integers(0, 11), _VALUES)))
-def test_fold_all_of_uniform_numeric_reports_is_fold_report_by_report(before: list[dict], width: int,
-                                                                      rows: list[list], odd: tuple | None) -> None:
+@given(
+    before=_REPORTS,
+    width=st.integers(1, 3),
+    rows=st.lists(st.lists(_NUMBERS, min_size=3, max_size=3), max_size=12),
+    odd=st.one_of(st.none(), st.tuples(st.integers(0, 11), _VALUES)),
+)
+def test_fold_all_of_uniform_numeric_reports_is_fold_report_by_report(
+    before: list[dict], width: int, rows: list[list], odd: tuple | None
+) -> None:
     """The batches a training loop sends (the same names, finite numbers), on aggregates of any kind; with
     `odd`, one value of another kind (a NaN, a string, ...) among them."""
     reports = [dict(zip(["x", "y", "z"][:width], row, strict=False)) for row in rows]
@@ -81,8 +96,9 @@ def test_fold_all_of_uniform_numeric_reports_is_fold_report_by_report(before: li
     _assert_fold_all_is_fold(before, reports)
 
 
-@pytest.mark.parametrize(("group", "key"), [("training", "avg_metrics"), ("validation", "validation_metrics"),
-                                            ("abc", "abc")])
+@pytest.mark.parametrize(
+    ("group", "key"), [("training", "avg_metrics"), ("validation", "validation_metrics"), ("abc", "abc")]
+)
 def test_the_key_is_determineds(group: str, key: str) -> None:
     assert metric_summaries.key(group) == key
 
@@ -97,8 +113,15 @@ def task(app: FastAPI, client: TestClient, user: dict) -> Iterator[StartedTask]:
 
 
 def report(client: TestClient, task: StartedTask, group: str, step: int, value: float) -> None:
-    body = {"group": group, "metrics": {"trialId": task.trial_id, "trialRunId": 1, "stepsCompleted": step,
-                                        "metrics": {"avgMetrics": {"x": value}}}}
+    body = {
+        "group": group,
+        "metrics": {
+            "trialId": task.trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": step,
+            "metrics": {"avgMetrics": {"x": value}},
+        },
+    }
     r = post(client, f"/api/v1/trials/{task.trial_id}/metrics", body, task_header(task.token))
     assert r.status_code == 200, r.text
 
@@ -113,29 +136,55 @@ def test_reports_fold_into_each_groups_aggregates(client: TestClient, user: dict
     report(client, task, "validation", 10, 0.5)
     report(client, task, "abc", 3, 7.0)
     got = summary(client, user, task.trial_id)
-    assert got["avg_metrics"]["x"] == {"count": 10, "sum": 55.0, "min": 1.0, "max": 10.0, "mean": 5.5, "last": 10.0,
-                                       "type": "number"}
+    assert got["avg_metrics"]["x"] == {
+        "count": 10,
+        "sum": 55.0,
+        "min": 1.0,
+        "max": 10.0,
+        "mean": 5.5,
+        "last": 10.0,
+        "type": "number",
+    }
     assert got["validation_metrics"]["x"]["count"] == 1 and got["abc"]["x"]["last"] == 7.0
     report(client, task, "training", 10, 100.0)  # a replaced step: counted once, with its new value
     assert summary(client, user, task.trial_id)["avg_metrics"]["x"] == {
-        "count": 10, "sum": 145.0, "min": 1.0, "max": 100.0, "mean": 14.5, "last": 100.0, "type": "number"}
+        "count": 10,
+        "sum": 145.0,
+        "min": 1.0,
+        "max": 100.0,
+        "mean": 14.5,
+        "last": 100.0,
+        "type": "number",
+    }
 
 
 def test_a_batch_agrees_with_single_reports(client: TestClient, user: dict, task: StartedTask) -> None:
-    reports = [{"group": "training", "stepsCompleted": s, "trialRunId": 1, "metrics": {"avgMetrics": {"x": s}}}
-               for s in (1, 2, 3)]
+    reports = [
+        {"group": "training", "stepsCompleted": s, "trialRunId": 1, "metrics": {"avgMetrics": {"x": s}}}
+        for s in (1, 2, 3)
+    ]
     path = f"/api/v1/trials/{task.trial_id}/metrics/batch"
     assert post(client, path, {"reports": reports}, task_header(task.token)).status_code == 200
     assert summary(client, user, task.trial_id)["avg_metrics"]["x"]["count"] == 3
-    again = [{**reports[2], "metrics": {"avgMetrics": {"x": 30}}},
-             {"group": "training", "stepsCompleted": 4, "trialRunId": 1, "metrics": {"avgMetrics": {"x": 4}}}]
+    again = [
+        {**reports[2], "metrics": {"avgMetrics": {"x": 30}}},
+        {"group": "training", "stepsCompleted": 4, "trialRunId": 1, "metrics": {"avgMetrics": {"x": 4}}},
+    ]
     assert post(client, path, {"reports": again}, task_header(task.token)).status_code == 200
     assert summary(client, user, task.trial_id)["avg_metrics"]["x"] == {
-        "count": 4, "sum": 37, "min": 1, "max": 30, "mean": 9.25, "last": 4, "type": "number"}
+        "count": 4,
+        "sum": 37,
+        "min": 1,
+        "max": 30,
+        "mean": 9.25,
+        "last": 4,
+        "type": "number",
+    }
 
 
-def test_reports_from_before_the_aggregates_are_read_back_once(app: FastAPI, client: TestClient, user: dict,
-                                                                task: StartedTask) -> None:
+def test_reports_from_before_the_aggregates_are_read_back_once(
+    app: FastAPI, client: TestClient, user: dict, task: StartedTask
+) -> None:
     report(client, task, "training", 1, 1.0)
     report(client, task, "training", 2, 2.0)
     with ctx_of(app).db.session() as s:  # as a trial stored before they were kept

@@ -56,16 +56,25 @@ def report(client: TestClient, app: FastAPI, task: StartedTask, steps: int) -> s
     name = str(uuid_lib.uuid4())
     with storage_of(app).store_path(name) as path:
         (path / "state.json").write_text("{}")
-    body = {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id, "training": {},
-            "metadata": {"steps_completed": steps}, "resources": {"state.json": "2"}, "state": "STATE_COMPLETED"}
+    body = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "taskId": task.task_id,
+        "training": {},
+        "metadata": {"steps_completed": steps},
+        "resources": {"state.json": "2"},
+        "state": "STATE_COMPLETED",
+    }
     assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
     return name
 
 
 def states(app: FastAPI, experiment_id: int) -> dict[str, str]:
     with ctx_of(app).db.session() as s:
-        return {c.uuid: c.state for c in s.scalars(select(models.Checkpoint).where(
-            models.Checkpoint.experiment_id == experiment_id))}
+        return {
+            c.uuid: c.state
+            for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.experiment_id == experiment_id))
+        }
 
 
 def register(client: TestClient, user: dict, ckpt: str) -> None:
@@ -75,9 +84,9 @@ def register(client: TestClient, user: dict, ckpt: str) -> None:
     assert r.status_code == 200, r.text
 
 
-def test_a_registered_checkpoint_is_never_collected(client: TestClient, app: FastAPI, user: dict,
-                                                    agent: FakeAgent, gc: CheckpointGC,
-                                                    running: tuple[int, StartedTask]) -> None:
+def test_a_registered_checkpoint_is_never_collected(
+    client: TestClient, app: FastAPI, user: dict, agent: FakeAgent, gc: CheckpointGC, running: tuple[int, StartedTask]
+) -> None:
     exp_id, task = running
     old, kept, latest = (report(client, app, task, steps) for steps in (2, 4, 6))
     register(client, user, kept)
@@ -88,7 +97,9 @@ def test_a_registered_checkpoint_is_never_collected(client: TestClient, app: Fas
     assert [storage.exists(u) for u in (old, kept, latest)] == [False, True, True]
     version = client.get("/api/v1/models/keeper/versions/1", headers=user).json()["modelVersion"]
     assert (version["checkpoint"]["state"], version["checkpoint"]["resources"]) == (
-        "STATE_COMPLETED", {"state.json": "2"})
+        "STATE_COMPLETED",
+        {"state.json": "2"},
+    )
 
     # a collection later (a master restart sweeps again) keeps it too
     gc.request(exp_id)
@@ -101,10 +112,15 @@ def test_a_registered_checkpoint_is_never_collected(client: TestClient, app: Fas
     assert states(app, exp_id)[kept] == "STATE_DELETED" and not storage.exists(kept)
 
 
-def test_a_checkpoint_registered_after_the_plan_is_left_alone(client: TestClient, app: FastAPI, user: dict,
-                                                              agent: FakeAgent, gc: CheckpointGC,
-                                                              running: tuple[int, StartedTask],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_checkpoint_registered_after_the_plan_is_left_alone(
+    client: TestClient,
+    app: FastAPI,
+    user: dict,
+    agent: FakeAgent,
+    gc: CheckpointGC,
+    running: tuple[int, StartedTask],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Registered between the plan and the hold: not held, not deleted. Once held (PARTIALLY_DELETED, its
     files about to go), a checkpoint cannot be registered."""
     exp_id, task = running
@@ -133,9 +149,9 @@ def test_a_checkpoint_registered_after_the_plan_is_left_alone(client: TestClient
     assert storage_of(app).exists(doomed)
 
 
-def test_deleting_a_model_hands_its_checkpoints_back(client: TestClient, app: FastAPI, user: dict,
-                                                     agent: FakeAgent, gc: CheckpointGC,
-                                                     running: tuple[int, StartedTask]) -> None:
+def test_deleting_a_model_hands_its_checkpoints_back(
+    client: TestClient, app: FastAPI, user: dict, agent: FakeAgent, gc: CheckpointGC, running: tuple[int, StartedTask]
+) -> None:
     exp_id, task = running
     kept, latest = report(client, app, task, 2), report(client, app, task, 6)
     register(client, user, kept)

@@ -16,8 +16,11 @@ def test_the_ring_keeps_the_last_records_with_ids_that_never_repeat() -> None:
     ring = MasterLogRing(capacity=3)
     for i in range(5):
         ring.emit(record(f"line {i}"))
-    assert [(e.id, e.message) for e in ring.window(0, 0)] == [(3, "pedl.master: line 2"), (4, "pedl.master: line 3"),
-                                                              (5, "pedl.master: line 4")]
+    assert [(e.id, e.message) for e in ring.window(0, 0)] == [
+        (3, "pedl.master: line 2"),
+        (4, "pedl.master: line 3"),
+        (5, "pedl.master: line 4"),
+    ]
     assert ring.last_id() == 5
     assert [e.id for e in ring.window(-2, 0)] == [4, 5]
     assert [e.id for e in ring.window(-10, 0)] == [3, 4, 5]
@@ -31,8 +34,13 @@ def test_the_ring_keeps_the_last_records_with_ids_that_never_repeat() -> None:
 
 def test_levels_and_what_a_record_says() -> None:
     assert [level_name(n) for n in (5, 10, 20, 30, 40, 50)] == [
-        "LOG_LEVEL_TRACE", "LOG_LEVEL_DEBUG", "LOG_LEVEL_INFO", "LOG_LEVEL_WARNING", "LOG_LEVEL_ERROR",
-        "LOG_LEVEL_CRITICAL"]
+        "LOG_LEVEL_TRACE",
+        "LOG_LEVEL_DEBUG",
+        "LOG_LEVEL_INFO",
+        "LOG_LEVEL_WARNING",
+        "LOG_LEVEL_ERROR",
+        "LOG_LEVEL_CRITICAL",
+    ]
     ring = MasterLogRing()
     try:
         raise ValueError("boom")

@@ -60,8 +60,7 @@ def test_a_timed_block_is_observed_even_when_it_raises() -> None:
     assert value(m, "pedl_scheduling_pass_seconds_bucket", le="0.1") == 0
 
 
-def test_the_scheduling_pass_is_timed_with_the_injected_timer(master_config: MasterConfig,
-                                                              database: Database) -> None:
+def test_the_scheduling_pass_is_timed_with_the_injected_timer(master_config: MasterConfig, database: Database) -> None:
     metrics = MasterMetrics(timer=StepTimer(0.04), process_metrics=False)
     ctx = build_context(master_config, database, ManualClock(NOW), cluster_id="c1", metrics=metrics)
     assert ctx.metrics is metrics and ctx.controller.metrics is metrics
@@ -75,11 +74,20 @@ def test_the_scheduling_pass_is_timed_with_the_injected_timer(master_config: Mas
 
 @pytest.fixture
 def provisioned(master_config: MasterConfig, database: Database):
-    aws = AWSProviderConfig(type="aws", image_id="ami-1", ssh_key_name="k", master_url="http://m:8080",
-                            instance_type="g4dn.xlarge", spot=True, launch_error_backoff=5, launch_error_backoff_max=20)
+    aws = AWSProviderConfig(
+        type="aws",
+        image_id="ami-1",
+        ssh_key_name="k",
+        master_url="http://m:8080",
+        instance_type="g4dn.xlarge",
+        spot=True,
+        launch_error_backoff=5,
+        launch_error_backoff_max=20,
+    )
     pool = ResourcePoolConfig(pool_name="gpu", provider=aws)
-    config = master_config.model_copy(update={"resource_pools": [pool], "default_compute_resource_pool": "gpu",
-                                              "default_aux_resource_pool": "gpu"})
+    config = master_config.model_copy(
+        update={"resource_pools": [pool], "default_compute_resource_pool": "gpu", "default_aux_resource_pool": "gpu"}
+    )
     metrics = MasterMetrics(timer=StepTimer(0.5), process_metrics=False)
     clock = ManualClock(NOW)
     ctx = build_context(config, database, clock, cluster_id="c1", metrics=metrics)
@@ -125,8 +133,15 @@ def test_metric_reports_are_counted_by_group_once_stored(client: TestClient, use
     m = client.app.state.ctx.metrics
 
     def report(t: StartedTask, group: str, steps: int, headers: dict | None = None) -> int:
-        body = {"group": group, "metrics": {"trialId": t.trial_id, "trialRunId": 1, "stepsCompleted": steps,
-                                            "metrics": {"avgMetrics": {"loss": 1.0 / steps}}}}
+        body = {
+            "group": group,
+            "metrics": {
+                "trialId": t.trial_id,
+                "trialRunId": 1,
+                "stepsCompleted": steps,
+                "metrics": {"avgMetrics": {"loss": 1.0 / steps}},
+            },
+        }
         return post(client, f"/api/v1/trials/{t.trial_id}/metrics", body, headers or bearer(t.token)).status_code
 
     assert report(task, "training", 1) == 200
@@ -143,8 +158,7 @@ def test_metric_reports_are_counted_by_group_once_stored(client: TestClient, use
 def test_each_master_has_a_registry_of_its_own(master_config: MasterConfig, tmp_path) -> None:
     security = master_config.security.model_copy(update={"metrics_access": "public"})
     first = create_app(master_config.model_copy(update={"security": security}))
-    second = create_app(master_config.model_copy(update={"security": security,
-                                                         "data_dir": tmp_path / "second"}))
+    second = create_app(master_config.model_copy(update={"security": security, "data_dir": tmp_path / "second"}))
     assert first.state.ctx.metrics.registry is not second.state.ctx.metrics.registry
     with TestClient(first) as a, TestClient(second) as b:
         for _ in range(3):
@@ -154,9 +168,11 @@ def test_each_master_has_a_registry_of_its_own(master_config: MasterConfig, tmp_
         scraped = {}
         for name, c in (("first", a), ("second", b)):
             families = {f.name: f for f in text_string_to_metric_families(c.get("/metrics").text)}
-            scraped[name] = {s.labels["route"]: s.value for s in families["pedl_api_request_duration_seconds"].samples
-                             if s.name.endswith("_count")}
+            scraped[name] = {
+                s.labels["route"]: s.value
+                for s in families["pedl_api_request_duration_seconds"].samples
+                if s.name.endswith("_count")
+            }
             assert "process_cpu_seconds" in families  # the process metrics are kept
     assert scraped["first"]["/info"] == 3 and scraped["second"]["/info"] == 1
     assert "/api/v1/auth/login" not in scraped["first"]
-

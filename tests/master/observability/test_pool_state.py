@@ -34,11 +34,17 @@ def loop():
 
 @pytest.fixture
 def ctx(master_config: MasterConfig, database: Database) -> MasterContext:
-    aws = AWSProviderConfig(type="aws", image_id="ami-1", ssh_key_name="k", master_url="http://m:8080",
-                            instance_type=["g4dn.xlarge", "p3.2xlarge"])
+    aws = AWSProviderConfig(
+        type="aws",
+        image_id="ami-1",
+        ssh_key_name="k",
+        master_url="http://m:8080",
+        instance_type=["g4dn.xlarge", "p3.2xlarge"],
+    )
     pools = [ResourcePoolConfig(pool_name="gpu", provider=aws), ResourcePoolConfig(pool_name="static")]
-    config = master_config.model_copy(update={"resource_pools": pools, "default_compute_resource_pool": "gpu",
-                                              "default_aux_resource_pool": "gpu"})
+    config = master_config.model_copy(
+        update={"resource_pools": pools, "default_compute_resource_pool": "gpu", "default_aux_resource_pool": "gpu"}
+    )
     clock = ManualClock(NOW)
     ctx = build_context(config, database, clock, cluster_id="c1")
     ctx.provisioners["gpu"] = PoolProvisioner(ctx.controller, pools[0], MemoryProvider(clock))
@@ -46,20 +52,46 @@ def ctx(master_config: MasterConfig, database: Database) -> MasterContext:
 
 
 def allocation(n: int, pool: str, state: AllocationState, slots: int) -> models.Allocation:
-    return models.Allocation(id=f"a{n}", task_id=f"t{n}", name=f"task {n}", state=state, resource_pool=pool,
-                             slots_needed=slots, priority=42, assignment=[], session_token_hash=f"h{n}", owner_id=1,
-                             queued_at=NOW)
+    return models.Allocation(
+        id=f"a{n}",
+        task_id=f"t{n}",
+        name=f"task {n}",
+        state=state,
+        resource_pool=pool,
+        slots_needed=slots,
+        priority=42,
+        assignment=[],
+        session_token_hash=f"h{n}",
+        owner_id=1,
+        queued_at=NOW,
+    )
 
 
 def agent(agent_id: str, pool: str, state: AgentState, slots: int) -> models.Agent:
-    return models.Agent(id=agent_id, hostname="h", address="127.0.0.1", resource_pool=pool,
-                        slots=[{"id": str(i), "type": "cuda"} for i in range(slots)], state=state, version="t",
-                        registered_at=NOW, last_heartbeat=NOW)
+    return models.Agent(
+        id=agent_id,
+        hostname="h",
+        address="127.0.0.1",
+        resource_pool=pool,
+        slots=[{"id": str(i), "type": "cuda"} for i in range(slots)],
+        state=state,
+        version="t",
+        registered_at=NOW,
+        last_heartbeat=NOW,
+    )
 
 
 def instance(inst_id: str, itype: str, spot: bool, state: InstanceState, pool: str = "gpu") -> models.Instance:
-    return models.Instance(id=inst_id, resource_pool=pool, provider="aws", instance_type=itype, spot=spot, state=state,
-                           slots=1, launched_at=NOW)
+    return models.Instance(
+        id=inst_id,
+        resource_pool=pool,
+        provider="aws",
+        instance_type=itype,
+        spot=spot,
+        state=state,
+        slots=1,
+        launched_at=NOW,
+    )
 
 
 def attach(ctx: MasterContext, loop, agent_id: str) -> None:
@@ -69,18 +101,37 @@ def attach(ctx: MasterContext, loop, agent_id: str) -> None:
 def fill(ctx: MasterContext, loop) -> None:
     A, G, N = AllocationState, AgentState, InstanceState  # the lifecycle's own short names
     with ctx.db.session() as s:
-        s.add_all([allocation(1, "gpu", A.PENDING, 2), allocation(2, "gpu", A.PENDING, 1),
-                   allocation(3, "gpu", A.RUNNING, 4), allocation(4, "gpu", A.ASSIGNED, 1),
-                   allocation(5, "gpu", A.TERMINATING, 1), allocation(6, "gpu", A.TERMINATED, 8),
-                   allocation(7, "static", A.RUNNING, 1), allocation(8, "retired", A.PENDING, 3)])
-        s.add_all([agent("g1", "gpu", G.CONNECTED, 4), agent("g2", "gpu", G.CONNECTED, 2),
-                   agent("g3", "gpu", G.CONNECTED, 8),  # the database says connected, the hub does not hold it
-                   agent("g4", "gpu", G.DISCONNECTED, 8), agent("s1", "static", G.CONNECTED, 1)])
-        s.add_all([instance("i-1", "g4dn.xlarge", True, N.RUNNING), instance("i-2", "g4dn.xlarge", True, N.RUNNING),
-                   instance("i-3", "g4dn.xlarge", False, N.STARTING),
-                   instance("i-4", "p3.2xlarge", False, N.TERMINATING),
-                   instance("sir-5", "p3.2xlarge", True, N.REQUESTED),
-                   instance("i-6", "g4dn.xlarge", True, N.TERMINATED)])
+        s.add_all(
+            [
+                allocation(1, "gpu", A.PENDING, 2),
+                allocation(2, "gpu", A.PENDING, 1),
+                allocation(3, "gpu", A.RUNNING, 4),
+                allocation(4, "gpu", A.ASSIGNED, 1),
+                allocation(5, "gpu", A.TERMINATING, 1),
+                allocation(6, "gpu", A.TERMINATED, 8),
+                allocation(7, "static", A.RUNNING, 1),
+                allocation(8, "retired", A.PENDING, 3),
+            ]
+        )
+        s.add_all(
+            [
+                agent("g1", "gpu", G.CONNECTED, 4),
+                agent("g2", "gpu", G.CONNECTED, 2),
+                agent("g3", "gpu", G.CONNECTED, 8),  # the database says connected, the hub does not hold it
+                agent("g4", "gpu", G.DISCONNECTED, 8),
+                agent("s1", "static", G.CONNECTED, 1),
+            ]
+        )
+        s.add_all(
+            [
+                instance("i-1", "g4dn.xlarge", True, N.RUNNING),
+                instance("i-2", "g4dn.xlarge", True, N.RUNNING),
+                instance("i-3", "g4dn.xlarge", False, N.STARTING),
+                instance("i-4", "p3.2xlarge", False, N.TERMINATING),
+                instance("sir-5", "p3.2xlarge", True, N.REQUESTED),
+                instance("i-6", "g4dn.xlarge", True, N.TERMINATED),
+            ]
+        )
     for agent_id in ("g1", "g2", "g4", "s1"):
         attach(ctx, loop, agent_id)
 
@@ -96,8 +147,14 @@ def test_queue_slots_and_agents_by_pool(ctx: MasterContext, loop) -> None:
         "static": (0, 0, 1, 1, 1, 1),
         "retired": (1, 3, 0, 0, 0, 0),  # rows of a pool the config no longer has still show
     }
-    names = ("pedl_pool_pending_allocations", "pedl_pool_pending_slots", "pedl_pool_running_allocations",
-             "pedl_pool_slots_used", "pedl_pool_slots_capacity", "pedl_pool_agents")
+    names = (
+        "pedl_pool_pending_allocations",
+        "pedl_pool_pending_slots",
+        "pedl_pool_running_allocations",
+        "pedl_pool_slots_used",
+        "pedl_pool_slots_capacity",
+        "pedl_pool_agents",
+    )
     for pool, figures in expected.items():
         assert tuple(sample(ctx, name, pool=pool) for name in names) == figures, pool
 
@@ -110,10 +167,18 @@ def test_an_empty_configured_pool_shows_zeros(ctx: MasterContext) -> None:
 
 def test_live_instances_by_pool_type_market_and_state(ctx: MasterContext, loop) -> None:
     fill(ctx, loop)
-    got = {tuple(s.labels[k] for k in ("pool", "instance_type", "market", "state")): s.value
-           for family in ctx.metrics.registry.collect() if family.name == "pedl_instances" for s in family.samples}
-    assert got == {("gpu", "g4dn.xlarge", "spot", "RUNNING"): 2, ("gpu", "g4dn.xlarge", "on-demand", "STARTING"): 1,
-                   ("gpu", "p3.2xlarge", "on-demand", "TERMINATING"): 1, ("gpu", "p3.2xlarge", "spot", "REQUESTED"): 1}
+    got = {
+        tuple(s.labels[k] for k in ("pool", "instance_type", "market", "state")): s.value
+        for family in ctx.metrics.registry.collect()
+        if family.name == "pedl_instances"
+        for s in family.samples
+    }
+    assert got == {
+        ("gpu", "g4dn.xlarge", "spot", "RUNNING"): 2,
+        ("gpu", "g4dn.xlarge", "on-demand", "STARTING"): 1,
+        ("gpu", "p3.2xlarge", "on-demand", "TERMINATING"): 1,
+        ("gpu", "p3.2xlarge", "spot", "REQUESTED"): 1,
+    }
 
 
 def test_the_figures_match_the_resource_pool_api(ctx: MasterContext, loop) -> None:
@@ -127,8 +192,13 @@ def test_the_figures_match_the_resource_pool_api(ctx: MasterContext, loop) -> No
         assert sample(ctx, "pedl_pool_slots_used", pool=pool) == summary["slotsUsed"]
         assert sample(ctx, "pedl_pool_slots_capacity", pool=pool) == summary["slotsAvailable"]
         assert sample(ctx, "pedl_pool_agents", pool=pool) == summary["numAgents"]
-    instances = sum(s.value for family in ctx.metrics.registry.collect() if family.name == "pedl_instances"
-                    for s in family.samples if s.labels["pool"] == "gpu")
+    instances = sum(
+        s.value
+        for family in ctx.metrics.registry.collect()
+        if family.name == "pedl_instances"
+        for s in family.samples
+        if s.labels["pool"] == "gpu"
+    )
     assert instances == api["gpu"]["numInstances"] == 5
 
 
@@ -142,8 +212,9 @@ def test_backoff_and_avoided_offers_come_from_the_provisioner(ctx: MasterContext
     assert sample(ctx, "pedl_provisioner_backoff_remaining_seconds", pool="gpu") == 30
     assert sample(ctx, "pedl_provisioner_consecutive_errors", pool="gpu") == 2
     assert sample(ctx, "pedl_provisioner_unavailable", pool="gpu", instance_type="g4dn.xlarge", market="spot") == 1
-    assert sample(ctx, "pedl_provisioner_unavailable", pool="gpu", instance_type="p3.2xlarge",
-                  market="on-demand") is None  # expired
+    assert (
+        sample(ctx, "pedl_provisioner_unavailable", pool="gpu", instance_type="p3.2xlarge", market="on-demand") is None
+    )  # expired
     ctx.clock.advance(31)  # the injected clock decides what is past
     assert sample(ctx, "pedl_provisioner_backoff", pool="gpu") == 0
     assert sample(ctx, "pedl_provisioner_backoff_remaining_seconds", pool="gpu") == 0

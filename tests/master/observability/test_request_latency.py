@@ -53,31 +53,41 @@ def client(metrics: MasterMetrics):
 
 def series(metrics: MasterMetrics) -> dict[tuple[str, str, str], float]:
     """(method, route, status) -> observed requests."""
-    return {(s.labels["method"], s.labels["route"], s.labels["status"]): s.value
-            for family in metrics.registry.collect() if family.name == "pedl_api_request_duration_seconds"
-            for s in family.samples if s.name.endswith("_count")}
+    return {
+        (s.labels["method"], s.labels["route"], s.labels["status"]): s.value
+        for family in metrics.registry.collect()
+        if family.name == "pedl_api_request_duration_seconds"
+        for s in family.samples
+        if s.name.endswith("_count")
+    }
 
 
-def test_requests_are_labelled_by_route_template_never_the_raw_path(client: TestClient,
-                                                                    metrics: MasterMetrics) -> None:
+def test_requests_are_labelled_by_route_template_never_the_raw_path(client: TestClient, metrics: MasterMetrics) -> None:
     for trial_id in (1, 2, 3):
         assert client.get(f"/api/v1/trials/{trial_id}").status_code == 200
     assert client.get("/api/v1/trials/0").status_code == 404
-    assert series(metrics) == {("GET", "/api/v1/trials/{trial_id}", "2xx"): 3,
-                               ("GET", "/api/v1/trials/{trial_id}", "4xx"): 1}
+    assert series(metrics) == {
+        ("GET", "/api/v1/trials/{trial_id}", "2xx"): 3,
+        ("GET", "/api/v1/trials/{trial_id}", "4xx"): 1,
+    }
     assert metrics.registry.get_sample_value(
         "pedl_api_request_duration_seconds_sum",
-        {"method": "GET", "route": "/api/v1/trials/{trial_id}", "status": "2xx"}) == pytest.approx(0.6)
+        {"method": "GET", "route": "/api/v1/trials/{trial_id}", "status": "2xx"},
+    ) == pytest.approx(0.6)
 
 
-def test_unmatched_paths_unknown_methods_and_errors_share_bounded_labels(client: TestClient,
-                                                                         metrics: MasterMetrics) -> None:
+def test_unmatched_paths_unknown_methods_and_errors_share_bounded_labels(
+    client: TestClient, metrics: MasterMetrics
+) -> None:
     for n in range(5):
         assert client.get(f"/no/such/path/{n}").status_code == 404
     assert client.request("BREW", "/api/v1/trials/1").status_code == 405
     assert client.get("/boom").status_code == 500
-    assert series(metrics) == {("GET", "<unmatched>", "4xx"): 5, ("OTHER", "/api/v1/trials/{trial_id}", "4xx"): 1,
-                               ("GET", "/boom", "5xx"): 1}
+    assert series(metrics) == {
+        ("GET", "<unmatched>", "4xx"): 5,
+        ("OTHER", "/api/v1/trials/{trial_id}", "4xx"): 1,
+        ("GET", "/boom", "5xx"): 1,
+    }
 
 
 def test_websockets_pass_through_untimed(client: TestClient, metrics: MasterMetrics) -> None:

@@ -39,8 +39,15 @@ from tests.support.moto_server import (  # noqa: F401 - the *_fixture names are 
 )
 
 # The master's permissions as seed 002 lists them ("Master IAM Role", with the spot calls).
-SEED_PERMISSIONS = {"ec2:CreateTags", "ec2:DescribeInstances", "ec2:RunInstances", "ec2:TerminateInstances",
-                    "ec2:RequestSpotInstances", "ec2:CancelSpotInstanceRequests", "ec2:DescribeSpotInstanceRequests"}
+SEED_PERMISSIONS = {
+    "ec2:CreateTags",
+    "ec2:DescribeInstances",
+    "ec2:RunInstances",
+    "ec2:TerminateInstances",
+    "ec2:RequestSpotInstances",
+    "ec2:CancelSpotInstanceRequests",
+    "ec2:DescribeSpotInstanceRequests",
+}
 TAG_KEY, TAG_VALUE = "pedl-test", "agents"
 MASTER_URL = "http://10.0.0.5:8080"
 
@@ -57,11 +64,22 @@ def ec2(moto_endpoint: str) -> Any:
 
 def config(endpoint: str, net: MotoNetwork, **over: Any) -> AWSProviderConfig:
     data: dict[str, Any] = {
-        "type": "aws", "region": "us-east-1", "endpoint_url": endpoint, "image_id": net.image_id,
-        "ssh_key_name": net.key_name, "tag_key": TAG_KEY, "tag_value": TAG_VALUE, "instance_name": "pedl-agent",
-        "root_volume_size": 150, "instance_type": "p3.8xlarge", "startup_script": "echo booting > /tmp/boot\n",
-        "network_interface": {"public_ip": True, "subnet_id": net.subnet_id,
-                              "security_group_id": net.security_group_id},
+        "type": "aws",
+        "region": "us-east-1",
+        "endpoint_url": endpoint,
+        "image_id": net.image_id,
+        "ssh_key_name": net.key_name,
+        "tag_key": TAG_KEY,
+        "tag_value": TAG_VALUE,
+        "instance_name": "pedl-agent",
+        "root_volume_size": 150,
+        "instance_type": "p3.8xlarge",
+        "startup_script": "echo booting > /tmp/boot\n",
+        "network_interface": {
+            "public_ip": True,
+            "subnet_id": net.subnet_id,
+            "security_group_id": net.security_group_id,
+        },
     }
     data.update(over)
     return AWSProviderConfig.model_validate(data)
@@ -83,14 +101,22 @@ class FakeSecrets:
         self.bound[secret] = instance_id
 
 
-def provider(endpoint: str, net: MotoNetwork, *, pool: str = "gpu", secrets: FakeSecrets | None = None,
-             **over: Any) -> AWSProvider:
-    return AWSProvider(config(endpoint, net, **over), pool=pool, cluster_id="cluster-1", master_url=MASTER_URL,
-                       instance_secrets=FakeSecrets() if secrets is None else secrets, clock=SystemClock())
+def provider(
+    endpoint: str, net: MotoNetwork, *, pool: str = "gpu", secrets: FakeSecrets | None = None, **over: Any
+) -> AWSProvider:
+    return AWSProvider(
+        config(endpoint, net, **over),
+        pool=pool,
+        cluster_id="cluster-1",
+        master_url=MASTER_URL,
+        instance_secrets=FakeSecrets() if secrets is None else secrets,
+        clock=SystemClock(),
+    )
 
 
-def request(count: int = 1, *, spot: bool = False, token: str = "tok-1", slots: int = 4,
-            instance_type: str = "p3.8xlarge") -> LaunchRequest:
+def request(
+    count: int = 1, *, spot: bool = False, token: str = "tok-1", slots: int = 4, instance_type: str = "p3.8xlarge"
+) -> LaunchRequest:
     return LaunchRequest(instance_type, count, spot, token, slots)
 
 
@@ -110,8 +136,9 @@ def user_data(ec2: Any, instance_id: str) -> str:
 
 def launch_foreign(ec2: Any, net: MotoNetwork, tags: dict[str, str]) -> str:
     spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}] if tags else []
-    reply = ec2.run_instances(ImageId=net.image_id, InstanceType="t3.medium", MinCount=1, MaxCount=1,
-                              TagSpecifications=spec)
+    reply = ec2.run_instances(
+        ImageId=net.image_id, InstanceType="t3.medium", MinCount=1, MaxCount=1, TagSpecifications=spec
+    )
     return reply["Instances"][0]["InstanceId"]
 
 
@@ -121,8 +148,10 @@ def state_of(ec2: Any, instance_id: str) -> str:
 
 # -- launch ------------------------------------------------------------------------------------
 
-def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(moto_endpoint: str, net: MotoNetwork,
-                                                                           ec2: Any) -> None:
+
+def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(
+    moto_endpoint: str, net: MotoNetwork, ec2: Any
+) -> None:
     profile_arn = make_instance_profile(moto_endpoint)
     secrets = FakeSecrets()
     p = provider(moto_endpoint, net, iam_instance_profile_arn=profile_arn, secrets=secrets)
@@ -143,8 +172,13 @@ def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(mot
     assert {a["IamInstanceProfile"]["Arn"] for a in associations} == {profile_arn}
     assert {a["InstanceId"] for a in associations} <= set(instances)
     for inst in instances.values():
-        assert tags_of(inst) == {TAG_KEY: TAG_VALUE, "Name": "pedl-agent", POOL_TAG: "gpu",
-                                 CLUSTER_TAG: "cluster-1", TOKEN_TAG: "tok-launch"}
+        assert tags_of(inst) == {
+            TAG_KEY: TAG_VALUE,
+            "Name": "pedl-agent",
+            POOL_TAG: "gpu",
+            CLUSTER_TAG: "cluster-1",
+            TOKEN_TAG: "tok-launch",
+        }
         assert inst["InstanceType"] == "p3.8xlarge"
         assert inst["ImageId"] == net.image_id
         assert inst["KeyName"] == net.key_name
@@ -163,8 +197,9 @@ def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(mot
         assert volume["Size"] == 150 and volume["VolumeType"] == "gp3"
         assert tags_of(volume)[TAG_KEY] == TAG_VALUE and tags_of(volume)[POOL_TAG] == "gpu"
 
-        shutdown = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"],
-                                                  Attribute="instanceInitiatedShutdownBehavior")
+        shutdown = ec2.describe_instance_attribute(
+            InstanceId=inst["InstanceId"], Attribute="instanceInitiatedShutdownBehavior"
+        )
         assert shutdown["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
 
         script = user_data(ec2, inst["InstanceId"])
@@ -176,8 +211,9 @@ def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(mot
         assert 'X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/instance-id"' in script
         assert script.index(encoded_startup) < script.index('exec "$PEDL_BIN" agent run')
         last = script.strip().splitlines()[-1]
-        assert last == ('exec "$PEDL_BIN" agent run --master "$PEDL_MASTER" --id "$INSTANCE_ID" --resource-pool gpu '
-                        "--slots 4")
+        assert last == (
+            'exec "$PEDL_BIN" agent run --master "$PEDL_MASTER" --id "$INSTANCE_ID" --resource-pool gpu --slots 4'
+        )
         assert f"PEDL_MASTER={MASTER_URL}" in script.splitlines()
         # the instance's own secret, in the environment (not in argv), never the cluster's agent token
         (secret,) = [s for s, i in secrets.bound.items() if i == inst["InstanceId"]]
@@ -186,8 +222,14 @@ def test_launch_carries_tags_user_data_imdsv2_volume_network_profile_and_key(mot
 
 
 def test_launch_without_network_interface_profile_or_token(moto_endpoint: str, net: MotoNetwork, ec2: Any) -> None:
-    p = AWSProvider(config(moto_endpoint, net, network_interface={}, startup_script=""), pool="gpu",
-                    cluster_id="cluster-1", master_url=MASTER_URL, instance_secrets=None, clock=SystemClock())
+    p = AWSProvider(
+        config(moto_endpoint, net, network_interface={}, startup_script=""),
+        pool="gpu",
+        cluster_id="cluster-1",
+        master_url=MASTER_URL,
+        instance_secrets=None,
+        clock=SystemClock(),
+    )
     (created,) = p.launch(request(token="tok-plain"))
     assert ec2.describe_iam_instance_profile_associations()["IamInstanceProfileAssociations"] == []
     script = user_data(ec2, created.id)
@@ -205,8 +247,9 @@ def test_a_startup_script_too_long_for_user_data_is_invalid_config(moto_endpoint
 def test_user_data_quotes_values_and_watches_spot() -> None:
     script = agent_user_data(master_url="http://m:8080", pool="a b", slots=0, spot=True, enrollment_secret="it's")
     last = script.strip().splitlines()[-1]
-    assert last == ('exec "$PEDL_BIN" agent run --master "$PEDL_MASTER" --id "$INSTANCE_ID" '
-                    "--resource-pool 'a b' --spot-watch")
+    assert last == (
+        'exec "$PEDL_BIN" agent run --master "$PEDL_MASTER" --id "$INSTANCE_ID" --resource-pool \'a b\' --spot-watch'
+    )
     assert "PEDL_MASTER=http://m:8080" in script.splitlines()
     assert "export PEDL_AGENT_TOKEN='it'\"'\"'s'" in script
 
@@ -233,6 +276,7 @@ def test_launch_is_idempotent_by_token(moto_endpoint: str, net: MotoNetwork) -> 
 
 
 # -- list --------------------------------------------------------------------------------------
+
 
 def test_lists_only_its_own_pool_and_tag_pair(moto_endpoint: str, net: MotoNetwork, ec2: Any) -> None:
     p = provider(moto_endpoint, net)
@@ -271,6 +315,7 @@ def test_many_instances_are_paginated(moto_endpoint: str, net: MotoNetwork) -> N
 
 # -- terminate ---------------------------------------------------------------------------------
 
+
 def test_terminate_ends_its_instances(moto_endpoint: str, net: MotoNetwork, ec2: Any) -> None:
     p = provider(moto_endpoint, net)
     a, b = (c.id for c in p.launch(request(2)))
@@ -280,10 +325,13 @@ def test_terminate_ends_its_instances(moto_endpoint: str, net: MotoNetwork, ec2:
     assert {c.id for c in p.list_instances()} == {b}
 
 
-@pytest.mark.parametrize("foreign_tags", [{}, {TAG_KEY: "someone-else", POOL_TAG: "gpu"},
-                                          {TAG_KEY: TAG_VALUE, POOL_TAG: "cpu"}, {TAG_KEY: TAG_VALUE}])
-def test_a_foreign_instance_is_never_terminated(moto_endpoint: str, net: MotoNetwork, ec2: Any,
-                                                foreign_tags: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "foreign_tags",
+    [{}, {TAG_KEY: "someone-else", POOL_TAG: "gpu"}, {TAG_KEY: TAG_VALUE, POOL_TAG: "cpu"}, {TAG_KEY: TAG_VALUE}],
+)
+def test_a_foreign_instance_is_never_terminated(
+    moto_endpoint: str, net: MotoNetwork, ec2: Any, foreign_tags: dict[str, str]
+) -> None:
     p = provider(moto_endpoint, net)
     (ours,) = (c.id for c in p.launch(request(1)))
     foreign = launch_foreign(ec2, net, foreign_tags)
@@ -327,8 +375,8 @@ def test_terminate_tolerates_an_instance_vanishing_mid_batch(moto_endpoint: str,
 
 # -- spot --------------------------------------------------------------------------------------
 
-def test_spot_request_fulfilled_at_once_is_tagged_and_followed(moto_endpoint: str, net: MotoNetwork,
-                                                               ec2: Any) -> None:
+
+def test_spot_request_fulfilled_at_once_is_tagged_and_followed(moto_endpoint: str, net: MotoNetwork, ec2: Any) -> None:
     secrets = FakeSecrets()
     p = provider(moto_endpoint, net, spot=True, secrets=secrets)
     created = p.launch(request(2, spot=True, token="tok-spot"))
@@ -340,8 +388,9 @@ def test_spot_request_fulfilled_at_once_is_tagged_and_followed(moto_endpoint: st
     assert all(c.spot and c.spot_request_id and c.spot_request_id.startswith("sir-") for c in created)
     assert all(c.id.startswith("i-") and c.state in (CloudState.PENDING, CloudState.RUNNING) for c in created)
 
-    requests = ec2.describe_spot_instance_requests(
-        SpotInstanceRequestIds=[c.spot_request_id for c in created])["SpotInstanceRequests"]
+    requests = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[c.spot_request_id for c in created])[
+        "SpotInstanceRequests"
+    ]
     for req in requests:
         assert req["Type"] == "one-time"
         assert float(req["SpotPrice"]) == pytest.approx(12.24)  # the on-demand price of p3.8xlarge
@@ -365,17 +414,25 @@ def test_spot_max_price_is_used_when_set(moto_endpoint: str, net: MotoNetwork, e
     p = provider(moto_endpoint, net, spot=True, spot_max_price="3.5")
     (created,) = p.launch(request(1, spot=True))
     (req,) = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[created.spot_request_id])[
-        "SpotInstanceRequests"]
+        "SpotInstanceRequests"
+    ]
     assert float(req["SpotPrice"]) == 3.5
 
 
-def test_an_untagged_instance_of_our_spot_request_is_tagged_by_list(moto_endpoint: str, net: MotoNetwork,
-                                                                     ec2: Any) -> None:
+def test_an_untagged_instance_of_our_spot_request_is_tagged_by_list(
+    moto_endpoint: str, net: MotoNetwork, ec2: Any
+) -> None:
     # as if the master died between the fulfilment and CreateTags
     req = ec2.request_spot_instances(
-        InstanceCount=1, LaunchSpecification={"ImageId": net.image_id, "InstanceType": "p3.8xlarge"},
-        TagSpecifications=[{"ResourceType": "spot-instances-request", "Tags": [
-            {"Key": TAG_KEY, "Value": TAG_VALUE}, {"Key": POOL_TAG, "Value": "gpu"}]}])["SpotInstanceRequests"][0]
+        InstanceCount=1,
+        LaunchSpecification={"ImageId": net.image_id, "InstanceType": "p3.8xlarge"},
+        TagSpecifications=[
+            {
+                "ResourceType": "spot-instances-request",
+                "Tags": [{"Key": TAG_KEY, "Value": TAG_VALUE}, {"Key": POOL_TAG, "Value": "gpu"}],
+            }
+        ],
+    )["SpotInstanceRequests"][0]
     inst_id = req["InstanceId"]
     assert tags_of(describe(ec2, [inst_id])[inst_id]) == {}
 
@@ -399,8 +456,9 @@ def test_cancelling_a_spot_request_ends_its_instance(moto_endpoint: str, net: Mo
     p.terminate([created.spot_request_id])
     assert p.operations["CancelSpotInstanceRequests"] == 1
     # moto drops a cancelled request (EC2 keeps it as "cancelled"); neither is open/active
-    open_or_active = ec2.describe_spot_instance_requests(
-        Filters=[{"Name": "state", "Values": ["open", "active"]}])["SpotInstanceRequests"]
+    open_or_active = ec2.describe_spot_instance_requests(Filters=[{"Name": "state", "Values": ["open", "active"]}])[
+        "SpotInstanceRequests"
+    ]
     assert open_or_active == []
     assert state_of(ec2, created.id) in ("shutting-down", "terminated")
     assert p.list_instances() == []
@@ -409,9 +467,15 @@ def test_cancelling_a_spot_request_ends_its_instance(moto_endpoint: str, net: Mo
 
 def test_a_foreign_spot_request_is_never_cancelled(moto_endpoint: str, net: MotoNetwork, ec2: Any) -> None:
     req = ec2.request_spot_instances(
-        InstanceCount=1, LaunchSpecification={"ImageId": net.image_id, "InstanceType": "p3.8xlarge"},
-        TagSpecifications=[{"ResourceType": "spot-instances-request", "Tags": [
-            {"Key": TAG_KEY, "Value": TAG_VALUE}, {"Key": POOL_TAG, "Value": "cpu"}]}])["SpotInstanceRequests"][0]
+        InstanceCount=1,
+        LaunchSpecification={"ImageId": net.image_id, "InstanceType": "p3.8xlarge"},
+        TagSpecifications=[
+            {
+                "ResourceType": "spot-instances-request",
+                "Tags": [{"Key": TAG_KEY, "Value": TAG_VALUE}, {"Key": POOL_TAG, "Value": "cpu"}],
+            }
+        ],
+    )["SpotInstanceRequests"][0]
     p = provider(moto_endpoint, net, spot=True)
     with pytest.raises(ForeignInstance):
         p.terminate([req["SpotInstanceRequestId"]])
@@ -421,12 +485,19 @@ def test_a_foreign_spot_request_is_never_cancelled(moto_endpoint: str, net: Moto
     assert state_of(ec2, req["InstanceId"]) == "running"
 
 
-def test_the_untagged_instance_of_our_spot_request_may_be_terminated(moto_endpoint: str, net: MotoNetwork,
-                                                                     ec2: Any) -> None:
+def test_the_untagged_instance_of_our_spot_request_may_be_terminated(
+    moto_endpoint: str, net: MotoNetwork, ec2: Any
+) -> None:
     req = ec2.request_spot_instances(
-        InstanceCount=1, LaunchSpecification={"ImageId": net.image_id, "InstanceType": "p3.8xlarge"},
-        TagSpecifications=[{"ResourceType": "spot-instances-request", "Tags": [
-            {"Key": TAG_KEY, "Value": TAG_VALUE}, {"Key": POOL_TAG, "Value": "gpu"}]}])["SpotInstanceRequests"][0]
+        InstanceCount=1,
+        LaunchSpecification={"ImageId": net.image_id, "InstanceType": "p3.8xlarge"},
+        TagSpecifications=[
+            {
+                "ResourceType": "spot-instances-request",
+                "Tags": [{"Key": TAG_KEY, "Value": TAG_VALUE}, {"Key": POOL_TAG, "Value": "gpu"}],
+            }
+        ],
+    )["SpotInstanceRequests"][0]
     provider(moto_endpoint, net, spot=True).terminate([req["InstanceId"]])
     assert state_of(ec2, req["InstanceId"]) in ("shutting-down", "terminated")
 
@@ -437,9 +508,13 @@ def _stubbed(p: AWSProvider) -> Stubber:
     return stubber
 
 
-OPEN_REQUEST = {"SpotInstanceRequestId": "sir-open1234", "State": "open",
-                "Status": {"Code": "capacity-not-available"}, "LaunchSpecification": {"InstanceType": "p3.8xlarge"},
-                "Tags": [{"Key": TAG_KEY, "Value": TAG_VALUE}, {"Key": POOL_TAG, "Value": "gpu"}]}
+OPEN_REQUEST = {
+    "SpotInstanceRequestId": "sir-open1234",
+    "State": "open",
+    "Status": {"Code": "capacity-not-available"},
+    "LaunchSpecification": {"InstanceType": "p3.8xlarge"},
+    "Tags": [{"Key": TAG_KEY, "Value": TAG_VALUE}, {"Key": POOL_TAG, "Value": "gpu"}],
+}
 
 
 def test_an_open_spot_request_is_a_requested_pseudo_instance(moto_endpoint: str, net: MotoNetwork) -> None:
@@ -459,56 +534,72 @@ def test_an_open_spot_request_is_a_requested_pseudo_instance(moto_endpoint: str,
         assert c.instance_type == "p3.8xlarge" and c.launched_at >= before - 1
 
 
-def test_a_request_fulfilled_while_being_cancelled_loses_its_instance_too(moto_endpoint: str,
-                                                                         net: MotoNetwork) -> None:
+def test_a_request_fulfilled_while_being_cancelled_loses_its_instance_too(moto_endpoint: str, net: MotoNetwork) -> None:
     # open when looked at, fulfilled by the time it is cancelled: EC2 leaves that instance running
     # under a cancelled request that no listing shows, so terminate ends it
     p = provider(moto_endpoint, net, spot=True)
     stubber = _stubbed(p)
     stubber.add_response("describe_spot_instance_requests", {"SpotInstanceRequests": [OPEN_REQUEST]})
-    stubber.add_response("cancel_spot_instance_requests", {"CancelledSpotInstanceRequests": [
-        {"SpotInstanceRequestId": "sir-open1234", "State": "cancelled"}]},
-        expected_params={"SpotInstanceRequestIds": ["sir-open1234"]})
-    stubber.add_response("describe_spot_instance_requests", {"SpotInstanceRequests": [
-        {**OPEN_REQUEST, "State": "cancelled", "InstanceId": "i-0late0000000000001"}]})
-    stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
-        {"InstanceId": "i-0late0000000000001", "State": {"Name": "pending", "Code": 0}}]}]})
-    stubber.add_response("terminate_instances", {"TerminatingInstances": []},
-                         expected_params={"InstanceIds": ["i-0late0000000000001"]})
+    stubber.add_response(
+        "cancel_spot_instance_requests",
+        {"CancelledSpotInstanceRequests": [{"SpotInstanceRequestId": "sir-open1234", "State": "cancelled"}]},
+        expected_params={"SpotInstanceRequestIds": ["sir-open1234"]},
+    )
+    stubber.add_response(
+        "describe_spot_instance_requests",
+        {"SpotInstanceRequests": [{**OPEN_REQUEST, "State": "cancelled", "InstanceId": "i-0late0000000000001"}]},
+    )
+    stubber.add_response(
+        "describe_instances",
+        {
+            "Reservations": [
+                {"Instances": [{"InstanceId": "i-0late0000000000001", "State": {"Name": "pending", "Code": 0}}]}
+            ]
+        },
+    )
+    stubber.add_response(
+        "terminate_instances", {"TerminatingInstances": []}, expected_params={"InstanceIds": ["i-0late0000000000001"]}
+    )
     p.terminate(["sir-open1234"])
     stubber.assert_no_pending_responses()
 
 
 # -- errors ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("code", "status", "kind"), [
-    ("InsufficientInstanceCapacity", 500, CloudErrorKind.CAPACITY),
-    ("InsufficientCapacity", 400, CloudErrorKind.CAPACITY),
-    ("SpotMaxPriceTooLow", 400, CloudErrorKind.CAPACITY),
-    ("Unsupported", 400, CloudErrorKind.CAPACITY),
-    ("InstanceLimitExceeded", 400, CloudErrorKind.QUOTA),
-    ("VcpuLimitExceeded", 400, CloudErrorKind.QUOTA),
-    ("MaxSpotInstanceCountExceeded", 400, CloudErrorKind.QUOTA),
-    ("RequestLimitExceeded", 503, CloudErrorKind.THROTTLED),
-    ("Throttling", 400, CloudErrorKind.THROTTLED),
-    ("InvalidAMIID.NotFound", 400, CloudErrorKind.INVALID_CONFIG),
-    ("InvalidAMIID.Malformed", 400, CloudErrorKind.INVALID_CONFIG),
-    ("InvalidSubnetID.NotFound", 400, CloudErrorKind.INVALID_CONFIG),
-    ("InvalidGroup.NotFound", 400, CloudErrorKind.INVALID_CONFIG),
-    ("InvalidKeyPair.NotFound", 400, CloudErrorKind.INVALID_CONFIG),
-    ("InvalidParameterValue", 400, CloudErrorKind.INVALID_CONFIG),
-    ("UnauthorizedOperation", 403, CloudErrorKind.INVALID_CONFIG),
-    ("InternalError", 500, CloudErrorKind.UNAVAILABLE),
-    ("SomethingNew", 503, CloudErrorKind.UNAVAILABLE),
-    ("SomethingNew", 400, CloudErrorKind.UNKNOWN),
-])
-def test_launch_errors_are_classified(moto_endpoint: str, net: MotoNetwork, code: str, status: int,
-                                      kind: CloudErrorKind) -> None:
+
+@pytest.mark.parametrize(
+    ("code", "status", "kind"),
+    [
+        ("InsufficientInstanceCapacity", 500, CloudErrorKind.CAPACITY),
+        ("InsufficientCapacity", 400, CloudErrorKind.CAPACITY),
+        ("SpotMaxPriceTooLow", 400, CloudErrorKind.CAPACITY),
+        ("Unsupported", 400, CloudErrorKind.CAPACITY),
+        ("InstanceLimitExceeded", 400, CloudErrorKind.QUOTA),
+        ("VcpuLimitExceeded", 400, CloudErrorKind.QUOTA),
+        ("MaxSpotInstanceCountExceeded", 400, CloudErrorKind.QUOTA),
+        ("RequestLimitExceeded", 503, CloudErrorKind.THROTTLED),
+        ("Throttling", 400, CloudErrorKind.THROTTLED),
+        ("InvalidAMIID.NotFound", 400, CloudErrorKind.INVALID_CONFIG),
+        ("InvalidAMIID.Malformed", 400, CloudErrorKind.INVALID_CONFIG),
+        ("InvalidSubnetID.NotFound", 400, CloudErrorKind.INVALID_CONFIG),
+        ("InvalidGroup.NotFound", 400, CloudErrorKind.INVALID_CONFIG),
+        ("InvalidKeyPair.NotFound", 400, CloudErrorKind.INVALID_CONFIG),
+        ("InvalidParameterValue", 400, CloudErrorKind.INVALID_CONFIG),
+        ("UnauthorizedOperation", 403, CloudErrorKind.INVALID_CONFIG),
+        ("InternalError", 500, CloudErrorKind.UNAVAILABLE),
+        ("SomethingNew", 503, CloudErrorKind.UNAVAILABLE),
+        ("SomethingNew", 400, CloudErrorKind.UNKNOWN),
+    ],
+)
+def test_launch_errors_are_classified(
+    moto_endpoint: str, net: MotoNetwork, code: str, status: int, kind: CloudErrorKind
+) -> None:
     p = provider(moto_endpoint, net)
     stubber = _stubbed(p)
     stubber.add_response("describe_instances", {"Reservations": []})  # the token lookup
-    stubber.add_client_error("run_instances", service_error_code=code, service_message=f"{code} happened",
-                             http_status_code=status)
+    stubber.add_client_error(
+        "run_instances", service_error_code=code, service_message=f"{code} happened", http_status_code=status
+    )
     with pytest.raises(CloudError) as info:
         p.launch(request(1))
     err = info.value
@@ -556,8 +647,10 @@ def test_an_unreachable_endpoint_is_unavailable_after_one_retry(moto_endpoint: s
 
 # -- region and the IAM policy -----------------------------------------------------------------
 
-def test_region_comes_from_config_env_then_metadata(metadata_server: FakeMetadataServer,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_region_comes_from_config_env_then_metadata(
+    metadata_server: FakeMetadataServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PEDL_IMDS_URL", metadata_server.url)
@@ -569,8 +662,9 @@ def test_region_comes_from_config_env_then_metadata(metadata_server: FakeMetadat
     assert resolve_region(None) == "us-west-2"
 
 
-def test_region_defaults_to_us_east_1_with_a_warning(monkeypatch: pytest.MonkeyPatch,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_region_defaults_to_us_east_1_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PEDL_IMDS_URL", f"http://127.0.0.1:{_closed_port()}")
@@ -591,8 +685,15 @@ def test_only_the_seeds_iam_permissions_are_used(moto_endpoint: str, net: MotoNe
     p.list_instances()
     used = {f"ec2:{op}" for op in p.operations}
     assert used <= SEED_PERMISSIONS
-    assert {"ec2:RunInstances", "ec2:RequestSpotInstances", "ec2:DescribeInstances", "ec2:TerminateInstances",
-            "ec2:CreateTags", "ec2:DescribeSpotInstanceRequests", "ec2:CancelSpotInstanceRequests"} == used
+    assert {
+        "ec2:RunInstances",
+        "ec2:RequestSpotInstances",
+        "ec2:DescribeInstances",
+        "ec2:TerminateInstances",
+        "ec2:CreateTags",
+        "ec2:DescribeSpotInstanceRequests",
+        "ec2:CancelSpotInstanceRequests",
+    } == used
     assert {f"ec2:{op}" for op in ALLOWED_OPERATIONS} == SEED_PERMISSIONS
     assert set(iam_policy(spot=True)["Statement"][0]["Action"]) == SEED_PERMISSIONS
 

@@ -24,8 +24,15 @@ CFG = LocalProviderConfig(type="local", boot_delay=3600)
 
 
 def make(data_dir: Path, clock: ManualClock) -> LocalProvider:
-    return LocalProvider(CFG, pool="default", cluster_id="c1", data_dir=data_dir, master_url="http://127.0.0.1:1",
-                         agent_token=None, clock=clock)
+    return LocalProvider(
+        CFG,
+        pool="default",
+        cluster_id="c1",
+        data_dir=data_dir,
+        master_url="http://127.0.0.1:1",
+        agent_token=None,
+        clock=clock,
+    )
 
 
 @pytest.fixture
@@ -93,28 +100,28 @@ def test_closing_the_market_leaves_running_spot_instances_alone(provider: LocalP
 
 
 @pytest.mark.parametrize("text", ["", "maybe", "unavailable later"])
-def test_a_market_file_it_cannot_read_fails_spot_launches_naming_the_file(provider: LocalProvider,
-                                                                         text: str) -> None:
+def test_a_market_file_it_cannot_read_fails_spot_launches_naming_the_file(provider: LocalProvider, text: str) -> None:
     market(provider, text)
     with pytest.raises(CloudError) as info:
         provider.launch(LaunchRequest("local", 1, True, "t1", 1))
     assert info.value.kind == CloudErrorKind.INVALID_CONFIG
-    assert f"{provider.dir / 'spot-capacity'}: {text!r} is neither 'available' nor 'unavailable'" \
-        in info.value.message
+    assert f"{provider.dir / 'spot-capacity'}: {text!r} is neither 'available' nor 'unavailable'" in info.value.message
     assert provider.list_instances() == []
     assert len(provider.launch(LaunchRequest("local", 1, False, "t2", 1))) == 1  # on demand ignores the file
 
 
-def test_a_new_provider_object_finds_the_spot_mark_again(provider: LocalProvider, tmp_path: Path,
-                                                         clock: ManualClock) -> None:
+def test_a_new_provider_object_finds_the_spot_mark_again(
+    provider: LocalProvider, tmp_path: Path, clock: ManualClock
+) -> None:
     (spot,) = provider.launch(LaunchRequest("local", 1, True, "t-spot", 1))
     (od,) = provider.launch(LaunchRequest("local", 1, False, "t-od", 1))
     restarted = make(tmp_path, clock)  # a master restart: no children of its own, only the registry
     assert {i.id: i.spot for i in restarted.list_instances()} == {spot.id: True, od.id: False}
 
 
-def test_a_registry_entry_from_before_spot_is_on_demand(provider: LocalProvider, tmp_path: Path,
-                                                       clock: ManualClock) -> None:
+def test_a_registry_entry_from_before_spot_is_on_demand(
+    provider: LocalProvider, tmp_path: Path, clock: ManualClock
+) -> None:
     (inst,) = provider.launch(LaunchRequest("local", 1, False, "t1", 1))
     data = registry(provider)
     del data[inst.id]["spot"]
@@ -122,15 +129,17 @@ def test_a_registry_entry_from_before_spot_is_on_demand(provider: LocalProvider,
     assert [(i.id, i.spot) for i in make(tmp_path, clock).list_instances()] == [(inst.id, False)]
 
 
-def test_a_restarted_master_finds_an_instance_by_its_process_start_time(provider: LocalProvider, tmp_path: Path,
-                                                                        clock: ManualClock) -> None:
+def test_a_restarted_master_finds_an_instance_by_its_process_start_time(
+    provider: LocalProvider, tmp_path: Path, clock: ManualClock
+) -> None:
     (inst,) = provider.launch(LaunchRequest("local", 1, False, "t1", 1))
     assert isinstance(registry(provider)[inst.id]["started"], int)
     assert [i.id for i in make(tmp_path, clock).list_instances()] == [inst.id]
 
 
-def test_a_pid_that_now_names_another_process_is_not_an_instance(provider: LocalProvider, tmp_path: Path,
-                                                                 clock: ManualClock) -> None:
+def test_a_pid_that_now_names_another_process_is_not_an_instance(
+    provider: LocalProvider, tmp_path: Path, clock: ManualClock
+) -> None:
     (inst,) = provider.launch(LaunchRequest("local", 1, False, "t1", 1))
     data = registry(provider)
     real = dict(data[inst.id])
@@ -143,14 +152,22 @@ def test_a_pid_that_now_names_another_process_is_not_an_instance(provider: Local
     assert [i.id for i in make(tmp_path, clock).list_instances()] == [inst.id]
 
 
-def test_two_pools_launching_at_once_keep_each_others_instances(provider: LocalProvider, tmp_path: Path,
-                                                                 clock: ManualClock) -> None:
+def test_two_pools_launching_at_once_keep_each_others_instances(
+    provider: LocalProvider, tmp_path: Path, clock: ManualClock
+) -> None:
     """A master's pools share one registry file: launches in both at once lose no entry (each lost one
     was an agent that outlived its master, since nothing listed it to end it)."""
     import threading
 
-    other = LocalProvider(CFG, pool="aux", cluster_id="c1", data_dir=tmp_path, master_url="http://127.0.0.1:1",
-                          agent_token=None, clock=clock)
+    other = LocalProvider(
+        CFG,
+        pool="aux",
+        cluster_id="c1",
+        data_dir=tmp_path,
+        master_url="http://127.0.0.1:1",
+        agent_token=None,
+        clock=clock,
+    )
     launched: dict[str, list[str]] = {"default": [], "aux": []}
 
     def launch(p: LocalProvider, n: int) -> None:
@@ -174,11 +191,19 @@ def test_two_pools_launching_at_once_keep_each_others_instances(provider: LocalP
 
 
 def test_the_agent_token_reaches_the_agent_in_a_file_of_its_own_not_argv_or_environment(
-        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Before, it travelled in the agent's environment, which the agent copied into every task."""
     monkeypatch.setenv("PEDL_AGENT_TOKEN", "the-masters-own-environment")  # not passed on either
-    p = LocalProvider(CFG, pool="default", cluster_id="c1", data_dir=tmp_path, master_url="http://127.0.0.1:1",
-                      agent_token="s3cret-enrollment-token", clock=clock)
+    p = LocalProvider(
+        CFG,
+        pool="default",
+        cluster_id="c1",
+        data_dir=tmp_path,
+        master_url="http://127.0.0.1:1",
+        agent_token="s3cret-enrollment-token",
+        clock=clock,
+    )
     try:
         (inst,) = p.launch(LaunchRequest("local", 1, False, "tok-1"))
         pid = registry(p)[inst.id]["pid"]

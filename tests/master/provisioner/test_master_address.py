@@ -12,12 +12,15 @@ from pedl.master.provisioner.master_address import resolve_master_url
 from tests.support.moto_server import FakeMetadataServer, metadata_server_fixture  # noqa: F401
 
 
-@pytest.mark.parametrize(("url", "expected"), [
-    ("10.0.0.5", "http://10.0.0.5:8080"),
-    ("10.0.0.5:9000", "http://10.0.0.5:9000"),
-    ("https://master.example.com", "https://master.example.com:8080"),
-    ("http://master.example.com:8443/", "http://master.example.com:8443"),
-])
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("10.0.0.5", "http://10.0.0.5:8080"),
+        ("10.0.0.5:9000", "http://10.0.0.5:9000"),
+        ("https://master.example.com", "https://master.example.com:8080"),
+        ("http://master.example.com:8443/", "http://master.example.com:8443"),
+    ],
+)
 def test_plain_urls_pass_through_with_scheme_and_port(url: str, expected: str) -> None:
     assert resolve_master_url(url, imds_url="http://127.0.0.1:9", gce_url="http://127.0.0.1:9") == expected
 
@@ -27,15 +30,23 @@ def test_a_malformed_url_is_invalid() -> None:
         resolve_master_url("http://a b")
 
 
-@pytest.mark.parametrize(("alias", "key", "value", "expected"), [
-    ("ec2.local-ipv4", "local-ipv4", "10.1.2.3", "http://10.1.2.3:8080"),
-    ("ec2.public-ipv4:80", "public-ipv4", "54.1.2.3", "http://54.1.2.3:80"),
-    ("ec2.local-hostname", "local-hostname", "ip-10-1-2-3.ec2.internal", "http://ip-10-1-2-3.ec2.internal:8080"),
-    ("https://ec2.public-hostname:8443", "public-hostname", "ec2-54-1-2-3.compute-1.amazonaws.com",
-     "https://ec2-54-1-2-3.compute-1.amazonaws.com:8443"),
-])
-def test_ec2_aliases_resolve_through_imdsv2(metadata_server: FakeMetadataServer, alias: str, key: str, value: str,
-                                            expected: str) -> None:
+@pytest.mark.parametrize(
+    ("alias", "key", "value", "expected"),
+    [
+        ("ec2.local-ipv4", "local-ipv4", "10.1.2.3", "http://10.1.2.3:8080"),
+        ("ec2.public-ipv4:80", "public-ipv4", "54.1.2.3", "http://54.1.2.3:80"),
+        ("ec2.local-hostname", "local-hostname", "ip-10-1-2-3.ec2.internal", "http://ip-10-1-2-3.ec2.internal:8080"),
+        (
+            "https://ec2.public-hostname:8443",
+            "public-hostname",
+            "ec2-54-1-2-3.compute-1.amazonaws.com",
+            "https://ec2-54-1-2-3.compute-1.amazonaws.com:8443",
+        ),
+    ],
+)
+def test_ec2_aliases_resolve_through_imdsv2(
+    metadata_server: FakeMetadataServer, alias: str, key: str, value: str, expected: str
+) -> None:
     metadata_server.ec2[key] = value
     assert resolve_master_url(alias, imds_url=metadata_server.url) == expected
     # a session token first (PUT), then the key with the token (the fake answers 401 without it)
@@ -47,8 +58,9 @@ def test_no_master_url_means_the_local_ipv4_alias(metadata_server: FakeMetadataS
     assert resolve_master_url(None, imds_url=metadata_server.url) == "http://10.9.8.7:8080"
 
 
-def test_env_overrides_the_default_metadata_urls(metadata_server: FakeMetadataServer,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_overrides_the_default_metadata_urls(
+    metadata_server: FakeMetadataServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     metadata_server.ec2["local-ipv4"] = "10.0.0.1"
     metadata_server.gce["instance/network-interfaces/0/ip"] = "10.128.0.2"
     monkeypatch.setenv("PEDL_IMDS_URL", metadata_server.url)
@@ -57,13 +69,21 @@ def test_env_overrides_the_default_metadata_urls(metadata_server: FakeMetadataSe
     assert resolve_master_url("gce.internal-ip:9090") == "http://10.128.0.2:9090"
 
 
-@pytest.mark.parametrize(("alias", "path", "value", "expected"), [
-    ("gce.internal-ip", "instance/network-interfaces/0/ip", "10.128.0.2", "http://10.128.0.2:8080"),
-    ("gce.external-ip:80", "instance/network-interfaces/0/access-configs/0/external-ip", "34.1.2.3",
-     "http://34.1.2.3:80"),
-])
-def test_gce_aliases_resolve_through_the_metadata_server(metadata_server: FakeMetadataServer, alias: str, path: str,
-                                                         value: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("alias", "path", "value", "expected"),
+    [
+        ("gce.internal-ip", "instance/network-interfaces/0/ip", "10.128.0.2", "http://10.128.0.2:8080"),
+        (
+            "gce.external-ip:80",
+            "instance/network-interfaces/0/access-configs/0/external-ip",
+            "34.1.2.3",
+            "http://34.1.2.3:80",
+        ),
+    ],
+)
+def test_gce_aliases_resolve_through_the_metadata_server(
+    metadata_server: FakeMetadataServer, alias: str, path: str, value: str, expected: str
+) -> None:
     metadata_server.gce[path] = value
     assert resolve_master_url(alias, gce_url=metadata_server.url) == expected
     assert metadata_server.requests == [("GET", f"/computeMetadata/v1/{path}", True)]

@@ -16,8 +16,14 @@ from pedl.master.provisioner.provisioner import PoolProvisioner
 from pedl.master.trials import timeline as trial_timeline
 from tests.master.provisioner.test_provisioner import launches, make, register, rows
 
-MOVES = {"keep_free_slots": 0, "min_saving_per_hour": 0.1, "min_trial_runtime_between_moves": 120,
-         "checkpoint_cost": 1, "restore_cost": 1, "max_moves_per_hour": 6}
+MOVES = {
+    "keep_free_slots": 0,
+    "min_saving_per_hour": 0.1,
+    "min_trial_runtime_between_moves": 120,
+    "checkpoint_cost": 1,
+    "restore_cost": 1,
+    "max_moves_per_hour": 6,
+}
 CONFIG = """
 name: {name}
 entrypoint: python3 train.py
@@ -38,8 +44,14 @@ def submit(ctx, name: str, movable: bool = True) -> int:
 
     def fn(s):
         owner = s.scalar(select(models.User).where(models.User.username == "determined"))
-        return experiments_service.create(ctx.controller, s, owner, files=[], activate=True,
-                                          config_text=CONFIG.format(name=name, movable=str(movable).lower())).id
+        return experiments_service.create(
+            ctx.controller,
+            s,
+            owner,
+            files=[],
+            activate=True,
+            config_text=CONFIG.format(name=name, movable=str(movable).lower()),
+        ).id
 
     return ctx.controller.run(fn)
 
@@ -47,8 +59,11 @@ def submit(ctx, name: str, movable: bool = True) -> int:
 def allocation_of(ctx, exp_id: int) -> models.Allocation:
     with ctx.db.session() as s:
         trial = s.scalar(select(models.Trial).where(models.Trial.experiment_id == exp_id))
-        return s.scalar(select(models.Allocation).where(models.Allocation.trial_id == trial.id)
-                        .order_by(models.Allocation.queued_at.desc(), models.Allocation.id.desc()))
+        return s.scalar(
+            select(models.Allocation)
+            .where(models.Allocation.trial_id == trial.id)
+            .order_by(models.Allocation.queued_at.desc(), models.Allocation.id.desc())
+        )
 
 
 def start(ctx, exp_id: int) -> models.Allocation:
@@ -75,8 +90,9 @@ def advance(ctx, clock, seconds: float) -> None:
 
 def two_half_empty_instances(master_config, database, loop, *, movable: bool = True, checkpoint: bool = True):
     """Trials A and B, each alone on a 2-slot instance (a short trial X shared A's and has ended)."""
-    ctx, prov, provider, clock = make(master_config, database, loop, instance_slots=2, max_idle_agent_period=600,
-                                      consolidation=MOVES)
+    ctx, prov, provider, clock = make(
+        master_config, database, loop, instance_slots=2, max_idle_agent_period=600, consolidation=MOVES
+    )
     a, x = submit(ctx, "a", movable), submit(ctx, "x")
     prov.step()
     (first,) = rows(ctx)
@@ -126,14 +142,22 @@ def test_a_half_empty_instance_drains_its_trial_moves_and_the_instance_ends(mast
 def test_a_trial_never_checkpointed_or_opted_out_stays(master_config, database, loop) -> None:
     for kw in ({"checkpoint": False}, {"movable": False}):
         ctx, prov, provider, clock, (a, b), (first, second) = two_half_empty_instances(
-            master_config, database, loop, **kw)
+            master_config, database, loop, **kw
+        )
         prov.step()
         assert not allocation_of(ctx, a).preempt_requested and not allocation_of(ctx, b).preempt_requested
         assert all(r.draining_since is None for r in rows(ctx).values())
         with ctx.db.session() as s:
             assert s.scalar(select(models.TrialMove)) is None
-            for table in (models.Allocation, models.Trial, models.Experiment, models.TrialMove, models.Instance,
-                          models.Event, models.PoolProvisioning):
+            for table in (
+                models.Allocation,
+                models.Trial,
+                models.Experiment,
+                models.TrialMove,
+                models.Instance,
+                models.Event,
+                models.PoolProvisioning,
+            ):
                 s.execute(table.__table__.delete())
 
 
@@ -141,9 +165,19 @@ def test_the_budget_counts_moves_made_before_a_restart(master_config, database, 
     ctx, prov, provider, clock, (a, b), (first, second) = two_half_empty_instances(master_config, database, loop)
     with ctx.db.session() as s:  # the hour's budget was spent before the master restarted
         for k in range(MOVES["max_moves_per_hour"]):
-            s.add(models.TrialMove(resource_pool="default", allocation_id=f"old-{k}", trial_id=None, source="i-x",
-                                   target="i-y", saving_per_hour=1.0, saving=1.0, reason="earlier",
-                                   planned_at=clock.now() - 1800))
+            s.add(
+                models.TrialMove(
+                    resource_pool="default",
+                    allocation_id=f"old-{k}",
+                    trial_id=None,
+                    source="i-x",
+                    target="i-y",
+                    saving_per_hour=1.0,
+                    saving=1.0,
+                    reason="earlier",
+                    planned_at=clock.now() - 1800,
+                )
+            )
     # the budget lives in the database: a provisioner with no memory of the moves (a restarted master's)
     fresh = PoolProvisioner(ctx.controller, prov.pool, prov.provider)
     ctx.provisioners["default"] = fresh
@@ -162,8 +196,9 @@ def test_spot_first_cordons_the_on_demand_fallback_while_spot_capacity_is_back(m
     from pedl.config.provider_config import DEFAULT_CAPACITY_RETRY as UNAVAILABLE_FOR
     from pedl.master.provisioner.providers.base import CloudErrorKind
 
-    ctx, prov, provider, clock = make(master_config, database, loop, instance_slots=2, max_idle_agent_period=600,
-                                      spot=True, consolidation=MOVES)
+    ctx, prov, provider, clock = make(
+        master_config, database, loop, instance_slots=2, max_idle_agent_period=600, spot=True, consolidation=MOVES
+    )
     provider.fail_next_launch(CloudErrorKind.CAPACITY)
     a = submit(ctx, "a")
     prov.step()  # the spot launch finds no capacity

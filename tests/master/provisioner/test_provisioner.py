@@ -39,10 +39,20 @@ def loop():
 
 def make(master_config: MasterConfig, database, loop, **provider_kw):
     clock = ManualClock(1_000_000.0)
-    provider_cfg = AWSProviderConfig(type="aws", image_id="ami-1", ssh_key_name="k", master_url="http://m:8080",
-                                     instance_type=provider_kw.pop("instance_type", "g4dn.xlarge"),
-                                     **{"max_idle_agent_period": 60, "max_agent_starting_period": 300,
-                                        "launch_error_backoff": 5, "launch_error_backoff_max": 20, **provider_kw})
+    provider_cfg = AWSProviderConfig(
+        type="aws",
+        image_id="ami-1",
+        ssh_key_name="k",
+        master_url="http://m:8080",
+        instance_type=provider_kw.pop("instance_type", "g4dn.xlarge"),
+        **{
+            "max_idle_agent_period": 60,
+            "max_agent_starting_period": 300,
+            "launch_error_backoff": 5,
+            "launch_error_backoff_max": 20,
+            **provider_kw,
+        },
+    )
     pool = ResourcePoolConfig(pool_name="default", provider=provider_cfg)
     config = master_config.model_copy(update={"resource_pools": [pool]})
     ctx = build_context(config, database, clock, cluster_id="c1")
@@ -65,12 +75,19 @@ def submit(ctx, slots: int = 1) -> int:
 
 
 def register(ctx, loop, agent_id: str, slots: int = 1) -> None:
-    conn = AgentConnection(agent_id=agent_id, master_url="http://m", remote_host="127.0.0.1", loop=loop,
-                           last_heartbeat=ctx.clock.now())
+    conn = AgentConnection(
+        agent_id=agent_id, master_url="http://m", remote_host="127.0.0.1", loop=loop, last_heartbeat=ctx.clock.now()
+    )
     ctx.hub.attach(conn)
-    ctx.controller.agent_registered(Register(agent_id=agent_id, hostname="h", address="127.0.0.1",
-                                             slots=[SlotInfo(id=str(i), type="cuda") for i in range(slots)]),
-                                    "127.0.0.1")
+    ctx.controller.agent_registered(
+        Register(
+            agent_id=agent_id,
+            hostname="h",
+            address="127.0.0.1",
+            slots=[SlotInfo(id=str(i), type="cuda") for i in range(slots)],
+        ),
+        "127.0.0.1",
+    )
 
 
 def rows(ctx) -> dict[str, models.Instance]:
@@ -151,8 +168,9 @@ def test_instances_that_never_register_are_terminated(master_config, database, l
 
 
 def test_launch_errors_back_off_exponentially_and_are_visible(master_config, database, loop) -> None:
-    ctx, prov, provider, clock = make(master_config, database, loop, launch_error_backoff=5,
-                                      launch_error_backoff_max=20)
+    ctx, prov, provider, clock = make(
+        master_config, database, loop, launch_error_backoff=5, launch_error_backoff_max=20
+    )
     exp_id = submit(ctx)
     provider.fail_next_launch(CloudErrorKind.QUOTA, times=3, code="InstanceLimitExceeded")
     attempts = []
@@ -166,8 +184,14 @@ def test_launch_errors_back_off_exponentially_and_are_visible(master_config, dat
     assert len(rows(ctx)) == 1
     assert prov.status.last_error and "InstanceLimitExceeded" in prov.status.last_error
     with ctx.db.session() as s:
-        events = [e.message for e in s.scalars(select(models.Event).where(
-            models.Event.entity_type == "experiment", models.Event.entity_id == str(exp_id)))]
+        events = [
+            e.message
+            for e in s.scalars(
+                select(models.Event).where(
+                    models.Event.entity_type == "experiment", models.Event.entity_id == str(exp_id)
+                )
+            )
+        ]
     assert any("waiting for capacity" in m and "quota" in m for m in events)
 
 
@@ -202,13 +226,13 @@ def test_a_waiting_checkpoint_gc_task_boots_no_instance(master_config, database,
 
     def paused_experiment(s) -> int:
         owner = s.scalar(select(models.User).where(models.User.username == "determined"))
-        return experiments_service.create(ctx.controller, s, owner, config_text=CONFIG % 1, files=[],
-                                          activate=False).id
+        return experiments_service.create(ctx.controller, s, owner, config_text=CONFIG % 1, files=[], activate=False).id
 
     exp_id = ctx.controller.run(paused_experiment)
     # a task that lists a checkpoint's files (one that deletes must first hold a stored checkpoint)
-    job = checkpoint_gc_tasks.Job(exp_id, [checkpoint_gc_tasks.Item("0" * 32, "/tmp/nowhere/" + "0" * 32,
-                                                                    delete=False)])
+    job = checkpoint_gc_tasks.Job(
+        exp_id, [checkpoint_gc_tasks.Item("0" * 32, "/tmp/nowhere/" + "0" * 32, delete=False)]
+    )
     task_id = ctx.controller.run(lambda s: checkpoint_gc_tasks.launch(ctx.controller, s, job).id)
     with ctx.db.session() as s:
         assert s.scalar(select(models.Allocation.state).where(models.Allocation.task_id == task_id)) == "STATE_PENDING"

@@ -139,8 +139,9 @@ def test_a_spot_request_times_out_from_its_launch_and_its_failure_is_kept(master
 
 
 def test_the_launch_backoff_and_its_error_survive_a_restart(master_config, database, loop) -> None:
-    ctx, prov, provider, clock = make(master_config, database, loop, launch_error_backoff=5,
-                                      launch_error_backoff_max=20)
+    ctx, prov, provider, clock = make(
+        master_config, database, loop, launch_error_backoff=5, launch_error_backoff_max=20
+    )
     start = clock.now()
     submit(ctx)
     provider.fail_next_launch(CloudErrorKind.QUOTA, times=3, code="InstanceLimitExceeded")
@@ -168,8 +169,7 @@ def test_the_launch_backoff_and_its_error_survive_a_restart(master_config, datab
     assert "InstanceLimitExceeded" in shown["lastError"]  # the last error stays shown
 
 
-def test_a_terminate_sent_before_a_restart_is_sent_again_after_the_retry_period(master_config, database,
-                                                                                loop) -> None:
+def test_a_terminate_sent_before_a_restart_is_sent_again_after_the_retry_period(master_config, database, loop) -> None:
     ctx, prov, _, clock = make(master_config, database, loop, max_agent_starting_period=300)
     provider = prov.provider = SlowCloud(clock)
     submit(ctx)

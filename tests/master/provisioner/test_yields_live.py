@@ -13,15 +13,22 @@ from pedl.master.trials import timeline as trial_timeline
 from tests.master.provisioner.test_moves import advance, allocation_of, loop, progress, start, submit  # noqa: F401
 from tests.master.provisioner.test_provisioner import launches, make, register, rows
 
-MOVES = {"min_saving_per_hour": 0.1, "min_trial_runtime_between_moves": 120, "checkpoint_cost": 1,
-         "restore_cost": 1, "max_moves_per_hour": 6, "min_remaining_to_yield": 600}
+MOVES = {
+    "min_saving_per_hour": 0.1,
+    "min_trial_runtime_between_moves": 120,
+    "checkpoint_cost": 1,
+    "restore_cost": 1,
+    "max_moves_per_hour": 6,
+    "min_remaining_to_yield": 600,
+}
 
 
 def long_trial_on_the_only_instance(master_config, database, loop, **kw):  # noqa: F811
     """Trial A alone on the pool's one 1-slot instance, 10 minutes in, checkpointed, with 90 minutes
     to go (900 of 1,000 batches left at 100 batches per 10 minutes)."""
-    ctx, prov, provider, clock = make(master_config, database, loop, max_idle_agent_period=600,
-                                      consolidation={**MOVES, **kw})
+    ctx, prov, provider, clock = make(
+        master_config, database, loop, max_idle_agent_period=600, consolidation={**MOVES, **kw}
+    )
     a = submit(ctx, "a")
     prov.step()
     (first,) = rows(ctx)
@@ -44,7 +51,10 @@ def new_work_waits_for_a_boot(ctx, prov, provider) -> tuple[int, str]:
 
 
 def test_new_work_takes_the_long_trials_slot_and_the_trial_resumes_on_the_booting_instance(
-        master_config, database, loop) -> None:  # noqa: F811
+    master_config,
+    database,
+    loop,  # noqa: F811
+) -> None:
     ctx, prov, provider, clock, a, first = long_trial_on_the_only_instance(master_config, database, loop)
     n, second = new_work_waits_for_a_boot(ctx, prov, provider)
     prov.step()  # the next pass sees the boot under way: A yields
@@ -52,8 +62,12 @@ def test_new_work_takes_the_long_trials_slot_and_the_trial_resumes_on_the_bootin
     assert yielding.preempt_requested and waiting.state == "STATE_PENDING"
     with ctx.db.session() as s:
         [move] = s.scalars(select(models.TrialMove)).all()
-        assert (move.allocation_id, move.yield_to, move.source, move.target) == (yielding.id, waiting.id, first,
-                                                                                 "booting")
+        assert (move.allocation_id, move.yield_to, move.source, move.target) == (
+            yielding.id,
+            waiting.id,
+            first,
+            "booting",
+        )
     prov.step()  # a yield under way is counted: no second trial is asked (there is none), no second row
     with ctx.db.session() as s:
         assert len(s.scalars(select(models.TrialMove)).all()) == 1
@@ -84,8 +98,9 @@ def test_what_does_not_yield(master_config, database, loop, case: str) -> None: 
         with ctx.db.session() as s:
             s.scalar(select(models.Trial).where(models.Trial.experiment_id == a)).latest_checkpoint = None
     if case == "fair share":  # the fair-share scheduler orders by share, not arrival: the slot could go back to A
-        prov.pool = prov.pool.model_copy(update={"scheduler": prov.pool.scheduler.model_copy(
-            update={"type": "fair_share"})})
+        prov.pool = prov.pool.model_copy(
+            update={"scheduler": prov.pool.scheduler.model_copy(update={"type": "fair_share"})}
+        )
     new_work_waits_for_a_boot(ctx, prov, provider)
     prov.step()
     assert not allocation_of(ctx, a).preempt_requested

@@ -23,23 +23,35 @@ def experiment(mounts: list[dict]) -> str:
     return SINGLE_CONFIG + "bind_mounts:\n" + lines
 
 
-def test_an_experiment_mounting_outside_the_roots_is_refused_naming_the_field(client: TestClient, user: dict,
-                                                                             allowed: None, agent: FakeAgent) -> None:
-    body = {"activate": True, "config": experiment([INSIDE, OUTSIDE]), "modelDefinition": [], "parentId": None,
-            "projectId": None, "template": None, "validateOnly": False}
+def test_an_experiment_mounting_outside_the_roots_is_refused_naming_the_field(
+    client: TestClient, user: dict, allowed: None, agent: FakeAgent
+) -> None:
+    body = {
+        "activate": True,
+        "config": experiment([INSIDE, OUTSIDE]),
+        "modelDefinition": [],
+        "parentId": None,
+        "projectId": None,
+        "template": None,
+        "validateOnly": False,
+    }
     r = post(client, "/api/v1/experiments", body, user)
-    assert r.status_code == 400 and r.json()["fields"] == [{
-        "field": "bind_mounts[1].host_path",
-        "message": "/etc is outside the host paths this cluster allows to mount (security.bind_mounts.allowed_roots: "
-                   "/data)"}], r.text
+    assert r.status_code == 400 and r.json()["fields"] == [
+        {
+            "field": "bind_mounts[1].host_path",
+            "message": "/etc is outside the host paths this cluster allows to mount "
+            "(security.bind_mounts.allowed_roots: /data)",
+        }
+    ], r.text
     create_experiment(client, user, experiment([INSIDE]))
     (task,) = agent.start_all()
     assert task.message["bind_mount_roots"] == ["/data"]  # the agent checks them again, resolved on its host
 
 
 @pytest.mark.parametrize("kind", ["commands", "notebooks", "shells", "tensorboards"])
-def test_every_kind_of_task_mounting_outside_the_roots_is_refused(client: TestClient, user: dict, allowed: None,
-                                                                  kind: str) -> None:
+def test_every_kind_of_task_mounting_outside_the_roots_is_refused(
+    client: TestClient, user: dict, allowed: None, kind: str
+) -> None:
     body = {"config": {"bind_mounts": [INSIDE, {"host_path": "/data/../etc", "container_path": "/y"}]}}
     if kind == "commands":
         body["config"]["entrypoint"] = "true"

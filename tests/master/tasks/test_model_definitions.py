@@ -20,9 +20,15 @@ from tests.master.other_users import make_user
 
 
 def entry(path: str, data: bytes = b"", *, directory: bool = False, mode: int | None = None) -> dict:
-    return {"path": path, "type": md.FILE_TYPE_DIR if directory else md.FILE_TYPE_REG,
-            "content": "" if directory else base64.b64encode(data).decode(), "mtime": "1700000000",
-            "mode": mode if mode is not None else (0o40755 if directory else 0o100644), "uid": 0, "gid": 0}
+    return {
+        "path": path,
+        "type": md.FILE_TYPE_DIR if directory else md.FILE_TYPE_REG,
+        "content": "" if directory else base64.b64encode(data).decode(),
+        "mtime": "1700000000",
+        "mode": mode if mode is not None else (0o40755 if directory else 0o100644),
+        "uid": 0,
+        "gid": 0,
+    }
 
 
 def members(tgz: bytes) -> dict[str, tuple[tarfile.TarInfo, bytes | None]]:
@@ -35,8 +41,12 @@ def members(tgz: bytes) -> dict[str, tuple[tarfile.TarInfo, bytes | None]]:
 
 
 def test_round_trip_files_and_directories() -> None:
-    files = [entry("pkg", directory=True), entry("pkg/mod.py", b"A = 1\n"),
-             entry("run.sh", b"#!/bin/sh\necho hi\n", mode=0o100755), entry("empty.txt")]
+    files = [
+        entry("pkg", directory=True),
+        entry("pkg/mod.py", b"A = 1\n"),
+        entry("run.sh", b"#!/bin/sh\necho hi\n", mode=0o100755),
+        entry("empty.txt"),
+    ]
     tgz, size, count = md.files_to_tgz(files)
     assert count == 4
     assert size == len(b"A = 1\n") + len(b"#!/bin/sh\necho hi\n")
@@ -64,19 +74,22 @@ def test_paths_are_normalized_inside_the_directory() -> None:
 def test_paths_escaping_the_directory_are_refused(path: str) -> None:
     with pytest.raises(InvalidArgument) as info:
         md.files_to_tgz([entry("ok", b"1"), entry(path, b"evil")])
-    assert info.value.fields == [{"field": "modelDefinition[1].path",
-                                  "message": f"{path!r} escapes the model directory"}]
+    assert info.value.fields == [
+        {"field": "modelDefinition[1].path", "message": f"{path!r} escapes the model directory"}
+    ]
 
 
 @pytest.mark.parametrize(
     ("bad", "field"),
-    [({"path": "a", "type": 48, "content": "%%%"}, "content"),
-     ({"path": "a", "type": 48, "content": "YQ"}, "content"),  # missing padding
-     ({"path": "a", "type": 48, "content": 5}, "content"),
-     ({"path": "a", "type": 99}, "type"),
-     ({"path": "a", "type": 48, "mode": "rw"}, "mode"),
-     ({"path": "", "type": 48}, "path"),
-     ({"type": 48}, "path")],
+    [
+        ({"path": "a", "type": 48, "content": "%%%"}, "content"),
+        ({"path": "a", "type": 48, "content": "YQ"}, "content"),  # missing padding
+        ({"path": "a", "type": 48, "content": 5}, "content"),
+        ({"path": "a", "type": 99}, "type"),
+        ({"path": "a", "type": 48, "mode": "rw"}, "mode"),
+        ({"path": "", "type": 48}, "path"),
+        ({"type": 48}, "path"),
+    ],
 )
 def test_bad_entries_name_their_field(bad: dict, field: str) -> None:
     with pytest.raises(InvalidArgument) as info:
@@ -112,17 +125,20 @@ def test_b64_tgz() -> None:
     assert base64.b64decode(md.b64_tgz(tgz)) == tgz
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
-    ("mtime", 1e30, "must be between 0 and 8589934591"),
-    ("mtime", str(10**30), "must be between 0 and 8589934591"),
-    ("mtime", "1e30", "must be an integer"),
-    ("mtime", "9" * 5000, "must be an integer"),
-    ("mtime", -1, "must be between 0 and 8589934591"),
-    ("mtime", 1.5, "must be an integer"),
-    ("mtime", True, "must be an integer"),
-    ("mode", 2**40, "must be between 0 and 65535"),
-    ("mode", [1], "must be an integer"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("mtime", 1e30, "must be between 0 and 8589934591"),
+        ("mtime", str(10**30), "must be between 0 and 8589934591"),
+        ("mtime", "1e30", "must be an integer"),
+        ("mtime", "9" * 5000, "must be an integer"),
+        ("mtime", -1, "must be between 0 and 8589934591"),
+        ("mtime", 1.5, "must be an integer"),
+        ("mtime", True, "must be an integer"),
+        ("mode", 2**40, "must be between 0 and 65535"),
+        ("mode", [1], "must be an integer"),
+    ],
+)
 def test_numbers_that_would_fail_on_the_agent_are_refused(key: str, value: object, message: str) -> None:
     """An mtime of 1e30 was stored, and the trial died unpacking it with OverflowError."""
     with pytest.raises(InvalidArgument) as info:
@@ -154,7 +170,8 @@ def _limits(app: FastAPI, monkeypatch: pytest.MonkeyPatch, **limits: int) -> Non
 
 
 def test_uploads_read_at_once_are_bounded_per_user_and_in_total_before_the_body_is_read(
-        app: FastAPI, client: TestClient, admin: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    app: FastAPI, client: TestClient, admin: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two uploads of alice's are being read (their slots taken, as the route takes them before reading a
     body): her third is a 429 naming the setting, answered before its body is read (a body that is not even
     JSON); bob's goes on until the master's total is reached. A slot comes back when its upload is done."""
@@ -176,8 +193,9 @@ def test_uploads_read_at_once_are_bounded_per_user_and_in_total_before_the_body_
     assert ctx.uploads.held() == 0  # every request's slot came back, refused or not
 
 
-def test_a_users_stored_model_definitions_are_bounded(app: FastAPI, client: TestClient, admin: dict,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_users_stored_model_definitions_are_bounded(
+    app: FastAPI, client: TestClient, admin: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """limits.max_model_definition_bytes_per_user counts what the master stores of a user's experiments' model
     definitions: past it a create is a 413 naming modelDefinition and the setting, nothing stored; deleting
     an experiment (or another user's) frees it."""

@@ -57,8 +57,9 @@ def shell(state: AllocationState = A.RUNNING) -> AllocationView:
 
 
 def test_a_shells_tunnel_passes_without_credentials_and_nothing_else_does() -> None:
-    assert decide("s", None, False, shell(), AGENT, websocket=True) == ProxyTarget("s.1", "s", OWNER, "10.1.2.3",
-                                                                                    2222, tcp=True, agent_id="a1")
+    assert decide("s", None, False, shell(), AGENT, websocket=True) == ProxyTarget(
+        "s.1", "s", OWNER, "10.1.2.3", 2222, tcp=True, agent_id="a1"
+    )
     for view, websocket in ((alloc(), True), (None, True), (shell(), False)):
         with pytest.raises(Unauthenticated):
             decide("s", None, False, view, AGENT, websocket=websocket)

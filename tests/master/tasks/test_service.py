@@ -26,7 +26,8 @@ def wait_reason(app: FastAPI, task_id: str) -> str | None:
 
 
 def test_zero_slot_tasks_are_bounded_per_user_at_launch_and_per_agent_by_the_scheduler(
-        app: FastAPI, client: TestClient, admin: dict, agent: FakeAgent, monkeypatch: pytest.MonkeyPatch) -> None:
+    app: FastAPI, client: TestClient, admin: dict, agent: FakeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     limits = app.state.ctx.config.limits
     monkeypatch.setattr(limits, "max_zero_slot_tasks_per_user", 3)
     monkeypatch.setattr(limits, "max_zero_slot_tasks_per_agent", 2)

@@ -8,30 +8,67 @@ from pedl.master.tasks import to_wire
 
 
 def an_allocation(alloc_id: str, state: A, **extra) -> models.Allocation:
-    fields = dict(id=alloc_id, task_id="t-1", name="Trial 1", state=state, resource_pool="default", slots_needed=1,
-                  priority=42, assignment=[], queued_at=0.0, started_at=None, ended_at=None, exit_code=None,
-                  exit_reason=None, proxy_port=None, wait_reason=None)
+    fields = dict(
+        id=alloc_id,
+        task_id="t-1",
+        name="Trial 1",
+        state=state,
+        resource_pool="default",
+        slots_needed=1,
+        priority=42,
+        assignment=[],
+        queued_at=0.0,
+        started_at=None,
+        ended_at=None,
+        exit_code=None,
+        exit_reason=None,
+        proxy_port=None,
+        wait_reason=None,
+    )
     return models.Allocation(**{**fields, **extra})
 
 
 def test_a_pending_allocation_is_queued_with_its_wait_reason() -> None:
     shown = to_wire.allocation_summary(an_allocation("t-1.1", A.PENDING, wait_reason="no free slot"), {})
     assert shown.model_dump(exclude_unset=True) == {
-        "taskId": "t-1", "allocationId": "t-1.1", "name": "Trial 1", "slotsNeeded": 1,
-        "registeredTime": "1970-01-01T00:00:00Z", "resources": [], "resourcePool": "default", "priority": 42,
-        "schedulerType": "priority", "proxyPorts": [], "state": "STATE_QUEUED", "waitReason": "no free slot"}
+        "taskId": "t-1",
+        "allocationId": "t-1.1",
+        "name": "Trial 1",
+        "slotsNeeded": 1,
+        "registeredTime": "1970-01-01T00:00:00Z",
+        "resources": [],
+        "resourcePool": "default",
+        "priority": 42,
+        "schedulerType": "priority",
+        "proxyPorts": [],
+        "state": "STATE_QUEUED",
+        "waitReason": "no free slot",
+    }
 
 
 def test_a_running_allocation_shows_its_agents_devices_and_its_proxy_port() -> None:
     agent = models.Agent(id="a1", slots=[{"id": "a1-0", "type": "cpu"}, {"id": "a1-1", "type": "cpu"}])
-    alloc = an_allocation("t-1.1", A.RUNNING, assignment=[{"agent_id": "a1", "slot_ids": ["a1-1", "gone"]}],
-                          started_at=1.0, proxy_port=8888, wait_reason="stale")
+    alloc = an_allocation(
+        "t-1.1",
+        A.RUNNING,
+        assignment=[{"agent_id": "a1", "slot_ids": ["a1-1", "gone"]}],
+        started_at=1.0,
+        proxy_port=8888,
+        wait_reason="stale",
+    )
     shown = to_wire.allocation_summary(alloc, {"a1": agent}).model_dump(exclude_unset=True)
     assert shown["state"] == "STATE_RUNNING" and shown["waitReason"] is None
-    assert shown["resources"] == [{
-        "resourcesId": "t-1.1", "resourcesType": "process", "allocationId": "t-1.1", "containerId": "t-1.1",
-        "agentDevices": {"a1": {"devices": [{"id": 1, "type": "TYPE_CPU", "brand": "CPU", "uuid": ""}]}},
-        "started": {"addresses": []}, "exited": None}]
+    assert shown["resources"] == [
+        {
+            "resourcesId": "t-1.1",
+            "resourcesType": "process",
+            "allocationId": "t-1.1",
+            "containerId": "t-1.1",
+            "agentDevices": {"a1": {"devices": [{"id": 1, "type": "TYPE_CPU", "brand": "CPU", "uuid": ""}]}},
+            "started": {"addresses": []},
+            "exited": None,
+        }
+    ]
     assert shown["proxyPorts"] == [{"port": 8888, "proxyTcp": False, "serviceId": "t-1", "unauthenticated": False}]
 
 
@@ -42,7 +79,9 @@ def test_a_trials_task_and_a_notebooks() -> None:
     shown = to_wire.task(trial, [ended, running]).model_dump(exclude_unset=True)
     assert (shown["trialId"], shown["experimentId"], shown["endTime"]) == (5, 2, None)
     assert [(a["state"], a["isReady"], a["statusCode"]) for a in shown["allocations"]] == [
-        ("STATE_TERMINATED", False, 0), ("STATE_RUNNING", True, None)]
+        ("STATE_TERMINATED", False, 0),
+        ("STATE_RUNNING", True, None),
+    ]
     notebook = models.GenericTask(id="nb-1", kind="notebook", start_time=0.0)
     served = to_wire.task(notebook, [running]).model_dump(exclude_unset=True)
     assert "trialId" not in served and served["taskType"] == "TASK_TYPE_NOTEBOOK"

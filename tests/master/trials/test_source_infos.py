@@ -47,8 +47,14 @@ def checkpoint(client: TestClient, task: StartedTask) -> str:
     storage = storage_from_config(ctx_of(client.app).config.effective_checkpoint_storage().model_dump())
     with storage.store_path(name) as path:
         (path / "state.json").write_text("{}")
-    body = {"uuid": name, "allocationId": task.allocation_id, "taskId": task.task_id,
-            "metadata": {"steps_completed": 1}, "resources": {"state.json": "2"}, "state": "STATE_COMPLETED"}
+    body = {
+        "uuid": name,
+        "allocationId": task.allocation_id,
+        "taskId": task.task_id,
+        "metadata": {"steps_completed": 1},
+        "resources": {"state.json": "2"},
+        "state": "STATE_COMPLETED",
+    }
     assert post(client, "/api/v1/checkpoints", body, bearer(task.token)).status_code == 200
     return name
 
@@ -66,7 +72,8 @@ def links(app: FastAPI) -> set[tuple[int, str]]:
 
 
 def test_deleting_an_experiment_deletes_the_links_of_its_trials_and_to_its_checkpoints(
-        client: TestClient, app: FastAPI, user: dict, fake: FakeAgent, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: TestClient, app: FastAPI, user: dict, fake: FakeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     p_id, p = started(client, user, fake)  # takes ckpt_p
     _, r = started(client, user, fake)  # takes ckpt_r
     c_id, c = started(client, user, fake)  # uses both
@@ -90,8 +97,9 @@ def test_deleting_an_experiment_deletes_the_links_of_its_trials_and_to_its_check
     assert client.get(f"/api/v1/checkpoints/{ckpt_r}/metrics", headers=user).json() == {"metrics": []}
 
 
-def test_the_purge_deletes_the_links_before_the_trials_and_checkpoints(client: TestClient, app: FastAPI, user: dict,
-                                                                       fake: FakeAgent) -> None:
+def test_the_purge_deletes_the_links_before_the_trials_and_checkpoints(
+    client: TestClient, app: FastAPI, user: dict, fake: FakeAgent
+) -> None:
     _, p = started(client, user, fake)
     c_id, c = started(client, user, fake)
     ckpts = [checkpoint(client, p) for _ in range(3)]

@@ -14,17 +14,20 @@ def test_times_are_rfc3339_in_utc_with_a_z() -> None:
     assert ts(None) is None
 
 
-@pytest.mark.parametrize(("offset", "limit", "total", "count", "start", "end"), [
-    (0, 0, 5, 5, 0, 5),      # limit 0: everything
-    (2, 2, 5, 2, 2, 4),
-    (4, 2, 5, 1, 4, 5),
-    (9, 2, 5, 0, 5, 5),      # past the end: both indexes stop at the total
-])
-def test_a_page_says_where_it_starts_and_ends(offset: int, limit: int, total: int, count: int, start: int,
-                                             end: int) -> None:
+@pytest.mark.parametrize(
+    ("offset", "limit", "total", "count", "start", "end"),
+    [
+        (0, 0, 5, 5, 0, 5),  # limit 0: everything
+        (2, 2, 5, 2, 2, 4),
+        (4, 2, 5, 1, 4, 5),
+        (9, 2, 5, 0, 5, 5),  # past the end: both indexes stop at the total
+    ],
+)
+def test_a_page_says_where_it_starts_and_ends(
+    offset: int, limit: int, total: int, count: int, start: int, end: int
+) -> None:
     page = Pagination.of(offset, limit, total, count)
-    assert page.model_dump() == {"offset": offset, "limit": limit, "startIndex": start, "endIndex": end,
-                                 "total": total}
+    assert page.model_dump() == {"offset": offset, "limit": limit, "startIndex": start, "endIndex": end, "total": total}
 
 
 def test_a_key_no_message_declares_is_refused() -> None:

@@ -25,10 +25,20 @@ checkpoint_module = Checkpoint.__module__
 
 
 def fields(**over: Any) -> dict[str, Any]:
-    return {"uuid": "u1", "state": "STATE_COMPLETED", "deleting": False, "metadata": {"steps_completed": 4},
-            "resources": {"model.pt": "10"}, "training": CheckpointTrainingMetadata(),
-            "reportTime": "2024-01-01T00:00:00Z", "taskId": "t", "allocationId": "a", "storage": {"type": "s3"},
-            "storageId": 7, **over}
+    return {
+        "uuid": "u1",
+        "state": "STATE_COMPLETED",
+        "deleting": False,
+        "metadata": {"steps_completed": 4},
+        "resources": {"model.pt": "10"},
+        "training": CheckpointTrainingMetadata(),
+        "reportTime": "2024-01-01T00:00:00Z",
+        "taskId": "t",
+        "allocationId": "a",
+        "storage": {"type": "s3"},
+        "storageId": 7,
+        **over,
+    }
 
 
 def test_an_unknown_key_is_refused() -> None:
@@ -46,8 +56,19 @@ def test_sizes_are_int64_strings_not_numbers() -> None:
 def test_a_checkpoint_of_no_trial_sends_an_empty_training() -> None:
     sent = Checkpoint(**fields()).model_dump(mode="json", exclude_unset=True)
     assert sent["training"] == {}
-    assert list(sent) == ["uuid", "state", "deleting", "metadata", "resources", "training", "reportTime", "taskId",
-                          "allocationId", "storage", "storageId"]
+    assert list(sent) == [
+        "uuid",
+        "state",
+        "deleting",
+        "metadata",
+        "resources",
+        "training",
+        "reportTime",
+        "taskId",
+        "allocationId",
+        "storage",
+        "storageId",
+    ]
 
 
 def test_searcher_metric_is_sent_only_when_set_and_then_even_as_null() -> None:
@@ -69,11 +90,16 @@ def test_a_page_and_an_empty_answer() -> None:
         DeleteCheckpointsResponse(deleted=["u1"])  # pyright: ignore[reportCallIssue]
 
 
-CHECKPOINT_ROUTES = {("POST", "/api/v1/checkpoints"), ("GET", "/api/v1/checkpoints/{uuid}"),
-                     ("GET", "/api/v1/checkpoints"), ("POST", "/api/v1/checkpoints/{uuid}/metadata"),
-                     ("DELETE", "/api/v1/checkpoints"), ("POST", "/api/v1/checkpoints/rm"),
-                     ("GET", "/api/v1/experiments/{experiment_id}/checkpoints"),
-                     ("GET", "/api/v1/trials/{trial_id}/checkpoints")}
+CHECKPOINT_ROUTES = {
+    ("POST", "/api/v1/checkpoints"),
+    ("GET", "/api/v1/checkpoints/{uuid}"),
+    ("GET", "/api/v1/checkpoints"),
+    ("POST", "/api/v1/checkpoints/{uuid}/metadata"),
+    ("DELETE", "/api/v1/checkpoints"),
+    ("POST", "/api/v1/checkpoints/rm"),
+    ("GET", "/api/v1/experiments/{experiment_id}/checkpoints"),
+    ("GET", "/api/v1/trials/{trial_id}/checkpoints"),
+}
 
 
 def test_each_route_declares_its_answer_and_leaves_unset_fields_out(tmp_path: Path) -> None:

@@ -8,13 +8,32 @@ from pydantic import ValidationError
 
 from pedl.master.wire.trial import DownsampledMetrics, MetricsWorkload, Trial, WorkloadContainer, WorkloadMetrics
 
-TRIAL = {"id": 1, "experimentId": 1, "hparams": {"lr": 0.1}, "restarts": 0, "startTime": "2024-01-01T00:00:00Z",
-         "endTime": None, "state": "STATE_RUNNING", "totalBatchesProcessed": 0, "summaryMetrics": {},
-         "taskId": "1.x", "taskIds": ["1.x"], "searcherMetricValue": None, "checkpointCount": 0,
-         "totalCheckpointSize": "0", "warmStartCheckpointUuid": "", "latestCheckpointUuid": "", "endReason": None,
-         "runnerState": ""}
-WORKLOAD = MetricsWorkload(metrics=WorkloadMetrics(avgMetrics={"loss": 1}, batchMetrics=[]), numInputs=0,
-                           totalBatches=5, endTime="2024-01-01T00:00:00Z")
+TRIAL = {
+    "id": 1,
+    "experimentId": 1,
+    "hparams": {"lr": 0.1},
+    "restarts": 0,
+    "startTime": "2024-01-01T00:00:00Z",
+    "endTime": None,
+    "state": "STATE_RUNNING",
+    "totalBatchesProcessed": 0,
+    "summaryMetrics": {},
+    "taskId": "1.x",
+    "taskIds": ["1.x"],
+    "searcherMetricValue": None,
+    "checkpointCount": 0,
+    "totalCheckpointSize": "0",
+    "warmStartCheckpointUuid": "",
+    "latestCheckpointUuid": "",
+    "endReason": None,
+    "runnerState": "",
+}
+WORKLOAD = MetricsWorkload(
+    metrics=WorkloadMetrics(avgMetrics={"loss": 1}, batchMetrics=[]),
+    numInputs=0,
+    totalBatches=5,
+    endTime="2024-01-01T00:00:00Z",
+)
 
 
 def test_an_unknown_key_is_refused() -> None:

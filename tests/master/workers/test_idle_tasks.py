@@ -17,6 +17,7 @@ def advance(clock: ManualClock, agent: FakeAgent, seconds: float) -> None:
     agent.conn.last_heartbeat = clock.now() + seconds
     clock.advance(seconds)
 
+
 T0 = 1_700_000_000.0
 
 
@@ -26,8 +27,10 @@ def view(task_id: str, last_used: float, timeout: float = 600.0, kind: str = "no
 
 def test_a_service_is_idle_once_its_timeout_has_passed_since_its_last_use() -> None:
     kills, next_at = decide(T0 + 600, [view("a", T0), view("b", T0 + 1), view("c", T0 + 300, timeout=60)])
-    assert kills == [IdleKill("a", "a.1", "notebook idle for 10m (idle_timeout 10m)"),
-                     IdleKill("c", "c.1", "notebook idle for 5m (idle_timeout 1m)")]
+    assert kills == [
+        IdleKill("a", "a.1", "notebook idle for 10m (idle_timeout 10m)"),
+        IdleKill("c", "c.1", "notebook idle for 5m (idle_timeout 1m)"),
+    ]
     assert next_at == T0 + 601  # b's turn, one second on
 
 
@@ -54,8 +57,9 @@ def _kills(agent: FakeAgent) -> list[dict]:
     return [m for m in agent.messages() if m["type"] == "kill_task"]
 
 
-def test_an_unused_notebook_is_killed_after_its_idle_timeout(app, client: TestClient, user: dict, agent: FakeAgent,
-                                                             clock: ManualClock) -> None:
+def test_an_unused_notebook_is_killed_after_its_idle_timeout(
+    app, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock
+) -> None:
     ctx = app.state.ctx
     r = post(client, "/api/v1/notebooks", {"config": {"idle_timeout": "10m"}}, user)
     assert r.status_code == 200, r.text
@@ -77,8 +81,12 @@ def test_an_unused_notebook_is_killed_after_its_idle_timeout(app, client: TestCl
     idle_tasks.check(ctx)
     assert _kills(agent) == []
     # an idle report changes nothing
-    assert post(client, f"/api/v1/allocations/{task.allocation_id}/activity", {"idle": True},
-                bearer(task.token)).status_code == 200
+    assert (
+        post(
+            client, f"/api/v1/allocations/{task.allocation_id}/activity", {"idle": True}, bearer(task.token)
+        ).status_code
+        == 200
+    )
     advance(clock, agent, 2 * 60)
     idle_tasks.check(ctx)
     (kill,) = _kills(agent)
@@ -93,13 +101,18 @@ def test_an_unused_notebook_is_killed_after_its_idle_timeout(app, client: TestCl
 
 
 @pytest.mark.parametrize(("kind", "config"), [("notebooks", {}), ("shells", {"idle_timeout": "1m"})])
-def test_never_idle_without_idle_timeout_nor_a_shell(app, client: TestClient, user: dict, agent: FakeAgent,
-                                                     clock: ManualClock, kind: str, config: dict) -> None:
+def test_never_idle_without_idle_timeout_nor_a_shell(
+    app, client: TestClient, user: dict, agent: FakeAgent, clock: ManualClock, kind: str, config: dict
+) -> None:
     r = post(client, f"/api/v1/{kind}", {"config": config}, user)
     assert r.status_code == 200, r.text
     (task,) = agent.start_all()
-    assert post(client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": 20001},
-                bearer(task.token)).status_code == 200
+    assert (
+        post(
+            client, f"/api/v1/allocations/{task.allocation_id}/proxy_port", {"port": 20001}, bearer(task.token)
+        ).status_code
+        == 200
+    )
     advance(clock, agent, 365 * 24 * 3600)
     assert idle_tasks.check(app.state.ctx) is None
     assert _kills(agent) == []

@@ -73,8 +73,12 @@ def test_thinning_in_passes_keeps_what_thinning_at_once_keeps(steps: list[int], 
     assert kept_steps(kept_steps(old, k) | set(new), k) == kept_steps(ordered, k)
 
 
-@given(st.integers(min_value=1, max_value=1000), st.integers(min_value=1, max_value=50),
-       st.integers(min_value=2, max_value=20), st.integers(min_value=3, max_value=400))
+@given(
+    st.integers(min_value=1, max_value=1000),
+    st.integers(min_value=1, max_value=50),
+    st.integers(min_value=2, max_value=20),
+    st.integers(min_value=3, max_value=400),
+)
 def test_a_regular_series_keeps_every_kth_report(first: int, every: int, k: int, n: int) -> None:
     steps = [first + i * every for i in range(n)]
     expected = {steps[i] for i in range(0, n, k)} | {steps[1], steps[-1]}
@@ -108,23 +112,40 @@ def add_reports(app: FastAPI, trial_id: int, steps: Iterable[int], group: str = 
     t0 = ctx_of(app).clock.now()
     steps = list(steps)
     with ctx_of(app).db.session() as s:
-        s.execute(insert(models.Metric), [
-            {"trial_id": trial_id, "trial_run_id": 1, "group": group, "steps_completed": step,
-             "report_time": t0 + step * MINUTE, "metrics": {"loss": step % 97 / 7, "acc": step}} for step in steps])
+        s.execute(
+            insert(models.Metric),
+            [
+                {
+                    "trial_id": trial_id,
+                    "trial_run_id": 1,
+                    "group": group,
+                    "steps_completed": step,
+                    "report_time": t0 + step * MINUTE,
+                    "metrics": {"loss": step % 97 / 7, "acc": step},
+                }
+                for step in steps
+            ],
+        )
         trial = s.get(models.Trial, trial_id)
-        trial.summary_metrics = {**(trial.summary_metrics or {}),
-                                 f"latest_{group}": {"steps_completed": steps[-1], "metrics": {"loss": 0.0}}}
+        trial.summary_metrics = {
+            **(trial.summary_metrics or {}),
+            f"latest_{group}": {"steps_completed": steps[-1], "metrics": {"loss": 0.0}},
+        }
 
 
 def steps_of(app: FastAPI, trial_id: int, group: str = "training") -> list[int]:
     M = models.Metric
     with ctx_of(app).db.read_session() as s:
-        return list(s.scalars(select(M.steps_completed).where(M.trial_id == trial_id, M.group == group)
-                              .order_by(M.steps_completed)))
+        return list(
+            s.scalars(
+                select(M.steps_completed).where(M.trial_id == trial_id, M.group == group).order_by(M.steps_completed)
+            )
+        )
 
 
-def worker(app: FastAPI, master: MetricsRetentionConfig | None, queue: digest_queue.DigestQueue | None = None,
-           **kw: int) -> MetricRetention:
+def worker(
+    app: FastAPI, master: MetricsRetentionConfig | None, queue: digest_queue.DigestQueue | None = None, **kw: int
+) -> MetricRetention:
     """A worker whose digest queue is its own, so that the app's digester does not rebuild behind the test."""
     ctx = ctx_of(app)
     queue = digest_queue.DigestQueue() if queue is None else queue
@@ -192,8 +213,9 @@ def test_an_experiments_own_setting_wins(app: FastAPI, client: TestClient, user:
     assert steps_of(app, inherits) == expected(steps, 5, 999)  # its keep_every, the master's older_than
 
 
-def test_a_changed_setting_applies_at_the_next_pass(app: FastAPI, client: TestClient, user: dict,
-                                                    clock: ManualClock) -> None:
+def test_a_changed_setting_applies_at_the_next_pass(
+    app: FastAPI, client: TestClient, user: dict, clock: ManualClock
+) -> None:
     (trial,) = trials_of(client, user, SINGLE_CONFIG + "metrics_retention: {keep_every: 1}\n")
     steps = list(range(1, 301))
     add_reports(app, trial, steps)
@@ -207,8 +229,9 @@ def test_a_changed_setting_applies_at_the_next_pass(app: FastAPI, client: TestCl
     assert steps_of(app, trial) == sorted(kept_steps(steps, 3))
 
 
-def test_deletes_come_in_chunks_each_with_a_digest_reset(app: FastAPI, client: TestClient, user: dict,
-                                                         clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deletes_come_in_chunks_each_with_a_digest_reset(
+    app: FastAPI, client: TestClient, user: dict, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (trial,) = trials_of(client, user, SINGLE_CONFIG)
     steps = list(range(1, 201))
     add_reports(app, trial, steps)
@@ -249,8 +272,9 @@ def test_a_series_waits_for_enough_to_delete(app: FastAPI, client: TestClient, u
     assert steps_of(app, trial) == sorted(kept_steps(steps, 4))
 
 
-def test_a_pass_reads_a_bounded_number_of_rows_and_the_next_goes_on(app: FastAPI, client: TestClient, user: dict,
-                                                                    clock: ManualClock) -> None:
+def test_a_pass_reads_a_bounded_number_of_rows_and_the_next_goes_on(
+    app: FastAPI, client: TestClient, user: dict, clock: ManualClock
+) -> None:
     (trial,) = trials_of(client, user, SINGLE_CONFIG)
     steps = list(range(5, 5001, 5))
     add_reports(app, trial, steps)
@@ -264,9 +288,9 @@ def test_a_pass_reads_a_bounded_number_of_rows_and_the_next_goes_on(app: FastAPI
     assert steps_of(app, trial) == sorted(kept_steps(steps, 6))
 
 
-def test_reads_in_pages_and_rows_of_one_step_go_or_stay_together(app: FastAPI, client: TestClient, user: dict,
-                                                                   clock: ManualClock,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reads_in_pages_and_rows_of_one_step_go_or_stay_together(
+    app: FastAPI, client: TestClient, user: dict, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (trial,) = trials_of(client, user, SINGLE_CONFIG)
     steps = list(range(3, 601, 3))
     add_reports(app, trial, steps)
@@ -287,8 +311,11 @@ def read(app: FastAPI, trial_id: int) -> dict[str, list[tuple[int, float]]]:
 def stored(app: FastAPI, trial_id: int) -> dict[str, list[tuple[int, float]]]:
     M = models.Metric
     with ctx_of(app).db.read_session() as s:
-        rows = s.execute(select(M.steps_completed, M.metrics).where(M.trial_id == trial_id, M.group == "training")
-                         .order_by(M.steps_completed)).all()
+        rows = s.execute(
+            select(M.steps_completed, M.metrics)
+            .where(M.trial_id == trial_id, M.group == "training")
+            .order_by(M.steps_completed)
+        ).all()
     return {name: [(step, float(report[name])) for step, report in rows] for name in ("loss", "acc")}
 
 
@@ -336,8 +363,9 @@ class FailFastLock:
         self.inner.release()
 
 
-def test_a_pass_does_not_need_the_cluster_lock(app: FastAPI, client: TestClient, user: dict,
-                                               clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pass_does_not_need_the_cluster_lock(
+    app: FastAPI, client: TestClient, user: dict, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (trial,) = trials_of(client, user, SINGLE_CONFIG)
     steps = list(range(1, 301))
     add_reports(app, trial, steps)

@@ -20,8 +20,11 @@ def vision(database: Database) -> Database:
         s.add(models.Workspace(id=2, name="Vision", name_key="vision", created_at=1.0))
         s.flush()
         for pid, name in ((2, "Detection"), (3, "Segmentation")):
-            s.add(models.Project(id=pid, workspace_id=2, name=name, name_key=name.casefold(), key=name[:5].upper(),
-                                 created_at=1.0))
+            s.add(
+                models.Project(
+                    id=pid, workspace_id=2, name=name, name_key=name.casefold(), key=name[:5].upper(), created_at=1.0
+                )
+            )
     return database
 
 
@@ -39,12 +42,19 @@ def test_project_id_and_config_names_choose_the_project(vision: Database) -> Non
         assert for_experiment(s, None, "Uncategorized", "Uncategorized") == 1
 
 
-@pytest.mark.parametrize(("project_id", "workspace", "project", "field"), [
-    (None, "Vision", None, "project"), (None, None, "Detection", "workspace"),
-    (None, "Audio", "Detection", "workspace"), (None, "Vision", "Tracking", "project"),
-    (3, "Vision", "Detection", "projectId")])
-def test_bad_config_names_are_a_400_naming_the_field(vision: Database, project_id: int | None, workspace: str | None,
-                                                     project: str | None, field: str) -> None:
+@pytest.mark.parametrize(
+    ("project_id", "workspace", "project", "field"),
+    [
+        (None, "Vision", None, "project"),
+        (None, None, "Detection", "workspace"),
+        (None, "Audio", "Detection", "workspace"),
+        (None, "Vision", "Tracking", "project"),
+        (3, "Vision", "Detection", "projectId"),
+    ],
+)
+def test_bad_config_names_are_a_400_naming_the_field(
+    vision: Database, project_id: int | None, workspace: str | None, project: str | None, field: str
+) -> None:
     with vision.session() as s, pytest.raises(InvalidArgument) as refused:
         for_experiment(s, project_id, workspace, project)
     assert refused.value.fields[0]["field"] == field and refused.value.message.startswith(field)

@@ -17,7 +17,12 @@ def test_the_migration_makes_the_default_workspace_and_project(database: Databas
     with database.session() as s:
         ws, project = s.get(models.Workspace, 1), s.get(models.Project, 1)
         assert (ws.name, ws.immutable, project.name, project.workspace_id, project.immutable) == (
-            DEFAULT_NAME, True, DEFAULT_NAME, 1, True)
+            DEFAULT_NAME,
+            True,
+            DEFAULT_NAME,
+            1,
+            True,
+        )
 
 
 def test_defaults_come_back_owned_by_admin_and_new_rows_take_the_next_ids(database: Database) -> None:
@@ -52,8 +57,10 @@ def test_an_owner_is_filled_in_once_admin_exists(database: Database) -> None:
         assert s.get(models.Workspace, 1).owner_id == admin == s.get(models.Project, 1).owner_id
 
 
-@pytest.mark.parametrize(("name", "problem"), [("", "empty"), ("  ", "empty"), ("x" * 256, "255"),
-                                               ("a\nb", "control"), ("a\x7fb", "control")])
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [("", "empty"), ("  ", "empty"), ("x" * 256, "255"), ("a\nb", "control"), ("a\x7fb", "control")],
+)
 def test_bad_names_are_refused_naming_the_field(name: str, problem: str) -> None:
     with pytest.raises(InvalidArgument, match=problem) as refused:
         checked_name(name, "name")

@@ -31,8 +31,10 @@ SPACE = """
 
 
 def asha(searcher: str, seed: int = 0, state: dict | None = None) -> AdaptiveASHASearcher:
-    text = (f"entrypoint: x\nsearcher: {{name: adaptive_asha, metric: loss, {searcher}}}\n"
-            "hyperparameters:\n" + textwrap.indent(textwrap.dedent(SPACE).strip(), "  ") + "\n")
+    text = (
+        f"entrypoint: x\nsearcher: {{name: adaptive_asha, metric: loss, {searcher}}}\n"
+        "hyperparameters:\n" + textwrap.indent(textwrap.dedent(SPACE).strip(), "  ") + "\n"
+    )
     s = make_searcher(parse_experiment_config(text), seed=seed, state=state)
     assert isinstance(s, AdaptiveASHASearcher)
     return s
@@ -66,21 +68,29 @@ def test_max_rungs_is_capped_by_length_and_trials_as_determined_does() -> None:
     assert effective_max_rungs(2, 10_000, 10_000, 4) == 2
 
 
-@pytest.mark.parametrize(("mode", "rungs"), [
-    ("aggressive", [5]),
-    ("standard", [5, 4, 3]),
-    ("conservative", [5, 4, 3, 2, 1]),
-])
+@pytest.mark.parametrize(
+    ("mode", "rungs"),
+    [
+        ("aggressive", [5]),
+        ("standard", [5, 4, 3]),
+        ("conservative", [5, 4, 3, 2, 1]),
+    ],
+)
 def test_brackets_by_mode(mode: str, rungs: list[int]) -> None:
     assert bracket_rungs(mode, 5) == rungs  # type: ignore[arg-type]
-    brackets = make_brackets(max_trials=256, max_length=256, divisor=4, max_rungs=5,
-                             mode=mode, max_concurrent=0)  # type: ignore[arg-type]
+    brackets = make_brackets(max_trials=256, max_length=256, divisor=4, max_rungs=5, mode=mode, max_concurrent=0)  # type: ignore[arg-type]
     assert [b.num_rungs for b in brackets] == rungs
     assert sum(b.max_trials for b in brackets) == 256
     for b in brackets:
         assert b.rung_lengths[-1] == 256 and len(b.rung_lengths) == b.num_rungs
-    assert bracket_rungs(mode, 4) == {"aggressive": [4], "standard": [4, 3, 2],  # type: ignore[arg-type]
-                                      "conservative": [4, 3, 2, 1]}[mode]
+    assert (
+        bracket_rungs(mode, 4)
+        == {
+            "aggressive": [4],
+            "standard": [4, 3, 2],  # type: ignore[arg-type]
+            "conservative": [4, 3, 2, 1],
+        }[mode]
+    )
 
 
 def test_bracket_trials_give_each_bracket_about_equal_budget() -> None:
@@ -100,7 +110,9 @@ def test_bracket_concurrency() -> None:
 def test_standard_mode_example() -> None:
     s = asha("max_trials: 16, max_length: 256")
     assert [(b.num_rungs, b.max_trials, b.max_concurrent, b.rung_lengths) for b in s.brackets] == [
-        (3, 12, 4, (16, 64, 256)), (2, 4, 4, (64, 256))]
+        (3, 12, 4, (16, 64, 256)),
+        (2, 4, 4, (64, 256)),
+    ]
 
 
 # -- decisions ---------------------------------------------------------------------------------------
@@ -111,31 +123,39 @@ def test_stop_decisions_smaller_is_better() -> None:
     assert len(s.initial().create) == 16
     assert s.brackets[0].rung_lengths == (1, 4, 16)
     # (trial, loss at rung 1, stopped?) with n recorded so far and max(1, n // 4) continuing
-    sequence = [("r0", 0.5, False),   # n=1: alone, the best
-                ("r1", 0.6, True),    # n=2: second of two
-                ("r2", 0.4, False),   # n=3: new best
-                ("r3", 0.7, True),    # n=4: keep 1
-                ("r4", 0.45, True),   # n=5: second
-                ("r5", 0.1, False),   # n=6: new best
-                ("r6", 0.42, True),   # n=7: third
-                ("r7", 0.3, False)]   # n=8: keep 2, and it is second
+    sequence = [
+        ("r0", 0.5, False),  # n=1: alone, the best
+        ("r1", 0.6, True),  # n=2: second of two
+        ("r2", 0.4, False),  # n=3: new best
+        ("r3", 0.7, True),  # n=4: keep 1
+        ("r4", 0.45, True),  # n=5: second
+        ("r5", 0.1, False),  # n=6: new best
+        ("r6", 0.42, True),  # n=7: third
+        ("r7", 0.3, False),
+    ]  # n=8: keep 2, and it is second
     for rid, loss, stopped in sequence:
         actions = s.on_validation(rid, loss, 1)
         assert actions.stop == ([rid] if stopped else []), rid
         assert actions.create == []
     assert sorted(s.stop_reasons()) == ["r1", "r3", "r4", "r6"]
-    assert s.stop_reasons()["r1"] == ("stopped at rung 1 of 3 (1 batches, bracket 1 of 1): loss 0.6 ranked 2 of 2; "
-                                      "with fewer than 4 results only the best continues")
-    assert s.stop_reasons()["r6"] == ("stopped at rung 1 of 3 (1 batches, bracket 1 of 1): loss 0.42 ranked 3 of 7, "
-                                      "not in the top 1/4 (the best 1 go on)")
+    assert s.stop_reasons()["r1"] == (
+        "stopped at rung 1 of 3 (1 batches, bracket 1 of 1): loss 0.6 ranked 2 of 2; "
+        "with fewer than 4 results only the best continues"
+    )
+    assert s.stop_reasons()["r6"] == (
+        "stopped at rung 1 of 3 (1 batches, bracket 1 of 1): loss 0.42 ranked 3 of 7, "
+        "not in the top 1/4 (the best 1 go on)"
+    )
     assert [rid for rid, _ in s.rungs[0][0]] == ["r5", "r7", "r2", "r6", "r4", "r0", "r1", "r3"]
 
 
 def test_stop_decisions_larger_is_better_mirror_smaller() -> None:
     s = asha(ONE_BRACKET + ", smaller_is_better: false, metric: accuracy")
     s.initial()
-    decisions = [s.on_validation(f"r{i}", -loss, 1).stop != []
-                 for i, loss in enumerate([0.5, 0.6, 0.4, 0.7, 0.45, 0.1, 0.42, 0.3])]
+    decisions = [
+        s.on_validation(f"r{i}", -loss, 1).stop != []
+        for i, loss in enumerate([0.5, 0.6, 0.4, 0.7, 0.45, 0.1, 0.42, 0.3])
+    ]
     assert decisions == [False, True, False, True, True, False, True, False]
     assert "accuracy -0.42 ranked 3 of 7" in s.stop_reasons()["r6"]
     assert [m for _, m in s.rungs[0][0]] == sorted((m for _, m in s.rungs[0][0]), reverse=True)
@@ -234,8 +254,13 @@ def test_non_finite_metrics_rank_worst_and_stay_json() -> None:
 # -- creating and ending -----------------------------------------------------------------------------
 
 
-def drive(s: AdaptiveASHASearcher, seed: int, events: int | None = None,
-          live: list[str] | None = None, steps: dict[str, int] | None = None) -> tuple[list, list[str], dict]:
+def drive(
+    s: AdaptiveASHASearcher,
+    seed: int,
+    events: int | None = None,
+    live: list[str] | None = None,
+    steps: dict[str, int] | None = None,
+) -> tuple[list, list[str], dict]:
     """A small deterministic workload: pick a live trial, advance it one rung-ish step, report a
     loss that depends on its hparams; close it when stopped or at max_length. Returns the log of
     (event, actions) and the trials still live."""
@@ -306,8 +331,9 @@ def test_a_small_max_concurrent_trials_is_a_hard_cap() -> None:
 
 def test_trials_are_reproducible_by_seed_and_index() -> None:
     a, b, c = (asha("max_trials: 8, max_length: 16", seed=seed).initial() for seed in (3, 3, 4))
-    assert ([(r.request_id, r.hparams, r.seed) for r in a.create]
-            == [(r.request_id, r.hparams, r.seed) for r in b.create])
+    assert [(r.request_id, r.hparams, r.seed) for r in a.create] == [
+        (r.request_id, r.hparams, r.seed) for r in b.create
+    ]
     assert [r.hparams for r in a.create] != [r.hparams for r in c.create]
     for r in a.create:
         assert 1e-4 <= r.hparams["lr"] <= 1e-1 and 1 <= r.hparams["layers"] <= 8
@@ -390,37 +416,49 @@ def problems(searcher: str) -> dict[str, str]:
 
 
 def test_config_defaults() -> None:
-    sc = parse_experiment_config("entrypoint: x\nsearcher: {name: adaptive_asha, metric: loss, "
-                                 "max_trials: 10, max_length: {epochs: 2}}\n").searcher
+    sc = parse_experiment_config(
+        "entrypoint: x\nsearcher: {name: adaptive_asha, metric: loss, max_trials: 10, max_length: {epochs: 2}}\n"
+    ).searcher
     assert (sc.divisor, sc.max_rungs, sc.mode, sc.max_concurrent_trials) == (4, 5, "standard", 0)
     assert sc.max_length is not None and (sc.max_length.unit, sc.max_length.units) == ("epochs", 2)
 
 
 def test_config_round_trips_through_its_json_dump() -> None:
-    c = parse_experiment_config("entrypoint: x\nsearcher: {name: adaptive_asha, metric: loss, max_trials: 10, "
-                                "max_length: 64, divisor: 3, max_rungs: 4, mode: conservative}\n")
+    c = parse_experiment_config(
+        "entrypoint: x\nsearcher: {name: adaptive_asha, metric: loss, max_trials: 10, "
+        "max_length: 64, divisor: 3, max_rungs: 4, mode: conservative}\n"
+    )
     assert ExperimentConfig.model_validate(c.model_dump(mode="json")) == c
 
 
-@pytest.mark.parametrize(("searcher", "missing"), [
-    ("{name: adaptive_asha, metric: loss, max_length: 10}", ["searcher.max_trials"]),
-    ("{name: adaptive_asha, metric: loss, max_trials: 10}", ["searcher.max_length"]),
-    ("{name: adaptive_asha, metric: loss}", ["searcher.max_trials", "searcher.max_length"]),
-])
+@pytest.mark.parametrize(
+    ("searcher", "missing"),
+    [
+        ("{name: adaptive_asha, metric: loss, max_length: 10}", ["searcher.max_trials"]),
+        ("{name: adaptive_asha, metric: loss, max_trials: 10}", ["searcher.max_length"]),
+        ("{name: adaptive_asha, metric: loss}", ["searcher.max_trials", "searcher.max_length"]),
+    ],
+)
 def test_adaptive_asha_requires_max_trials_and_max_length(searcher: str, missing: list[str]) -> None:
     found = problems(searcher)
     for field in missing:
-        assert (found[field] == "required for the adaptive_asha searcher" if field == "searcher.max_trials"
-                else "needs time_metric and max_time (or the deprecated max_length)" in found[field])
+        assert (
+            found[field] == "required for the adaptive_asha searcher"
+            if field == "searcher.max_trials"
+            else "needs time_metric and max_time (or the deprecated max_length)" in found[field]
+        )
 
 
-@pytest.mark.parametrize(("searcher", "field"), [
-    ("{name: adaptive_asha, metric: l, max_trials: 4, max_length: 8, divisor: 1}", "searcher.divisor"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4, max_length: 8, max_rungs: 0}", "searcher.max_rungs"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4, max_length: 8, mode: wild}", "searcher.mode"),
-    ("{name: random, metric: l, max_trials: 4, divisor: 3}", "searcher.divisor"),
-    ("{name: single, metric: l, mode: aggressive}", "searcher.mode"),
-])
+@pytest.mark.parametrize(
+    ("searcher", "field"),
+    [
+        ("{name: adaptive_asha, metric: l, max_trials: 4, max_length: 8, divisor: 1}", "searcher.divisor"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4, max_length: 8, max_rungs: 0}", "searcher.max_rungs"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4, max_length: 8, mode: wild}", "searcher.mode"),
+        ("{name: random, metric: l, max_trials: 4, divisor: 3}", "searcher.divisor"),
+        ("{name: single, metric: l, mode: aggressive}", "searcher.mode"),
+    ],
+)
 def test_bad_asha_fields_are_named(searcher: str, field: str) -> None:
     assert field in problems(searcher)
 
@@ -431,7 +469,8 @@ def test_bad_asha_fields_are_named(searcher: str, field: str) -> None:
 def test_room_changes_no_bracket_and_only_delays_creation() -> None:
     cfg = parse_experiment_config(
         "entrypoint: x\nsearcher: {name: adaptive_asha, metric: loss, max_trials: 16, max_length: 256}\n"
-        "hyperparameters:\n  lr: {type: double, minval: 0, maxval: 1}\n")
+        "hyperparameters:\n  lr: {type: double, minval: 0, maxval: 1}\n"
+    )
     free = make_searcher(cfg, seed=1)
     capped = make_searcher(cfg, seed=1, room=2)
     assert isinstance(free, AdaptiveASHASearcher) and isinstance(capped, AdaptiveASHASearcher)

@@ -10,8 +10,9 @@ import pytest
 from pedl.config.experiment_config import parse_experiment_config
 from tests.scheduling.searcher.test_asha import asha, problems
 
-ONE_BRACKET = ("max_trials: 16, time_metric: batches, max_time: 16, mode: aggressive, max_rungs: 3, "
-               "max_concurrent_trials: 16")
+ONE_BRACKET = (
+    "max_trials: 16, time_metric: batches, max_time: 16, mode: aggressive, max_rungs: 3, max_concurrent_trials: 16"
+)
 
 
 def test_rungs_are_laid_out_over_max_time() -> None:
@@ -36,8 +37,16 @@ def test_a_rung_is_reached_by_the_time_metric_not_by_the_steps() -> None:
     assert [rid for rid, _ in s.rungs[0][0]] == ["r2", "r0", "r1"] and s.rungs[0][1] == [["r2", 0.1]]
 
 
-@pytest.mark.parametrize("report", [None, {"loss": 0.9}, {"loss": 0.9, "batches": "ten"},
-                                    {"loss": 0.9, "batches": True}, {"loss": 0.9, "batches": float("nan")}])
+@pytest.mark.parametrize(
+    "report",
+    [
+        None,
+        {"loss": 0.9},
+        {"loss": 0.9, "batches": "ten"},
+        {"loss": 0.9, "batches": True},
+        {"loss": 0.9, "batches": float("nan")},
+    ],
+)
 def test_a_report_without_a_number_for_the_time_metric_moves_no_rung(report: dict | None) -> None:
     s = asha(ONE_BRACKET)
     s.initial()
@@ -47,38 +56,50 @@ def test_a_report_without_a_number_for_the_time_metric_moves_no_rung(report: dic
 
 
 def test_any_metric_can_measure_time_and_the_state_round_trips() -> None:
-    s = asha("max_trials: 4, time_metric: epochs_done, max_time: 8, mode: aggressive, max_rungs: 2, divisor: 2, "
-             "max_concurrent_trials: 4")
+    s = asha(
+        "max_trials: 4, time_metric: epochs_done, max_time: 8, mode: aggressive, max_rungs: 2, divisor: 2, "
+        "max_concurrent_trials: 4"
+    )
     s.initial()
     assert s.brackets[0].rung_lengths == (4, 8)
     s.on_validation("r0", 0.2, 1, {"epochs_done": 4.0})
-    restored = asha("max_trials: 4, time_metric: epochs_done, max_time: 8, mode: aggressive, max_rungs: 2, "
-                    "divisor: 2, max_concurrent_trials: 4", state=s.state())
+    restored = asha(
+        "max_trials: 4, time_metric: epochs_done, max_time: 8, mode: aggressive, max_rungs: 2, "
+        "divisor: 2, max_concurrent_trials: 4",
+        state=s.state(),
+    )
     assert restored.on_validation("r1", 0.3, 1, {"epochs_done": 4}).stop == ["r1"]
     assert "(4 epochs_done," in restored.stop_reasons()["r1"]
 
 
 def test_time_metric_and_max_time_are_kept_in_the_config() -> None:
-    sc = parse_experiment_config("entrypoint: x\nsearcher: {name: adaptive_asha, metric: x, max_trials: 10, "
-                                 "time_metric: batches, max_time: 100}\n").searcher
+    sc = parse_experiment_config(
+        "entrypoint: x\nsearcher: {name: adaptive_asha, metric: x, max_trials: 10, "
+        "time_metric: batches, max_time: 100}\n"
+    ).searcher
     assert (sc.time_metric, sc.max_time, sc.max_length, sc.trial_length) == ("batches", 100, None, 100)
-    other = parse_experiment_config("entrypoint: x\nsearcher: {name: adaptive_asha, metric: x, max_trials: 10, "
-                                    "time_metric: epochs_done, max_time: 3}\n").searcher
+    other = parse_experiment_config(
+        "entrypoint: x\nsearcher: {name: adaptive_asha, metric: x, max_trials: 10, "
+        "time_metric: epochs_done, max_time: 3}\n"
+    ).searcher
     assert other.trial_length == 0  # not in batches: the trial decides how long it trains
 
 
-@pytest.mark.parametrize(("searcher", "field"), [
-    ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches}", "searcher.max_time"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4, max_time: 10}", "searcher.time_metric"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches, max_time: 0}", "searcher.max_time"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches, max_time: -5}", "searcher.max_time"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches, max_time: 1.5}", "searcher.max_time"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches, max_time: ten}", "searcher.max_time"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: '', max_time: 10}", "searcher.time_metric"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: [a], max_time: 10}", "searcher.time_metric"),
-    ("{name: adaptive_asha, metric: l, max_trials: 4}", "searcher.max_length"),
-    ("{name: random, metric: l, max_trials: 4, time_metric: batches, max_time: 10}", "searcher.time_metric"),
-    ("{name: single, metric: l, max_length: 4, time_metric: batches, max_time: 10}", "searcher.max_time"),
-])
+@pytest.mark.parametrize(
+    ("searcher", "field"),
+    [
+        ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches}", "searcher.max_time"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4, max_time: 10}", "searcher.time_metric"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches, max_time: 0}", "searcher.max_time"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches, max_time: -5}", "searcher.max_time"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches, max_time: 1.5}", "searcher.max_time"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: batches, max_time: ten}", "searcher.max_time"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: '', max_time: 10}", "searcher.time_metric"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4, time_metric: [a], max_time: 10}", "searcher.time_metric"),
+        ("{name: adaptive_asha, metric: l, max_trials: 4}", "searcher.max_length"),
+        ("{name: random, metric: l, max_trials: 4, time_metric: batches, max_time: 10}", "searcher.time_metric"),
+        ("{name: single, metric: l, max_length: 4, time_metric: batches, max_time: 10}", "searcher.max_time"),
+    ],
+)
 def test_bad_time_metric_or_max_time_is_named(searcher: str, field: str) -> None:
     assert field in problems(searcher)

@@ -58,7 +58,9 @@ def test_factory_builds_the_named_searcher() -> None:
 
 
 def test_single_creates_one_trial_with_first_values() -> None:
-    s = searcher_for("{name: single, metric: l}", """
+    s = searcher_for(
+        "{name: single, metric: l}",
+        """
         i: {type: int, minval: 3, maxval: 9}
         d: {type: double, minval: 0.5, maxval: 1.5}
         l: {type: log, minval: -3, maxval: -1}
@@ -66,13 +68,21 @@ def test_single_creates_one_trial_with_first_values() -> None:
         k: {type: const, val: 7}
         raw: hello
         nested: {a: {type: int, minval: 1, maxval: 2}, b: [1, 2]}
-    """)
+    """,
+    )
     actions = s.initial()
     assert ids(actions) == ["r0"]
     assert not actions.shutdown
     hp = actions.create[0].hparams
-    assert hp == {"i": 3, "d": 0.5, "l": pytest.approx(0.001), "c": "adam", "k": 7, "raw": "hello",
-                  "nested": {"a": 1, "b": [1, 2]}}
+    assert hp == {
+        "i": 3,
+        "d": 0.5,
+        "l": pytest.approx(0.001),
+        "c": "adam",
+        "k": 7,
+        "raw": "hello",
+        "nested": {"a": 1, "b": [1, 2]},
+    }
     assert s.total_trials() == 1
     done = s.on_trial_closed("r0")
     assert done.create == [] and done.shutdown
@@ -89,13 +99,16 @@ def test_single_with_no_hyperparameters() -> None:
 
 
 def test_grid_points_for_each_type() -> None:
-    s = searcher_for("{name: grid, metric: l}", """
+    s = searcher_for(
+        "{name: grid, metric: l}",
+        """
         i: {type: int, minval: 0, maxval: 10, count: 3}
         d: {type: double, minval: 0, maxval: 1, count: 5}
         l: {type: log, minval: -4, maxval: -2, count: 3, base: 10}
         c: {type: categorical, vals: [a, b]}
         k: {type: const, val: 1}
-    """)
+    """,
+    )
     assert isinstance(s, GridSearcher)
     assert s.total_trials() == 3 * 5 * 3 * 2
     assert sorted({p["i"] for p in s.points}) == [0, 5, 10]
@@ -118,41 +131,57 @@ def test_grid_int_count_larger_than_range_gives_each_integer_once() -> None:
 
 
 def test_grid_count_one_is_minval() -> None:
-    s = searcher_for("{name: grid, metric: l}", """
+    s = searcher_for(
+        "{name: grid, metric: l}",
+        """
         i: {type: int, minval: 4, maxval: 9, count: 1}
         d: {type: double, minval: 0.2, maxval: 0.9, count: 1}
-    """)
+    """,
+    )
     assert list(s.points) == [{"i": 4, "d": 0.2}]
 
 
 def test_grid_nested_hyperparameters_keep_their_shape() -> None:
-    s = searcher_for("{name: grid, metric: l}", """
+    s = searcher_for(
+        "{name: grid, metric: l}",
+        """
         opt:
           name: {type: categorical, vals: [adam, sgd]}
           lr: {type: double, minval: 0.1, maxval: 0.2, count: 2}
           fixed: 3
         layers: {type: int, minval: 1, maxval: 2, count: 2}
-    """)
+    """,
+    )
     assert len(s.points) == 8
     for p in s.points:
         assert set(p) == {"opt", "layers"}
         assert set(p["opt"]) == {"name", "lr", "fixed"}
         assert p["opt"]["fixed"] == 3
     assert {(p["opt"]["name"], p["opt"]["lr"], p["layers"]) for p in s.points} == {
-        (n, lr, layers) for n in ("adam", "sgd") for lr in (0.1, 0.2) for layers in (1, 2)}
+        (n, lr, layers) for n in ("adam", "sgd") for lr in (0.1, 0.2) for layers in (1, 2)
+    }
 
 
-@pytest.mark.parametrize("searcher", ["{name: single, metric: l, max_length: 1}", "{name: grid, metric: l}",
-                                      "{name: random, metric: l, max_trials: 2, max_length: 1}",
-                                      "{name: adaptive_asha, metric: l, max_trials: 2, max_length: 4}"])
+@pytest.mark.parametrize(
+    "searcher",
+    [
+        "{name: single, metric: l, max_length: 1}",
+        "{name: grid, metric: l}",
+        "{name: random, metric: l, max_trials: 2, max_length: 1}",
+        "{name: adaptive_asha, metric: l, max_trials: 2, max_length: 4}",
+    ],
+)
 def test_an_empty_hyperparameter_group_is_kept_in_every_trials_hparams(searcher: str) -> None:
     # Determined keeps it: the noop model reads hparams["actions"] with no actions configured
-    s = searcher_for(searcher, """
+    s = searcher_for(
+        searcher,
+        """
         actions: {}
         opt:
           inner: {}
           lr: 0.1
-    """)
+    """,
+    )
     for request in s.initial().create:
         assert request.hparams == {"actions": {}, "opt": {"inner": {}, "lr": 0.1}}
 
@@ -169,7 +198,6 @@ def test_grid_creates_every_point_then_shuts_down() -> None:
 
 def test_grid_of_empty_space_is_one_trial() -> None:
     assert len(run_to_end(searcher_for("{name: grid, metric: l}"))) == 1
-
 
 
 def test_progress_is_the_length_done_against_one_length_per_trial() -> None:
@@ -240,8 +268,9 @@ def test_state_round_trip_continues_identically(closed_before_save: int) -> None
     while live:
         a = original.on_trial_closed(live[0])
         b = restored.on_trial_closed(live[0])
-        assert [(r.request_id, r.hparams, r.seed) for r in a.create] == \
-               [(r.request_id, r.hparams, r.seed) for r in b.create]
+        assert [(r.request_id, r.hparams, r.seed) for r in a.create] == [
+            (r.request_id, r.hparams, r.seed) for r in b.create
+        ]
         assert a.shutdown == b.shutdown
         live = live[1:] + ids(a)
     assert original.state() == restored.state()
@@ -272,8 +301,9 @@ def test_restored_grid_does_not_recreate_trials() -> None:
 
 
 def test_max_concurrent_trials_limits_live_trials_and_refills_on_close() -> None:
-    s = searcher_for("{name: grid, metric: l, max_concurrent_trials: 2}",
-                     "c: {type: categorical, vals: [1, 2, 3, 4, 5]}")
+    s = searcher_for(
+        "{name: grid, metric: l, max_concurrent_trials: 2}", "c: {type: categorical, vals: [1, 2, 3, 4, 5]}"
+    )
     assert ids(s.initial()) == ["r0", "r1"]
     assert len(s.live) == 2
     assert ids(s.on_trial_closed("r1")) == ["r2"]
@@ -300,8 +330,7 @@ def test_zero_means_no_limit() -> None:
 
 
 def test_closing_an_unknown_or_already_closed_trial_changes_nothing() -> None:
-    s = searcher_for("{name: grid, metric: l, max_concurrent_trials: 1}",
-                     "c: {type: categorical, vals: [1, 2]}")
+    s = searcher_for("{name: grid, metric: l, max_concurrent_trials: 1}", "c: {type: categorical, vals: [1, 2]}")
     s.initial()
     assert ids(s.on_trial_closed("r0")) == ["r1"]
     again = s.on_trial_closed("r0")
@@ -322,8 +351,7 @@ def test_shutdown_only_when_all_closed() -> None:
 
 
 def test_on_trial_exited_early_closes_the_trial_and_refills() -> None:
-    s = searcher_for("{name: grid, metric: l, max_concurrent_trials: 1}",
-                     "c: {type: categorical, vals: [1, 2]}")
+    s = searcher_for("{name: grid, metric: l, max_concurrent_trials: 1}", "c: {type: categorical, vals: [1, 2]}")
     s.initial()
     actions = s.on_trial_exited_early("r0", "errored")
     assert ids(actions) == ["r1"]
@@ -358,8 +386,7 @@ def test_validation_tracks_the_best_metric_per_trial() -> None:
     s.on_validation("r0", 0.7, 20)
     s.on_validation("r0", 0.3, 30)
     assert s.best["r0"] == 0.3
-    bigger = searcher_for("{name: grid, metric: acc, smaller_is_better: false}",
-                          "c: {type: categorical, vals: [1]}")
+    bigger = searcher_for("{name: grid, metric: acc, smaller_is_better: false}", "c: {type: categorical, vals: [1]}")
     bigger.initial()
     bigger.on_validation("r0", 0.5, 1)
     bigger.on_validation("r0", 0.4, 2)
@@ -374,8 +401,10 @@ def test_sample_log_is_uniform_in_the_exponent() -> None:
 
     space = config("{name: random, metric: l, max_trials: 1}", "l: {type: log, minval: -6, maxval: 0}")
     rng = _random.Random(0)
-    exps = [math.log10(hp_mod.sample(space.hyperparameters, rng)["l"])  # type: ignore[attr-defined]
-            for _ in range(2000)]
+    exps = [
+        math.log10(hp_mod.sample(space.hyperparameters, rng)["l"])  # type: ignore[attr-defined]
+        for _ in range(2000)
+    ]
     below = sum(1 for e in exps if e < -3)
     assert 800 < below < 1200  # about half the samples below 10**-3
 
@@ -386,13 +415,18 @@ def test_sample_log_is_uniform_in_the_exponent() -> None:
 def test_grid_order_is_itertools_product_order() -> None:
     import itertools
 
-    s = searcher_for("{name: grid, metric: l}", """
+    s = searcher_for(
+        "{name: grid, metric: l}",
+        """
         a: {type: categorical, vals: [x, y, z]}
         g: {b: {type: int, minval: 0, maxval: 6, count: 4}, k: 5}
         d: {type: double, minval: 0, maxval: 1, count: 2}
-    """)
-    expected = [{"a": a, "g": {"b": b, "k": 5}, "d": d}
-                for a, b, d in itertools.product(["x", "y", "z"], [0, 2, 4, 6], [0.0, 1.0])]
+    """,
+    )
+    expected = [
+        {"a": a, "g": {"b": b, "k": 5}, "d": d}
+        for a, b, d in itertools.product(["x", "y", "z"], [0, 2, 4, 6], [0.0, 1.0])
+    ]
     assert list(s.points) == expected
     assert [s.points[i] for i in range(len(expected))] == expected
     assert s.points[-1] == expected[-1] and s.points[2:4] == expected[2:4]
@@ -411,20 +445,26 @@ def test_grid_point_i_is_decoded_without_building_the_grid() -> None:
     assert s.points[10**36 - 1] == {f"h{i}": 999999 for i in range(6)}
     assert s.points[123] == {**{f"h{i}": 0 for i in range(5)}, "h5": 123}
     # a restored searcher creates point `created` directly
-    restored = searcher_for("{name: grid, metric: l, max_concurrent_trials: 1}", space,
-                            state={"created": 10**6 + 7, "closed": [], "live": [], "exhausted": False, "best": {}})
+    restored = searcher_for(
+        "{name: grid, metric: l, max_concurrent_trials: 1}",
+        space,
+        state={"created": 10**6 + 7, "closed": [], "live": [], "exhausted": False, "best": {}},
+    )
     [req] = restored.initial().create
     assert req.request_id == f"r{10**6 + 7}"
     assert req.hparams == {**{f"h{i}": 0 for i in range(4)}, "h4": 1, "h5": 7}
 
 
 def test_grid_size_counts_nested_groups_and_distinct_integers() -> None:
-    cfg = config("{name: grid, metric: l}", """
+    cfg = config(
+        "{name: grid, metric: l}",
+        """
         outer:
           inner: {a: {type: categorical, vals: [1, 2, 3]}, b: {type: log, minval: 0, maxval: 1, count: 5}}
         i: {type: int, minval: 1, maxval: 3, count: 100}
         k: 1
-    """)
+    """,
+    )
     assert hp_mod.grid_size(cfg.hyperparameters) == 3 * 5 * 3  # type: ignore[attr-defined]
     assert len(make_searcher(cfg, seed=0).points) == 45  # type: ignore[arg-type,attr-defined]
 
@@ -440,8 +480,13 @@ def test_room_caps_live_trials_without_entering_the_state() -> None:
     grown = make_searcher(cfg, seed=3, state=s.state(), room=6)  # type: ignore[arg-type]
     more = grown.top_up().create
     assert [r.request_id for r in more] == ["r4", "r5", "r6"]
-    reference = make_searcher(config("{name: random, metric: l, max_trials: 7}",  # type: ignore[arg-type]
-                                     "x: {type: int, minval: 0, maxval: 9}"), seed=3)
+    reference = make_searcher(
+        config(
+            "{name: random, metric: l, max_trials: 7}",  # type: ignore[arg-type]
+            "x: {type: int, minval: 0, maxval: 9}",
+        ),
+        seed=3,
+    )
     assert [r.hparams for r in more] == [r.hparams for r in reference.initial().create][4:]
     assert make_searcher(cfg, seed=3, state=grown.state(), room=0).top_up().create == []  # type: ignore[arg-type]
 

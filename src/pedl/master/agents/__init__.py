@@ -27,11 +27,25 @@ if TYPE_CHECKING:
     from pedl.master.agents.service import one, set_enabled, set_slot_enabled, store_logs
 
 # each module and the public names it gives the package (master/exports.py)
-__getattr__, __all__ = lazy_exports(__name__, {
-    "credentials": ["HAS_CREDENTIAL", "InstanceSecrets", "MISSING_TOKEN", "Offer", "Refused", "WRONG_TOKEN", "forget",
-                    "known_secret", "may_download", "register", "spot_instance"],
-    "instances": ["instance_summary"],
-    "resource_allocation": ["raw"],
-    "resource_pools": ["describe_pool", "summaries"],
-    "service": ["one", "set_enabled", "set_slot_enabled", "store_logs"],
-})
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "credentials": [
+            "HAS_CREDENTIAL",
+            "InstanceSecrets",
+            "MISSING_TOKEN",
+            "Offer",
+            "Refused",
+            "WRONG_TOKEN",
+            "forget",
+            "known_secret",
+            "may_download",
+            "register",
+            "spot_instance",
+        ],
+        "instances": ["instance_summary"],
+        "resource_allocation": ["raw"],
+        "resource_pools": ["describe_pool", "summaries"],
+        "service": ["one", "set_enabled", "set_slot_enabled", "store_logs"],
+    },
+)

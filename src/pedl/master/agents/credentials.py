@@ -85,8 +85,9 @@ class Admission:
     consume: bool = False  # the instance's single-use secret is used up now
 
 
-def admit(agent_id: str, stored_hash: str | None, offer: Offer, cluster_secret: str,
-          enrollment: EnrollmentView | None) -> Admission:
+def admit(
+    agent_id: str, stored_hash: str | None, offer: Offer, cluster_secret: str, enrollment: EnrollmentView | None
+) -> Admission:
     """Whether this connection may be agent `agent_id`. `stored_hash`: the digest of the id's credential,
     None when it has none; `enrollment`: the instance secret the offered secret is, if it is one."""
     if stored_hash is not None:
@@ -133,8 +134,13 @@ def _ended(s: Session, instance_id: str | None) -> bool:
     if not instance_id:
         return False
     if instance_id.startswith(SPOT_REQUEST_PREFIX):
-        states = list(s.scalars(select(models.Instance.state).where(
-            models.Instance.spot_request_id == instance_id, models.Instance.id != instance_id)))
+        states = list(
+            s.scalars(
+                select(models.Instance.state).where(
+                    models.Instance.spot_request_id == instance_id, models.Instance.id != instance_id
+                )
+            )
+        )
         if states:
             return all(state in ENDED for state in states)
     row = s.get(models.Instance, instance_id)
@@ -197,8 +203,14 @@ def spot_instance(ctx: MasterContext, agent_id: str, offer: Offer) -> str | None
         return None
 
 
-def register(ctx: MasterContext, reg: proto.Register, remote: str, offer: Offer, conn: AgentConnection,
-             fulfilled_by: str | None = None) -> tuple[proto.Registered, AgentConnection | None]:
+def register(
+    ctx: MasterContext,
+    reg: proto.Register,
+    remote: str,
+    offer: Offer,
+    conn: AgentConnection,
+    fulfilled_by: str | None = None,
+) -> tuple[proto.Registered, AgentConnection | None]:
     """Admit the connection as agent `reg.agent_id` and register it, in one transaction under the cluster
     lock: the connection becomes the agent's in the hub only once admitted (so a refused one never
     displaces the agent), and a credential is issued in the same transaction that records the agent.
@@ -211,8 +223,9 @@ def register(ctx: MasterContext, reg: proto.Register, remote: str, offer: Offer,
         agent = s.get(models.Agent, reg.agent_id)
         row = None if _same(offer.secret, ctx.agent_token) else _enrollment(s, offer.secret)
         view = _view(s, reg.agent_id, row, fulfilled_by) if row is not None else None
-        decision = admit(reg.agent_id, agent.credential_hash if agent is not None else None, offer,
-                         ctx.agent_token, view)
+        decision = admit(
+            reg.agent_id, agent.credential_hash if agent is not None else None, offer, ctx.agent_token, view
+        )
         if decision.reason is not None:
             raise Refused(decision.reason)
         displaced.append(ctx.hub.attach(conn))
@@ -251,9 +264,14 @@ def forget(ctx: MasterContext, who: Caller, agent_id: str) -> None:
         if agent is None:
             raise NotFound(f"agentId: agent {agent_id!r} not found")
         agent.credential_hash = None
-        record_event(s, ctx.clock.now(), "agent", agent_id,
-                     f"credential forgotten by {who.user.username}: the enrollment secret registers this id again",
-                     level="warning")
+        record_event(
+            s,
+            ctx.clock.now(),
+            "agent",
+            agent_id,
+            f"credential forgotten by {who.user.username}: the enrollment secret registers this id again",
+            level="warning",
+        )
 
     ctx.controller.run(change)
     ctx.hub.close(agent_id)
@@ -269,8 +287,14 @@ class InstanceSecrets:
     def issue(self, launch_token: str) -> str:
         secret = new_secret()
         with self.ctx.db.session() as s:
-            s.add(models.InstanceEnrollment(secret_hash=secret_hash(secret), resource_pool=self.pool,
-                                            launch_token=launch_token[:64], created_at=self.ctx.clock.now()))
+            s.add(
+                models.InstanceEnrollment(
+                    secret_hash=secret_hash(secret),
+                    resource_pool=self.pool,
+                    launch_token=launch_token[:64],
+                    created_at=self.ctx.clock.now(),
+                )
+            )
         return secret
 
     def bind(self, secret: str, instance_id: str) -> None:

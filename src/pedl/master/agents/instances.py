@@ -21,15 +21,30 @@ def instance_summary(ctx: MasterContext, row: models.Instance) -> dict[str, Any]
     prov = ctx.provisioners.get(row.resource_pool)
     idle_since = prov.idle_since.get(row.id) if prov else None
     hours = max(end - row.launched_at, 0.0) / 3600
-    return {"id": row.id, "resourcePool": row.resource_pool, "provider": row.provider,
-            "instanceType": row.instance_type, "spot": row.spot, "state": row.state, "slots": row.slots,
-            "launchedAt": row.launched_at, "registeredAt": row.registered_at, "terminatedAt": row.terminated_at,
-            "terminationReason": row.termination_reason, "interruptedAt": row.interrupted_at,
-            # consolidation: draining (no new work, ends once empty); cordoned (an on-demand fallback
-            # that takes no new work while spot capacity is available)
-            "drainingSince": row.draining_since, "drainReason": row.drain_reason, "cordonedSince": row.cordoned_since,
-            "adopted": row.adopted, "idleSeconds": (now - idle_since) if idle_since is not None else None,
-            "instanceHours": hours, "cost": hours * row.price_per_hour, "pricePerHour": row.price_per_hour}
+    return {
+        "id": row.id,
+        "resourcePool": row.resource_pool,
+        "provider": row.provider,
+        "instanceType": row.instance_type,
+        "spot": row.spot,
+        "state": row.state,
+        "slots": row.slots,
+        "launchedAt": row.launched_at,
+        "registeredAt": row.registered_at,
+        "terminatedAt": row.terminated_at,
+        "terminationReason": row.termination_reason,
+        "interruptedAt": row.interrupted_at,
+        # consolidation: draining (no new work, ends once empty); cordoned (an on-demand fallback
+        # that takes no new work while spot capacity is available)
+        "drainingSince": row.draining_since,
+        "drainReason": row.drain_reason,
+        "cordonedSince": row.cordoned_since,
+        "adopted": row.adopted,
+        "idleSeconds": (now - idle_since) if idle_since is not None else None,
+        "instanceHours": hours,
+        "cost": hours * row.price_per_hour,
+        "pricePerHour": row.price_per_hour,
+    }
 
 
 def list_instances(ctx: MasterContext, s: Session, pool: str | None, include_terminated: bool) -> list[dict[str, Any]]:

@@ -41,11 +41,15 @@ def raw(ctx: MasterContext, who: Caller, after: float, before: float) -> list[Us
     if before - after > WINDOW_MAX_S:
         raise InvalidArgument.at("timestampBefore", f"a window of at most {int(WINDOW_MAX_S // 86400)} days")
     al, tr, ex, us = models.Allocation, models.Trial, models.Experiment, models.User
-    query = (select(al.started_at, al.ended_at, al.slots_needed, ex.id, us.id, us.username, ex.labels)
-             .join(tr, tr.id == al.trial_id).join(ex, ex.id == tr.experiment_id).join(us, us.id == ex.owner_id)
-             .where(al.started_at.is_not(None), al.started_at < before,
-                    or_(al.ended_at.is_(None), al.ended_at > after))
-             .order_by(al.started_at, al.id).limit(ROWS_MAX + 1))
+    query = (
+        select(al.started_at, al.ended_at, al.slots_needed, ex.id, us.id, us.username, ex.labels)
+        .join(tr, tr.id == al.trial_id)
+        .join(ex, ex.id == tr.experiment_id)
+        .join(us, us.id == ex.owner_id)
+        .where(al.started_at.is_not(None), al.started_at < before, or_(al.ended_at.is_(None), al.ended_at > after))
+        .order_by(al.started_at, al.id)
+        .limit(ROWS_MAX + 1)
+    )
     if not user.admin:
         query = query.where(ex.owner_id == user.id)
     now = ctx.clock.now()
@@ -53,7 +57,17 @@ def raw(ctx: MasterContext, who: Caller, after: float, before: float) -> list[Us
         rows = s.execute(query).all()
     if len(rows) > ROWS_MAX:
         raise InvalidArgument.at("timestampAfter", f"more than {ROWS_MAX} allocations in the window; narrow it")
-    return [UsageEntry(start, end, max(0.0, min(end if end is not None else now, before) - max(start, after)),
-                       slots, exp_id, uid, name, split_labels(labels))
-            for start, end, slots, exp_id, uid, name, labels in rows
-            if start is not None]  # (the query took started allocations only)
+    return [
+        UsageEntry(
+            start,
+            end,
+            max(0.0, min(end if end is not None else now, before) - max(start, after)),
+            slots,
+            exp_id,
+            uid,
+            name,
+            split_labels(labels),
+        )
+        for start, end, slots, exp_id, uid, name, labels in rows
+        if start is not None
+    ]  # (the query took started allocations only)

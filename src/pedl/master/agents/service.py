@@ -45,8 +45,7 @@ def one(ctx: MasterContext, agent_id: str) -> Agent:
     return found
 
 
-def set_enabled(ctx: MasterContext, who: Caller, agent_id: str, *, enabled: bool,
-                drain: bool = False) -> Agent:
+def set_enabled(ctx: MasterContext, who: Caller, agent_id: str, *, enabled: bool, drain: bool = False) -> Agent:
     """Enable an agent, or disable it: no task is placed on a disabled agent. Without `drain` the
     tasks it runs are preempted (they checkpoint and queue again, as for a spot interruption, not
     counted as failures); with `drain` they run to their end. Admins only. -> the agent now."""
@@ -69,8 +68,9 @@ def set_enabled(ctx: MasterContext, who: Caller, agent_id: str, *, enabled: bool
     return one(ctx, agent_id)
 
 
-def set_slot_enabled(ctx: MasterContext, who: Caller, agent_id: str, slot_id: str, *, enabled: bool,
-                     drain: bool = False) -> Agent:
+def set_slot_enabled(
+    ctx: MasterContext, who: Caller, agent_id: str, slot_id: str, *, enabled: bool, drain: bool = False
+) -> Agent:
     """det slot enable / disable: as for the agent, one slot; the scheduler places nothing on a
     disabled slot, and without `drain` the task holding it is preempted. The flags live in the slot's
     entry of the agent's slots column and outlast its reconnections. Admins only. -> the agent now."""
@@ -89,8 +89,9 @@ def set_slot_enabled(ctx: MasterContext, who: Caller, agent_id: str, slot_id: st
         if not enabled and not drain:
             for alloc in allocations.held_on(s, agent_id, running_only=True):
                 if any(p["agent_id"] == agent_id and slot_id in p["slot_ids"] for p in alloc.assignment or []):
-                    allocations.preempt(ctx.controller, s, alloc,
-                                        f"slot {slot_id} of agent {agent_id} disabled by {who.user.username}")
+                    allocations.preempt(
+                        ctx.controller, s, alloc, f"slot {slot_id} of agent {agent_id} disabled by {who.user.username}"
+                    )
 
     ctx.controller.run(change)
     ctx.controller.wake()

@@ -16,8 +16,12 @@ if TYPE_CHECKING:
 def device(slot: dict[str, Any], index: int) -> wire.Device:
     """The device of the agent's `index`th slot, as the agent reported it."""
     cuda = slot.get("type") == "cuda"
-    dev = wire.Device(id=index, type="TYPE_CUDA" if cuda else "TYPE_CPU",
-                      brand=slot.get("brand") or ("" if cuda else "CPU"), uuid=slot.get("uuid", ""))
+    dev = wire.Device(
+        id=index,
+        type="TYPE_CUDA" if cuda else "TYPE_CPU",
+        brand=slot.get("brand") or ("" if cuda else "CPU"),
+        uuid=slot.get("uuid", ""),
+    )
     if slot.get("memory_mib"):
         dev.memoryMib = int(slot["memory_mib"])
     return dev
@@ -43,9 +47,22 @@ def agent(a: models.Agent, held: dict[str, str], connected: bool) -> wire.Agent:
             st.total += 1
             st.disabled += 0 if enabled else 1
             st.draining += 1 if draining else 0
-    return wire.Agent(id=a.id, version=DETERMINED_API_VERSION, pedlVersion=a.version,
-                      registeredTime=ts(a.registered_at), slots=slots, containers=containers,
-                      resourcePools=[a.resource_pool], enabled=a.enabled, draining=a.draining, addresses=[a.address],
-                      label="", slotStats=wire.SlotStats(typeStats=type_stats, brandStats=brand_stats), state=a.state,
-                      connected=connected, hostname=a.hostname, lastHeartbeat=ts(a.last_heartbeat),
-                      containerRuntime=a.container_runtime or "")
+    return wire.Agent(
+        id=a.id,
+        version=DETERMINED_API_VERSION,
+        pedlVersion=a.version,
+        registeredTime=ts(a.registered_at),
+        slots=slots,
+        containers=containers,
+        resourcePools=[a.resource_pool],
+        enabled=a.enabled,
+        draining=a.draining,
+        addresses=[a.address],
+        label="",
+        slotStats=wire.SlotStats(typeStats=type_stats, brandStats=brand_stats),
+        state=a.state,
+        connected=connected,
+        hostname=a.hostname,
+        lastHeartbeat=ts(a.last_heartbeat),
+        containerRuntime=a.container_runtime or "",
+    )

@@ -45,20 +45,23 @@ AgentId = Annotated[str, Path(min_length=1, max_length=255)]
 
 
 @router.post("/api/v1/agents/{agent_id}/enable", response_model=GetAgentResponse, response_model_exclude_unset=True)
-def enable_agent(agent_id: AgentId, request: Request, who: Caller = Depends(caller),
-                 _body: Any = Depends(json_body)) -> GetAgentResponse:
+def enable_agent(
+    agent_id: AgentId, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> GetAgentResponse:
     """det agent enable: admins only."""
     return GetAgentResponse(agent=agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=True))
 
 
 @router.post("/api/v1/agents/{agent_id}/disable", response_model=GetAgentResponse, response_model_exclude_unset=True)
 @accepts(DisableAgentBody)
-def disable_agent(agent_id: AgentId, request: Request, who: Caller = Depends(caller),
-                  body: Any = Depends(json_body)) -> GetAgentResponse:
+def disable_agent(
+    agent_id: AgentId, request: Request, who: Caller = Depends(caller), body: Any = Depends(json_body)
+) -> GetAgentResponse:
     """det agent disable [--drain]: admins only; without drain its tasks are preempted."""
     req = parse(DisableAgentBody, body or {})
-    return GetAgentResponse(agent=agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=False,
-                                                             drain=req.drain))
+    return GetAgentResponse(
+        agent=agents_service.set_enabled(ctx_of(request), who, agent_id, enabled=False, drain=req.drain)
+    )
 
 
 @router.get("/api/v1/agents/{agent_id}", response_model=GetAgentResponse, response_model_exclude_unset=True)
@@ -74,26 +77,35 @@ def get_slots(agent_id: AgentId, request: Request, _: Caller = Depends(caller)) 
 SlotId = Annotated[str, Path(min_length=1, max_length=64)]
 
 
-@router.get("/api/v1/agents/{agent_id}/slots/{slot_id}", response_model=GetSlotResponse,
-            response_model_exclude_unset=True)
+@router.get(
+    "/api/v1/agents/{agent_id}/slots/{slot_id}", response_model=GetSlotResponse, response_model_exclude_unset=True
+)
 def get_slot(agent_id: AgentId, slot_id: SlotId, request: Request, _: Caller = Depends(caller)) -> GetSlotResponse:
     return GetSlotResponse(slot=_slot(agents_service.one(ctx_of(request), agent_id), slot_id))
 
 
-@router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/enable", response_model=GetSlotResponse,
-             response_model_exclude_unset=True)
-def enable_slot(agent_id: AgentId, slot_id: SlotId, request: Request, who: Caller = Depends(caller),
-                _body: Any = Depends(json_body)) -> GetSlotResponse:
+@router.post(
+    "/api/v1/agents/{agent_id}/slots/{slot_id}/enable",
+    response_model=GetSlotResponse,
+    response_model_exclude_unset=True,
+)
+def enable_slot(
+    agent_id: AgentId, slot_id: SlotId, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> GetSlotResponse:
     """det slot enable: admins only."""
     agent = agents_service.set_slot_enabled(ctx_of(request), who, agent_id, slot_id, enabled=True)
     return GetSlotResponse(slot=_slot(agent, slot_id))
 
 
-@router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/disable", response_model=GetSlotResponse,
-             response_model_exclude_unset=True)
+@router.post(
+    "/api/v1/agents/{agent_id}/slots/{slot_id}/disable",
+    response_model=GetSlotResponse,
+    response_model_exclude_unset=True,
+)
 @accepts(DisableAgentBody)
-def disable_slot(agent_id: AgentId, slot_id: SlotId, request: Request, who: Caller = Depends(caller),
-                 body: Any = Depends(json_body)) -> GetSlotResponse:
+def disable_slot(
+    agent_id: AgentId, slot_id: SlotId, request: Request, who: Caller = Depends(caller), body: Any = Depends(json_body)
+) -> GetSlotResponse:
     """det slot disable: admins only; without drain the task holding the slot is preempted (the body's
     agentId and slotId, which det leaves unset, are ignored: the path names the slot)."""
     req = parse(DisableAgentBody, body or {})
@@ -124,8 +136,11 @@ def _offer(ctx, ws: WebSocket, remote: str) -> agent_credentials.Offer:  # a Mas
     """What the connection presents. security.allow_unauthenticated_loopback_agents (development only)
     admits a loopback peer that presents nothing; a secret or credential that is offered must be right."""
     dev = ctx.config.security.allow_unauthenticated_loopback_agents and _is_loopback(remote)
-    return agent_credentials.Offer(credential=ws.headers.get(proto.CREDENTIAL_HEADER.lower(), ""),
-                                   secret=ws.headers.get(proto.TOKEN_HEADER.lower(), ""), loopback_dev=dev)
+    return agent_credentials.Offer(
+        credential=ws.headers.get(proto.CREDENTIAL_HEADER.lower(), ""),
+        secret=ws.headers.get(proto.TOKEN_HEADER.lower(), ""),
+        loopback_dev=dev,
+    )
 
 
 def _early_refusal(ctx, offer: agent_credentials.Offer) -> str | None:  # a MasterContext
@@ -139,8 +154,9 @@ def _early_refusal(ctx, offer: agent_credentials.Offer) -> str | None:  # a Mast
 
 
 @router.post("/api/v1/agents/{agent_id}/forget")
-def forget_agent(agent_id: AgentId, request: Request, who: Caller = Depends(caller),
-                 _body: Any = Depends(json_body)) -> dict:
+def forget_agent(
+    agent_id: AgentId, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> dict:
     """pedl agent forget: admins only. The master forgets the agent's credential (its file was lost),
     so the enrollment secret registers the id again and it gets a new one; its connection, if any, is
     closed."""
@@ -178,26 +194,42 @@ async def agent_socket(ws: WebSocket) -> None:
         log.warning("refused agent %s: unknown resource pool %r", first.agent_id, first.resource_pool)
         await _close(ws, proto.CLOSE_BAD_REQUEST, f"unknown resource pool {first.resource_pool!r}")
         return
-    conn = AgentConnection(agent_id=first.agent_id, master_url=_master_url(ws), remote_host=remote,
-                           loop=asyncio.get_running_loop(), last_heartbeat=ctx.clock.now())
+    conn = AgentConnection(
+        agent_id=first.agent_id,
+        master_url=_master_url(ws),
+        remote_host=remote,
+        loop=asyncio.get_running_loop(),
+        last_heartbeat=ctx.clock.now(),
+    )
     writer: asyncio.Task | None = None
     try:
         try:
             fulfilled_by = await run_in_threadpool(agent_credentials.spot_instance, ctx, first.agent_id, offer)
-            registered, old = await run_in_threadpool(agent_credentials.register, ctx, first, remote, offer, conn,
-                                                      fulfilled_by)
+            registered, old = await run_in_threadpool(
+                agent_credentials.register, ctx, first, remote, offer, conn, fulfilled_by
+            )
         except agent_credentials.Refused as exc:
-            log.warning("refused agent %s from %s: %s%s", first.agent_id, remote, exc.reason,
-                        f" (if its credential file was lost: `pedl agent forget {first.agent_id}`)"
-                        if exc.reason == agent_credentials.HAS_CREDENTIAL else "")
+            log.warning(
+                "refused agent %s from %s: %s%s",
+                first.agent_id,
+                remote,
+                exc.reason,
+                f" (if its credential file was lost: `pedl agent forget {first.agent_id}`)"
+                if exc.reason == agent_credentials.HAS_CREDENTIAL
+                else "",
+            )
             await _close(ws, proto.CLOSE_UNAUTHORIZED, exc.reason)
             return
         if old is not None:
             old.send(None)
         # how long the agent may stay cut off before it must kill its tasks itself (fencing): by then
         # the master has declared it lost and restarted its tasks elsewhere
-        registered = registered.model_copy(update={"reconnect_wait": ctx.config.agent_reconnect_wait,
-                                                   "kill_grace_period": ctx.config.task_kill_grace_period})
+        registered = registered.model_copy(
+            update={
+                "reconnect_wait": ctx.config.agent_reconnect_wait,
+                "kill_grace_period": ctx.config.task_kill_grace_period,
+            }
+        )
         await ws.send_json(proto.dump(registered))
         # only now: work scheduled meanwhile waits in the queue, so `registered` is always first
         writer = asyncio.create_task(_writer(ws, conn))
@@ -248,9 +280,13 @@ async def _handle_until_stored(ctx, conn: AgentConnection, msg) -> None:  # a Ma
             await _handle(ctx, conn, msg)
             return
         except OperationalError as exc:
-            log.warning("database unavailable while handling %s from agent %s; retrying in %.1f s: %s",
-                        msg.type, conn.agent_id, delay,
-                        str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__)
+            log.warning(
+                "database unavailable while handling %s from agent %s; retrying in %.1f s: %s",
+                msg.type,
+                conn.agent_id,
+                delay,
+                str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__,
+            )
         await asyncio.sleep(delay)
         delay = min(delay * 2, DB_RETRY_MAX_S)
         if ctx.hub.get(conn.agent_id) is conn:

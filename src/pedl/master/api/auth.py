@@ -41,8 +41,14 @@ class LoginBody(Body):
 @accepts(LoginBody, errors=(401, 403, 429))  # as Determined: 401 wrong credentials, 403 a deactivated user
 def login(request: Request, body: dict = Depends(json_body)) -> LoginResponse:
     req = parse(LoginBody, body)
-    return users_service.log_in(ctx_of(request), req.username, req.password, req.isHashed, client_address(request),
-                                console=bool(request.scope.get(CONSOLE)))
+    return users_service.log_in(
+        ctx_of(request),
+        req.username,
+        req.password,
+        req.isHashed,
+        client_address(request),
+        console=bool(request.scope.get(CONSOLE)),
+    )
 
 
 @router.post("/auth/logout")

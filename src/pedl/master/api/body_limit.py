@@ -44,16 +44,20 @@ def body_limit(limits: LimitsConfig, method: str, path: str, proxy_body_bytes: i
 def _url_problem(scope: Scope) -> InvalidArgument | None:
     """PostgreSQL refuses a NUL in any text where SQLite stores it: refused here, for every route."""
     if "\x00" in scope.get("path", ""):
-        return InvalidArgument("path: the URL path contains a NUL character",
-                               fields=[{"field": "path", "message": "contains a NUL character"}])
+        return InvalidArgument(
+            "path: the URL path contains a NUL character",
+            fields=[{"field": "path", "message": "contains a NUL character"}],
+        )
     query = scope.get("query_string", b"").decode("latin-1")
     if "%00" not in query and "\x00" not in query:
         return None
-    bad = next((name for name, value in parse_qsl(query, keep_blank_values=True)
-                if "\x00" in name or "\x00" in value), "query")
+    bad = next(
+        (name for name, value in parse_qsl(query, keep_blank_values=True) if "\x00" in name or "\x00" in value), "query"
+    )
     field = bad.replace("\x00", "\\0")
-    return InvalidArgument(f"{field}: contains a NUL character",
-                           fields=[{"field": field, "message": "contains a NUL character"}])
+    return InvalidArgument(
+        f"{field}: contains a NUL character", fields=[{"field": field, "message": "contains a NUL character"}]
+    )
 
 
 class _TooLarge(Exception):
@@ -75,8 +79,10 @@ class BodyLimit:
             await _answer(problem, scope, receive, send)
             return
         limit, setting = body_limit(self.limits, scope["method"], scope["path"], self.proxy_body_bytes)
-        too_large = PayloadTooLarge(f"body: the request body is larger than {limit} bytes ({setting})",
-                                    fields=[{"field": "body", "message": f"larger than {limit} bytes"}])
+        too_large = PayloadTooLarge(
+            f"body: the request body is larger than {limit} bytes ({setting})",
+            fields=[{"field": "body", "message": f"larger than {limit} bytes"}],
+        )
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None:
             try:
@@ -84,9 +90,14 @@ class BodyLimit:
             except ValueError:
                 length = -1
             if length < 0:
-                await _answer(InvalidArgument("Content-Length: not a byte count",
-                                              fields=[{"field": "Content-Length", "message": "invalid"}]),
-                              scope, receive, send)
+                await _answer(
+                    InvalidArgument(
+                        "Content-Length: not a byte count", fields=[{"field": "Content-Length", "message": "invalid"}]
+                    ),
+                    scope,
+                    receive,
+                    send,
+                )
                 return
             if length > limit:
                 await _answer(too_large, scope, receive, send)

@@ -66,8 +66,9 @@ def parse_json(raw: bytes, limits: LimitsConfig, *, check_string_length: bool = 
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidArgument(f"body: malformed JSON ({exc})",
-                              fields=[{"field": "body", "message": "malformed JSON"}]) from None
+        raise InvalidArgument(
+            f"body: malformed JSON ({exc})", fields=[{"field": "body", "message": "malformed JSON"}]
+        ) from None
     max_depth = limits.max_nesting_depth
     if raw.count(b"[") + raw.count(b"{") > max_depth and nesting_depth(raw) > max_depth:
         raise InvalidArgument.at("body", f"JSON nested more than {max_depth} levels deep (limits.max_nesting_depth)")
@@ -83,11 +84,15 @@ def parse_json(raw: bytes, limits: LimitsConfig, *, check_string_length: bool = 
     except RecursionError:  # a depth limit above what the interpreter's stack allows
         raise InvalidArgument.at("body", "JSON nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError among others
-        raise InvalidArgument(f"body: malformed JSON ({exc})",
-                              fields=[{"field": "body", "message": "malformed JSON"}]) from None
+        raise InvalidArgument(
+            f"body: malformed JSON ({exc})", fields=[{"field": "body", "message": "malformed JSON"}]
+        ) from None
     max_string = limits.max_string_length if check_string_length else None
-    if suspect or (b"\\u" in raw and _SUSPECT_ESCAPE.search(text)) or (
-            max_string is not None and _may_hold_long_string(raw, max_string) and longest_string(text) > max_string):
+    if (
+        suspect
+        or (b"\\u" in raw and _SUSPECT_ESCAPE.search(text))
+        or (max_string is not None and _may_hold_long_string(raw, max_string) and longest_string(text) > max_string)
+    ):
         problems = value_problems(data, max_string_length=max_string)
         if problems:
             fields = [{"field": "body" if f == "<root>" else f, "message": m} for f, m in problems]

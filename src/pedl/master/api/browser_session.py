@@ -32,17 +32,21 @@ def cookie_token(request: Request) -> str | None:
     if request.method not in SAFE_METHODS:
         sent = request.headers.get(CSRF_HEADER, "")
         if not hmac.compare_digest(sent.encode(), csrf_for(token).encode()):
-            raise Forbidden(f"{request.method} with the session cookie needs the header X-CSRF-Token with the "
-                            f"value of the {CSRF_COOKIE} cookie (a protection against cross-site requests)")
+            raise Forbidden(
+                f"{request.method} with the session cookie needs the header X-CSRF-Token with the "
+                f"value of the {CSRF_COOKIE} cookie (a protection against cross-site requests)"
+            )
     return token
 
 
 def set_session_cookies(request: Request, response: Response, token: str, max_age: int) -> None:
     secure = request.url.scheme == "https"
-    response.set_cookie(SESSION_COOKIE, token, max_age=max_age, path="/", httponly=True, samesite="strict",
-                        secure=secure)
-    response.set_cookie(CSRF_COOKIE, csrf_for(token), max_age=max_age, path="/", httponly=False,
-                        samesite="strict", secure=secure)
+    response.set_cookie(
+        SESSION_COOKIE, token, max_age=max_age, path="/", httponly=True, samesite="strict", secure=secure
+    )
+    response.set_cookie(
+        CSRF_COOKIE, csrf_for(token), max_age=max_age, path="/", httponly=False, samesite="strict", secure=secure
+    )
 
 
 def clear_session_cookies(response: Response) -> None:

@@ -47,10 +47,12 @@ class CheckpointGCReport(Body):
 
 
 @router.post("/allocations/{allocation_id}/checkpoint_gc")
-def report_checkpoint_gc(allocation_id: str, request: Request, who: Caller = Depends(caller),
-                         body: Any = Depends(json_body)) -> dict:
+def report_checkpoint_gc(
+    allocation_id: str, request: Request, who: Caller = Depends(caller), body: Any = Depends(json_body)
+) -> dict:
     """What each of the GC task's checkpoints has left after its deletions; the master marks them."""
     report = parse(CheckpointGCReport, body)
-    checkpoint_gc_reports.report(ctx_of(request), who, allocation_id,
-                                 [(c.uuid, dict(c.resources)) for c in report.checkpoints])
+    checkpoint_gc_reports.report(
+        ctx_of(request), who, allocation_id, [(c.uuid, dict(c.resources)) for c in report.checkpoints]
+    )
     return {}

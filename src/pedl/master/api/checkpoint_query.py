@@ -8,9 +8,17 @@ from pedl.errors import InvalidArgument
 from pedl.master.lifecycle.states import CheckpointState
 
 # checkpointv1SortBy -> the service's sort
-SORTS = {None: "report_time", "": "report_time", "SORT_BY_UNSPECIFIED": "report_time",
-         "SORT_BY_END_TIME": "report_time", "SORT_BY_BATCH_NUMBER": "steps", "SORT_BY_TRIAL_ID": "report_time",
-         "SORT_BY_SEARCHER_METRIC": "searcher_metric", "SORT_BY_UUID": "uuid", "SORT_BY_STATE": "state"}
+SORTS = {
+    None: "report_time",
+    "": "report_time",
+    "SORT_BY_UNSPECIFIED": "report_time",
+    "SORT_BY_END_TIME": "report_time",
+    "SORT_BY_BATCH_NUMBER": "steps",
+    "SORT_BY_TRIAL_ID": "report_time",
+    "SORT_BY_SEARCHER_METRIC": "searcher_metric",
+    "SORT_BY_UUID": "uuid",
+    "SORT_BY_STATE": "state",
+}
 ORDERS = {None: None, "": None, "ORDER_BY_UNSPECIFIED": None, "ORDER_BY_ASC": False, "ORDER_BY_DESC": True}
 STATES = {s.value for s in CheckpointState}
 

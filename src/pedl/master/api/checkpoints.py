@@ -101,8 +101,9 @@ class CheckpointIn(Body):
     @classmethod
     def _training(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         trial_id = (value or {}).get("trialId")
-        if trial_id is not None and (isinstance(trial_id, bool) or not isinstance(trial_id, int)
-                                     or not 0 < trial_id <= INT64_MAX):
+        if trial_id is not None and (
+            isinstance(trial_id, bool) or not isinstance(trial_id, int) or not 0 < trial_id <= INT64_MAX
+        ):
             raise ValueError(f"trialId must be a trial id (a positive integer), not {trial_id!r}")
         return value
 
@@ -120,15 +121,23 @@ class ReportCheckpointBody(Body):
 
 @router.post("", response_model=ReportCheckpointResponse, response_model_exclude_unset=True)
 @accepts(ReportCheckpointBody)
-def report(request: Request, who: Caller = Depends(caller),
-           body: dict = Depends(json_body)) -> ReportCheckpointResponse:
+def report(
+    request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> ReportCheckpointResponse:
     """A trial reports a checkpoint it stored; only its own task token may."""
     data = body if isinstance(body, dict) else {}
     ck = parse(ReportCheckpointBody, data if "checkpoint" in data else {"checkpoint": data}).checkpoint
-    shown = checkpoints_service.report(ctx_of(request), who, uuid=ck.uuid, metadata=ck.metadata,
-                                       resources=ck.resources, state=ck.state,
-                                       trial_id=(ck.training or {}).get("trialId"),
-                                       allocation_id=ck.allocationId or None, task_id=ck.taskId or None)
+    shown = checkpoints_service.report(
+        ctx_of(request),
+        who,
+        uuid=ck.uuid,
+        metadata=ck.metadata,
+        resources=ck.resources,
+        state=ck.state,
+        trial_id=(ck.training or {}).get("trialId"),
+        allocation_id=ck.allocationId or None,
+        task_id=ck.taskId or None,
+    )
     return ReportCheckpointResponse(checkpoint=shown)
 
 
@@ -138,19 +147,35 @@ def describe(uuid: str, request: Request, _: Caller = Depends(caller)) -> GetChe
 
 
 @router.get("", response_model=GetCheckpointsResponse, response_model_exclude_unset=True)
-def list_checkpoints(request: Request, _: Caller = Depends(caller), experimentId: int | None = None,
-                     trialId: int | None = None, states: list[str] = Query(default_factory=list),
-                     offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
-                     orderBy: str | None = None) -> GetCheckpointsResponse:
+def list_checkpoints(
+    request: Request,
+    _: Caller = Depends(caller),
+    experimentId: int | None = None,
+    trialId: int | None = None,
+    states: list[str] = Query(default_factory=list),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    orderBy: str | None = None,
+) -> GetCheckpointsResponse:
     """pedl's own listing (det has none across experiments): filter by experiment, trial and state."""
     bad = [st for st in states if st not in _STATES]
     if bad:
-        raise InvalidArgument(f"states: {bad[0]!r} is not one of {sorted(_STATES)}",
-                              fields=[{"field": "states", "message": "invalid state"}])
-    page = checkpoints_service.listing(ctx_of(request), experiment_id=experimentId, trial_id=trialId, states=states,
-                                       offset=offset, limit=limit, newest_first=orderBy == "ORDER_BY_DESC")
-    return GetCheckpointsResponse(checkpoints=page.items,
-                                  pagination=Pagination.of(offset, limit, page.total, len(page.items)))
+        raise InvalidArgument(
+            f"states: {bad[0]!r} is not one of {sorted(_STATES)}",
+            fields=[{"field": "states", "message": "invalid state"}],
+        )
+    page = checkpoints_service.listing(
+        ctx_of(request),
+        experiment_id=experimentId,
+        trial_id=trialId,
+        states=states,
+        offset=offset,
+        limit=limit,
+        newest_first=orderBy == "ORDER_BY_DESC",
+    )
+    return GetCheckpointsResponse(
+        checkpoints=page.items, pagination=Pagination.of(offset, limit, page.total, len(page.items))
+    )
 
 
 @router.get("/{uuid}/download")
@@ -159,10 +184,15 @@ def download(uuid: str, request: Request, _: Caller = Depends(caller)) -> Stream
     """The checkpoint's files as an uncompressed tar, streamed from its storage (shared_fs or s3),
     only from inside the master's checkpoint storage roots."""
     got = checkpoints_service.download(ctx_of(request), uuid)
-    return StreamingResponse(got.chunks, media_type="application/x-tar",
-                             headers={"Content-Length": str(got.length),
-                                      "Content-Disposition": f'attachment; filename="{got.uuid}.tar"',
-                                      "X-Pedl-Checkpoint-Bytes": str(got.file_bytes)})
+    return StreamingResponse(
+        got.chunks,
+        media_type="application/x-tar",
+        headers={
+            "Content-Length": str(got.length),
+            "Content-Disposition": f'attachment; filename="{got.uuid}.tar"',
+            "X-Pedl-Checkpoint-Bytes": str(got.file_bytes),
+        },
+    )
 
 
 @legacy_router.get("/checkpoints/{uuid}")
@@ -170,8 +200,11 @@ def download(uuid: str, request: Request, _: Caller = Depends(caller)) -> Stream
 def download_gzipped(uuid: str, request: Request, _: Caller = Depends(caller)) -> StreamingResponse:
     """The tar of /api/v1/checkpoints/{uuid}/download, gzipped as it streams."""
     got = checkpoints_service.download(ctx_of(request), uuid)
-    return StreamingResponse(_gzipped(got.chunks), media_type="application/gzip",
-                             headers={"Content-Disposition": f'attachment; filename="{got.uuid}.tar.gz"'})
+    return StreamingResponse(
+        _gzipped(got.chunks),
+        media_type="application/gzip",
+        headers={"Content-Disposition": f'attachment; filename="{got.uuid}.tar.gz"'},
+    )
 
 
 def _gzipped(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -207,21 +240,24 @@ class CheckpointsRemoveFilesBody(Body):
 
 @router.post("/{uuid}/metadata", response_model=PostCheckpointMetadataResponse, response_model_exclude_unset=True)
 @accepts(PostCheckpointMetadataBody)
-def post_metadata(uuid: str, request: Request, who: Caller = Depends(caller),
-                  body: dict = Depends(json_body)) -> PostCheckpointMetadataResponse:
+def post_metadata(
+    uuid: str, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> PostCheckpointMetadataResponse:
     """The checkpoint's new metadata, whole (the SDK merges or removes keys itself); its experiment's
     owner or an admin."""
     req = parse(PostCheckpointMetadataBody, body).checkpoint
     if req.uuid and req.uuid != uuid:
         raise InvalidArgument.at("checkpoint.uuid", f"{req.uuid!r} is not the checkpoint of the path ({uuid})")
-    return PostCheckpointMetadataResponse(checkpoint=checkpoint_edits.set_metadata(ctx_of(request), who, uuid,
-                                                                                   req.metadata))
+    return PostCheckpointMetadataResponse(
+        checkpoint=checkpoint_edits.set_metadata(ctx_of(request), who, uuid, req.metadata)
+    )
 
 
 @router.delete("", response_model=DeleteCheckpointsResponse, response_model_exclude_unset=True)
 @accepts(DeleteCheckpointsBody, errors=(404, 503))  # an unknown uuid; storage that failed
-def delete_checkpoints(request: Request, who: Caller = Depends(caller),
-                       body: dict = Depends(json_body)) -> DeleteCheckpointsResponse:
+def delete_checkpoints(
+    request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> DeleteCheckpointsResponse:
     """det checkpoint delete, the SDK's checkpoint.delete(): the files go, the checkpoints are
     STATE_DELETED when this answers."""
     req = parse(DeleteCheckpointsBody, body)
@@ -231,8 +267,9 @@ def delete_checkpoints(request: Request, who: Caller = Depends(caller),
 
 @router.post("/rm", response_model=CheckpointsRemoveFilesResponse, response_model_exclude_unset=True)
 @accepts(CheckpointsRemoveFilesBody, errors=(404, 503))
-def remove_files(request: Request, who: Caller = Depends(caller),
-                 body: dict = Depends(json_body)) -> CheckpointsRemoveFilesResponse:
+def remove_files(
+    request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> CheckpointsRemoveFilesResponse:
     """det checkpoint rm, the SDK's remove_files(globs): the files the globs name go; the checkpoint is
     PARTIALLY_DELETED with the files left (DELETED with none). No globs: what storage holds is read again."""
     req = parse(CheckpointsRemoveFilesBody, body)
@@ -241,8 +278,13 @@ def remove_files(request: Request, who: Caller = Depends(caller),
 
 
 @router.get("/{uuid}/metrics")
-def metrics(uuid: str, request: Request, _: Caller = Depends(caller), metricGroup: MetricGroupQuery = None,
-            trialSourceInfoType: SourceTypeQuery = None) -> StreamingResponse:
+def metrics(
+    uuid: str,
+    request: Request,
+    _: Caller = Depends(caller),
+    metricGroup: MetricGroupQuery = None,
+    trialSourceInfoType: SourceTypeQuery = None,
+) -> StreamingResponse:
     """The SDK's checkpoint.get_metrics(group): the reports of the trials that reported using the
     checkpoint (report_task_using_checkpoint), not of the trial that took it."""
     ctx = ctx_of(request)

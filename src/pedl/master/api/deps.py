@@ -122,8 +122,12 @@ async def json_body(request: Request) -> Any:
     raw = await request.body()
     if not raw.strip():
         return {}
-    parse = functools.partial(parse_json, raw, ctx_of(request).config.limits,
-                              check_string_length=not is_model_upload(request.method, request.url.path))
+    parse = functools.partial(
+        parse_json,
+        raw,
+        ctx_of(request).config.limits,
+        check_string_length=not is_model_upload(request.method, request.url.path),
+    )
     if len(raw) < LARGE_BODY_BYTES:
         return await run_in_threadpool(parse)
     async with large_body_turn(request.app):
@@ -155,5 +159,10 @@ def parse(model: type[M], data: Any) -> M:
 
 
 def pagination(offset: int, limit: int, total: int, count: int) -> dict[str, int]:
-    return {"offset": offset, "limit": limit, "startIndex": min(offset, total),
-            "endIndex": min(offset + count, total), "total": total}
+    return {
+        "offset": offset,
+        "limit": limit,
+        "startIndex": min(offset, total),
+        "endIndex": min(offset + count, total),
+        "total": total,
+    }

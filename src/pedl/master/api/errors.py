@@ -93,8 +93,12 @@ def http_error(req: Request, exc: StarletteHTTPException) -> JSONResponse:
     code = next((c for c, st in HTTP_STATUS.items() if st == status), None)  # 400, 413...: pedl's own code
     grpc = GRPC_CODE[code] if code else _GRPC_OF_HTTP.get(status, 2)  # 2: UNKNOWN
     pedl_code = str(code) if code else reason.lower().replace(" ", "_")
-    body = {"code": grpc, "pedlCode": pedl_code, "message": message,
-            "error": {"code": grpc, "reason": reason, "error": message, "message": message}}
+    body = {
+        "code": grpc,
+        "pedlCode": pedl_code,
+        "message": message,
+        "error": {"code": grpc, "reason": reason, "error": message, "message": message},
+    }
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -152,17 +156,26 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(DataError)
     @app.exception_handler(OverflowError)
     async def _unstorable(req: Request, exc: Exception) -> JSONResponse:
-        log.warning("refused a value the database cannot store on %s %s: %s", req.method, req.url.path,
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return error_response(InvalidArgument(
-            "a value in the request is out of range or contains characters that cannot be stored"))
+        log.warning(
+            "refused a value the database cannot store on %s %s: %s",
+            req.method,
+            req.url.path,
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
+        return error_response(
+            InvalidArgument("a value in the request is out of range or contains characters that cannot be stored")
+        )
 
     # The database went away (a PostgreSQL restart, a locked SQLite file past its timeout): the
     # request may succeed later, so say so with 503, which pedl.core and det retry.
     @app.exception_handler(OperationalError)
     async def _database_down(req: Request, exc: OperationalError) -> JSONResponse:
-        log.warning("database unavailable on %s %s: %s", req.method, req.url.path,
-                    str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__)
+        log.warning(
+            "database unavailable on %s %s: %s",
+            req.method,
+            req.url.path,
+            str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__,
+        )
         return error_response(Unavailable("the database is unavailable right now; retry shortly"))
 
     # The client hung up before its body arrived (a dropped connection, a killed client, a body read
@@ -171,8 +184,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ClientDisconnect)
     async def _client_gone(req: Request, _exc: ClientDisconnect) -> Response:
         timeout = req.scope.get(BODY_TIMED_OUT)
-        why = (f"sent no body bytes for {timeout:g} s (server.body_read_timeout)" if timeout is not None
-               else "went away before its request body arrived")
+        why = (
+            f"sent no body bytes for {timeout:g} s (server.body_read_timeout)"
+            if timeout is not None
+            else "went away before its request body arrived"
+        )
         log.info("client %s %s: %s %s", req.client.host if req.client else "?", why, req.method, req.url.path)
         return Response(status_code=CLIENT_CLOSED_REQUEST)
 

@@ -69,18 +69,28 @@ def upload_slot(request: Request, who: Caller = Depends(caller)) -> Iterator[Non
 
 @router.post("", response_model=CreateExperimentResponse, response_model_exclude_unset=True)
 @accepts(CreateExperimentBody, errors=(404, 413, 429))  # an unknown projectId or template; the user's bounds
-def create(request: Request, who: Caller = Depends(caller), _: None = Depends(upload_slot),
-           body: dict = Depends(json_body)) -> CreateExperimentResponse:
+def create(
+    request: Request, who: Caller = Depends(caller), _: None = Depends(upload_slot), body: dict = Depends(json_body)
+) -> CreateExperimentResponse:
     req = parse(CreateExperimentBody, body)
     done = experiments_service.submit(
-        ctx_of(request), who, config_text=req.config, files=req.modelDefinition,
-        activate=req.activate is not False, validate_only=bool(req.validateOnly), parent_id=req.parentId,
-        project_id=req.projectId, template=req.template)
+        ctx_of(request),
+        who,
+        config_text=req.config,
+        files=req.modelDefinition,
+        activate=req.activate is not False,
+        validate_only=bool(req.validateOnly),
+        parent_id=req.parentId,
+        project_id=req.projectId,
+        template=req.template,
+    )
     # det prints its own text for the enum; pedl's CLI prints warningMessages, which say what and where
     return CreateExperimentResponse(
-        experiment=done.experiment or experiments_to_wire.validated_only(), config=done.config,
+        experiment=done.experiment or experiments_to_wire.validated_only(),
+        config=done.config,
         warnings=["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"] if done.warnings else [],
-        warningMessages=done.warnings)
+        warningMessages=done.warnings,
+    )
 
 
 # the tables a listed or described experiment shows (an active one's state is its allocations', its
@@ -89,19 +99,36 @@ EXPERIMENT_VIEW = ("experiments", "trials", "users", "allocations", "checkpoints
 
 
 @router.get("", response_model=GetExperimentsResponse, response_model_exclude_unset=True)
-def list_experiments(request: Request, _: Caller = Depends(unless_changed(*EXPERIMENT_VIEW)),
-                     offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
-                     archived: bool | None = None, users: list[str] = Query(default_factory=list),
-                     states: list[str] = Query(default_factory=list), name: str = "",
-                     labels: list[str] = Query(default_factory=list), sortBy: str = "SORT_BY_ID",
-                     orderBy: str | None = None, projectId: int = Query(0, ge=0, le=INT64_MAX)
-                     ) -> GetExperimentsResponse:
-    query = ExperimentQuery(offset=offset, limit=limit, archived=archived, usernames=users, states=states,
-                            name=name, labels=labels, sort_by=sortBy, newest_first=orderBy == "ORDER_BY_DESC",
-                            project_id=projectId)
+def list_experiments(
+    request: Request,
+    _: Caller = Depends(unless_changed(*EXPERIMENT_VIEW)),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    archived: bool | None = None,
+    users: list[str] = Query(default_factory=list),
+    states: list[str] = Query(default_factory=list),
+    name: str = "",
+    labels: list[str] = Query(default_factory=list),
+    sortBy: str = "SORT_BY_ID",
+    orderBy: str | None = None,
+    projectId: int = Query(0, ge=0, le=INT64_MAX),
+) -> GetExperimentsResponse:
+    query = ExperimentQuery(
+        offset=offset,
+        limit=limit,
+        archived=archived,
+        usernames=users,
+        states=states,
+        name=name,
+        labels=labels,
+        sort_by=sortBy,
+        newest_first=orderBy == "ORDER_BY_DESC",
+        project_id=projectId,
+    )
     page = experiments_service.listing(ctx_of(request), query)
-    return GetExperimentsResponse(experiments=page.items,
-                                  pagination=Pagination.of(offset, limit, page.total, len(page.items)))
+    return GetExperimentsResponse(
+        experiments=page.items, pagination=Pagination.of(offset, limit, page.total, len(page.items))
+    )
 
 
 class ContinueExperimentBody(Body):
@@ -111,8 +138,9 @@ class ContinueExperimentBody(Body):
 
 @router.post("/continue", response_model=ExperimentResponse, response_model_exclude_unset=True)
 @accepts(ContinueExperimentBody, errors=(404,))  # an unknown experiment id
-def continue_experiment(request: Request, who: Caller = Depends(caller),
-                        body: dict = Depends(json_body)) -> ExperimentResponse:
+def continue_experiment(
+    request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> ExperimentResponse:
     """det e continue: an ended single-trial experiment trains on, its override config applied."""
     req = parse(ContinueExperimentBody, body)
     experiment_continuation.continue_by(ctx_of(request), who, req.id, req.overrideConfig)
@@ -123,27 +151,35 @@ def _other_methods(_request: Request) -> NoReturn:
     raise StarletteHTTPException(405)  # not /{experiment_id} with an id of "continue" or /{id}/{action}
 
 
-router.add_route(f"{router.prefix}/continue", _other_methods, methods=["GET", "PATCH", "DELETE"],
-                 include_in_schema=False)
+router.add_route(
+    f"{router.prefix}/continue", _other_methods, methods=["GET", "PATCH", "DELETE"], include_in_schema=False
+)
 # a GET of api/metrics_streams.py; POST /{experiment_id}/{action} would answer any other method with a 400
-router.add_route(f"{router.prefix}/metrics-stream/metric-names", _other_methods,
-                 methods=["POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+router.add_route(
+    f"{router.prefix}/metrics-stream/metric-names",
+    _other_methods,
+    methods=["POST", "PUT", "PATCH", "DELETE"],
+    include_in_schema=False,
+)
 
 
 @router.delete("/{experiment_id}")
 def delete_experiment(experiment_id: IdPath, request: Request, who: Caller = Depends(caller)) -> dict:
     """det e delete: DELETING now; a worker of the master deletes its checkpoints, then its rows."""
-    experiment_deletion.request_deletion(ctx_of(request), who, experiment_id,
-                                         request.app.state.experiment_deletion.request)
+    experiment_deletion.request_deletion(
+        ctx_of(request), who, experiment_id, request.app.state.experiment_deletion.request
+    )
     return {}
 
 
 @router.get("/{experiment_id}", response_model=GetExperimentResponse, response_model_exclude_unset=True)
-def get_experiment(experiment_id: IdPath, request: Request,
-                   _: Caller = Depends(unless_changed(*EXPERIMENT_VIEW))) -> GetExperimentResponse:
+def get_experiment(
+    experiment_id: IdPath, request: Request, _: Caller = Depends(unless_changed(*EXPERIMENT_VIEW))
+) -> GetExperimentResponse:
     shown = experiments_service.describe(ctx_of(request), experiment_id)
-    return GetExperimentResponse(experiment=shown, config=shown.config or {},
-                                 jobSummary=JobSummary(jobsAhead=0, state="STATE_SCHEDULED"))
+    return GetExperimentResponse(
+        experiment=shown, config=shown.config or {}, jobSummary=JobSummary(jobsAhead=0, state="STATE_SCHEDULED")
+    )
 
 
 class MoveExperimentBody(Body):
@@ -153,13 +189,15 @@ class MoveExperimentBody(Body):
 
 @router.post("/{experiment_id}/move")  # before /{experiment_id}/{action}, which would take it
 @accepts(MoveExperimentBody)
-def move(experiment_id: IdPath, request: Request, who: Caller = Depends(caller),
-         body: dict = Depends(json_body)) -> dict:
+def move(
+    experiment_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> dict:
     """det e move, the SDK's move_to_project: the experiment goes into project destinationProjectId."""
     req = parse(MoveExperimentBody, body)
     if req.experimentId not in (None, experiment_id):
-        raise InvalidArgument.at("experimentId", f"{req.experimentId} is not the experiment of the path "
-                                                 f"({experiment_id})")
+        raise InvalidArgument.at(
+            "experimentId", f"{req.experimentId} is not the experiment of the path ({experiment_id})"
+        )
     experiment_moves.move(ctx_of(request), who, experiment_id, req.destinationProjectId)
     return {}
 
@@ -180,8 +218,9 @@ def delete_tensorboard_files(experiment_id: IdPath, request: Request, who: Calle
 
 @router.post("/{experiment_id}/{action}")
 @answers(409)
-def act(experiment_id: IdPath, action: str, request: Request, who: Caller = Depends(caller),
-        _body: Any = Depends(json_body)) -> dict:  # det sends no body; a malformed one is a 400
+def act(
+    experiment_id: IdPath, action: str, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> dict:  # det sends no body; a malformed one is a 400
     from pedl.errors import NotFound
 
     if action in ("archive", "unarchive"):
@@ -209,13 +248,23 @@ class PatchExperimentBody(Body):
 
 @router.patch("/{experiment_id}", response_model=ExperimentResponse, response_model_exclude_unset=True)
 @accepts(PatchExperimentBody)
-def patch(experiment_id: IdPath, request: Request, who: Caller = Depends(caller),
-          body: dict = Depends(json_body)) -> ExperimentResponse:
+def patch(
+    experiment_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> ExperimentResponse:
     req = parse(PatchExperimentBody, body)
     res = req.resources or PatchResources()
-    experiment_edits.patch(ctx_of(request), who, experiment_id, name=req.name, description=req.description,
-                           notes=req.notes, labels=req.labels, priority=res.priority, weight=res.weight,
-                           max_slots=res.maxSlots if "maxSlots" in res.model_fields_set else ...)
+    experiment_edits.patch(
+        ctx_of(request),
+        who,
+        experiment_id,
+        name=req.name,
+        description=req.description,
+        notes=req.notes,
+        labels=req.labels,
+        priority=res.priority,
+        weight=res.weight,
+        max_slots=res.maxSlots if "maxSlots" in res.model_fields_set else ...,
+    )
     return ExperimentResponse(experiment=experiments_service.describe(ctx_of(request), experiment_id))
 
 
@@ -231,36 +280,54 @@ def delete_label(experiment_id: IdPath, label: str, request: Request, who: Calle
     return {"labels": experiment_edits.change_label(ctx_of(request), who, experiment_id, label, False)}
 
 
-@router.get("/{experiment_id}/trials", response_model=GetExperimentTrialsResponse,
-            response_model_exclude_unset=True)
-def trials(experiment_id: IdPath, request: Request,
-           _: Caller = Depends(unless_changed("trials", "allocations", "checkpoints")),
-           offset: int = Query(0, ge=0, le=INT64_MAX),
-           limit: int = Query(0, ge=0, le=INT64_MAX)) -> GetExperimentTrialsResponse:
+@router.get("/{experiment_id}/trials", response_model=GetExperimentTrialsResponse, response_model_exclude_unset=True)
+def trials(
+    experiment_id: IdPath,
+    request: Request,
+    _: Caller = Depends(unless_changed("trials", "allocations", "checkpoints")),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+) -> GetExperimentTrialsResponse:
     page = experiments_service.trials_page(ctx_of(request), experiment_id, offset, limit)
-    return GetExperimentTrialsResponse(trials=page.items,
-                                       pagination=Pagination.of(offset, limit, page.total, len(page.items)))
+    return GetExperimentTrialsResponse(
+        trials=page.items, pagination=Pagination.of(offset, limit, page.total, len(page.items))
+    )
 
 
-@router.get("/{experiment_id}/checkpoints", response_model=GetExperimentCheckpointsResponse,
-            response_model_exclude_unset=True)
-def checkpoints(experiment_id: IdPath, request: Request,
-                _: Caller = Depends(unless_changed("checkpoints", "trials", "metrics")),
-                offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
-                sortByAttr: str | None = None, orderBy: str | None = None,
-                sortByMetric: str | None = Query(None, max_length=255),
-                states: list[str] = Query(default_factory=list)) -> GetExperimentCheckpointsResponse:
+@router.get(
+    "/{experiment_id}/checkpoints", response_model=GetExperimentCheckpointsResponse, response_model_exclude_unset=True
+)
+def checkpoints(
+    experiment_id: IdPath,
+    request: Request,
+    _: Caller = Depends(unless_changed("checkpoints", "trials", "metrics")),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    sortByAttr: str | None = None,
+    orderBy: str | None = None,
+    sortByMetric: str | None = Query(None, max_length=255),
+    states: list[str] = Query(default_factory=list),
+) -> GetExperimentCheckpointsResponse:
     sort, descending = checkpoint_order(sortByAttr, orderBy)
-    page = experiments_service.checkpoints(ctx_of(request), experiment_id, limit=limit, offset=offset,
-                                           sort=sort, descending=descending, metric=sortByMetric or None,
-                                           states=checkpoint_states(states))
-    return GetExperimentCheckpointsResponse(checkpoints=page.items,
-                                            pagination=Pagination.of(offset, limit, page.total, len(page.items)))
+    page = experiments_service.checkpoints(
+        ctx_of(request),
+        experiment_id,
+        limit=limit,
+        offset=offset,
+        sort=sort,
+        descending=descending,
+        metric=sortByMetric or None,
+        states=checkpoint_states(states),
+    )
+    return GetExperimentCheckpointsResponse(
+        checkpoints=page.items, pagination=Pagination.of(offset, limit, page.total, len(page.items))
+    )
 
 
 @router.get("/{experiment_id}/events")
-def events(experiment_id: IdPath, request: Request, _: Caller = Depends(caller),
-           after: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
+def events(
+    experiment_id: IdPath, request: Request, _: Caller = Depends(caller), after: int = Query(0, ge=0, le=INT64_MAX)
+) -> dict:
     rows = experiments_service.events_of(ctx_of(request), experiment_id, after)
     return {"events": [shapes.event(e) for e in rows]}
 

@@ -12,6 +12,7 @@ router = APIRouter(prefix="/api/v1")
 
 
 @router.get("/instances")
-def list_instances(request: Request, _: Caller = Depends(caller), resourcePool: str | None = None,
-                   all: bool = False) -> dict:  # the query parameter's name
+def list_instances(
+    request: Request, _: Caller = Depends(caller), resourcePool: str | None = None, all: bool = False
+) -> dict:  # the query parameter's name
     return {"instances": instances_service.listing(ctx_of(request), resourcePool, all)}

@@ -45,20 +45,35 @@ def job(ctx: MasterContext, shown: jobs_service.ShownJob) -> dict[str, Any]:
     j, exp = shown.job, shown.experiment
     pool = ctx.config.pool(j.pool)
     return {
-        "jobId": job_id(exp.id), "type": "TYPE_EXPERIMENT", "entityId": str(exp.id), "name": exp.name,
-        "submissionTime": ts(exp.start_time), "username": shown.username, "userId": exp.owner_id,
-        "resourcePool": j.pool, "isPreemptible": bool(pool and pool.scheduler.preemption),
-        "priority": j.priority, "weight": float((exp.config.get("resources") or {}).get("weight", 1.0)),
-        "requestedSlots": j.requested_slots, "allocatedSlots": j.allocated_slots,
-        "workspaceId": shown.workspace_id, "progress": exp.progress,
+        "jobId": job_id(exp.id),
+        "type": "TYPE_EXPERIMENT",
+        "entityId": str(exp.id),
+        "name": exp.name,
+        "submissionTime": ts(exp.start_time),
+        "username": shown.username,
+        "userId": exp.owner_id,
+        "resourcePool": j.pool,
+        "isPreemptible": bool(pool and pool.scheduler.preemption),
+        "priority": j.priority,
+        "weight": float((exp.config.get("resources") or {}).get("weight", 1.0)),
+        "requestedSlots": j.requested_slots,
+        "allocatedSlots": j.allocated_slots,
+        "workspaceId": shown.workspace_id,
+        "progress": exp.progress,
         "summary": {"state": jobs_service.state_of(j), "jobsAhead": j.jobs_ahead},
     }
 
 
 @router.get("/job-queues-v2")
-def list_jobs(request: Request, _: Caller = Depends(caller), resourcePool: str | None = None,
-              offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
-              orderBy: str | None = None, states: list[str] = Query(default_factory=list)) -> dict:
+def list_jobs(
+    request: Request,
+    _: Caller = Depends(caller),
+    resourcePool: str | None = None,
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    orderBy: str | None = None,
+    states: list[str] = Query(default_factory=list),
+) -> dict:
     """Every pool's jobs (one pool's with resourcePool), most urgent first (ORDER_BY_DESC: last first)."""
     for state in states:
         if state not in jobs_service.JOB_STATES:
@@ -68,17 +83,31 @@ def list_jobs(request: Request, _: Caller = Depends(caller), resourcePool: str |
     if orderBy == "ORDER_BY_DESC":
         shown.reverse()
     size = min(limit or PAGE_MAX, PAGE_MAX)
-    page = shown[offset: offset + size]
+    page = shown[offset : offset + size]
     jobs = [job(ctx, s) for s in page]
-    return {"jobs": [{"full": j, "summary": j["summary"]} for j in jobs],
-            "pagination": pagination(offset, size, len(shown), len(page))}
+    return {
+        "jobs": [{"full": j, "summary": j["summary"]} for j in jobs],
+        "pagination": pagination(offset, size, len(shown), len(page)),
+    }
 
 
 @router.post("/job-queues")
 @accepts(UpdateJobQueueBody, errors=(404, 409))  # an unknown job; a move its state does not allow
 def update_jobs(request: Request, who: Caller = Depends(caller), body: Any = Depends(json_body)) -> dict:
     req = parse(UpdateJobQueueBody, body)
-    jobs_service.update(ctx_of(request), who, [
-        jobs_service.QueueUpdate(u.jobId, priority=u.priority, weight=u.weight, resource_pool=u.resourcePool,
-                                 ahead_of=u.aheadOf, behind_of=u.behindOf) for u in req.updates])
+    jobs_service.update(
+        ctx_of(request),
+        who,
+        [
+            jobs_service.QueueUpdate(
+                u.jobId,
+                priority=u.priority,
+                weight=u.weight,
+                resource_pool=u.resourcePool,
+                ahead_of=u.aheadOf,
+                behind_of=u.behindOf,
+            )
+            for u in req.updates
+        ],
+    )
     return {}

@@ -44,16 +44,26 @@ class HeldStream(StreamingResponse):
             self.slot.release()
 
 
-def log_stream(ctx, task_id: str, flt: task_logs.LogFilter, *, order_by: str | None, follow: bool,
-               limit: int | None, disconnected, user_id: int) -> StreamingResponse:
+def log_stream(
+    ctx,
+    task_id: str,
+    flt: task_logs.LogFilter,
+    *,
+    order_by: str | None,
+    follow: bool,
+    limit: int | None,
+    disconnected,
+    user_id: int,
+) -> StreamingResponse:
     """The task's lines as Determined's NDJSON log stream: oldest first, ORDER_BY_DESC newest first; with
     follow, until the task has ended and its last lines are sent, as one of the streams `user_id` follows
     (a 429 past limits.max_log_follows_per_user). `disconnected`: request.is_disconnected."""
     newest_first = order_by == "ORDER_BY_DESC" and not follow
 
     async def fetch(cursor: int | None, n: int) -> tuple[list[dict[str, Any]], int | None, bool]:
-        rows, after, done = await run_in_threadpool(task_logs.batch, ctx, task_id, flt, cursor=cursor, limit=n,
-                                                    newest_first=newest_first)
+        rows, after, done = await run_in_threadpool(
+            task_logs.batch, ctx, task_id, flt, cursor=cursor, limit=n, newest_first=newest_first
+        )
         return [shapes.log_line(r) for r in rows], after, done
 
     lines = results(fetch, follow=follow, limit=limit or 0, disconnected=disconnected)
@@ -72,11 +82,27 @@ def _time(name: str, value: str | None) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()  # no offset: UTC
 
 
-def log_filter(allocation_ids: list[str], container_ids: list[str], agent_ids: list[str], rank_ids: list[int],
-                levels: list[str], sources: list[str], stdtypes: list[str], after: str | None, before: str | None,
-                text: str | None, regex: bool) -> task_logs.LogFilter:
-    for name, values in (("allocationIds", allocation_ids), ("containerIds", container_ids), ("agentIds", agent_ids),
-                         ("levels", levels), ("sources", sources), ("stdtypes", stdtypes)):
+def log_filter(
+    allocation_ids: list[str],
+    container_ids: list[str],
+    agent_ids: list[str],
+    rank_ids: list[int],
+    levels: list[str],
+    sources: list[str],
+    stdtypes: list[str],
+    after: str | None,
+    before: str | None,
+    text: str | None,
+    regex: bool,
+) -> task_logs.LogFilter:
+    for name, values in (
+        ("allocationIds", allocation_ids),
+        ("containerIds", container_ids),
+        ("agentIds", agent_ids),
+        ("levels", levels),
+        ("sources", sources),
+        ("stdtypes", stdtypes),
+    ):
         if len(values) > FILTER_MAX:
             raise InvalidArgument.at(name, f"at most {FILTER_MAX} values")
     bad = [lv for lv in levels if lv not in LOG_LEVELS]
@@ -86,9 +112,16 @@ def log_filter(allocation_ids: list[str], container_ids: list[str], agent_ids: l
         raise InvalidArgument.at("rankIds", f"at most {FILTER_MAX} values")
     if regex:
         raise InvalidArgument.at("enableRegex", "pedl searches log text as plain text only")
-    return task_logs.LogFilter(allocation_ids=allocation_ids, container_ids=container_ids, agent_ids=agent_ids,
-                               levels=levels, sources=sources,
-                               stdtypes=stdtypes, after=_time("timestampAfter", after),
-                               before=_time("timestampBefore", before), text=text or "",
-                               # pedl records no rank: every line is one "with no rank" (Determined's -1)
-                               no_lines=bool(rank_ids) and -1 not in rank_ids)
+    return task_logs.LogFilter(
+        allocation_ids=allocation_ids,
+        container_ids=container_ids,
+        agent_ids=agent_ids,
+        levels=levels,
+        sources=sources,
+        stdtypes=stdtypes,
+        after=_time("timestampAfter", after),
+        before=_time("timestampBefore", before),
+        text=text or "",
+        # pedl records no rank: every line is one "with no rank" (Determined's -1)
+        no_lines=bool(rank_ids) and -1 not in rank_ids,
+    )

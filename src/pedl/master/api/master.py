@@ -17,8 +17,14 @@ router = APIRouter()
 @router.get("/info")
 def info(request: Request) -> dict:
     ctx = ctx_of(request)
-    return {"version": DETERMINED_API_VERSION, "pedlVersion": __version__, "cluster_id": ctx.cluster_id,
-            "master_id": ctx.master_id, "cluster_name": ctx.config.cluster_name, "product": "pedl"}
+    return {
+        "version": DETERMINED_API_VERSION,
+        "pedlVersion": __version__,
+        "cluster_id": ctx.cluster_id,
+        "master_id": ctx.master_id,
+        "cluster_name": ctx.config.cluster_name,
+        "product": "pedl",
+    }
 
 
 @router.get("/api/v1/master")
@@ -26,11 +32,20 @@ def master_info(request: Request) -> dict:
     """Determined's GetMasterResponse, the same to every caller (no token is read): the pools and the
     database are for logged-in users (GET /api/v1/resource-pools) and admins (/api/v1/master/config)."""
     ctx = ctx_of(request)
-    return {"version": DETERMINED_API_VERSION, "pedlVersion": __version__, "masterId": ctx.master_id,
-            "clusterId": ctx.cluster_id,
-            "clusterName": ctx.config.cluster_name, "hasCustomLogo": False, "strictJobQueueControl": False,
-            "telemetryEnabled": False, "rbacEnabled": False, "userManagementEnabled": True,
-            "product": "PRODUCT_UNSPECIFIED", "featureSwitches": []}
+    return {
+        "version": DETERMINED_API_VERSION,
+        "pedlVersion": __version__,
+        "masterId": ctx.master_id,
+        "clusterId": ctx.cluster_id,
+        "clusterName": ctx.config.cluster_name,
+        "hasCustomLogo": False,
+        "strictJobQueueControl": False,
+        "telemetryEnabled": False,
+        "rbacEnabled": False,
+        "userManagementEnabled": True,
+        "product": "PRODUCT_UNSPECIFIED",
+        "featureSwitches": [],
+    }
 
 
 @router.get("/api/v1/master/config")
@@ -43,6 +58,9 @@ def master_config(request: Request, who: Caller = Depends(caller)) -> dict:
         cfg["agent_token"] = "********"
     # Determined's key for what schedules tasks: pedl's agents are its "agent" resource manager (det's
     # clients and its e2e suite read resource_manager.type to tell Kubernetes apart)
-    cfg["resource_manager"] = {"type": "agent", "default_aux_resource_pool": cfg.get("default_aux_resource_pool"),
-                               "default_compute_resource_pool": cfg.get("default_compute_resource_pool")}
+    cfg["resource_manager"] = {
+        "type": "agent",
+        "default_aux_resource_pool": cfg.get("default_aux_resource_pool"),
+        "default_compute_resource_pool": cfg.get("default_compute_resource_pool"),
+    }
     return {"config": cfg}

@@ -25,9 +25,13 @@ def entry(e: MasterLogEntry) -> dict[str, Any]:
 
 @router.get("/master/logs")
 @produces("application/x-ndjson")
-async def master_logs(request: Request, who: Caller = Depends(caller), follow: bool = False,
-                      offset: int = Query(0, ge=-INT64_MAX, le=INT64_MAX),
-                      limit: int = Query(0, ge=0, le=INT64_MAX)) -> StreamingResponse:
+async def master_logs(
+    request: Request,
+    who: Caller = Depends(caller),
+    follow: bool = False,
+    offset: int = Query(0, ge=-INT64_MAX, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+) -> StreamingResponse:
     """offset >= 0 skips that many of the records kept, a negative one starts that many from the
     newest (det's --tail); limit 0 is no limit; follow goes on with new records until the client
     leaves."""
@@ -38,5 +42,7 @@ async def master_logs(request: Request, who: Caller = Depends(caller), follow: b
         got = ring.window(offset, n) if last is None else ring.after(last, n)
         return [entry(e) for e in got], got[-1].id if got else (last if last is not None else ring.last_id()), False
 
-    return StreamingResponse(results(fetch, follow=follow, limit=limit, disconnected=request.is_disconnected),
-                             media_type="application/x-ndjson")
+    return StreamingResponse(
+        results(fetch, follow=follow, limit=limit, disconnected=request.is_disconnected),
+        media_type="application/x-ndjson",
+    )

@@ -82,24 +82,42 @@ def _decoder(max_string: int) -> msgspec.json.Decoder:
     value = Union[  # noqa: UP007 (msgspec reads a typing.Union of Annotated members)
         Annotated[float, msgspec.Meta(gt=-BIG, lt=BIG)],
         Annotated[int, msgspec.Meta(ge=-INT64_MAX - 1, le=INT64_MAX)],
-        bool, None, text]
+        bool,
+        None,
+        text,
+    ]
     count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 
     # (defstruct: the types are this call's locals, which a class body's string annotations could not name)
-    metrics = msgspec.defstruct("Metrics", [
-        ("avgMetrics", dict[text, value]),
-        ("batchMetrics", Optional[Annotated[list[None], msgspec.Meta(max_length=0)]], None),  # noqa: UP045
-    ], forbid_unknown_fields=True, gc=False)
-    entry = msgspec.defstruct("Entry", [
-        ("metrics", metrics),
-        ("stepsCompleted", count),
-        ("group", Annotated[str, msgspec.Meta(min_length=1, max_length=64)], "training"),
-        ("trialRunId", count, 0),
-        ("reportTime", Optional[text], None),  # noqa: UP045
-    ], forbid_unknown_fields=True, gc=False)
-    batch = msgspec.defstruct("Batch", [
-        ("reports", Annotated[list[entry], msgspec.Meta(min_length=1, max_length=MAX_REPORTS)]),
-    ], forbid_unknown_fields=True, gc=False)
+    metrics = msgspec.defstruct(
+        "Metrics",
+        [
+            ("avgMetrics", dict[text, value]),
+            ("batchMetrics", Optional[Annotated[list[None], msgspec.Meta(max_length=0)]], None),  # noqa: UP045
+        ],
+        forbid_unknown_fields=True,
+        gc=False,
+    )
+    entry = msgspec.defstruct(
+        "Entry",
+        [
+            ("metrics", metrics),
+            ("stepsCompleted", count),
+            ("group", Annotated[str, msgspec.Meta(min_length=1, max_length=64)], "training"),
+            ("trialRunId", count, 0),
+            ("reportTime", Optional[text], None),  # noqa: UP045
+        ],
+        forbid_unknown_fields=True,
+        gc=False,
+    )
+    batch = msgspec.defstruct(
+        "Batch",
+        [
+            ("reports", Annotated[list[entry], msgspec.Meta(min_length=1, max_length=MAX_REPORTS)]),
+        ],
+        forbid_unknown_fields=True,
+        gc=False,
+    )
     return msgspec.json.Decoder(batch)
 
 
@@ -107,6 +125,12 @@ def _general(raw: bytes, limits: LimitsConfig) -> list[Report]:
     """The general body path: what the models accept, or their 400."""
     body = parse_json(raw, limits) if raw.strip() else {}
     req = parse_checked(MetricBatchBody, body)
-    return [Report(r.group, r.stepsCompleted, r.trialRunId, metrics.json_safe(metrics.clean_metrics(
-        r.metrics.avgMetrics, f"reports[{i}].metrics.avgMetrics"))) for i, r in enumerate(req.reports)]
-
+    return [
+        Report(
+            r.group,
+            r.stepsCompleted,
+            r.trialRunId,
+            metrics.json_safe(metrics.clean_metrics(r.metrics.avgMetrics, f"reports[{i}].metrics.avgMetrics")),
+        )
+        for i, r in enumerate(req.reports)
+    ]

@@ -23,8 +23,12 @@ from pedl.master.metrics import export as metric_export
 router = APIRouter(prefix="/api/v1")
 
 FIXED = ["trial_id", "trial_run_id", "group", "steps_completed", "report_time"]
-GROUP = Query(None, min_length=1, max_length=64, description="the metric group (training, validation or "
-                                                             "another); none: every group, one after another")
+GROUP = Query(
+    None,
+    min_length=1,
+    max_length=64,
+    description="the metric group (training, validation or another); none: every group, one after another",
+)
 
 
 def cell(value: Any) -> Any:
@@ -50,8 +54,9 @@ def csv_rows(export: metric_export.Export, page: list[tuple[Any, ...]]) -> list[
     rows = []
     for trial_run_id, group, steps, report_time, metrics in page:
         values = metrics if isinstance(metrics, dict) else {}
-        rows.append([export.trial_id, trial_run_id, group, steps, ts(report_time),
-                     *(cell(values.get(name)) for name in names)])
+        rows.append(
+            [export.trial_id, trial_run_id, group, steps, ts(report_time), *(cell(values.get(name)) for name in names)]
+        )
     return rows
 
 
@@ -63,8 +68,9 @@ def filename(trial_id: int, group: str | None) -> str:
 
 @router.get("/trials/{trial_id}/metrics/csv")
 @produces("text/csv", errors=(404,))
-def export_metrics(trial_id: IdPath, request: Request, _: Caller = Depends(caller),
-                   group: str | None = GROUP) -> StreamingResponse:
+def export_metrics(
+    trial_id: IdPath, request: Request, _: Caller = Depends(caller), group: str | None = GROUP
+) -> StreamingResponse:
     """Every report of the trial (of one group, or of all), unsampled: trial_id, trial_run_id, group,
     steps_completed, report_time (RFC 3339, UTC), then a column per metric name the reports hold,
     sorted; groups in name order, each in step order. More than the export's column limit of names
@@ -81,5 +87,8 @@ def export_metrics(trial_id: IdPath, request: Request, _: Caller = Depends(calle
                 return
             yield csv_text(csv_rows(export, page))
 
-    return StreamingResponse(stream(), media_type="text/csv", headers={
-        "Content-Disposition": f'attachment; filename="{filename(trial_id, group)}"'})
+    return StreamingResponse(
+        stream(),
+        media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{filename(trial_id, group)}"'},
+    )

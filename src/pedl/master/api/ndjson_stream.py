@@ -16,8 +16,9 @@ POLL_SECONDS = 0.25  # between fetches of a followed stream that found nothing n
 Fetch = Callable[[Any, int], Awaitable[tuple[list[dict[str, Any]], Any, bool]]]
 
 
-async def results(fetch: Fetch, *, follow: bool, limit: int, disconnected: Callable[[], Awaitable[bool]],
-                  page: int = PAGE) -> AsyncIterator[str]:
+async def results(
+    fetch: Fetch, *, follow: bool, limit: int, disconnected: Callable[[], Awaitable[bool]], page: int = PAGE
+) -> AsyncIterator[str]:
     """At most `limit` results (0: no limit), page by page; without `follow` it ends at the first
     short page, with `follow` when the source is done and has nothing more, or the client left."""
     sent, cursor = 0, None

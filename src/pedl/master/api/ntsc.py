@@ -48,11 +48,19 @@ def shown(item: Shown, who: Caller | None = None) -> dict[str, Any]:
     """Determined's v1Command / v1Notebook / v1Shell / v1Tensorboard."""
     t, a = item.task, item.alloc
     out: dict[str, Any] = {
-        "id": t.id, "description": t.description, "jobId": t.id, "resourcePool": a.resource_pool if a else "",
-        "startTime": shapes.ts(t.start_time), "state": TASK_STATE[a.state] if a else "STATE_QUEUED",
-        "username": item.username, "userId": t.owner_id, "displayName": item.username,
-        "workspaceId": t.workspace_id, "exitStatus": (a.exit_reason or "") if a else "",
-        "isReady": item.ready}
+        "id": t.id,
+        "description": t.description,
+        "jobId": t.id,
+        "resourcePool": a.resource_pool if a else "",
+        "startTime": shapes.ts(t.start_time),
+        "state": TASK_STATE[a.state] if a else "STATE_QUEUED",
+        "username": item.username,
+        "userId": t.owner_id,
+        "displayName": item.username,
+        "workspaceId": t.workspace_id,
+        "exitStatus": (a.exit_reason or "") if a else "",
+        "isReady": item.ready,
+    }
     address = task_kinds.service_address(t.kind, t.id)
     if address is not None:
         out["serviceAddress"] = address
@@ -61,9 +69,12 @@ def shown(item: Shown, who: Caller | None = None) -> dict[str, Any]:
     if t.kind == "shell":
         mine = who is not None and who.user is not None and (who.user.admin or who.user.id == t.owner_id)
         secrets = t.secrets or {}
-        out.update(publicKey=secrets.get("public_key", ""), addresses=[],
-                   agentUserGroup=shell_tasks.login_user(item.run_as),
-                   **({"privateKey": secrets.get("private_key", "")} if mine else {}))
+        out.update(
+            publicKey=secrets.get("public_key", ""),
+            addresses=[],
+            agentUserGroup=shell_tasks.login_user(item.run_as),
+            **({"privateKey": secrets.get("private_key", "")} if mine else {}),
+        )
     return out
 
 
@@ -74,19 +85,37 @@ def _routes(kind: str, plural: str) -> None:
     @accepts(TensorboardBody if kind == "tensorboard" else LaunchBody, errors=(404,))
     def launch(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
         req = parse(TensorboardBody if kind == "tensorboard" else LaunchBody, body)
-        launched = generic_tasks.launch(ctx_of(request), who, kind, LaunchRequest(
-            config=req.config, files=req.files, template=req.templateName or req.template_name,
-            workspace_id=req.workspaceId, experiment_ids=tuple(getattr(req, "experimentIds", None) or ()),
-            trial_ids=tuple(getattr(req, "trialIds", None) or ())))
+        launched = generic_tasks.launch(
+            ctx_of(request),
+            who,
+            kind,
+            LaunchRequest(
+                config=req.config,
+                files=req.files,
+                template=req.templateName or req.template_name,
+                workspace_id=req.workspaceId,
+                experiment_ids=tuple(getattr(req, "experimentIds", None) or ()),
+                trial_ids=tuple(getattr(req, "trialIds", None) or ()),
+            ),
+        )
         return {one: shown(launched, who), "config": launched.task.config, "warnings": []}
 
     @router.get(f"/{plural}", name=f"list_{plural}")
     @answers(404)  # a workspaceId that does not exist
-    def listing(request: Request, who: Caller = Depends(caller), users: list[str] = Query(default_factory=list),
-                userIds: list[int] = Query(default_factory=list),
-                workspaceId: int = Query(0, ge=0, le=INT64_MAX)) -> dict:
-        rows = generic_tasks.listing(ctx_of(request), kind, usernames=users[:MAX_IDS], user_ids=userIds[:MAX_IDS],
-                                     workspace_id=workspaceId or None)
+    def listing(
+        request: Request,
+        who: Caller = Depends(caller),
+        users: list[str] = Query(default_factory=list),
+        userIds: list[int] = Query(default_factory=list),
+        workspaceId: int = Query(0, ge=0, le=INT64_MAX),
+    ) -> dict:
+        rows = generic_tasks.listing(
+            ctx_of(request),
+            kind,
+            usernames=users[:MAX_IDS],
+            user_ids=userIds[:MAX_IDS],
+            workspace_id=workspaceId or None,
+        )
         return {plural: [shown(r, who) for r in rows]}
 
     @router.get(f"/{plural}/{{task_id}}", name=f"get_{kind}")
@@ -100,13 +129,18 @@ def _routes(kind: str, plural: str) -> None:
 
     @router.post(f"/{plural}/{{task_id}}/set_priority", name=f"set_{kind}_priority")
     @accepts(PriorityBody, errors=(409,))  # the task has ended
-    def set_priority(task_id: str, request: Request, who: Caller = Depends(caller),
-                     body: dict = Depends(json_body)) -> dict:
+    def set_priority(
+        task_id: str, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+    ) -> dict:
         priority = parse(PriorityBody, body).priority
         item = generic_tasks.set_priority(ctx_of(request), who, kind, task_id, priority)
         return {one: shown(item, who)}
 
 
-for _kind, _plural in (("command", "commands"), ("notebook", "notebooks"), ("shell", "shells"),
-                       ("tensorboard", "tensorboards")):
+for _kind, _plural in (
+    ("command", "commands"),
+    ("notebook", "notebooks"),
+    ("shell", "shells"),
+    ("tensorboard", "tensorboards"),
+):
     _routes(_kind, _plural)

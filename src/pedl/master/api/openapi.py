@@ -33,10 +33,24 @@ SECURITY = [{"bearer": []}, {"allocationToken": []}]
 # Query and path values the handlers act on by name; others are ignored (det's own values).
 _ENUMS: dict[str, list[str]] = {
     "orderBy": ["ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"],
-    "sortByAttr": ["SORT_BY_UNSPECIFIED", "SORT_BY_UUID", "SORT_BY_TRIAL_ID", "SORT_BY_BATCH_NUMBER",
-                   "SORT_BY_END_TIME", "SORT_BY_STATE", "SORT_BY_SEARCHER_METRIC"],
-    "levels": ["LOG_LEVEL_UNSPECIFIED", "LOG_LEVEL_TRACE", "LOG_LEVEL_DEBUG", "LOG_LEVEL_INFO",
-               "LOG_LEVEL_WARNING", "LOG_LEVEL_ERROR", "LOG_LEVEL_CRITICAL"],
+    "sortByAttr": [
+        "SORT_BY_UNSPECIFIED",
+        "SORT_BY_UUID",
+        "SORT_BY_TRIAL_ID",
+        "SORT_BY_BATCH_NUMBER",
+        "SORT_BY_END_TIME",
+        "SORT_BY_STATE",
+        "SORT_BY_SEARCHER_METRIC",
+    ],
+    "levels": [
+        "LOG_LEVEL_UNSPECIFIED",
+        "LOG_LEVEL_TRACE",
+        "LOG_LEVEL_DEBUG",
+        "LOG_LEVEL_INFO",
+        "LOG_LEVEL_WARNING",
+        "LOG_LEVEL_ERROR",
+        "LOG_LEVEL_CRITICAL",
+    ],
 }
 _PATH_ENUMS: dict[tuple[str, str], list[str]] = {
     ("/api/v1/experiments/{experiment_id}/{action}", "action"): ["kill", "pause", "activate", "cancel"],
@@ -44,16 +58,29 @@ _PATH_ENUMS: dict[tuple[str, str], list[str]] = {
 
 # Bodies read without a pydantic model (the handler checks them by hand).
 TASK_LOGS: dict[str, Any] = {
-    "type": "object", "required": ["logs"],
-    "properties": {"logs": {"type": "array", "items": {
-        "type": "object", "required": ["taskId"],
-        "properties": {"taskId": {"type": "string", "minLength": 1}, "log": {"type": "string"},
-                       "level": {"type": "string"}}}}}}
+    "type": "object",
+    "required": ["logs"],
+    "properties": {
+        "logs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["taskId"],
+                "properties": {
+                    "taskId": {"type": "string", "minLength": 1},
+                    "log": {"type": "string"},
+                    "level": {"type": "string"},
+                },
+            },
+        }
+    },
+}
 EARLY_EXIT: dict[str, Any] = {"type": "object", "properties": {"reason": {"type": "string"}}}
 
 
-def accepts(body: type[BaseModel] | dict[str, Any], *, bare: dict[str, Any] | None = None,
-            errors: Iterable[int] = ()) -> Callable[[F], F]:
+def accepts(
+    body: type[BaseModel] | dict[str, Any], *, bare: dict[str, Any] | None = None, errors: Iterable[int] = ()
+) -> Callable[[F], F]:
     """Declare the body a handler reads itself (det sends JSON without a Content-Type, so FastAPI
     cannot see it): the model it hands to `parse()`, or a JSON schema. `bare` is the schema of a
     bare JSON value det sends in place of the object (a hashed password, a progress number).
@@ -98,18 +125,29 @@ def answers(*statuses: int) -> Callable[[F], F]:
 
 def error_schema() -> dict[str, Any]:
     """The body of every error (pedl.errors.PedlError.to_dict, and the 404/405 of an unknown route)."""
-    field = {"type": "object", "required": ["field", "message"],
-             "properties": {"field": {"type": "string"}, "message": {"type": "string"}}}
+    field = {
+        "type": "object",
+        "required": ["field", "message"],
+        "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+    }
     return {
-        "type": "object", "required": ["code", "pedlCode", "message", "error"],
+        "type": "object",
+        "required": ["code", "pedlCode", "message", "error"],
         "description": "`code` is the gRPC code det expects, `pedlCode` pedl's stable code.",
         "properties": {
             "code": {"type": "integer"},
             "pedlCode": {"type": "string", "examples": [str(c) for c in ErrorCode]},
             "message": {"type": "string"},
-            "error": {"type": "object", "required": ["code", "reason", "error", "message"],
-                      "properties": {"code": {"type": "integer"}, "reason": {"type": "string"},
-                                     "error": {"type": "string"}, "message": {"type": "string"}}},
+            "error": {
+                "type": "object",
+                "required": ["code", "reason", "error", "message"],
+                "properties": {
+                    "code": {"type": "integer"},
+                    "reason": {"type": "string"},
+                    "error": {"type": "string"},
+                    "message": {"type": "string"},
+                },
+            },
             "fields": {"type": "array", "items": field},
         },
     }
@@ -127,18 +165,34 @@ def install(app: FastAPI) -> None:
 
 
 def build(app: FastAPI) -> dict[str, Any]:
-    doc = get_openapi(title=app.title, version=app.version, openapi_version=app.openapi_version,
-                      description=app.description, routes=app.routes)
+    doc = get_openapi(
+        title=app.title,
+        version=app.version,
+        openapi_version=app.openapi_version,
+        description=app.description,
+        routes=app.routes,
+    )
     components = doc.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     schemas[ERROR_SCHEMA] = error_schema()
     components["securitySchemes"] = {
-        "bearer": {"type": "http", "scheme": "bearer",
-                   "description": "A user's session token from POST /api/v1/auth/login, or a task's token."},
-        "allocationToken": {"type": "apiKey", "in": "header", "name": "Grpc-Metadata-x-allocation-token",
-                            "description": "A task's token, as `Bearer <token>` (what det's harness sends)."},
-        "agentToken": {"type": "apiKey", "in": "header", "name": "X-Pedl-Agent-Token",
-                       "description": "The master's agent token (data_dir/agent_token), as agents present it."},
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A user's session token from POST /api/v1/auth/login, or a task's token.",
+        },
+        "allocationToken": {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Grpc-Metadata-x-allocation-token",
+            "description": "A task's token, as `Bearer <token>` (what det's harness sends).",
+        },
+        "agentToken": {
+            "type": "apiKey",
+            "in": "header",
+            "name": "X-Pedl-Agent-Token",
+            "description": "The master's agent token (data_dir/agent_token), as agents present it.",
+        },
     }
     for route in routes(app):
         if not route.include_in_schema:
@@ -181,8 +235,9 @@ def _correct(op: dict[str, Any], route: APIRoute, schemas: dict[str, Any]) -> No
     if has_path:
         statuses.add(404)
     if _conditional(route.dependant):
-        responses["304"] = {"description": "Not Modified: nothing the view shows changed since the ETag sent in "
-                                           "If-None-Match"}
+        responses["304"] = {
+            "description": "Not Modified: nothing the view shows changed since the ETag sent in If-None-Match"
+        }
     if body is not None or _uses(route.dependant, deps.json_body):
         statuses |= {400, 413}  # a malformed or oversized body, whether or not the handler reads it
     for status in sorted(statuses):
@@ -208,8 +263,9 @@ def _conditional(dependant: Dependant) -> bool:
     return getattr(dependant.call, CONDITIONAL_MARK, False) or any(_conditional(d) for d in dependant.dependencies)
 
 
-def _request_body(body: type[BaseModel] | dict[str, Any], bare: dict[str, Any] | None, *,
-                  schemas: dict[str, Any]) -> dict[str, Any]:
+def _request_body(
+    body: type[BaseModel] | dict[str, Any], bare: dict[str, Any] | None, *, schemas: dict[str, Any]
+) -> dict[str, Any]:
     if isinstance(body, dict):
         schema, required = copy.deepcopy(body), bool(body.get("required"))
     else:
@@ -231,12 +287,17 @@ def _register(model: type[BaseModel], schemas: dict[str, Any]) -> str:
 
 
 def _error_response(status: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"description": _DESCRIPTIONS.get(status, HTTPStatus(status).phrase),
-                           "content": {"application/json": {
-                               "schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA}"}}}}
+    out: dict[str, Any] = {
+        "description": _DESCRIPTIONS.get(status, HTTPStatus(status).phrase),
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA}"}}},
+    }
     if status == 429:
-        out["headers"] = {"Retry-After": {"description": "Seconds to wait before trying again.",
-                                          "schema": {"type": "integer", "minimum": 1}}}
+        out["headers"] = {
+            "Retry-After": {
+                "description": "Seconds to wait before trying again.",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        }
     return out
 
 

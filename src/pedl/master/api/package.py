@@ -24,6 +24,12 @@ def pedl_package(request: Request) -> Response:
     if not agent_credentials.may_download(ctx_of(request), request.headers.get(AGENT_TOKEN_HEADER, "")):
         caller(request)  # else a user or task token; 401 without one
     wheel = own_wheel()  # built once per process, in this worker thread
-    return Response(wheel.data, media_type="application/octet-stream", headers={
-        "Content-Disposition": f'attachment; filename="{wheel.filename}"',
-        "X-Pedl-Package-Sha256": wheel.sha256, "X-Pedl-Version": wheel.filename.split("-")[1]})
+    return Response(
+        wheel.data,
+        media_type="application/octet-stream",
+        headers={
+            "Content-Disposition": f'attachment; filename="{wheel.filename}"',
+            "X-Pedl-Package-Sha256": wheel.sha256,
+            "X-Pedl-Version": wheel.filename.split("-")[1],
+        },
+    )

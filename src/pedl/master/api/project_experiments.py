@@ -50,19 +50,34 @@ class MoveBody(BulkBody):
 def _filters(f: FiltersBody | None) -> BulkFilters | None:
     if f is None:
         return None
-    return BulkFilters(name=f.name, description=f.description, labels=f.labels or [], archived=f.archived,
-                       states=f.states or [], user_ids=f.userIds or [], project_id=f.projectId,
-                       excluded_ids=f.excludedExperimentIds or [])
+    return BulkFilters(
+        name=f.name,
+        description=f.description,
+        labels=f.labels or [],
+        archived=f.archived,
+        states=f.states or [],
+        user_ids=f.userIds or [],
+        project_id=f.projectId,
+        excluded_ids=f.excludedExperimentIds or [],
+    )
 
 
-def _run(action: str, project_id: int, request: Request, who: Caller, body: dict,
-         model: type[BulkBody]) -> ExperimentActionsResponse:
+def _run(
+    action: str, project_id: int, request: Request, who: Caller, body: dict, model: type[BulkBody]
+) -> ExperimentActionsResponse:
     req = parse(model, body)
     if req.projectId not in (None, project_id):
         raise InvalidArgument.at("projectId", f"{req.projectId} is not the project of the path ({project_id})")
-    results = experiment_bulk.act(ctx_of(request), who, action, project_id, req.experimentIds, _filters(req.filters),
-                                  destination=getattr(req, "destinationProjectId", 0),
-                                  wake_deletion=request.app.state.experiment_deletion.request)
+    results = experiment_bulk.act(
+        ctx_of(request),
+        who,
+        action,
+        project_id,
+        req.experimentIds,
+        _filters(req.filters),
+        destination=getattr(req, "destinationProjectId", 0),
+        wake_deletion=request.app.state.experiment_deletion.request,
+    )
     return ExperimentActionsResponse(results=results)
 
 
@@ -74,20 +89,30 @@ def _bulk_route(action: str, model: type[BulkBody], method: str = "POST", doc: s
     """One route of the bulk actions: POST (DELETE for delete) .../experiments/{action}."""
 
     @accepts(model)
-    def endpoint(project_id: ProjectPath, request: Request, who: Caller = Depends(caller),
-                 body: dict = Depends(json_body)) -> ExperimentActionsResponse:
+    def endpoint(
+        project_id: ProjectPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+    ) -> ExperimentActionsResponse:
         return _run(action, project_id, request, who, body, model)
 
     endpoint.__name__ = endpoint.__qualname__ = action
     endpoint.__doc__ = doc
-    router.add_api_route(f"/{{project_id}}/experiments/{action}", endpoint, methods=[method],
-                         response_model=ExperimentActionsResponse, response_model_exclude_unset=True)
+    router.add_api_route(
+        f"/{{project_id}}/experiments/{action}",
+        endpoint,
+        methods=[method],
+        response_model=ExperimentActionsResponse,
+        response_model_exclude_unset=True,
+    )
 
 
 for _action in ("kill", "cancel", "pause", "activate", "archive", "unarchive"):
     _bulk_route(_action, BulkBody)
-_bulk_route("delete", BulkBody, "DELETE",
-            "Each experiment (ended) goes DELETING; the master's worker deletes it (as DELETE /experiments/{id}).")
+_bulk_route(
+    "delete",
+    BulkBody,
+    "DELETE",
+    "Each experiment (ended) goes DELETING; the master's worker deletes it (as DELETE /experiments/{id}).",
+)
 _bulk_route("move", MoveBody)
 
 
@@ -101,14 +126,25 @@ def columns(project_id: IdPath, request: Request, _: Caller = Depends(caller), t
     if tableType not in (None, *TABLE_TYPES):
         raise InvalidArgument.at("tableType", f"{tableType!r} is not one of {', '.join(TABLE_TYPES)}")
     listing = project_columns.columns(ctx_of(request), project_id)
-    return {"columns": [{"column": c.column, "location": c.location, "type": c.type,
-                         **({"displayName": c.display_name} if c.display_name else {})} for c in listing.items],
-            "truncated": listing.truncated}
+    return {
+        "columns": [
+            {
+                "column": c.column,
+                "location": c.location,
+                "type": c.type,
+                **({"displayName": c.display_name} if c.display_name else {}),
+            }
+            for c in listing.items
+        ],
+        "truncated": listing.truncated,
+    }
 
 
 @router.get("/{project_id}/experiments/metric-ranges")
 def metric_ranges(project_id: IdPath, request: Request, _: Caller = Depends(caller)) -> dict:
     """pedl's own `truncated`: some metrics' ranges were left out, past limits.max_listing_bytes."""
     listing = project_columns.metric_ranges(ctx_of(request), project_id)
-    return {"ranges": [{"metricsName": name, "min": lo, "max": hi} for name, lo, hi in listing.items],
-            "truncated": listing.truncated}
+    return {
+        "ranges": [{"metricsName": name, "min": lo, "max": hi} for name, lo, hi in listing.items],
+        "truncated": listing.truncated,
+    }

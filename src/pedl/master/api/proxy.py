@@ -35,8 +35,9 @@ class ProxyPortBody(Body):
 
 
 @router.post("/api/v1/allocations/{allocation_id}/proxy_port")
-def register_proxy_port(allocation_id: str, request: Request, who: Caller = Depends(caller),
-                        body: Any = Depends(json_body)) -> dict:
+def register_proxy_port(
+    allocation_id: str, request: Request, who: Caller = Depends(caller), body: Any = Depends(json_body)
+) -> dict:
     """The task's service listens on this port of its agent: the target of /proxy/{task_id}/."""
     port = parse(ProxyPortBody, body).port
     if not MIN_PORT <= port <= 65535:
@@ -54,8 +55,9 @@ async def proxy_http(task_id: str, path: str, request: Request) -> Response:  # 
     client = request.client.host if request.client else ""
     headers = proxy_headers.request_headers(request.headers.items(), client=client, scheme=request.url.scheme)
     if proxy_headers.header_bytes(headers) > ctx.config.proxy.max_header_bytes:
-        raise InvalidArgument.at("headers", f"larger than {ctx.config.proxy.max_header_bytes} bytes "
-                                            "(proxy.max_header_bytes)")
+        raise InvalidArgument.at(
+            "headers", f"larger than {ctx.config.proxy.max_header_bytes} bytes (proxy.max_header_bytes)"
+        )
     has_body = _has_body([(k.lower(), v) for k, v in request.headers.items()])
     headers += target.headers
     await task_activity.proxied(request, target.task_id)
@@ -72,8 +74,12 @@ def upstream_client(connect_timeout: float, idle_timeout: float) -> httpx.AsyncC
     client = _clients.get(loop)
     if client is None:
         timeout = httpx.Timeout(idle_timeout, connect=connect_timeout, pool=connect_timeout)
-        client = httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout,
-                                   limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+        client = httpx.AsyncClient(
+            trust_env=False,
+            follow_redirects=False,
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        )
         client.headers.clear()
         _clients[loop] = client
     return client
@@ -102,8 +108,9 @@ class UpstreamResponse(Response):
     read from the browser only as fast as the service takes it, and the answer's as fast as the
     browser reads it. The relay slot is held until the last byte."""
 
-    def __init__(self, relays: ProxyRelays, target: ProxyTarget, user_id: int, headers: list[tuple[str, str]],
-                 has_body: bool) -> None:
+    def __init__(
+        self, relays: ProxyRelays, target: ProxyTarget, user_id: int, headers: list[tuple[str, str]], has_body: bool
+    ) -> None:
         super().__init__()
         self.relays, self.target, self.user_id, self.forward = relays, target, user_id, headers
         self.has_body = has_body
@@ -146,8 +153,9 @@ class UpstreamResponse(Response):
 
         body = request_body() if self.has_body else None
         request = client.build_request(scope["method"], url, headers=self.forward, content=body)
-        pump = asyncio.ensure_future(self._pump(client, request, send, config.idle_timeout, config.connect_timeout,
-                                                config.max_header_bytes))
+        pump = asyncio.ensure_future(
+            self._pump(client, request, send, config.idle_timeout, config.connect_timeout, config.max_header_bytes)
+        )
 
         async def task_ended() -> None:
             pump.cancel()
@@ -160,27 +168,45 @@ class UpstreamResponse(Response):
                 raise
             raise NotFound(f"task {self.target.task_id} has ended; its service is gone") from None
 
-    async def _pump(self, client: httpx.AsyncClient, request: httpx.Request, send: Send, idle: float,
-                    connect_timeout: float, max_header_bytes: int) -> None:
+    async def _pump(
+        self,
+        client: httpx.AsyncClient,
+        request: httpx.Request,
+        send: Send,
+        idle: float,
+        connect_timeout: float,
+        max_header_bytes: int,
+    ) -> None:
         try:
             upstream = await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise _upstream_error(exc, self.target, connect_timeout) from None
         try:
-            if proxy_headers.header_bytes((k.decode("latin-1"), v.decode("latin-1"))
-                                          for k, v in upstream.headers.raw) > max_header_bytes:
-                raise BadGateway(f"the service of task {self.target.task_id} answered with headers larger than "
-                                 f"{max_header_bytes} bytes (proxy.max_header_bytes)")
-            headers = proxy_headers.response_headers((k.decode("latin-1"), v.decode("latin-1"))
-                                                     for k, v in upstream.headers.raw)
-            await asyncio.wait_for(send({"type": "http.response.start", "status": upstream.status_code,
-                                         "headers": [(k.encode("latin-1"), v.encode("latin-1"))
-                                                     for k, v in headers]}), idle)
+            if (
+                proxy_headers.header_bytes((k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers.raw)
+                > max_header_bytes
+            ):
+                raise BadGateway(
+                    f"the service of task {self.target.task_id} answered with headers larger than "
+                    f"{max_header_bytes} bytes (proxy.max_header_bytes)"
+                )
+            headers = proxy_headers.response_headers(
+                (k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers.raw
+            )
+            await asyncio.wait_for(
+                send(
+                    {
+                        "type": "http.response.start",
+                        "status": upstream.status_code,
+                        "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+                    }
+                ),
+                idle,
+            )
             try:
                 async for chunk in upstream.aiter_raw():
                     # a browser that stops reading holds the relay no longer than the idle timeout
-                    await asyncio.wait_for(send({"type": "http.response.body", "body": chunk, "more_body": True}),
-                                           idle)
+                    await asyncio.wait_for(send({"type": "http.response.body", "body": chunk, "more_body": True}), idle)
             except httpx.HTTPError:
                 pass  # the service broke off after answering: end the body as far as it came
             await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -18,9 +18,11 @@ from pedl.master.caller_cache import Caller
 from pedl.master.identity import users as users_service
 from pedl.master.tasks import UNAUTHENTICATED
 
-CROSS_SITE = ("the WebUI's session cookie opens a task's service only from the master's own pages "
-              "(the request's Origin is {origin!r}, not this master): log in here, or send "
-              "'Authorization: Bearer <token>'")
+CROSS_SITE = (
+    "the WebUI's session cookie opens a task's service only from the master's own pages "
+    "(the request's Origin is {origin!r}, not this master): log in here, or send "
+    "'Authorization: Bearer <token>'"
+)
 
 
 def same_origin(conn: HTTPConnection, cookie: str) -> bool:

@@ -9,15 +9,33 @@ from http.cookies import SimpleCookie
 from pedl.master.api.browser_session import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
 
 # RFC 9110 7.6.1, plus those every proxy drops; `upgrade` is the WebSocket relay's own business
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-                        "transfer-encoding", "upgrade", "proxy-connection"})
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "proxy-connection",
+    }
+)
 # the caller's credentials for pedl: an admin opening a user's notebook must not hand the user's code a token
 CREDENTIALS = frozenset({"authorization", "grpc-metadata-x-allocation-token", CSRF_HEADER})
 PEDL_COOKIES = frozenset({SESSION_COOKIE, CSRF_COOKIE})
 # set again by the master for the upstream (X-Forwarded-*), or by the WebSocket client library
 REPLACED = frozenset({"x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "forwarded"})
-WEBSOCKET_HANDSHAKE = frozenset({"sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
-                                 "sec-websocket-protocol", "sec-websocket-accept"})
+WEBSOCKET_HANDSHAKE = frozenset(
+    {
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+        "sec-websocket-accept",
+    }
+)
 
 Headers = list[tuple[str, str]]
 
@@ -40,8 +58,9 @@ def _without_pedl_cookies(value: str) -> str:
     return "; ".join(kept)
 
 
-def request_headers(headers: Iterable[tuple[str, str]], *, client: str, scheme: str,
-                    websocket: bool = False) -> Headers:
+def request_headers(
+    headers: Iterable[tuple[str, str]], *, client: str, scheme: str, websocket: bool = False
+) -> Headers:
     """The headers the service gets: the browser's, less hop-by-hop headers and pedl's credentials,
     with X-Forwarded-For/-Proto/-Host saying who asked. Host is kept (as nginx's `Host $host`), so a
     service that compares Origin with Host (Jupyter) sees the names the browser used."""

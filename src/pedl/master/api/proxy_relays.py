@@ -55,12 +55,17 @@ class ProxyRelays:
     async def open(self, target: ProxyTarget, user_id: int) -> AsyncIterator[Relay]:
         """A relay slot for the length of the block, or TooManyRequests naming the bound."""
         if self._per_task[target.task_id] >= self.config.max_relays_per_task:
-            raise TooManyRequests(f"task {target.task_id} already has {self.config.max_relays_per_task} open "
-                                  "connections through the proxy (proxy.max_relays_per_task); close some and retry",
-                                  retry_after=1)
+            raise TooManyRequests(
+                f"task {target.task_id} already has {self.config.max_relays_per_task} open "
+                "connections through the proxy (proxy.max_relays_per_task); close some and retry",
+                retry_after=1,
+            )
         if self._per_user[user_id] >= self.config.max_relays_per_user:
-            raise TooManyRequests(f"you already have {self.config.max_relays_per_user} open connections through "
-                                  "the proxy (proxy.max_relays_per_user); close some and retry", retry_after=1)
+            raise TooManyRequests(
+                f"you already have {self.config.max_relays_per_user} open connections through "
+                "the proxy (proxy.max_relays_per_user); close some and retry",
+                retry_after=1,
+            )
         relay = Relay(next(self._ids), target, user_id)
         self._relays[relay.id] = relay
         self._per_task[target.task_id] += 1
@@ -101,8 +106,15 @@ class ProxyRelays:
 GOING_AWAY = 1001
 
 
-async def pump_until_done(relay: Relay, pumps: list[Callable[[], Awaitable[None]]], *, idle_timeout: float,
-                          last: list[float], outcome: dict[str, Any], silent: str) -> None:
+async def pump_until_done(
+    relay: Relay,
+    pumps: list[Callable[[], Awaitable[None]]],
+    *,
+    idle_timeout: float,
+    last: list[float],
+    outcome: dict[str, Any],
+    silent: str,
+) -> None:
     """Run a relay's pumps until the first of them, its idle timeout (no traffic since `last[0]` for
     `idle_timeout` s; `silent` names what stopped coming) or its task's end says why it stops, in
     `outcome`; then stop the rest."""

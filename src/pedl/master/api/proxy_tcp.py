@@ -49,17 +49,20 @@ async def bridge(websocket: WebSocket, target: ProxyTarget, relays: ProxyRelays,
 async def _connect(target: ProxyTarget, config: ProxyConfig) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     where = f"the sshd of shell {target.task_id} (port {target.port} on its agent)"
     try:
-        return await asyncio.wait_for(asyncio.open_connection(target.host, target.port, limit=CHUNK),
-                                      config.connect_timeout)
+        return await asyncio.wait_for(
+            asyncio.open_connection(target.host, target.port, limit=CHUNK), config.connect_timeout
+        )
     except TimeoutError:
-        raise BadGateway(f"{where} did not accept a connection within {config.connect_timeout:g} s "
-                         "(proxy.connect_timeout)") from None
+        raise BadGateway(
+            f"{where} did not accept a connection within {config.connect_timeout:g} s (proxy.connect_timeout)"
+        ) from None
     except OSError as exc:
         raise BadGateway(f"{where} refused the connection: is it listening? ({exc})") from None
 
 
-async def _pump(websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, relay: Relay,
-                config: ProxyConfig) -> None:
+async def _pump(
+    websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, relay: Relay, config: ProxyConfig
+) -> None:
     loop = asyncio.get_running_loop()
     last = [loop.time()]
     outcome: dict[str, Any] = {}
@@ -96,8 +99,14 @@ async def _pump(websocket: WebSocket, reader: asyncio.StreamReader, writer: asyn
                 outcome.update(side="client", code=INTERNAL, reason="")
                 return
 
-    await pump_until_done(relay, [client_to_service, service_to_client],
-                          idle_timeout=config.idle_timeout, last=last, outcome=outcome, silent="bytes")
+    await pump_until_done(
+        relay,
+        [client_to_service, service_to_client],
+        idle_timeout=config.idle_timeout,
+        last=last,
+        outcome=outcome,
+        silent="bytes",
+    )
     if outcome.get("side") != "client":
         reason = str(outcome.get("reason") or "").encode()[:120].decode(errors="ignore")
         with contextlib.suppress(Exception):

@@ -40,8 +40,9 @@ async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None
     try:
         found = await run_in_threadpool(lambda: proxy_caller_or_none(websocket, websocket=True))
         who, browser = found if found is not None else (None, False)
-        target = await run_in_threadpool(lambda: proxy_targets.resolve(ctx, who, task_id, browser=browser,
-                                                                       websocket=True))
+        target = await run_in_threadpool(
+            lambda: proxy_targets.resolve(ctx, who, task_id, browser=browser, websocket=True)
+        )
         await proxy_targets.verify(ctx, target)  # the port is still the task's
         # a tunnel without credentials counts against the task's owner, whose key it must hold
         user_id = who.user.id if who is not None else target.owner_id
@@ -89,14 +90,22 @@ async def _connect(websocket: WebSocket, target: ProxyTarget, config: ProxyConfi
     where = f"the service of task {target.task_id} (port {target.port} on its agent)"
     try:
         return await connect(
-            f"ws://{hostport}{raw_path}", additional_headers=headers, origin=Origin(f"http://{hostport}"),
-            subprotocols=[Subprotocol(p) for p in offered] or None, open_timeout=config.connect_timeout,
-            max_size=config.max_message_bytes, proxy=None, compression=None, user_agent_header=None)
+            f"ws://{hostport}{raw_path}",
+            additional_headers=headers,
+            origin=Origin(f"http://{hostport}"),
+            subprotocols=[Subprotocol(p) for p in offered] or None,
+            open_timeout=config.connect_timeout,
+            max_size=config.max_message_bytes,
+            proxy=None,
+            compression=None,
+            user_agent_header=None,
+        )
     except InvalidStatus as exc:
         raise BadGateway(f"{where} refused the WebSocket with HTTP {exc.response.status_code}") from None
     except TimeoutError:
-        raise BadGateway(f"{where} did not accept a WebSocket within {config.connect_timeout:g} s "
-                         "(proxy.connect_timeout)") from None
+        raise BadGateway(
+            f"{where} did not accept a WebSocket within {config.connect_timeout:g} s (proxy.connect_timeout)"
+        ) from None
     except (OSError, InvalidHandshake) as exc:
         raise BadGateway(f"{where} could not be reached: {type(exc).__name__}: {exc}") from None
 
@@ -137,8 +146,14 @@ async def _relay(websocket: WebSocket, upstream: ClientConnection, relay: Relay,
             return
         outcome.update(side="service", code=upstream.close_code or 1006, reason=upstream.close_reason or "")
 
-    await pump_until_done(relay, [browser_to_service, service_to_browser],
-                          idle_timeout=config.idle_timeout, last=last, outcome=outcome, silent="message")
+    await pump_until_done(
+        relay,
+        [browser_to_service, service_to_browser],
+        idle_timeout=config.idle_timeout,
+        last=last,
+        outcome=outcome,
+        silent="message",
+    )
     code = int(outcome.get("code") or 1011)
     code = UNSENDABLE.get(code, code)
     # a close frame carries at most 123 bytes of reason

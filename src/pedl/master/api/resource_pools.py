@@ -42,19 +42,31 @@ def with_determined_keys(ctx: MasterContext, summary: dict[str, Any]) -> dict[st
     types = cfg.instance_types() if cfg is not None else []
     out = {
         # Determined's pool types: a provider of local instances is pedl's own, of no type det knows
-        "type": "RESOURCE_POOL_TYPE_STATIC" if cfg is None else "RESOURCE_POOL_TYPE_AWS" if aws_cfg
+        "type": "RESOURCE_POOL_TYPE_STATIC"
+        if cfg is None
+        else "RESOURCE_POOL_TYPE_AWS"
+        if aws_cfg
         else "RESOURCE_POOL_TYPE_UNSPECIFIED",
-        "agentDockerImage": "", "agentDockerNetwork": cfg.agent_docker_network if cfg is not None else "",
-        "agentDockerRuntime": "", "agentFluentImage": "", "auxContainerCapacity": 0,
-        "auxContainerCapacityPerAgent": 0, "auxContainersRunning": 0, "clusterName": ctx.config.cluster_name,
-        "containerStartupScript": "", "imageId": aws_cfg.image_id if aws_cfg else "",
-        "instanceType": types[0] if types else "", "location": (aws_cfg.region or "") if aws_cfg else "",
-        "masterCertName": "", "masterUrl": (cfg.master_url or "") if cfg is not None else "",
+        "agentDockerImage": "",
+        "agentDockerNetwork": cfg.agent_docker_network if cfg is not None else "",
+        "agentDockerRuntime": "",
+        "agentFluentImage": "",
+        "auxContainerCapacity": 0,
+        "auxContainerCapacityPerAgent": 0,
+        "auxContainersRunning": 0,
+        "clusterName": ctx.config.cluster_name,
+        "containerStartupScript": "",
+        "imageId": aws_cfg.image_id if aws_cfg else "",
+        "instanceType": types[0] if types else "",
+        "location": (aws_cfg.region or "") if aws_cfg else "",
+        "masterCertName": "",
+        "masterUrl": (cfg.master_url or "") if cfg is not None else "",
         "maxAgents": cfg.max_instances if cfg is not None else 0,
         "minAgents": cfg.min_instances if cfg is not None else 0,
         "maxAgentStartingPeriod": cfg.max_agent_starting_period if cfg is not None else 0.0,
         "maxIdleAgentPeriod": cfg.max_idle_agent_period if cfg is not None else 0.0,
-        "resourceManagerMetadata": {}, "startupScript": cfg.startup_script if cfg is not None else "",
+        "resourceManagerMetadata": {},
+        "startupScript": cfg.startup_script if cfg is not None else "",
         "details": _details(pool),
     }
     return {**summary, **out}
@@ -66,17 +78,27 @@ def _details(pool: ResourcePoolConfig | None) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     if pool.scheduler.type == "priority":
-        out["priorityScheduler"] = {"defaultPriority": pool.scheduler.default_priority,
-                                    "preemption": pool.scheduler.preemption}
+        out["priorityScheduler"] = {
+            "defaultPriority": pool.scheduler.default_priority,
+            "preemption": pool.scheduler.preemption,
+        }
     cfg = pool.provider
     if cfg is not None and cfg.type == "aws":
         net = cfg.network_interface
         out["aws"] = {
-            "region": cfg.region or "", "rootVolumeSize": cfg.root_volume_size, "imageId": cfg.image_id,
-            "tagKey": cfg.tag_key, "tagValue": cfg.tag_value, "instanceName": cfg.instance_name,
-            "sshKeyName": cfg.ssh_key_name, "publicIp": net.public_ip,
-            "subnetId": net.subnet_id or "", "securityGroupId": net.security_group_id or cfg.security_group or "",
-            "iamInstanceProfileArn": cfg.iam_instance_profile_arn or "", "instanceType": cfg.instance_types()[0],
-            "spotEnabled": cfg.spot, "spotMaxPrice": cfg.spot_max_price or "",
+            "region": cfg.region or "",
+            "rootVolumeSize": cfg.root_volume_size,
+            "imageId": cfg.image_id,
+            "tagKey": cfg.tag_key,
+            "tagValue": cfg.tag_value,
+            "instanceName": cfg.instance_name,
+            "sshKeyName": cfg.ssh_key_name,
+            "publicIp": net.public_ip,
+            "subnetId": net.subnet_id or "",
+            "securityGroupId": net.security_group_id or cfg.security_group or "",
+            "iamInstanceProfileArn": cfg.iam_instance_profile_arn or "",
+            "instanceType": cfg.instance_types()[0],
+            "spotEnabled": cfg.spot,
+            "spotMaxPrice": cfg.spot_max_price or "",
         }
     return out

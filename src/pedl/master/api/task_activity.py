@@ -24,8 +24,9 @@ class ActivityBody(Body):
 
 @router.post("/api/v1/allocations/{allocation_id}/activity")
 @accepts(ActivityBody)
-def report_activity(allocation_id: str, request: Request, who: Caller = Depends(caller),
-                    body: Any = Depends(json_body)) -> dict:
+def report_activity(
+    allocation_id: str, request: Request, who: Caller = Depends(caller), body: Any = Depends(json_body)
+) -> dict:
     """The task's service is in use now (a notebook's busy kernel, an open terminal): its idle_timeout
     counts from here."""
     idle = parse(ActivityBody, body).idle

@@ -64,16 +64,19 @@ def post_task_logs(request: Request, who: Caller = Depends(caller), body: Any = 
 
 
 @router.get("/allocations/{allocation_id}/signals/preemption")
-async def preemption_signal(allocation_id: str, request: Request, who: Caller = Depends(caller),
-                            timeout_seconds: int = Query(0, ge=0, le=3600)) -> dict:
-    preempt = await allocations.wait_preemption(ctx_of(request), who, allocation_id, timeout_seconds,
-                                                request.is_disconnected)
+async def preemption_signal(
+    allocation_id: str, request: Request, who: Caller = Depends(caller), timeout_seconds: int = Query(0, ge=0, le=3600)
+) -> dict:
+    preempt = await allocations.wait_preemption(
+        ctx_of(request), who, allocation_id, timeout_seconds, request.is_disconnected
+    )
     return {"preempt": preempt}
 
 
 @router.post("/allocations/{allocation_id}/signals/ack_preemption")
-def ack_preemption(allocation_id: str, request: Request, who: Caller = Depends(caller),
-                   _body: Any = Depends(json_body)) -> dict:
+def ack_preemption(
+    allocation_id: str, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> dict:
     allocations.ack_preemption(ctx_of(request), who, allocation_id)
     return {}
 
@@ -90,31 +93,58 @@ def get_task(task_id: str, request: Request, _: Caller = Depends(caller)) -> Get
 
 @router.get("/tasks/{task_id}/logs/fields")
 @produces("application/x-ndjson")
-async def get_task_log_fields(task_id: str, request: Request, _: Caller = Depends(caller),
-                              follow: bool = False) -> StreamingResponse:
+async def get_task_log_fields(
+    task_id: str, request: Request, _: Caller = Depends(caller), follow: bool = False
+) -> StreamingResponse:
     """Determined's v1TaskLogsFieldsResponse: the values each log filter may take, sent once."""
     return await log_fields_stream(ctx_of(request), task_id)
 
 
 @router.get("/tasks/{task_id}/logs")
 @produces("application/x-ndjson")
-async def get_task_logs(task_id: str, request: Request, who: Caller = Depends(caller), follow: bool = False,
-                        limit: int = Query(0, ge=0, le=INT64_MAX), orderBy: str | None = None,
-                        allocationIds: list[str] = Query(default_factory=list),
-                        containerIds: list[str] = Query(default_factory=list),
-                        agentIds: list[str] = Query(default_factory=list),
-                        rankIds: list[int] = Query(default_factory=list),
-                        levels: list[str] = Query(default_factory=list),
-                        sources: list[str] = Query(default_factory=list),
-                        stdtypes: list[str] = Query(default_factory=list),
-                        timestampAfter: str | None = None, timestampBefore: str | None = None,
-                        searchText: str | None = Query(None, max_length=SEARCH_MAX),
-                        enableRegex: bool = False) -> StreamingResponse:
+async def get_task_logs(
+    task_id: str,
+    request: Request,
+    who: Caller = Depends(caller),
+    follow: bool = False,
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    orderBy: str | None = None,
+    allocationIds: list[str] = Query(default_factory=list),
+    containerIds: list[str] = Query(default_factory=list),
+    agentIds: list[str] = Query(default_factory=list),
+    rankIds: list[int] = Query(default_factory=list),
+    levels: list[str] = Query(default_factory=list),
+    sources: list[str] = Query(default_factory=list),
+    stdtypes: list[str] = Query(default_factory=list),
+    timestampAfter: str | None = None,
+    timestampBefore: str | None = None,
+    searchText: str | None = Query(None, max_length=SEARCH_MAX),
+    enableRegex: bool = False,
+) -> StreamingResponse:
     """Determined's v1TaskLogsResponse lines, oldest first (ORDER_BY_DESC: newest first, det's --tail);
     with follow, until the task has ended and its last lines are sent."""
     ctx = ctx_of(request)
-    flt = log_filter(allocationIds, containerIds, agentIds, rankIds, levels, sources, stdtypes, timestampAfter,
-                      timestampBefore, searchText, enableRegex)
+    flt = log_filter(
+        allocationIds,
+        containerIds,
+        agentIds,
+        rankIds,
+        levels,
+        sources,
+        stdtypes,
+        timestampAfter,
+        timestampBefore,
+        searchText,
+        enableRegex,
+    )
     await run_in_threadpool(task_logs.require, ctx, task_id)
-    return log_stream(ctx, task_id, flt, order_by=orderBy, follow=follow, limit=limit,
-                      disconnected=request.is_disconnected, user_id=who.user.id)
+    return log_stream(
+        ctx,
+        task_id,
+        flt,
+        order_by=orderBy,
+        follow=follow,
+        limit=limit,
+        disconnected=request.is_disconnected,
+        user_id=who.user.id,
+    )

@@ -33,17 +33,29 @@ CONFIG_SCHEMA: dict[str, Any] = {"type": "object", "description": "the template'
 def template(shown: templates_service.Shown) -> dict[str, Any]:
     """Determined's v1Template, with pedl's owner."""
     t = shown.template
-    return {"name": t.name, "config": t.config, "workspaceId": t.workspace_id, "userId": t.owner_id,
-            "username": shown.username}
+    return {
+        "name": t.name,
+        "config": t.config,
+        "workspaceId": t.workspace_id,
+        "userId": t.owner_id,
+        "username": shown.username,
+    }
 
 
 @router.get("")
-def list_templates(request: Request, _: Caller = Depends(caller),
-                   offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
-                   name: str | None = None, workspaceIds: list[int] = Query(default_factory=list),
-                   sortBy: str | None = None, orderBy: str | None = None) -> dict:
-    query = TemplateQuery(offset=offset, limit=limit, name=name, workspace_ids=workspaceIds, sort_by=sortBy,
-                          order_by=orderBy)
+def list_templates(
+    request: Request,
+    _: Caller = Depends(caller),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    name: str | None = None,
+    workspaceIds: list[int] = Query(default_factory=list),
+    sortBy: str | None = None,
+    orderBy: str | None = None,
+) -> dict:
+    query = TemplateQuery(
+        offset=offset, limit=limit, name=name, workspace_ids=workspaceIds, sort_by=sortBy, order_by=orderBy
+    )
     rows, total, page = templates_service.listing(ctx_of(request), query)
     return {"templates": [template(t) for t in rows], "pagination": pagination(offset, page, total, len(rows))}
 
@@ -55,8 +67,9 @@ def get_template(template_name: NamePath, request: Request, _: Caller = Depends(
 
 @router.post("/{template_name}")
 @accepts(TemplateBody, errors=(409,))
-def create(template_name: NamePath, request: Request, who: Caller = Depends(caller),
-           body: dict = Depends(json_body)) -> dict:
+def create(
+    template_name: NamePath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> dict:
     req = parse(TemplateBody, body)
     if req.name not in (None, template_name):
         raise InvalidArgument.at("name", f"{req.name!r} is not the template of the path ({template_name!r})")
@@ -66,8 +79,9 @@ def create(template_name: NamePath, request: Request, who: Caller = Depends(call
 
 @router.patch("/{template_name}")
 @accepts(CONFIG_SCHEMA)
-def set_config(template_name: NamePath, request: Request, who: Caller = Depends(caller),
-               body: Any = Depends(json_body)) -> dict:
+def set_config(
+    template_name: NamePath, request: Request, who: Caller = Depends(caller), body: Any = Depends(json_body)
+) -> dict:
     return {"template": template(templates_service.set_config(ctx_of(request), who, template_name, body))}
 
 

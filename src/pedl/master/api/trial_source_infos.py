@@ -22,10 +22,12 @@ from pedl.master.trials import source_infos as trial_source_infos
 
 router = APIRouter()
 
-TrialSourceInfoType = Literal["TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED", "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
-                              "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING"]
-SourceTypeQuery = Annotated[TrialSourceInfoType | None,
-                           Query(description="only the trials linked this way; none or UNSPECIFIED: every link")]
+TrialSourceInfoType = Literal[
+    "TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED", "TRIAL_SOURCE_INFO_TYPE_INFERENCE", "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING"
+]
+SourceTypeQuery = Annotated[
+    TrialSourceInfoType | None, Query(description="only the trials linked this way; none or UNSPECIFIED: every link")
+]
 MetricGroupQuery = Annotated[str | None, Query(max_length=64, description="one group; none: every group")]
 
 
@@ -49,9 +51,15 @@ def report(request: Request, who: Caller = Depends(caller), body: dict = Depends
     """The trial uses the checkpoint (and the model version, when given); only its own task token may
     say so. Reporting it again changes nothing."""
     info = parse(ReportTrialSourceInfoBody, body).trialSourceInfo
-    trial_source_infos.report(ctx_of(request), who, trial_id=info.trialId, checkpoint_uuid=info.checkpointUuid,
-                              source_type=info.trialSourceInfoType, model_id=info.modelId,
-                              model_version=info.modelVersion)
+    trial_source_infos.report(
+        ctx_of(request),
+        who,
+        trial_id=info.trialId,
+        checkpoint_uuid=info.checkpointUuid,
+        source_type=info.trialSourceInfoType,
+        model_id=info.modelId,
+        model_version=info.modelVersion,
+    )
     return {"trialId": info.trialId, "checkpointUuid": info.checkpointUuid}
 
 
@@ -78,9 +86,14 @@ def reports_response(pages: Iterator[list[Any]], group: str | None) -> Streaming
 
 
 @router.get("/api/v1/models/{modelName}/versions/{modelVersionNum}/metrics")
-def version_metrics(modelName: ModelName, modelVersionNum: VersionNum, request: Request,
-                    _: Caller = Depends(caller), metricGroup: MetricGroupQuery = None,
-                    trialSourceInfoType: SourceTypeQuery = None) -> StreamingResponse:
+def version_metrics(
+    modelName: ModelName,
+    modelVersionNum: VersionNum,
+    request: Request,
+    _: Caller = Depends(caller),
+    metricGroup: MetricGroupQuery = None,
+    trialSourceInfoType: SourceTypeQuery = None,
+) -> StreamingResponse:
     """The SDK's model_version.get_metrics(group): the reports of the trials that reported using the
     version (report_task_using_model_version)."""
     ctx = ctx_of(request)

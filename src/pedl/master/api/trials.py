@@ -98,38 +98,55 @@ TRIAL_IDS = Query(default_factory=list, description="the trials (repeat the para
 
 @router.get("/trials/metrics/trial_metrics")
 @produces("application/x-ndjson", errors=(404,))
-def trials_metrics(request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS,
-                   group: str = Query(min_length=1, max_length=64),
-                   startBatches: int = Query(0, ge=0, le=INT64_MAX, description=(
-                       "pedl's own: only the reports from this many steps on (a TensorBoard's refresh)"))
-                   ) -> StreamingResponse:
+def trials_metrics(
+    request: Request,
+    _: Caller = Depends(caller),
+    trialIds: list[int] = TRIAL_IDS,
+    group: str = Query(min_length=1, max_length=64),
+    startBatches: int = Query(
+        0,
+        ge=0,
+        le=INT64_MAX,
+        description=("pedl's own: only the reports from this many steps on (a TensorBoard's refresh)"),
+    ),
+) -> StreamingResponse:
     """Every report of the trials' group (Determined's SDK: trial.iter_metrics(group))."""
     return _stream_metrics(request, trialIds, group, startBatches)
 
 
 @router.get("/trials/metrics/training_metrics")
 @produces("application/x-ndjson", errors=(404,))
-def trials_training_metrics(request: Request, _: Caller = Depends(caller),
-                            trialIds: list[int] = TRIAL_IDS) -> StreamingResponse:
+def trials_training_metrics(
+    request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS
+) -> StreamingResponse:
     return _stream_metrics(request, trialIds, "training")
 
 
 @router.get("/trials/metrics/validation_metrics")
 @produces("application/x-ndjson", errors=(404,))
-def trials_validation_metrics(request: Request, _: Caller = Depends(caller),
-                              trialIds: list[int] = TRIAL_IDS) -> StreamingResponse:
+def trials_validation_metrics(
+    request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS
+) -> StreamingResponse:
     return _stream_metrics(request, trialIds, "validation")
 
 
-@router.get("/trials/time-series", response_model=CompareTrialsResponse,  # before /trials/{trial_id}
-            response_model_exclude_unset=True)
+@router.get(
+    "/trials/time-series",
+    response_model=CompareTrialsResponse,  # before /trials/{trial_id}
+    response_model_exclude_unset=True,
+)
 @answers(404)  # a trial of trialIds that does not exist
-def compare_trials(request: Request, _: Caller = Depends(caller), trialIds: list[int] = TRIAL_IDS,
-                   metricIds: list[str] = Query(default_factory=list, description="group.metric_name, repeated"),
-                   metricNames: list[str] = Query(default_factory=list), group: str | None = Query(None, max_length=64),
-                   maxDatapoints: int = Query(DEFAULT_POINTS, ge=MIN_POINTS, le=MAX_POINTS),
-                   startBatches: int | None = Query(None, ge=0), endBatches: int | None = Query(None, ge=0)
-                   ) -> CompareTrialsResponse:
+def compare_trials(
+    request: Request,
+    _: Caller = Depends(caller),
+    trialIds: list[int] = TRIAL_IDS,
+    metricIds: list[str] = Query(default_factory=list, description="group.metric_name, repeated"),
+    metricNames: list[str] = Query(default_factory=list),
+    group: str | None = Query(None, max_length=64),
+    maxDatapoints: int = Query(DEFAULT_POINTS, ge=MIN_POINTS, le=MAX_POINTS),
+    startBatches: int | None = Query(None, ge=0),
+    endBatches: int | None = Query(None, ge=0),
+) -> CompareTrialsResponse:
     """Determined's CompareTrials: each trial with its series downsampled to maxDatapoints points. The
     metrics are metricIds ("group.name"), or metricNames of `group` (training by default)."""
     groups = trial_time_series.parse_metric_ids(metricIds)
@@ -138,26 +155,41 @@ def compare_trials(request: Request, _: Caller = Depends(caller), trialIds: list
         named += [n for n in dict.fromkeys(metricNames) if n not in named]
     if not groups:
         raise InvalidArgument.at("metricIds", "name at least one metric, as group.metric_name")
-    return CompareTrialsResponse(trials=trial_time_series.compare(
-        ctx_of(request), trialIds, groups, max_points=maxDatapoints, start_batches=startBatches,
-        end_batches=endBatches))
+    return CompareTrialsResponse(
+        trials=trial_time_series.compare(
+            ctx_of(request),
+            trialIds,
+            groups,
+            max_points=maxDatapoints,
+            start_batches=startBatches,
+            end_batches=endBatches,
+        )
+    )
 
 
 @router.get("/trials/{trial_id}", response_model=GetTrialResponse, response_model_exclude_unset=True)
-def get_trial(trial_id: IdPath, request: Request,
-              _: Caller = Depends(unless_changed("trials", "metrics", "checkpoints", "allocations"))
-              ) -> GetTrialResponse:
+def get_trial(
+    trial_id: IdPath,
+    request: Request,
+    _: Caller = Depends(unless_changed("trials", "metrics", "checkpoints", "allocations")),
+) -> GetTrialResponse:
     return GetTrialResponse(trial=trials_service.describe(ctx_of(request), trial_id))
 
 
-@router.get("/trials/{trial_id}/checkpoints", response_model=GetTrialCheckpointsResponse,
-            response_model_exclude_unset=True)
-def trial_checkpoints(trial_id: IdPath, request: Request,
-                      _: Caller = Depends(unless_changed("checkpoints", "trials", "metrics")),
-                      offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
-                      sortByAttr: str | None = None, orderBy: str | None = None,
-                      sortByMetric: str | None = Query(None, max_length=255),
-                      states: list[str] = Query(default_factory=list)) -> GetTrialCheckpointsResponse:
+@router.get(
+    "/trials/{trial_id}/checkpoints", response_model=GetTrialCheckpointsResponse, response_model_exclude_unset=True
+)
+def trial_checkpoints(
+    trial_id: IdPath,
+    request: Request,
+    _: Caller = Depends(unless_changed("checkpoints", "trials", "metrics")),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    sortByAttr: str | None = None,
+    orderBy: str | None = None,
+    sortByMetric: str | None = Query(None, max_length=255),
+    states: list[str] = Query(default_factory=list),
+) -> GetTrialCheckpointsResponse:
     """The trial's checkpoints in the order Determined's master gives them: by steps unless another
     sort is asked (the trial's id sorts nothing here), ORDER_BY_DESC reversing it; by the searcher
     metric the best first unless an order is asked, those without it last. The SDK's
@@ -166,55 +198,79 @@ def trial_checkpoints(trial_id: IdPath, request: Request,
     sort, descending = checkpoint_order(sortByAttr, orderBy)
     if sortByAttr in (None, "", "SORT_BY_UNSPECIFIED", "SORT_BY_TRIAL_ID"):
         sort = "steps"
-    page = experiments_service.checkpoints(ctx_of(request), trial_id=trial_id, limit=limit, offset=offset,
-                                           sort=sort, descending=descending, metric=sortByMetric or None,
-                                           states=checkpoint_states(states))
-    return GetTrialCheckpointsResponse(checkpoints=page.items,
-                                       pagination=Pagination.of(offset, limit, page.total, len(page.items)))
+    page = experiments_service.checkpoints(
+        ctx_of(request),
+        trial_id=trial_id,
+        limit=limit,
+        offset=offset,
+        sort=sort,
+        descending=descending,
+        metric=sortByMetric or None,
+        states=checkpoint_states(states),
+    )
+    return GetTrialCheckpointsResponse(
+        checkpoints=page.items, pagination=Pagination.of(offset, limit, page.total, len(page.items))
+    )
 
 
 @router.get("/trials/{trial_id}/allocations")
-def allocations(trial_id: IdPath, request: Request,
-                _: Caller = Depends(unless_changed("allocations", "instances", "trials"))) -> dict:
+def allocations(
+    trial_id: IdPath, request: Request, _: Caller = Depends(unless_changed("allocations", "instances", "trials"))
+) -> dict:
     """pedl's own: the trial's allocations, oldest first, for the WebUI's timeline."""
     return {"allocations": trial_timeline.timeline(ctx_of(request), trial_id)}
 
 
-@router.get("/trials/{trial_id}/workloads", response_model=GetTrialWorkloadsResponse,
-            response_model_exclude_unset=True)
-def workloads(trial_id: IdPath, request: Request, _: Caller = Depends(caller),
-              offset: int = Query(0, ge=0, le=INT64_MAX),
-              limit: int = Query(0, ge=0, le=INT64_MAX)) -> GetTrialWorkloadsResponse:
+@router.get("/trials/{trial_id}/workloads", response_model=GetTrialWorkloadsResponse, response_model_exclude_unset=True)
+def workloads(
+    trial_id: IdPath,
+    request: Request,
+    _: Caller = Depends(caller),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+) -> GetTrialWorkloadsResponse:
     page = trials_service.workloads(ctx_of(request), trial_id, offset, limit)
-    return GetTrialWorkloadsResponse(workloads=page.items,
-                                     pagination=Pagination.of(offset, limit, page.total, len(page.items)))
+    return GetTrialWorkloadsResponse(
+        workloads=page.items, pagination=Pagination.of(offset, limit, page.total, len(page.items))
+    )
 
 
 @router.get("/trials/{trial_id}/metrics", response_model=GetTrialMetricsResponse, response_model_exclude_unset=True)
-def list_metrics(trial_id: IdPath, request: Request, _: Caller = Depends(caller),
-                 group: str | None = None) -> GetTrialMetricsResponse:
+def list_metrics(
+    trial_id: IdPath, request: Request, _: Caller = Depends(caller), group: str | None = None
+) -> GetTrialMetricsResponse:
     return GetTrialMetricsResponse(metrics=trials_service.metrics_of(ctx_of(request), trial_id, group))
 
 
 @router.post("/trials/{trial_id}/metrics")
 @accepts(ReportMetricsBody)
-def report_metrics(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
-                   body: dict = Depends(json_body)) -> dict:
+def report_metrics(
+    trial_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> dict:
     req = parse(ReportMetricsBody, body)
     if req.metrics.trialId not in (None, trial_id):
-        raise InvalidArgument(f"metrics.trialId: {req.metrics.trialId} does not match the path's trial {trial_id}",
-                              fields=[{"field": "metrics.trialId", "message": "does not match the path"}])
+        raise InvalidArgument(
+            f"metrics.trialId: {req.metrics.trialId} does not match the path's trial {trial_id}",
+            fields=[{"field": "metrics.trialId", "message": "does not match the path"}],
+        )
     values = metrics.clean_metrics(req.metrics.metrics.avgMetrics, "metrics.metrics.avgMetrics")
-    trial_reports.report_metrics(ctx_of(request), who, trial_id, group=req.group,
-                                 steps_completed=req.metrics.stepsCompleted, trial_run_id=req.metrics.trialRunId,
-                                 values=values)
+    trial_reports.report_metrics(
+        ctx_of(request),
+        who,
+        trial_id,
+        group=req.group,
+        steps_completed=req.metrics.stepsCompleted,
+        trial_run_id=req.metrics.trialRunId,
+        values=values,
+    )
     return {}
 
 
 @router.post("/trials/{trial_id}/metrics/batch")
 @accepts(MetricBatchBody)
-def report_metric_batch(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
-                        raw: bytes = Depends(raw_body)) -> dict:
+def report_metric_batch(
+    trial_id: IdPath, request: Request, who: Caller = Depends(caller), raw: bytes = Depends(raw_body)
+) -> dict:
     """pedl's own: the reports pedl.core queued, at most MAX_REPORTS, stored at once and each at most once."""
     ctx = ctx_of(request)
     return {"stored": metric_batches.store(ctx, who, trial_id, metric_batch_body.parse(raw, ctx.config.limits))}
@@ -222,8 +278,9 @@ def report_metric_batch(trial_id: IdPath, request: Request, who: Caller = Depend
 
 @router.post("/trials/{trial_id}/progress")
 @accepts(ProgressBody, bare={"type": "number", "minimum": 0})
-def report_progress(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
-                    body: dict = Depends(json_body)) -> dict:
+def report_progress(
+    trial_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> dict:
     if isinstance(body, int | float) and not isinstance(body, bool):
         body = {"progress": body}
     req = parse(ProgressBody, body)
@@ -233,8 +290,9 @@ def report_progress(trial_id: IdPath, request: Request, who: Caller = Depends(ca
 
 @router.post("/trials/{trial_id}/searcher/completed_operation")
 @accepts(CompletedOpBody)
-def completed_operation(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
-                        body: dict = Depends(json_body)) -> dict:
+def completed_operation(
+    trial_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> dict:
     req = parse(CompletedOpBody, body)
     trial_reports.completed_operation(ctx_of(request), who, trial_id, req.op.get("length"))
     return {}
@@ -242,8 +300,9 @@ def completed_operation(trial_id: IdPath, request: Request, who: Caller = Depend
 
 @router.post("/trials/{trial_id}/kill")
 @answers(409)
-def kill_trial(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
-               _body: Any = Depends(json_body)) -> dict:
+def kill_trial(
+    trial_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> dict:
     trials_service.kill_by(ctx_of(request), who, trial_id)
     return {}
 
@@ -255,16 +314,18 @@ def run_start(request: Request, who: Caller = Depends(caller), body: dict = Depe
 
 
 @router.post("/trials/{trial_id}/runner/metadata")
-def runner_metadata(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
-                    _body: Any = Depends(json_body)) -> dict:
+def runner_metadata(
+    trial_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> dict:
     trial_reports.runner_metadata(ctx_of(request), who, trial_id)
     return {}
 
 
 @router.post("/trials/{trial_id}/early_exit")
 @accepts(EARLY_EXIT)
-def early_exit(trial_id: IdPath, request: Request, who: Caller = Depends(caller),
-               body: dict = Depends(json_body)) -> dict:
+def early_exit(
+    trial_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> dict:
     reason = body.get("reason", "unspecified") if isinstance(body, dict) else body
     trial_reports.early_exit(ctx_of(request), who, trial_id, str(reason))
     return {}
@@ -272,8 +333,9 @@ def early_exit(trial_id: IdPath, request: Request, who: Caller = Depends(caller)
 
 @router.get("/trials/{trial_id}/logs/fields")
 @produces("application/x-ndjson")
-async def trial_log_fields(trial_id: IdPath, request: Request, _: Caller = Depends(caller),
-                           follow: bool = False) -> StreamingResponse:
+async def trial_log_fields(
+    trial_id: IdPath, request: Request, _: Caller = Depends(caller), follow: bool = False
+) -> StreamingResponse:
     """Determined's v1TrialLogsFieldsResponse: the values each log filter may take, sent once."""
     ctx = ctx_of(request)
     return await log_fields_stream(ctx, await run_in_threadpool(trials_service.task_id_of, ctx, trial_id))
@@ -281,21 +343,47 @@ async def trial_log_fields(trial_id: IdPath, request: Request, _: Caller = Depen
 
 @router.get("/trials/{trial_id}/logs")
 @produces("application/x-ndjson")
-async def trial_logs(trial_id: IdPath, request: Request, who: Caller = Depends(caller), follow: bool = False,
-                     limit: int = Query(0, ge=0, le=INT64_MAX), orderBy: str | None = None,
-                     agentIds: list[str] = Query(default_factory=list),
-                     containerIds: list[str] = Query(default_factory=list),
-                     rankIds: list[int] = Query(default_factory=list),
-                     levels: list[str] = Query(default_factory=list),
-                     sources: list[str] = Query(default_factory=list),
-                     stdtypes: list[str] = Query(default_factory=list),
-                     timestampAfter: str | None = None, timestampBefore: str | None = None,
-                     searchText: str | None = Query(None, max_length=1024)) -> StreamingResponse:
+async def trial_logs(
+    trial_id: IdPath,
+    request: Request,
+    who: Caller = Depends(caller),
+    follow: bool = False,
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    orderBy: str | None = None,
+    agentIds: list[str] = Query(default_factory=list),
+    containerIds: list[str] = Query(default_factory=list),
+    rankIds: list[int] = Query(default_factory=list),
+    levels: list[str] = Query(default_factory=list),
+    sources: list[str] = Query(default_factory=list),
+    stdtypes: list[str] = Query(default_factory=list),
+    timestampAfter: str | None = None,
+    timestampBefore: str | None = None,
+    searchText: str | None = Query(None, max_length=1024),
+) -> StreamingResponse:
     """The lines of the trial's task (as GET /tasks/{taskId}/logs, with its filters): oldest first,
     ORDER_BY_DESC newest first; with follow, until the trial has ended and its last lines are sent."""
     ctx = ctx_of(request)
-    flt = log_filter([], containerIds, agentIds, rankIds, levels, sources, stdtypes, timestampAfter,
-                     timestampBefore, searchText, False)
+    flt = log_filter(
+        [],
+        containerIds,
+        agentIds,
+        rankIds,
+        levels,
+        sources,
+        stdtypes,
+        timestampAfter,
+        timestampBefore,
+        searchText,
+        False,
+    )
     task_id = await run_in_threadpool(trials_service.task_id_of, ctx, trial_id)
-    return log_stream(ctx, task_id, flt, order_by=orderBy, follow=follow, limit=limit,
-                      disconnected=request.is_disconnected, user_id=who.user.id)
+    return log_stream(
+        ctx,
+        task_id,
+        flt,
+        order_by=orderBy,
+        follow=follow,
+        limit=limit,
+        disconnected=request.is_disconnected,
+        user_id=who.user.id,
+    )

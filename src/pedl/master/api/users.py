@@ -67,22 +67,37 @@ class CreateUserBody(Body):
 class PasswordBody(Body):
     password: str = Field(...)
     isHashed: bool = False
-    oldPassword: str | None = Field(None, description="needed to change your own password, unless you "
-                                                      "logged in within security.fresh_login_window")
+    oldPassword: str | None = Field(
+        None, description="needed to change your own password, unless you logged in within security.fresh_login_window"
+    )
 
 
 @router.get("", response_model=GetUsersResponse, response_model_exclude_unset=True)
-def list_users(request: Request, active: bool | None = None, admin: bool | None = None,
-               name: str = Query("", max_length=255), offset: int = Query(0, ge=0, le=INT64_MAX),
-               limit: int = Query(0, ge=0, le=INT64_MAX), sortBy: str = Query("SORT_BY_UNSPECIFIED"),
-               orderBy: str = Query("ORDER_BY_UNSPECIFIED"), _: Caller = Depends(caller)) -> GetUsersResponse:
+def list_users(
+    request: Request,
+    active: bool | None = None,
+    admin: bool | None = None,
+    name: str = Query("", max_length=255),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    sortBy: str = Query("SORT_BY_UNSPECIFIED"),
+    orderBy: str = Query("ORDER_BY_UNSPECIFIED"),
+    _: Caller = Depends(caller),
+) -> GetUsersResponse:
     """Determined's GetUsers: filtered by state, admin rights and name; sorted; limit 0 is no limit."""
     if sortBy not in users_service.SORT_KEYS:
         raise InvalidArgument.at("sortBy", f"one of {', '.join(users_service.SORT_KEYS)}")
     if orderBy not in ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
         raise InvalidArgument.at("orderBy", "one of ORDER_BY_UNSPECIFIED, ORDER_BY_ASC, ORDER_BY_DESC")
-    query = users_service.UserQuery(active=active, admin=admin, name=name, sort_by=sortBy,
-                                    descending=orderBy == "ORDER_BY_DESC", offset=offset, limit=limit)
+    query = users_service.UserQuery(
+        active=active,
+        admin=admin,
+        name=name,
+        sort_by=sortBy,
+        descending=orderBy == "ORDER_BY_DESC",
+        offset=offset,
+        limit=limit,
+    )
     page = users_service.users_page(ctx_of(request), query)
     return GetUsersResponse(users=page.users, pagination=Pagination.of(offset, limit, page.total, len(page.users)))
 
@@ -95,15 +110,23 @@ def get_user(user_id: IdPath, request: Request, _: Caller = Depends(caller)) -> 
 
 @router.patch("/{user_id}", response_model=GetUserResponse, response_model_exclude_unset=True)
 @accepts(PatchUserBody, errors=(409,))
-def patch_user(user_id: IdPath, request: Request, who: Caller = Depends(caller),
-               body: dict = Depends(json_body)) -> GetUserResponse:
+def patch_user(
+    user_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> GetUserResponse:
     """Determined's PatchUser: `det user edit|rename|activate|deactivate|link-with-agent-user`,
     and the SDK's User methods."""
     req = parse(PatchUserBody, body)
     group = _group_body(req.agentUserGroup)
-    edit = user_edits.UserEdit(username=req.username, display_name=req.displayName, active=req.active,
-                               admin=req.admin, remote=req.remote, password=req.password, is_hashed=req.isHashed,
-                               agent_user_group=group)
+    edit = user_edits.UserEdit(
+        username=req.username,
+        display_name=req.displayName,
+        active=req.active,
+        admin=req.admin,
+        remote=req.remote,
+        password=req.password,
+        is_hashed=req.isHashed,
+        agent_user_group=group,
+    )
     return GetUserResponse(user=user_edits.edit_user(ctx_of(request), who, user_id, edit, bearer_token(request) or ""))
 
 
@@ -112,8 +135,9 @@ def _group_body(group: AgentUserGroupBody | None) -> dict[str, Any] | None:
 
 
 @router.get("/{username}/by-username", response_model=GetUserResponse, response_model_exclude_unset=True)
-def get_by_username(request: Request, username: str = Path(..., min_length=1, max_length=255),
-                    who: Caller = Depends(caller)) -> GetUserResponse:
+def get_by_username(
+    request: Request, username: str = Path(..., min_length=1, max_length=255), who: Caller = Depends(caller)
+) -> GetUserResponse:
     """Determined's SDK's client.get_user_by_name."""
     return GetUserResponse(user=user_lookup.by_username(ctx_of(request), who, username))
 
@@ -123,9 +147,17 @@ def get_by_username(request: Request, username: str = Path(..., min_length=1, ma
 def create_user(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> GetUserResponse:
     req = parse(CreateUserBody, body)
     group = agent_user_groups.parse(_group_body(req.user.agentUserGroup), "user.agentUserGroup")
-    user = users_service.create_by(ctx_of(request), who, req.user.username, req.password, req.isHashed,
-                                   admin=req.user.admin, active=req.user.active, display_name=req.user.displayName,
-                                   agent_user_group=group)
+    user = users_service.create_by(
+        ctx_of(request),
+        who,
+        req.user.username,
+        req.password,
+        req.isHashed,
+        admin=req.user.admin,
+        active=req.user.active,
+        display_name=req.user.displayName,
+        agent_user_group=group,
+    )
     return GetUserResponse(user=user)
 
 

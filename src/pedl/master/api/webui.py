@@ -15,10 +15,17 @@ import pedl.webui
 STATIC = Path(pedl.webui.__file__).resolve().parent / "static"
 NOT_PAGES = ("/api/", "/agents/", "/info", "/metrics", "/tasks")  # the master's own: 404s there, never the page
 # the page's code and styles come from the master alone; nothing may frame it
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-       "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-PAGE_HEADERS = {"Cache-Control": "no-cache", "Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-                "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY"}
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+PAGE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
 ASSET_HEADERS = {"Cache-Control": "public, max-age=31536000, immutable", "X-Content-Type-Options": "nosniff"}
 NOT_BUILT = """<!doctype html><meta charset="utf-8"><title>pedl</title>
 <p>This pedl master was installed without its WebUI. Build it with <code>make webui</code> (it needs
@@ -34,13 +41,17 @@ class WebUI:
         self.files: dict[str, Path] = {}
         for folder, prefix in ((root, "/"), (root / "assets", "/assets/")):
             if folder.is_dir():
-                self.files.update({prefix + p.name: p for p in folder.iterdir()
-                                   if p.is_file() and p.name != "index.html"})
+                self.files.update(
+                    {prefix + p.name: p for p in folder.iterdir() if p.is_file() and p.name != "index.html"}
+                )
 
     def is_page(self, scope: Scope) -> bool:
         path = scope.get("path", "")
-        return (scope["type"] == "http" and scope.get("method") in ("GET", "HEAD")
-                and not any(path == p.rstrip("/") or path.startswith(p) for p in NOT_PAGES))
+        return (
+            scope["type"] == "http"
+            and scope.get("method") in ("GET", "HEAD")
+            and not any(path == p.rstrip("/") or path.startswith(p) for p in NOT_PAGES)
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.is_page(scope):

@@ -38,8 +38,15 @@ class PatchWorkspaceBody(Body):
     clusterNamespaceMeta: Any = None
 
 
-UNSUPPORTED = ("agentUserGroup", "defaultComputePool", "defaultAuxPool", "defaultComputeResourcePool",
-               "defaultAuxResourcePool", "clusterNamespaceMeta", "clusterQuotaPairs")
+UNSUPPORTED = (
+    "agentUserGroup",
+    "defaultComputePool",
+    "defaultAuxPool",
+    "defaultComputeResourcePool",
+    "defaultAuxResourcePool",
+    "clusterNamespaceMeta",
+    "clusterQuotaPairs",
+)
 
 
 def refuse_unsupported(req: Body) -> None:
@@ -51,22 +58,50 @@ def refuse_unsupported(req: Body) -> None:
 def workspace(shown: workspaces_service.Shown) -> dict[str, Any]:
     """Determined's v1Workspace (every key its binding requires)."""
     w = shown.workspace
-    return {"id": w.id, "name": w.name, "archived": w.archived, "immutable": w.immutable, "errorMessage": "",
-            "numExperiments": shown.num_experiments, "numProjects": shown.num_projects, "pinned": shown.pinned,
-            "state": "WORKSPACE_STATE_UNSPECIFIED", "userId": w.owner_id or 0, "username": shown.username,
-            "checkpointStorageConfig": w.checkpoint_storage or None}
+    return {
+        "id": w.id,
+        "name": w.name,
+        "archived": w.archived,
+        "immutable": w.immutable,
+        "errorMessage": "",
+        "numExperiments": shown.num_experiments,
+        "numProjects": shown.num_projects,
+        "pinned": shown.pinned,
+        "state": "WORKSPACE_STATE_UNSPECIFIED",
+        "userId": w.owner_id or 0,
+        "username": shown.username,
+        "checkpointStorageConfig": w.checkpoint_storage or None,
+    }
 
 
 @router.get("")
-def list_workspaces(request: Request, who: Caller = Depends(caller),
-                    offset: int = Query(0, ge=0, le=INT64_MAX), limit: int = Query(0, ge=0, le=INT64_MAX),
-                    name: str | None = None, nameCaseSensitive: str | None = None, archived: bool | None = None,
-                    pinned: bool | None = None, users: list[str] = Query(default_factory=list),
-                    userIds: list[int] = Query(default_factory=list), sortBy: str | None = None,
-                    orderBy: str | None = None) -> dict:
-    query = WorkspaceQuery(offset=offset, limit=limit, name=name, name_case_sensitive=nameCaseSensitive,
-                           archived=archived, pinned=pinned, usernames=users, user_ids=userIds, sort_by=sortBy,
-                           order_by=orderBy, viewer=who.user.id)
+def list_workspaces(
+    request: Request,
+    who: Caller = Depends(caller),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
+    limit: int = Query(0, ge=0, le=INT64_MAX),
+    name: str | None = None,
+    nameCaseSensitive: str | None = None,
+    archived: bool | None = None,
+    pinned: bool | None = None,
+    users: list[str] = Query(default_factory=list),
+    userIds: list[int] = Query(default_factory=list),
+    sortBy: str | None = None,
+    orderBy: str | None = None,
+) -> dict:
+    query = WorkspaceQuery(
+        offset=offset,
+        limit=limit,
+        name=name,
+        name_case_sensitive=nameCaseSensitive,
+        archived=archived,
+        pinned=pinned,
+        usernames=users,
+        user_ids=userIds,
+        sort_by=sortBy,
+        order_by=orderBy,
+        viewer=who.user.id,
+    )
     rows, total, page = workspaces_service.listing(ctx_of(request), query)
     return {"workspaces": [workspace(w) for w in rows], "pagination": pagination(offset, page, total, len(rows))}
 
@@ -89,27 +124,35 @@ def get_workspace(workspace_id: IdPath, request: Request, who: Caller = Depends(
 
 @router.patch("/{workspace_id}")
 @accepts(PatchWorkspaceBody, errors=(409,))
-def patch(workspace_id: IdPath, request: Request, who: Caller = Depends(caller),
-          body: dict = Depends(json_body)) -> dict:
+def patch(
+    workspace_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> dict:
     """Rename it, set its checkpoint storage or ({}) reset it: its creator or an admin."""
     req = parse(PatchWorkspaceBody, body)
     refuse_unsupported(req)
     storage = req.checkpointStorageConfig
-    shown = workspace_edits.patch(ctx_of(request), who, workspace_id, name=req.name,
-                                  storage=... if storage is None else (None if storage == {} else storage))
+    shown = workspace_edits.patch(
+        ctx_of(request),
+        who,
+        workspace_id,
+        name=req.name,
+        storage=... if storage is None else (None if storage == {} else storage),
+    )
     return {"workspace": workspace(shown)}
 
 
 @router.post("/{workspace_id}/archive")
-def archive(workspace_id: IdPath, request: Request, who: Caller = Depends(caller),
-            _body: Any = Depends(json_body)) -> dict:
+def archive(
+    workspace_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> dict:
     workspace_edits.set_archived(ctx_of(request), who, workspace_id, True)
     return {}
 
 
 @router.post("/{workspace_id}/unarchive")
-def unarchive(workspace_id: IdPath, request: Request, who: Caller = Depends(caller),
-              _body: Any = Depends(json_body)) -> dict:
+def unarchive(
+    workspace_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> dict:
     workspace_edits.set_archived(ctx_of(request), who, workspace_id, False)
     return {}
 
@@ -121,8 +164,9 @@ def pin(workspace_id: IdPath, request: Request, who: Caller = Depends(caller), _
 
 
 @router.post("/{workspace_id}/unpin")
-def unpin(workspace_id: IdPath, request: Request, who: Caller = Depends(caller),
-          _body: Any = Depends(json_body)) -> dict:
+def unpin(
+    workspace_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> dict:
     workspace_edits.pin(ctx_of(request), who, workspace_id, False)
     return {}
 
@@ -131,6 +175,7 @@ def unpin(workspace_id: IdPath, request: Request, who: Caller = Depends(caller),
 def delete_workspace(workspace_id: IdPath, request: Request, who: Caller = Depends(caller)) -> dict:
     """Its projects, templates and pins go now; its experiments (all ended) are deleted by the master's
     worker: `completed` is false while any are (det then polls until the workspace is not found)."""
-    completed = workspace_edits.remove(ctx_of(request), who, workspace_id,
-                                       request.app.state.experiment_deletion.request)
+    completed = workspace_edits.remove(
+        ctx_of(request), who, workspace_id, request.app.state.experiment_deletion.request
+    )
     return {"completed": completed}

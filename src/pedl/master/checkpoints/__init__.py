@@ -42,19 +42,38 @@ if TYPE_CHECKING:
     from pedl.master.checkpoints.totals import NONE, CheckpointTotals, of_experiments, of_trials
 
 # each module and the public names it gives the package (master/exports.py)
-__getattr__, __all__ = lazy_exports(__name__, {
-    "deletion": ["Deletion", "Outcome", "delete_from_storage"],
-    "download": ["prepare", "tar_stream"],
-    "edits": ["delete", "mark_left", "remove_files", "set_metadata"],
-    "file_removal": ["remove_entries"],
-    "gc": ["MAX_PER_TASK", "Plan", "experiments_to_sweep", "mark_deleted", "plan"],
-    "gc_tasks": ["Item", "Job", "directory", "end_overdue", "runs_on_agent", "start"],
-    "globs": ["check_globs", "doomed"],
-    "metrics": ["of_checkpoint", "of_version", "pages"],
-    "retention": ["CheckpointFacts", "RetentionPolicy", "metric_value", "select_deletions"],
-    "service": ["Page", "Trained", "describe", "get", "listing", "report_outside_roots", "validation_metrics_at",
-                "validations_at", "with_training"],
-    "storage_roots": ["StorageRoots", "allowed_roots", "checkpoint_problem", "confine_experiment_storage",
-                      "is_path_component", "location_problem", "storage_problem"],
-    "totals": ["CheckpointTotals", "NONE", "of_experiments", "of_trials"],
-})
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "deletion": ["Deletion", "Outcome", "delete_from_storage"],
+        "download": ["prepare", "tar_stream"],
+        "edits": ["delete", "mark_left", "remove_files", "set_metadata"],
+        "file_removal": ["remove_entries"],
+        "gc": ["MAX_PER_TASK", "Plan", "experiments_to_sweep", "mark_deleted", "plan"],
+        "gc_tasks": ["Item", "Job", "directory", "end_overdue", "runs_on_agent", "start"],
+        "globs": ["check_globs", "doomed"],
+        "metrics": ["of_checkpoint", "of_version", "pages"],
+        "retention": ["CheckpointFacts", "RetentionPolicy", "metric_value", "select_deletions"],
+        "service": [
+            "Page",
+            "Trained",
+            "describe",
+            "get",
+            "listing",
+            "report_outside_roots",
+            "validation_metrics_at",
+            "validations_at",
+            "with_training",
+        ],
+        "storage_roots": [
+            "StorageRoots",
+            "allowed_roots",
+            "checkpoint_problem",
+            "confine_experiment_storage",
+            "is_path_component",
+            "location_problem",
+            "storage_problem",
+        ],
+        "totals": ["CheckpointTotals", "NONE", "of_experiments", "of_trials"],
+    },
+)

@@ -25,7 +25,6 @@ class Deletion:
     recorded: dict[str, Any] = field(default_factory=dict)  # the row's storage column (older rows: a request's)
 
 
-
 @dataclass
 class Outcome:
     deleted: list[str] = field(default_factory=list)
@@ -37,10 +36,15 @@ def _delete_all(storage: CheckpointStorage, uuid: str) -> None:
     storage.delete(uuid)
 
 
-def delete_from_storage(deletions: Sequence[Deletion], roots: StorageRoots,
-                        storage_for: Callable[[Mapping[str, Any]], CheckpointStorage], outcome: Outcome, *,
-                        registered: Callable[[str], bool],
-                        act: Callable[[CheckpointStorage, str], None] = _delete_all) -> list[Deletion]:
+def delete_from_storage(
+    deletions: Sequence[Deletion],
+    roots: StorageRoots,
+    storage_for: Callable[[Mapping[str, Any]], CheckpointStorage],
+    outcome: Outcome,
+    *,
+    registered: Callable[[str], bool],
+    act: Callable[[CheckpointStorage, str], None] = _delete_all,
+) -> list[Deletion]:
     """`act` (by default: delete the whole checkpoint) on each checkpoint's storage, checked against the
     roots just before (one outside them is left alone, logged, in `outcome.refused`); one `registered`
     as a model version meanwhile is kept; a failure is noted in `outcome.failed`. -> those done."""

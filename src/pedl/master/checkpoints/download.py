@@ -90,8 +90,14 @@ class Prepared:
     tar: TarPlan
 
 
-def prepare(uuid: str, storage_config: Mapping[str, Any], roots: StorageRoots, *, report_time: float,
-            recorded: Mapping[str, Any] | None = None) -> Prepared:
+def prepare(
+    uuid: str,
+    storage_config: Mapping[str, Any],
+    roots: StorageRoots,
+    *,
+    report_time: float,
+    recorded: Mapping[str, Any] | None = None,
+) -> Prepared:
     """The storage and tar plan of checkpoint `uuid`, listed before the first byte is sent so that
     storage errors get a proper status. Raises Forbidden when the checkpoint is outside the roots
     and NotFound when it has no files."""

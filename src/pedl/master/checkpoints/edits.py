@@ -80,15 +80,21 @@ def _require_editor(s: Session, who: Caller, row: models.Checkpoint, action: str
 def _refuse_registered(s: Session, uuids: list[str], action: str) -> None:
     """Determined refuses to delete (or remove files of) a model version's checkpoint; so does pedl."""
     version, model = models.ModelVersion, models.RegisteredModel
-    rows = s.execute(select(version.checkpoint_uuid, model.name, version.version)
-                     .join(model, model.id == version.model_id)
-                     .where(version.checkpoint_uuid.in_(uuids)).order_by(model.name, version.version).limit(6))
+    rows = s.execute(
+        select(version.checkpoint_uuid, model.name, version.version)
+        .join(model, model.id == version.model_id)
+        .where(version.checkpoint_uuid.in_(uuids))
+        .order_by(model.name, version.version)
+        .limit(6)
+    )
     named = [f"checkpoint {u} is {name!r} version {n}" for u, name, n in rows]
     if named:
         more = " and more" if len(named) > 5 else ""
-        raise InvalidArgument(f"cannot {action} a checkpoint registered in the model registry: "
-                              f"{'; '.join(named[:5])}{more}; delete those model versions first",
-                              fields=[{"field": "checkpointUuids", "message": "registered as a model version"}])
+        raise InvalidArgument(
+            f"cannot {action} a checkpoint registered in the model registry: "
+            f"{'; '.join(named[:5])}{more}; delete those model versions first",
+            fields=[{"field": "checkpointUuids", "message": "registered as a model version"}],
+        )
 
 
 # -- metadata -----------------------------------------------------------------------------------
@@ -103,13 +109,15 @@ def set_metadata(ctx: MasterContext, who: Caller, uuid: str, metadata: dict[str,
         row = checkpoints.get(s, uuid)
         _require_editor(s, who, row, "change the metadata of")
         if "steps_completed" in metadata and str(metadata["steps_completed"]) != str(row.steps_completed):
-            raise InvalidArgument.at("checkpoint.metadata.steps_completed",
-                                     f"is the step checkpoint {uuid} was taken at ({row.steps_completed}); "
-                                     "it cannot change")
+            raise InvalidArgument.at(
+                "checkpoint.metadata.steps_completed",
+                f"is the step checkpoint {uuid} was taken at ({row.steps_completed}); it cannot change",
+            )
         if metadata != row.meta:
             row.meta = dict(metadata)
-            record_event(s, ctx.clock.now(), "checkpoint", uuid,
-                         f"metadata set by {who.user.username} ({len(metadata)} keys)")
+            record_event(
+                s, ctx.clock.now(), "checkpoint", uuid, f"metadata set by {who.user.username} ({len(metadata)} keys)"
+            )
         s.flush()
         return checkpoints.shown(s, [row])[0]
 
@@ -143,8 +151,10 @@ def _targets(ctx: MasterContext, who: Caller, uuids: list[str], action: str) -> 
                 out.already_deleted.append(uuid)
                 continue
             if exp is None or row.trial_id is None:
-                raise Forbidden(f"cannot {action} checkpoint {uuid}: it belongs to no experiment, so the master "
-                                "does not know where its files are")
+                raise Forbidden(
+                    f"cannot {action} checkpoint {uuid}: it belongs to no experiment, so the master "
+                    "does not know where its files are"
+                )
             storage = experiment_storage(exp.config, default)
             why = checkpoint_problem(storage, uuid, roots, recorded=row.storage or {})
             if why is not None:
@@ -196,8 +206,9 @@ def mark_left(s: Session, now: float, left: Mapping[str, Mapping[str, int]], rea
 def _hold(ctx: MasterContext, who: Caller, deletions: list[Deletion], what: str) -> set[str]:
     """Hold the checkpoints the master itself is about to change (checkpoint_gc_holds.hold); -> those held."""
     uuids = [d.uuid for d in deletions]
-    return set(ctx.controller.run(lambda s: hold(s, ctx.clock.now(), uuids, BY_REQUEST,
-                                                 f"{what} by {who.user.username}")))
+    return set(
+        ctx.controller.run(lambda s: hold(s, ctx.clock.now(), uuids, BY_REQUEST, f"{what} by {who.user.username}"))
+    )
 
 
 def _release_failed(ctx: MasterContext, outcome: Outcome) -> None:
@@ -207,8 +218,11 @@ def _release_failed(ctx: MasterContext, outcome: Outcome) -> None:
 
 
 def _raise_failures(outcome: Outcome, targets: _Targets, action: str) -> None:
-    kept = {d.uuid: "it was registered as a model version meanwhile" for d in targets.deletions
-            if d.uuid not in outcome.deleted and d.uuid not in outcome.failed and d.uuid not in outcome.refused}
+    kept = {
+        d.uuid: "it was registered as a model version meanwhile"
+        for d in targets.deletions
+        if d.uuid not in outcome.deleted and d.uuid not in outcome.failed and d.uuid not in outcome.refused
+    }
     problems = {**outcome.refused, **outcome.failed, **kept}
     if not problems:
         return
@@ -218,8 +232,9 @@ def _raise_failures(outcome: Outcome, targets: _Targets, action: str) -> None:
     raise Unavailable(f"could not {action} checkpoint {uuid}: {why}{more}{done}; try again")
 
 
-def _to_agents(ctx: MasterContext, who: Caller, targets: _Targets, what: str,
-               item: Callable[[Deletion], checkpoint_gc_tasks.Item]) -> _Targets:
+def _to_agents(
+    ctx: MasterContext, who: Caller, targets: _Targets, what: str, item: Callable[[Deletion], checkpoint_gc_tasks.Item]
+) -> _Targets:
     """Hand each experiment's checkpoints to a checkpoint GC task where checkpoint_gc_tasks.runs_on_agent
     says so (the request answers at once; the task's report marks the rows); the rest, as returned, the
     master does itself."""
@@ -231,8 +246,16 @@ def _to_agents(ctx: MasterContext, who: Caller, targets: _Targets, what: str,
         if not checkpoint_gc_tasks.runs_on_agent(ctx, experiment_id, deletions[0].storage):
             rest.extend(deletions)
             continue
-        checkpoint_gc_tasks.start(ctx, checkpoint_gc_tasks.Job(
-            experiment_id, [item(d) for d in deletions], checkpoint_gc_task_rows.ORIGIN_USER, what, who.user.username))
+        checkpoint_gc_tasks.start(
+            ctx,
+            checkpoint_gc_tasks.Job(
+                experiment_id,
+                [item(d) for d in deletions],
+                checkpoint_gc_task_rows.ORIGIN_USER,
+                what,
+                who.user.username,
+            ),
+        )
     return _Targets(rest, targets.already_deleted, targets.experiment_of)
 
 
@@ -240,19 +263,30 @@ def delete(ctx: MasterContext, who: Caller, uuids: list[str], storage_for: Stora
     """Delete the checkpoints' files and mark them DELETED (those already deleted: nothing to do)."""
     uuids = check_uuids(uuids)
     targets = _targets(ctx, who, uuids, "delete")
-    targets = _to_agents(ctx, who, targets, "deleted", lambda d: checkpoint_gc_tasks.Item(
-        d.uuid, checkpoint_gc_tasks.directory(d.storage, d.uuid)))
+    targets = _to_agents(
+        ctx,
+        who,
+        targets,
+        "deleted",
+        lambda d: checkpoint_gc_tasks.Item(d.uuid, checkpoint_gc_tasks.directory(d.storage, d.uuid)),
+    )
     outcome = Outcome()
     held = _hold(ctx, who, targets.deletions, "deleted")
-    done = delete_from_storage([d for d in targets.deletions if d.uuid in held], allowed_roots(ctx.config),
-                               storage_for, outcome, registered=_registered(ctx))
+    done = delete_from_storage(
+        [d for d in targets.deletions if d.uuid in held],
+        allowed_roots(ctx.config),
+        storage_for,
+        outcome,
+        registered=_registered(ctx),
+    )
     _mark(ctx, who, {d.uuid: {} for d in done}, "deleted")
     _release_failed(ctx, outcome)
     _raise_failures(outcome, targets, "delete")
 
 
-def remove_files(ctx: MasterContext, who: Caller, uuids: list[str], globs: list[str],
-                 storage_for: StorageFor = storage_from_config) -> None:
+def remove_files(
+    ctx: MasterContext, who: Caller, uuids: list[str], globs: list[str], storage_for: StorageFor = storage_from_config
+) -> None:
     """Delete the files of each checkpoint that `globs` name (none: only read what storage holds), then
     record what is left: nothing -> DELETED, fewer files -> PARTIALLY_DELETED, as Determined does."""
     uuids, globs = check_uuids(uuids), check_globs(globs)
@@ -264,8 +298,12 @@ def remove_files(ctx: MasterContext, who: Caller, uuids: list[str], globs: list[
     def item(d: Deletion) -> checkpoint_gc_tasks.Item:
         before = storage_for(d.storage).resources(d.uuid)  # the master matches the globs, the task deletes
         names = doomed(before, globs)
-        return checkpoint_gc_tasks.Item(d.uuid, checkpoint_gc_tasks.directory(d.storage, d.uuid),
-                                        delete=bool(names) and len(names) == len(before), entries=tuple(names))
+        return checkpoint_gc_tasks.Item(
+            d.uuid,
+            checkpoint_gc_tasks.directory(d.storage, d.uuid),
+            delete=bool(names) and len(names) == len(before),
+            entries=tuple(names),
+        )
 
     targets = _to_agents(ctx, who, targets, what, item)
     left: dict[str, dict[str, int]] = {}
@@ -293,8 +331,14 @@ def remove_files(ctx: MasterContext, who: Caller, uuids: list[str], globs: list[
     changing = [d for d in targets.deletions if globs and changes(d)]
     held = _hold(ctx, who, changing, what)
     outcome = Outcome()
-    delete_from_storage([d for d in targets.deletions if d.uuid in held or d not in changing],
-                        allowed_roots(ctx.config), storage_for, outcome, registered=_registered(ctx), act=act)
+    delete_from_storage(
+        [d for d in targets.deletions if d.uuid in held or d not in changing],
+        allowed_roots(ctx.config),
+        storage_for,
+        outcome,
+        registered=_registered(ctx),
+        act=act,
+    )
     _mark(ctx, who, left, what)
     _release_failed(ctx, outcome)
     _raise_failures(outcome, targets, "remove files of")

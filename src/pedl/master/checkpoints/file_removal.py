@@ -40,10 +40,11 @@ def _remove_s3(storage: S3Storage, uuid: str, entries: Collection[str]) -> None:
     base = storage.key_prefix(uuid)
     keys = sorted(base + e for e in entries)
     for start in range(0, len(keys), storage.DELETE_BATCH):
-        batch = keys[start:start + storage.DELETE_BATCH]
+        batch = keys[start : start + storage.DELETE_BATCH]
         try:
             answer = storage.client.delete_objects(
-                Bucket=storage.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+                Bucket=storage.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+            )
         except PedlError:
             raise
         except Exception as exc:
@@ -55,5 +56,8 @@ def _remove_s3(storage: S3Storage, uuid: str, entries: Collection[str]) -> None:
         if failed:
             first = failed[0]
             more = f" (and {len(failed) - 1} more key(s))" if len(failed) > 1 else ""
-            raise PedlError(f"cannot delete s3://{storage.bucket}/{first.get('Key')}: "
-                            f"{first.get('Code', '')} {first.get('Message', '')}".rstrip() + more)
+            raise PedlError(
+                f"cannot delete s3://{storage.bucket}/{first.get('Key')}: "
+                f"{first.get('Code', '')} {first.get('Message', '')}".rstrip()
+                + more
+            )

@@ -63,30 +63,54 @@ def plan(s: Session, experiment_id: int, default_storage: Mapping[str, Any] | No
     storage_cfg = experiment_storage(exp.config, default_storage)
     searcher = exp.config.get("searcher") or {}
     policy = RetentionPolicy.of(storage_cfg)
-    states = dict(s.execute(select(models.Trial.id, models.Trial.state)
-                            .where(models.Trial.experiment_id == experiment_id)).all())
+    states = dict(
+        s.execute(select(models.Trial.id, models.Trial.state).where(models.Trial.experiment_id == experiment_id)).all()
+    )
     closed = {tid for tid, state in states.items() if state in TERMINAL_TRIAL}
-    out = Plan(experiment_id, policy, [Deletion(r.uuid, r.trial_id or 0, storage_cfg, dict(r.storage or {}))
-                                       for r in unfinished(s, experiment_id)])
+    out = Plan(
+        experiment_id,
+        policy,
+        [Deletion(r.uuid, r.trial_id or 0, storage_cfg, dict(r.storage or {})) for r in unfinished(s, experiment_id)],
+    )
     if not closed:
         return out
     # (each row with its trial: the query takes only the checkpoints of a trial)
-    rows = [(r, r.trial_id) for r in s.scalars(select(models.Checkpoint).where(
-        models.Checkpoint.experiment_id == experiment_id, models.Checkpoint.state == C.COMPLETED,
-        models.Checkpoint.trial_id.is_not(None))) if r.trial_id is not None]
+    rows = [
+        (r, r.trial_id)
+        for r in s.scalars(
+            select(models.Checkpoint).where(
+                models.Checkpoint.experiment_id == experiment_id,
+                models.Checkpoint.state == C.COMPLETED,
+                models.Checkpoint.trial_id.is_not(None),
+            )
+        )
+        if r.trial_id is not None
+    ]
     if not any(trial_id in closed for _, trial_id in rows):
         return out
     validations = checkpoints.validations_at(s, [(trial_id, r.steps_completed) for r, trial_id in rows])
     metric = searcher.get("metric")
-    facts = [CheckpointFacts(r.uuid, trial_id, r.steps_completed, r.report_time,
-                             metric_value(validations.get((trial_id, r.steps_completed)), metric))
-             for r, trial_id in rows]
-    doomed = set(select_deletions(facts, policy, smaller_is_better=bool(searcher.get("smaller_is_better", True)),
-                                  closed_trials=closed))
+    facts = [
+        CheckpointFacts(
+            r.uuid,
+            trial_id,
+            r.steps_completed,
+            r.report_time,
+            metric_value(validations.get((trial_id, r.steps_completed)), metric),
+        )
+        for r, trial_id in rows
+    ]
+    doomed = set(
+        select_deletions(
+            facts, policy, smaller_is_better=bool(searcher.get("smaller_is_better", True)), closed_trials=closed
+        )
+    )
     doomed -= model_versions.registered_in_experiment(s, experiment_id)  # a model version's: kept for good
-    out.deletions += [Deletion(r.uuid, trial_id, storage_cfg, dict(r.storage or {}))
-                      for r, trial_id in sorted(rows, key=lambda row: (row[1], row[0].steps_completed))
-                      if r.uuid in doomed]
+    out.deletions += [
+        Deletion(r.uuid, trial_id, storage_cfg, dict(r.storage or {}))
+        for r, trial_id in sorted(rows, key=lambda row: (row[1], row[0].steps_completed))
+        if r.uuid in doomed
+    ]
     return out
 
 
@@ -95,20 +119,42 @@ def unfinished(s: Session, experiment_id: int) -> list[models.Checkpoint]:
     GC worker on the master (it is planning now, so no deletion of its own runs), or by a collection's GC
     task that is no longer live. They are deleted again."""
     ck = models.Checkpoint
-    rows = list(s.scalars(select(ck).where(ck.experiment_id == experiment_id, ck.deleting_by.is_not(None),
-                                           ck.state == C.PARTIALLY_DELETED).order_by(ck.trial_id, ck.steps_completed)))
+    rows = list(
+        s.scalars(
+            select(ck)
+            .where(ck.experiment_id == experiment_id, ck.deleting_by.is_not(None), ck.state == C.PARTIALLY_DELETED)
+            .order_by(ck.trial_id, ck.steps_completed)
+        )
+    )
     task_ids = sorted({r.deleting_by for r in rows if r.deleting_by is not None} - {BY_MASTER_GC, BY_REQUEST})
-    live = set(s.scalars(select(models.Allocation.task_id).where(models.Allocation.task_id.in_(task_ids),
-                                                                 models.Allocation.state.in_(sorted(LIVE_ALLOCATION))))
-               ) if task_ids else set()
-    collections = {t.id for t in s.scalars(select(models.GenericTask).where(models.GenericTask.id.in_(task_ids)))
-                   if secret_of(t).get("origin") == ORIGIN_GC} if task_ids else set()
-    return [r for r in rows if r.deleting_by == BY_MASTER_GC
-            or (r.deleting_by in collections and r.deleting_by not in live)]
+    live = (
+        set(
+            s.scalars(
+                select(models.Allocation.task_id).where(
+                    models.Allocation.task_id.in_(task_ids), models.Allocation.state.in_(sorted(LIVE_ALLOCATION))
+                )
+            )
+        )
+        if task_ids
+        else set()
+    )
+    collections = (
+        {
+            t.id
+            for t in s.scalars(select(models.GenericTask).where(models.GenericTask.id.in_(task_ids)))
+            if secret_of(t).get("origin") == ORIGIN_GC
+        }
+        if task_ids
+        else set()
+    )
+    return [
+        r for r in rows if r.deleting_by == BY_MASTER_GC or (r.deleting_by in collections and r.deleting_by not in live)
+    ]
 
 
-def mark_deleted(s: Session, now: float, experiment_id: int, policy: RetentionPolicy,
-                 deleted: Sequence[Deletion]) -> int:
+def mark_deleted(
+    s: Session, now: float, experiment_id: int, policy: RetentionPolicy, deleted: Sequence[Deletion]
+) -> int:
     """Mark deleted checkpoints STATE_DELETED (their hold ends), with an event for each and one per trial;
     returns how many rows changed (one already DELETED is left alone)."""
     changed: dict[int, list[str]] = defaultdict(list)
@@ -120,9 +166,14 @@ def mark_deleted(s: Session, now: float, experiment_id: int, policy: RetentionPo
         row.deleting_by = None
         changed[d.trial_id].append(row.uuid)
     for trial_id, uuids in changed.items():
-        record_event(s, now, "trial", trial_id,
-                     f"checkpoint garbage collection deleted {len(uuids)} checkpoint(s) ({policy.describe()}): "
-                     + ", ".join(uuids))
+        record_event(
+            s,
+            now,
+            "trial",
+            trial_id,
+            f"checkpoint garbage collection deleted {len(uuids)} checkpoint(s) ({policy.describe()}): "
+            + ", ".join(uuids),
+        )
     return sum(len(u) for u in changed.values())
 
 
@@ -130,8 +181,10 @@ def experiments_to_sweep(s: Session) -> list[int]:
     """Experiments that have completed checkpoints of ended trials, or checkpoints a collection holds:
     after a master restart a collection that was asked for but not done, or not finished, is found again
     this way."""
-    q = (select(models.Checkpoint.experiment_id).distinct()
-         .join(models.Trial, models.Trial.id == models.Checkpoint.trial_id)
-         .where(models.Checkpoint.state == C.COMPLETED,
-                models.Trial.state.in_(sorted(TERMINAL_TRIAL))))
+    q = (
+        select(models.Checkpoint.experiment_id)
+        .distinct()
+        .join(models.Trial, models.Trial.id == models.Checkpoint.trial_id)
+        .where(models.Checkpoint.state == C.COMPLETED, models.Trial.state.in_(sorted(TERMINAL_TRIAL)))
+    )
     return sorted({e for e in s.scalars(q) if e is not None} | set(checkpoint_gc_holds.held_experiments(s)))

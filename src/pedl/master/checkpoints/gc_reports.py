@@ -40,8 +40,10 @@ def report(ctx: MasterContext, who: Caller, allocation_id: str, left: list[tuple
         given = set(secret.get("uuids") or [])
         for i, (uuid, _) in enumerate(left):
             if uuid not in given:
-                raise Forbidden(f"checkpoints[{i}].uuid: checkpoint {uuid} was not given to this task",
-                                fields=[{"field": f"checkpoints[{i}].uuid", "message": "not given to this task"}])
+                raise Forbidden(
+                    f"checkpoints[{i}].uuid: checkpoint {uuid} was not given to this task",
+                    fields=[{"field": f"checkpoints[{i}].uuid", "message": "not given to this task"}],
+                )
         by_uuid = dict(left)
         if len(by_uuid) != len(left):
             raise InvalidArgument.at("checkpoints", "names a checkpoint twice")
@@ -49,9 +51,14 @@ def report(ctx: MasterContext, who: Caller, allocation_id: str, left: list[tuple
         # a collection's checkpoint with files left stays held: its collection failed (checkpoint_gc_task_rows.outcome)
         unfinished = {u for u, files in by_uuid.items() if files} if secret.get("origin") == ORIGIN_GC else set()
         unfinished |= set(secret.get("unfinished") or []) - set(by_uuid)
-        task.secrets = {**(task.secrets or {}),
-                        SECRET: {**secret, "reported": sorted({*secret.get("reported", []), *by_uuid}),
-                                 "unfinished": sorted(unfinished)}}
+        task.secrets = {
+            **(task.secrets or {}),
+            SECRET: {
+                **secret,
+                "reported": sorted({*secret.get("reported", []), *by_uuid}),
+                "unfinished": sorted(unfinished),
+            },
+        }
         return len(by_uuid)
 
     return ctx.controller.run(work)
@@ -59,12 +66,18 @@ def report(ctx: MasterContext, who: Caller, allocation_id: str, left: list[tuple
 
 def _mark(s: Session, now: float, experiment_id: int, secret: Mapping, left: Left) -> None:
     if secret.get("origin") != ORIGIN_GC:
-        mark_left(s, now, left, f"{secret.get('what') or 'deleted'} by {secret.get('by') or 'a user'} "
-                                f"(checkpoint GC task)")
+        mark_left(
+            s, now, left, f"{secret.get('what') or 'deleted'} by {secret.get('by') or 'a user'} (checkpoint GC task)"
+        )
         return
     # a collection deletes whole checkpoints: one with something left (files it could not delete) stays held,
     # PARTIALLY_DELETED, and is deleted again (checkpoint_gc.unfinished)
     gone = [uuid for uuid, files in left.items() if not files]
     rows = {r.uuid: r for r in (s.get(models.Checkpoint, u) for u in gone) if r is not None}
-    mark_deleted(s, now, experiment_id, RetentionPolicy(**(secret.get("policy") or {})),
-                 [Deletion(u, rows[u].trial_id or 0, {}) for u in gone if u in rows])
+    mark_deleted(
+        s,
+        now,
+        experiment_id,
+        RetentionPolicy(**(secret.get("policy") or {})),
+        [Deletion(u, rows[u].trial_id or 0, {}) for u in gone if u in rows],
+    )

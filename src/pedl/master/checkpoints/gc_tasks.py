@@ -58,8 +58,11 @@ def on_agent(storage: Mapping[str, Any], pool_has_agent: bool) -> bool:
 def pool_has_agent(s: Session, pool: str, connected: Collection[str]) -> bool:
     """Whether an agent of `pool` is connected (in the hub: `connected`, and the database) and enabled."""
     a = models.Agent
-    ids = s.scalars(select(a.id).where(a.resource_pool == pool, a.state == AgentState.CONNECTED,
-                                       a.enabled.is_(True), a.draining.is_(False)))
+    ids = s.scalars(
+        select(a.id).where(
+            a.resource_pool == pool, a.state == AgentState.CONNECTED, a.enabled.is_(True), a.draining.is_(False)
+        )
+    )
     return any(i in connected for i in ids)
 
 
@@ -81,6 +84,7 @@ def directory(storage: Mapping[str, Any], uuid: str) -> str:
 
 def start(ctx: MasterContext, job: Job) -> str | None:
     """`launch` in its own transaction under the cluster lock; the task's id (None: nothing to do)."""
+
     def work(s: Session) -> str | None:
         task = launch(ctx.controller, s, job)
         return task.id if task is not None else None
@@ -130,19 +134,36 @@ def launch(fx: ClusterEffects, s: Session, job: Job) -> models.GenericTask | Non
     priority = pool.scheduler.default_priority if pool is not None else cluster_allocations.DEFAULT_PRIORITY
     project = s.get(models.Project, exp.project_id)
     spec = {"checkpoints": [{**asdict(i), "entries": list(i.entries)} for i in items]}
-    secret = {"origin": job.origin, "uuids": [i.uuid for i in items], "what": job.what, "by": job.by,
-              "policy": dict(job.policy), "reported": []}
-    config = {"resources": {"slots": 0, "resource_pool": exp.resource_pool, "priority": priority},
-              "description": description(exp.id)}
+    secret = {
+        "origin": job.origin,
+        "uuids": [i.uuid for i in items],
+        "what": job.what,
+        "by": job.by,
+        "policy": dict(job.policy),
+        "reported": [],
+    }
+    config = {
+        "resources": {"slots": 0, "resource_pool": exp.resource_pool, "priority": priority},
+        "description": description(exp.id),
+    }
     task = models.GenericTask(
-        id=task_id, kind=KIND, owner_id=exp.owner_id, workspace_id=project.workspace_id if project else 1,
-        description=description(exp.id), config=config, context=_context(spec), experiment_ids=[exp.id],
-        trial_ids=[], secrets={SECRET: secret}, start_time=fx.now, last_activity=fx.now)
+        id=task_id,
+        kind=KIND,
+        owner_id=exp.owner_id,
+        workspace_id=project.workspace_id if project else 1,
+        description=description(exp.id),
+        config=config,
+        context=_context(spec),
+        experiment_ids=[exp.id],
+        trial_ids=[],
+        secrets={SECRET: secret},
+        start_time=fx.now,
+        last_activity=fx.now,
+    )
     s.add(task)
     s.flush()
     cluster_allocations.new_generic(fx, s, task)
-    record_event(s, fx.now, "experiment", exp.id,
-                 f"checkpoint GC task {task_id} queued for {len(items)} checkpoint(s)")
+    record_event(s, fx.now, "experiment", exp.id, f"checkpoint GC task {task_id} queued for {len(items)} checkpoint(s)")
     return task
 
 
@@ -152,23 +173,29 @@ def _file(path: str, data: bytes) -> dict[str, Any]:
 
 def _context(spec: dict[str, Any]) -> bytes:
     """.pedl/ with the script, the two pedl/common modules it imports and its spec."""
+
     def source(package: str, name: str) -> bytes:
         return resources.files(package).joinpath(name).read_bytes()
 
-    files = [{"path": ".pedl", "type": 53, "mode": 0o755},
-             _file(SCRIPT_PATH, source("pedl.launch", "checkpoint_gc_task.py")),
-             _file(".pedl/pedl_local_removal.py", source("pedl.common", "local_removal.py")),
-             _file(".pedl/pedl_checkpoint_files.py", source("pedl.common", "checkpoint_files.py")),
-             _file(SPEC_PATH, json.dumps(spec).encode())]
+    files = [
+        {"path": ".pedl", "type": 53, "mode": 0o755},
+        _file(SCRIPT_PATH, source("pedl.launch", "checkpoint_gc_task.py")),
+        _file(".pedl/pedl_local_removal.py", source("pedl.common", "local_removal.py")),
+        _file(".pedl/pedl_checkpoint_files.py", source("pedl.common", "checkpoint_files.py")),
+        _file(SPEC_PATH, json.dumps(spec).encode()),
+    ]
     tgz, _, _ = model_definitions.files_to_tgz(files, None)
     return tgz
 
 
 def _live_rows(s: Session) -> list[tuple[models.Allocation, str]]:
-    return list(s.execute(select(models.Allocation, models.GenericTask.id)
-                          .join(models.GenericTask, models.GenericTask.id == models.Allocation.task_id)
-                          .where(models.Allocation.state.in_(sorted(LIVE_ALLOCATION)),
-                                 models.GenericTask.kind == KIND)).all())
+    return list(
+        s.execute(
+            select(models.Allocation, models.GenericTask.id)
+            .join(models.GenericTask, models.GenericTask.id == models.Allocation.task_id)
+            .where(models.Allocation.state.in_(sorted(LIVE_ALLOCATION)), models.GenericTask.kind == KIND)
+        ).all()
+    )
 
 
 def end_overdue(ctx: MasterContext) -> list[str]:
@@ -177,9 +204,13 @@ def end_overdue(ctx: MasterContext) -> list[str]:
     one transaction under the lock. A waiting one ends at once (its end is handled here as an agent's
     report would be: a collection is asked again, a user's request warns); a running one is killed and its
     agent's report of the end does the same."""
+
     def due(rows: list[tuple[models.Allocation, str]], now: float) -> list[tuple[models.Allocation, str, str]]:
-        return [(alloc, task_id, why) for alloc, task_id in rows
-                if (why := overdue(alloc.state, alloc.queued_at, alloc.assigned_at, now)) is not None]
+        return [
+            (alloc, task_id, why)
+            for alloc, task_id in rows
+            if (why := overdue(alloc.state, alloc.queued_at, alloc.assigned_at, now)) is not None
+        ]
 
     with ctx.db.read_session() as s:
         if not due(_live_rows(s), ctx.controller.now):

@@ -56,8 +56,15 @@ def linked_trials(ctx: MasterContext, where: Linked) -> Iterator[int]:
     after = 0
     while True:
         with ctx.db.read_session() as s:
-            ids = list(s.scalars(select(T.trial_id).where(*where, T.trial_id > after).distinct()
-                                 .order_by(T.trial_id).limit(TRIAL_PAGE)))
+            ids = list(
+                s.scalars(
+                    select(T.trial_id)
+                    .where(*where, T.trial_id > after)
+                    .distinct()
+                    .order_by(T.trial_id)
+                    .limit(TRIAL_PAGE)
+                )
+            )
         yield from ids
         if len(ids) < TRIAL_PAGE:
             return

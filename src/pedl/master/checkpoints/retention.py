@@ -22,12 +22,18 @@ class RetentionPolicy:
     @classmethod
     def of(cls, storage_config: Mapping[str, Any]) -> RetentionPolicy:
         defaults = cls()
-        return cls(**{name: int(value if (value := storage_config.get(name)) is not None else getattr(defaults, name))
-                      for name in ("save_experiment_best", "save_trial_best", "save_trial_latest")})
+        return cls(
+            **{
+                name: int(value if (value := storage_config.get(name)) is not None else getattr(defaults, name))
+                for name in ("save_experiment_best", "save_trial_best", "save_trial_latest")
+            }
+        )
 
     def describe(self) -> str:
-        return (f"save_trial_latest={self.save_trial_latest}, save_trial_best={self.save_trial_best}, "
-                f"save_experiment_best={self.save_experiment_best}")
+        return (
+            f"save_trial_latest={self.save_trial_latest}, save_trial_best={self.save_trial_best}, "
+            f"save_experiment_best={self.save_experiment_best}"
+        )
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,13 @@ class CheckpointFacts:
     metric: float | None = None
 
 
-def select_deletions(checkpoints: Sequence[CheckpointFacts], policy: RetentionPolicy, *,
-                     smaller_is_better: bool, closed_trials: Collection[int]) -> list[str]:
+def select_deletions(
+    checkpoints: Sequence[CheckpointFacts],
+    policy: RetentionPolicy,
+    *,
+    smaller_is_better: bool,
+    closed_trials: Collection[int],
+) -> list[str]:
     """The uuids to delete, in (trial, steps) order: checkpoints of `closed_trials` that none of the
     policy's rules keeps. Checkpoints of trials still running are never deleted, but they count
     for save_experiment_best, so a collection after one trial ends agrees with the one at the end of
@@ -64,11 +75,11 @@ def select_deletions(checkpoints: Sequence[CheckpointFacts], policy: RetentionPo
     for c in checkpoints:
         by_trial[c.trial_id].append(c)
     for trial_checkpoints in by_trial.values():
-        keep.update(c.uuid for c in sorted(trial_checkpoints, key=newest_first)[:policy.save_trial_latest])
+        keep.update(c.uuid for c in sorted(trial_checkpoints, key=newest_first)[: policy.save_trial_latest])
         scored = [c for c in trial_checkpoints if c.metric is not None]
-        keep.update(c.uuid for c in sorted(scored, key=best_first)[:policy.save_trial_best])
+        keep.update(c.uuid for c in sorted(scored, key=best_first)[: policy.save_trial_best])
     scored = [c for c in checkpoints if c.metric is not None]
-    keep.update(c.uuid for c in sorted(scored, key=best_first)[:policy.save_experiment_best])
+    keep.update(c.uuid for c in sorted(scored, key=best_first)[: policy.save_experiment_best])
     doomed = [c for c in checkpoints if c.trial_id in closed_trials and c.uuid not in keep]
     return [c.uuid for c in sorted(doomed, key=lambda c: (c.trial_id, c.steps_completed, c.uuid))]
 

@@ -31,20 +31,26 @@ class StorageRoots:
     endpoints: tuple[str | None, ...] = (None,)  # S3 endpoints; None is AWS's own
 
     @classmethod
-    def of(cls, master_storage: Mapping[str, Any], extra: Iterable[str] = (),
-           endpoints: Iterable[str] = ()) -> StorageRoots:
+    def of(
+        cls, master_storage: Mapping[str, Any], extra: Iterable[str] = (), endpoints: Iterable[str] = ()
+    ) -> StorageRoots:
         roots = [storage_root_of(dict(master_storage)), *(parse_storage_root(text) for text in extra)]
-        return cls(dirs=tuple(dict.fromkeys(os.path.realpath(r.path) for r in roots if r.type == "shared_fs")),
-                   s3=tuple(dict.fromkeys(r for r in roots if r.type == "s3")),
-                   endpoints=tuple(dict.fromkeys([None, master_storage.get("endpoint_url"), *endpoints])))
+        return cls(
+            dirs=tuple(dict.fromkeys(os.path.realpath(r.path) for r in roots if r.type == "shared_fs")),
+            s3=tuple(dict.fromkeys(r for r in roots if r.type == "s3")),
+            endpoints=tuple(dict.fromkeys([None, master_storage.get("endpoint_url"), *endpoints])),
+        )
 
     def __str__(self) -> str:
         return ", ".join([*self.dirs, *(str(r) for r in self.s3)]) or "none"
 
 
 def allowed_roots(config: MasterConfig) -> StorageRoots:
-    return StorageRoots.of(config.effective_checkpoint_storage().model_dump(mode="json"),
-                           config.security.checkpoint_storage_roots, config.security.s3_endpoint_urls)
+    return StorageRoots.of(
+        config.effective_checkpoint_storage().model_dump(mode="json"),
+        config.security.checkpoint_storage_roots,
+        config.security.s3_endpoint_urls,
+    )
 
 
 # -- pure comparisons -----------------------------------------------------------------------------
@@ -58,7 +64,7 @@ def dir_inside(path: str, root: str) -> bool:
 def prefix_inside(prefix: str, root_prefix: str) -> bool:
     """Whether S3 keys under `prefix` are under `root_prefix` (whole segments: "a/bc" is not in "a/b")."""
     parts, root_parts = [p for p in prefix.split("/") if p], [p for p in root_prefix.split("/") if p]
-    return parts[:len(root_parts)] == root_parts
+    return parts[: len(root_parts)] == root_parts
 
 
 def is_path_component(name: str) -> bool:
@@ -81,22 +87,26 @@ def storage_problem(storage: Mapping[str, Any], roots: StorageRoots) -> tuple[st
             return "checkpoint_storage.host_path", "required for shared_fs storage"
         base = os.path.realpath(storage_root_of(dict(storage)).path)
         if not os.path.isabs(base) or not any(dir_inside(base, root) for root in roots.dirs):
-            return ("checkpoint_storage.host_path",
-                    f"{base} is outside the master's checkpoint storage roots ({roots})")
+            return (
+                "checkpoint_storage.host_path",
+                f"{base} is outside the master's checkpoint storage roots ({roots})",
+            )
         return None
     if kind == "s3":
         where = storage_root_of(dict(storage))
         buckets = [r for r in roots.s3 if r.bucket == where.bucket]
         if not buckets:
-            return ("checkpoint_storage.bucket",
-                    f"bucket {where.bucket!r} is outside the master's checkpoint storage roots ({roots})")
+            return (
+                "checkpoint_storage.bucket",
+                f"bucket {where.bucket!r} is outside the master's checkpoint storage roots ({roots})",
+            )
         if not any(prefix_inside(where.prefix, r.prefix) for r in buckets):
-            return ("checkpoint_storage.prefix",
-                    f"{where} is outside the master's checkpoint storage roots ({roots})")
+            return ("checkpoint_storage.prefix", f"{where} is outside the master's checkpoint storage roots ({roots})")
         if storage.get("endpoint_url") not in roots.endpoints:
-            return ("checkpoint_storage.endpoint_url",
-                    f"{storage.get('endpoint_url')} is not an S3 endpoint this master may use "
-                    "(security.s3_endpoint_urls)")
+            return (
+                "checkpoint_storage.endpoint_url",
+                f"{storage.get('endpoint_url')} is not an S3 endpoint this master may use (security.s3_endpoint_urls)",
+            )
         return None
     return "checkpoint_storage.type", f"{kind!r} is not a supported storage type"
 
@@ -106,9 +116,10 @@ def check_experiment_storage(storage: Mapping[str, Any], roots: StorageRoots) ->
     problem = storage_problem(storage, roots)
     if problem is not None:
         field, why = problem
-        raise InvalidArgument(f"{field}: {why}; an operator may allow more under "
-                              "security.checkpoint_storage_roots in master.yaml",
-                              fields=[{"field": field, "message": why}])
+        raise InvalidArgument(
+            f"{field}: {why}; an operator may allow more under security.checkpoint_storage_roots in master.yaml",
+            fields=[{"field": field, "message": why}],
+        )
 
 
 def confine_experiment_storage(config: MasterConfig, storage: Mapping[str, Any]) -> None:
@@ -116,8 +127,9 @@ def confine_experiment_storage(config: MasterConfig, storage: Mapping[str, Any])
     check_experiment_storage(storage, allowed_roots(config))
 
 
-def location_problem(storage: Mapping[str, Any], uuid: str, roots: StorageRoots, *,
-                     recorded: Mapping[str, Any] | None = None) -> str | None:
+def location_problem(
+    storage: Mapping[str, Any], uuid: str, roots: StorageRoots, *, recorded: Mapping[str, Any] | None = None
+) -> str | None:
     """Why checkpoint `uuid` of an experiment stored in `storage` lies outside the roots, judged from
     the configs alone (what the start-up report checks for every row); None when it does not.
     `recorded` is the row's own storage column: older rows took it from the
@@ -126,15 +138,18 @@ def location_problem(storage: Mapping[str, Any], uuid: str, roots: StorageRoots,
     if problem is not None:
         return f"{problem[0]}: {problem[1]}"
     if recorded and storage_problem(recorded, roots) is not None:
-        return (f"its recorded storage {storage_root_of(dict(recorded))} is outside the master's checkpoint "
-                f"storage roots ({roots})")
+        return (
+            f"its recorded storage {storage_root_of(dict(recorded))} is outside the master's checkpoint "
+            f"storage roots ({roots})"
+        )
     if not is_path_component(uuid):
         return f"its uuid {uuid!r} is not a single path component"
     return None
 
 
-def checkpoint_problem(storage: Mapping[str, Any], uuid: str, roots: StorageRoots, *,
-                       recorded: Mapping[str, Any] | None = None) -> str | None:
+def checkpoint_problem(
+    storage: Mapping[str, Any], uuid: str, roots: StorageRoots, *, recorded: Mapping[str, Any] | None = None
+) -> str | None:
     """Why the master must not touch (delete, read) checkpoint `uuid` now; None when it may. Besides
     `location_problem`: a shared_fs checkpoint's directory must not be a symlink, and its resolved
     path must lie strictly inside a root."""

@@ -30,27 +30,43 @@ def storage_id(storage: dict[str, Any] | None) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") >> 1 or 1
 
 
-def training(exp: models.Experiment | None, t: models.Trial | None,
-             validation: dict[str, Any] | None) -> CheckpointTrainingMetadata:
+def training(
+    exp: models.Experiment | None, t: models.Trial | None, validation: dict[str, Any] | None
+) -> CheckpointTrainingMetadata:
     """What the checkpoint's trial was: nothing for a checkpoint of no trial; searcherMetric only where
     the validation at its step has the searcher's metric."""
     if t is None or exp is None:
         return CheckpointTrainingMetadata()
-    out = CheckpointTrainingMetadata(trialId=t.id, experimentId=exp.id, experimentConfig=as_determined(exp.config),
-                                     hparams=t.hparams, trainingMetrics=AvgMetrics(avgMetrics={}),
-                                     validationMetrics=AvgMetrics(avgMetrics=validation or {}))
+    out = CheckpointTrainingMetadata(
+        trialId=t.id,
+        experimentId=exp.id,
+        experimentConfig=as_determined(exp.config),
+        hparams=t.hparams,
+        trainingMetrics=AvgMetrics(avgMetrics={}),
+        validationMetrics=AvgMetrics(avgMetrics=validation or {}),
+    )
     metric_name = exp.config.get("searcher", {}).get("metric")
     if validation and metric_name in validation:
         out.searcherMetric = validation[metric_name]  # set, so sent even when the value is null
     return out
 
 
-def checkpoint(c: models.Checkpoint, exp: models.Experiment | None, t: models.Trial | None,
-               validation: dict[str, Any] | None) -> Checkpoint:
+def checkpoint(
+    c: models.Checkpoint, exp: models.Experiment | None, t: models.Trial | None, validation: dict[str, Any] | None
+) -> Checkpoint:
     """The checkpoint with its experiment, trial and the validation metrics reported at its step."""
     meta = dict(c.meta or {})
     meta.setdefault("steps_completed", c.steps_completed)
-    return Checkpoint(uuid=c.uuid, state=c.state, deleting=c.deleting_by is not None, metadata=meta,
-                      resources=checkpoint_files(c), training=training(exp, t, validation),
-                      reportTime=ts(c.report_time) or "", taskId=c.task_id or "", allocationId=c.allocation_id or "",
-                      storage=c.storage, storageId=storage_id(c.storage))
+    return Checkpoint(
+        uuid=c.uuid,
+        state=c.state,
+        deleting=c.deleting_by is not None,
+        metadata=meta,
+        resources=checkpoint_files(c),
+        training=training(exp, t, validation),
+        reportTime=ts(c.report_time) or "",
+        taskId=c.task_id or "",
+        allocationId=c.allocation_id or "",
+        storage=c.storage,
+        storageId=storage_id(c.storage),
+    )

@@ -28,11 +28,14 @@ def _grouped(s: Session, key: InstrumentedAttribute[int | None], ids: Collection
     if not ids:
         return {}
     c = models.Checkpoint
-    rows = s.execute(select(key, func.count(), func.coalesce(func.sum(c.size_bytes), 0))
-                     .where(key.in_(sorted(ids)), c.trial_id.is_not(None), c.state != CheckpointState.DELETED)
-                     .group_by(key))
-    return {owner: CheckpointTotals(int(n), int(size)) for owner, n, size in rows
-            if owner is not None}  # (one of `ids`, never NULL)
+    rows = s.execute(
+        select(key, func.count(), func.coalesce(func.sum(c.size_bytes), 0))
+        .where(key.in_(sorted(ids)), c.trial_id.is_not(None), c.state != CheckpointState.DELETED)
+        .group_by(key)
+    )
+    return {
+        owner: CheckpointTotals(int(n), int(size)) for owner, n, size in rows if owner is not None
+    }  # (one of `ids`, never NULL)
 
 
 def of_trials(s: Session, trial_ids: Collection[int]) -> dict[int, CheckpointTotals]:

@@ -39,14 +39,27 @@ def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host:
     slots = [sl.model_dump() for sl in reg.slots]
     address = reg.address or remote_host
     if agent is None:
-        agent = models.Agent(id=reg.agent_id, hostname=reg.hostname, address=address,
-                             resource_pool=reg.resource_pool, slots=slots, state=AgentState.CONNECTED,
-                             version=reg.version, registered_at=now, last_heartbeat=now,
-                             container_runtime=reg.container_runtime)
+        agent = models.Agent(
+            id=reg.agent_id,
+            hostname=reg.hostname,
+            address=address,
+            resource_pool=reg.resource_pool,
+            slots=slots,
+            state=AgentState.CONNECTED,
+            version=reg.version,
+            registered_at=now,
+            last_heartbeat=now,
+            container_runtime=reg.container_runtime,
+        )
         s.add(agent)
-        record_event(s, now, "agent", reg.agent_id,
-                     f"registered from {remote_host} with {len(slots)} slot(s) in pool {reg.resource_pool}",
-                     to_state=AgentState.CONNECTED)
+        record_event(
+            s,
+            now,
+            "agent",
+            reg.agent_id,
+            f"registered from {remote_host} with {len(slots)} slot(s) in pool {reg.resource_pool}",
+            to_state=AgentState.CONNECTED,
+        )
     else:
         set_agent_state(s, now, agent, AgentState.CONNECTED, f"reconnected from {remote_host}")
         agent.hostname, agent.address, agent.slots = reg.hostname, address, _keep_slot_flags(agent.slots, slots)
@@ -60,8 +73,9 @@ def registered(fx: ClusterEffects, s: Session, reg: proto.Register, remote_host:
     if instance is not None:
         fx.wake_provisioners()  # new capacity: a move may now have somewhere to go
     kill = reconcile(fx, s, reg.agent_id, set(reg.running_allocations))
-    return proto.Registered(agent_id=reg.agent_id, heartbeat_interval=fx.config.agent_heartbeat_interval,
-                            kill_unknown=kill)
+    return proto.Registered(
+        agent_id=reg.agent_id, heartbeat_interval=fx.config.agent_heartbeat_interval, kill_unknown=kill
+    )
 
 
 def _keep_slot_flags(old: list[dict] | None, new: list[dict]) -> list[dict]:
@@ -79,16 +93,23 @@ def reconcile(fx: ClusterEffects, s: Session, agent_id: str, running: set[str]) 
         if alloc is None or alloc.state not in HELD or agent_id not in allocations.agents_of(alloc):
             kill.append(alloc_id)
         elif alloc.kill_requested:
-            fx.send(agent_id, proto.KillTask(allocation_id=alloc_id, grace_period=fx.config.task_kill_grace_period,
-                                             reason="killed while the agent was away"))
+            fx.send(
+                agent_id,
+                proto.KillTask(
+                    allocation_id=alloc_id,
+                    grace_period=fx.config.task_kill_grace_period,
+                    reason="killed while the agent was away",
+                ),
+            )
     for alloc in allocations.held_on(s, agent_id, running_only=True):  # a rank that exited is not missed
         if alloc.id in running:
             continue
         if alloc.state == A.ASSIGNED:
             progression.allocation_ended(fx, s, alloc, None, allocations.NOT_STARTED)
         else:
-            progression.allocation_ended(fx, s, alloc, None,
-                                         f"the task was no longer running on agent {agent_id} when it reconnected")
+            progression.allocation_ended(
+                fx, s, alloc, None, f"the task was no longer running on agent {agent_id} when it reconnected"
+            )
     return kill
 
 
@@ -110,8 +131,7 @@ def spot_interruption(fx: ClusterEffects, s: Session, agent_id: str, action: str
     instance = s.get(models.Instance, agent_id)
     if instance is not None and instance.interrupted_at is None:
         instance.interrupted_at = now
-    record_event(s, now, "agent", agent_id, f"spot interruption notice ({action} at {when or 'soon'})",
-                 level="warning")
+    record_event(s, now, "agent", agent_id, f"spot interruption notice ({action} at {when or 'soon'})", level="warning")
     for alloc in allocations.held_on(s, agent_id, running_only=True):
         allocations.preempt(fx, s, alloc, "spot interruption")
 
@@ -126,8 +146,9 @@ def task_started(fx: ClusterEffects, s: Session, agent_id: str, allocation_id: s
     progression.trial_started(s, now, alloc)
 
 
-def task_exited(fx: ClusterEffects, s: Session, agent_id: str, allocation_id: str, exit_code: int | None,
-                reason: str) -> None:
+def task_exited(
+    fx: ClusterEffects, s: Session, agent_id: str, allocation_id: str, exit_code: int | None, reason: str
+) -> None:
     alloc = s.get(models.Allocation, allocation_id)
     if alloc is None or alloc.state == A.TERMINATED:
         return
@@ -169,14 +190,21 @@ def check_agents(fx: ClusterEffects, s: Session, hub: AgentHub, known: KnownAgen
             since = disconnected_at or now
             if now - since >= cfg.agent_reconnect_wait:
                 agent = existing(s, models.Agent, agent_id)
-                set_agent_state(s, now, agent, AgentState.GONE,
-                                f"did not reconnect within {cfg.agent_reconnect_wait:g}s", level="warning")
+                set_agent_state(
+                    s,
+                    now,
+                    agent,
+                    AgentState.GONE,
+                    f"did not reconnect within {cfg.agent_reconnect_wait:g}s",
+                    level="warning",
+                )
                 for alloc in allocations.held_on(s, agent_id, running_only=True):  # ranks that ended lost nothing
                     progression.allocation_ended(fx, s, alloc, None, f"agent {agent_id} was lost")
     if beats:
         dialect = dialect_of(s)
-        s.execute(_beats_statement(dialect), params(dialect, BEAT_COLUMNS, list(beats.items())),
-                  execution_options=QUIET)
+        s.execute(
+            _beats_statement(dialect), params(dialect, BEAT_COLUMNS, list(beats.items())), execution_options=QUIET
+        )
         if known is not None:
             known.beats_written(beats)
         if len(s.identity_map):  # objects of those agents in this session are stale now

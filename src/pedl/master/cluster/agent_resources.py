@@ -32,8 +32,14 @@ class AgentResources:
     def snapshot(self, db: Database, config: MasterConfig) -> pass_snapshot.PassSnapshot:
         return pass_snapshot.read(db, config, self.hub, self.known)
 
-    def prepare(self, fx: ClusterEffects, s: Session, decided: placement.PassPlan, chunk: list[placement.Placement],
-                cache: SpecCache) -> assignment.Prepared:
+    def prepare(
+        self,
+        fx: ClusterEffects,
+        s: Session,
+        decided: placement.PassPlan,
+        chunk: list[placement.Placement],
+        cache: SpecCache,
+    ) -> assignment.Prepared:
         return placement.prepare_planned(fx, s, self.hub, decided, chunk, cache, self.known)
 
     def place(self, fx: ClusterEffects, s: Session, ready: assignment.Prepared) -> None:

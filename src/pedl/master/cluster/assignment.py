@@ -63,6 +63,7 @@ TOKEN_BYTES = 32  # a task token's randomness (secrets.token_urlsafe's default)
 # a planned placement: (allocation id, [(agent id, slot ids), ...])
 Placement = tuple[str, list[tuple[str, list[str]]]]
 
+
 class Candidate(NamedTuple):
     """What assigning needs of a pending allocation (none of it changes while it is pending); the
     pool and the wait kind as last read."""
@@ -103,15 +104,29 @@ class Prepared:
         return Prepared(rows, {row[0]: self.starts[row[0]] for row in rows}, self.waits)
 
 
-def assign(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placement], *,
-           planned: Mapping[str, Candidate] | None = None, cache: SpecCache | None = None) -> set[str]:
+def assign(
+    fx: ClusterEffects,
+    s: Session,
+    hub: AgentHub,
+    chunk: Sequence[Placement],
+    *,
+    planned: Mapping[str, Candidate] | None = None,
+    cache: SpecCache | None = None,
+) -> set[str]:
     """Assign a batch of placements in the session's transaction: `prepare` and `write` in one."""
     return write(fx, s, prepare(fx, s, hub, chunk, planned=planned, cache=cache))
 
 
-def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Placement], *,
-            planned: Mapping[str, Candidate] | None = None, cache: SpecCache | None = None,
-            known: KnownAgents | None = None) -> Prepared:
+def prepare(
+    fx: ClusterEffects,
+    s: Session,
+    hub: AgentHub,
+    chunk: Sequence[Placement],
+    *,
+    planned: Mapping[str, Candidate] | None = None,
+    cache: SpecCache | None = None,
+    known: KnownAgents | None = None,
+) -> Prepared:
     """Reads and work for a batch, no writes: the pass runs this outside the lock, in a read-only
     transaction, and only `write` under it. `planned`: the pass's snapshot of the allocations, planned
     outside the lock; their agents must still be usable, and `write` checks that each is still
@@ -123,19 +138,36 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
         return out
     s.flush()  # what this session changed (a kill since the plan) counts in the reads below
     if planned is None:
-        found = {r.id: Candidate(*r) for r in s.execute(
-            select(ALLOC.c.id, ALLOC.c.task_id, ALLOC.c.trial_id, ALLOC.c.name, ALLOC.c.resource_pool,
-                   ALLOC.c.wait_kind).where(ALLOC.c.id.in_([aid for aid, _ in chunk]), ALLOC.c.state == A.PENDING))}
+        found = {
+            r.id: Candidate(*r)
+            for r in s.execute(
+                select(
+                    ALLOC.c.id,
+                    ALLOC.c.task_id,
+                    ALLOC.c.trial_id,
+                    ALLOC.c.name,
+                    ALLOC.c.resource_pool,
+                    ALLOC.c.wait_kind,
+                ).where(ALLOC.c.id.in_([aid for aid, _ in chunk]), ALLOC.c.state == A.PENDING)
+            )
+        }
         todo = [(found[aid], places) for aid, places in chunk if aid in found]  # not killed since the plan
     else:
         agent_ids = {agent_id for _, places in chunk for agent_id, _ in places}
         usable = known.usable(s, hub, agent_ids) if known is not None else _usable_agents(s, hub, agent_ids)
-        todo = [(planned[aid], places) for aid, places in chunk
-                if all(usable.get(agent_id) == planned[aid].resource_pool for agent_id, _ in places)]
+        todo = [
+            (planned[aid], places)
+            for aid, places in chunk
+            if all(usable.get(agent_id) == planned[aid].resource_pool for agent_id, _ in places)
+        ]
     if not todo:
         return out
-    rows = SpecRows.load(s, [row.trial_id for row, _ in todo if row.trial_id], cache,
-                         [row.task_id for row, _ in todo if row.trial_id is None])
+    rows = SpecRows.load(
+        s,
+        [row.trial_id for row, _ in todo if row.trial_id],
+        cache,
+        [row.task_id for row, _ in todo if row.trial_id is None],
+    )
     if any(len(places) > 1 or row.trial_id is not None for row, places in todo):
         _load_rendezvous(s, rows, {agent_id for _, places in todo for agent_id, _ in places})
     in_containers, runtimes = _container_runtimes(fx, s, todo, rows)
@@ -145,14 +177,26 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
         check_transition("allocation", row.id, A.PENDING, A.ASSIGNED)
     tokens = _tokens(len(todo))
     for row, places in todo:
-        lacking = [agent_id for agent_id, _ in places if runtimes[agent_id] != "docker"] if row.id in in_containers \
-            else []
+        lacking = (
+            [agent_id for agent_id, _ in places if runtimes[agent_id] != "docker"] if row.id in in_containers else []
+        )
         if lacking:  # it stays PENDING, saying why; never started half-way on an agent that cannot run it
-            why = (f"its experiment names an environment.image, and agent(s) {', '.join(lacking)} run no "
-                   f"containers (start them with Docker, or --container-runtime docker)")
+            why = (
+                f"its experiment names an environment.image, and agent(s) {', '.join(lacking)} run no "
+                f"containers (start them with Docker, or --container-runtime docker)"
+            )
             if row.wait_kind != WaitKind.NEEDS_CONTAINERS:
-                out.waits.append(WaitUpdate(row.id, row.resource_pool, row.trial_id, row.wait_kind,
-                                            WaitKind.NEEDS_CONTAINERS, why, "warning"))
+                out.waits.append(
+                    WaitUpdate(
+                        row.id,
+                        row.resource_pool,
+                        row.trial_id,
+                        row.wait_kind,
+                        WaitKind.NEEDS_CONTAINERS,
+                        why,
+                        "warning",
+                    )
+                )
             continue
         port = None
         # a trial's chief gets a port of its own for torch.distributed.run's store, even on one agent: Determined's
@@ -162,25 +206,52 @@ def prepare(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: Sequence[Place
             if port is None:  # it stays PENDING; the rest of the batch goes on
                 continue
         token = next(tokens)
-        out.assigned.append((row.id, row.resource_pool, token_hash(token),
-                             [{"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
-                              for i, (a, slots) in enumerate(places)],
-                             "assigned to " + ", ".join(f"{a}{slots}" for a, slots in places)))
+        out.assigned.append(
+            (
+                row.id,
+                row.resource_pool,
+                token_hash(token),
+                [
+                    {"agent_id": a, "slot_ids": slots, **({"port": port} if i == 0 and port else {})}
+                    for i, (a, slots) in enumerate(places)
+                ],
+                "assigned to " + ", ".join(f"{a}{slots}" for a, slots in places),
+            )
+        )
         spec = task_spec(fx.cluster_id, row, token, rows, defaults[row.resource_pool], task_users=task_users)
-        ranks = [{}] if port is None else [{"C10D_PORT": str(port)}] if len(places) == 1 else \
-            node_envs(places, addresses=rows.agent_addresses, port=port)
+        ranks = (
+            [{}]
+            if port is None
+            else [{"C10D_PORT": str(port)}]
+            if len(places) == 1
+            else node_envs(places, addresses=rows.agent_addresses, port=port)
+        )
         messages = out.starts[row.id] = []
         for (agent_id, slot_ids), rank_env in zip(places, ranks, strict=True):
             conn = hub.get(agent_id)
             base = conn.master_url if conn else ""
-            messages.append((agent_id, proto.StartTask(
-                allocation_id=row.id, task_id=row.task_id, name=row.name, entrypoint=spec["entrypoint"],
-                env={**spec["env"], **rank_env} if rank_env else spec["env"], slot_ids=slot_ids,
-                session_token=token, device_env=spec["device_env"], container=spec["container"],
-                run_as=spec["run_as"], startup_hook=defaults[row.resource_pool].startup_hook or "",
-                shm_size_bytes=spec["shm_size"], bind_mounts=[] if spec["container"] else spec["bind_mounts"],
-                bind_mount_roots=fx.config.security.bind_mounts.allowed_roots,
-                context_url=f"{base}/api/v1/tasks/{row.task_id}/context_directory")))
+            messages.append(
+                (
+                    agent_id,
+                    proto.StartTask(
+                        allocation_id=row.id,
+                        task_id=row.task_id,
+                        name=row.name,
+                        entrypoint=spec["entrypoint"],
+                        env={**spec["env"], **rank_env} if rank_env else spec["env"],
+                        slot_ids=slot_ids,
+                        session_token=token,
+                        device_env=spec["device_env"],
+                        container=spec["container"],
+                        run_as=spec["run_as"],
+                        startup_hook=defaults[row.resource_pool].startup_hook or "",
+                        shm_size_bytes=spec["shm_size"],
+                        bind_mounts=[] if spec["container"] else spec["bind_mounts"],
+                        bind_mount_roots=fx.config.security.bind_mounts.allowed_roots,
+                        context_url=f"{base}/api/v1/tasks/{row.task_id}/context_directory",
+                    ),
+                )
+            )
     return out
 
 
@@ -202,11 +273,21 @@ def _write_assigned(s: Session, now: float, assigned: list[tuple[Any, ...]]) -> 
     if not assigned:
         return set()
     dialect = dialect_of(s)
-    done = set(s.execute(_assign_statement(dialect),
-                         params(dialect, ASSIGN_COLUMNS, [a[:4] for a in assigned], now=now)).scalars())
-    insert_rows(s, EVENT, wait_records.EVENT_COLUMNS,
-                [("allocation", aid, now, A.PENDING.value, A.ASSIGNED.value, "info", message)
-                 for aid, _, _, _, message in assigned if aid in done])
+    done = set(
+        s.execute(
+            _assign_statement(dialect), params(dialect, ASSIGN_COLUMNS, [a[:4] for a in assigned], now=now)
+        ).scalars()
+    )
+    insert_rows(
+        s,
+        EVENT,
+        wait_records.EVENT_COLUMNS,
+        [
+            ("allocation", aid, now, A.PENDING.value, A.ASSIGNED.value, "info", message)
+            for aid, _, _, _, message in assigned
+            if aid in done
+        ],
+    )
     return done
 
 
@@ -217,17 +298,26 @@ ASSIGN_COLUMNS = (("id", TEXT), ("pool", TEXT), ("token_hash", TEXT), ("assignme
 def _assign_statement(dialect: str) -> Executable:
     pending = ((ALLOC.c.state, A.PENDING),)
     v = rows_table(dialect, ASSIGN_COLUMNS, conditions=pending)
-    return (update(ALLOC).where(ALLOC.c.id == v.c.id, ALLOC.c.resource_pool == v.c.pool,
-                                *by_key(ALLOC.c.id, dialect, *pending, rows=v))
-            .values(state=A.ASSIGNED, session_token_hash=v.c.token_hash, assignment=v.c.assignment,
-                    assigned_at=bindparam("now"), wait_kind=None, wait_reason=None).returning(ALLOC.c.id))
+    return (
+        update(ALLOC)
+        .where(ALLOC.c.id == v.c.id, ALLOC.c.resource_pool == v.c.pool, *by_key(ALLOC.c.id, dialect, *pending, rows=v))
+        .values(
+            state=A.ASSIGNED,
+            session_token_hash=v.c.token_hash,
+            assignment=v.c.assignment,
+            assigned_at=bindparam("now"),
+            wait_kind=None,
+            wait_reason=None,
+        )
+        .returning(ALLOC.c.id)
+    )
 
 
 def _tokens(n: int) -> Iterator[str]:
     """n task tokens, each as secrets.token_urlsafe(32) makes one, from one read of the OS's random source."""
     raw = secrets.token_bytes(TOKEN_BYTES * n)
     for i in range(0, len(raw), TOKEN_BYTES):
-        yield base64.urlsafe_b64encode(raw[i:i + TOKEN_BYTES]).rstrip(b"=").decode("ascii")
+        yield base64.urlsafe_b64encode(raw[i : i + TOKEN_BYTES]).rstrip(b"=").decode("ascii")
 
 
 def expire_allocations(s: Session, ids: Collection[str]) -> None:
@@ -247,19 +337,26 @@ def _usable_agents(s: Session, hub: AgentHub, agent_ids: set[str]) -> dict[str, 
         return {}
     connected = hub.connected_ids()
     dialect = dialect_of(s)
-    return {aid: pool for aid, pool in s.execute(_usable_agents_query(dialect), {"ids": id_list(dialect, agent_ids)})
-            if aid in connected}
+    return {
+        aid: pool
+        for aid, pool in s.execute(_usable_agents_query(dialect), {"ids": id_list(dialect, agent_ids)})
+        if aid in connected
+    }
 
 
 @functools.cache
 def _usable_agents_query(dialect: str) -> Select[str, str]:
     return select(AGENT.c.id, AGENT.c.resource_pool).where(
-        in_list(AGENT.c.id, dialect), AGENT.c.state == AgentState.CONNECTED, AGENT.c.enabled.is_(True),
-        AGENT.c.draining.is_(False))
+        in_list(AGENT.c.id, dialect),
+        AGENT.c.state == AgentState.CONNECTED,
+        AGENT.c.enabled.is_(True),
+        AGENT.c.draining.is_(False),
+    )
 
 
-def _container_runtimes(fx: ClusterEffects, s: Session, todo: list[tuple[Any, list[tuple[str, list[str]]]]],
-                        rows: SpecRows) -> tuple[set[str], dict[str, str]]:
+def _container_runtimes(
+    fx: ClusterEffects, s: Session, todo: list[tuple[Any, list[tuple[str, list[str]]]]], rows: SpecRows
+) -> tuple[set[str], dict[str, str]]:
     """The allocations whose task runs in a container, and the container runtime ("" none, also for
     an agent that is gone) of each of their agents; agents of process tasks are not read."""
     in_containers: set[str] = set()
@@ -272,15 +369,20 @@ def _container_runtimes(fx: ClusterEffects, s: Session, todo: list[tuple[Any, li
         trial = rows.trials.get(row.trial_id) if row.trial_id else None
         exp = rows.experiments.get(trial.experiment_id) if trial else None
         generic = rows.generic.tasks.get(row.task_id) if row.trial_id is None else None
-        if (exp is not None and rows.runtime(exp, defaults).container is not None) or \
-                (generic is not None and generic_task_specs.container_of(generic, defaults) is not None):
+        if (exp is not None and rows.runtime(exp, defaults).container is not None) or (
+            generic is not None and generic_task_specs.container_of(generic, defaults) is not None
+        ):
             in_containers.add(row.id)
             wanted.update(agent_id for agent_id, _ in places)
     if not wanted:
         return in_containers, {}
     dialect = dialect_of(s)
-    found = dict(s.execute(select(AGENT.c.id, AGENT.c.container_runtime).where(in_list(AGENT.c.id, dialect)),
-                           {"ids": id_list(dialect, wanted)}).all())
+    found = dict(
+        s.execute(
+            select(AGENT.c.id, AGENT.c.container_runtime).where(in_list(AGENT.c.id, dialect)),
+            {"ids": id_list(dialect, wanted)},
+        ).all()
+    )
     return in_containers, {agent_id: found.get(agent_id) or "" for agent_id in wanted}
 
 
@@ -288,8 +390,12 @@ def _load_rendezvous(s: Session, rows: SpecRows, agent_ids: set[str]) -> None:
     """The placements' agents' addresses and the rendezvous ports already taken, for distributed
     placements."""
     dialect = dialect_of(s)
-    rows.agent_addresses = dict(s.execute(select(AGENT.c.id, AGENT.c.address).where(in_list(AGENT.c.id, dialect)),
-                                          {"ids": id_list(dialect, agent_ids)}).all())
+    rows.agent_addresses = dict(
+        s.execute(
+            select(AGENT.c.id, AGENT.c.address).where(in_list(AGENT.c.id, dialect)),
+            {"ids": id_list(dialect, agent_ids)},
+        ).all()
+    )
     rows.ports_in_use = {}
     for (text,) in s.execute(select(as_text(ALLOC.c.assignment)).where(ALLOC.c.state.in_(HELD))):
         if not text or '"port"' not in text:
@@ -305,8 +411,12 @@ def _rendezvous_port(fx: ClusterEffects, allocation_id: str, chief: str, rows: S
     taken = rows.ports_in_use.setdefault(chief, set())
     port = pick_port(fx.config.port_range(), taken, seed=allocation_id)
     if port is None:
-        log.warning("allocation %s waits: no free rendezvous port on agent %s in %s", allocation_id, chief,
-                    fx.config.rendezvous_port_range)
+        log.warning(
+            "allocation %s waits: no free rendezvous port on agent %s in %s",
+            allocation_id,
+            chief,
+            fx.config.rendezvous_port_range,
+        )
         return None
     taken.add(port)
     return port

@@ -73,8 +73,17 @@ def _next_batch(size: int, held: float) -> int:
 class Controller:
     """Implements ClusterEffects (lifecycle/effects.py) for the operations it runs."""
 
-    def __init__(self, *, config: MasterConfig, db: Database, clock: Clock, hub: AgentHub, caller_cache: CallerCache,
-                 cluster_id: str, metrics: MasterMetrics | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        config: MasterConfig,
+        db: Database,
+        clock: Clock,
+        hub: AgentHub,
+        caller_cache: CallerCache,
+        cluster_id: str,
+        metrics: MasterMetrics | None = None,
+    ) -> None:
         self._config = config
         self.db = db
         self.clock = clock
@@ -184,11 +193,15 @@ class Controller:
         def fn(s: Session) -> None:
             now = self.now
             for agent in s.scalars(select(models.Agent).where(models.Agent.state == AgentState.CONNECTED)):
-                set_agent_state(s, now, agent, AgentState.DISCONNECTED,
-                                "master restarted; waiting for the agent to reconnect")
+                set_agent_state(
+                    s, now, agent, AgentState.DISCONNECTED, "master restarted; waiting for the agent to reconnect"
+                )
                 agent.disconnected_at = now
-            for alloc in s.scalars(select(models.Allocation).where(
-                    models.Allocation.state.in_(HELD), models.Allocation.preempt_requested.is_(True))):
+            for alloc in s.scalars(
+                select(models.Allocation).where(
+                    models.Allocation.state.in_(HELD), models.Allocation.preempt_requested.is_(True)
+                )
+            ):
                 self._preempt.add(alloc.id)
 
         self.run(fn)
@@ -234,7 +247,7 @@ class Controller:
             cache = SpecCache()  # the experiments' parsed configs, from one batch to the next
             size = SCHEDULE_BATCH
             for i in range(0, len(decided.placements), PREPARE_BATCH):
-                ready = self._prepare(decided, decided.placements[i:i + PREPARE_BATCH], cache)  # outside the lock
+                ready = self._prepare(decided, decided.placements[i : i + PREPARE_BATCH], cache)  # outside the lock
                 while ready.assigned or ready.waits:
                     part = ready.take(size)
                     started = time.perf_counter()
@@ -243,7 +256,9 @@ class Controller:
                         size = _next_batch(size, time.perf_counter() - started)
                     hand_off()
             for i in range(0, len(decided.waits), WAIT_BATCH):
-                self.run(lambda s, chunk=decided.waits[i:i + WAIT_BATCH]: placement.record_waits(s, decided.now, chunk))
+                self.run(
+                    lambda s, chunk=decided.waits[i : i + WAIT_BATCH]: placement.record_waits(s, decided.now, chunk)
+                )
                 hand_off()
 
     # the pass's steps (methods, so benchmarks/scheduling_pass.py can time them)
@@ -259,8 +274,9 @@ class Controller:
         snap = self.resources.snapshot(self.db, self.config)
         return placement.decide(self.config, snap, self.now)
 
-    def _prepare(self, decided: placement.PassPlan, chunk: list[placement.Placement],
-                 cache: SpecCache) -> assignment.Prepared:
+    def _prepare(
+        self, decided: placement.PassPlan, chunk: list[placement.Placement], cache: SpecCache
+    ) -> assignment.Prepared:
         """A batch's reads and work (tokens, task specs, messages), in a read-only transaction."""
         with self.db.read_session() as s:
             return self.resources.prepare(self, s, decided, chunk, cache)

@@ -50,12 +50,21 @@ class Job:
 def queue(s: Session, pool: str | None = None) -> list[Job]:
     """Every job (of `pool`, or of every pool), in the scheduler's order within each pool, pools in
     name order; jobs_ahead counts the jobs before it in its pool."""
-    q = (select(models.Allocation.id, models.Allocation.state, models.Allocation.slots_needed,
-                models.Allocation.priority, models.Allocation.queued_at, models.Allocation.resource_pool,
-                models.Trial.experiment_id, POSITION)
-         .join(models.Trial, models.Trial.id == models.Allocation.trial_id)
-         .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
-         .where(models.Allocation.state.in_(LIVE_ALLOCATION)))
+    q = (
+        select(
+            models.Allocation.id,
+            models.Allocation.state,
+            models.Allocation.slots_needed,
+            models.Allocation.priority,
+            models.Allocation.queued_at,
+            models.Allocation.resource_pool,
+            models.Trial.experiment_id,
+            POSITION,
+        )
+        .join(models.Trial, models.Trial.id == models.Allocation.trial_id)
+        .join(models.Experiment, models.Experiment.id == models.Trial.experiment_id)
+        .where(models.Allocation.state.in_(LIVE_ALLOCATION))
+    )
     if pool is not None:
         q = q.where(models.Allocation.resource_pool == pool)
     jobs: dict[tuple[str, int], Job] = {}

@@ -64,20 +64,30 @@ class SlotIdsCache:
         return out
 
 
-_QUERY = select(AGENT.c.id,
-                # the state as its text: an enum made for each of 1,000 agents costs a third of the read
-                type_coerce(AGENT.c.state, String), AGENT.c.last_heartbeat, AGENT.c.disconnected_at,
-                AGENT.c.resource_pool, as_text(AGENT.c.slots), AGENT.c.container_runtime, AGENT.c.enabled,
-                AGENT.c.draining).where(AGENT.c.state != AgentState.GONE)
+_QUERY = select(
+    AGENT.c.id,
+    # the state as its text: an enum made for each of 1,000 agents costs a third of the read
+    type_coerce(AGENT.c.state, String),
+    AGENT.c.last_heartbeat,
+    AGENT.c.disconnected_at,
+    AGENT.c.resource_pool,
+    as_text(AGENT.c.slots),
+    AGENT.c.container_runtime,
+    AGENT.c.enabled,
+    AGENT.c.draining,
+).where(AGENT.c.state != AgentState.GONE)
 
 
 def read_agents(s: Session, slot_ids: SlotIdsCache | None = None) -> dict[str, KnownAgent]:
     """Every agent not GONE, as the session sees it, in the table's order."""
     rows = s.execute(_QUERY).all()
     ids = (slot_ids or SlotIdsCache()).read([(r[0], r[4], r[5], r[6]) for r in rows])
-    return {aid: KnownAgent(aid, state, beat, gone_at, pool, slots, runtime or "", bool(enabled) and not draining)
-            for (aid, state, beat, gone_at, _, _, _, enabled, draining), (_, pool, slots, runtime)
-            in zip(rows, ids, strict=True)}
+    return {
+        aid: KnownAgent(aid, state, beat, gone_at, pool, slots, runtime or "", bool(enabled) and not draining)
+        for (aid, state, beat, gone_at, _, _, _, enabled, draining), (_, pool, slots, runtime) in zip(
+            rows, ids, strict=True
+        )
+    }
 
 
 class KnownAgents:
@@ -116,5 +126,8 @@ class KnownAgents:
         """agent id -> pool, for those of `agent_ids` that may still take work: connected (in the hub
         and the database), enabled, not draining."""
         rows, connected = self.rows(s), hub.connected_ids()
-        return {aid: row.resource_pool for aid in agent_ids
-                if (row := rows.get(aid)) is not None and row.usable and aid in connected}
+        return {
+            aid: row.resource_pool
+            for aid in agent_ids
+            if (row := rows.get(aid)) is not None and row.usable and aid in connected
+        }

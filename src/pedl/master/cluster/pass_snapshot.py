@@ -102,33 +102,67 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, known: KnownAgents | N
     the agents first, where `known` must read them again)."""
     # first: the rows kept must be as new as their version, which a snapshot taken before could miss
     kept = known.rows(s) if known is not None else None
-    pending = [PendingRow(*r) for r in s.execute(
-        select(ALLOC.c.id, ALLOC.c.task_id, ALLOC.c.trial_id, ALLOC.c.name, TRIAL.c.experiment_id,
-               ALLOC.c.resource_pool, ALLOC.c.slots_needed,
-               ALLOC.c.priority, ALLOC.c.queued_at, ALLOC.c.wait_kind, ALLOC.c.wait_reason, ALLOC.c.wait_since)
-        .select_from(ALLOC.outerjoin(TRIAL, TRIAL.c.id == ALLOC.c.trial_id))
-        .where(ALLOC.c.state == AllocationState.PENDING))]
+    pending = [
+        PendingRow(*r)
+        for r in s.execute(
+            select(
+                ALLOC.c.id,
+                ALLOC.c.task_id,
+                ALLOC.c.trial_id,
+                ALLOC.c.name,
+                TRIAL.c.experiment_id,
+                ALLOC.c.resource_pool,
+                ALLOC.c.slots_needed,
+                ALLOC.c.priority,
+                ALLOC.c.queued_at,
+                ALLOC.c.wait_kind,
+                ALLOC.c.wait_reason,
+                ALLOC.c.wait_since,
+            )
+            .select_from(ALLOC.outerjoin(TRIAL, TRIAL.c.id == ALLOC.c.trial_id))
+            .where(ALLOC.c.state == AllocationState.PENDING)
+        )
+    ]
     if not pending:
         return PassSnapshot()
     snap = PassSnapshot(pending=pending, dynamic=any(p.provider for p in config.resource_pools))
     snap.experiments = _experiments(s, config, {r.experiment_id for r in pending})
     # the scheduler reads running tasks for fair share, preemption and max_slots (placement.decide);
     # otherwise only the slots they hold, read as one string: thousands of rows cost more to fetch
-    if any(p.scheduler.type == "fair_share" or p.scheduler.preemption for p in config.resource_pools) \
-            or any(x.max_slots is not None for x in snap.experiments.values()):
-        snap.held = [HeldRow(aid, exp_id, pool, priority, loads(assignment) or [], started or assigned or 0.0,
-                             bool(preempting), trial_id)
-                     for aid, exp_id, pool, priority, assignment, started, assigned, preempting, trial_id in s.execute(
-                         select(ALLOC.c.id, TRIAL.c.experiment_id, ALLOC.c.resource_pool, ALLOC.c.priority,
-                                as_text(ALLOC.c.assignment), ALLOC.c.started_at, ALLOC.c.assigned_at,
-                                ALLOC.c.preempt_requested, ALLOC.c.trial_id)
-                         .select_from(ALLOC.outerjoin(TRIAL, TRIAL.c.id == ALLOC.c.trial_id))
-                         .where(ALLOC.c.state.in_(HELD)))]
+    if any(p.scheduler.type == "fair_share" or p.scheduler.preemption for p in config.resource_pools) or any(
+        x.max_slots is not None for x in snap.experiments.values()
+    ):
+        snap.held = [
+            HeldRow(
+                aid,
+                exp_id,
+                pool,
+                priority,
+                loads(assignment) or [],
+                started or assigned or 0.0,
+                bool(preempting),
+                trial_id,
+            )
+            for aid, exp_id, pool, priority, assignment, started, assigned, preempting, trial_id in s.execute(
+                select(
+                    ALLOC.c.id,
+                    TRIAL.c.experiment_id,
+                    ALLOC.c.resource_pool,
+                    ALLOC.c.priority,
+                    as_text(ALLOC.c.assignment),
+                    ALLOC.c.started_at,
+                    ALLOC.c.assigned_at,
+                    ALLOC.c.preempt_requested,
+                    ALLOC.c.trial_id,
+                )
+                .select_from(ALLOC.outerjoin(TRIAL, TRIAL.c.id == ALLOC.c.trial_id))
+                .where(ALLOC.c.state.in_(HELD))
+            )
+        ]
         places = [place for h in snap.held for place in h.assignment]
         snap.experiments |= _experiments(s, config, {h.experiment_id for h in snap.held} - snap.experiments.keys())
     else:
-        held = s.scalar(select(func.aggregate_strings(as_text(ALLOC.c.assignment), ",")).where(
-            ALLOC.c.state.in_(HELD)))
+        held = s.scalar(select(func.aggregate_strings(as_text(ALLOC.c.assignment), ",")).where(ALLOC.c.state.in_(HELD)))
         places = [place for assignment in (loads(f"[{held}]") if held else []) for place in assignment or []]
     for place in places:
         if place["slot_ids"]:
@@ -140,16 +174,29 @@ def load(s: Session, config: MasterConfig, hub: AgentHub, known: KnownAgents | N
         snap.instances = _instance_counts(s)
         snap.behind = moves.resumes_yield(s, pending)
         # agents on spot instances take work first: it costs a fraction of on-demand
-        snap.spot = set(s.scalars(select(models.Instance.id).where(
-            models.Instance.spot.is_(True), models.Instance.state.in_(LIVE_INSTANCE))))
+        snap.spot = set(
+            s.scalars(
+                select(models.Instance.id).where(
+                    models.Instance.spot.is_(True), models.Instance.state.in_(LIVE_INSTANCE)
+                )
+            )
+        )
         # an instance the move planner empties takes no new work
-        draining = set(s.scalars(select(models.Instance.id).where(
-            or_(models.Instance.draining_since.is_not(None), models.Instance.cordoned_since.is_not(None)),
-            models.Instance.state.in_(LIVE_INSTANCE))))
+        draining = set(
+            s.scalars(
+                select(models.Instance.id).where(
+                    or_(models.Instance.draining_since.is_not(None), models.Instance.cordoned_since.is_not(None)),
+                    models.Instance.state.in_(LIVE_INSTANCE),
+                )
+            )
+        )
     connected = hub.connected_ids()
     agents = kept if kept is not None else read_agents(s)
-    snap.agents = [AgentRow(a.id, a.resource_pool, a.slot_ids, a.container_runtime == "docker")
-                   for a in agents.values() if a.usable and a.id in connected and a.id not in draining]
+    snap.agents = [
+        AgentRow(a.id, a.resource_pool, a.slot_ids, a.container_runtime == "docker")
+        for a in agents.values()
+        if a.usable and a.id in connected and a.id not in draining
+    ]
     return snap
 
 
@@ -162,23 +209,30 @@ def _experiments(s: Session, config: MasterConfig, ids: Iterable[int | None]) ->
     X = models.Experiment
     out: dict[int, ExperimentSettings] = {}
     dialect = dialect_of(s)
-    for eid, text, position in s.execute(select(X.id, as_text(X.config), job_queue.POSITION)
-                                         .where(in_list(X.id, dialect)), {"ids": id_list(dialect, ids)}):
+    for eid, text, position in s.execute(
+        select(X.id, as_text(X.config), job_queue.POSITION).where(in_list(X.id, dialect)),
+        {"ids": id_list(dialect, ids)},
+    ):
         cfg = loads(text) or {}
         resources = cfg.get("resources") or {}
         max_slots = resources.get("max_slots")
-        out[eid] = ExperimentSettings(float(resources.get("weight", 1.0)),
-                                      int(max_slots) if max_slots is not None else None, position,
-                                      bool((cfg.get("environment") or {}).get("image")))
+        out[eid] = ExperimentSettings(
+            float(resources.get("weight", 1.0)),
+            int(max_slots) if max_slots is not None else None,
+            position,
+            bool((cfg.get("environment") or {}).get("image")),
+        )
     return out
 
 
 def _instance_counts(s: Session) -> dict[str, dict[str, int]]:
     """pool -> live_instances and booting_instances, for the wait reasons of dynamic pools."""
     out: dict[str, dict[str, int]] = {}
-    for pool, state, n in s.execute(select(models.Instance.resource_pool, models.Instance.state, func.count())
-                                    .where(models.Instance.state.in_(LIVE_INSTANCE))
-                                    .group_by(models.Instance.resource_pool, models.Instance.state)):
+    for pool, state, n in s.execute(
+        select(models.Instance.resource_pool, models.Instance.state, func.count())
+        .where(models.Instance.state.in_(LIVE_INSTANCE))
+        .group_by(models.Instance.resource_pool, models.Instance.state)
+    ):
         counts = out.setdefault(pool, {"live_instances": 0, "booting_instances": 0})
         counts["live_instances"] += n
         if state in (InstanceState.REQUESTED, InstanceState.STARTING):

@@ -34,8 +34,17 @@ WAIT_REASON_REFRESH = 30.0  # seconds between rewrites of a wait reason whose ki
 # reasons a user may have to act on (a larger agent, max_instances): warning events
 ATTENTION = frozenset({WaitKind.NO_AGENTS, WaitKind.TOO_LARGE, WaitKind.AT_MAX, WaitKind.NEEDS_CONTAINERS})
 
-__all__ = ["Placement", "PassPlan", "apply", "apply_planned", "decide", "plan", "prepare_planned", "preempt",
-           "record_waits"]
+__all__ = [
+    "Placement",
+    "PassPlan",
+    "apply",
+    "apply_planned",
+    "decide",
+    "plan",
+    "prepare_planned",
+    "preempt",
+    "record_waits",
+]
 
 
 @dataclass
@@ -58,21 +67,30 @@ def plan(fx: ClusterEffects, s: Session, hub: AgentHub) -> list[Placement]:
     return decided.placements
 
 
-def apply(fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement],
-          cache: SpecCache | None = None) -> None:
+def apply(
+    fx: ClusterEffects, s: Session, hub: AgentHub, chunk: list[Placement], cache: SpecCache | None = None
+) -> None:
     """Assign a batch of placements whose allocations are still PENDING (assignment.py)."""
     assignment.assign(fx, s, hub, chunk, cache=cache)
 
 
-def prepare_planned(fx: ClusterEffects, s: Session, hub: AgentHub, decided: PassPlan, chunk: list[Placement],
-                    cache: SpecCache, known: KnownAgents | None = None) -> assignment.Prepared:
+def prepare_planned(
+    fx: ClusterEffects,
+    s: Session,
+    hub: AgentHub,
+    decided: PassPlan,
+    chunk: list[Placement],
+    cache: SpecCache,
+    known: KnownAgents | None = None,
+) -> assignment.Prepared:
     """Make a batch of the pass's placements ready to write (assignment.prepare: reads, tokens, task
     specs), without the lock, in a read-only session."""
     return assignment.prepare(fx, s, hub, chunk, planned=decided.planned, cache=cache, known=known)
 
 
-def apply_planned(fx: ClusterEffects, s: Session, hub: AgentHub, decided: PassPlan, chunk: list[Placement],
-                  cache: SpecCache) -> None:
+def apply_planned(
+    fx: ClusterEffects, s: Session, hub: AgentHub, decided: PassPlan, chunk: list[Placement], cache: SpecCache
+) -> None:
     """Assign a batch of the pass's placements, planned outside the lock, in one transaction (what
     assignment.assign checks against the rows as they are now)."""
     assignment.assign(fx, s, hub, chunk, planned=decided.planned, cache=cache)
@@ -89,9 +107,16 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
         pending_by_pool[row.resource_pool].append(row)
     for a in snap.agents:
         taken = used.get(a.id, ())
-        agents_by_pool[a.resource_pool].append(AgentSnapshot(
-            a.id, a.slot_ids, tuple(sl for sl in a.slot_ids if sl not in taken) if taken else a.slot_ids,
-            runs_containers=a.runs_containers, spot=a.id in snap.spot, zero_slot_tasks=snap.zero_slot[a.id]))
+        agents_by_pool[a.resource_pool].append(
+            AgentSnapshot(
+                a.id,
+                a.slot_ids,
+                tuple(sl for sl in a.slot_ids if sl not in taken) if taken else a.slot_ids,
+                runs_containers=a.runs_containers,
+                spot=a.id in snap.spot,
+                zero_slot_tasks=snap.zero_slot[a.id],
+            )
+        )
     for held in snap.held:
         held_by_pool[held.resource_pool].append(held)
     exps = snap.experiments
@@ -104,9 +129,17 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
         requests = []
         for a in pending:
             x = exps.get(a.experiment_id) if a.experiment_id is not None else None
-            requests.append(SlotRequest(a.id, a.slots_needed, a.priority, a.queued_at, *_group(a.experiment_id, x),
-                                        position=x.position if x and a.id not in snap.behind else None,
-                                        needs_containers=bool(x and (x.image or pool_image))))
+            requests.append(
+                SlotRequest(
+                    a.id,
+                    a.slots_needed,
+                    a.priority,
+                    a.queued_at,
+                    *_group(a.experiment_id, x),
+                    position=x.position if x and a.id not in snap.behind else None,
+                    needs_containers=bool(x and (x.image or pool_image)),
+                )
+            )
         sched = pool.scheduler
         # what the scheduler reads of running tasks: their groups' usage (fair share), victims
         # (preemption), and the slots held in groups with a max_slots; free slots come from `used`
@@ -116,32 +149,60 @@ def decide(config: MasterConfig, snap: PassSnapshot, now: float) -> PassPlan:
         for h in held_by_pool.get(pool.pool_name, []):
             group = str(h.experiment_id) if h.experiment_id in exps else ""
             if everyone or group in capped:
-                running.append(RunningTask(h.id, h.priority, tuple((p["agent_id"], tuple(p["slot_ids"]))
-                                                                   for p in h.assignment),
-                                           h.since, group, h.preempt_requested, h.trial_id is not None))
-        result = schedule_plan(requests, pool_agents, running, scheduler=sched.type, fitting=sched.fitting_policy,
-                               preemption=sched.preemption,
-                               max_zero_slot_per_agent=config.limits.max_zero_slot_tasks_per_agent,
-                               ) if pool_agents else SchedulePlan()
+                running.append(
+                    RunningTask(
+                        h.id,
+                        h.priority,
+                        tuple((p["agent_id"], tuple(p["slot_ids"])) for p in h.assignment),
+                        h.since,
+                        group,
+                        h.preempt_requested,
+                        h.trial_id is not None,
+                    )
+                )
+        result = (
+            schedule_plan(
+                requests,
+                pool_agents,
+                running,
+                scheduler=sched.type,
+                fitting=sched.fitting_policy,
+                preemption=sched.preemption,
+                max_zero_slot_per_agent=config.limits.max_zero_slot_tasks_per_agent,
+            )
+            if pool_agents
+            else SchedulePlan()
+        )
         by_id = {a.id: a for a in pending} if result.assignments else {}
         for a in result.assignments:
             out.placements.append((a.allocation_id, a.placements))
             row = by_id[a.allocation_id]
-            out.planned[row.id] = Candidate(row.id, row.task_id, row.trial_id, row.name, row.resource_pool,
-                                            row.wait_kind)
+            out.planned[row.id] = Candidate(
+                row.id, row.task_id, row.trial_id, row.name, row.resource_pool, row.wait_kind
+            )
         out.preempt += result.preempt
         if len(result.assignments) < len(requests):
             out.wake_provisioners |= pool.provider is not None
-            view = PoolView(pool.pool_name, [len(a.slot_ids) for a in pool_agents],
-                            sum(len(a.free_slot_ids) for a in pool_agents), dynamic=pool.provider is not None,
-                            container_agents=sum(1 for a in pool_agents if a.runs_containers),
-                            max_instances=pool.provider.max_instances if pool.provider else 0,
-                            **snap.instances.get(pool.pool_name, {}))
+            view = PoolView(
+                pool.pool_name,
+                [len(a.slot_ids) for a in pool_agents],
+                sum(len(a.free_slot_ids) for a in pool_agents),
+                dynamic=pool.provider is not None,
+                container_agents=sum(1 for a in pool_agents if a.runs_containers),
+                max_instances=pool.provider.max_instances if pool.provider else 0,
+                **snap.instances.get(pool.pool_name, {}),
+            )
             placed = {a.allocation_id for a in result.assignments}
             in_containers = {r.allocation_id for r in requests if r.needs_containers}
-            out.waits += _wait_reasons(now, [a for a in pending if a.id not in placed], view, result.capped,
-                                       in_containers, set(result.zero_capped),
-                                       config.limits.max_zero_slot_tasks_per_agent)
+            out.waits += _wait_reasons(
+                now,
+                [a for a in pending if a.id not in placed],
+                view,
+                result.capped,
+                in_containers,
+                set(result.zero_capped),
+                config.limits.max_zero_slot_tasks_per_agent,
+            )
     return out
 
 
@@ -152,8 +213,15 @@ def _group(experiment_id: int | None, x: pass_snapshot.ExperimentSettings | None
     return str(experiment_id), x.weight, x.max_slots
 
 
-def _wait_reasons(now: float, waiting: list[PendingRow], pool: PoolView, capped: dict[str, tuple[int, int]],
-                  in_containers: set[str], zero_capped: set[str], zero_cap: int) -> list[WaitUpdate]:
+def _wait_reasons(
+    now: float,
+    waiting: list[PendingRow],
+    pool: PoolView,
+    capped: dict[str, tuple[int, int]],
+    in_containers: set[str],
+    zero_capped: set[str],
+    zero_cap: int,
+) -> list[WaitUpdate]:
     """Why each unplaced allocation waits (`capped`: those its experiment's max_slots held back, as
     the scheduler's plan says; `zero_capped`: zero-slot ones every agent's cap of `zero_cap` held back),
     where that changed. A new kind of reason is also a trial event (so
@@ -165,16 +233,24 @@ def _wait_reasons(now: float, waiting: list[PendingRow], pool: PoolView, capped:
     for i, alloc in enumerate(by_priority):
         if i and alloc.priority != by_priority[i - 1].priority:
             more_urgent = i
-        why = (wait_reasons.max_slots_reason(alloc.slots_needed, *capped[alloc.id]) if alloc.id in capped
-               else wait_reasons.zero_slot_reason(pool, zero_cap) if alloc.id in zero_capped
-               else (alloc.id in in_containers and wait_reasons.container_reason(pool))
-               or wait_reasons.reason(alloc.slots_needed, pool, more_urgent))
+        why = (
+            wait_reasons.max_slots_reason(alloc.slots_needed, *capped[alloc.id])
+            if alloc.id in capped
+            else wait_reasons.zero_slot_reason(pool, zero_cap)
+            if alloc.id in zero_capped
+            else (alloc.id in in_containers and wait_reasons.container_reason(pool))
+            or wait_reasons.reason(alloc.slots_needed, pool, more_urgent)
+        )
         kind_changed = alloc.wait_kind != why.kind
         if kind_changed or (alloc.wait_reason != why.text and now - (alloc.wait_since or 0.0) >= WAIT_REASON_REFRESH):
-            level = ("warning" if why.kind in ATTENTION else "info") if kind_changed and alloc.trial_id is not None \
+            level = (
+                ("warning" if why.kind in ATTENTION else "info")
+                if kind_changed and alloc.trial_id is not None
                 else None
-            out.append(WaitUpdate(alloc.id, alloc.resource_pool, alloc.trial_id, alloc.wait_kind, why.kind, why.text,
-                                  level))
+            )
+            out.append(
+                WaitUpdate(alloc.id, alloc.resource_pool, alloc.trial_id, alloc.wait_kind, why.kind, why.text, level)
+            )
     return out
 
 

@@ -13,8 +13,9 @@ import zlib
 from collections.abc import Collection, Mapping, Sequence
 
 
-def node_envs(placements: Sequence[tuple[str, Sequence[str]]], *, addresses: Mapping[str, str],
-              port: int) -> list[dict[str, str]]:
+def node_envs(
+    placements: Sequence[tuple[str, Sequence[str]]], *, addresses: Mapping[str, str], port: int
+) -> list[dict[str, str]]:
     """One environment per placement (agent id, slot ids); placement 0 is the chief node.
 
     `PEDL_NODE_ADDRS` (every node's address, in rank order) is what the agent writes into
@@ -23,11 +24,23 @@ def node_envs(placements: Sequence[tuple[str, Sequence[str]]], *, addresses: Map
     nodes = str(len(placements))
     node_slots = json.dumps([len(slot_ids) for _, slot_ids in placements])
     node_addrs = [addresses.get(agent_id) or "127.0.0.1" for agent_id, _ in placements]
-    return [{"RANK": str(rank), "NODE_RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": nodes,
-             "NNODES": nodes, "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": node_addrs[0], "MASTER_PORT": str(port),
-             "C10D_PORT": str(port), "PEDL_SLOTS_PER_NODE": str(len(slot_ids)), "PEDL_NODE_SLOTS": node_slots,
-             "PEDL_NODE_ADDRS": json.dumps(node_addrs)}
-            for rank, (_, slot_ids) in enumerate(placements)]
+    return [
+        {
+            "RANK": str(rank),
+            "NODE_RANK": str(rank),
+            "LOCAL_RANK": "0",
+            "WORLD_SIZE": nodes,
+            "NNODES": nodes,
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": node_addrs[0],
+            "MASTER_PORT": str(port),
+            "C10D_PORT": str(port),
+            "PEDL_SLOTS_PER_NODE": str(len(slot_ids)),
+            "PEDL_NODE_SLOTS": node_slots,
+            "PEDL_NODE_ADDRS": json.dumps(node_addrs),
+        }
+        for rank, (_, slot_ids) in enumerate(placements)
+    ]
 
 
 def pick_port(ports: range, taken: Collection[int], *, seed: str) -> int | None:

@@ -41,8 +41,9 @@ class ResourceManager(Protocol):
         and `zero_slot`; `spot`; the pools' instances). The pure scheduler places from it."""
         ...
 
-    def prepare(self, fx: ClusterEffects, s: Session, decided: PassPlan, chunk: list[Placement],
-                cache: SpecCache) -> Prepared:
+    def prepare(
+        self, fx: ClusterEffects, s: Session, decided: PassPlan, chunk: list[Placement], cache: SpecCache
+    ) -> Prepared:
         """Make a batch of the pass's placements ready to write (task specs, tokens, what starts each), in the
         read-only session `s`, outside the lock; it writes nothing."""
         ...

@@ -76,24 +76,32 @@ def reason(need: int, pool: PoolView, ahead_more_urgent: int) -> WaitReason:
         if not pool.agent_slots:
             return WaitReason(WaitKind.NO_AGENTS, f"no agent is connected in pool {pool.name}")
         if not fits:
-            return WaitReason(WaitKind.TOO_LARGE,
-                              f"no agent in pool {pool.name} is large enough: it needs {_plural(need, 'slot')}, "
-                              f"the largest agent has {max(pool.agent_slots)} and whole agents cannot add up "
-                              f"to {need}")
+            return WaitReason(
+                WaitKind.TOO_LARGE,
+                f"no agent in pool {pool.name} is large enough: it needs {_plural(need, 'slot')}, "
+                f"the largest agent has {max(pool.agent_slots)} and whole agents cannot add up "
+                f"to {need}",
+            )
     if ahead_more_urgent and fits:
-        return WaitReason(WaitKind.BEHIND,
-                          f"behind {_plural(ahead_more_urgent, 'trial')} of higher priority in pool {pool.name}")
+        return WaitReason(
+            WaitKind.BEHIND, f"behind {_plural(ahead_more_urgent, 'trial')} of higher priority in pool {pool.name}"
+        )
     if pool.dynamic:
         if pool.booting_instances:
-            return WaitReason(WaitKind.BOOTING,
-                              f"{_plural(pool.booting_instances, 'instance')} booting in pool {pool.name}")
+            return WaitReason(
+                WaitKind.BOOTING, f"{_plural(pool.booting_instances, 'instance')} booting in pool {pool.name}"
+            )
         if pool.max_instances and pool.live_instances >= pool.max_instances:
-            return WaitReason(WaitKind.AT_MAX, f"pool {pool.name} is at max_instances ({pool.max_instances}); "
-                                               f"{_plural(need, 'slot')} must be freed first")
+            return WaitReason(
+                WaitKind.AT_MAX,
+                f"pool {pool.name} is at max_instances ({pool.max_instances}); "
+                f"{_plural(need, 'slot')} must be freed first",
+            )
         return WaitReason(WaitKind.LAUNCHING, f"an instance is to be launched in pool {pool.name}")
-    return WaitReason(WaitKind.NO_FREE_SLOTS,
-                      f"needs {_plural(need, 'free slot')} in pool {pool.name} "
-                      f"({pool.free_slots} of {sum(pool.agent_slots)} free)")
+    return WaitReason(
+        WaitKind.NO_FREE_SLOTS,
+        f"needs {_plural(need, 'free slot')} in pool {pool.name} ({pool.free_slots} of {sum(pool.agent_slots)} free)",
+    )
 
 
 def container_reason(pool: PoolView) -> WaitReason | None:
@@ -101,38 +109,48 @@ def container_reason(pool: PoolView) -> WaitReason | None:
     containers; None when that is not why."""
     if pool.dynamic or not pool.agent_slots or pool.container_agents:
         return None
-    return WaitReason(WaitKind.NEEDS_CONTAINERS,
-                      f"its experiment names an environment.image, and none of the "
-                      f"{_plural(len(pool.agent_slots), 'agent')} of pool {pool.name} runs containers "
-                      f"(start an agent where Docker runs, or with --container-runtime docker)")
+    return WaitReason(
+        WaitKind.NEEDS_CONTAINERS,
+        f"its experiment names an environment.image, and none of the "
+        f"{_plural(len(pool.agent_slots), 'agent')} of pool {pool.name} runs containers "
+        f"(start an agent where Docker runs, or with --container-runtime docker)",
+    )
 
 
 def zero_slot_reason(pool: PoolView, cap: int) -> WaitReason:
     """Why a zero-slot task waits when every agent of its pool runs `cap` zero-slot tasks already."""
-    return WaitReason(WaitKind.ZERO_SLOT_CAP,
-                      f"every agent of pool {pool.name} runs {cap} tasks of no slots already "
-                      f"(limits.max_zero_slot_tasks_per_agent); it starts when one of them ends")
+    return WaitReason(
+        WaitKind.ZERO_SLOT_CAP,
+        f"every agent of pool {pool.name} runs {cap} tasks of no slots already "
+        f"(limits.max_zero_slot_tasks_per_agent); it starts when one of them ends",
+    )
 
 
 def max_slots_reason(need: int, max_slots: int, held: int) -> WaitReason:
     """Why a trial of `need` slots waits when its experiment's max_slots held it back, its trials
     holding `held` slots."""
     if need > max_slots:
-        return WaitReason(WaitKind.MAX_SLOTS,
-                          f"the experiment's max_slots ({max_slots}) is less than the trial's {_plural(need, 'slot')}: "
-                          f"raise it (det e set max-slots) for the trial to run")
-    return WaitReason(WaitKind.MAX_SLOTS,
-                      f"waiting on the experiment's max_slots: its trials hold {held} of {max_slots} slot(s), "
-                      f"the trial needs {need}")
+        return WaitReason(
+            WaitKind.MAX_SLOTS,
+            f"the experiment's max_slots ({max_slots}) is less than the trial's {_plural(need, 'slot')}: "
+            f"raise it (det e set max-slots) for the trial to run",
+        )
+    return WaitReason(
+        WaitKind.MAX_SLOTS,
+        f"waiting on the experiment's max_slots: its trials hold {held} of {max_slots} slot(s), the trial needs {need}",
+    )
 
 
 def static_pool_warning(need: int, pool_name: str, agent_slots: Sequence[int]) -> str | None:
     """At create, on a pool without a provider: a warning when no agent registered in the pool could
     ever hold the trial (None when one could)."""
     if not agent_slots:
-        return (f"pool {pool_name} has no agents yet: the trials wait until an agent with "
-                f"{_plural(need, 'slot')} registers")
+        return (
+            f"pool {pool_name} has no agents yet: the trials wait until an agent with {_plural(need, 'slot')} registers"
+        )
     if can_ever_fit(need, agent_slots):
         return None
-    return (f"no agent in pool {pool_name} can hold a trial of {_plural(need, 'slot')} "
-            f"(the largest has {max(agent_slots)}); the trials wait until a larger agent registers")
+    return (
+        f"no agent in pool {pool_name} can hold a trial of {_plural(need, 'slot')} "
+        f"(the largest has {max(agent_slots)}); the trials wait until a larger agent registers"
+    )

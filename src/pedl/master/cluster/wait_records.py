@@ -19,8 +19,15 @@ from pedl.master.lifecycle.states import AllocationState
 
 ALLOC = table_of(models.Allocation)
 EVENT = table_of(models.Event)
-EVENT_COLUMNS = (("entity_type", TEXT), ("entity_id", TEXT), ("time", FLOAT), ("from_state", TEXT),
-                 ("to_state", TEXT), ("level", TEXT), ("message", TEXT))
+EVENT_COLUMNS = (
+    ("entity_type", TEXT),
+    ("entity_id", TEXT),
+    ("time", FLOAT),
+    ("from_state", TEXT),
+    ("to_state", TEXT),
+    ("level", TEXT),
+    ("message", TEXT),
+)
 WAIT_COLUMNS = (("id", TEXT), ("pool", TEXT), ("seen", TEXT), ("kind", TEXT), ("text", TEXT), ("trial_id", INTEGER))
 
 
@@ -43,9 +50,16 @@ def store(s: Session, now: float, waits: Sequence[WaitUpdate]) -> set[str]:
     dialect = dialect_of(s)
     rows = [(w.allocation_id, w.pool, w.seen_kind, str(w.kind), w.text, w.trial_id) for w in waits]
     written = set(s.execute(_update(dialect), params(dialect, WAIT_COLUMNS, rows, now=now)).scalars())
-    insert_rows(s, EVENT, EVENT_COLUMNS,
-                [("trial", str(w.trial_id), now, None, None, w.event_level, f"waiting: {w.text}")
-                 for w in waits if w.allocation_id in written and w.event_level and w.trial_id is not None])
+    insert_rows(
+        s,
+        EVENT,
+        EVENT_COLUMNS,
+        [
+            ("trial", str(w.trial_id), now, None, None, w.event_level, f"waiting: {w.text}")
+            for w in waits
+            if w.allocation_id in written and w.event_level and w.trial_id is not None
+        ],
+    )
     return written
 
 
@@ -53,7 +67,14 @@ def store(s: Session, now: float, waits: Sequence[WaitUpdate]) -> set[str]:
 def _update(dialect: str) -> Executable:
     pending = ((ALLOC.c.state, AllocationState.PENDING),)
     v = rows_table(dialect, WAIT_COLUMNS, conditions=pending)
-    return (update(ALLOC).where(ALLOC.c.id == v.c.id, ALLOC.c.resource_pool == v.c.pool,
-                                ALLOC.c.wait_kind.is_not_distinct_from(v.c.seen),
-                                *by_key(ALLOC.c.id, dialect, *pending, rows=v))
-            .values(wait_kind=v.c.kind, wait_reason=v.c.text, wait_since=bindparam("now")).returning(ALLOC.c.id))
+    return (
+        update(ALLOC)
+        .where(
+            ALLOC.c.id == v.c.id,
+            ALLOC.c.resource_pool == v.c.pool,
+            ALLOC.c.wait_kind.is_not_distinct_from(v.c.seen),
+            *by_key(ALLOC.c.id, dialect, *pending, rows=v),
+        )
+        .values(wait_kind=v.c.kind, wait_reason=v.c.text, wait_since=bindparam("now"))
+        .returning(ALLOC.c.id)
+    )

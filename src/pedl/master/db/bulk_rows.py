@@ -29,25 +29,34 @@ def dialect_of(s: Session) -> str:
     return s.get_bind().dialect.name
 
 
-def rows_table(dialect: str, columns: Columns, name: str = "v",
-               conditions: Sequence[tuple[ColumnElement[Any], Any]] = ()) -> FromClause:
+def rows_table(
+    dialect: str, columns: Columns, name: str = "v", conditions: Sequence[tuple[ColumnElement[Any], Any]] = ()
+) -> FromClause:
     """The rows of the `rows` parameter (see `encode`) as a FROM clause with `columns`; a JSON
     column's value is stored as JSON (its text on SQLite). `conditions`: those of `by_key`, whose
     values it carries on PostgreSQL."""
     # materialized: joined as a subquery or a function, the database may read it once per row of the
     # other table (PostgreSQL's plan for an UPDATE of 166 allocations parsed the JSON 166 times)
     if dialect == "postgresql":
-        records = func.json_to_recordset(bindparam("rows", type_=String).cast(JSON)) \
-            .table_valued(*(column(n, t()) for n, t in columns)).render_derived("r", with_types=True)
+        records = (
+            func.json_to_recordset(bindparam("rows", type_=String).cast(JSON))
+            .table_valued(*(column(n, t()) for n, t in columns))
+            .render_derived("r", with_types=True)
+        )
         wanted = (literal(value, column_.type).label(f"when_{i}") for i, (column_, value) in enumerate(conditions))
         return select(*records.c, *wanted).cte(name).prefix_with("MATERIALIZED")
     each = func.json_each(bindparam("rows", type_=String)).table_valued("value")
-    return select(*(func.json_extract(each.c.value, f"$[{i}]").label(n) for i, (n, _) in enumerate(columns))) \
-        .select_from(each).cte(name).prefix_with("MATERIALIZED")
+    return (
+        select(*(func.json_extract(each.c.value, f"$[{i}]").label(n) for i, (n, _) in enumerate(columns)))
+        .select_from(each)
+        .cte(name)
+        .prefix_with("MATERIALIZED")
+    )
 
 
-def in_list(column_: ColumnElement[Any] | QueryableAttribute[Any], dialect: str,
-            name: str = "ids") -> ColumnElement[bool]:
+def in_list(
+    column_: ColumnElement[Any] | QueryableAttribute[Any], dialect: str, name: str = "ids"
+) -> ColumnElement[bool]:
     """`column_` is one of the list passed as parameter `name` (its value made by `id_list`): one
     parameter whatever the list's length, an array on PostgreSQL (= ANY), JSON on SQLite (IN
     json_each). An IN of hundreds of parameters costs SQLAlchemy a rewrite of the statement at every
@@ -62,8 +71,9 @@ def id_list(dialect: str, values: Iterable[Any]) -> Any:
     return list(values) if dialect == "postgresql" else orjson.dumps(list(values)).decode()
 
 
-def by_key(key: ColumnElement[Any], dialect: str, *conditions: tuple[ColumnElement[Any], Any],
-           rows: FromClause | None = None) -> list[ColumnElement[bool]]:
+def by_key(
+    key: ColumnElement[Any], dialect: str, *conditions: tuple[ColumnElement[Any], Any], rows: FromClause | None = None
+) -> list[ColumnElement[bool]]:
     """The WHERE of an UPDATE ... FROM the rows (`rows`, made by `rows_table` with the same
     `conditions`) joined on `key` (a primary key), with `conditions` ((column, value): column =
     value) on the rows updated. On PostgreSQL the table is read by its key: `key` = ANY(the `ids`

@@ -23,8 +23,9 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
         path = url.split("sqlite:///", 1)[-1]
         if path and path != ":memory:":
             data_dir.private_database(Path(path))
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
-                               pool_size=8, max_overflow=16)
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=8, max_overflow=16
+        )
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record) -> None:
@@ -88,8 +89,13 @@ class WriterQueue:
             if left <= 0:
                 self._queue.remove(token)
                 self._cond.notify_all()  # the writer behind may be first now
-                raise OperationalError("BEGIN IMMEDIATE", None, sqlite3.OperationalError(
-                    f"database is locked: waited {self.timeout:.0f} s for the master's other writers"))
+                raise OperationalError(
+                    "BEGIN IMMEDIATE",
+                    None,
+                    sqlite3.OperationalError(
+                        f"database is locked: waited {self.timeout:.0f} s for the master's other writers"
+                    ),
+                )
             self._cond.wait(left)
         self._queue.popleft()
         self._owner, self._depth = me, 1

@@ -61,7 +61,8 @@ def _refuse_unknown(stamped: tuple[str, ...]) -> None:
         raise DatabaseNewerThanMaster(
             f"the database is at schema revision {', '.join(unknown)}, which this pedl ({__version__}, newest "
             f"schema revision {head}) does not know: a newer pedl has upgraded it. Run that "
-            "newer pedl (or a later one) on this database; pedl does not downgrade a database's schema")
+            "newer pedl (or a later one) on this database; pedl does not downgrade a database's schema"
+        )
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

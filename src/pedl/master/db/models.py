@@ -141,8 +141,7 @@ class Experiment(Base):
 
 class ModelDefinition(Base):
     __tablename__ = "model_definitions"
-    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"),
-                                               primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True)
     archive: Mapped[bytes] = mapped_column(LargeBinary)  # a gzipped tar of the model directory
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     file_count: Mapped[int] = mapped_column(Integer)
@@ -151,8 +150,7 @@ class ModelDefinition(Base):
 class Trial(Base):
     __tablename__ = "trials"
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"),
-                                               index=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
     request_id: Mapped[str] = mapped_column(String(64))  # the searcher's handle
     task_id: Mapped[str] = mapped_column(String(128), unique=True)
     hparams: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -178,8 +176,7 @@ class Allocation(Base):
     __tablename__ = "allocations"
     id: Mapped[str] = mapped_column(String(160), primary_key=True)
     task_id: Mapped[str] = mapped_column(String(128), index=True)
-    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"),
-                                                 nullable=True, index=True)
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), nullable=True, index=True)
     name: Mapped[str] = mapped_column(String(512))
     state: Mapped[AllocationState] = mapped_column(StateColumn(AllocationState), index=True)
     resource_pool: Mapped[str] = mapped_column(String(255))
@@ -298,8 +295,7 @@ class MetricDigestReset(Base):
 class Checkpoint(Base):
     __tablename__ = "checkpoints"
     uuid: Mapped[str] = mapped_column(String(64), primary_key=True)
-    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"),
-                                                 nullable=True, index=True)
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), nullable=True, index=True)
     experiment_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     task_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     allocation_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
@@ -328,8 +324,10 @@ class TaskLog(Base):
     source: Mapped[str] = mapped_column(String(16), default="task")  # task | master | agent
     message: Mapped[str] = mapped_column(Text)
 
-    __table_args__ = (Index("ix_task_logs_trial_id_id", "trial_id", "id"),
-                      Index("ix_task_logs_task_id_id", "task_id", "id"))
+    __table_args__ = (
+        Index("ix_task_logs_trial_id_id", "trial_id", "id"),
+        Index("ix_task_logs_task_id_id", "task_id", "id"),
+    )
 
 
 class Event(Base):
@@ -424,8 +422,9 @@ class TrialSourceInfo(Base):
 
     __table_args__ = (
         UniqueConstraint("trial_id", "checkpoint_uuid", "type", name="uq_trial_source_infos_trial_checkpoint_type"),
-        ForeignKeyConstraint(["model_id", "model_version"], ["model_versions.model_id", "model_versions.version"],
-                             ondelete="SET NULL"),
+        ForeignKeyConstraint(
+            ["model_id", "model_version"], ["model_versions.model_id", "model_versions.version"], ondelete="SET NULL"
+        ),
         Index("ix_trial_source_infos_model_version", "model_id", "model_version"),
     )
 

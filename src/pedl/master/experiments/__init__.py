@@ -34,18 +34,29 @@ if TYPE_CHECKING:
     from pedl.master.experiments.warm_start import resolve
 
 # each module and the public names it gives the package (master/exports.py)
-__getattr__, __all__ = lazy_exports(__name__, {
-    "bulk": ["BulkFilters", "MAX_IDS"],
-    "code": ["model_definition_b64"],
-    "continuation": ["continue_by"],
-    "deletion": ["mark_all", "request_deletion"],
-    "edits": ["change_label", "patch", "set_archived"],
-    "jobs": ["JOB_STATES", "QueueUpdate", "ShownJob", "state_of", "update"],
-    "labels": ["SEP", "having_any", "joined", "split"],
-    "listing": ["ExperimentQuery", "ExperimentStats", "page", "reported_state", "stats"],
-    "moves": ["move"],
-    "service": ["best_validation_metric", "checkpoints", "describe", "effective_config", "events_of", "get", "submit",
-                "trials_page"],
-    "tensorboard_files": ["delete", "storage_of"],
-    "warm_start": ["resolve"],
-})
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "bulk": ["BulkFilters", "MAX_IDS"],
+        "code": ["model_definition_b64"],
+        "continuation": ["continue_by"],
+        "deletion": ["mark_all", "request_deletion"],
+        "edits": ["change_label", "patch", "set_archived"],
+        "jobs": ["JOB_STATES", "QueueUpdate", "ShownJob", "state_of", "update"],
+        "labels": ["SEP", "having_any", "joined", "split"],
+        "listing": ["ExperimentQuery", "ExperimentStats", "page", "reported_state", "stats"],
+        "moves": ["move"],
+        "service": [
+            "best_validation_metric",
+            "checkpoints",
+            "describe",
+            "effective_config",
+            "events_of",
+            "get",
+            "submit",
+            "trials_page",
+        ],
+        "tensorboard_files": ["delete", "storage_of"],
+        "warm_start": ["resolve"],
+    },
+)

@@ -29,14 +29,23 @@ if TYPE_CHECKING:
 MAX_IDS = 1000
 MAX_FILTERED = 1000
 ACTIONS = ("kill", "pause", "activate", "cancel", "archive", "unarchive", "delete", "move")
-_NOT_ENDED = [ExperimentState.ACTIVE, ExperimentState.PAUSED, ExperimentState.STOPPING_COMPLETED,
-              ExperimentState.STOPPING_CANCELED, ExperimentState.STOPPING_ERROR]
+_NOT_ENDED = [
+    ExperimentState.ACTIVE,
+    ExperimentState.PAUSED,
+    ExperimentState.STOPPING_COMPLETED,
+    ExperimentState.STOPPING_CANCELED,
+    ExperimentState.STOPPING_ERROR,
+]
 # what a filter matches for each action, as Determined narrows its bulk filters (ids are not narrowed:
 # an experiment in another state gets its error)
 _FILTER_STATES: dict[str, Sequence[str]] = {
-    "kill": _NOT_ENDED, "cancel": _NOT_ENDED,
-    "pause": [ExperimentState.ACTIVE], "activate": [ExperimentState.PAUSED],
-    "archive": sorted(ENDED_EXPERIMENT), "delete": sorted(ENDED_EXPERIMENT)}
+    "kill": _NOT_ENDED,
+    "cancel": _NOT_ENDED,
+    "pause": [ExperimentState.ACTIVE],
+    "activate": [ExperimentState.PAUSED],
+    "archive": sorted(ENDED_EXPERIMENT),
+    "delete": sorted(ENDED_EXPERIMENT),
+}
 # Determined's derived substates of ACTIVE (lifecycle/states.py) name ACTIVE experiments in a filter
 _SUBSTATES = {"STATE_QUEUED", "STATE_PULLING", "STATE_STARTING", "STATE_RUNNING"}
 
@@ -88,8 +97,10 @@ def _matching(ctx: MasterContext, who: Caller, action: str, project_id: int, f: 
     with ctx.db.read_session() as s:
         ids = list(s.scalars(stmt.order_by(E.id).limit(MAX_FILTERED + 1)))
     if len(ids) > MAX_FILTERED:
-        raise InvalidArgument.at("filters", f"matches more than {MAX_FILTERED} experiments; narrow it, or name the "
-                                            "experiments in experimentIds")
+        raise InvalidArgument.at(
+            "filters",
+            f"matches more than {MAX_FILTERED} experiments; narrow it, or name the experiments in experimentIds",
+        )
     return ids
 
 
@@ -99,8 +110,17 @@ def check_ids(ids: list[int]) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
-def act(ctx: MasterContext, who: Caller, action: str, project_id: int, ids: list[int], filters: BulkFilters | None,
-        *, destination: int = 0, wake_deletion: Callable[[int], None] | None = None) -> list[ExperimentActionResult]:
+def act(
+    ctx: MasterContext,
+    who: Caller,
+    action: str,
+    project_id: int,
+    ids: list[int],
+    filters: BulkFilters | None,
+    *,
+    destination: int = 0,
+    wake_deletion: Callable[[int], None] | None = None,
+) -> list[ExperimentActionResult]:
     """Do `action` to each experiment -> its id and error, "" for done, per experiment."""
     require_user(who, f"{action} experiments")
     chosen = _matching(ctx, who, action, project_id, filters) if filters is not None else check_ids(ids)
@@ -115,8 +135,9 @@ def act(ctx: MasterContext, who: Caller, action: str, project_id: int, ids: list
     return results
 
 
-def _one(ctx: MasterContext, who: Caller, action: str, destination: int,
-         wake_deletion: Callable[[int], None] | None) -> Callable[[int], object]:
+def _one(
+    ctx: MasterContext, who: Caller, action: str, destination: int, wake_deletion: Callable[[int], None] | None
+) -> Callable[[int], object]:
     if action in ("kill", "cancel", "pause", "activate"):
         verb = "kill" if action == "cancel" else action
         return lambda eid: experiments_service.act(ctx, who, eid, verb)

@@ -59,15 +59,19 @@ def _override(text: str | None, fx: ClusterEffects) -> dict[str, Any]:
         raise InvalidArgument.at("overrideConfig", "must be a YAML mapping of config keys")
     for key in FIXED:
         if key in data:
-            raise InvalidArgument.at(f"overrideConfig.{key}", f"'{key}' cannot change when continuing an experiment; "
-                                     "the experiment keeps its own")
+            raise InvalidArgument.at(
+                f"overrideConfig.{key}",
+                f"'{key}' cannot change when continuing an experiment; the experiment keeps its own",
+            )
     storage = data.get("checkpoint_storage")
     if isinstance(storage, dict):
         moved = sorted(k for k in storage if k not in STORAGE_KEPT)
         if moved:
-            raise InvalidArgument.at(f"overrideConfig.checkpoint_storage.{moved[0]}",
-                                     "the trial resumes from a checkpoint in the storage it has: only "
-                                     f"{', '.join(STORAGE_KEPT)} can change when continuing")
+            raise InvalidArgument.at(
+                f"overrideConfig.checkpoint_storage.{moved[0]}",
+                "the trial resumes from a checkpoint in the storage it has: only "
+                f"{', '.join(STORAGE_KEPT)} can change when continuing",
+            )
     elif storage is not None:
         raise InvalidArgument.at("overrideConfig.checkpoint_storage", "must be a mapping")
     return data
@@ -77,23 +81,32 @@ def _latest_checkpoint(s: Session, trial: models.Trial) -> str | None:
     """The trial's newest checkpoint whose files are kept (garbage collection may have deleted the
     one it last reported)."""
     C = models.Checkpoint
-    return s.scalar(select(C.uuid).where(C.trial_id == trial.id, C.state == CheckpointState.COMPLETED)
-                    .order_by(C.steps_completed.desc(), C.report_time.desc()).limit(1))
+    return s.scalar(
+        select(C.uuid)
+        .where(C.trial_id == trial.id, C.state == CheckpointState.COMPLETED)
+        .order_by(C.steps_completed.desc(), C.report_time.desc())
+        .limit(1)
+    )
 
 
-def continue_experiment(fx: ClusterEffects, s: Session, who: Caller, experiment_id: int,
-                        override_text: str | None) -> models.Experiment:
+def continue_experiment(
+    fx: ClusterEffects, s: Session, who: Caller, experiment_id: int, override_text: str | None
+) -> models.Experiment:
     """Inside Controller.run: check, merge, and queue the trial's new run."""
     exp = get(s, experiment_id)
     require_owner(who, exp.owner_id, f"continue experiment {experiment_id}")
     state = reported_state(s, exp).removeprefix("STATE_")
     if exp.state not in ENDED_EXPERIMENT:
-        raise InvalidArgument(f"experiment {experiment_id} is {state}: only an experiment that has ended "
-                              "(COMPLETED, CANCELED or ERROR) can be continued")
+        raise InvalidArgument(
+            f"experiment {experiment_id} is {state}: only an experiment that has ended "
+            "(COMPLETED, CANCELED or ERROR) can be continued"
+        )
     searcher = (exp.config.get("searcher") or {}).get("name")
     if searcher != "single":
-        raise InvalidArgument(f"experiment {experiment_id} uses the {searcher} searcher: only a single-trial "
-                              "experiment (searcher.name: single) can be continued")
+        raise InvalidArgument(
+            f"experiment {experiment_id} uses the {searcher} searcher: only a single-trial "
+            "experiment (searcher.name: single) can be continued"
+        )
     override = _override(override_text, fx)
     merged = merge(exp.config, override)
     if (merged.get("searcher") or {}).get("name") != "single":
@@ -102,16 +115,20 @@ def continue_experiment(fx: ClusterEffects, s: Session, who: Caller, experiment_
     full = effective_config(fx.config, cfg)
     trials = list(s.scalars(select(models.Trial).where(models.Trial.experiment_id == exp.id)))
     if len(trials) != 1:
-        raise InvalidArgument(f"experiment {experiment_id} has {len(trials)} trials: a single-trial experiment "
-                              "with its one trial can be continued")
+        raise InvalidArgument(
+            f"experiment {experiment_id} has {len(trials)} trials: a single-trial experiment "
+            "with its one trial can be continued"
+        )
     [trial] = trials
     now = fx.now
     # the single searcher's trial, now of the merged config, is open again
     seed = int(exp.searcher_state.get("seed", 0))
     [request] = make_searcher(cfg, seed=seed).initial().create
     old = exp.searcher_state.get("state") or {}
-    exp.searcher_state = {**exp.searcher_state, "state": {**old, "created": 1, "closed": [], "live": [trial.request_id],
-                                                           "exhausted": True}}
+    exp.searcher_state = {
+        **exp.searcher_state,
+        "state": {**old, "created": 1, "closed": [], "live": [trial.request_id], "exhausted": True},
+    }
     exp.config = full
     exp.resource_pool = full["resources"]["resource_pool"]
     exp.end_time, exp.end_reason = None, None
@@ -124,8 +141,14 @@ def continue_experiment(fx: ClusterEffects, s: Session, who: Caller, experiment_
     trial.restarts, trial.end_time, trial.end_reason = 0, None, None
     # the progress it reported was of the target it had
     trial.summary_metrics = {k: v for k, v in (trial.summary_metrics or {}).items() if k != "progress"}
-    set_trial_state(s, now, trial, TrialState.QUEUED, "its experiment was continued: a new run from "
-                    + (f"checkpoint {trial.latest_checkpoint}" if trial.latest_checkpoint else "the start"))
+    set_trial_state(
+        s,
+        now,
+        trial,
+        TrialState.QUEUED,
+        "its experiment was continued: a new run from "
+        + (f"checkpoint {trial.latest_checkpoint}" if trial.latest_checkpoint else "the start"),
+    )
     search_progress.recompute(s, exp, make_searcher(cfg, seed=seed, state=exp.searcher_state["state"]))
     allocations.new(fx, s, exp, trial)
     return exp

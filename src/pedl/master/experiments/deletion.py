@@ -44,11 +44,14 @@ def registered_versions(s: Session, experiment_id: int) -> list[str]:
     """'<model> version <n> (checkpoint <uuid>)' for the experiment's checkpoints that are model
     versions in the registry: Determined refuses to delete an experiment while any are."""
     version, model = models.ModelVersion, models.RegisteredModel
-    rows = s.execute(select(model.name, version.version, version.checkpoint_uuid)
-                     .join(model, model.id == version.model_id)
-                     .join(models.Checkpoint, models.Checkpoint.uuid == version.checkpoint_uuid)
-                     .where(models.Checkpoint.experiment_id == experiment_id)
-                     .order_by(model.name, version.version).limit(NAMED + 1))
+    rows = s.execute(
+        select(model.name, version.version, version.checkpoint_uuid)
+        .join(model, model.id == version.model_id)
+        .join(models.Checkpoint, models.Checkpoint.uuid == version.checkpoint_uuid)
+        .where(models.Checkpoint.experiment_id == experiment_id)
+        .order_by(model.name, version.version)
+        .limit(NAMED + 1)
+    )
     return [f"{name!r} version {n} (checkpoint {uuid})" for name, n, uuid in rows]
 
 
@@ -59,25 +62,35 @@ def mark_deleting(s: Session, now: float, who: Caller, exp: models.Experiment) -
     if exp.state == E.DELETING:
         return False
     if exp.state not in ENDED_EXPERIMENT and exp.state != E.DELETE_FAILED:
-        raise InvalidArgument(f"experiment {experiment_id} is {_state(s, exp)}: only an experiment that has ended "
-                              "(COMPLETED, CANCELED or ERROR) can be deleted; kill it first")
-    live = s.scalar(select(models.Allocation.id).join(models.Trial, models.Trial.id == models.Allocation.trial_id)
-                    .where(models.Trial.experiment_id == experiment_id,
-                           models.Allocation.state.in_(sorted(LIVE_ALLOCATION))).limit(1))
+        raise InvalidArgument(
+            f"experiment {experiment_id} is {_state(s, exp)}: only an experiment that has ended "
+            "(COMPLETED, CANCELED or ERROR) can be deleted; kill it first"
+        )
+    live = s.scalar(
+        select(models.Allocation.id)
+        .join(models.Trial, models.Trial.id == models.Allocation.trial_id)
+        .where(models.Trial.experiment_id == experiment_id, models.Allocation.state.in_(sorted(LIVE_ALLOCATION)))
+        .limit(1)
+    )
     if live is not None:
-        raise InvalidArgument(f"experiment {experiment_id} still has a task that has not exited ({live}); "
-                              "delete it once the task has ended")
+        raise InvalidArgument(
+            f"experiment {experiment_id} still has a task that has not exited ({live}); "
+            "delete it once the task has ended"
+        )
     registered = registered_versions(s, experiment_id)
     if registered:
         more = " and more" if len(registered) > NAMED else ""
-        raise InvalidArgument(f"experiment {experiment_id} cannot be deleted: its checkpoints are registered as "
-                              f"model versions: {', '.join(registered[:NAMED])}{more}; delete those versions first")
+        raise InvalidArgument(
+            f"experiment {experiment_id} cannot be deleted: its checkpoints are registered as "
+            f"model versions: {', '.join(registered[:NAMED])}{more}; delete those versions first"
+        )
     set_experiment_state(s, now, exp, E.DELETING, f"deletion requested by {who.user.username}")
     return True
 
 
-def mark_all(s: Session, now: float, who: Caller, exps: list[models.Experiment], *, orphan_to: int = 0,
-             why: str = "") -> list[int]:
+def mark_all(
+    s: Session, now: float, who: Caller, exps: list[models.Experiment], *, orphan_to: int = 0, why: str = ""
+) -> list[int]:
     """Mark every one DELETING (all or none: the first refusal raises) -> the ids the worker must purge.
     With `orphan_to` (their project is being deleted) they move to that project meanwhile: a project id
     left dangling could be taken by a new project (SQLite reuses the highest id), and one whose deletion

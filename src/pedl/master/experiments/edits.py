@@ -36,13 +36,14 @@ def set_archived(ctx: MasterContext, who: Caller, experiment_id: int, archived: 
         exp = get(s, experiment_id)
         require_owner(who, exp.owner_id, f"{verb} experiment {experiment_id}")
         if archived and exp.state not in TERMINAL_EXPERIMENT:
-            raise Conflict(f"experiment {experiment_id} is {exp.state.removeprefix('STATE_')}: only an experiment "
-                           "that has ended (COMPLETED, CANCELED or ERROR) can be archived")
+            raise Conflict(
+                f"experiment {experiment_id} is {exp.state.removeprefix('STATE_')}: only an experiment "
+                "that has ended (COMPLETED, CANCELED or ERROR) can be archived"
+            )
         if exp.archived != archived:
             exp.archived = archived
             record_event(s, ctx.clock.now(), "experiment", exp.id, f"{verb}d by {who.user.username}")
         return exp
-
 
 
 def _text(name: str, value: str, limit: int) -> str:
@@ -60,9 +61,16 @@ def _labels(labels: list[str]) -> list[str]:
     return list(dict.fromkeys(labels))
 
 
-def edit(ctx: MasterContext, who: Caller, experiment_id: int, *, name: str | None = None,
-         description: str | None = None, notes: str | None = None,
-         labels: list[str] | None = None) -> models.Experiment:
+def edit(
+    ctx: MasterContext,
+    who: Caller,
+    experiment_id: int,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    notes: str | None = None,
+    labels: list[str] | None = None,
+) -> models.Experiment:
     """Change what is given (None: unchanged); the config keeps its own copy of name, description and
     labels in step, as `det e describe` shows them."""
     if name is not None and not _text("name", name, NAME_MAX).strip():
@@ -106,8 +114,15 @@ def change_label(ctx: MasterContext, who: Caller, experiment_id: int, label: str
         return kept
 
 
-def _set_resources(ctx: MasterContext, who: Caller, experiment_id: int, *, priority: int | None,
-                   weight: float | None, max_slots: int | None | EllipsisType = ...) -> None:
+def _set_resources(
+    ctx: MasterContext,
+    who: Caller,
+    experiment_id: int,
+    *,
+    priority: int | None,
+    weight: float | None,
+    max_slots: int | None | EllipsisType = ...,
+) -> None:
     """Change the experiment's priority (its trials' waiting and running allocations take it at once:
     the scheduler's next pass orders and preempts by it), fair-share weight (read by every pass) and
     max_slots (None: no cap; ...: unchanged), which the next pass applies: running trials keep their
@@ -122,8 +137,13 @@ def _set_resources(ctx: MasterContext, who: Caller, experiment_id: int, *, prior
             resources["max_slots"] = max_slots
         if priority is not None:
             resources["priority"] = priority
-            live = select(models.Allocation).join(models.Trial, models.Trial.id == models.Allocation.trial_id).where(
-                models.Trial.experiment_id == experiment_id, models.Allocation.state != AllocationState.TERMINATED)
+            live = (
+                select(models.Allocation)
+                .join(models.Trial, models.Trial.id == models.Allocation.trial_id)
+                .where(
+                    models.Trial.experiment_id == experiment_id, models.Allocation.state != AllocationState.TERMINATED
+                )
+            )
             for alloc in s.scalars(live):
                 alloc.priority = priority
         if weight is not None:
@@ -152,14 +172,26 @@ def _check_max_slots_fits(ctx: MasterContext, experiment_id: int, max_slots: int
     with ctx.db.read_session() as s:
         need = int((get(s, experiment_id).config.get("resources") or {}).get("slots_per_trial", 1))
     if max_slots < need:
-        raise InvalidArgument.at("resources.maxSlots", f"{max_slots} is less than the {need} slot(s) each trial of "
-                                 f"experiment {experiment_id} needs (resources.slots_per_trial)")
+        raise InvalidArgument.at(
+            "resources.maxSlots",
+            f"{max_slots} is less than the {need} slot(s) each trial of "
+            f"experiment {experiment_id} needs (resources.slots_per_trial)",
+        )
 
 
-def patch(ctx: MasterContext, who: Caller, experiment_id: int, *, name: str | None = None,
-          description: str | None = None, notes: str | None = None, labels: list[str] | None = None,
-          priority: int | None = None, weight: float | None = None,
-          max_slots: int | None | EllipsisType = ...) -> None:
+def patch(
+    ctx: MasterContext,
+    who: Caller,
+    experiment_id: int,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    notes: str | None = None,
+    labels: list[str] | None = None,
+    priority: int | None = None,
+    weight: float | None = None,
+    max_slots: int | None | EllipsisType = ...,
+) -> None:
     """PATCH /experiments/{id}: every value checked before anything changes. `max_slots` None removes
     the cap (det sends null for `det e set max-slots ID None`); ... leaves it as it is."""
     _check_resources(priority, weight, max_slots)

@@ -57,14 +57,35 @@ def listing(ctx: MasterContext, pool: str | None, states: list[str]) -> list[Sho
         jobs = queue(s, pool)
         if states and "STATE_UNSPECIFIED" not in states:
             jobs = [j for j in jobs if state_of(j) in states]
-        exps = {e.id: e for e in s.scalars(select(models.Experiment).where(
-            models.Experiment.id.in_({j.experiment_id for j in jobs})))} if jobs else {}
-        names = {uid: name for uid, name in s.execute(select(models.User.id, models.User.username).where(
-            models.User.id.in_({e.owner_id for e in exps.values()})))} if exps else {}
+        exps = (
+            {
+                e.id: e
+                for e in s.scalars(
+                    select(models.Experiment).where(models.Experiment.id.in_({j.experiment_id for j in jobs}))
+                )
+            }
+            if jobs
+            else {}
+        )
+        names = (
+            {
+                uid: name
+                for uid, name in s.execute(
+                    select(models.User.id, models.User.username).where(
+                        models.User.id.in_({e.owner_id for e in exps.values()})
+                    )
+                )
+            }
+            if exps
+            else {}
+        )
         places = projects.placements(s, {e.project_id for e in exps.values()}) if exps else {}
         default = projects.Placement()
-        return [ShownJob(j, e, names.get(e.owner_id, ""), places.get(e.project_id, default).workspace_id)
-                for j in jobs if (e := exps.get(j.experiment_id)) is not None]
+        return [
+            ShownJob(j, e, names.get(e.owner_id, ""), places.get(e.project_id, default).workspace_id)
+            for j in jobs
+            if (e := exps.get(j.experiment_id)) is not None
+        ]
 
 
 def state_of(job: Job) -> str:
@@ -76,12 +97,23 @@ def update(ctx: MasterContext, who: Caller, updates: list[QueueUpdate]) -> None:
     does): one that fails stops the batch, and those before it stay applied."""
     for i, u in enumerate(updates):
         experiment_of(u.job_id, f"updates[{i}].jobId")
-        changes = [name for name, value in (("priority", u.priority), ("weight", u.weight),
-                                            ("resourcePool", u.resource_pool), ("aheadOf", u.ahead_of),
-                                            ("behindOf", u.behind_of)) if value is not None]
+        changes = [
+            name
+            for name, value in (
+                ("priority", u.priority),
+                ("weight", u.weight),
+                ("resourcePool", u.resource_pool),
+                ("aheadOf", u.ahead_of),
+                ("behindOf", u.behind_of),
+            )
+            if value is not None
+        ]
         if len(changes) != 1:
-            raise InvalidArgument.at(f"updates[{i}]", "one change per update: priority, weight, resourcePool, "
-                                                      f"aheadOf or behindOf (it has {', '.join(changes) or 'none'})")
+            raise InvalidArgument.at(
+                f"updates[{i}]",
+                "one change per update: priority, weight, resourcePool, "
+                f"aheadOf or behindOf (it has {', '.join(changes) or 'none'})",
+            )
     for i, u in enumerate(updates):
         field = f"updates[{i}]"
         exp_id = experiment_of(u.job_id, f"{field}.jobId")
@@ -119,17 +151,26 @@ def _move_pool(ctx: MasterContext, who: Caller, exp_id: int, pool_name: str, fie
             raise Conflict(f"{job_id(exp_id)} has ended ({exp.state.removeprefix('STATE_')}): it is in no queue")
         slots = int((exp.config.get("resources") or {}).get("slots_per_trial", 1))
         if pool.max_slots_per_trial and slots > pool.max_slots_per_trial:
-            raise InvalidArgument.at(field, f"pool {pool_name} takes trials of at most {pool.max_slots_per_trial} "
-                                            f"slots; this job's need {slots}")
+            raise InvalidArgument.at(
+                field,
+                f"pool {pool_name} takes trials of at most {pool.max_slots_per_trial} slots; this job's need {slots}",
+            )
         live = list(s.scalars(_live_allocations(exp_id)))
         if any(a.state in HELD for a in live):
-            raise Conflict(f"{job_id(exp_id)} has trials running in pool {exp.resource_pool}: a job moves to "
-                           "another pool only while none of its trials runs (pause it first)")
+            raise Conflict(
+                f"{job_id(exp_id)} has trials running in pool {exp.resource_pool}: a job moves to "
+                "another pool only while none of its trials runs (pause it first)"
+            )
         for alloc in live:
             alloc.resource_pool = pool_name
             alloc.wait_kind = alloc.wait_reason = alloc.wait_since = None
-        record_event(s, ctx.clock.now(), "experiment", exp.id,
-                     f"moved from pool {exp.resource_pool} to {pool_name} by {who.user.username}")
+        record_event(
+            s,
+            ctx.clock.now(),
+            "experiment",
+            exp.id,
+            f"moved from pool {exp.resource_pool} to {pool_name} by {who.user.username}",
+        )
         exp.resource_pool = pool_name
         exp.config = {**exp.config, "resources": {**(exp.config.get("resources") or {}), "resource_pool": pool_name}}
 
@@ -138,8 +179,11 @@ def _move_pool(ctx: MasterContext, who: Caller, exp_id: int, pool_name: str, fie
 
 
 def _live_allocations(exp_id: int):  # a Select
-    return (select(models.Allocation).join(models.Trial, models.Trial.id == models.Allocation.trial_id)
-            .where(models.Trial.experiment_id == exp_id, models.Allocation.state != AllocationState.TERMINATED))
+    return (
+        select(models.Allocation)
+        .join(models.Trial, models.Trial.id == models.Allocation.trial_id)
+        .where(models.Trial.experiment_id == exp_id, models.Allocation.state != AllocationState.TERMINATED)
+    )
 
 
 def _move(ctx: MasterContext, who: Caller, exp_id: int, anchor_id: int, ahead: bool, field: str) -> None:
@@ -152,17 +196,21 @@ def _move(ctx: MasterContext, who: Caller, exp_id: int, anchor_id: int, ahead: b
         jobs = queue(s, exp.resource_pool)
         me = next((j for j in jobs if j.experiment_id == exp_id), None)
         if me is None:
-            raise Conflict(f"{job_id(exp_id)} is not in the queue of pool {exp.resource_pool}: none of its trials "
-                           "waits or runs")
+            raise Conflict(
+                f"{job_id(exp_id)} is not in the queue of pool {exp.resource_pool}: none of its trials waits or runs"
+            )
         anchor = next((j for j in jobs if j.experiment_id == anchor_id), None)
         if anchor_id == exp_id:
             raise InvalidArgument.at(field, "a job cannot move ahead of or behind itself")
         if anchor is None:
             raise InvalidArgument.at(field, f"{job_id(anchor_id)} is not in the queue of pool {exp.resource_pool}")
         if anchor.priority != me.priority:
-            raise InvalidArgument.at(field, f"{job_id(anchor_id)} has priority {anchor.priority} and "
-                                            f"{job_id(exp_id)} {me.priority}: jobs are ordered by priority first, "
-                                            "so set the priority to move a job past others of another one")
+            raise InvalidArgument.at(
+                field,
+                f"{job_id(anchor_id)} has priority {anchor.priority} and "
+                f"{job_id(exp_id)} {me.priority}: jobs are ordered by priority first, "
+                "so set the priority to move a job past others of another one",
+            )
         peers = [j for j in jobs if j.priority == me.priority and j is not me]
         position = _between(peers, peers.index(anchor), ahead)
         if position is None:  # no float left between the two: spread the peers out, then place it
@@ -171,8 +219,13 @@ def _move(ctx: MasterContext, who: Caller, exp_id: int, anchor_id: int, ahead: b
         assert position is not None
         exp.queue_position = position
         where = "ahead of" if ahead else "behind"
-        record_event(s, ctx.clock.now(), "experiment", exp.id,
-                     f"moved {where} {job_id(anchor_id)} in the queue by {who.user.username}")
+        record_event(
+            s,
+            ctx.clock.now(),
+            "experiment",
+            exp.id,
+            f"moved {where} {job_id(anchor_id)} in the queue by {who.user.username}",
+        )
 
     ctx.controller.run(change)
     ctx.controller.wake()

@@ -25,8 +25,13 @@ from pedl.master.lifecycle.states import (
     reported_experiment_state,
 )
 
-ACTIVE_TRIAL_STATES = (TrialState.QUEUED, TrialState.RUNNING, TrialState.STOPPING_COMPLETED,
-                       TrialState.STOPPING_CANCELED, TrialState.STOPPING_ERROR)
+ACTIVE_TRIAL_STATES = (
+    TrialState.QUEUED,
+    TrialState.RUNNING,
+    TrialState.STOPPING_COMPLETED,
+    TrialState.STOPPING_CANCELED,
+    TrialState.STOPPING_ERROR,
+)
 NAME_LIMIT = 256
 
 
@@ -55,8 +60,12 @@ class ExperimentStats:
 
 
 def _trial_count() -> ColumnElement[int]:
-    return (select(func.count()).where(models.Trial.experiment_id == models.Experiment.id)
-            .correlate(models.Experiment).scalar_subquery())
+    return (
+        select(func.count())
+        .where(models.Trial.experiment_id == models.Experiment.id)
+        .correlate(models.Experiment)
+        .scalar_subquery()
+    )
 
 
 def _best_searcher_metric() -> ColumnElement[float | None]:
@@ -65,12 +74,18 @@ def _best_searcher_metric() -> ColumnElement[float | None]:
     while no trial has one."""
 
     def over_trials(aggregate: ColumnElement[float | None]) -> ColumnElement[float | None]:
-        return select(aggregate).where(models.Trial.experiment_id == models.Experiment.id) \
-            .correlate(models.Experiment).scalar_subquery()
+        return (
+            select(aggregate)
+            .where(models.Trial.experiment_id == models.Experiment.id)
+            .correlate(models.Experiment)
+            .scalar_subquery()
+        )
 
     larger_is_better = models.Experiment.config[("searcher", "smaller_is_better")].as_boolean().is_(False)
-    return case((larger_is_better, over_trials(func.max(models.Trial.best_metric))),
-                else_=over_trials(func.min(models.Trial.best_metric)))
+    return case(
+        (larger_is_better, over_trials(func.max(models.Trial.best_metric))),
+        else_=over_trials(func.min(models.Trial.best_metric)),
+    )
 
 
 def _progress() -> ColumnElement[int]:
@@ -81,27 +96,38 @@ def _progress() -> ColumnElement[int]:
 
 def _furthest() -> ColumnElement[int]:
     A = models.Allocation
-    return (select(func.max(_progress())).select_from(A).join(models.Trial, models.Trial.id == A.trial_id)
-            .where(models.Trial.experiment_id == models.Experiment.id, A.state.in_(LIVE_ALLOCATION))
-            .correlate(models.Experiment).scalar_subquery())
+    return (
+        select(func.max(_progress()))
+        .select_from(A)
+        .join(models.Trial, models.Trial.id == A.trial_id)
+        .where(models.Trial.experiment_id == models.Experiment.id, A.state.in_(LIVE_ALLOCATION))
+        .correlate(models.Experiment)
+        .scalar_subquery()
+    )
 
 
 def _in_states(states: list[str]) -> ColumnElement[bool]:
     """The experiments reported in one of `states`: STATE_ACTIVE takes every active one (the others
     of ACTIVE_SUBSTATES are its substates), a substate those whose allocations got that far."""
     stored = [st for st in states if st not in ACTIVE_SUBSTATES]
-    wanted = {rank for rank in set(RUN_PROGRESS.values())
-              if reported_experiment_state(ExperimentState.ACTIVE, rank) in states}
+    wanted = {
+        rank for rank in set(RUN_PROGRESS.values()) if reported_experiment_state(ExperimentState.ACTIVE, rank) in states
+    }
     conditions: list[ColumnElement[bool]] = [models.Experiment.state.in_(stored)]
     if wanted and ExperimentState.ACTIVE not in stored:
-        conditions.append(and_(models.Experiment.state == ExperimentState.ACTIVE,
-                               func.coalesce(_furthest(), 0).in_(sorted(wanted))))
+        conditions.append(
+            and_(models.Experiment.state == ExperimentState.ACTIVE, func.coalesce(_furthest(), 0).in_(sorted(wanted)))
+        )
     return or_(*conditions)
 
 
 def _username() -> ColumnElement[str]:
-    return select(models.User.username).where(models.User.id == models.Experiment.owner_id) \
-        .correlate(models.Experiment).scalar_subquery()
+    return (
+        select(models.User.username)
+        .where(models.User.id == models.Experiment.owner_id)
+        .correlate(models.Experiment)
+        .scalar_subquery()
+    )
 
 
 SORTS = {
@@ -141,8 +167,9 @@ def page(s: Session, q: ExperimentQuery) -> tuple[list[models.Experiment], int]:
         shelved = select(P.id).join(W, W.id == P.workspace_id).where(P.archived.is_(True) | W.archived.is_(True))
         stmt = stmt.where(models.Experiment.project_id.notin_(shelved))
     if q.usernames:
-        stmt = stmt.where(models.Experiment.owner_id.in_(
-            select(models.User.id).where(models.User.username.in_(q.usernames))))
+        stmt = stmt.where(
+            models.Experiment.owner_id.in_(select(models.User.id).where(models.User.username.in_(q.usernames)))
+        )
     if q.states:
         stmt = stmt.where(_in_states(q.states))
     if q.name:
@@ -153,8 +180,11 @@ def page(s: Session, q: ExperimentQuery) -> tuple[list[models.Experiment], int]:
         stmt = stmt.where(models.Experiment.project_id == q.project_id)
     total = s.scalar(select(func.count()).select_from(stmt.subquery())) or 0
     key = SORTS[q.sort_by]()
-    ordered = (key.desc().nulls_last(), models.Experiment.id.desc()) if q.newest_first else (
-        key.asc().nulls_last(), models.Experiment.id)
+    ordered = (
+        (key.desc().nulls_last(), models.Experiment.id.desc())
+        if q.newest_first
+        else (key.asc().nulls_last(), models.Experiment.id)
+    )
     rows = list(s.scalars(stmt.order_by(*ordered).offset(q.offset).limit(q.limit if q.limit > 0 else None)))
     return rows, total
 
@@ -165,11 +195,16 @@ def furthest(s: Session, experiment_ids: list[int]) -> dict[int, int]:
     if not experiment_ids:
         return {}
     A = models.Allocation
-    return {eid: rank for eid, rank in s.execute(
-        select(models.Trial.experiment_id, func.max(_progress())).select_from(A)
-        .join(models.Trial, models.Trial.id == A.trial_id)
-        .where(models.Trial.experiment_id.in_(experiment_ids), A.state.in_(LIVE_ALLOCATION))
-        .group_by(models.Trial.experiment_id))}
+    return {
+        eid: rank
+        for eid, rank in s.execute(
+            select(models.Trial.experiment_id, func.max(_progress()))
+            .select_from(A)
+            .join(models.Trial, models.Trial.id == A.trial_id)
+            .where(models.Trial.experiment_id.in_(experiment_ids), A.state.in_(LIVE_ALLOCATION))
+            .group_by(models.Trial.experiment_id)
+        )
+    }
 
 
 def reported_state(s: Session, exp: models.Experiment) -> str:
@@ -186,11 +221,19 @@ def stats(s: Session, experiments: list[models.Experiment]) -> dict[int, Experim
         return {}
     ids = [e.id for e in experiments]
     active = func.sum(cast(models.Trial.state.in_(ACTIVE_TRIAL_STATES), Integer))
-    counts = {eid: (n, int(a or 0)) for eid, n, a in s.execute(
-        select(models.Trial.experiment_id, func.count(), active)
-        .where(models.Trial.experiment_id.in_(ids)).group_by(models.Trial.experiment_id))}
-    scored = s.execute(select(models.Trial.experiment_id, models.Trial.id, models.Trial.best_metric)
-                       .where(models.Trial.experiment_id.in_(ids), models.Trial.best_metric.is_not(None)))
+    counts = {
+        eid: (n, int(a or 0))
+        for eid, n, a in s.execute(
+            select(models.Trial.experiment_id, func.count(), active)
+            .where(models.Trial.experiment_id.in_(ids))
+            .group_by(models.Trial.experiment_id)
+        )
+    }
+    scored = s.execute(
+        select(models.Trial.experiment_id, models.Trial.id, models.Trial.best_metric).where(
+            models.Trial.experiment_id.in_(ids), models.Trial.best_metric.is_not(None)
+        )
+    )
     best: dict[int, tuple[float, int]] = {}
     smaller = {e.id: e.config.get("searcher", {}).get("smaller_is_better", True) is not False for e in experiments}
     for eid, tid, value in scored:
@@ -201,9 +244,14 @@ def stats(s: Session, experiments: list[models.Experiment]) -> dict[int, Experim
             best[eid] = (value, tid)
     progress = furthest(s, [e.id for e in experiments if e.state == ExperimentState.ACTIVE])
     kept = checkpoint_totals.of_experiments(s, ids)
-    return {e.id: ExperimentStats(num_trials=counts.get(e.id, (0, 0))[0], active_trials=counts.get(e.id, (0, 0))[1],
-                                  best_metric=best[e.id][0] if e.id in best else None,
-                                  best_trial_id=best[e.id][1] if e.id in best else None,
-                                  state=reported_experiment_state(e.state, progress.get(e.id)),
-                                  checkpoints=kept.get(e.id, NO_CHECKPOINTS))
-            for e in experiments}
+    return {
+        e.id: ExperimentStats(
+            num_trials=counts.get(e.id, (0, 0))[0],
+            active_trials=counts.get(e.id, (0, 0))[1],
+            best_metric=best[e.id][0] if e.id in best else None,
+            best_trial_id=best[e.id][1] if e.id in best else None,
+            state=reported_experiment_state(e.state, progress.get(e.id)),
+            checkpoints=kept.get(e.id, NO_CHECKPOINTS),
+        )
+        for e in experiments
+    }

@@ -53,14 +53,20 @@ def move(ctx: MasterContext, who: Caller, experiment_id: int, project_id: int) -
             raise InvalidArgument(f"experiment {experiment_id} is archived and cannot be moved; unarchive it first")
         source = s.get(models.Project, exp.project_id)
         if source is not None and source.archived:
-            raise InvalidArgument(f"experiment {experiment_id} is in project {source.name!r}, which is archived: "
-                                  "its experiments cannot be moved out of it")
+            raise InvalidArgument(
+                f"experiment {experiment_id} is in project {source.name!r}, which is archived: "
+                "its experiments cannot be moved out of it"
+            )
         before = _where(s, exp.project_id)
         exp.project_id = project.id
         if exp.config.get("workspace") or exp.config.get("project"):
             exp.config = {**exp.config, "workspace": workspace.name, "project": project.name}
-        record_event(s, ctx.clock.now(), "experiment", exp.id,
-                     f"moved from {before} to {workspace.name}/{project.name} (project {project.id}) "
-                     f"by {who.user.username}")
+        record_event(
+            s,
+            ctx.clock.now(),
+            "experiment",
+            exp.id,
+            f"moved from {before} to {workspace.name}/{project.name} (project {project.id}) by {who.user.username}",
+        )
 
     ctx.controller.run(change)

@@ -43,27 +43,34 @@ if TYPE_CHECKING:
     from pedl.master.context import MasterContext
 
 
-def effective_config(master: MasterConfig, cfg: ExperimentConfig,
-                     workspace_storage: dict[str, Any] | None = None) -> dict[str, Any]:
+def effective_config(
+    master: MasterConfig, cfg: ExperimentConfig, workspace_storage: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The fully defaulted config stored on the experiment and handed to trials. Its checkpoint_storage is
     its own over its workspace's (when that has one) over the master's."""
     pool_name = cfg.resources.resource_pool or (
-        master.default_compute_resource_pool if cfg.resources.slots_per_trial > 0 else master.default_aux_resource_pool)
+        master.default_compute_resource_pool if cfg.resources.slots_per_trial > 0 else master.default_aux_resource_pool
+    )
     pool = master.pool(pool_name)
     if pool is None:
         names = ", ".join(p.pool_name for p in master.resource_pools)
-        raise InvalidArgument(f"resources.resource_pool: no resource pool named {pool_name!r} (pools: {names})",
-                              fields=[{"field": "resources.resource_pool", "message": "unknown pool"}])
+        raise InvalidArgument(
+            f"resources.resource_pool: no resource pool named {pool_name!r} (pools: {names})",
+            fields=[{"field": "resources.resource_pool", "message": "unknown pool"}],
+        )
     if pool.max_slots_per_trial and cfg.resources.slots_per_trial > pool.max_slots_per_trial:
         raise InvalidArgument(
             f"resources.slots_per_trial: {cfg.resources.slots_per_trial} exceeds pool {pool_name}'s limit of "
-            f"{pool.max_slots_per_trial}", fields=[{"field": "resources.slots_per_trial", "message": "too many"}])
+            f"{pool.max_slots_per_trial}",
+            fields=[{"field": "resources.slots_per_trial", "message": "too many"}],
+        )
     data = cfg.model_dump(mode="json")
     data["resources"]["resource_pool"] = pool_name
     data["resources"]["priority"] = cfg.resources.priority or pool.scheduler.default_priority
     data["checkpoint_storage"] = merge_storage(
         workspace_storage_of.base_for(master, workspace_storage),
-        cfg.checkpoint_storage.model_dump(mode="json") if cfg.checkpoint_storage is not None else None)
+        cfg.checkpoint_storage.model_dump(mode="json") if cfg.checkpoint_storage is not None else None,
+    )
     if data["checkpoint_storage"].get("type") == "directory":
         data["checkpoint_storage"] = _with_host_path(master, pool_name, cfg, data["checkpoint_storage"])
     storage_roots.confine_experiment_storage(master, data["checkpoint_storage"])
@@ -79,23 +86,37 @@ def _with_host_path(master: MasterConfig, pool: str, cfg: ExperimentConfig, stor
     container = container_spec(master.task_defaults(pool), cfg.environment, cfg.bind_mounts)
     host = directory_host_path(storage["container_path"], container)
     if host is None:
-        raise InvalidArgument.at("checkpoint_storage.container_path",
-                                 f"{storage['container_path']} is in the task's container and no bind mount covers "
-                                 "it, so its checkpoints would go with the container: add a bind mount, or give "
-                                 "host_path")
+        raise InvalidArgument.at(
+            "checkpoint_storage.container_path",
+            f"{storage['container_path']} is in the task's container and no bind mount covers "
+            "it, so its checkpoints would go with the container: add a bind mount, or give "
+            "host_path",
+        )
     return {**storage, "host_path": host}
 
 
-def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: str, files: Any, activate: bool,
-           validate_only: bool = False, parent_id: int | None = None, project_id: int | None = None,
-           template: str | None = None, warnings: list[str] | None = None) -> models.Experiment | dict:
+def create(
+    fx: ClusterEffects,
+    s: Session,
+    owner: models.User,
+    *,
+    config_text: str,
+    files: Any,
+    activate: bool,
+    validate_only: bool = False,
+    parent_id: int | None = None,
+    project_id: int | None = None,
+    template: str | None = None,
+    warnings: list[str] | None = None,
+) -> models.Experiment | dict:
     """Create the experiment (its searcher makes its first trials), or with `validate_only` return
     its effective config. The named template is merged under the config before it is validated; the
     project is `project_id`, else the config's workspace/project, else project 1. What the user
     should be warned of is recorded as events and, when given, appended to `warnings`."""
     if not isinstance(config_text, str) or not config_text.strip():
-        raise InvalidArgument("config: the experiment config is required (YAML text)",
-                              fields=[{"field": "config", "message": "required"}])
+        raise InvalidArgument(
+            "config: the experiment config is required (YAML text)", fields=[{"field": "config", "message": "required"}]
+        )
     config = templates.apply(s, template, config_text, fx.config.limits, owner) if template else config_text
     cfg = parse_experiment_config(config, limits=fx.config.limits)
     project = projects.for_experiment(s, project_id, cfg.workspace, cfg.project)
@@ -107,22 +128,34 @@ def create(fx: ClusterEffects, s: Session, owner: models.User, *, config_text: s
     tgz, size, count = model_definitions.files_to_tgz(files, fx.config.limits.max_model_definition_bytes)
     if validate_only:
         return full
-    model_definitions.check_stored(s, owner.id, len(tgz), fx.config.limits.max_model_definition_bytes_per_user,
-                                   "modelDefinition")
+    model_definitions.check_stored(
+        s, owner.id, len(tgz), fx.config.limits.max_model_definition_bytes_per_user, "modelDefinition"
+    )
     now = fx.now
     exp = models.Experiment(
-        name=cfg.name or "Experiment (unnamed)", description=cfg.description, owner_id=owner.id,
-        state=ExperimentState.ACTIVE if activate else ExperimentState.PAUSED, config=full,
-        original_config=config_text, searcher_state={}, progress=0.0, resource_pool=full["resources"]["resource_pool"],
-        start_time=now, archived=False, parent_id=parent_id, project_id=project,
-        labels=joined_labels(full.get("labels") or []))
+        name=cfg.name or "Experiment (unnamed)",
+        description=cfg.description,
+        owner_id=owner.id,
+        state=ExperimentState.ACTIVE if activate else ExperimentState.PAUSED,
+        config=full,
+        original_config=config_text,
+        searcher_state={},
+        progress=0.0,
+        resource_pool=full["resources"]["resource_pool"],
+        start_time=now,
+        archived=False,
+        parent_id=parent_id,
+        project_id=project,
+        labels=joined_labels(full.get("labels") or []),
+    )
     s.add(exp)
     s.flush()
     if not cfg.name:
         exp.name = f"Experiment {exp.id}"
     s.add(models.ModelDefinition(experiment_id=exp.id, archive=tgz, size_bytes=size, file_count=count))
-    record_event(s, now, "experiment", exp.id, f"created by {owner.username} ({count} files, {size} bytes)",
-                 to_state=exp.state)
+    record_event(
+        s, now, "experiment", exp.id, f"created by {owner.username} ({count} files, {size} bytes)", to_state=exp.state
+    )
     warning = fit_warning(fx, s, exp)
     if warning:
         record_event(s, now, "experiment", exp.id, warning, level="warning")
@@ -138,9 +171,16 @@ def fit_warning(fx: ClusterEffects, s: Session, exp: models.Experiment) -> str |
     pool = fx.config.pool(exp.resource_pool)
     if pool is None or pool.provider is not None:
         return None
-    sizes = [len(a.slots) for a in s.scalars(select(models.Agent).where(
-        models.Agent.resource_pool == exp.resource_pool, models.Agent.state != AgentState.GONE,
-        models.Agent.enabled.is_(True)))]
+    sizes = [
+        len(a.slots)
+        for a in s.scalars(
+            select(models.Agent).where(
+                models.Agent.resource_pool == exp.resource_pool,
+                models.Agent.state != AgentState.GONE,
+                models.Agent.enabled.is_(True),
+            )
+        )
+    ]
     return static_pool_warning(int(exp.config["resources"]["slots_per_trial"]), exp.resource_pool, sizes)
 
 
@@ -157,22 +197,31 @@ def list_page(s: Session, query: ExperimentQuery) -> tuple[list[models.Experimen
 
 def events(s: Session, exp: models.Experiment, after_id: int = 0, limit: int = 500) -> list[models.Event]:
     trial_ids = [str(t) for t in s.scalars(select(models.Trial.id).where(models.Trial.experiment_id == exp.id))]
-    q = select(models.Event).where(
-        ((models.Event.entity_type == "experiment") & (models.Event.entity_id == str(exp.id)))
-        | ((models.Event.entity_type == "trial") & (models.Event.entity_id.in_(trial_ids))),
-        models.Event.id > after_id).order_by(models.Event.id).limit(limit)
+    q = (
+        select(models.Event)
+        .where(
+            ((models.Event.entity_type == "experiment") & (models.Event.entity_id == str(exp.id)))
+            | ((models.Event.entity_type == "trial") & (models.Event.entity_id.in_(trial_ids))),
+            models.Event.id > after_id,
+        )
+        .order_by(models.Event.id)
+        .limit(limit)
+    )
     return list(s.scalars(q))
 
 
 # the states a user action applies to (a repeat is a no-op); kill applies to every state
-_ACTION_FROM = {"pause": {ExperimentState.ACTIVE, ExperimentState.PAUSED},
-                "activate": {ExperimentState.ACTIVE, ExperimentState.PAUSED}}
+_ACTION_FROM = {
+    "pause": {ExperimentState.ACTIVE, ExperimentState.PAUSED},
+    "activate": {ExperimentState.ACTIVE, ExperimentState.PAUSED},
+}
 
 
 def act(ctx: MasterContext, who: Caller, experiment_id: int, action: str) -> None:
     """kill, pause or activate: by the experiment's owner or an admin."""
-    fn = {"kill": experiment_actions.kill, "pause": experiment_actions.pause,
-          "activate": experiment_actions.activate}[action]
+    fn = {"kill": experiment_actions.kill, "pause": experiment_actions.pause, "activate": experiment_actions.activate}[
+        action
+    ]
 
     def run(s: Session) -> None:
         exp = get(s, experiment_id)
@@ -180,9 +229,11 @@ def act(ctx: MasterContext, who: Caller, experiment_id: int, action: str) -> Non
         allowed = _ACTION_FROM.get(action)
         if allowed is not None and exp.state not in allowed:
             state = exp.state.removeprefix("STATE_")
-            raise Conflict(f"experiment {experiment_id} is {state}: only "
-                           f"{' or '.join(a.removeprefix('STATE_') for a in sorted(allowed))} experiments "
-                           f"can be {'paused' if action == 'pause' else 'activated'}")
+            raise Conflict(
+                f"experiment {experiment_id} is {state}: only "
+                f"{' or '.join(a.removeprefix('STATE_') for a in sorted(allowed))} experiments "
+                f"can be {'paused' if action == 'pause' else 'activated'}"
+            )
         fn(ctx.controller, s, exp)
 
     ctx.controller.run(run)
@@ -191,8 +242,13 @@ def act(ctx: MasterContext, who: Caller, experiment_id: int, action: str) -> Non
 
 # What the routers call: each opens its own session or takes the cluster lock.
 
-def _shown(s: Session, exp: models.Experiment, stats: dict[int, ExperimentStats] | None = None,
-           places: dict[int, projects.Placement] | None = None) -> Experiment:
+
+def _shown(
+    s: Session,
+    exp: models.Experiment,
+    stats: dict[int, ExperimentStats] | None = None,
+    places: dict[int, projects.Placement] | None = None,
+) -> Experiment:
     """The experiment with its owner's username, its trials' statistics and its project and workspace."""
     owner = s.get(models.User, exp.owner_id)
     got = (stats if stats is not None else experiment_listing.stats(s, [exp])).get(exp.id, ExperimentStats())
@@ -219,16 +275,36 @@ class TrialPage:
     total: int  # the experiment's trials on every page
 
 
-def submit(ctx: MasterContext, who: Caller, *, config_text: str, files: Any, activate: bool, validate_only: bool,
-           parent_id: int | None, project_id: int | None, template: str | None = None) -> Submitted:
+def submit(
+    ctx: MasterContext,
+    who: Caller,
+    *,
+    config_text: str,
+    files: Any,
+    activate: bool,
+    validate_only: bool,
+    parent_id: int | None,
+    project_id: int | None,
+    template: str | None = None,
+) -> Submitted:
     """Create an experiment for the caller and wake the loop."""
     owner = require_user(who, "create experiments")
 
     def work(s: Session) -> Submitted:
         warnings: list[str] = []
-        result = create(ctx.controller, s, owner, config_text=config_text, files=files, activate=activate,
-                        validate_only=validate_only, parent_id=parent_id, project_id=project_id, template=template,
-                        warnings=warnings)
+        result = create(
+            ctx.controller,
+            s,
+            owner,
+            config_text=config_text,
+            files=files,
+            activate=activate,
+            validate_only=validate_only,
+            parent_id=parent_id,
+            project_id=project_id,
+            template=template,
+            warnings=warnings,
+        )
         if isinstance(result, dict):  # validate only
             return Submitted(None, result)
         return Submitted(_shown(s, result), result.config, warnings)
@@ -262,15 +338,25 @@ def trials_page(ctx: MasterContext, experiment_id: int, offset: int, limit: int)
         rows = trials_service.within_bytes(rows, ctx.config.limits.max_listing_bytes)
         waits = trials_service.wait_reasons(s, [t.id for t in rows if t.state == TrialState.QUEUED])
         kept = checkpoint_totals.of_trials(s, [t.id for t in rows])
-        return TrialPage([trials_to_wire.trial(t, checkpoints=kept.get(t.id, checkpoint_totals.NONE),
-                                               wait_reason=waits.get(t.id)) for t in rows], total)
+        return TrialPage(
+            [
+                trials_to_wire.trial(t, checkpoints=kept.get(t.id, checkpoint_totals.NONE), wait_reason=waits.get(t.id))
+                for t in rows
+            ],
+            total,
+        )
 
 
 CHECKPOINT_SORTS = ("report_time", "steps", "searcher_metric", "uuid", "state")
 
 
-def _sorted_checkpoints(exp: models.Experiment, out: list[checkpoints_service.Trained], sort: str,
-                        descending: bool | None, metric: str | None) -> list[checkpoints_service.Trained]:
+def _sorted_checkpoints(
+    exp: models.Experiment,
+    out: list[checkpoints_service.Trained],
+    sort: str,
+    descending: bool | None,
+    metric: str | None,
+) -> list[checkpoints_service.Trained]:
     """By a validation metric (`metric`, or the searcher's with sort "searcher_metric"): ascending or
     descending values as asked, and when not asked the searcher's best first; those without the metric
     last either way. Else by the attribute, ascending unless descending."""
@@ -287,16 +373,27 @@ def _sorted_checkpoints(exp: models.Experiment, out: list[checkpoints_service.Tr
         scored = [(value, r) for r in out if (value := score(r)) is not None]
         with_metric = [r for _, r in sorted(scored, key=lambda pair: pair[0], reverse=descending)]
         return with_metric + [r for r in out if score(r) is None]
-    key = {"report_time": lambda r: (r.checkpoint.report_time, r.checkpoint.steps_completed, r.checkpoint.uuid),
-           "steps": lambda r: (r.checkpoint.steps_completed, r.checkpoint.report_time),
-           "uuid": lambda r: r.checkpoint.uuid,
-           "state": lambda r: (r.checkpoint.state, r.checkpoint.report_time)}[sort]
+    key = {
+        "report_time": lambda r: (r.checkpoint.report_time, r.checkpoint.steps_completed, r.checkpoint.uuid),
+        "steps": lambda r: (r.checkpoint.steps_completed, r.checkpoint.report_time),
+        "uuid": lambda r: r.checkpoint.uuid,
+        "state": lambda r: (r.checkpoint.state, r.checkpoint.report_time),
+    }[sort]
     return sorted(out, key=key, reverse=bool(descending))
 
 
-def checkpoints(ctx: MasterContext, experiment_id: int | None = None, *, trial_id: int | None = None,
-                limit: int = 0, offset: int = 0, sort: str = "report_time", descending: bool | None = None,
-                metric: str | None = None, states: Sequence[str] = ()) -> checkpoints_service.Page:
+def checkpoints(
+    ctx: MasterContext,
+    experiment_id: int | None = None,
+    *,
+    trial_id: int | None = None,
+    limit: int = 0,
+    offset: int = 0,
+    sort: str = "report_time",
+    descending: bool | None = None,
+    metric: str | None = None,
+    states: Sequence[str] = (),
+) -> checkpoints_service.Page:
     """An experiment's (or one trial's) checkpoints with their trials and validation metrics, of the
     given states (none given: all), sorted (by searcher metric: best first, those without one last),
     from `offset`, the first `limit` (0: all), and how many there are."""
@@ -312,9 +409,14 @@ def checkpoints(ctx: MasterContext, experiment_id: int | None = None, *, trial_i
             raise ValueError("the checkpoints of an experiment or of a trial: experiment_id or trial_id")
         if states:
             query = query.where(C.state.in_(list(states)))
-        out = _sorted_checkpoints(exp, checkpoints_service.with_training(s, list(s.scalars(query.order_by(
-            C.report_time)))), sort, descending, metric)
-        page = out[offset:offset + limit] if limit else out[offset:]
+        out = _sorted_checkpoints(
+            exp,
+            checkpoints_service.with_training(s, list(s.scalars(query.order_by(C.report_time)))),
+            sort,
+            descending,
+            metric,
+        )
+        page = out[offset : offset + limit] if limit else out[offset:]
         return checkpoints_service.Page([row.wire() for row in page], len(out))
 
 

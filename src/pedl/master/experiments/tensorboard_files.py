@@ -50,19 +50,19 @@ def tensorboard_location(ctx: MasterContext, experiment_id: int, who: Caller) ->
         return storage_of(experiment_storage(exp.config, default), ctx.cluster_id)
 
 
-def delete(ctx: MasterContext, who: Caller, experiment_id: int,
-           storage_for: StorageFor = storage_from_config) -> None:
+def delete(ctx: MasterContext, who: Caller, experiment_id: int, storage_for: StorageFor = storage_from_config) -> None:
     """Delete the experiment's TensorBoard directory (none there: nothing to do). One outside the
     master's storage roots is refused (403), a storage failure is a 503; the request returns when the
     files are gone (Determined answers at once and deletes in a task)."""
     storage = tensorboard_location(ctx, experiment_id, who)
     name = str(experiment_id)
     outcome = Outcome()  # no trial (the directory holds every trial's) and never a model version
-    delete_from_storage([Deletion(name, 0, storage)], allowed_roots(ctx.config), storage_for, outcome,
-                        registered=lambda _name: False)
+    delete_from_storage(
+        [Deletion(name, 0, storage)], allowed_roots(ctx.config), storage_for, outcome, registered=lambda _name: False
+    )
     if name in outcome.refused:
-        raise Forbidden(f"the TensorBoard files of experiment {experiment_id} are left alone: "
-                        f"{outcome.refused[name]}")
+        raise Forbidden(f"the TensorBoard files of experiment {experiment_id} are left alone: {outcome.refused[name]}")
     if name in outcome.failed:
-        raise Unavailable(f"could not delete the TensorBoard files of experiment {experiment_id}: "
-                          f"{outcome.failed[name]}; try again")
+        raise Unavailable(
+            f"could not delete the TensorBoard files of experiment {experiment_id}: {outcome.failed[name]}; try again"
+        )

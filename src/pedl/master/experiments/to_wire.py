@@ -15,31 +15,70 @@ if TYPE_CHECKING:
     from pedl.master.db import models
 
 
-def experiment(e: models.Experiment, username: str, stats: ExperimentStats,
-               place: Placement | None = None) -> Experiment:
+def experiment(
+    e: models.Experiment, username: str, stats: ExperimentStats, place: Placement | None = None
+) -> Experiment:
     place = place or Placement()
     searcher = e.config.get("searcher", {})
     return Experiment(
-        id=e.id, name=e.name, description=e.description, labels=split_labels(e.labels),
-        archived=e.archived, config=e.config, originalConfig=e.original_config,
-        jobId=f"job-{e.id}", numTrials=stats.num_trials, projectId=e.project_id,
+        id=e.id,
+        name=e.name,
+        description=e.description,
+        labels=split_labels(e.labels),
+        archived=e.archived,
+        config=e.config,
+        originalConfig=e.original_config,
+        jobId=f"job-{e.id}",
+        numTrials=stats.num_trials,
+        projectId=e.project_id,
         projectOwnerId=place.project_owner_id,
-        activeTrials=stats.active_trials, bestTrialSearcherMetric=stats.best_metric,
+        activeTrials=stats.active_trials,
+        bestTrialSearcherMetric=stats.best_metric,
         bestTrialId=stats.best_trial_id,
-        searcherType=searcher.get("name", "single"), searcherMetric=searcher.get("metric", ""),
-        startTime=ts(e.start_time), endTime=ts(e.end_time), state=stats.state or e.state, username=username,
-        userId=e.owner_id, progress=e.progress, resourcePool=e.resource_pool, forkedFrom=e.parent_id,
-        notes=e.notes, projectName=place.project_name, workspaceName=place.workspace_name,
+        searcherType=searcher.get("name", "single"),
+        searcherMetric=searcher.get("metric", ""),
+        startTime=ts(e.start_time),
+        endTime=ts(e.end_time),
+        state=stats.state or e.state,
+        username=username,
+        userId=e.owner_id,
+        progress=e.progress,
+        resourcePool=e.resource_pool,
+        forkedFrom=e.parent_id,
+        notes=e.notes,
+        projectName=place.project_name,
+        workspaceName=place.workspace_name,
         workspaceId=place.workspace_id,
-        parentArchived=False, unmanaged=False, endReason=e.end_reason,
-        checkpointCount=stats.checkpoints.count, checkpointSize=str(stats.checkpoints.size),
+        parentArchived=False,
+        unmanaged=False,
+        endReason=e.end_reason,
+        checkpointCount=stats.checkpoints.count,
+        checkpointSize=str(stats.checkpoints.size),
     )
 
 
 def validated_only() -> Experiment:
     """What Determined answers a validateOnly create with: an empty experiment (every field its zero value),
     which det parses before `det e create --test-mode` goes on to create the test experiment."""
-    return Experiment(id=0, name="", description="", labels=[], archived=False, config=None, originalConfig="",
-                      jobId="", numTrials=0, projectId=0, projectOwnerId=0, searcherType="",
-                      startTime="0001-01-01T00:00:00Z", state="STATE_UNSPECIFIED", username="", userId=0,
-                      progress=0.0, resourcePool="", notes="", unmanaged=False)
+    return Experiment(
+        id=0,
+        name="",
+        description="",
+        labels=[],
+        archived=False,
+        config=None,
+        originalConfig="",
+        jobId="",
+        numTrials=0,
+        projectId=0,
+        projectOwnerId=0,
+        searcherType="",
+        startTime="0001-01-01T00:00:00Z",
+        state="STATE_UNSPECIFIED",
+        username="",
+        userId=0,
+        progress=0.0,
+        resourcePool="",
+        notes="",
+        unmanaged=False,
+    )

@@ -28,8 +28,12 @@ def resolve(s: Session, searcher: dict[str, Any]) -> str | None:
         if trial is None:
             raise _refuse("source_trial_id", f"no trial {trial_id}")
         C = models.Checkpoint
-        latest = s.scalar(select(C.uuid).where(C.trial_id == trial.id, C.state == CheckpointState.COMPLETED)
-                          .order_by(C.report_time.desc(), C.steps_completed.desc()).limit(1))
+        latest = s.scalar(
+            select(C.uuid)
+            .where(C.trial_id == trial.id, C.state == CheckpointState.COMPLETED)
+            .order_by(C.report_time.desc(), C.steps_completed.desc())
+            .limit(1)
+        )
         if latest is None:
             raise _refuse("source_trial_id", f"trial {trial_id} has no completed checkpoint to start from")
         return latest
@@ -38,7 +42,9 @@ def resolve(s: Session, searcher: dict[str, Any]) -> str | None:
         if checkpoint is None:
             raise _refuse("source_checkpoint_uuid", f"no checkpoint {uuid}")
         if checkpoint.state != CheckpointState.COMPLETED:
-            raise _refuse("source_checkpoint_uuid",
-                          f"checkpoint {uuid} is {checkpoint.state.removeprefix('STATE_')}, not COMPLETED")
+            raise _refuse(
+                "source_checkpoint_uuid",
+                f"checkpoint {uuid} is {checkpoint.state.removeprefix('STATE_')}, not COMPLETED",
+            )
         return checkpoint.uuid
     return None

@@ -33,15 +33,30 @@ if TYPE_CHECKING:
     )
 
 # each module and the public names it gives the package (master/exports.py)
-__getattr__, __all__ = lazy_exports(__name__, {
-    "authz": ["require_admin", "require_owner", "require_user"],
-    "login_limiter": ["LoginLimiter"],
-    "passwords": ["configure", "dummy_hash", "hash_password", "normalize", "verify_password"],
-    "user_edits": ["UserEdit", "edit_user"],
-    "user_lookup": ["by_username"],
-    "user_revocation": ["end_tasks"],
-    "user_slots": ["Bound", "Slot", "UserSlots"],
-    "users": ["UserPage", "UserQuery", "change_password", "check_username", "create_by", "ensure_default_users",
-              "get_user", "log_in", "log_out", "resolve_caller", "user_by_id", "users_page",
-              "users_with_blank_password"],
-})
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "authz": ["require_admin", "require_owner", "require_user"],
+        "login_limiter": ["LoginLimiter"],
+        "passwords": ["configure", "dummy_hash", "hash_password", "normalize", "verify_password"],
+        "user_edits": ["UserEdit", "edit_user"],
+        "user_lookup": ["by_username"],
+        "user_revocation": ["end_tasks"],
+        "user_slots": ["Bound", "Slot", "UserSlots"],
+        "users": [
+            "UserPage",
+            "UserQuery",
+            "change_password",
+            "check_username",
+            "create_by",
+            "ensure_default_users",
+            "get_user",
+            "log_in",
+            "log_out",
+            "resolve_caller",
+            "user_by_id",
+            "users_page",
+            "users_with_blank_password",
+        ],
+    },
+)

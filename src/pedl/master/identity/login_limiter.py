@@ -68,8 +68,9 @@ class LoginLimiter:
                 waits.append(times[len(times) - bound] + self.config.window - now)
         if waits:
             retry = max(1, math.ceil(max(waits)))
-            raise TooManyRequests(f"too many failed logins from this address; try again in {retry} s",
-                                  retry_after=retry)
+            raise TooManyRequests(
+                f"too many failed logins from this address; try again in {retry} s", retry_after=retry
+            )
 
     def failed(self, username: str, address: str, now: float) -> None:
         with self._lock:

@@ -14,7 +14,18 @@ if TYPE_CHECKING:
 
 def user(u: models.User) -> wire.User:
     group = agent_user_groups.of_user(u)
-    linked = None if group is None else wire.AgentUserGroup(agentUid=group.uid, agentGid=group.gid,
-                                                             agentUser=group.user, agentGroup=group.group)
-    return wire.User(id=u.id, username=u.username, admin=u.admin, active=u.active, displayName=u.display_name or "",
-                     remote=False, modifiedAt=ts(u.modified_at), agentUserGroup=linked)
+    linked = (
+        None
+        if group is None
+        else wire.AgentUserGroup(agentUid=group.uid, agentGid=group.gid, agentUser=group.user, agentGroup=group.group)
+    )
+    return wire.User(
+        id=u.id,
+        username=u.username,
+        admin=u.admin,
+        active=u.active,
+        displayName=u.display_name or "",
+        remote=False,
+        modifiedAt=ts(u.modified_at),
+        agentUserGroup=linked,
+    )

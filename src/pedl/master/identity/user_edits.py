@@ -76,16 +76,30 @@ def _display_name(s: Session, target: models.User, value: str) -> str | None:
         raise InvalidArgument.at("displayName", "only an admin may be called 'admin'")
     if lower == "determined" and target.username != "determined":
         raise InvalidArgument.at("displayName", "only the user 'determined' may be called 'determined'")
-    taken = s.scalar(select(models.User.id).where(
-        models.User.id != target.id,
-        or_(func.lower(models.User.username) == lower, func.lower(models.User.display_name) == lower)).limit(1))
+    taken = s.scalar(
+        select(models.User.id)
+        .where(
+            models.User.id != target.id,
+            or_(func.lower(models.User.username) == lower, func.lower(models.User.display_name) == lower),
+        )
+        .limit(1)
+    )
     if taken is not None:
         raise InvalidArgument.at("displayName", f"{name!r} is another user's name or display name")
     return name
 
 
-def patch_user(s: Session, now: float, who: Caller, user_id: int, edit: UserEdit, *, current_token: str = "",
-               fresh_login_window: float = 0.0, uid_base: int | None = None) -> tuple[models.User, bool]:
+def patch_user(
+    s: Session,
+    now: float,
+    who: Caller,
+    user_id: int,
+    edit: UserEdit,
+    *,
+    current_token: str = "",
+    fresh_login_window: float = 0.0,
+    uid_base: int | None = None,
+) -> tuple[models.User, bool]:
     """Apply `edit`; returns the user and whether their login sessions were revoked. Nothing is
     written unless every field may be changed and is valid."""
     actor = require_user(who, "edit users")
@@ -102,14 +116,17 @@ def patch_user(s: Session, now: float, who: Caller, user_id: int, edit: UserEdit
         raise InvalidArgument.at("admin", "you cannot remove your own admin rights; another admin can")
     own_password = edit.password is not None and actor.id == target.id and not actor.admin
     if own_password and (who.issued_at is None or now - who.issued_at > fresh_login_window):
-        raise Forbidden(f"changing your own password needs a login made in the last {fresh_login_window:g} s "
-                        "(or the old one: POST /api/v1/users/{id}/password with oldPassword): log in again")
+        raise Forbidden(
+            f"changing your own password needs a login made in the last {fresh_login_window:g} s "
+            "(or the old one: POST /api/v1/users/{id}/password with oldPassword): log in again"
+        )
     username = None
     if edit.username is not None and edit.username != target.username:
         username = check_username(edit.username, "username")
         if s.scalar(select(models.User.id).where(models.User.username == username)) is not None:
-            raise Conflict(f"username: user {username!r} already exists",
-                           fields=[{"field": "username", "message": "taken"}])
+            raise Conflict(
+                f"username: user {username!r} already exists", fields=[{"field": "username", "message": "taken"}]
+            )
     display_name = target.display_name
     if edit.display_name is not None and edit.display_name != (target.display_name or ""):
         display_name = _display_name(s, target, edit.display_name)
@@ -145,9 +162,16 @@ def edit_user(ctx: MasterContext, who: Caller, user_id: int, edit: UserEdit, cur
     tasks (user_revocation.py), in the same transaction, under the cluster lock."""
 
     def work(s: Session) -> User:
-        user, revoked = patch_user(s, ctx.clock.now(), who, user_id, edit, current_token=current_token,
-                                   fresh_login_window=ctx.config.security.fresh_login_window,
-                                   uid_base=ctx.config.security.task_uid_base)
+        user, revoked = patch_user(
+            s,
+            ctx.clock.now(),
+            who,
+            user_id,
+            edit,
+            current_token=current_token,
+            fresh_login_window=ctx.config.security.fresh_login_window,
+            uid_base=ctx.config.security.task_uid_base,
+        )
         if revoked:
             why = "its owner was deactivated" if edit.active is False else "its owner's password changed"
             ended.extend(user_revocation.end_tasks(ctx.controller, s, user.id, why))

@@ -28,13 +28,20 @@ def end_tasks(fx: ClusterEffects, s: Session, user_id: int, why: str) -> list[st
     paused, so their trials go on from their latest checkpoints once activated, and every other task of
     theirs is killed. Checkpoint GC tasks, the master's own clean-up of their experiments, run on.
     Returns the allocations ended, whose cached callers must go after the commit."""
-    for exp in s.scalars(select(models.Experiment).where(models.Experiment.owner_id == user_id,
-                                                         models.Experiment.state.in_(RUNNING_EXPERIMENT))):
+    for exp in s.scalars(
+        select(models.Experiment).where(
+            models.Experiment.owner_id == user_id, models.Experiment.state.in_(RUNNING_EXPERIMENT)
+        )
+    ):
         experiment_actions.pause(fx, s, exp)
     gc_tasks = select(models.GenericTask.id).where(models.GenericTask.kind == CHECKPOINT_GC)
-    live = s.scalars(select(models.Allocation).where(
-        models.Allocation.owner_id == user_id, models.Allocation.state.in_(LIVE_ALLOCATION),
-        models.Allocation.task_id.not_in(gc_tasks))).all()
+    live = s.scalars(
+        select(models.Allocation).where(
+            models.Allocation.owner_id == user_id,
+            models.Allocation.state.in_(LIVE_ALLOCATION),
+            models.Allocation.task_id.not_in(gc_tasks),
+        )
+    ).all()
     for alloc in live:
         if alloc.session_token_hash:
             alloc.session_token_hash = token_hash(secrets.token_urlsafe(32))

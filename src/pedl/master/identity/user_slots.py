@@ -35,11 +35,15 @@ class UserSlots:
         """A slot of `user_id`'s, or TooManyRequests naming the bound it would pass."""
         with self._lock:
             if self._per_user[user_id] >= per_user.limit:
-                raise TooManyRequests(f"you already have {per_user.limit} {self.what} ({per_user.setting}); "
-                                      "wait for one to end and retry", retry_after=1)
+                raise TooManyRequests(
+                    f"you already have {per_user.limit} {self.what} ({per_user.setting}); "
+                    "wait for one to end and retry",
+                    retry_after=1,
+                )
             if total is not None and self._total >= total.limit:
-                raise TooManyRequests(f"the master already has {total.limit} {self.what} ({total.setting}); "
-                                      "retry shortly", retry_after=1)
+                raise TooManyRequests(
+                    f"the master already has {total.limit} {self.what} ({total.setting}); retry shortly", retry_after=1
+                )
             self._per_user[user_id] += 1
             self._total += 1
         return Slot(self, user_id)

@@ -37,8 +37,16 @@ def ensure_default_users(s: Session, now: float) -> list[str]:
     created = []
     for name, admin in DEFAULT_USERS:
         if s.scalar(select(models.User).where(models.User.username == name)) is None:
-            s.add(models.User(username=name, admin=admin, active=True,
-                              password_hash=passwords.hash_password(""), created_at=now, modified_at=now))
+            s.add(
+                models.User(
+                    username=name,
+                    admin=admin,
+                    active=True,
+                    password_hash=passwords.hash_password(""),
+                    created_at=now,
+                    modified_at=now,
+                )
+            )
             created.append(name)
     return created
 
@@ -47,13 +55,23 @@ def users_with_blank_password(s: Session) -> list[str]:
     """The default users (created blank) that still have a blank password. Only those are checked: a
     verify is a deliberately slow hash, so checking every user would make a master's start grow with them."""
     names = [name for name, _ in DEFAULT_USERS]
-    return [u.username for u in s.scalars(select(models.User).where(models.User.active.is_(True),
-                                                                     models.User.username.in_(names)))
-            if passwords.verify_password(u.password_hash, "")]
+    return [
+        u.username
+        for u in s.scalars(select(models.User).where(models.User.active.is_(True), models.User.username.in_(names)))
+        if passwords.verify_password(u.password_hash, "")
+    ]
 
 
-def login(s: Session, now: float, ttl: float, username: str, password: str, is_hashed: bool,
-          limiter: LoginLimiter | None = None, address: str = "") -> tuple[str, models.User]:
+def login(
+    s: Session,
+    now: float,
+    ttl: float,
+    username: str,
+    password: str,
+    is_hashed: bool,
+    limiter: LoginLimiter | None = None,
+    address: str = "",
+) -> tuple[str, models.User]:
     """A new login token; failures count towards the delays of the user name at that address and of the
     address (login_limiter; none without a limiter: the console socket's logins). As Determined: wrong
     credentials are Unauthenticated (401, `invalid credentials`), a deactivated user's right password
@@ -94,8 +112,9 @@ def session_for_token(s: Session, now: float, token: str) -> tuple[models.User, 
     return user, sess
 
 
-def list_users(s: Session, *, active: bool | None = None, admin: bool | None = None,
-               name: str = "") -> list[models.User]:
+def list_users(
+    s: Session, *, active: bool | None = None, admin: bool | None = None, name: str = ""
+) -> list[models.User]:
     """Determined's GetUsers filters: by state, by admin rights, and by a part of the username or
     display name (any case)."""
     q = select(models.User).order_by(models.User.id)
@@ -105,8 +124,10 @@ def list_users(s: Session, *, active: bool | None = None, admin: bool | None = N
         q = q.where(models.User.admin.is_(admin))
     if name:
         part = name.lower()
-        q = q.where(func.lower(models.User.username).contains(part, autoescape=True)
-                    | func.lower(func.coalesce(models.User.display_name, "")).contains(part, autoescape=True))
+        q = q.where(
+            func.lower(models.User.username).contains(part, autoescape=True)
+            | func.lower(func.coalesce(models.User.display_name, "")).contains(part, autoescape=True)
+        )
     return list(s.scalars(q))
 
 
@@ -121,31 +142,58 @@ def check_username(username: str | None, field: str) -> str:
     """A new username, stripped: 1-255 characters without spaces or control characters."""
     username = (username or "").strip()
     if not username or len(username) > 255 or any(c.isspace() or not c.isprintable() for c in username):
-        raise InvalidArgument(f"{field}: must be 1-255 characters without spaces or control characters",
-                              fields=[{"field": field, "message": "invalid username"}])
+        raise InvalidArgument(
+            f"{field}: must be 1-255 characters without spaces or control characters",
+            fields=[{"field": field, "message": "invalid username"}],
+        )
     return username
 
 
-def create_user(s: Session, now: float, actor: models.User, username: str, password: str, is_hashed: bool,
-                admin: bool = False, active: bool = True, display_name: str | None = None,
-                agent_user_group: AgentUserGroup | None = None) -> models.User:
+def create_user(
+    s: Session,
+    now: float,
+    actor: models.User,
+    username: str,
+    password: str,
+    is_hashed: bool,
+    admin: bool = False,
+    active: bool = True,
+    display_name: str | None = None,
+    agent_user_group: AgentUserGroup | None = None,
+) -> models.User:
     if not actor.admin:
         raise Forbidden("only an admin can create users")
     username = check_username(username, "user.username")
     if s.scalar(select(models.User).where(models.User.username == username)) is not None:
         raise Conflict(f"user {username!r} already exists")
-    user = models.User(username=username, admin=admin, active=active, display_name=display_name,
-                       password_hash=passwords.hash_password(passwords.normalize(password or "", is_hashed)),
-                       created_at=now, modified_at=now)
+    user = models.User(
+        username=username,
+        admin=admin,
+        active=active,
+        display_name=display_name,
+        password_hash=passwords.hash_password(passwords.normalize(password or "", is_hashed)),
+        created_at=now,
+        modified_at=now,
+    )
     agent_user_groups.store(user, agent_user_group)
     s.add(user)
     s.flush()
     return user
 
 
-def set_password(s: Session, now: float, who: Caller, user_id: int, password: str, is_hashed: bool, *,
-                 old_password: str | None = None, old_is_hashed: bool = True, current_token: str = "",
-                 fresh_login_window: float = 0.0) -> None:
+def set_password(
+    s: Session,
+    now: float,
+    who: Caller,
+    user_id: int,
+    password: str,
+    is_hashed: bool,
+    *,
+    old_password: str | None = None,
+    old_is_hashed: bool = True,
+    current_token: str = "",
+    fresh_login_window: float = 0.0,
+) -> None:
     """Set a password and revoke the user's other login sessions.
 
     An admin may set anyone's. A user changing their own proves it is them: with the old password,
@@ -160,8 +208,10 @@ def set_password(s: Session, now: float, who: Caller, user_id: int, password: st
             if not passwords.verify_password(user.password_hash, passwords.normalize(old_password, old_is_hashed)):
                 raise Forbidden("oldPassword: the old password is wrong")
         elif who.issued_at is None or now - who.issued_at > fresh_login_window:
-            raise Forbidden(f"changing your own password needs the old one (oldPassword), or a login made "
-                            f"in the last {fresh_login_window:g} s: log in again, then change it")
+            raise Forbidden(
+                f"changing your own password needs the old one (oldPassword), or a login made "
+                f"in the last {fresh_login_window:g} s: log in again, then change it"
+            )
     user.password_hash = passwords.hash_password(passwords.normalize(password, is_hashed))
     user.modified_at = now
     keep = token_hash(current_token) if actor.id == user.id and current_token else None
@@ -173,12 +223,13 @@ def set_password(s: Session, now: float, who: Caller, user_id: int, password: st
 
 # What the routers call: each opens its own session.
 
+
 def resolve_caller(ctx: MasterContext, token: str) -> Caller:
     """Who a bearer token is: a logged-in user, else the owner of the live allocation it was issued to
     (a task caller), or, for a task's DET_USER_TOKEN, that owner as a user while the allocation lives."""
     with ctx.db.read_session() as s:
         if token.startswith(TASK_USER_PREFIX):
-            alloc = _live_allocation(s, token[len(TASK_USER_PREFIX):])
+            alloc = _live_allocation(s, token[len(TASK_USER_PREFIX) :])
             if alloc is None:
                 raise Unauthenticated("this task's user token ended with its task")
             user = s.get(models.User, alloc.owner_id)
@@ -205,13 +256,22 @@ def _live_allocation(s: Session, task_token: str) -> models.Allocation | None:
     return alloc if alloc is not None and alloc.state in LIVE_ALLOCATION else None
 
 
-def log_in(ctx: MasterContext, username: str, password: str, is_hashed: bool, address: str, *,
-           console: bool = False) -> wire.LoginResponse:
+def log_in(
+    ctx: MasterContext, username: str, password: str, is_hashed: bool, address: str, *, console: bool = False
+) -> wire.LoginResponse:
     """A login from `address`, or (`console`) through the master's console socket, which only the master's
     own OS user can open: never held up by failed logins elsewhere, so an admin can always log in."""
     with ctx.db.session() as s:
-        token, user = login(s, ctx.clock.now(), ctx.config.session_ttl, username, password, is_hashed,
-                            None if console else ctx.login_limiter, address)
+        token, user = login(
+            s,
+            ctx.clock.now(),
+            ctx.config.session_ttl,
+            username,
+            password,
+            is_hashed,
+            None if console else ctx.login_limiter,
+            address,
+        )
         return wire.LoginResponse(token=token, user=to_wire.user(user))
 
 
@@ -224,10 +284,14 @@ def log_out(ctx: MasterContext, who: Caller, token: str) -> None:
 
 # GetUsers' sortBy: what each sorts by (the id breaks ties)
 SORT_KEYS: dict[str, Callable[[models.User], Any]] = {
-    "SORT_BY_UNSPECIFIED": lambda u: u.id, "SORT_BY_USER_NAME": lambda u: u.username,
-    "SORT_BY_DISPLAY_NAME": lambda u: u.display_name or "", "SORT_BY_ADMIN": lambda u: u.admin,
-    "SORT_BY_ACTIVE": lambda u: u.active, "SORT_BY_MODIFIED_TIME": lambda u: u.modified_at,
-    "SORT_BY_NAME": lambda u: u.display_name or u.username, "SORT_BY_REMOTE": lambda u: False,
+    "SORT_BY_UNSPECIFIED": lambda u: u.id,
+    "SORT_BY_USER_NAME": lambda u: u.username,
+    "SORT_BY_DISPLAY_NAME": lambda u: u.display_name or "",
+    "SORT_BY_ADMIN": lambda u: u.admin,
+    "SORT_BY_ACTIVE": lambda u: u.active,
+    "SORT_BY_MODIFIED_TIME": lambda u: u.modified_at,
+    "SORT_BY_NAME": lambda u: u.display_name or u.username,
+    "SORT_BY_REMOTE": lambda u: False,
 }
 
 
@@ -256,17 +320,38 @@ def users_page(ctx: MasterContext, query: UserQuery) -> UserPage:
         key = SORT_KEYS[query.sort_by]
         rows.sort(key=lambda u: (key(u), u.id), reverse=query.descending)
         end = query.offset + query.limit if query.limit else None
-        return UserPage([to_wire.user(u) for u in rows[query.offset:end]], len(rows))
+        return UserPage([to_wire.user(u) for u in rows[query.offset : end]], len(rows))
 
 
-def create_by(ctx: MasterContext, who: Caller, username: str, password: str, is_hashed: bool, *, admin: bool,
-              active: bool, display_name: str | None, agent_user_group: AgentUserGroup | None = None) -> wire.User:
+def create_by(
+    ctx: MasterContext,
+    who: Caller,
+    username: str,
+    password: str,
+    is_hashed: bool,
+    *,
+    admin: bool,
+    active: bool,
+    display_name: str | None,
+    agent_user_group: AgentUserGroup | None = None,
+) -> wire.User:
     with ctx.db.session() as s:
         actor = require_user(who, "create users")
-        agent_user_groups.refuse_users_range(agent_user_group, ctx.config.security.task_uid_base,
-                                             "user.agentUserGroup")
-        return to_wire.user(create_user(s, ctx.clock.now(), actor, username, password, is_hashed, admin=admin,
-                                        active=active, display_name=display_name, agent_user_group=agent_user_group))
+        agent_user_groups.refuse_users_range(agent_user_group, ctx.config.security.task_uid_base, "user.agentUserGroup")
+        return to_wire.user(
+            create_user(
+                s,
+                ctx.clock.now(),
+                actor,
+                username,
+                password,
+                is_hashed,
+                admin=admin,
+                active=active,
+                display_name=display_name,
+                agent_user_group=agent_user_group,
+            )
+        )
 
 
 def user_by_id(ctx: MasterContext, user_id: int) -> wire.User:
@@ -274,14 +359,31 @@ def user_by_id(ctx: MasterContext, user_id: int) -> wire.User:
         return to_wire.user(get_user(s, user_id))
 
 
-def change_password(ctx: MasterContext, who: Caller, user_id: int, password: str, is_hashed: bool,
-                    old_password: str | None, current_token: str) -> None:
+def change_password(
+    ctx: MasterContext,
+    who: Caller,
+    user_id: int,
+    password: str,
+    is_hashed: bool,
+    old_password: str | None,
+    current_token: str,
+) -> None:
     """A new password: the user's other sessions end, and so do their tasks' tokens and the tasks
     (user_revocation.py), in the same transaction, under the cluster lock."""
+
     def work(s: Session) -> list[str]:
-        set_password(s, ctx.clock.now(), who, user_id, password, is_hashed, old_password=old_password,
-                     old_is_hashed=is_hashed, current_token=current_token,
-                     fresh_login_window=ctx.config.security.fresh_login_window)
+        set_password(
+            s,
+            ctx.clock.now(),
+            who,
+            user_id,
+            password,
+            is_hashed,
+            old_password=old_password,
+            old_is_hashed=is_hashed,
+            current_token=current_token,
+            fresh_login_window=ctx.config.security.fresh_login_window,
+        )
         return user_revocation.end_tasks(ctx.controller, s, user_id, "its owner's password changed")
 
     ended = ctx.controller.run(work)

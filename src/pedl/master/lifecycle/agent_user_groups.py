@@ -35,8 +35,9 @@ def parse(value: Any, field: str = "agentUserGroup") -> AgentUserGroup | None:
         return None
     missing = [k for k in FIELDS if k not in given or given[k] == ""]
     if missing:
-        raise InvalidArgument.at(f"{field}.{missing[0]}", "agentUid, agentGid, agentUser and agentGroup "
-                                                          "must all be set (or none, to unlink)")
+        raise InvalidArgument.at(
+            f"{field}.{missing[0]}", "agentUid, agentGid, agentUser and agentGroup must all be set (or none, to unlink)"
+        )
     for key in ("agentUid", "agentGid"):
         v = given[key]
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= ID_MAX:
@@ -44,11 +45,15 @@ def parse(value: Any, field: str = "agentUserGroup") -> AgentUserGroup | None:
     for key in ("agentUser", "agentGroup"):
         v = given[key]
         if not isinstance(v, str) or not NAME.fullmatch(v) or v.rstrip("$").isdigit():
-            raise InvalidArgument.at(f"{field}.{key}", "must be a POSIX user or group name: letters, digits, "
-                                                       "'.', '_' and '-', not starting with '-', "
-                                                       "not all digits, at most 255 characters")
-    return AgentUserGroup(uid=given["agentUid"], gid=given["agentGid"], user=given["agentUser"],
-                          group=given["agentGroup"])
+            raise InvalidArgument.at(
+                f"{field}.{key}",
+                "must be a POSIX user or group name: letters, digits, "
+                "'.', '_' and '-', not starting with '-', "
+                "not all digits, at most 255 characters",
+            )
+    return AgentUserGroup(
+        uid=given["agentUid"], gid=given["agentGid"], user=given["agentUser"], group=given["agentGroup"]
+    )
 
 
 def refuse_users_range(group: AgentUserGroup | None, uid_base: int | None, field: str) -> None:
@@ -58,9 +63,12 @@ def refuse_users_range(group: AgentUserGroup | None, uid_base: int | None, field
         return
     for key, value in (("agentUid", group.uid), ("agentGid", group.gid)):
         if uid_base <= value < uid_base + TASK_UIDS:
-            raise InvalidArgument.at(f"{field}.{key}", f"{value} is the own uid of user {value - uid_base} "
-                                                       f"(security.task_uid_base: ids {uid_base} to "
-                                                       f"{uid_base + TASK_UIDS - 1} are the users' own)")
+            raise InvalidArgument.at(
+                f"{field}.{key}",
+                f"{value} is the own uid of user {value - uid_base} "
+                f"(security.task_uid_base: ids {uid_base} to "
+                f"{uid_base + TASK_UIDS - 1} are the users' own)",
+            )
 
 
 def of_user(u: models.User) -> AgentUserGroup | None:
@@ -89,8 +97,7 @@ class TaskUsers:
     @classmethod
     def of(cls, security: SecurityConfig) -> TaskUsers:
         task = security.default_task
-        default = None if task is None else AgentUserGroup(uid=task.uid, gid=task.gid, user=task.user,
-                                                           group=task.group)
+        default = None if task is None else AgentUserGroup(uid=task.uid, gid=task.gid, user=task.user, group=task.group)
         return cls(security.task_uid_base, default)
 
     def run_as(self, user_id: int, username: str, link: AgentUserGroup | None) -> AgentUserGroup | None:
@@ -100,8 +107,9 @@ class TaskUsers:
         if self.uid_base is None:
             return self.default
         if not 0 <= user_id < TASK_UIDS:
-            raise ValueError(f"user id {user_id} has no uid of its own (security.task_uid_base covers ids below "
-                             f"{TASK_UIDS})")
+            raise ValueError(
+                f"user id {user_id} has no uid of its own (security.task_uid_base covers ids below {TASK_UIDS})"
+            )
         uid = self.uid_base + user_id
         name = f"pedl-user-{username}" if NAME.fullmatch(f"pedl-user-{username}") else f"pedl-user-{user_id}"
         return AgentUserGroup(uid=uid, gid=uid, user=name, group=name, derived=True)

@@ -48,9 +48,11 @@ def held_on(s: Session, agent_id: str, running_only: bool = False) -> list[model
 
 def live_allocation(s: Session, trial: models.Trial) -> models.Allocation | None:
     """The trial's allocation that has not terminated, if any (the newest)."""
-    return s.scalar(select(models.Allocation).where(
-        models.Allocation.trial_id == trial.id,
-        models.Allocation.state != A.TERMINATED).order_by(models.Allocation.queued_at.desc()))
+    return s.scalar(
+        select(models.Allocation)
+        .where(models.Allocation.trial_id == trial.id, models.Allocation.state != A.TERMINATED)
+        .order_by(models.Allocation.queued_at.desc())
+    )
 
 
 def new(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Trial) -> models.Allocation:
@@ -61,13 +63,28 @@ def new(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: models.Tr
     now = fx.now
     trial.run_id += 1
     alloc = models.Allocation(
-        id=f"{trial.task_id}.{trial.run_id}", task_id=trial.task_id, trial_id=trial.id,
-        name=f"Trial {trial.id} (Experiment {exp.id})", state=A.PENDING, resource_pool=exp.resource_pool,
-        slots_needed=int(resources.get("slots_per_trial", 1)), priority=priority, assignment=[],
-        session_token_hash="", owner_id=exp.owner_id, queued_at=now)
+        id=f"{trial.task_id}.{trial.run_id}",
+        task_id=trial.task_id,
+        trial_id=trial.id,
+        name=f"Trial {trial.id} (Experiment {exp.id})",
+        state=A.PENDING,
+        resource_pool=exp.resource_pool,
+        slots_needed=int(resources.get("slots_per_trial", 1)),
+        priority=priority,
+        assignment=[],
+        session_token_hash="",
+        owner_id=exp.owner_id,
+        queued_at=now,
+    )
     s.add(alloc)
-    record_event(s, now, "allocation", alloc.id,
-                 f"waiting for {alloc.slots_needed} slot(s) in pool {alloc.resource_pool}", to_state=A.PENDING)
+    record_event(
+        s,
+        now,
+        "allocation",
+        alloc.id,
+        f"waiting for {alloc.slots_needed} slot(s) in pool {alloc.resource_pool}",
+        to_state=A.PENDING,
+    )
     fx.wake()
     return alloc
 
@@ -78,13 +95,28 @@ def new_generic(fx: ClusterEffects, s: Session, task: models.GenericTask) -> mod
     resources = task.config["resources"]
     now = fx.now
     alloc = models.Allocation(
-        id=f"{task.id}.1", task_id=task.id, trial_id=None, name=task.description, state=A.PENDING,
-        resource_pool=resources["resource_pool"], slots_needed=int(resources["slots"]),
-        priority=int(resources["priority"]), assignment=[], session_token_hash="", owner_id=task.owner_id,
-        queued_at=now)
+        id=f"{task.id}.1",
+        task_id=task.id,
+        trial_id=None,
+        name=task.description,
+        state=A.PENDING,
+        resource_pool=resources["resource_pool"],
+        slots_needed=int(resources["slots"]),
+        priority=int(resources["priority"]),
+        assignment=[],
+        session_token_hash="",
+        owner_id=task.owner_id,
+        queued_at=now,
+    )
     s.add(alloc)
-    record_event(s, now, "allocation", alloc.id,
-                 f"waiting for {alloc.slots_needed} slot(s) in pool {alloc.resource_pool}", to_state=A.PENDING)
+    record_event(
+        s,
+        now,
+        "allocation",
+        alloc.id,
+        f"waiting for {alloc.slots_needed} slot(s) in pool {alloc.resource_pool}",
+        to_state=A.PENDING,
+    )
     fx.wake()
     return alloc
 
@@ -104,8 +136,10 @@ def kill(fx: ClusterEffects, s: Session, alloc: models.Allocation, reason: str, 
     if alloc.state != A.TERMINATING:
         set_allocation_state(s, now, alloc, A.TERMINATING, reason)
     for agent_id in agents_of(alloc, running_only=True):
-        fx.send(agent_id, proto.KillTask(allocation_id=alloc.id, reason=reason,
-                                         grace_period=fx.config.task_kill_grace_period))
+        fx.send(
+            agent_id,
+            proto.KillTask(allocation_id=alloc.id, reason=reason, grace_period=fx.config.task_kill_grace_period),
+        )
 
 
 def preempt(fx: ClusterEffects, s: Session, alloc: models.Allocation, reason: str) -> None:
@@ -119,8 +153,9 @@ def preempt(fx: ClusterEffects, s: Session, alloc: models.Allocation, reason: st
         record_event(s, fx.now, "allocation", alloc.id, f"preemption requested: {reason}")
 
 
-def placement_exited(fx: ClusterEffects, s: Session, alloc: models.Allocation, agent_id: str,
-                     exit_code: int | None, reason: str) -> Ending | None:
+def placement_exited(
+    fx: ClusterEffects, s: Session, alloc: models.Allocation, agent_id: str, exit_code: int | None, reason: str
+) -> Ending | None:
     """One agent's process of an allocation ended. A distributed allocation ends when all of its
     processes have; the first failure stops the others (they cannot go on without it). Returns how
     the whole allocation ended once it has, else None."""
@@ -141,8 +176,10 @@ def placement_exited(fx: ClusterEffects, s: Session, alloc: models.Allocation, a
         return Ending(0, "")
     failed = failures[0]  # the first to fail is the cause
     rank = places.index(failed)
-    return Ending(failed.get("exit_code"), f"rank {rank} on agent {failed['agent_id']}"
-                  + (f": {failed['reason']}" if failed.get("reason") else ""))
+    return Ending(
+        failed.get("exit_code"),
+        f"rank {rank} on agent {failed['agent_id']}" + (f": {failed['reason']}" if failed.get("reason") else ""),
+    )
 
 
 def terminate(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_code: int | None, reason: str) -> str:
@@ -158,8 +195,10 @@ def terminate(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_cod
         why = f"exited with code {exit_code}" + (f": {reason}" if reason else "")
     if len(alloc.assignment or []) > 1:
         for agent_id in agents_of(alloc, running_only=True):  # ranks still running elsewhere
-            fx.send(agent_id, proto.KillTask(allocation_id=alloc.id, reason=why,
-                                             grace_period=fx.config.task_kill_grace_period))
+            fx.send(
+                agent_id,
+                proto.KillTask(allocation_id=alloc.id, reason=why, grace_period=fx.config.task_kill_grace_period),
+            )
     set_allocation_state(s, now, alloc, A.TERMINATED, why)
     alloc.ended_at, alloc.exit_code, alloc.exit_reason = now, exit_code, why
     fx.allocation_closed(alloc.id)
@@ -170,8 +209,9 @@ def terminate(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_cod
         said = ": resources failed with non-zero exit code" if exit_code is not None else ""
         logs.add_master_line(s, now, alloc, f"allocation {alloc.id} {why}{said}", level="LOG_LEVEL_ERROR")
     elif exit_code == 0 and not alloc.kill_requested and generic:
-        logs.add_master_line(s, now, alloc, f"allocation {alloc.id}: resources exited successfully with a zero "
-                                            "exit code")
+        logs.add_master_line(
+            s, now, alloc, f"allocation {alloc.id}: resources exited successfully with a zero exit code"
+        )
     return why
 
 

@@ -36,8 +36,9 @@ def not_served(row: models.Checkpoint) -> str | None:
     """Why download refuses the checkpoint now (None: it may be served)."""
     if row.deleting_by is None:
         return None
-    return (f"checkpoint {row.uuid} is being deleted by {deleter(row.deleting_by)} ({row.state}): its files are "
-            "not served")
+    return (
+        f"checkpoint {row.uuid} is being deleted by {deleter(row.deleting_by)} ({row.state}): its files are not served"
+    )
 
 
 def hold(s: Session, now: float, uuids: Collection[str], by: str, what: str) -> list[str]:
@@ -51,8 +52,11 @@ def hold(s: Session, now: float, uuids: Collection[str], by: str, what: str) -> 
     rows = list(s.scalars(select(ck).where(ck.uuid.in_(sorted(uuids))).order_by(ck.uuid)))
     for experiment_id in sorted({r.experiment_id for r in rows if r.experiment_id is not None}):
         s.get(models.Experiment, experiment_id, with_for_update=True)
-    registered = set(s.scalars(select(models.ModelVersion.checkpoint_uuid)
-                               .where(models.ModelVersion.checkpoint_uuid.in_(sorted(uuids)))))
+    registered = set(
+        s.scalars(
+            select(models.ModelVersion.checkpoint_uuid).where(models.ModelVersion.checkpoint_uuid.in_(sorted(uuids)))
+        )
+    )
     held, trials = [], set()
     reason = f"its files are being {what} by {deleter(by)}; it is not served meanwhile"
     for row in rows:
@@ -76,8 +80,14 @@ def release(s: Session, now: float, uuids: Iterable[str], why: str) -> list[str]
         if row is None or row.deleting_by is None:
             continue
         row.deleting_by = None
-        record_event(s, now, "checkpoint", uuid, f"{why}; it stays {row.state}, as some of its files may be gone",
-                     level="warning")
+        record_event(
+            s,
+            now,
+            "checkpoint",
+            uuid,
+            f"{why}; it stays {row.state}, as some of its files may be gone",
+            level="warning",
+        )
         out.append(uuid)
     return out
 
@@ -85,8 +95,9 @@ def release(s: Session, now: float, uuids: Iterable[str], why: str) -> list[str]
 def held_experiments(s: Session) -> list[int]:
     """Experiments with checkpoints held by the GC worker or a collection's task (a sweep looks at them)."""
     ck = models.Checkpoint
-    ids = s.scalars(select(ck.experiment_id).distinct().where(ck.deleting_by.is_not(None),
-                                                              ck.deleting_by != BY_REQUEST))
+    ids = s.scalars(
+        select(ck.experiment_id).distinct().where(ck.deleting_by.is_not(None), ck.deleting_by != BY_REQUEST)
+    )
     return sorted(e for e in ids if e is not None)
 
 
@@ -107,5 +118,9 @@ def repoint_latest(s: Session, trial_ids: Collection[int]) -> None:
         latest = s.get(ck, trial.latest_checkpoint) if trial.latest_checkpoint else None
         if latest is None or latest.state == C.COMPLETED:
             continue
-        trial.latest_checkpoint = s.scalar(select(ck.uuid).where(ck.trial_id == trial.id, ck.state == C.COMPLETED)
-                                           .order_by(ck.steps_completed.desc(), ck.report_time.desc()).limit(1))
+        trial.latest_checkpoint = s.scalar(
+            select(ck.uuid)
+            .where(ck.trial_id == trial.id, ck.state == C.COMPLETED)
+            .order_by(ck.steps_completed.desc(), ck.report_time.desc())
+            .limit(1)
+        )

@@ -49,8 +49,12 @@ def outcome(s: Session, task_id: str) -> Outcome:
     """How a GC task went: still live, or ended having reported every checkpoint it was given with exit
     code 0 and, for a collection, each of them emptied (else why not)."""
     task = s.get(models.GenericTask, task_id)
-    alloc = s.scalar(select(models.Allocation).where(models.Allocation.task_id == task_id)
-                     .order_by(models.Allocation.queued_at.desc()).limit(1))
+    alloc = s.scalar(
+        select(models.Allocation)
+        .where(models.Allocation.task_id == task_id)
+        .order_by(models.Allocation.queued_at.desc())
+        .limit(1)
+    )
     if task is None or alloc is None:
         return Outcome(False, False, f"checkpoint GC task {task_id} is gone")
     if alloc.state in LIVE_ALLOCATION:
@@ -77,8 +81,10 @@ def overdue(state: str, queued_at: float, assigned_at: float | None, now: float)
     (TERMINATING) waits for its agent."""
     if state == AllocationState.PENDING and now - queued_at >= WAIT_LIMIT:
         return f"no agent took it within {WAIT_LIMIT:.0f} s"
-    if state not in (AllocationState.PENDING, AllocationState.TERMINATING) and \
-            now - (assigned_at if assigned_at is not None else queued_at) >= RUN_LIMIT:
+    if (
+        state not in (AllocationState.PENDING, AllocationState.TERMINATING)
+        and now - (assigned_at if assigned_at is not None else queued_at) >= RUN_LIMIT
+    ):
         return f"it was still running after {RUN_LIMIT:.0f} s"
     return None
 
@@ -100,6 +106,12 @@ def ended(fx: ClusterEffects, s: Session, alloc: models.Allocation) -> None:
     if not result.ok:
         missing = sorted(set(secret.get("uuids") or []) - set(secret.get("reported") or []))
         release(s, fx.now, missing, f"checkpoint GC task {task.id} ended without reporting it")
-        record_event(s, fx.now, "experiment", experiment_id,
-                     f"{result.why}: the checkpoints it did not report are left PARTIALLY_DELETED (some of their "
-                     "files may be gone); ask again", level="warning")
+        record_event(
+            s,
+            fx.now,
+            "experiment",
+            experiment_id,
+            f"{result.why}: the checkpoints it did not report are left PARTIALLY_DELETED (some of their "
+            "files may be gone); ask again",
+            level="warning",
+        )

@@ -26,8 +26,9 @@ MAX_REPORT_SECONDS = 30.0  # how often, at most, the watcher asks Jupyter whethe
 MIN_REPORT_SECONDS = 1.0
 
 
-def prepare(s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tuple[int, ...],
-            trial_ids: tuple[int, ...]) -> Prepared:
+def prepare(
+    s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tuple[int, ...], trial_ids: tuple[int, ...]
+) -> Prepared:
     return Prepared(secrets={TOKEN_KEY: secrets.token_urlsafe(32)})
 
 
@@ -38,9 +39,20 @@ def entrypoint(task: Any) -> list[str]:
 def argv(task_id: str) -> list[str]:
     # the token comes from JUPYTER_TOKEN (never in argv, which anyone on the host can read), and
     # Jupyter prints it as "..." in the line "Jupyter Server ... is running at"
-    return ["python3", "-m", "jupyter", "lab", f"--ServerApp.base_url=/proxy/{task_id}/", "--ServerApp.ip=0.0.0.0",
-            "--ServerApp.port={port}", "--ServerApp.port_retries=0", "--no-browser", "--allow-root",
-            "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True"]
+    return [
+        "python3",
+        "-m",
+        "jupyter",
+        "lab",
+        f"--ServerApp.base_url=/proxy/{task_id}/",
+        "--ServerApp.ip=0.0.0.0",
+        "--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.password=",
+        "--ServerApp.disable_check_xsrf=True",
+    ]
 
 
 def token_of(task: Any) -> str | None:

@@ -45,8 +45,9 @@ def config_of(exp: models.Experiment) -> ExperimentConfig:
 def _searcher(exp: models.Experiment, room: int):
     """The experiment's searcher, restored; `room` bounds the live trials it may have after this
     call (0 where the caller only reads it or must create nothing)."""
-    return make_searcher(config_of(exp), seed=int(exp.searcher_state.get("seed", 0)),
-                         state=exp.searcher_state.get("state"), room=room)
+    return make_searcher(
+        config_of(exp), seed=int(exp.searcher_state.get("seed", 0)), state=exp.searcher_state.get("state"), room=room
+    )
 
 
 def _room(fx: ClusterEffects, s: Session, exp: models.Experiment, rooms: RoomCalculator | None = None) -> int:
@@ -80,28 +81,47 @@ def apply_actions(fx: ClusterEffects, s: Session, exp: models.Experiment, action
     for req in actions.create:
         # Determined's shape, `{experiment id}.{uuid}`, which det accepts as a task id; nothing reads
         # the trial back out of it (older masters' `{exp}.{trial}` ids stay valid as they are)
-        trial = models.Trial(experiment_id=exp.id, request_id=req.request_id, task_id=f"{exp.id}.{uuid.uuid4()}",
-                             hparams=req.hparams, seed=req.seed, state=T.QUEUED, restarts=0, run_id=0,
-                             start_time=now, total_batches=0, summary_metrics={}, target_length=length,
-                             warm_start_checkpoint=cfg.searcher.source_checkpoint_uuid)
+        trial = models.Trial(
+            experiment_id=exp.id,
+            request_id=req.request_id,
+            task_id=f"{exp.id}.{uuid.uuid4()}",
+            hparams=req.hparams,
+            seed=req.seed,
+            state=T.QUEUED,
+            restarts=0,
+            run_id=0,
+            start_time=now,
+            total_batches=0,
+            summary_metrics={},
+            target_length=length,
+            warm_start_checkpoint=cfg.searcher.source_checkpoint_uuid,
+        )
         s.add(trial)
         s.flush()
-        record_event(s, now, "trial", trial.id, f"created by the {cfg.searcher.name} searcher with {req.hparams}",
-                     to_state=T.QUEUED)
+        record_event(
+            s,
+            now,
+            "trial",
+            trial.id,
+            f"created by the {cfg.searcher.name} searcher with {req.hparams}",
+            to_state=T.QUEUED,
+        )
         if exp.state == E.ACTIVE:
             allocations.new(fx, s, exp, trial)
         else:
             set_trial_state(s, now, trial, T.PAUSED, "experiment is paused")
     reasons = _searcher(exp, 0).stop_reasons() if actions.stop else {}
     for request_id in actions.stop:
-        trial = s.scalar(select(models.Trial).where(models.Trial.experiment_id == exp.id,
-                                                     models.Trial.request_id == request_id))
+        trial = s.scalar(
+            select(models.Trial).where(models.Trial.experiment_id == exp.id, models.Trial.request_id == request_id)
+        )
         # a trial already being stopped (killed, or stopped before) goes on as it is: a kill is not
         # turned into a completion, and its last reports may still reach the searcher
         if trial is not None and trial.state not in TERMINAL_TRIAL and trial.state not in STOPPING:
             why = reasons.get(request_id)
-            stop_trial(fx, s, exp, trial, f"stopped early by the searcher: {why}" if why
-                       else "stopped early by the searcher")
+            stop_trial(
+                fx, s, exp, trial, f"stopped early by the searcher: {why}" if why else "stopped early by the searcher"
+            )
     maybe_finish(fx, s, exp)
 
 
@@ -115,8 +135,9 @@ def _reached_target(trial: models.Trial) -> bool:
     return trial.target_length > 0 and trial.total_batches >= trial.target_length
 
 
-def allocation_ended(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_code: int | None,
-                     reason: str) -> None:
+def allocation_ended(
+    fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_code: int | None, reason: str
+) -> None:
     """An allocation ended (its process exited, was lost, or never started): record it, then decide
     what that means for its trial and experiment."""
     why = allocations.terminate(fx, s, alloc, exit_code, reason)
@@ -126,8 +147,9 @@ def allocation_ended(fx: ClusterEffects, s: Session, alloc: models.Allocation, e
     _trial_outcome(fx, s, alloc, exit_code, why, counts_as_failure=reason != allocations.NOT_STARTED)
 
 
-def _trial_outcome(fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_code: int | None, why: str,
-                   counts_as_failure: bool) -> None:
+def _trial_outcome(
+    fx: ClusterEffects, s: Session, alloc: models.Allocation, exit_code: int | None, why: str, counts_as_failure: bool
+) -> None:
     now = fx.now
     trial = s.get(models.Trial, alloc.trial_id) if alloc.trial_id else None
     if trial is None or trial.state in TERMINAL_TRIAL:
@@ -166,17 +188,23 @@ def _trial_outcome(fx: ClusterEffects, s: Session, alloc: models.Allocation, exi
         _requeue(fx, s, exp, trial, f"queued again: {why}")
     elif exit_code == UNLOADABLE_TRIAL_EXIT and is_legacy_entrypoint(cfg.entrypoint):
         # its Trial class cannot be loaded in its environment (the log says why): each restart would fail alike
-        trial.end_reason = end_reason = (f"its Trial class {cfg.entrypoint} could not be loaded (the trial's log "
-                                         f"says why): {why}")
+        trial.end_reason = end_reason = (
+            f"its Trial class {cfg.entrypoint} could not be loaded (the trial's log says why): {why}"
+        )
         set_trial_state(s, now, trial, T.ERROR, end_reason, level="error")
         trial.end_time = now
         close_early(fx, s, exp, trial, why)
     elif trial.restarts < cfg.max_restarts:
         trial.restarts += 1
-        record_event(s, now, "trial", trial.id,
-                     f"failed ({why}); restart {trial.restarts} of {cfg.max_restarts}"
-                     + (f" from checkpoint {trial.latest_checkpoint}" if trial.latest_checkpoint else ""),
-                     level="warning")
+        record_event(
+            s,
+            now,
+            "trial",
+            trial.id,
+            f"failed ({why}); restart {trial.restarts} of {cfg.max_restarts}"
+            + (f" from checkpoint {trial.latest_checkpoint}" if trial.latest_checkpoint else ""),
+            level="warning",
+        )
         _requeue(fx, s, exp, trial, f"restarting after failure: {why}")
     else:
         trial.end_reason = end_reason = f"failed after {trial.restarts} restart(s): {why}"
@@ -189,8 +217,13 @@ def _trial_outcome(fx: ClusterEffects, s: Session, alloc: models.Allocation, exi
 def _ran_off_cluster(alloc: models.Allocation, trial: models.Trial) -> bool:
     """Exited 0 having never called the master, and nothing of the trial was ever reported: a
     restart of a trial that had reported keeps the benefit of the doubt."""
-    return (alloc.contacted_at is None and not alloc.preempt_requested and not alloc.kill_requested
-            and trial.total_batches == 0 and trial.latest_checkpoint is None)
+    return (
+        alloc.contacted_at is None
+        and not alloc.preempt_requested
+        and not alloc.kill_requested
+        and trial.total_batches == 0
+        and trial.latest_checkpoint is None
+    )
 
 
 def fail_unschedulable(fx: ClusterEffects, s: Session, alloc: models.Allocation, reason: str) -> None:
@@ -251,8 +284,14 @@ def stop_trial(fx: ClusterEffects, s: Session, exp: models.Experiment, trial: mo
     allocations.preempt(fx, s, alloc, reason)
 
 
-def on_validation(fx: ClusterEffects, s: Session, trial: models.Trial, value: float, steps: int,
-                  metrics: Mapping[str, Any] | None = None) -> None:
+def on_validation(
+    fx: ClusterEffects,
+    s: Session,
+    trial: models.Trial,
+    value: float,
+    steps: int,
+    metrics: Mapping[str, Any] | None = None,
+) -> None:
     """`metrics`: the whole validation report (a searcher with a time_metric reads its time there)."""
     exp = s.get(models.Experiment, trial.experiment_id)
     if exp is None or exp.state in TERMINAL_EXPERIMENT:
@@ -271,10 +310,19 @@ def top_up_candidates(s: Session) -> list[tuple[int, str, int | None, int | None
     create more trials; read from JSON in SQL, so no config or searcher state is loaded."""
     X = models.Experiment
     exhausted = X.searcher_state[("state", "exhausted")].as_boolean()
-    return [(exp_id, pool, slots, most) for exp_id, pool, slots, most in s.execute(
-        select(X.id, X.resource_pool, X.config[("resources", "slots_per_trial")].as_integer(),
-               X.config[("searcher", "max_concurrent_trials")].as_integer())
-        .where(X.state == E.ACTIVE, or_(exhausted.is_(None), exhausted.is_(False))).order_by(X.id))]
+    return [
+        (exp_id, pool, slots, most)
+        for exp_id, pool, slots, most in s.execute(
+            select(
+                X.id,
+                X.resource_pool,
+                X.config[("resources", "slots_per_trial")].as_integer(),
+                X.config[("searcher", "max_concurrent_trials")].as_integer(),
+            )
+            .where(X.state == E.ACTIVE, or_(exhausted.is_(None), exhausted.is_(False)))
+            .order_by(X.id)
+        )
+    ]
 
 
 def top_up(fx: ClusterEffects, s: Session, saturated: dict[int, tuple[int, int]]) -> None:
@@ -290,9 +338,15 @@ def top_up(fx: ClusterEffects, s: Session, saturated: dict[int, tuple[int, int]]
         del saturated[gone]
     if not rows:
         return
-    live = dict(s.execute(select(models.Trial.experiment_id, func.count()).where(
-        models.Trial.experiment_id.in_([r[0] for r in rows]),
-        models.Trial.state.not_in(sorted(TERMINAL_TRIAL))).group_by(models.Trial.experiment_id)).all())
+    live = dict(
+        s.execute(
+            select(models.Trial.experiment_id, func.count())
+            .where(
+                models.Trial.experiment_id.in_([r[0] for r in rows]), models.Trial.state.not_in(sorted(TERMINAL_TRIAL))
+            )
+            .group_by(models.Trial.experiment_id)
+        ).all()
+    )
     rooms = RoomCalculator(s, fx.config)
     wanting = []
     for exp_id, pool, slots_per_trial, max_concurrent in rows:
@@ -342,18 +396,21 @@ def maybe_finish(fx: ClusterEffects, s: Session, exp: models.Experiment) -> None
     if exp.state in (E.ACTIVE, E.STOPPING_COMPLETED) and searcher_done and not live:
         errored = [t for t in trials if t.state == T.ERROR]
         if trials and len(errored) == len(trials):
-            exp.end_reason = end_reason = (f"all {len(trials)} trial(s) failed; trial {errored[-1].id}: "
-                                           f"{errored[-1].end_reason}")
+            exp.end_reason = end_reason = (
+                f"all {len(trials)} trial(s) failed; trial {errored[-1].id}: {errored[-1].end_reason}"
+            )
             set_experiment_state(s, now, exp, E.ERROR, end_reason)
             search_progress.recompute(s, exp, _searcher(exp, 0))  # it keeps the progress it reached
         else:
             if errored:
                 end_reason = f"{len(errored)} of {len(trials)} trial(s) failed: " + ", ".join(
-                    f"trial {t.id}: {t.end_reason}" for t in errored)
+                    f"trial {t.id}: {t.end_reason}" for t in errored
+                )
             else:
                 canceled = sum(1 for t in trials if t.state == T.CANCELED)
-                end_reason = (f"the searcher finished: {len(trials) - canceled} trial(s) completed"
-                              + (f", {canceled} killed" if canceled else ""))
+                end_reason = f"the searcher finished: {len(trials) - canceled} trial(s) completed" + (
+                    f", {canceled} killed" if canceled else ""
+                )
             exp.end_reason = end_reason
             set_experiment_state(s, now, exp, E.COMPLETED, end_reason)
             exp.progress = 1.0

@@ -52,14 +52,24 @@ def recompute(s: Session, exp: models.Experiment, searcher: Searcher) -> None:
     by_batches = lengths_in_batches(exp.config)
     stopped = searcher.stop_reasons()
     T = models.Trial
-    rows = s.execute(select(T.request_id, T.state, T.total_batches, T.target_length,
-                            T.summary_metrics["progress"].as_float()).where(T.experiment_id == exp.id))
-    done = {rid: 1.0 if state == TrialState.COMPLETED and rid not in stopped else
-            share(batches or 0, target or 0, reported, by_batches)
-            for rid, state, batches, target, reported in rows}
+    rows = s.execute(
+        select(T.request_id, T.state, T.total_batches, T.target_length, T.summary_metrics["progress"].as_float()).where(
+            T.experiment_id == exp.id
+        )
+    )
+    done = {
+        rid: 1.0
+        if state == TrialState.COMPLETED and rid not in stopped
+        else share(batches or 0, target or 0, reported, by_batches)
+        for rid, state, batches, target, reported in rows
+    }
     exp.progress = searcher.progress(done)
-    exp.searcher_state = {**exp.searcher_state, TOTAL_KEY: searcher.total_length(done), BY_BATCHES_KEY: by_batches,
-                          VERSION_KEY: int(exp.searcher_state.get(VERSION_KEY) or 0) + 1}
+    exp.searcher_state = {
+        **exp.searcher_state,
+        TOTAL_KEY: searcher.total_length(done),
+        BY_BATCHES_KEY: by_batches,
+        VERSION_KEY: int(exp.searcher_state.get(VERSION_KEY) or 0) + 1,
+    }
 
 
 def before_report(trial: models.Trial) -> tuple[int, Any]:
@@ -84,14 +94,19 @@ def measure(s: Session, trial: models.Trial, before: tuple[int, Any]) -> Nudge |
     if trial.state in TERMINAL_TRIAL or trial.state == TrialState.STOPPING_COMPLETED:
         return None
     X = models.Experiment
-    total, by_batches, version = s.execute(select(
-        X.searcher_state[TOTAL_KEY].as_float(), X.searcher_state[BY_BATCHES_KEY].as_boolean(),
-        X.searcher_state[VERSION_KEY].as_integer()).where(X.id == trial.experiment_id)).one()
+    total, by_batches, version = s.execute(
+        select(
+            X.searcher_state[TOTAL_KEY].as_float(),
+            X.searcher_state[BY_BATCHES_KEY].as_boolean(),
+            X.searcher_state[VERSION_KEY].as_integer(),
+        ).where(X.id == trial.experiment_id)
+    ).one()
     if not total or total <= 0 or version is None:
         return None
     old = share(before[0], trial.target_length, before[1], bool(by_batches))
-    new = share(trial.total_batches, trial.target_length, (trial.summary_metrics or {}).get("progress"),
-                bool(by_batches))
+    new = share(
+        trial.total_batches, trial.target_length, (trial.summary_metrics or {}).get("progress"), bool(by_batches)
+    )
     return Nudge(trial.experiment_id, version, (new - old) / total) if new > old else None
 
 
@@ -105,7 +120,9 @@ def apply(db: Database, nudge: Nudge | None) -> None:
     X = models.Experiment
     moved = X.progress + nudge.amount
     with db.session() as s:
-        s.execute(update(X).where(X.id == nudge.experiment_id,
-                                  X.searcher_state[VERSION_KEY].as_integer() == nudge.version)
-                  .values(progress=case((moved > 1.0, 1.0), else_=moved))
-                  .execution_options(synchronize_session=False))
+        s.execute(
+            update(X)
+            .where(X.id == nudge.experiment_id, X.searcher_state[VERSION_KEY].as_integer() == nudge.version)
+            .values(progress=case((moved > 1.0, 1.0), else_=moved))
+            .execution_options(synchronize_session=False)
+        )

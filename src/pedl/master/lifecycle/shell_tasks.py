@@ -28,14 +28,16 @@ AGENT_DEFAULT = AgentUserGroup(uid=0, gid=0, user="root", group="root")
 def key_pair() -> tuple[str, str]:
     """(private key in OpenSSH's format, public key line): ed25519, which every OpenSSH since 6.5 takes."""
     key = ed25519.Ed25519PrivateKey.generate()
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                serialization.NoEncryption()).decode()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    ).decode()
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return private, public.decode() + " pedl-shell"
 
 
-def prepare(s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tuple[int, ...],
-            trial_ids: tuple[int, ...]) -> Prepared:
+def prepare(
+    s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tuple[int, ...], trial_ids: tuple[int, ...]
+) -> Prepared:
     private, public = key_pair()
     return Prepared(secrets={"private_key": private, "public_key": public})
 

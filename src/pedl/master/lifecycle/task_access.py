@@ -21,12 +21,17 @@ def task_user_token(task_token: str) -> str:
     return TASK_USER_PREFIX + task_token
 
 
-TASK_TOKEN_ONLY = ("this route takes the task token of a running task (DET_SESSION_TOKEN), "
-                   "not a user's login token")
+TASK_TOKEN_ONLY = "this route takes the task token of a running task (DET_SESSION_TOKEN), not a user's login token"
 
 
-def require_task(s: Session, who: Caller, *, trial_id: int | None = None, allocation_id: str | None = None,
-                 task_id: str | None = None) -> models.Allocation:
+def require_task(
+    s: Session,
+    who: Caller,
+    *,
+    trial_id: int | None = None,
+    allocation_id: str | None = None,
+    task_id: str | None = None,
+) -> models.Allocation:
     """The caller's allocation, read in the caller's own transaction (so a token revoked by a
     commit that came first is refused, whatever the caller cache still holds).
 

@@ -28,9 +28,11 @@ class TaskContact:
             if allocation_id in self._seen:
                 return
         with db.session() as s:
-            s.execute(update(models.Allocation)
-                      .where(models.Allocation.id == allocation_id, models.Allocation.contacted_at.is_(None))
-                      .values(contacted_at=now))
+            s.execute(
+                update(models.Allocation)
+                .where(models.Allocation.id == allocation_id, models.Allocation.contacted_at.is_(None))
+                .values(contacted_at=now)
+            )
         with self._lock:
             if len(self._seen) >= MAX_REMEMBERED:
                 self._seen.clear()
@@ -43,4 +45,5 @@ NEVER_REPORTED = (
     "det.get_cluster_info() is None (its harness found no /run/determined/info) and whose det.core.init() "
     "hands back dummy contexts. For the latter, run the agent as root (tasks get /run/determined/info in a "
     "mount namespace of their own) or give the experiment an environment.image on an agent with Docker; a "
-    "pedl.core script reports through DET_* variables and needs neither")
+    "pedl.core script reports through DET_* variables and needs neither"
+)

@@ -23,16 +23,69 @@ from pedl.master.lifecycle.states import AllocationState
 from pedl.master.lifecycle.task_kind_parts import LAUNCHER_PATH, PORTS_PATH, Prepared
 
 SERVICES = ("notebook", "shell", "tensorboard")
-NAMES = {"command": "Command", "notebook": "JupyterLab", "shell": "Shell", "tensorboard": "TensorBoard",
-         "checkpoint_gc": "Checkpoint GC"}
+NAMES = {
+    "command": "Command",
+    "notebook": "JupyterLab",
+    "shell": "Shell",
+    "tensorboard": "TensorBoard",
+    "checkpoint_gc": "Checkpoint GC",
+}
 CHECKPOINT_GC = "checkpoint_gc"  # the master's own (checkpoints/gc_tasks.py): no user route launches one
 # Determined's docker-style names: "Command (mildly-brave-owl)"
-_ADVERBS = ("quietly", "gladly", "mildly", "briskly", "boldly", "calmly", "deftly", "gently", "keenly", "neatly",
-            "openly", "truly", "warmly", "wisely", "freely", "simply")
-_ADJECTIVES = ("amber", "brave", "civil", "eager", "fluent", "golden", "humble", "ideal", "jolly", "lucid",
-               "mellow", "noble", "polite", "rapid", "steady", "vivid")
-_NOUNS = ("owl", "lynx", "heron", "otter", "finch", "bison", "koala", "marten", "ibex", "wren", "gecko",
-          "panda", "raven", "tapir", "yak", "zebu")
+_ADVERBS = (
+    "quietly",
+    "gladly",
+    "mildly",
+    "briskly",
+    "boldly",
+    "calmly",
+    "deftly",
+    "gently",
+    "keenly",
+    "neatly",
+    "openly",
+    "truly",
+    "warmly",
+    "wisely",
+    "freely",
+    "simply",
+)
+_ADJECTIVES = (
+    "amber",
+    "brave",
+    "civil",
+    "eager",
+    "fluent",
+    "golden",
+    "humble",
+    "ideal",
+    "jolly",
+    "lucid",
+    "mellow",
+    "noble",
+    "polite",
+    "rapid",
+    "steady",
+    "vivid",
+)
+_NOUNS = (
+    "owl",
+    "lynx",
+    "heron",
+    "otter",
+    "finch",
+    "bison",
+    "koala",
+    "marten",
+    "ibex",
+    "wren",
+    "gecko",
+    "panda",
+    "raven",
+    "tapir",
+    "yak",
+    "zebu",
+)
 
 
 def default_slots(kind: str) -> int:
@@ -52,8 +105,14 @@ def default_description(kind: str, task_id: str, prepared: Prepared) -> str:
     return f"{NAMES[kind]} ({petname(task_id)})"
 
 
-def prepare(kind: str, s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tuple[int, ...],
-            trial_ids: tuple[int, ...]) -> Prepared:
+def prepare(
+    kind: str,
+    s: Session,
+    owner: models.User,
+    cfg: TaskConfig,
+    experiment_ids: tuple[int, ...],
+    trial_ids: tuple[int, ...],
+) -> Prepared:
     """Checks and additions of the kind, in the launch's transaction (problems name their field)."""
     module = _module(kind)
     if module is not None and hasattr(module, "prepare"):
@@ -93,9 +152,12 @@ def context_files(kind: str) -> list[dict[str, Any]]:
     ports = resources.files("pedl.common").joinpath("ports.py").read_bytes()
     module = _module(kind)
     own = module.context_files() if hasattr(module, "context_files") else []
-    return [{"path": ".pedl", "type": 53, "mode": 0o755},
-            {"path": LAUNCHER_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(launcher).decode()},
-            {"path": PORTS_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(ports).decode()}, *own]
+    return [
+        {"path": ".pedl", "type": 53, "mode": 0o755},
+        {"path": LAUNCHER_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(launcher).decode()},
+        {"path": PORTS_PATH, "type": 48, "mode": 0o644, "content": base64.b64encode(ports).decode()},
+        *own,
+    ]
 
 
 def entrypoint(task: Any) -> str | list[str]:
@@ -120,4 +182,3 @@ def proxy_headers(task: Any) -> list[tuple[str, str]]:
     """Headers the master's proxy adds to what it relays to the task's service (a notebook's token)."""
     module = _module(task.kind)
     return module.proxy_headers(task) if module is not None and hasattr(module, "proxy_headers") else []
-

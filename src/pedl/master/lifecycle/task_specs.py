@@ -33,14 +33,27 @@ CHECKPOINT = table_of(models.Checkpoint)
 def _queries(dialect: str) -> tuple[Select[*tuple[Any, ...]], ...]:
     """(trials, experiments, users with their agent user groups, checkpoint steps) by a list of ids
     (the `ids` parameter)."""
-    return (select(TRIAL.c.id, TRIAL.c.experiment_id, TRIAL.c.seed, as_text(TRIAL.c.hparams), TRIAL.c.run_id,
-                   TRIAL.c.latest_checkpoint, TRIAL.c.warm_start_checkpoint).where(in_list(TRIAL.c.id, dialect)),
-            select(EXPERIMENT.c.id, EXPERIMENT.c.owner_id, as_text(EXPERIMENT.c.config),
-                   EXPERIMENT.c.searcher_state["seed"].as_integer())
-            .where(in_list(EXPERIMENT.c.id, dialect)),
-            select(USER.c.id, USER.c.username, USER.c.agent_uid, USER.c.agent_gid, USER.c.agent_user,
-                   USER.c.agent_group).where(in_list(USER.c.id, dialect)),
-            select(CHECKPOINT.c.uuid, CHECKPOINT.c.steps_completed).where(in_list(CHECKPOINT.c.uuid, dialect)))
+    return (
+        select(
+            TRIAL.c.id,
+            TRIAL.c.experiment_id,
+            TRIAL.c.seed,
+            as_text(TRIAL.c.hparams),
+            TRIAL.c.run_id,
+            TRIAL.c.latest_checkpoint,
+            TRIAL.c.warm_start_checkpoint,
+        ).where(in_list(TRIAL.c.id, dialect)),
+        select(
+            EXPERIMENT.c.id,
+            EXPERIMENT.c.owner_id,
+            as_text(EXPERIMENT.c.config),
+            EXPERIMENT.c.searcher_state["seed"].as_integer(),
+        ).where(in_list(EXPERIMENT.c.id, dialect)),
+        select(
+            USER.c.id, USER.c.username, USER.c.agent_uid, USER.c.agent_gid, USER.c.agent_user, USER.c.agent_group
+        ).where(in_list(USER.c.id, dialect)),
+        select(CHECKPOINT.c.uuid, CHECKPOINT.c.steps_completed).where(in_list(CHECKPOINT.c.uuid, dialect)),
+    )
 
 
 class TrialRow(NamedTuple):
@@ -95,21 +108,29 @@ class SpecRows:
     ports_in_use: dict[str, set[int]] = field(default_factory=dict)  # chief agent -> rendezvous ports
 
     @classmethod
-    def load(cls, s: Session, trial_ids: list[int], cache: SpecCache | None = None,
-             generic_task_ids: list[str] | None = None) -> SpecRows:
+    def load(
+        cls, s: Session, trial_ids: list[int], cache: SpecCache | None = None, generic_task_ids: list[str] | None = None
+    ) -> SpecRows:
         cache = cache or SpecCache()
         generic = GenericRows.load(s, generic_task_ids or [])
         dialect = dialect_of(s)
         q_trials, q_experiments, q_users, q_steps = _queries(dialect)
-        trials = {r[0]: TrialRow(*r) for r in s.execute(q_trials, {"ids": id_list(dialect, trial_ids)})} \
-            if trial_ids else {}
+        trials = (
+            {r[0]: TrialRow(*r) for r in s.execute(q_trials, {"ids": id_list(dialect, trial_ids)})} if trial_ids else {}
+        )
         exp_ids = {t.experiment_id for t in trials.values()}
-        exps = {eid: cache.experiment(eid, owner_id, text, seed) for eid, owner_id, text, seed in
-                s.execute(q_experiments, {"ids": id_list(dialect, exp_ids)})} if exp_ids else {}
+        exps = (
+            {
+                eid: cache.experiment(eid, owner_id, text, seed)
+                for eid, owner_id, text, seed in s.execute(q_experiments, {"ids": id_list(dialect, exp_ids)})
+            }
+            if exp_ids
+            else {}
+        )
         user_ids = {e.owner_id for e in exps.values()}
         users: dict[int, str] = {}
         groups: dict[int, AgentUserGroup] = {}
-        for uid, username, *group in (s.execute(q_users, {"ids": id_list(dialect, user_ids)}) if user_ids else ()):
+        for uid, username, *group in s.execute(q_users, {"ids": id_list(dialect, user_ids)}) if user_ids else ():
             users[uid] = username
             if None not in group:
                 groups[uid] = AgentUserGroup(uid=group[0], gid=group[1], user=group[2], group=group[3])
@@ -124,8 +145,13 @@ class SpecRows:
             cfg = ExperimentConfig.model_validate(exp.config)
             plain, by_device = task_variables(defaults, cfg.environment)
             container = container_spec(defaults, cfg.environment, cfg.bind_mounts, cfg.resources.shm_size)
-            cached = (exp.config_json, TaskRuntimeSpec(plain, by_device, container, cfg.resources.shm_size,
-                                                       process_mounts(defaults, cfg.bind_mounts)), defaults)
+            cached = (
+                exp.config_json,
+                TaskRuntimeSpec(
+                    plain, by_device, container, cfg.resources.shm_size, process_mounts(defaults, cfg.bind_mounts)
+                ),
+                defaults,
+            )
             self.cache.runtimes[exp.id] = cached
         return cached[1]
 
@@ -139,25 +165,45 @@ class TaskRuntimeSpec:
     bind_mounts: list[dict[str, Any]] = field(default_factory=list)  # a process task's (a container's: `container`)
 
 
-def task_spec(cluster_id: str, alloc: Any, token: str, rows: SpecRows,
-              defaults: TaskContainerDefaults | None = None, *,
-              task_users: TaskUsers = TaskUsers(None, None)) -> dict[str, Any]:
+def task_spec(
+    cluster_id: str,
+    alloc: Any,
+    token: str,
+    rows: SpecRows,
+    defaults: TaskContainerDefaults | None = None,
+    *,
+    task_users: TaskUsers = TaskUsers(None, None),
+) -> dict[str, Any]:
     """`alloc`: an Allocation or a row with its id, task_id and trial_id. The task runs as its
     owner's agent user group, else as `task_users` says (the owner's own uid)."""
     if alloc.trial_id is None:  # a command, notebook, shell or TensorBoard
-        return generic_task_specs.spec(cluster_id, alloc, token, rows.generic, defaults or TaskContainerDefaults(),
-                                       task_users)
+        return generic_task_specs.spec(
+            cluster_id, alloc, token, rows.generic, defaults or TaskContainerDefaults(), task_users
+        )
     trial = rows.trials[alloc.trial_id]
     exp = rows.experiments[trial.experiment_id]
     steps = rows.checkpoint_steps.get(trial.latest_checkpoint, 0) if trial.latest_checkpoint else 0
     runtime = rows.runtime(exp, defaults or TaskContainerDefaults())
-    env = task_env.trial_env(cluster_id=cluster_id, experiment_id=exp.id, config_json=exp.config_json, trial=trial,
-                             hparams_json=trial.hparams_json, alloc=alloc, session_token=token,
-                             username=rows.usernames.get(exp.owner_id, ""), user_env=runtime.env,
-                             steps_completed=steps)
-    return {"entrypoint": task_entrypoint(exp.config["entrypoint"]), "env": env, "device_env": runtime.device_env,
-            "container": runtime.container,
-            "run_as": task_users.run_as(exp.owner_id, rows.usernames.get(exp.owner_id, ""),
-                                        rows.agent_groups.get(exp.owner_id)),
-            "shm_size": runtime.shm_size, "bind_mounts": runtime.bind_mounts}
-
+    env = task_env.trial_env(
+        cluster_id=cluster_id,
+        experiment_id=exp.id,
+        config_json=exp.config_json,
+        trial=trial,
+        hparams_json=trial.hparams_json,
+        alloc=alloc,
+        session_token=token,
+        username=rows.usernames.get(exp.owner_id, ""),
+        user_env=runtime.env,
+        steps_completed=steps,
+    )
+    return {
+        "entrypoint": task_entrypoint(exp.config["entrypoint"]),
+        "env": env,
+        "device_env": runtime.device_env,
+        "container": runtime.container,
+        "run_as": task_users.run_as(
+            exp.owner_id, rows.usernames.get(exp.owner_id, ""), rows.agent_groups.get(exp.owner_id)
+        ),
+        "shm_size": runtime.shm_size,
+        "bind_mounts": runtime.bind_mounts,
+    }

@@ -32,8 +32,9 @@ PLAN_PATH = ".pedl/tensorboard.json"
 RUNS_PATH = ".pedl/tensorboard_runs.py"
 
 
-def prepare(s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tuple[int, ...],
-            trial_ids: tuple[int, ...]) -> Prepared:
+def prepare(
+    s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tuple[int, ...], trial_ids: tuple[int, ...]
+) -> Prepared:
     """The experiments and trials asked for must exist (404 naming the field); the trials' experiments
     join the experiment ids (the description names them). Adds the plan file to the context."""
     exp_ids = list(dict.fromkeys(experiment_ids))
@@ -41,11 +42,13 @@ def prepare(s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tup
     if not exp_ids and not tr_ids:
         raise InvalidArgument.at("experimentIds", "give at least one experiment id or trial id (trialIds)")
     if len(exp_ids) > MAX_EXPERIMENTS:
-        raise InvalidArgument.at("experimentIds", f"{len(exp_ids)} experiments, more than the limit of "
-                                                  f"{MAX_EXPERIMENTS} for one TensorBoard")
+        raise InvalidArgument.at(
+            "experimentIds", f"{len(exp_ids)} experiments, more than the limit of {MAX_EXPERIMENTS} for one TensorBoard"
+        )
     if len(tr_ids) > MAX_TRIALS:
-        raise InvalidArgument.at("trialIds", f"{len(tr_ids)} trials, more than the limit of {MAX_TRIALS} "
-                                             "for one TensorBoard")
+        raise InvalidArgument.at(
+            "trialIds", f"{len(tr_ids)} trials, more than the limit of {MAX_TRIALS} for one TensorBoard"
+        )
     trials = {t.id: t for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(tr_ids)))} if tr_ids else {}
     missing_trial = next((t for t in tr_ids if t not in trials), None)
     if missing_trial is not None:
@@ -62,11 +65,15 @@ def prepare(s: Session, owner: models.User, cfg: TaskConfig, experiment_ids: tup
         listed = shown.setdefault(trials[trial_id].experiment_id, [])
         if trial_id not in listed:
             listed.append(trial_id)
-    plan = {"experiments": [{"id": e, "storage_root": storage_root(exps[e].config), "trials": shown[e]}
-                            for e in exp_ids]}
-    return Prepared(tuple(exp_ids), tuple(tr_ids), files=(_file(PLAN_PATH, json.dumps(plan).encode()),
-                                                          _file(RUNS_PATH, _runs_source())),
-                    config=inherited(cfg, [exps[e] for e in exp_ids]))
+    plan = {
+        "experiments": [{"id": e, "storage_root": storage_root(exps[e].config), "trials": shown[e]} for e in exp_ids]
+    }
+    return Prepared(
+        tuple(exp_ids),
+        tuple(tr_ids),
+        files=(_file(PLAN_PATH, json.dumps(plan).encode()), _file(RUNS_PATH, _runs_source())),
+        config=inherited(cfg, [exps[e] for e in exp_ids]),
+    )
 
 
 def inherited(cfg: TaskConfig, exps: list[models.Experiment]) -> dict[str, Any]:
@@ -104,8 +111,10 @@ def inherited(cfg: TaskConfig, exps: list[models.Experiment]) -> dict[str, Any]:
         checked = TaskConfig.model_validate({**cfg.model_dump(mode="json"), **data})
     except ValidationError as exc:  # an experiment stored before a check it would now fail
         problem = exc.errors()[0].get("msg")
-        raise InvalidArgument.at("config", f"the experiments' image or registry_auth do not fit a TensorBoard "
-                                           f"({problem}); give them in the config") from None
+        raise InvalidArgument.at(
+            "config",
+            f"the experiments' image or registry_auth do not fit a TensorBoard ({problem}); give them in the config",
+        ) from None
     return checked.model_dump(mode="json", include=set(data))
 
 
@@ -120,8 +129,12 @@ def best_trials(s: Session, exp: models.Experiment) -> list[int]:
     searcher = (exp.config or {}).get("searcher") or {}
     smaller = searcher.get("smaller_is_better", True) is not False
     order = T.best_metric.asc() if smaller else T.best_metric.desc()
-    ids = s.scalars(select(T.id).where(T.experiment_id == exp.id)
-                    .order_by(T.best_metric.is_(None), order, T.id).limit(TRIALS_PER_EXPERIMENT)).all()
+    ids = s.scalars(
+        select(T.id)
+        .where(T.experiment_id == exp.id)
+        .order_by(T.best_metric.is_(None), order, T.id)
+        .limit(TRIALS_PER_EXPERIMENT)
+    ).all()
     return sorted(ids)
 
 
@@ -151,5 +164,19 @@ def entrypoint(task: Any) -> list[str]:
 def argv(task_id: str, extra: list[str]) -> list[str]:
     """tensorboard_runs.py adds --logdir; the flags are TensorBoard 2.x's (Determined's launcher gives the
     same path prefix, --bind_all and --load_fast=false)."""
-    return ["python3", RUNS_PATH, "--plan", PLAN_PATH, "--", "python3", "-m", "tensorboard.main",
-            "--port", "{port}", "--bind_all", f"--path_prefix=/proxy/{task_id}", "--load_fast=false", *extra]
+    return [
+        "python3",
+        RUNS_PATH,
+        "--plan",
+        PLAN_PATH,
+        "--",
+        "python3",
+        "-m",
+        "tensorboard.main",
+        "--port",
+        "{port}",
+        "--bind_all",
+        f"--path_prefix=/proxy/{task_id}",
+        "--load_fast=false",
+        *extra,
+    ]

@@ -19,14 +19,41 @@ from pedl.master.lifecycle.states import (
 )
 
 
-def record_event(s: Session, now: float, entity_type: str, entity_id: object, message: str, *,
-                 from_state: str | None = None, to_state: str | None = None, level: str = "info") -> None:
-    s.add(models.Event(entity_type=entity_type, entity_id=str(entity_id), time=now,
-                       from_state=from_state, to_state=to_state, level=level, message=message))
+def record_event(
+    s: Session,
+    now: float,
+    entity_type: str,
+    entity_id: object,
+    message: str,
+    *,
+    from_state: str | None = None,
+    to_state: str | None = None,
+    level: str = "info",
+) -> None:
+    s.add(
+        models.Event(
+            entity_type=entity_type,
+            entity_id=str(entity_id),
+            time=now,
+            from_state=from_state,
+            to_state=to_state,
+            level=level,
+            message=message,
+        )
+    )
 
 
-def _set(s: Session, now: float, kind: str, row, enum: type[StrEnum], new: StrEnum, reason: str,
-         level: str = "info", ident: object = None) -> bool:
+def _set(
+    s: Session,
+    now: float,
+    kind: str,
+    row,
+    enum: type[StrEnum],
+    new: StrEnum,
+    reason: str,
+    level: str = "info",
+    ident: object = None,
+) -> bool:
     ident = row.id if ident is None else ident
     old = enum(row.state)
     if old == new:
@@ -37,31 +64,37 @@ def _set(s: Session, now: float, kind: str, row, enum: type[StrEnum], new: StrEn
     return True
 
 
-def set_experiment_state(s: Session, now: float, exp: models.Experiment, new: ExperimentState,
-                         reason: str = "") -> bool:
+def set_experiment_state(
+    s: Session, now: float, exp: models.Experiment, new: ExperimentState, reason: str = ""
+) -> bool:
     return _set(s, now, "experiment", exp, ExperimentState, new, reason)
 
 
-def set_trial_state(s: Session, now: float, trial: models.Trial, new: TrialState, reason: str = "",
-                    level: str = "info") -> bool:
+def set_trial_state(
+    s: Session, now: float, trial: models.Trial, new: TrialState, reason: str = "", level: str = "info"
+) -> bool:
     return _set(s, now, "trial", trial, TrialState, new, reason, level)
 
 
-def set_allocation_state(s: Session, now: float, alloc: models.Allocation, new: AllocationState,
-                         reason: str = "") -> bool:
+def set_allocation_state(
+    s: Session, now: float, alloc: models.Allocation, new: AllocationState, reason: str = ""
+) -> bool:
     return _set(s, now, "allocation", alloc, AllocationState, new, reason)
 
 
-def set_agent_state(s: Session, now: float, agent: models.Agent, new: AgentState, reason: str = "",
-                    level: str = "info") -> bool:
+def set_agent_state(
+    s: Session, now: float, agent: models.Agent, new: AgentState, reason: str = "", level: str = "info"
+) -> bool:
     return _set(s, now, "agent", agent, AgentState, new, reason, level)
 
 
-def set_instance_state(s: Session, now: float, inst: models.Instance, new: InstanceState, reason: str = "",
-                       level: str = "info") -> bool:
+def set_instance_state(
+    s: Session, now: float, inst: models.Instance, new: InstanceState, reason: str = "", level: str = "info"
+) -> bool:
     return _set(s, now, "instance", inst, InstanceState, new, reason, level)
 
 
-def set_checkpoint_state(s: Session, now: float, ckpt: models.Checkpoint, new: CheckpointState,
-                         reason: str = "") -> bool:
+def set_checkpoint_state(
+    s: Session, now: float, ckpt: models.Checkpoint, new: CheckpointState, reason: str = ""
+) -> bool:
     return _set(s, now, "checkpoint", ckpt, CheckpointState, new, reason, ident=ckpt.uuid)

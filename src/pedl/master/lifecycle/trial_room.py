@@ -31,8 +31,9 @@ def capacity_in_trials(slots: int, slots_per_trial: int, floor: int) -> int:
 
 
 def registered_slots(s: Session, pool_name: str) -> int:
-    rows = s.scalars(select(models.Agent.slots).where(models.Agent.resource_pool == pool_name,
-                                                      models.Agent.state != AgentState.GONE))
+    rows = s.scalars(
+        select(models.Agent.slots).where(models.Agent.resource_pool == pool_name, models.Agent.state != AgentState.GONE)
+    )
     return sum(len(slots or []) for slots in rows)
 
 
@@ -50,12 +51,14 @@ class RoomCalculator:
                 self._slots[pool_name] = 0
             else:
                 self._slots[pool_name] = pool_slots(
-                    pool, registered_slots(self.s, pool_name) if pool.provider is None else 0)
+                    pool, registered_slots(self.s, pool_name) if pool.provider is None else 0
+                )
         return self._slots[pool_name]
 
     def capacity(self, pool_name: str, slots_per_trial: int) -> int:
-        return capacity_in_trials(self.slots(pool_name), slots_per_trial,
-                                  self.config.limits.min_live_trials_per_experiment)
+        return capacity_in_trials(
+            self.slots(pool_name), slots_per_trial, self.config.limits.min_live_trials_per_experiment
+        )
 
     def room(self, pool_name: str, slots_per_trial: int, live: int) -> int:
         """Live trials allowed now: the capacity, but at most TRIALS_PER_PASS more than `live`."""

@@ -73,8 +73,9 @@ def store(ctx: MasterContext, who: Caller, trial_id: int, reports: list[Report])
     # group's reports as columns, for its summary and for the digester
     values_of = {group: list(map(_VALUES, rows)) for group, rows in by_group.items()}
     columns_of = {group: (values, columns(values)) for group, values in values_of.items()}
-    blocks = {group: digest_queue.block_of(list(map(_STEPS, rows)), *columns_of[group])
-              for group, rows in by_group.items()}
+    blocks = {
+        group: digest_queue.block_of(list(map(_STEPS, rows)), *columns_of[group]) for group, rows in by_group.items()
+    }
     names_of = [(group, _names(*columns_of[group])) for group in by_group]
     limit = ctx.config.limits.max_metric_names_per_trial
 
@@ -108,15 +109,21 @@ def _names(values: list[dict[str, Any]], by_name: Columns | None) -> Collection[
     return by_name[0] if by_name is not None else dict.fromkeys(chain.from_iterable(values))
 
 
-def _check_names(trial: models.Trial, reports: list[Report], names_of: list[tuple[str, Collection[str]]],
-                 limit: int) -> None:
+def _check_names(
+    trial: models.Trial, reports: list[Report], names_of: list[tuple[str, Collection[str]]], limit: int
+) -> None:
     """The batch's names, each group's at once, within the trial's limit of distinct names; past it, a
     report at a time, for the refusal to name the first report that passes it."""
     try:
         metric_summaries.check_names(trial.id, trial.summary_metrics, names_of, limit, lambda _: "reports")
     except InvalidArgument:
-        metric_summaries.check_names(trial.id, trial.summary_metrics, [(r.group, r.values) for r in reports], limit,
-                                     lambda i: f"reports[{i}].metrics.avgMetrics")
+        metric_summaries.check_names(
+            trial.id,
+            trial.summary_metrics,
+            [(r.group, r.values) for r in reports],
+            limit,
+            lambda i: f"reports[{i}].metrics.avgMetrics",
+        )
         raise
 
 
@@ -129,8 +136,14 @@ def _last_of_each(reports: list[Report]) -> list[Report]:
     return list(latest.values())
 
 
-def _insert(s: Session, trial: models.Trial, reports: list[Report], by_group: dict[str, list[Report]],
-            now: float, columns_of: dict[str, tuple[list[Any], Columns | None]]) -> None:
+def _insert(
+    s: Session,
+    trial: models.Trial,
+    reports: list[Report],
+    by_group: dict[str, list[Report]],
+    now: float,
+    columns_of: dict[str, tuple[list[Any], Columns | None]],
+) -> None:
     """Store `reports` (`by_group` holds the same reports by group, in batch order; `columns_of` a group's
     values and their columns)."""
     M = models.Metric
@@ -148,8 +161,11 @@ def _insert(s: Session, trial: models.Trial, reports: list[Report], by_group: di
         if before is None or min(steps) <= before:  # past the group's largest step nothing is stored yet
             s.execute(delete(M).where(M.trial_id == trial.id, M.group == group, M.steps_completed.in_(steps)))
         last = group_reports[-1]
-        summary[f"latest_{group}"] = {"steps_completed": last.steps_completed, "metrics": last.values,
-                                      "max_steps_completed": reached}
+        summary[f"latest_{group}"] = {
+            "steps_completed": last.steps_completed,
+            "metrics": last.values,
+            "max_steps_completed": reached,
+        }
     connection = s.connection()
     if connection.dialect.name == "postgresql":  # COPY, the values already JSON text: neither the ORM's
         # per-row bookkeeping nor the JSON type's encoding
@@ -157,10 +173,10 @@ def _insert(s: Session, trial: models.Trial, reports: list[Report], by_group: di
         driver = connection.connection.driver_connection  # psycopg's: None only once the connection is closed
         if driver is None:
             raise RuntimeError("the session's connection is closed")
-        with driver.cursor() as cursor, cursor.copy(
-                f"COPY metrics ({COLUMNS}) FROM STDIN") as copy:
-            for row in zip(repeat(trial.id), map(_RUN, reports), map(_GROUP, reports), map(_STEPS, reports),
-                           repeat(now), texts):
+        with driver.cursor() as cursor, cursor.copy(f"COPY metrics ({COLUMNS}) FROM STDIN") as copy:
+            for row in zip(
+                repeat(trial.id), map(_RUN, reports), map(_GROUP, reports), map(_STEPS, reports), repeat(now), texts
+            ):
                 copy.write_row(row)
     else:
         connection.exec_driver_sql(*_sqlite_insert(trial.id, now, reports))
@@ -184,20 +200,26 @@ def _sqlite_insert(trial_id: int, now: float, reports: list[Report]) -> tuple[st
     steps = list(map(_STEPS, reports))
     stride = steps[1] - steps[0] if n > 1 else 1
     first = reports[0]
-    if (stride > 0 and steps == list(range(steps[0], steps[0] + stride * n, stride))
-            and len(set(map(_GROUP, reports))) == 1 and len(set(map(_RUN, reports))) == 1):
+    if (
+        stride > 0
+        and steps == list(range(steps[0], steps[0] + stride * n, stride))
+        and len(set(map(_GROUP, reports))) == 1
+        and len(set(map(_RUN, reports))) == 1
+    ):
         values = orjson.dumps(list(map(_VALUES, reports))).decode()
         return SQLITE_INSERT_SPACED, (trial_id, first.trial_run_id, first.group, steps[0], stride, now, values)
-    rows = orjson.dumps(list(zip(map(_RUN, reports), map(_GROUP, reports), steps, map(_VALUES, reports),
-                                 strict=True))).decode()
+    rows = orjson.dumps(
+        list(zip(map(_RUN, reports), map(_GROUP, reports), steps, map(_VALUES, reports), strict=True))
+    ).decode()
     return SQLITE_INSERT, (trial_id, now, rows)
 
 
-SQLITE_INSERT_SPACED = (f"INSERT INTO metrics ({COLUMNS}) "
-                        "SELECT ?, ?, ?, ? + key * ?, ?, value FROM json_each(?)")
-SQLITE_INSERT = (f"INSERT INTO metrics ({COLUMNS}) "
-                 "SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ?, "
-                 "json_extract(value, '$[3]') FROM json_each(?)")  # (json_extract, not ->>: SQLite before 3.38 too)
+SQLITE_INSERT_SPACED = f"INSERT INTO metrics ({COLUMNS}) SELECT ?, ?, ?, ? + key * ?, ?, value FROM json_each(?)"
+SQLITE_INSERT = (
+    f"INSERT INTO metrics ({COLUMNS}) "
+    "SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ?, "
+    "json_extract(value, '$[3]') FROM json_each(?)"
+)  # (json_extract, not ->>: SQLite before 3.38 too)
 
 
 def _validations(ctx: MasterContext, s: Session, trial: models.Trial, reports: list[Report]) -> bool:

@@ -23,6 +23,7 @@ Block = tuple[np.ndarray, tuple[str, ...], np.ndarray]
 MAX_FED = 400_000
 MAX_FED_PER_PAIR = 50_000  # (folding 50,000 reports of 8 names holds the write lock ~35 ms)
 
+
 class DigestQueue:
     """The (trial, group) pairs with reports to digest, in the order first touched, and the reports
     the batch path stored since a pair was last taken (`feed`), so that the digester folds them
@@ -110,8 +111,10 @@ def block_of(steps: list[int], reports: list[Any], by_name: Columns | None = Non
     else:  # reports of different names: each name's values, None where a report lacks it
         names = tuple(dict.fromkeys(chain.from_iterable(r for r in reports if type(r) is dict)))
         values_of = [[r.get(name) if type(r) is dict else None for r in reports] for name in names]
-    values = np.array([np.array(v, dtype=np.float64) if numbers_only(v) else [_float(x) for x in v]
-                       for v in values_of], dtype=np.float64).reshape(len(names), len(steps))
+    values = np.array(
+        [np.array(v, dtype=np.float64) if numbers_only(v) else [_float(x) for x in v] for v in values_of],
+        dtype=np.float64,
+    ).reshape(len(names), len(steps))
     return np.array(steps, dtype=np.int64), names, values
 
 

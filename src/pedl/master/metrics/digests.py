@@ -58,8 +58,11 @@ def reached_step(summary: Any, group: str) -> int | None:
     latest = summary.get(f"latest_{group}") if isinstance(summary, dict) else None
     if not isinstance(latest, dict):
         return None
-    steps = [v for v in (latest.get("steps_completed"), latest.get("max_steps_completed"))
-             if isinstance(v, int) and not isinstance(v, bool)]
+    steps = [
+        v
+        for v in (latest.get("steps_completed"), latest.get("max_steps_completed"))
+        if isinstance(v, int) and not isinstance(v, bool)
+    ]
     return max(steps) if steps else None
 
 
@@ -113,7 +116,7 @@ def _fed_after(fed: list[Block], after: int) -> Block | None:
         row_of, start = {name: i for i, name in enumerate(names)}, 0
         for block_steps, block_names, block_values in fed:
             for j, name in enumerate(block_names):
-                values[row_of[name], start:start + len(block_steps)] = block_values[j]
+                values[row_of[name], start : start + len(block_steps)] = block_values[j]
             start += len(block_steps)
     keep = np.flatnonzero(steps > after)
     order = keep[np.argsort(steps[keep], kind="stable")]
@@ -130,13 +133,17 @@ def _stored_exactly(s: Session, trial_id: int, group: str, steps: np.ndarray, af
     M = models.Metric
     first, last = int(steps[0]), int(steps[-1])
     low = M.steps_completed >= first if after is None else M.steps_completed > after
-    stored = s.scalar(select(func.count()).select_from(M).where(
-        M.trial_id == trial_id, M.group == group, low, M.steps_completed <= last))
+    stored = s.scalar(
+        select(func.count())
+        .select_from(M)
+        .where(M.trial_id == trial_id, M.group == group, low, M.steps_completed <= last)
+    )
     return stored == len(steps)
 
 
-def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRANSACTION,
-               fed: list[Block] | None = None) -> tuple[bool, int]:
+def digest_one(
+    s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRANSACTION, fed: list[Block] | None = None
+) -> tuple[bool, int]:
     """Fold up to `limit` reports of the (trial, group) after its mark (all of them, from the first,
     when it has none or a reset made it stale), read from the database, and then the `fed` reports
     past them when the database holds just those (and no reset is pending). -> (caught up, reports
@@ -166,8 +173,9 @@ def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRAN
         return True, len(block[0])
     # the reports as JSON text, parsed here by orjson (the JSON type's json.loads took 3% of a master
     # storing 60,000 reports a second, whose digester read back what its feed had dropped)
-    query = select(M.id, M.steps_completed, cast(M.metrics, Text)).where(M.trial_id == trial_id, M.group == group,
-                                                                          M.steps_completed > after)
+    query = select(M.id, M.steps_completed, cast(M.metrics, Text)).where(
+        M.trial_id == trial_id, M.group == group, M.steps_completed > after
+    )
     if block is not None:  # what was stored before the fed reports (a feed that lost its oldest), then them
         query = query.where(M.steps_completed < int(block[0][0]))
     rows = s.execute(query.order_by(M.steps_completed, M.id).limit(limit + 1)).all()
@@ -195,8 +203,9 @@ def digest_one(s: Session, trial_id: int, group: str, limit: int = ROWS_PER_TRAN
     return not more, folded
 
 
-def _mark(s: Session, mark: models.MetricDigestMark | None, trial_id: int, group: str, through: int,
-          complete: bool) -> None:
+def _mark(
+    s: Session, mark: models.MetricDigestMark | None, trial_id: int, group: str, through: int, complete: bool
+) -> None:
     if mark is None:
         s.add(models.MetricDigestMark(trial_id=trial_id, group=group, through_step=through, complete=complete))
     else:
@@ -282,8 +291,10 @@ def _series_by_value(points: Points, digests: Collection[str], complete: bool) -
                     held += 1
                 series = series_of[name] = []
             series.append((step, value))
-    return {name: (np.array([p[0] for p in series], dtype=np.int64), np.array([p[1] for p in series], dtype=np.float64))
-            for name, series in series_of.items()}, complete
+    return {
+        name: (np.array([p[0] for p in series], dtype=np.int64), np.array([p[1] for p in series], dtype=np.float64))
+        for name, series in series_of.items()
+    }, complete
 
 
 def _uniform_series(points: Points, digests: dict[str, models.MetricDigest]) -> Series | None:
@@ -295,8 +306,9 @@ def _uniform_series(points: Points, digests: dict[str, models.MetricDigest]) -> 
     if by_name is None:
         return None
     names, values_of = by_name
-    if (len(digests.keys() | set(names)) > MAX_DIGESTED_NAMES
-            or not all(name and len(name) <= MAX_NAME_LENGTH for name in names)):
+    if len(digests.keys() | set(names)) > MAX_DIGESTED_NAMES or not all(
+        name and len(name) <= MAX_NAME_LENGTH for name in names
+    ):
         return None
     steps = np.fromiter(map(itemgetter(0), points), dtype=np.int64, count=len(points))
     out = {}
@@ -344,13 +356,16 @@ def sweep(db: Database, queue: DigestQueue) -> int:
     after = 0
     while True:
         with db.read_session() as s:
-            trials = s.execute(select(T.id, T.summary_metrics).where(T.id > after).order_by(T.id)
-                               .limit(SWEEP_PAGE)).all()
+            trials = s.execute(
+                select(T.id, T.summary_metrics).where(T.id > after).order_by(T.id).limit(SWEEP_PAGE)
+            ).all()
             if not trials:
                 return queued
             ids = [trial_id for trial_id, _ in trials]
-            marks = {(t, g): through for t, g, through in
-                     s.execute(select(K.trial_id, K.group, K.through_step).where(K.trial_id.in_(ids)))}
+            marks = {
+                (t, g): through
+                for t, g, through in s.execute(select(K.trial_id, K.group, K.through_step).where(K.trial_id.in_(ids)))
+            }
         for trial_id, summary in trials:
             for key in summary or {}:
                 if not key.startswith("latest_"):
@@ -369,9 +384,12 @@ def sweep(db: Database, queue: DigestQueue) -> int:
 def load_statement(trial_ids: list[int], group: str, names: list[str]) -> Select:
     K, D, R = models.MetricDigestMark, models.MetricDigest, models.MetricDigestReset
     stale = exists().where(R.trial_id == K.trial_id, R.group == K.group, R.from_step <= K.through_step)
-    return (select(K.trial_id, K.through_step, K.complete, D.name, D.data).select_from(K)
-            .outerjoin(D, and_(D.trial_id == K.trial_id, D.group == K.group, D.name.in_(names)))
-            .where(K.trial_id.in_(trial_ids), K.group == group, ~stale))
+    return (
+        select(K.trial_id, K.through_step, K.complete, D.name, D.data)
+        .select_from(K)
+        .outerjoin(D, and_(D.trial_id == K.trial_id, D.group == K.group, D.name.in_(names)))
+        .where(K.trial_id.in_(trial_ids), K.group == group, ~stale)
+    )
 
 
 def load(s: Session, trial_ids: list[int], group: str, names: list[str]) -> Marks:

@@ -57,8 +57,10 @@ def plan(ctx: MasterContext, trial_id: int, group: str | None) -> Export:
 def _too_many(trial_id: int, group: str | None) -> InvalidArgument:
     which = f"reports of group {group!r}" if group is not None else "reports"
     hint = "" if group is not None else "; export one group at a time"
-    return InvalidArgument.at("group", f"trial {trial_id}'s {which} name more than {MAX_COLUMNS} metrics, "
-                                       f"the most an export has columns for{hint}")
+    return InvalidArgument.at(
+        "group",
+        f"trial {trial_id}'s {which} name more than {MAX_COLUMNS} metrics, the most an export has columns for{hint}",
+    )
 
 
 def _groups(ctx: MasterContext, trial_id: int) -> Iterator[str]:
@@ -77,8 +79,13 @@ def _groups(ctx: MasterContext, trial_id: int) -> Iterator[str]:
         after = found
 
 
-ROW_COLUMNS = (models.Metric.trial_run_id, models.Metric.group, models.Metric.steps_completed,
-               models.Metric.report_time, models.Metric.metrics)
+ROW_COLUMNS = (
+    models.Metric.trial_run_id,
+    models.Metric.group,
+    models.Metric.steps_completed,
+    models.Metric.report_time,
+    models.Metric.metrics,
+)
 
 
 def pages(ctx: MasterContext, export: Export) -> Iterator[list[tuple[Any, ...]]]:
@@ -88,8 +95,9 @@ def pages(ctx: MasterContext, export: Export) -> Iterator[list[tuple[Any, ...]]]
         yield from _pages(ctx, export.trial_id, g, export.through_id, ROW_COLUMNS)
 
 
-def _pages(ctx: MasterContext, trial_id: int, group: str, through_id: int,
-           columns: Sequence[Any]) -> Iterator[list[tuple[Any, ...]]]:
+def _pages(
+    ctx: MasterContext, trial_id: int, group: str, through_id: int, columns: Sequence[Any]
+) -> Iterator[list[tuple[Any, ...]]]:
     """The (trial, group)'s reports of an id up to through_id, as rows of `columns`, in (step, id)
     order. Each read is an index range ordered by step alone, which the (trial, group, steps) index
     gives with no sort (ordered by id too, PostgreSQL sorts every report after the page's start:
@@ -104,8 +112,14 @@ def _pages(ctx: MasterContext, trial_id: int, group: str, through_id: int,
             run = s.connection().execute
             rows: list[Any] = []
             if after_id is not None:
-                rows = list(run(select(M.steps_completed, M.id, *columns).where(
-                    *of_trial, M.steps_completed == step, M.id > after_id).order_by(M.id).limit(PAGE)))
+                rows = list(
+                    run(
+                        select(M.steps_completed, M.id, *columns)
+                        .where(*of_trial, M.steps_completed == step, M.id > after_id)
+                        .order_by(M.id)
+                        .limit(PAGE)
+                    )
+                )
             room = PAGE - len(rows)
             later: list[Any] = []
             if room:

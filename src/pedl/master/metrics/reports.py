@@ -35,8 +35,9 @@ def check_trials(ctx: MasterContext, trial_ids: list[int]) -> list[int]:
     return ids
 
 
-def pages(ctx: MasterContext, trial_ids: list[int], group: str,
-          start_batches: int = 0) -> Iterator[list[models.Metric]]:
+def pages(
+    ctx: MasterContext, trial_ids: list[int], group: str, start_batches: int = 0
+) -> Iterator[list[models.Metric]]:
     """The reports (those from `start_batches` steps on), PAGE at a time, each trial's in step order,
     trials in the order given."""
     M = models.Metric
@@ -50,9 +51,10 @@ def pages(ctx: MasterContext, trial_ids: list[int], group: str,
             if after is not None:
                 # the first condition bounds the index range; the OR alone left PostgreSQL scanning
                 # every earlier report of the trial on each page
-                query = query.where(M.steps_completed >= after[0],
-                                    or_(M.steps_completed > after[0],
-                                        and_(M.steps_completed == after[0], M.id > after[1])))
+                query = query.where(
+                    M.steps_completed >= after[0],
+                    or_(M.steps_completed > after[0], and_(M.steps_completed == after[0], M.id > after[1])),
+                )
             with ctx.db.read_session() as s:
                 rows = list(s.scalars(query.order_by(M.steps_completed, M.id).limit(page)))
             if rows:

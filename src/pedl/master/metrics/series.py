@@ -74,7 +74,6 @@ class Answer:
     truncated: bool = False  # only its first MAX_TRIALS were read
 
 
-
 def check_names(names: Iterable[str]) -> list[str]:
     """The names asked for, without repeats, in the order given."""
     out = list(dict.fromkeys(names))
@@ -101,18 +100,30 @@ def names_seen(s: Session, trial_ids: list[int], group: str) -> tuple[list[str],
     NAME_SAMPLE reports in index order. Cheap however many reports there are; a name reported only in
     the middle of a run of a trial not digested yet can be missing here, and is still charted when
     asked for by name."""
-    reports = [_latest_report(summary, group) for summary in
-               s.scalars(select(models.Trial.summary_metrics).where(models.Trial.id.in_(trial_ids)))]
+    reports = [
+        _latest_report(summary, group)
+        for summary in s.scalars(select(models.Trial.summary_metrics).where(models.Trial.id.in_(trial_ids)))
+    ]
     K, D = models.MetricDigestMark, models.MetricDigest
     digested = set(s.scalars(select(K.trial_id).where(K.trial_id.in_(trial_ids), K.group == group)))
-    numeric = set(s.scalars(select(D.name).where(D.trial_id.in_(digested), D.group == group).distinct()
-                            .limit(MAX_LISTED_NAMES))) if digested else set()
+    numeric = (
+        set(
+            s.scalars(
+                select(D.name).where(D.trial_id.in_(digested), D.group == group).distinct().limit(MAX_LISTED_NAMES)
+            )
+        )
+        if digested
+        else set()
+    )
     sampled = [t for t in trial_ids if t not in digested]
     for direction in ("asc", "desc") if sampled else ():
         order = [getattr(c, direction)() for c in (models.Metric.trial_id, models.Metric.steps_completed)]
-        reports += s.scalars(select(models.Metric.metrics).where(models.Metric.trial_id.in_(sampled),
-                                                                   models.Metric.group == group)
-                             .order_by(*order).limit(NAME_SAMPLE))
+        reports += s.scalars(
+            select(models.Metric.metrics)
+            .where(models.Metric.trial_id.in_(sampled), models.Metric.group == group)
+            .order_by(*order)
+            .limit(NAME_SAMPLE)
+        )
     every = set(numeric)
     for report in reports:
         if isinstance(report, dict):
@@ -121,7 +132,7 @@ def names_seen(s: Session, trial_ids: list[int], group: str) -> tuple[list[str],
     return sorted(every)[:MAX_LISTED_NAMES], sorted(numeric)[:MAX_NAMES]
 
 
-_PLAIN_NAME = re.compile(r'[ !#-\[\]-~]*')  # printable ASCII but " and \: stored as written, found by a path
+_PLAIN_NAME = re.compile(r"[ !#-\[\]-~]*")  # printable ASCII but " and \: stored as written, found by a path
 
 
 def _sqlite_value(name: str) -> ColumnElement[Any]:
@@ -130,8 +141,12 @@ def _sqlite_value(name: str) -> ColumnElement[Any]:
     compares decoded keys, so names of other characters are looked up that (slower) way."""
     if _PLAIN_NAME.fullmatch(name):
         path = f'$."{name}"'
-        return case((func.json_type(models.Metric.metrics, path).in_(_SQLITE_NUMBERS),
-                     func.json_extract(models.Metric.metrics, path)))
+        return case(
+            (
+                func.json_type(models.Metric.metrics, path).in_(_SQLITE_NUMBERS),
+                func.json_extract(models.Metric.metrics, path),
+            )
+        )
     each = func.json_each(models.Metric.metrics).table_valued("key", "value", "type").alias("e")
     return select(each.c.value).where(each.c.key == name, each.c.type.in_(_SQLITE_NUMBERS)).scalar_subquery()
 
@@ -177,8 +192,7 @@ def _values(dialect: str, names: list[str]) -> list[ColumnElement[Any]]:
 
 def _points(dialect: str, names: list[str]) -> Select:
     m = models.Metric
-    return select(m.id, m.trial_id, m.steps_completed, *_values(dialect, names)).order_by(m.trial_id,
-                                                                                          m.steps_completed)
+    return select(m.id, m.trial_id, m.steps_completed, *_values(dialect, names)).order_by(m.trial_id, m.steps_completed)
 
 
 def points_query(dialect: str, trial_ids: list[int], group: str, names: list[str]) -> Select:
@@ -199,8 +213,9 @@ def latest_per_step(reports: list[Any]) -> list[Any]:
     return list(latest.values())
 
 
-def collect(reports: Iterable[Sequence[Any]], names: list[str],
-            numbers: Callable[[Sequence[Any]], Sequence[float | None]]) -> dict[str, tuple[list[int], list[float]]]:
+def collect(
+    reports: Iterable[Sequence[Any]], names: list[str], numbers: Callable[[Sequence[Any]], Sequence[float | None]]
+) -> dict[str, tuple[list[int], list[float]]]:
     """One trial's rows of points_query (in step order) -> each name's series (steps, values), for
     the names with a number."""
     rows = latest_per_step(list(reports))
@@ -240,8 +255,12 @@ def _read_reports(s: Session, trial_ids: list[int], group: str, names: list[str]
     number of values (their reports counted on the index alone), and each batch is downsampled before
     the next is read: memory holds a batch's points, not the experiment's."""
     m = models.Metric
-    counts = s.execute(select(m.trial_id, func.count()).where(m.trial_id.in_(trial_ids), m.group == group)
-                       .group_by(m.trial_id).order_by(m.trial_id)).all()
+    counts = s.execute(
+        select(m.trial_id, func.count())
+        .where(m.trial_id.in_(trial_ids), m.group == group)
+        .group_by(m.trial_id)
+        .order_by(m.trial_id)
+    ).all()
     dialect = s.get_bind().dialect.name
     numbers = _sqlite_numbers if dialect == "sqlite" else _postgres_numbers
     out = []
@@ -263,9 +282,13 @@ def tail_query(dialect: str, trial_ids: list[int], group: str, names: list[str])
     databases run it as one index range of metrics per mark."""
     m, k = models.Metric, models.MetricDigestMark
     after = and_(m.trial_id == k.trial_id, m.group == k.group, m.steps_completed > k.through_step)
-    return (select(m.id, k.trial_id, m.steps_completed, *_values(dialect, names), k.through_step).select_from(k)
-            .outerjoin(m, after).where(k.trial_id.in_(trial_ids), k.group == group)
-            .order_by(k.trial_id, m.steps_completed))
+    return (
+        select(m.id, k.trial_id, m.steps_completed, *_values(dialect, names), k.through_step)
+        .select_from(k)
+        .outerjoin(m, after)
+        .where(k.trial_id.in_(trial_ids), k.group == group)
+        .order_by(k.trial_id, m.steps_completed)
+    )
 
 
 Tail = dict[str, tuple[list[int], list[float]]]
@@ -278,10 +301,11 @@ def _tails(s: Session, marks: metric_digests.Marks, group: str, names: list[str]
     numbers = _sqlite_numbers if dialect == "sqlite" else _postgres_numbers
     ids = sorted(marks)
     for lo in range(0, len(ids), TAIL_TRIALS):
-        chunk = ids[lo:lo + TAIL_TRIALS]
+        chunk = ids[lo : lo + TAIL_TRIALS]
         found: dict[int, Tail | None] = {}
-        for trial_id, rows in groupby(s.connection().execute(tail_query(dialect, chunk, group, names)),
-                                      key=itemgetter(1)):
+        for trial_id, rows in groupby(
+            s.connection().execute(tail_query(dialect, chunk, group, names)), key=itemgetter(1)
+        ):
             rows = list(rows)
             if rows[0][-1] != marks[trial_id][0]:
                 found[trial_id] = None
@@ -297,8 +321,9 @@ _answers: OrderedDict[tuple[int, int, int], tuple[array, array]] = OrderedDict()
 _answers_lock = threading.Lock()
 
 
-def _digest_answer(data: bytes, tail: tuple[list[int], list[float]] | None,
-                   max_points: int) -> tuple[list[int], list[float], int] | None:
+def _digest_answer(
+    data: bytes, tail: tuple[list[int], list[float]] | None, max_points: int
+) -> tuple[list[int], list[float], int] | None:
     """(steps, values, points in the series) from a stored digest and the points after it, or None
     where the digest cannot answer. The answer of a digest with no points after it is kept (by the
     digest's content) for the next poll: a finished trial's series are computed once."""
@@ -368,27 +393,41 @@ def read_series(s: Session, trial_ids: list[int], group: str, names: list[str], 
     return out
 
 
-def _answer(s: Session, trial_ids: list[int], group: str, names: list[str] | None,
-            max_points: int) -> tuple[list[str], list[Series]]:
+def _answer(
+    s: Session, trial_ids: list[int], group: str, names: list[str] | None, max_points: int
+) -> tuple[list[str], list[Series]]:
     wanted = check_names(names or [])
     listed, numeric = names_seen(s, trial_ids, group)
     return listed, read_series(s, trial_ids, group, wanted or numeric, max_points)
 
 
-def for_trial(ctx: MasterContext, trial_id: int, *, group: str, names: list[str] | None = None,
-              max_points: int = DEFAULT_POINTS) -> Answer:
+def for_trial(
+    ctx: MasterContext, trial_id: int, *, group: str, names: list[str] | None = None, max_points: int = DEFAULT_POINTS
+) -> Answer:
     with ctx.db.read_session() as s:
         trials_service.get(s, trial_id)
         listed, series = _answer(s, [trial_id], group, names, max_points)
     return Answer(group, max_points, listed, series)
 
 
-def for_experiment(ctx: MasterContext, experiment_id: int, *, group: str, names: list[str] | None = None,
-                   max_points: int = DEFAULT_POINTS) -> Answer:
+def for_experiment(
+    ctx: MasterContext,
+    experiment_id: int,
+    *,
+    group: str,
+    names: list[str] | None = None,
+    max_points: int = DEFAULT_POINTS,
+) -> Answer:
     with ctx.db.read_session() as s:
         experiments_service.get(s, experiment_id)
-        trial_ids = list(s.scalars(select(models.Trial.id).where(models.Trial.experiment_id == experiment_id)
-                                   .order_by(models.Trial.id).limit(MAX_TRIALS + 1)))
+        trial_ids = list(
+            s.scalars(
+                select(models.Trial.id)
+                .where(models.Trial.experiment_id == experiment_id)
+                .order_by(models.Trial.id)
+                .limit(MAX_TRIALS + 1)
+            )
+        )
         truncated = len(trial_ids) > MAX_TRIALS
         count = len(trial_ids)
         if truncated:

@@ -218,8 +218,9 @@ def encode(d: Digest) -> bytes:
     """The digest as bytes: a header, then each array up to its last used bucket, little-endian."""
     used = _used(d)
     header = _HEADER.pack(d.origin or 0, d.width, d.points, _NONE if d.last_step is None else d.last_step, used)
-    parts = [header] + [_little(a[:used]).tobytes() for a in
-                        (d.counts, d.min_steps, d.min_values, d.max_steps, d.max_values)]
+    parts = [header] + [
+        _little(a[:used]).tobytes() for a in (d.counts, d.min_steps, d.min_values, d.max_steps, d.max_values)
+    ]
     return b"".join(parts)
 
 
@@ -240,7 +241,7 @@ def decode(data: bytes) -> Digest:
     for name in ("counts", "min_steps", "min_values", "max_steps", "max_values"):
         target: array = getattr(d, name)
         part = array(target.typecode)
-        part.frombytes(data[offset:offset + 8 * used])
+        part.frombytes(data[offset : offset + 8 * used])
         if sys.byteorder != "little":
             part.byteswap()
         target[:used] = part

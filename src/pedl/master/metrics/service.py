@@ -27,13 +27,17 @@ def _num(v: Any) -> Any:
 
 def clean_metrics(raw: Any, field: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
-        raise InvalidArgument(f"{field}: must be an object of metric names to values",
-                              fields=[{"field": field, "message": "must be an object"}])
+        raise InvalidArgument(
+            f"{field}: must be an object of metric names to values",
+            fields=[{"field": field, "message": "must be an object"}],
+        )
     for name, value in raw.items():
         if isinstance(value, list | dict) and _nested_past(value, MAX_VALUE_DEPTH):
             where = f"{field}.{name}"
-            raise InvalidArgument(f"{where}: nested more than {MAX_VALUE_DEPTH} levels deep",
-                                  fields=[{"field": where, "message": f"nested more than {MAX_VALUE_DEPTH} levels"}])
+            raise InvalidArgument(
+                f"{where}: nested more than {MAX_VALUE_DEPTH} levels deep",
+                fields=[{"field": where, "message": f"nested more than {MAX_VALUE_DEPTH} levels"}],
+            )
     return {str(k): _num(v) for k, v in raw.items()}
 
 
@@ -41,8 +45,9 @@ def _nested_past(value: Any, limit: int) -> bool:
     """Whether lists and objects nest in `value` more than `limit` levels (a list of numbers is one)."""
     level = [value]
     for _ in range(limit):
-        level = [item for v in level for item in (v.values() if isinstance(v, dict) else v)
-                 if isinstance(item, list | dict)]
+        level = [
+            item for v in level for item in (v.values() if isinstance(v, dict) else v) if isinstance(item, list | dict)
+        ]
         if not level:
             return False
     return True
@@ -57,22 +62,44 @@ def json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def record(s: Session, trial: models.Trial, *, group: str, steps_completed: int, trial_run_id: int,
-           report_time: float, metrics: dict[str, Any]) -> models.Metric:
+def record(
+    s: Session,
+    trial: models.Trial,
+    *,
+    group: str,
+    steps_completed: int,
+    trial_run_id: int,
+    report_time: float,
+    metrics: dict[str, Any],
+) -> models.Metric:
     """Store one report. A report for steps already reported (a restarted trial replaying steps after
     its checkpoint, or a retried POST) replaces the old one, so nothing is counted twice."""
     before = metric_digests.reached_step(trial.summary_metrics, group)
     reached = metric_digests.note_report(s, trial, group, steps_completed)
-    s.execute(delete(models.Metric).where(models.Metric.trial_id == trial.id, models.Metric.group == group,
-                                          models.Metric.steps_completed == steps_completed))
-    row = models.Metric(trial_id=trial.id, trial_run_id=trial_run_id, group=group, steps_completed=steps_completed,
-                        report_time=report_time, metrics=json_safe(metrics))
+    s.execute(
+        delete(models.Metric).where(
+            models.Metric.trial_id == trial.id,
+            models.Metric.group == group,
+            models.Metric.steps_completed == steps_completed,
+        )
+    )
+    row = models.Metric(
+        trial_id=trial.id,
+        trial_run_id=trial_run_id,
+        group=group,
+        steps_completed=steps_completed,
+        report_time=report_time,
+        metrics=json_safe(metrics),
+    )
     s.add(row)
     if steps_completed > trial.total_batches:
         trial.total_batches = steps_completed
     summary = dict(trial.summary_metrics or {})
-    summary[f"latest_{group}"] = {"steps_completed": steps_completed, "metrics": json_safe(metrics),
-                                  "max_steps_completed": reached}
+    summary[f"latest_{group}"] = {
+        "steps_completed": steps_completed,
+        "metrics": json_safe(metrics),
+        "max_steps_completed": reached,
+    }
     key = metric_summaries.key(group)
     if before is not None and (steps_completed <= before or key not in summary):
         s.flush()  # a replaced step, or reports from before the aggregates were kept: from the rows
@@ -83,8 +110,9 @@ def record(s: Session, trial: models.Trial, *, group: str, steps_completed: int,
     return row
 
 
-def update_best(trial: models.Trial, metric_name: str, smaller_is_better: bool,
-                metrics: dict[str, Any]) -> float | None:
+def update_best(
+    trial: models.Trial, metric_name: str, smaller_is_better: bool, metrics: dict[str, Any]
+) -> float | None:
     value = metrics.get(metric_name)
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         return None

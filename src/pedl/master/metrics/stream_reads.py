@@ -97,7 +97,7 @@ def metric_names(ctx: MasterContext, ids: Sequence[int], since: float | None) ->
 
 # ---- a metric's values in the reports
 
-_PLAIN_NAME = re.compile(r'[ !#-\[\]-~]*')  # printable ASCII but " and \: a JSON path can name it
+_PLAIN_NAME = re.compile(r"[ !#-\[\]-~]*")  # printable ASCII but " and \: a JSON path can name it
 _SQLITE_NUMBERS = ("integer", "real")
 
 
@@ -130,33 +130,41 @@ def _reports(s: Session, experiment_id: int, group: str, since: float | None):  
     return q if since is None else q.where(M.report_time >= since)
 
 
-def metric_batches(ctx: MasterContext, experiment_id: int, group: str, name: str,
-                   since: float | None) -> tuple[list[int], bool]:
+def metric_batches(
+    ctx: MasterContext, experiment_id: int, group: str, name: str, since: float | None
+) -> tuple[list[int], bool]:
     """The batches at which the experiment's trials reported a number for the metric (reports stored
     since `since`; None: all), at most MAX_ROWS of them, and whether it had ended before the read."""
     M = models.Metric
     with ctx.db.read_session() as s:
         ended = _ended(s, [experiment_id])
         value = _value(s.get_bind().dialect.name, name)
-        base = _reports(s, experiment_id, group, since).with_only_columns(M.steps_completed.label("steps"),
-                                                                          value.label("v")).subquery()
+        base = (
+            _reports(s, experiment_id, group, since)
+            .with_only_columns(M.steps_completed.label("steps"), value.label("v"))
+            .subquery()
+        )
         q = select(base.c.steps).distinct().where(base.c.v.is_not(None)).order_by(base.c.steps).limit(MAX_ROWS)
         batches = [int(b) for b in s.scalars(q)]
     return batches, ended
 
 
-def trials_snapshot(ctx: MasterContext, experiment_id: int, group: str, name: str, window: Window,
-                    since: float | None) -> tuple[list[SnapshotRow], bool]:
+def trials_snapshot(
+    ctx: MasterContext, experiment_id: int, group: str, name: str, window: Window, since: float | None
+) -> tuple[list[SnapshotRow], bool]:
     """The reports of the metric at batches in the window (stored since `since`), oldest first, at
     most MAX_ROWS, and whether the experiment had ended before the read."""
     M, T = models.Metric, models.Trial
     with ctx.db.read_session() as s:
         ended = _ended(s, [experiment_id])
         value = _value(s.get_bind().dialect.name, name)
-        q = (_reports(s, experiment_id, group, since)
-             .with_only_columns(M.trial_id, M.steps_completed, value, T.hparams)
-             .where(M.steps_completed >= window.low, M.steps_completed <= window.high)
-             .order_by(M.report_time, M.id).limit(MAX_ROWS))
+        q = (
+            _reports(s, experiment_id, group, since)
+            .with_only_columns(M.trial_id, M.steps_completed, value, T.hparams)
+            .where(M.steps_completed >= window.low, M.steps_completed <= window.high)
+            .order_by(M.report_time, M.id)
+            .limit(MAX_ROWS)
+        )
         rows = []
         for trial_id, steps, raw, hparams in s.execute(q):
             number = _number(raw)
@@ -174,10 +182,18 @@ def top_trials(s: Session, experiment_id: int, searcher: Searcher, most: int) ->
     T, M = models.Trial, models.Metric
     best = T.best_metric.asc() if searcher.smaller_is_better else T.best_metric.desc()
     if sample_by_length(searcher.name):
-        reached = (select(M.trial_id, func.max(M.steps_completed).label("reached"))
-                   .where(M.group == "validation").group_by(M.trial_id).subquery())
-        q = (select(T.id).join(reached, reached.c.trial_id == T.id).where(T.experiment_id == experiment_id)
-             .order_by(reached.c.reached.desc(), best.nulls_last(), T.id))
+        reached = (
+            select(M.trial_id, func.max(M.steps_completed).label("reached"))
+            .where(M.group == "validation")
+            .group_by(M.trial_id)
+            .subquery()
+        )
+        q = (
+            select(T.id)
+            .join(reached, reached.c.trial_id == T.id)
+            .where(T.experiment_id == experiment_id)
+            .order_by(reached.c.reached.desc(), best.nulls_last(), T.id)
+        )
     else:
         q = select(T.id).where(T.experiment_id == experiment_id).order_by(best.nulls_last(), T.id)
     return list(s.scalars(q.limit(most)))
@@ -197,8 +213,9 @@ def _rfc3339(t: float | None) -> str:
 
 def _times(s: Session, trial_id: int, group: str, steps: Sequence[int]) -> dict[int, float]:
     M = models.Metric
-    q = select(M.steps_completed, M.report_time).where(M.trial_id == trial_id, M.group == group,
-                                                        M.steps_completed.in_(list(steps)))
+    q = select(M.steps_completed, M.report_time).where(
+        M.trial_id == trial_id, M.group == group, M.steps_completed.in_(list(steps))
+    )
     return {int(step): t for step, t in s.execute(q)}
 
 
@@ -217,9 +234,11 @@ def _after(s: Session, trial_id: int, group: str, name: str, after: int, high: i
     """A trial's points past batches `after` (up to `high`), the first `most` of them."""
     M = models.Metric
     value = _value(s.get_bind().dialect.name, name)
-    q = (select(M.steps_completed, value, M.report_time)
-         .where(M.trial_id == trial_id, M.group == group, M.steps_completed > after, M.steps_completed <= high)
-         .order_by(M.steps_completed, M.id.desc()))
+    q = (
+        select(M.steps_completed, value, M.report_time)
+        .where(M.trial_id == trial_id, M.group == group, M.steps_completed > after, M.steps_completed <= high)
+        .order_by(M.steps_completed, M.id.desc())
+    )
     points: dict[int, Point] = {}
     for steps, raw, when in s.execute(q.limit(most * 2)):  # a replayed step is stored at most twice (the later first)
         number = _number(raw)
@@ -228,9 +247,19 @@ def _after(s: Session, trial_id: int, group: str, name: str, after: int, high: i
     return sorted(points.values(), key=lambda p: p.batches)[:most]
 
 
-def trials_sample(ctx: MasterContext, experiment_id: int, searcher: Searcher, group: str, name: str, *,
-                  most_trials: int, most_points: int, low: int, high: int,
-                  sent: dict[int, int]) -> Sample:
+def trials_sample(
+    ctx: MasterContext,
+    experiment_id: int,
+    searcher: Searcher,
+    group: str,
+    name: str,
+    *,
+    most_trials: int,
+    most_points: int,
+    low: int,
+    high: int,
+    sent: dict[int, int],
+) -> Sample:
     """The top trials now, and the points of each past `sent[trial]` (every point, downsampled, for a
     trial not in `sent`): at most `most_points` per trial."""
     T = models.Trial
@@ -238,10 +267,17 @@ def trials_sample(ctx: MasterContext, experiment_id: int, searcher: Searcher, gr
         ended = _ended(s, [experiment_id])
         top = top_trials(s, experiment_id, searcher, most_trials)
         joined = [t for t in top if t not in sent]
-        hparams = {t: dict(h or {}) for t, h in s.execute(select(T.id, T.hparams).where(T.id.in_(joined)))} \
-            if joined else {}
-        points = {t: (_after(s, t, group, name, max(sent[t], low - 1), high, most_points) if t in sent
-                      else _history(s, t, group, name, low, high, most_points)) for t in top}
+        hparams = (
+            {t: dict(h or {}) for t, h in s.execute(select(T.id, T.hparams).where(T.id.in_(joined)))} if joined else {}
+        )
+        points = {
+            t: (
+                _after(s, t, group, name, max(sent[t], low - 1), high, most_points)
+                if t in sent
+                else _history(s, t, group, name, low, high, most_points)
+            )
+            for t in top
+        }
     return Sample(top, hparams, points, ended)
 
 
@@ -270,6 +306,7 @@ def metric_names_poll(ctx: MasterContext, ids: Sequence[int]) -> Poll:
     def poll() -> tuple[dict[str, Any], bool]:
         found, ended = metric_names(ctx, ids, since.take())
         return sent.message(found), ended
+
     return poll
 
 
@@ -280,6 +317,7 @@ def batches_poll(ctx: MasterContext, experiment_id: int, group: str, name: str) 
     def poll() -> tuple[dict[str, Any], bool]:
         found, ended = metric_batches(ctx, experiment_id, group, name, since.take())
         return sent.message(found), ended
+
     return poll
 
 
@@ -290,16 +328,37 @@ def snapshot_poll(ctx: MasterContext, experiment_id: int, group: str, name: str,
     def poll() -> tuple[dict[str, Any], bool]:
         found, ended = trials_snapshot(ctx, experiment_id, group, name, window, since.take())
         return sent.message(found), ended
+
     return poll
 
 
-def sample_poll(ctx: MasterContext, experiment_id: int, group: str, name: str, *, most_trials: int,
-                most_points: int, low: int, high: int) -> Poll:
+def sample_poll(
+    ctx: MasterContext,
+    experiment_id: int,
+    group: str,
+    name: str,
+    *,
+    most_trials: int,
+    most_points: int,
+    low: int,
+    high: int,
+) -> Poll:
     [searcher] = searchers(ctx, [experiment_id])
     sent = SampleSent(name)
 
     def poll() -> tuple[dict[str, Any], bool]:
-        got = trials_sample(ctx, experiment_id, searcher, group, name, most_trials=most_trials,
-                            most_points=most_points, low=low, high=high, sent=dict(sent.last))
+        got = trials_sample(
+            ctx,
+            experiment_id,
+            searcher,
+            group,
+            name,
+            most_trials=most_trials,
+            most_points=most_points,
+            low=low,
+            high=high,
+            sent=dict(sent.last),
+        )
         return sent.message(got.top, got.hparams, got.points), got.ended
+
     return poll

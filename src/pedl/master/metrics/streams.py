@@ -24,8 +24,14 @@ DEFAULT_DATAPOINTS, MAX_DATAPOINTS = 1000, 10_000  # trials-sample's max_datapoi
 # that began before that read but committed after it is still found (and sent once, as the rest)
 REREAD_SECONDS = 60.0
 
-_METRIC_TYPES = {"METRIC_TYPE_TRAINING": "training", "METRIC_TYPE_VALIDATION": "validation",
-                 "METRIC_TYPE_PROFILING": "profiling", "1": "training", "2": "validation", "3": "profiling"}
+_METRIC_TYPES = {
+    "METRIC_TYPE_TRAINING": "training",
+    "METRIC_TYPE_VALIDATION": "validation",
+    "METRIC_TYPE_PROFILING": "profiling",
+    "1": "training",
+    "2": "validation",
+    "3": "profiling",
+}
 _UNSPECIFIED = ("", "METRIC_TYPE_UNSPECIFIED", "0")
 
 
@@ -49,11 +55,13 @@ def metric_group(metric_type: str | None, group: str | None) -> str:
             raise InvalidArgument.at("group", "at most 64 characters")
         return group
     if legacy in _UNSPECIFIED:
-        raise InvalidArgument.at("metric_type", "must name a metric group: METRIC_TYPE_TRAINING or "
-                                                "METRIC_TYPE_VALIDATION (or give group)")
+        raise InvalidArgument.at(
+            "metric_type", "must name a metric group: METRIC_TYPE_TRAINING or METRIC_TYPE_VALIDATION (or give group)"
+        )
     if legacy not in _METRIC_TYPES:
-        raise InvalidArgument.at("metric_type", f"{legacy!r} is not METRIC_TYPE_TRAINING, METRIC_TYPE_VALIDATION "
-                                                "or METRIC_TYPE_PROFILING")
+        raise InvalidArgument.at(
+            "metric_type", f"{legacy!r} is not METRIC_TYPE_TRAINING, METRIC_TYPE_VALIDATION or METRIC_TYPE_PROFILING"
+        )
     return _METRIC_TYPES[legacy]
 
 
@@ -115,10 +123,12 @@ class NamesSent:
         self.seen.update(new)
         searcher = list(dict.fromkeys(self.searcher)) if self.first else []
         self.first = False
-        return {"searcherMetrics": searcher,
-                "trainingMetrics": [n for g, n in new if g == "training"],
-                "validationMetrics": [n for g, n in new if g == "validation"],
-                "metricNames": [{"group": g, "name": n} for g, n in new]}
+        return {
+            "searcherMetrics": searcher,
+            "trainingMetrics": [n for g, n in new if g == "training"],
+            "validationMetrics": [n for g, n in new if g == "validation"],
+            "metricNames": [{"group": g, "name": n} for g, n in new],
+        }
 
 
 @dataclass
@@ -153,8 +163,9 @@ class SnapshotSent:
             if (row.trial_id, row.batches) in self.seen:
                 continue
             self.seen.add((row.trial_id, row.batches))
-            trials.append({"trialId": row.trial_id, "hparams": row.hparams, "metric": row.metric,
-                           "batchesProcessed": row.batches})
+            trials.append(
+                {"trialId": row.trial_id, "hparams": row.hparams, "metric": row.metric, "batchesProcessed": row.batches}
+            )
         return {"trials": trials}
 
 
@@ -174,8 +185,9 @@ class SampleSent:
     metric: str
     last: dict[int, int] = field(default_factory=dict)  # trial -> the batches of its last point sent
 
-    def message(self, top: Sequence[int], hparams: dict[int, dict[str, Any]],
-                points: Mapping[int, Sequence[Point]]) -> dict[str, Any]:
+    def message(
+        self, top: Sequence[int], hparams: dict[int, dict[str, Any]], points: Mapping[int, Sequence[Point]]
+    ) -> dict[str, Any]:
         """`top`: the trials sampled now, best first; `points`: each one's points past `last[trial]`, in
         order of batches (a trial promoted now: all of its own)."""
         promoted = [t for t in top if t not in self.last]
@@ -191,9 +203,13 @@ class SampleSent:
             elif joined:
                 self.last[t] = -1
             if joined or new:
-                trials.append({"trialId": t, "hparams": hparams.get(t, {}) if joined else None,
-                               "data": [{"batches": p.batches, "values": {self.metric: p.value}, "time": p.time}
-                                        for p in new]})
+                trials.append(
+                    {
+                        "trialId": t,
+                        "hparams": hparams.get(t, {}) if joined else None,
+                        "data": [{"batches": p.batches, "values": {self.metric: p.value}, "time": p.time} for p in new],
+                    }
+                )
         return {"trials": trials, "promotedTrials": promoted, "demotedTrials": demoted}
 
 

@@ -75,9 +75,12 @@ def fold(aggregates: Aggregates | None, metrics: dict[str, Any]) -> Aggregates:
             agg = {"count": 1, "sum": num, "min": num, "max": num}
         else:
             prev = {k: _held_number(old[k]) for k in ("sum", "min", "max")}
-            agg = {"count": old["count"] + 1, "sum": prev["sum"] + num,
-                   "min": num if num < prev["min"] or math.isnan(num) else prev["min"],
-                   "max": num if num > prev["max"] or math.isnan(num) else prev["max"]}
+            agg = {
+                "count": old["count"] + 1,
+                "sum": prev["sum"] + num,
+                "min": num if num < prev["min"] or math.isnan(num) else prev["min"],
+                "max": num if num > prev["max"] or math.isnan(num) else prev["max"],
+            }
         agg["mean"] = agg["sum"] / agg["count"]
         out[name] = {**{k: _json(v) for k, v in agg.items()}, "last": _json(num), "type": "number"}
     return out
@@ -92,8 +95,9 @@ def fold_all(reports: Iterable[dict[str, Any]], aggregates: Aggregates | None = 
     return fold_columns(reports, columns(reports), aggregates)
 
 
-def fold_columns(reports: list[dict[str, Any]], by_name: Columns | None,
-                 aggregates: Aggregates | None = None) -> Aggregates:
+def fold_columns(
+    reports: list[dict[str, Any]], by_name: Columns | None, aggregates: Aggregates | None = None
+) -> Aggregates:
     """`fold_all`, given the reports' columns (`metric_columns.columns(reports)`, None where they have none)."""
     out = dict(aggregates or {})
     if by_name is None:
@@ -119,8 +123,15 @@ def _fold_numbers(old: dict[str, Any] | None, values: list[Any]) -> dict[str, An
         high = high if high != high else max(high, max(values))
     if not math.isfinite(total):  # a non-finite value among them (or an overflow)
         return None
-    return {"count": count, "sum": total, "min": _json(low), "max": _json(high), "mean": total / count,
-            "last": values[-1], "type": "number"}
+    return {
+        "count": count,
+        "sum": total,
+        "min": _json(low),
+        "max": _json(high),
+        "mean": total / count,
+        "last": values[-1],
+        "type": "number",
+    }
 
 
 def _fold_values(old: dict[str, Any] | None, name: str, values: list[Any]) -> dict[str, Any]:
@@ -133,11 +144,16 @@ def _fold_values(old: dict[str, Any] | None, name: str, values: list[Any]) -> di
 def held_names(summary: dict[str, Any] | None) -> dict[str, Aggregates]:
     """group -> its aggregates (one per name it reported), of each group the summary has."""
     summary = summary or {}
-    return {g: summary.get(key(g)) or {} for k in summary if k.startswith("latest_") and (g := k[len("latest_"):])}
+    return {g: summary.get(key(g)) or {} for k in summary if k.startswith("latest_") and (g := k[len("latest_") :])}
 
 
-def check_names(trial_id: int, summary: dict[str, Any] | None, reports: Sequence[tuple[str, Collection[str]]],
-                limit: int, field_of: Callable[[int], str]) -> None:
+def check_names(
+    trial_id: int,
+    summary: dict[str, Any] | None,
+    reports: Sequence[tuple[str, Collection[str]]],
+    limit: int,
+    field_of: Callable[[int], str],
+) -> None:
     """Refuse `reports` ((group, its names) in order) when they would give the trial more than `limit`
     distinct metric names over its groups (limits.max_metric_names_per_trial), naming the field of the first
     report past it (`field_of(its index)`). The names held are the summary's aggregates, so the check costs
@@ -153,14 +169,17 @@ def check_names(trial_id: int, summary: dict[str, Any] | None, reports: Sequence
         count += len(fresh) - before
         if count > limit:
             where = field_of(i)
-            message = (f"{count} distinct metric names, more than the limit of {limit} per trial "
-                       f"(limits.max_metric_names_per_trial): trial {trial_id} has "
-                       f"{sum(map(len, held.values()))} over its groups")
+            message = (
+                f"{count} distinct metric names, more than the limit of {limit} per trial "
+                f"(limits.max_metric_names_per_trial): trial {trial_id} has "
+                f"{sum(map(len, held.values()))} over its groups"
+            )
             raise InvalidArgument(f"{where}: {message}", fields=[{"field": where, "message": message}])
 
 
 def rebuild(s: Session, trial_id: int, group: str) -> Aggregates:
     """The group's aggregates from its stored reports, in step order (after a replaced step)."""
     M = models.Metric
-    return fold_all(s.scalars(select(M.metrics).where(M.trial_id == trial_id, M.group == group)
-                              .order_by(M.steps_completed, M.id)))
+    return fold_all(
+        s.scalars(select(M.metrics).where(M.trial_id == trial_id, M.group == group).order_by(M.steps_completed, M.id))
+    )

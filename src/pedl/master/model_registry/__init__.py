@@ -30,8 +30,23 @@ if TYPE_CHECKING:
     )
 
 # each module and the public names it gives the package (master/exports.py)
-__getattr__, __all__ = lazy_exports(__name__, {
-    "service": ["ModelPage", "ModelQuery", "NAME_MAX", "PAGE_MAX", "check_labels", "check_metadata", "check_text",
-                "create", "find", "label_counts", "set_archived", "view"],
-    "versions": ["VersionPage", "find_version", "is_registered", "register", "registered_in_experiment"],
-})
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "service": [
+            "ModelPage",
+            "ModelQuery",
+            "NAME_MAX",
+            "PAGE_MAX",
+            "check_labels",
+            "check_metadata",
+            "check_text",
+            "create",
+            "find",
+            "label_counts",
+            "set_archived",
+            "view",
+        ],
+        "versions": ["VersionPage", "find_version", "is_registered", "register", "registered_in_experiment"],
+    },
+)

@@ -84,8 +84,7 @@ def check_name(name: str, where: str = "name") -> str:
     if name.isdigit():
         raise InvalidArgument.at(where, f"{name!r}: a model name cannot be only digits (that is read as a model id)")
     if name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise InvalidArgument.at(where, f"{name!r}: a model name has no control characters and no space at "
-                                        "either end")
+        raise InvalidArgument.at(where, f"{name!r}: a model name has no control characters and no space at either end")
     return name
 
 
@@ -148,8 +147,12 @@ def find(s: Session, identifier: str) -> models.RegisteredModel:
 
 
 def _version_count() -> Any:
-    return (select(func.count()).where(models.ModelVersion.model_id == models.RegisteredModel.id)
-            .correlate(models.RegisteredModel).scalar_subquery())
+    return (
+        select(func.count())
+        .where(models.ModelVersion.model_id == models.RegisteredModel.id)
+        .correlate(models.RegisteredModel)
+        .scalar_subquery()
+    )
 
 
 def views(s: Session, rows: list[models.RegisteredModel]) -> list[Model]:
@@ -157,16 +160,25 @@ def views(s: Session, rows: list[models.RegisteredModel]) -> list[Model]:
     if not rows:
         return []
     ids = [m.id for m in rows]
-    names = dict(s.execute(select(models.User.id, models.User.username)
-                           .where(models.User.id.in_({m.owner_id for m in rows}))).all())
+    names = dict(
+        s.execute(
+            select(models.User.id, models.User.username).where(models.User.id.in_({m.owner_id for m in rows}))
+        ).all()
+    )
     labels: dict[int, list[str]] = {}
-    for model_id, label in s.execute(select(models.ModelLabel.model_id, models.ModelLabel.label)
-                                     .where(models.ModelLabel.model_id.in_(ids))
-                                     .order_by(models.ModelLabel.model_id, models.ModelLabel.position)):
+    for model_id, label in s.execute(
+        select(models.ModelLabel.model_id, models.ModelLabel.label)
+        .where(models.ModelLabel.model_id.in_(ids))
+        .order_by(models.ModelLabel.model_id, models.ModelLabel.position)
+    ):
         labels.setdefault(model_id, []).append(label)
-    counts = dict(s.execute(select(models.ModelVersion.model_id, func.count())
-                            .where(models.ModelVersion.model_id.in_(ids))
-                            .group_by(models.ModelVersion.model_id)).all())
+    counts = dict(
+        s.execute(
+            select(models.ModelVersion.model_id, func.count())
+            .where(models.ModelVersion.model_id.in_(ids))
+            .group_by(models.ModelVersion.model_id)
+        ).all()
+    )
     return [to_wire.model(m, names.get(m.owner_id, ""), labels.get(m.id, []), int(counts.get(m.id, 0))) for m in rows]
 
 
@@ -192,11 +204,19 @@ def _filters(q: ModelQuery) -> list[ColumnElement[bool]]:
     if q.workspace_ids:
         where.append(M.workspace_id.in_(q.workspace_ids))
     if q.workspace_names:
-        where.append(M.workspace_id.in_(select(models.Workspace.id).where(
-            models.Workspace.name_key.in_({workspaces.name_key(n) for n in q.workspace_names}))))
+        where.append(
+            M.workspace_id.in_(
+                select(models.Workspace.id).where(
+                    models.Workspace.name_key.in_({workspaces.name_key(n) for n in q.workspace_names})
+                )
+            )
+        )
     for label in dict.fromkeys(q.labels):  # every label asked for
-        where.append(select(models.ModelLabel.model_id).where(
-            and_(models.ModelLabel.model_id == M.id, models.ModelLabel.label == label)).exists())
+        where.append(
+            select(models.ModelLabel.model_id)
+            .where(and_(models.ModelLabel.model_id == M.id, models.ModelLabel.label == label))
+            .exists()
+        )
     return where
 
 
@@ -225,8 +245,9 @@ def _set_labels(s: Session, model: models.RegisteredModel, labels: list[str]) ->
 
 def _name_free(s: Session, name: str, where: str = "name") -> None:
     if s.scalar(select(models.RegisteredModel.id).where(models.RegisteredModel.name == name)) is not None:
-        raise Conflict(f"{where}: a model named {name!r} already exists", fields=[{"field": where,
-                                                                                    "message": "already exists"}])
+        raise Conflict(
+            f"{where}: a model named {name!r} already exists", fields=[{"field": where, "message": "already exists"}]
+        )
 
 
 def _flush_unique(s: Session, name: str) -> None:
@@ -234,16 +255,26 @@ def _flush_unique(s: Session, name: str) -> None:
     try:
         s.flush()
     except IntegrityError:
-        raise Conflict(f"name: a model named {name!r} already exists",
-                       fields=[{"field": "name", "message": "already exists"}]) from None
+        raise Conflict(
+            f"name: a model named {name!r} already exists", fields=[{"field": "name", "message": "already exists"}]
+        ) from None
 
 
 # -- what the routers call (each opens its own session) ---------------------------------------------
 
 
-def create(ctx: MasterContext, who: Caller, *, name: str, description: str | None = None, notes: str | None = None,
-           metadata: dict[str, Any] | None = None, labels: list[str] | None = None,
-           workspace_id: int | None = None, workspace_name: str | None = None) -> Model:
+def create(
+    ctx: MasterContext,
+    who: Caller,
+    *,
+    name: str,
+    description: str | None = None,
+    notes: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    labels: list[str] | None = None,
+    workspace_id: int | None = None,
+    workspace_name: str | None = None,
+) -> Model:
     user = require_user(who, "create a model")
     check_name(name)
     kept = check_labels(labels or [])
@@ -252,9 +283,17 @@ def create(ctx: MasterContext, who: Caller, *, name: str, description: str | Non
     with ctx.db.session() as s:
         ws = workspace_of(s, workspace_id, workspace_name)
         _name_free(s, name)
-        model = models.RegisteredModel(name=name, description=check_text("description", description or ""),
-                                       notes=check_text("notes", notes or ""), meta=meta, owner_id=user.id,
-                                       workspace_id=ws, archived=False, created_at=now, updated_at=now)
+        model = models.RegisteredModel(
+            name=name,
+            description=check_text("description", description or ""),
+            notes=check_text("notes", notes or ""),
+            meta=meta,
+            owner_id=user.id,
+            workspace_id=ws,
+            archived=False,
+            created_at=now,
+            updated_at=now,
+        )
         s.add(model)
         _flush_unique(s, name)
         _set_labels(s, model, kept)
@@ -271,10 +310,19 @@ def listing(ctx: MasterContext, q: ModelQuery) -> ModelPage:
         return page(s, q)
 
 
-def patch(ctx: MasterContext, who: Caller, identifier: str, *, name: str | None = None,
-          description: str | None = None, notes: str | None = None, metadata: dict[str, Any] | None = None,
-          labels: list[str] | None = None, workspace_id: int | None = None,
-          workspace_name: str | None = None) -> Model:
+def patch(
+    ctx: MasterContext,
+    who: Caller,
+    identifier: str,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    notes: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    labels: list[str] | None = None,
+    workspace_id: int | None = None,
+    workspace_name: str | None = None,
+) -> Model:
     """Change what is given (None: unchanged); metadata and labels are replaced whole, as the SDK's
     add_metadata and set_labels send them."""
     if name is not None:
@@ -321,11 +369,15 @@ def delete(ctx: MasterContext, who: Caller, identifier: str) -> None:
     with ctx.db.session() as s:
         model = find(s, identifier)
         require_owner(who, model.owner_id, f"delete model {model.name!r}")
-        experiments = {exp_id for exp_id in s.scalars(
-            select(models.Checkpoint.experiment_id).join(
-                models.ModelVersion, models.ModelVersion.checkpoint_uuid == models.Checkpoint.uuid)
-            .where(models.ModelVersion.model_id == model.id, models.Checkpoint.experiment_id.is_not(None)))
-            if exp_id is not None}
+        experiments = {
+            exp_id
+            for exp_id in s.scalars(
+                select(models.Checkpoint.experiment_id)
+                .join(models.ModelVersion, models.ModelVersion.checkpoint_uuid == models.Checkpoint.uuid)
+                .where(models.ModelVersion.model_id == model.id, models.Checkpoint.experiment_id.is_not(None))
+            )
+            if exp_id is not None
+        }
         s.execute(table_of(models.ModelVersion).delete().where(models.ModelVersion.model_id == model.id))
         s.execute(table_of(models.ModelLabel).delete().where(models.ModelLabel.model_id == model.id))
         s.delete(model)
@@ -340,6 +392,7 @@ def label_counts(ctx: MasterContext, workspace_id: int | None = None, limit: int
         stmt = select(models.ModelLabel.label, uses).group_by(models.ModelLabel.label)
         if workspace_id:
             stmt = stmt.join(models.RegisteredModel, models.RegisteredModel.id == models.ModelLabel.model_id).where(
-                models.RegisteredModel.workspace_id == workspace_id)
+                models.RegisteredModel.workspace_id == workspace_id
+            )
         counted = stmt.subquery()
         return list(s.scalars(select(counted.c.label).order_by(counted.c.uses.desc(), counted.c.label).limit(limit)))

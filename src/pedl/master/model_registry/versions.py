@@ -50,31 +50,44 @@ class VersionPage:
 
 def registered_in_experiment(s: Session, experiment_id: int) -> set[str]:
     """The uuids of the experiment's checkpoints that are a version of some model."""
-    return set(s.scalars(select(models.ModelVersion.checkpoint_uuid).distinct()
-                         .join(models.Checkpoint, models.Checkpoint.uuid == models.ModelVersion.checkpoint_uuid)
-                         .where(models.Checkpoint.experiment_id == experiment_id)))
+    return set(
+        s.scalars(
+            select(models.ModelVersion.checkpoint_uuid)
+            .distinct()
+            .join(models.Checkpoint, models.Checkpoint.uuid == models.ModelVersion.checkpoint_uuid)
+            .where(models.Checkpoint.experiment_id == experiment_id)
+        )
+    )
 
 
 def is_registered(s: Session, uuid: str) -> bool:
-    return s.scalar(select(models.ModelVersion.id).where(models.ModelVersion.checkpoint_uuid == uuid).limit(1)) \
-        is not None
+    return (
+        s.scalar(select(models.ModelVersion.id).where(models.ModelVersion.checkpoint_uuid == uuid).limit(1)) is not None
+    )
 
 
 def _views(s: Session, rows: list[models.ModelVersion], model: Model) -> list[ModelVersion]:
     """Each version with its checkpoint (trial, experiment, validation), in a handful of queries."""
     if not rows:
         return []
-    ckpts = list(s.scalars(select(models.Checkpoint).where(
-        models.Checkpoint.uuid.in_({r.checkpoint_uuid for r in rows}))))
+    ckpts = list(
+        s.scalars(select(models.Checkpoint).where(models.Checkpoint.uuid.in_({r.checkpoint_uuid for r in rows})))
+    )
     shown = {c.uuid: c for c in checkpoints.shown(s, ckpts)}
-    names = dict(s.execute(select(models.User.id, models.User.username)
-                           .where(models.User.id.in_({r.owner_id for r in rows}))).all())
+    names = dict(
+        s.execute(
+            select(models.User.id, models.User.username).where(models.User.id.in_({r.owner_id for r in rows}))
+        ).all()
+    )
     return [to_wire.version(r, model, names.get(r.owner_id, ""), shown[r.checkpoint_uuid]) for r in rows]
 
 
 def find_version(s: Session, model: models.RegisteredModel, number: int) -> models.ModelVersion:
-    row = s.scalar(select(models.ModelVersion).where(models.ModelVersion.model_id == model.id,
-                                                     models.ModelVersion.version == number))
+    row = s.scalar(
+        select(models.ModelVersion).where(
+            models.ModelVersion.model_id == model.id, models.ModelVersion.version == number
+        )
+    )
     if row is None:
         raise NotFound(f"model {model.name!r} has no version {number}")
     return row
@@ -89,14 +102,18 @@ def _registrable(s: Session, uuid: str) -> models.Checkpoint:
     exp = s.get(models.Experiment, ckpt.experiment_id, with_for_update=True) if ckpt.experiment_id else None
     s.refresh(ckpt)
     if ckpt.state == CheckpointState.DELETED:
-        raise InvalidArgument.at("checkpointUuid", f"checkpoint {uuid} was deleted (STATE_DELETED): its files are "
-                                                   "gone, so it cannot be a model version")
+        raise InvalidArgument.at(
+            "checkpointUuid",
+            f"checkpoint {uuid} was deleted (STATE_DELETED): its files are gone, so it cannot be a model version",
+        )
     if ckpt.state != CheckpointState.COMPLETED:
-        raise InvalidArgument.at("checkpointUuid", f"checkpoint {uuid} is {ckpt.state}: only a COMPLETED "
-                                                   "checkpoint can be a model version")
+        raise InvalidArgument.at(
+            "checkpointUuid", f"checkpoint {uuid} is {ckpt.state}: only a COMPLETED checkpoint can be a model version"
+        )
     if exp is not None and exp.state in DELETING_EXPERIMENT:
-        raise InvalidArgument.at("checkpointUuid", f"checkpoint {uuid} belongs to experiment {exp.id}, which is "
-                                                   "being deleted")
+        raise InvalidArgument.at(
+            "checkpointUuid", f"checkpoint {uuid} belongs to experiment {exp.id}, which is being deleted"
+        )
     return ckpt
 
 
@@ -105,9 +122,19 @@ def _check_name(name: str | None) -> None:
         raise InvalidArgument.at("name", f"at most {NAME_MAX} characters")
 
 
-def register(ctx: MasterContext, who: Caller, identifier: str, *, checkpoint_uuid: str, model_name: str | None = None,
-             name: str | None = None, comment: str | None = None, notes: str | None = None,
-             metadata: dict[str, Any] | None = None, labels: list[str] | None = None) -> ModelVersion:
+def register(
+    ctx: MasterContext,
+    who: Caller,
+    identifier: str,
+    *,
+    checkpoint_uuid: str,
+    model_name: str | None = None,
+    name: str | None = None,
+    comment: str | None = None,
+    notes: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    labels: list[str] | None = None,
+) -> ModelVersion:
     _check_name(name)
     for where, value in (("comment", comment), ("notes", notes)):
         check_text(where, value or "")
@@ -123,11 +150,22 @@ def register(ctx: MasterContext, who: Caller, identifier: str, *, checkpoint_uui
             raise Conflict(f"model {model.name!r} is archived: unarchive it to register versions")
         ckpt = _registrable(s, checkpoint_uuid)
         s.refresh(model, with_for_update=True)  # PostgreSQL: one registration of this model at a time
-        number = (s.scalar(select(func.max(models.ModelVersion.version))
-                           .where(models.ModelVersion.model_id == model.id)) or 0) + 1
-        row = models.ModelVersion(model_id=model.id, version=number, checkpoint_uuid=ckpt.uuid, name=name or "",
-                                  comment=comment or "", notes=notes or "", meta=meta, labels=kept,
-                                  owner_id=user.id, created_at=now, updated_at=now)
+        number = (
+            s.scalar(select(func.max(models.ModelVersion.version)).where(models.ModelVersion.model_id == model.id)) or 0
+        ) + 1
+        row = models.ModelVersion(
+            model_id=model.id,
+            version=number,
+            checkpoint_uuid=ckpt.uuid,
+            name=name or "",
+            comment=comment or "",
+            notes=notes or "",
+            meta=meta,
+            labels=kept,
+            owner_id=user.id,
+            created_at=now,
+            updated_at=now,
+        )
         s.add(row)
         model.updated_at = now
         s.flush()
@@ -140,8 +178,15 @@ def describe(ctx: MasterContext, identifier: str, number: int) -> ModelVersion:
         return _views(s, [find_version(s, model, number)], view(s, model))[0]
 
 
-def listing(ctx: MasterContext, identifier: str, *, offset: int = 0, limit: int = 0,
-            sort_by: str = "SORT_BY_UNSPECIFIED", descending: bool = False) -> VersionPage:
+def listing(
+    ctx: MasterContext,
+    identifier: str,
+    *,
+    offset: int = 0,
+    limit: int = 0,
+    sort_by: str = "SORT_BY_UNSPECIFIED",
+    descending: bool = False,
+) -> VersionPage:
     """One page of the model's versions (at most PAGE_MAX), and how many it has."""
     if sort_by not in SORTS:
         raise InvalidArgument.at("sortBy", f"{sort_by!r} is not one of {', '.join(sorted(SORTS))}")
@@ -149,14 +194,31 @@ def listing(ctx: MasterContext, identifier: str, *, offset: int = 0, limit: int 
         model = view(s, find(s, identifier))
         key, tie = SORTS[sort_by](), models.ModelVersion.version
         order = (key.desc(), tie.desc()) if descending else (key.asc(), tie.asc())
-        rows = list(s.scalars(select(models.ModelVersion).where(models.ModelVersion.model_id == model.id)
-                              .order_by(*order).offset(offset).limit(limit if 0 < limit <= PAGE_MAX else PAGE_MAX)))
+        rows = list(
+            s.scalars(
+                select(models.ModelVersion)
+                .where(models.ModelVersion.model_id == model.id)
+                .order_by(*order)
+                .offset(offset)
+                .limit(limit if 0 < limit <= PAGE_MAX else PAGE_MAX)
+            )
+        )
         return VersionPage(model, _views(s, rows, model), model.numVersions)
 
 
-def patch(ctx: MasterContext, who: Caller, identifier: str, number: int, *, name: str | None = None,
-          comment: str | None = None, notes: str | None = None, metadata: dict[str, Any] | None = None,
-          labels: list[str] | None = None, checkpoint_uuid: str | None = None) -> ModelVersion:
+def patch(
+    ctx: MasterContext,
+    who: Caller,
+    identifier: str,
+    number: int,
+    *,
+    name: str | None = None,
+    comment: str | None = None,
+    notes: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    labels: list[str] | None = None,
+    checkpoint_uuid: str | None = None,
+) -> ModelVersion:
     """Change what is given (None: unchanged). The checkpoint of a version never changes: register
     another version instead."""
     _check_name(name)
@@ -170,10 +232,10 @@ def patch(ctx: MasterContext, who: Caller, identifier: str, number: int, *, name
         require_owner(who, model.owner_id, f"change versions of model {model.name!r}")
         row = find_version(s, model, number)
         if checkpoint_uuid is not None and checkpoint_uuid != row.checkpoint_uuid:
-            raise InvalidArgument.at("checkpoint.uuid", "a version's checkpoint cannot change; register a new "
-                                                        "version instead")
-        for attr, value in (("name", name), ("comment", comment), ("notes", notes), ("meta", meta),
-                            ("labels", kept)):
+            raise InvalidArgument.at(
+                "checkpoint.uuid", "a version's checkpoint cannot change; register a new version instead"
+            )
+        for attr, value in (("name", name), ("comment", comment), ("notes", notes), ("meta", meta), ("labels", kept)):
             if value is not None:
                 setattr(row, attr, value)
         row.updated_at = model.updated_at = ctx.clock.now()

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 RECORDS_KEPT = 10_000
 MESSAGE_MAX = 16_384  # characters of one record kept (a traceback can be long)
 
-LEVELS = ((logging.CRITICAL, "LOG_LEVEL_CRITICAL"), (logging.ERROR, "LOG_LEVEL_ERROR"),
-          (logging.WARNING, "LOG_LEVEL_WARNING"), (logging.INFO, "LOG_LEVEL_INFO"),
-          (logging.DEBUG, "LOG_LEVEL_DEBUG"))
+LEVELS = (
+    (logging.CRITICAL, "LOG_LEVEL_CRITICAL"),
+    (logging.ERROR, "LOG_LEVEL_ERROR"),
+    (logging.WARNING, "LOG_LEVEL_WARNING"),
+    (logging.INFO, "LOG_LEVEL_INFO"),
+    (logging.DEBUG, "LOG_LEVEL_DEBUG"),
+)
 
 
 def level_name(levelno: int) -> str:
@@ -60,7 +64,7 @@ class MasterLogRing(logging.Handler):
         with self._guard:
             kept = list(self._entries)
         start = max(len(kept) + offset, 0) if offset < 0 else offset
-        return kept[start: start + limit] if limit else kept[start:]
+        return kept[start : start + limit] if limit else kept[start:]
 
     def after(self, last_id: int, limit: int = 0) -> list[MasterLogEntry]:
         """Records with an id greater than `last_id`, oldest first (at most `limit`; 0: all)."""

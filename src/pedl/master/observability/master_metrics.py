@@ -35,23 +35,43 @@ class MasterMetrics:
             GCCollector(registry=self.registry)
         r = self.registry
         self.scheduling_pass = Histogram(
-            "pedl_scheduling_pass_seconds", "Duration of one scheduling pass of the controller (Controller.tick).",
-            buckets=PASS_BUCKETS, registry=r)
+            "pedl_scheduling_pass_seconds",
+            "Duration of one scheduling pass of the controller (Controller.tick).",
+            buckets=PASS_BUCKETS,
+            registry=r,
+        )
         self.provisioner_pass = Histogram(
-            "pedl_provisioner_pass_seconds", "Duration of one provisioning pass of a pool.", ["pool"],
-            buckets=PASS_BUCKETS, registry=r)
+            "pedl_provisioner_pass_seconds",
+            "Duration of one provisioning pass of a pool.",
+            ["pool"],
+            buckets=PASS_BUCKETS,
+            registry=r,
+        )
         self.launches = Counter(
-            "pedl_instance_launches", "Instances launched by the provisioners.", ["pool", "instance_type", "market"],
-            registry=r)
+            "pedl_instance_launches",
+            "Instances launched by the provisioners.",
+            ["pool", "instance_type", "market"],
+            registry=r,
+        )
         self.launch_failures = Counter(
-            "pedl_instance_launch_failures", "Launch calls the provider refused, by cloud error kind.",
-            ["pool", "kind"], registry=r)
+            "pedl_instance_launch_failures",
+            "Launch calls the provider refused, by cloud error kind.",
+            ["pool", "kind"],
+            registry=r,
+        )
         self.metric_reports = Counter(
-            "pedl_metric_reports", "Metric reports ingested from trials, by group (training, validation, other).",
-            ["group"], registry=r)
+            "pedl_metric_reports",
+            "Metric reports ingested from trials, by group (training, validation, other).",
+            ["group"],
+            registry=r,
+        )
         self.request_latency = Histogram(
-            "pedl_api_request_duration_seconds", "HTTP request latency, by method, route template and status class.",
-            ["method", "route", "status"], buckets=REQUEST_BUCKETS, registry=r)
+            "pedl_api_request_duration_seconds",
+            "HTTP request latency, by method, route template and status class.",
+            ["method", "route", "status"],
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
 
     @contextmanager
     def timed(self, histogram: Histogram) -> Iterator[None]:

@@ -51,8 +51,10 @@ def read_figures(ctx: MasterContext) -> ClusterFigures:
     alloc, inst = models.Allocation, models.Instance
     with ctx.db.read_session() as s:
         for name, state, count, slots in s.execute(
-                select(alloc.resource_pool, alloc.state, func.count(), func.coalesce(func.sum(alloc.slots_needed), 0))
-                .where(alloc.state.in_((*HELD, AllocationState.PENDING))).group_by(alloc.resource_pool, alloc.state)):
+            select(alloc.resource_pool, alloc.state, func.count(), func.coalesce(func.sum(alloc.slots_needed), 0))
+            .where(alloc.state.in_((*HELD, AllocationState.PENDING)))
+            .group_by(alloc.resource_pool, alloc.state)
+        ):
             p = pool(name)
             if state == AllocationState.PENDING:
                 p.pending_allocations += count
@@ -60,16 +62,20 @@ def read_figures(ctx: MasterContext) -> ClusterFigures:
             else:
                 p.held_allocations += count
                 p.slots_used += slots
-        for agent_id, name, slots in s.execute(select(models.Agent.id, models.Agent.resource_pool, models.Agent.slots)
-                                               .where(models.Agent.state == AgentState.CONNECTED)):
+        for agent_id, name, slots in s.execute(
+            select(models.Agent.id, models.Agent.resource_pool, models.Agent.slots).where(
+                models.Agent.state == AgentState.CONNECTED
+            )
+        ):
             if agent_id in connected:
                 p = pool(name)
                 p.agents += 1
                 p.slots_capacity += len(slots or [])
         for name, itype, spot, state, count in s.execute(
-                select(inst.resource_pool, inst.instance_type, inst.spot, inst.state, func.count())
-                .where(inst.state.in_(LIVE_INSTANCE))
-                .group_by(inst.resource_pool, inst.instance_type, inst.spot, inst.state)):
+            select(inst.resource_pool, inst.instance_type, inst.spot, inst.state, func.count())
+            .where(inst.state.in_(LIVE_INSTANCE))
+            .group_by(inst.resource_pool, inst.instance_type, inst.spot, inst.state)
+        ):
             key = (name, itype, market(bool(spot)), str(state))
             out.instances[key] = out.instances.get(key, 0) + count
     return out
@@ -92,8 +98,10 @@ class PoolStateCollector(Collector):
         gauges = {
             "pending_allocations": ("pedl_pool_pending_allocations", "Allocations waiting for slots (the queue)."),
             "pending_slots": ("pedl_pool_pending_slots", "Slots the waiting allocations ask for."),
-            "held_allocations": ("pedl_pool_running_allocations",
-                                 "Allocations holding slots (assigned, running or terminating)."),
+            "held_allocations": (
+                "pedl_pool_running_allocations",
+                "Allocations holding slots (assigned, running or terminating).",
+            ),
             "slots_used": ("pedl_pool_slots_used", "Slots held by allocations."),
             "slots_capacity": ("pedl_pool_slots_capacity", "Slots of the pool's connected agents."),
             "agents": ("pedl_pool_agents", "Connected agents."),
@@ -103,24 +111,35 @@ class PoolStateCollector(Collector):
             for pool_name, p in sorted(figures.pools.items()):
                 g.add_metric([pool_name], getattr(p, attr))
             yield g
-        g = GaugeMetricFamily("pedl_instances", "Live instances, by pool, instance type, market and state.",
-                              labels=["pool", "instance_type", "market", "state"])
+        g = GaugeMetricFamily(
+            "pedl_instances",
+            "Live instances, by pool, instance type, market and state.",
+            labels=["pool", "instance_type", "market", "state"],
+        )
         for key, count in sorted(figures.instances.items()):
             g.add_metric(list(key), count)
         yield g
 
     def _provisioners(self) -> Iterator[Metric]:
         now = self.ctx.clock.now()
-        backoff = GaugeMetricFamily("pedl_provisioner_backoff", "1 while the pool's launches back off after errors.",
-                                    labels=["pool"])
-        remaining = GaugeMetricFamily("pedl_provisioner_backoff_remaining_seconds",
-                                      "Seconds until the pool's launches may be tried again (0 when none).",
-                                      labels=["pool"])
-        errors = GaugeMetricFamily("pedl_provisioner_consecutive_errors",
-                                   "Provider errors since the pool's last successful launch.", labels=["pool"])
-        avoided = GaugeMetricFamily("pedl_provisioner_unavailable",
-                                    "1 for each instance type and market avoided after a capacity error.",
-                                    labels=["pool", "instance_type", "market"])
+        backoff = GaugeMetricFamily(
+            "pedl_provisioner_backoff", "1 while the pool's launches back off after errors.", labels=["pool"]
+        )
+        remaining = GaugeMetricFamily(
+            "pedl_provisioner_backoff_remaining_seconds",
+            "Seconds until the pool's launches may be tried again (0 when none).",
+            labels=["pool"],
+        )
+        errors = GaugeMetricFamily(
+            "pedl_provisioner_consecutive_errors",
+            "Provider errors since the pool's last successful launch.",
+            labels=["pool"],
+        )
+        avoided = GaugeMetricFamily(
+            "pedl_provisioner_unavailable",
+            "1 for each instance type and market avoided after a capacity error.",
+            labels=["pool", "instance_type", "market"],
+        )
         for pool_name, prov in sorted(self.ctx.provisioners.items()):
             st = prov.status
             left = max((st.backoff_until or 0.0) - now, 0.0)
@@ -131,4 +150,3 @@ class PoolStateCollector(Collector):
                 if until > now:
                     avoided.add_metric([pool_name, itype, market(spot)], 1.0)
         yield from (backoff, remaining, errors, avoided)
-

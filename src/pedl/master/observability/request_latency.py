@@ -41,5 +41,6 @@ class RequestLatency:
             await self.app(scope, receive, send_status)
         finally:
             elapsed = max(self.metrics.timer() - start, 0.0)
-            self.metrics.request_latency.labels(method=method, route=route_template(scope),
-                                                status=f"{status // 100}xx").observe(elapsed)
+            self.metrics.request_latency.labels(
+                method=method, route=route_template(scope), status=f"{status // 100}xx"
+            ).observe(elapsed)

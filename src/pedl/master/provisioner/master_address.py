@@ -45,8 +45,7 @@ def imds_get(key: str, *, imds_url: str = DEFAULT_IMDS_URL, timeout: float = 2.0
     with HttpTokens=required demand). Raises httpx.HTTPError on any failure."""
     base = imds_base(imds_url)
     with httpx.Client(timeout=timeout, trust_env=False) as client:
-        token = client.put(f"{base}/latest/api/token",
-                           headers={"X-aws-ec2-metadata-token-ttl-seconds": IMDS_TOKEN_TTL})
+        token = client.put(f"{base}/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": IMDS_TOKEN_TTL})
         token.raise_for_status()
         r = client.get(f"{base}/latest/meta-data/{key}", headers={"X-aws-ec2-metadata-token": token.text})
         r.raise_for_status()
@@ -61,8 +60,9 @@ def gce_get(path: str, *, gce_url: str = DEFAULT_GCE_URL, timeout: float = 2.0) 
         return r.text.strip()
 
 
-def resolve_master_url(url: str | None, *, imds_url: str = DEFAULT_IMDS_URL, gce_url: str = DEFAULT_GCE_URL,
-                       timeout: float = 2.0) -> str:
+def resolve_master_url(
+    url: str | None, *, imds_url: str = DEFAULT_IMDS_URL, gce_url: str = DEFAULT_GCE_URL, timeout: float = 2.0
+) -> str:
     """`scheme://host:port` for agents. Plain URLs pass through (scheme http and port 8080 when
     absent); aliases are looked up in the metadata service and keep their port. None means the
     seeds' recommended alias, ec2.local-ipv4. Raises pedl.errors.Unavailable naming the alias and
@@ -82,17 +82,21 @@ def resolve_master_url(url: str | None, *, imds_url: str = DEFAULT_IMDS_URL, gce
         try:
             value = imds_get(key, imds_url=imds_url, timeout=timeout)
         except httpx.HTTPError as exc:
-            raise Unavailable(f"cannot resolve master_url alias {host}: the EC2 instance metadata service at "
-                              f"{where} did not answer ({_why(exc)}); is the master running on EC2 with "
-                              f"IMDS enabled?") from exc
+            raise Unavailable(
+                f"cannot resolve master_url alias {host}: the EC2 instance metadata service at "
+                f"{where} did not answer ({_why(exc)}); is the master running on EC2 with "
+                f"IMDS enabled?"
+            ) from exc
     else:
         assert host in GCE_ALIASES
         where = f"{gce_base(gce_url)}/{_GCE_PATHS[host]}"
         try:
             value = gce_get(_GCE_PATHS[host], gce_url=gce_url, timeout=timeout)
         except httpx.HTTPError as exc:
-            raise Unavailable(f"cannot resolve master_url alias {host}: the GCE metadata server at {where} "
-                              f"did not answer ({_why(exc)}); is the master running on GCE?") from exc
+            raise Unavailable(
+                f"cannot resolve master_url alias {host}: the GCE metadata server at {where} "
+                f"did not answer ({_why(exc)}); is the master running on GCE?"
+            ) from exc
     if not value:
         raise Unavailable(f"cannot resolve master_url alias {host}: {where} returned an empty value")
     log.info("master_url %s resolved to %s", host, value)

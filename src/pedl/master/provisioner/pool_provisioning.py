@@ -31,19 +31,27 @@ def load(s: Session, pool_name: str, now: float) -> tuple[PoolStatus, Unavailabl
     row = s.get(models.PoolProvisioning, pool_name)
     if row is None:
         return PoolStatus(), {}
-    status = PoolStatus(last_error=row.last_error, last_error_at=row.last_error_at, backoff_until=row.backoff_until,
-                        consecutive_errors=row.consecutive_errors)
-    unavailable = {(str(itype), bool(spot)): float(until) for itype, spot, until in row.unavailable
-                   if float(until) > now}
+    status = PoolStatus(
+        last_error=row.last_error,
+        last_error_at=row.last_error_at,
+        backoff_until=row.backoff_until,
+        consecutive_errors=row.consecutive_errors,
+    )
+    unavailable = {
+        (str(itype), bool(spot)): float(until) for itype, spot, until in row.unavailable if float(until) > now
+    }
     return status, unavailable
 
 
 def save(s: Session, pool_name: str, status: PoolStatus, unavailable: Unavailable) -> None:
     """Store the pool's status in the session's transaction; a field that did not change is not written."""
     values: dict[str, Any] = {
-        "consecutive_errors": status.consecutive_errors, "backoff_until": status.backoff_until,
-        "last_error": status.last_error, "last_error_at": status.last_error_at,
-        "unavailable": [[itype, spot, until] for (itype, spot), until in sorted(unavailable.items())]}
+        "consecutive_errors": status.consecutive_errors,
+        "backoff_until": status.backoff_until,
+        "last_error": status.last_error,
+        "last_error_at": status.last_error_at,
+        "unavailable": [[itype, spot, until] for (itype, spot), until in sorted(unavailable.items())],
+    }
     row = s.get(models.PoolProvisioning, pool_name)
     if row is None:
         s.add(models.PoolProvisioning(resource_pool=pool_name, **values))

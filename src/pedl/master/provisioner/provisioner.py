@@ -44,8 +44,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 IS = InstanceState
 # each live state as the scaling decider names it (scheduling/snapshot.py)
-LIVE_STATE: dict[InstanceState, LiveState] = {IS.REQUESTED: "requested", IS.STARTING: "starting", IS.RUNNING: "running",
-                                              IS.TERMINATING: "terminating"}
+LIVE_STATE: dict[InstanceState, LiveState] = {
+    IS.REQUESTED: "requested",
+    IS.STARTING: "starting",
+    IS.RUNNING: "running",
+    IS.TERMINATING: "terminating",
+}
 
 TERMINATE_RETRY = 120.0
 
@@ -69,10 +73,17 @@ class PoolProvisioner:
 
     def _load(self, s: Session) -> None:
         self.status, self.unavailable = pool_provisioning.load(s, self.pool.pool_name, self.now)
-        self.idle_since = {inst_id: since for inst_id, since in s.execute(
-            select(models.Instance.id, models.Instance.idle_since).where(
-                models.Instance.resource_pool == self.pool.pool_name, models.Instance.state.in_(LIVE_INSTANCE),
-                models.Instance.idle_since.is_not(None))) if since is not None}
+        self.idle_since = {
+            inst_id: since
+            for inst_id, since in s.execute(
+                select(models.Instance.id, models.Instance.idle_since).where(
+                    models.Instance.resource_pool == self.pool.pool_name,
+                    models.Instance.state.in_(LIVE_INSTANCE),
+                    models.Instance.idle_since.is_not(None),
+                )
+            )
+            if since is not None
+        }
 
     def _save_status(self, s: Session) -> None:
         pool_provisioning.save(s, self.pool.pool_name, self.status, self.unavailable)
@@ -101,14 +112,27 @@ class PoolProvisioner:
         views, pending = self._snapshot(s)
         self.status.pending_slots = sum(p.slots_needed for p in pending)
         self.unavailable = {k: t for k, t in self.unavailable.items() if t > now}
-        decision = decide(now, self.policy, views, pending,
-                          launch_blocked_until=self.status.backoff_until, unavailable=set(self.unavailable))
+        decision = decide(
+            now,
+            self.policy,
+            views,
+            pending,
+            launch_blocked_until=self.status.backoff_until,
+            unavailable=set(self.unavailable),
+        )
         for key in decision.unavailable:
             self.unavailable[key] = now + self.cfg.capacity_retry_period
         # consolidation and spot first: drains, moves (preemptions), spot replacements, drained instances ended
-        self.last_moves = moves.consolidate(self.ctl, s, self.pool.pool_name, self.cfg, decision,
-                                            set(self.unavailable), self.ctl.hub.connected_ids(),
-                                            scheduler=self.pool.scheduler.type)
+        self.last_moves = moves.consolidate(
+            self.ctl,
+            s,
+            self.pool.pool_name,
+            self.cfg,
+            decision,
+            set(self.unavailable),
+            self.ctl.hub.connected_ids(),
+            scheduler=self.pool.scheduler.type,
+        )
         if self.last_moves is not None and self.last_moves.next_check_at is not None:
             decision.wake_at(self.last_moves.next_check_at)  # when a trial becomes movable
         self._save_status(s)
@@ -119,8 +143,12 @@ class PoolProvisioner:
             if ci.id in deciding:
                 continue
             row = s.get(models.Instance, ci.id)
-            if (row is not None and row.state == IS.TERMINATING and row.terminate_sent_at is not None
-                    and now - row.terminate_sent_at > TERMINATE_RETRY):
+            if (
+                row is not None
+                and row.state == IS.TERMINATING
+                and row.terminate_sent_at is not None
+                and now - row.terminate_sent_at > TERMINATE_RETRY
+            ):
                 decision.terminate.append((ci.id, "terminate sent again: the instance is still there"))
         for inst_id, reason in decision.terminate:
             row = s.get(models.Instance, inst_id)
@@ -138,8 +166,14 @@ class PoolProvisioner:
         """Adopt tagged instances the database does not know (a restart), follow spot requests to
         their instances, and close rows whose instances the cloud no longer reports."""
         now = self.now
-        rows = {r.id: r for r in s.scalars(select(models.Instance).where(
-            models.Instance.resource_pool == self.pool.pool_name, models.Instance.state.in_(LIVE_INSTANCE)))}
+        rows = {
+            r.id: r
+            for r in s.scalars(
+                select(models.Instance).where(
+                    models.Instance.resource_pool == self.pool.pool_name, models.Instance.state.in_(LIVE_INSTANCE)
+                )
+            )
+        }
         seen: set[str] = set()
         for ci in cloud:
             seen.add(ci.id)
@@ -152,15 +186,28 @@ class PoolProvisioner:
                     req_row.terminated_at = now
             if row is None:
                 row = models.Instance(
-                    id=ci.id, resource_pool=self.pool.pool_name, provider=self.provider.name,
-                    instance_type=ci.instance_type, spot=ci.spot, slots=self.cfg.slots_of(ci.instance_type),
-                    price_per_hour=self._price(ci), spot_request_id=ci.spot_request_id,
-                    launched_at=ci.launched_at, adopted=True,
-                    state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING)
+                    id=ci.id,
+                    resource_pool=self.pool.pool_name,
+                    provider=self.provider.name,
+                    instance_type=ci.instance_type,
+                    spot=ci.spot,
+                    slots=self.cfg.slots_of(ci.instance_type),
+                    price_per_hour=self._price(ci),
+                    spot_request_id=ci.spot_request_id,
+                    launched_at=ci.launched_at,
+                    adopted=True,
+                    state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING,
+                )
                 s.add(row)
                 rows[ci.id] = row
-                record_event(s, now, "instance", ci.id, f"found by tag in pool {self.pool.pool_name}; adopted",
-                             to_state=row.state)
+                record_event(
+                    s,
+                    now,
+                    "instance",
+                    ci.id,
+                    f"found by tag in pool {self.pool.pool_name}; adopted",
+                    to_state=row.state,
+                )
                 agent = s.get(models.Agent, ci.id)
                 if agent is not None and agent.state == AgentState.CONNECTED:
                     set_instance_state(s, now, row, IS.RUNNING, "its agent is connected")
@@ -171,8 +218,9 @@ class PoolProvisioner:
                 set_instance_state(s, now, row, IS.TERMINATING, "the cloud is terminating it")
         for row in rows.values():
             if row.id not in seen:
-                set_instance_state(s, now, row, IS.TERMINATED,
-                                   row.termination_reason or "no longer reported by the provider")
+                set_instance_state(
+                    s, now, row, IS.TERMINATED, row.termination_reason or "no longer reported by the provider"
+                )
                 row.terminated_at = now
                 row.idle_since = None
                 self.idle_since.pop(row.id, None)
@@ -181,35 +229,62 @@ class PoolProvisioner:
         """Load the pool's live instances, their agents and its held and waiting allocations as plain
         facts; `snapshot` (shared with the simulator) turns them into the decider's input."""
         connected = self.ctl.hub.connected_ids()
-        held = [HeldTask(aid, slots, queued, tuple((p["agent_id"], len(p["slot_ids"])) for p in assignment or []))
-                for aid, slots, queued, assignment in s.execute(select(
-                    models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at,
-                    models.Allocation.assignment).where(
-                    models.Allocation.state.in_(HELD), models.Allocation.resource_pool == self.pool.pool_name))]
-        rows = list(s.scalars(select(models.Instance).where(models.Instance.resource_pool == self.pool.pool_name,
-                                                           models.Instance.state.in_(LIVE_INSTANCE))))
-        agents = {a.id: a for a in s.scalars(select(models.Agent).where(
-            models.Agent.id.in_([r.id for r in rows])))} if rows else {}
+        held = [
+            HeldTask(aid, slots, queued, tuple((p["agent_id"], len(p["slot_ids"])) for p in assignment or []))
+            for aid, slots, queued, assignment in s.execute(
+                select(
+                    models.Allocation.id,
+                    models.Allocation.slots_needed,
+                    models.Allocation.queued_at,
+                    models.Allocation.assignment,
+                ).where(models.Allocation.state.in_(HELD), models.Allocation.resource_pool == self.pool.pool_name)
+            )
+        ]
+        rows = list(
+            s.scalars(
+                select(models.Instance).where(
+                    models.Instance.resource_pool == self.pool.pool_name, models.Instance.state.in_(LIVE_INSTANCE)
+                )
+            )
+        )
+        agents = (
+            {a.id: a for a in s.scalars(select(models.Agent).where(models.Agent.id.in_([r.id for r in rows])))}
+            if rows
+            else {}
+        )
         facts = []
         for row in rows:
             agent = agents.get(row.id)
-            facts.append(InstanceFacts(
-                row.id, row.instance_type, LIVE_STATE[row.state], launched_at=row.launched_at,
-                slots=len(agent.slots) if agent is not None else row.slots, spot=row.spot,
-                # a draining instance, like one the cloud reclaims, goes away: no capacity for new work
-                interrupted=row.interrupted_at is not None or row.draining_since is not None,
-                cordoned=row.cordoned_since is not None,
-                agent_connected=(agent is not None and agent.state == AgentState.CONNECTED and row.id in connected),
-                agent_disconnected_at=agent.disconnected_at if agent is not None else None))
+            facts.append(
+                InstanceFacts(
+                    row.id,
+                    row.instance_type,
+                    LIVE_STATE[row.state],
+                    launched_at=row.launched_at,
+                    slots=len(agent.slots) if agent is not None else row.slots,
+                    spot=row.spot,
+                    # a draining instance, like one the cloud reclaims, goes away: no capacity for new work
+                    interrupted=row.interrupted_at is not None or row.draining_since is not None,
+                    cordoned=row.cordoned_since is not None,
+                    agent_connected=(agent is not None and agent.state == AgentState.CONNECTED and row.id in connected),
+                    agent_disconnected_at=agent.disconnected_at if agent is not None else None,
+                )
+            )
         # a task its experiment's max_slots holds back (as the last scheduling pass saw) is no demand, nor is
         # a checkpoint GC task: pedl boots no instance to delete files (the GC worker ends one no agent takes)
-        waiting = [PendingTask(aid, slots, queued) for aid, slots, queued in s.execute(
-            select(models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at)
-            .outerjoin(models.GenericTask, models.GenericTask.id == models.Allocation.task_id).where(
-                models.Allocation.state == AllocationState.PENDING,
-                models.Allocation.resource_pool == self.pool.pool_name,
-                or_(models.Allocation.wait_kind.is_(None), models.Allocation.wait_kind != WaitKind.MAX_SLOTS),
-                or_(models.GenericTask.kind.is_(None), models.GenericTask.kind != GC_TASK_KIND)))]
+        waiting = [
+            PendingTask(aid, slots, queued)
+            for aid, slots, queued in s.execute(
+                select(models.Allocation.id, models.Allocation.slots_needed, models.Allocation.queued_at)
+                .outerjoin(models.GenericTask, models.GenericTask.id == models.Allocation.task_id)
+                .where(
+                    models.Allocation.state == AllocationState.PENDING,
+                    models.Allocation.resource_pool == self.pool.pool_name,
+                    or_(models.Allocation.wait_kind.is_(None), models.Allocation.wait_kind != WaitKind.MAX_SLOTS),
+                    or_(models.GenericTask.kind.is_(None), models.GenericTask.kind != GC_TASK_KIND),
+                )
+            )
+        ]
         # the idle clocks live on the rows: `snapshot` updates a dict of them, the changes go back
         idle = {row.id: row.idle_since for row in rows if row.idle_since is not None}
         out = snapshot(self.now, facts, held, waiting, idle)
@@ -245,16 +320,20 @@ class PoolProvisioner:
                 if exc.kind == CloudErrorKind.CAPACITY:
                     # this type (and market) is out: the next pass falls back at once
                     self.unavailable[(launch.instance_type, launch.spot)] = self.now + self.cfg.capacity_retry_period
-                    self._record_error(exc, f"launching {launch.count} x {launch.instance_type}"
-                                            f"{' (spot)' if launch.spot else ''}", backoff=False)
+                    self._record_error(
+                        exc,
+                        f"launching {launch.count} x {launch.instance_type}{' (spot)' if launch.spot else ''}",
+                        backoff=False,
+                    )
                     self.ctl.wake_provisioners()
                 else:
                     self._record_error(exc, f"launching {launch.count} x {launch.instance_type}")
                 return
             self._clear_errors()
             for ci in created:
-                self.ctl.metrics.launches.labels(pool=self.pool.pool_name, instance_type=ci.instance_type,
-                                                 market=market(ci.spot)).inc()
+                self.ctl.metrics.launches.labels(
+                    pool=self.pool.pool_name, instance_type=ci.instance_type, market=market(ci.spot)
+                ).inc()
             self.ctl.run(lambda s, c=created, r=request: self._record_launch(s, c, r))
             log.info("pool %s: launched %s", self.pool.pool_name, ", ".join(c.id for c in created))
 
@@ -264,15 +343,29 @@ class PoolProvisioner:
         for ci in created:
             if s.get(models.Instance, ci.id) is not None:
                 continue
-            s.add(models.Instance(
-                id=ci.id, resource_pool=self.pool.pool_name, provider=self.provider.name,
-                instance_type=ci.instance_type, spot=ci.spot, slots=request.slots,
-                price_per_hour=self._price(ci), launch_token=request.token,
-                spot_request_id=ci.spot_request_id, launched_at=ci.launched_at or now,
-                state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING))
-            record_event(s, now, "instance", ci.id,
-                         f"launched {ci.instance_type}{' spot' if ci.spot else ''} for pool {self.pool.pool_name}",
-                         to_state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING)
+            s.add(
+                models.Instance(
+                    id=ci.id,
+                    resource_pool=self.pool.pool_name,
+                    provider=self.provider.name,
+                    instance_type=ci.instance_type,
+                    spot=ci.spot,
+                    slots=request.slots,
+                    price_per_hour=self._price(ci),
+                    launch_token=request.token,
+                    spot_request_id=ci.spot_request_id,
+                    launched_at=ci.launched_at or now,
+                    state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING,
+                )
+            )
+            record_event(
+                s,
+                now,
+                "instance",
+                ci.id,
+                f"launched {ci.instance_type}{' spot' if ci.spot else ''} for pool {self.pool.pool_name}",
+                to_state=IS.REQUESTED if ci.state == CloudState.REQUESTED else IS.STARTING,
+            )
 
     def _price(self, ci: CloudInstance) -> float:
         """What the instance costs per hour: its type's spot price when it is spot."""
@@ -294,9 +387,15 @@ class PoolProvisioner:
         def fn(s: Session) -> None:
             self._save_status(s)
             record_event(s, now, "pool", self.pool.pool_name, message, level="warning")
-            waiting = {a.trial_id for a in s.scalars(select(models.Allocation).where(
-                models.Allocation.state == AllocationState.PENDING,
-                models.Allocation.resource_pool == self.pool.pool_name))}
+            waiting = {
+                a.trial_id
+                for a in s.scalars(
+                    select(models.Allocation).where(
+                        models.Allocation.state == AllocationState.PENDING,
+                        models.Allocation.resource_pool == self.pool.pool_name,
+                    )
+                )
+            }
             exp_ids = {t.experiment_id for t in s.scalars(select(models.Trial).where(models.Trial.id.in_(waiting)))}
             for exp_id in exp_ids:
                 record_event(s, now, "experiment", exp_id, f"waiting for capacity: {message}", level="warning")

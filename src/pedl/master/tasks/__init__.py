@@ -27,12 +27,15 @@ if TYPE_CHECKING:
     from pedl.master.tasks.service import LaunchRequest, Shown, kill, kill_in_workspace, launch, listing, set_priority
 
 # each module and the public names it gives the package (master/exports.py)
-__getattr__, __all__ = lazy_exports(__name__, {
-    "activity": ["ActivityThrottle", "report", "touch"],
-    "allocations": ["ack_preemption", "context_b64", "live_summaries", "post_logs", "wait_preemption"],
-    "bind_mount_roots": ["check"],
-    "logs": ["LogFilter", "batch", "describe", "fields", "follow_slot", "require"],
-    "model_definitions": ["b64_tgz", "check_stored", "files_to_tgz", "upload_slot"],
-    "proxy_targets": ["MIN_PORT", "ProxyTarget", "UNAUTHENTICATED", "ended", "register_port", "resolve", "verify"],
-    "service": ["LaunchRequest", "Shown", "kill", "kill_in_workspace", "launch", "listing", "set_priority"],
-})
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "activity": ["ActivityThrottle", "report", "touch"],
+        "allocations": ["ack_preemption", "context_b64", "live_summaries", "post_logs", "wait_preemption"],
+        "bind_mount_roots": ["check"],
+        "logs": ["LogFilter", "batch", "describe", "fields", "follow_slot", "require"],
+        "model_definitions": ["b64_tgz", "check_stored", "files_to_tgz", "upload_slot"],
+        "proxy_targets": ["MIN_PORT", "ProxyTarget", "UNAUTHENTICATED", "ended", "register_port", "resolve", "verify"],
+        "service": ["LaunchRequest", "Shown", "kill", "kill_in_workspace", "launch", "listing", "set_priority"],
+    },
+)

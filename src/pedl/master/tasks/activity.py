@@ -47,8 +47,11 @@ def touch(ctx: MasterContext, task_id: str) -> None:
     """The task's service was used now (one short transaction; a later time never goes back)."""
     now = ctx.clock.now()
     with ctx.db.session() as s:
-        s.execute(update(G).where(G.id == task_id, or_(G.last_activity.is_(None), G.last_activity < now))
-                  .values(last_activity=now))
+        s.execute(
+            update(G)
+            .where(G.id == task_id, or_(G.last_activity.is_(None), G.last_activity < now))
+            .values(last_activity=now)
+        )
 
 
 def report(ctx: MasterContext, who: Caller, allocation_id: str, *, idle: bool) -> None:
@@ -60,5 +63,8 @@ def report(ctx: MasterContext, who: Caller, allocation_id: str, *, idle: bool) -
         alloc = require_task(s, who, allocation_id=allocation_id)
         if idle or alloc.trial_id is not None:
             return
-        s.execute(update(G).where(G.id == alloc.task_id, or_(G.last_activity.is_(None), G.last_activity < now))
-                  .values(last_activity=now))
+        s.execute(
+            update(G)
+            .where(G.id == alloc.task_id, or_(G.last_activity.is_(None), G.last_activity < now))
+            .values(last_activity=now)
+        )

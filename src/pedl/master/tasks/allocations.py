@@ -76,8 +76,9 @@ def _check_own_allocation(ctx: MasterContext, who: Caller, allocation_id: str) -
         _own_allocation(s, who, allocation_id)
 
 
-async def wait_preemption(ctx: MasterContext, who: Caller, allocation_id: str, timeout_seconds: int,
-                          disconnected) -> bool:  # an async () -> bool
+async def wait_preemption(
+    ctx: MasterContext, who: Caller, allocation_id: str, timeout_seconds: int, disconnected
+) -> bool:  # an async () -> bool
     """Long poll: True as soon as the allocation is asked to checkpoint and leave."""
     await run_in_threadpool(_check_own_allocation, ctx, who, allocation_id)
     ctl = ctx.controller

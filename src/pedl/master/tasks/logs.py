@@ -56,16 +56,28 @@ def _ended(s: Session, task_id: str) -> bool:
     trial = s.scalar(select(models.Trial).where(models.Trial.task_id == task_id))
     if trial is not None:
         return trial.state in TERMINAL_TRIAL
-    return s.scalar(select(models.Allocation.id).where(models.Allocation.task_id == task_id,
-                                                       models.Allocation.state.in_(LIVE_ALLOCATION)).limit(1)) is None
+    return (
+        s.scalar(
+            select(models.Allocation.id)
+            .where(models.Allocation.task_id == task_id, models.Allocation.state.in_(LIVE_ALLOCATION))
+            .limit(1)
+        )
+        is None
+    )
 
 
 def describe(ctx: MasterContext, task_id: str) -> Task:
     """The task (a trial's, or a generic task) and its allocations, oldest first (the first MAX_ALLOCATIONS)."""
     with ctx.db.read_session() as s:
         trial = _task(s, task_id)
-        allocs = list(s.scalars(select(models.Allocation).where(models.Allocation.task_id == task_id)
-                                .order_by(models.Allocation.queued_at, models.Allocation.id).limit(MAX_ALLOCATIONS)))
+        allocs = list(
+            s.scalars(
+                select(models.Allocation)
+                .where(models.Allocation.task_id == task_id)
+                .order_by(models.Allocation.queued_at, models.Allocation.id)
+                .limit(MAX_ALLOCATIONS)
+            )
+        )
         return to_wire.task(trial, allocs)
 
 
@@ -75,17 +87,22 @@ def require(ctx: MasterContext, task_id: str) -> None:
         _task(s, task_id)
 
 
-def batch(ctx: MasterContext, task_id: str, flt: LogFilter, *, cursor: int | None, limit: int,
-          newest_first: bool) -> tuple[list[models.TaskLog], int | None, bool]:
+def batch(
+    ctx: MasterContext, task_id: str, flt: LogFilter, *, cursor: int | None, limit: int, newest_first: bool
+) -> tuple[list[models.TaskLog], int | None, bool]:
     """Up to `limit` matching lines past `cursor` (the last id returned, None at first), the cursor
     after them, and whether the task has ended (or is gone), so a follower can stop."""
     q = select(models.TaskLog).where(models.TaskLog.task_id == task_id)
     if cursor is not None:
         q = q.where(models.TaskLog.id < cursor if newest_first else models.TaskLog.id > cursor)
-    for column, values in ((models.TaskLog.allocation_id, flt.allocation_ids),
-                           (models.TaskLog.allocation_id, flt.container_ids), (models.TaskLog.agent_id, flt.agent_ids),
-                           (models.TaskLog.level, flt.levels), (models.TaskLog.source, flt.sources),
-                           (models.TaskLog.stdtype, flt.stdtypes)):
+    for column, values in (
+        (models.TaskLog.allocation_id, flt.allocation_ids),
+        (models.TaskLog.allocation_id, flt.container_ids),
+        (models.TaskLog.agent_id, flt.agent_ids),
+        (models.TaskLog.level, flt.levels),
+        (models.TaskLog.source, flt.sources),
+        (models.TaskLog.stdtype, flt.stdtypes),
+    ):
         if values:  # in the query, so `limit` counts matching lines only
             q = q.where(column.in_(values))
     if flt.after is not None:
@@ -109,10 +126,20 @@ def fields(ctx: MasterContext, task_id: str) -> dict[str, list]:
     out: dict[str, list] = {"rankIds": []}
     with ctx.db.read_session() as s:
         _task(s, task_id)
-        for key, column in (("allocationIds", L.allocation_id), ("agentIds", L.agent_id),
-                            ("containerIds", L.allocation_id), ("sources", L.source), ("stdtypes", L.stdtype)):
-            out[key] = sorted(v for v in s.scalars(select(column).where(L.task_id == task_id, column.is_not(None))
-                                                   .distinct().limit(FIELD_VALUES)) if v)
+        for key, column in (
+            ("allocationIds", L.allocation_id),
+            ("agentIds", L.agent_id),
+            ("containerIds", L.allocation_id),
+            ("sources", L.source),
+            ("stdtypes", L.stdtype),
+        ):
+            out[key] = sorted(
+                v
+                for v in s.scalars(
+                    select(column).where(L.task_id == task_id, column.is_not(None)).distinct().limit(FIELD_VALUES)
+                )
+                if v
+            )
     return out
 
 

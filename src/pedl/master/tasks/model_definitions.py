@@ -79,8 +79,10 @@ def files_to_tgz(files: Any, max_bytes: int | None = None) -> tuple[bytes, int, 
     if files is None:
         files = []
     if not isinstance(files, list):
-        raise InvalidArgument("modelDefinition: must be a list of files",
-                              fields=[{"field": "modelDefinition", "message": "must be a list"}])
+        raise InvalidArgument(
+            "modelDefinition: must be a list of files",
+            fields=[{"field": "modelDefinition", "message": "must be a list"}],
+        )
     buf = io.BytesIO()
     total = 0
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
@@ -119,7 +121,8 @@ def files_to_tgz(files: Any, max_bytes: int | None = None) -> tuple[bytes, int, 
                 raise InvalidArgument(
                     f"modelDefinition: the model directory exceeds {_size(max_bytes)} "
                     f"(limits.max_model_definition_bytes)",
-                    fields=[{"field": "modelDefinition", "message": "too large"}])
+                    fields=[{"field": "modelDefinition", "message": "too large"}],
+                )
             info.size = len(data)
             info.mode = (mode & 0o7777) or 0o644
             tar.addfile(info, io.BytesIO(data))
@@ -134,17 +137,24 @@ def upload_slot(ctx: MasterContext, user_id: int) -> Slot:
     """A slot among the model uploads being read, taken before the body is: past
     limits.max_concurrent_uploads_per_user of the user's, or limits.max_concurrent_uploads in all, a 429."""
     limits = ctx.config.limits
-    return ctx.uploads.take(user_id, Bound(limits.max_concurrent_uploads_per_user,
-                                           "limits.max_concurrent_uploads_per_user"),
-                            Bound(limits.max_concurrent_uploads, "limits.max_concurrent_uploads"))
+    return ctx.uploads.take(
+        user_id,
+        Bound(limits.max_concurrent_uploads_per_user, "limits.max_concurrent_uploads_per_user"),
+        Bound(limits.max_concurrent_uploads, "limits.max_concurrent_uploads"),
+    )
 
 
 def stored_bytes(s: Session, user_id: int) -> int:
     """What the master stores of the model definitions of `user_id`'s experiments (compressed). (length() of
     a stored blob reads its header only, on both databases.)"""
-    return int(s.scalar(select(func.coalesce(func.sum(func.length(models.ModelDefinition.archive)), 0))
-                        .join(models.Experiment, models.Experiment.id == models.ModelDefinition.experiment_id)
-                        .where(models.Experiment.owner_id == user_id)) or 0)
+    return int(
+        s.scalar(
+            select(func.coalesce(func.sum(func.length(models.ModelDefinition.archive)), 0))
+            .join(models.Experiment, models.Experiment.id == models.ModelDefinition.experiment_id)
+            .where(models.Experiment.owner_id == user_id)
+        )
+        or 0
+    )
 
 
 def check_stored(s: Session, user_id: int, adding: int, limit: int, field: str) -> None:
@@ -153,8 +163,10 @@ def check_stored(s: Session, user_id: int, adding: int, limit: int, field: str) 
     that stores them, under the cluster lock, so two uploads cannot both take the last of it."""
     held = stored_bytes(s, user_id)
     if held + adding > limit:
-        message = (f"storing this model definition ({_size(adding)}) would give your experiments "
-                   f"{_size(held + adding)} of model definitions on the master, more than the limit of "
-                   f"{_size(limit)} (limits.max_model_definition_bytes_per_user); delete experiments you no longer "
-                   "need (det experiment delete)")
+        message = (
+            f"storing this model definition ({_size(adding)}) would give your experiments "
+            f"{_size(held + adding)} of model definitions on the master, more than the limit of "
+            f"{_size(limit)} (limits.max_model_definition_bytes_per_user); delete experiments you no longer "
+            "need (det experiment delete)"
+        )
         raise PayloadTooLarge(f"{field}: {message}", fields=[{"field": field, "message": message}])

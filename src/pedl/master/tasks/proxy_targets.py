@@ -31,9 +31,11 @@ from pedl.master.lifecycle.task_access import require_task
 MIN_PORT = 1024  # a task's service listens as the task's user: never on a privileged port
 PORT_CHECK_TIMEOUT_S = 10.0  # how long the master waits for an agent's answer to check_port
 
-TASK_TOKEN_REFUSED = ("a task token (DET_SESSION_TOKEN, or DET_USER_TOKEN, which acts as the task's owner) does "
-                      "not pass the proxy: it is for people (the task's owner or an admin) with their login token "
-                      "or the WebUI's session; a task reaches its own service directly")
+TASK_TOKEN_REFUSED = (
+    "a task token (DET_SESSION_TOKEN, or DET_USER_TOKEN, which acts as the task's owner) does "
+    "not pass the proxy: it is for people (the task's owner or an admin) with their login token "
+    "or the WebUI's session; a task reaches its own service directly"
+)
 
 
 @dataclass(frozen=True)
@@ -74,19 +76,30 @@ def not_found(task_id: str) -> NotFound:
 
 ADMIN_BROWSER_REFUSED = (
     "an admin opens another user's service with a login token (Authorization: Bearer), not the WebUI's "
-    "session: the service's pages run in the master's origin, where they could act with an admin's session")
+    "session: the service's pages run in the master's origin, where they could act with an admin's session"
+)
 
 
 UNAUTHENTICATED = "authentication required: log in (the WebUI's session) or send 'Authorization: Bearer <token>'"
 
 
 def tcp_over_http(task_id: str) -> InvalidArgument:
-    return InvalidArgument(f"task {task_id} is a shell: its sshd is reached through a WebSocket tunnel to "
-                           f"/proxy/{task_id}/ (det shell open), not over HTTP")
+    return InvalidArgument(
+        f"task {task_id} is a shell: its sshd is reached through a WebSocket tunnel to "
+        f"/proxy/{task_id}/ (det shell open), not over HTTP"
+    )
 
 
-def decide(task_id: str, user_id: int | None, admin: bool, alloc: AllocationView | None,
-           agent: AgentView | None, *, browser: bool = False, websocket: bool = False) -> ProxyTarget:
+def decide(
+    task_id: str,
+    user_id: int | None,
+    admin: bool,
+    alloc: AllocationView | None,
+    agent: AgentView | None,
+    *,
+    browser: bool = False,
+    websocket: bool = False,
+) -> ProxyTarget:
     """The target of `task_id` for this user, or the error to answer. `browser`: the caller came with
     the WebUI's session cookie, which passes for the task's owner only. `user_id` None: the caller
     sent no credentials, which passes for a shell's tunnel only (`websocket`); for anything else it
@@ -107,31 +120,45 @@ def decide(task_id: str, user_id: int | None, admin: bool, alloc: AllocationView
     if agent is None or not agent.address:
         raise Unavailable(f"the agent of task {task_id} ({alloc.agent_id}) has no address the master can reach")
     if agent.state != AgentState.CONNECTED:
-        raise Unavailable(f"the agent of task {task_id} ({alloc.agent_id}) is not connected; try again when it "
-                          "is back")
+        raise Unavailable(f"the agent of task {task_id} ({alloc.agent_id}) is not connected; try again when it is back")
     if alloc.proxy_port is None:
-        raise Unavailable(f"task {task_id} has not registered the port of its service yet (it does so once it "
-                          "listens); try again shortly")
-    return ProxyTarget(alloc.id, alloc.task_id, alloc.owner_id, agent.address, alloc.proxy_port, tcp=alloc.tcp,
-                       agent_id=alloc.agent_id)
+        raise Unavailable(
+            f"task {task_id} has not registered the port of its service yet (it does so once it "
+            "listens); try again shortly"
+        )
+    return ProxyTarget(
+        alloc.id, alloc.task_id, alloc.owner_id, agent.address, alloc.proxy_port, tcp=alloc.tcp, agent_id=alloc.agent_id
+    )
 
 
 def _view(alloc: models.Allocation, kind: str | None) -> AllocationView:
     placements = alloc.assignment or []
     agent_id = placements[0].get("agent_id") if placements and isinstance(placements[0], dict) else None
-    return AllocationView(alloc.id, alloc.task_id, alloc.owner_id, alloc.state, agent_id, alloc.proxy_port,
-                          tcp=kind is not None and task_kinds.proxied_as_tcp(kind))
+    return AllocationView(
+        alloc.id,
+        alloc.task_id,
+        alloc.owner_id,
+        alloc.state,
+        agent_id,
+        alloc.proxy_port,
+        tcp=kind is not None and task_kinds.proxied_as_tcp(kind),
+    )
 
 
-def resolve(ctx: MasterContext, who: Caller | None, task_id: str, *, browser: bool = False,
-            websocket: bool = False) -> ProxyTarget:
+def resolve(
+    ctx: MasterContext, who: Caller | None, task_id: str, *, browser: bool = False, websocket: bool = False
+) -> ProxyTarget:
     """Where /proxy/{task_id}/ goes for this caller (None: one without credentials): the task's
     newest allocation (a live one first)."""
     if who is not None and (who.allocation_id is not None or who.for_allocation is not None):
         raise Forbidden(TASK_TOKEN_REFUSED)
     with ctx.db.read_session() as s:
-        allocs = s.scalars(select(models.Allocation).where(models.Allocation.task_id == task_id)
-                           .order_by(models.Allocation.queued_at.desc()).limit(50)).all()
+        allocs = s.scalars(
+            select(models.Allocation)
+            .where(models.Allocation.task_id == task_id)
+            .order_by(models.Allocation.queued_at.desc())
+            .limit(50)
+        ).all()
         alloc = next((a for a in allocs if a.state in LIVE_ALLOCATION), allocs[0] if allocs else None)
         generic = s.get(models.GenericTask, task_id) if alloc is not None and alloc.trial_id is None else None
         view = _view(alloc, generic.kind if generic is not None else None) if alloc is not None else None
@@ -163,8 +190,11 @@ def register_port(ctx: MasterContext, who: Caller, allocation_id: str, port: int
     finally:
         conn.forget_question(question)
     if not reply.owned:
-        raise InvalidArgument.at("port", f"port {port} is not a port of this task on agent {agent_id}: "
-                                         f"{reply.reason or 'no process of the task listens on it'}")
+        raise InvalidArgument.at(
+            "port",
+            f"port {port} is not a port of this task on agent {agent_id}: "
+            f"{reply.reason or 'no process of the task listens on it'}",
+        )
     with ctx.db.session() as s:
         alloc = require_task(s, who, allocation_id=allocation_id)
         alloc.proxy_port = port
@@ -181,8 +211,10 @@ def _agent(ctx: MasterContext, agent_id: str, port: int) -> AgentConnection:
 
 
 def _no_answer(agent_id: str, allocation_id: str, port: int) -> Unavailable:
-    return Unavailable(f"agent {agent_id} did not say within {PORT_CHECK_TIMEOUT_S:g} s whether a process of "
-                       f"allocation {allocation_id} listens on port {port}")
+    return Unavailable(
+        f"agent {agent_id} did not say within {PORT_CHECK_TIMEOUT_S:g} s whether a process of "
+        f"allocation {allocation_id} listens on port {port}"
+    )
 
 
 async def verify(ctx: MasterContext, target: ProxyTarget) -> None:
@@ -198,8 +230,9 @@ async def verify(ctx: MasterContext, target: ProxyTarget) -> None:
     finally:
         conn.forget_question(question)
     if not reply.owned:
-        raise BadGateway(f"task {target.task_id}'s service no longer listens on port {target.port} of its agent "
-                         f"({reply.reason})")
+        raise BadGateway(
+            f"task {target.task_id}'s service no longer listens on port {target.port} of its agent ({reply.reason})"
+        )
 
 
 def ended(ctx: MasterContext, allocation_ids: set[str]) -> set[str]:
@@ -207,6 +240,11 @@ def ended(ctx: MasterContext, allocation_ids: set[str]) -> set[str]:
     if not allocation_ids:
         return set()
     with ctx.db.read_session() as s:
-        live = set(s.scalars(select(models.Allocation.id).where(
-            models.Allocation.id.in_(allocation_ids), models.Allocation.state.in_(LIVE_ALLOCATION))).all())
+        live = set(
+            s.scalars(
+                select(models.Allocation.id).where(
+                    models.Allocation.id.in_(allocation_ids), models.Allocation.state.in_(LIVE_ALLOCATION)
+                )
+            ).all()
+        )
     return allocation_ids - live

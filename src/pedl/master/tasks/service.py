@@ -101,12 +101,23 @@ def launch(ctx: MasterContext, who: Caller, kind: str, req: LaunchRequest) -> Sh
         environment = stored.get("environment") or {}
         if environment.get("image") is not None:  # `det tensorboard config` shows {cpu, cuda, rocm}
             stored["environment"] = {**environment, "image": per_device(environment["image"])}
-        context = _context(req.files, [*task_kinds.context_files(kind), *prepared.files],
-                           fx.config.limits.max_model_definition_bytes)
-        task = G(id=task_id, kind=kind, owner_id=owner.id, workspace_id=workspace_id,
-                 description=cfg.description or task_kinds.default_description(kind, task_id, prepared),
-                 config=stored, context=context, experiment_ids=list(prepared.experiment_ids),
-                 trial_ids=list(prepared.trial_ids), secrets=prepared.secrets, start_time=now, last_activity=now)
+        context = _context(
+            req.files, [*task_kinds.context_files(kind), *prepared.files], fx.config.limits.max_model_definition_bytes
+        )
+        task = G(
+            id=task_id,
+            kind=kind,
+            owner_id=owner.id,
+            workspace_id=workspace_id,
+            description=cfg.description or task_kinds.default_description(kind, task_id, prepared),
+            config=stored,
+            context=context,
+            experiment_ids=list(prepared.experiment_ids),
+            trial_ids=list(prepared.trial_ids),
+            secrets=prepared.secrets,
+            start_time=now,
+            last_activity=now,
+        )
         s.add(task)
         s.flush()
         alloc = cluster_allocations.new_generic(fx, s, task)
@@ -123,17 +134,21 @@ def effective_config(fx: ClusterEffects, kind: str, cfg: TaskConfig) -> dict[str
     data = cfg.model_dump(mode="json")
     slots = cfg.resources.slots if cfg.resources.slots is not None else task_kinds.default_slots(kind)
     pool_name = cfg.resources.resource_pool or (
-        master.default_compute_resource_pool if slots > 0 else master.default_aux_resource_pool)
+        master.default_compute_resource_pool if slots > 0 else master.default_aux_resource_pool
+    )
     pool = master.pool(pool_name)
     if pool is None:
         names = ", ".join(p.pool_name for p in master.resource_pools)
-        raise InvalidArgument.at("config.resources.resource_pool", f"no resource pool named {pool_name!r} "
-                                                                   f"(pools: {names})")
+        raise InvalidArgument.at(
+            "config.resources.resource_pool", f"no resource pool named {pool_name!r} (pools: {names})"
+        )
     if pool.max_slots_per_trial and slots > pool.max_slots_per_trial:
-        raise InvalidArgument.at("config.resources.slots",
-                                 f"{slots} exceeds pool {pool_name}'s limit of {pool.max_slots_per_trial}")
-    data["resources"].update(slots=slots, resource_pool=pool_name,
-                             priority=cfg.resources.priority or pool.scheduler.default_priority)
+        raise InvalidArgument.at(
+            "config.resources.slots", f"{slots} exceeds pool {pool_name}'s limit of {pool.max_slots_per_trial}"
+        )
+    data["resources"].update(
+        slots=slots, resource_pool=pool_name, priority=cfg.resources.priority or pool.scheduler.default_priority
+    )
     return data
 
 
@@ -141,14 +156,28 @@ def _check_zero_slot(s: Session, owner: models.User, limit: int) -> None:
     """A user's live tasks of no slots (commands, notebooks, shells, TensorBoards; not the master's
     checkpoint GC tasks) are bounded: past limits.max_zero_slot_tasks_per_user a launch is a 429 naming it.
     Counted in the launch's transaction, under the cluster lock."""
-    live = s.scalar(select(func.count()).select_from(ALLOC).join(G, G.id == ALLOC.task_id)
-                    .where(G.owner_id == owner.id, G.kind != task_kinds.CHECKPOINT_GC,
-                           ALLOC.state.in_(sorted(LIVE_ALLOCATION)), ALLOC.slots_needed == 0)) or 0
+    live = (
+        s.scalar(
+            select(func.count())
+            .select_from(ALLOC)
+            .join(G, G.id == ALLOC.task_id)
+            .where(
+                G.owner_id == owner.id,
+                G.kind != task_kinds.CHECKPOINT_GC,
+                ALLOC.state.in_(sorted(LIVE_ALLOCATION)),
+                ALLOC.slots_needed == 0,
+            )
+        )
+        or 0
+    )
     if live >= limit:
-        message = (f"you have {live} live tasks of no slots, the most a user may have "
-                   "(limits.max_zero_slot_tasks_per_user); kill some and retry, or ask for slots")
-        raise TooManyRequests(f"config.resources.slots: {message}",
-                              fields=[{"field": "config.resources.slots", "message": message}])
+        message = (
+            f"you have {live} live tasks of no slots, the most a user may have "
+            "(limits.max_zero_slot_tasks_per_user); kill some and retry, or ask for slots"
+        )
+        raise TooManyRequests(
+            f"config.resources.slots: {message}", fields=[{"field": "config.resources.slots", "message": message}]
+        )
 
 
 def _open_workspace(s: Session, workspace_id: int | None) -> int:
@@ -156,11 +185,14 @@ def _open_workspace(s: Session, workspace_id: int | None) -> int:
     wid = workspace_id or DEFAULT_WORKSPACE
     ws = s.get(models.Workspace, wid)
     if ws is None:
-        raise NotFound(f"workspaceId: workspace {wid} not found", fields=[{"field": "workspaceId",
-                                                                          "message": "not found"}])
+        raise NotFound(
+            f"workspaceId: workspace {wid} not found", fields=[{"field": "workspaceId", "message": "not found"}]
+        )
     if ws.archived:
-        raise NotFound(f"workspaceId: workspace {wid} is archived; no task can start in it",
-                       fields=[{"field": "workspaceId", "message": "archived"}])
+        raise NotFound(
+            f"workspaceId: workspace {wid} is archived; no task can start in it",
+            fields=[{"field": "workspaceId", "message": "archived"}],
+        )
     return wid
 
 
@@ -174,9 +206,10 @@ def _context(files: Any, added: list[dict[str, Any]], max_bytes: int) -> bytes |
     try:
         tgz, _, _ = model_definitions.files_to_tgz([*(files or []), *added], max_bytes)
     except InvalidArgument as exc:
-        raise InvalidArgument(str(exc).replace("modelDefinition", "files"),
-                              fields=[{**f, "field": f["field"].replace("modelDefinition", "files")}
-                                      for f in exc.fields or []]) from None
+        raise InvalidArgument(
+            str(exc).replace("modelDefinition", "files"),
+            fields=[{**f, "field": f["field"].replace("modelDefinition", "files")} for f in exc.fields or []],
+        ) from None
     return tgz
 
 
@@ -212,8 +245,9 @@ def find(ctx: MasterContext, task_id: str) -> Shown | None:
         return _shown(s, task, ctx.config) if task is not None else None
 
 
-def listing(ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: list[int],
-            workspace_id: int | None) -> list[Shown]:
+def listing(
+    ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: list[int], workspace_id: int | None
+) -> list[Shown]:
     """The kind's live tasks and those that ended in the last ENDED_LISTED_FOR, newest first; a
     workspace that does not exist is a 404, and the tasks of a deleted workspace (killed with it) are not
     listed (Determined's test_workspace_delete_notebook); each stays readable by its id."""
@@ -222,10 +256,13 @@ def listing(ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: li
         if workspace_id and s.get(models.Workspace, workspace_id) is None:
             raise NotFound(f"workspace {workspace_id} not found")
         recent = ctx.clock.now() - ENDED_LISTED_FOR
-        stmt = (select(G, ALLOC, models.User).join(ALLOC, ALLOC.task_id == G.id)
-                .join(models.User, models.User.id == G.owner_id)
-                .join(models.Workspace, models.Workspace.id == G.workspace_id)
-                .where(G.kind == kind, or_(ALLOC.state.in_(LIVE_ALLOCATION), ALLOC.ended_at >= recent)))
+        stmt = (
+            select(G, ALLOC, models.User)
+            .join(ALLOC, ALLOC.task_id == G.id)
+            .join(models.User, models.User.id == G.owner_id)
+            .join(models.Workspace, models.Workspace.id == G.workspace_id)
+            .where(G.kind == kind, or_(ALLOC.state.in_(LIVE_ALLOCATION), ALLOC.ended_at >= recent))
+        )
         if usernames:
             stmt = stmt.where(models.User.username.in_(usernames))
         if user_ids:
@@ -273,8 +310,11 @@ def set_priority(ctx: MasterContext, who: Caller, kind: str, task_id: str, prior
 
 def kill_in_workspace(fx: ClusterEffects, s: Session, workspace_id: int, reason: str) -> int:
     """Kill every live task started in a workspace (it is being deleted); returns how many."""
-    live = s.scalars(select(ALLOC).join(G, G.id == ALLOC.task_id)
-                     .where(G.workspace_id == workspace_id, ALLOC.state.in_(LIVE_ALLOCATION))).all()
+    live = s.scalars(
+        select(ALLOC)
+        .join(G, G.id == ALLOC.task_id)
+        .where(G.workspace_id == workspace_id, ALLOC.state.in_(LIVE_ALLOCATION))
+    ).all()
     for alloc in live:
         cluster_allocations.kill(fx, s, alloc, reason)
     return len(live)

@@ -32,11 +32,30 @@ if TYPE_CHECKING:
     from pedl.master.trials.timeline import MAX_ALLOCATIONS
 
 # each module and the public names it gives the package (master/exports.py)
-__getattr__, __all__ = lazy_exports(__name__, {
-    "reports": ["completed_operation", "early_exit", "report_metrics", "report_progress", "run_start",
-                "runner_metadata", "trial_for_report"],
-    "service": ["describe", "get", "kill_by", "metrics_of", "task_id_of", "wait_reasons", "within_bytes", "workloads"],
-    "source_infos": ["report", "stored_type"],
-    "time_series": ["compare", "parse_metric_ids"],
-    "timeline": ["MAX_ALLOCATIONS"],
-})
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "reports": [
+            "completed_operation",
+            "early_exit",
+            "report_metrics",
+            "report_progress",
+            "run_start",
+            "runner_metadata",
+            "trial_for_report",
+        ],
+        "service": [
+            "describe",
+            "get",
+            "kill_by",
+            "metrics_of",
+            "task_id_of",
+            "wait_reasons",
+            "within_bytes",
+            "workloads",
+        ],
+        "source_infos": ["report", "stored_type"],
+        "time_series": ["compare", "parse_metric_ids"],
+        "timeline": ["MAX_ALLOCATIONS"],
+    },
+)

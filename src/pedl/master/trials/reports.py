@@ -32,8 +32,16 @@ def trial_for_report(s: Session, who: Caller, trial_id: int) -> models.Trial:
     return trial
 
 
-def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str, steps_completed: int,
-                   trial_run_id: int, values: dict[str, Any]) -> None:
+def report_metrics(
+    ctx: MasterContext,
+    who: Caller,
+    trial_id: int,
+    *,
+    group: str,
+    steps_completed: int,
+    trial_run_id: int,
+    values: dict[str, Any],
+) -> None:
     """From the task token of the trial's live allocation, or, as Determined allows (its SDK on a
     paused experiment, trialRunId 0), from a user who may edit the trial's experiment."""
 
@@ -44,12 +52,23 @@ def report_metrics(ctx: MasterContext, who: Caller, trial_id: int, *, group: str
             require_owner(who, exp.owner_id, f"report metrics of trial {trial_id}")
         else:
             trial = trial_for_report(s, who, trial_id)
-        metric_summaries.check_names(trial.id, trial.summary_metrics, [(group, values)],
-                                     ctx.config.limits.max_metric_names_per_trial,
-                                     lambda _: "metrics.metrics.avgMetrics")
+        metric_summaries.check_names(
+            trial.id,
+            trial.summary_metrics,
+            [(group, values)],
+            ctx.config.limits.max_metric_names_per_trial,
+            lambda _: "metrics.metrics.avgMetrics",
+        )
         before = search_progress.before_report(trial)
-        metrics.record(s, trial, group=group, steps_completed=steps_completed, trial_run_id=trial_run_id,
-                       report_time=ctx.clock.now(), metrics=values)
+        metrics.record(
+            s,
+            trial,
+            group=group,
+            steps_completed=steps_completed,
+            trial_run_id=trial_run_id,
+            report_time=ctx.clock.now(),
+            metrics=values,
+        )
         if group != "validation":
             return search_progress.measure(s, trial, before)
         exp = existing(s, models.Experiment, trial.experiment_id)

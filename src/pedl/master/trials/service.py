@@ -35,9 +35,13 @@ def get(s: Session, trial_id: int) -> models.Trial:
 
 
 def best_and_latest_validation(s: Session, trial: models.Trial) -> tuple[models.Metric | None, models.Metric | None]:
-    rows = list(s.scalars(select(models.Metric).where(models.Metric.trial_id == trial.id,
-                                                       models.Metric.group == "validation")
-                          .order_by(models.Metric.steps_completed)))
+    rows = list(
+        s.scalars(
+            select(models.Metric)
+            .where(models.Metric.trial_id == trial.id, models.Metric.group == "validation")
+            .order_by(models.Metric.steps_completed)
+        )
+    )
     if not rows:
         return None, None
     exp = s.get(models.Experiment, trial.experiment_id)
@@ -53,8 +57,11 @@ def best_and_latest_validation(s: Session, trial: models.Trial) -> tuple[models.
 def best_checkpoint(s: Session, trial: models.Trial, best: models.Metric | None) -> models.Checkpoint | None:
     """The checkpoint taken at the best validation's step, else the latest one."""
     if best is not None:
-        ckpt = s.scalar(select(models.Checkpoint).where(models.Checkpoint.trial_id == trial.id,
-                                                        models.Checkpoint.steps_completed == best.steps_completed))
+        ckpt = s.scalar(
+            select(models.Checkpoint).where(
+                models.Checkpoint.trial_id == trial.id, models.Checkpoint.steps_completed == best.steps_completed
+            )
+        )
         if ckpt is not None:
             return ckpt
     return s.get(models.Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
@@ -90,14 +97,21 @@ def kill_by(ctx: MasterContext, who: Caller, trial_id: int) -> None:
 
 # What the routers call: each opens its own session.
 
+
 def describe(ctx: MasterContext, trial_id: int) -> Trial:
     """The trial with its best and latest validations, how many checkpoints it has and their bytes, its
     best one and why it waits (when queued)."""
     with ctx.db.session() as s:
         t = get(s, trial_id)
         best, latest = best_and_latest_validation(s, t)
-        return to_wire.trial(t, best, latest, checkpoint_totals.of_trials(s, [t.id]).get(t.id, checkpoint_totals.NONE),
-                             best_checkpoint(s, t, best), wait_reasons(s, [t.id]).get(t.id))
+        return to_wire.trial(
+            t,
+            best,
+            latest,
+            checkpoint_totals.of_trials(s, [t.id]).get(t.id, checkpoint_totals.NONE),
+            best_checkpoint(s, t, best),
+            wait_reasons(s, [t.id]).get(t.id),
+        )
 
 
 TRIAL_BYTES = 2048  # what a trial's v1Trial holds besides its summary metrics and hyperparameters, about
@@ -119,9 +133,13 @@ def wait_reasons(s: Session, trial_ids: list[int]) -> dict[int, str]:
     """trial id -> why its queued allocation waits, for the trials that have one."""
     if not trial_ids:
         return {}
-    rows = s.execute(select(models.Allocation.trial_id, models.Allocation.wait_reason).where(
-        models.Allocation.trial_id.in_(trial_ids), models.Allocation.state == AllocationState.PENDING,
-        models.Allocation.wait_reason.is_not(None)))
+    rows = s.execute(
+        select(models.Allocation.trial_id, models.Allocation.wait_reason).where(
+            models.Allocation.trial_id.in_(trial_ids),
+            models.Allocation.state == AllocationState.PENDING,
+            models.Allocation.wait_reason.is_not(None),
+        )
+    )
     return {tid: why for tid, why in rows if tid is not None and why is not None}  # (as the query takes them)
 
 
@@ -152,7 +170,7 @@ def workloads(ctx: MasterContext, trial_id: int, offset: int, limit: int) -> Wor
         for c in s.scalars(select(models.Checkpoint).where(models.Checkpoint.trial_id == trial_id)):
             items.append((c.steps_completed, 0, c))
         items.sort(key=lambda x: (x[0], x[1]))
-        page = items[offset: offset + limit] if limit else items[offset:]
+        page = items[offset : offset + limit] if limit else items[offset:]
         return WorkloadPage([_workload(row) for _, _, row in page], len(items))
 
 

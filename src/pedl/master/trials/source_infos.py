@@ -34,12 +34,15 @@ def stored_type(name: str | None) -> str | None:
 def _checkpoint(s: Session, uuid: str) -> models.Checkpoint:
     ckpt = s.get(models.Checkpoint, uuid) if uuid and len(uuid) <= 64 else None
     if ckpt is None:
-        raise NotFound(f"{FIELD}.checkpointUuid: checkpoint {uuid} not found",
-                       fields=[{"field": f"{FIELD}.checkpointUuid", "message": "not found"}])
+        raise NotFound(
+            f"{FIELD}.checkpointUuid: checkpoint {uuid} not found",
+            fields=[{"field": f"{FIELD}.checkpointUuid", "message": "not found"}],
+        )
     exp = s.get(models.Experiment, ckpt.experiment_id) if ckpt.experiment_id else None
     if exp is not None and exp.state in DELETING_EXPERIMENT:
-        raise InvalidArgument.at(f"{FIELD}.checkpointUuid", f"checkpoint {uuid} belongs to experiment {exp.id}, "
-                                                            "which is being deleted")
+        raise InvalidArgument.at(
+            f"{FIELD}.checkpointUuid", f"checkpoint {uuid} belongs to experiment {exp.id}, which is being deleted"
+        )
     return ckpt
 
 
@@ -50,14 +53,21 @@ def _check_version(s: Session, uuid: str, model_id: int | None, version: int | N
     if model_id is None or version is None:
         missing = "modelId" if model_id is None else "modelVersion"
         raise InvalidArgument.at(f"{FIELD}.{missing}", "modelId and modelVersion go together: give both or neither")
-    row = s.scalar(select(models.ModelVersion).where(models.ModelVersion.model_id == model_id,
-                                                     models.ModelVersion.version == version))
+    row = s.scalar(
+        select(models.ModelVersion).where(
+            models.ModelVersion.model_id == model_id, models.ModelVersion.version == version
+        )
+    )
     if row is None:
-        raise NotFound(f"{FIELD}.modelVersion: model {model_id} has no version {version}",
-                       fields=[{"field": f"{FIELD}.modelVersion", "message": "not found"}])
+        raise NotFound(
+            f"{FIELD}.modelVersion: model {model_id} has no version {version}",
+            fields=[{"field": f"{FIELD}.modelVersion", "message": "not found"}],
+        )
     if row.checkpoint_uuid != uuid:
-        raise InvalidArgument.at(f"{FIELD}.checkpointUuid", f"version {version} of model {model_id} is checkpoint "
-                                                            f"{row.checkpoint_uuid}, not {uuid}")
+        raise InvalidArgument.at(
+            f"{FIELD}.checkpointUuid",
+            f"version {version} of model {model_id} is checkpoint {row.checkpoint_uuid}, not {uuid}",
+        )
 
 
 def _find(s: Session, trial_id: int, uuid: str, kind: str) -> models.TrialSourceInfo | None:
@@ -65,8 +75,16 @@ def _find(s: Session, trial_id: int, uuid: str, kind: str) -> models.TrialSource
     return s.scalar(select(T).where(T.trial_id == trial_id, T.checkpoint_uuid == uuid, T.type == kind))
 
 
-def report(ctx: MasterContext, who: Caller, *, trial_id: int, checkpoint_uuid: str, source_type: str,
-           model_id: int | None = None, model_version: int | None = None) -> None:
+def report(
+    ctx: MasterContext,
+    who: Caller,
+    *,
+    trial_id: int,
+    checkpoint_uuid: str,
+    source_type: str,
+    model_id: int | None = None,
+    model_version: int | None = None,
+) -> None:
     """Record that the caller's trial uses the checkpoint (and the model version, when given). Only the
     task token of that trial's live allocation may. Idempotent: one row per (trial, checkpoint, type);
     a model version given again (or another one of the same checkpoint) replaces the one recorded,
@@ -82,9 +100,16 @@ def report(ctx: MasterContext, who: Caller, *, trial_id: int, checkpoint_uuid: s
         if row is None:
             try:
                 with s.begin_nested():  # PostgreSQL: the same report committed meanwhile is no error
-                    s.add(models.TrialSourceInfo(trial_id=trial_id, checkpoint_uuid=ckpt.uuid, type=kind,
-                                                 model_id=model_id, model_version=model_version,
-                                                 created_at=ctx.clock.now()))
+                    s.add(
+                        models.TrialSourceInfo(
+                            trial_id=trial_id,
+                            checkpoint_uuid=ckpt.uuid,
+                            type=kind,
+                            model_id=model_id,
+                            model_version=model_version,
+                            created_at=ctx.clock.now(),
+                        )
+                    )
                 return
             except IntegrityError:
                 row = _find(s, trial_id, ckpt.uuid, kind)

@@ -31,7 +31,7 @@ class GroupPoints:
 
 
 def parse_metric_ids(metric_ids: list[str]) -> dict[str, list[str]]:
-    """"group.name" ids -> {group: [names]}, in the order given; the name may itself hold dots."""
+    """ "group.name" ids -> {group: [names]}, in the order given; the name may itself hold dots."""
     if len(metric_ids) > MAX_METRIC_IDS:
         raise InvalidArgument.at("metricIds", f"at most {MAX_METRIC_IDS}")
     groups: dict[str, list[str]] = {}
@@ -45,9 +45,15 @@ def parse_metric_ids(metric_ids: list[str]) -> dict[str, list[str]]:
     return groups
 
 
-def compare(ctx: MasterContext, trial_ids: list[int], groups: dict[str, list[str]], *, max_points: int,
-            start_batches: int | None = None, end_batches: int | None = None,
-            ) -> list[ComparableTrial]:
+def compare(
+    ctx: MasterContext,
+    trial_ids: list[int],
+    groups: dict[str, list[str]],
+    *,
+    max_points: int,
+    start_batches: int | None = None,
+    end_batches: int | None = None,
+) -> list[ComparableTrial]:
     """Each trial asked (in the order asked, once) with the series of each group's names."""
     if not trial_ids:
         raise InvalidArgument.at("trialIds", "at least one trial id")
@@ -66,32 +72,44 @@ def compare(ctx: MasterContext, trial_ids: list[int], groups: dict[str, list[str
                 merged: dict[int, dict[str, Any]] = defaultdict(dict)
                 for series in metric_series.read_series(s, [trial_id], group, names, max_points):
                     for step, value in zip(series.steps, series.values, strict=True):
-                        if (start_batches is None or step >= start_batches) and \
-                                (end_batches is None or step <= end_batches):
+                        if (start_batches is None or step >= start_batches) and (
+                            end_batches is None or step <= end_batches
+                        ):
                             merged[step][series.name] = value
                 times = _report_times(s, trial_id, group, sorted(merged))
-                per_group.append(GroupPoints(group, [(step, times.get(step, 0.0), merged[step])
-                                                     for step in sorted(merged)]))
-            out.append(ComparableTrial(trial=to_wire.trial(trials[trial_id]),
-                                       metrics=[_downsampled(g) for g in per_group]))
+                per_group.append(
+                    GroupPoints(group, [(step, times.get(step, 0.0), merged[step]) for step in sorted(merged)])
+                )
+            out.append(
+                ComparableTrial(trial=to_wire.trial(trials[trial_id]), metrics=[_downsampled(g) for g in per_group])
+            )
     return out
 
 
-METRIC_TYPES: dict[str, MetricType] = {"training": "METRIC_TYPE_TRAINING", "validation": "METRIC_TYPE_VALIDATION",
-                                       "profiling": "METRIC_TYPE_PROFILING"}
+METRIC_TYPES: dict[str, MetricType] = {
+    "training": "METRIC_TYPE_TRAINING",
+    "validation": "METRIC_TYPE_VALIDATION",
+    "profiling": "METRIC_TYPE_PROFILING",
+}
 
 
 def _downsampled(g: GroupPoints) -> DownsampledMetrics:
-    return DownsampledMetrics(group=g.group, type=METRIC_TYPES.get(g.group, "METRIC_TYPE_UNSPECIFIED"), data=[
-        DataPoint(batches=step, time=ts(when), values=values, epoch=None) for step, when, values in g.points])
+    return DownsampledMetrics(
+        group=g.group,
+        type=METRIC_TYPES.get(g.group, "METRIC_TYPE_UNSPECIFIED"),
+        data=[DataPoint(batches=step, time=ts(when), values=values, epoch=None) for step, when, values in g.points],
+    )
 
 
 def _report_times(s: Any, trial_id: int, group: str, steps: list[int]) -> dict[int, float]:
     M = models.Metric
     times: dict[int, float] = {}
     for i in range(0, len(steps), 1000):
-        chunk = steps[i:i + 1000]
-        for step, when in s.execute(select(M.steps_completed, M.report_time).where(
-                M.trial_id == trial_id, M.group == group, M.steps_completed.in_(chunk))):
+        chunk = steps[i : i + 1000]
+        for step, when in s.execute(
+            select(M.steps_completed, M.report_time).where(
+                M.trial_id == trial_id, M.group == group, M.steps_completed.in_(chunk)
+            )
+        ):
             times[step] = when
     return times

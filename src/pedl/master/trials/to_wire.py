@@ -23,8 +23,12 @@ if TYPE_CHECKING:
 
 
 def metrics_workload(m: models.Metric) -> MetricsWorkload:
-    return MetricsWorkload(metrics=WorkloadMetrics(avgMetrics=m.metrics, batchMetrics=[]), numInputs=0,
-                           totalBatches=m.steps_completed, endTime=ts(m.report_time))
+    return MetricsWorkload(
+        metrics=WorkloadMetrics(avgMetrics=m.metrics, batchMetrics=[]),
+        numInputs=0,
+        totalBatches=m.steps_completed,
+        endTime=ts(m.report_time),
+    )
 
 
 def checkpoint_workload(c: models.Checkpoint) -> CheckpointWorkload:
@@ -33,22 +37,43 @@ def checkpoint_workload(c: models.Checkpoint) -> CheckpointWorkload:
     state = CheckpointState.COMPLETED if c.state == CheckpointState.PARTIALLY_DELETED else c.state
     if c.deleting_by is not None:
         state = CheckpointState.DELETED
-    return CheckpointWorkload(uuid=c.uuid, state=state, totalBatches=c.steps_completed, endTime=ts(c.report_time),
-                              metadata=c.meta, resources=checkpoint_files(c))
+    return CheckpointWorkload(
+        uuid=c.uuid,
+        state=state,
+        totalBatches=c.steps_completed,
+        endTime=ts(c.report_time),
+        metadata=c.meta,
+        resources=checkpoint_files(c),
+    )
 
 
-def trial(t: models.Trial, best_validation: models.Metric | None = None,
-          latest_validation: models.Metric | None = None, checkpoints: CheckpointTotals = NO_CHECKPOINTS,
-          best_checkpoint: models.Checkpoint | None = None, wait_reason: str | None = None) -> Trial:
+def trial(
+    t: models.Trial,
+    best_validation: models.Metric | None = None,
+    latest_validation: models.Metric | None = None,
+    checkpoints: CheckpointTotals = NO_CHECKPOINTS,
+    best_checkpoint: models.Checkpoint | None = None,
+    wait_reason: str | None = None,
+) -> Trial:
     out = Trial(
-        id=t.id, experimentId=t.experiment_id, hparams=t.hparams, restarts=t.restarts,
-        startTime=ts(t.start_time), endTime=ts(t.end_time), state=t.state,
-        totalBatchesProcessed=t.total_batches, summaryMetrics=t.summary_metrics or {},
-        taskId=t.task_id, taskIds=[t.task_id], searcherMetricValue=t.best_metric,
-        checkpointCount=checkpoints.count, totalCheckpointSize=str(checkpoints.size),
+        id=t.id,
+        experimentId=t.experiment_id,
+        hparams=t.hparams,
+        restarts=t.restarts,
+        startTime=ts(t.start_time),
+        endTime=ts(t.end_time),
+        state=t.state,
+        totalBatchesProcessed=t.total_batches,
+        summaryMetrics=t.summary_metrics or {},
+        taskId=t.task_id,
+        taskIds=[t.task_id],
+        searcherMetricValue=t.best_metric,
+        checkpointCount=checkpoints.count,
+        totalCheckpointSize=str(checkpoints.size),
         warmStartCheckpointUuid=t.warm_start_checkpoint or "",
         latestCheckpointUuid=t.latest_checkpoint or "",
-        endReason=t.end_reason, runnerState="",
+        endReason=t.end_reason,
+        runnerState="",
     )
     # assigned, so set: the JSON has them only where there are some
     if best_validation is not None:
@@ -63,5 +88,10 @@ def trial(t: models.Trial, best_validation: models.Metric | None = None,
 
 
 def metrics_report(m: models.Metric) -> TrialMetricsReport:
-    return TrialMetricsReport(group=m.group, stepsCompleted=m.steps_completed, trialRunId=m.trial_run_id,
-                              reportTime=ts(m.report_time), metrics=m.metrics)
+    return TrialMetricsReport(
+        group=m.group,
+        stepsCompleted=m.steps_completed,
+        trialRunId=m.trial_run_id,
+        reportTime=ts(m.report_time),
+        metrics=m.metrics,
+    )

@@ -39,5 +39,6 @@ class Pagination(WireModel):
     @classmethod
     def of(cls, offset: int, limit: int, total: int, count: int) -> Pagination:
         """The page of `count` items at `offset` (limit 0: no limit) of `total`."""
-        return cls(offset=offset, limit=limit, startIndex=min(offset, total), endIndex=min(offset + count, total),
-                   total=total)
+        return cls(
+            offset=offset, limit=limit, startIndex=min(offset, total), endIndex=min(offset + count, total), total=total
+        )

@@ -112,8 +112,9 @@ class DataPoint(WireModel):
     epoch: int | None
 
 
-MetricType = Literal["METRIC_TYPE_TRAINING", "METRIC_TYPE_VALIDATION", "METRIC_TYPE_PROFILING",
-                     "METRIC_TYPE_UNSPECIFIED"]
+MetricType = Literal[
+    "METRIC_TYPE_TRAINING", "METRIC_TYPE_VALIDATION", "METRIC_TYPE_PROFILING", "METRIC_TYPE_UNSPECIFIED"
+]
 
 
 class DownsampledMetrics(WireModel):

@@ -39,8 +39,9 @@ class CheckpointGC:
     worker plans under the cluster lock (so it sees that transaction committed) but deletes from
     storage outside it. Failed deletions leave the row COMPLETED and are retried with backoff."""
 
-    def __init__(self, ctx: MasterContext,
-                 storage_for: Callable[[Mapping[str, Any]], CheckpointStorage] = storage_from_config) -> None:
+    def __init__(
+        self, ctx: MasterContext, storage_for: Callable[[Mapping[str, Any]], CheckpointStorage] = storage_from_config
+    ) -> None:
         self.ctx = ctx
         self.storage_for = storage_for
         self._pending: dict[int, float] = {}  # experiment id -> not before (clock time)
@@ -105,22 +106,38 @@ class CheckpointGC:
             mark_deleted(s, now, experiment_id, the_plan.policy, done)
             if outcome.refused:
                 first_uuid, first_why = next(iter(outcome.refused.items()))
-                record_event(s, now, "experiment", experiment_id,
-                             f"checkpoint garbage collection left {len(outcome.refused)} checkpoint(s) alone, outside "
-                             f"the master's checkpoint storage roots; checkpoint {first_uuid}: {first_why}",
-                             level="warning")
+                record_event(
+                    s,
+                    now,
+                    "experiment",
+                    experiment_id,
+                    f"checkpoint garbage collection left {len(outcome.refused)} checkpoint(s) alone, outside "
+                    f"the master's checkpoint storage roots; checkpoint {first_uuid}: {first_why}",
+                    level="warning",
+                )
             if outcome.failed:
                 first_uuid, first_why = next(iter(outcome.failed.items()))
-                record_event(s, now, "experiment", experiment_id,
-                             f"checkpoint garbage collection could not delete {len(outcome.failed)} checkpoint(s) "
-                             f"and will retry; checkpoint {first_uuid}: {first_why}", level="warning")
+                record_event(
+                    s,
+                    now,
+                    "experiment",
+                    experiment_id,
+                    f"checkpoint garbage collection could not delete {len(outcome.failed)} checkpoint(s) "
+                    f"and will retry; checkpoint {first_uuid}: {first_why}",
+                    level="warning",
+                )
         if outcome.failed:
             self._retry_later(experiment_id, next(iter(outcome.failed.values())))
         else:
             self._failures.pop(experiment_id, None)
         if not on_agent:  # _start_task logged the task it started
-            log.info("checkpoint garbage collection of experiment %s: %d deleted, %d failed, %d left alone",
-                     experiment_id, len(outcome.deleted), len(outcome.failed), len(outcome.refused))
+            log.info(
+                "checkpoint garbage collection of experiment %s: %d deleted, %d failed, %d left alone",
+                experiment_id,
+                len(outcome.deleted),
+                len(outcome.failed),
+                len(outcome.refused),
+            )
         return outcome
 
     def _previous_task_done(self, experiment_id: int, outcome: Outcome) -> bool:
@@ -139,16 +156,24 @@ class CheckpointGC:
             return True
         outcome.failed[task_id] = result.why
         with self.ctx.db.session() as s:
-            record_event(s, self.ctx.clock.now(), "experiment", experiment_id,
-                         f"checkpoint garbage collection will retry: {result.why}", level="warning")
+            record_event(
+                s,
+                self.ctx.clock.now(),
+                "experiment",
+                experiment_id,
+                f"checkpoint garbage collection will retry: {result.why}",
+                level="warning",
+            )
         self._retry_later(experiment_id, result.why)
         return False
 
     def _start_task(self, the_plan: Plan, outcome: Outcome) -> None:
         """A GC task for the plan's checkpoints inside the roots (at most MAX_PER_TASK: the next
         collection, when it ends, takes the rest)."""
-        items = [checkpoint_gc_tasks.Item(d.uuid, checkpoint_gc_tasks.directory(d.storage, d.uuid))
-                 for d in self._inside_roots(the_plan, outcome)[:MAX_PER_TASK]]
+        items = [
+            checkpoint_gc_tasks.Item(d.uuid, checkpoint_gc_tasks.directory(d.storage, d.uuid))
+            for d in self._inside_roots(the_plan, outcome)[:MAX_PER_TASK]
+        ]
         if not items:
             return
         job = checkpoint_gc_tasks.Job(the_plan.experiment_id, items, policy=asdict(the_plan.policy))
@@ -156,8 +181,12 @@ class CheckpointGC:
         if task_id is not None:
             with self._lock:
                 self._tasks[the_plan.experiment_id] = task_id
-            log.info("checkpoint garbage collection of experiment %s: task %s for %d checkpoint(s)",
-                     the_plan.experiment_id, task_id, len(items))
+            log.info(
+                "checkpoint garbage collection of experiment %s: task %s for %d checkpoint(s)",
+                the_plan.experiment_id,
+                task_id,
+                len(items),
+            )
 
     def _inside_roots(self, the_plan: Plan, outcome: Outcome) -> list[Deletion]:
         """The plan's checkpoints inside the storage roots; one outside is left alone (`outcome.refused`)."""
@@ -176,13 +205,15 @@ class CheckpointGC:
         them; one outside the roots is left alone (`outcome.refused`), one registered meanwhile is kept."""
         inside = self._inside_roots(the_plan, outcome)
         with self.ctx.db.session() as s:
-            held = set(checkpoint_gc_holds.hold(s, self.ctx.clock.now(), [d.uuid for d in inside], BY_MASTER_GC,
-                                                "deleted"))
+            held = set(
+                checkpoint_gc_holds.hold(s, self.ctx.clock.now(), [d.uuid for d in inside], BY_MASTER_GC, "deleted")
+            )
         return [d for d in inside if d.uuid in held]
 
     def _delete(self, deletions: Sequence[Deletion], outcome: Outcome) -> list[Deletion]:
-        return delete_from_storage(deletions, allowed_roots(self.ctx.config), self.storage_for, outcome,
-                                   registered=self._registered)
+        return delete_from_storage(
+            deletions, allowed_roots(self.ctx.config), self.storage_for, outcome, registered=self._registered
+        )
 
     def _registered(self, uuid: str) -> bool:
         with self.ctx.db.read_session() as s:
@@ -192,8 +223,9 @@ class CheckpointGC:
         n = self._failures.get(experiment_id, 0) + 1
         self._failures[experiment_id] = n
         delay = min(RETRY_FIRST * 2 ** (n - 1), RETRY_MAX)
-        log.warning("checkpoint garbage collection of experiment %s failed (%s); retrying in %.0fs",
-                    experiment_id, why, delay)
+        log.warning(
+            "checkpoint garbage collection of experiment %s failed (%s); retrying in %.0fs", experiment_id, why, delay
+        )
         self.request(experiment_id, delay)
 
     def sweep(self) -> None:

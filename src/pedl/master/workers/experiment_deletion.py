@@ -42,18 +42,25 @@ class CheckpointFiles:
     what: str = ""  # how failures name it; "" for "checkpoint <uuid>"
 
 
-def _files_to_delete(s: Session, experiment_id: int, default_storage: Mapping[str, Any],
-                     cluster_id: str) -> list[CheckpointFiles] | None:
+def _files_to_delete(
+    s: Session, experiment_id: int, default_storage: Mapping[str, Any], cluster_id: str
+) -> list[CheckpointFiles] | None:
     """The checkpoints whose files may still exist (all but DELETED ones), then the experiment's
     TensorBoard directory; None when the experiment is gone or no longer DELETING (nothing to do)."""
     exp = s.get(models.Experiment, experiment_id)
     if exp is None or exp.state != E.DELETING:
         return None
     storage = experiment_storage(exp.config, default_storage)
-    rows = s.execute(select(models.Checkpoint.uuid, models.Checkpoint.storage).where(
-        models.Checkpoint.experiment_id == experiment_id, models.Checkpoint.state != CheckpointState.DELETED))
-    tensorboard = CheckpointFiles(str(experiment_id), tensorboard_storage(storage, cluster_id),
-                                  what=f"the TensorBoard directory of experiment {experiment_id}")
+    rows = s.execute(
+        select(models.Checkpoint.uuid, models.Checkpoint.storage).where(
+            models.Checkpoint.experiment_id == experiment_id, models.Checkpoint.state != CheckpointState.DELETED
+        )
+    )
+    tensorboard = CheckpointFiles(
+        str(experiment_id),
+        tensorboard_storage(storage, cluster_id),
+        what=f"the TensorBoard directory of experiment {experiment_id}",
+    )
     return [*(CheckpointFiles(uuid, storage, dict(recorded or {})) for uuid, recorded in rows), tensorboard]
 
 
@@ -61,8 +68,9 @@ class ExperimentDeleter:
     """Deletes the experiments asked for (and any found DELETING), one at a time, in a worker thread.
     `request` is cheap and may be called from any thread."""
 
-    def __init__(self, ctx: MasterContext,
-                 storage_for: Callable[[Mapping[str, Any]], CheckpointStorage] = storage_from_config) -> None:
+    def __init__(
+        self, ctx: MasterContext, storage_for: Callable[[Mapping[str, Any]], CheckpointStorage] = storage_from_config
+    ) -> None:
         self.ctx = ctx
         self.storage_for = storage_for
         self._pending: set[int] = set()
@@ -107,8 +115,12 @@ class ExperimentDeleter:
             log.exception("deleting experiment %s failed", experiment_id)
             self._failed(experiment_id, f"{type(exc).__name__}: {exc}")
             return False
-        log.info("experiment %s deleted: %d checkpoint(s) of files, rows %s", experiment_id, len(files) - 1,
-                 ", ".join(f"{k} {v}" for k, v in done.items() if v))
+        log.info(
+            "experiment %s deleted: %d checkpoint(s) of files, rows %s",
+            experiment_id,
+            len(files) - 1,
+            ", ".join(f"{k} {v}" for k, v in done.items() if v),
+        )
         return True
 
     def _delete_files(self, experiment_id: int, files: list[CheckpointFiles]) -> str | None:
@@ -120,8 +132,9 @@ class ExperimentDeleter:
         for f in files:
             why = checkpoint_problem(f.storage, f.uuid, roots, recorded=f.recorded)
             if why is not None:
-                log.warning("deleting experiment %s: %s left alone: %s", experiment_id,
-                            f.what or f"checkpoint {f.uuid}", why)
+                log.warning(
+                    "deleting experiment %s: %s left alone: %s", experiment_id, f.what or f"checkpoint {f.uuid}", why
+                )
                 continue
             key = json.dumps(f.storage, sort_keys=True, default=str)
             try:
@@ -143,8 +156,14 @@ class ExperimentDeleter:
                 return
             exp.end_reason = end_reason = f"deletion failed: {why}"
             set_experiment_state(s, self.ctx.clock.now(), exp, E.DELETE_FAILED, end_reason)
-            record_event(s, self.ctx.clock.now(), "experiment", experiment_id,
-                         "delete the experiment again to retry", level="error")
+            record_event(
+                s,
+                self.ctx.clock.now(),
+                "experiment",
+                experiment_id,
+                "delete the experiment again to retry",
+                level="error",
+            )
 
         self.ctx.controller.run(mark)
 

@@ -58,8 +58,7 @@ class IdleKill:
 
 
 def reason(kind: str, idle_for: float, idle_timeout: float) -> str:
-    return (f"{kind} idle for {format_duration(max(1, round(idle_for)))} "
-            f"(idle_timeout {format_duration(idle_timeout)})")
+    return f"{kind} idle for {format_duration(max(1, round(idle_for)))} (idle_timeout {format_duration(idle_timeout)})"
 
 
 def decide(now: float, views: Iterable[IdleView]) -> tuple[list[IdleKill], float | None]:
@@ -97,10 +96,18 @@ def _view(task: Any, alloc: Any) -> IdleView | None:
 
 
 def running_services(s: Session) -> list[IdleView]:
-    rows = s.execute(select(G, ALLOC).join(ALLOC, ALLOC.task_id == G.id)
-                     .where(G.kind.in_(IDLE_KINDS), ALLOC.state == AllocationState.RUNNING, ALLOC.trial_id.is_(None),
-                            ALLOC.proxy_port.is_not(None))
-                     .order_by(G.last_activity).limit(MAX_CHECKED)).all()
+    rows = s.execute(
+        select(G, ALLOC)
+        .join(ALLOC, ALLOC.task_id == G.id)
+        .where(
+            G.kind.in_(IDLE_KINDS),
+            ALLOC.state == AllocationState.RUNNING,
+            ALLOC.trial_id.is_(None),
+            ALLOC.proxy_port.is_not(None),
+        )
+        .order_by(G.last_activity)
+        .limit(MAX_CHECKED)
+    ).all()
     return [v for task, alloc in rows if (v := _view(task, alloc)) is not None]
 
 

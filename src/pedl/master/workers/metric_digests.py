@@ -26,8 +26,7 @@ async def run_loop(db: Database, queue: DigestQueue, stop: asyncio.Event) -> Non
     dropped and read back from the database, which costs more), in a thread."""
     wake, filling = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
-    queue.set_waker(lambda: loop.call_soon_threadsafe(wake.set),
-                    filling=lambda: loop.call_soon_threadsafe(filling.set))
+    queue.set_waker(lambda: loop.call_soon_threadsafe(wake.set), filling=lambda: loop.call_soon_threadsafe(filling.set))
     try:
         await run_pass(sweep, db, queue)
     except Exception:  # reads fall back to the reports; new ones are still digested

@@ -149,13 +149,17 @@ def windows_of(db: Database, trial_id: int, keep_every: int) -> Windows | None:
     """The trial's windows, from its first two training steps; None while it has fewer."""
     M = models.Metric
     with db.read_session() as s:
-        firsts = list(s.scalars(select(M.steps_completed).where(*_series(trial_id)).distinct()
-                                .order_by(M.steps_completed).limit(2)))
+        firsts = list(
+            s.scalars(
+                select(M.steps_completed).where(*_series(trial_id)).distinct().order_by(M.steps_completed).limit(2)
+            )
+        )
     return Windows.of(firsts[0], firsts[1], keep_every) if len(firsts) == 2 else None
 
 
-def scan(db: Database, trial_id: int, windows: Windows, resume: int, cutoff: float,
-         limit: int = ROWS_PER_TRIAL) -> Scan:
+def scan(
+    db: Database, trial_id: int, windows: Windows, resume: int, cutoff: float, limit: int = ROWS_PER_TRIAL
+) -> Scan:
     """Read the trial's training reports from the window starting at `resume`, in step order, up to
     the first one reported at or after `cutoff` (that one and those after it wait for a later pass)."""
     M = models.Metric
@@ -186,18 +190,28 @@ def scan(db: Database, trial_id: int, windows: Windows, resume: int, cutoff: flo
     return Scan(doomed, windows.start(last), settled=False, full=True)
 
 
-def delete_reports(db: Database, trial_id: int, doomed: list[tuple[int, int]], cutoff: float,
-                   queue: DigestQueue | None = None) -> int:
+def delete_reports(
+    db: Database, trial_id: int, doomed: list[tuple[int, int]], cutoff: float, queue: DigestQueue | None = None
+) -> int:
     """Delete the reports, DELETE_CHUNK per transaction, each with a digest reset from its first step.
     A report replaced since it was read (a newer one of its step) is not deleted. -> reports deleted."""
     M = models.Metric
     deleted = 0
     for lo in range(0, len(doomed), DELETE_CHUNK):
-        chunk = doomed[lo:lo + DELETE_CHUNK]
+        chunk = doomed[lo : lo + DELETE_CHUNK]
         with db.session() as s:
-            n = rowcount(s.execute(delete(M).where(M.id.in_([report_id for report_id, _ in chunk]),
-                                                   *_series(trial_id), M.report_time < cutoff)
-                                   .execution_options(synchronize_session=False))) or 0
+            n = (
+                rowcount(
+                    s.execute(
+                        delete(M)
+                        .where(
+                            M.id.in_([report_id for report_id, _ in chunk]), *_series(trial_id), M.report_time < cutoff
+                        )
+                        .execution_options(synchronize_session=False)
+                    )
+                )
+                or 0
+            )
             if n:
                 s.add(models.MetricDigestReset(trial_id=trial_id, group=GROUP, from_step=chunk[0][1]))
         deleted += n
@@ -223,9 +237,16 @@ class Progress:
 class MetricRetention:
     """Thins the reports of the experiments retention applies to, one pass every `interval`."""
 
-    def __init__(self, db: Database, clock: Clock, master: MetricsRetentionConfig | None,
-                 queue: DigestQueue | None = None, *, min_delete: int = MIN_DELETE,
-                 rows_per_trial: int = ROWS_PER_TRIAL) -> None:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        master: MetricsRetentionConfig | None,
+        queue: DigestQueue | None = None,
+        *,
+        min_delete: int = MIN_DELETE,
+        rows_per_trial: int = ROWS_PER_TRIAL,
+    ) -> None:
         self.db, self.clock, self.master, self.queue = db, clock, master, queue
         self.min_delete, self.rows_per_trial = min_delete, rows_per_trial
         self.interval = master.interval if master is not None else DEFAULT_INTERVAL
@@ -262,8 +283,9 @@ class MetricRetention:
         """The settings of the experiments new since the last read, and again of those not ended or ended
         since (continuing an ended experiment may change its config); an ended one's config stays."""
         E = models.Experiment
-        changed = or_(E.id > self._read_through, E.state.not_in(sorted(TERMINAL_EXPERIMENT)),
-                      E.end_time >= self._read_at)
+        changed = or_(
+            E.id > self._read_through, E.state.not_in(sorted(TERMINAL_EXPERIMENT)), E.end_time >= self._read_at
+        )
         after = 0
         while True:
             with self.db.read_session() as s:
@@ -281,9 +303,13 @@ class MetricRetention:
         after = 0
         while True:
             with self.db.read_session() as s:
-                rows = s.execute(select(T.id, T.experiment_id, T.run_id, T.state).join(E, E.id == T.experiment_id)
-                                 .where(T.id > after, E.state.not_in(sorted(DELETING_EXPERIMENT)))
-                                 .order_by(T.id).limit(PAGE)).all()
+                rows = s.execute(
+                    select(T.id, T.experiment_id, T.run_id, T.state)
+                    .join(E, E.id == T.experiment_id)
+                    .where(T.id > after, E.state.not_in(sorted(DELETING_EXPERIMENT)))
+                    .order_by(T.id)
+                    .limit(PAGE)
+                ).all()
             yield from ((trial_id, experiment_id, run_id, state) for trial_id, experiment_id, run_id, state in rows)
             if len(rows) < PAGE:
                 return

@@ -36,13 +36,27 @@ if TYPE_CHECKING:
     )
 
 # each module and the public names it gives the package (master/exports.py)
-__getattr__, __all__ = lazy_exports(__name__, {
-    "project_columns": ["columns", "metric_ranges"],
-    "project_edits": ["move", "set_notes"],
-    "projects": ["Placement", "ProjectQuery", "checked_key", "for_experiment", "in_workspace", "placements"],
-    "templates": ["TemplateQuery", "apply", "merged", "set_config", "usable"],
-    "workspace_edits": ["pin"],
-    "workspace_storage": ["base_for", "checked_storage", "of_project"],
-    "workspaces": ["DEFAULT_ID", "DEFAULT_NAME", "MAX_NAME", "WorkspaceQuery", "by_name", "checked_name",
-                   "ensure_defaults", "is_descending", "name_key", "page_limit", "sort_key"],
-})
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "project_columns": ["columns", "metric_ranges"],
+        "project_edits": ["move", "set_notes"],
+        "projects": ["Placement", "ProjectQuery", "checked_key", "for_experiment", "in_workspace", "placements"],
+        "templates": ["TemplateQuery", "apply", "merged", "set_config", "usable"],
+        "workspace_edits": ["pin"],
+        "workspace_storage": ["base_for", "checked_storage", "of_project"],
+        "workspaces": [
+            "DEFAULT_ID",
+            "DEFAULT_NAME",
+            "MAX_NAME",
+            "WorkspaceQuery",
+            "by_name",
+            "checked_name",
+            "ensure_defaults",
+            "is_descending",
+            "name_key",
+            "page_limit",
+            "sort_key",
+        ],
+    },
+)

@@ -22,19 +22,41 @@ if TYPE_CHECKING:
 
 MAX_EXPERIMENTS = 1000
 MAX_TRIALS = 5000
-TEXT, NUMBER, DATE, ARRAY, UNSPECIFIED = ("COLUMN_TYPE_TEXT", "COLUMN_TYPE_NUMBER", "COLUMN_TYPE_DATE",
-                                          "COLUMN_TYPE_ARRAY", "COLUMN_TYPE_UNSPECIFIED")
+TEXT, NUMBER, DATE, ARRAY, UNSPECIFIED = (
+    "COLUMN_TYPE_TEXT",
+    "COLUMN_TYPE_NUMBER",
+    "COLUMN_TYPE_DATE",
+    "COLUMN_TYPE_ARRAY",
+    "COLUMN_TYPE_UNSPECIFIED",
+)
 EXPERIMENT, HYPERPARAMETERS, VALIDATIONS, TRAINING, CUSTOM = (
-    "LOCATION_TYPE_EXPERIMENT", "LOCATION_TYPE_HYPERPARAMETERS", "LOCATION_TYPE_VALIDATIONS",
-    "LOCATION_TYPE_TRAINING", "LOCATION_TYPE_CUSTOM_METRIC")
-GENERAL = (("id", "ID", NUMBER), ("name", "Name", TEXT), ("description", "Description", TEXT),
-           ("tags", "Tags", ARRAY), ("forkedFrom", "Forked", NUMBER), ("startTime", "Start time", DATE),
-           ("endTime", "End time", DATE), ("duration", "Duration", NUMBER), ("state", "State", TEXT),
-           ("searcherType", "Searcher", TEXT), ("resourcePool", "Resource pool", TEXT),
-           ("progress", "Progress", NUMBER), ("archived", "Archived", UNSPECIFIED),
-           ("numTrials", "Trials", NUMBER), ("user", "User", TEXT), ("projectId", "Project ID", NUMBER),
-           ("checkpointCount", "Checkpoints", NUMBER), ("searcherMetric", "Searcher metric", TEXT),
-           ("searcherMetricsVal", "Searcher metric value", NUMBER))
+    "LOCATION_TYPE_EXPERIMENT",
+    "LOCATION_TYPE_HYPERPARAMETERS",
+    "LOCATION_TYPE_VALIDATIONS",
+    "LOCATION_TYPE_TRAINING",
+    "LOCATION_TYPE_CUSTOM_METRIC",
+)
+GENERAL = (
+    ("id", "ID", NUMBER),
+    ("name", "Name", TEXT),
+    ("description", "Description", TEXT),
+    ("tags", "Tags", ARRAY),
+    ("forkedFrom", "Forked", NUMBER),
+    ("startTime", "Start time", DATE),
+    ("endTime", "End time", DATE),
+    ("duration", "Duration", NUMBER),
+    ("state", "State", TEXT),
+    ("searcherType", "Searcher", TEXT),
+    ("resourcePool", "Resource pool", TEXT),
+    ("progress", "Progress", NUMBER),
+    ("archived", "Archived", UNSPECIFIED),
+    ("numTrials", "Trials", NUMBER),
+    ("user", "User", TEXT),
+    ("projectId", "Project ID", NUMBER),
+    ("checkpointCount", "Checkpoints", NUMBER),
+    ("searcherMetric", "Searcher metric", TEXT),
+    ("searcherMetricsVal", "Searcher metric value", NUMBER),
+)
 AGGREGATES = ("min", "max", "last", "mean")
 _AGGREGATE_KEYS = {"validation": "validation_metrics", "training": "avg_metrics"}
 
@@ -106,8 +128,13 @@ def _experiments(s: Any, project_id: int) -> list[models.Experiment]:
 def _summaries(s: Any, experiment_ids: list[int]) -> Iterator[dict[str, Any]]:
     """The trials' summaries, newest trial first, read a few at a time (never all held at once)."""
     T = models.Trial
-    yield from s.scalars(select(T.summary_metrics).where(T.experiment_id.in_(experiment_ids))
-                         .order_by(T.id.desc()).limit(MAX_TRIALS).execution_options(yield_per=50))
+    yield from s.scalars(
+        select(T.summary_metrics)
+        .where(T.experiment_id.in_(experiment_ids))
+        .order_by(T.id.desc())
+        .limit(MAX_TRIALS)
+        .execution_options(yield_per=50)
+    )
 
 
 # what a column or a range adds to its answer's JSON besides its names (the keys, quotes and a number or two)
@@ -122,8 +149,9 @@ class Listing:
     truncated: bool = False
 
 
-def _metrics(s: Any, exps: list[models.Experiment], budget: int,
-             size: Callable[[str, str], int]) -> tuple[dict[tuple[str, str], tuple[float, float]], bool]:
+def _metrics(
+    s: Any, exps: list[models.Experiment], budget: int, size: Callable[[str, str], int]
+) -> tuple[dict[tuple[str, str], tuple[float, float]], bool]:
     """(group, name) -> (min, max) over the trials' summaries; metrics are taken newest trial first while
     their entries' `size` fits in `budget` bytes, and those taken range over every trial read; -> the ranges
     and whether some metrics were left out."""
@@ -156,10 +184,17 @@ def columns(ctx: MasterContext, project_id: int) -> Listing:
         out = [Column(c, EXPERIMENT, kind, name) for c, name, kind in GENERAL]
         out += [Column(c, HYPERPARAMETERS, kind) for c, kind in sorted(hps.items())]
         budget -= sum(COLUMN_BYTES + len(c.column) + len(c.display_name) for c in out)
-        found, truncated = _metrics(s, exps, budget, lambda group, name: len(AGGREGATES) * (
-            COLUMN_BYTES + len(group) + len(name) + len(".max.")))
-    out += [Column(f"{group}.{name}.{agg}", _group_location(group), NUMBER)
-            for group, name in sorted(found) for agg in AGGREGATES]
+        found, truncated = _metrics(
+            s,
+            exps,
+            budget,
+            lambda group, name: len(AGGREGATES) * (COLUMN_BYTES + len(group) + len(name) + len(".max.")),
+        )
+    out += [
+        Column(f"{group}.{name}.{agg}", _group_location(group), NUMBER)
+        for group, name in sorted(found)
+        for agg in AGGREGATES
+    ]
     return Listing(out, truncated)
 
 
@@ -168,6 +203,10 @@ def metric_ranges(ctx: MasterContext, project_id: int) -> Listing:
     within limits.max_listing_bytes; `truncated` when some were left out)."""
     with ctx.db.read_session() as s:
         get(s, project_id)
-        found, truncated = _metrics(s, _experiments(s, project_id), ctx.config.limits.max_listing_bytes,
-                                    lambda group, name: RANGE_BYTES + len(group) + len(name))
+        found, truncated = _metrics(
+            s,
+            _experiments(s, project_id),
+            ctx.config.limits.max_listing_bytes,
+            lambda group, name: RANGE_BYTES + len(group) + len(name),
+        )
     return Listing([(f"{group}.{name}", lo, hi) for (group, name), (lo, hi) in sorted(found.items())], truncated)

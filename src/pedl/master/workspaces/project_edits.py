@@ -29,8 +29,9 @@ MAX_NOTE = 65_536  # characters of a note's contents
 MAX_DELETED_EXPERIMENTS = 1000  # bounded work per request: a larger project is emptied first
 
 
-def _editable(s: Session, who: Caller, project_id: int, action: str, *,
-              immutable_first: bool = False) -> models.Project:
+def _editable(
+    s: Session, who: Caller, project_id: int, action: str, *, immutable_first: bool = False
+) -> models.Project:
     """The project, when the caller created it or is an admin (403 otherwise) and it is not the default
     (400). Determined answers an edit of the default project with the 400 whoever asks, and its archive,
     move or deletion by a non-admin with the 403: `immutable_first` is the former order."""
@@ -50,13 +51,16 @@ def _editable(s: Session, who: Caller, project_id: int, action: str, *,
 def _workspace_open(s: Session, project: models.Project, action: str) -> models.Workspace:
     ws = workspaces.get(s, project.workspace_id)
     if ws.archived:
-        raise InvalidArgument(f"project {project.name!r} is in workspace {ws.name!r}, which is archived: it cannot "
-                              f"{action} until the workspace is unarchived")
+        raise InvalidArgument(
+            f"project {project.name!r} is in workspace {ws.name!r}, which is archived: it cannot "
+            f"{action} until the workspace is unarchived"
+        )
     return ws
 
 
-def patch(ctx: MasterContext, who: Caller, project_id: int, *, name: str | None, description: str | None,
-          key: str | None) -> Shown:
+def patch(
+    ctx: MasterContext, who: Caller, project_id: int, *, name: str | None, description: str | None, key: str | None
+) -> Shown:
     if name is not None:
         checked_name(name, "name")
     if description is not None and len(description) > MAX_NOTE:
@@ -99,8 +103,9 @@ def move(ctx: MasterContext, who: Caller, project_id: int, workspace_id: int) ->
         _workspace_open(s, project, "be moved")
         dest = s.get(models.Workspace, workspace_id)
         if dest is None:
-            raise NotFound(f"{field}: workspace {workspace_id} not found", fields=[{"field": field,
-                                                                                   "message": "not found"}])
+            raise NotFound(
+                f"{field}: workspace {workspace_id} not found", fields=[{"field": field, "message": "not found"}]
+            )
         if dest.immutable or dest.archived:
             why = "the default workspace (immutable)" if dest.immutable else "archived"
             raise InvalidArgument.at(field, f"workspace {dest.name!r} is {why} and takes no projects")
@@ -116,12 +121,16 @@ def _notes(notes: list[Any]) -> list[dict[str, str]]:
         raise InvalidArgument.at("notes", f"at most {MAX_NOTES} notes")
     out = []
     for i, note in enumerate(notes):
-        if not isinstance(note, dict) or not isinstance(note.get("name"), str) \
-                or not isinstance(note.get("contents"), str):
+        if (
+            not isinstance(note, dict)
+            or not isinstance(note.get("name"), str)
+            or not isinstance(note.get("contents"), str)
+        ):
             raise InvalidArgument.at(f"notes[{i}]", "a note is {name, contents}, both strings")
         if len(note["name"]) > workspaces.MAX_NAME or len(note["contents"]) > MAX_NOTE:
-            raise InvalidArgument.at(f"notes[{i}]", f"name at most {workspaces.MAX_NAME} characters, contents at "
-                                                    f"most {MAX_NOTE}")
+            raise InvalidArgument.at(
+                f"notes[{i}]", f"name at most {workspaces.MAX_NAME} characters, contents at most {MAX_NOTE}"
+            )
         out.append({"name": note["name"], "contents": note["contents"]})
     return out
 
@@ -144,13 +153,27 @@ def remove(ctx: MasterContext, who: Caller, project_id: int, wake: Callable[[int
 
     def work(s: Session) -> list[int]:
         project = _editable(s, who, project_id, "be deleted")
-        exps = list(s.scalars(select(models.Experiment).where(models.Experiment.project_id == project.id)
-                              .order_by(models.Experiment.id).limit(MAX_DELETED_EXPERIMENTS + 1)))
+        exps = list(
+            s.scalars(
+                select(models.Experiment)
+                .where(models.Experiment.project_id == project.id)
+                .order_by(models.Experiment.id)
+                .limit(MAX_DELETED_EXPERIMENTS + 1)
+            )
+        )
         if len(exps) > MAX_DELETED_EXPERIMENTS:
-            raise InvalidArgument(f"project {project.name!r} has more than {MAX_DELETED_EXPERIMENTS} experiments: "
-                                  "delete some of them first")
-        marked = experiment_deletion.mark_all(s, ctx.clock.now(), who, exps, orphan_to=workspaces.DEFAULT_ID,
-                                              why=f"its project {project.name!r} was deleted")
+            raise InvalidArgument(
+                f"project {project.name!r} has more than {MAX_DELETED_EXPERIMENTS} experiments: "
+                "delete some of them first"
+            )
+        marked = experiment_deletion.mark_all(
+            s,
+            ctx.clock.now(),
+            who,
+            exps,
+            orphan_to=workspaces.DEFAULT_ID,
+            why=f"its project {project.name!r} was deleted",
+        )
         s.delete(project)
         return marked
 

@@ -67,12 +67,16 @@ def get(s: Session, project_id: int) -> models.Project:
 
 
 def in_workspace(s: Session, workspace_id: int, name: str) -> models.Project | None:
-    return s.scalar(select(models.Project).where(models.Project.workspace_id == workspace_id,
-                                                 models.Project.name_key == name_key(name)))
+    return s.scalar(
+        select(models.Project).where(
+            models.Project.workspace_id == workspace_id, models.Project.name_key == name_key(name)
+        )
+    )
 
 
-def create(ctx: MasterContext, who: Caller, workspace_id: int, name: str, description: str | None,
-           key: str | None) -> Shown:
+def create(
+    ctx: MasterContext, who: Caller, workspace_id: int, name: str, description: str | None, key: str | None
+) -> Shown:
     """A new project of the caller's in the workspace; a name the workspace has (in any case) is a 409."""
     owner = require_user(who, "create projects")
     checked_name(name, "name")
@@ -82,13 +86,24 @@ def create(ctx: MasterContext, who: Caller, workspace_id: int, name: str, descri
             ws = workspaces.get(s, workspace_id)
             if ws.immutable or ws.archived:
                 why = "immutable" if ws.immutable else "archived"
-                raise InvalidArgument.at("workspaceId", f"workspace {ws.name!r} is {why} and takes no new projects, "
-                                                        "as in Determined; create a workspace of your own for them")
+                raise InvalidArgument.at(
+                    "workspaceId",
+                    f"workspace {ws.name!r} is {why} and takes no new projects, "
+                    "as in Determined; create a workspace of your own for them",
+                )
             if in_workspace(s, ws.id, name) is not None:
                 raise _taken(name, ws.name)
-            project = models.Project(workspace_id=ws.id, name=name, name_key=name_key(name),
-                                     description=description or "", key=project_key, owner_id=owner.id,
-                                     immutable=False, archived=False, created_at=ctx.clock.now())
+            project = models.Project(
+                workspace_id=ws.id,
+                name=name,
+                name_key=name_key(name),
+                description=description or "",
+                key=project_key,
+                owner_id=owner.id,
+                immutable=False,
+                archived=False,
+                created_at=ctx.clock.now(),
+            )
             s.add(project)
             s.flush()
             return _shown(s, [project])[0]
@@ -97,32 +112,65 @@ def create(ctx: MasterContext, who: Caller, workspace_id: int, name: str, descri
 
 
 def _taken(name: str, workspace: str) -> Conflict:
-    return Conflict(f"name: workspace {workspace!r} has a project named {name!r} already (names are unique in a "
-                    "workspace whatever their case)", fields=[{"field": "name", "message": "taken"}])
+    return Conflict(
+        f"name: workspace {workspace!r} has a project named {name!r} already (names are unique in a "
+        "workspace whatever their case)",
+        fields=[{"field": "name", "message": "taken"}],
+    )
 
 
 def _shown(s: Session, rows: list[models.Project]) -> list[Shown]:
     """The rows with their workspaces, owners and counts, in four queries whatever the number of rows."""
     E = models.Experiment
     ids = [p.id for p in rows]
-    places = {wid: (name, archived) for wid, name, archived in s.execute(
-        select(models.Workspace.id, models.Workspace.name, models.Workspace.archived).where(
-            models.Workspace.id.in_({p.workspace_id for p in rows})))}
-    owners = dict(s.execute(select(models.User.id, models.User.username).where(
-        models.User.id.in_({p.owner_id for p in rows if p.owner_id is not None}))).all())
+    places = {
+        wid: (name, archived)
+        for wid, name, archived in s.execute(
+            select(models.Workspace.id, models.Workspace.name, models.Workspace.archived).where(
+                models.Workspace.id.in_({p.workspace_id for p in rows})
+            )
+        )
+    }
+    owners = dict(
+        s.execute(
+            select(models.User.id, models.User.username).where(
+                models.User.id.in_({p.owner_id for p in rows if p.owner_id is not None})
+            )
+        ).all()
+    )
     active = func.sum(cast(E.state == ExperimentState.ACTIVE, Integer))
-    counts = {pid: (n, a or 0, last) for pid, n, a, last in s.execute(
-        select(E.project_id, func.count(), active, func.max(E.start_time)).where(E.project_id.in_(ids))
-        .group_by(E.project_id))}
-    runs = dict(s.execute(select(E.project_id, func.count(models.Trial.id))
-                          .join(models.Trial, models.Trial.experiment_id == E.id)
-                          .where(E.project_id.in_(ids)).group_by(E.project_id)).all())
+    counts = {
+        pid: (n, a or 0, last)
+        for pid, n, a, last in s.execute(
+            select(E.project_id, func.count(), active, func.max(E.start_time))
+            .where(E.project_id.in_(ids))
+            .group_by(E.project_id)
+        )
+    }
+    runs = dict(
+        s.execute(
+            select(E.project_id, func.count(models.Trial.id))
+            .join(models.Trial, models.Trial.experiment_id == E.id)
+            .where(E.project_id.in_(ids))
+            .group_by(E.project_id)
+        ).all()
+    )
     out = []
     for p in rows:
         n, a, last = counts.get(p.id, (0, 0, None))
         ws_name, ws_archived = places.get(p.workspace_id, ("", False))
-        out.append(Shown(p, ws_name, owners.get(p.owner_id, "") if p.owner_id else "",
-                         n, a, runs.get(p.id, 0), last, p.archived or ws_archived))
+        out.append(
+            Shown(
+                p,
+                ws_name,
+                owners.get(p.owner_id, "") if p.owner_id else "",
+                n,
+                a,
+                runs.get(p.id, 0),
+                last,
+                p.archived or ws_archived,
+            )
+        )
     return out
 
 
@@ -140,15 +188,22 @@ class ProjectQuery:
 
 
 def _last_started():  # a column expression
-    return (select(func.max(models.Experiment.start_time)).where(models.Experiment.project_id == models.Project.id)
-            .correlate(models.Project).scalar_subquery())
+    return (
+        select(func.max(models.Experiment.start_time))
+        .where(models.Experiment.project_id == models.Project.id)
+        .correlate(models.Project)
+        .scalar_subquery()
+    )
 
 
-SORTS = {"SORT_BY_UNSPECIFIED": lambda: models.Project.id, "SORT_BY_ID": lambda: models.Project.id,
-         "SORT_BY_NAME": lambda: func.lower(models.Project.name),  # any case, the same on both databases
-         "SORT_BY_DESCRIPTION": lambda: models.Project.description,
-         "SORT_BY_CREATION_TIME": lambda: models.Project.created_at,
-         "SORT_BY_LAST_EXPERIMENT_START_TIME": _last_started}
+SORTS = {
+    "SORT_BY_UNSPECIFIED": lambda: models.Project.id,
+    "SORT_BY_ID": lambda: models.Project.id,
+    "SORT_BY_NAME": lambda: func.lower(models.Project.name),  # any case, the same on both databases
+    "SORT_BY_DESCRIPTION": lambda: models.Project.description,
+    "SORT_BY_CREATION_TIME": lambda: models.Project.created_at,
+    "SORT_BY_LAST_EXPERIMENT_START_TIME": _last_started,
+}
 
 
 def listing(ctx: MasterContext, q: ProjectQuery) -> tuple[list[Shown], int, int]:
@@ -163,7 +218,8 @@ def listing(ctx: MasterContext, q: ProjectQuery) -> tuple[list[Shown], int, int]
         stmt = stmt.where(P.name_key == name_key(q.name))
     if q.archived is not None:
         archived = P.archived.is_(True) | P.workspace_id.in_(
-            select(models.Workspace.id).where(models.Workspace.archived.is_(True)))
+            select(models.Workspace.id).where(models.Workspace.archived.is_(True))
+        )
         stmt = stmt.where(archived if q.archived else ~archived)
     if q.usernames:
         stmt = stmt.where(P.owner_id.in_(select(models.User.id).where(models.User.username.in_(q.usernames))))
@@ -186,8 +242,9 @@ def describe(ctx: MasterContext, project_id: int) -> Shown:
 def placements(s: Session, project_ids: set[int]) -> dict[int, Placement]:
     """Each project's name, owner and workspace, in one query (a project gone missing is absent)."""
     P, W = models.Project, models.Workspace
-    rows = s.execute(select(P.id, P.name, P.owner_id, W.id, W.name).join(W, W.id == P.workspace_id)
-                     .where(P.id.in_(project_ids)))
+    rows = s.execute(
+        select(P.id, P.name, P.owner_id, W.id, W.name).join(W, W.id == P.workspace_id).where(P.id.in_(project_ids))
+    )
     return {pid: Placement(name, owner or 0, wid, wname) for pid, name, owner, wid, wname in rows}
 
 
@@ -212,11 +269,13 @@ def for_experiment(s: Session, project_id: int | None, workspace: str | None, pr
         return chosen.id
     given = s.get(models.Project, project_id)
     if given is None:
-        raise NotFound(f"projectId: project {project_id} not found",
-                       fields=[{"field": "projectId", "message": "not found"}])
+        raise NotFound(
+            f"projectId: project {project_id} not found", fields=[{"field": "projectId", "message": "not found"}]
+        )
     if named is not None and named.id != given.id:
-        raise InvalidArgument.at("projectId", f"project {project_id} is not the config's project "
-                                              f"{workspace}/{project} (project {named.id})")
+        raise InvalidArgument.at(
+            "projectId", f"project {project_id} is not the config's project {workspace}/{project} (project {named.id})"
+        )
     _open_for_launches(s, given, "projectId")
     return given.id
 
@@ -224,7 +283,12 @@ def for_experiment(s: Session, project_id: int | None, workspace: str | None, pr
 def _open_for_launches(s: Session, project: models.Project, where: str) -> None:
     """Determined launches nothing into an archived project or workspace."""
     ws = s.get(models.Workspace, project.workspace_id)
-    what = (f"project {project.name!r}" if project.archived
-            else f"workspace {ws.name!r}" if ws is not None and ws.archived else None)
+    what = (
+        f"project {project.name!r}"
+        if project.archived
+        else f"workspace {ws.name!r}"
+        if ws is not None and ws.archived
+        else None
+    )
     if what is not None:
         raise InvalidArgument.at(where, f"{what} is archived and takes no new experiments; unarchive it first")

@@ -38,15 +38,18 @@ def checked_config(config: Any, limits: LimitsConfig) -> dict[str, Any]:
         raise InvalidArgument.at("config", "must be a mapping of experiment config keys")
     unknown = sorted(set(config) - set(ExperimentConfig.model_fields))
     if unknown:
-        raise InvalidArgument(f"config.{unknown[0]}: unknown key of an experiment config",
-                              fields=[{"field": f"config.{k}", "message": "unknown key"} for k in unknown])
+        raise InvalidArgument(
+            f"config.{unknown[0]}: unknown key of an experiment config",
+            fields=[{"field": f"config.{k}", "message": "unknown key"} for k in unknown],
+        )
     problems = value_problems(config, max_string_length=limits.max_string_length, path="config", limit=1)
     if problems:
         raise InvalidArgument.at(*problems[0])
     size = len(json.dumps(config).encode())
     if size > limits.max_config_bytes:
-        raise InvalidArgument.at("config", f"{size} bytes, more than the limit of {limits.max_config_bytes} "
-                                           "(limits.max_config_bytes)")
+        raise InvalidArgument.at(
+            "config", f"{size} bytes, more than the limit of {limits.max_config_bytes} (limits.max_config_bytes)"
+        )
     return config
 
 
@@ -60,8 +63,11 @@ def merged(template: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
         under = out.get(key)
         if value is None and key in out:
             continue
-        if isinstance(value, dict) and isinstance(under, dict) and \
-                ("type" not in value or "type" not in under or value["type"] == under["type"]):
+        if (
+            isinstance(value, dict)
+            and isinstance(under, dict)
+            and ("type" not in value or "type" not in under or value["type"] == under["type"])
+        ):
             out[key] = merged(under, value)
         else:
             out[key] = copy.deepcopy(value)
@@ -81,8 +87,10 @@ def usable(s: Session, name: str, user: models.User, field: str) -> models.Templ
     if owner is not None and owner.admin and owner.active:
         return template
     whose = owner.username if owner is not None else "a deleted user"
-    message = (f"template {name!r} belongs to {whose}: its config (image, variables, mounts) would run as you; "
-               "use your own templates or an admin's")
+    message = (
+        f"template {name!r} belongs to {whose}: its config (image, variables, mounts) would run as you; "
+        "use your own templates or an admin's"
+    )
     raise Forbidden(f"{field}: {message}", fields=[{"field": field, "message": message}])
 
 
@@ -101,8 +109,11 @@ class Shown:
 
 
 def _shown(s: Session, rows: list[models.Template]) -> list[Shown]:
-    owners = dict(s.execute(select(models.User.id, models.User.username).where(
-        models.User.id.in_({t.owner_id for t in rows}))).all())
+    owners = dict(
+        s.execute(
+            select(models.User.id, models.User.username).where(models.User.id.in_({t.owner_id for t in rows}))
+        ).all()
+    )
     return [Shown(t, owners.get(t.owner_id, "")) for t in rows]
 
 
@@ -121,13 +132,21 @@ def create(ctx: MasterContext, who: Caller, name: str, config: Any, workspace_id
     try:
         with ctx.db.session() as s:
             if s.get(models.Workspace, workspace_id or DEFAULT_ID) is None:
-                raise NotFound(f"workspaceId: workspace {workspace_id} not found",
-                               fields=[{"field": "workspaceId", "message": "not found"}])
+                raise NotFound(
+                    f"workspaceId: workspace {workspace_id} not found",
+                    fields=[{"field": "workspaceId", "message": "not found"}],
+                )
             if s.get(models.Template, name) is not None:
                 raise _taken(name)
             now = ctx.clock.now()
-            template = models.Template(name=name, workspace_id=workspace_id or DEFAULT_ID, owner_id=owner.id,
-                                       config=config, created_at=now, updated_at=now)
+            template = models.Template(
+                name=name,
+                workspace_id=workspace_id or DEFAULT_ID,
+                owner_id=owner.id,
+                config=config,
+                created_at=now,
+                updated_at=now,
+            )
             s.add(template)
             s.flush()
             return _shown(s, [template])[0]
@@ -136,8 +155,10 @@ def create(ctx: MasterContext, who: Caller, name: str, config: Any, workspace_id
 
 
 def _taken(name: str) -> Conflict:
-    return Conflict(f"name: a template named {name!r} exists already; `det template set` changes it",
-                    fields=[{"field": "name", "message": "taken"}])
+    return Conflict(
+        f"name: a template named {name!r} exists already; `det template set` changes it",
+        fields=[{"field": "name", "message": "taken"}],
+    )
 
 
 def set_config(ctx: MasterContext, who: Caller, name: str, config: Any) -> Shown:

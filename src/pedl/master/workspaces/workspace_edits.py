@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 MAX_DELETED_EXPERIMENTS = 1000  # a workspace with more is emptied project by project (bounded work per request)
 
 
-def _editable(s: Session, who: Caller, workspace_id: int, action: str, *,
-              immutable_first: bool = False) -> models.Workspace:
+def _editable(
+    s: Session, who: Caller, workspace_id: int, action: str, *, immutable_first: bool = False
+) -> models.Workspace:
     """The workspace, when the caller created it or is an admin (403 otherwise) and it is not the default
     (400). Determined answers an edit of the default workspace with the 400 whoever asks, and its archive
     or deletion by a non-admin with the 403: `immutable_first` is the former order."""
@@ -44,8 +45,14 @@ def _editable(s: Session, who: Caller, workspace_id: int, action: str, *,
     return ws
 
 
-def patch(ctx: MasterContext, who: Caller, workspace_id: int, *, name: str | None,
-          storage: dict[str, Any] | None | EllipsisType = ...) -> Shown:
+def patch(
+    ctx: MasterContext,
+    who: Caller,
+    workspace_id: int,
+    *,
+    name: str | None,
+    storage: dict[str, Any] | None | EllipsisType = ...,
+) -> Shown:
     """Rename it and/or set its checkpoint storage (None: reset; ...: unchanged). An archived workspace
     is not edited (as in Determined)."""
     if name is not None:
@@ -100,13 +107,22 @@ def remove(ctx: MasterContext, who: Caller, workspace_id: int, wake: Any) -> boo
         ws = _editable(s, who, workspace_id, "be deleted")
         released.update(_delete_models(s, ws))  # first: their versions would keep its experiments
         project_ids = list(s.scalars(select(models.Project.id).where(models.Project.workspace_id == ws.id)))
-        exps = list(s.scalars(select(models.Experiment).where(models.Experiment.project_id.in_(project_ids))
-                              .order_by(models.Experiment.id).limit(MAX_DELETED_EXPERIMENTS + 1)))
+        exps = list(
+            s.scalars(
+                select(models.Experiment)
+                .where(models.Experiment.project_id.in_(project_ids))
+                .order_by(models.Experiment.id)
+                .limit(MAX_DELETED_EXPERIMENTS + 1)
+            )
+        )
         if len(exps) > MAX_DELETED_EXPERIMENTS:
-            raise InvalidArgument(f"workspace {ws.name!r} has more than {MAX_DELETED_EXPERIMENTS} experiments: "
-                                  "delete its projects one by one first")
-        marked = experiment_deletion.mark_all(s, ctx.clock.now(), who, exps, orphan_to=DEFAULT_ID,
-                                              why=f"its workspace {ws.name!r} was deleted")
+            raise InvalidArgument(
+                f"workspace {ws.name!r} has more than {MAX_DELETED_EXPERIMENTS} experiments: "
+                "delete its projects one by one first"
+            )
+        marked = experiment_deletion.mark_all(
+            s, ctx.clock.now(), who, exps, orphan_to=DEFAULT_ID, why=f"its workspace {ws.name!r} was deleted"
+        )
         generic_tasks.kill_in_workspace(ctx.controller, s, ws.id, f"its workspace {ws.name!r} was deleted")
         s.execute(delete(models.WorkspacePin).where(models.WorkspacePin.workspace_id == ws.id))
         s.execute(delete(models.Template).where(models.Template.workspace_id == ws.id))
@@ -128,14 +144,20 @@ def _delete_models(s: Session, ws: models.Workspace) -> set[int]:
     M = models.RegisteredModel
     ids = list(s.scalars(select(M.id).where(M.workspace_id == ws.id).limit(MAX_DELETED_EXPERIMENTS + 1)))
     if len(ids) > MAX_DELETED_EXPERIMENTS:
-        raise InvalidArgument(f"workspace {ws.name!r} holds more than {MAX_DELETED_EXPERIMENTS} models: delete "
-                              "some of them first")
+        raise InvalidArgument(
+            f"workspace {ws.name!r} holds more than {MAX_DELETED_EXPERIMENTS} models: delete some of them first"
+        )
     if not ids:
         return set()
-    held = {exp_id for exp_id in s.scalars(select(models.Checkpoint.experiment_id).join(
-        models.ModelVersion, models.ModelVersion.checkpoint_uuid == models.Checkpoint.uuid)
-        .where(models.ModelVersion.model_id.in_(ids), models.Checkpoint.experiment_id.is_not(None)))
-        if exp_id is not None}
+    held = {
+        exp_id
+        for exp_id in s.scalars(
+            select(models.Checkpoint.experiment_id)
+            .join(models.ModelVersion, models.ModelVersion.checkpoint_uuid == models.Checkpoint.uuid)
+            .where(models.ModelVersion.model_id.in_(ids), models.Checkpoint.experiment_id.is_not(None))
+        )
+        if exp_id is not None
+    }
     s.execute(delete(models.ModelVersion).where(models.ModelVersion.model_id.in_(ids)))
     s.execute(delete(models.ModelLabel).where(models.ModelLabel.model_id.in_(ids)))
     s.execute(delete(M).where(M.id.in_(ids)))

@@ -33,24 +33,30 @@ def checked_storage(master: MasterConfig, given: Any) -> dict[str, Any]:
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"] if p not in ("shared_fs", "s3"))
-        raise InvalidArgument(f"{FIELD}{'.' + where if where else ''}: {first['msg']}",
-                              fields=[{"field": f"{FIELD}.{where}" if where else FIELD,
-                                       "message": first["msg"]}]) from None
+        raise InvalidArgument(
+            f"{FIELD}{'.' + where if where else ''}: {first['msg']}",
+            fields=[{"field": f"{FIELD}.{where}" if where else FIELD, "message": first["msg"]}],
+        ) from None
     stored = parsed.model_dump(mode="json", exclude_none=True)
     master_storage = master.effective_checkpoint_storage().model_dump(mode="json")
     problem = storage_roots.storage_problem(merge_storage(master_storage, stored), storage_roots.allowed_roots(master))
     if problem is not None:
         where, why = problem
         named = f"{FIELD}.{where.removeprefix('checkpoint_storage.')}"
-        raise InvalidArgument(f"{named}: {why}; an operator may allow more under security.checkpoint_storage_roots "
-                              "in master.yaml", fields=[{"field": named, "message": why}])
+        raise InvalidArgument(
+            f"{named}: {why}; an operator may allow more under security.checkpoint_storage_roots in master.yaml",
+            fields=[{"field": named, "message": why}],
+        )
     return stored
 
 
 def of_project(s: Session, project_id: int) -> dict[str, Any] | None:
     """The checkpoint storage of the project's workspace; None when it has none."""
-    return s.scalar(select(models.Workspace.checkpoint_storage).join(
-        models.Project, models.Project.workspace_id == models.Workspace.id).where(models.Project.id == project_id))
+    return s.scalar(
+        select(models.Workspace.checkpoint_storage)
+        .join(models.Project, models.Project.workspace_id == models.Workspace.id)
+        .where(models.Project.id == project_id)
+    )
 
 
 def base_for(master: MasterConfig, workspace_storage: dict[str, Any] | None) -> dict[str, Any]:

@@ -64,17 +64,37 @@ def ensure_defaults(s: Session, now: float) -> None:
     admin = s.scalar(select(models.User.id).where(models.User.username == "admin"))
     ws = s.get(models.Workspace, DEFAULT_ID)
     if ws is None:
-        s.add(models.Workspace(id=DEFAULT_ID, name=DEFAULT_NAME, name_key=name_key(DEFAULT_NAME), owner_id=admin,
-                               immutable=True, archived=False, created_at=now))
+        s.add(
+            models.Workspace(
+                id=DEFAULT_ID,
+                name=DEFAULT_NAME,
+                name_key=name_key(DEFAULT_NAME),
+                owner_id=admin,
+                immutable=True,
+                archived=False,
+                created_at=now,
+            )
+        )
         s.flush()
         _sequence_past(s, "workspaces")
     elif ws.owner_id is None:
         ws.owner_id = admin
     project = s.get(models.Project, DEFAULT_ID)
     if project is None:
-        s.add(models.Project(id=DEFAULT_ID, workspace_id=DEFAULT_ID, name=DEFAULT_NAME,
-                             name_key=name_key(DEFAULT_NAME), description="", key="UNCAT", owner_id=admin,
-                             immutable=True, archived=False, created_at=now))
+        s.add(
+            models.Project(
+                id=DEFAULT_ID,
+                workspace_id=DEFAULT_ID,
+                name=DEFAULT_NAME,
+                name_key=name_key(DEFAULT_NAME),
+                description="",
+                key="UNCAT",
+                owner_id=admin,
+                immutable=True,
+                archived=False,
+                created_at=now,
+            )
+        )
         s.flush()
         _sequence_past(s, "projects")
     elif project.owner_id is None:
@@ -84,8 +104,7 @@ def ensure_defaults(s: Session, now: float) -> None:
 def _sequence_past(s: Session, table: str) -> None:
     """On PostgreSQL a row inserted with its id by hand leaves the id sequence behind it."""
     if s.get_bind().dialect.name == "postgresql":
-        s.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                       f"(SELECT MAX(id) FROM {table}))"))
+        s.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT MAX(id) FROM {table}))"))
 
 
 def get(s: Session, workspace_id: int) -> models.Workspace:
@@ -114,18 +133,46 @@ def _shown(s: Session, rows: list[models.Workspace], viewer: int = 0) -> list[Sh
     """The rows with their owners, counts and whether `viewer` pinned them, in four queries whatever the
     number of rows."""
     ids = [w.id for w in rows]
-    pins = set(s.scalars(select(models.WorkspacePin.workspace_id).where(
-        models.WorkspacePin.user_id == viewer, models.WorkspacePin.workspace_id.in_(ids))))
-    owners = {uid: name for uid, name in s.execute(select(models.User.id, models.User.username).where(
-        models.User.id.in_({w.owner_id for w in rows if w.owner_id is not None})))}
-    projects = dict(s.execute(select(models.Project.workspace_id, func.count()).where(
-        models.Project.workspace_id.in_(ids)).group_by(models.Project.workspace_id)).all())
-    experiments = dict(s.execute(
-        select(models.Project.workspace_id, func.count(models.Experiment.id))
-        .join(models.Experiment, models.Experiment.project_id == models.Project.id)
-        .where(models.Project.workspace_id.in_(ids)).group_by(models.Project.workspace_id)).all())
-    return [Shown(w, owners.get(w.owner_id, "") if w.owner_id is not None else "", projects.get(w.id, 0),
-                  experiments.get(w.id, 0), w.id in pins) for w in rows]
+    pins = set(
+        s.scalars(
+            select(models.WorkspacePin.workspace_id).where(
+                models.WorkspacePin.user_id == viewer, models.WorkspacePin.workspace_id.in_(ids)
+            )
+        )
+    )
+    owners = {
+        uid: name
+        for uid, name in s.execute(
+            select(models.User.id, models.User.username).where(
+                models.User.id.in_({w.owner_id for w in rows if w.owner_id is not None})
+            )
+        )
+    }
+    projects = dict(
+        s.execute(
+            select(models.Project.workspace_id, func.count())
+            .where(models.Project.workspace_id.in_(ids))
+            .group_by(models.Project.workspace_id)
+        ).all()
+    )
+    experiments = dict(
+        s.execute(
+            select(models.Project.workspace_id, func.count(models.Experiment.id))
+            .join(models.Experiment, models.Experiment.project_id == models.Project.id)
+            .where(models.Project.workspace_id.in_(ids))
+            .group_by(models.Project.workspace_id)
+        ).all()
+    )
+    return [
+        Shown(
+            w,
+            owners.get(w.owner_id, "") if w.owner_id is not None else "",
+            projects.get(w.id, 0),
+            experiments.get(w.id, 0),
+            w.id in pins,
+        )
+        for w in rows
+    ]
 
 
 def create(ctx: MasterContext, who: Caller, name: str, storage: dict[str, Any] | None = None) -> Shown:
@@ -138,8 +185,15 @@ def create(ctx: MasterContext, who: Caller, name: str, storage: dict[str, Any] |
         with ctx.db.session() as s:
             if by_name(s, name) is not None:
                 raise _taken(name)
-            ws = models.Workspace(name=name, name_key=name_key(name), owner_id=owner.id, immutable=False,
-                                  archived=False, created_at=ctx.clock.now(), checkpoint_storage=stored)
+            ws = models.Workspace(
+                name=name,
+                name_key=name_key(name),
+                owner_id=owner.id,
+                immutable=False,
+                archived=False,
+                created_at=ctx.clock.now(),
+                checkpoint_storage=stored,
+            )
             s.add(ws)
             s.flush()
             s.add(models.WorkspacePin(workspace_id=ws.id, user_id=owner.id))  # Determined pins it for its creator
@@ -150,8 +204,10 @@ def create(ctx: MasterContext, who: Caller, name: str, storage: dict[str, Any] |
 
 
 def _taken(name: str) -> Conflict:
-    return Conflict(f"name: a workspace named {name!r} exists already (names are unique whatever their case)",
-                    fields=[{"field": "name", "message": "taken"}])
+    return Conflict(
+        f"name: a workspace named {name!r} exists already (names are unique whatever their case)",
+        fields=[{"field": "name", "message": "taken"}],
+    )
 
 
 @dataclass(frozen=True)
@@ -169,8 +225,11 @@ class WorkspaceQuery:
     order_by: str | None = None
 
 
-SORTS = {"SORT_BY_UNSPECIFIED": lambda: models.Workspace.id, "SORT_BY_ID": lambda: models.Workspace.id,
-         "SORT_BY_NAME": lambda: func.lower(models.Workspace.name)}  # any case, the same on both databases
+SORTS = {
+    "SORT_BY_UNSPECIFIED": lambda: models.Workspace.id,
+    "SORT_BY_ID": lambda: models.Workspace.id,
+    "SORT_BY_NAME": lambda: func.lower(models.Workspace.name),
+}  # any case, the same on both databases
 
 
 def listing(ctx: MasterContext, q: WorkspaceQuery) -> tuple[list[Shown], int, int]:

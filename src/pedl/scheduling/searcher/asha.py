@@ -79,8 +79,7 @@ def _log_floor_plus_one(value: int, divisor: float) -> int:
 
 
 def effective_max_rungs(max_rungs: int, max_length: int, max_trials: int, divisor: float) -> int:
-    return max(1, min(max_rungs, _log_floor_plus_one(max_length, divisor),
-                      _log_floor_plus_one(max_trials, divisor)))
+    return max(1, min(max_rungs, _log_floor_plus_one(max_length, divisor), _log_floor_plus_one(max_trials, divisor)))
 
 
 def bracket_rungs(mode: Mode, max_rungs: int) -> list[int]:
@@ -119,13 +118,16 @@ def rung_lengths(num_rungs: int, divisor: float, max_length: int) -> tuple[int, 
     return tuple(max(int(max_length / divisor ** (num_rungs - 1 - k)), 1) for k in range(num_rungs))
 
 
-def make_brackets(*, max_trials: int, max_length: int, divisor: float, max_rungs: int, mode: Mode,
-                  max_concurrent: int) -> list[Bracket]:
+def make_brackets(
+    *, max_trials: int, max_length: int, divisor: float, max_rungs: int, mode: Mode, max_concurrent: int
+) -> list[Bracket]:
     rungs = bracket_rungs(mode, effective_max_rungs(max_rungs, max_length, max_trials, divisor))
     trials = bracket_max_trials(max_trials, divisor, rungs)
     concurrent = bracket_max_concurrent(max_concurrent, divisor, trials)
-    return [Bracket(r, t, c, rung_lengths(r, divisor, max_length))
-            for r, t, c in zip(rungs, trials, concurrent, strict=True)]
+    return [
+        Bracket(r, t, c, rung_lengths(r, divisor, max_length))
+        for r, t, c in zip(rungs, trials, concurrent, strict=True)
+    ]
 
 
 class AdaptiveASHASearcher(Searcher):
@@ -133,9 +135,20 @@ class AdaptiveASHASearcher(Searcher):
     (request id -> bracket index, next rung not yet reached), `rungs` (per bracket, per rung, the
     table of [request id, metric or null] sorted best first) and `stop_reasons`."""
 
-    def __init__(self, space: dict[str, Any], *, max_trials: int, max_length: int, divisor: float = 4,
-                 max_rungs: int = 5, mode: Mode = "standard", metric: str = "metric", unit: str = "batches",
-                 time_metric: str | None = None, **kw: Any) -> None:
+    def __init__(
+        self,
+        space: dict[str, Any],
+        *,
+        max_trials: int,
+        max_length: int,
+        divisor: float = 4,
+        max_rungs: int = 5,
+        mode: Mode = "standard",
+        metric: str = "metric",
+        unit: str = "batches",
+        time_metric: str | None = None,
+        **kw: Any,
+    ) -> None:
         super().__init__(**kw)
         self.time_metric = time_metric
         self.space = space
@@ -143,15 +156,23 @@ class AdaptiveASHASearcher(Searcher):
         self.divisor = divisor
         self.metric = metric
         self.unit = unit
-        self.brackets = make_brackets(max_trials=max_trials, max_length=max_length, divisor=divisor,
-                                      max_rungs=max_rungs, mode=mode, max_concurrent=self.max_concurrent)
+        self.brackets = make_brackets(
+            max_trials=max_trials,
+            max_length=max_length,
+            divisor=divisor,
+            max_rungs=max_rungs,
+            mode=mode,
+            max_concurrent=self.max_concurrent,
+        )
         state = kw.get("state") or {}
         self.bracket_of: dict[str, int] = dict(state.get("bracket_of", {}))
         self.rung_of: dict[str, int] = dict(state.get("rung_of", {}))
         saved = state.get("rungs")
         self.rungs: list[list[list[list[Any]]]] = (
-            [[[list(entry) for entry in table] for table in bracket] for bracket in saved] if saved
-            else [[[] for _ in b.rung_lengths] for b in self.brackets])
+            [[[list(entry) for entry in table] for table in bracket] for bracket in saved]
+            if saved
+            else [[[] for _ in b.rung_lengths] for b in self.brackets]
+        )
         self._stop_reasons: dict[str, str] = dict(state.get("stop_reasons", {}))
 
     # -- what the master reads --
@@ -170,9 +191,13 @@ class AdaptiveASHASearcher(Searcher):
         return self.max_trials - len(stopped) + sum(min(1.0, max(0.0, done.get(r, 0.0))) for r in stopped)
 
     def state(self) -> dict[str, Any]:
-        return {**super().state(), "bracket_of": dict(self.bracket_of), "rung_of": dict(self.rung_of),
-                "rungs": [[[list(entry) for entry in table] for table in bracket] for bracket in self.rungs],
-                "stop_reasons": dict(self._stop_reasons)}
+        return {
+            **super().state(),
+            "bracket_of": dict(self.bracket_of),
+            "rung_of": dict(self.rung_of),
+            "rungs": [[[list(entry) for entry in table] for table in bracket] for bracket in self.rungs],
+            "stop_reasons": dict(self._stop_reasons),
+        }
 
     # -- creating trials --
     def _next_hparams(self, index: int) -> dict[str, Any] | None:
@@ -185,10 +210,13 @@ class AdaptiveASHASearcher(Searcher):
         created = Counter(self.bracket_of.values())
         live = Counter(self.bracket_of[r] for r in self.live)
         for b, bracket in enumerate(self.brackets):
-            while (self.created < self.max_trials and created[b] < bracket.max_trials
-                   and live[b] < bracket.max_concurrent
-                   and (self.max_concurrent <= 0 or len(self.live) < self.max_concurrent)
-                   and self._has_room()):
+            while (
+                self.created < self.max_trials
+                and created[b] < bracket.max_trials
+                and live[b] < bracket.max_concurrent
+                and (self.max_concurrent <= 0 or len(self.live) < self.max_concurrent)
+                and self._has_room()
+            ):
                 index = self.created
                 request_id = f"r{index}"
                 hp = self._next_hparams(index)
@@ -201,7 +229,8 @@ class AdaptiveASHASearcher(Searcher):
                 created[b] += 1
                 live[b] += 1
         self.exhausted = self.created >= self.max_trials or all(
-            created[b] >= bracket.max_trials for b, bracket in enumerate(self.brackets))
+            created[b] >= bracket.max_trials for b, bracket in enumerate(self.brackets)
+        )
         if self.exhausted and not self.live:
             actions.shutdown = True
         return actions
@@ -227,8 +256,9 @@ class AdaptiveASHASearcher(Searcher):
             return None
         return value
 
-    def on_validation(self, request_id: str, metric: float, steps: int,
-                      metrics: Mapping[str, Any] | None = None) -> SearcherActions:
+    def on_validation(
+        self, request_id: str, metric: float, steps: int, metrics: Mapping[str, Any] | None = None
+    ) -> SearcherActions:
         if math.isfinite(metric):
             super().on_validation(request_id, metric, steps)
         if request_id not in self.live or request_id in self._stop_reasons or request_id not in self.bracket_of:
@@ -255,8 +285,10 @@ class AdaptiveASHASearcher(Searcher):
 
     def _reason(self, b: int, rung: int, metric: float, index: int, count: int, keep: int) -> str:
         bracket = self.brackets[b]
-        where = (f"stopped at rung {rung + 1} of {bracket.num_rungs} "
-                 f"({bracket.rung_lengths[rung]} {self.unit}, bracket {b + 1} of {len(self.brackets)})")
+        where = (
+            f"stopped at rung {rung + 1} of {bracket.num_rungs} "
+            f"({bracket.rung_lengths[rung]} {self.unit}, bracket {b + 1} of {len(self.brackets)})"
+        )
         ranked = f"{self.metric} {metric:.6g} ranked {index + 1} of {count}"
         if count < self.divisor:
             return f"{where}: {ranked}; with fewer than {self.divisor:g} results only the best continues"

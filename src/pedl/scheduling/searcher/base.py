@@ -36,8 +36,15 @@ class Searcher:
     created now is created, with the same index and hyperparameters, when `top_up` or a close finds
     room."""
 
-    def __init__(self, *, seed: int, max_concurrent: int = 0, state: dict[str, Any] | None = None,
-                 smaller_is_better: bool = True, room: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        seed: int,
+        max_concurrent: int = 0,
+        state: dict[str, Any] | None = None,
+        smaller_is_better: bool = True,
+        room: int | None = None,
+    ) -> None:
         self.seed = seed
         self.max_concurrent = max_concurrent
         self.room = room
@@ -63,8 +70,13 @@ class Searcher:
     # -- shared --
     def state(self) -> dict[str, Any]:
         # copies: a saved state must not change when the searcher moves on
-        return {"created": self.created, "closed": list(self.closed), "live": list(self.live),
-                "exhausted": self.exhausted, "best": dict(self.best)}
+        return {
+            "created": self.created,
+            "closed": list(self.closed),
+            "live": list(self.live),
+            "exhausted": self.exhausted,
+            "best": dict(self.best),
+        }
 
     def _has_room(self) -> bool:
         return self.room is None or len(self.live) < self.room
@@ -72,8 +84,11 @@ class Searcher:
     def _fill(self) -> SearcherActions:
         actions = SearcherActions()
         total = self.total_trials()
-        while (not self.exhausted and self._has_room()
-               and (self.max_concurrent <= 0 or len(self.live) < self.max_concurrent)):
+        while (
+            not self.exhausted
+            and self._has_room()
+            and (self.max_concurrent <= 0 or len(self.live) < self.max_concurrent)
+        ):
             hp = self._next_hparams(self.created)
             if hp is None:
                 self.exhausted = True
@@ -95,8 +110,9 @@ class Searcher:
         """Create the trials that `room` allows now (after the pool grew)."""
         return self._fill()
 
-    def on_validation(self, request_id: str, metric: float, steps: int,
-                      metrics: Mapping[str, Any] | None = None) -> SearcherActions:
+    def on_validation(
+        self, request_id: str, metric: float, steps: int, metrics: Mapping[str, Any] | None = None
+    ) -> SearcherActions:
         """`steps`: the report's steps_completed; `metrics`: the whole report (a time_metric's value)."""
         prev = self.best.get(request_id)
         better = prev is None or (metric < prev if self.smaller_is_better else metric > prev)

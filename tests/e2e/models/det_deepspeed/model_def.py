@@ -27,9 +27,11 @@ class RegressionTrial(det_ds.DeepSpeedTrial):
         self.context = context
         hparams = context.get_hparams()
         model = nn.Linear(1, 1)
-        config = {"train_batch_size": hparams["global_batch_size"],
-                  "optimizer": {"type": "SGD", "params": {"lr": hparams["lr"]}},
-                  "zero_optimization": {"stage": 0}}
+        config = {
+            "train_batch_size": hparams["global_batch_size"],
+            "optimizer": {"type": "SGD", "params": {"lr": hparams["lr"]}},
+            "zero_optimization": {"stage": 0},
+        }
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
         self.engine = context.wrap_model_engine(engine)
 

@@ -20,8 +20,10 @@ with det.core.init(distributed=distributed) as core:
     for op in core.searcher.operations():
         for step in range(1, op.length + 1):
             if distributed.rank == 0:
-                core.train.report_training_metrics(steps_completed=step, metrics={
-                    "rank_sum": total.item(), "world_size": float(distributed.size), "loss": 1.0 / step})
+                core.train.report_training_metrics(
+                    steps_completed=step,
+                    metrics={"rank_sum": total.item(), "world_size": float(distributed.size), "loss": 1.0 / step},
+                )
         if distributed.rank == 0:
             core.train.report_validation_metrics(steps_completed=op.length, metrics={"validation_loss": 0.5})
             op.report_completed(0.5)

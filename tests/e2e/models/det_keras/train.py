@@ -20,8 +20,18 @@ if __name__ == "__main__":
     model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
     model.compile(optimizer=tf.keras.optimizers.SGD(hparams["lr"]), loss="mse", metrics=["mae"])
     with det.core.init() as core_context:
-        callback = keras.DeterminedCallback(core_context, checkpoint=info.latest_checkpoint,
-                                            continue_id=info.trial.trial_id, train_metrics_report_period=2)
+        callback = keras.DeterminedCallback(
+            core_context,
+            checkpoint=info.latest_checkpoint,
+            continue_id=info.trial.trial_id,
+            train_metrics_report_period=2,
+        )
         slow = tf.keras.callbacks.LambdaCallback(on_train_batch_end=lambda *_: time.sleep(hparams.get("delay", 0)))
-        model.fit(*dataset(0), batch_size=hparams["global_batch_size"], epochs=hparams["epochs"],
-                  validation_data=dataset(1), callbacks=[callback, slow], verbose=0)
+        model.fit(
+            *dataset(0),
+            batch_size=hparams["global_batch_size"],
+            epochs=hparams["epochs"],
+            validation_data=dataset(1),
+            callbacks=[callback, slow],
+            verbose=0,
+        )

@@ -13,6 +13,9 @@ if __name__ == "__main__":
     with pytorch.init(hparams=info.trial.hparams) as train_context:
         trial = RegressionTrial(train_context)
         trainer = pytorch.Trainer(trial, train_context)
-        trainer.fit(max_length=pytorch.Batch(int(info.trial.hparams["batches"])),
-                    validation_period=pytorch.Batch(4), checkpoint_period=pytorch.Batch(4),
-                    latest_checkpoint=info.latest_checkpoint)
+        trainer.fit(
+            max_length=pytorch.Batch(int(info.trial.hparams["batches"])),
+            validation_period=pytorch.Batch(4),
+            checkpoint_period=pytorch.Batch(4),
+            latest_checkpoint=info.latest_checkpoint,
+        )

@@ -27,8 +27,15 @@ def report_as_orphan(step: int) -> None:
     headers = {"Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}"}
     while True:
         step += 1
-        body = {"group": "training", "metrics": {"trialId": info.trial.trial_id, "trialRunId": info.trial.trial_run_id,
-                                                 "stepsCompleted": step, "metrics": {"avgMetrics": {"loss": -1.0}}}}
+        body = {
+            "group": "training",
+            "metrics": {
+                "trialId": info.trial.trial_id,
+                "trialRunId": info.trial.trial_run_id,
+                "stepsCompleted": step,
+                "metrics": {"avgMetrics": {"loss": -1.0}},
+            },
+        }
         try:
             status = str(httpx.post(url, content=json.dumps(body), headers=headers, timeout=10).status_code)
         except httpx.HTTPError as exc:

@@ -19,8 +19,12 @@ own.listen()
 
 def claim(port: int) -> list:
     url = f"{os.environ['DET_MASTER']}/api/v1/allocations/{os.environ['DET_ALLOCATION_ID']}/proxy_port"
-    request = urllib.request.Request(url, data=json.dumps({"port": port}).encode(), method="POST", headers={
-        "Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps({"port": port}).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {os.environ['DET_SESSION_TOKEN']}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=120) as answer:
             return [answer.status, ""]

@@ -43,17 +43,36 @@ async def app(scope, receive, send):  # an ASGI app
         await send({"type": "http.response.body", "body": b"second-half", "more_body": False})
         return
     headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-    await _json(send, {"path": path, "raw_path": scope.get("raw_path", b"").decode(),
-                       "query": scope["query_string"].decode(), "headers": headers},
-                extra=[(b"set-cookie", b"pedl_session=stolen; Path=/"), (b"set-cookie", b"svc=1; Path=/"),
-                       (b"connection", b"x-secret"), (b"x-secret", b"hop")])
+    await _json(
+        send,
+        {
+            "path": path,
+            "raw_path": scope.get("raw_path", b"").decode(),
+            "query": scope["query_string"].decode(),
+            "headers": headers,
+        },
+        extra=[
+            (b"set-cookie", b"pedl_session=stolen; Path=/"),
+            (b"set-cookie", b"svc=1; Path=/"),
+            (b"connection", b"x-secret"),
+            (b"x-secret", b"hop"),
+        ],
+    )
 
 
 async def _json(send, body: dict, extra: list | None = None) -> None:
     data = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-                            *(extra or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -88,9 +107,12 @@ def server(sock: socket.socket) -> uvicorn.Server:
 
 def register(port: int) -> None:
     master, alloc, token = os.environ["DET_MASTER"], os.environ["DET_ALLOCATION_ID"], os.environ["DET_SESSION_TOKEN"]
-    req = urllib.request.Request(f"{master.rstrip('/')}/api/v1/allocations/{alloc}/proxy_port",
-                                 data=json.dumps({"port": port}).encode(), method="POST",
-                                 headers={"Authorization": f"Bearer {token}"})
+    req = urllib.request.Request(
+        f"{master.rstrip('/')}/api/v1/allocations/{alloc}/proxy_port",
+        data=json.dumps({"port": port}).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {token}"},
+    )
     urllib.request.urlopen(req, timeout=30).read()
 
 

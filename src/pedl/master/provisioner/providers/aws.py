@@ -58,6 +58,7 @@ SPOT_VALID_MARGIN = 300.0  # an open request expires by itself this long after p
 
 # -- the provider ------------------------------------------------------------------------------
 
+
 class AWSProvider:
     """See providers/base.py for the contract. Ownership is the tag pair plus the pool tag; spot
     instances are tagged (CreateTags) as soon as their request is seen fulfilled, since EC2 puts a
@@ -65,9 +66,18 @@ class AWSProvider:
 
     name = "aws"
 
-    def __init__(self, cfg: AWSProviderConfig, *, pool: str, cluster_id: str, master_url: str,
-                 instance_secrets: InstanceSecrets | None, clock: Any, client: Any = None,
-                 master_ca: str | None = None) -> None:
+    def __init__(
+        self,
+        cfg: AWSProviderConfig,
+        *,
+        pool: str,
+        cluster_id: str,
+        master_url: str,
+        instance_secrets: InstanceSecrets | None,
+        clock: Any,
+        client: Any = None,
+        master_ca: str | None = None,
+    ) -> None:
         self.cfg, self.pool, self.cluster_id, self.master_url = cfg, pool, cluster_id, master_url
         # makes each instance's single-use enrollment secret (None: its user data carries none)
         self.instance_secrets, self.clock = instance_secrets, clock
@@ -132,13 +142,18 @@ class AWSProvider:
     # -- list ----------------------------------------------------------------------------------
 
     def list_instances(self) -> list[CloudInstance]:
-        found = {i["InstanceId"]: i for i in self._describe_instances(
-            [*ownership_filters(self.cfg, self.pool), {"Name": "instance-state-name", "Values": list(LIVE_STATES)}])}
+        found = {
+            i["InstanceId"]: i
+            for i in self._describe_instances(
+                [*ownership_filters(self.cfg, self.pool), {"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
+            )
+        }
         out = [to_cloud(i, self.clock.now()) for i in found.values()]
         if not self._spot_used:
             return out  # without spot the IAM policy may lack the spot calls
         requests = self._describe_spot_requests(
-            [*ownership_filters(self.cfg, self.pool), {"Name": "state", "Values": ["open", "active"]}])
+            [*ownership_filters(self.cfg, self.pool), {"Name": "state", "Values": ["open", "active"]}]
+        )
         by_id = {c.id: n for n, c in enumerate(out)}
         fulfilled: dict[str, dict] = {}
         for req in requests:
@@ -167,14 +182,25 @@ class AWSProvider:
             rid = req["SpotInstanceRequestId"]
             if inst is None:  # EC2 is eventually consistent: fulfilled, but not described yet
                 spec = req.get("LaunchSpecification") or {}
-                out.append(CloudInstance(inst_id, spec.get("InstanceType", ""), CloudState.PENDING,
-                                         self.clock.now(), spot=True, spot_request_id=rid))
+                out.append(
+                    CloudInstance(
+                        inst_id,
+                        spec.get("InstanceType", ""),
+                        CloudState.PENDING,
+                        self.clock.now(),
+                        spot=True,
+                        spot_request_id=rid,
+                    )
+                )
                 continue
             if instance_state(inst) not in LIVE_STATES:
                 continue
             if not is_ours(self.cfg, self.pool, inst):
-                volumes = [m["Ebs"]["VolumeId"] for m in inst.get("BlockDeviceMappings") or []
-                           if (m.get("Ebs") or {}).get("VolumeId")]
+                volumes = [
+                    m["Ebs"]["VolumeId"]
+                    for m in inst.get("BlockDeviceMappings") or []
+                    if (m.get("Ebs") or {}).get("VolumeId")
+                ]
                 to_tag.append(([inst_id, *volumes], tag_dict(req).get(TOKEN_TAG)))
             out.append(to_cloud(inst, self.clock.now(), rid))
         for resources, token in to_tag:
@@ -207,8 +233,10 @@ class AWSProvider:
             return list(created)
 
     def _find_launch(self, request: LaunchRequest) -> list[CloudInstance] | None:
-        token_filter = [*ownership_filters(self.cfg, self.pool),
-                        {"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]}]
+        token_filter = [
+            *ownership_filters(self.cfg, self.pool),
+            {"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]},
+        ]
         if request.spot:
             requests = self._describe_spot_requests(token_filter)
             if not requests:
@@ -222,9 +250,17 @@ class AWSProvider:
         return [to_cloud(i, self.clock.now()) for i in instances if instance_state(i) in LIVE_STATES]
 
     def _user_data(self, request: LaunchRequest, secret: str | None) -> str:
-        return sized(agent_user_data(master_url=self.master_url, pool=self.pool, slots=request.slots,
-                                     spot=request.spot, startup_script=self.cfg.startup_script,
-                                     enrollment_secret=secret, master_ca=self.master_ca))
+        return sized(
+            agent_user_data(
+                master_url=self.master_url,
+                pool=self.pool,
+                slots=request.slots,
+                spot=request.spot,
+                startup_script=self.cfg.startup_script,
+                enrollment_secret=secret,
+                master_ca=self.master_ca,
+            )
+        )
 
     def _secret(self, request: LaunchRequest) -> str | None:
         """A new single-use enrollment secret for one instance of this launch (stored before the call)."""
@@ -241,7 +277,10 @@ class AWSProvider:
         for n in range(request.count):
             secret = self._secret(request)
             reply = self._call(
-                "RunInstances", MinCount=1, MaxCount=1, ClientToken=client_token(request, n),
+                "RunInstances",
+                MinCount=1,
+                MaxCount=1,
+                ClientToken=client_token(request, n),
                 UserData=self._user_data(request, secret),  # botocore base64-encodes it for RunInstances
                 # IMDSv2 only; hop limit 2 so that task containers on a bridge network can still use
                 # the instance role (S3 checkpoints), as AWS advises for containers
@@ -249,9 +288,12 @@ class AWSProvider:
                 # a shutdown from inside (a failed boot script, an admin) ends the instance, not a
                 # stopped instance that keeps its volume and is never registered
                 InstanceInitiatedShutdownBehavior="terminate",
-                TagSpecifications=[{"ResourceType": "instance", "Tags": instance_tags},
-                                   {"ResourceType": "volume", "Tags": instance_tags}],
-                **launch_spec(self.cfg, request))
+                TagSpecifications=[
+                    {"ResourceType": "instance", "Tags": instance_tags},
+                    {"ResourceType": "volume", "Tags": instance_tags},
+                ],
+                **launch_spec(self.cfg, request),
+            )
             for inst in reply.get("Instances") or []:
                 self._bind(secret, inst["InstanceId"])
                 out.append(to_cloud(inst, self.clock.now()))
@@ -269,10 +311,16 @@ class AWSProvider:
             # RequestSpotInstances takes UserData already encoded, and has no MetadataOptions
             spec["UserData"] = base64.b64encode(self._user_data(request, secret).encode()).decode()
             params: dict[str, Any] = {
-                "InstanceCount": 1, "Type": "one-time", "ClientToken": client_token(request, n),
+                "InstanceCount": 1,
+                "Type": "one-time",
+                "ClientToken": client_token(request, n),
                 "LaunchSpecification": spec,
-                "TagSpecifications": [{"ResourceType": "spot-instances-request",
-                                       "Tags": tags(self.cfg, self.pool, self.cluster_id, request.token)}],
+                "TagSpecifications": [
+                    {
+                        "ResourceType": "spot-instances-request",
+                        "Tags": tags(self.cfg, self.pool, self.cluster_id, request.token),
+                    }
+                ],
                 # a request left open by a master that died expires by itself
                 "ValidUntil": datetime.fromtimestamp(now + self.cfg.spot_request_timeout + SPOT_VALID_MARGIN, tz=UTC),
             }
@@ -314,7 +362,8 @@ class AWSProvider:
         if foreign:
             raise ForeignInstance(
                 f"refusing to terminate {', '.join(sorted(foreign))}: not tagged "
-                f"{self.cfg.tag_key}={self.cfg.tag_value} and {POOL_TAG}={self.pool}; nothing was terminated")
+                f"{self.cfg.tag_key}={self.cfg.tag_value} and {POOL_TAG}={self.pool}; nothing was terminated"
+            )
 
         to_end = {iid for iid, inst in instances.items() if instance_state(inst) in LIVE_STATES}
         to_cancel = [rid for rid, req in requests.items() if req.get("State") in ("open", "active")]
@@ -325,10 +374,14 @@ class AWSProvider:
             # it goes too, or it would leak
             open_then = [rid for rid in to_cancel if not requests[rid].get("InstanceId")]
             spot_instances = {req["InstanceId"] for req in requests.values() if req.get("InstanceId")}
-            spot_instances |= {req["InstanceId"] for req in self._spot_requests_by_id(open_then).values()
-                               if req.get("InstanceId")}
-            to_end |= {iid for iid, inst in self._instances_by_id(sorted(spot_instances - to_end)).items()
-                       if instance_state(inst) in LIVE_STATES}
+            spot_instances |= {
+                req["InstanceId"] for req in self._spot_requests_by_id(open_then).values() if req.get("InstanceId")
+            }
+            to_end |= {
+                iid
+                for iid, inst in self._instances_by_id(sorted(spot_instances - to_end)).items()
+                if instance_state(inst) in LIVE_STATES
+            }
         if to_end:
             self._tolerating_not_found("TerminateInstances", "InstanceIds", sorted(to_end))
 
@@ -346,8 +399,9 @@ class AWSProvider:
             return set()
         ours: set[str] = set()
         for chunk in chunks(instance_ids):
-            for req in self._describe_spot_requests([*ownership_filters(self.cfg, self.pool),
-                                                     {"Name": "instance-id", "Values": chunk}]):
+            for req in self._describe_spot_requests(
+                [*ownership_filters(self.cfg, self.pool), {"Name": "instance-id", "Values": chunk}]
+            ):
                 if req.get("InstanceId"):
                     ours.add(req["InstanceId"])
         return ours

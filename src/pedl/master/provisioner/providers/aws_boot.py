@@ -21,8 +21,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_REGION = "us-east-1"
 # botocore retries once at most; the provisioner owns backoff (and shows it to users)
-BOTO_CONFIG = BotoConfig(retries={"total_max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=30,
-                         user_agent_extra="pedl")
+BOTO_CONFIG = BotoConfig(
+    retries={"total_max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=30, user_agent_extra="pedl"
+)
 
 USER_DATA_LIMIT = 16 * 1024  # EC2's limit, before base64
 SECRET_PLACEHOLDER = "x" * 43  # as long as an enrollment secret: the size is checked before one is made
@@ -66,9 +67,17 @@ if [ "$installed" != "$PEDL_VERSION" ]; then
 fi"""
 
 
-def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, startup_script: str = "",
-                    enrollment_secret: str | None = None, version: str | None = None,
-                    master_ca: str | None = None) -> str:
+def agent_user_data(
+    *,
+    master_url: str,
+    pool: str,
+    slots: int,
+    spot: bool,
+    startup_script: str = "",
+    enrollment_secret: str | None = None,
+    version: str | None = None,
+    master_ca: str | None = None,
+) -> str:
     """The instance's UserData: run the config's startup_script, learn the instance id through
     IMDSv2, install the master's pedl when the image lacks that version, then become `pedl agent run`
     with that id. User data is readable through IMDS by every process on the instance, tasks included,
@@ -84,27 +93,44 @@ def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, start
         # a file of its own, as Determined does: it may have its own shebang, and an `exit` in it
         # must not skip the agent
         encoded = base64.b64encode(startup_script.encode()).decode()
-        lines += ["mkdir -p /usr/local/pedl",
-                  f"echo {encoded} | base64 --decode > {STARTUP_SCRIPT_PATH}",
-                  f"chmod +x {STARTUP_SCRIPT_PATH}",
-                  STARTUP_SCRIPT_PATH]
+        lines += [
+            "mkdir -p /usr/local/pedl",
+            f"echo {encoded} | base64 --decode > {STARTUP_SCRIPT_PATH}",
+            f"chmod +x {STARTUP_SCRIPT_PATH}",
+            STARTUP_SCRIPT_PATH,
+        ]
     curl = "curl -sSf --retry 10 --retry-connrefused --retry-delay 1"
-    lines += ["IMDS=${PEDL_IMDS_URL:-http://169.254.169.254}",
-              f'IMDS_TOKEN=$({curl} -X PUT "$IMDS/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
-              f'INSTANCE_ID=$({curl} -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/instance-id")']
+    lines += [
+        "IMDS=${PEDL_IMDS_URL:-http://169.254.169.254}",
+        f'IMDS_TOKEN=$({curl} -X PUT "$IMDS/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
+        f'INSTANCE_ID=$({curl} -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" "$IMDS/latest/meta-data/instance-id")',
+    ]
     if enrollment_secret:
         lines.append(f"export PEDL_AGENT_TOKEN={shlex.quote(enrollment_secret)}")
     lines.append("PEDL_HOME=${PEDL_HOME:-/usr/local/pedl}")
     if master_ca:
         encoded_ca = base64.b64encode(master_ca.encode()).decode()
-        lines += ['mkdir -p "$PEDL_HOME"', f'echo {encoded_ca} | base64 --decode > "$PEDL_HOME/master-ca.pem"',
-                  'export PEDL_MASTER_CERT="$PEDL_HOME/master-ca.pem"']  # `pedl agent run` and its tasks read it
-    lines += [f"PEDL_VERSION={shlex.quote(version or __version__)}",
-              f"PEDL_MASTER={shlex.quote(master_url.rstrip('/'))}",
-              _INSTALL.replace("@CURL@", "curl -sSf --retry 30 --retry-connrefused --retry-delay 2")
-              .replace("@PACKAGE@", PACKAGE_PATH)]
-    argv = ['exec "$PEDL_BIN" agent run', "--master", '"$PEDL_MASTER"', "--id", '"$INSTANCE_ID"',
-            "--resource-pool", shlex.quote(pool)]
+        lines += [
+            'mkdir -p "$PEDL_HOME"',
+            f'echo {encoded_ca} | base64 --decode > "$PEDL_HOME/master-ca.pem"',
+            'export PEDL_MASTER_CERT="$PEDL_HOME/master-ca.pem"',
+        ]  # `pedl agent run` and its tasks read it
+    lines += [
+        f"PEDL_VERSION={shlex.quote(version or __version__)}",
+        f"PEDL_MASTER={shlex.quote(master_url.rstrip('/'))}",
+        _INSTALL.replace("@CURL@", "curl -sSf --retry 30 --retry-connrefused --retry-delay 2").replace(
+            "@PACKAGE@", PACKAGE_PATH
+        ),
+    ]
+    argv = [
+        'exec "$PEDL_BIN" agent run',
+        "--master",
+        '"$PEDL_MASTER"',
+        "--id",
+        '"$INSTANCE_ID"',
+        "--resource-pool",
+        shlex.quote(pool),
+    ]
     if slots > 0:
         argv += ["--slots", str(slots)]
     if spot:
@@ -116,9 +142,12 @@ def agent_user_data(*, master_url: str, pool: str, slots: int, spot: bool, start
 def sized(script: str) -> str:
     """The user data, if EC2 takes it; a config error naming startup_script otherwise."""
     if len(script.encode()) > USER_DATA_LIMIT:
-        raise CloudError(CloudErrorKind.INVALID_CONFIG,
-                         f"startup_script is too long: the instance user data would be {len(script.encode())} "
-                         f"bytes, EC2 allows {USER_DATA_LIMIT}", "UserDataTooLarge")
+        raise CloudError(
+            CloudErrorKind.INVALID_CONFIG,
+            f"startup_script is too long: the instance user data would be {len(script.encode())} "
+            f"bytes, EC2 allows {USER_DATA_LIMIT}",
+            "UserDataTooLarge",
+        )
     return script
 
 
@@ -136,8 +165,10 @@ def resolve_region(configured: str | None) -> str:
             return region
     except httpx.HTTPError:
         pass
-    log.warning("aws provider: no region configured and none found in the environment or the instance "
-                "metadata; using %s", DEFAULT_REGION)
+    log.warning(
+        "aws provider: no region configured and none found in the environment or the instance metadata; using %s",
+        DEFAULT_REGION,
+    )
     return DEFAULT_REGION
 
 

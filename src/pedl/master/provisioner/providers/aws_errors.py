@@ -19,31 +19,82 @@ from botocore.parsers import ResponseParserError
 
 from pedl.master.provisioner.providers.base import CloudError, CloudErrorKind
 
-CAPACITY_CODES = frozenset({
-    "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-    "InsufficientReservedInstanceCapacity", "InsufficientCapacityOnHost", "SpotMaxPriceTooLow",
-    "capacity-not-available", "capacity-oversubscribed", "price-too-low",
-    # "type X is not supported in this Availability Zone": another type is the way out, as with capacity
-    "Unsupported",
-})
-QUOTA_CODES = frozenset({
-    "InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "SpotInstanceLimitExceeded",
-    "InsufficientFreeAddressesInSubnet", "AddressLimitExceeded", "VolumeLimitExceeded", "MaxIOPSLimitExceeded",
-    "ResourceLimitExceeded", "PendingVerification",
-})
-THROTTLED_CODES = frozenset({
-    "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled", "RequestThrottledException",
-    "TooManyRequestsException", "SlowDown", "PriorRequestNotComplete", "EC2ThrottledException",
-})
-INVALID_CONFIG_CODES = frozenset({
-    "InvalidParameterValue", "InvalidParameterCombination", "InvalidParameter", "MissingParameter",
-    "UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch", "OptInRequired",
-    "AccessDenied", "AccessDeniedException", "UnsupportedOperation", "NoSuchEntity", "InvalidInstanceType",
-    "InvalidBlockDeviceMapping", "InvalidUserData.Malformed", "Blocked",
-})
-INVALID_CONFIG_PREFIXES = ("InvalidAMIID.", "InvalidSubnetID.", "InvalidSubnet", "InvalidGroup.", "InvalidGroupId.",
-                           "InvalidSecurityGroupID.", "InvalidKeyPair.", "InvalidVpcID.", "InvalidNetworkInterface",
-                           "InvalidIamInstanceProfile", "InvalidParameter")
+CAPACITY_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "InsufficientCapacityOnHost",
+        "SpotMaxPriceTooLow",
+        "capacity-not-available",
+        "capacity-oversubscribed",
+        "price-too-low",
+        # "type X is not supported in this Availability Zone": another type is the way out, as with capacity
+        "Unsupported",
+    }
+)
+QUOTA_CODES = frozenset(
+    {
+        "InstanceLimitExceeded",
+        "VcpuLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
+        "SpotInstanceLimitExceeded",
+        "InsufficientFreeAddressesInSubnet",
+        "AddressLimitExceeded",
+        "VolumeLimitExceeded",
+        "MaxIOPSLimitExceeded",
+        "ResourceLimitExceeded",
+        "PendingVerification",
+    }
+)
+THROTTLED_CODES = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "SlowDown",
+        "PriorRequestNotComplete",
+        "EC2ThrottledException",
+    }
+)
+INVALID_CONFIG_CODES = frozenset(
+    {
+        "InvalidParameterValue",
+        "InvalidParameterCombination",
+        "InvalidParameter",
+        "MissingParameter",
+        "UnauthorizedOperation",
+        "AuthFailure",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "OptInRequired",
+        "AccessDenied",
+        "AccessDeniedException",
+        "UnsupportedOperation",
+        "NoSuchEntity",
+        "InvalidInstanceType",
+        "InvalidBlockDeviceMapping",
+        "InvalidUserData.Malformed",
+        "Blocked",
+    }
+)
+INVALID_CONFIG_PREFIXES = (
+    "InvalidAMIID.",
+    "InvalidSubnetID.",
+    "InvalidSubnet",
+    "InvalidGroup.",
+    "InvalidGroupId.",
+    "InvalidSecurityGroupID.",
+    "InvalidKeyPair.",
+    "InvalidVpcID.",
+    "InvalidNetworkInterface",
+    "InvalidIamInstanceProfile",
+    "InvalidParameter",
+)
 UNAVAILABLE_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"})
 NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidSpotInstanceRequestID.NotFound"})
 
@@ -78,12 +129,16 @@ def classify_error(exc: Exception, operation: str = "") -> CloudError:
         return CloudError(kind, where + message, code, details)
     if isinstance(exc, BotoConnectionError | HTTPClientError | ResponseParserError):
         # connection refused or reset, DNS, timeouts, a proxy's HTML error page
-        return CloudError(CloudErrorKind.UNAVAILABLE, f"{where}the EC2 endpoint did not answer: {exc}",
-                          type(exc).__name__, details)
+        return CloudError(
+            CloudErrorKind.UNAVAILABLE, f"{where}the EC2 endpoint did not answer: {exc}", type(exc).__name__, details
+        )
     if isinstance(exc, NoCredentialsError | PartialCredentialsError | CredentialRetrievalError | NoRegionError):
-        return CloudError(CloudErrorKind.INVALID_CONFIG,
-                          f"{where}{exc} (give the master an IAM role, or AWS credentials in its environment)",
-                          type(exc).__name__, details)
+        return CloudError(
+            CloudErrorKind.INVALID_CONFIG,
+            f"{where}{exc} (give the master an IAM role, or AWS credentials in its environment)",
+            type(exc).__name__,
+            details,
+        )
     if isinstance(exc, ParamValidationError):
         return CloudError(CloudErrorKind.INVALID_CONFIG, f"{where}{exc}", type(exc).__name__, details)
     return CloudError(CloudErrorKind.UNKNOWN, f"{where}{exc}", type(exc).__name__, details)

@@ -17,8 +17,13 @@ TOKEN_TAG = "pedl-launch-token"  # finds a launch again after a crash (idempoten
 # looked up; /dev/sda1 is the root of Ubuntu and Deep Learning AMIs (Amazon Linux uses /dev/xvda).
 ROOT_DEVICE_NAME = "/dev/sda1"
 LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
-STATES = {"pending": CloudState.PENDING, "running": CloudState.RUNNING, "shutting-down": CloudState.TERMINATING,
-          "stopping": CloudState.TERMINATING, "stopped": CloudState.TERMINATING}
+STATES = {
+    "pending": CloudState.PENDING,
+    "running": CloudState.RUNNING,
+    "shutting-down": CloudState.TERMINATING,
+    "stopping": CloudState.TERMINATING,
+    "stopped": CloudState.TERMINATING,
+}
 FILTER_CHUNK = 100  # ids per filter value list / TerminateInstances call
 
 
@@ -38,7 +43,7 @@ def tag_dict(resource: dict) -> dict[str, str]:
 
 def chunks(items: list[str], size: int = FILTER_CHUNK) -> Iterable[list[str]]:
     for i in range(0, len(items), size):
-        yield items[i:i + size]
+        yield items[i : i + size]
 
 
 def client_token(request: LaunchRequest, n: int) -> str:
@@ -47,8 +52,7 @@ def client_token(request: LaunchRequest, n: int) -> str:
 
 
 def ownership_filters(cfg: AWSProviderConfig, pool: str) -> list[dict]:
-    return [{"Name": f"tag:{cfg.tag_key}", "Values": [cfg.tag_value]},
-            {"Name": f"tag:{POOL_TAG}", "Values": [pool]}]
+    return [{"Name": f"tag:{cfg.tag_key}", "Values": [cfg.tag_value]}, {"Name": f"tag:{POOL_TAG}", "Values": [pool]}]
 
 
 def tags(cfg: AWSProviderConfig, pool: str, cluster_id: str, token: str | None) -> list[dict[str, str]]:
@@ -68,12 +72,14 @@ def to_cloud(inst: dict, now: float, spot_request_id: str | None = None) -> Clou
     """A described instance; `now` is its launch time when EC2 gives none."""
     spot_request_id = spot_request_id or inst.get("SpotInstanceRequestId") or None
     return CloudInstance(
-        id=inst["InstanceId"], instance_type=inst.get("InstanceType", ""),
+        id=inst["InstanceId"],
+        instance_type=inst.get("InstanceType", ""),
         state=STATES.get(instance_state(inst), CloudState.PENDING),
         launched_at=epoch(inst.get("LaunchTime"), now),
         spot=inst.get("InstanceLifecycle") == "spot" or spot_request_id is not None,
         spot_request_id=spot_request_id,
-        address=inst.get("PrivateIpAddress") or inst.get("PublicIpAddress") or "")
+        address=inst.get("PrivateIpAddress") or inst.get("PublicIpAddress") or "",
+    )
 
 
 def requested_instance(req: dict, asked_at: float | None, now: float) -> CloudInstance:
@@ -81,21 +87,34 @@ def requested_instance(req: dict, asked_at: float | None, now: float) -> CloudIn
     master asked for it (`asked_at`), else when EC2 says it was created."""
     rid = req["SpotInstanceRequestId"]
     return CloudInstance(
-        id=rid, instance_type=(req.get("LaunchSpecification") or {}).get("InstanceType", ""),
-        state=CloudState.REQUESTED, launched_at=asked_at or epoch(req.get("CreateTime"), now),
-        spot=True, spot_request_id=rid)
+        id=rid,
+        instance_type=(req.get("LaunchSpecification") or {}).get("InstanceType", ""),
+        state=CloudState.REQUESTED,
+        launched_at=asked_at or epoch(req.get("CreateTime"), now),
+        spot=True,
+        spot_request_id=rid,
+    )
 
 
 def launch_spec(cfg: AWSProviderConfig, request: LaunchRequest) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "ImageId": cfg.image_id, "InstanceType": request.instance_type, "KeyName": cfg.ssh_key_name,
-        "BlockDeviceMappings": [{"DeviceName": ROOT_DEVICE_NAME, "Ebs": {
-            "VolumeSize": cfg.root_volume_size, "VolumeType": "gp3", "DeleteOnTermination": True}}],
+        "ImageId": cfg.image_id,
+        "InstanceType": request.instance_type,
+        "KeyName": cfg.ssh_key_name,
+        "BlockDeviceMappings": [
+            {
+                "DeviceName": ROOT_DEVICE_NAME,
+                "Ebs": {"VolumeSize": cfg.root_volume_size, "VolumeType": "gp3", "DeleteOnTermination": True},
+            }
+        ],
     }
     ni = cfg.network_interface
     if ni.subnet_id or ni.security_group_id:
-        iface: dict[str, Any] = {"DeviceIndex": 0, "AssociatePublicIpAddress": ni.public_ip,
-                                 "DeleteOnTermination": True}
+        iface: dict[str, Any] = {
+            "DeviceIndex": 0,
+            "AssociatePublicIpAddress": ni.public_ip,
+            "DeleteOnTermination": True,
+        }
         if ni.subnet_id:
             iface["SubnetId"] = ni.subnet_id
         if ni.security_group_id:

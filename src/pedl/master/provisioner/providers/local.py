@@ -58,8 +58,18 @@ def _registry_lock(registry: Path) -> threading.Lock:
 class LocalProvider:
     name = "local"
 
-    def __init__(self, cfg: LocalProviderConfig, *, pool: str, cluster_id: str, data_dir: Path, master_url: str,
-                 agent_token: str | None, clock, master_cert: Path | None = None) -> None:  # a Clock
+    def __init__(
+        self,
+        cfg: LocalProviderConfig,
+        *,
+        pool: str,
+        cluster_id: str,
+        data_dir: Path,
+        master_url: str,
+        agent_token: str | None,
+        clock,
+        master_cert: Path | None = None,
+    ) -> None:  # a Clock
         self.cfg, self.pool, self.cluster_id, self.master_url = cfg, pool, cluster_id, master_url
         self.agent_token, self.clock = agent_token, clock
         self.master_cert = master_cert  # the CA file agents verify an https:// master against
@@ -115,10 +125,21 @@ class LocalProvider:
                     changed = True
                     continue
                 booted = now >= e["launched_at"] + self.cfg.boot_delay
-                state = CloudState.TERMINATING if e.get("terminating") else (
-                    CloudState.RUNNING if booted else CloudState.PENDING)
-                out.append(CloudInstance(inst_id, e["instance_type"], state, e["launched_at"],
-                                         spot=bool(e.get("spot", False)), address="127.0.0.1"))
+                state = (
+                    CloudState.TERMINATING
+                    if e.get("terminating")
+                    else (CloudState.RUNNING if booted else CloudState.PENDING)
+                )
+                out.append(
+                    CloudInstance(
+                        inst_id,
+                        e["instance_type"],
+                        state,
+                        e["launched_at"],
+                        spot=bool(e.get("spot", False)),
+                        address="127.0.0.1",
+                    )
+                )
             if changed:
                 self._save(data)
             return out
@@ -128,9 +149,12 @@ class LocalProvider:
             if request.token in self._by_token:
                 return self._by_token[request.token]
             if request.spot and not self._spot_capacity():
-                raise CloudError(CloudErrorKind.CAPACITY,
-                                 f"there is no spot capacity for {request.count} x {request.instance_type} "
-                                 f"({self.spot_capacity} says unavailable)", code="InsufficientInstanceCapacity")
+                raise CloudError(
+                    CloudErrorKind.CAPACITY,
+                    f"there is no spot capacity for {request.count} x {request.instance_type} "
+                    f"({self.spot_capacity} says unavailable)",
+                    code="InsufficientInstanceCapacity",
+                )
             data = self._load()
             created = []
             for _ in range(request.count):
@@ -140,11 +164,21 @@ class LocalProvider:
                 except OSError as exc:
                     raise CloudError(CloudErrorKind.UNAVAILABLE, f"cannot start a local agent: {exc}") from exc
                 now = self.clock.now()
-                data[inst_id] = {"pid": pid, "started": started, "pool": self.pool, "cluster_id": self.cluster_id,
-                                 "launched_at": now, "instance_type": request.instance_type, "token": request.token,
-                                 "spot": request.spot}
-                created.append(CloudInstance(inst_id, request.instance_type, CloudState.PENDING, now,
-                                             spot=request.spot, address="127.0.0.1"))
+                data[inst_id] = {
+                    "pid": pid,
+                    "started": started,
+                    "pool": self.pool,
+                    "cluster_id": self.cluster_id,
+                    "launched_at": now,
+                    "instance_type": request.instance_type,
+                    "token": request.token,
+                    "spot": request.spot,
+                }
+                created.append(
+                    CloudInstance(
+                        inst_id, request.instance_type, CloudState.PENDING, now, spot=request.spot, address="127.0.0.1"
+                    )
+                )
             self._save(data)
             self._by_token[request.token] = created
             return created
@@ -159,15 +193,29 @@ class LocalProvider:
             raise CloudError(CloudErrorKind.UNAVAILABLE, f"cannot read {self.spot_capacity}: {exc}") from exc
         word = text.strip().lower()
         if word not in SPOT_MARKET_WORDS:
-            raise CloudError(CloudErrorKind.INVALID_CONFIG,
-                             f"{self.spot_capacity}: {text.strip()[:40]!r} is neither 'available' nor 'unavailable'")
+            raise CloudError(
+                CloudErrorKind.INVALID_CONFIG,
+                f"{self.spot_capacity}: {text.strip()[:40]!r} is neither 'available' nor 'unavailable'",
+            )
         return word == "available"
 
     def _spawn(self, inst_id: str) -> tuple[int, int | None]:
         """Start the instance's process: its pid and its start time (what `_alive` checks)."""
-        argv = [*pedl_command(), "agent", "run", "--master", self.master_url, "--id", inst_id,
-                "--slots", str(self.cfg.slots_per_instance), "--resource-pool", self.pool,
-                "--work-dir", str(self.dir / inst_id)]
+        argv = [
+            *pedl_command(),
+            "agent",
+            "run",
+            "--master",
+            self.master_url,
+            "--id",
+            inst_id,
+            "--slots",
+            str(self.cfg.slots_per_instance),
+            "--resource-pool",
+            self.pool,
+            "--work-dir",
+            str(self.dir / inst_id),
+        ]
         script = ""
         if self.cfg.startup_script:
             script += self.cfg.startup_script.rstrip() + "\n"
@@ -185,9 +233,14 @@ class LocalProvider:
         log_file = open(self.dir / f"{inst_id}.log", "ab")  # noqa: SIM115 - handed to the child
         try:
             # the id is in argv (and so in /proc/<pid>/cmdline) from the first moment, boot delay or not
-            child = subprocess.Popen(["/bin/sh", "-c", script, inst_id], stdout=log_file,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                     start_new_session=True)
+            child = subprocess.Popen(
+                ["/bin/sh", "-c", script, inst_id],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
         finally:
             log_file.close()
         self._children[inst_id] = child
@@ -262,7 +315,7 @@ def _start_time(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
-    fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": the state is field 3
+    fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) ": the state is field 3
     if not fields or fields[0] == b"Z":
         return None
     return int(fields[19])

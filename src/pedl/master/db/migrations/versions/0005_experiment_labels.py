@@ -14,8 +14,8 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0005'
-down_revision = '0004'
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
@@ -30,15 +30,16 @@ def joined(labels: object) -> str:
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('experiments', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('labels', sa.Text(), nullable=False, server_default=''))
+    with op.batch_alter_table("experiments", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("labels", sa.Text(), nullable=False, server_default=""))
     conn = op.get_bind()
-    experiments = sa.table('experiments', sa.column('id', sa.Integer), sa.column('config', sa.Text),
-                           sa.column('labels', sa.Text))
+    experiments = sa.table(
+        "experiments", sa.column("id", sa.Integer), sa.column("config", sa.Text), sa.column("labels", sa.Text)
+    )
     rows = conn.execute(sa.select(experiments.c.id, experiments.c.config)).all()
     for exp_id, config in rows:
         try:
-            labels = (json.loads(config) if isinstance(config, str) else config or {}).get('labels')
+            labels = (json.loads(config) if isinstance(config, str) else config or {}).get("labels")
         except (ValueError, AttributeError):
             continue
         value = joined(labels)
@@ -47,5 +48,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('experiments', schema=None) as batch_op:
-        batch_op.drop_column('labels')
+    with op.batch_alter_table("experiments", schema=None) as batch_op:
+        batch_op.drop_column("labels")

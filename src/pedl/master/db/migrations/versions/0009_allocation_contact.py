@@ -14,22 +14,22 @@ as silence), so an upgrade mid-run judges no running trial wrongly.
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0009'
-down_revision = '0008'
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('allocations') as batch:
-        batch.add_column(sa.Column('contacted_at', sa.Float(), nullable=True))
+    with op.batch_alter_table("allocations") as batch:
+        batch.add_column(sa.Column("contacted_at", sa.Float(), nullable=True))
     op.execute("UPDATE allocations SET contacted_at = COALESCE(started_at, queued_at)")
-    with op.batch_alter_table('agents') as batch:
-        batch.add_column(sa.Column('container_runtime', sa.String(length=16), nullable=False, server_default=''))
+    with op.batch_alter_table("agents") as batch:
+        batch.add_column(sa.Column("container_runtime", sa.String(length=16), nullable=False, server_default=""))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('agents') as batch:
-        batch.drop_column('container_runtime')
-    with op.batch_alter_table('allocations') as batch:
-        batch.drop_column('contacted_at')
+    with op.batch_alter_table("agents") as batch:
+        batch.drop_column("container_runtime")
+    with op.batch_alter_table("allocations") as batch:
+        batch.drop_column("contacted_at")

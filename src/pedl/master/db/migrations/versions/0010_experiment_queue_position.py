@@ -13,17 +13,17 @@ keeps its order across the upgrade.
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0010'
-down_revision = '0009'
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('experiments') as batch:
-        batch.add_column(sa.Column('queue_position', sa.Float(), nullable=True))
+    with op.batch_alter_table("experiments") as batch:
+        batch.add_column(sa.Column("queue_position", sa.Float(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('experiments') as batch:
-        batch.drop_column('queue_position')
+    with op.batch_alter_table("experiments") as batch:
+        batch.drop_column("queue_position")

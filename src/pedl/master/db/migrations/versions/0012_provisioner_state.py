@@ -16,28 +16,30 @@ empty (a pool without a row has no backoff and avoids nothing).
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0012'
-down_revision = '0011'
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('instances') as batch:
-        batch.add_column(sa.Column('idle_since', sa.Float(), nullable=True))
-        batch.add_column(sa.Column('terminate_sent_at', sa.Float(), nullable=True))
-    op.create_table('pool_provisioning',
-                    sa.Column('resource_pool', sa.String(length=255), nullable=False),
-                    sa.Column('consecutive_errors', sa.Integer(), nullable=False, server_default='0'),
-                    sa.Column('backoff_until', sa.Float(), nullable=True),
-                    sa.Column('last_error', sa.Text(), nullable=True),
-                    sa.Column('last_error_at', sa.Float(), nullable=True),
-                    sa.Column('unavailable', sa.JSON(), nullable=False),
-                    sa.PrimaryKeyConstraint('resource_pool'))
+    with op.batch_alter_table("instances") as batch:
+        batch.add_column(sa.Column("idle_since", sa.Float(), nullable=True))
+        batch.add_column(sa.Column("terminate_sent_at", sa.Float(), nullable=True))
+    op.create_table(
+        "pool_provisioning",
+        sa.Column("resource_pool", sa.String(length=255), nullable=False),
+        sa.Column("consecutive_errors", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("backoff_until", sa.Float(), nullable=True),
+        sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("last_error_at", sa.Float(), nullable=True),
+        sa.Column("unavailable", sa.JSON(), nullable=False),
+        sa.PrimaryKeyConstraint("resource_pool"),
+    )
 
 
 def downgrade() -> None:
-    op.drop_table('pool_provisioning')
-    with op.batch_alter_table('instances') as batch:
-        batch.drop_column('terminate_sent_at')
-        batch.drop_column('idle_since')
+    op.drop_table("pool_provisioning")
+    with op.batch_alter_table("instances") as batch:
+        batch.drop_column("terminate_sent_at")
+        batch.drop_column("idle_since")

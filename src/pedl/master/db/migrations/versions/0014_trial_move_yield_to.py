@@ -13,17 +13,17 @@ freed slots go to the work they were freed for.
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0014'
-down_revision = '0013'
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('trial_moves') as batch:
-        batch.add_column(sa.Column('yield_to', sa.String(length=160), nullable=True))
+    with op.batch_alter_table("trial_moves") as batch:
+        batch.add_column(sa.Column("yield_to", sa.String(length=160), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('trial_moves') as batch:
-        batch.drop_column('yield_to')
+    with op.batch_alter_table("trial_moves") as batch:
+        batch.drop_column("yield_to")

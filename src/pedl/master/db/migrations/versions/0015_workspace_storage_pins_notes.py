@@ -13,28 +13,30 @@ keeps its notes ([{name, contents}]).
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0015'
-down_revision = '0014'
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
-ID = sa.BigInteger().with_variant(sa.Integer(), 'sqlite')
+ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
     # plain ALTER TABLE (SQLite 3.35+ drops columns too): a batch copy of workspaces would break the
     # foreign keys of projects and templates that point at it
-    op.add_column('workspaces', sa.Column('checkpoint_storage', sa.JSON(), nullable=True))
-    op.add_column('projects', sa.Column('notes', sa.JSON(), nullable=True))
-    op.create_table('workspace_pins',
-                    sa.Column('workspace_id', ID, nullable=False),
-                    sa.Column('user_id', ID, nullable=False),
-                    sa.ForeignKeyConstraint(['workspace_id'], ['workspaces.id'], ondelete='CASCADE'),
-                    sa.ForeignKeyConstraint(['user_id'], ['users.id'], ondelete='CASCADE'),
-                    sa.PrimaryKeyConstraint('workspace_id', 'user_id'))
+    op.add_column("workspaces", sa.Column("checkpoint_storage", sa.JSON(), nullable=True))
+    op.add_column("projects", sa.Column("notes", sa.JSON(), nullable=True))
+    op.create_table(
+        "workspace_pins",
+        sa.Column("workspace_id", ID, nullable=False),
+        sa.Column("user_id", ID, nullable=False),
+        sa.ForeignKeyConstraint(["workspace_id"], ["workspaces.id"], ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(["user_id"], ["users.id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("workspace_id", "user_id"),
+    )
 
 
 def downgrade() -> None:
-    op.drop_table('workspace_pins')
-    op.drop_column('projects', 'notes')
-    op.drop_column('workspaces', 'checkpoint_storage')
+    op.drop_table("workspace_pins")
+    op.drop_column("projects", "notes")
+    op.drop_column("workspaces", "checkpoint_storage")

@@ -12,23 +12,23 @@ as them. Kept on the user's row, all four set or all four null (not linked).
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0016'
-down_revision = '0015'
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('users') as batch:
-        batch.add_column(sa.Column('agent_uid', sa.Integer(), nullable=True))
-        batch.add_column(sa.Column('agent_gid', sa.Integer(), nullable=True))
-        batch.add_column(sa.Column('agent_user', sa.String(length=255), nullable=True))
-        batch.add_column(sa.Column('agent_group', sa.String(length=255), nullable=True))
+    with op.batch_alter_table("users") as batch:
+        batch.add_column(sa.Column("agent_uid", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("agent_gid", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("agent_user", sa.String(length=255), nullable=True))
+        batch.add_column(sa.Column("agent_group", sa.String(length=255), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('users') as batch:
-        batch.drop_column('agent_group')
-        batch.drop_column('agent_user')
-        batch.drop_column('agent_gid')
-        batch.drop_column('agent_uid')
+    with op.batch_alter_table("users") as batch:
+        batch.drop_column("agent_group")
+        batch.drop_column("agent_user")
+        batch.drop_column("agent_gid")
+        batch.drop_column("agent_uid")

@@ -12,17 +12,17 @@ always the address the allocation's agent registered with, never one a request n
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0017'
-down_revision = '0016'
+revision = "0017"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('allocations') as batch:
-        batch.add_column(sa.Column('proxy_port', sa.Integer(), nullable=True))
+    with op.batch_alter_table("allocations") as batch:
+        batch.add_column(sa.Column("proxy_port", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('allocations') as batch:
-        batch.drop_column('proxy_port')
+    with op.batch_alter_table("allocations") as batch:
+        batch.drop_column("proxy_port")

@@ -13,17 +13,17 @@ the trial has one of its own.
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0018'
-down_revision = '0017'
+revision = "0018"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('trials') as batch:
-        batch.add_column(sa.Column('warm_start_checkpoint', sa.String(length=64), nullable=True))
+    with op.batch_alter_table("trials") as batch:
+        batch.add_column(sa.Column("warm_start_checkpoint", sa.String(length=64), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('trials') as batch:
-        batch.drop_column('warm_start_checkpoint')
+    with op.batch_alter_table("trials") as batch:
+        batch.drop_column("warm_start_checkpoint")

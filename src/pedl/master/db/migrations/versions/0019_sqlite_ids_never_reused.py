@@ -15,8 +15,8 @@ children through ON DELETE CASCADE. PostgreSQL is unchanged.
 
 from alembic import op
 
-revision = '0019'
-down_revision = '0018'
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 

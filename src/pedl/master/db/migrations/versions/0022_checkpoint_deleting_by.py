@@ -12,17 +12,17 @@ the garbage collector deletes again those of a collection whose deletion ended u
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0022'
-down_revision = '0021'
+revision = "0022"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('checkpoints') as batch:
-        batch.add_column(sa.Column('deleting_by', sa.String(length=128), nullable=True))
+    with op.batch_alter_table("checkpoints") as batch:
+        batch.add_column(sa.Column("deleting_by", sa.String(length=128), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('checkpoints') as batch:
-        batch.drop_column('deleting_by')
+    with op.batch_alter_table("checkpoints") as batch:
+        batch.drop_column("deleting_by")
