@@ -124,3 +124,26 @@ def test_a_validate_only_create_leaves_the_unset_keys_out_of_the_json(client: Te
     assert experiment["config"] is None
     assert not {"activeTrials", "endTime", "bestTrialId", "checkpointSize", "projectName"} & set(experiment)
     assert r.json()["warnings"] == [] and r.json()["config"]["searcher"]["metric"] == "loss"
+
+
+def test_an_event_exactly() -> None:
+    ev = models.Event(
+        id=4,
+        entity_type="trial",
+        entity_id="9",
+        time=0.0,
+        from_state=None,
+        to_state="STATE_ACTIVE",
+        level="info",
+        message="created",
+    )
+    assert to_wire.event(ev).model_dump() == {
+        "id": 4,
+        "entityType": "trial",
+        "entityId": "9",
+        "time": "1970-01-01T00:00:00Z",
+        "fromState": None,
+        "toState": "STATE_ACTIVE",
+        "level": "info",
+        "message": "created",
+    }

@@ -86,3 +86,33 @@ def test_a_trials_task_and_a_notebooks() -> None:
     served = to_wire.task(notebook, [running]).model_dump(exclude_unset=True)
     assert "trialId" not in served and served["taskType"] == "TASK_TYPE_NOTEBOOK"
     assert served["allocations"][0]["isReady"] is False  # a notebook is ready once it registered its port
+
+
+def test_a_log_line_repeats_its_message_as_log_and_gives_back_its_nuls() -> None:
+    from pedl.master.lifecycle.log_lines import storable
+
+    row = models.TaskLog(
+        id=12,
+        task_id="t-1",
+        allocation_id=None,
+        trial_id=None,
+        agent_id=None,
+        level="LOG_LEVEL_INFO",
+        message=storable("a\x00b"),
+        timestamp=0.0,
+        source="task",
+        stdtype="stdout",
+    )
+    assert to_wire.log_line(row).model_dump() == {
+        "id": "12",
+        "trialId": 0,
+        "level": "LOG_LEVEL_INFO",
+        "message": "a\x00b",
+        "log": "a\x00b",
+        "timestamp": "1970-01-01T00:00:00Z",
+        "agentId": "",
+        "source": "task",
+        "stdtype": "stdout",
+        "taskId": "t-1",
+        "allocationId": "",
+    }

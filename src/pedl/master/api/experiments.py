@@ -11,7 +11,6 @@ from pydantic import Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pedl.errors import InvalidArgument
-from pedl.master.api import shapes
 from pedl.master.api.checkpoint_query import checkpoint_order, checkpoint_states
 from pedl.master.api.conditional import unless_changed
 from pedl.master.api.deps import (
@@ -39,6 +38,7 @@ from pedl.master.wire.checkpoint import GetExperimentCheckpointsResponse
 from pedl.master.wire.experiment import (
     CreateExperimentResponse,
     ExperimentResponse,
+    GetExperimentEventsResponse,
     GetExperimentResponse,
     GetExperimentsResponse,
     GetExperimentTrialsResponse,
@@ -324,12 +324,11 @@ def checkpoints(
     )
 
 
-@router.get("/{experiment_id}/events")
+@router.get("/{experiment_id}/events", response_model=GetExperimentEventsResponse, response_model_exclude_unset=True)
 def events(
     experiment_id: IdPath, request: Request, _: Caller = Depends(caller), after: int = Query(0, ge=0, le=INT64_MAX)
-) -> dict:
-    rows = experiments_service.events_of(ctx_of(request), experiment_id, after)
-    return {"events": [shapes.event(e) for e in rows]}
+) -> GetExperimentEventsResponse:
+    return GetExperimentEventsResponse(events=experiments_service.events_of(ctx_of(request), experiment_id, after))
 
 
 @router.get("/{experiment_id}/searcher/best_searcher_validation_metric")

@@ -11,9 +11,9 @@ from pydantic import Field
 from pedl.errors import InvalidArgument
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts
-from pedl.master.api.shapes import ts
 from pedl.master.cluster.job_queue import job_id
 from pedl.master.experiments import jobs as jobs_service
+from pedl.master.wire.base import ts
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext

@@ -14,7 +14,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from pedl.errors import InvalidArgument
-from pedl.master.api import shapes
 from pedl.master.api.ndjson_stream import results
 from pedl.master.identity import Slot
 from pedl.master.lifecycle.log_lines import LOG_LEVELS
@@ -61,10 +60,10 @@ def log_stream(
     newest_first = order_by == "ORDER_BY_DESC" and not follow
 
     async def fetch(cursor: int | None, n: int) -> tuple[list[dict[str, Any]], int | None, bool]:
-        rows, after, done = await run_in_threadpool(
+        got = await run_in_threadpool(
             task_logs.batch, ctx, task_id, flt, cursor=cursor, limit=n, newest_first=newest_first
         )
-        return [shapes.log_line(r) for r in rows], after, done
+        return [line.model_dump() for line in got.lines], got.cursor, got.done
 
     lines = results(fetch, follow=follow, limit=limit or 0, disconnected=disconnected)
     if follow:

@@ -11,9 +11,9 @@ from fastapi.responses import StreamingResponse
 from pedl.master.api.deps import INT64_MAX, Caller, caller
 from pedl.master.api.ndjson_stream import results
 from pedl.master.api.openapi import produces
-from pedl.master.api.shapes import ts
 from pedl.master.identity import require_admin
 from pedl.master.observability.master_logs import MasterLogEntry, MasterLogRing
+from pedl.master.wire.base import ts
 
 router = APIRouter(prefix="/api/v1")
 

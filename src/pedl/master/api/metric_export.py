@@ -17,8 +17,8 @@ from starlette.concurrency import run_in_threadpool
 
 from pedl.master.api.deps import Caller, IdPath, caller, ctx_of
 from pedl.master.api.openapi import produces
-from pedl.master.api.shapes import ts
 from pedl.master.metrics import export as metric_export
+from pedl.master.wire.base import ts
 
 router = APIRouter(prefix="/api/v1")
 

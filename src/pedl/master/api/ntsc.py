@@ -9,13 +9,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
 
-from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts, answers
 from pedl.master.lifecycle import shell_tasks, task_kinds
 from pedl.master.tasks import LaunchRequest, Shown
 from pedl.master.tasks import service as generic_tasks
 from pedl.master.tasks.to_wire import TASK_STATE
+from pedl.master.wire.base import ts
 
 INT32_MAX = 2**31 - 1
 MAX_IDS = 1000
@@ -52,7 +52,7 @@ def shown(item: Shown, who: Caller | None = None) -> dict[str, Any]:
         "description": t.description,
         "jobId": t.id,
         "resourcePool": a.resource_pool if a else "",
-        "startTime": shapes.ts(t.start_time),
+        "startTime": ts(t.start_time),
         "state": TASK_STATE[a.state] if a else "STATE_QUEUED",
         "username": item.username,
         "userId": t.owner_id,

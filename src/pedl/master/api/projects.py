@@ -11,7 +11,7 @@ from pydantic import Field
 from pedl.errors import InvalidArgument
 from pedl.master.api.deps import INT64_MAX, Body, Caller, IdPath, caller, ctx_of, json_body, pagination, parse
 from pedl.master.api.openapi import accepts
-from pedl.master.api.shapes import ts
+from pedl.master.wire.base import ts
 from pedl.master.workspaces import ProjectQuery, project_edits
 from pedl.master.workspaces import projects as projects_service
 

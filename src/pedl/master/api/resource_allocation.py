@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from pedl.errors import InvalidArgument
 from pedl.master.agents import resource_allocation
-from pedl.master.api import shapes
 from pedl.master.api.deps import Caller, caller, ctx_of
+from pedl.master.wire.base import ts
 
 router = APIRouter(prefix="/api/v1")
 
@@ -30,8 +30,8 @@ def allocation_raw(
     return {
         "resourceEntries": [
             {
-                "startTime": shapes.ts(e.start),
-                "endTime": shapes.ts(e.end),
+                "startTime": ts(e.start),
+                "endTime": ts(e.end),
                 "kind": "TRIAL",
                 "seconds": e.seconds,
                 "slots": e.slots,

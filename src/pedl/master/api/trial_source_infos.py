@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from pedl.master.api import shapes
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.model_registry import INT32_MAX, ModelName, VersionNum
 from pedl.master.api.openapi import accepts
 from pedl.master.checkpoints import metrics as checkpoint_metrics
 from pedl.master.trials import source_infos as trial_source_infos
+from pedl.master.wire.metrics import MetricsReport
 
 router = APIRouter()
 
@@ -63,15 +63,15 @@ def report(request: Request, who: Caller = Depends(caller), body: dict = Depends
     return {"trialId": info.trialId, "checkpointUuid": info.checkpointUuid}
 
 
-def reports_response(pages: Iterator[list[Any]], group: str | None) -> StreamingResponse:
+def reports_response(pages: Iterator[list[MetricsReport]], group: str | None) -> StreamingResponse:
     """`{"metrics": [v1MetricsReport]}`, written a page of reports at a time. With every group, a
     validation report carries its values under avg_metrics too: the SDK reads avg_metrics of every
     report when no group is named."""
 
-    def report(m: Any) -> dict:
-        shown = shapes.metrics_report(m)
+    def report(m: MetricsReport) -> dict:
+        shown = m.model_dump(exclude_unset=True)
         if not group:
-            shown["metrics"].setdefault("avg_metrics", m.metrics)
+            shown["metrics"].setdefault("avg_metrics", shown["metrics"].get("validation_metrics"))
         return shown
 
     async def body() -> AsyncIterator[str]:

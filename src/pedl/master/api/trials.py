@@ -12,7 +12,7 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from pedl.errors import InvalidArgument
-from pedl.master.api import metric_batch_body, shapes
+from pedl.master.api import metric_batch_body
 from pedl.master.api.checkpoint_query import checkpoint_order, checkpoint_states
 from pedl.master.api.conditional import unless_changed
 from pedl.master.api.deps import (
@@ -88,7 +88,7 @@ def _stream_metrics(request: Request, trial_ids: list[int], group: str, start_ba
             page = await run_in_threadpool(next, pages, None)
             if page is None:
                 return
-            yield json.dumps({"result": {"metrics": [shapes.metrics_report(m) for m in page]}}) + "\n"
+            yield json.dumps({"result": {"metrics": [m.model_dump(exclude_unset=True) for m in page]}}) + "\n"
 
     return StreamingResponse(stream(), media_type="application/x-ndjson")
 

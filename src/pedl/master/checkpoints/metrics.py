@@ -18,6 +18,7 @@ from pedl.master.metrics import reports as metric_reports
 from pedl.master.model_registry import versions as model_versions
 from pedl.master.model_registry.service import find
 from pedl.master.trials.source_infos import stored_type
+from pedl.master.wire.metrics import MetricsReport
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -77,7 +78,7 @@ def groups_of(ctx: MasterContext, trial_id: int) -> list[str]:
     return [g for g in FIRST if g in found] + sorted(found - set(FIRST))
 
 
-def pages(ctx: MasterContext, where: Linked, group: str | None) -> Iterator[list[models.Metric]]:
+def pages(ctx: MasterContext, where: Linked, group: str | None) -> Iterator[list[MetricsReport]]:
     """The linked trials' reports of `group` (None: every group, training and validation first), trial
     by trial in id order, each group's in step order, a page at a time."""
     for trial_id in linked_trials(ctx, where):

@@ -30,7 +30,7 @@ LABELS_MAX = 100
 MAX_SLOTS_MAX = 1_000_000  # as the config's resources.max_slots
 
 
-def set_archived(ctx: MasterContext, who: Caller, experiment_id: int, archived: bool) -> models.Experiment:
+def set_archived(ctx: MasterContext, who: Caller, experiment_id: int, archived: bool) -> None:
     verb = "archive" if archived else "unarchive"
     with ctx.db.session() as s:
         exp = get(s, experiment_id)
@@ -43,7 +43,6 @@ def set_archived(ctx: MasterContext, who: Caller, experiment_id: int, archived: 
         if exp.archived != archived:
             exp.archived = archived
             record_event(s, ctx.clock.now(), "experiment", exp.id, f"{verb}d by {who.user.username}")
-        return exp
 
 
 def _text(name: str, value: str, limit: int) -> str:

@@ -33,7 +33,7 @@ from pedl.master.lifecycle.transitions import record_event
 from pedl.master.tasks import bind_mount_roots, model_definitions
 from pedl.master.trials import service as trials_service
 from pedl.master.trials import to_wire as trials_to_wire
-from pedl.master.wire.experiment import Experiment
+from pedl.master.wire.experiment import Event, Experiment
 from pedl.master.wire.trial import Trial
 from pedl.master.workspaces import projects, templates
 from pedl.master.workspaces import workspace_storage as workspace_storage_of
@@ -420,9 +420,10 @@ def checkpoints(
         return checkpoints_service.Page([row.wire() for row in page], len(out))
 
 
-def events_of(ctx: MasterContext, experiment_id: int, after_id: int) -> list[models.Event]:
+def events_of(ctx: MasterContext, experiment_id: int, after_id: int) -> list[Event]:
+    """The experiment's and its trials' events past `after_id`, oldest first (the first 500)."""
     with ctx.db.session() as s:
-        return events(s, get(s, experiment_id), after_id)
+        return [to_wire.event(ev) for ev in events(s, get(s, experiment_id), after_id)]
 
 
 def best_validation_metric(ctx: MasterContext, experiment_id: int) -> float:

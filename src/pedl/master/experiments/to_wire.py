@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from pedl.master.experiments.labels import split as split_labels
 from pedl.master.experiments.listing import ExperimentStats
+from pedl.master.wire import experiment as wire
 from pedl.master.wire.base import ts
 from pedl.master.wire.experiment import Experiment
 from pedl.master.workspaces.projects import Placement
@@ -81,4 +82,17 @@ def validated_only() -> Experiment:
         resourcePool="",
         notes="",
         unmanaged=False,
+    )
+
+
+def event(ev: models.Event) -> wire.Event:
+    return wire.Event(
+        id=ev.id,
+        entityType=ev.entity_type,
+        entityId=ev.entity_id,
+        time=ts(ev.time),
+        fromState=ev.from_state,
+        toState=ev.to_state,
+        level=ev.level,
+        message=ev.message,
     )

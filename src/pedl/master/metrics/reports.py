@@ -12,6 +12,8 @@ from sqlalchemy import and_, or_, select
 
 from pedl.errors import InvalidArgument, NotFound
 from pedl.master.db import models
+from pedl.master.metrics.to_wire import metrics_report
+from pedl.master.wire.metrics import MetricsReport
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -37,7 +39,7 @@ def check_trials(ctx: MasterContext, trial_ids: list[int]) -> list[int]:
 
 def pages(
     ctx: MasterContext, trial_ids: list[int], group: str, start_batches: int = 0
-) -> Iterator[list[models.Metric]]:
+) -> Iterator[list[MetricsReport]]:
     """The reports (those from `start_batches` steps on), PAGE at a time, each trial's in step order,
     trials in the order given."""
     M = models.Metric
@@ -58,7 +60,7 @@ def pages(
             with ctx.db.read_session() as s:
                 rows = list(s.scalars(query.order_by(M.steps_completed, M.id).limit(page)))
             if rows:
-                yield rows
+                yield [metrics_report(m) for m in rows]
             if len(rows) < page:
                 break
             after = (rows[-1].steps_completed, rows[-1].id)

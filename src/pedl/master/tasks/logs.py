@@ -18,7 +18,7 @@ from pedl.master.lifecycle import log_lines as logs
 from pedl.master.lifecycle.states import LIVE_ALLOCATION, TERMINAL_TRIAL
 from pedl.master.tasks import to_wire
 from pedl.master.trials.timeline import MAX_ALLOCATIONS
-from pedl.master.wire.task import Task
+from pedl.master.wire.task import LogLine, Task
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -87,9 +87,16 @@ def require(ctx: MasterContext, task_id: str) -> None:
         _task(s, task_id)
 
 
+@dataclass(frozen=True)
+class LogBatch:
+    lines: list[LogLine]
+    cursor: int | None  # the id of the last line, to ask past
+    done: bool  # the task had ended (or is gone) before the lines were read
+
+
 def batch(
     ctx: MasterContext, task_id: str, flt: LogFilter, *, cursor: int | None, limit: int, newest_first: bool
-) -> tuple[list[models.TaskLog], int | None, bool]:
+) -> LogBatch:
     """Up to `limit` matching lines past `cursor` (the last id returned, None at first), the cursor
     after them, and whether the task has ended (or is gone), so a follower can stop."""
     q = select(models.TaskLog).where(models.TaskLog.task_id == task_id)
@@ -116,7 +123,7 @@ def batch(
         # whether it had ended before the lines are read: a line written meanwhile is not lost
         done = _ended(s, task_id)
         rows = [] if flt.no_lines else list(s.scalars(q))
-    return rows, (rows[-1].id if rows else cursor), done
+    return LogBatch([to_wire.log_line(r) for r in rows], rows[-1].id if rows else cursor, done)
 
 
 def fields(ctx: MasterContext, task_id: str) -> dict[str, list]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pedl.master.agents import to_wire as agents_to_wire
 from pedl.master.db import models
 from pedl.master.lifecycle import task_kinds
+from pedl.master.lifecycle.log_lines import readable
 from pedl.master.lifecycle.states import AllocationState
 from pedl.master.wire import task as wire
 from pedl.master.wire.base import ts
@@ -97,4 +98,21 @@ def task(found: models.Trial | models.GenericTask, allocs: list[models.Allocatio
         trialId=found.id,
         experimentId=found.experiment_id,
         allocations=shown,
+    )
+
+
+def log_line(row: models.TaskLog) -> wire.LogLine:
+    message = readable(row.message)  # NULs come back as the task printed them (lifecycle/log_lines.py)
+    return wire.LogLine(
+        id=str(row.id),
+        trialId=row.trial_id or 0,
+        level=row.level,
+        message=message,
+        log=message,
+        timestamp=ts(row.timestamp),
+        agentId=row.agent_id or "",
+        source=row.source,
+        stdtype=row.stdtype,
+        taskId=row.task_id,
+        allocationId=row.allocation_id or "",
     )

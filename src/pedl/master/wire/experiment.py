@@ -99,3 +99,20 @@ class ExperimentActionsResponse(WireModel):
     """v1{Kill,Pause,Activate,Cancel,Archive,Unarchive,Delete,Move}ExperimentsResponse."""
 
     results: list[ExperimentActionResult]
+
+
+class Event(WireModel):
+    """pedl's own: one recorded change of an experiment, trial, allocation, agent or pool."""
+
+    id: int
+    entityType: str
+    entityId: str
+    time: str
+    fromState: str | None
+    toState: str | None
+    level: str
+    message: str
+
+
+class GetExperimentEventsResponse(WireModel):
+    events: list[Event]

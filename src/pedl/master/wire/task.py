@@ -87,3 +87,19 @@ class Task(WireModel):
 
 class GetTaskResponse(WireModel):
     task: Task
+
+
+class LogLine(WireModel):
+    """v1TaskLogsResponse: one line of a task's log stream. `log` repeats `message`, as Determined's does."""
+
+    id: str
+    trialId: int
+    level: str
+    message: str
+    log: str
+    timestamp: str
+    agentId: str
+    source: str
+    stdtype: str
+    taskId: str
+    allocationId: str
