@@ -116,3 +116,51 @@ def test_a_log_line_repeats_its_message_as_log_and_gives_back_its_nuls() -> None
         "taskId": "t-1",
         "allocationId": "",
     }
+
+
+def a_task(kind: str, **extra) -> models.GenericTask:
+    fields = dict(
+        id="g-1",
+        kind=kind,
+        owner_id=3,
+        workspace_id=1,
+        description="desc",
+        start_time=0.0,
+        experiment_ids=[4],
+        trial_ids=[],
+        secrets={"public_key": "pub", "private_key": "priv"},
+    )
+    return models.GenericTask(**{**fields, **extra})
+
+
+def test_a_queued_command_exactly() -> None:
+    assert to_wire.generic_task(a_task("command"), None, "alice", None, private_key=True).model_dump() == {
+        "id": "g-1",
+        "description": "desc",
+        "jobId": "g-1",
+        "resourcePool": "",
+        "startTime": "1970-01-01T00:00:00Z",
+        "state": "STATE_QUEUED",
+        "username": "alice",
+        "userId": 3,
+        "displayName": "alice",
+        "workspaceId": 1,
+        "exitStatus": "",
+        "isReady": False,
+    }
+
+
+def test_a_tensorboard_names_its_experiments_and_where_it_is_served() -> None:
+    shown = to_wire.generic_task(
+        a_task("tensorboard"), an_allocation("g-1.1", A.RUNNING), "alice", None, private_key=False
+    ).model_dump(exclude_unset=True)
+    assert (shown["serviceAddress"], shown["experimentIds"], shown["trialIds"]) == ("/proxy/g-1/", [4], [])
+    assert shown["state"] == "STATE_RUNNING" and shown["isReady"] is False  # no port registered yet
+
+
+def test_a_shells_private_key_goes_only_where_asked() -> None:
+    theirs = to_wire.generic_task(a_task("shell"), None, "alice", None, private_key=False)
+    mine = to_wire.generic_task(a_task("shell"), None, "alice", None, private_key=True)
+    assert "privateKey" not in theirs.model_dump(exclude_unset=True)
+    assert mine.model_dump(exclude_unset=True)["privateKey"] == "priv"
+    assert mine.model_dump()["agentUserGroup"] == {"uid": 0, "gid": 0, "user": "root", "group": "root"}

@@ -11,11 +11,10 @@ from pydantic import Field
 
 from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts, answers
-from pedl.master.lifecycle import shell_tasks, task_kinds
-from pedl.master.tasks import LaunchRequest, Shown
+from pedl.master.tasks import LaunchRequest
 from pedl.master.tasks import service as generic_tasks
-from pedl.master.tasks.to_wire import TASK_STATE
-from pedl.master.wire.base import ts
+from pedl.master.wire.base import WireModel
+from pedl.master.wire.generic_task import ANSWERS
 
 INT32_MAX = 2**31 - 1
 MAX_IDS = 1000
@@ -44,46 +43,15 @@ class PriorityBody(Body):
     priority: int = Field(..., ge=1, le=99)
 
 
-def shown(item: Shown, who: Caller | None = None) -> dict[str, Any]:
-    """Determined's v1Command / v1Notebook / v1Shell / v1Tensorboard."""
-    t, a = item.task, item.alloc
-    out: dict[str, Any] = {
-        "id": t.id,
-        "description": t.description,
-        "jobId": t.id,
-        "resourcePool": a.resource_pool if a else "",
-        "startTime": ts(t.start_time),
-        "state": TASK_STATE[a.state] if a else "STATE_QUEUED",
-        "username": item.username,
-        "userId": t.owner_id,
-        "displayName": item.username,
-        "workspaceId": t.workspace_id,
-        "exitStatus": (a.exit_reason or "") if a else "",
-        "isReady": item.ready,
-    }
-    address = task_kinds.service_address(t.kind, t.id)
-    if address is not None:
-        out["serviceAddress"] = address
-    if t.kind == "tensorboard":
-        out.update(experimentIds=list(t.experiment_ids or []), trialIds=list(t.trial_ids or []))
-    if t.kind == "shell":
-        mine = who is not None and who.user is not None and (who.user.admin or who.user.id == t.owner_id)
-        secrets = t.secrets or {}
-        out.update(
-            publicKey=secrets.get("public_key", ""),
-            addresses=[],
-            agentUserGroup=shell_tasks.login_user(item.run_as),
-            **({"privateKey": secrets.get("private_key", "")} if mine else {}),
-        )
-    return out
-
-
 def _routes(kind: str, plural: str) -> None:
     one = kind
+    answers_of = ANSWERS[kind]
 
-    @router.post(f"/{plural}", name=f"launch_{kind}")
+    @router.post(
+        f"/{plural}", name=f"launch_{kind}", response_model=answers_of.launch, response_model_exclude_unset=True
+    )
     @accepts(TensorboardBody if kind == "tensorboard" else LaunchBody, errors=(404,))
-    def launch(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+    def launch(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> WireModel:
         req = parse(TensorboardBody if kind == "tensorboard" else LaunchBody, body)
         launched = generic_tasks.launch(
             ctx_of(request),
@@ -98,9 +66,11 @@ def _routes(kind: str, plural: str) -> None:
                 trial_ids=tuple(getattr(req, "trialIds", None) or ()),
             ),
         )
-        return {one: shown(launched, who), "config": launched.task.config, "warnings": []}
+        return answers_of.launch.model_validate({one: launched.task, "config": launched.config, "warnings": []})
 
-    @router.get(f"/{plural}", name=f"list_{plural}")
+    @router.get(
+        f"/{plural}", name=f"list_{plural}", response_model=answers_of.listing, response_model_exclude_unset=True
+    )
     @answers(404)  # a workspaceId that does not exist
     def listing(
         request: Request,
@@ -108,33 +78,47 @@ def _routes(kind: str, plural: str) -> None:
         users: list[str] = Query(default_factory=list),
         userIds: list[int] = Query(default_factory=list),
         workspaceId: int = Query(0, ge=0, le=INT64_MAX),
-    ) -> dict:
+    ) -> WireModel:
         rows = generic_tasks.listing(
             ctx_of(request),
+            who,
             kind,
             usernames=users[:MAX_IDS],
             user_ids=userIds[:MAX_IDS],
             workspace_id=workspaceId or None,
         )
-        return {plural: [shown(r, who) for r in rows]}
+        return answers_of.listing.model_validate({plural: rows})
 
-    @router.get(f"/{plural}/{{task_id}}", name=f"get_{kind}")
-    def describe(task_id: str, request: Request, who: Caller = Depends(caller)) -> dict:
-        item = generic_tasks.describe(ctx_of(request), kind, task_id)
-        return {one: shown(item, who), "config": item.task.config}
+    @router.get(
+        f"/{plural}/{{task_id}}", name=f"get_{kind}", response_model=answers_of.get, response_model_exclude_unset=True
+    )
+    def describe(task_id: str, request: Request, who: Caller = Depends(caller)) -> WireModel:
+        found = generic_tasks.describe(ctx_of(request), who, kind, task_id)
+        return answers_of.get.model_validate({one: found.task, "config": found.config})
 
-    @router.post(f"/{plural}/{{task_id}}/kill", name=f"kill_{kind}")
-    def kill(task_id: str, request: Request, who: Caller = Depends(caller)) -> dict:
-        return {one: shown(generic_tasks.kill(ctx_of(request), who, kind, task_id), who)}
+    @router.post(
+        f"/{plural}/{{task_id}}/kill",
+        name=f"kill_{kind}",
+        response_model=answers_of.one,
+        response_model_exclude_unset=True,
+    )
+    def kill(task_id: str, request: Request, who: Caller = Depends(caller)) -> WireModel:
+        return answers_of.one.model_validate({one: generic_tasks.kill(ctx_of(request), who, kind, task_id)})
 
-    @router.post(f"/{plural}/{{task_id}}/set_priority", name=f"set_{kind}_priority")
+    @router.post(
+        f"/{plural}/{{task_id}}/set_priority",
+        name=f"set_{kind}_priority",
+        response_model=answers_of.one,
+        response_model_exclude_unset=True,
+    )
     @accepts(PriorityBody, errors=(409,))  # the task has ended
     def set_priority(
         task_id: str, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
-    ) -> dict:
+    ) -> WireModel:
         priority = parse(PriorityBody, body).priority
-        item = generic_tasks.set_priority(ctx_of(request), who, kind, task_id, priority)
-        return {one: shown(item, who)}
+        return answers_of.one.model_validate(
+            {one: generic_tasks.set_priority(ctx_of(request), who, kind, task_id, priority)}
+        )
 
 
 for _kind, _plural in (

@@ -24,7 +24,16 @@ if TYPE_CHECKING:
         resolve,
         verify,
     )
-    from pedl.master.tasks.service import LaunchRequest, Shown, kill, kill_in_workspace, launch, listing, set_priority
+    from pedl.master.tasks.service import (
+        Described,
+        LaunchRequest,
+        Shown,
+        kill,
+        kill_in_workspace,
+        launch,
+        listing,
+        set_priority,
+    )
 
 # each module and the public names it gives the package (master/exports.py)
 __getattr__, __all__ = lazy_exports(
@@ -36,6 +45,15 @@ __getattr__, __all__ = lazy_exports(
         "logs": ["LogFilter", "batch", "describe", "fields", "follow_slot", "require"],
         "model_definitions": ["b64_tgz", "check_stored", "files_to_tgz", "upload_slot"],
         "proxy_targets": ["MIN_PORT", "ProxyTarget", "UNAUTHENTICATED", "ended", "register_port", "resolve", "verify"],
-        "service": ["LaunchRequest", "Shown", "kill", "kill_in_workspace", "launch", "listing", "set_priority"],
+        "service": [
+            "Described",
+            "LaunchRequest",
+            "Shown",
+            "kill",
+            "kill_in_workspace",
+            "launch",
+            "listing",
+            "set_priority",
+        ],
     },
 )

@@ -27,7 +27,8 @@ from pedl.master.lifecycle import allocations as cluster_allocations
 from pedl.master.lifecycle.agent_user_groups import TaskUsers
 from pedl.master.lifecycle.effects import ClusterEffects
 from pedl.master.lifecycle.states import LIVE_ALLOCATION, AllocationState
-from pedl.master.tasks import bind_mount_roots, model_definitions
+from pedl.master.tasks import bind_mount_roots, model_definitions, to_wire
+from pedl.master.wire.generic_task import AnyTask
 from pedl.master.workspaces import templates
 
 if TYPE_CHECKING:
@@ -59,6 +60,19 @@ class Shown:
     def ready(self) -> bool:
         return task_kinds.is_ready(self.task.kind, self.alloc)
 
+    def wire(self, who: Caller | None) -> AnyTask:
+        """As its routes show it to `who`: a shell's private key only to its owner and admins."""
+        mine = who is not None and who.user is not None and (who.user.admin or who.user.id == self.task.owner_id)
+        return to_wire.generic_task(self.task, self.alloc, self.username, self.run_as, private_key=mine)
+
+
+@dataclass(frozen=True)
+class Described:
+    """A task as its launch and get routes answer: the message and the config it runs with."""
+
+    task: AnyTask
+    config: dict[str, Any]
+
 
 @dataclass(frozen=True)
 class LaunchRequest:
@@ -75,13 +89,13 @@ def check_kind(kind: str) -> None:
         raise InvalidArgument(f"unknown task kind {kind!r} (kinds: {', '.join(KINDS)})")
 
 
-def launch(ctx: MasterContext, who: Caller, kind: str, req: LaunchRequest) -> Shown:
+def launch(ctx: MasterContext, who: Caller, kind: str, req: LaunchRequest) -> Described:
     """Start a task of `kind` for the caller: validated whole (each problem names its field), then one
     row and its PENDING allocation in one transaction under the cluster lock."""
     check_kind(kind)
     owner = require_user(who, f"start a {kind}")
 
-    def work(s: Session) -> Shown:
+    def work(s: Session) -> Described:
         data = req.config if req.config is not None else {}
         if req.template:
             template = templates.usable(s, req.template, owner, "templateName")
@@ -121,7 +135,7 @@ def launch(ctx: MasterContext, who: Caller, kind: str, req: LaunchRequest) -> Sh
         s.add(task)
         s.flush()
         alloc = cluster_allocations.new_generic(fx, s, task)
-        return Shown(task, alloc, owner.username, _run_as(fx.config, owner))
+        return Described(Shown(task, alloc, owner.username, _run_as(fx.config, owner)).wire(who), task.config)
 
     out = ctx.controller.run(work)
     ctx.controller.wake()
@@ -233,9 +247,10 @@ def _get(s: Session, kind: str | None, task_id: str) -> models.GenericTask:
     return task
 
 
-def describe(ctx: MasterContext, kind: str | None, task_id: str) -> Shown:
+def describe(ctx: MasterContext, who: Caller, kind: str | None, task_id: str) -> Described:
     with ctx.db.read_session() as s:
-        return _shown(s, _get(s, kind, task_id), ctx.config)
+        task = _get(s, kind, task_id)
+        return Described(_shown(s, task, ctx.config).wire(who), task.config)
 
 
 def find(ctx: MasterContext, task_id: str) -> Shown | None:
@@ -246,8 +261,14 @@ def find(ctx: MasterContext, task_id: str) -> Shown | None:
 
 
 def listing(
-    ctx: MasterContext, kind: str, *, usernames: list[str], user_ids: list[int], workspace_id: int | None
-) -> list[Shown]:
+    ctx: MasterContext,
+    who: Caller,
+    kind: str,
+    *,
+    usernames: list[str],
+    user_ids: list[int],
+    workspace_id: int | None,
+) -> list[AnyTask]:
     """The kind's live tasks and those that ended in the last ENDED_LISTED_FOR, newest first; a
     workspace that does not exist is a 404, and the tasks of a deleted workspace (killed with it) are not
     listed (Determined's test_workspace_delete_notebook); each stays readable by its id."""
@@ -270,30 +291,30 @@ def listing(
         if workspace_id:
             stmt = stmt.where(G.workspace_id == workspace_id)
         rows = s.execute(stmt.order_by(G.start_time.desc()).limit(MAX_LISTED)).all()
-        return [Shown(t, a, owner.username, _run_as(ctx.config, owner)) for t, a, owner in rows]
+        return [Shown(t, a, owner.username, _run_as(ctx.config, owner)).wire(who) for t, a, owner in rows]
 
 
-def kill(ctx: MasterContext, who: Caller, kind: str | None, task_id: str) -> Shown:
+def kill(ctx: MasterContext, who: Caller, kind: str | None, task_id: str) -> AnyTask:
     """Kill a task (its owner or an admin); killing one that has ended changes nothing."""
 
-    def work(s: Session) -> Shown:
+    def work(s: Session) -> AnyTask:
         task = _get(s, kind, task_id)
         require_owner(who, task.owner_id, f"kill {task.kind} {task_id}")
         shown = _shown(s, task, ctx.config)
         if shown.alloc is not None and shown.alloc.state in LIVE_ALLOCATION:
             cluster_allocations.kill(ctx.controller, s, shown.alloc, f"{task.kind} killed by {who.user.username}")
-        return _shown(s, task, ctx.config)
+        return _shown(s, task, ctx.config).wire(who)
 
     out = ctx.controller.run(work)
     ctx.controller.wake()
     return out
 
 
-def set_priority(ctx: MasterContext, who: Caller, kind: str, task_id: str, priority: int) -> Shown:
+def set_priority(ctx: MasterContext, who: Caller, kind: str, task_id: str, priority: int) -> AnyTask:
     if not 1 <= priority <= 99:
         raise InvalidArgument.at("priority", "must be from 1 (most urgent) to 99")
 
-    def work(s: Session) -> Shown:
+    def work(s: Session) -> AnyTask:
         task = _get(s, kind, task_id)
         require_owner(who, task.owner_id, f"change {kind} {task_id}")
         shown = _shown(s, task, ctx.config)
@@ -301,7 +322,7 @@ def set_priority(ctx: MasterContext, who: Caller, kind: str, task_id: str, prior
             raise Conflict(f"{kind} {task_id} has ended; its priority cannot change")
         shown.alloc.priority = priority
         task.config = {**task.config, "resources": {**task.config.get("resources", {}), "priority": priority}}
-        return _shown(s, task, ctx.config)
+        return _shown(s, task, ctx.config).wire(who)
 
     out = ctx.controller.run(work)
     ctx.controller.wake()

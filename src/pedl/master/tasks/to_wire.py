@@ -1,12 +1,17 @@
-"""Allocations and tasks as Determined's v1AllocationSummary and v1Task."""
+"""Allocations, tasks and their log lines as Determined's v1AllocationSummary, v1Task and
+v1TaskLogsResponse, and commands, notebooks, shells and TensorBoards as its v1Command and kin."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from pedl.common.agent_protocol import AgentUserGroup
 from pedl.master.agents import to_wire as agents_to_wire
 from pedl.master.db import models
-from pedl.master.lifecycle import task_kinds
+from pedl.master.lifecycle import shell_tasks, task_kinds
 from pedl.master.lifecycle.log_lines import readable
 from pedl.master.lifecycle.states import AllocationState
+from pedl.master.wire import generic_task as ntsc
 from pedl.master.wire import task as wire
 from pedl.master.wire.base import ts
 
@@ -116,3 +121,52 @@ def log_line(row: models.TaskLog) -> wire.LogLine:
         taskId=row.task_id,
         allocationId=row.allocation_id or "",
     )
+
+
+def generic_task(
+    task: models.GenericTask,
+    alloc: models.Allocation | None,
+    username: str,
+    run_as: AgentUserGroup | None,
+    *,
+    private_key: bool,
+) -> ntsc.AnyTask:
+    """A command, notebook, shell or TensorBoard as Determined's v1Command / v1Notebook / v1Shell /
+    v1Tensorboard: `alloc` is its latest (None: never queued), `run_as` who it runs as on the agent (None:
+    the agent's own user); a shell's private key only where `private_key` (its owner, an admin)."""
+    common: dict[str, Any] = {  # the fields of ntsc.GenericTask, which each kind's message extends
+        "id": task.id,
+        "description": task.description,
+        "jobId": task.id,
+        "resourcePool": alloc.resource_pool if alloc else "",
+        "startTime": ts(task.start_time),
+        "state": TASK_STATE[alloc.state] if alloc else "STATE_QUEUED",
+        "username": username,
+        "userId": task.owner_id,
+        "displayName": username,
+        "workspaceId": task.workspace_id,
+        "exitStatus": (alloc.exit_reason or "") if alloc else "",
+        "isReady": task_kinds.is_ready(task.kind, alloc),
+    }
+    address = task_kinds.service_address(task.kind, task.id) or ""
+    if task.kind == "notebook":
+        return ntsc.Notebook(**common, serviceAddress=address)
+    if task.kind == "tensorboard":
+        return ntsc.Tensorboard(
+            **common,
+            serviceAddress=address,
+            experimentIds=list(task.experiment_ids or []),
+            trialIds=list(task.trial_ids or []),
+        )
+    if task.kind == "shell":
+        secrets = task.secrets or {}
+        shell = ntsc.Shell(
+            **common,
+            publicKey=secrets.get("public_key", ""),
+            addresses=[],
+            agentUserGroup=ntsc.ShellUser(**shell_tasks.login_user(run_as)),
+        )
+        if private_key:
+            shell.privateKey = secrets.get("private_key", "")
+        return shell
+    return ntsc.Command(**common)
