@@ -147,3 +147,28 @@ def test_an_event_exactly() -> None:
         "level": "info",
         "message": "created",
     }
+
+
+def test_a_job_exactly() -> None:
+    from pedl.master.cluster.job_queue import Job
+
+    queued = Job(experiment_id=7, pool="gpu", priority=10, position=0.0, requested_slots=2, jobs_ahead=1)
+    shown = to_wire.job(queued, row(config={**CONFIG, "resources": {"weight": 2}}), "alice", 4, preemptible=False)
+    assert shown.model_dump() == {
+        "jobId": "job-7",
+        "type": "TYPE_EXPERIMENT",
+        "entityId": "7",
+        "name": "exp",
+        "submissionTime": "2023-11-14T22:13:20Z",
+        "username": "alice",
+        "userId": 2,
+        "resourcePool": "gpu",
+        "isPreemptible": False,
+        "priority": 10,
+        "weight": 2.0,
+        "requestedSlots": 2,
+        "allocatedSlots": 0,
+        "workspaceId": 4,
+        "progress": 0.25,
+        "summary": {"jobsAhead": 1, "state": "STATE_QUEUED"},
+    }

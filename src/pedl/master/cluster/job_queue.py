@@ -46,6 +46,11 @@ class Job:
     key: tuple = ()  # the scheduler's key of its most urgent allocation
     jobs_ahead: int = 0
 
+    @property
+    def state(self) -> str:
+        """Determined's jobv1State."""
+        return "STATE_SCHEDULED" if self.scheduled else "STATE_QUEUED"
+
 
 def queue(s: Session, pool: str | None = None) -> list[Job]:
     """Every job (of `pool`, or of every pool), in the scheduler's order within each pool, pools in

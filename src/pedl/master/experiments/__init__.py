@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pedl.master.experiments.continuation import continue_by
     from pedl.master.experiments.deletion import mark_all, request_deletion
     from pedl.master.experiments.edits import change_label, patch, set_archived
-    from pedl.master.experiments.jobs import JOB_STATES, QueueUpdate, ShownJob, state_of, update
+    from pedl.master.experiments.jobs import JOB_STATES, JobPage, JobQuery, QueueUpdate, update
     from pedl.master.experiments.labels import SEP, having_any, joined, split
     from pedl.master.experiments.listing import ExperimentQuery, ExperimentStats, page, reported_state, stats
     from pedl.master.experiments.moves import move
@@ -42,7 +42,7 @@ __getattr__, __all__ = lazy_exports(
         "continuation": ["continue_by"],
         "deletion": ["mark_all", "request_deletion"],
         "edits": ["change_label", "patch", "set_archived"],
-        "jobs": ["JOB_STATES", "QueueUpdate", "ShownJob", "state_of", "update"],
+        "jobs": ["JOB_STATES", "JobPage", "JobQuery", "QueueUpdate", "update"],
         "labels": ["SEP", "having_any", "joined", "split"],
         "listing": ["ExperimentQuery", "ExperimentStats", "page", "reported_state", "stats"],
         "moves": ["move"],

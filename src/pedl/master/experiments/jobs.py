@@ -16,16 +16,19 @@ from pedl.master.cluster.job_queue import Job, experiment_of, job_id, queue
 from pedl.master.db import models
 from pedl.master.db.base import existing
 from pedl.master.experiments import edits as experiment_edits
+from pedl.master.experiments import to_wire
 from pedl.master.experiments.service import get
 from pedl.master.identity.authz import require_owner
 from pedl.master.lifecycle.states import HELD, TERMINAL_EXPERIMENT, AllocationState
 from pedl.master.lifecycle.transitions import record_event
+from pedl.master.wire.job import JobEntry
 from pedl.master.workspaces import projects
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
 
 JOB_STATES = ("STATE_UNSPECIFIED", "STATE_QUEUED", "STATE_SCHEDULED", "STATE_SCHEDULED_BACKFILLED")
+PAGE_MAX = 1000  # jobs per page: det asks again from endIndex
 MOVE_STEP = 1.0  # seconds of submission time a job moved to either end of the queue is put from its neighbour
 
 
@@ -41,22 +44,33 @@ class QueueUpdate:
     behind_of: str | None = None
 
 
-@dataclass
-class ShownJob:
-    job: Job
-    experiment: models.Experiment
-    username: str
-    workspace_id: int
+@dataclass(frozen=True)
+class JobQuery:
+    """det job list: one pool's queue (None: every pool's), the states asked for (none: all), most
+    urgent first (or last), a page of it."""
+
+    pool: str | None = None
+    states: tuple[str, ...] = ()
+    last_first: bool = False
+    offset: int = 0
+    limit: int = PAGE_MAX
 
 
-def listing(ctx: MasterContext, pool: str | None, states: list[str]) -> list[ShownJob]:
-    """The queue of `pool` (of every pool when None), in the scheduler's order."""
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[JobEntry]
+    total: int
+
+
+def listing(ctx: MasterContext, q: JobQuery) -> JobPage:
+    """The queue of `q.pool` (of every pool when None), in the scheduler's order, a page of it."""
+    pool, states = q.pool, q.states
     if pool is not None and ctx.config.pool(pool) is None:
         raise InvalidArgument.at("resourcePool", f"no resource pool named {pool!r} ({_pool_names(ctx)})")
     with ctx.db.read_session() as s:
         jobs = queue(s, pool)
         if states and "STATE_UNSPECIFIED" not in states:
-            jobs = [j for j in jobs if state_of(j) in states]
+            jobs = [j for j in jobs if j.state in states]
         exps = (
             {
                 e.id: e
@@ -81,15 +95,22 @@ def listing(ctx: MasterContext, pool: str | None, states: list[str]) -> list[Sho
         )
         places = projects.placements(s, {e.project_id for e in exps.values()}) if exps else {}
         default = projects.Placement()
-        return [
-            ShownJob(j, e, names.get(e.owner_id, ""), places.get(e.project_id, default).workspace_id)
-            for j in jobs
-            if (e := exps.get(j.experiment_id)) is not None
-        ]
-
-
-def state_of(job: Job) -> str:
-    return "STATE_SCHEDULED" if job.scheduled else "STATE_QUEUED"
+        listed = [(j, e) for j in jobs if (e := exps.get(j.experiment_id)) is not None]
+        if q.last_first:
+            listed.reverse()
+        page = listed[q.offset : q.offset + q.limit]
+        shown = []
+        for j, e in page:
+            pool_config = ctx.config.pool(j.pool)
+            message = to_wire.job(
+                j,
+                e,
+                names.get(e.owner_id, ""),
+                places.get(e.project_id, default).workspace_id,
+                preemptible=bool(pool_config and pool_config.scheduler.preemption),
+            )
+            shown.append(JobEntry(full=message, summary=message.summary))
+        return JobPage(shown, len(listed))
 
 
 def update(ctx: MasterContext, who: Caller, updates: list[QueueUpdate]) -> None:

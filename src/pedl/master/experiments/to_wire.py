@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pedl.master.cluster.job_queue import Job, job_id
 from pedl.master.experiments.labels import split as split_labels
 from pedl.master.experiments.listing import ExperimentStats
 from pedl.master.wire import experiment as wire
 from pedl.master.wire.base import ts
 from pedl.master.wire.experiment import Experiment
+from pedl.master.wire.job import Job as JobMessage
 from pedl.master.workspaces.projects import Placement
 
 if TYPE_CHECKING:
@@ -95,4 +97,26 @@ def event(ev: models.Event) -> wire.Event:
         toState=ev.to_state,
         level=ev.level,
         message=ev.message,
+    )
+
+
+def job(j: Job, exp: models.Experiment, username: str, workspace_id: int, *, preemptible: bool) -> JobMessage:
+    """Determined's v1Job: `preemptible` is whether its pool's scheduler preempts."""
+    return JobMessage(
+        jobId=job_id(exp.id),
+        type="TYPE_EXPERIMENT",
+        entityId=str(exp.id),
+        name=exp.name,
+        submissionTime=ts(exp.start_time),
+        username=username,
+        userId=exp.owner_id,
+        resourcePool=j.pool,
+        isPreemptible=preemptible,
+        priority=j.priority,
+        weight=float((exp.config.get("resources") or {}).get("weight", 1.0)),
+        requestedSlots=j.requested_slots,
+        allocatedSlots=j.allocated_slots,
+        workspaceId=workspace_id,
+        progress=exp.progress,
+        summary=wire.JobSummary(state=j.state, jobsAhead=j.jobs_ahead),
     )
