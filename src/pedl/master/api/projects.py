@@ -9,9 +9,21 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
 
 from pedl.errors import InvalidArgument
-from pedl.master.api.deps import INT64_MAX, Body, Caller, IdPath, caller, ctx_of, json_body, pagination, parse
+from pedl.master.api.deps import INT64_MAX, Body, Caller, IdPath, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts
-from pedl.master.wire.base import ts
+from pedl.master.wire.base import Pagination
+from pedl.master.wire.project import (
+    AddProjectNoteResponse,
+    ArchiveProjectResponse,
+    DeleteProjectResponse,
+    GetProjectResponse,
+    GetWorkspaceProjectsResponse,
+    MoveProjectResponse,
+    PatchProjectResponse,
+    PostProjectResponse,
+    PutProjectNotesResponse,
+    UnarchiveProjectResponse,
+)
 from pedl.master.workspaces import ProjectQuery, project_edits
 from pedl.master.workspaces import projects as projects_service
 
@@ -25,31 +37,11 @@ class CreateProjectBody(Body):
     key: str | None = None
 
 
-def project(shown: projects_service.Shown) -> dict[str, Any]:
-    """Determined's v1Project (every key its binding requires)."""
-    p = shown.project
-    return {
-        "id": p.id,
-        "name": p.name,
-        "workspaceId": p.workspace_id,
-        "workspaceName": shown.workspace_name,
-        "description": p.description,
-        "key": p.key,
-        "archived": shown.archived,
-        "immutable": p.immutable,
-        "errorMessage": "",
-        "notes": p.notes or [],
-        "numExperiments": shown.num_experiments,
-        "numActiveExperiments": shown.num_active_experiments,
-        "numRuns": shown.num_runs,
-        "lastExperimentStartedAt": ts(shown.last_experiment_started_at),
-        "state": "WORKSPACE_STATE_UNSPECIFIED",
-        "userId": p.owner_id or 0,
-        "username": shown.username,
-    }
-
-
-@router.get("/workspaces/{workspace_id}/projects")
+@router.get(
+    "/workspaces/{workspace_id}/projects",
+    response_model=GetWorkspaceProjectsResponse,
+    response_model_exclude_unset=True,
+)
 def list_projects(
     workspace_id: IdPath,
     request: Request,
@@ -62,7 +54,7 @@ def list_projects(
     userIds: list[int] = Query(default_factory=list),
     sortBy: str | None = None,
     orderBy: str | None = None,
-) -> dict:
+) -> GetWorkspaceProjectsResponse:
     """The workspace's projects; workspace 0: every workspace's, as in Determined."""
     query = ProjectQuery(
         workspace_id=workspace_id,
@@ -75,25 +67,29 @@ def list_projects(
         sort_by=sortBy,
         order_by=orderBy,
     )
-    rows, total, page = projects_service.listing(ctx_of(request), query)
-    return {"projects": [project(p) for p in rows], "pagination": pagination(offset, page, total, len(rows))}
+    page = projects_service.listing(ctx_of(request), query)
+    return GetWorkspaceProjectsResponse(
+        projects=page.items, pagination=Pagination.of(offset, page.limit, page.total, len(page.items))
+    )
 
 
-@router.post("/workspaces/{workspace_id}/projects")
+@router.post(
+    "/workspaces/{workspace_id}/projects", response_model=PostProjectResponse, response_model_exclude_unset=True
+)
 @accepts(CreateProjectBody, errors=(409,))
 def create(
     workspace_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
-) -> dict:
+) -> PostProjectResponse:
     req = parse(CreateProjectBody, body)
     if req.workspaceId not in (None, workspace_id):
         raise InvalidArgument.at("workspaceId", f"{req.workspaceId} is not the workspace of the path ({workspace_id})")
     shown = projects_service.create(ctx_of(request), who, workspace_id, req.name, req.description, req.key)
-    return {"project": project(shown)}
+    return PostProjectResponse(project=shown)
 
 
-@router.get("/projects/{project_id}")
-def get_project(project_id: IdPath, request: Request, _: Caller = Depends(caller)) -> dict:
-    return {"project": project(projects_service.describe(ctx_of(request), project_id))}
+@router.get("/projects/{project_id}", response_model=GetProjectResponse, response_model_exclude_unset=True)
+def get_project(project_id: IdPath, request: Request, _: Caller = Depends(caller)) -> GetProjectResponse:
+    return GetProjectResponse(project=projects_service.describe(ctx_of(request), project_id))
 
 
 class PatchProjectBody(Body):
@@ -102,30 +98,34 @@ class PatchProjectBody(Body):
     key: str | None = None
 
 
-@router.patch("/projects/{project_id}")
+@router.patch("/projects/{project_id}", response_model=PatchProjectResponse, response_model_exclude_unset=True)
 @accepts(PatchProjectBody, errors=(409,))
-def patch(project_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+def patch(
+    project_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> PatchProjectResponse:
     req = parse(PatchProjectBody, body)
     shown = project_edits.patch(
         ctx_of(request), who, project_id, name=req.name, description=req.description, key=req.key
     )
-    return {"project": project(shown)}
+    return PatchProjectResponse(project=shown)
 
 
-@router.post("/projects/{project_id}/archive")
+@router.post("/projects/{project_id}/archive", response_model=ArchiveProjectResponse, response_model_exclude_unset=True)
 def archive(
     project_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
-) -> dict:
+) -> ArchiveProjectResponse:
     project_edits.set_archived(ctx_of(request), who, project_id, True)
-    return {}
+    return ArchiveProjectResponse()
 
 
-@router.post("/projects/{project_id}/unarchive")
+@router.post(
+    "/projects/{project_id}/unarchive", response_model=UnarchiveProjectResponse, response_model_exclude_unset=True
+)
 def unarchive(
     project_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
-) -> dict:
+) -> UnarchiveProjectResponse:
     project_edits.set_archived(ctx_of(request), who, project_id, False)
-    return {}
+    return UnarchiveProjectResponse()
 
 
 class MoveProjectBody(Body):
@@ -133,14 +133,16 @@ class MoveProjectBody(Body):
     projectId: int | None = Field(None, ge=0, le=INT64_MAX)  # det repeats the path's
 
 
-@router.post("/projects/{project_id}/move")
+@router.post("/projects/{project_id}/move", response_model=MoveProjectResponse, response_model_exclude_unset=True)
 @accepts(MoveProjectBody, errors=(409,))
-def move(project_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+def move(
+    project_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
+) -> MoveProjectResponse:
     req = parse(MoveProjectBody, body)
     if req.projectId not in (None, project_id):
         raise InvalidArgument.at("projectId", f"{req.projectId} is not the project of the path ({project_id})")
     project_edits.move(ctx_of(request), who, project_id, req.destinationWorkspaceId)
-    return {}
+    return MoveProjectResponse()
 
 
 class NoteBody(Body):
@@ -153,30 +155,31 @@ class PutNotesBody(Body):
     projectId: int | None = Field(None, ge=0, le=INT64_MAX)  # det repeats the path's
 
 
-@router.post("/projects/{project_id}/notes")
+@router.post("/projects/{project_id}/notes", response_model=AddProjectNoteResponse, response_model_exclude_unset=True)
 @accepts(NoteBody)
 def add_note(
     project_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
-) -> dict:
+) -> AddProjectNoteResponse:
     req = parse(NoteBody, body)
     notes = project_edits.set_notes(ctx_of(request), who, project_id, [req.model_dump()], append=True)
-    return {"notes": notes}
+    return AddProjectNoteResponse(notes=notes)
 
 
-@router.put("/projects/{project_id}/notes")
+@router.put("/projects/{project_id}/notes", response_model=PutProjectNotesResponse, response_model_exclude_unset=True)
 @accepts(PutNotesBody)
 def put_notes(
     project_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
-) -> dict:
+) -> PutProjectNotesResponse:
     req = parse(PutNotesBody, body)
     if req.projectId not in (None, project_id):
         raise InvalidArgument.at("projectId", f"{req.projectId} is not the project of the path ({project_id})")
-    return {"notes": project_edits.set_notes(ctx_of(request), who, project_id, req.notes, append=False)}
+    notes = project_edits.set_notes(ctx_of(request), who, project_id, req.notes, append=False)
+    return PutProjectNotesResponse(notes=notes)
 
 
-@router.delete("/projects/{project_id}")
-def delete_project(project_id: IdPath, request: Request, who: Caller = Depends(caller)) -> dict:
+@router.delete("/projects/{project_id}", response_model=DeleteProjectResponse, response_model_exclude_unset=True)
+def delete_project(project_id: IdPath, request: Request, who: Caller = Depends(caller)) -> DeleteProjectResponse:
     """Its experiments (all ended) are deleted by the master's worker: `completed` is false while any are
     (det then polls until the project is not found)."""
     completed = project_edits.remove(ctx_of(request), who, project_id, request.app.state.experiment_deletion.request)
-    return {"completed": completed}
+    return DeleteProjectResponse(completed=completed)

@@ -9,8 +9,16 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import Field
 
 from pedl.errors import InvalidArgument
-from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, pagination, parse
+from pedl.master.api.deps import INT64_MAX, Body, Caller, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts
+from pedl.master.wire.base import Pagination
+from pedl.master.wire.template import (
+    DeleteTemplateResponse,
+    GetTemplateResponse,
+    GetTemplatesResponse,
+    PatchTemplateConfigResponse,
+    PostTemplateResponse,
+)
 from pedl.master.workspaces import MAX_NAME, TemplateQuery
 from pedl.master.workspaces import templates as templates_service
 
@@ -30,19 +38,7 @@ class TemplateBody(Body):
 CONFIG_SCHEMA: dict[str, Any] = {"type": "object", "description": "the template's config itself (det's body)"}
 
 
-def template(shown: templates_service.Shown) -> dict[str, Any]:
-    """Determined's v1Template, with pedl's owner."""
-    t = shown.template
-    return {
-        "name": t.name,
-        "config": t.config,
-        "workspaceId": t.workspace_id,
-        "userId": t.owner_id,
-        "username": shown.username,
-    }
-
-
-@router.get("")
+@router.get("", response_model=GetTemplatesResponse, response_model_exclude_unset=True)
 def list_templates(
     request: Request,
     _: Caller = Depends(caller),
@@ -52,40 +48,42 @@ def list_templates(
     workspaceIds: list[int] = Query(default_factory=list),
     sortBy: str | None = None,
     orderBy: str | None = None,
-) -> dict:
+) -> GetTemplatesResponse:
     query = TemplateQuery(
         offset=offset, limit=limit, name=name, workspace_ids=workspaceIds, sort_by=sortBy, order_by=orderBy
     )
-    rows, total, page = templates_service.listing(ctx_of(request), query)
-    return {"templates": [template(t) for t in rows], "pagination": pagination(offset, page, total, len(rows))}
+    page = templates_service.listing(ctx_of(request), query)
+    return GetTemplatesResponse(
+        templates=page.items, pagination=Pagination.of(offset, page.limit, page.total, len(page.items))
+    )
 
 
-@router.get("/{template_name}")
-def get_template(template_name: NamePath, request: Request, _: Caller = Depends(caller)) -> dict:
-    return {"template": template(templates_service.describe(ctx_of(request), template_name))}
+@router.get("/{template_name}", response_model=GetTemplateResponse, response_model_exclude_unset=True)
+def get_template(template_name: NamePath, request: Request, _: Caller = Depends(caller)) -> GetTemplateResponse:
+    return GetTemplateResponse(template=templates_service.describe(ctx_of(request), template_name))
 
 
-@router.post("/{template_name}")
+@router.post("/{template_name}", response_model=PostTemplateResponse, response_model_exclude_unset=True)
 @accepts(TemplateBody, errors=(409,))
 def create(
     template_name: NamePath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
-) -> dict:
+) -> PostTemplateResponse:
     req = parse(TemplateBody, body)
     if req.name not in (None, template_name):
         raise InvalidArgument.at("name", f"{req.name!r} is not the template of the path ({template_name!r})")
     shown = templates_service.create(ctx_of(request), who, template_name, req.config, req.workspaceId or 0)
-    return {"template": template(shown)}
+    return PostTemplateResponse(template=shown)
 
 
-@router.patch("/{template_name}")
+@router.patch("/{template_name}", response_model=PatchTemplateConfigResponse, response_model_exclude_unset=True)
 @accepts(CONFIG_SCHEMA)
 def set_config(
     template_name: NamePath, request: Request, who: Caller = Depends(caller), body: Any = Depends(json_body)
-) -> dict:
-    return {"template": template(templates_service.set_config(ctx_of(request), who, template_name, body))}
+) -> PatchTemplateConfigResponse:
+    return PatchTemplateConfigResponse(template=templates_service.set_config(ctx_of(request), who, template_name, body))
 
 
-@router.delete("/{template_name}")
-def remove(template_name: NamePath, request: Request, who: Caller = Depends(caller)) -> dict:
+@router.delete("/{template_name}", response_model=DeleteTemplateResponse, response_model_exclude_unset=True)
+def remove(template_name: NamePath, request: Request, who: Caller = Depends(caller)) -> DeleteTemplateResponse:
     templates_service.remove(ctx_of(request), who, template_name)
-    return {}
+    return DeleteTemplateResponse()

@@ -8,8 +8,20 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from pedl.errors import InvalidArgument
-from pedl.master.api.deps import INT64_MAX, Body, Caller, IdPath, caller, ctx_of, json_body, pagination, parse
+from pedl.master.api.deps import INT64_MAX, Body, Caller, IdPath, caller, ctx_of, json_body, parse
 from pedl.master.api.openapi import accepts
+from pedl.master.wire.base import Pagination
+from pedl.master.wire.workspace import (
+    ArchiveWorkspaceResponse,
+    DeleteWorkspaceResponse,
+    GetWorkspaceResponse,
+    GetWorkspacesResponse,
+    PatchWorkspaceResponse,
+    PinWorkspaceResponse,
+    PostWorkspaceResponse,
+    UnarchiveWorkspaceResponse,
+    UnpinWorkspaceResponse,
+)
 from pedl.master.workspaces import WorkspaceQuery, workspace_edits
 from pedl.master.workspaces import workspaces as workspaces_service
 
@@ -55,26 +67,7 @@ def refuse_unsupported(req: Body) -> None:
             raise InvalidArgument.at(key, "pedl does not keep this per workspace; leave it unset")
 
 
-def workspace(shown: workspaces_service.Shown) -> dict[str, Any]:
-    """Determined's v1Workspace (every key its binding requires)."""
-    w = shown.workspace
-    return {
-        "id": w.id,
-        "name": w.name,
-        "archived": w.archived,
-        "immutable": w.immutable,
-        "errorMessage": "",
-        "numExperiments": shown.num_experiments,
-        "numProjects": shown.num_projects,
-        "pinned": shown.pinned,
-        "state": "WORKSPACE_STATE_UNSPECIFIED",
-        "userId": w.owner_id or 0,
-        "username": shown.username,
-        "checkpointStorageConfig": w.checkpoint_storage or None,
-    }
-
-
-@router.get("")
+@router.get("", response_model=GetWorkspacesResponse, response_model_exclude_unset=True)
 def list_workspaces(
     request: Request,
     who: Caller = Depends(caller),
@@ -88,7 +81,7 @@ def list_workspaces(
     userIds: list[int] = Query(default_factory=list),
     sortBy: str | None = None,
     orderBy: str | None = None,
-) -> dict:
+) -> GetWorkspacesResponse:
     query = WorkspaceQuery(
         offset=offset,
         limit=limit,
@@ -102,31 +95,33 @@ def list_workspaces(
         order_by=orderBy,
         viewer=who.user.id,
     )
-    rows, total, page = workspaces_service.listing(ctx_of(request), query)
-    return {"workspaces": [workspace(w) for w in rows], "pagination": pagination(offset, page, total, len(rows))}
+    page = workspaces_service.listing(ctx_of(request), query)
+    return GetWorkspacesResponse(
+        workspaces=page.items, pagination=Pagination.of(offset, page.limit, page.total, len(page.items))
+    )
 
 
-@router.post("")
+@router.post("", response_model=PostWorkspaceResponse, response_model_exclude_unset=True)
 @accepts(CreateWorkspaceBody, errors=(409,))
-def create(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> dict:
+def create(request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)) -> PostWorkspaceResponse:
     req = parse(CreateWorkspaceBody, body)
     refuse_unsupported(req)
     storage = req.checkpointStorageConfig
     shown = workspaces_service.create(ctx_of(request), who, req.name, None if storage in (None, {}) else storage)
     # det iterates namespaceBindings after a create (a Kubernetes namespace per cluster; pedl has none)
-    return {"workspace": workspace(shown), "namespaceBindings": {}}
+    return PostWorkspaceResponse(workspace=shown, namespaceBindings={})
 
 
-@router.get("/{workspace_id}")
-def get_workspace(workspace_id: IdPath, request: Request, who: Caller = Depends(caller)) -> dict:
-    return {"workspace": workspace(workspaces_service.describe(ctx_of(request), workspace_id, who.user.id))}
+@router.get("/{workspace_id}", response_model=GetWorkspaceResponse, response_model_exclude_unset=True)
+def get_workspace(workspace_id: IdPath, request: Request, who: Caller = Depends(caller)) -> GetWorkspaceResponse:
+    return GetWorkspaceResponse(workspace=workspaces_service.describe(ctx_of(request), workspace_id, who.user.id))
 
 
-@router.patch("/{workspace_id}")
+@router.patch("/{workspace_id}", response_model=PatchWorkspaceResponse, response_model_exclude_unset=True)
 @accepts(PatchWorkspaceBody, errors=(409,))
 def patch(
     workspace_id: IdPath, request: Request, who: Caller = Depends(caller), body: dict = Depends(json_body)
-) -> dict:
+) -> PatchWorkspaceResponse:
     """Rename it, set its checkpoint storage or ({}) reset it: its creator or an admin."""
     req = parse(PatchWorkspaceBody, body)
     refuse_unsupported(req)
@@ -138,44 +133,46 @@ def patch(
         name=req.name,
         storage=... if storage is None else (None if storage == {} else storage),
     )
-    return {"workspace": workspace(shown)}
+    return PatchWorkspaceResponse(workspace=shown)
 
 
-@router.post("/{workspace_id}/archive")
+@router.post("/{workspace_id}/archive", response_model=ArchiveWorkspaceResponse, response_model_exclude_unset=True)
 def archive(
     workspace_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
-) -> dict:
+) -> ArchiveWorkspaceResponse:
     workspace_edits.set_archived(ctx_of(request), who, workspace_id, True)
-    return {}
+    return ArchiveWorkspaceResponse()
 
 
-@router.post("/{workspace_id}/unarchive")
+@router.post("/{workspace_id}/unarchive", response_model=UnarchiveWorkspaceResponse, response_model_exclude_unset=True)
 def unarchive(
     workspace_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
-) -> dict:
+) -> UnarchiveWorkspaceResponse:
     workspace_edits.set_archived(ctx_of(request), who, workspace_id, False)
-    return {}
+    return UnarchiveWorkspaceResponse()
 
 
-@router.post("/{workspace_id}/pin")
-def pin(workspace_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)) -> dict:
+@router.post("/{workspace_id}/pin", response_model=PinWorkspaceResponse, response_model_exclude_unset=True)
+def pin(
+    workspace_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
+) -> PinWorkspaceResponse:
     workspace_edits.pin(ctx_of(request), who, workspace_id, True)
-    return {}
+    return PinWorkspaceResponse()
 
 
-@router.post("/{workspace_id}/unpin")
+@router.post("/{workspace_id}/unpin", response_model=UnpinWorkspaceResponse, response_model_exclude_unset=True)
 def unpin(
     workspace_id: IdPath, request: Request, who: Caller = Depends(caller), _body: Any = Depends(json_body)
-) -> dict:
+) -> UnpinWorkspaceResponse:
     workspace_edits.pin(ctx_of(request), who, workspace_id, False)
-    return {}
+    return UnpinWorkspaceResponse()
 
 
-@router.delete("/{workspace_id}")
-def delete_workspace(workspace_id: IdPath, request: Request, who: Caller = Depends(caller)) -> dict:
+@router.delete("/{workspace_id}", response_model=DeleteWorkspaceResponse, response_model_exclude_unset=True)
+def delete_workspace(workspace_id: IdPath, request: Request, who: Caller = Depends(caller)) -> DeleteWorkspaceResponse:
     """Its projects, templates and pins go now; its experiments (all ended) are deleted by the master's
     worker: `completed` is false while any are (det then polls until the workspace is not found)."""
     completed = workspace_edits.remove(
         ctx_of(request), who, workspace_id, request.app.state.experiment_deletion.request
     )
-    return {"completed": completed}
+    return DeleteWorkspaceResponse(completed=completed)

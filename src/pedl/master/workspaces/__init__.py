@@ -1,6 +1,7 @@
-"""Workspaces, projects and templates: reading each (workspaces, projects, templates), what a creator or
-an admin changes (workspace_edits, project_edits), a workspace's checkpoint storage (workspace_storage) and a
-project's experiment table (project_columns)."""
+"""Workspaces, projects and templates: reading each (workspaces, projects, templates) and showing them as
+v1Workspace, v1Project and v1Template (to_wire), what a creator or an admin changes (workspace_edits,
+project_edits), a workspace's checkpoint storage (workspace_storage) and a project's experiment table
+(project_columns)."""
 
 from typing import TYPE_CHECKING
 

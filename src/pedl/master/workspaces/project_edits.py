@@ -17,8 +17,9 @@ from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.experiments import deletion as experiment_deletion
 from pedl.master.identity.authz import require_owner
-from pedl.master.workspaces import workspaces
-from pedl.master.workspaces.projects import Shown, _shown, _taken, checked_key, get, in_workspace
+from pedl.master.wire.project import Note, Project
+from pedl.master.workspaces import to_wire, workspaces
+from pedl.master.workspaces.projects import _taken, checked_key, get, in_workspace, shown
 from pedl.master.workspaces.workspaces import checked_name, name_key
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def _workspace_open(s: Session, project: models.Project, action: str) -> models.
 
 def patch(
     ctx: MasterContext, who: Caller, project_id: int, *, name: str | None, description: str | None, key: str | None
-) -> Shown:
+) -> Project:
     if name is not None:
         checked_name(name, "name")
     if description is not None and len(description) > MAX_NOTE:
@@ -81,7 +82,7 @@ def patch(
             if key:
                 project.key = checked_key(key, project.name)
             s.flush()
-            return _shown(s, [project])[0]
+            return shown(s, [project])[0]
     except IntegrityError:
         raise _taken(name or "", str(project_id)) from None
 
@@ -135,7 +136,7 @@ def _notes(notes: list[Any]) -> list[dict[str, str]]:
     return out
 
 
-def set_notes(ctx: MasterContext, who: Caller, project_id: int, notes: list[Any], *, append: bool) -> list[dict]:
+def set_notes(ctx: MasterContext, who: Caller, project_id: int, notes: list[Any], *, append: bool) -> list[Note]:
     """Replace the project's notes, or (append) add one -> the notes now."""
     checked = _notes(notes)
     with ctx.db.session() as s:
@@ -143,7 +144,7 @@ def set_notes(ctx: MasterContext, who: Caller, project_id: int, notes: list[Any]
         require_owner(who, project.owner_id or 0, f"change project {project_id}")
         now = _notes([*(project.notes or []), *checked]) if append else checked
         project.notes = now
-        return now
+        return to_wire.notes(now)
 
 
 def remove(ctx: MasterContext, who: Caller, project_id: int, wake: Callable[[int], None]) -> bool:

@@ -16,27 +16,14 @@ from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.identity.authz import require_user
 from pedl.master.lifecycle.states import ExperimentState
-from pedl.master.workspaces import workspaces
+from pedl.master.wire.project import Project
+from pedl.master.workspaces import to_wire, workspaces
 from pedl.master.workspaces.workspaces import DEFAULT_ID, DEFAULT_NAME, checked_name, name_key
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
 
 MAX_KEY = 5  # Determined's project keys: up to five letters or digits
-
-
-@dataclass(frozen=True)
-class Shown:
-    """A project as the API shows it: the row, its workspace's name, its owner's username, counts."""
-
-    project: models.Project
-    workspace_name: str = ""
-    username: str = ""
-    num_experiments: int = 0
-    num_active_experiments: int = 0
-    num_runs: int = 0
-    last_experiment_started_at: float | None = None
-    archived: bool = False  # its own flag, or its workspace's
 
 
 @dataclass(frozen=True)
@@ -76,7 +63,7 @@ def in_workspace(s: Session, workspace_id: int, name: str) -> models.Project | N
 
 def create(
     ctx: MasterContext, who: Caller, workspace_id: int, name: str, description: str | None, key: str | None
-) -> Shown:
+) -> Project:
     """A new project of the caller's in the workspace; a name the workspace has (in any case) is a 409."""
     owner = require_user(who, "create projects")
     checked_name(name, "name")
@@ -106,7 +93,7 @@ def create(
             )
             s.add(project)
             s.flush()
-            return _shown(s, [project])[0]
+            return shown(s, [project])[0]
     except IntegrityError:  # another request took the name between the check and the insert
         raise _taken(name, str(workspace_id)) from None
 
@@ -119,8 +106,9 @@ def _taken(name: str, workspace: str) -> Conflict:
     )
 
 
-def _shown(s: Session, rows: list[models.Project]) -> list[Shown]:
-    """The rows with their workspaces, owners and counts, in four queries whatever the number of rows."""
+def shown(s: Session, rows: list[models.Project]) -> list[Project]:
+    """The rows as the API shows them, with their workspaces, owners and counts, in four queries whatever
+    the number of rows."""
     E = models.Experiment
     ids = [p.id for p in rows]
     places = {
@@ -160,15 +148,15 @@ def _shown(s: Session, rows: list[models.Project]) -> list[Shown]:
         n, a, last = counts.get(p.id, (0, 0, None))
         ws_name, ws_archived = places.get(p.workspace_id, ("", False))
         out.append(
-            Shown(
+            to_wire.project(
                 p,
-                ws_name,
-                owners.get(p.owner_id, "") if p.owner_id else "",
-                n,
-                a,
-                runs.get(p.id, 0),
-                last,
-                p.archived or ws_archived,
+                workspace_name=ws_name,
+                username=owners.get(p.owner_id, "") if p.owner_id else "",
+                num_experiments=n,
+                num_active_experiments=a,
+                num_runs=runs.get(p.id, 0),
+                last_experiment_started_at=last,
+                archived=p.archived or ws_archived,
             )
         )
     return out
@@ -206,8 +194,18 @@ SORTS = {
 }
 
 
-def listing(ctx: MasterContext, q: ProjectQuery) -> tuple[list[Shown], int, int]:
-    """One page of a workspace's projects, or every workspace's (-> shown rows, total, the page's limit)."""
+@dataclass(frozen=True)
+class ProjectPage:
+    """One page of projects as the API sends them, how many match, and the page's limit (at most
+    workspaces.MAX_PAGE, whatever the query asked)."""
+
+    items: list[Project]
+    total: int
+    limit: int
+
+
+def listing(ctx: MasterContext, q: ProjectQuery) -> ProjectPage:
+    """One page of a workspace's projects, or every workspace's."""
     P = models.Project
     key = workspaces.sort_key(SORTS, q.sort_by)
     descending, limit = workspaces.is_descending(q.order_by), workspaces.page_limit(q.limit)
@@ -231,12 +229,12 @@ def listing(ctx: MasterContext, q: ProjectQuery) -> tuple[list[Shown], int, int]
         total = s.scalar(select(func.count()).select_from(stmt.subquery())) or 0
         order = (key.desc().nulls_last(), P.id.desc()) if descending else (key.asc().nulls_last(), P.id.asc())
         rows = list(s.scalars(stmt.order_by(*order).offset(q.offset).limit(limit)))
-        return _shown(s, rows), total, limit
+        return ProjectPage(shown(s, rows), total, limit)
 
 
-def describe(ctx: MasterContext, project_id: int) -> Shown:
+def describe(ctx: MasterContext, project_id: int) -> Project:
     with ctx.db.read_session() as s:
-        return _shown(s, [get(s, project_id)])[0]
+        return shown(s, [get(s, project_id)])[0]
 
 
 def placements(s: Session, project_ids: set[int]) -> dict[int, Placement]:

@@ -23,7 +23,8 @@ from pedl.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.identity.authz import require_owner, require_user
-from pedl.master.workspaces import workspaces
+from pedl.master.wire.template import Template
+from pedl.master.workspaces import to_wire, workspaces
 from pedl.master.workspaces.workspaces import DEFAULT_ID, checked_name
 
 if TYPE_CHECKING:
@@ -102,19 +103,14 @@ def apply(s: Session, name: str, config_text: str, limits: LimitsConfig, user: m
     return merged(template.config, data) if isinstance(data, dict) else config_text
 
 
-@dataclass(frozen=True)
-class Shown:
-    template: models.Template
-    username: str = ""
-
-
-def _shown(s: Session, rows: list[models.Template]) -> list[Shown]:
+def shown(s: Session, rows: list[models.Template]) -> list[Template]:
+    """The rows as the API shows them, with their owners' usernames."""
     owners = dict(
         s.execute(
             select(models.User.id, models.User.username).where(models.User.id.in_({t.owner_id for t in rows}))
         ).all()
     )
-    return [Shown(t, owners.get(t.owner_id, "")) for t in rows]
+    return [to_wire.template(t, username=owners.get(t.owner_id, "")) for t in rows]
 
 
 def get(s: Session, name: str) -> models.Template:
@@ -124,7 +120,7 @@ def get(s: Session, name: str) -> models.Template:
     return template
 
 
-def create(ctx: MasterContext, who: Caller, name: str, config: Any, workspace_id: int) -> Shown:
+def create(ctx: MasterContext, who: Caller, name: str, config: Any, workspace_id: int) -> Template:
     """A new template of the caller's in the workspace (0: Uncategorized); a taken name is a 409."""
     owner = require_user(who, "create templates")
     checked_name(name, "name")
@@ -149,7 +145,7 @@ def create(ctx: MasterContext, who: Caller, name: str, config: Any, workspace_id
             )
             s.add(template)
             s.flush()
-            return _shown(s, [template])[0]
+            return shown(s, [template])[0]
     except IntegrityError:  # another request took the name between the check and the insert
         raise _taken(name) from None
 
@@ -161,7 +157,7 @@ def _taken(name: str) -> Conflict:
     )
 
 
-def set_config(ctx: MasterContext, who: Caller, name: str, config: Any) -> Shown:
+def set_config(ctx: MasterContext, who: Caller, name: str, config: Any) -> Template:
     """Replace the template's config: by its owner or an admin."""
     checked_config(config, ctx.config.limits)
     with ctx.db.session() as s:
@@ -169,7 +165,7 @@ def set_config(ctx: MasterContext, who: Caller, name: str, config: Any) -> Shown
         require_owner(who, template.owner_id, f"change template {name!r}")
         template.config = config
         template.updated_at = ctx.clock.now()
-        return _shown(s, [template])[0]
+        return shown(s, [template])[0]
 
 
 def remove(ctx: MasterContext, who: Caller, name: str) -> None:
@@ -180,9 +176,9 @@ def remove(ctx: MasterContext, who: Caller, name: str) -> None:
         s.delete(template)
 
 
-def describe(ctx: MasterContext, name: str) -> Shown:
+def describe(ctx: MasterContext, name: str) -> Template:
     with ctx.db.read_session() as s:
-        return _shown(s, [get(s, name)])[0]
+        return shown(s, [get(s, name)])[0]
 
 
 @dataclass(frozen=True)
@@ -198,8 +194,18 @@ class TemplateQuery:
 SORTS = {"SORT_BY_UNSPECIFIED": lambda: models.Template.name, "SORT_BY_NAME": lambda: models.Template.name}
 
 
-def listing(ctx: MasterContext, q: TemplateQuery) -> tuple[list[Shown], int, int]:
-    """One page of templates by name (-> shown rows, total, the page's limit)."""
+@dataclass(frozen=True)
+class TemplatePage:
+    """One page of templates as the API sends them, how many match, and the page's limit (at most
+    workspaces.MAX_PAGE, whatever the query asked)."""
+
+    items: list[Template]
+    total: int
+    limit: int
+
+
+def listing(ctx: MasterContext, q: TemplateQuery) -> TemplatePage:
+    """One page of templates by name."""
     T = models.Template
     key = workspaces.sort_key(SORTS, q.sort_by)
     descending, limit = workspaces.is_descending(q.order_by), workspaces.page_limit(q.limit)
@@ -211,4 +217,4 @@ def listing(ctx: MasterContext, q: TemplateQuery) -> tuple[list[Shown], int, int
     with ctx.db.read_session() as s:
         total = s.scalar(select(func.count()).select_from(stmt.subquery())) or 0
         rows = list(s.scalars(stmt.order_by(key.desc() if descending else key.asc()).offset(q.offset).limit(limit)))
-        return _shown(s, rows), total, limit
+        return TemplatePage(shown(s, rows), total, limit)

@@ -17,8 +17,9 @@ from pedl.master.db import models
 from pedl.master.experiments import deletion as experiment_deletion
 from pedl.master.identity.authz import require_owner, require_user
 from pedl.master.tasks import service as generic_tasks
+from pedl.master.wire.workspace import Workspace
 from pedl.master.workspaces.workspace_storage import checked_storage
-from pedl.master.workspaces.workspaces import DEFAULT_ID, Shown, _shown, _taken, by_name, checked_name, get, name_key
+from pedl.master.workspaces.workspaces import DEFAULT_ID, _taken, by_name, checked_name, get, name_key, shown
 
 if TYPE_CHECKING:
     from pedl.master.context import MasterContext
@@ -52,7 +53,7 @@ def patch(
     *,
     name: str | None,
     storage: dict[str, Any] | None | EllipsisType = ...,
-) -> Shown:
+) -> Workspace:
     """Rename it and/or set its checkpoint storage (None: reset; ...: unchanged). An archived workspace
     is not edited (as in Determined)."""
     if name is not None:
@@ -71,7 +72,7 @@ def patch(
             if stored is not ...:
                 ws.checkpoint_storage = stored
             s.flush()
-            return _shown(s, [ws], who.user.id)[0]
+            return shown(s, [ws], who.user.id)[0]
     except IntegrityError:
         raise _taken(name or "") from None
 

@@ -14,6 +14,8 @@ from pedl.errors import Conflict, InvalidArgument, NotFound
 from pedl.master.caller_cache import Caller
 from pedl.master.db import models
 from pedl.master.identity.authz import require_user
+from pedl.master.wire.workspace import Workspace
+from pedl.master.workspaces import to_wire
 from pedl.master.workspaces.workspace_storage import checked_storage
 
 if TYPE_CHECKING:
@@ -118,20 +120,9 @@ def by_name(s: Session, name: str) -> models.Workspace | None:
     return s.scalar(select(models.Workspace).where(models.Workspace.name_key == name_key(name)))
 
 
-@dataclass(frozen=True)
-class Shown:
-    """A workspace as the API shows it: the row, its owner's username and its counts."""
-
-    workspace: models.Workspace
-    username: str = ""
-    num_projects: int = 0
-    num_experiments: int = 0
-    pinned: bool = False  # by the caller
-
-
-def _shown(s: Session, rows: list[models.Workspace], viewer: int = 0) -> list[Shown]:
-    """The rows with their owners, counts and whether `viewer` pinned them, in four queries whatever the
-    number of rows."""
+def shown(s: Session, rows: list[models.Workspace], viewer: int = 0) -> list[Workspace]:
+    """The rows as the API shows them, with their owners, counts and whether `viewer` pinned them, in four
+    queries whatever the number of rows."""
     ids = [w.id for w in rows]
     pins = set(
         s.scalars(
@@ -164,18 +155,18 @@ def _shown(s: Session, rows: list[models.Workspace], viewer: int = 0) -> list[Sh
         ).all()
     )
     return [
-        Shown(
+        to_wire.workspace(
             w,
-            owners.get(w.owner_id, "") if w.owner_id is not None else "",
-            projects.get(w.id, 0),
-            experiments.get(w.id, 0),
-            w.id in pins,
+            username=owners.get(w.owner_id, "") if w.owner_id is not None else "",
+            num_projects=projects.get(w.id, 0),
+            num_experiments=experiments.get(w.id, 0),
+            pinned=w.id in pins,
         )
         for w in rows
     ]
 
 
-def create(ctx: MasterContext, who: Caller, name: str, storage: dict[str, Any] | None = None) -> Shown:
+def create(ctx: MasterContext, who: Caller, name: str, storage: dict[str, Any] | None = None) -> Workspace:
     """A new workspace owned by the caller, with the checkpoint storage given (checked as an experiment's);
     a name another workspace has (in any case) is a 409."""
     owner = require_user(who, "create workspaces")
@@ -198,7 +189,7 @@ def create(ctx: MasterContext, who: Caller, name: str, storage: dict[str, Any] |
             s.flush()
             s.add(models.WorkspacePin(workspace_id=ws.id, user_id=owner.id))  # Determined pins it for its creator
             s.flush()
-            return _shown(s, [ws], owner.id)[0]
+            return shown(s, [ws], owner.id)[0]
     except IntegrityError:  # another request took the name between the check and the insert
         raise _taken(name) from None
 
@@ -232,8 +223,18 @@ SORTS = {
 }  # any case, the same on both databases
 
 
-def listing(ctx: MasterContext, q: WorkspaceQuery) -> tuple[list[Shown], int, int]:
-    """One page of workspaces (-> shown rows, total, the page's limit)."""
+@dataclass(frozen=True)
+class WorkspacePage:
+    """One page of workspaces as the API sends them, how many match, and the page's limit (at most
+    MAX_PAGE, whatever the query asked)."""
+
+    items: list[Workspace]
+    total: int
+    limit: int
+
+
+def listing(ctx: MasterContext, q: WorkspaceQuery) -> WorkspacePage:
+    """One page of workspaces."""
     W = models.Workspace
     key, descending, limit = sort_key(SORTS, q.sort_by), is_descending(q.order_by), page_limit(q.limit)
     stmt = select(W)
@@ -254,9 +255,9 @@ def listing(ctx: MasterContext, q: WorkspaceQuery) -> tuple[list[Shown], int, in
         total = s.scalar(select(func.count()).select_from(stmt.subquery())) or 0
         order = (key.desc(), W.id.desc()) if descending else (key.asc(), W.id.asc())
         rows = list(s.scalars(stmt.order_by(*order).offset(q.offset).limit(limit)))
-        return _shown(s, rows, q.viewer), total, limit
+        return WorkspacePage(shown(s, rows, q.viewer), total, limit)
 
 
-def describe(ctx: MasterContext, workspace_id: int, viewer: int = 0) -> Shown:
+def describe(ctx: MasterContext, workspace_id: int, viewer: int = 0) -> Workspace:
     with ctx.db.read_session() as s:
-        return _shown(s, [get(s, workspace_id)], viewer)[0]
+        return shown(s, [get(s, workspace_id)], viewer)[0]
