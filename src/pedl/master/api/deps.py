@@ -156,13 +156,3 @@ def parse(model: type[M], data: Any) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise validation_error(list(exc.errors())) from None
-
-
-def pagination(offset: int, limit: int, total: int, count: int) -> dict[str, int]:
-    return {
-        "offset": offset,
-        "limit": limit,
-        "startIndex": min(offset, total),
-        "endIndex": min(offset + count, total),
-        "total": total,
-    }

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends, Request
 
 from pedl.config.provider_config import AWSProviderConfig
 from pedl.master.agents import resource_pools as pools_service
-from pedl.master.api.deps import Caller, caller, ctx_of, pagination
+from pedl.master.api.deps import Caller, caller, ctx_of
+from pedl.master.wire.base import Pagination
 
 if TYPE_CHECKING:
     from pedl.config.master_config import ResourcePoolConfig
@@ -22,7 +23,7 @@ router = APIRouter(prefix="/api/v1")
 def list_pools(request: Request, _: Caller = Depends(caller)) -> dict:
     ctx = ctx_of(request)
     pools = [with_determined_keys(ctx, p) for p in pools_service.summaries(ctx)]
-    return {"resourcePools": pools, "pagination": pagination(0, len(pools), len(pools), len(pools))}
+    return {"resourcePools": pools, "pagination": Pagination.of(0, len(pools), len(pools), len(pools)).model_dump()}
 
 
 @router.get("/resource-pools/{name}")

@@ -56,10 +56,6 @@ class Shown:
     username: str
     run_as: AgentUserGroup | None = None
 
-    @property
-    def ready(self) -> bool:
-        return task_kinds.is_ready(self.task.kind, self.alloc)
-
     def wire(self, who: Caller | None) -> AnyTask:
         """As its routes show it to `who`: a shell's private key only to its owner and admins."""
         mine = who is not None and who.user is not None and (who.user.admin or who.user.id == self.task.owner_id)
